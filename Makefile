@@ -1,0 +1,88 @@
+# Berth: the developer entry points. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# Go modules of the workspace (go.work). tools/ is deliberately outside it.
+MODULES := proto sandbox nodeagent core runtimebootstrap test
+PKGS := $(foreach m,$(MODULES),berth.dev/$(m)/...)
+
+BIN := $(CURDIR)/.bin
+export PATH := $(BIN):$(PATH)
+
+# Addresses of the test services, written by scripts/test-services.
+-include .run/test-services.env
+export BERTH_TEST_DOCKER_HOST BERTH_TEST_DATABASE_URL BERTH_TEST_RUNTIME_IMAGE
+
+GO_TEST_FLAGS ?= -count=1
+
+TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl
+TOOL_PKG_buf := github.com/bufbuild/buf/cmd/buf
+TOOL_PKG_protoc-gen-go := google.golang.org/protobuf/cmd/protoc-gen-go
+TOOL_PKG_protoc-gen-go-grpc := google.golang.org/grpc/cmd/protoc-gen-go-grpc
+TOOL_PKG_grpcurl := github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-34s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(BIN)/%: tools/go.mod tools/go.sum
+	@mkdir -p $(BIN)
+	cd tools && GOWORK=off go build -o $@ $(TOOL_PKG_$*)
+
+.PHONY: tools
+tools: $(addprefix $(BIN)/,$(TOOLS)) ## Build the pinned tools (tools/go.mod) into .bin/
+
+.PHONY: generate
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate committed code (buf)
+	find proto -name '*.pb.go' -delete
+	buf generate
+
+.PHONY: check-generated
+check-generated: generate ## Fail when committed generated code is stale
+	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
+		git status --porcelain -- proto; git diff --stat -- proto; \
+		echo "generated code is stale: run 'make generate' and commit"; exit 1; fi
+
+.PHONY: lint
+lint: $(BIN)/buf ## gofmt, go vet, buf lint, buf format, buf breaking
+	@unformatted=$$(gofmt -l $(MODULES) tools); \
+		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go vet $(PKGS)
+	buf lint
+	buf format --diff --exit-code
+	@if git rev-parse -q --verify main >/dev/null && git cat-file -e main:buf.yaml 2>/dev/null; then \
+		echo "buf breaking --against .git#branch=main"; buf breaking --against '.git#branch=main'; \
+	else echo "buf breaking: no landed main to compare against"; fi
+
+.PHONY: test
+test: check-generated lint ## Everything CI runs: generated code, lint, unit, contract and acceptance tests
+	go test $(GO_TEST_FLAGS) $(PKGS)
+
+.PHONY: test-short
+test-short: ## Unit tests only (-short), no services needed
+	go test -short $(GO_TEST_FLAGS) $(PKGS)
+
+.PHONY: check-sandbox-provider-contract
+check-sandbox-provider-contract: ## The shared provider contract suite and its validation tables
+	go test $(GO_TEST_FLAGS) berth.dev/sandbox/...
+
+.PHONY: services
+services: ## Provision and start the test services (Docker Engine, PostgreSQL)
+	scripts/test-services up
+
+.PHONY: services-down
+services-down: ## Stop the test services started by scripts/test-services
+	scripts/test-services down
+
+.PHONY: e2e
+e2e: ## End-to-end tests over real processes (not built yet: issue 5)
+	@echo "make e2e: not built yet; the end-to-end suite arrives with the Core issue (#5)" >&2; exit 2
+
+.PHONY: bench
+bench: ## Benchmarks as ratios against the raw engine (not built yet: issue 3)
+	@echo "make bench: not built yet; the first benchmark arrives with the Docker adapter issue (#3)" >&2; exit 2
+
+.PHONY: up
+up: ## Start a local Berth stack (not built yet: issue 6)
+	@echo "make up: not built yet; it arrives with the Runtime issue (#6)" >&2; exit 2

@@ -1,0 +1,3 @@
+module berth.dev/core
+
+go 1.26

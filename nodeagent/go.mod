@@ -1,0 +1,3 @@
+module berth.dev/nodeagent
+
+go 1.26

@@ -1,0 +1,3 @@
+module berth.dev/proto
+
+go 1.26

@@ -1,0 +1,3 @@
+module berth.dev/runtimebootstrap
+
+go 1.26

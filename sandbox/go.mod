@@ -1,0 +1,3 @@
+module berth.dev/sandbox
+
+go 1.26

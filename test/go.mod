@@ -1,0 +1,3 @@
+module berth.dev/test
+
+go 1.26
