@@ -1,0 +1,118 @@
+package runtimebootstrap
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode"
+
+	"github.com/google/uuid"
+)
+
+// Version is the only bootstrap file version this build reads and writes.
+const Version = 1
+
+// Bounds on the file, checked by Validate.
+const (
+	MaxCoreURLBytes    = 2048
+	MinCredentialBytes = 32
+	MaxCredentialBytes = 512
+)
+
+// Path is where adapters place the file inside the sandbox (mode 0600,
+// owned by the Runtime user 1000:1000).
+const Path = "/home/runtime/runtime-bootstrap.json"
+
+// File is the Runtime bootstrap file's content.
+type File struct {
+	Version int `json:"version"`
+	// CoreURL is Core's public URL, derived from the installation's
+	// configured public URL, never from request headers.
+	CoreURL string `json:"core_url"`
+	// DeviceID is the Runtime device's identity (a canonical UUID).
+	DeviceID string `json:"device_id"`
+	// Credential is the device's dedicated credential; Core stores only its
+	// digest.
+	Credential Secret `json:"credential"`
+}
+
+// Secret is a credential. It formats as "[redacted]" with every verb so it
+// cannot reach a log line or an error by accident; Reveal returns the value
+// for the one place that must send it.
+type Secret string
+
+const redacted = "[redacted]"
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return string(s) }
+
+func (s Secret) String() string   { return redacted }
+func (s Secret) GoString() string { return redacted }
+
+// Format implements fmt.Formatter so that %v, %s, %q, %x and %#v all redact.
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
+
+// Validate checks every field against the file's bounds. Its errors name the
+// field and never include the submitted value.
+func (f File) Validate() error {
+	if f.Version != Version {
+		return fmt.Errorf("bootstrap file: version: want %d", Version)
+	}
+	if err := validCoreURL(f.CoreURL); err != nil {
+		return fmt.Errorf("bootstrap file: core_url: %w", err)
+	}
+	if !canonicalUUID(f.DeviceID) {
+		return fmt.Errorf("bootstrap file: device_id: must be a canonical UUID")
+	}
+	c := f.Credential.Reveal()
+	if len(c) < MinCredentialBytes || len(c) > MaxCredentialBytes {
+		return fmt.Errorf("bootstrap file: credential: length out of bounds")
+	}
+	for _, r := range c {
+		if r == 0 || unicode.IsSpace(r) || r > unicode.MaxASCII || !unicode.IsPrint(r) {
+			return fmt.Errorf("bootstrap file: credential: only printable ASCII without whitespace")
+		}
+	}
+	return nil
+}
+
+func validCoreURL(raw string) error {
+	if raw == "" || len(raw) > MaxCoreURLBytes {
+		return fmt.Errorf("length out of bounds")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL")
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return fmt.Errorf("scheme must be https or http")
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fmt.Errorf("must be an origin with an optional path and no user, query or fragment")
+	}
+	if strings.Contains(u.Path, "..") {
+		return fmt.Errorf("path must not contain ..")
+	}
+	return nil
+}
+
+// canonicalUUID reports whether s is a UUID in its canonical lowercase,
+// hyphenated 36-character form.
+func canonicalUUID(s string) bool {
+	id, err := uuid.Parse(s)
+	return err == nil && id.String() == s
+}
+
+// Encode validates f and returns the file's bytes as an adapter writes them
+// into the sandbox.
+func Encode(f File) ([]byte, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap file: encode: %w", err)
+	}
+	return data, nil
+}

@@ -1,0 +1,65 @@
+package sandbox
+
+// Compute is one exact compute incarnation of an allocation. Cleanup and
+// commands target the incarnation, never whatever instance now has the same
+// name.
+type Compute struct {
+	Reference  Reference
+	Generation uint64
+	Name       string
+	ID         string
+}
+
+// ComputeState is the observed state of one incarnation.
+type ComputeState string
+
+// The compute incarnation states.
+const (
+	ComputeAbsent  ComputeState = "absent"
+	ComputeRunning ComputeState = "running"
+	ComputePaused  ComputeState = "paused"
+	ComputeStopped ComputeState = "stopped"
+)
+
+// ComputeInfo is an observation of one incarnation.
+type ComputeInfo struct {
+	Compute Compute
+	State   ComputeState
+}
+
+// SnapshotIdentity names a captured snapshot. Core persists ID and
+// Provenance exactly as the provider returned them.
+type SnapshotIdentity struct {
+	ID         string
+	Provenance string
+}
+
+// SuspendRequest captures Compute under a Core-persisted operation ID.
+// ObserveOnly observes the previous attempt with that ID and never starts
+// another capture.
+type SuspendRequest struct {
+	Compute     Compute
+	OperationID string
+	ObserveOnly bool
+}
+
+// SuspendResult is a capture's outcome.
+type SuspendResult struct {
+	Snapshot SnapshotIdentity
+	Source   ComputeInfo
+}
+
+// ResumeRequest restores Snapshot into the Target incarnation under a
+// Core-persisted operation ID. ObserveOnly observes the previous attempt and
+// never starts another restore.
+type ResumeRequest struct {
+	Snapshot    SnapshotIdentity
+	Target      Compute
+	OperationID string
+	ObserveOnly bool
+}
+
+// ResumeResult is a restore's outcome.
+type ResumeResult struct {
+	Compute ComputeInfo
+}

@@ -1,0 +1,19 @@
+// Package contracttest is the shared Sandbox Provider contract suite. Every
+// adapter runs the same checks through its real native boundary:
+//
+//   - RunDeclaration: the declaration is complete and the instance
+//     implements every contract interface.
+//   - RunUnsupported: every method declared unsupported, called on an
+//     adapter with no native client, returns the matching typed error and a
+//     zero result without touching anything.
+//   - RunFailures: native-side faults (transport failure, cancellation after
+//     dispatch, foreign ownership, cleanup failure) injected at the adapter's
+//     native boundary by a fixture; the suite asserts the error class, that
+//     nothing is claimed settled, the exact Reference or none, and the exact
+//     list of native calls (no replay, no fallback, no implicit cleanup).
+//
+// Rules: the suite drives real adapters against native-side fixtures (for
+// example an httptest server speaking the Docker Engine API), never a fake
+// SandboxProvider. It imports only sandbox packages and the standard
+// library.
+package contracttest

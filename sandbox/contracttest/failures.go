@@ -1,0 +1,285 @@
+package contracttest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/runtimebootstrap"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providercontract"
+)
+
+// Fault is a native-side failure the fixture injects.
+type Fault string
+
+// The faults every adapter is tested with.
+const (
+	// FaultTransport: the native side receives the call, does not perform
+	// it, and the connection drops without an answer.
+	FaultTransport Fault = "transport"
+	// FaultCancelAfterDispatch: the native side performs the call, then the
+	// caller's context is cancelled before the answer arrives.
+	FaultCancelAfterDispatch Fault = "cancel_after_dispatch"
+	// FaultForeignOwnership: resources with the names the Reference's
+	// resources would have exist, owned by someone else.
+	FaultForeignOwnership Fault = "foreign_ownership"
+	// FaultCleanupFailure: the native side refuses a removal.
+	FaultCleanupFailure Fault = "cleanup_failure"
+)
+
+// NativeCall is one call the fixture received.
+type NativeCall struct {
+	Name     string
+	Mutating bool
+}
+
+// Native is the native-side fixture of the adapter under test.
+type Native interface {
+	// Arm makes the next native call named call fail with fault
+	// (FaultTransport, FaultCancelAfterDispatch or FaultCleanupFailure).
+	// For FaultCancelAfterDispatch the fixture runs cancel after performing
+	// the call and withholds the answer.
+	Arm(call string, fault Fault, cancel context.CancelFunc)
+	// PlantForeign creates resources named as ref's would be but labelled
+	// for another owner.
+	PlantForeign(ref sandbox.Reference)
+	// ForeignIntact reports whether every planted foreign resource still
+	// exists unchanged.
+	ForeignIntact() bool
+	// Calls returns the calls received since the last ResetCalls, in order.
+	Calls() []NativeCall
+	ResetCalls()
+	// Sensitive lists strings that must never appear in an error returned
+	// by the adapter: native error text, endpoints, native ids.
+	Sensitive() []string
+}
+
+// Harness is one adapter wired to its fixture.
+type Harness struct {
+	Provider sandbox.SandboxProvider
+	Native   Native
+	// Resources sizes Create requests; zero uses a small valid default.
+	Resources sandbox.Resources
+}
+
+// Case is one fault scenario. WantCalls is the exact list of native call
+// names the operation makes, which the adapter's test authors and reviews.
+type Case struct {
+	Operation providercontract.Operation
+	Fault     Fault
+	// At is the native call the fault hits (unused for foreign ownership).
+	At string
+	// Existing creates the Reference's compute through the adapter, without
+	// faults, before the operation under test.
+	Existing  bool
+	WantErr   error
+	WantCalls []string
+}
+
+func (c Case) name() string {
+	n := string(c.Operation) + "/" + string(c.Fault)
+	if c.At != "" {
+		n += "@" + c.At
+	}
+	if c.Existing {
+		n += "/existing"
+	}
+	return n
+}
+
+// requiredCoverage is the fault set every adapter's cases must include.
+var requiredCoverage = map[providercontract.Operation][]Fault{
+	sandbox.OpCreate:     {FaultTransport, FaultCancelAfterDispatch, FaultForeignOwnership},
+	sandbox.OpGetInfo:    {FaultTransport, FaultCancelAfterDispatch, FaultForeignOwnership},
+	sandbox.OpRenew:      {FaultTransport, FaultCancelAfterDispatch, FaultForeignOwnership},
+	sandbox.OpKill:       {FaultTransport, FaultCancelAfterDispatch, FaultForeignOwnership, FaultCleanupFailure},
+	sandbox.OpRunCommand: {FaultTransport, FaultCancelAfterDispatch, FaultForeignOwnership},
+}
+
+// RunFailures runs every case against a fresh harness from factory and
+// checks that cases cover every required (operation, fault) pair.
+func RunFailures(t *testing.T, factory func(t *testing.T) Harness, cases []Case) {
+	t.Helper()
+	covered := map[providercontract.Operation]map[Fault]bool{}
+	for _, c := range cases {
+		if covered[c.Operation] == nil {
+			covered[c.Operation] = map[Fault]bool{}
+		}
+		covered[c.Operation][c.Fault] = true
+	}
+	for op, faults := range requiredCoverage {
+		for _, f := range faults {
+			if !covered[op][f] {
+				t.Errorf("cases do not cover %s under %s", op, f)
+			}
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name(), func(t *testing.T) { CheckCase(t, factory(t), c) })
+	}
+}
+
+// NewReference returns a fresh Reference of canonical UUIDs.
+func NewReference() sandbox.Reference {
+	return sandbox.Reference{
+		TenantID:      uuid.NewString(),
+		EnvironmentID: uuid.NewString(),
+		AllocationID:  uuid.NewString(),
+	}
+}
+
+// CreateRequest returns a valid Create request for ref. The credential is
+// random per call.
+func CreateRequest(ref sandbox.Reference, res sandbox.Resources) sandbox.CreateRequest {
+	if res == (sandbox.Resources{}) {
+		res = sandbox.Resources{CPUMillis: 500, MemoryBytes: 256 << 20, DiskBytes: 1 << 30}
+	}
+	return sandbox.CreateRequest{
+		Reference: ref,
+		Resources: res,
+		Bootstrap: runtimebootstrap.File{
+			Version:    runtimebootstrap.Version,
+			CoreURL:    "https://core.berth.test:8443",
+			DeviceID:   uuid.NewString(),
+			Credential: runtimebootstrap.Secret(strings.ReplaceAll(uuid.NewString()+uuid.NewString(), "-", "")),
+		},
+	}
+}
+
+// Reporter is the part of testing.TB that CheckCase reports through.
+type Reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// CheckCase runs one case against h and reports every violation. RunFailures
+// calls it per case; it is exported so that the suite's own tests can prove
+// it fails for adapters that break the contract.
+func CheckCase(t Reporter, h Harness, c Case) {
+	t.Helper()
+	ref := NewReference()
+	if c.Existing {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		info, err := h.Provider.Create(ctx, CreateRequest(ref, h.Resources))
+		cancel()
+		if err != nil || !info.IsSettledRunning(ref) {
+			t.Fatalf("setup Create: %+v, %v", info, err)
+		}
+	}
+	if c.Fault == FaultForeignOwnership {
+		h.Native.PlantForeign(ref)
+	}
+	h.Native.ResetCalls()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c.Fault != FaultForeignOwnership {
+		h.Native.Arm(c.At, c.Fault, cancel)
+	}
+
+	var (
+		info    sandbox.Info
+		hasInfo bool
+		err     error
+	)
+	switch c.Operation {
+	case sandbox.OpCreate:
+		info, err = h.Provider.Create(ctx, CreateRequest(ref, h.Resources))
+		hasInfo = true
+	case sandbox.OpGetInfo:
+		info, err = h.Provider.GetInfo(ctx, ref)
+		hasInfo = true
+	case sandbox.OpRenew:
+		info, err = h.Provider.Renew(ctx, ref)
+		hasInfo = true
+	case sandbox.OpKill:
+		err = h.Provider.Kill(ctx, ref)
+	case sandbox.OpRunCommand:
+		var res sandbox.CommandResult
+		res, err = h.Provider.RunCommand(ctx, ref, sandbox.Command{Args: []string{"echo", "hello"}})
+		if !isZeroResult(res) {
+			t.Errorf("RunCommand returned a result with its error: %+v", res)
+		}
+	default:
+		t.Fatalf("no failure scenario for operation %s", c.Operation)
+	}
+
+	if err == nil {
+		t.Errorf("%s under %s returned no error", c.Operation, c.Fault)
+	}
+	if errdefs.IsUnsupported(err) {
+		t.Errorf("a fault surfaced as Unsupported: %v", err)
+	}
+	if !errors.Is(err, c.WantErr) {
+		t.Errorf("error = %v, want class %v", err, c.WantErr)
+	}
+	for _, s := range h.Native.Sensitive() {
+		if err != nil && s != "" && strings.Contains(err.Error(), s) {
+			t.Errorf("error leaks native detail %q: %v", s, err)
+		}
+	}
+	if hasInfo {
+		if info.CreateSettled || info.BootstrapComplete {
+			t.Errorf("a failed %s claimed settlement: %+v", c.Operation, info)
+		}
+		if !info.Reference.IsZero() && info.Reference != ref {
+			t.Errorf("info names another reference: %+v", info.Reference)
+		}
+		if cerr := info.CheckFor(ref); cerr != nil {
+			t.Errorf("contradictory info: %v", cerr)
+		}
+	}
+
+	calls := h.Native.Calls()
+	names := make([]string, len(calls))
+	seen := map[string]int{}
+	for i, call := range calls {
+		names[i] = call.Name
+		if call.Mutating {
+			seen[call.Name]++
+			if seen[call.Name] > 1 {
+				t.Errorf("mutating native call %s was sent %d times (replay)", call.Name, seen[call.Name])
+			}
+			if c.Fault == FaultForeignOwnership {
+				t.Errorf("mutating native call %s made despite foreign ownership", call.Name)
+			}
+		}
+	}
+	if !slices.Equal(names, c.WantCalls) {
+		t.Errorf("native calls = %q, want exactly %q", names, c.WantCalls)
+	}
+	if c.Fault == FaultForeignOwnership && !h.Native.ForeignIntact() {
+		t.Errorf("a foreign resource was changed or removed")
+	}
+
+	// After an unknown Create, recovery observes the original Reference and
+	// never creates again.
+	if c.Operation == sandbox.OpCreate && c.Fault != FaultForeignOwnership {
+		h.Native.ResetCalls()
+		octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
+		observed, oerr := h.Provider.GetInfo(octx, ref)
+		ocancel()
+		for _, call := range h.Native.Calls() {
+			if call.Mutating {
+				t.Errorf("observation after a failed Create made mutating call %s", call.Name)
+			}
+		}
+		if c.Fault == FaultCancelAfterDispatch {
+			if oerr != nil || observed.Reference != ref || observed.ProviderID == "" {
+				t.Errorf("after a dispatched Create, GetInfo = %+v, %v; want the original reference observed", observed, oerr)
+			}
+		}
+	}
+}
+
+func isZeroResult(r sandbox.CommandResult) bool {
+	return len(r.Stdout) == 0 && len(r.Stderr) == 0 && r.ExitCode == 0 && !r.StdoutTruncated && !r.StderrTruncated
+}

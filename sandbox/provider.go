@@ -1,0 +1,102 @@
+package sandbox
+
+import (
+	"context"
+
+	"berth.dev/runtimebootstrap"
+	"berth.dev/sandbox/providercontract"
+)
+
+// CreateRequest asks for compute for Reference and the bounded Runtime
+// bootstrap. Only a fresh allocation receipt permits it, and it is never
+// replayed.
+type CreateRequest struct {
+	Reference Reference
+	Resources Resources
+	Bootstrap runtimebootstrap.File
+}
+
+// Validate checks the request before any native call.
+func (r CreateRequest) Validate() error {
+	if err := r.Reference.Validate(); err != nil {
+		return err
+	}
+	if err := r.Resources.Validate(); err != nil {
+		return err
+	}
+	if err := r.Bootstrap.Validate(); err != nil {
+		return invalidBootstrap
+	}
+	return nil
+}
+
+// SandboxProvider is the contract every adapter implements. All five
+// operations are required and supported; every call receives a bounded
+// context whose expiry proves no rollback, stop, cleanup or absence.
+type SandboxProvider interface {
+	// ProviderOperations returns the adapter's complete declaration, the
+	// same value its registration holds.
+	ProviderOperations() providercontract.Operations
+	// Create creates compute for the Reference and runs the bounded daemon
+	// bootstrap. A duplicate returns ErrExists; after a failure with
+	// resources in place it returns the Reference with the error.
+	Create(ctx context.Context, req CreateRequest) (Info, error)
+	// GetInfo observes current compute without changing it. ErrNotFound is
+	// only a missing observation.
+	GetInfo(ctx context.Context, ref Reference) (Info, error)
+	// Renew extends a native lease, or only observes for a backend without
+	// leases. It never revives compute.
+	Renew(ctx context.Context, ref Reference) (Info, error)
+	// Kill removes the allocation's owned compute and retained storage and
+	// confirms absence; repeated confirmed absence succeeds. It never removes
+	// a resource it does not own.
+	Kill(ctx context.Context, ref Reference) error
+	// RunCommand runs a bounded command. Missing native completion is
+	// ErrCommandUnconfirmed; it is never replayed.
+	RunCommand(ctx context.Context, ref Reference, cmd Command) (CommandResult, error)
+}
+
+// CheckpointProvider captures and restores exact compute incarnations.
+// Every adapter implements it and declares all of its methods alike.
+type CheckpointProvider interface {
+	// Initial constructs the first incarnation's reference without
+	// allocating anything.
+	Initial(ref Reference) (Compute, error)
+	// NewCompute constructs the reference of the incarnation after
+	// previous, without allocating anything.
+	NewCompute(previous Compute) (Compute, error)
+	GetCompute(ctx context.Context, c Compute) (ComputeInfo, error)
+	Suspend(ctx context.Context, req SuspendRequest) (SuspendResult, error)
+	Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error)
+	// ResumeCompute only thaws the same resident instance after an aborted
+	// pause; it never cold-starts a stopped one.
+	ResumeCompute(ctx context.Context, c Compute) (ComputeInfo, error)
+	KillCompute(ctx context.Context, c Compute) error
+	DeleteSnapshot(ctx context.Context, ref Reference, s SnapshotIdentity) error
+	// RunCommandCompute runs a bounded command in one exact incarnation.
+	RunCommandCompute(ctx context.Context, c Compute, cmd Command) (CommandResult, error)
+}
+
+// ObservationSource is runtimeobs.Source: ownership-checked read-only
+// observations. Observation never renews, starts, prepares or stops compute.
+type ObservationSource interface {
+	Observe(ctx context.Context, ref Reference) (Observation, error)
+}
+
+// BatchObservationSource is runtimeobs.BatchSource: bounded observations in
+// input order with per-target errors. Only a typed UnsupportedError for
+// ObserveBatch permits per-target Observe calls.
+type BatchObservationSource interface {
+	ObserveBatch(ctx context.Context, refs []Reference) ([]ObservationResult, error)
+}
+
+// SelectionDiscoverer resolves omitted native values of a configuration,
+// read-only, before commit.
+type SelectionDiscoverer interface {
+	DiscoverSelection(ctx context.Context, cfg NativeConfiguration) (NativeConfiguration, error)
+}
+
+// CredentialVerifier verifies access to owned resources without mutation.
+type CredentialVerifier interface {
+	VerifyCredential(ctx context.Context, cfg NativeConfiguration) error
+}

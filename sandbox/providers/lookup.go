@@ -1,0 +1,167 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providercontract"
+)
+
+// Registry is a validated set of registrations, keyed by kind.
+type Registry struct {
+	regs map[string]Registration
+}
+
+// NewRegistry validates every registration and rejects duplicate kinds.
+func NewRegistry(regs ...Registration) (*Registry, error) {
+	r := &Registry{regs: make(map[string]Registration, len(regs))}
+	for _, reg := range regs {
+		if err := ValidateRegistration(reg); err != nil {
+			return nil, err
+		}
+		if _, dup := r.regs[reg.Kind]; dup {
+			return nil, contractErr(providercontract.CodeRegistrationDuplicate, "kind")
+		}
+		r.regs[reg.Kind] = reg
+	}
+	return r, nil
+}
+
+// Kinds returns the registered kinds in order.
+func (r *Registry) Kinds() []string {
+	kinds := make([]string, 0, len(r.regs))
+	for k := range r.regs {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
+// Lookup returns the registration of kind after validating it again. An
+// unknown kind is invalid input.
+func (r *Registry) Lookup(kind string) (Registration, error) {
+	reg, ok := r.regs[kind]
+	if !ok {
+		return Registration{}, errdefs.Invalid("provider.kind", "unknown provider kind")
+	}
+	if err := ValidateRegistration(reg); err != nil {
+		return Registration{}, err
+	}
+	return reg, nil
+}
+
+// Build constructs a node-local adapter of kind. It rejects missing or
+// mixed construction contexts, decodes the stored deployment configuration
+// through the adapter, and checks the result's binding and identity before
+// returning it; a rejected result is closed.
+func (r *Registry) Build(ctx context.Context, kind string, req LocalRequest) (Built, error) {
+	reg, err := r.Lookup(kind)
+	if err != nil {
+		return Built{}, err
+	}
+	if reg.Mode != ModeNodes {
+		return Built{}, errdefs.Invalid("provider.kind", "provider is not a node provider")
+	}
+	if err := validateLocalOptions(req.Options); err != nil {
+		return Built{}, err
+	}
+	if err := validateSpecification(reg, req.Specification); err != nil {
+		return Built{}, err
+	}
+	cfg, err := reg.Configuration.Decode(req.Deployment)
+	if err != nil {
+		return Built{}, fmt.Errorf("decode deployment configuration: %w", err)
+	}
+	built, err := reg.BuildLocal(ctx, cfg, req)
+	if err != nil {
+		return Built{}, fmt.Errorf("build %s provider: %w", kind, err)
+	}
+	if err := checkBuilt(reg, built); err != nil {
+		if built.Close != nil {
+			err = errors.Join(err, built.Close())
+		}
+		return Built{}, err
+	}
+	return built, nil
+}
+
+// BuildDirect constructs a direct adapter of kind.
+func (r *Registry) BuildDirect(ctx context.Context, kind string, req DirectRequest) (sandbox.SandboxProvider, error) {
+	reg, err := r.Lookup(kind)
+	if err != nil {
+		return nil, err
+	}
+	if reg.Mode != ModeDirect {
+		return nil, errdefs.Invalid("provider.kind", "provider is not a direct provider")
+	}
+	for _, root := range []struct{ field, p string }{{"paths.root", req.Paths.Root}, {"paths.state", req.Paths.State}} {
+		if !canonicalAbs(root.p) {
+			return nil, errdefs.Invalid(root.field, "must be a canonical absolute path")
+		}
+	}
+	if err := validateSpecification(reg, req.Specification); err != nil {
+		return nil, err
+	}
+	cfg, err := reg.Configuration.Decode(req.Deployment)
+	if err != nil {
+		return nil, fmt.Errorf("decode deployment configuration: %w", err)
+	}
+	p, err := reg.BuildDirect(ctx, cfg, req)
+	if err != nil {
+		return nil, fmt.Errorf("build %s provider: %w", kind, err)
+	}
+	if err := ValidateBinding(reg, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func validateLocalOptions(o LocalOptions) error {
+	switch {
+	case o.Standalone && o.GenerationStateDirectory != "":
+		return errdefs.Invalid("local_options", "standalone and generation state directory are mutually exclusive")
+	case !o.Standalone && o.GenerationStateDirectory == "":
+		return errdefs.Invalid("local_options", "select standalone or a generation state directory")
+	case o.GenerationStateDirectory != "" && !canonicalAbs(o.GenerationStateDirectory):
+		return errdefs.Invalid("local_options.generation_state_directory", "must be a canonical absolute path")
+	}
+	return nil
+}
+
+func canonicalAbs(p string) bool {
+	return p != "" && p != "/" && filepath.IsAbs(p) && filepath.Clean(p) == p
+}
+
+func validateSpecification(reg Registration, spec sandbox.Specification) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if err := reg.ValidateResources(spec.Resources); err != nil {
+		return err
+	}
+	return reg.ValidateSpecification(spec)
+}
+
+func checkBuilt(reg Registration, b Built) error {
+	if err := ValidateBinding(reg, b.Provider); err != nil {
+		return err
+	}
+	switch {
+	case b.Probe == nil:
+		return contractErr(providercontract.CodeBuildResult, "probe")
+	case b.Close == nil:
+		return contractErr(providercontract.CodeBuildResult, "close")
+	case b.InstallationID == "":
+		return contractErr(providercontract.CodeBuildResult, "installation_id")
+	case b.BackendFingerprint == "":
+		return contractErr(providercontract.CodeBuildResult, "backend_fingerprint")
+	case b.SpecificationDigest == "":
+		return contractErr(providercontract.CodeBuildResult, "specification_digest")
+	}
+	return nil
+}
