@@ -186,7 +186,9 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	}
 }
 
-func notFound() (int, any) { return http.StatusNotFound, map[string]string{"message": "no such resource"} }
+func notFound() (int, any) {
+	return http.StatusNotFound, map[string]string{"message": "no such resource"}
+}
 
 func (s *Server) inspect(_ http.ResponseWriter, r *http.Request) (int, any) {
 	s.mu.Lock()
