@@ -1,6 +1,6 @@
 module berth.dev/sandbox
 
-go 1.26
+go 1.26.0
 
 replace berth.dev/runtimebootstrap => ../runtimebootstrap
 

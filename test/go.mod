@@ -1,3 +1,3 @@
 module berth.dev/test
 
-go 1.26
+go 1.26.0
