@@ -12,6 +12,7 @@ import (
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/internal/refadapter"
 	"berth.dev/sandbox/internal/refnative"
+	"berth.dev/sandbox/nodeconfig"
 	"berth.dev/sandbox/providercontract"
 	"berth.dev/sandbox/providers"
 )
@@ -36,7 +37,7 @@ func TestReferenceRegistrationValidates(t *testing.T) {
 
 // requirementsAdapter overrides the reference adapter's requirements.
 type requirementsAdapter struct {
-	refadapter.ConfigurationAdapter
+	nodeconfig.Adapter
 	req sandbox.ConfigurationRequirements
 }
 
@@ -44,7 +45,7 @@ func (a requirementsAdapter) Requirements() sandbox.ConfigurationRequirements { 
 
 func withRequirements(mutate func(*sandbox.ConfigurationRequirements)) func(*providers.Registration) {
 	return func(r *providers.Registration) {
-		req := refadapter.ConfigurationAdapter{}.Requirements()
+		req := nodeconfig.Adapter{Kind: refadapter.Kind}.Requirements()
 		mutate(&req)
 		r.Configuration = requirementsAdapter{req: req}
 	}
@@ -82,7 +83,7 @@ var validSuspension = sandbox.SuspensionPolicy{Idle: 15 * time.Minute, Retention
 // TestValidateRegistrationRejects has at least one case per rule of the
 // guide's "Registration validation".
 func TestValidateRegistrationRejects(t *testing.T) {
-	var typedNil *refadapter.ConfigurationAdapter
+	var typedNil *nodeconfig.Adapter
 	cases := []struct {
 		name   string
 		mutate func(*providers.Registration)
@@ -364,11 +365,11 @@ func TestConfigurationOfANodeProvider(t *testing.T) {
 	if _, err := reg.Normalize("e2b", sandbox.ConfigurationInput{}); !errdefs.IsInvalid(err) {
 		t.Errorf("unknown kind: %v", err)
 	}
-	_, err = refadapter.ConfigurationAdapter{}.WithCredential(nil, []byte("k"))
+	_, err = nodeconfig.Adapter{Kind: refadapter.Kind}.WithCredential(nil, []byte("k"))
 	if _, ok := providercontract.AsUnsupported(err, "WithCredential"); !ok {
 		t.Errorf("credential replacement: %v", err)
 	}
-	_, err = refadapter.ConfigurationAdapter{}.DiscoverConfiguration(context.Background(), sandbox.DiscoveryQuery{})
+	_, err = nodeconfig.Adapter{Kind: refadapter.Kind}.DiscoverConfiguration(context.Background(), sandbox.DiscoveryQuery{})
 	if _, ok := providercontract.AsUnsupported(err, "DiscoverConfiguration"); !ok {
 		t.Errorf("discovery: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/internal/refnative"
+	"berth.dev/sandbox/nodeconfig"
 	"berth.dev/sandbox/providercontract"
 )
 
@@ -37,8 +38,6 @@ const (
 const (
 	reasonNoCheckpoint = providercontract.ReasonCode("reference_no_checkpoint")
 	reasonNoBatch      = providercontract.ReasonCode("reference_no_native_batch")
-	reasonNoDiscovery  = providercontract.ReasonCode("node_provider_no_discovery")
-	reasonNoCredential = providercontract.ReasonCode("node_provider_no_credential")
 )
 
 // Operations is the adapter's one declaration, shared by its instances and
@@ -54,8 +53,8 @@ func Operations() providercontract.Operations {
 		sandbox.OpRunCommandCompute: u(reasonNoCheckpoint),
 		sandbox.OpObserve:           s,
 		sandbox.OpObserveBatch:      u(reasonNoBatch),
-		sandbox.OpDiscoverSelection: u(reasonNoDiscovery),
-		sandbox.OpVerifyCredential:  u(reasonNoCredential),
+		sandbox.OpDiscoverSelection: u(nodeconfig.ReasonNoDiscovery),
+		sandbox.OpVerifyCredential:  u(nodeconfig.ReasonNoCredential),
 	}
 }
 

@@ -5,12 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/providercontract"
+	"berth.dev/sandbox/nodeconfig"
 	"berth.dev/sandbox/providers"
 )
 
@@ -22,7 +21,7 @@ func Registration() providers.Registration {
 		Mode:                  providers.ModeNodes,
 		ValidateSpecification: func(sandbox.Specification) error { return nil },
 		ValidateResources:     func(sandbox.Resources) error { return nil },
-		Configuration:         ConfigurationAdapter{},
+		Configuration:         nodeconfig.Adapter{Kind: Kind},
 		Operations:            Operations(),
 		RuntimeInput:          providers.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
 		Artifacts: []providers.NodeArtifact{
@@ -63,97 +62,4 @@ func (p *Provider) probe(ctx context.Context) error {
 		return errors.New("probe: native_unreachable")
 	}
 	return nil
-}
-
-// config is the (empty) deployment configuration of a node provider.
-type config struct{}
-
-func (config) ProviderKind() string { return Kind }
-
-// ConfigurationAdapter is the node-provider configuration adapter: it
-// accepts only an empty public object, rejects credentials and has no
-// discovery or credential replacement.
-type ConfigurationAdapter struct{}
-
-var _ sandbox.ConfigurationAdapter = ConfigurationAdapter{}
-
-func emptyObject(raw json.RawMessage) bool {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return true
-	}
-	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&m); err != nil || m == nil || len(m) != 0 || dec.More() {
-		return false
-	}
-	return true
-}
-
-// DecodeInput accepts only an empty public object and no credential.
-func (ConfigurationAdapter) DecodeInput(in sandbox.ConfigurationInput) (sandbox.NativeConfiguration, error) {
-	if len(in.Credential) > 0 {
-		return nil, errdefs.Invalid("configuration.credential", "this provider takes no credential")
-	}
-	if !emptyObject(in.Public) {
-		return nil, errdefs.Invalid("configuration.public", "must be an empty object")
-	}
-	return config{}, nil
-}
-
-// Encode produces the empty public object.
-func (ConfigurationAdapter) Encode(cfg sandbox.NativeConfiguration) (sandbox.EncodedConfiguration, error) {
-	if _, ok := cfg.(config); !ok {
-		return sandbox.EncodedConfiguration{}, fmt.Errorf("encode: %w", errdefs.ErrInvalid)
-	}
-	return sandbox.EncodedConfiguration{Public: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`)}, nil
-}
-
-// Decode restores the empty configuration.
-func (ConfigurationAdapter) Decode(stored sandbox.EncodedConfiguration) (sandbox.NativeConfiguration, error) {
-	if !emptyObject(stored.Public) || len(stored.Secret) > 0 {
-		return nil, errdefs.Invalid("configuration.public", "must be an empty object")
-	}
-	return config{}, nil
-}
-
-// Normalize returns the configuration unchanged (it has no fields).
-func (ConfigurationAdapter) Normalize(cfg sandbox.NativeConfiguration) (sandbox.NativeConfiguration, error) {
-	if _, ok := cfg.(config); !ok {
-		return nil, fmt.Errorf("normalize: %w", errdefs.ErrInvalid)
-	}
-	return config{}, nil
-}
-
-// ResolveChange accepts only an empty change.
-func (a ConfigurationAdapter) ResolveChange(current sandbox.NativeConfiguration, change sandbox.ConfigurationInput) (sandbox.NativeConfiguration, error) {
-	if _, err := a.DecodeInput(change); err != nil {
-		return nil, err
-	}
-	return a.Normalize(current)
-}
-
-// Equal reports whether both are this adapter's configuration.
-func (ConfigurationAdapter) Equal(a, b sandbox.NativeConfiguration) bool {
-	_, okA := a.(config)
-	_, okB := b.(config)
-	return okA && okB
-}
-
-// WithCredential is unsupported: a node provider has no credential.
-func (ConfigurationAdapter) WithCredential(sandbox.NativeConfiguration, []byte) (sandbox.NativeConfiguration, error) {
-	return nil, &providercontract.UnsupportedError{Operation: "WithCredential", Code: reasonNoCredential}
-}
-
-// Requirements declares no credential, no public origin and no discovery.
-func (ConfigurationAdapter) Requirements() sandbox.ConfigurationRequirements {
-	return sandbox.ConfigurationRequirements{
-		Credential:   sandbox.NotRequired,
-		PublicOrigin: sandbox.NotRequired,
-		Discovery:    providercontract.Unsupported(reasonNoDiscovery),
-	}
-}
-
-// DiscoverConfiguration is unsupported for a node provider.
-func (ConfigurationAdapter) DiscoverConfiguration(context.Context, sandbox.DiscoveryQuery) (sandbox.Catalog, error) {
-	return sandbox.Catalog{}, &providercontract.UnsupportedError{Operation: "DiscoverConfiguration", Code: reasonNoDiscovery}
 }
