@@ -1,0 +1,288 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"berth.dev/runtimebootstrap"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+// The container's fixed settings (the guide's container_options).
+const (
+	RuntimeUser     = "1000:1000"
+	runtimeUID      = 1000
+	PidsLimit       = 128
+	TmpfsOptions    = "rw,nosuid,nodev,size=128m,mode=1777"
+	HomeMount       = "/home"
+	EnvironmentPath = "/environment"
+	WorkspacePath   = "/workspace"
+	// WorkspaceSubpath is the environment volume's subdirectory mounted at
+	// /workspace.
+	WorkspaceSubpath = "workspace"
+	runtimeBinary    = "/usr/local/bin/berth-runtime"
+)
+
+// environmentDirs are created, owned by the Runtime user, in the
+// environment volume before the Runtime starts.
+var environmentDirs = []string{"workspace", "staging", "initialization", "packages"}
+
+// nestedMaskedPaths stay masked with nested_sandbox.
+var nestedMaskedPaths = []string{"/sys/firmware", "/sys/devices/virtual/powercap"}
+
+// RuntimeCommand is the Runtime's start command.
+func RuntimeCommand() []string {
+	return []string{runtimeBinary, "connect", "--profile", "default", "--bootstrap-file", runtimebootstrap.Path}
+}
+
+// Create creates ref's volumes and container with the fixed settings,
+// verifies the engine applied the configured CPU, memory and image, copies
+// the bootstrap file and the environment directories in, and starts the
+// Runtime. It never reuses an existing container or retained volume.
+func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
+	if err := p.ops.Check(sandbox.OpCreate); err != nil {
+		return sandbox.Info{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return sandbox.Info{}, err
+	}
+	ref := req.Reference
+	bootstrap, err := runtimebootstrap.Encode(req.Bootstrap)
+	if err != nil {
+		return sandbox.Info{}, errdefs.Invalid("bootstrap", "invalid runtime bootstrap file")
+	}
+	if err := p.refuseExisting(ctx, ref); err != nil {
+		return sandbox.Info{}, err
+	}
+
+	// From here on, a failure may leave resources: return the Reference so
+	// Core keeps ownership and cleans up through Kill.
+	partial := sandbox.Info{Reference: ref}
+	for _, name := range []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)} {
+		res, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: p.Labels(ref)})
+		if err != nil {
+			return partial, createErr("create volume", err)
+		}
+		// The engine answers an existing name with the existing volume: one
+		// that appeared since the check is not ours to use.
+		if !p.owns(ref, res.Volume.Labels) {
+			return partial, fmt.Errorf("create volume: %w", errdefs.ErrOwnership)
+		}
+	}
+
+	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:       p.Name(ref),
+		Config:     p.containerConfig(ref),
+		HostConfig: p.hostConfig(ref, req.Resources),
+	})
+	if err != nil {
+		return partial, createErr("create container", err)
+	}
+	partial.ProviderID = created.ID
+	partial.State = sandbox.StateCreated
+
+	inspected, err := p.cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return partial, createErr("inspect created container", err)
+	}
+	if !p.applied(inspected.Container, req.Resources) {
+		// The engine ignored the limits or resolved another image: creation
+		// is settled (nothing more will happen), but the container is unfit.
+		settled := partial
+		settled.CreateSettled = true
+		return settled, fmt.Errorf("create container: engine did not apply the configured limits or image: %w", errdefs.ErrInvalid)
+	}
+
+	for _, copy := range []struct {
+		dest string
+		tar  func() ([]byte, error)
+	}{
+		{HomeMount, func() ([]byte, error) { return homeArchive(bootstrap) }},
+		{EnvironmentPath, environmentArchive},
+	} {
+		archive, err := copy.tar()
+		if err != nil {
+			return partial, fmt.Errorf("build archive: %w", errdefs.ErrComputeUnconfirmed)
+		}
+		if _, err := p.cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{
+			DestinationPath: copy.dest, Content: bytes.NewReader(archive),
+		}); err != nil {
+			return partial, createErr("copy bootstrap files", err)
+		}
+	}
+
+	if _, err := p.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return partial, createErr("start runtime", err)
+	}
+	return sandbox.Info{
+		Reference: ref, ProviderID: created.ID, State: sandbox.StateRunning,
+		BootstrapComplete: true, CreateSettled: true,
+	}, nil
+}
+
+// createErr maps a failed mutation of Create. A definite rejection is
+// still reported as unconfirmed when earlier steps already created
+// resources, because the allocation now holds them either way.
+func createErr(step string, err error) error {
+	switch classify(err) {
+	case outcomeConflict:
+		return fmt.Errorf("%s: %w", step, errdefs.ErrExists)
+	default:
+		return fmt.Errorf("%s: %w", step, errdefs.ErrComputeUnconfirmed)
+	}
+}
+
+// refuseExisting checks that neither the container nor a retained volume of
+// ref exists; an existing one is ErrExists when owned, ErrOwnership when not.
+func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) error {
+	c, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{})
+	switch {
+	case err == nil:
+		return existsErr(p.owns(ref, labelsOf(c.Container)))
+	case classify(err) != outcomeNotFound:
+		return fmt.Errorf("create: check existing container: %w", errdefs.ErrObservationUnavailable)
+	}
+	for _, name := range []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)} {
+		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+		switch {
+		case err == nil:
+			return existsErr(p.owns(ref, v.Volume.Labels))
+		case classify(err) != outcomeNotFound:
+			return fmt.Errorf("create: check retained volumes: %w", errdefs.ErrObservationUnavailable)
+		}
+	}
+	return nil
+}
+
+func existsErr(owned bool) error {
+	if owned {
+		return fmt.Errorf("create: %w", errdefs.ErrExists)
+	}
+	return fmt.Errorf("create: %w", errdefs.ErrOwnership)
+}
+
+func labelsOf(c container.InspectResponse) map[string]string {
+	if c.Config == nil {
+		return nil
+	}
+	return c.Config.Labels
+}
+
+func (p *Provider) containerConfig(ref sandbox.Reference) *container.Config {
+	return &container.Config{
+		Image:      p.opts.Config.Image,
+		User:       RuntimeUser,
+		Cmd:        RuntimeCommand(),
+		WorkingDir: WorkspacePath,
+		Labels:     p.Labels(ref),
+	}
+}
+
+func (p *Provider) hostConfig(ref sandbox.Reference, res sandbox.Resources) *container.HostConfig {
+	pids := int64(PidsLimit)
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(p.opts.Config.Network),
+		ExtraHosts:     append([]string(nil), p.opts.Config.ExtraHosts...),
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt: []string{
+			"no-new-privileges:true",
+			"seccomp=" + string(p.opts.Seccomp),
+			"apparmor=unconfined",
+		},
+		Tmpfs: map[string]string{"/tmp": TmpfsOptions},
+		Mounts: []mount.Mount{
+			{Type: mount.TypeVolume, Source: p.HomeVolume(ref), Target: HomeMount},
+			{Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: EnvironmentPath},
+			{
+				Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: WorkspacePath,
+				VolumeOptions: &mount.VolumeOptions{Subpath: WorkspaceSubpath},
+			},
+		},
+		Resources: container.Resources{
+			NanoCPUs:   res.CPUMillis * 1_000_000,
+			Memory:     res.MemoryBytes,
+			MemorySwap: res.MemoryBytes,
+			PidsLimit:  &pids,
+		},
+	}
+	if p.opts.Config.NestedSandbox {
+		init := true
+		hc.Init = &init
+		hc.MaskedPaths = append([]string(nil), nestedMaskedPaths...)
+		hc.ReadonlyPaths = []string{}
+	}
+	return hc
+}
+
+// applied reports whether the created container has the configured CPU,
+// memory and exact image.
+func (p *Provider) applied(c container.InspectResponse, res sandbox.Resources) bool {
+	return c.HostConfig != nil &&
+		c.HostConfig.NanoCPUs == res.CPUMillis*1_000_000 &&
+		c.HostConfig.Memory == res.MemoryBytes &&
+		c.Image == p.opts.Config.Image
+}
+
+// homeArchive holds /home/runtime (0700) and the bootstrap file (0600),
+// owned by the Runtime user.
+func homeArchive(bootstrap []byte) ([]byte, error) {
+	dir := path.Dir(runtimebootstrap.Path) // /home/runtime
+	rel := path.Base(dir)
+	return buildTar([]tarEntry{
+		{name: rel + "/", mode: 0o700, dir: true},
+		{name: rel + "/" + path.Base(runtimebootstrap.Path), mode: 0o600, data: bootstrap},
+	})
+}
+
+// environmentArchive holds the environment volume's directories.
+func environmentArchive() ([]byte, error) {
+	entries := make([]tarEntry, 0, len(environmentDirs))
+	for _, d := range environmentDirs {
+		entries = append(entries, tarEntry{name: d + "/", mode: 0o755, dir: true})
+	}
+	return buildTar(entries)
+}
+
+type tarEntry struct {
+	name string
+	mode int64
+	dir  bool
+	data []byte
+}
+
+func buildTar(entries []tarEntry) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{
+			Name: e.name, Mode: e.mode, Uid: runtimeUID, Gid: runtimeUID,
+			ModTime: time.Unix(0, 0), Format: tar.FormatPAX,
+		}
+		if e.dir {
+			h.Typeflag = tar.TypeDir
+		} else {
+			h.Typeflag = tar.TypeReg
+			h.Size = int64(len(e.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

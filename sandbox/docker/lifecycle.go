@@ -1,0 +1,162 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+// inspectOwned reads ref's container and checks its ownership. It returns
+// ErrNotFound, ErrOwnership, or ErrObservationUnavailable for an unknown
+// outcome.
+func (p *Provider) inspectOwned(ctx context.Context, ref sandbox.Reference) (container.InspectResponse, error) {
+	res, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{})
+	switch {
+	case err == nil:
+	case classify(err) == outcomeNotFound:
+		return container.InspectResponse{}, errdefs.ErrNotFound
+	default:
+		return container.InspectResponse{}, errdefs.ErrObservationUnavailable
+	}
+	if !p.owns(ref, labelsOf(res.Container)) {
+		return container.InspectResponse{}, errdefs.ErrOwnership
+	}
+	return res.Container, nil
+}
+
+// info translates an owned container into Info. A container that has been
+// started has passed the bootstrap's final mutating step, and its creation
+// can no longer change anything.
+func (p *Provider) info(ref sandbox.Reference, c container.InspectResponse) sandbox.Info {
+	info := sandbox.Info{Reference: ref, ProviderID: c.ID, State: sandbox.StateStopped}
+	if c.State == nil {
+		return info
+	}
+	switch c.State.Status {
+	case container.StateCreated:
+		info.State = sandbox.StateCreated
+	case container.StateRunning, container.StateRestarting:
+		info.State = sandbox.StateRunning
+	case container.StatePaused:
+		info.State = sandbox.StatePaused
+	}
+	started := c.State.StartedAt != "" && c.State.StartedAt != "0001-01-01T00:00:00Z"
+	info.BootstrapComplete = started
+	info.CreateSettled = started
+	return info
+}
+
+// GetInfo observes ref's container without changing it.
+func (p *Provider) GetInfo(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
+	if err := p.ops.Check(sandbox.OpGetInfo); err != nil {
+		return sandbox.Info{}, err
+	}
+	if err := ref.Validate(); err != nil {
+		return sandbox.Info{}, err
+	}
+	c, err := p.inspectOwned(ctx, ref)
+	if err != nil {
+		return sandbox.Info{}, fmt.Errorf("get info: %w", err)
+	}
+	return p.info(ref, c), nil
+}
+
+// Renew only observes: Docker has no lease, and Renew never revives a
+// stopped container.
+func (p *Provider) Renew(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
+	if err := p.ops.Check(sandbox.OpRenew); err != nil {
+		return sandbox.Info{}, err
+	}
+	if err := ref.Validate(); err != nil {
+		return sandbox.Info{}, err
+	}
+	c, err := p.inspectOwned(ctx, ref)
+	if err != nil {
+		return sandbox.Info{}, fmt.Errorf("renew: %w", err)
+	}
+	return p.info(ref, c), nil
+}
+
+// Kill checks the ownership labels of the container and both volumes
+// before removing any of them, removes what exists, then confirms that all
+// three are gone. Confirmed absence succeeds, so a repeated Kill does too.
+func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
+	if err := p.ops.Check(sandbox.OpKill); err != nil {
+		return err
+	}
+	if err := ref.Validate(); err != nil {
+		return err
+	}
+	// Check everything first: a foreign resource stops the whole cleanup.
+	var containerID string
+	switch c, err := p.inspectOwned(ctx, ref); {
+	case err == nil:
+		containerID = c.ID
+	case errdefs.IsNotFound(err):
+	case errdefs.IsOwnership(err):
+		return fmt.Errorf("kill: %w", err)
+	default:
+		return fmt.Errorf("kill: inspect container: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	volumes := []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)}
+	var present []string
+	for _, name := range volumes {
+		switch owned, err := p.volumeOwned(ctx, ref, name); {
+		case err != nil && errdefs.IsNotFound(err):
+		case err != nil && errdefs.IsOwnership(err):
+			return fmt.Errorf("kill: %w", err)
+		case err != nil:
+			return fmt.Errorf("kill: inspect volume: %w", errdefs.ErrComputeUnconfirmed)
+		case owned:
+			present = append(present, name)
+		}
+	}
+
+	// Remove by the inspected id, never by name, so a container that took
+	// the name since the check is never touched.
+	if containerID != "" {
+		_, err := p.cli.ContainerRemove(ctx, containerID, client.ContainerRemoveOptions{Force: true})
+		if err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("kill: remove container: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	for _, name := range present {
+		_, err := p.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
+		if err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("kill: remove volume: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+
+	// Confirm absence of all three.
+	if _, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{}); err == nil || classify(err) != outcomeNotFound {
+		return fmt.Errorf("kill: confirm container absence: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	for _, name := range volumes {
+		if _, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err == nil || classify(err) != outcomeNotFound {
+			return fmt.Errorf("kill: confirm volume absence: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	return nil
+}
+
+// volumeOwned reads a volume of ref: (true, nil) when it exists and is
+// owned, ErrNotFound, ErrOwnership, or ErrObservationUnavailable.
+func (p *Provider) volumeOwned(ctx context.Context, ref sandbox.Reference, name string) (bool, error) {
+	v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	switch {
+	case err == nil:
+	case classify(err) == outcomeNotFound:
+		return false, errdefs.ErrNotFound
+	default:
+		return false, errdefs.ErrObservationUnavailable
+	}
+	if !p.owns(ref, v.Volume.Labels) {
+		return false, errdefs.ErrOwnership
+	}
+	return true, nil
+}

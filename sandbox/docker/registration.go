@@ -1,0 +1,90 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+
+	"github.com/moby/moby/client"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/nodeconfig"
+	"berth.dev/sandbox/providers"
+)
+
+// Registration is the Docker provider's registry entry.
+func Registration() providers.Registration {
+	return providers.Registration{
+		Kind:                  Kind,
+		Mode:                  providers.ModeNodes,
+		ValidateSpecification: func(sandbox.Specification) error { return nil },
+		ValidateResources:     func(sandbox.Resources) error { return nil },
+		Configuration:         nodeconfig.Adapter{Kind: Kind},
+		Operations:            Operations(),
+		RuntimeInput:          providers.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
+		Artifacts: []providers.NodeArtifact{
+			{Path: "bin/berth-nodeagent", Suffix: "linux-amd64", Role: providers.RoleNode},
+			{Path: "runtime/berth-runtime", Suffix: "linux-amd64", Role: providers.RoleRuntime},
+			{Path: "runtime/seccomp.json", Suffix: "json", Role: providers.RolePolicy},
+			{Path: "runtime/berth-runtime-image.tar", Suffix: "tar", Role: providers.RoleImage},
+		},
+		BuildLocal: buildLocal,
+	}
+}
+
+// buildLocal constructs the adapter from the node's configuration: it
+// verifies the shipped seccomp profile, connects to the configured socket
+// (never DOCKER_HOST) and reads the engine's identity for the backend
+// fingerprint. It creates nothing.
+func buildLocal(ctx context.Context, _ sandbox.NativeConfiguration, req providers.LocalRequest) (providers.Built, error) {
+	cfg, err := DecodeNodeConfig(req.Node)
+	if err != nil {
+		return providers.Built{}, err
+	}
+	seccomp, err := LoadSeccompProfile(cfg.SeccompProfile)
+	if err != nil {
+		return providers.Built{}, err
+	}
+	cli, err := NewClient("unix://" + cfg.Socket)
+	if err != nil {
+		return providers.Built{}, err
+	}
+	info, err := cli.Info(ctx, client.InfoOptions{})
+	if err != nil || info.Info.ID == "" {
+		return providers.Built{}, errors.Join(&sandbox.ProbeError{Code: ProbeEngineUnreachable}, cli.Close())
+	}
+	p := New(cli, Options{
+		InstallationID: req.Options.InstallationID,
+		Config:         cfg,
+		Seccomp:        seccomp,
+		Resources:      req.Specification.Resources,
+	})
+	return providers.Built{
+		Provider:            p,
+		Probe:               p.Probe,
+		InstallationID:      req.Options.InstallationID,
+		BackendFingerprint:  "docker:" + info.Info.ID,
+		SpecificationDigest: SpecificationDigest(cfg, req.Specification),
+		Close:               cli.Close,
+	}, nil
+}
+
+// SpecificationDigest identifies everything that shapes a sandbox on this
+// node: the image, network, extra hosts, nested mode, seccomp profile and
+// the deployment's resources. Two nodes with the same digest create
+// identical containers.
+func SpecificationDigest(cfg NodeConfig, spec sandbox.Specification) string {
+	doc, _ := json.Marshal(struct {
+		Kind       string
+		Image      string
+		Network    string
+		ExtraHosts []string
+		Nested     bool
+		Seccomp    string
+		Resources  sandbox.Resources
+	}{Kind, cfg.Image, cfg.Network, cfg.ExtraHosts, cfg.NestedSandbox, SeccompProfileSHA256, spec.Resources})
+	sum := sha256.Sum256(doc)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
