@@ -34,14 +34,15 @@ $(BIN)/%: tools/go.mod tools/go.sum
 tools: $(addprefix $(BIN)/,$(TOOLS)) ## Build the pinned tools (tools/go.mod) into .bin/
 
 .PHONY: generate
-generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate committed code (buf)
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate committed code (buf, runtime seccomp profile)
 	find proto -name '*.pb.go' -delete
 	buf generate
+	go run berth.dev/sandbox/docker/internal/seccompgen -out deploy/runtime
 
 .PHONY: check-generated
 check-generated: generate ## Fail when committed generated code is stale
-	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
-		git status --porcelain -- proto; git diff --stat -- proto; \
+	@if [ -n "$$(git status --porcelain -- proto deploy)" ]; then \
+		git status --porcelain -- proto deploy; git diff --stat -- proto deploy; \
 		echo "generated code is stale: run 'make generate' and commit"; exit 1; fi
 
 .PHONY: lint
