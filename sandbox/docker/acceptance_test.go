@@ -3,8 +3,6 @@ package docker_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -427,5 +425,3 @@ func TestAcceptanceProbe(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
-var _ = os.Getenv

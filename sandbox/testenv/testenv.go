@@ -7,8 +7,9 @@ import (
 
 // Names of the environment variables that carry the service addresses.
 const (
-	DockerHostEnv  = "BERTH_TEST_DOCKER_HOST"
-	DatabaseURLEnv = "BERTH_TEST_DATABASE_URL"
+	DockerHostEnv   = "BERTH_TEST_DOCKER_HOST"
+	DatabaseURLEnv  = "BERTH_TEST_DATABASE_URL"
+	RuntimeImageEnv = "BERTH_TEST_RUNTIME_IMAGE"
 )
 
 // DockerHost returns the Docker Engine address for tests
@@ -25,6 +26,14 @@ func DockerHost(t testing.TB) string {
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
 	return require(t, DatabaseURLEnv, "a PostgreSQL database")
+}
+
+// RuntimeImage returns the id of the runtime image built by
+// scripts/build-runtime-image (BERTH_TEST_RUNTIME_IMAGE). When it is not
+// set, the test fails under CI=true and is skipped otherwise.
+func RuntimeImage(t testing.TB) string {
+	t.Helper()
+	return require(t, RuntimeImageEnv, "the Berth runtime image")
 }
 
 // InCI reports whether the tests run in CI (CI=true), where a missing test
