@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -78,10 +79,14 @@ var _ sandbox.SandboxProvider = (*Provider)(nil)
 // variables, negotiates the API version, and never reuses a connection, so
 // no request is ever resent by net/http behind the adapter's back.
 func NewClient(host string) (*client.Client, error) {
-	cli, err := client.New(
-		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}),
-		client.WithHost(host),
-	)
+	// An empty TLSNextProto map keeps HTTP/2 off; without it, cloning the
+	// transport fills in a TLS configuration and the client would speak
+	// HTTPS to a Unix socket.
+	transport := &http.Transport{
+		DisableKeepAlives: true,
+		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+	cli, err := client.New(client.WithHTTPClient(&http.Client{Transport: transport}), client.WithHost(host))
 	if err != nil {
 		return nil, errdefs.Invalid("node.socket", "cannot form a Docker client")
 	}
