@@ -76,6 +76,10 @@ services: ## Provision and start the test services (Docker Engine, PostgreSQL)
 services-down: ## Stop the test services started by scripts/test-services
 	scripts/test-services down
 
+.PHONY: runtime-image
+runtime-image: ## Build the runtime image offline and load it into the test engine as berth-runtime:dev
+	scripts/build-runtime-image
+
 .PHONY: e2e
 e2e: ## End-to-end tests over real processes (not built yet: issue 5)
 	@echo "make e2e: not built yet; the end-to-end suite arrives with the Core issue (#5)" >&2; exit 2

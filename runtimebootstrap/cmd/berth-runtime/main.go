@@ -1,0 +1,103 @@
+// Command berth-runtime is the Runtime daemon that runs inside each sandbox.
+//
+// Today it validates its bootstrap file and waits for a stop signal; the
+// connection to Core's runtime gateway (berth.runtime.v1) arrives with the
+// Runtime issue.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"berth.dev/runtimebootstrap"
+)
+
+// version is set at link time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK         = 0
+	exitInvalid    = 1 // the bootstrap file is missing, unreadable, too open or invalid
+	exitUsage      = 2
+	defaultProfile = "default"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage:
+  berth-runtime connect [--profile default] [--bootstrap-file PATH]
+  berth-runtime version
+`
+
+// run executes one invocation and returns its exit code. It returns from
+// connect when ctx is done (a stop signal).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "connect":
+		return connect(ctx, args[1:], stderr)
+	case "version":
+		if len(args) != 1 {
+			fmt.Fprint(stderr, usage)
+			return exitUsage
+		}
+		fmt.Fprintf(stdout, "berth-runtime %s (%s %s/%s; bootstrap file version %d)\n",
+			version, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtimebootstrap.Version)
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "berth-runtime: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+func connect(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	profile := fs.String("profile", defaultProfile, "connection profile (only \"default\" exists)")
+	path := fs.String("bootstrap-file", runtimebootstrap.Path, "the Runtime bootstrap file (mode 0600 or stricter)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "berth-runtime connect: unexpected arguments\n%s", usage)
+		return exitUsage
+	}
+	if *profile != defaultProfile {
+		fmt.Fprintf(stderr, "berth-runtime connect: unknown profile %q (only %q exists)\n", *profile, defaultProfile)
+		return exitUsage
+	}
+
+	// runtimebootstrap's errors never carry the credential, and the File
+	// is not printed: its Secret would redact anyway.
+	f, err := runtimebootstrap.ReadFile(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "berth-runtime: %v\n", err)
+		return exitInvalid
+	}
+	fmt.Fprintf(stderr, "berth-runtime: validated the bootstrap for device %s; the Core gateway connection arrives with the Runtime issue\n", f.DeviceID)
+
+	<-ctx.Done()
+	fmt.Fprintln(stderr, "berth-runtime: stopping on signal")
+	return exitOK
+}
