@@ -218,7 +218,7 @@ func TestAcceptanceCreateAppliesEverySetting(t *testing.T) {
 	out := e.run(ref, sh(`busybox stat -c '%a %u %g' /home/runtime/runtime-bootstrap.json; id -u; id -g;
 		touch /rootfs-write 2>/dev/null && echo rw || echo ro; echo t > /tmp/t && echo tmp-ok;
 		echo shared > /workspace/f; cat /environment/workspace/f; ls -d /environment/staging /environment/initialization /environment/packages`))
-	want := "600 1000 1000\n1000\n1000\nro\ntmp-ok\nshared\n/environment/staging\n/environment/initialization\n/environment/packages\n"
+	want := "600 1000 1000\n1000\n1000\nro\ntmp-ok\nshared\n/environment/initialization\n/environment/packages\n/environment/staging\n"
 	if string(out.Stdout) != want || out.ExitCode != 0 {
 		t.Errorf("inside the sandbox got %q (stderr %q, exit %d), want %q", out.Stdout, out.Stderr, out.ExitCode, want)
 	}
