@@ -137,7 +137,9 @@ func (e *engine) run(ref sandbox.Reference, cmd sandbox.Command) sandbox.Command
 	return res
 }
 
-func sh(script string) sandbox.Command { return sandbox.Command{Args: []string{"/bin/sh", "-c", script}} }
+func sh(script string) sandbox.Command {
+	return sandbox.Command{Args: []string{"/bin/sh", "-c", script}}
+}
 
 func TestAcceptanceCreateAppliesEverySetting(t *testing.T) {
 	e := newEngine(t, false)
@@ -424,4 +426,3 @@ func TestAcceptanceProbe(t *testing.T) {
 		t.Errorf("dead engine: code %q", code)
 	}
 }
-

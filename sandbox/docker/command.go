@@ -149,4 +149,3 @@ func (b *boundedBuffer) Write(data []byte) (int, error) {
 	}
 	return len(data), nil
 }
-
