@@ -85,8 +85,8 @@ e2e: ## End-to-end tests over real processes (not built yet: issue 5)
 	@echo "make e2e: not built yet; the end-to-end suite arrives with the Core issue (#5)" >&2; exit 2
 
 .PHONY: bench
-bench: ## Benchmarks as ratios against the raw engine (not built yet: issue 3)
-	@echo "make bench: not built yet; the first benchmark arrives with the Docker adapter issue (#3)" >&2; exit 2
+bench: ## Benchmarks as ratios against the raw engine, measured in the same run (needs the test services)
+	go test -run '^$$' -bench . -benchtime 1x -count=1 berth.dev/sandbox/docker/
 
 .PHONY: up
 up: ## Start a local Berth stack (not built yet: issue 6)

@@ -26,19 +26,20 @@ import (
 // scripts/test-services provides, with the real runtime image.
 
 type engine struct {
-	t            *testing.T
+	t            testing.TB
+	host         string
 	cli          *client.Client
 	p            *docker.Provider
 	installation string
 	image        string
 }
 
-func seccompProfilePath(t *testing.T) string {
+func seccompProfilePath() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "runtime", "seccomp.json")
 }
 
-func newEngine(t *testing.T, nested bool) *engine {
+func newEngine(t testing.TB, nested bool) *engine {
 	t.Helper()
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
@@ -47,11 +48,11 @@ func newEngine(t *testing.T, nested bool) *engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
-	profile, err := docker.LoadSeccompProfile(seccompProfilePath(t))
+	profile, err := docker.LoadSeccompProfile(seccompProfilePath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &engine{t: t, cli: cli, installation: uuid.NewString(), image: image}
+	e := &engine{t: t, host: host, cli: cli, installation: uuid.NewString(), image: image}
 	e.p = docker.New(cli, docker.Options{
 		InstallationID: e.installation,
 		Config: docker.NodeConfig{
