@@ -11,24 +11,24 @@ import (
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/nodeconfig"
-	"berth.dev/sandbox/providers"
+	"berth.dev/sandbox/providerapi"
 )
 
 // Registration is the Docker provider's registry entry.
-func Registration() providers.Registration {
-	return providers.Registration{
+func Registration() providerapi.Registration {
+	return providerapi.Registration{
 		Kind:                  Kind,
-		Mode:                  providers.ModeNodes,
+		Mode:                  providerapi.ModeNodes,
 		ValidateSpecification: func(sandbox.Specification) error { return nil },
 		ValidateResources:     func(sandbox.Resources) error { return nil },
 		Configuration:         nodeconfig.Adapter{Kind: Kind},
 		Operations:            Operations(),
-		RuntimeInput:          providers.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
-		Artifacts: []providers.NodeArtifact{
-			{Path: "bin/berth-nodeagent", Suffix: "linux-amd64", Role: providers.RoleNode},
-			{Path: "runtime/berth-runtime", Suffix: "linux-amd64", Role: providers.RoleRuntime},
-			{Path: "runtime/seccomp.json", Suffix: "json", Role: providers.RolePolicy},
-			{Path: "runtime/berth-runtime-image.tar", Suffix: "tar", Role: providers.RoleImage},
+		RuntimeInput:          providerapi.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
+		Artifacts: []providerapi.NodeArtifact{
+			{Path: "bin/berth-nodeagent", Suffix: "linux-amd64", Role: providerapi.RoleNode},
+			{Path: "runtime/berth-runtime", Suffix: "linux-amd64", Role: providerapi.RoleRuntime},
+			{Path: "runtime/seccomp.json", Suffix: "json", Role: providerapi.RolePolicy},
+			{Path: "runtime/berth-runtime-image.tar", Suffix: "tar", Role: providerapi.RoleImage},
 		},
 		BuildLocal: buildLocal,
 	}
@@ -38,22 +38,22 @@ func Registration() providers.Registration {
 // verifies the shipped seccomp profile, connects to the configured socket
 // (never DOCKER_HOST) and reads the engine's identity for the backend
 // fingerprint. It creates nothing.
-func buildLocal(ctx context.Context, _ sandbox.NativeConfiguration, req providers.LocalRequest) (providers.Built, error) {
+func buildLocal(ctx context.Context, _ sandbox.NativeConfiguration, req providerapi.LocalRequest) (providerapi.Built, error) {
 	cfg, err := DecodeNodeConfig(req.Node)
 	if err != nil {
-		return providers.Built{}, err
+		return providerapi.Built{}, err
 	}
 	seccomp, err := LoadSeccompProfile(cfg.SeccompProfile)
 	if err != nil {
-		return providers.Built{}, err
+		return providerapi.Built{}, err
 	}
 	cli, err := NewClient("unix://" + cfg.Socket)
 	if err != nil {
-		return providers.Built{}, err
+		return providerapi.Built{}, err
 	}
 	info, err := cli.Info(ctx, client.InfoOptions{})
 	if err != nil || info.Info.ID == "" {
-		return providers.Built{}, errors.Join(&sandbox.ProbeError{Code: ProbeEngineUnreachable}, cli.Close())
+		return providerapi.Built{}, errors.Join(&sandbox.ProbeError{Code: ProbeEngineUnreachable}, cli.Close())
 	}
 	p := New(cli, Options{
 		InstallationID: req.Options.InstallationID,
@@ -61,7 +61,7 @@ func buildLocal(ctx context.Context, _ sandbox.NativeConfiguration, req provider
 		Seccomp:        seccomp,
 		Resources:      req.Specification.Resources,
 	})
-	return providers.Built{
+	return providerapi.Built{
 		Provider:            p,
 		Probe:               p.Probe,
 		InstallationID:      req.Options.InstallationID,

@@ -1,129 +1,42 @@
 package providers
 
 import (
-	"context"
-	"encoding/json"
 	"path"
 	"reflect"
 	"regexp"
 	"strings"
 
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/providerapi"
 	"berth.dev/sandbox/providercontract"
 )
 
-// Mode is where a provider's adapter runs.
-type Mode uint8
-
-// The deployment modes. The zero value is no decision and never validates.
-const (
-	ModeUnset Mode = iota
-	// ModeNodes: the adapter runs in each berth-nodeagent (BuildLocal).
-	ModeNodes
-	// ModeDirect: Core constructs the adapter itself (BuildDirect).
-	ModeDirect
+// The registration types, defined in providerapi so that adapters can name
+// them without importing this package (which imports the adapters).
+type (
+	Mode               = providerapi.Mode
+	ArtifactRole       = providerapi.ArtifactRole
+	NodeArtifact       = providerapi.NodeArtifact
+	RuntimeInputPolicy = providerapi.RuntimeInputPolicy
+	LocalOptions       = providerapi.LocalOptions
+	LocalRequest       = providerapi.LocalRequest
+	Built              = providerapi.Built
+	ProcessPaths       = providerapi.ProcessPaths
+	DirectRequest      = providerapi.DirectRequest
+	Registration       = providerapi.Registration
 )
 
-// ArtifactRole is a distribution artifact's installation role.
-type ArtifactRole string
-
-// The artifact roles.
+// The deployment modes and artifact roles.
 const (
-	RoleNode    ArtifactRole = "node"
-	RoleRuntime ArtifactRole = "runtime"
-	RolePolicy  ArtifactRole = "policy"
-	RoleImage   ArtifactRole = "image"
+	ModeUnset  = providerapi.ModeUnset
+	ModeNodes  = providerapi.ModeNodes
+	ModeDirect = providerapi.ModeDirect
+
+	RoleNode    = providerapi.RoleNode
+	RoleRuntime = providerapi.RoleRuntime
+	RolePolicy  = providerapi.RolePolicy
+	RoleImage   = providerapi.RoleImage
 )
-
-// NodeArtifact is one file a node adapter needs distributed: its logical
-// distribution path, release filename suffix and installation role.
-type NodeArtifact struct {
-	Path   string
-	Suffix string
-	Role   ArtifactRole
-}
-
-// RuntimeInputPolicy either accepts the pinned Runtime or gives the
-// adapter's fixed reason for rejecting it, never both.
-type RuntimeInputPolicy struct {
-	AcceptsPinnedRuntime bool
-	RejectReason         providercontract.ReasonCode
-}
-
-// LocalOptions are the ephemeral, node-side construction options. Exactly
-// one context is selected: Standalone (standalone registration or
-// single-provider execution) or GenerationStateDirectory (generation-owned
-// execution with a canonical absolute node state directory).
-type LocalOptions struct {
-	Standalone               bool
-	GenerationStateDirectory string
-	InstallationID           string
-	Generation               uint64
-}
-
-// LocalRequest is what a node passes to Build.
-type LocalRequest struct {
-	// Deployment is the generation's stored configuration.
-	Deployment sandbox.EncodedConfiguration
-	// Node is the node's persisted local configuration for the adapter,
-	// decoded strictly by the adapter.
-	Node          json.RawMessage
-	Specification sandbox.Specification
-	Options       LocalOptions
-}
-
-// Built is a constructed node-local adapter. Construction never creates an
-// Environment.
-type Built struct {
-	Provider sandbox.SandboxProvider
-	// Probe checks native readiness; its errors carry fixed diagnostic codes.
-	Probe               func(ctx context.Context) error
-	InstallationID      string
-	BackendFingerprint  string
-	SpecificationDigest string
-	// Close releases what construction acquired.
-	Close func() error
-}
-
-// ProcessPaths are fixed distribution roots from the launcher's process
-// environment, read once by Core. Adapters resolve their helper and state
-// locations below them.
-type ProcessPaths struct {
-	Root  string
-	State string
-}
-
-// DirectRequest is what Core passes to BuildDirect.
-type DirectRequest struct {
-	Deployment     sandbox.EncodedConfiguration
-	Specification  sandbox.Specification
-	InstallationID string
-	Paths          ProcessPaths
-}
-
-// Registration binds one provider kind. Every field is mandatory except
-// those the mode excludes.
-type Registration struct {
-	Kind string
-	Mode Mode
-	// ValidateSpecification and ValidateResources narrow the shared bounds
-	// in sandbox/deployment_contract.go.
-	ValidateSpecification func(sandbox.Specification) error
-	ValidateResources     func(sandbox.Resources) error
-	Configuration         sandbox.ConfigurationAdapter
-	// Operations is the adapter's one Operations() declaration, the same
-	// value its instances return.
-	Operations   providercontract.Operations
-	RuntimeInput RuntimeInputPolicy
-	// Suspension holds the suspension defaults: positive for a provider with
-	// checkpoint support, zero for one without.
-	Suspension sandbox.SuspensionPolicy
-	Artifacts  []NodeArtifact
-	// BuildLocal constructs a node-local adapter (ModeNodes only).
-	BuildLocal func(ctx context.Context, deployment sandbox.NativeConfiguration, req LocalRequest) (Built, error)
-	// BuildDirect constructs a direct adapter (ModeDirect only).
-	BuildDirect func(ctx context.Context, deployment sandbox.NativeConfiguration, req DirectRequest) (sandbox.SandboxProvider, error)
-}
 
 var (
 	kindPattern     = regexp.MustCompile(`^[a-z][a-z0-9-]{1,30}[a-z0-9]$`)

@@ -1,12 +1,14 @@
 package providers
 
+import "berth.dev/sandbox/docker"
+
 // table is the only registration table: one explicit entry per provider
-// kind, each built by its adapter package's Registration function.
-//
-// No adapter is registered yet: the Docker adapter (issue #3) adds the first
-// entry here.
+// kind, each built by its adapter package's Registration function. Adding a
+// provider means adding its adapter package and one line here.
 func table() []Registration {
-	return []Registration{}
+	return []Registration{
+		docker.Registration(),
+	}
 }
 
 // Default returns the registry of the registration table.

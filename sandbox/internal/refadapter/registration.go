@@ -10,22 +10,22 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodeconfig"
-	"berth.dev/sandbox/providers"
+	"berth.dev/sandbox/providerapi"
 )
 
 // Registration returns the reference adapter's registration. Tests build
 // their own registries with it; the production table never holds it.
-func Registration() providers.Registration {
-	return providers.Registration{
+func Registration() providerapi.Registration {
+	return providerapi.Registration{
 		Kind:                  Kind,
-		Mode:                  providers.ModeNodes,
+		Mode:                  providerapi.ModeNodes,
 		ValidateSpecification: func(sandbox.Specification) error { return nil },
 		ValidateResources:     func(sandbox.Resources) error { return nil },
 		Configuration:         nodeconfig.Adapter{Kind: Kind},
 		Operations:            Operations(),
-		RuntimeInput:          providers.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
-		Artifacts: []providers.NodeArtifact{
-			{Path: "reference/berth-reference-node", Suffix: "linux-amd64", Role: providers.RoleNode},
+		RuntimeInput:          providerapi.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
+		Artifacts: []providerapi.NodeArtifact{
+			{Path: "reference/berth-reference-node", Suffix: "linux-amd64", Role: providerapi.RoleNode},
 		},
 		BuildLocal: buildLocal,
 	}
@@ -36,16 +36,16 @@ type NodeConfig struct {
 	Endpoint string `json:"endpoint"`
 }
 
-func buildLocal(_ context.Context, _ sandbox.NativeConfiguration, req providers.LocalRequest) (providers.Built, error) {
+func buildLocal(_ context.Context, _ sandbox.NativeConfiguration, req providerapi.LocalRequest) (providerapi.Built, error) {
 	var nc NodeConfig
 	dec := json.NewDecoder(bytes.NewReader(req.Node))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&nc); err != nil || nc.Endpoint == "" {
-		return providers.Built{}, errdefs.Invalid("node.endpoint", "required")
+		return providerapi.Built{}, errdefs.Invalid("node.endpoint", "required")
 	}
 	client := NewClient()
 	p := New(nc.Endpoint, req.Options.InstallationID, client)
-	return providers.Built{
+	return providerapi.Built{
 		Provider:            p,
 		Probe:               p.probe,
 		InstallationID:      req.Options.InstallationID,
