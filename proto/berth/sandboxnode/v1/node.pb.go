@@ -7,12 +7,22 @@
 // Package berth.sandboxnode.v1 is the protocol between Core (the client) and
 // one berth-nodeagent per compute host (the server). Versions must match
 // exactly: see ProtocolVersion in the generated Go package's version.go.
+//
+// Every call except Hello carries, in gRPC metadata, the exact protocol
+// version (berth-protocol-version), Core's connection id
+// (berth-connection-id), its owner epoch (berth-owner-epoch) and the
+// deployment generation (berth-generation). The node agent checks all four
+// before its adapter is touched. Errors cross the wire only as fixed codes:
+// a google.rpc.Status whose details hold an ErrorInfo (domain
+// "sandboxnode.berth.dev", reason one of the codes) and, for a failed
+// Create, a CreateFailure with the reference-bound settlement evidence.
 
 package sandboxnodev1
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -25,7 +35,133 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// HelloRequest opens a connection from Core.
+// State is a provider's observation of compute.
+type State int32
+
+const (
+	// STATE_UNSPECIFIED is no observation.
+	State_STATE_UNSPECIFIED State = 0
+	// STATE_ABSENT is confirmed absence.
+	State_STATE_ABSENT State = 1
+	// STATE_CREATED exists but never started.
+	State_STATE_CREATED State = 2
+	// STATE_RUNNING runs.
+	State_STATE_RUNNING State = 3
+	// STATE_PAUSED is paused.
+	State_STATE_PAUSED State = 4
+	// STATE_STOPPED has stopped.
+	State_STATE_STOPPED State = 5
+)
+
+// Enum value maps for State.
+var (
+	State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_ABSENT",
+		2: "STATE_CREATED",
+		3: "STATE_RUNNING",
+		4: "STATE_PAUSED",
+		5: "STATE_STOPPED",
+	}
+	State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_ABSENT":      1,
+		"STATE_CREATED":     2,
+		"STATE_RUNNING":     3,
+		"STATE_PAUSED":      4,
+		"STATE_STOPPED":     5,
+	}
+)
+
+func (x State) Enum() *State {
+	p := new(State)
+	*p = x
+	return p
+}
+
+func (x State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (State) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_sandboxnode_v1_node_proto_enumTypes[0].Descriptor()
+}
+
+func (State) Type() protoreflect.EnumType {
+	return &file_berth_sandboxnode_v1_node_proto_enumTypes[0]
+}
+
+func (x State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use State.Descriptor instead.
+func (State) EnumDescriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{0}
+}
+
+// ComputeState is an incarnation's state.
+type ComputeState int32
+
+const (
+	// COMPUTE_STATE_UNSPECIFIED is no observation.
+	ComputeState_COMPUTE_STATE_UNSPECIFIED ComputeState = 0
+	// COMPUTE_STATE_ABSENT is confirmed absence.
+	ComputeState_COMPUTE_STATE_ABSENT ComputeState = 1
+	// COMPUTE_STATE_RUNNING runs.
+	ComputeState_COMPUTE_STATE_RUNNING ComputeState = 2
+	// COMPUTE_STATE_PAUSED is paused.
+	ComputeState_COMPUTE_STATE_PAUSED ComputeState = 3
+	// COMPUTE_STATE_STOPPED has stopped.
+	ComputeState_COMPUTE_STATE_STOPPED ComputeState = 4
+)
+
+// Enum value maps for ComputeState.
+var (
+	ComputeState_name = map[int32]string{
+		0: "COMPUTE_STATE_UNSPECIFIED",
+		1: "COMPUTE_STATE_ABSENT",
+		2: "COMPUTE_STATE_RUNNING",
+		3: "COMPUTE_STATE_PAUSED",
+		4: "COMPUTE_STATE_STOPPED",
+	}
+	ComputeState_value = map[string]int32{
+		"COMPUTE_STATE_UNSPECIFIED": 0,
+		"COMPUTE_STATE_ABSENT":      1,
+		"COMPUTE_STATE_RUNNING":     2,
+		"COMPUTE_STATE_PAUSED":      3,
+		"COMPUTE_STATE_STOPPED":     4,
+	}
+)
+
+func (x ComputeState) Enum() *ComputeState {
+	p := new(ComputeState)
+	*p = x
+	return p
+}
+
+func (x ComputeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ComputeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_sandboxnode_v1_node_proto_enumTypes[1].Descriptor()
+}
+
+func (ComputeState) Type() protoreflect.EnumType {
+	return &file_berth_sandboxnode_v1_node_proto_enumTypes[1]
+}
+
+func (x ComputeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ComputeState.Descriptor instead.
+func (ComputeState) EnumDescriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{1}
+}
+
+// HelloRequest opens a session from Core.
 type HelloRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// protocol_version is Core's exact node protocol version.
@@ -78,9 +214,25 @@ type HelloResponse struct {
 	ProtocolVersion string `protobuf:"bytes,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// node_id is the enrolled node's identity (a canonical UUID), empty before
 	// enrollment.
-	NodeId        string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// provider_kind is the registered kind of the node's adapter.
+	ProviderKind string `protobuf:"bytes,3,opt,name=provider_kind,json=providerKind,proto3" json:"provider_kind,omitempty"`
+	// generation is the deployment generation the adapter was built for.
+	Generation uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// backend_fingerprint identifies the native resource namespace.
+	BackendFingerprint string `protobuf:"bytes,5,opt,name=backend_fingerprint,json=backendFingerprint,proto3" json:"backend_fingerprint,omitempty"`
+	// specification_digest identifies what shapes a sandbox on this node.
+	SpecificationDigest string `protobuf:"bytes,6,opt,name=specification_digest,json=specificationDigest,proto3" json:"specification_digest,omitempty"`
+	// operations is the adapter's complete operation declaration.
+	Operations []*OperationDecision `protobuf:"bytes,7,rep,name=operations,proto3" json:"operations,omitempty"`
+	// readiness is the adapter probe's latest result.
+	Readiness *Readiness `protobuf:"bytes,8,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	// capacity is the host's capacity.
+	Capacity *Capacity `protobuf:"bytes,9,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// highest_owner_epoch is the highest owner epoch the node has seen.
+	HighestOwnerEpoch uint64 `protobuf:"varint,10,opt,name=highest_owner_epoch,json=highestOwnerEpoch,proto3" json:"highest_owner_epoch,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HelloResponse) Reset() {
@@ -127,18 +279,2744 @@ func (x *HelloResponse) GetNodeId() string {
 	return ""
 }
 
+func (x *HelloResponse) GetProviderKind() string {
+	if x != nil {
+		return x.ProviderKind
+	}
+	return ""
+}
+
+func (x *HelloResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *HelloResponse) GetBackendFingerprint() string {
+	if x != nil {
+		return x.BackendFingerprint
+	}
+	return ""
+}
+
+func (x *HelloResponse) GetSpecificationDigest() string {
+	if x != nil {
+		return x.SpecificationDigest
+	}
+	return ""
+}
+
+func (x *HelloResponse) GetOperations() []*OperationDecision {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *HelloResponse) GetReadiness() *Readiness {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
+func (x *HelloResponse) GetCapacity() *Capacity {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *HelloResponse) GetHighestOwnerEpoch() uint64 {
+	if x != nil {
+		return x.HighestOwnerEpoch
+	}
+	return 0
+}
+
+// OperationDecision is one entry of a provider's operation declaration.
+type OperationDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// operation is the method name, for example "Create".
+	Operation string `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// supported is true for a supported operation.
+	Supported bool `protobuf:"varint,2,opt,name=supported,proto3" json:"supported,omitempty"`
+	// reason is the authored reason code of an unsupported operation.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationDecision) Reset() {
+	*x = OperationDecision{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationDecision) ProtoMessage() {}
+
+func (x *OperationDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationDecision.ProtoReflect.Descriptor instead.
+func (*OperationDecision) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *OperationDecision) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *OperationDecision) GetSupported() bool {
+	if x != nil {
+		return x.Supported
+	}
+	return false
+}
+
+func (x *OperationDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Readiness is the adapter probe's result for one generation.
+type Readiness struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation the probe ran for.
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// ready is true when every probe check passed.
+	Ready bool `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`
+	// diagnostic_code is the fixed code of the first failed check.
+	DiagnosticCode string `protobuf:"bytes,3,opt,name=diagnostic_code,json=diagnosticCode,proto3" json:"diagnostic_code,omitempty"`
+	// checked_at is when the probe ran (node clock).
+	CheckedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=checked_at,json=checkedAt,proto3" json:"checked_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Readiness) Reset() {
+	*x = Readiness{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Readiness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Readiness) ProtoMessage() {}
+
+func (x *Readiness) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Readiness.ProtoReflect.Descriptor instead.
+func (*Readiness) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Readiness) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Readiness) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *Readiness) GetDiagnosticCode() string {
+	if x != nil {
+		return x.DiagnosticCode
+	}
+	return ""
+}
+
+func (x *Readiness) GetCheckedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CheckedAt
+	}
+	return nil
+}
+
+// Capacity is the host's capacity and current load.
+type Capacity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cpu_millis is the host's CPU capacity in millicores.
+	CpuMillis int64 `protobuf:"varint,1,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	// memory_bytes is the host's memory.
+	MemoryBytes int64 `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// disk_free_bytes is free disk space in the node's state directory.
+	DiskFreeBytes int64 `protobuf:"varint,3,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Capacity) Reset() {
+	*x = Capacity{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Capacity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Capacity) ProtoMessage() {}
+
+func (x *Capacity) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
+func (*Capacity) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Capacity) GetCpuMillis() int64 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *Capacity) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Capacity) GetDiskFreeBytes() int64 {
+	if x != nil {
+		return x.DiskFreeBytes
+	}
+	return 0
+}
+
+// ConnectRequest opens the connection stream.
+type ConnectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectRequest) Reset() {
+	*x = ConnectRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectRequest) ProtoMessage() {}
+
+func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
+func (*ConnectRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{5}
+}
+
+// ConnectResponse is one health report on the connection stream.
+type ConnectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// observed_at is the node's clock when the report was made.
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	// readiness is the latest probe result.
+	Readiness *Readiness `protobuf:"bytes,2,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	// capacity is the host's capacity.
+	Capacity *Capacity `protobuf:"bytes,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// active_operations counts adapter calls in progress.
+	ActiveOperations uint32 `protobuf:"varint,4,opt,name=active_operations,json=activeOperations,proto3" json:"active_operations,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConnectResponse) Reset() {
+	*x = ConnectResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectResponse) ProtoMessage() {}
+
+func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
+func (*ConnectResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ConnectResponse) GetObservedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObservedAt
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetReadiness() *Readiness {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetCapacity() *Capacity {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetActiveOperations() uint32 {
+	if x != nil {
+		return x.ActiveOperations
+	}
+	return 0
+}
+
+// Reference is the exact (tenant, environment, allocation) identity.
+type Reference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tenant_id is a canonical UUID.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// environment_id is a canonical UUID.
+	EnvironmentId string `protobuf:"bytes,2,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	// allocation_id is a canonical UUID distinct from environment_id.
+	AllocationId  string `protobuf:"bytes,3,opt,name=allocation_id,json=allocationId,proto3" json:"allocation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reference) Reset() {
+	*x = Reference{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reference) ProtoMessage() {}
+
+func (x *Reference) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reference.ProtoReflect.Descriptor instead.
+func (*Reference) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Reference) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *Reference) GetEnvironmentId() string {
+	if x != nil {
+		return x.EnvironmentId
+	}
+	return ""
+}
+
+func (x *Reference) GetAllocationId() string {
+	if x != nil {
+		return x.AllocationId
+	}
+	return ""
+}
+
+// Info describes compute for one Reference.
+type Info struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference is the exact Reference, or unset when nothing was observed.
+	Reference *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	// provider_id is the native identity.
+	ProviderId string `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// state is the observed state.
+	State State `protobuf:"varint,3,opt,name=state,proto3,enum=berth.sandboxnode.v1.State" json:"state,omitempty"`
+	// bootstrap_complete says the bootstrap reached its final mutating step.
+	BootstrapComplete bool `protobuf:"varint,4,opt,name=bootstrap_complete,json=bootstrapComplete,proto3" json:"bootstrap_complete,omitempty"`
+	// create_settled proves the original Create can no longer change anything.
+	CreateSettled bool `protobuf:"varint,5,opt,name=create_settled,json=createSettled,proto3" json:"create_settled,omitempty"`
+	// lease_expiry is the native lease's end; unset without a lease.
+	LeaseExpiry   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=lease_expiry,json=leaseExpiry,proto3" json:"lease_expiry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Info) Reset() {
+	*x = Info{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Info) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Info) ProtoMessage() {}
+
+func (x *Info) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Info.ProtoReflect.Descriptor instead.
+func (*Info) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Info) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+func (x *Info) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *Info) GetState() State {
+	if x != nil {
+		return x.State
+	}
+	return State_STATE_UNSPECIFIED
+}
+
+func (x *Info) GetBootstrapComplete() bool {
+	if x != nil {
+		return x.BootstrapComplete
+	}
+	return false
+}
+
+func (x *Info) GetCreateSettled() bool {
+	if x != nil {
+		return x.CreateSettled
+	}
+	return false
+}
+
+func (x *Info) GetLeaseExpiry() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpiry
+	}
+	return nil
+}
+
+// Resources are per-sandbox limits.
+type Resources struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cpu_millis in millicores.
+	CpuMillis int64 `protobuf:"varint,1,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	// memory_bytes of memory.
+	MemoryBytes int64 `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// disk_bytes of disk.
+	DiskBytes     int64 `protobuf:"varint,3,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resources) Reset() {
+	*x = Resources{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resources) ProtoMessage() {}
+
+func (x *Resources) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resources.ProtoReflect.Descriptor instead.
+func (*Resources) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Resources) GetCpuMillis() int64 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *Resources) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Resources) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+// Bootstrap is the Runtime bootstrap file's content.
+type Bootstrap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version of the bootstrap file format.
+	Version int32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// core_url is Core's public URL.
+	CoreUrl string `protobuf:"bytes,2,opt,name=core_url,json=coreUrl,proto3" json:"core_url,omitempty"`
+	// device_id is the Runtime device's identity.
+	DeviceId string `protobuf:"bytes,3,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// credential is the device's dedicated credential.
+	Credential    string `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Bootstrap) Reset() {
+	*x = Bootstrap{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bootstrap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bootstrap) ProtoMessage() {}
+
+func (x *Bootstrap) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bootstrap.ProtoReflect.Descriptor instead.
+func (*Bootstrap) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Bootstrap) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Bootstrap) GetCoreUrl() string {
+	if x != nil {
+		return x.CoreUrl
+	}
+	return ""
+}
+
+func (x *Bootstrap) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *Bootstrap) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+// CreateRequest creates compute for a Reference.
+type CreateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference to create.
+	Reference *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	// resources of the sandbox.
+	Resources *Resources `protobuf:"bytes,2,opt,name=resources,proto3" json:"resources,omitempty"`
+	// bootstrap for the Runtime.
+	Bootstrap     *Bootstrap `protobuf:"bytes,3,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRequest) Reset() {
+	*x = CreateRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRequest) ProtoMessage() {}
+
+func (x *CreateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
+func (*CreateRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CreateRequest) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetResources() *Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetBootstrap() *Bootstrap {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return nil
+}
+
+// CreateResponse carries the created compute.
+type CreateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// info of the created compute.
+	Info          *Info `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateResponse) Reset() {
+	*x = CreateResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateResponse) ProtoMessage() {}
+
+func (x *CreateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
+func (*CreateResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CreateResponse) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+// CreateFailure is an error detail of a failed Create that still carries
+// reference-bound settlement evidence.
+type CreateFailure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// info is the evidence; it never turns the failure into success.
+	Info          *Info `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateFailure) Reset() {
+	*x = CreateFailure{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateFailure) ProtoMessage() {}
+
+func (x *CreateFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateFailure.ProtoReflect.Descriptor instead.
+func (*CreateFailure) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CreateFailure) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+// GetInfoRequest observes compute.
+type GetInfoRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference to observe.
+	Reference     *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInfoRequest) Reset() {
+	*x = GetInfoRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInfoRequest) ProtoMessage() {}
+
+func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetInfoRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetInfoRequest) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+// GetInfoResponse carries the observation.
+type GetInfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// info observed.
+	Info          *Info `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInfoResponse) Reset() {
+	*x = GetInfoResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInfoResponse) ProtoMessage() {}
+
+func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetInfoResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetInfoResponse) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+// RenewRequest extends a lease or observes.
+type RenewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference to renew.
+	Reference     *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RenewRequest) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+// RenewResponse carries the observation.
+type RenewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// info observed.
+	Info          *Info `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RenewResponse) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+// KillRequest reclaims compute.
+type KillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference to reclaim.
+	Reference     *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillRequest) Reset() {
+	*x = KillRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillRequest) ProtoMessage() {}
+
+func (x *KillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillRequest.ProtoReflect.Descriptor instead.
+func (*KillRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *KillRequest) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+// KillResponse confirms absence.
+type KillResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillResponse) Reset() {
+	*x = KillResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillResponse) ProtoMessage() {}
+
+func (x *KillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
+func (*KillResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{19}
+}
+
+// Command is a bounded command.
+type Command struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// args is the program and its arguments.
+	Args []string `protobuf:"bytes,1,rep,name=args,proto3" json:"args,omitempty"`
+	// directory is the absolute working directory, or empty.
+	Directory string `protobuf:"bytes,2,opt,name=directory,proto3" json:"directory,omitempty"`
+	// stdin is confidential input.
+	Stdin []byte `protobuf:"bytes,3,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	// output_limit bounds each output stream (0: the default).
+	OutputLimit   int32 `protobuf:"varint,4,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Command) Reset() {
+	*x = Command{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Command) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Command) ProtoMessage() {}
+
+func (x *Command) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Command.ProtoReflect.Descriptor instead.
+func (*Command) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Command) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *Command) GetDirectory() string {
+	if x != nil {
+		return x.Directory
+	}
+	return ""
+}
+
+func (x *Command) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *Command) GetOutputLimit() int32 {
+	if x != nil {
+		return x.OutputLimit
+	}
+	return 0
+}
+
+// CommandResult is a settled command's outcome.
+type CommandResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stdout bytes in order, bounded.
+	Stdout []byte `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	// stderr bytes in order, bounded.
+	Stderr []byte `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	// stdout_truncated reports dropped stdout.
+	StdoutTruncated bool `protobuf:"varint,3,opt,name=stdout_truncated,json=stdoutTruncated,proto3" json:"stdout_truncated,omitempty"`
+	// stderr_truncated reports dropped stderr.
+	StderrTruncated bool `protobuf:"varint,4,opt,name=stderr_truncated,json=stderrTruncated,proto3" json:"stderr_truncated,omitempty"`
+	// exit_code is the actual exit status.
+	ExitCode      int32 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandResult) Reset() {
+	*x = CommandResult{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandResult) ProtoMessage() {}
+
+func (x *CommandResult) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
+func (*CommandResult) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CommandResult) GetStdout() []byte {
+	if x != nil {
+		return x.Stdout
+	}
+	return nil
+}
+
+func (x *CommandResult) GetStderr() []byte {
+	if x != nil {
+		return x.Stderr
+	}
+	return nil
+}
+
+func (x *CommandResult) GetStdoutTruncated() bool {
+	if x != nil {
+		return x.StdoutTruncated
+	}
+	return false
+}
+
+func (x *CommandResult) GetStderrTruncated() bool {
+	if x != nil {
+		return x.StderrTruncated
+	}
+	return false
+}
+
+func (x *CommandResult) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+// RunCommandRequest runs a command in an allocation's compute.
+type RunCommandRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference of the compute.
+	Reference *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	// command to run.
+	Command       *Command `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCommandRequest) Reset() {
+	*x = RunCommandRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCommandRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCommandRequest) ProtoMessage() {}
+
+func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCommandRequest.ProtoReflect.Descriptor instead.
+func (*RunCommandRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RunCommandRequest) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+func (x *RunCommandRequest) GetCommand() *Command {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+// RunCommandResponse carries the result.
+type RunCommandResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// result of the command.
+	Result        *CommandResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCommandResponse) Reset() {
+	*x = RunCommandResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCommandResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCommandResponse) ProtoMessage() {}
+
+func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCommandResponse.ProtoReflect.Descriptor instead.
+func (*RunCommandResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RunCommandResponse) GetResult() *CommandResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// ObserveRequest reads usage.
+type ObserveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference to observe.
+	Reference     *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveRequest) Reset() {
+	*x = ObserveRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveRequest) ProtoMessage() {}
+
+func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveRequest.ProtoReflect.Descriptor instead.
+func (*ObserveRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ObserveRequest) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+// ObserveResponse carries the observation.
+type ObserveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference observed.
+	Reference *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	// cpu_usage_nanos is cumulative CPU time.
+	CpuUsageNanos uint64 `protobuf:"varint,2,opt,name=cpu_usage_nanos,json=cpuUsageNanos,proto3" json:"cpu_usage_nanos,omitempty"`
+	// memory_bytes is current memory usage.
+	MemoryBytes uint64 `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// memory_limit_bytes is the enforced limit.
+	MemoryLimitBytes uint64 `protobuf:"varint,4,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	// pids is the number of processes.
+	Pids          uint64 `protobuf:"varint,5,opt,name=pids,proto3" json:"pids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveResponse) Reset() {
+	*x = ObserveResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveResponse) ProtoMessage() {}
+
+func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
+func (*ObserveResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ObserveResponse) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+func (x *ObserveResponse) GetCpuUsageNanos() uint64 {
+	if x != nil {
+		return x.CpuUsageNanos
+	}
+	return 0
+}
+
+func (x *ObserveResponse) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *ObserveResponse) GetMemoryLimitBytes() uint64 {
+	if x != nil {
+		return x.MemoryLimitBytes
+	}
+	return 0
+}
+
+func (x *ObserveResponse) GetPids() uint64 {
+	if x != nil {
+		return x.Pids
+	}
+	return 0
+}
+
+// Compute is one exact compute incarnation.
+type Compute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference of the allocation.
+	Reference *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	// generation of the incarnation.
+	Generation uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// name of the incarnation.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// id is the native id of the incarnation.
+	Id            string `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compute) Reset() {
+	*x = Compute{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compute) ProtoMessage() {}
+
+func (x *Compute) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compute.ProtoReflect.Descriptor instead.
+func (*Compute) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Compute) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+func (x *Compute) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Compute) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Compute) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// ComputeInfo observes one incarnation.
+type ComputeInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute observed.
+	Compute *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	// state observed.
+	State         ComputeState `protobuf:"varint,2,opt,name=state,proto3,enum=berth.sandboxnode.v1.ComputeState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ComputeInfo) Reset() {
+	*x = ComputeInfo{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ComputeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ComputeInfo) ProtoMessage() {}
+
+func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ComputeInfo.ProtoReflect.Descriptor instead.
+func (*ComputeInfo) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ComputeInfo) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+func (x *ComputeInfo) GetState() ComputeState {
+	if x != nil {
+		return x.State
+	}
+	return ComputeState_COMPUTE_STATE_UNSPECIFIED
+}
+
+// SnapshotIdentity names a snapshot.
+type SnapshotIdentity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id of the snapshot.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// provenance as the provider returned it.
+	Provenance    string `protobuf:"bytes,2,opt,name=provenance,proto3" json:"provenance,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotIdentity) Reset() {
+	*x = SnapshotIdentity{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotIdentity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotIdentity) ProtoMessage() {}
+
+func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotIdentity.ProtoReflect.Descriptor instead.
+func (*SnapshotIdentity) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SnapshotIdentity) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SnapshotIdentity) GetProvenance() string {
+	if x != nil {
+		return x.Provenance
+	}
+	return ""
+}
+
+// InitialRequest constructs the first incarnation's reference.
+type InitialRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference of the allocation.
+	Reference     *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitialRequest) Reset() {
+	*x = InitialRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitialRequest) ProtoMessage() {}
+
+func (x *InitialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitialRequest.ProtoReflect.Descriptor instead.
+func (*InitialRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *InitialRequest) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+// InitialResponse carries the incarnation.
+type InitialResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute constructed.
+	Compute       *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitialResponse) Reset() {
+	*x = InitialResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitialResponse) ProtoMessage() {}
+
+func (x *InitialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitialResponse.ProtoReflect.Descriptor instead.
+func (*InitialResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *InitialResponse) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+// NewComputeRequest constructs the next incarnation's reference.
+type NewComputeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// previous incarnation.
+	Previous      *Compute `protobuf:"bytes,1,opt,name=previous,proto3" json:"previous,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NewComputeRequest) Reset() {
+	*x = NewComputeRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NewComputeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NewComputeRequest) ProtoMessage() {}
+
+func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NewComputeRequest.ProtoReflect.Descriptor instead.
+func (*NewComputeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *NewComputeRequest) GetPrevious() *Compute {
+	if x != nil {
+		return x.Previous
+	}
+	return nil
+}
+
+// NewComputeResponse carries the incarnation.
+type NewComputeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute constructed.
+	Compute       *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NewComputeResponse) Reset() {
+	*x = NewComputeResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NewComputeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NewComputeResponse) ProtoMessage() {}
+
+func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NewComputeResponse.ProtoReflect.Descriptor instead.
+func (*NewComputeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *NewComputeResponse) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+// GetComputeRequest observes an incarnation.
+type GetComputeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute to observe.
+	Compute       *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetComputeRequest) Reset() {
+	*x = GetComputeRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetComputeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetComputeRequest) ProtoMessage() {}
+
+func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetComputeRequest.ProtoReflect.Descriptor instead.
+func (*GetComputeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetComputeRequest) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+// GetComputeResponse carries the observation.
+type GetComputeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// info observed.
+	Info          *ComputeInfo `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetComputeResponse) Reset() {
+	*x = GetComputeResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetComputeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetComputeResponse) ProtoMessage() {}
+
+func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetComputeResponse.ProtoReflect.Descriptor instead.
+func (*GetComputeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetComputeResponse) GetInfo() *ComputeInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+// SuspendRequest captures an incarnation.
+type SuspendRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute to capture.
+	Compute *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	// operation_id is Core's persisted operation id.
+	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// observe_only observes the previous attempt without a new capture.
+	ObserveOnly   bool `protobuf:"varint,3,opt,name=observe_only,json=observeOnly,proto3" json:"observe_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendRequest) Reset() {
+	*x = SuspendRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendRequest) ProtoMessage() {}
+
+func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendRequest.ProtoReflect.Descriptor instead.
+func (*SuspendRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SuspendRequest) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+func (x *SuspendRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *SuspendRequest) GetObserveOnly() bool {
+	if x != nil {
+		return x.ObserveOnly
+	}
+	return false
+}
+
+// SuspendResponse carries the capture.
+type SuspendResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot captured.
+	Snapshot *SnapshotIdentity `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// source observed after the capture.
+	Source        *ComputeInfo `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendResponse) Reset() {
+	*x = SuspendResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendResponse) ProtoMessage() {}
+
+func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendResponse.ProtoReflect.Descriptor instead.
+func (*SuspendResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SuspendResponse) GetSnapshot() *SnapshotIdentity {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *SuspendResponse) GetSource() *ComputeInfo {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// ResumeRequest restores a snapshot.
+type ResumeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot to restore.
+	Snapshot *SnapshotIdentity `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// target incarnation.
+	Target *Compute `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// operation_id is Core's persisted operation id.
+	OperationId string `protobuf:"bytes,3,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// observe_only observes the previous attempt without a new restore.
+	ObserveOnly   bool `protobuf:"varint,4,opt,name=observe_only,json=observeOnly,proto3" json:"observe_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRequest) Reset() {
+	*x = ResumeRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRequest) ProtoMessage() {}
+
+func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ResumeRequest) GetSnapshot() *SnapshotIdentity {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *ResumeRequest) GetTarget() *Compute {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ResumeRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ResumeRequest) GetObserveOnly() bool {
+	if x != nil {
+		return x.ObserveOnly
+	}
+	return false
+}
+
+// ResumeResponse carries the restored incarnation.
+type ResumeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute restored.
+	Compute       *ComputeInfo `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeResponse) Reset() {
+	*x = ResumeResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeResponse) ProtoMessage() {}
+
+func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
+func (*ResumeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ResumeResponse) GetCompute() *ComputeInfo {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+// ResumeComputeRequest thaws the same resident incarnation.
+type ResumeComputeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute to thaw.
+	Compute       *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeComputeRequest) Reset() {
+	*x = ResumeComputeRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeComputeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeComputeRequest) ProtoMessage() {}
+
+func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeComputeRequest.ProtoReflect.Descriptor instead.
+func (*ResumeComputeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ResumeComputeRequest) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+// ResumeComputeResponse carries the observation.
+type ResumeComputeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// info observed.
+	Info          *ComputeInfo `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeComputeResponse) Reset() {
+	*x = ResumeComputeResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeComputeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeComputeResponse) ProtoMessage() {}
+
+func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeComputeResponse.ProtoReflect.Descriptor instead.
+func (*ResumeComputeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ResumeComputeResponse) GetInfo() *ComputeInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+// KillComputeRequest removes an incarnation.
+type KillComputeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute to remove.
+	Compute       *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillComputeRequest) Reset() {
+	*x = KillComputeRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillComputeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillComputeRequest) ProtoMessage() {}
+
+func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillComputeRequest.ProtoReflect.Descriptor instead.
+func (*KillComputeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *KillComputeRequest) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+// KillComputeResponse confirms removal.
+type KillComputeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillComputeResponse) Reset() {
+	*x = KillComputeResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillComputeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillComputeResponse) ProtoMessage() {}
+
+func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillComputeResponse.ProtoReflect.Descriptor instead.
+func (*KillComputeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
+}
+
+// DeleteSnapshotRequest deletes a snapshot.
+type DeleteSnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference of the allocation.
+	Reference *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	// snapshot to delete.
+	Snapshot      *SnapshotIdentity `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotRequest) Reset() {
+	*x = DeleteSnapshotRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotRequest) ProtoMessage() {}
+
+func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeleteSnapshotRequest) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+func (x *DeleteSnapshotRequest) GetSnapshot() *SnapshotIdentity {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+// DeleteSnapshotResponse confirms deletion.
+type DeleteSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotResponse) Reset() {
+	*x = DeleteSnapshotResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotResponse) ProtoMessage() {}
+
+func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
+}
+
+// RunCommandComputeRequest runs a command in one incarnation.
+type RunCommandComputeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute to run in.
+	Compute *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	// command to run.
+	Command       *Command `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCommandComputeRequest) Reset() {
+	*x = RunCommandComputeRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCommandComputeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCommandComputeRequest) ProtoMessage() {}
+
+func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCommandComputeRequest.ProtoReflect.Descriptor instead.
+func (*RunCommandComputeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RunCommandComputeRequest) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+func (x *RunCommandComputeRequest) GetCommand() *Command {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+// RunCommandComputeResponse carries the result.
+type RunCommandComputeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// result of the command.
+	Result        *CommandResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCommandComputeResponse) Reset() {
+	*x = RunCommandComputeResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCommandComputeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCommandComputeResponse) ProtoMessage() {}
+
+func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCommandComputeResponse.ProtoReflect.Descriptor instead.
+func (*RunCommandComputeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RunCommandComputeResponse) GetResult() *CommandResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 var File_berth_sandboxnode_v1_node_proto protoreflect.FileDescriptor
 
 const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x1fberth/sandboxnode/v1/node.proto\x12\x14berth.sandboxnode.v1\"9\n" +
+	"\x1fberth/sandboxnode/v1/node.proto\x12\x14berth.sandboxnode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n" +
 	"\fHelloRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\"S\n" +
+	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\"\xf0\x03\n" +
 	"\rHelloResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId2_\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12#\n" +
+	"\rprovider_kind\x18\x03 \x01(\tR\fproviderKind\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\x12/\n" +
+	"\x13backend_fingerprint\x18\x05 \x01(\tR\x12backendFingerprint\x121\n" +
+	"\x14specification_digest\x18\x06 \x01(\tR\x13specificationDigest\x12G\n" +
+	"\n" +
+	"operations\x18\a \x03(\v2'.berth.sandboxnode.v1.OperationDecisionR\n" +
+	"operations\x12=\n" +
+	"\treadiness\x18\b \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessR\treadiness\x12:\n" +
+	"\bcapacity\x18\t \x01(\v2\x1e.berth.sandboxnode.v1.CapacityR\bcapacity\x12.\n" +
+	"\x13highest_owner_epoch\x18\n" +
+	" \x01(\x04R\x11highestOwnerEpoch\"g\n" +
+	"\x11OperationDecision\x12\x1c\n" +
+	"\toperation\x18\x01 \x01(\tR\toperation\x12\x1c\n" +
+	"\tsupported\x18\x02 \x01(\bR\tsupported\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa5\x01\n" +
+	"\tReadiness\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\bR\x05ready\x12'\n" +
+	"\x0fdiagnostic_code\x18\x03 \x01(\tR\x0ediagnosticCode\x129\n" +
+	"\n" +
+	"checked_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcheckedAt\"t\n" +
+	"\bCapacity\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12&\n" +
+	"\x0fdisk_free_bytes\x18\x03 \x01(\x03R\rdiskFreeBytes\"\x10\n" +
+	"\x0eConnectRequest\"\xf6\x01\n" +
+	"\x0fConnectResponse\x12;\n" +
+	"\vobserved_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"observedAt\x12=\n" +
+	"\treadiness\x18\x02 \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessR\treadiness\x12:\n" +
+	"\bcapacity\x18\x03 \x01(\v2\x1e.berth.sandboxnode.v1.CapacityR\bcapacity\x12+\n" +
+	"\x11active_operations\x18\x04 \x01(\rR\x10activeOperations\"t\n" +
+	"\tReference\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12%\n" +
+	"\x0eenvironment_id\x18\x02 \x01(\tR\renvironmentId\x12#\n" +
+	"\rallocation_id\x18\x03 \x01(\tR\fallocationId\"\xae\x02\n" +
+	"\x04Info\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\x12\x1f\n" +
+	"\vprovider_id\x18\x02 \x01(\tR\n" +
+	"providerId\x121\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x1b.berth.sandboxnode.v1.StateR\x05state\x12-\n" +
+	"\x12bootstrap_complete\x18\x04 \x01(\bR\x11bootstrapComplete\x12%\n" +
+	"\x0ecreate_settled\x18\x05 \x01(\bR\rcreateSettled\x12=\n" +
+	"\flease_expiry\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\"l\n" +
+	"\tResources\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\x03 \x01(\x03R\tdiskBytes\"}\n" +
+	"\tBootstrap\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x19\n" +
+	"\bcore_url\x18\x02 \x01(\tR\acoreUrl\x12\x1b\n" +
+	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x04 \x01(\tR\n" +
+	"credential\"\xcc\x01\n" +
+	"\rCreateRequest\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\x12=\n" +
+	"\tresources\x18\x02 \x01(\v2\x1f.berth.sandboxnode.v1.ResourcesR\tresources\x12=\n" +
+	"\tbootstrap\x18\x03 \x01(\v2\x1f.berth.sandboxnode.v1.BootstrapR\tbootstrap\"@\n" +
+	"\x0eCreateResponse\x12.\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"?\n" +
+	"\rCreateFailure\x12.\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"O\n" +
+	"\x0eGetInfoRequest\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"A\n" +
+	"\x0fGetInfoResponse\x12.\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"M\n" +
+	"\fRenewRequest\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"?\n" +
+	"\rRenewResponse\x12.\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"L\n" +
+	"\vKillRequest\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"\x0e\n" +
+	"\fKillResponse\"t\n" +
+	"\aCommand\x12\x12\n" +
+	"\x04args\x18\x01 \x03(\tR\x04args\x12\x1c\n" +
+	"\tdirectory\x18\x02 \x01(\tR\tdirectory\x12\x14\n" +
+	"\x05stdin\x18\x03 \x01(\fR\x05stdin\x12!\n" +
+	"\foutput_limit\x18\x04 \x01(\x05R\voutputLimit\"\xb2\x01\n" +
+	"\rCommandResult\x12\x16\n" +
+	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12)\n" +
+	"\x10stdout_truncated\x18\x03 \x01(\bR\x0fstdoutTruncated\x12)\n" +
+	"\x10stderr_truncated\x18\x04 \x01(\bR\x0fstderrTruncated\x12\x1b\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\"\x8b\x01\n" +
+	"\x11RunCommandRequest\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\x127\n" +
+	"\acommand\x18\x02 \x01(\v2\x1d.berth.sandboxnode.v1.CommandR\acommand\"Q\n" +
+	"\x12RunCommandResponse\x12;\n" +
+	"\x06result\x18\x01 \x01(\v2#.berth.sandboxnode.v1.CommandResultR\x06result\"O\n" +
+	"\x0eObserveRequest\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"\xdd\x01\n" +
+	"\x0fObserveResponse\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\x12&\n" +
+	"\x0fcpu_usage_nanos\x18\x02 \x01(\x04R\rcpuUsageNanos\x12!\n" +
+	"\fmemory_bytes\x18\x03 \x01(\x04R\vmemoryBytes\x12,\n" +
+	"\x12memory_limit_bytes\x18\x04 \x01(\x04R\x10memoryLimitBytes\x12\x12\n" +
+	"\x04pids\x18\x05 \x01(\x04R\x04pids\"\x8c\x01\n" +
+	"\aCompute\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x04 \x01(\tR\x02id\"\x80\x01\n" +
+	"\vComputeInfo\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\x128\n" +
+	"\x05state\x18\x02 \x01(\x0e2\".berth.sandboxnode.v1.ComputeStateR\x05state\"B\n" +
+	"\x10SnapshotIdentity\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
+	"\n" +
+	"provenance\x18\x02 \x01(\tR\n" +
+	"provenance\"O\n" +
+	"\x0eInitialRequest\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"J\n" +
+	"\x0fInitialResponse\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\"N\n" +
+	"\x11NewComputeRequest\x129\n" +
+	"\bprevious\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\bprevious\"M\n" +
+	"\x12NewComputeResponse\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\"L\n" +
+	"\x11GetComputeRequest\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\"K\n" +
+	"\x12GetComputeResponse\x125\n" +
+	"\x04info\x18\x01 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\x04info\"\x8f\x01\n" +
+	"\x0eSuspendRequest\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\x12!\n" +
+	"\foperation_id\x18\x02 \x01(\tR\voperationId\x12!\n" +
+	"\fobserve_only\x18\x03 \x01(\bR\vobserveOnly\"\x90\x01\n" +
+	"\x0fSuspendResponse\x12B\n" +
+	"\bsnapshot\x18\x01 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\x129\n" +
+	"\x06source\x18\x02 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\x06source\"\xd0\x01\n" +
+	"\rResumeRequest\x12B\n" +
+	"\bsnapshot\x18\x01 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\x125\n" +
+	"\x06target\x18\x02 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\x06target\x12!\n" +
+	"\foperation_id\x18\x03 \x01(\tR\voperationId\x12!\n" +
+	"\fobserve_only\x18\x04 \x01(\bR\vobserveOnly\"M\n" +
+	"\x0eResumeResponse\x12;\n" +
+	"\acompute\x18\x01 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\acompute\"O\n" +
+	"\x14ResumeComputeRequest\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\"N\n" +
+	"\x15ResumeComputeResponse\x125\n" +
+	"\x04info\x18\x01 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\x04info\"M\n" +
+	"\x12KillComputeRequest\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\"\x15\n" +
+	"\x13KillComputeResponse\"\x9a\x01\n" +
+	"\x15DeleteSnapshotRequest\x12=\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\x12B\n" +
+	"\bsnapshot\x18\x02 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\"\x18\n" +
+	"\x16DeleteSnapshotResponse\"\x8c\x01\n" +
+	"\x18RunCommandComputeRequest\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\x127\n" +
+	"\acommand\x18\x02 \x01(\v2\x1d.berth.sandboxnode.v1.CommandR\acommand\"X\n" +
+	"\x19RunCommandComputeResponse\x12;\n" +
+	"\x06result\x18\x01 \x01(\v2#.berth.sandboxnode.v1.CommandResultR\x06result*{\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fSTATE_ABSENT\x10\x01\x12\x11\n" +
+	"\rSTATE_CREATED\x10\x02\x12\x11\n" +
+	"\rSTATE_RUNNING\x10\x03\x12\x10\n" +
+	"\fSTATE_PAUSED\x10\x04\x12\x11\n" +
+	"\rSTATE_STOPPED\x10\x05*\x97\x01\n" +
+	"\fComputeState\x12\x1d\n" +
+	"\x19COMPUTE_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14COMPUTE_STATE_ABSENT\x10\x01\x12\x19\n" +
+	"\x15COMPUTE_STATE_RUNNING\x10\x02\x12\x18\n" +
+	"\x14COMPUTE_STATE_PAUSED\x10\x03\x12\x19\n" +
+	"\x15COMPUTE_STATE_STOPPED\x10\x042\xb8\f\n" +
 	"\vNodeService\x12P\n" +
-	"\x05Hello\x12\".berth.sandboxnode.v1.HelloRequest\x1a#.berth.sandboxnode.v1.HelloResponseB4Z2berth.dev/proto/berth/sandboxnode/v1;sandboxnodev1b\x06proto3"
+	"\x05Hello\x12\".berth.sandboxnode.v1.HelloRequest\x1a#.berth.sandboxnode.v1.HelloResponse\x12X\n" +
+	"\aConnect\x12$.berth.sandboxnode.v1.ConnectRequest\x1a%.berth.sandboxnode.v1.ConnectResponse0\x01\x12S\n" +
+	"\x06Create\x12#.berth.sandboxnode.v1.CreateRequest\x1a$.berth.sandboxnode.v1.CreateResponse\x12V\n" +
+	"\aGetInfo\x12$.berth.sandboxnode.v1.GetInfoRequest\x1a%.berth.sandboxnode.v1.GetInfoResponse\x12P\n" +
+	"\x05Renew\x12\".berth.sandboxnode.v1.RenewRequest\x1a#.berth.sandboxnode.v1.RenewResponse\x12M\n" +
+	"\x04Kill\x12!.berth.sandboxnode.v1.KillRequest\x1a\".berth.sandboxnode.v1.KillResponse\x12_\n" +
+	"\n" +
+	"RunCommand\x12'.berth.sandboxnode.v1.RunCommandRequest\x1a(.berth.sandboxnode.v1.RunCommandResponse\x12V\n" +
+	"\aObserve\x12$.berth.sandboxnode.v1.ObserveRequest\x1a%.berth.sandboxnode.v1.ObserveResponse\x12V\n" +
+	"\aInitial\x12$.berth.sandboxnode.v1.InitialRequest\x1a%.berth.sandboxnode.v1.InitialResponse\x12_\n" +
+	"\n" +
+	"NewCompute\x12'.berth.sandboxnode.v1.NewComputeRequest\x1a(.berth.sandboxnode.v1.NewComputeResponse\x12_\n" +
+	"\n" +
+	"GetCompute\x12'.berth.sandboxnode.v1.GetComputeRequest\x1a(.berth.sandboxnode.v1.GetComputeResponse\x12V\n" +
+	"\aSuspend\x12$.berth.sandboxnode.v1.SuspendRequest\x1a%.berth.sandboxnode.v1.SuspendResponse\x12S\n" +
+	"\x06Resume\x12#.berth.sandboxnode.v1.ResumeRequest\x1a$.berth.sandboxnode.v1.ResumeResponse\x12h\n" +
+	"\rResumeCompute\x12*.berth.sandboxnode.v1.ResumeComputeRequest\x1a+.berth.sandboxnode.v1.ResumeComputeResponse\x12b\n" +
+	"\vKillCompute\x12(.berth.sandboxnode.v1.KillComputeRequest\x1a).berth.sandboxnode.v1.KillComputeResponse\x12k\n" +
+	"\x0eDeleteSnapshot\x12+.berth.sandboxnode.v1.DeleteSnapshotRequest\x1a,.berth.sandboxnode.v1.DeleteSnapshotResponse\x12t\n" +
+	"\x11RunCommandCompute\x12..berth.sandboxnode.v1.RunCommandComputeRequest\x1a/.berth.sandboxnode.v1.RunCommandComputeResponseB4Z2berth.dev/proto/berth/sandboxnode/v1;sandboxnodev1b\x06proto3"
 
 var (
 	file_berth_sandboxnode_v1_node_proto_rawDescOnce sync.Once
@@ -152,19 +3030,148 @@ func file_berth_sandboxnode_v1_node_proto_rawDescGZIP() []byte {
 	return file_berth_sandboxnode_v1_node_proto_rawDescData
 }
 
-var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_berth_sandboxnode_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
-	(*HelloRequest)(nil),  // 0: berth.sandboxnode.v1.HelloRequest
-	(*HelloResponse)(nil), // 1: berth.sandboxnode.v1.HelloResponse
+	(State)(0),                        // 0: berth.sandboxnode.v1.State
+	(ComputeState)(0),                 // 1: berth.sandboxnode.v1.ComputeState
+	(*HelloRequest)(nil),              // 2: berth.sandboxnode.v1.HelloRequest
+	(*HelloResponse)(nil),             // 3: berth.sandboxnode.v1.HelloResponse
+	(*OperationDecision)(nil),         // 4: berth.sandboxnode.v1.OperationDecision
+	(*Readiness)(nil),                 // 5: berth.sandboxnode.v1.Readiness
+	(*Capacity)(nil),                  // 6: berth.sandboxnode.v1.Capacity
+	(*ConnectRequest)(nil),            // 7: berth.sandboxnode.v1.ConnectRequest
+	(*ConnectResponse)(nil),           // 8: berth.sandboxnode.v1.ConnectResponse
+	(*Reference)(nil),                 // 9: berth.sandboxnode.v1.Reference
+	(*Info)(nil),                      // 10: berth.sandboxnode.v1.Info
+	(*Resources)(nil),                 // 11: berth.sandboxnode.v1.Resources
+	(*Bootstrap)(nil),                 // 12: berth.sandboxnode.v1.Bootstrap
+	(*CreateRequest)(nil),             // 13: berth.sandboxnode.v1.CreateRequest
+	(*CreateResponse)(nil),            // 14: berth.sandboxnode.v1.CreateResponse
+	(*CreateFailure)(nil),             // 15: berth.sandboxnode.v1.CreateFailure
+	(*GetInfoRequest)(nil),            // 16: berth.sandboxnode.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),           // 17: berth.sandboxnode.v1.GetInfoResponse
+	(*RenewRequest)(nil),              // 18: berth.sandboxnode.v1.RenewRequest
+	(*RenewResponse)(nil),             // 19: berth.sandboxnode.v1.RenewResponse
+	(*KillRequest)(nil),               // 20: berth.sandboxnode.v1.KillRequest
+	(*KillResponse)(nil),              // 21: berth.sandboxnode.v1.KillResponse
+	(*Command)(nil),                   // 22: berth.sandboxnode.v1.Command
+	(*CommandResult)(nil),             // 23: berth.sandboxnode.v1.CommandResult
+	(*RunCommandRequest)(nil),         // 24: berth.sandboxnode.v1.RunCommandRequest
+	(*RunCommandResponse)(nil),        // 25: berth.sandboxnode.v1.RunCommandResponse
+	(*ObserveRequest)(nil),            // 26: berth.sandboxnode.v1.ObserveRequest
+	(*ObserveResponse)(nil),           // 27: berth.sandboxnode.v1.ObserveResponse
+	(*Compute)(nil),                   // 28: berth.sandboxnode.v1.Compute
+	(*ComputeInfo)(nil),               // 29: berth.sandboxnode.v1.ComputeInfo
+	(*SnapshotIdentity)(nil),          // 30: berth.sandboxnode.v1.SnapshotIdentity
+	(*InitialRequest)(nil),            // 31: berth.sandboxnode.v1.InitialRequest
+	(*InitialResponse)(nil),           // 32: berth.sandboxnode.v1.InitialResponse
+	(*NewComputeRequest)(nil),         // 33: berth.sandboxnode.v1.NewComputeRequest
+	(*NewComputeResponse)(nil),        // 34: berth.sandboxnode.v1.NewComputeResponse
+	(*GetComputeRequest)(nil),         // 35: berth.sandboxnode.v1.GetComputeRequest
+	(*GetComputeResponse)(nil),        // 36: berth.sandboxnode.v1.GetComputeResponse
+	(*SuspendRequest)(nil),            // 37: berth.sandboxnode.v1.SuspendRequest
+	(*SuspendResponse)(nil),           // 38: berth.sandboxnode.v1.SuspendResponse
+	(*ResumeRequest)(nil),             // 39: berth.sandboxnode.v1.ResumeRequest
+	(*ResumeResponse)(nil),            // 40: berth.sandboxnode.v1.ResumeResponse
+	(*ResumeComputeRequest)(nil),      // 41: berth.sandboxnode.v1.ResumeComputeRequest
+	(*ResumeComputeResponse)(nil),     // 42: berth.sandboxnode.v1.ResumeComputeResponse
+	(*KillComputeRequest)(nil),        // 43: berth.sandboxnode.v1.KillComputeRequest
+	(*KillComputeResponse)(nil),       // 44: berth.sandboxnode.v1.KillComputeResponse
+	(*DeleteSnapshotRequest)(nil),     // 45: berth.sandboxnode.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),    // 46: berth.sandboxnode.v1.DeleteSnapshotResponse
+	(*RunCommandComputeRequest)(nil),  // 47: berth.sandboxnode.v1.RunCommandComputeRequest
+	(*RunCommandComputeResponse)(nil), // 48: berth.sandboxnode.v1.RunCommandComputeResponse
+	(*timestamppb.Timestamp)(nil),     // 49: google.protobuf.Timestamp
 }
 var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
-	0, // 0: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
-	1, // 1: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	4,  // 0: berth.sandboxnode.v1.HelloResponse.operations:type_name -> berth.sandboxnode.v1.OperationDecision
+	5,  // 1: berth.sandboxnode.v1.HelloResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
+	6,  // 2: berth.sandboxnode.v1.HelloResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
+	49, // 3: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
+	49, // 4: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
+	5,  // 5: berth.sandboxnode.v1.ConnectResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
+	6,  // 6: berth.sandboxnode.v1.ConnectResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
+	9,  // 7: berth.sandboxnode.v1.Info.reference:type_name -> berth.sandboxnode.v1.Reference
+	0,  // 8: berth.sandboxnode.v1.Info.state:type_name -> berth.sandboxnode.v1.State
+	49, // 9: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
+	9,  // 10: berth.sandboxnode.v1.CreateRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	11, // 11: berth.sandboxnode.v1.CreateRequest.resources:type_name -> berth.sandboxnode.v1.Resources
+	12, // 12: berth.sandboxnode.v1.CreateRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
+	10, // 13: berth.sandboxnode.v1.CreateResponse.info:type_name -> berth.sandboxnode.v1.Info
+	10, // 14: berth.sandboxnode.v1.CreateFailure.info:type_name -> berth.sandboxnode.v1.Info
+	9,  // 15: berth.sandboxnode.v1.GetInfoRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	10, // 16: berth.sandboxnode.v1.GetInfoResponse.info:type_name -> berth.sandboxnode.v1.Info
+	9,  // 17: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	10, // 18: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
+	9,  // 19: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	9,  // 20: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	22, // 21: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
+	23, // 22: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	9,  // 23: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	9,  // 24: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
+	9,  // 25: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
+	28, // 26: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
+	1,  // 27: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
+	9,  // 28: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	28, // 29: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	28, // 30: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
+	28, // 31: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	28, // 32: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	29, // 33: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	28, // 34: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	30, // 35: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	29, // 36: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
+	30, // 37: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	28, // 38: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
+	29, // 39: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
+	28, // 40: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	29, // 41: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	28, // 42: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	9,  // 43: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	30, // 44: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	28, // 45: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	22, // 46: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
+	23, // 47: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	2,  // 48: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
+	7,  // 49: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
+	13, // 50: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
+	16, // 51: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
+	18, // 52: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
+	20, // 53: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
+	24, // 54: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
+	26, // 55: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
+	31, // 56: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
+	33, // 57: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
+	35, // 58: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
+	37, // 59: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
+	39, // 60: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
+	41, // 61: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
+	43, // 62: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
+	45, // 63: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
+	47, // 64: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
+	3,  // 65: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
+	8,  // 66: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
+	14, // 67: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
+	17, // 68: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
+	19, // 69: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
+	21, // 70: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
+	25, // 71: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
+	27, // 72: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
+	32, // 73: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
+	34, // 74: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
+	36, // 75: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
+	38, // 76: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
+	40, // 77: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
+	42, // 78: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
+	44, // 79: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
+	46, // 80: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
+	48, // 81: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
+	65, // [65:82] is the sub-list for method output_type
+	48, // [48:65] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_berth_sandboxnode_v1_node_proto_init() }
@@ -177,13 +3184,14 @@ func file_berth_sandboxnode_v1_node_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_sandboxnode_v1_node_proto_rawDesc), len(file_berth_sandboxnode_v1_node_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      2,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_berth_sandboxnode_v1_node_proto_goTypes,
 		DependencyIndexes: file_berth_sandboxnode_v1_node_proto_depIdxs,
+		EnumInfos:         file_berth_sandboxnode_v1_node_proto_enumTypes,
 		MessageInfos:      file_berth_sandboxnode_v1_node_proto_msgTypes,
 	}.Build()
 	File_berth_sandboxnode_v1_node_proto = out.File

@@ -7,6 +7,15 @@
 // Package berth.sandboxnode.v1 is the protocol between Core (the client) and
 // one berth-nodeagent per compute host (the server). Versions must match
 // exactly: see ProtocolVersion in the generated Go package's version.go.
+//
+// Every call except Hello carries, in gRPC metadata, the exact protocol
+// version (berth-protocol-version), Core's connection id
+// (berth-connection-id), its owner epoch (berth-owner-epoch) and the
+// deployment generation (berth-generation). The node agent checks all four
+// before its adapter is touched. Errors cross the wire only as fixed codes:
+// a google.rpc.Status whose details hold an ErrorInfo (domain
+// "sandboxnode.berth.dev", reason one of the codes) and, for a failed
+// Create, a CreateFailure with the reference-bound settlement evidence.
 
 package sandboxnodev1
 
@@ -23,7 +32,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NodeService_Hello_FullMethodName = "/berth.sandboxnode.v1.NodeService/Hello"
+	NodeService_Hello_FullMethodName             = "/berth.sandboxnode.v1.NodeService/Hello"
+	NodeService_Connect_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Connect"
+	NodeService_Create_FullMethodName            = "/berth.sandboxnode.v1.NodeService/Create"
+	NodeService_GetInfo_FullMethodName           = "/berth.sandboxnode.v1.NodeService/GetInfo"
+	NodeService_Renew_FullMethodName             = "/berth.sandboxnode.v1.NodeService/Renew"
+	NodeService_Kill_FullMethodName              = "/berth.sandboxnode.v1.NodeService/Kill"
+	NodeService_RunCommand_FullMethodName        = "/berth.sandboxnode.v1.NodeService/RunCommand"
+	NodeService_Observe_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Observe"
+	NodeService_Initial_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Initial"
+	NodeService_NewCompute_FullMethodName        = "/berth.sandboxnode.v1.NodeService/NewCompute"
+	NodeService_GetCompute_FullMethodName        = "/berth.sandboxnode.v1.NodeService/GetCompute"
+	NodeService_Suspend_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Suspend"
+	NodeService_Resume_FullMethodName            = "/berth.sandboxnode.v1.NodeService/Resume"
+	NodeService_ResumeCompute_FullMethodName     = "/berth.sandboxnode.v1.NodeService/ResumeCompute"
+	NodeService_KillCompute_FullMethodName       = "/berth.sandboxnode.v1.NodeService/KillCompute"
+	NodeService_DeleteSnapshot_FullMethodName    = "/berth.sandboxnode.v1.NodeService/DeleteSnapshot"
+	NodeService_RunCommandCompute_FullMethodName = "/berth.sandboxnode.v1.NodeService/RunCommandCompute"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -32,9 +57,33 @@ const (
 //
 // NodeService is served by every node agent.
 type NodeServiceClient interface {
-	// Hello is the version handshake. A node agent answers it before any other
-	// call and rejects every call whose protocol version differs from its own.
+	// Hello is the version handshake and the node's self-description. It
+	// carries only berth-protocol-version in metadata.
 	Hello(ctx context.Context, in *HelloRequest, opts ...grpc.CallOption) (*HelloResponse, error)
+	// Connect opens Core's connection: the node makes the caller's connection
+	// id and owner epoch current (refusing a lower epoch) and streams health
+	// reports until the stream ends. Calls under any other connection id are
+	// fenced.
+	Connect(ctx context.Context, in *ConnectRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ConnectResponse], error)
+	// The SandboxProvider operations.
+	Create(ctx context.Context, in *CreateRequest, opts ...grpc.CallOption) (*CreateResponse, error)
+	GetInfo(ctx context.Context, in *GetInfoRequest, opts ...grpc.CallOption) (*GetInfoResponse, error)
+	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
+	Kill(ctx context.Context, in *KillRequest, opts ...grpc.CallOption) (*KillResponse, error)
+	RunCommand(ctx context.Context, in *RunCommandRequest, opts ...grpc.CallOption) (*RunCommandResponse, error)
+	// The runtime observation operation.
+	Observe(ctx context.Context, in *ObserveRequest, opts ...grpc.CallOption) (*ObserveResponse, error)
+	// The CheckpointProvider operations. A node whose backend declares them
+	// unsupported answers with the unsupported code before its adapter.
+	Initial(ctx context.Context, in *InitialRequest, opts ...grpc.CallOption) (*InitialResponse, error)
+	NewCompute(ctx context.Context, in *NewComputeRequest, opts ...grpc.CallOption) (*NewComputeResponse, error)
+	GetCompute(ctx context.Context, in *GetComputeRequest, opts ...grpc.CallOption) (*GetComputeResponse, error)
+	Suspend(ctx context.Context, in *SuspendRequest, opts ...grpc.CallOption) (*SuspendResponse, error)
+	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error)
+	ResumeCompute(ctx context.Context, in *ResumeComputeRequest, opts ...grpc.CallOption) (*ResumeComputeResponse, error)
+	KillCompute(ctx context.Context, in *KillComputeRequest, opts ...grpc.CallOption) (*KillComputeResponse, error)
+	DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*DeleteSnapshotResponse, error)
+	RunCommandCompute(ctx context.Context, in *RunCommandComputeRequest, opts ...grpc.CallOption) (*RunCommandComputeResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -55,15 +104,208 @@ func (c *nodeServiceClient) Hello(ctx context.Context, in *HelloRequest, opts ..
 	return out, nil
 }
 
+func (c *nodeServiceClient) Connect(ctx context.Context, in *ConnectRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ConnectResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[0], NodeService_Connect_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConnectRequest, ConnectResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_ConnectClient = grpc.ServerStreamingClient[ConnectResponse]
+
+func (c *nodeServiceClient) Create(ctx context.Context, in *CreateRequest, opts ...grpc.CallOption) (*CreateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateResponse)
+	err := c.cc.Invoke(ctx, NodeService_Create_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) GetInfo(ctx context.Context, in *GetInfoRequest, opts ...grpc.CallOption) (*GetInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetInfoResponse)
+	err := c.cc.Invoke(ctx, NodeService_GetInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, NodeService_Renew_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) Kill(ctx context.Context, in *KillRequest, opts ...grpc.CallOption) (*KillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KillResponse)
+	err := c.cc.Invoke(ctx, NodeService_Kill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) RunCommand(ctx context.Context, in *RunCommandRequest, opts ...grpc.CallOption) (*RunCommandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunCommandResponse)
+	err := c.cc.Invoke(ctx, NodeService_RunCommand_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) Observe(ctx context.Context, in *ObserveRequest, opts ...grpc.CallOption) (*ObserveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ObserveResponse)
+	err := c.cc.Invoke(ctx, NodeService_Observe_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) Initial(ctx context.Context, in *InitialRequest, opts ...grpc.CallOption) (*InitialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitialResponse)
+	err := c.cc.Invoke(ctx, NodeService_Initial_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) NewCompute(ctx context.Context, in *NewComputeRequest, opts ...grpc.CallOption) (*NewComputeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NewComputeResponse)
+	err := c.cc.Invoke(ctx, NodeService_NewCompute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) GetCompute(ctx context.Context, in *GetComputeRequest, opts ...grpc.CallOption) (*GetComputeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetComputeResponse)
+	err := c.cc.Invoke(ctx, NodeService_GetCompute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) Suspend(ctx context.Context, in *SuspendRequest, opts ...grpc.CallOption) (*SuspendResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SuspendResponse)
+	err := c.cc.Invoke(ctx, NodeService_Suspend_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeResponse)
+	err := c.cc.Invoke(ctx, NodeService_Resume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) ResumeCompute(ctx context.Context, in *ResumeComputeRequest, opts ...grpc.CallOption) (*ResumeComputeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeComputeResponse)
+	err := c.cc.Invoke(ctx, NodeService_ResumeCompute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) KillCompute(ctx context.Context, in *KillComputeRequest, opts ...grpc.CallOption) (*KillComputeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KillComputeResponse)
+	err := c.cc.Invoke(ctx, NodeService_KillCompute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*DeleteSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSnapshotResponse)
+	err := c.cc.Invoke(ctx, NodeService_DeleteSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) RunCommandCompute(ctx context.Context, in *RunCommandComputeRequest, opts ...grpc.CallOption) (*RunCommandComputeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunCommandComputeResponse)
+	err := c.cc.Invoke(ctx, NodeService_RunCommandCompute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
 //
 // NodeService is served by every node agent.
 type NodeServiceServer interface {
-	// Hello is the version handshake. A node agent answers it before any other
-	// call and rejects every call whose protocol version differs from its own.
+	// Hello is the version handshake and the node's self-description. It
+	// carries only berth-protocol-version in metadata.
 	Hello(context.Context, *HelloRequest) (*HelloResponse, error)
+	// Connect opens Core's connection: the node makes the caller's connection
+	// id and owner epoch current (refusing a lower epoch) and streams health
+	// reports until the stream ends. Calls under any other connection id are
+	// fenced.
+	Connect(*ConnectRequest, grpc.ServerStreamingServer[ConnectResponse]) error
+	// The SandboxProvider operations.
+	Create(context.Context, *CreateRequest) (*CreateResponse, error)
+	GetInfo(context.Context, *GetInfoRequest) (*GetInfoResponse, error)
+	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
+	Kill(context.Context, *KillRequest) (*KillResponse, error)
+	RunCommand(context.Context, *RunCommandRequest) (*RunCommandResponse, error)
+	// The runtime observation operation.
+	Observe(context.Context, *ObserveRequest) (*ObserveResponse, error)
+	// The CheckpointProvider operations. A node whose backend declares them
+	// unsupported answers with the unsupported code before its adapter.
+	Initial(context.Context, *InitialRequest) (*InitialResponse, error)
+	NewCompute(context.Context, *NewComputeRequest) (*NewComputeResponse, error)
+	GetCompute(context.Context, *GetComputeRequest) (*GetComputeResponse, error)
+	Suspend(context.Context, *SuspendRequest) (*SuspendResponse, error)
+	Resume(context.Context, *ResumeRequest) (*ResumeResponse, error)
+	ResumeCompute(context.Context, *ResumeComputeRequest) (*ResumeComputeResponse, error)
+	KillCompute(context.Context, *KillComputeRequest) (*KillComputeResponse, error)
+	DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error)
+	RunCommandCompute(context.Context, *RunCommandComputeRequest) (*RunCommandComputeResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -76,6 +318,54 @@ type UnimplementedNodeServiceServer struct{}
 
 func (UnimplementedNodeServiceServer) Hello(context.Context, *HelloRequest) (*HelloResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Hello not implemented")
+}
+func (UnimplementedNodeServiceServer) Connect(*ConnectRequest, grpc.ServerStreamingServer[ConnectResponse]) error {
+	return status.Error(codes.Unimplemented, "method Connect not implemented")
+}
+func (UnimplementedNodeServiceServer) Create(context.Context, *CreateRequest) (*CreateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Create not implemented")
+}
+func (UnimplementedNodeServiceServer) GetInfo(context.Context, *GetInfoRequest) (*GetInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetInfo not implemented")
+}
+func (UnimplementedNodeServiceServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
+}
+func (UnimplementedNodeServiceServer) Kill(context.Context, *KillRequest) (*KillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Kill not implemented")
+}
+func (UnimplementedNodeServiceServer) RunCommand(context.Context, *RunCommandRequest) (*RunCommandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunCommand not implemented")
+}
+func (UnimplementedNodeServiceServer) Observe(context.Context, *ObserveRequest) (*ObserveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Observe not implemented")
+}
+func (UnimplementedNodeServiceServer) Initial(context.Context, *InitialRequest) (*InitialResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Initial not implemented")
+}
+func (UnimplementedNodeServiceServer) NewCompute(context.Context, *NewComputeRequest) (*NewComputeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NewCompute not implemented")
+}
+func (UnimplementedNodeServiceServer) GetCompute(context.Context, *GetComputeRequest) (*GetComputeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCompute not implemented")
+}
+func (UnimplementedNodeServiceServer) Suspend(context.Context, *SuspendRequest) (*SuspendResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Suspend not implemented")
+}
+func (UnimplementedNodeServiceServer) Resume(context.Context, *ResumeRequest) (*ResumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Resume not implemented")
+}
+func (UnimplementedNodeServiceServer) ResumeCompute(context.Context, *ResumeComputeRequest) (*ResumeComputeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeCompute not implemented")
+}
+func (UnimplementedNodeServiceServer) KillCompute(context.Context, *KillComputeRequest) (*KillComputeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method KillCompute not implemented")
+}
+func (UnimplementedNodeServiceServer) DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSnapshot not implemented")
+}
+func (UnimplementedNodeServiceServer) RunCommandCompute(context.Context, *RunCommandComputeRequest) (*RunCommandComputeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunCommandCompute not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -116,6 +406,287 @@ func _NodeService_Hello_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_Connect_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ConnectRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeServiceServer).Connect(m, &grpc.GenericServerStream[ConnectRequest, ConnectResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_ConnectServer = grpc.ServerStreamingServer[ConnectResponse]
+
+func _NodeService_Create_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Create(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Create_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Create(ctx, req.(*CreateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_GetInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).GetInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_GetInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).GetInfo(ctx, req.(*GetInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Renew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Renew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Renew(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_Kill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Kill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Kill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Kill(ctx, req.(*KillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_RunCommand_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunCommandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).RunCommand(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_RunCommand_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).RunCommand(ctx, req.(*RunCommandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_Observe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ObserveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Observe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Observe_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Observe(ctx, req.(*ObserveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_Initial_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Initial(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Initial_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Initial(ctx, req.(*InitialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_NewCompute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NewComputeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).NewCompute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_NewCompute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).NewCompute(ctx, req.(*NewComputeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_GetCompute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetComputeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).GetCompute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_GetCompute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).GetCompute(ctx, req.(*GetComputeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_Suspend_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SuspendRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Suspend(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Suspend_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Suspend(ctx, req.(*SuspendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_Resume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Resume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Resume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Resume(ctx, req.(*ResumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_ResumeCompute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeComputeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ResumeCompute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ResumeCompute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ResumeCompute(ctx, req.(*ResumeComputeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_KillCompute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KillComputeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).KillCompute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_KillCompute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).KillCompute(ctx, req.(*KillComputeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_DeleteSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).DeleteSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_DeleteSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).DeleteSnapshot(ctx, req.(*DeleteSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_RunCommandCompute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunCommandComputeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).RunCommandCompute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_RunCommandCompute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).RunCommandCompute(ctx, req.(*RunCommandComputeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -127,7 +698,73 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Hello",
 			Handler:    _NodeService_Hello_Handler,
 		},
+		{
+			MethodName: "Create",
+			Handler:    _NodeService_Create_Handler,
+		},
+		{
+			MethodName: "GetInfo",
+			Handler:    _NodeService_GetInfo_Handler,
+		},
+		{
+			MethodName: "Renew",
+			Handler:    _NodeService_Renew_Handler,
+		},
+		{
+			MethodName: "Kill",
+			Handler:    _NodeService_Kill_Handler,
+		},
+		{
+			MethodName: "RunCommand",
+			Handler:    _NodeService_RunCommand_Handler,
+		},
+		{
+			MethodName: "Observe",
+			Handler:    _NodeService_Observe_Handler,
+		},
+		{
+			MethodName: "Initial",
+			Handler:    _NodeService_Initial_Handler,
+		},
+		{
+			MethodName: "NewCompute",
+			Handler:    _NodeService_NewCompute_Handler,
+		},
+		{
+			MethodName: "GetCompute",
+			Handler:    _NodeService_GetCompute_Handler,
+		},
+		{
+			MethodName: "Suspend",
+			Handler:    _NodeService_Suspend_Handler,
+		},
+		{
+			MethodName: "Resume",
+			Handler:    _NodeService_Resume_Handler,
+		},
+		{
+			MethodName: "ResumeCompute",
+			Handler:    _NodeService_ResumeCompute_Handler,
+		},
+		{
+			MethodName: "KillCompute",
+			Handler:    _NodeService_KillCompute_Handler,
+		},
+		{
+			MethodName: "DeleteSnapshot",
+			Handler:    _NodeService_DeleteSnapshot_Handler,
+		},
+		{
+			MethodName: "RunCommandCompute",
+			Handler:    _NodeService_RunCommandCompute_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Connect",
+			Handler:       _NodeService_Connect_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "berth/sandboxnode/v1/node.proto",
 }

@@ -5,5 +5,18 @@ package sandboxnodev1
 //
 // Change log (newest first; bump on every wire-visible change):
 //
+//	berth.sandboxnode.v1/2: every provider operation, Connect health stream,
+//	  metadata fencing (version, connection id, owner epoch, generation).
 //	berth.sandboxnode.v1/1: Hello handshake.
-const ProtocolVersion = "berth.sandboxnode.v1/1"
+const ProtocolVersion = "berth.sandboxnode.v1/2"
+
+// The gRPC metadata keys every call except Hello carries.
+const (
+	MetadataProtocolVersion = "berth-protocol-version"
+	MetadataConnectionID    = "berth-connection-id"
+	MetadataOwnerEpoch      = "berth-owner-epoch"
+	MetadataGeneration      = "berth-generation"
+)
+
+// ErrorDomain is the ErrorInfo domain of the protocol's fixed error codes.
+const ErrorDomain = "sandboxnode.berth.dev"
