@@ -2,6 +2,16 @@
 // serves the berth.sandboxnode.v1 protocol to Core and wraps the host's local
 // adapter (Docker or microsandbox).
 //
-// Rules: nodeagent imports sandbox and proto only; nothing imports nodeagent.
-// Errors cross the wire only as the fixed codes of the shared mapping package.
+// Rules:
+//   - Every call is checked before the adapter is touched: exact protocol
+//     version, the current connection id, an owner epoch no lower than the
+//     highest ever seen (persisted in the state directory), and the
+//     deployment generation. A failed check never reaches the adapter.
+//   - Operations that the adapter's declaration marks unsupported are
+//     answered with the typed unsupported error before the adapter.
+//   - Operations on one allocation run one at a time; each runs on a
+//     context bounded by the caller's deadline. Nothing is ever resent,
+//     after a reconnect or otherwise: an unknown outcome stays unknown.
+//   - Errors cross the wire only as the fixed codes of sandbox/nodewire.
+//   - nodeagent imports sandbox and proto only; nothing imports nodeagent.
 package nodeagent

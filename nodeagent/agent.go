@@ -1,0 +1,279 @@
+package nodeagent
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providercontract"
+)
+
+// MaxOperationTime bounds an operation whose caller sent no deadline.
+const MaxOperationTime = 10 * time.Minute
+
+// Agent runs provider operations for Core: it answers unsupported
+// operations from the declaration before the adapter, serializes the
+// operations of each allocation, bounds each by the caller's deadline and
+// counts what is in flight. It never retries or replays anything.
+type Agent struct {
+	provider sandbox.SandboxProvider
+	decl     providercontract.Operations
+
+	mu     sync.Mutex
+	locks  map[string]*allocationLock
+	active atomic.Int64
+}
+
+type allocationLock struct {
+	sem   chan struct{}
+	users int
+}
+
+// NewAgent wraps provider, whose declaration must validate.
+func NewAgent(provider sandbox.SandboxProvider) (*Agent, error) {
+	decl := provider.ProviderOperations()
+	if err := sandbox.ValidateOperations(decl); err != nil {
+		return nil, err
+	}
+	return &Agent{provider: provider, decl: decl, locks: map[string]*allocationLock{}}, nil
+}
+
+// Operations returns the adapter's declaration.
+func (a *Agent) Operations() providercontract.Operations { return a.decl.Clone() }
+
+// Active returns the number of operations in flight.
+func (a *Agent) Active() int { return int(a.active.Load()) }
+
+// run admits op for allocation and calls f with a bounded context while
+// holding the allocation's turn.
+func (a *Agent) run(ctx context.Context, op providercontract.Operation, allocation string, f func(context.Context) error) error {
+	if err := a.decl.Check(op); err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, MaxOperationTime)
+		defer cancel()
+	}
+	release, err := a.acquire(ctx, allocation)
+	if err != nil {
+		return err
+	}
+	defer release()
+	a.active.Add(1)
+	defer a.active.Add(-1)
+	return f(ctx)
+}
+
+// acquire waits for allocation's turn, bounded by ctx. When the caller's
+// deadline ends the wait nothing has reached the adapter, but the caller
+// gets the same answer as for any expired call: its context's error, an
+// unknown outcome on the wire, so no caller ever takes a wait for proof
+// that a mutation did not happen.
+func (a *Agent) acquire(ctx context.Context, allocation string) (func(), error) {
+	a.mu.Lock()
+	l := a.locks[allocation]
+	if l == nil {
+		l = &allocationLock{sem: make(chan struct{}, 1)}
+		a.locks[allocation] = l
+	}
+	l.users++
+	a.mu.Unlock()
+	done := func() {
+		a.mu.Lock()
+		l.users--
+		if l.users == 0 {
+			delete(a.locks, allocation)
+		}
+		a.mu.Unlock()
+	}
+	select {
+	case l.sem <- struct{}{}:
+		return func() { <-l.sem; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	}
+}
+
+// Create forwards Create. A failed call may still return settlement Info.
+func (a *Agent) Create(ctx context.Context, req sandbox.CreateRequest) (info sandbox.Info, err error) {
+	err = a.run(ctx, sandbox.OpCreate, req.Reference.AllocationID, func(ctx context.Context) error {
+		info, err = a.provider.Create(ctx, req)
+		return err
+	})
+	return info, err
+}
+
+// GetInfo forwards GetInfo.
+func (a *Agent) GetInfo(ctx context.Context, ref sandbox.Reference) (info sandbox.Info, err error) {
+	err = a.run(ctx, sandbox.OpGetInfo, ref.AllocationID, func(ctx context.Context) error {
+		info, err = a.provider.GetInfo(ctx, ref)
+		return err
+	})
+	return info, err
+}
+
+// Renew forwards Renew.
+func (a *Agent) Renew(ctx context.Context, ref sandbox.Reference) (info sandbox.Info, err error) {
+	err = a.run(ctx, sandbox.OpRenew, ref.AllocationID, func(ctx context.Context) error {
+		info, err = a.provider.Renew(ctx, ref)
+		return err
+	})
+	return info, err
+}
+
+// Kill forwards Kill.
+func (a *Agent) Kill(ctx context.Context, ref sandbox.Reference) error {
+	return a.run(ctx, sandbox.OpKill, ref.AllocationID, func(ctx context.Context) error {
+		return a.provider.Kill(ctx, ref)
+	})
+}
+
+// RunCommand forwards RunCommand.
+func (a *Agent) RunCommand(ctx context.Context, ref sandbox.Reference, cmd sandbox.Command) (res sandbox.CommandResult, err error) {
+	err = a.run(ctx, sandbox.OpRunCommand, ref.AllocationID, func(ctx context.Context) error {
+		res, err = a.provider.RunCommand(ctx, ref, cmd)
+		return err
+	})
+	return res, err
+}
+
+// Observe forwards Observe when the adapter is an observation source.
+func (a *Agent) Observe(ctx context.Context, ref sandbox.Reference) (obs sandbox.Observation, err error) {
+	src, ok := a.provider.(sandbox.ObservationSource)
+	err = a.run(ctx, sandbox.OpObserve, ref.AllocationID, func(ctx context.Context) error {
+		if !ok {
+			return errdefs.ErrContract
+		}
+		obs, err = src.Observe(ctx, ref)
+		return err
+	})
+	return obs, err
+}
+
+// checkpoint returns the adapter as a CheckpointProvider; every adapter
+// implements it (support is decided by the declaration, checked first).
+func (a *Agent) checkpoint() (sandbox.CheckpointProvider, error) {
+	cp, ok := a.provider.(sandbox.CheckpointProvider)
+	if !ok {
+		return nil, errdefs.ErrContract
+	}
+	return cp, nil
+}
+
+// Initial forwards Initial.
+func (a *Agent) Initial(ctx context.Context, ref sandbox.Reference) (c sandbox.Compute, err error) {
+	err = a.run(ctx, sandbox.OpInitial, ref.AllocationID, func(context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		c, err = cp.Initial(ref)
+		return err
+	})
+	return c, err
+}
+
+// NewCompute forwards NewCompute.
+func (a *Agent) NewCompute(ctx context.Context, prev sandbox.Compute) (c sandbox.Compute, err error) {
+	err = a.run(ctx, sandbox.OpNewCompute, prev.Reference.AllocationID, func(context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		c, err = cp.NewCompute(prev)
+		return err
+	})
+	return c, err
+}
+
+// GetCompute forwards GetCompute.
+func (a *Agent) GetCompute(ctx context.Context, c sandbox.Compute) (info sandbox.ComputeInfo, err error) {
+	err = a.run(ctx, sandbox.OpGetCompute, c.Reference.AllocationID, func(ctx context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		info, err = cp.GetCompute(ctx, c)
+		return err
+	})
+	return info, err
+}
+
+// Suspend forwards Suspend.
+func (a *Agent) Suspend(ctx context.Context, req sandbox.SuspendRequest) (res sandbox.SuspendResult, err error) {
+	err = a.run(ctx, sandbox.OpSuspend, req.Compute.Reference.AllocationID, func(ctx context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		res, err = cp.Suspend(ctx, req)
+		return err
+	})
+	return res, err
+}
+
+// Resume forwards Resume.
+func (a *Agent) Resume(ctx context.Context, req sandbox.ResumeRequest) (res sandbox.ResumeResult, err error) {
+	err = a.run(ctx, sandbox.OpResume, req.Target.Reference.AllocationID, func(ctx context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		res, err = cp.Resume(ctx, req)
+		return err
+	})
+	return res, err
+}
+
+// ResumeCompute forwards ResumeCompute.
+func (a *Agent) ResumeCompute(ctx context.Context, c sandbox.Compute) (info sandbox.ComputeInfo, err error) {
+	err = a.run(ctx, sandbox.OpResumeCompute, c.Reference.AllocationID, func(ctx context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		info, err = cp.ResumeCompute(ctx, c)
+		return err
+	})
+	return info, err
+}
+
+// KillCompute forwards KillCompute.
+func (a *Agent) KillCompute(ctx context.Context, c sandbox.Compute) error {
+	return a.run(ctx, sandbox.OpKillCompute, c.Reference.AllocationID, func(ctx context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		return cp.KillCompute(ctx, c)
+	})
+}
+
+// DeleteSnapshot forwards DeleteSnapshot.
+func (a *Agent) DeleteSnapshot(ctx context.Context, ref sandbox.Reference, s sandbox.SnapshotIdentity) error {
+	return a.run(ctx, sandbox.OpDeleteSnapshot, ref.AllocationID, func(ctx context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		return cp.DeleteSnapshot(ctx, ref, s)
+	})
+}
+
+// RunCommandCompute forwards RunCommandCompute.
+func (a *Agent) RunCommandCompute(ctx context.Context, c sandbox.Compute, cmd sandbox.Command) (res sandbox.CommandResult, err error) {
+	err = a.run(ctx, sandbox.OpRunCommandCompute, c.Reference.AllocationID, func(ctx context.Context) error {
+		cp, err := a.checkpoint()
+		if err != nil {
+			return err
+		}
+		res, err = cp.RunCommandCompute(ctx, c, cmd)
+		return err
+	})
+	return res, err
+}

@@ -1,0 +1,125 @@
+package nodeagent
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"berth.dev/sandbox/errdefs"
+)
+
+func TestStateDirIsPrivateLockedAndKeepsTheEpoch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := OpenStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("mode %v", fi.Mode().Perm())
+	}
+	if _, err := OpenStateDir(dir); !errdefs.IsExists(err) {
+		t.Fatalf("second agent on the same state dir: %v", err)
+	}
+	if err := s.AcceptEpoch(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AcceptEpoch(5); err != nil {
+		t.Fatalf("equal epoch: %v", err)
+	}
+	if err := s.AcceptEpoch(4); !errdefs.IsFenced(err) {
+		t.Fatalf("lower epoch: %v", err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, epochFile)); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("epoch file mode %v", fi.Mode().Perm())
+	}
+	s.Close()
+
+	s2, err := OpenStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if s2.HighestEpoch() != 5 {
+		t.Fatalf("epoch after restart = %d", s2.HighestEpoch())
+	}
+	if err := s2.AcceptEpoch(3); !errdefs.IsFenced(err) {
+		t.Fatalf("lower epoch after restart: %v", err)
+	}
+}
+
+func TestStateDirRejectsOpenModesAndRelativePaths(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenStateDir(dir); !errdefs.IsInvalid(err) {
+		t.Fatalf("0755 dir: %v", err)
+	}
+	if _, err := OpenStateDir("relative/state"); !errdefs.IsInvalid(err) {
+		t.Fatalf("relative: %v", err)
+	}
+	corrupt := filepath.Join(t.TempDir(), "corrupt")
+	if err := os.Mkdir(corrupt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(corrupt, epochFile), []byte("nope"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenStateDir(corrupt); !errdefs.IsInvalid(err) {
+		t.Fatalf("corrupt epoch: %v", err)
+	}
+}
+
+func TestFence(t *testing.T) {
+	s, err := OpenStateDir(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f := NewFence(s, 7)
+	if err := f.Check("c1", 1, 7); !errdefs.IsFenced(err) {
+		t.Fatalf("call before any connection: %v", err)
+	}
+	if err := f.Connect("c1", 1, 6); !errdefs.IsFenced(err) {
+		t.Fatalf("connect with another generation: %v", err)
+	}
+	if err := f.Connect("c1", 2, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check("c1", 2, 7); err != nil {
+		t.Fatalf("current connection: %v", err)
+	}
+	for name, c := range map[string]struct {
+		conn       string
+		epoch, gen uint64
+	}{
+		"other connection": {"c2", 2, 7},
+		"lower epoch":      {"c1", 1, 7},
+		"other generation": {"c1", 2, 8},
+	} {
+		if err := f.Check(c.conn, c.epoch, c.gen); !errdefs.IsFenced(err) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// A reconnect supersedes the old connection.
+	if err := f.Connect("c2", 2, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check("c1", 2, 7); !errdefs.IsFenced(err) {
+		t.Fatalf("superseded connection admitted: %v", err)
+	}
+	// A new owner (higher epoch) fences the old owner even on reconnect.
+	if err := f.Connect("c3", 3, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Connect("c4", 2, 7); !errdefs.IsFenced(err) {
+		t.Fatalf("old owner reconnected: %v", err)
+	}
+	if err := f.Check("c3", 3, 7); err != nil {
+		t.Fatalf("new owner: %v", err)
+	}
+	f.Disconnect("c3")
+	if err := f.Check("c3", 3, 7); !errdefs.IsFenced(err) {
+		t.Fatalf("call after disconnect: %v", err)
+	}
+}
