@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/internal/strictjson"
+	"berth.dev/sandbox/strictjson"
 )
 
 // NodeConfig is the node-local configuration of the Docker adapter, read

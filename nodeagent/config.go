@@ -1,0 +1,117 @@
+package nodeagent
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/strictjson"
+)
+
+// Config is the node agent's configuration file.
+type Config struct {
+	// StateDir is the private state directory (absolute).
+	StateDir string `json:"state_dir"`
+	// Listen is the address the gRPC server binds ("host:port").
+	Listen string `json:"listen"`
+	// Provider is the registered provider kind of this node's adapter.
+	Provider string `json:"provider"`
+	// Node is the adapter's node-local configuration, decoded strictly by
+	// the adapter.
+	Node json.RawMessage `json:"node"`
+	// Generation is the deployment generation this node serves.
+	Generation GenerationConfig `json:"generation"`
+	// HealthInterval is the period of health reports ("10s").
+	HealthInterval string `json:"health_interval,omitempty"`
+}
+
+// GenerationConfig is the deployment generation the adapter is built for.
+// Until Core distributes generations over the node protocol, the operator
+// writes it into the node's configuration.
+type GenerationConfig struct {
+	Number         uint64          `json:"number"`
+	InstallationID string          `json:"installation_id"`
+	Specification  SpecConfig      `json:"specification"`
+	Deployment     json.RawMessage `json:"deployment,omitempty"`
+}
+
+// SpecConfig is the deployment specification in the configuration file.
+type SpecConfig struct {
+	CPUMillis   int64 `json:"cpu_millis"`
+	MemoryBytes int64 `json:"memory_bytes"`
+	DiskBytes   int64 `json:"disk_bytes"`
+	MaxActive   int32 `json:"max_active"`
+	MaxRetained int32 `json:"max_retained"`
+}
+
+// Specification converts to the contract type.
+func (s SpecConfig) Specification() sandbox.Specification {
+	return sandbox.Specification{
+		Resources:   sandbox.Resources{CPUMillis: s.CPUMillis, MemoryBytes: s.MemoryBytes, DiskBytes: s.DiskBytes},
+		MaxActive:   s.MaxActive,
+		MaxRetained: s.MaxRetained,
+	}
+}
+
+// DefaultHealthInterval is the health report period when none is set.
+const DefaultHealthInterval = 10 * time.Second
+
+// Interval returns the health report period.
+func (c Config) Interval() time.Duration {
+	d, err := time.ParseDuration(c.HealthInterval)
+	if err != nil || d <= 0 {
+		return DefaultHealthInterval
+	}
+	return d
+}
+
+// LoadConfig reads and strictly decodes a configuration file.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, errdefs.Invalid("config", "cannot read the configuration file")
+	}
+	return DecodeConfig(data)
+}
+
+// DecodeConfig strictly decodes and validates a configuration.
+func DecodeConfig(data []byte) (Config, error) {
+	var c Config
+	if err := strictjson.Decode(data, &c, 256<<10); err != nil {
+		return Config{}, errdefs.Invalid("config", err.Error())
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the configuration's own fields; the adapter validates
+// Node and the registry the specification.
+func (c Config) Validate() error {
+	if !filepath.IsAbs(c.StateDir) || filepath.Clean(c.StateDir) != c.StateDir {
+		return errdefs.Invalid("config.state_dir", "must be a clean absolute path")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return errdefs.Invalid("config.listen", "must be host:port")
+	}
+	if c.Provider == "" {
+		return errdefs.Invalid("config.provider", "required")
+	}
+	if len(c.Node) == 0 {
+		return errdefs.Invalid("config.node", "required")
+	}
+	if c.Generation.Number == 0 {
+		return errdefs.Invalid("config.generation.number", "must be positive")
+	}
+	if !sandbox.CanonicalUUID(c.Generation.InstallationID) {
+		return errdefs.Invalid("config.generation.installation_id", "must be a canonical UUID")
+	}
+	if c.HealthInterval != "" {
+		if d, err := time.ParseDuration(c.HealthInterval); err != nil || d < 100*time.Millisecond || d > time.Minute {
+			return errdefs.Invalid("config.health_interval", "must be a duration between 100ms and 1m")
+		}
+	}
+	return c.Generation.Specification.Specification().Validate()
+}
