@@ -215,6 +215,10 @@ func (s *Server) URL() string { return s.srv.URL }
 // calling it earlier simulates an engine that went away. It is idempotent.
 func (s *Server) Close() {
 	s.stop.Do(func() {
+		// Stop accepting first: a client whose held call is released below
+		// may resend it (net/http retries idempotent requests on a fresh
+		// connection), and nothing may answer it then.
+		_ = s.srv.Listener.Close()
 		close(s.done)
 		s.mu.Lock()
 		for c := range s.hijacked {
@@ -429,6 +433,9 @@ func (s *Server) withhold(r *http.Request, cancel context.CancelFunc) {
 	case <-r.Context().Done():
 	case <-s.done:
 	}
+	// Never answer a withheld call: returning normally would send an empty
+	// 200 to a client that is still there.
+	panic(http.ErrAbortHandler)
 }
 
 func writeReply(w http.ResponseWriter, rep *reply) {
