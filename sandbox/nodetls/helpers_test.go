@@ -1,0 +1,205 @@
+package nodetls
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// newID returns a random canonical (version 4) UUID.
+func newID(t *testing.T) string {
+	t.Helper()
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// newTestCA creates a CA whose validity starts two days ago, so that tests
+// can issue certificates that have already expired.
+func newTestCA(t *testing.T) *CA {
+	t.Helper()
+	ca, err := NewCA(newID(t), time.Now().Add(-48*time.Hour))
+	if err != nil {
+		t.Fatalf("NewCA: %v", err)
+	}
+	return ca
+}
+
+// issueNode runs the node side (key, CSR) and the CA side (SignNodeCSR).
+func issueNode(t *testing.T, ca *CA, nodeID string, now time.Time, validity time.Duration) tls.Certificate {
+	t.Helper()
+	key, err := NewNodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := NewCSR(key, nodeID)
+	if err != nil {
+		t.Fatalf("NewCSR: %v", err)
+	}
+	der, err := ca.SignNodeCSR(csr, nodeID, now, validity)
+	if err != nil {
+		t.Fatalf("SignNodeCSR: %v", err)
+	}
+	c, err := TLSCertificate(der, key)
+	if err != nil {
+		t.Fatalf("TLSCertificate: %v", err)
+	}
+	return c
+}
+
+func issueCore(t *testing.T, ca *CA, now time.Time, validity time.Duration) tls.Certificate {
+	t.Helper()
+	c, err := ca.IssueCore(ca.InstallationID(), now, validity)
+	if err != nil {
+		t.Fatalf("IssueCore: %v", err)
+	}
+	return c
+}
+
+// craft signs an arbitrary leaf with parentKey under parent (parent == nil:
+// self-signed), bypassing every check of the issuing API: this is what an
+// attacker, or a buggy issuer, could produce.
+func craft(t *testing.T, parent *x509.Certificate, parentKey crypto.Signer, subject pkix.Name, uri string, eku []x509.ExtKeyUsage, notBefore, notAfter time.Time) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               subject,
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           eku,
+		BasicConstraintsValid: true,
+		URIs:                  []*url.URL{u},
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}
+
+// rogueClient presents cert (or nothing) and accepts any server: a client
+// that does not play by the rules.
+func rogueClient(cert *tls.Certificate) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if cert == nil {
+				return &tls.Certificate{}, nil
+			}
+			return cert, nil
+		},
+	}
+}
+
+// rogueServer presents cert and accepts any client.
+func rogueServer(cert tls.Certificate) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequestClientCert,
+	}
+}
+
+// handshake runs a real TLS handshake over loopback TCP. On success the
+// server writes "ok" and the client reads it, so that a rejection by the
+// server after the client's side of a TLS 1.3 handshake completed still
+// surfaces as a client error.
+func handshake(t *testing.T, server, client *tls.Config) (serverErr, clientErr error, state tls.ConnectionState) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	done := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		tc := tls.Server(conn, server)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			done <- err
+			return
+		}
+		_, err = tc.Write([]byte("ok"))
+		done <- err
+	}()
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	tc := tls.Client(conn, client)
+	clientErr = tc.HandshakeContext(ctx)
+	if clientErr == nil {
+		buf := make([]byte, 2)
+		if _, err := io.ReadFull(tc, buf); err != nil {
+			clientErr = fmt.Errorf("read after handshake: %w", err)
+		} else if string(buf) != "ok" {
+			clientErr = fmt.Errorf("read %q after handshake", buf)
+		}
+		state = tc.ConnectionState()
+	}
+	serverErr = <-done
+	return serverErr, clientErr, state
+}
+
+// wantRejected asserts that the handshake failed on both ends and that the
+// rejecting side's error mentions want.
+func wantRejected(t *testing.T, serverErr, clientErr error, rejecter, want string) {
+	t.Helper()
+	if serverErr == nil || clientErr == nil {
+		t.Fatalf("handshake not rejected: server error %v, client error %v", serverErr, clientErr)
+	}
+	err := serverErr
+	if rejecter == "client" {
+		err = clientErr
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("%s error %q does not mention %q (other side: %v)", rejecter, err, want, errors.Join(serverErr, clientErr))
+	}
+}
