@@ -152,10 +152,35 @@ type Server struct {
 	execLag    int
 	info       system.Info
 	hijacked   map[net.Conn]struct{}
+	unixPath   string
 }
 
-// Start starts a Server and closes it at the end of the test.
+// Start starts a Server on loopback TCP and closes it at the end of the test.
 func Start(t testing.TB) *Server {
+	s := newServer()
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// StartUnix starts a Server on the Unix socket path, as a node agent's
+// configuration names an engine, and closes it at the end of the test.
+func StartUnix(t testing.TB, path string) *Server {
+	t.Helper()
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatalf("dockertest: listen on %s: %v", path, err)
+	}
+	s := newServer()
+	s.unixPath = path
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
+	s.srv.Listener = lis
+	s.srv.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newServer() *Server {
 	s := &Server{
 		mux:        http.NewServeMux(),
 		done:       make(chan struct{}),
@@ -168,8 +193,6 @@ func Start(t testing.TB) *Server {
 		info:       defaultInfo(),
 	}
 	s.routes()
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
-	t.Cleanup(s.Close)
 	return s
 }
 
@@ -201,8 +224,14 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/", s.unknown)
 }
 
-// Host is the address to give client.WithHost: "tcp://127.0.0.1:PORT".
-func (s *Server) Host() string { return "tcp://" + s.Addr() }
+// Host is the address to give client.WithHost: "tcp://127.0.0.1:PORT", or
+// "unix:///path" for a server from StartUnix.
+func (s *Server) Host() string {
+	if s.unixPath != "" {
+		return "unix://" + s.unixPath
+	}
+	return "tcp://" + s.Addr()
+}
 
 // Addr is the listener's "127.0.0.1:PORT".
 func (s *Server) Addr() string { return s.srv.Listener.Addr().String() }
