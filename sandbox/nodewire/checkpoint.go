@@ -1,0 +1,240 @@
+package nodewire
+
+import (
+	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+// ComputeToWire converts c; the zero Compute becomes nil (unset).
+func ComputeToWire(c sandbox.Compute) *pb.Compute {
+	if c == (sandbox.Compute{}) {
+		return nil
+	}
+	return &pb.Compute{Reference: ReferenceToWire(c.Reference), Generation: c.Generation, Name: c.Name, Id: c.ID}
+}
+
+// ComputeFromWire converts and validates a Compute (paths "compute.*"). It
+// is required and needs a valid Reference; the name and native id are the
+// provider's and pass unchanged.
+func ComputeFromWire(m *pb.Compute) (sandbox.Compute, error) { return computeFromWire("compute", m) }
+
+func computeFromWire(path string, m *pb.Compute) (sandbox.Compute, error) {
+	if m == nil {
+		return sandbox.Compute{}, required(path)
+	}
+	ref, err := referenceFromWire(sub(path, "reference"), m.GetReference())
+	if err != nil {
+		return sandbox.Compute{}, err
+	}
+	return sandbox.Compute{Reference: ref, Generation: m.GetGeneration(), Name: m.GetName(), ID: m.GetId()}, nil
+}
+
+var computeStateToWire = map[sandbox.ComputeState]pb.ComputeState{
+	sandbox.ComputeAbsent:  pb.ComputeState_COMPUTE_STATE_ABSENT,
+	sandbox.ComputeRunning: pb.ComputeState_COMPUTE_STATE_RUNNING,
+	sandbox.ComputePaused:  pb.ComputeState_COMPUTE_STATE_PAUSED,
+	sandbox.ComputeStopped: pb.ComputeState_COMPUTE_STATE_STOPPED,
+}
+
+var computeStateFromWire = invert(computeStateToWire)
+
+// ComputeInfoToWire converts an incarnation's observation. An invalid
+// Compute or a missing or unknown state fails with ErrContract.
+func ComputeInfoToWire(ci sandbox.ComputeInfo) (*pb.ComputeInfo, error) {
+	return computeInfoToWire("info", ci)
+}
+
+func computeInfoToWire(path string, ci sandbox.ComputeInfo) (*pb.ComputeInfo, error) {
+	if err := checkComputeInfo(path, ci); err != nil {
+		return nil, asResult(err, path)
+	}
+	return &pb.ComputeInfo{Compute: ComputeToWire(ci.Compute), State: computeStateToWire[ci.State]}, nil
+}
+
+// ComputeInfoFromWire converts and validates a ComputeInfo (paths
+// "info.*"). The compute and a specified state are required.
+func ComputeInfoFromWire(m *pb.ComputeInfo) (sandbox.ComputeInfo, error) {
+	return computeInfoFromWire("info", m)
+}
+
+func computeInfoFromWire(path string, m *pb.ComputeInfo) (sandbox.ComputeInfo, error) {
+	if m == nil {
+		return sandbox.ComputeInfo{}, required(path)
+	}
+	c, err := computeFromWire(sub(path, "compute"), m.GetCompute())
+	if err != nil {
+		return sandbox.ComputeInfo{}, err
+	}
+	if m.GetState() == pb.ComputeState_COMPUTE_STATE_UNSPECIFIED {
+		return sandbox.ComputeInfo{}, required(sub(path, "state"))
+	}
+	state, ok := computeStateFromWire[m.GetState()]
+	if !ok {
+		return sandbox.ComputeInfo{}, errdefs.Invalid(sub(path, "state"), reasonUnknownEnum)
+	}
+	return sandbox.ComputeInfo{Compute: c, State: state}, nil
+}
+
+func checkComputeInfo(path string, ci sandbox.ComputeInfo) error {
+	if ci.Compute.Reference.IsZero() {
+		return required(sub(path, "compute.reference"))
+	}
+	if err := ci.Compute.Reference.Validate(); err != nil {
+		return rebase(err, "reference", sub(path, "compute.reference"))
+	}
+	if ci.State == "" {
+		return required(sub(path, "state"))
+	}
+	if _, ok := computeStateToWire[ci.State]; !ok {
+		return errdefs.Invalid(sub(path, "state"), reasonUnknownEnum)
+	}
+	return nil
+}
+
+// SnapshotToWire converts s.
+func SnapshotToWire(s sandbox.SnapshotIdentity) *pb.SnapshotIdentity {
+	return &pb.SnapshotIdentity{Id: s.ID, Provenance: s.Provenance}
+}
+
+// SnapshotFromWire converts and validates a SnapshotIdentity (paths
+// "snapshot.*"). It and its id are required; the provenance passes
+// unchanged.
+func SnapshotFromWire(m *pb.SnapshotIdentity) (sandbox.SnapshotIdentity, error) {
+	return snapshotFromWire("snapshot", m)
+}
+
+func snapshotFromWire(path string, m *pb.SnapshotIdentity) (sandbox.SnapshotIdentity, error) {
+	if m == nil {
+		return sandbox.SnapshotIdentity{}, required(path)
+	}
+	if m.GetId() == "" {
+		return sandbox.SnapshotIdentity{}, required(sub(path, "id"))
+	}
+	return sandbox.SnapshotIdentity{ID: m.GetId(), Provenance: m.GetProvenance()}, nil
+}
+
+// NewComputeRequestToWire converts NewCompute's argument.
+func NewComputeRequestToWire(previous sandbox.Compute) *pb.NewComputeRequest {
+	return &pb.NewComputeRequest{Previous: ComputeToWire(previous)}
+}
+
+// NewComputeRequestFromWire converts and validates NewCompute's argument
+// (paths "previous.*").
+func NewComputeRequestFromWire(m *pb.NewComputeRequest) (sandbox.Compute, error) {
+	if m == nil {
+		return sandbox.Compute{}, required(pathRequest)
+	}
+	return computeFromWire("previous", m.GetPrevious())
+}
+
+// SuspendRequestToWire converts req.
+func SuspendRequestToWire(req sandbox.SuspendRequest) *pb.SuspendRequest {
+	return &pb.SuspendRequest{
+		Compute:     ComputeToWire(req.Compute),
+		OperationId: req.OperationID,
+		ObserveOnly: req.ObserveOnly,
+	}
+}
+
+// SuspendRequestFromWire converts and validates a SuspendRequest (paths
+// "compute.*", "operation_id"). The operation id is required.
+func SuspendRequestFromWire(m *pb.SuspendRequest) (sandbox.SuspendRequest, error) {
+	if m == nil {
+		return sandbox.SuspendRequest{}, required(pathRequest)
+	}
+	c, err := computeFromWire("compute", m.GetCompute())
+	if err != nil {
+		return sandbox.SuspendRequest{}, err
+	}
+	if m.GetOperationId() == "" {
+		return sandbox.SuspendRequest{}, required("operation_id")
+	}
+	return sandbox.SuspendRequest{Compute: c, OperationID: m.GetOperationId(), ObserveOnly: m.GetObserveOnly()}, nil
+}
+
+// SuspendResultToWire converts a capture's outcome into the
+// SuspendResponse. A snapshot without id or an invalid source fails with
+// ErrContract.
+func SuspendResultToWire(r sandbox.SuspendResult) (*pb.SuspendResponse, error) {
+	if r.Snapshot.ID == "" {
+		return nil, badResult("snapshot.id")
+	}
+	src, err := computeInfoToWire("source", r.Source)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SuspendResponse{Snapshot: SnapshotToWire(r.Snapshot), Source: src}, nil
+}
+
+// SuspendResultFromWire converts and validates a SuspendResponse (paths
+// "snapshot.*", "source.*"). Both are required.
+func SuspendResultFromWire(m *pb.SuspendResponse) (sandbox.SuspendResult, error) {
+	if m == nil {
+		return sandbox.SuspendResult{}, required(pathResponse)
+	}
+	s, err := snapshotFromWire("snapshot", m.GetSnapshot())
+	if err != nil {
+		return sandbox.SuspendResult{}, err
+	}
+	src, err := computeInfoFromWire("source", m.GetSource())
+	if err != nil {
+		return sandbox.SuspendResult{}, err
+	}
+	return sandbox.SuspendResult{Snapshot: s, Source: src}, nil
+}
+
+// ResumeRequestToWire converts req.
+func ResumeRequestToWire(req sandbox.ResumeRequest) *pb.ResumeRequest {
+	return &pb.ResumeRequest{
+		Snapshot:    SnapshotToWire(req.Snapshot),
+		Target:      ComputeToWire(req.Target),
+		OperationId: req.OperationID,
+		ObserveOnly: req.ObserveOnly,
+	}
+}
+
+// ResumeRequestFromWire converts and validates a ResumeRequest (paths
+// "snapshot.*", "target.*", "operation_id"). All three are required.
+func ResumeRequestFromWire(m *pb.ResumeRequest) (sandbox.ResumeRequest, error) {
+	if m == nil {
+		return sandbox.ResumeRequest{}, required(pathRequest)
+	}
+	s, err := snapshotFromWire("snapshot", m.GetSnapshot())
+	if err != nil {
+		return sandbox.ResumeRequest{}, err
+	}
+	target, err := computeFromWire("target", m.GetTarget())
+	if err != nil {
+		return sandbox.ResumeRequest{}, err
+	}
+	if m.GetOperationId() == "" {
+		return sandbox.ResumeRequest{}, required("operation_id")
+	}
+	return sandbox.ResumeRequest{
+		Snapshot: s, Target: target, OperationID: m.GetOperationId(), ObserveOnly: m.GetObserveOnly(),
+	}, nil
+}
+
+// ResumeResultToWire converts a restore's outcome into the ResumeResponse.
+// An invalid ComputeInfo fails with ErrContract.
+func ResumeResultToWire(r sandbox.ResumeResult) (*pb.ResumeResponse, error) {
+	ci, err := computeInfoToWire("compute", r.Compute)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ResumeResponse{Compute: ci}, nil
+}
+
+// ResumeResultFromWire converts and validates a ResumeResponse (paths
+// "compute.*"). The restored incarnation is required.
+func ResumeResultFromWire(m *pb.ResumeResponse) (sandbox.ResumeResult, error) {
+	if m == nil {
+		return sandbox.ResumeResult{}, required(pathResponse)
+	}
+	ci, err := computeInfoFromWire("compute", m.GetCompute())
+	if err != nil {
+		return sandbox.ResumeResult{}, err
+	}
+	return sandbox.ResumeResult{Compute: ci}, nil
+}
