@@ -1,0 +1,150 @@
+package nodes
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodewire"
+	"berth.dev/sandbox/providercontract"
+)
+
+// MaxMessageBytes bounds one protocol message: a command result carries up
+// to two streams of sandbox.MaxOutputLimit bytes.
+const MaxMessageBytes = 2*sandbox.MaxOutputLimit + 8<<20
+
+// Dial returns a client connection to the node agent at addr that
+// authenticates with Core's client certificate and verifies the node's
+// (tlsCfg from nodetls.ClientConfig). No I/O happens until the first call.
+func Dial(addr string, tlsCfg *tls.Config) (*grpc.ClientConn, error) {
+	cc, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+	if err != nil {
+		return nil, errdefs.Invalid("node.address", "cannot dial")
+	}
+	return cc, nil
+}
+
+// Hello performs the version handshake and returns the node's description
+// and validated declaration.
+func Hello(ctx context.Context, client pb.NodeServiceClient) (*pb.HelloResponse, providercontract.Operations, error) {
+	ctx = metadata.NewOutgoingContext(ctx, metadata.Pairs(pb.MetadataProtocolVersion, pb.ProtocolVersion))
+	resp, err := client.Hello(ctx, &pb.HelloRequest{ProtocolVersion: pb.ProtocolVersion})
+	if err != nil {
+		return nil, nil, nodewire.FromError("Hello", err)
+	}
+	if resp.GetProtocolVersion() != pb.ProtocolVersion {
+		return nil, nil, fmt.Errorf("hello: %w", errdefs.ErrProtocolMismatch)
+	}
+	ops, err := nodewire.OperationsFromWire(resp.GetOperations())
+	if err != nil {
+		return nil, nil, fmt.Errorf("hello: node declaration: %w", err)
+	}
+	return resp, ops, nil
+}
+
+// Connection is an open Connect stream: Core's current connection to a
+// node, with the health reports it carries.
+type Connection struct {
+	Session
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	last   *pb.ConnectResponse
+	lastAt time.Time
+	err    error
+}
+
+// Open opens a new connection (a fresh connection id) under ownerEpoch for
+// generation, and waits for the node's first health report, bounded by
+// ctx. The stream lives until Close or until it fails; a later Open
+// supersedes it on the node.
+func Open(ctx context.Context, client pb.NodeServiceClient, ownerEpoch, generation uint64) (*Connection, error) {
+	c := &Connection{
+		Session: Session{Client: client, ConnectionID: uuid.NewString(), OwnerEpoch: ownerEpoch, Generation: generation},
+		done:    make(chan struct{}),
+	}
+	streamCtx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	stream, err := client.Connect(c.outgoing(streamCtx), &pb.ConnectRequest{})
+	if err != nil {
+		cancel()
+		return nil, nodewire.FromError("Connect", err)
+	}
+	first := make(chan error, 1)
+	go c.pump(stream, first)
+	select {
+	case err := <-first:
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		return c, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, fmt.Errorf("connect: no health report: %w", errdefs.ErrObservationUnavailable)
+	}
+}
+
+func (c *Connection) pump(stream grpc.ServerStreamingClient[pb.ConnectResponse], first chan<- error) {
+	defer close(c.done)
+	sent := false
+	for {
+		report, err := stream.Recv()
+		c.mu.Lock()
+		if err != nil {
+			c.err = nodewire.FromError("Connect", err)
+			if errors.Is(err, context.Canceled) {
+				c.err = errdefs.ErrFenced
+			}
+			c.mu.Unlock()
+			if !sent {
+				first <- c.err
+			}
+			return
+		}
+		c.last, c.lastAt = report, time.Now()
+		c.mu.Unlock()
+		if !sent {
+			first <- nil
+			sent = true
+		}
+	}
+}
+
+// Last returns the latest health report and when it arrived.
+func (c *Connection) Last() (*pb.ConnectResponse, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last, c.lastAt
+}
+
+// Err returns why the stream ended, or nil while it is open.
+func (c *Connection) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Done is closed when the stream has ended.
+func (c *Connection) Done() <-chan struct{} { return c.done }
+
+// Close ends the stream.
+func (c *Connection) Close() {
+	c.cancel()
+	<-c.done
+}

@@ -1,0 +1,314 @@
+package nodeagent
+
+import (
+	"context"
+	"path"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodewire"
+	"berth.dev/sandbox/providercontract"
+)
+
+// Description is what Hello reports about the node.
+type Description struct {
+	NodeID              string
+	ProviderKind        string
+	Generation          uint64
+	BackendFingerprint  string
+	SpecificationDigest string
+}
+
+// Server is the gRPC NodeService: a thin layer that checks every call's
+// metadata, converts with nodewire and delegates to the Agent.
+type Server struct {
+	pb.UnimplementedNodeServiceServer
+
+	agent    *Agent
+	fence    *Fence
+	desc     Description
+	probe    func(context.Context) error
+	stateDir string
+	interval time.Duration
+	now      func() time.Time
+
+	mu        sync.Mutex
+	readiness *pb.Readiness
+}
+
+// NewServer returns the service for agent, admitting calls through fence.
+// probe is the adapter's readiness probe, run for every health report.
+func NewServer(agent *Agent, fence *Fence, desc Description, probe func(context.Context) error, stateDir string, interval time.Duration) *Server {
+	return &Server{
+		agent: agent, fence: fence, desc: desc, probe: probe, stateDir: stateDir,
+		interval: interval, now: time.Now,
+	}
+}
+
+// Register registers the service and its interceptors' checks on gs. The
+// caller must build gs with Server.Options.
+func (s *Server) Register(gs *grpc.Server) { pb.RegisterNodeServiceServer(gs, s) }
+
+// Options are the grpc.Server options that check every call's metadata
+// before any handler runs.
+func (s *Server) Options() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.UnaryInterceptor(s.unaryCheck),
+		grpc.StreamInterceptor(s.streamCheck),
+	}
+}
+
+type callMeta struct {
+	version    string
+	connection string
+	epoch      uint64
+	generation uint64
+}
+
+func readMeta(ctx context.Context) (callMeta, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	one := func(key string) string {
+		if v := md.Get(key); len(v) == 1 {
+			return v[0]
+		}
+		return ""
+	}
+	m := callMeta{version: one(pb.MetadataProtocolVersion), connection: one(pb.MetadataConnectionID)}
+	if m.version != pb.ProtocolVersion {
+		return m, errdefs.ErrProtocolMismatch
+	}
+	var err error
+	if m.epoch, err = strconv.ParseUint(one(pb.MetadataOwnerEpoch), 10, 64); err != nil {
+		return m, errdefs.Invalid("metadata."+pb.MetadataOwnerEpoch, "must be an unsigned integer")
+	}
+	if m.generation, err = strconv.ParseUint(one(pb.MetadataGeneration), 10, 64); err != nil {
+		return m, errdefs.Invalid("metadata."+pb.MetadataGeneration, "must be an unsigned integer")
+	}
+	if m.connection == "" {
+		return m, errdefs.Invalid("metadata."+pb.MetadataConnectionID, "required")
+	}
+	return m, nil
+}
+
+func (s *Server) unaryCheck(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod == pb.NodeService_Hello_FullMethodName {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if v := md.Get(pb.MetadataProtocolVersion); len(v) != 1 || v[0] != pb.ProtocolVersion {
+			return nil, nodewire.ToStatus(errdefs.ErrProtocolMismatch)
+		}
+		return handler(ctx, req)
+	}
+	m, err := readMeta(ctx)
+	if err == nil {
+		err = s.fence.Check(m.connection, m.epoch, m.generation)
+	}
+	if err != nil {
+		return nil, nodewire.ToStatus(err)
+	}
+	// An operation the backend declares unsupported is answered here,
+	// before its request is even decoded.
+	op := providercontract.Operation(path.Base(info.FullMethod))
+	if err := s.agent.decl.Check(op); err != nil {
+		return nil, fail(op, err)
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) streamCheck(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod != pb.NodeService_Connect_FullMethodName {
+		return nodewire.ToStatus(errdefs.ErrContract)
+	}
+	m, err := readMeta(ss.Context())
+	if err == nil {
+		err = s.fence.Connect(m.connection, m.epoch, m.generation)
+	}
+	if err != nil {
+		return nodewire.ToStatus(err)
+	}
+	defer s.fence.Disconnect(m.connection)
+	return handler(srv, ss)
+}
+
+// Hello describes the node.
+func (s *Server) Hello(ctx context.Context, _ *pb.HelloRequest) (*pb.HelloResponse, error) {
+	ops, err := nodewire.OperationsToWire(s.agent.Operations())
+	if err != nil {
+		return nil, nodewire.ToStatus(err)
+	}
+	c := HostCapacity(s.stateDir)
+	return &pb.HelloResponse{
+		ProtocolVersion:     pb.ProtocolVersion,
+		NodeId:              s.desc.NodeID,
+		ProviderKind:        s.desc.ProviderKind,
+		Generation:          s.desc.Generation,
+		BackendFingerprint:  s.desc.BackendFingerprint,
+		SpecificationDigest: s.desc.SpecificationDigest,
+		Operations:          ops,
+		Readiness:           s.checkReadiness(ctx),
+		Capacity:            capacityToWire(c),
+		HighestOwnerEpoch:   s.fence.state.HighestEpoch(),
+	}, nil
+}
+
+// Connect streams health reports on Core's current connection until the
+// stream ends or the connection is superseded.
+func (s *Server) Connect(_ *pb.ConnectRequest, stream grpc.ServerStreamingServer[pb.ConnectResponse]) error {
+	ctx := stream.Context()
+	m, _ := readMeta(ctx)
+	ticker := time.NewTicker(s.interval)
+	defer ticker.Stop()
+	for {
+		if err := s.fence.Check(m.connection, m.epoch, m.generation); err != nil {
+			return nodewire.ToStatus(err)
+		}
+		report := &pb.ConnectResponse{
+			ObservedAt:       timestamppb.New(s.now()),
+			Readiness:        s.checkReadiness(ctx),
+			Capacity:         capacityToWire(HostCapacity(s.stateDir)),
+			ActiveOperations: uint32(s.agent.Active()),
+		}
+		if err := stream.Send(report); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// checkReadiness runs the probe (bounded) and returns its result for the
+// node's generation with a fixed diagnostic code.
+func (s *Server) checkReadiness(ctx context.Context) *pb.Readiness {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r := &pb.Readiness{Generation: s.desc.Generation, Ready: true, CheckedAt: timestamppb.New(s.now())}
+	if err := s.probe(pctx); err != nil {
+		r.Ready = false
+		r.DiagnosticCode = sandbox.ProbeCode(err)
+		if r.DiagnosticCode == "" {
+			r.DiagnosticCode = "probe_failed"
+		}
+	}
+	s.mu.Lock()
+	s.readiness = r
+	s.mu.Unlock()
+	return r
+}
+
+func capacityToWire(c Capacity) *pb.Capacity {
+	return &pb.Capacity{CpuMillis: c.CPUMillis, MemoryBytes: c.MemoryBytes, DiskFreeBytes: c.DiskFreeBytes}
+}
+
+func fail(op providercontract.Operation, err error) error { return nodewire.ToStatusFor(op, err) }
+
+// Create forwards Create; a failure keeps its settlement evidence.
+func (s *Server) Create(ctx context.Context, req *pb.CreateRequest) (*pb.CreateResponse, error) {
+	r, err := nodewire.CreateRequestFromWire(req)
+	if err != nil {
+		return nil, fail(sandbox.OpCreate, err)
+	}
+	info, err := s.agent.Create(ctx, r)
+	if err != nil {
+		return nil, nodewire.CreateStatus(info, err)
+	}
+	out, err := nodewire.InfoToWire(info)
+	if err != nil {
+		return nil, fail(sandbox.OpCreate, errdefs.ErrContract)
+	}
+	return &pb.CreateResponse{Info: out}, nil
+}
+
+func (s *Server) observeInfo(ctx context.Context, op providercontract.Operation, ref *pb.Reference,
+	call func(context.Context, sandbox.Reference) (sandbox.Info, error)) (*pb.Info, error) {
+	r, err := nodewire.ReferenceFromWire(ref)
+	if err != nil {
+		return nil, fail(op, err)
+	}
+	info, err := call(ctx, r)
+	if err != nil {
+		return nil, fail(op, err)
+	}
+	out, err := nodewire.InfoToWire(info)
+	if err != nil {
+		return nil, fail(op, errdefs.ErrContract)
+	}
+	return out, nil
+}
+
+// GetInfo forwards GetInfo.
+func (s *Server) GetInfo(ctx context.Context, req *pb.GetInfoRequest) (*pb.GetInfoResponse, error) {
+	info, err := s.observeInfo(ctx, sandbox.OpGetInfo, req.GetReference(), s.agent.GetInfo)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetInfoResponse{Info: info}, nil
+}
+
+// Renew forwards Renew.
+func (s *Server) Renew(ctx context.Context, req *pb.RenewRequest) (*pb.RenewResponse, error) {
+	info, err := s.observeInfo(ctx, sandbox.OpRenew, req.GetReference(), s.agent.Renew)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RenewResponse{Info: info}, nil
+}
+
+// Kill forwards Kill.
+func (s *Server) Kill(ctx context.Context, req *pb.KillRequest) (*pb.KillResponse, error) {
+	r, err := nodewire.ReferenceFromWire(req.GetReference())
+	if err != nil {
+		return nil, fail(sandbox.OpKill, err)
+	}
+	if err := s.agent.Kill(ctx, r); err != nil {
+		return nil, fail(sandbox.OpKill, err)
+	}
+	return &pb.KillResponse{}, nil
+}
+
+// RunCommand forwards RunCommand.
+func (s *Server) RunCommand(ctx context.Context, req *pb.RunCommandRequest) (*pb.RunCommandResponse, error) {
+	r, err := nodewire.ReferenceFromWire(req.GetReference())
+	if err != nil {
+		return nil, fail(sandbox.OpRunCommand, err)
+	}
+	cmd, err := nodewire.CommandFromWire(req.GetCommand())
+	if err != nil {
+		return nil, fail(sandbox.OpRunCommand, err)
+	}
+	res, err := s.agent.RunCommand(ctx, r, cmd)
+	if err != nil {
+		return nil, fail(sandbox.OpRunCommand, err)
+	}
+	out, err := nodewire.CommandResultToWire(res)
+	if err != nil {
+		return nil, fail(sandbox.OpRunCommand, errdefs.ErrContract)
+	}
+	return &pb.RunCommandResponse{Result: out}, nil
+}
+
+// Observe forwards Observe.
+func (s *Server) Observe(ctx context.Context, req *pb.ObserveRequest) (*pb.ObserveResponse, error) {
+	r, err := nodewire.ReferenceFromWire(req.GetReference())
+	if err != nil {
+		return nil, fail(sandbox.OpObserve, err)
+	}
+	obs, err := s.agent.Observe(ctx, r)
+	if err != nil {
+		return nil, fail(sandbox.OpObserve, err)
+	}
+	out, err := nodewire.ObservationToWire(obs)
+	if err != nil {
+		return nil, fail(sandbox.OpObserve, errdefs.ErrContract)
+	}
+	return out, nil
+}
