@@ -1,0 +1,61 @@
+package dockertest
+
+import (
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/contracttest"
+	"berth.dev/sandbox/errdefs"
+)
+
+// ContractCases is the Docker adapter's fault table for
+// contracttest.RunFailures: under each fault, the error class and the exact
+// native calls the adapter makes. It is the same wherever the adapter runs,
+// in-process or behind a node agent.
+func ContractCases() []contracttest.Case {
+	const (
+		cInspect, cCreate, cArchive = CallContainerInspect, CallContainerCreate, CallContainerArchive
+		cStart, cRemove             = CallContainerStart, CallContainerRemove
+		vInspect, vCreate, vRemove  = CallVolumeInspect, CallVolumeCreate, CallVolumeRemove
+		eCreate, eStart, eInspect   = CallExecCreate, CallExecStart, CallExecInspect
+	)
+	T, C := contracttest.FaultTransport, contracttest.FaultCancelAfterDispatch
+	F, X := contracttest.FaultForeignOwnership, contracttest.FaultCleanupFailure
+	unconfirmed, unobserved := errdefs.ErrComputeUnconfirmed, errdefs.ErrObservationUnavailable
+	pre := []string{cInspect, vInspect, vInspect}
+	upTo := func(calls ...string) []string { return append(append([]string{}, pre...), calls...) }
+	full := upTo(vCreate, vCreate, cCreate, cInspect, cArchive, cArchive, cStart)
+	killChecks := []string{cInspect, vInspect, vInspect}
+	cases := []contracttest.Case{
+		{Operation: sandbox.OpCreate, Fault: T, At: vCreate, WantErr: unconfirmed, WantCalls: upTo(vCreate)},
+		{Operation: sandbox.OpCreate, Fault: T, At: cCreate, WantErr: unconfirmed, WantCalls: upTo(vCreate, vCreate, cCreate)},
+		{Operation: sandbox.OpCreate, Fault: T, At: cArchive, WantErr: unconfirmed, WantCalls: upTo(vCreate, vCreate, cCreate, cInspect, cArchive)},
+		{Operation: sandbox.OpCreate, Fault: T, At: cStart, WantErr: unconfirmed, WantCalls: full},
+		{Operation: sandbox.OpCreate, Fault: C, At: cCreate, WantErr: unconfirmed, WantCalls: upTo(vCreate, vCreate, cCreate)},
+		{Operation: sandbox.OpCreate, Fault: C, At: cStart, WantErr: unconfirmed, WantCalls: full},
+		{Operation: sandbox.OpCreate, Fault: X, At: cCreate, WantErr: unconfirmed, WantCalls: upTo(vCreate, vCreate, cCreate)},
+		{Operation: sandbox.OpCreate, Fault: X, At: cStart, WantErr: unconfirmed, WantCalls: full},
+		{Operation: sandbox.OpCreate, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
+
+		{Operation: sandbox.OpGetInfo, Fault: T, At: cInspect, Existing: true, WantErr: unobserved, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpGetInfo, Fault: C, At: cInspect, Existing: true, WantErr: unobserved, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpGetInfo, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
+
+		{Operation: sandbox.OpRenew, Fault: T, At: cInspect, Existing: true, WantErr: unobserved, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpRenew, Fault: C, At: cInspect, Existing: true, WantErr: unobserved, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpRenew, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
+
+		{Operation: sandbox.OpKill, Fault: T, At: cInspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpKill, Fault: T, At: cRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove)},
+		{Operation: sandbox.OpKill, Fault: C, At: cRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove)},
+		{Operation: sandbox.OpKill, Fault: C, At: vRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove, vRemove)},
+		{Operation: sandbox.OpKill, Fault: X, At: cRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove)},
+		{Operation: sandbox.OpKill, Fault: X, At: vRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove, vRemove)},
+		{Operation: sandbox.OpKill, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
+
+		{Operation: sandbox.OpRunCommand, Fault: T, At: eCreate, Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{cInspect, eCreate}},
+		{Operation: sandbox.OpRunCommand, Fault: T, At: eStart, Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{cInspect, eCreate, eStart}},
+		{Operation: sandbox.OpRunCommand, Fault: C, At: eStart, Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{cInspect, eCreate, eStart}},
+		{Operation: sandbox.OpRunCommand, Fault: T, At: eInspect, Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{cInspect, eCreate, eStart, eInspect}},
+		{Operation: sandbox.OpRunCommand, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
+	}
+	return cases
+}
