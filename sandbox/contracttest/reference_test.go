@@ -102,8 +102,8 @@ func TestReferenceAdapterFailures(t *testing.T) {
 		{Operation: sandbox.OpGetInfo, Fault: C, At: inspect, Existing: true, WantErr: unobserved, WantCalls: []string{inspect}},
 		{Operation: sandbox.OpGetInfo, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{inspect}},
 
-		{Operation: sandbox.OpRenew, Fault: T, At: inspect, Existing: true, WantErr: unobserved, WantCalls: []string{inspect}},
-		{Operation: sandbox.OpRenew, Fault: C, At: inspect, Existing: true, WantErr: unobserved, WantCalls: []string{inspect}},
+		{Operation: sandbox.OpRenew, Fault: T, At: inspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{inspect}},
+		{Operation: sandbox.OpRenew, Fault: C, At: inspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{inspect}},
 		{Operation: sandbox.OpRenew, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{inspect}},
 
 		{Operation: sandbox.OpKill, Fault: T, At: inspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{inspect}},

@@ -77,9 +77,19 @@ func (p *Provider) Renew(ctx context.Context, ref sandbox.Reference) (sandbox.In
 	}
 	c, err := p.inspectOwned(ctx, ref)
 	if err != nil {
-		return sandbox.Info{}, fmt.Errorf("renew: %w", err)
+		return sandbox.Info{}, fmt.Errorf("renew: %w", renewErr(err))
 	}
 	return p.info(ref, c), nil
+}
+
+// renewErr classifies a failed Renew like any lease mutation: without an
+// answer it may have extended something, so the outcome is unknown (the
+// node transport classifies it the same way).
+func renewErr(err error) error {
+	if errdefs.IsObservationUnavailable(err) {
+		return errdefs.ErrComputeUnconfirmed
+	}
+	return err
 }
 
 // Kill checks the ownership labels of the container and both volumes

@@ -39,8 +39,8 @@ func ContractCases() []contracttest.Case {
 		{Operation: sandbox.OpGetInfo, Fault: C, At: cInspect, Existing: true, WantErr: unobserved, WantCalls: []string{cInspect}},
 		{Operation: sandbox.OpGetInfo, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
 
-		{Operation: sandbox.OpRenew, Fault: T, At: cInspect, Existing: true, WantErr: unobserved, WantCalls: []string{cInspect}},
-		{Operation: sandbox.OpRenew, Fault: C, At: cInspect, Existing: true, WantErr: unobserved, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpRenew, Fault: T, At: cInspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpRenew, Fault: C, At: cInspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{cInspect}},
 		{Operation: sandbox.OpRenew, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
 
 		{Operation: sandbox.OpKill, Fault: T, At: cInspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{cInspect}},

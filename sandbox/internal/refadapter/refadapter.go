@@ -265,7 +265,12 @@ func (p *Provider) Renew(ctx context.Context, ref sandbox.Reference) (sandbox.In
 	}
 	res, err := p.inspect(ctx, ref)
 	if err != nil {
-		return sandbox.Info{}, fmt.Errorf("renew: %w", readErr(err))
+		// Like any lease mutation, a Renew without an answer has an unknown
+		// outcome.
+		if errors.Is(err, errTransport) {
+			return sandbox.Info{}, fmt.Errorf("renew: %w", errdefs.ErrComputeUnconfirmed)
+		}
+		return sandbox.Info{}, fmt.Errorf("renew: %w", err)
 	}
 	return p.info(ref, res), nil
 }

@@ -1,0 +1,54 @@
+package nodeproto
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/contracttest"
+	"berth.dev/sandbox/docker/dockertest"
+	"berth.dev/sandbox/providercontract"
+
+	"berth.dev/core/nodes"
+)
+
+// The shared contract suite through Core's proxy, real gRPC with mutual
+// TLS, a real berth-nodeagent process and its Docker adapter, with faults
+// injected at the native boundary (the Docker API fixture).
+func TestContractSuiteThroughTheNode(t *testing.T) {
+	factory := func(t *testing.T) contracttest.Harness {
+		inst := newInstallation(t)
+		engine := fixtureEngine(t)
+		n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+		_, proxy := n.connect(t, n.dial(t), 1)
+		return contracttest.Harness{Provider: proxy, Native: dockertest.NewNative(engine, inst.id), Resources: resources}
+	}
+	contracttest.RunFailures(t, factory, dockertest.ContractCases())
+}
+
+func TestProxyDeclarationAndUnsupported(t *testing.T) {
+	inst := newInstallation(t)
+	engine := fixtureEngine(t)
+	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	_, proxy := n.connect(t, n.dial(t), 1)
+	contracttest.RunDeclaration(t, proxy)
+	for _, op := range []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential} {
+		if d := proxy.ProviderOperations()[op]; d.State != providercontract.StateUnsupported || !strings.HasPrefix(string(d.Reason), "node_transport_") {
+			t.Errorf("%s: proxy declares %+v, want unsupported by the transport", op, d)
+		}
+	}
+	// Declared-unsupported operations are answered before any node is
+	// resolved: a proxy with no way to reach its node still answers them.
+	noNode := errors.New("no node")
+	contracttest.RunUnsupported(t, func(*testing.T) sandbox.SandboxProvider {
+		p, err := nodes.NewProxy(proxy.ProviderOperations(), func(context.Context) (*nodes.Session, error) {
+			return nil, noNode
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
