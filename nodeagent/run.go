@@ -113,6 +113,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	srv.Shutdown()
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {

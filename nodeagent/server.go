@@ -42,14 +42,21 @@ type Server struct {
 
 	mu        sync.Mutex
 	readiness *pb.Readiness
+
+	stopping chan struct{}
+	stopOnce sync.Once
 }
+
+// Shutdown ends every Connect stream, so that a graceful stop does not wait
+// for Core to hang up. Unary calls in flight finish normally.
+func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // NewServer returns the service for agent, admitting calls through fence.
 // probe is the adapter's readiness probe, run for every health report.
 func NewServer(agent *Agent, fence *Fence, desc Description, probe func(context.Context) error, stateDir string, interval time.Duration) *Server {
 	return &Server{
 		agent: agent, fence: fence, desc: desc, probe: probe, stateDir: stateDir,
-		interval: interval, now: time.Now,
+		interval: interval, now: time.Now, stopping: make(chan struct{}),
 	}
 }
 
@@ -180,6 +187,8 @@ func (s *Server) Connect(_ *pb.ConnectRequest, stream grpc.ServerStreamingServer
 		}
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-s.stopping:
 			return nil
 		case <-ticker.C:
 		}

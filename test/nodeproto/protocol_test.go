@@ -1,0 +1,223 @@
+package nodeproto
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/contracttest"
+	"berth.dev/sandbox/docker/dockertest"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodetls"
+	"berth.dev/sandbox/nodewire"
+
+	"berth.dev/core/nodes"
+)
+
+// adapterCalls are the fixture calls an operation would make; the probe's
+// own reads (ping, version, info, image inspect) are not among them.
+func adapterCalls(engine *dockertest.Server) []string {
+	return contractNames(dockertest.NewNative(engine, "").Calls())
+}
+
+func contractNames(calls []contracttest.NativeCall) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.Name
+	}
+	return out
+}
+
+func md(version, conn string, epoch, generation uint64) metadata.MD {
+	return metadata.Pairs(
+		pb.MetadataProtocolVersion, version,
+		pb.MetadataConnectionID, conn,
+		pb.MetadataOwnerEpoch, strconv.FormatUint(epoch, 10),
+		pb.MetadataGeneration, strconv.FormatUint(generation, 10),
+	)
+}
+
+func wireCode(t *testing.T, err error) nodewire.Code {
+	t.Helper()
+	var we *nodewire.Error
+	if !errors.As(nodewire.FromError(sandbox.OpGetInfo, err), &we) {
+		t.Fatalf("not a protocol error: %v", err)
+	}
+	return we.Code
+}
+
+// TestProtocolRejectsBeforeTheAdapter sends calls with a wrong version, a
+// stale owner epoch, a superseded or unknown connection id and another
+// generation: each is rejected with its fixed code and the adapter (the
+// engine fixture) sees nothing.
+func TestProtocolRejectsBeforeTheAdapter(t *testing.T) {
+	inst := newInstallation(t)
+	engine := fixtureEngine(t)
+	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	cc := n.dial(t)
+	client := pb.NewNodeServiceClient(cc)
+	conn, proxy := n.connect(t, cc, 5)
+	ref := contracttest.NewReference()
+	ctx := context.Background()
+	if _, err := proxy.Create(ctx, contracttest.CreateRequest(ref, resources)); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	engine.ResetCalls()
+
+	get := &pb.GetInfoRequest{Reference: nodewire.ReferenceToWire(ref)}
+	cases := []struct {
+		name string
+		md   metadata.MD
+		want nodewire.Code
+	}{
+		{"older protocol version", md("berth.sandboxnode.v1/1", conn.ConnectionID, 5, 1), nodewire.CodeProtocolMismatch},
+		{"no version", metadata.Pairs(pb.MetadataConnectionID, conn.ConnectionID), nodewire.CodeProtocolMismatch},
+		{"stale owner epoch", md(pb.ProtocolVersion, conn.ConnectionID, 4, 1), nodewire.CodeFenced},
+		{"unknown connection", md(pb.ProtocolVersion, uuid.NewString(), 5, 1), nodewire.CodeFenced},
+		{"other generation", md(pb.ProtocolVersion, conn.ConnectionID, 5, 2), nodewire.CodeFenced},
+		{"malformed epoch", metadata.Pairs(pb.MetadataProtocolVersion, pb.ProtocolVersion, pb.MetadataConnectionID, conn.ConnectionID,
+			pb.MetadataOwnerEpoch, "five", pb.MetadataGeneration, "1"), nodewire.CodeInvalid},
+	}
+	for _, c := range cases {
+		_, err := client.GetInfo(metadata.NewOutgoingContext(ctx, c.md), get)
+		if got := wireCode(t, err); got != c.want {
+			t.Errorf("%s: code %q, want %q", c.name, got, c.want)
+		}
+		_, err = client.Kill(metadata.NewOutgoingContext(ctx, c.md), &pb.KillRequest{Reference: get.Reference})
+		if got := wireCode(t, err); got != c.want {
+			t.Errorf("%s (Kill): code %q, want %q", c.name, got, c.want)
+		}
+	}
+	// A Connect below the highest epoch is refused too.
+	stream, err := client.Connect(metadata.NewOutgoingContext(ctx, md(pb.ProtocolVersion, uuid.NewString(), 4, 1)), &pb.ConnectRequest{})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if got := wireCode(t, err); got != nodewire.CodeFenced {
+		t.Errorf("stale Connect: code %q", got)
+	}
+	if calls := adapterCalls(engine); len(calls) != 0 {
+		t.Fatalf("rejected calls reached the adapter: %v", calls)
+	}
+	// The legitimate connection still works.
+	if _, err := proxy.GetInfo(ctx, ref); err != nil {
+		t.Fatalf("current connection: %v", err)
+	}
+}
+
+// TestReconnectFencesTheOldConnection: a new connection (new id) supersedes
+// the old one on the node, and a new owner epoch fences every older owner,
+// also across a node restart.
+func TestReconnectFencesTheOldConnection(t *testing.T) {
+	inst := newInstallation(t)
+	engine := fixtureEngine(t)
+	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	cc := n.dial(t)
+	_, oldProxy := n.connect(t, cc, 1)
+	ref := contracttest.NewReference()
+	ctx := context.Background()
+	if _, err := oldProxy.Create(ctx, contracttest.CreateRequest(ref, resources)); err != nil {
+		t.Fatal(err)
+	}
+	_, newProxy := n.connect(t, cc, 1)
+	engine.ResetCalls()
+	if _, err := oldProxy.GetInfo(ctx, ref); !errdefs.IsFenced(err) {
+		t.Fatalf("superseded connection: %v", err)
+	}
+	if calls := adapterCalls(engine); len(calls) != 0 {
+		t.Fatalf("fenced call reached the adapter: %v", calls)
+	}
+	if _, err := newProxy.GetInfo(ctx, ref); err != nil {
+		t.Fatalf("new connection: %v", err)
+	}
+
+	// A new owner (epoch 2) takes over; the node persists the epoch, so
+	// after a restart the old owner still cannot connect.
+	n.connect(t, cc, 2)
+	n.stop()
+	n.start()
+	cc2 := n.dial(t)
+	client := pb.NewNodeServiceClient(cc2)
+	if _, err := nodes.Open(ctx, client, 1, 1); !errdefs.IsFenced(err) {
+		t.Fatalf("old owner after restart: %v", err)
+	}
+	_, proxy := n.connect(t, cc2, 2)
+	info, err := proxy.GetInfo(ctx, ref)
+	if err != nil || !info.IsSettledRunning(ref) {
+		t.Fatalf("allocation after restart: %+v, %v", info, err)
+	}
+}
+
+// TestCertificatesAreChecked: Core's client certificate must come from the
+// installation CA and name its Core; the node must be exactly the node
+// Core expects; plaintext is refused. None of it reaches the adapter.
+func TestCertificatesAreChecked(t *testing.T) {
+	inst := newInstallation(t)
+	engine := fixtureEngine(t)
+	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	engine.ResetCalls()
+
+	hello := func(creds credentials.TransportCredentials) error {
+		cc, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _, err = nodes.Hello(ctx, pb.NewNodeServiceClient(cc))
+		return err
+	}
+	other := newInstallation(t)
+	foreignCore, err := nodetls.ClientConfig(other.coreCert, other.ca.Certificate(), n.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another installation's Core, trusting our CA for the server side but
+	// presenting its own client certificate.
+	foreignCore.RootCAs = nil
+	mixed, err := nodetls.ClientConfig(inst.coreCert, inst.ca.Certificate(), n.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &other.coreCert, nil }
+	wrongNode, err := nodetls.ClientConfig(inst.coreCert, inst.ca.Certificate(), uuid.NewString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, creds := range map[string]credentials.TransportCredentials{
+		"plaintext":                        insecure.NewCredentials(),
+		"client certificate of another CA": credentials.NewTLS(mixed),
+		"another installation altogether":  credentials.NewTLS(foreignCore),
+		"node presenting another identity": credentials.NewTLS(wrongNode),
+	} {
+		if err := hello(creds); err == nil {
+			t.Errorf("%s: handshake accepted", name)
+		} else if st, ok := status.FromError(err); ok && st.Code() == codes.OK {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	good, err := nodetls.ClientConfig(inst.coreCert, inst.ca.Certificate(), n.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hello(credentials.NewTLS(good)); err != nil {
+		t.Fatalf("Core with the right certificate: %v", err)
+	}
+	if calls := adapterCalls(engine); len(calls) != 0 {
+		t.Fatalf("refused peers reached the adapter: %v", calls)
+	}
+}
