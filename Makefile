@@ -86,7 +86,7 @@ e2e: ## End-to-end tests over real processes (not built yet: issue 5)
 
 .PHONY: bench
 bench: ## Benchmarks as ratios against the raw engine, measured in the same run (needs the test services)
-	go test -run '^$$' -bench . -benchtime 1x -count=1 berth.dev/sandbox/docker/
+	go test -run '^$$' -bench . -benchtime 1x -count=1 berth.dev/sandbox/docker/ berth.dev/test/nodeproto/
 
 .PHONY: up
 up: ## Start a local Berth stack (not built yet: issue 6)

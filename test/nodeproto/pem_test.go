@@ -1,7 +1,12 @@
 package nodeproto
 
-import "encoding/pem"
+import (
+	"encoding/pem"
+	"os"
+)
 
 func pemCert(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
+
+func benchSamples() string { return os.Getenv("BERTH_BENCH_SAMPLES") }
