@@ -3,6 +3,8 @@ package nodeproto
 import (
 	"encoding/pem"
 	"os"
+
+	"berth.dev/sandbox/providercontract"
 )
 
 func pemCert(der []byte) []byte {
@@ -10,3 +12,7 @@ func pemCert(der []byte) []byte {
 }
 
 func benchSamples() string { return os.Getenv("BERTH_BENCH_SAMPLES") }
+
+func providercontractOp(name string) providercontract.Operation {
+	return providercontract.Operation(name)
+}

@@ -221,3 +221,38 @@ func TestCertificatesAreChecked(t *testing.T) {
 		t.Fatalf("refused peers reached the adapter: %v", calls)
 	}
 }
+
+// TestUnsupportedCheckpointsAnsweredBeforeTheAdapter: the Docker backend
+// declares checkpoints unsupported, so the node answers each checkpoint RPC
+// with the typed unsupported code and its reason, even for a request it
+// could not decode, without touching the adapter.
+func TestUnsupportedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
+	inst := newInstallation(t)
+	engine := fixtureEngine(t)
+	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	cc := n.dial(t)
+	conn, _ := n.connect(t, cc, 1)
+	client := pb.NewNodeServiceClient(cc)
+	ctx := metadata.NewOutgoingContext(context.Background(), md(pb.ProtocolVersion, conn.ConnectionID, 1, 1))
+	engine.ResetCalls()
+	calls := map[string]func() error{
+		"Suspend":        func() error { _, err := client.Suspend(ctx, &pb.SuspendRequest{}); return err },
+		"Resume":         func() error { _, err := client.Resume(ctx, &pb.ResumeRequest{}); return err },
+		"GetCompute":     func() error { _, err := client.GetCompute(ctx, &pb.GetComputeRequest{}); return err },
+		"KillCompute":    func() error { _, err := client.KillCompute(ctx, &pb.KillComputeRequest{}); return err },
+		"DeleteSnapshot": func() error { _, err := client.DeleteSnapshot(ctx, &pb.DeleteSnapshotRequest{}); return err },
+		"RunCommandCompute": func() error {
+			_, err := client.RunCommandCompute(ctx, &pb.RunCommandComputeRequest{})
+			return err
+		},
+	}
+	for name, call := range calls {
+		err := nodewire.FromError(providercontractOp(name), call())
+		if !errdefs.IsUnsupported(err) {
+			t.Errorf("%s: %v, want unsupported", name, err)
+		}
+	}
+	if got := adapterCalls(engine); len(got) != 0 {
+		t.Fatalf("checkpoint calls reached the adapter: %v", got)
+	}
+}
