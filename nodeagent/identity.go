@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -95,4 +96,8 @@ func (i Identity) ServerTLS() (*tls.Config, *x509.Certificate, error) {
 		return nil, nil, fmt.Errorf("server TLS: %w", err)
 	}
 	return cfg, leaf, nil
+}
+
+func pemBlock(kind string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})
 }

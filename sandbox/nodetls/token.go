@@ -105,6 +105,18 @@ func (t Token) ID() string { return t.id }
 // PinnedConfig.
 func (t Token) CAFingerprint() string { return t.caFingerprint }
 
+// SecretHash returns the SHA-256 of the token's secret: the value Core
+// stored when it issued the token, for the store to compare. The hash does
+// not reveal the secret.
+func (t Token) SecretHash() []byte {
+	if t.secret == nil {
+		return nil
+	}
+	secret := t.secret()
+	sum := sha256.Sum256(secret[:])
+	return sum[:]
+}
+
 // Matches reports, in constant time, whether the SHA-256 of the token's
 // secret equals secretHash (as NewToken returned it and Core stored it).
 func (t Token) Matches(secretHash []byte) bool {

@@ -187,3 +187,21 @@ func TestTokenNeverPrintsSecret(t *testing.T) {
 		t.Errorf("zero Token prints %q", s)
 	}
 }
+
+func TestSecretHashIsWhatNewTokenReturned(t *testing.T) {
+	ca := newTestCA(t)
+	text, _, hash, _, err := NewToken(ca.Fingerprint(), time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ParseToken(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(tok.SecretHash(), hash) || !tok.Matches(tok.SecretHash()) {
+		t.Fatal("SecretHash differs from the hash NewToken returned")
+	}
+	if (Token{}).SecretHash() != nil {
+		t.Fatal("zero token has a hash")
+	}
+}

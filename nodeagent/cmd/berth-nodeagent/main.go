@@ -1,7 +1,12 @@
 // Command berth-nodeagent serves the node protocol on one compute host.
 //
+//	berth-nodeagent enroll --config /etc/berth/nodeagent.json --core core.example:8443 \
+//	    --token-file /root/enroll.token --advertise node1.example:7443
 //	berth-nodeagent serve --config /etc/berth/nodeagent.json
 //	berth-nodeagent version
+//
+// The enrollment token is read from a file (or "-" for standard input),
+// never from the command line, so it never appears in argv.
 package main
 
 import (
@@ -14,6 +19,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 
@@ -33,6 +39,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintf(stdout, "berth-nodeagent %s (%s; %s)\n", version, runtime.Version(), pb.ProtocolVersion)
 		return 0
+	case "enroll":
+		return enroll(args[1:], stdout, stderr)
 	case "serve":
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -59,6 +67,50 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+func enroll(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("enroll", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "/etc/berth/nodeagent.json", "configuration file (for the state directory)")
+	core := fs.String("core", "", "Core's enrollment address, host:port")
+	tokenFile := fs.String("token-file", "", "file holding the enrollment token, or - for standard input")
+	advertise := fs.String("advertise", "", "host:port where Core reaches this node agent")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *core == "" || *tokenFile == "" || *advertise == "" {
+		fmt.Fprintln(stderr, "usage: berth-nodeagent enroll --config FILE --core HOST:PORT --token-file FILE|- --advertise HOST:PORT")
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	cfg, err := nodeagent.LoadConfig(*config)
+	if err != nil {
+		log.Error("configuration", "error", err.Error())
+		return 1
+	}
+	var token []byte
+	if *tokenFile == "-" {
+		token, err = io.ReadAll(io.LimitReader(os.Stdin, 4096))
+	} else {
+		token, err = os.ReadFile(*tokenFile)
+	}
+	if err != nil {
+		log.Error("cannot read the enrollment token")
+		return 1
+	}
+	state, err := nodeagent.OpenStateDir(cfg.StateDir)
+	if err != nil {
+		log.Error("state directory", "error", err.Error())
+		return 1
+	}
+	defer state.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := nodeagent.Enroll(ctx, state, *core, string(token), *advertise)
+	if err != nil {
+		log.Error("enrollment failed", "error", err.Error())
+		return 1
+	}
+	fmt.Fprintf(stdout, "enrolled node %s in installation %s\n", id.NodeID, id.InstallationID)
+	return 0
+}
+
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: berth-nodeagent serve --config FILE | version")
+	fmt.Fprintln(w, "usage: berth-nodeagent enroll --config FILE --core HOST:PORT --token-file FILE|- --advertise HOST:PORT | serve --config FILE | version")
 }

@@ -1,0 +1,152 @@
+package nodeagent
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodetls"
+)
+
+// pendingKeyFile holds the key of an enrollment in progress, written before
+// Core is contacted, so that a node whose enrollment response was lost can
+// retry with the same key and the same token.
+const pendingKeyFile = "enroll-key.pem"
+
+// Enroll enrolls the node once: it sends a CSR for its key and the token to
+// Core at coreAddr (pinning the installation CA by the token's
+// fingerprint), checks what comes back, and stores the identity. A node
+// that is already enrolled is refused with ErrExists.
+func Enroll(ctx context.Context, state *StateDir, coreAddr, tokenText, advertise string) (Identity, error) {
+	if _, err := state.LoadIdentity(); err == nil {
+		return Identity{}, fmt.Errorf("enroll: node is already enrolled: %w", errdefs.ErrExists)
+	} else if !errdefs.IsNotFound(err) {
+		return Identity{}, fmt.Errorf("enroll: %w", err)
+	}
+	tok, err := nodetls.ParseToken(strings.TrimSpace(tokenText))
+	if err != nil {
+		return Identity{}, errdefs.Invalid("token", "not an enrollment token")
+	}
+	key, keyPEM, err := state.pendingKey()
+	if err != nil {
+		return Identity{}, fmt.Errorf("enroll: key: %w", err)
+	}
+	// The CSR's id is a placeholder: Core assigns the node id and signs
+	// only that.
+	csr, err := nodetls.NewCSR(key, uuid.NewString())
+	if err != nil {
+		return Identity{}, fmt.Errorf("enroll: csr: %w", err)
+	}
+	tlsCfg, err := nodetls.PinnedConfig(tok.CAFingerprint())
+	if err != nil {
+		return Identity{}, errdefs.Invalid("token", "malformed CA fingerprint")
+	}
+	cc, err := grpc.NewClient(coreAddr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	if err != nil {
+		return Identity{}, errdefs.Invalid("core", "cannot dial")
+	}
+	defer cc.Close()
+	resp, err := enrollmentv1.NewEnrollmentServiceClient(cc).Enroll(ctx, &enrollmentv1.EnrollRequest{
+		Token: strings.TrimSpace(tokenText), CsrDer: csr, AdvertiseAddress: advertise,
+	})
+	if err != nil {
+		return Identity{}, enrollErr(err)
+	}
+	id, err := checkEnrollment(resp, tok, key.Public().(*ecdsa.PublicKey), keyPEM)
+	if err != nil {
+		return Identity{}, err
+	}
+	if err := state.SaveIdentity(id); err != nil {
+		return Identity{}, fmt.Errorf("enroll: save identity: %w", err)
+	}
+	_ = os.Remove(filepath.Join(state.path, pendingKeyFile))
+	return id, nil
+}
+
+// pendingKey loads the key of an earlier attempt or creates and persists a
+// new one.
+func (s *StateDir) pendingKey() (key *ecdsa.PrivateKey, keyPEM []byte, err error) {
+	path := filepath.Join(s.path, pendingKeyFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		signer, err := nodetls.NewNodeKey()
+		if err != nil {
+			return nil, nil, err
+		}
+		if data, err = nodetls.MarshalKey(signer); err != nil {
+			return nil, nil, err
+		}
+		if err := WriteFileAtomic(path, data, 0o600); err != nil {
+			return nil, nil, err
+		}
+	} else if err != nil {
+		return nil, nil, err
+	}
+	signer, err := nodetls.ParseKey(data)
+	if err != nil {
+		return nil, nil, errdefs.Invalid("enroll_key", "malformed pending key")
+	}
+	ec, ok := signer.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, nil, errdefs.Invalid("enroll_key", "not an ECDSA key")
+	}
+	return ec, data, nil
+}
+
+// checkEnrollment verifies Core's answer: the CA is the pinned one, the
+// certificate is signed by it for exactly the returned node id and for our
+// key, and the installation matches the CA.
+func checkEnrollment(resp *enrollmentv1.EnrollResponse, tok nodetls.Token, pub *ecdsa.PublicKey, keyPEM []byte) (Identity, error) {
+	bad := func(reason string) error {
+		return fmt.Errorf("enroll: Core's answer %s: %w", reason, errdefs.ErrInvalid)
+	}
+	ca, err := x509.ParseCertificate(resp.GetCaCertificateDer())
+	if err != nil || nodetls.Fingerprint(ca) != tok.CAFingerprint() {
+		return Identity{}, bad("carries another CA than the token pins")
+	}
+	cert, err := x509.ParseCertificate(resp.GetCertificateDer())
+	if err != nil || cert.CheckSignatureFrom(ca) != nil {
+		return Identity{}, bad("has a certificate the CA did not sign")
+	}
+	if id, err := nodetls.NodeIdentity(cert); err != nil || id != resp.GetNodeId() {
+		return Identity{}, bad("names another node than its certificate")
+	}
+	if certPub, ok := cert.PublicKey.(*ecdsa.PublicKey); !ok || !certPub.Equal(pub) {
+		return Identity{}, bad("certifies another key")
+	}
+	if inst, err := nodetls.CAInstallationID(ca); err != nil || inst != resp.GetInstallationId() {
+		return Identity{}, bad("names another installation than its CA")
+	}
+	return Identity{
+		NodeID:         resp.GetNodeId(),
+		InstallationID: resp.GetInstallationId(),
+		CertificatePEM: string(pemBlock("CERTIFICATE", cert.Raw)),
+		KeyPEM:         string(bytes.TrimSpace(keyPEM)) + "\n",
+		CAPEM:          string(pemBlock("CERTIFICATE", ca.Raw)),
+	}, nil
+}
+
+// enrollErr turns Core's answer into a class without its text.
+func enrollErr(err error) error {
+	switch status.Code(err) {
+	case codes.InvalidArgument:
+		return fmt.Errorf("enroll: Core rejected the request: %w", errdefs.ErrInvalid)
+	case codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition:
+		return fmt.Errorf("enroll: Core rejected the token: %w", errdefs.ErrFenced)
+	}
+	return fmt.Errorf("enroll: no answer from Core (retry with the same token): %w", errdefs.ErrObservationUnavailable)
+}
