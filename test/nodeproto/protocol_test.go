@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -254,5 +255,43 @@ func TestUnsupportedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
 	}
 	if got := adapterCalls(engine); len(got) != 0 {
 		t.Fatalf("checkpoint calls reached the adapter: %v", got)
+	}
+}
+
+// TestReadinessAndHealth: Hello and every health report carry the probe's
+// result for the node's generation with a fixed diagnostic code, and the
+// host's capacity.
+func TestReadinessAndHealth(t *testing.T) {
+	inst := newInstallation(t)
+	engine := fixtureEngine(t)
+	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage, generation: 3})
+	cc := n.dial(t)
+	client := pb.NewNodeServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hello, _, err := nodes.Hello(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := hello.GetReadiness()
+	if !r.GetReady() || r.GetGeneration() != 3 || r.GetDiagnosticCode() != "" || hello.GetGeneration() != 3 {
+		t.Fatalf("readiness = %v (generation %d)", r, hello.GetGeneration())
+	}
+	if c := hello.GetCapacity(); c.GetCpuMillis() < 1000 || c.GetMemoryBytes() == 0 || c.GetDiskFreeBytes() == 0 {
+		t.Fatalf("capacity = %v", c)
+	}
+	if hello.GetProviderKind() != "docker" || hello.GetBackendFingerprint() == "" || hello.GetSpecificationDigest() == "" {
+		t.Fatalf("description = %v", hello)
+	}
+
+	// The engine loses the pinned image: the next report says so.
+	n2 := startNode(t, inst, nodeOptions{socket: fixtureEngine(t).Addr(), image: "sha256:" + strings.Repeat("e", 64), generation: 3})
+	conn, _ := n2.connect(t, n2.dial(t), 1)
+	report, _ := conn.Last()
+	if report.GetReadiness().GetReady() || report.GetReadiness().GetDiagnosticCode() != "image_missing" || report.GetReadiness().GetGeneration() != 3 {
+		t.Fatalf("report without the image: %v", report.GetReadiness())
+	}
+	if report.GetObservedAt() == nil || report.GetCapacity().GetMemoryBytes() == 0 {
+		t.Fatalf("report = %v", report)
 	}
 }
