@@ -82,8 +82,8 @@ runtime-image: ## Build the runtime image offline and load it into the test engi
 	scripts/build-runtime-image
 
 .PHONY: e2e
-e2e: ## End-to-end tests over real processes (not built yet: issue 5)
-	@echo "make e2e: not built yet; the end-to-end suite arrives with the Core issue (#5)" >&2; exit 2
+e2e: ## Black-box suites over real processes and services (test/: node protocol, services)
+	go test $(GO_TEST_FLAGS) -v berth.dev/test/...
 
 .PHONY: bench
 bench: ## Benchmarks as ratios against the raw engine, measured in the same run (needs the test services)
