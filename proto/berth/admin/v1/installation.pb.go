@@ -6,11 +6,11 @@
 
 // Package berth.admin.v1 is Berth's admin API, served by berth-core.
 //
-// Every call except the standard health service (grpc.health.v1.Health)
-// carries the admin bearer token in metadata:
-// "authorization: Bearer berth-admin-v1.<secret>". Server reflection needs
-// the token too; grpcurl sends -H headers with reflection requests, and
-// with -expand-headers the token can come from the environment instead of
+// Every call carries the admin bearer token in metadata,
+// "authorization: Bearer berth-admin-v1.<secret>", except the standard
+// health service (for probes) and server reflection (the schema is public,
+// and grpcurl needs reflection even for a health check). With
+// -expand-headers grpcurl takes the token from the environment instead of
 // the command line:
 //
 //   grpcurl -expand-headers -H 'authorization: Bearer ${BERTH_ADMIN_TOKEN}' \
@@ -19,9 +19,10 @@
 // Resources have AIP-style names ("sessions/{session}"); ids are assigned by
 // Core and never chosen by callers. Creations that a lost response could
 // duplicate take a request_id (a UUID chosen by the caller): a retry with the
-// same request_id returns the first result and never creates twice. Lists
-// are paginated with page_size (0: 50, at most 1000) and opaque page_token
-// values that are valid only for the same method and parent.
+// same request_id never creates twice (each request says what it returns).
+// Lists are paginated with page_size (0: 50, at most 1000) and opaque
+// page_token values that are valid only for the same method and the same
+// other request fields.
 //
 // Errors carry fixed messages, never native text or credentials. An invalid
 // request is INVALID_ARGUMENT with a google.rpc.BadRequest naming the field;
