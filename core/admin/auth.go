@@ -1,0 +1,157 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// TokenPrefix starts every admin token; the rest is 32 random bytes in
+// unpadded base64url.
+const TokenPrefix = "berth-admin-v1."
+
+// tokenSecretBytes is the entropy of an admin token.
+const tokenSecretBytes = 32
+
+// The authorization metadata key and scheme (RFC 6750).
+const (
+	authorizationKey = "authorization"
+	bearerScheme     = "bearer"
+)
+
+// The fixed messages of refused calls. Neither ever carries what the caller
+// sent.
+const (
+	msgMissingToken = "missing admin bearer token"
+	msgInvalidToken = "invalid admin bearer token"
+)
+
+// The unauthenticated surface: the standard health service and server
+// reflection (both versions), nothing else.
+//
+//   - Health must be open: load balancers and orchestrator probes cannot
+//     hold the admin token, and it answers only SERVING or NOT_SERVING.
+//   - Reflection is open too. grpcurl resolves every method through
+//     reflection, the health check included, so a closed reflection
+//     service would break a tokenless "grpcurl ... grpc.health.v1.Health/Check"
+//     probe. What it reveals is harmless: the berth.admin.v1 schema is
+//     public, and which services are registered already shows through
+//     health checks by service name.
+//
+// Every berth.admin.v1 method, and every method this server does not
+// serve, needs the token. grpcurl takes it from the environment with
+// -expand-headers, so it never appears on a command line:
+//
+//	grpcurl -expand-headers -H 'authorization: Bearer ${BERTH_ADMIN_TOKEN}' host:port list
+var exemptPrefixes = []string{
+	"/grpc.health.v1.Health/",
+	"/grpc.reflection.v1.ServerReflection/",
+	"/grpc.reflection.v1alpha.ServerReflection/",
+}
+
+// NewAdminToken returns a new admin token ("berth-admin-v1." followed by 32
+// random bytes in unpadded base64url) and its SHA-256 digest, the only form
+// Core stores or configures. The token is shown once to the operator.
+func NewAdminToken() (token string, digest []byte, err error) {
+	secret := make([]byte, tokenSecretBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return "", nil, err
+	}
+	token = TokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
+	return token, TokenDigest(token), nil
+}
+
+// TokenDigest returns the SHA-256 digest of an admin token's full text.
+func TokenDigest(token string) []byte {
+	d := sha256.Sum256([]byte(token))
+	return d[:]
+}
+
+// authenticator checks the admin bearer token. With a configured digest of
+// the wrong length it refuses every call (fail closed).
+type authenticator struct {
+	digest [sha256.Size]byte
+	ok     bool
+}
+
+func newAuthenticator(digest []byte) authenticator {
+	var a authenticator
+	if len(digest) == sha256.Size {
+		copy(a.digest[:], digest)
+		a.ok = true
+	}
+	return a
+}
+
+// exempt reports whether fullMethod is served without the token.
+func exempt(fullMethod string) bool {
+	for _, p := range exemptPrefixes {
+		if strings.HasPrefix(fullMethod, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// check authenticates the call in ctx. It compares the SHA-256 of the
+// presented token with the configured digest in constant time; both are
+// fixed-length digests, so neither the comparison nor its timing depends on
+// the token's text.
+func (a authenticator) check(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	values := md.Get(authorizationKey)
+	if len(values) == 0 {
+		return unauthenticated(msgMissingToken)
+	}
+	if len(values) != 1 {
+		return unauthenticated(msgInvalidToken)
+	}
+	token, ok := bearerToken(values[0])
+	if !ok {
+		return unauthenticated(msgInvalidToken)
+	}
+	presented := sha256.Sum256([]byte(token))
+	match := subtle.ConstantTimeCompare(presented[:], a.digest[:]) == 1
+	if !match || !a.ok {
+		return unauthenticated(msgInvalidToken)
+	}
+	return nil
+}
+
+// bearerToken extracts the token of "Bearer <token>" (scheme
+// case-insensitive, RFC 7235).
+func bearerToken(v string) (string, bool) {
+	scheme, token, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, bearerScheme) {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	if token == "" || strings.ContainsAny(token, " \t") {
+		return "", false
+	}
+	return token, true
+}
+
+func (a authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !exempt(info.FullMethod) {
+		if err := a.check(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return handler(ctx, req)
+}
+
+func (a authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if !exempt(info.FullMethod) {
+		if err := a.check(ss.Context()); err != nil {
+			return err
+		}
+	}
+	return handler(srv, ss)
+}

@@ -1,0 +1,179 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+func TestNewAdminToken(t *testing.T) {
+	form := regexp.MustCompile(`^berth-admin-v1\.[A-Za-z0-9_-]{43}$`)
+	seen := map[string]bool{}
+	for range 8 {
+		token, digest, err := NewAdminToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !form.MatchString(token) {
+			t.Fatal("token does not have the admin token form")
+		}
+		secret, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, TokenPrefix))
+		if err != nil || len(secret) != 32 {
+			t.Fatalf("secret is not 32 bytes of base64url (%d, %v)", len(secret), err)
+		}
+		want := sha256.Sum256([]byte(token))
+		if string(digest) != string(want[:]) || string(TokenDigest(token)) != string(want[:]) {
+			t.Fatal("digest is not the SHA-256 of the token text")
+		}
+		if seen[token] {
+			t.Fatal("token repeated")
+		}
+		seen[token] = true
+	}
+}
+
+// incoming returns a server-side context with the given authorization
+// values.
+func incoming(values ...string) context.Context {
+	md := metadata.MD{}
+	for _, v := range values {
+		md.Append("authorization", v)
+	}
+	return metadata.NewIncomingContext(context.Background(), md)
+}
+
+func TestAuthenticatorCheck(t *testing.T) {
+	token, digest, err := NewAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := NewAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuthenticator(digest)
+	cases := []struct {
+		name    string
+		ctx     context.Context
+		message string // "" accepts
+	}{
+		{"right token", incoming("Bearer " + token), ""},
+		{"scheme case-insensitive", incoming("bearer " + token), ""},
+		{"extra spaces after scheme", incoming("Bearer   " + token), ""},
+		{"no metadata", context.Background(), msgMissingToken},
+		{"no authorization", incoming(), msgMissingToken},
+		{"wrong token", incoming("Bearer " + other), msgInvalidToken},
+		{"token without scheme", incoming(token), msgInvalidToken},
+		{"basic scheme", incoming("Basic " + token), msgInvalidToken},
+		{"empty bearer", incoming("Bearer "), msgInvalidToken},
+		{"trailing garbage", incoming("Bearer " + token + " x"), msgInvalidToken},
+		{"truncated token", incoming("Bearer " + token[:len(token)-1]), msgInvalidToken},
+		{"digest as token", incoming("Bearer " + fmt.Sprintf("%x", digest)), msgInvalidToken},
+		{"two values", incoming("Bearer "+token, "Bearer "+token), msgInvalidToken},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := a.check(tc.ctx)
+			if tc.message == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			s, info, _ := decode(t, err)
+			if s.Code() != codes.Unauthenticated || s.Message() != tc.message || info.GetReason() != string(ReasonUnauthenticated) {
+				t.Fatalf("got %v %q %q", s.Code(), s.Message(), info.GetReason())
+			}
+			assertNoToken(t, err, token, other)
+		})
+	}
+}
+
+// assertNoToken fails when any token (or its secret part) appears in err.
+func assertNoToken(t *testing.T, err error, tokens ...string) {
+	t.Helper()
+	s, _ := status.FromError(err)
+	text := err.Error() + fmt.Sprint(s.Proto())
+	for _, tok := range tokens {
+		if strings.Contains(text, tok) || strings.Contains(text, strings.TrimPrefix(tok, TokenPrefix)) {
+			t.Fatal("an error carries a token")
+		}
+	}
+}
+
+func TestAuthenticatorFailsClosedWithoutDigest(t *testing.T) {
+	token, _, err := NewAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, digest := range [][]byte{nil, {}, make([]byte, 31)} {
+		a := newAuthenticator(digest)
+		// Even the SHA-256 of the empty string or a zero digest must not
+		// match an unset configuration.
+		for _, presented := range []string{"Bearer " + token, "Bearer x"} {
+			if err := a.check(incoming(presented)); status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("digest of %d bytes accepted a call", len(digest))
+			}
+		}
+	}
+	zero := newAuthenticator(make([]byte, 32))
+	if zero.check(incoming("Bearer "+token)) == nil {
+		t.Fatal("zero digest accepted a token")
+	}
+}
+
+func TestInterceptorsExemptOnlyHealthAndReflection(t *testing.T) {
+	_, digest, err := NewAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuthenticator(digest)
+	called := false
+	unaryHandler := func(context.Context, any) (any, error) { called = true; return "ok", nil }
+	streamHandler := func(any, grpc.ServerStream) error { called = true; return nil }
+	cases := []struct {
+		method string
+		exempt bool
+	}{
+		{"/grpc.health.v1.Health/Check", true},
+		{"/grpc.health.v1.Health/Watch", true},
+		{"/grpc.health.v1.Health/List", true},
+		{"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", true},
+		{"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", true},
+		{"/berth.admin.v1.InstallationService/GetInstallation", false},
+		{"/grpc.health.v1.HealthX/Check", false},
+		{"/x/grpc.health.v1.Health/Check", false},
+		{"/grpc.reflection.v1.ServerReflectionX/ServerReflectionInfo", false},
+		{"/berth.admin.v1.SessionService/CreateSession", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.method, func(t *testing.T) {
+			called = false
+			_, err := a.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: tc.method}, unaryHandler)
+			if (err == nil) != tc.exempt || called != tc.exempt {
+				t.Fatalf("unary: err=%v called=%v", err, called)
+			}
+			called = false
+			err = a.stream(nil, fakeStream{ctx: context.Background()}, &grpc.StreamServerInfo{FullMethod: tc.method}, streamHandler)
+			if (err == nil) != tc.exempt || called != tc.exempt {
+				t.Fatalf("stream: err=%v called=%v", err, called)
+			}
+		})
+	}
+}
+
+type fakeStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s fakeStream) Context() context.Context { return s.ctx }

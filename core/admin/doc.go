@@ -1,0 +1,18 @@
+// Package admin is berth-core's admin API server (berth.admin.v1): the
+// gRPC server, its bearer-token authentication, its deadline policy, the
+// one mapping from errdefs classes to gRPC status, and the request
+// validation helpers the service implementations share.
+//
+// Rules:
+//   - Handlers return errdefs classes (errdefs.Invalid for a named field);
+//     the server converts every handler error with ToStatus, once, so no
+//     native text, resource identity or credential reaches a client. An
+//     error of no known class is INTERNAL with a fixed message.
+//   - Every call except the standard health service and server reflection
+//     needs "authorization: Bearer <admin token>" (auth.go says why those
+//     two are open). Core stores and configures
+//     only the token's SHA-256 (TokenDigest); the token itself is never
+//     logged, put in an error or passed on a command line.
+//   - Only implemented services are registered: the server never answers a
+//     whole service with UNIMPLEMENTED stubs.
+package admin

@@ -1,0 +1,130 @@
+package admin
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+)
+
+// DefaultUnaryTimeout bounds a unary call that arrives without a deadline.
+const DefaultUnaryTimeout = 30 * time.Second
+
+// adminPrefix is the method prefix of the berth.admin.v1 services, whose
+// errors ToStatus converts.
+const adminPrefix = "/berth.admin.v1."
+
+// Options configure the admin server. Each service field registers that
+// service when non-nil; nothing else of berth.admin.v1 is served.
+type Options struct {
+	// TokenDigest is the SHA-256 of the admin token (TokenDigest). With
+	// anything but a 32-byte digest every authenticated call is refused.
+	TokenDigest []byte
+	// Creds secures the transport. nil serves plaintext, which is fit only
+	// for a loopback or Unix-socket listener: the bearer token crosses in
+	// every call.
+	Creds credentials.TransportCredentials
+	// DefaultTimeout replaces DefaultUnaryTimeout when positive. A client
+	// deadline is always honoured; streams get no default (a Turn's output
+	// stream lasts as long as the Turn).
+	DefaultTimeout time.Duration
+
+	// Installation serves InstallationService.GetInstallation.
+	Installation InstallationReader
+	// The other services; their implementations arrive with their issues.
+	Deployment  adminv1.DeploymentServiceServer
+	Nodes       adminv1.NodeServiceServer
+	Sessions    adminv1.SessionServiceServer
+	Turns       adminv1.TurnServiceServer
+	Allocations adminv1.AllocationServiceServer
+}
+
+// NewServer returns the admin gRPC server: bearer-token authentication
+// first (the health service exempt), then the deadline policy, then the
+// error mapping of the berth.admin.v1 services; the standard health
+// service (SERVING overall and for each registered service), server
+// reflection and the services set in opts. A method it does not serve is
+// UNIMPLEMENTED, and only after authentication.
+func NewServer(opts Options) *grpc.Server {
+	auth := newAuthenticator(opts.TokenDigest)
+	timeout := opts.DefaultTimeout
+	if timeout <= 0 {
+		timeout = DefaultUnaryTimeout
+	}
+	sopts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(auth.unary, deadlinePolicy(timeout), mapUnaryErrors),
+		grpc.ChainStreamInterceptor(auth.stream, mapStreamErrors),
+		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error { return unimplemented() }),
+	}
+	if opts.Creds != nil {
+		sopts = append(sopts, grpc.Creds(opts.Creds))
+	}
+	s := grpc.NewServer(sopts...)
+
+	hs := health.NewServer()
+	var names []string
+	register := func(desc *grpc.ServiceDesc, impl any) {
+		s.RegisterService(desc, impl)
+		names = append(names, desc.ServiceName)
+	}
+	if opts.Installation != nil {
+		register(&adminv1.InstallationService_ServiceDesc, &installationService{read: opts.Installation})
+	}
+	if opts.Deployment != nil {
+		register(&adminv1.DeploymentService_ServiceDesc, opts.Deployment)
+	}
+	if opts.Nodes != nil {
+		register(&adminv1.NodeService_ServiceDesc, opts.Nodes)
+	}
+	if opts.Sessions != nil {
+		register(&adminv1.SessionService_ServiceDesc, opts.Sessions)
+	}
+	if opts.Turns != nil {
+		register(&adminv1.TurnService_ServiceDesc, opts.Turns)
+	}
+	if opts.Allocations != nil {
+		register(&adminv1.AllocationService_ServiceDesc, opts.Allocations)
+	}
+	for _, n := range names {
+		hs.SetServingStatus(n, healthpb.HealthCheckResponse_SERVING)
+	}
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s, hs)
+	reflection.Register(s)
+	return s
+}
+
+// deadlinePolicy gives a unary call without a deadline the default one.
+func deadlinePolicy(d time.Duration) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		return handler(ctx, req)
+	}
+}
+
+func mapUnaryErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil && strings.HasPrefix(info.FullMethod, adminPrefix) {
+		return nil, ToStatus(err)
+	}
+	return resp, err
+}
+
+func mapStreamErrors(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	err := handler(srv, ss)
+	if err != nil && strings.HasPrefix(info.FullMethod, adminPrefix) {
+		return ToStatus(err)
+	}
+	return err
+}
