@@ -1,0 +1,127 @@
+// Package enrollment is Core's side of node enrollment: it exchanges a
+// single-use token and a CSR for a certificate of the installation CA, for
+// a node id Core assigns, and records the node.
+//
+// Rules: Core stores only the token's hash; every refusal of a token has
+// one fixed text whichever check failed; a node that retries with the same
+// token and the same key after a lost answer gets the same node id (a
+// certificate for the same key), never a second node; a retired or removed
+// node never enrolls again.
+package enrollment
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodetls"
+
+	"berth.dev/core/store"
+)
+
+// CertificateValidity is how long a node certificate is valid.
+const CertificateValidity = 180 * 24 * time.Hour
+
+// ErrRejected is the one refusal of an enrollment, whichever check failed.
+var ErrRejected = fmt.Errorf("enrollment rejected: %w", errdefs.ErrFenced)
+
+// Result is an enrolled node's identity.
+type Result struct {
+	NodeID         uuid.UUID
+	InstallationID string
+	CertificateDER []byte
+	CADER          []byte
+	// Replayed is true when this answers a retry of an earlier enrollment.
+	Replayed bool
+}
+
+// Service enrolls nodes.
+type Service struct {
+	store *store.Store
+	ca    *nodetls.CA
+	now   func() time.Time
+	newID func() uuid.UUID
+}
+
+// NewService returns the enrollment service of the installation whose CA is
+// ca. now and newID are the clock and id source.
+func NewService(st *store.Store, ca *nodetls.CA, now func() time.Time, newID func() uuid.UUID) *Service {
+	return &Service{store: st, ca: ca, now: now, newID: newID}
+}
+
+// Enroll checks the token against the store (hash, single use, expiry and
+// revocation on the database clock), signs the CSR for the node id and
+// records the node.
+func (s *Service) Enroll(ctx context.Context, tokenText string, csrDER []byte, address string) (Result, error) {
+	tok, err := nodetls.ParseToken(tokenText)
+	if err != nil {
+		return Result{}, errdefs.Invalid("token", "not an enrollment token")
+	}
+	if tok.CAFingerprint() != s.ca.Fingerprint() {
+		return Result{}, ErrRejected
+	}
+	if host, port, err := net.SplitHostPort(address); err != nil || host == "" || port == "" || len(address) > 255 {
+		return Result{}, errdefs.Invalid("advertise_address", "must be host:port")
+	}
+	csr, err := x509.ParseCertificateRequest(csrDER)
+	if err != nil || csr.CheckSignature() != nil {
+		return Result{}, errdefs.Invalid("csr_der", "not a signed certificate request")
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(csr.PublicKey)
+	if err != nil {
+		return Result{}, errdefs.Invalid("csr_der", "unsupported public key")
+	}
+	pubHash := sha256.Sum256(pubDER)
+
+	consumed, err := s.store.ConsumeEnrollmentToken(ctx, tok.ID(), tok.SecretHash(), s.newID(), pubHash[:])
+	if err != nil {
+		if errors.Is(err, store.ErrEnrollmentRejected) {
+			return Result{}, ErrRejected
+		}
+		return Result{}, fmt.Errorf("enroll: %w", err)
+	}
+	if consumed.Replayed {
+		node, err := s.store.GetNode(ctx, consumed.NodeID)
+		switch {
+		case err == nil:
+			if node.State == store.NodeRetired || node.State == store.NodeRemoved {
+				return Result{}, ErrRejected
+			}
+			return s.result(node, true), nil
+		case !errdefs.IsNotFound(err):
+			return Result{}, fmt.Errorf("enroll: %w", err)
+		}
+		// The token was consumed but the node never recorded (Core stopped
+		// in between): finish the same enrollment now.
+	}
+	certDER, err := s.ca.SignNodeCSR(csrDER, consumed.NodeID.String(), s.now(), CertificateValidity)
+	if err != nil {
+		return Result{}, errdefs.Invalid("csr_der", "cannot be signed")
+	}
+	cert, err := x509.ParseCertificate(certDER)
+	if err != nil {
+		return Result{}, fmt.Errorf("enroll: parse issued certificate: %w", err)
+	}
+	node, err := s.store.CreateNode(ctx, consumed.NodeID, address, certDER, nodetls.Fingerprint(cert), pubHash[:])
+	if err != nil {
+		return Result{}, fmt.Errorf("enroll: record node: %w", err)
+	}
+	return s.result(node, consumed.Replayed), nil
+}
+
+func (s *Service) result(n store.Node, replayed bool) Result {
+	return Result{
+		NodeID:         n.ID,
+		InstallationID: s.ca.InstallationID(),
+		CertificateDER: n.CertificateDER,
+		CADER:          s.ca.Certificate().Raw,
+		Replayed:       replayed,
+	}
+}
