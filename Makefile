@@ -35,15 +35,17 @@ $(BIN)/%: tools/go.mod tools/go.sum
 tools: $(addprefix $(BIN)/,$(TOOLS)) ## Build the pinned tools (tools/go.mod) into .bin/
 
 .PHONY: generate
-generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate committed code (buf, runtime seccomp profile)
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/sqlc ## Regenerate committed code (buf, sqlc, runtime seccomp profile)
 	find proto -name '*.pb.go' -delete
 	buf generate
+	rm -f core/store/db/db.go core/store/db/models.go core/store/db/*.sql.go
+	cd core/store && $(BIN)/sqlc generate
 	go run berth.dev/sandbox/docker/internal/seccompgen -out deploy/runtime
 
 .PHONY: check-generated
 check-generated: generate ## Fail when committed generated code is stale
-	@if [ -n "$$(git status --porcelain -- proto deploy)" ]; then \
-		git status --porcelain -- proto deploy; git diff --stat -- proto deploy; \
+	@if [ -n "$$(git status --porcelain -- proto deploy core/store/db)" ]; then \
+		git status --porcelain -- proto deploy core/store/db; git diff --stat -- proto deploy core/store/db; \
 		echo "generated code is stale: run 'make generate' and commit"; exit 1; fi
 
 .PHONY: lint

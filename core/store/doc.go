@@ -1,0 +1,27 @@
+// Package store is Core's durable state in PostgreSQL: the installation
+// identity and owner epoch, the execution lease, the installation CA,
+// enrollment tokens and nodes (later: deployments and generations,
+// Sessions, Environments, allocations, placements, Turns).
+//
+// Rules:
+//   - One file per resource. SQL lives only in queries/*.sql and
+//     migrations/*.sql; sqlc compiles the queries into package db (pgx/v5),
+//     which is generated and committed (`make generate`).
+//   - Migrations are embedded and applied by Migrate (`berth-core
+//     migrate`) with goose under a PostgreSQL advisory lock; CheckSchema
+//     refuses a database whose schema this binary does not know.
+//   - The store never makes ids or reads the Go clock: callers pass ids in,
+//     and every lifecycle time (expiry, lease) is written and compared by
+//     the database clock, now() in SQL, so Cores with skewed clocks agree.
+//   - Every error leaving the store is an errdefs class (or pgerr's
+//     ErrRetryable), classified once by package pgerr and wrapped with a
+//     short operation name. Errors never carry secrets, hashes or row
+//     values; rejections of credentials use one fixed phrase.
+//   - The store keeps bytes it is given: token secrets arrive hashed and the
+//     CA key arrives encrypted; hashing, encryption and their keys are the
+//     caller's.
+//   - Methods that create are idempotent where a lost response must be
+//     retryable (ClaimInstallation, CreateNode, ConsumeEnrollmentToken,
+//     SaveCA): a write whose outcome is unknown (ErrObservationUnavailable)
+//     is resolved by calling again with the same input, never by guessing.
+package store

@@ -1,0 +1,89 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+)
+
+// testTimeout bounds every store test's database work.
+const testTimeout = time.Minute
+
+// newStore returns a store on a fresh database and a context bounded by
+// testTimeout.
+func newStore(t *testing.T) (*store.Store, context.Context) {
+	t.Helper()
+	t.Parallel()
+	st := storetest.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return st, ctx
+}
+
+func randomBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func hash(b []byte) []byte {
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// tokenID returns an id in the format nodetls gives tokens.
+func tokenID(t testing.TB) string { return hex.EncodeToString(randomBytes(t, 16)) }
+
+func fingerprint(der []byte) string { return "sha256:" + hex.EncodeToString(hash(der)) }
+
+// newUUID stands in for the id source a caller passes to the store.
+func newUUID(t testing.TB) uuid.UUID {
+	t.Helper()
+	id, err := uuid.NewRandom()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// wantClass fails the test unless err is of class class.
+func wantClass(t testing.TB, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Fatalf("error %v, want class %v", err, class)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claim claims the installation and issues n owner epochs.
+func claim(t testing.TB, ctx context.Context, st *store.Store, n int) []uint64 {
+	t.Helper()
+	if _, err := st.ClaimInstallation(ctx, newUUID(t), "https://core.example"); err != nil {
+		t.Fatal(err)
+	}
+	epochs := make([]uint64, n)
+	for i := range epochs {
+		e, err := st.NextOwnerEpoch(ctx)
+		must(t, err)
+		epochs[i] = e
+	}
+	return epochs
+}

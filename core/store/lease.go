@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/core/store/db"
+	"berth.dev/sandbox/errdefs"
+)
+
+// Lease is the execution lease: which Core (holder, owner epoch) is the
+// single active one, and until when by the database clock.
+type Lease struct {
+	Holder     uuid.UUID
+	OwnerEpoch uint64
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	ExpiresAt  time.Time
+	// Expired is ExpiresAt compared with the database clock when read.
+	Expired bool
+}
+
+// AcquireLease takes the execution lease for holder under epoch for ttl,
+// by the database clock, or renews it (a new expiry of now()+ttl) when
+// holder already holds it under epoch. It reports false, with no error,
+// while another Core holds an unexpired lease: the caller waits and tries
+// again, or exits.
+//
+// epoch must have been issued by NextOwnerEpoch (ErrInvalid otherwise).
+// Taking an expired lease needs an epoch newer than its last holder's, so a
+// Core whose epoch another Core has superseded can never become active
+// again: that, and a holder other than the one that used the epoch, is
+// ErrFenced; the caller needs a new epoch.
+func (s *Store) AcquireLease(ctx context.Context, holder uuid.UUID, epoch uint64, ttl time.Duration) (bool, error) {
+	const op = "acquire lease"
+	if holder == uuid.Nil {
+		return false, fmt.Errorf("%s: %w", op, errdefs.Invalid("holder", "must not be the nil UUID"))
+	}
+	e, err := epochParam(epoch)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	micros, err := ttlMicros("ttl", ttl)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	_, err = s.q.AcquireLease(ctx, db.AcquireLeaseParams{Holder: holder, OwnerEpoch: e, TTLMicros: micros})
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return false, wrap(op, err)
+	}
+	// Not taken: find out why, to tell waiting from being superseded. The
+	// reads may race with other Cores; they only choose the answer to a
+	// refusal that has already happened.
+	inst, err := s.q.GetInstallation(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("%s: %w", op, errNotClaimed)
+	}
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	if e > inst.OwnerEpoch {
+		return false, fmt.Errorf("%s: %w", op, errdefs.Invalid("owner_epoch", "was never issued"))
+	}
+	cur, err := s.q.GetLease(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // the row is never deleted; not taken either way
+	}
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	if e < cur.OwnerEpoch || (e == cur.OwnerEpoch && holder != cur.Holder) {
+		return false, fmt.Errorf("%s: owner epoch superseded: %w", op, errdefs.ErrFenced)
+	}
+	return false, nil
+}
+
+// ReleaseLease ends holder's lease under epoch now, so another Core need
+// not wait for it to expire. It does nothing when holder does not hold the
+// lease (any more): releasing is safe to repeat.
+func (s *Store) ReleaseLease(ctx context.Context, holder uuid.UUID, epoch uint64) error {
+	e, err := epochParam(epoch)
+	if err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	if _, err := s.q.ReleaseLease(ctx, db.ReleaseLeaseParams{Holder: holder, OwnerEpoch: e}); err != nil {
+		return wrap("release lease", err)
+	}
+	return nil
+}
+
+// GetLease returns the execution lease, ErrNotFound when no Core ever took
+// it.
+func (s *Store) GetLease(ctx context.Context) (Lease, error) {
+	r, err := s.q.GetLease(ctx)
+	if err != nil {
+		return Lease{}, wrap("get lease", err)
+	}
+	return Lease{Holder: r.Holder, OwnerEpoch: uint64(r.OwnerEpoch), AcquiredAt: r.AcquiredAt,
+		RenewedAt: r.RenewedAt, ExpiresAt: r.ExpiresAt, Expired: r.Expired}, nil
+}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/core/store/db"
+	"berth.dev/sandbox/errdefs"
+)
+
+// NodeState is a node's administrative state.
+type NodeState string
+
+// The node states. A node starts enrolled; an admin enables it (placement
+// may use it), retires it (nothing new is placed, what it holds stays
+// observable) and finally removes it. Removed is final and enrolled is only
+// initial: the schema refuses any update that breaks either.
+const (
+	NodeEnrolled NodeState = "enrolled"
+	NodeEnabled  NodeState = "enabled"
+	NodeRetired  NodeState = "retired"
+	NodeRemoved  NodeState = "removed"
+)
+
+// Valid reports whether s is one of the node states.
+func (s NodeState) Valid() bool {
+	switch s {
+	case NodeEnrolled, NodeEnabled, NodeRetired, NodeRemoved:
+		return true
+	}
+	return false
+}
+
+// Node is an enrolled compute host.
+type Node struct {
+	ID uuid.UUID
+	// AdvertiseAddress is the host:port Core dials.
+	AdvertiseAddress string
+	// CertificateDER is the node certificate the installation CA issued;
+	// CertificateFingerprint is its "sha256:<hex>" fingerprint.
+	CertificateDER         []byte
+	CertificateFingerprint string
+	// PublicKeyHash is the SHA-256 of the node's public key: one key, one
+	// node.
+	PublicKeyHash []byte
+	State         NodeState
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// CreateNode records a newly enrolled node in state enrolled. It is
+// idempotent for the same id and public key hash: the stored node comes
+// back unchanged (an enrollment retried after a lost response gets the
+// node it already has). An id or key hash already held by another node is
+// ErrExists.
+func (s *Store) CreateNode(ctx context.Context, id uuid.UUID, address string, certDER []byte, fingerprint string, publicKeyHash []byte) (Node, error) {
+	const op = "create node"
+	if id == uuid.Nil {
+		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("node.id", "must not be the nil UUID"))
+	}
+	if len(publicKeyHash) != hashLen {
+		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("node.public_key_hash", "must be a SHA-256"))
+	}
+	row, err := s.q.InsertNode(ctx, db.InsertNodeParams{
+		ID:                     id,
+		AdvertiseAddress:       address,
+		CertificateDER:         certDER,
+		CertificateFingerprint: fingerprint,
+		PublicKeyHash:          publicKeyHash,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The id or the key hash is taken; only the same node is a replay.
+		row, err = s.q.GetNode(ctx, id)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !bytes.Equal(row.PublicKeyHash, publicKeyHash)) {
+			return Node{}, fmt.Errorf("%s: node id or public key already enrolled: %w", op, errdefs.ErrExists)
+		}
+	}
+	if err != nil {
+		return Node{}, wrap(op, err)
+	}
+	return nodeFromRow(row), nil
+}
+
+// GetNode returns a node by id, ErrNotFound when there is none.
+func (s *Store) GetNode(ctx context.Context, id uuid.UUID) (Node, error) {
+	row, err := s.q.GetNode(ctx, id)
+	if err != nil {
+		return Node{}, wrap("get node", err)
+	}
+	return nodeFromRow(row), nil
+}
+
+// NodeByPublicKeyHash returns the node enrolled with the public key whose
+// SHA-256 is publicKeyHash, ErrNotFound when there is none.
+func (s *Store) NodeByPublicKeyHash(ctx context.Context, publicKeyHash []byte) (Node, error) {
+	row, err := s.q.GetNodeByPublicKeyHash(ctx, publicKeyHash)
+	if err != nil {
+		return Node{}, wrap("node by public key", err)
+	}
+	return nodeFromRow(row), nil
+}
+
+// ListNodes returns up to pageSize nodes with ids after after (uuid.Nil
+// for the first page), in id order, removed ones included. next is the
+// cursor for the following page, uuid.Nil when there is none.
+func (s *Store) ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (page []Node, next uuid.UUID, err error) {
+	const op = "list nodes"
+	n, err := pageSizeParam(pageSize)
+	if err != nil {
+		return nil, uuid.Nil, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := s.q.ListNodes(ctx, db.ListNodesParams{After: after, PageSize: n + 1})
+	if err != nil {
+		return nil, uuid.Nil, wrap(op, err)
+	}
+	if len(rows) > pageSize {
+		rows = rows[:pageSize]
+		next = rows[pageSize-1].ID
+	}
+	page = make([]Node, len(rows))
+	for i, r := range rows {
+		page[i] = nodeFromRow(r)
+	}
+	return page, next, nil
+}
+
+// SetNodeState moves node id from state from to state to, as one
+// compare-and-swap: when the node is no longer in from (another admin
+// request or worker moved it), nothing changes and the answer is
+// ErrFenced; the caller re-reads and decides again. A removed node never
+// leaves removed and no node returns to enrolled (ErrInvalid). ErrNotFound
+// when there is no such node.
+func (s *Store) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeState) (Node, error) {
+	const op = "set node state"
+	switch {
+	case !from.Valid():
+		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("from", "unknown node state"))
+	case !to.Valid():
+		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("to", "unknown node state"))
+	case from == NodeRemoved && to != NodeRemoved:
+		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("to", "a removed node is final"))
+	case to == NodeEnrolled && from != NodeEnrolled:
+		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("to", "a node never returns to enrolled"))
+	}
+	row, err := s.q.SetNodeState(ctx, db.SetNodeStateParams{ID: id, FromState: string(from), ToState: string(to)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.q.GetNode(ctx, id); err != nil {
+			return Node{}, wrap(op, err)
+		}
+		return Node{}, fmt.Errorf("%s: node is no longer %s: %w", op, from, errdefs.ErrFenced)
+	}
+	if err != nil {
+		return Node{}, wrap(op, err)
+	}
+	return nodeFromRow(row), nil
+}
+
+func nodeFromRow(r db.Node) Node {
+	return Node{
+		ID:                     r.ID,
+		AdvertiseAddress:       r.AdvertiseAddress,
+		CertificateDER:         r.CertificateDER,
+		CertificateFingerprint: r.CertificateFingerprint,
+		PublicKeyHash:          r.PublicKeyHash,
+		State:                  NodeState(r.State),
+		CreatedAt:              r.CreatedAt,
+		UpdatedAt:              r.UpdatedAt,
+	}
+}

@@ -1,0 +1,108 @@
+package pgerr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"berth.dev/core/store/pgerr"
+	"berth.dev/sandbox/errdefs"
+)
+
+func TestClassify(t *testing.T) {
+	// secretish stands for a value the server may quote in its detail line;
+	// no classified text may repeat it.
+	const secretish = "Key (public_key_hash)=(\\xdeadbeef) already exists."
+	server := func(code string) error {
+		return &pgconn.PgError{Code: code, Message: "server says " + code, Detail: secretish,
+			ConstraintName: "nodes_public_key_hash_key", TableName: "nodes", ColumnName: "state"}
+	}
+	dialErr := &net.OpError{Op: "dial", Net: "unix", Err: errors.New("connection refused")}
+	tests := []struct {
+		name  string
+		err   error
+		class error // nil: no class
+		text  string
+	}{
+		{"unique", server("23505"), errdefs.ErrExists, "constraint nodes_public_key_hash_key violated"},
+		{"exclusion", server("23P01"), errdefs.ErrExists, "violated"},
+		{"foreign key", server("23503"), errdefs.ErrInvalid, "constraint nodes_public_key_hash_key violated"},
+		{"check", server("23514"), errdefs.ErrInvalid, "violated"},
+		{"restrict", server("23001"), errdefs.ErrInvalid, "violated"},
+		{"not null", server("23502"), errdefs.ErrInvalid, "null value in nodes.state"},
+		{"bad input syntax", server("22P02"), errdefs.ErrInvalid, "SQLSTATE 22P02"},
+		{"numeric out of range", server("22003"), errdefs.ErrInvalid, "SQLSTATE 22003"},
+		{"serialization", server("40001"), pgerr.ErrRetryable, "serialization failure"},
+		{"deadlock", server("40P01"), pgerr.ErrRetryable, "deadlock"},
+		{"lock not available", server("55P03"), pgerr.ErrRetryable, "lock not available"},
+		{"connection failure", server("08006"), errdefs.ErrObservationUnavailable, "SQLSTATE 08006"},
+		{"too many connections", server("53300"), errdefs.ErrObservationUnavailable, "unavailable"},
+		{"auth failed", server("28P01"), errdefs.ErrObservationUnavailable, "unavailable"},
+		{"admin shutdown", server("57P01"), errdefs.ErrObservationUnavailable, "unavailable"},
+		{"cannot connect now", server("57P03"), errdefs.ErrObservationUnavailable, "unavailable"},
+		{"statement timeout", server("57014"), errdefs.ErrObservationUnavailable, "unavailable"},
+		{"read-only standby", server("25006"), errdefs.ErrObservationUnavailable, "unavailable"},
+		{"no database", server("3D000"), errdefs.ErrObservationUnavailable, "unavailable"},
+		{"unknown server error", server("42703"), nil, "SQLSTATE 42703): server says 42703"},
+		{"no rows", fmt.Errorf("scan: %w", pgx.ErrNoRows), errdefs.ErrNotFound, "no such row"},
+		{"dial", fmt.Errorf("connect: %w", dialErr), errdefs.ErrObservationUnavailable, "database unavailable"},
+		{"deadline", fmt.Errorf("query: %w", context.DeadlineExceeded), errdefs.ErrObservationUnavailable, "unavailable"},
+		{"canceled", context.Canceled, errdefs.ErrObservationUnavailable, "unavailable"},
+		{"eof", io.ErrUnexpectedEOF, errdefs.ErrObservationUnavailable, "unavailable"},
+		{"conn closed", pgconn.ErrConnClosed, errdefs.ErrObservationUnavailable, "unavailable"},
+	}
+	classes := []error{errdefs.ErrExists, errdefs.ErrInvalid, errdefs.ErrNotFound,
+		errdefs.ErrObservationUnavailable, pgerr.ErrRetryable, errdefs.ErrFenced}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := pgerr.Classify(tt.err)
+			for _, c := range classes {
+				if want := c == tt.class; errors.Is(got, c) != want {
+					t.Errorf("errors.Is(%q, %v) = %v, want %v", got, c, !want, want)
+				}
+			}
+			if !errors.Is(got, tt.err) {
+				t.Errorf("%q does not wrap the original error", got)
+			}
+			if !strings.Contains(got.Error(), tt.text) {
+				t.Errorf("text %q lacks %q", got, tt.text)
+			}
+			if strings.Contains(got.Error(), "deadbeef") {
+				t.Errorf("text %q repeats the server's detail", got)
+			}
+			var pe *pgerr.Error
+			if !errors.As(got, &pe) || pe.Class() != tt.class {
+				t.Errorf("Class of %q is not %v", got, tt.class)
+			}
+			if again := pgerr.Classify(got); again != got {
+				t.Errorf("classifying twice changed %q into %q", got, again)
+			}
+			if tt.class == pgerr.ErrRetryable && !pgerr.IsRetryable(fmt.Errorf("op: %w", got)) {
+				t.Errorf("IsRetryable(%q) = false", got)
+			}
+		})
+	}
+}
+
+func TestClassifyLeavesOthersAlone(t *testing.T) {
+	if pgerr.Classify(nil) != nil {
+		t.Error("Classify(nil) is not nil")
+	}
+	plain := errors.New("cannot scan into *string")
+	if got := pgerr.Classify(plain); got != plain {
+		t.Errorf("Classify(%q) = %q, want it unchanged", plain, got)
+	}
+	// An error that already carries a class keeps it: Classify never
+	// reclassifies what a store method decided.
+	decided := fmt.Errorf("consume: %w", errdefs.ErrFenced)
+	if got := pgerr.Classify(decided); got != decided {
+		t.Errorf("Classify(%q) = %q, want it unchanged", decided, got)
+	}
+}

@@ -1,0 +1,37 @@
+-- name: AcquireLease :one
+-- AcquireLease takes the execution lease when no row exists or the lease
+-- has expired by the database clock and the caller's epoch is newer than
+-- the last holder's, or renews it when the same holder and epoch hold it.
+-- The epoch must have been issued (no larger than the installation's).
+-- No row comes back when the lease was not taken.
+INSERT INTO execution_lease (holder, owner_epoch, expires_at)
+SELECT @holder::uuid, @owner_epoch::bigint,
+       now() + sqlc.arg(ttl_micros)::bigint * interval '1 microsecond'
+FROM installation
+WHERE @owner_epoch::bigint <= installation.owner_epoch
+ON CONFLICT (singleton) DO UPDATE
+SET holder      = excluded.holder,
+    owner_epoch = excluded.owner_epoch,
+    acquired_at = CASE
+                      WHEN execution_lease.holder = excluded.holder
+                       AND execution_lease.owner_epoch = excluded.owner_epoch
+                      THEN execution_lease.acquired_at
+                      ELSE now()
+                  END,
+    renewed_at  = now(),
+    expires_at  = excluded.expires_at
+WHERE (execution_lease.holder = excluded.holder AND execution_lease.owner_epoch = excluded.owner_epoch)
+   OR (execution_lease.expires_at <= now() AND excluded.owner_epoch > execution_lease.owner_epoch)
+RETURNING *;
+
+-- name: GetLease :one
+SELECT holder, owner_epoch, acquired_at, renewed_at, expires_at,
+       (expires_at <= now())::boolean AS expired
+FROM execution_lease;
+
+-- name: ReleaseLease :execrows
+-- ReleaseLease expires a lease the caller still holds. The row stays, so
+-- the epoch that held it is remembered.
+UPDATE execution_lease
+SET expires_at = now(), renewed_at = now()
+WHERE holder = @holder AND owner_epoch = @owner_epoch AND expires_at > now();

@@ -1,0 +1,28 @@
+-- name: InsertNode :one
+-- InsertNode creates an enrolled node unless its id or public key hash is
+-- taken, in which case it returns no row and changes nothing.
+INSERT INTO nodes (id, advertise_address, certificate_der, certificate_fingerprint, public_key_hash)
+VALUES (@id, @advertise_address, @certificate_der, @certificate_fingerprint, @public_key_hash)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: GetNode :one
+SELECT * FROM nodes WHERE id = @id;
+
+-- name: GetNodeByPublicKeyHash :one
+SELECT * FROM nodes WHERE public_key_hash = @public_key_hash;
+
+-- name: ListNodes :many
+-- ListNodes pages by id (keyset): the rows after @after, in id order.
+SELECT * FROM nodes
+WHERE id > @after
+ORDER BY id
+LIMIT @page_size;
+
+-- name: SetNodeState :one
+-- SetNodeState is a compare-and-swap: it moves the node to @to_state only
+-- when its state is @from_state, and returns no row otherwise.
+UPDATE nodes
+SET state = @to_state, updated_at = now()
+WHERE id = @id AND state = @from_state
+RETURNING *;

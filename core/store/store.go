@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"berth.dev/core/store/db"
+	"berth.dev/core/store/pgerr"
+	"berth.dev/sandbox/errdefs"
+)
+
+// MaxPageSize bounds every list call, so one request never reads an
+// unbounded number of rows.
+const MaxPageSize = 1000
+
+// Store is Core's access to PostgreSQL: a connection pool and the queries
+// sqlc generated for it.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+}
+
+// New returns a Store over pool; the Store owns pool from then on and
+// Close closes it.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: db.New(pool)}
+}
+
+// Open connects to the database at dsn and returns a Store once the
+// database answers. It does not check the schema; call CheckSchema.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// The parser's text may quote parts of the URL; it is dropped.
+		return nil, fmt.Errorf("open store: %w", errdefs.Invalid("database_url", "cannot be parsed"))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", pgerr.Classify(err))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store: %w", pgerr.Classify(err))
+	}
+	return New(pool), nil
+}
+
+// Pool returns the connection pool, for CheckSchema and callers that need
+// a database handle of their own.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the connection pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// InTx runs fn in one transaction (read committed) on queries bound to it
+// and commits when fn returns nil; any error rolls everything back. Errors
+// from fn come back as fn returned them, database errors classified. No
+// transaction may span provider or network I/O: fn only talks to the
+// database.
+func (s *Store) InTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(s.q.WithTx(tx))
+	})
+	return pgerr.Classify(err)
+}
+
+// wrap classifies a database error and names the operation that failed.
+func wrap(op string, err error) error {
+	return fmt.Errorf("%s: %w", op, pgerr.Classify(err))
+}
+
+// ttlMicros converts a lifetime to the whole microseconds the database
+// adds to now(). A lifetime under a microsecond is refused.
+func ttlMicros(field string, ttl time.Duration) (int64, error) {
+	if ttl < time.Microsecond {
+		return 0, errdefs.Invalid(field, "must be at least one microsecond")
+	}
+	return ttl.Microseconds(), nil
+}
+
+// epochParam converts an owner epoch to its bigint column.
+func epochParam(epoch uint64) (int64, error) {
+	if epoch == 0 || epoch > math.MaxInt64 {
+		return 0, errdefs.Invalid("owner_epoch", "must be between 1 and 2^63-1")
+	}
+	return int64(epoch), nil
+}
+
+// pageSizeParam checks a list call's page size.
+func pageSizeParam(n int) (int32, error) {
+	if n < 1 || n > MaxPageSize {
+		return 0, errdefs.Invalid("page_size", fmt.Sprintf("must be between 1 and %d", MaxPageSize))
+	}
+	return int32(n), nil
+}

@@ -1,0 +1,108 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/core/store"
+	"berth.dev/sandbox/testenv"
+)
+
+const (
+	// maxDatabases bounds the test databases that exist at once in one
+	// test process.
+	maxDatabases = 4
+	// adminTimeout bounds each administrative step (create, migrate, drop)
+	// and the wait for a free slot.
+	adminTimeout = 2 * time.Minute
+)
+
+var slots = make(chan struct{}, maxDatabases)
+
+// New returns a Store on a fresh, migrated database that is dropped when
+// the test ends. Without a test database it skips (fails under CI=true),
+// as testenv.DatabaseURL does.
+func New(t testing.TB) *store.Store {
+	t.Helper()
+	dsn := NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	if err := store.Migrate(ctx, dsn); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
+
+// NewDatabase creates an empty database (no schema) that is dropped when
+// the test ends and returns its connection URL. The URL may hold a
+// password: never log it.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	admin := testenv.DatabaseURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		t.Fatalf("storetest: no free test database slot within %s", adminTimeout)
+	}
+	t.Cleanup(func() { <-slots })
+
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := "berth_test_" + hex.EncodeToString(b[:])
+	dsn, err := withDatabase(admin, name)
+	if err != nil {
+		t.Fatalf("storetest: %s is not a usable connection URL", testenv.DatabaseURLEnv)
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	if err := adminExec(ctx, admin, "CREATE DATABASE "+ident); err != nil {
+		t.Fatalf("storetest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		defer cancel()
+		if err := adminExec(ctx, admin, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+			t.Errorf("storetest: drop database %s: %v", name, err)
+		}
+	})
+	return dsn
+}
+
+// adminExec runs one administrative statement on its own connection to
+// the admin database.
+func adminExec(ctx context.Context, admin, stmt string) error {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, stmt)
+	return err
+}
+
+// withDatabase returns dsn (a URL or a keyword/value string) naming
+// database name instead of its own.
+func withDatabase(dsn, name string) (string, error) {
+	if !strings.Contains(dsn, "://") {
+		return dsn + " dbname=" + name, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	u.Path, u.RawPath = "/"+name, ""
+	return u.String(), nil
+}
