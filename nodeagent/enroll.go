@@ -142,6 +142,10 @@ func checkEnrollment(resp *enrollmentv1.EnrollResponse, tok nodetls.Token, pub *
 
 // enrollErr turns Core's answer into a class without its text.
 func enrollErr(err error) error {
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable &&
+		strings.Contains(st.Message(), "authentication handshake failed") {
+		return fmt.Errorf("enroll: Core's certificate does not chain to the CA the token pins: %w", errdefs.ErrFenced)
+	}
 	switch status.Code(err) {
 	case codes.InvalidArgument:
 		return fmt.Errorf("enroll: Core rejected the request: %w", errdefs.ErrInvalid)
