@@ -137,6 +137,17 @@ func enrollNode(t testing.TB, inst *installation, stateDir string) string {
 
 func startNode(t testing.TB, inst *installation, o nodeOptions) *node {
 	t.Helper()
+	n := prepareNode(t, inst, o)
+	n.id = enrollNode(t, inst, filepath.Join(n.dir, "state"))
+	n.start()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// prepareNode writes a node's configuration without an identity and
+// without starting it.
+func prepareNode(t testing.TB, inst *installation, o nodeOptions) *node {
+	t.Helper()
 	if o.generation == 0 {
 		o.generation = 1
 	}
@@ -147,7 +158,6 @@ func startNode(t testing.TB, inst *installation, o nodeOptions) *node {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	state := filepath.Join(dir, "state")
 	n := &node{t: t, inst: inst, dir: dir, config: filepath.Join(dir, "nodeagent.json")}
-	n.id = enrollNode(t, inst, state)
 	cfg := map[string]any{
 		"state_dir": state,
 		"listen":    "127.0.0.1:0",
@@ -169,8 +179,6 @@ func startNode(t testing.TB, inst *installation, o nodeOptions) *node {
 	if err := os.WriteFile(n.config, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n.start()
-	t.Cleanup(n.stop)
 	return n
 }
 
@@ -235,6 +243,9 @@ func (n *node) kill() {
 
 // stop ends the agent with SIGTERM and checks it exits cleanly.
 func (n *node) stop() {
+	if n.exited == nil {
+		return
+	}
 	select {
 	case <-n.exited:
 		return

@@ -1,0 +1,185 @@
+package nodeproto
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
+	"berth.dev/sandbox/nodetls"
+
+	"berth.dev/core/enrollment"
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+)
+
+// core is the Core side of enrollment for these tests: the real store on
+// PostgreSQL, the installation CA and the enrollment gRPC service over TLS.
+type core struct {
+	inst  *installation
+	store *store.Store
+	addr  string
+}
+
+// startEnrollment serves enrollment for inst. dropFirst makes the server
+// perform the first enrollment and then lose its answer.
+func startEnrollment(t *testing.T, inst *installation, dropFirst bool) *core {
+	t.Helper()
+	st := storetest.New(t)
+	serverCert, err := inst.ca.IssueCoreServer(inst.id, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := nodetls.EnrollmentServerConfig(serverCert, inst.ca.Certificate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := !dropFirst
+	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			resp, err := h(ctx, req)
+			if err == nil && !dropped {
+				dropped = true
+				return nil, status.Error(codes.Unavailable, "connection lost")
+			}
+			return resp, err
+		}))
+	enrollmentv1.RegisterEnrollmentServiceServer(gs, enrollment.NewServer(enrollment.NewService(st, inst.ca, time.Now, uuid.New)))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	return &core{inst: inst, store: st, addr: lis.Addr().String()}
+}
+
+// issueToken creates a token the way Core's admin API will.
+func (c *core) issueToken(t *testing.T, fingerprint string, ttl time.Duration) string {
+	t.Helper()
+	text, id, hash, _, err := nodetls.NewToken(fingerprint, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.store.CreateEnrollmentToken(context.Background(), id, hash, ttl); err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// enrollCmd runs `berth-nodeagent enroll` for a node prepared by
+// prepareNode and returns its combined output and exit code.
+func enrollCmd(t *testing.T, n *node, coreAddr, token string) (string, int) {
+	t.Helper()
+	tokenFile := filepath.Join(n.dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nodeAgentBin, "enroll", "--config", n.config, "--core", coreAddr,
+		"--token-file", tokenFile, "--advertise", "127.0.0.1:7443")
+	out, _ := cmd.CombinedOutput()
+	if parts := strings.Split(token, "."); len(parts) == 4 && strings.Contains(string(out), parts[2]) {
+		t.Fatalf("the token's secret appeared in the output:\n%s", out)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+func TestEnrollThenServe(t *testing.T) {
+	inst := newInstallation(t)
+	c := startEnrollment(t, inst, false)
+	engine := fixtureEngine(t)
+	n := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour))
+	if code != 0 {
+		t.Fatalf("enroll exited %d:\n%s", code, out)
+	}
+	fi, err := os.Stat(filepath.Join(n.dir, "state", "identity.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("identity file: %v %v", fi, err)
+	}
+	nodes, _, err := c.store.ListNodes(context.Background(), 10, uuid.Nil)
+	if err != nil || len(nodes) != 1 || !strings.Contains(out, nodes[0].ID.String()) {
+		t.Fatalf("recorded nodes %+v (%v); enroll said %q", nodes, err, out)
+	}
+	n.id = nodes[0].ID.String()
+	n.start()
+	t.Cleanup(n.stop)
+	_, proxy := n.connect(t, n.dial(t), 1)
+	if proxy == nil {
+		t.Fatal("no proxy")
+	}
+	// Enrolling twice is refused locally.
+	if out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour)); code == 0 || !strings.Contains(out, "already enrolled") {
+		t.Fatalf("second enrollment of the same node: %d %s", code, out)
+	}
+}
+
+func TestEnrollmentRefusals(t *testing.T) {
+	inst := newInstallation(t)
+	c := startEnrollment(t, inst, false)
+	engine := fixtureEngine(t)
+	used := c.issueToken(t, inst.ca.Fingerprint(), time.Hour)
+	first := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	if out, code := enrollCmd(t, first, c.addr, used); code != 0 {
+		t.Fatalf("first enrollment: %s", out)
+	}
+	other := newInstallation(t)
+	forgedCore := startEnrollment(t, other, false)
+	cases := []struct {
+		name, core, token, want string
+	}{
+		{"token reuse", c.addr, used, "rejected the token"},
+		{"expired token", c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Microsecond), "rejected the token"},
+		{"wrong CA fingerprint", c.addr, c.issueToken(t, other.ca.Fingerprint(), time.Hour), "does not chain to the CA the token pins"},
+		{"forged Core", forgedCore.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour), "does not chain to the CA the token pins"},
+		{"not a token", c.addr, "hello", "not an enrollment token"},
+	}
+	for _, tc := range cases {
+		n := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+		out, code := enrollCmd(t, n, tc.core, tc.token)
+		if code == 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: exit %d, output %q; want a refusal saying %q", tc.name, code, out, tc.want)
+		}
+		if _, err := os.Stat(filepath.Join(n.dir, "state", "identity.json")); err == nil {
+			t.Errorf("%s: an identity was stored", tc.name)
+		}
+	}
+	if nodes, _, _ := c.store.ListNodes(context.Background(), 10, uuid.Nil); len(nodes) != 1 {
+		t.Errorf("refused enrollments recorded nodes: %d", len(nodes))
+	}
+}
+
+func TestLostEnrollmentResponseIsRecoverable(t *testing.T) {
+	inst := newInstallation(t)
+	c := startEnrollment(t, inst, true)
+	engine := fixtureEngine(t)
+	n := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	token := c.issueToken(t, inst.ca.Fingerprint(), time.Hour)
+	out, code := enrollCmd(t, n, c.addr, token)
+	if code == 0 || !strings.Contains(out, "retry with the same token") {
+		t.Fatalf("first attempt with a lost answer: %d %s", code, out)
+	}
+	out, code = enrollCmd(t, n, c.addr, token)
+	if code != 0 {
+		t.Fatalf("retry with the same token: %d %s", code, out)
+	}
+	nodes, _, err := c.store.ListNodes(context.Background(), 10, uuid.Nil)
+	if err != nil || len(nodes) != 1 || !strings.Contains(out, nodes[0].ID.String()) {
+		t.Fatalf("after the retry: nodes %+v (%v), output %q", nodes, err, out)
+	}
+	n.id = nodes[0].ID.String()
+	n.start()
+	t.Cleanup(n.stop)
+	n.connect(t, n.dial(t), 1)
+}
