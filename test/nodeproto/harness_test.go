@@ -29,8 +29,8 @@ import (
 	"berth.dev/core/nodes"
 )
 
-// nodeAgentBin is the berth-nodeagent binary built once for the package.
-var nodeAgentBin string
+// nodeAgentBin and coreBin are the binaries built once for the package.
+var nodeAgentBin, coreBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "berth-nodeproto-bin")
@@ -39,11 +39,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	nodeAgentBin = filepath.Join(dir, "berth-nodeagent")
-	build := exec.Command("go", "build", "-o", nodeAgentBin, "berth.dev/nodeagent/cmd/berth-nodeagent")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build berth-nodeagent:", err)
-		os.Exit(1)
+	coreBin = filepath.Join(dir, "berth-core")
+	for bin, pkg := range map[string]string{
+		nodeAgentBin: "berth.dev/nodeagent/cmd/berth-nodeagent",
+		coreBin:      "berth.dev/core/cmd/berth-core",
+	} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

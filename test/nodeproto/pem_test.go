@@ -3,8 +3,11 @@ package nodeproto
 import (
 	"encoding/pem"
 	"os"
+	"testing"
 
 	"berth.dev/sandbox/providercontract"
+
+	"berth.dev/core/store/storetest"
 )
 
 func pemCert(der []byte) []byte {
@@ -16,3 +19,5 @@ func benchSamples() string { return os.Getenv("BERTH_BENCH_SAMPLES") }
 func providercontractOp(name string) providercontract.Operation {
 	return providercontract.Operation(name)
 }
+
+func storetestDatabase(t *testing.T) string { return storetest.NewDatabase(t) }

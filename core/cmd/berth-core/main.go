@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"berth.dev/core/daemon"
 	"berth.dev/core/store"
 )
 
@@ -21,6 +24,7 @@ var version = "dev"
 const databaseURLEnv = "BERTH_DATABASE_URL"
 
 const usage = `usage:
+  berth-core serve [flags]                  run Core (serve --help lists the flags)
   berth-core migrate [--database-url URL]   apply the database migrations
   berth-core version                        print the version
 
@@ -51,6 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 0
 	case "migrate":
 		return migrate(ctx, args[1:], getenv, stdout, stderr)
+	case "serve":
+		return serve(ctx, args[1:], getenv, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -88,5 +94,43 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return 1
 	}
 	fmt.Fprintf(stdout, "schema at version %d\n", store.SchemaVersion())
+	return 0
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg daemon.Config
+	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection URL (default $"+databaseURLEnv+")")
+	fs.BoolVar(&cfg.Migrate, "migrate", false, "apply database migrations at start-up")
+	fs.StringVar(&cfg.PublicURL, "public-url", "", "the installation's public URL (used when the installation is first claimed)")
+	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/berth-core", "state directory: master key and admin token (mode 0700)")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:7000", "admin API address (loopback only)")
+	fs.StringVar(&cfg.Listen, "listen", ":7443", "public address: node enrollment over TLS")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "execution lease lifetime")
+	fs.DurationVar(&cfg.NodeInterval, "node-interval", 5*time.Second, "how often node connections are reconciled")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "berth-core serve: unexpected arguments\n%s", usage)
+		return 2
+	}
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = getenv(databaseURLEnv)
+	}
+	if cfg.DatabaseURL == "" || cfg.PublicURL == "" {
+		fmt.Fprintf(stderr, "berth-core serve: --database-url (or $%s) and --public-url are required\n", databaseURLEnv)
+		return 2
+	}
+	cfg.Version = version
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	if err := daemon.Run(ctx, cfg, log, nil); err != nil {
+		log.Error("berth-core stopped", "error", err.Error())
+		return 1
+	}
 	return 0
 }

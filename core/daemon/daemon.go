@@ -1,0 +1,355 @@
+// Package daemon is berth-core's process: it claims the installation and a
+// new owner epoch, holds the execution lease (a second Core waits; losing
+// the lease stops everything), loads or creates the installation CA (its
+// key sealed under the master key), and serves the admin API (loopback),
+// enrollment (mutual-TLS public listener) and the node connections.
+//
+// Rules: the admin token, master key and CA key never reach a log line or
+// an error; every lifecycle decision reads the database clock.
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodetls"
+
+	"berth.dev/core/admin"
+	"berth.dev/core/enrollment"
+	"berth.dev/core/nodes"
+	"berth.dev/core/secrets"
+	"berth.dev/core/store"
+)
+
+// Config is berth-core's configuration.
+type Config struct {
+	DatabaseURL string
+	// Migrate applies migrations at start-up; otherwise Core refuses a
+	// schema it does not know.
+	Migrate bool
+	// PublicURL is the installation's public URL, used when the
+	// installation is first claimed.
+	PublicURL string
+	// StateDir holds the master key and the admin token (mode 0700).
+	StateDir string
+	// AdminListen is the admin API's address; it must be loopback.
+	AdminListen string
+	// Listen is the public listener (enrollment) address.
+	Listen string
+	// LeaseTTL is the execution lease's lifetime (renewed at a third).
+	LeaseTTL time.Duration
+	// NodeInterval is how often node connections are reconciled.
+	NodeInterval time.Duration
+	// Version is the build version, reported by GetInstallation.
+	Version string
+}
+
+// Defaults fills unset durations.
+func (c *Config) defaults() {
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 15 * time.Second
+	}
+	if c.NodeInterval <= 0 {
+		c.NodeInterval = 5 * time.Second
+	}
+}
+
+// ErrLeaseLost ends Core when another Core took over.
+var ErrLeaseLost = fmt.Errorf("execution lease lost: %w", errdefs.ErrFenced)
+
+// Ready describes a serving Core, for callers that started it.
+type Ready struct {
+	AdminAddr, PublicAddr string
+	InstallationID        string
+	OwnerEpoch            uint64
+}
+
+// Run runs Core until ctx ends or the lease is lost.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) error {
+	cfg.defaults()
+	if err := checkLoopback(cfg.AdminListen); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if fi, err := os.Stat(cfg.StateDir); err != nil || fi.Mode().Perm() != 0o700 {
+		return errdefs.Invalid("state_dir", "must be a directory with mode 0700")
+	}
+	lock, err := os.OpenFile(filepath.Join(cfg.StateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("state lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("state directory is in use by another berth-core: %w", errdefs.ErrExists)
+	}
+	masterKey, err := secrets.LoadOrCreateKeyFile(filepath.Join(cfg.StateDir, "master.key"))
+	if err != nil {
+		return err
+	}
+	adminDigest, created, err := adminToken(filepath.Join(cfg.StateDir, "admin-token"))
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("created the admin token; it is in the state directory's admin-token file", "file", filepath.Join(cfg.StateDir, "admin-token"))
+	}
+
+	if cfg.Migrate {
+		if err := store.Migrate(ctx, cfg.DatabaseURL); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+	if err := store.CheckSchema(ctx, st.Pool()); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	inst, err := st.ClaimInstallation(ctx, uuid.New(), cfg.PublicURL)
+	if err != nil {
+		return fmt.Errorf("claim installation: %w", err)
+	}
+	epoch, err := st.NextOwnerEpoch(ctx)
+	if err != nil {
+		return fmt.Errorf("owner epoch: %w", err)
+	}
+	holder := uuid.New()
+	if err := waitForLease(ctx, st, holder, epoch, cfg.LeaseTTL, log); err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = st.ReleaseLease(rctx, holder, epoch)
+	}()
+	log.Info("holding the execution lease", "installation", inst.ID.String(), "owner_epoch", epoch)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go keepLease(ctx, cancel, st, holder, epoch, cfg.LeaseTTL, log)
+
+	ca, err := loadOrCreateCA(ctx, st, masterKey, inst.ID.String())
+	if err != nil {
+		return err
+	}
+	coreClient, err := ca.IssueCore(inst.ID.String(), time.Now(), 30*24*time.Hour)
+	if err != nil {
+		return fmt.Errorf("core client certificate: %w", err)
+	}
+	coreServer, err := ca.IssueCoreServer(inst.ID.String(), time.Now(), 30*24*time.Hour)
+	if err != nil {
+		return fmt.Errorf("core server certificate: %w", err)
+	}
+
+	// Public listener: enrollment (later the Runtime gateway).
+	publicTLS, err := nodetls.EnrollmentServerConfig(coreServer, ca.Certificate())
+	if err != nil {
+		return fmt.Errorf("public TLS: %w", err)
+	}
+	public := grpc.NewServer(grpc.Creds(credentials.NewTLS(publicTLS)))
+	enrollmentv1.RegisterEnrollmentServiceServer(public,
+		enrollment.NewServer(enrollment.NewService(st, ca, time.Now, uuid.New)))
+	publicLis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("public listener: %w", err)
+	}
+
+	manager := nodes.NewManager(st, coreClient, ca.Certificate(), epoch, log, cfg.NodeInterval)
+	adminSrv := admin.NewServer(admin.Options{
+		TokenDigest: adminDigest,
+		Installation: func(ctx context.Context) (admin.Installation, error) {
+			i, err := st.GetInstallation(ctx)
+			if err != nil {
+				return admin.Installation{}, err
+			}
+			return admin.Installation{
+				ID: i.ID.String(), PublicURL: i.PublicURL, CreateTime: i.CreatedAt, OwnerEpoch: epoch,
+				CAFingerprint: strings.TrimPrefix(ca.Fingerprint(), "sha256:"), CoreVersion: cfg.Version,
+			}, nil
+		},
+		Nodes: nodeService(st, ca, manager),
+	})
+	adminLis, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		publicLis.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- public.Serve(publicLis) }()
+	go func() { errc <- adminSrv.Serve(adminLis) }()
+	managerDone := make(chan struct{})
+	go func() { manager.Run(ctx); close(managerDone) }()
+	log.Info("serving", "admin", adminLis.Addr().String(), "public", publicLis.Addr().String(),
+		"installation", inst.ID.String(), "owner_epoch", epoch)
+	if ready != nil {
+		ready(Ready{AdminAddr: adminLis.Addr().String(), PublicAddr: publicLis.Addr().String(), InstallationID: inst.ID.String(), OwnerEpoch: epoch})
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		if cause := context.Cause(ctx); errors.Is(cause, ErrLeaseLost) {
+			runErr = cause
+		}
+	case err := <-errc:
+		runErr = fmt.Errorf("serve: %w", err)
+	}
+	cancel(nil)
+	public.GracefulStop()
+	adminSrv.GracefulStop()
+	<-managerDone
+	log.Info("stopped")
+	return runErr
+}
+
+// nodeService is the admin NodeService over the store and the node
+// connections (set once the service exists).
+var nodeService = func(*store.Store, *nodetls.CA, *nodes.Manager) adminv1.NodeServiceServer { return nil }
+
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errdefs.Invalid("admin_listen", "must be host:port")
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return errdefs.Invalid("admin_listen", "the admin API serves plaintext and must listen on loopback")
+	}
+	return nil
+}
+
+// adminToken reads the admin token file, creating it (0600) on first start.
+func adminToken(path string) (digest []byte, created bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		token, d, err := admin.NewAdminToken()
+		if err != nil {
+			return nil, false, err
+		}
+		if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+			return nil, false, fmt.Errorf("write admin token: %w", err)
+		}
+		return d, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read admin token: %w", err)
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(string(data))))
+	return sum[:], false, nil
+}
+
+// waitForLease takes the execution lease, waiting while another Core holds it.
+func waitForLease(ctx context.Context, st *store.Store, holder uuid.UUID, epoch uint64, ttl time.Duration, log *slog.Logger) error {
+	logged := false
+	for {
+		ok, err := st.AcquireLease(ctx, holder, epoch, ttl)
+		if err != nil {
+			return fmt.Errorf("execution lease: %w", err)
+		}
+		if ok {
+			return nil
+		}
+		if !logged {
+			log.Info("another berth-core holds the execution lease; waiting")
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(ttl / 3):
+		}
+	}
+}
+
+// keepLease renews the lease every third of its lifetime; when a renewal
+// is refused, or keeps failing until the lease would have expired, it
+// cancels Core with ErrLeaseLost.
+func keepLease(ctx context.Context, cancel context.CancelCauseFunc, st *store.Store, holder uuid.UUID, epoch uint64, ttl time.Duration, log *slog.Logger) {
+	ticker := time.NewTicker(ttl / 3)
+	defer ticker.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		rctx, rcancel := context.WithTimeout(ctx, ttl/3)
+		ok, err := st.AcquireLease(rctx, holder, epoch, ttl)
+		rcancel()
+		switch {
+		case err == nil && ok:
+			last = time.Now()
+		case err == nil || errdefs.IsFenced(err) || time.Since(last) > ttl:
+			log.Error("lost the execution lease; stopping")
+			cancel(ErrLeaseLost)
+			return
+		default:
+			log.Warn("renewing the execution lease failed; retrying", "error", err.Error())
+		}
+	}
+}
+
+// loadOrCreateCA loads the installation CA, opening its key with the master
+// key, or creates and stores it on first start.
+func loadOrCreateCA(ctx context.Context, st *store.Store, key secrets.Key, installationID string) (*nodetls.CA, error) {
+	ad := []byte("berth-installation-ca:" + installationID)
+	stored, err := st.LoadCA(ctx)
+	if errdefs.IsNotFound(err) {
+		ca, err := nodetls.NewCA(installationID, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("new CA: %w", err)
+		}
+		certPEM, keyPEM, err := nodetls.MarshalCA(ca)
+		if err != nil {
+			return nil, fmt.Errorf("marshal CA: %w", err)
+		}
+		nonce, ct, err := key.Seal(keyPEM, ad)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := st.SaveCA(ctx, store.CA{CertificatePEM: string(certPEM), KeyCiphertext: ct, KeyNonce: nonce}); err != nil {
+			if !errdefs.IsExists(err) {
+				return nil, fmt.Errorf("save CA: %w", err)
+			}
+			return loadOrCreateCA(ctx, st, key, installationID)
+		}
+		return ca, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %w", err)
+	}
+	keyPEM, err := key.Open(stored.KeyNonce, stored.KeyCiphertext, ad)
+	if err != nil {
+		return nil, fmt.Errorf("installation CA key: %w", err)
+	}
+	ca, err := nodetls.ParseCA([]byte(stored.CertificatePEM), keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("installation CA: %w", err)
+	}
+	if ca.InstallationID() != installationID {
+		return nil, errdefs.Invalid("installation_ca", "belongs to another installation")
+	}
+	return ca, nil
+}
+

@@ -1,0 +1,254 @@
+package nodes
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodetls"
+
+	"berth.dev/core/store"
+)
+
+// PresenceWindow is how recent a node's last health report must be for the
+// node to count as present (with the current connection and owner epoch).
+const PresenceWindow = 45 * time.Second
+
+// Presence is what Core knows of a node's connection right now.
+type Presence struct {
+	Connected    bool
+	ConnectionID string
+	LastReport   time.Time
+	Report       *pb.ConnectResponse
+	Hello        *pb.HelloResponse
+}
+
+// Present reports whether the node counts as present at now.
+func (p Presence) Present(now time.Time) bool {
+	return p.Connected && !p.LastReport.IsZero() && now.Sub(p.LastReport) < PresenceWindow
+}
+
+// Manager keeps one connection per enabled node: a loop per node dials
+// the node's advertised address with Core's client certificate, checks the
+// handshake, opens the Connect stream under Core's owner epoch and
+// reconnects with backoff when it ends. A node that hangs holds only its
+// own loop. Nodes that are not enabled are not dialled.
+type Manager struct {
+	store    *store.Store
+	coreCert tls.Certificate
+	ca       *x509.Certificate
+	epoch    uint64
+	log      *slog.Logger
+	interval time.Duration
+
+	mu    sync.Mutex
+	loops map[uuid.UUID]*nodeLoop
+}
+
+type nodeLoop struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	conn     *Connection
+	proxy    *Proxy
+	hello    *pb.HelloResponse
+	attempts int
+}
+
+// NewManager returns a manager for Core's owner epoch.
+func NewManager(st *store.Store, coreCert tls.Certificate, ca *x509.Certificate, epoch uint64, log *slog.Logger, interval time.Duration) *Manager {
+	return &Manager{
+		store: st, coreCert: coreCert, ca: ca, epoch: epoch, log: log, interval: interval,
+		loops: map[uuid.UUID]*nodeLoop{},
+	}
+}
+
+// Run reconciles node loops with the store until ctx ends, then stops and
+// drains every loop.
+func (m *Manager) Run(ctx context.Context) {
+	ticker := time.NewTicker(m.interval)
+	defer ticker.Stop()
+	for {
+		m.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			m.stopAll()
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (m *Manager) reconcile(ctx context.Context) {
+	enabled := map[uuid.UUID]store.Node{}
+	after := uuid.Nil
+	for {
+		page, next, err := m.store.ListNodes(ctx, 100, after)
+		if err != nil {
+			m.log.Warn("list nodes", "error", err.Error())
+			return
+		}
+		for _, n := range page {
+			if n.State == store.NodeEnabled {
+				enabled[n.ID] = n
+			}
+		}
+		if next == uuid.Nil {
+			break
+		}
+		after = next
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, n := range enabled {
+		if _, ok := m.loops[id]; !ok {
+			lctx, cancel := context.WithCancel(ctx)
+			l := &nodeLoop{cancel: cancel, done: make(chan struct{})}
+			m.loops[id] = l
+			go m.runLoop(lctx, l, n)
+		}
+	}
+	for id, l := range m.loops {
+		if _, ok := enabled[id]; !ok {
+			l.cancel()
+			delete(m.loops, id)
+		}
+	}
+}
+
+func (m *Manager) stopAll() {
+	m.mu.Lock()
+	loops := m.loops
+	m.loops = map[uuid.UUID]*nodeLoop{}
+	m.mu.Unlock()
+	for _, l := range loops {
+		l.cancel()
+		<-l.done
+	}
+}
+
+// runLoop connects to one node and reconnects until ctx ends.
+func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
+	defer close(l.done)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		conn, hello, proxy, err := m.connect(ctx, n)
+		l.mu.Lock()
+		l.attempts++
+		l.mu.Unlock()
+		if err != nil {
+			m.log.Info("node not reachable", "node", n.ID.String(), "error", err.Error())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		l.mu.Lock()
+		l.conn, l.hello, l.proxy = conn, hello, proxy
+		l.mu.Unlock()
+		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID, "generation", hello.GetGeneration())
+		select {
+		case <-ctx.Done():
+			conn.Close()
+		case <-conn.Done():
+			m.log.Info("node connection ended", "node", n.ID.String(), "error", errString(conn.Err()))
+		}
+		l.mu.Lock()
+		l.conn, l.proxy = nil, nil
+		l.mu.Unlock()
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (m *Manager) connect(ctx context.Context, n store.Node) (*Connection, *pb.HelloResponse, *Proxy, error) {
+	tlsCfg, err := nodetls.ClientConfig(m.coreCert, m.ca, n.ID.String())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cc, err := Dial(n.AdvertiseAddress, tlsCfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client := pb.NewNodeServiceClient(cc)
+	hello, ops, err := Hello(hctx, client)
+	if err != nil {
+		cc.Close()
+		return nil, nil, nil, err
+	}
+	if hello.GetNodeId() != n.ID.String() {
+		cc.Close()
+		return nil, nil, nil, errdefs.ErrOwnership
+	}
+	conn, err := Open(hctx, client, m.epoch, hello.GetGeneration())
+	if err != nil {
+		cc.Close()
+		return nil, nil, nil, err
+	}
+	go func() { <-conn.Done(); cc.Close() }()
+	proxy, err := NewProxy(ops, func(context.Context) (*Session, error) {
+		if conn.Err() != nil {
+			return nil, errdefs.ErrObservationUnavailable
+		}
+		return &conn.Session, nil
+	})
+	if err != nil {
+		conn.Close()
+		return nil, nil, nil, err
+	}
+	return conn, hello, proxy, nil
+}
+
+// Presence returns what Core knows of node id's connection.
+func (m *Manager) Presence(id uuid.UUID) Presence {
+	m.mu.Lock()
+	l := m.loops[id]
+	m.mu.Unlock()
+	if l == nil {
+		return Presence{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := Presence{Hello: l.hello}
+	if l.conn != nil && l.conn.Err() == nil {
+		p.Connected = true
+		p.ConnectionID = l.conn.ConnectionID
+		p.Report, p.LastReport = l.conn.Last()
+	}
+	return p
+}
+
+// Provider returns the proxy of node id's current connection.
+func (m *Manager) Provider(id uuid.UUID) (*Proxy, error) {
+	m.mu.Lock()
+	l := m.loops[id]
+	m.mu.Unlock()
+	if l == nil {
+		return nil, errdefs.ErrNotFound
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.proxy == nil {
+		return nil, errdefs.ErrObservationUnavailable
+	}
+	return l.proxy, nil
+}

@@ -1,0 +1,129 @@
+// Package secrets seals credentials that Core keeps at rest: AES-256-GCM
+// under the installation's master key, with additional data that binds each
+// ciphertext to what it belongs to (for example the installation and
+// generation), so a ciphertext moved to another row does not open.
+//
+// Rules: keys and plaintexts never appear in errors or logs; a failed Open
+// says only that it failed.
+package secrets
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+
+	"berth.dev/sandbox/errdefs"
+)
+
+// KeySize is the master key's size (AES-256).
+const KeySize = 32
+
+// ErrOpen is the one failure of Open.
+var ErrOpen = fmt.Errorf("sealed value does not open: %w", errdefs.ErrInvalid)
+
+// Key is a master key. It never formats.
+type Key struct{ b *[KeySize]byte }
+
+// Format prints nothing of the key.
+func (Key) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("secrets.Key(redacted)")) }
+
+// NewKey returns a random master key.
+func NewKey() (Key, []byte, error) {
+	var b [KeySize]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return Key{}, nil, fmt.Errorf("new key: %w", err)
+	}
+	return Key{b: &b}, append([]byte(nil), b[:]...), nil
+}
+
+// KeyFromBytes wraps raw key bytes.
+func KeyFromBytes(raw []byte) (Key, error) {
+	if len(raw) != KeySize {
+		return Key{}, errdefs.Invalid("master_key", "must be 32 bytes")
+	}
+	var b [KeySize]byte
+	copy(b[:], raw)
+	return Key{b: &b}, nil
+}
+
+// LoadOrCreateKeyFile reads the master key file, or creates it (mode 0600)
+// with a new random key when it does not exist. A file others can read is
+// refused.
+func LoadOrCreateKeyFile(path string) (Key, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		key, raw, err := NewKey()
+		if err != nil {
+			return Key{}, err
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return Key{}, fmt.Errorf("create master key: %w", err)
+		}
+		if _, err := f.Write(raw); err != nil {
+			f.Close()
+			return Key{}, fmt.Errorf("write master key: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return Key{}, fmt.Errorf("sync master key: %w", err)
+		}
+		return key, f.Close()
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("stat master key: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return Key{}, errdefs.Invalid("master_key", "file must have mode 0600")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("read master key: %w", err)
+	}
+	return KeyFromBytes(raw)
+}
+
+func (k Key) aead() (cipher.AEAD, error) {
+	if k.b == nil {
+		return nil, errdefs.Invalid("master_key", "missing")
+	}
+	block, err := aes.NewCipher(k.b[:])
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// Seal encrypts plaintext bound to ad, returning a fresh random nonce and
+// the ciphertext.
+func (k Key) Seal(plaintext, ad []byte) (nonce, ciphertext []byte, err error) {
+	aead, err := k.aead()
+	if err != nil {
+		return nil, nil, err
+	}
+	nonce = make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, nil, fmt.Errorf("seal: %w", err)
+	}
+	return nonce, aead.Seal(nil, nonce, plaintext, ad), nil
+}
+
+// Open decrypts a sealed value bound to ad. Any mismatch (key, nonce, data
+// or ad) is ErrOpen.
+func (k Key) Open(nonce, ciphertext, ad []byte) ([]byte, error) {
+	aead, err := k.aead()
+	if err != nil {
+		return nil, err
+	}
+	if len(nonce) != aead.NonceSize() {
+		return nil, ErrOpen
+	}
+	out, err := aead.Open(nil, nonce, ciphertext, ad)
+	if err != nil {
+		return nil, ErrOpen
+	}
+	return out, nil
+}
