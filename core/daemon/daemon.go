@@ -352,4 +352,3 @@ func loadOrCreateCA(ctx context.Context, st *store.Store, key secrets.Key, insta
 	}
 	return ca, nil
 }
-
