@@ -119,7 +119,12 @@ func TestEnrollThenServe(t *testing.T) {
 	if proxy == nil {
 		t.Fatal("no proxy")
 	}
-	// Enrolling twice is refused locally.
+	// Enrolling a serving node is refused (its state directory is held),
+	// and so is enrolling a stopped one twice.
+	if out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour)); code == 0 || !strings.Contains(out, "in use by another node agent") {
+		t.Fatalf("enrolling a serving node: %d %s", code, out)
+	}
+	n.stop()
 	if out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour)); code == 0 || !strings.Contains(out, "already enrolled") {
 		t.Fatalf("second enrollment of the same node: %d %s", code, out)
 	}
