@@ -37,6 +37,10 @@ const (
 	ReasonRuntimeNotRunning      Reason = "runtime_not_running"
 	ReasonProtocolMismatch       Reason = "protocol_mismatch"
 	ReasonFenced                 Reason = "fenced"
+	// ReasonFailedPrecondition refuses an operation the resource's state
+	// does not allow. It is the admin API's own: the node protocol has no
+	// such code.
+	ReasonFailedPrecondition Reason = "failed_precondition"
 	// ReasonCancelled and ReasonDeadlineExceeded end a call whose context
 	// ended; neither proves that a mutation did or did not happen.
 	ReasonCancelled        Reason = "cancelled"
@@ -84,6 +88,7 @@ var classes = []class{
 	{errdefs.ErrExists, codes.AlreadyExists, "already exists", ReasonExists},
 	{errdefs.ErrNotFound, codes.NotFound, "not found", ReasonNotFound},
 	{errdefs.ErrRuntimeNotRunning, codes.FailedPrecondition, "runtime not running", ReasonRuntimeNotRunning},
+	{errdefs.ErrFailedPrecondition, codes.FailedPrecondition, "failed precondition", ReasonFailedPrecondition},
 	{errdefs.ErrObservationUnavailable, codes.Unavailable, "observation unavailable", ReasonObservationUnavailable},
 }
 
@@ -108,8 +113,8 @@ func (e *statusError) GRPCStatus() *status.Status { return e.st }
 //     and its reason appear in the message when they have the authored
 //     form (dotted snake_case paths, fixed phrases).
 //   - ErrNotFound: NOT_FOUND. ErrExists: ALREADY_EXISTS.
-//   - ErrOwnership, ErrFenced, ErrProtocolMismatch, ErrRuntimeNotRunning:
-//     FAILED_PRECONDITION.
+//   - ErrOwnership, ErrFenced, ErrProtocolMismatch, ErrRuntimeNotRunning,
+//     ErrFailedPrecondition: FAILED_PRECONDITION.
 //   - ErrObservationUnavailable: UNAVAILABLE.
 //   - ErrUnsupported: UNIMPLEMENTED (with the operation and reason code of
 //     a providercontract.UnsupportedError in the ErrorInfo).

@@ -65,6 +65,7 @@ func TestToStatusClasses(t *testing.T) {
 		{"fenced", wrap(errdefs.ErrFenced), codes.FailedPrecondition, "fenced", ReasonFenced},
 		{"protocol mismatch", wrap(errdefs.ErrProtocolMismatch), codes.FailedPrecondition, "protocol mismatch", ReasonProtocolMismatch},
 		{"runtime not running", wrap(errdefs.ErrRuntimeNotRunning), codes.FailedPrecondition, "runtime not running", ReasonRuntimeNotRunning},
+		{"failed precondition", wrap(errdefs.ErrFailedPrecondition), codes.FailedPrecondition, "failed precondition", ReasonFailedPrecondition},
 		{"observation unavailable", wrap(errdefs.ErrObservationUnavailable), codes.Unavailable, "observation unavailable", ReasonObservationUnavailable},
 		{"unsupported class", wrap(errdefs.ErrUnsupported), codes.Unimplemented, "unsupported operation", ReasonUnsupported},
 		{"compute unconfirmed", wrap(errdefs.ErrComputeUnconfirmed), codes.Unknown, "compute outcome unconfirmed", ReasonComputeUnconfirmed},

@@ -22,6 +22,6 @@
 //     caller's.
 //   - Methods that create are idempotent where a lost response must be
 //     retryable (ClaimInstallation, CreateNode, ConsumeEnrollmentToken,
-//     SaveCA): a write whose outcome is unknown (ErrObservationUnavailable)
+//     CreateRequestedEnrollmentToken, SaveCA): a write whose outcome is unknown (ErrObservationUnavailable)
 //     is resolved by calling again with the same input, never by guessing.
 package store

@@ -114,6 +114,163 @@ func (s *Store) RevokeEnrollmentToken(ctx context.Context, id string) (Enrollmen
 	return tokenFromRow(db.GetEnrollmentTokenRow(row)), nil
 }
 
+// TokenCursor is a position in ListEnrollmentTokensByAge: the creation
+// time and id of the last token of a page. The zero cursor is the start.
+type TokenCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// CreateRequestedEnrollmentToken stores the token made by the admin
+// request requestID, as CreateEnrollmentToken does. It is idempotent per
+// request: when requestID already made a token, nothing is inserted and
+// that token comes back with created false, provided it was made with the
+// same ttl (expires_at and created_at are written by one statement, so the
+// stored lifetime is exactly the requested one); a different ttl is
+// ErrExists, a different request under a reused id. The returned token
+// may meanwhile have been used, revoked or expired; the caller decides.
+func (s *Store) CreateRequestedEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte, ttl time.Duration) (tok EnrollmentToken, created bool, err error) {
+	const op = "create requested enrollment token"
+	if requestID == uuid.Nil {
+		return EnrollmentToken{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("request_id", "must not be the nil UUID"))
+	}
+	if len(secretHash) != hashLen {
+		return EnrollmentToken{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("secret_hash", "must be a SHA-256"))
+	}
+	micros, err := ttlMicros("ttl", ttl)
+	if err != nil {
+		return EnrollmentToken{}, false, fmt.Errorf("%s: %w", op, err)
+	}
+	row, err := s.q.CreateRequestedEnrollmentToken(ctx, db.CreateRequestedEnrollmentTokenParams{
+		ID: id, SecretHash: secretHash, TTLMicros: micros, RequestID: requestID,
+	})
+	if err == nil {
+		return tokenFromRow(db.GetEnrollmentTokenRow(row)), true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return EnrollmentToken{}, false, wrap(op, err)
+	}
+	// The request made a token before: this is a retry.
+	existing, err := s.q.GetEnrollmentTokenByRequest(ctx, requestID)
+	if err != nil {
+		return EnrollmentToken{}, false, wrap(op, err)
+	}
+	tok = tokenFromRow(db.GetEnrollmentTokenRow(existing))
+	if tok.ExpiresAt.Sub(tok.CreatedAt) != time.Duration(micros)*time.Microsecond {
+		return EnrollmentToken{}, false, fmt.Errorf("%s: request id reused with another ttl: %w", op, errdefs.ErrExists)
+	}
+	return tok, false, nil
+}
+
+// ReissueEnrollmentToken replaces the secret hash of token id, which the
+// admin request requestID made, so that the token text shown earlier stops
+// working and new text with the same id works instead. It changes nothing
+// else (expiry included). A token that was used or revoked keeps its hash
+// and the answer is ErrFailedPrecondition; an id the request did not make
+// is ErrNotFound.
+//
+// The guarded update and ConsumeEnrollmentToken's row lock serialize, so
+// a consumption either sees the new hash or wins and makes this refuse.
+func (s *Store) ReissueEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte) (EnrollmentToken, error) {
+	const op = "reissue enrollment token"
+	if len(secretHash) != hashLen {
+		return EnrollmentToken{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("secret_hash", "must be a SHA-256"))
+	}
+	row, err := s.q.ReissueEnrollmentToken(ctx, db.ReissueEnrollmentTokenParams{SecretHash: secretHash, ID: id, RequestID: requestID})
+	if err == nil {
+		return tokenFromRow(db.GetEnrollmentTokenRow(row)), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return EnrollmentToken{}, wrap(op, err)
+	}
+	existing, err := s.q.GetEnrollmentTokenByRequest(ctx, requestID)
+	if err != nil {
+		return EnrollmentToken{}, wrap(op, err)
+	}
+	if existing.ID != id {
+		return EnrollmentToken{}, fmt.Errorf("%s: %w", op, errdefs.ErrNotFound)
+	}
+	return EnrollmentToken{}, fmt.Errorf("%s: token was used or revoked: %w", op, errdefs.ErrFailedPrecondition)
+}
+
+// RevokeActiveEnrollmentToken revokes token id if it can still enroll a
+// node (unused, unrevoked, unexpired by the database clock). A token that
+// is already revoked or has expired comes back unchanged; a used token is
+// ErrFailedPrecondition and stays as it is, so a node whose enrollment
+// answer was lost can still recover it. ErrNotFound for an unknown id.
+// (RevokeEnrollmentToken, unlike this, also ends the replays of a used
+// token.)
+func (s *Store) RevokeActiveEnrollmentToken(ctx context.Context, id string) (EnrollmentToken, error) {
+	const op = "revoke active enrollment token"
+	row, err := s.q.RevokeActiveEnrollmentToken(ctx, id)
+	if err == nil {
+		return tokenFromRow(db.GetEnrollmentTokenRow(row)), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return EnrollmentToken{}, wrap(op, err)
+	}
+	current, err := s.q.GetEnrollmentToken(ctx, id)
+	if err != nil {
+		return EnrollmentToken{}, wrap(op, err)
+	}
+	tok := tokenFromRow(current)
+	if tok.UsedAt != nil {
+		return EnrollmentToken{}, fmt.Errorf("%s: token was used: %w", op, errdefs.ErrFailedPrecondition)
+	}
+	return tok, nil
+}
+
+// ListEnrollmentTokensByAge returns up to pageSize tokens after cursor
+// after (the zero cursor for the first page), oldest first (ties by id).
+// Without includeInactive only tokens that can still enroll a node are
+// listed (unused, unrevoked, unexpired by the database clock). next is the
+// cursor of the following page, the zero cursor when there is none.
+func (s *Store) ListEnrollmentTokensByAge(ctx context.Context, pageSize int, after TokenCursor, includeInactive bool) (page []EnrollmentToken, next TokenCursor, err error) {
+	const op = "list enrollment tokens by age"
+	n, err := pageSizeParam(pageSize)
+	if err != nil {
+		return nil, TokenCursor{}, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := s.q.ListEnrollmentTokensByAge(ctx, db.ListEnrollmentTokensByAgeParams{
+		FirstPage:       after.CreatedAt.IsZero(),
+		AfterCreatedAt:  after.CreatedAt,
+		AfterID:         after.ID,
+		IncludeInactive: includeInactive,
+		PageSize:        n + 1,
+	})
+	if err != nil {
+		return nil, TokenCursor{}, wrap(op, err)
+	}
+	if len(rows) > pageSize {
+		rows = rows[:pageSize]
+		last := rows[pageSize-1]
+		next = TokenCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	page = make([]EnrollmentToken, len(rows))
+	for i, r := range rows {
+		page[i] = tokenFromRow(db.GetEnrollmentTokenRow(r))
+	}
+	return page, next, nil
+}
+
+// EnrollmentTokensOfNodes returns the id of the token that enrolled each
+// of nodeIDs, for the nodes a token enrolled (the first used, should
+// several name one node).
+func (s *Store) EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error) {
+	if len(nodeIDs) > MaxPageSize {
+		return nil, fmt.Errorf("enrollment tokens of nodes: %w", errdefs.Invalid("node_ids", fmt.Sprintf("at most %d", MaxPageSize)))
+	}
+	rows, err := s.q.EnrollmentTokensOfNodes(ctx, nodeIDs)
+	if err != nil {
+		return nil, wrap("enrollment tokens of nodes", err)
+	}
+	out := make(map[uuid.UUID]string, len(rows))
+	for _, r := range rows {
+		out[r.NodeID] = r.ID
+	}
+	return out, nil
+}
+
 // ConsumeEnrollmentToken spends token id on the enrollment of nodeID with
 // the public key whose SHA-256 is publicKeyHash. It succeeds once, for an
 // unrevoked, unexpired (by the database clock), unused token whose secret

@@ -130,6 +130,45 @@ func (s *Store) ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (p
 	return page, next, nil
 }
 
+// NodeCursor is a position in ListNodesByAge: the creation time and id of
+// the last node of a page. The zero cursor is the start.
+type NodeCursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// ListNodesByAge returns up to pageSize nodes after cursor after (the zero
+// cursor for the first page) in enrollment order (creation time, ties by
+// id), removed ones only with includeRemoved. next is the cursor of the
+// following page, the zero cursor when there is none.
+func (s *Store) ListNodesByAge(ctx context.Context, pageSize int, after NodeCursor, includeRemoved bool) (page []Node, next NodeCursor, err error) {
+	const op = "list nodes by age"
+	n, err := pageSizeParam(pageSize)
+	if err != nil {
+		return nil, NodeCursor{}, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := s.q.ListNodesByAge(ctx, db.ListNodesByAgeParams{
+		FirstPage:      after.CreatedAt.IsZero(),
+		AfterCreatedAt: after.CreatedAt,
+		AfterID:        after.ID,
+		IncludeRemoved: includeRemoved,
+		PageSize:       n + 1,
+	})
+	if err != nil {
+		return nil, NodeCursor{}, wrap(op, err)
+	}
+	if len(rows) > pageSize {
+		rows = rows[:pageSize]
+		last := rows[pageSize-1]
+		next = NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	page = make([]Node, len(rows))
+	for i, r := range rows {
+		page[i] = nodeFromRow(r)
+	}
+	return page, next, nil
+}
+
 // SetNodeState moves node id from state from to state to, as one
 // compare-and-swap: when the node is no longer in from (another admin
 // request or worker moved it), nothing changes and the answer is

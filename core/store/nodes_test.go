@@ -188,3 +188,57 @@ func TestRemovedNodeIsFinal(t *testing.T) {
 	_, err = st.CreateNode(ctx, newUUID(t), n.AdvertiseAddress, n.CertificateDER, n.CertificateFingerprint, n.PublicKeyHash)
 	wantClass(t, err, errdefs.ErrExists)
 }
+
+func TestListNodesByAge(t *testing.T) {
+	st, ctx := newStore(t)
+	const total, size = 45, 20
+	var all []store.Node
+	for range total {
+		all = append(all, createNode(t, ctx, st, newUUID(t)))
+	}
+	slices.SortFunc(all, func(a, b store.Node) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.ID[:], b.ID[:])
+	})
+	ids := func(nodes []store.Node) []uuid.UUID {
+		out := make([]uuid.UUID, len(nodes))
+		for i, n := range nodes {
+			out[i] = n.ID
+		}
+		return out
+	}
+	list := func(includeRemoved bool) ([]uuid.UUID, []int) {
+		var got []uuid.UUID
+		var sizes []int
+		var after store.NodeCursor
+		for {
+			page, next, err := st.ListNodesByAge(ctx, size, after, includeRemoved)
+			must(t, err)
+			sizes = append(sizes, len(page))
+			got = append(got, ids(page)...)
+			if next == (store.NodeCursor{}) {
+				return got, sizes
+			}
+			after = next
+		}
+	}
+	got, sizes := list(false)
+	if !slices.Equal(got, ids(all)) || !slices.Equal(sizes, []int{20, 20, 5}) {
+		t.Fatalf("listed %v in pages %v\nwant %v in [20 20 5]", got, sizes, ids(all))
+	}
+	removed := all[7].ID
+	_, err := st.SetNodeState(ctx, removed, store.NodeEnrolled, store.NodeRemoved)
+	must(t, err)
+	got, _ = list(false)
+	if want := slices.DeleteFunc(ids(all), func(id uuid.UUID) bool { return id == removed }); !slices.Equal(got, want) {
+		t.Errorf("without removed: %v\nwant %v", got, want)
+	}
+	got, _ = list(true)
+	if !slices.Equal(got, ids(all)) {
+		t.Errorf("with removed: %v\nwant %v", got, ids(all))
+	}
+	_, _, err = st.ListNodesByAge(ctx, 0, store.NodeCursor{}, true)
+	wantClass(t, err, errdefs.ErrInvalid)
+}

@@ -45,6 +45,11 @@ var (
 	// ErrFenced rejects a caller whose owner epoch, connection or generation
 	// has been superseded.
 	ErrFenced = errors.New("fenced")
+	// ErrFailedPrecondition refuses an operation that the resource's current
+	// state does not allow (removing an enabled node, revoking a used
+	// enrollment token); nothing was touched. The same request may succeed
+	// once the state changes, so it is settled, not an unknown outcome.
+	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrContract is a provider or registration that breaks the provider
 	// contract (incomplete declaration, malformed registration).
 	ErrContract = errors.New("provider contract violation")
@@ -83,6 +88,9 @@ func IsProtocolMismatch(err error) bool { return errors.Is(err, ErrProtocolMisma
 
 // IsFenced reports whether err is of class ErrFenced.
 func IsFenced(err error) bool { return errors.Is(err, ErrFenced) }
+
+// IsFailedPrecondition reports whether err is of class ErrFailedPrecondition.
+func IsFailedPrecondition(err error) bool { return errors.Is(err, ErrFailedPrecondition) }
 
 // IsContract reports whether err is of class ErrContract.
 func IsContract(err error) bool { return errors.Is(err, ErrContract) }

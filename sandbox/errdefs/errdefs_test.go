@@ -24,6 +24,7 @@ func TestClassesAreDistinctAndSurviveWrapping(t *testing.T) {
 		{errdefs.ErrRuntimeNotRunning, errdefs.IsRuntimeNotRunning},
 		{errdefs.ErrProtocolMismatch, errdefs.IsProtocolMismatch},
 		{errdefs.ErrFenced, errdefs.IsFenced},
+		{errdefs.ErrFailedPrecondition, errdefs.IsFailedPrecondition},
 		{errdefs.ErrContract, errdefs.IsContract},
 	}
 	for i, c := range checks {

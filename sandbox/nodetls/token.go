@@ -55,17 +55,43 @@ func NewToken(caFingerprint string, now time.Time, ttl time.Duration) (token, id
 		return "", "", nil, time.Time{}, fmt.Errorf("nodetls: token lifetime %s is outside (0, %s]", ttl, MaxTokenTTL)
 	}
 	var idb [tokenIDBytes]byte
-	var secret [tokenSecretBytes]byte
 	if _, err := rand.Read(idb[:]); err != nil {
 		return "", "", nil, time.Time{}, errors.New("nodetls: token randomness unavailable")
 	}
-	if _, err := rand.Read(secret[:]); err != nil {
-		return "", "", nil, time.Time{}, errors.New("nodetls: token randomness unavailable")
-	}
 	id = hex.EncodeToString(idb[:])
+	token, secretHash, err = withNewSecret(id, fpHex)
+	if err != nil {
+		return "", "", nil, time.Time{}, err
+	}
+	return token, id, secretHash, now.Add(ttl), nil
+}
+
+// ReissueToken gives the existing token id a new secret, pinning the CA
+// with fingerprint caFingerprint: the text of a token Core issued before,
+// whose text is lost (Core keeps only the secret's hash and cannot show it
+// again). Core replaces the stored hash with secretHash, so the earlier
+// text stops working; expiry and single use stay Core's.
+func ReissueToken(caFingerprint, id string) (token string, secretHash []byte, err error) {
+	fpHex, err := fingerprintHex(caFingerprint)
+	if err != nil {
+		return "", nil, err
+	}
+	if !isLowerHex(id, tokenIDBytes*2) {
+		return "", nil, errors.New("nodetls: token id is not 32 lowercase hex digits")
+	}
+	return withNewSecret(id, fpHex)
+}
+
+// withNewSecret returns the text of token id with a fresh random secret and
+// the secret's SHA-256.
+func withNewSecret(id, fpHex string) (token string, secretHash []byte, err error) {
+	var secret [tokenSecretBytes]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return "", nil, errors.New("nodetls: token randomness unavailable")
+	}
 	sum := sha256.Sum256(secret[:])
 	token = strings.Join([]string{TokenPrefix, id, secretEncoding.EncodeToString(secret[:]), fpHex}, ".")
-	return token, id, sum[:], now.Add(ttl), nil
+	return token, sum[:], nil
 }
 
 // ParseToken parses enrollment token text strictly: exactly four

@@ -205,3 +205,38 @@ func TestSecretHashIsWhatNewTokenReturned(t *testing.T) {
 		t.Fatal("zero token has a hash")
 	}
 }
+
+func TestReissueTokenKeepsIDWithNewSecret(t *testing.T) {
+	ca := newTestCA(t)
+	text, id, hash, _, err := NewToken(ca.Fingerprint(), time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, againHash, err := ReissueToken(ca.Fingerprint(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ParseToken(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.ID() != id || tok.CAFingerprint() != ca.Fingerprint() {
+		t.Errorf("reissued token has id %q, fingerprint %q", tok.ID(), tok.CAFingerprint())
+	}
+	if again == text || bytes.Equal(againHash, hash) {
+		t.Fatal("reissued token kept the old secret")
+	}
+	if !tok.Matches(againHash) || tok.Matches(hash) {
+		t.Fatal("reissued secret hash does not match the reissued text only")
+	}
+	for name, tc := range map[string]struct{ fp, id string }{
+		"bare hex fingerprint": {ca.Fingerprint()[7:], id},
+		"upper-case id":        {ca.Fingerprint(), strings.ToUpper(id)},
+		"short id":             {ca.Fingerprint(), id[:30]},
+		"empty id":             {ca.Fingerprint(), ""},
+	} {
+		if _, _, err := ReissueToken(tc.fp, tc.id); err == nil {
+			t.Errorf("ReissueToken %s succeeded", name)
+		}
+	}
+}

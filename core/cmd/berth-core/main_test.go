@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func runCmd(t *testing.T, env map[string]string, args ...string) (code int, stdo
 
 func TestVersion(t *testing.T) {
 	code, out, _ := runCmd(t, nil, "version")
-	if code != 0 || out != "berth-core dev (schema version 1)\n" {
+	if want := fmt.Sprintf("berth-core dev (schema version %d)\n", store.SchemaVersion()); code != 0 || out != want {
 		t.Errorf("version: %d %q", code, out)
 	}
 }
@@ -60,7 +61,7 @@ func TestMigrate(t *testing.T) {
 	dsn := storetest.NewDatabase(t)
 	for range 2 {
 		code, out, errOut := runCmd(t, nil, "migrate", "--database-url", dsn)
-		if code != 0 || out != "schema at version 1\n" || errOut != "" {
+		if want := fmt.Sprintf("schema at version %d\n", store.SchemaVersion()); code != 0 || out != want || errOut != "" {
 			t.Fatalf("migrate: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 	}

@@ -52,6 +52,91 @@ func (q *Queries) CreateEnrollmentToken(ctx context.Context, arg CreateEnrollmen
 	return i, err
 }
 
+const createRequestedEnrollmentToken = `-- name: CreateRequestedEnrollmentToken :one
+INSERT INTO enrollment_tokens (id, secret_hash, expires_at, request_id)
+VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond',
+        $4::uuid)
+ON CONFLICT (request_id) DO NOTHING
+RETURNING id, created_at, expires_at, revoked_at, used_at, node_id, public_key_hash,
+          (expires_at <= now())::boolean AS expired
+`
+
+type CreateRequestedEnrollmentTokenParams struct {
+	ID         string
+	SecretHash []byte
+	TTLMicros  int64
+	RequestID  uuid.UUID
+}
+
+type CreateRequestedEnrollmentTokenRow struct {
+	ID            string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	RevokedAt     *time.Time
+	UsedAt        *time.Time
+	NodeID        *uuid.UUID
+	PublicKeyHash []byte
+	Expired       bool
+}
+
+// CreateRequestedEnrollmentToken creates the token of admin request
+// @request_id unless that request already made one, in which case it
+// returns no row and changes nothing.
+func (q *Queries) CreateRequestedEnrollmentToken(ctx context.Context, arg CreateRequestedEnrollmentTokenParams) (CreateRequestedEnrollmentTokenRow, error) {
+	row := q.db.QueryRow(ctx, createRequestedEnrollmentToken,
+		arg.ID,
+		arg.SecretHash,
+		arg.TTLMicros,
+		arg.RequestID,
+	)
+	var i CreateRequestedEnrollmentTokenRow
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.RevokedAt,
+		&i.UsedAt,
+		&i.NodeID,
+		&i.PublicKeyHash,
+		&i.Expired,
+	)
+	return i, err
+}
+
+const enrollmentTokensOfNodes = `-- name: EnrollmentTokensOfNodes :many
+SELECT DISTINCT ON (node_id) node_id::uuid AS node_id, id
+FROM enrollment_tokens
+WHERE node_id = ANY($1::uuid[])
+ORDER BY node_id, used_at, id
+`
+
+type EnrollmentTokensOfNodesRow struct {
+	NodeID uuid.UUID
+	ID     string
+}
+
+// EnrollmentTokensOfNodes returns, for each of @node_ids that a token
+// enrolled, the id of that token (the first used, should there be more).
+func (q *Queries) EnrollmentTokensOfNodes(ctx context.Context, nodeIds []uuid.UUID) ([]EnrollmentTokensOfNodesRow, error) {
+	rows, err := q.db.Query(ctx, enrollmentTokensOfNodes, nodeIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EnrollmentTokensOfNodesRow
+	for rows.Next() {
+		var i EnrollmentTokensOfNodesRow
+		if err := rows.Scan(&i.NodeID, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getEnrollmentToken = `-- name: GetEnrollmentToken :one
 SELECT id, created_at, expires_at, revoked_at, used_at, node_id, public_key_hash,
        (expires_at <= now())::boolean AS expired
@@ -73,6 +158,40 @@ type GetEnrollmentTokenRow struct {
 func (q *Queries) GetEnrollmentToken(ctx context.Context, id string) (GetEnrollmentTokenRow, error) {
 	row := q.db.QueryRow(ctx, getEnrollmentToken, id)
 	var i GetEnrollmentTokenRow
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.RevokedAt,
+		&i.UsedAt,
+		&i.NodeID,
+		&i.PublicKeyHash,
+		&i.Expired,
+	)
+	return i, err
+}
+
+const getEnrollmentTokenByRequest = `-- name: GetEnrollmentTokenByRequest :one
+SELECT id, created_at, expires_at, revoked_at, used_at, node_id, public_key_hash,
+       (expires_at <= now())::boolean AS expired
+FROM enrollment_tokens
+WHERE request_id = $1::uuid
+`
+
+type GetEnrollmentTokenByRequestRow struct {
+	ID            string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	RevokedAt     *time.Time
+	UsedAt        *time.Time
+	NodeID        *uuid.UUID
+	PublicKeyHash []byte
+	Expired       bool
+}
+
+func (q *Queries) GetEnrollmentTokenByRequest(ctx context.Context, requestID uuid.UUID) (GetEnrollmentTokenByRequestRow, error) {
+	row := q.db.QueryRow(ctx, getEnrollmentTokenByRequest, requestID)
+	var i GetEnrollmentTokenByRequestRow
 	err := row.Scan(
 		&i.ID,
 		&i.CreatedAt,
@@ -122,6 +241,77 @@ func (q *Queries) ListEnrollmentTokens(ctx context.Context, arg ListEnrollmentTo
 	var items []ListEnrollmentTokensRow
 	for rows.Next() {
 		var i ListEnrollmentTokensRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.RevokedAt,
+			&i.UsedAt,
+			&i.NodeID,
+			&i.PublicKeyHash,
+			&i.Expired,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listEnrollmentTokensByAge = `-- name: ListEnrollmentTokensByAge :many
+SELECT id, created_at, expires_at, revoked_at, used_at, node_id, public_key_hash,
+       (expires_at <= now())::boolean AS expired
+FROM enrollment_tokens
+WHERE ($1::boolean
+       OR (created_at, id) > ($2::timestamptz, $3::text))
+  AND ($4::boolean
+       OR (used_at IS NULL AND revoked_at IS NULL AND expires_at > now()))
+ORDER BY created_at, id
+LIMIT $5
+`
+
+type ListEnrollmentTokensByAgeParams struct {
+	FirstPage       bool
+	AfterCreatedAt  time.Time
+	AfterID         string
+	IncludeInactive bool
+	PageSize        int32
+}
+
+type ListEnrollmentTokensByAgeRow struct {
+	ID            string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	RevokedAt     *time.Time
+	UsedAt        *time.Time
+	NodeID        *uuid.UUID
+	PublicKeyHash []byte
+	Expired       bool
+}
+
+// ListEnrollmentTokensByAge pages oldest first by (created_at, id)
+// (keyset): the rows after the cursor, or from the start when @first_page.
+// Without @include_inactive only usable tokens (unused, unrevoked,
+// unexpired by the database clock) are listed. It never returns the
+// secret hash.
+func (q *Queries) ListEnrollmentTokensByAge(ctx context.Context, arg ListEnrollmentTokensByAgeParams) ([]ListEnrollmentTokensByAgeRow, error) {
+	rows, err := q.db.Query(ctx, listEnrollmentTokensByAge,
+		arg.FirstPage,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.IncludeInactive,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListEnrollmentTokensByAgeRow
+	for rows.Next() {
+		var i ListEnrollmentTokensByAgeRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.CreatedAt,
@@ -199,6 +389,95 @@ func (q *Queries) MarkEnrollmentTokenUsed(ctx context.Context, arg MarkEnrollmen
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const reissueEnrollmentToken = `-- name: ReissueEnrollmentToken :one
+UPDATE enrollment_tokens
+SET secret_hash = $1
+WHERE id = $2
+  AND request_id = $3::uuid
+  AND used_at IS NULL
+  AND revoked_at IS NULL
+RETURNING id, created_at, expires_at, revoked_at, used_at, node_id, public_key_hash,
+          (expires_at <= now())::boolean AS expired
+`
+
+type ReissueEnrollmentTokenParams struct {
+	SecretHash []byte
+	ID         string
+	RequestID  uuid.UUID
+}
+
+type ReissueEnrollmentTokenRow struct {
+	ID            string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	RevokedAt     *time.Time
+	UsedAt        *time.Time
+	NodeID        *uuid.UUID
+	PublicKeyHash []byte
+	Expired       bool
+}
+
+// ReissueEnrollmentToken replaces the secret hash of the token admin
+// request @request_id made, only while the token is neither used nor
+// revoked; otherwise it returns no row and changes nothing. Expiry and
+// creation time stay: it is the same token.
+func (q *Queries) ReissueEnrollmentToken(ctx context.Context, arg ReissueEnrollmentTokenParams) (ReissueEnrollmentTokenRow, error) {
+	row := q.db.QueryRow(ctx, reissueEnrollmentToken, arg.SecretHash, arg.ID, arg.RequestID)
+	var i ReissueEnrollmentTokenRow
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.RevokedAt,
+		&i.UsedAt,
+		&i.NodeID,
+		&i.PublicKeyHash,
+		&i.Expired,
+	)
+	return i, err
+}
+
+const revokeActiveEnrollmentToken = `-- name: RevokeActiveEnrollmentToken :one
+UPDATE enrollment_tokens
+SET revoked_at = now()
+WHERE id = $1
+  AND used_at IS NULL
+  AND revoked_at IS NULL
+  AND expires_at > now()
+RETURNING id, created_at, expires_at, revoked_at, used_at, node_id, public_key_hash,
+          (expires_at <= now())::boolean AS expired
+`
+
+type RevokeActiveEnrollmentTokenRow struct {
+	ID            string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	RevokedAt     *time.Time
+	UsedAt        *time.Time
+	NodeID        *uuid.UUID
+	PublicKeyHash []byte
+	Expired       bool
+}
+
+// RevokeActiveEnrollmentToken revokes a token that is unused, unrevoked
+// and unexpired (by the database clock); otherwise it returns no row and
+// changes nothing.
+func (q *Queries) RevokeActiveEnrollmentToken(ctx context.Context, id string) (RevokeActiveEnrollmentTokenRow, error) {
+	row := q.db.QueryRow(ctx, revokeActiveEnrollmentToken, id)
+	var i RevokeActiveEnrollmentTokenRow
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.RevokedAt,
+		&i.UsedAt,
+		&i.NodeID,
+		&i.PublicKeyHash,
+		&i.Expired,
+	)
+	return i, err
 }
 
 const revokeEnrollmentToken = `-- name: RevokeEnrollmentToken :one

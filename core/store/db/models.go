@@ -19,6 +19,7 @@ type EnrollmentToken struct {
 	UsedAt        *time.Time
 	NodeID        *uuid.UUID
 	PublicKeyHash []byte
+	RequestID     *uuid.UUID
 }
 
 type ExecutionLease struct {

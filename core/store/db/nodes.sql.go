@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -105,6 +106,61 @@ type ListNodesParams struct {
 // ListNodes pages by id (keyset): the rows after @after, in id order.
 func (q *Queries) ListNodes(ctx context.Context, arg ListNodesParams) ([]Node, error) {
 	rows, err := q.db.Query(ctx, listNodes, arg.After, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Node
+	for rows.Next() {
+		var i Node
+		if err := rows.Scan(
+			&i.ID,
+			&i.AdvertiseAddress,
+			&i.CertificateDER,
+			&i.CertificateFingerprint,
+			&i.PublicKeyHash,
+			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listNodesByAge = `-- name: ListNodesByAge :many
+SELECT id, advertise_address, certificate_der, certificate_fingerprint, public_key_hash, state, created_at, updated_at FROM nodes
+WHERE ($1::boolean
+       OR (created_at, id) > ($2::timestamptz, $3::uuid))
+  AND ($4::boolean OR state <> 'removed')
+ORDER BY created_at, id
+LIMIT $5
+`
+
+type ListNodesByAgeParams struct {
+	FirstPage      bool
+	AfterCreatedAt time.Time
+	AfterID        uuid.UUID
+	IncludeRemoved bool
+	PageSize       int32
+}
+
+// ListNodesByAge pages in enrollment order by (created_at, id) (keyset):
+// the rows after the cursor, or from the start when @first_page. Removed
+// nodes are listed only with @include_removed.
+func (q *Queries) ListNodesByAge(ctx context.Context, arg ListNodesByAgeParams) ([]Node, error) {
+	rows, err := q.db.Query(ctx, listNodesByAge,
+		arg.FirstPage,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.IncludeRemoved,
+		arg.PageSize,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -26,3 +26,14 @@ UPDATE nodes
 SET state = @to_state, updated_at = now()
 WHERE id = @id AND state = @from_state
 RETURNING *;
+
+-- name: ListNodesByAge :many
+-- ListNodesByAge pages in enrollment order by (created_at, id) (keyset):
+-- the rows after the cursor, or from the start when @first_page. Removed
+-- nodes are listed only with @include_removed.
+SELECT * FROM nodes
+WHERE (sqlc.arg(first_page)::boolean
+       OR (created_at, id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid))
+  AND (sqlc.arg(include_removed)::boolean OR state <> 'removed')
+ORDER BY created_at, id
+LIMIT @page_size;

@@ -255,7 +255,8 @@ type CreateEnrollmentTokenRequest struct {
 	// the secret's digest it cannot show lost text again: the retry gives the
 	// same, still unused token a new secret and returns its text, and the
 	// earlier text stops working. A retry for a token that was used or
-	// revoked meanwhile is FAILED_PRECONDITION.
+	// revoked meanwhile is FAILED_PRECONDITION; a retry with a different ttl
+	// is ALREADY_EXISTS.
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// ttl is how long the token stays usable; unset means one hour.
 	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`

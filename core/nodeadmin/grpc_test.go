@@ -1,0 +1,327 @@
+package nodeadmin_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/nodetls"
+
+	"berth.dev/core/admin"
+)
+
+// secretParts are the strings of a token text that must never appear
+// outside the CreateEnrollmentToken response: the text and its secret.
+func secretParts(text string) []string {
+	parts := strings.Split(text, ".")
+	return []string{text, parts[2]}
+}
+
+// wantNoSecret fails the test when msg (a response other than
+// CreateEnrollmentToken's) or err carries any of the texts. It never
+// prints what it found.
+func wantNoSecret(t *testing.T, what string, msg proto.Message, err error, texts ...string) {
+	t.Helper()
+	var b []byte
+	if msg != nil {
+		var merr error
+		if b, merr = proto.Marshal(msg); merr != nil {
+			t.Fatalf("%s: marshal: %v", what, merr)
+		}
+	}
+	if err != nil {
+		b = append(b, err.Error()...)
+	}
+	for _, text := range texts {
+		for _, s := range secretParts(text) {
+			if bytes.Contains(b, []byte(s)) {
+				t.Fatalf("%s carries enrollment token text", what)
+			}
+		}
+	}
+}
+
+func TestGRPCRefusesUnauthenticated(t *testing.T) {
+	f := newFixture(t)
+	c := f.serve(t)
+	for name, ctx := range map[string]context.Context{
+		"no token":    f.ctx,
+		"wrong token": metadata.AppendToOutgoingContext(f.ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
+		"not bearer":  metadata.AppendToOutgoingContext(f.ctx, "authorization", "Basic "+c.token),
+	} {
+		_, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString()})
+		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{})
+		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
+		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		if strings.Contains(err.Error(), c.token) {
+			t.Fatalf("%s: the refusal carries the admin token", name)
+		}
+	}
+	page, _, err := f.svc.ListEnrollmentTokens(f.ctx, 0, "", true)
+	must(t, err)
+	if len(page) != 0 {
+		t.Fatalf("unauthenticated calls created %d tokens", len(page))
+	}
+}
+
+func TestGRPCEnrollmentTokens(t *testing.T) {
+	f := newFixture(t)
+	c := f.serve(t)
+	ctx := c.authed(f.ctx)
+
+	// Create with ttl unset: one hour.
+	req := uuid.NewString()
+	created, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req})
+	must(t, err)
+	text := created.GetTokenText()
+	tok, err := nodetls.ParseToken(text)
+	if err != nil {
+		t.Fatalf("token_text does not parse: %v", err)
+	}
+	et := created.GetEnrollmentToken()
+	if et.GetName() != "enrollmentTokens/"+tok.ID() || tok.CAFingerprint() != f.ca.Fingerprint() {
+		t.Fatalf("token %s pins %s, want enrollmentTokens/%s pinning %s", et.GetName(), tok.CAFingerprint(), tok.ID(), f.ca.Fingerprint())
+	}
+	if !bytes.Equal(f.storedSecretHash(t, tok.ID()), tok.SecretHash()) {
+		t.Fatal("the stored secret hash is not the text's")
+	}
+	if et.GetState() != adminv1.EnrollmentToken_STATE_ACTIVE ||
+		et.GetExpireTime().AsTime().Sub(et.GetCreateTime().AsTime()) != time.Hour ||
+		et.GetUseTime() != nil || et.GetRevokeTime() != nil || et.GetNode() != "" {
+		t.Fatalf("created token state %v, created %v, expires %v", et.GetState(), et.GetCreateTime(), et.GetExpireTime())
+	}
+
+	// A retry, with the default spelled out: the same token, new text.
+	retried, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req, Ttl: durationpb.New(time.Hour)})
+	must(t, err)
+	if retried.GetEnrollmentToken().GetName() != et.GetName() {
+		t.Fatalf("retry made %s, want %s", retried.GetEnrollmentToken().GetName(), et.GetName())
+	}
+	if retried.GetTokenText() == text {
+		t.Fatal("retry returned the earlier text")
+	}
+	newTok, err := nodetls.ParseToken(retried.GetTokenText())
+	must(t, err)
+	if !bytes.Equal(f.storedSecretHash(t, tok.ID()), newTok.SecretHash()) {
+		t.Fatal("the retry's text is not what the store now checks")
+	}
+	texts := []string{text, retried.GetTokenText()}
+	_, err = c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req, Ttl: durationpb.New(2 * time.Hour)})
+	wantStatus(t, err, codes.AlreadyExists, admin.ReasonExists)
+
+	// Invalid requests name their field and create nothing.
+	for name, r := range map[string]*adminv1.CreateEnrollmentTokenRequest{
+		"missing request_id": {},
+		"bad request_id":     {RequestId: "retry-1"},
+		"zero ttl":           {RequestId: uuid.NewString(), Ttl: durationpb.New(0)},
+		"short ttl":          {RequestId: uuid.NewString(), Ttl: durationpb.New(30 * time.Second)},
+		"long ttl":           {RequestId: uuid.NewString(), Ttl: durationpb.New(8 * 24 * time.Hour)},
+		"negative ttl":       {RequestId: uuid.NewString(), Ttl: durationpb.New(-time.Hour)},
+		"malformed ttl":      {RequestId: uuid.NewString(), Ttl: &durationpb.Duration{Seconds: 3600, Nanos: -1}},
+	} {
+		_, err := c.CreateEnrollmentToken(ctx, r)
+		field := "ttl"
+		if strings.Contains(name, "request_id") {
+			field = "request_id"
+		}
+		t.Run(name, func(t *testing.T) { wantInvalidField(t, err, field) })
+	}
+
+	// More tokens than a page; list them oldest first, without text.
+	want := []string{et.GetName()}
+	for range 4 {
+		r, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
+		must(t, err)
+		want = append(want, r.GetEnrollmentToken().GetName())
+		texts = append(texts, r.GetTokenText())
+	}
+	var got []string
+	pageToken := ""
+	pages := 0
+	for {
+		resp, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 2, PageToken: pageToken})
+		must(t, err)
+		wantNoSecret(t, "ListEnrollmentTokens", resp, nil, texts...)
+		pages++
+		for _, et := range resp.GetEnrollmentTokens() {
+			got = append(got, et.GetName())
+		}
+		if pageToken = resp.GetNextPageToken(); pageToken == "" {
+			break
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") || pages != 3 {
+		t.Fatalf("listed %v in %d pages, want %v in 3", got, pages, want)
+	}
+	_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageToken: "bm90IGEgdG9rZW4"})
+	wantInvalidField(t, err, "page_token")
+
+	// Use one token, revoke another.
+	enrolled, err := f.enroll.Enroll(f.ctx, retried.GetTokenText(), newCSR(t), "node.test:7443")
+	must(t, err)
+	revoked, err := c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[1]})
+	must(t, err)
+	wantNoSecret(t, "RevokeEnrollmentToken", revoked, nil, texts...)
+	if r := revoked.GetEnrollmentToken(); r.GetState() != adminv1.EnrollmentToken_STATE_REVOKED || r.GetRevokeTime() == nil {
+		t.Fatalf("revoked token %v", r)
+	}
+	again, err := c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[1]})
+	must(t, err)
+	if !proto.Equal(again.GetEnrollmentToken(), revoked.GetEnrollmentToken()) {
+		t.Fatalf("revoking again changed the token: %v", again.GetEnrollmentToken())
+	}
+	_, err = c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[0]})
+	wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	wantNoSecret(t, "refused revocation", nil, err, texts...)
+	_, err = c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req})
+	wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	wantNoSecret(t, "refused retry", nil, err, texts...)
+	_, err = c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: "enrollmentTokens/" + strings.Repeat("0", 32)})
+	wantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
+	for _, bad := range []string{"", "enrollmentTokens/x", "nodes/" + uuid.NewString()} {
+		_, err = c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: bad})
+		wantInvalidField(t, err, "name")
+	}
+
+	// Only the three active tokens by default; all five with show_inactive.
+	active, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
+	must(t, err)
+	all, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{ShowInactive: true})
+	must(t, err)
+	wantNoSecret(t, "ListEnrollmentTokens", all, nil, texts...)
+	if len(active.GetEnrollmentTokens()) != 3 || len(all.GetEnrollmentTokens()) != 5 {
+		t.Fatalf("%d active and %d tokens, want 3 and 5", len(active.GetEnrollmentTokens()), len(all.GetEnrollmentTokens()))
+	}
+	used := all.GetEnrollmentTokens()[0]
+	if used.GetState() != adminv1.EnrollmentToken_STATE_USED || used.GetUseTime() == nil ||
+		used.GetNode() != "nodes/"+enrolled.NodeID.String() {
+		t.Fatalf("used token %v, want used by nodes/%s", used, enrolled.NodeID)
+	}
+	// The node names its token; no node call carries text either.
+	node, err := c.GetNode(ctx, &adminv1.GetNodeRequest{Name: used.GetNode()})
+	must(t, err)
+	wantNoSecret(t, "GetNode", node, nil, texts...)
+	if node.GetNode().GetEnrollmentToken() != used.GetName() {
+		t.Fatalf("node's enrollment_token %q, want %q", node.GetNode().GetEnrollmentToken(), used.GetName())
+	}
+}
+
+func TestGRPCNodes(t *testing.T) {
+	f := newFixture(t)
+	c := f.serve(t)
+	ctx := c.authed(f.ctx)
+	const total = 5
+	var names []string
+	for range total {
+		id, _ := f.enrollNode(t)
+		names = append(names, "nodes/"+id.String())
+	}
+
+	resp, err := c.GetNode(ctx, &adminv1.GetNodeRequest{Name: names[0]})
+	must(t, err)
+	n := resp.GetNode()
+	if n.GetName() != names[0] || "nodes/"+n.GetId() != names[0] || n.GetAdvertiseAddress() != "node.test:7443" ||
+		n.GetState() != adminv1.Node_STATE_ENROLLED || n.GetEnrollTime() == nil ||
+		!strings.HasPrefix(n.GetEnrollmentToken(), "enrollmentTokens/") {
+		t.Fatalf("node %v", n)
+	}
+	// Nothing observed yet, nothing reported.
+	if n.GetPresence() != nil || n.GetReadiness() != nil || n.GetCapacity() != nil {
+		t.Fatalf("node reports presence %v, readiness %v, capacity %v", n.GetPresence(), n.GetReadiness(), n.GetCapacity())
+	}
+
+	type call func(context.Context, string) (*adminv1.Node, error)
+	enable := func(ctx context.Context, name string) (*adminv1.Node, error) {
+		r, err := c.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: name})
+		return r.GetNode(), err
+	}
+	retire := func(ctx context.Context, name string) (*adminv1.Node, error) {
+		r, err := c.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: name})
+		return r.GetNode(), err
+	}
+	remove := func(ctx context.Context, name string) (*adminv1.Node, error) {
+		r, err := c.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: name})
+		return r.GetNode(), err
+	}
+	for _, st := range []struct {
+		what string
+		call call
+		want adminv1.Node_State // STATE_UNSPECIFIED: refused
+	}{
+		{"enable enrolled", enable, adminv1.Node_STATE_ENABLED},
+		{"enable enabled", enable, adminv1.Node_STATE_ENABLED},
+		{"remove enabled", remove, adminv1.Node_STATE_UNSPECIFIED},
+		{"retire enabled", retire, adminv1.Node_STATE_RETIRED},
+		{"retire retired", retire, adminv1.Node_STATE_RETIRED},
+		{"remove retired", remove, adminv1.Node_STATE_REMOVED},
+		{"remove removed", remove, adminv1.Node_STATE_REMOVED},
+		{"enable removed", enable, adminv1.Node_STATE_UNSPECIFIED},
+		{"retire removed", retire, adminv1.Node_STATE_UNSPECIFIED},
+	} {
+		got, err := st.call(ctx, names[0])
+		if st.want == adminv1.Node_STATE_UNSPECIFIED {
+			wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+			continue
+		}
+		must(t, err)
+		if got.GetState() != st.want || got.GetName() != names[0] {
+			t.Fatalf("%s: node %s is %v, want %v", st.what, got.GetName(), got.GetState(), st.want)
+		}
+	}
+	for _, fn := range []call{enable, retire, remove} {
+		_, err := fn(ctx, "nodes/"+uuid.NewString())
+		wantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
+		_, err = fn(ctx, "nodes/node-1")
+		wantInvalidField(t, err, "name")
+	}
+	_, err = c.GetNode(ctx, &adminv1.GetNodeRequest{})
+	wantInvalidField(t, err, "name")
+
+	// More nodes than a page, in enrollment order; the removed one only
+	// when asked for.
+	list := func(showRemoved bool) []string {
+		var got []string
+		pageToken := ""
+		for {
+			resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: pageToken, ShowRemoved: showRemoved})
+			must(t, err)
+			for _, n := range resp.GetNodes() {
+				got = append(got, n.GetName())
+			}
+			if pageToken = resp.GetNextPageToken(); pageToken == "" {
+				return got
+			}
+		}
+	}
+	if got := list(true); strings.Join(got, ",") != strings.Join(names, ",") {
+		t.Fatalf("listed %v\nwant %v", got, names)
+	}
+	if got := list(false); strings.Join(got, ",") != strings.Join(names[1:], ",") {
+		t.Fatalf("listed %v without removed\nwant %v", got, names[1:])
+	}
+	_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: -1})
+	wantInvalidField(t, err, "page_size")
+}
+
+// The status of every refusal is the admin API's fixed form.
+func TestGRPCErrorsAreFixed(t *testing.T) {
+	f := newFixture(t)
+	c := f.serve(t)
+	_, err := c.GetNode(c.authed(f.ctx), &adminv1.GetNodeRequest{Name: "nodes/" + uuid.NewString()})
+	s, _ := status.FromError(err)
+	if s.Message() != "not found" {
+		t.Errorf("message %q, want the fixed \"not found\"", s.Message())
+	}
+}

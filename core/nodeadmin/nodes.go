@@ -1,0 +1,197 @@
+package nodeadmin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/admin"
+	"berth.dev/core/store"
+)
+
+// Node is a node as the admin API shows it: the stored record and the
+// enrollment token it enrolled with.
+//
+// It carries no presence, readiness or capacity: those are what Core's
+// live node connections observe (core/nodes), and they are filled in when
+// the service is wired to them. Until then the API leaves them unset
+// rather than report anything not observed.
+type Node struct {
+	store.Node
+	// EnrollmentTokenID is the id of the token that enrolled the node,
+	// empty when no token records it.
+	EnrollmentTokenID string
+}
+
+// casAttempts bounds how often a state change that lost a race is read
+// and decided again before the caller gets the conflict (errdefs.ErrFenced).
+const casAttempts = 3
+
+// ListNodes returns one page of nodes in enrollment order and the page
+// token of the next page ("" on the last). pageSize and pageToken are the
+// request's (admin.PageSize's rules); removed nodes are listed only with
+// showRemoved.
+func (s *Service) ListNodes(ctx context.Context, pageSize int32, pageToken string, showRemoved bool) ([]Node, string, error) {
+	n, err := admin.PageSize("page_size", pageSize)
+	if err != nil {
+		return nil, "", err
+	}
+	scope := []string{scopeListNodes, flagScope("show_removed", showRemoved)}
+	raw, err := s.pages.Decode("page_token", pageToken, scope...)
+	if err != nil {
+		return nil, "", err
+	}
+	var after store.NodeCursor
+	if raw != nil {
+		createdAt, id, ok := decodeCursor(raw)
+		if !ok {
+			return nil, "", badPageToken()
+		}
+		after = store.NodeCursor{CreatedAt: createdAt, ID: uuid.UUID(id)}
+	}
+	page, next, err := s.store.ListNodesByAge(ctx, n, after, showRemoved)
+	if err != nil {
+		return nil, "", fmt.Errorf("list nodes: %w", err)
+	}
+	nodes, err := s.withTokens(ctx, page...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list nodes: %w", err)
+	}
+	var nextToken string
+	if next != (store.NodeCursor{}) {
+		nextToken = s.pages.Encode(encodeCursor(next.CreatedAt, next.ID[:]), scope...)
+	}
+	return nodes, nextToken, nil
+}
+
+// GetNode returns the node name ("nodes/{node}").
+func (s *Service) GetNode(ctx context.Context, name string) (Node, error) {
+	id, err := nodeID(name)
+	if err != nil {
+		return Node{}, err
+	}
+	n, err := s.store.GetNode(ctx, id)
+	if err != nil {
+		return Node{}, fmt.Errorf("get node: %w", err)
+	}
+	nodes, err := s.withTokens(ctx, n)
+	if err != nil {
+		return Node{}, fmt.Errorf("get node: %w", err)
+	}
+	return nodes[0], nil
+}
+
+// EnableNode admits node name to placement: an enrolled or retired node
+// becomes enabled, an enabled one comes back unchanged, a removed one is
+// errdefs.ErrFailedPrecondition.
+func (s *Service) EnableNode(ctx context.Context, name string) (Node, error) {
+	return s.transition(ctx, "enable node", name, func(cur store.NodeState) (store.NodeState, error) {
+		switch cur {
+		case store.NodeEnrolled, store.NodeRetired, store.NodeEnabled:
+			return store.NodeEnabled, nil
+		}
+		return "", fmt.Errorf("node is %s: %w", cur, errdefs.ErrFailedPrecondition)
+	})
+}
+
+// RetireNode stops new placement on node name: an enrolled or enabled
+// node becomes retired (what it holds stays owned and observed), a retired
+// one comes back unchanged, a removed one is
+// errdefs.ErrFailedPrecondition.
+func (s *Service) RetireNode(ctx context.Context, name string) (Node, error) {
+	return s.transition(ctx, "retire node", name, func(cur store.NodeState) (store.NodeState, error) {
+		switch cur {
+		case store.NodeEnrolled, store.NodeEnabled, store.NodeRetired:
+			return store.NodeRetired, nil
+		}
+		return "", fmt.Errorf("node is %s: %w", cur, errdefs.ErrFailedPrecondition)
+	})
+}
+
+// RemoveNode removes node name for good: an enrolled or retired node
+// becomes removed, a removed one comes back unchanged, and an enabled one
+// is errdefs.ErrFailedPrecondition (retire it first). The removed node
+// keeps its identity, so its certificate stays refused.
+//
+// node.proto also refuses removal while the node holds allocations,
+// snapshots, reservations, unknown results or cleanup. None of these is
+// stored yet; the check arrives with them, made in the same transaction
+// as the state change so that nothing is placed on the node in between.
+// Until then a node holds nothing Core knows of, and nothing is checked.
+func (s *Service) RemoveNode(ctx context.Context, name string) (Node, error) {
+	return s.transition(ctx, "remove node", name, func(cur store.NodeState) (store.NodeState, error) {
+		switch cur {
+		case store.NodeEnrolled, store.NodeRetired, store.NodeRemoved:
+			return store.NodeRemoved, nil
+		}
+		return "", fmt.Errorf("node is %s, retire it first: %w", cur, errdefs.ErrFailedPrecondition)
+	})
+}
+
+// transition reads node name, asks decide for the state to move it to and
+// moves it by compare-and-swap. A node already in that state comes back
+// unchanged. When another change won the race (errdefs.ErrFenced), the
+// node is read and decided again, up to casAttempts times.
+func (s *Service) transition(ctx context.Context, op, name string, decide func(store.NodeState) (store.NodeState, error)) (Node, error) {
+	id, err := nodeID(name)
+	if err != nil {
+		return Node{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		n, err := s.store.GetNode(ctx, id)
+		if err != nil {
+			return Node{}, fmt.Errorf("%s: %w", op, err)
+		}
+		to, err := decide(n.State)
+		if err != nil {
+			return Node{}, fmt.Errorf("%s: %w", op, err)
+		}
+		if to != n.State {
+			n, err = s.store.SetNodeState(ctx, id, n.State, to)
+			if errdefs.IsFenced(err) && attempt < casAttempts {
+				continue
+			}
+			if err != nil {
+				return Node{}, fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		nodes, err := s.withTokens(ctx, n)
+		if err != nil {
+			return Node{}, fmt.Errorf("%s: %w", op, err)
+		}
+		return nodes[0], nil
+	}
+}
+
+// withTokens adds the enrolling token's id to each node.
+func (s *Service) withTokens(ctx context.Context, nodes ...store.Node) ([]Node, error) {
+	ids := make([]uuid.UUID, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID
+	}
+	tokens, err := s.store.EnrollmentTokensOfNodes(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = Node{Node: n, EnrollmentTokenID: tokens[n.ID]}
+	}
+	return out, nil
+}
+
+// nodeID parses a node name ("nodes/{node}").
+func nodeID(name string) (uuid.UUID, error) {
+	ids, err := admin.ValidateName("name", name, admin.NodeName)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	id, err := uuid.Parse(ids[0])
+	if err != nil { // ValidateName accepted a canonical UUID: unreachable
+		return uuid.Nil, errdefs.Invalid("name", "must match nodes/{node}")
+	}
+	return id, nil
+}

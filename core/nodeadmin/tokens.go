@@ -1,0 +1,153 @@
+package nodeadmin
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodetls"
+
+	"berth.dev/core/admin"
+	"berth.dev/core/store"
+)
+
+// The bounds of an enrollment token's lifetime.
+const (
+	// DefaultTokenTTL is the lifetime of a token whose request leaves ttl
+	// unset.
+	DefaultTokenTTL = time.Hour
+	// MinTokenTTL is the shortest lifetime: a token must live long enough
+	// to be carried to a host.
+	MinTokenTTL = time.Minute
+	// MaxTokenTTL is the longest lifetime, nodetls's bound.
+	MaxTokenTTL = nodetls.MaxTokenTTL
+)
+
+// TokenText is an enrollment token's text: a secret until the token is
+// used or expires. It prints as "<redacted>" with every fmt verb, so a
+// TokenText (or a struct holding one) that reaches a log or an error shows
+// nothing; convert it to string only to put it in the response.
+type TokenText string
+
+// String is the redacted form.
+func (TokenText) String() string { return "<redacted>" }
+
+// GoString is the redacted form.
+func (TokenText) GoString() string { return "<redacted>" }
+
+// Format prints the redacted form for every verb.
+func (TokenText) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("<redacted>")) }
+
+// IssuedToken is a token as CreateEnrollmentToken returns it: the record
+// and, this once, its text.
+type IssuedToken struct {
+	Token store.EnrollmentToken
+	Text  TokenText
+}
+
+// CreateEnrollmentToken creates a single-use token that lives ttl (from
+// MinTokenTTL to MaxTokenTTL, by the database clock) and pins the
+// installation CA, and returns its text.
+//
+// requestID (a canonical UUID) makes it idempotent, as node.proto says:
+// a retry with the same requestID and ttl never creates a second token.
+// Core cannot show lost text again, so the retry gives the same token a
+// new secret and returns the new text, and the earlier text stops
+// working. That holds while the token is unused and unrevoked (even once
+// it has expired: the answer then shows it expired); a retry after the
+// token was used or revoked is errdefs.ErrFailedPrecondition, and one
+// with another ttl is errdefs.ErrExists.
+func (s *Service) CreateEnrollmentToken(ctx context.Context, requestID string, ttl time.Duration) (IssuedToken, error) {
+	const op = "create enrollment token"
+	if err := admin.ValidateRequestID("request_id", requestID); err != nil {
+		return IssuedToken{}, err
+	}
+	if ttl < MinTokenTTL || ttl > MaxTokenTTL {
+		return IssuedToken{}, errdefs.Invalid("ttl", fmt.Sprintf("must be between %s and %s", MinTokenTTL, MaxTokenTTL))
+	}
+	reqID, err := uuid.Parse(requestID)
+	if err != nil { // ValidateRequestID accepted it: unreachable
+		return IssuedToken{}, errdefs.Invalid("request_id", "must be a canonical UUID")
+	}
+	// Expiry is the database's (now() + ttl); NewToken's own, by the Go
+	// clock, is not used.
+	text, id, secretHash, _, err := nodetls.NewToken(s.caFingerprint, s.now(), ttl)
+	if err != nil {
+		return IssuedToken{}, fmt.Errorf("%s: %w", op, err)
+	}
+	tok, created, err := s.store.CreateRequestedEnrollmentToken(ctx, reqID, id, secretHash, ttl)
+	if err != nil {
+		return IssuedToken{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if created {
+		return IssuedToken{Token: tok, Text: TokenText(text)}, nil
+	}
+	// A retry: the request's token gets a new secret.
+	text, secretHash, err = nodetls.ReissueToken(s.caFingerprint, tok.ID)
+	if err != nil {
+		return IssuedToken{}, fmt.Errorf("%s: %w", op, err)
+	}
+	tok, err = s.store.ReissueEnrollmentToken(ctx, reqID, tok.ID, secretHash)
+	if err != nil {
+		return IssuedToken{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return IssuedToken{Token: tok, Text: TokenText(text)}, nil
+}
+
+// ListEnrollmentTokens returns one page of tokens, oldest first, and the
+// page token of the next page ("" on the last). pageSize and pageToken are
+// the request's (admin.PageSize's rules); without showInactive only
+// tokens that can still enroll a node are listed. No token text or secret
+// hash is ever returned.
+func (s *Service) ListEnrollmentTokens(ctx context.Context, pageSize int32, pageToken string, showInactive bool) ([]store.EnrollmentToken, string, error) {
+	n, err := admin.PageSize("page_size", pageSize)
+	if err != nil {
+		return nil, "", err
+	}
+	scope := []string{scopeListTokens, flagScope("show_inactive", showInactive)}
+	raw, err := s.pages.Decode("page_token", pageToken, scope...)
+	if err != nil {
+		return nil, "", err
+	}
+	var after store.TokenCursor
+	if raw != nil {
+		createdAt, id, ok := decodeCursor(raw)
+		if !ok {
+			return nil, "", badPageToken()
+		}
+		after = store.TokenCursor{CreatedAt: createdAt, ID: hex.EncodeToString(id)}
+	}
+	page, next, err := s.store.ListEnrollmentTokensByAge(ctx, n, after, showInactive)
+	if err != nil {
+		return nil, "", fmt.Errorf("list enrollment tokens: %w", err)
+	}
+	var nextToken string
+	if next != (store.TokenCursor{}) {
+		id, err := hex.DecodeString(next.ID)
+		if err != nil || len(id) != 16 {
+			return nil, "", fmt.Errorf("list enrollment tokens: stored token id is not 32 hex digits")
+		}
+		nextToken = s.pages.Encode(encodeCursor(next.CreatedAt, id), scope...)
+	}
+	return page, nextToken, nil
+}
+
+// RevokeEnrollmentToken makes the unused token name
+// ("enrollmentTokens/{token}") unusable. A revoked or expired token comes
+// back unchanged; a used one is errdefs.ErrFailedPrecondition (it stays
+// as it is, so its node can still recover a lost enrollment answer).
+func (s *Service) RevokeEnrollmentToken(ctx context.Context, name string) (store.EnrollmentToken, error) {
+	ids, err := admin.ValidateName("name", name, admin.EnrollmentTokenName)
+	if err != nil {
+		return store.EnrollmentToken{}, err
+	}
+	tok, err := s.store.RevokeActiveEnrollmentToken(ctx, ids[0])
+	if err != nil {
+		return store.EnrollmentToken{}, fmt.Errorf("revoke enrollment token: %w", err)
+	}
+	return tok, nil
+}
