@@ -25,13 +25,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	adminv1 "berth.dev/proto/berth/admin/v1"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/enrollment"
+	"berth.dev/core/nodeadmin"
 	"berth.dev/core/nodes"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
@@ -175,6 +175,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	}
 
 	manager := nodes.NewManager(st, coreClient, ca.Certificate(), epoch, log, cfg.NodeInterval)
+	pages, err := admin.NewPageTokens(masterKey.Derive("admin-page-tokens"))
+	if err != nil {
+		return fmt.Errorf("page tokens: %w", err)
+	}
+	nodeSvc, err := nodeadmin.NewService(st, ca.Fingerprint(), pages, time.Now)
+	if err != nil {
+		return fmt.Errorf("node service: %w", err)
+	}
 	adminSrv := admin.NewServer(admin.Options{
 		TokenDigest: adminDigest,
 		Installation: func(ctx context.Context) (admin.Installation, error) {
@@ -187,7 +195,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 				CAFingerprint: strings.TrimPrefix(ca.Fingerprint(), "sha256:"), CoreVersion: cfg.Version,
 			}, nil
 		},
-		Nodes: nodeService(st, ca, manager),
+		Nodes: nodeadmin.NewServer(nodeSvc, liveness(manager)),
 	})
 	adminLis, err := net.Listen("tcp", cfg.AdminListen)
 	if err != nil {
@@ -223,9 +231,30 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	return runErr
 }
 
-// nodeService is the admin NodeService over the store and the node
-// connections (set once the service exists).
-var nodeService = func(*store.Store, *nodetls.CA, *nodes.Manager) adminv1.NodeServiceServer { return nil }
+// liveness reads the node connections for the admin API.
+func liveness(m *nodes.Manager) nodeadmin.Liveness {
+	return func(id uuid.UUID) (nodeadmin.LiveState, bool) {
+		p := m.Presence(id)
+		if p.Hello == nil && !p.Connected {
+			return nodeadmin.LiveState{}, false
+		}
+		l := nodeadmin.LiveState{Connected: p.Present(time.Now()), LastReport: p.LastReport}
+		r := p.Report.GetReadiness()
+		if r == nil {
+			r = p.Hello.GetReadiness()
+		}
+		if r != nil {
+			l.Generation, l.Ready, l.DiagnosticCode = r.GetGeneration(), r.GetReady(), r.GetDiagnosticCode()
+			l.CheckTime = r.GetCheckedAt().AsTime()
+		}
+		c := p.Report.GetCapacity()
+		if c == nil {
+			c = p.Hello.GetCapacity()
+		}
+		l.CPUMillis, l.MemoryBytes, l.DiskFreeBytes = c.GetCpuMillis(), c.GetMemoryBytes(), c.GetDiskFreeBytes()
+		return l, true
+	}
+}
 
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)

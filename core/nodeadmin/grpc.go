@@ -2,6 +2,7 @@ package nodeadmin
 
 import (
 	"context"
+	"github.com/google/uuid"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -17,11 +18,32 @@ import (
 // NewServer returns s as berth.admin.v1.NodeService, for
 // admin.Options.Nodes. It only converts: requests to s's arguments, its
 // results to responses, its errors with admin.ToStatus.
-func NewServer(s *Service) adminv1.NodeServiceServer { return &server{svc: s} }
+func NewServer(s *Service, live Liveness) adminv1.NodeServiceServer {
+	return &server{svc: s, live: live}
+}
+
+// Liveness reports what Core's node connections know of a node now: its
+// presence, latest readiness and capacity. false means Core holds no
+// connection loop for the node (it is not enabled, or Core just started).
+type Liveness func(id uuid.UUID) (LiveState, bool)
+
+// LiveState is one node's connection state as Core sees it.
+type LiveState struct {
+	Connected      bool
+	LastReport     time.Time
+	Generation     uint64
+	Ready          bool
+	DiagnosticCode string
+	CheckTime      time.Time
+	CPUMillis      int64
+	MemoryBytes    int64
+	DiskFreeBytes  int64
+}
 
 type server struct {
 	adminv1.UnimplementedNodeServiceServer
-	svc *Service
+	svc  *Service
+	live Liveness
 }
 
 func (g *server) CreateEnrollmentToken(ctx context.Context, req *adminv1.CreateEnrollmentTokenRequest) (*adminv1.CreateEnrollmentTokenResponse, error) {
@@ -66,7 +88,7 @@ func (g *server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 	}
 	resp := &adminv1.ListNodesResponse{NextPageToken: next}
 	for _, n := range page {
-		resp.Nodes = append(resp.Nodes, nodeProto(n))
+		resp.Nodes = append(resp.Nodes, g.nodeProto(n))
 	}
 	return resp, nil
 }
@@ -76,7 +98,7 @@ func (g *server) GetNode(ctx context.Context, req *adminv1.GetNodeRequest) (*adm
 	if err != nil {
 		return nil, admin.ToStatus(err)
 	}
-	return &adminv1.GetNodeResponse{Node: nodeProto(n)}, nil
+	return &adminv1.GetNodeResponse{Node: g.nodeProto(n)}, nil
 }
 
 func (g *server) EnableNode(ctx context.Context, req *adminv1.EnableNodeRequest) (*adminv1.EnableNodeResponse, error) {
@@ -84,7 +106,7 @@ func (g *server) EnableNode(ctx context.Context, req *adminv1.EnableNodeRequest)
 	if err != nil {
 		return nil, admin.ToStatus(err)
 	}
-	return &adminv1.EnableNodeResponse{Node: nodeProto(n)}, nil
+	return &adminv1.EnableNodeResponse{Node: g.nodeProto(n)}, nil
 }
 
 func (g *server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest) (*adminv1.RetireNodeResponse, error) {
@@ -92,7 +114,7 @@ func (g *server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest)
 	if err != nil {
 		return nil, admin.ToStatus(err)
 	}
-	return &adminv1.RetireNodeResponse{Node: nodeProto(n)}, nil
+	return &adminv1.RetireNodeResponse{Node: g.nodeProto(n)}, nil
 }
 
 func (g *server) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest) (*adminv1.RemoveNodeResponse, error) {
@@ -100,7 +122,7 @@ func (g *server) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest)
 	if err != nil {
 		return nil, admin.ToStatus(err)
 	}
-	return &adminv1.RemoveNodeResponse{Node: nodeProto(n)}, nil
+	return &adminv1.RemoveNodeResponse{Node: g.nodeProto(n)}, nil
 }
 
 // requestTTL reads CreateEnrollmentTokenRequest.ttl: unset is
@@ -155,9 +177,10 @@ var nodeStates = map[store.NodeState]adminv1.Node_State{
 	store.NodeRemoved:  adminv1.Node_STATE_REMOVED,
 }
 
-// nodeProto is the API form of a node. Presence, readiness and capacity
-// stay unset: see Node.
-func nodeProto(n Node) *adminv1.Node {
+// nodeProto is the API form of a node, with presence, readiness and
+// capacity from Core's node connections when it has them (the counts of
+// held sandboxes arrive with allocations).
+func (g *server) nodeProto(n Node) *adminv1.Node {
 	out := &adminv1.Node{
 		Name:             admin.NodeName.Format(n.ID.String()),
 		Id:               n.ID.String(),
@@ -167,6 +190,19 @@ func nodeProto(n Node) *adminv1.Node {
 	}
 	if n.EnrollmentTokenID != "" {
 		out.EnrollmentToken = admin.EnrollmentTokenName.Format(n.EnrollmentTokenID)
+	}
+	if g.live == nil {
+		return out
+	}
+	if l, ok := g.live(n.ID); ok {
+		out.Presence = &adminv1.Presence{Connected: l.Connected, LastReportTime: timestamp(&l.LastReport)}
+		if !l.CheckTime.IsZero() {
+			out.Readiness = &adminv1.Readiness{
+				Generation: l.Generation, Ready: l.Ready, DiagnosticCode: l.DiagnosticCode,
+				CheckTime: timestamp(&l.CheckTime),
+			}
+			out.Capacity = &adminv1.Capacity{CpuMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, DiskFreeBytes: l.DiskFreeBytes}
+		}
 	}
 	return out
 }

@@ -99,7 +99,7 @@ func (f fixture) serve(t *testing.T) client {
 	must(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	s := admin.NewServer(admin.Options{TokenDigest: digest, Nodes: nodeadmin.NewServer(f.svc)})
+	s := admin.NewServer(admin.Options{TokenDigest: digest, Nodes: nodeadmin.NewServer(f.svc, nil)})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
 	t.Cleanup(func() {

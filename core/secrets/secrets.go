@@ -10,7 +10,9 @@ package secrets
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -126,4 +128,16 @@ func (k Key) Open(nonce, ciphertext, ad []byte) ([]byte, error) {
 		return nil, ErrOpen
 	}
 	return out, nil
+}
+
+// Derive returns a 32-byte key for purpose, derived from the master key
+// with HMAC-SHA256, so each use has its own key and none reveals the
+// master key.
+func (k Key) Derive(purpose string) []byte {
+	if k.b == nil {
+		return nil
+	}
+	mac := hmac.New(sha256.New, k.b[:])
+	mac.Write([]byte("berth-derive:" + purpose))
+	return mac.Sum(nil)
 }

@@ -82,12 +82,18 @@ func (c *core) issueToken(t *testing.T, fingerprint string, ttl time.Duration) s
 // prepareNode and returns its combined output and exit code.
 func enrollCmd(t *testing.T, n *node, coreAddr, token string) (string, int) {
 	t.Helper()
+	return enrollCmdAt(t, n, coreAddr, token, "127.0.0.1:7443")
+}
+
+// enrollCmdAt is enrollCmd advertising the given address.
+func enrollCmdAt(t *testing.T, n *node, coreAddr, token, advertise string) (string, int) {
+	t.Helper()
 	tokenFile := filepath.Join(n.dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(nodeAgentBin, "enroll", "--config", n.config, "--core", coreAddr,
-		"--token-file", tokenFile, "--advertise", "127.0.0.1:7443")
+		"--token-file", tokenFile, "--advertise", advertise)
 	out, _ := cmd.CombinedOutput()
 	if parts := strings.Split(token, "."); len(parts) == 4 && strings.Contains(string(out), parts[2]) {
 		t.Fatalf("the token's secret appeared in the output:\n%s", out)

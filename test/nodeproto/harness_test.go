@@ -104,6 +104,7 @@ type nodeOptions struct {
 	socket     string // the engine's Unix socket
 	image      string
 	generation uint64
+	listen     string // default 127.0.0.1:0
 }
 
 // enrollNode writes the node's identity the way enrollment will: a key, a
@@ -157,6 +158,9 @@ func prepareNode(t testing.TB, inst *installation, o nodeOptions) *node {
 	if o.generation == 0 {
 		o.generation = 1
 	}
+	if o.listen == "" {
+		o.listen = "127.0.0.1:0"
+	}
 	dir, err := os.MkdirTemp("", "bnode")
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +170,7 @@ func prepareNode(t testing.TB, inst *installation, o nodeOptions) *node {
 	n := &node{t: t, inst: inst, dir: dir, config: filepath.Join(dir, "nodeagent.json")}
 	cfg := map[string]any{
 		"state_dir": state,
-		"listen":    "127.0.0.1:0",
+		"listen":    o.listen,
 		"provider":  docker.Kind,
 		"node": map[string]any{
 			"socket": o.socket, "image": o.image, "network": "none",

@@ -1,0 +1,104 @@
+package nodeproto
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+)
+
+// TestOperatorEnrollsAndCoreConnects walks the operator's path with the
+// real binaries: berth-core serves; the admin creates an enrollment token;
+// berth-nodeagent enrolls with it and serves; the admin enables the node;
+// Core connects to it and reports its presence and readiness; retiring the
+// node makes Core let go of it.
+func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
+	c := startCore(t, storetestDatabase(t), coreStateDir(t), true)
+	cc, ctx := c.adminClient(t)
+	instResp, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodesAPI := adminv1.NewNodeServiceClient(cc)
+	tok, err := nodesAPI.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{
+		RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute),
+	})
+	if err != nil {
+		t.Fatalf("CreateEnrollmentToken: %v", err)
+	}
+	list, err := nodesAPI.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
+	if err != nil || len(list.GetEnrollmentTokens()) != 1 {
+		t.Fatalf("ListEnrollmentTokens: %v, %v", list, err)
+	}
+
+	engine := fixtureEngine(t)
+	inst := &installation{id: instResp.GetInstallation().GetId()}
+	listen := freeAddr(t)
+	n := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage, listen: listen})
+	c.mu.Lock()
+	public := c.public
+	c.mu.Unlock()
+	out, code := enrollCmdAt(t, n, public, tok.GetTokenText(), listen)
+	if code != 0 {
+		t.Fatalf("enroll: %d %s", code, out)
+	}
+	nodes, err := nodesAPI.ListNodes(ctx, &adminv1.ListNodesRequest{})
+	if err != nil || len(nodes.GetNodes()) != 1 {
+		t.Fatalf("ListNodes: %v, %v", nodes, err)
+	}
+	node := nodes.GetNodes()[0]
+	if node.GetState() != adminv1.Node_STATE_ENROLLED || node.GetPresence().GetConnected() {
+		t.Fatalf("a freshly enrolled node: %v", node)
+	}
+	if node.GetAdvertiseAddress() != listen {
+		t.Fatalf("advertised %q, want %q", node.GetAdvertiseAddress(), listen)
+	}
+	n.id = node.GetId()
+	n.start()
+	t.Cleanup(n.stop)
+	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: node.GetName()}); err != nil {
+		t.Fatalf("EnableNode: %v", err)
+	}
+	got := waitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	if r := got.GetReadiness(); !r.GetReady() || r.GetGeneration() != 1 || got.GetCapacity().GetMemoryBytes() == 0 {
+		t.Fatalf("connected node: %v", got)
+	}
+	if _, err := nodesAPI.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: node.GetName()}); err != nil {
+		t.Fatalf("RetireNode: %v", err)
+	}
+	waitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool { return !n.GetPresence().GetConnected() })
+}
+
+func waitNode(t *testing.T, ctx context.Context, api adminv1.NodeServiceClient, name string, ok func(*adminv1.Node) bool) *adminv1.Node {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := api.GetNode(ctx, &adminv1.GetNodeRequest{Name: name})
+		if err != nil {
+			t.Fatalf("GetNode: %v", err)
+		}
+		if ok(resp.GetNode()) {
+			return resp.GetNode()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node never reached the expected state: %v", resp.GetNode())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
