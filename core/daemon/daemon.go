@@ -46,8 +46,13 @@ type Config struct {
 	// PublicURL is the installation's public URL, used when the
 	// installation is first claimed.
 	PublicURL string
-	// StateDir holds the master key and the admin token (mode 0700).
+	// StateDir holds the admin token and, by default, the master key
+	// (mode 0700).
 	StateDir string
+	// MasterKeyFile is the master key (default StateDir/master.key). Every
+	// Core of an installation must hold the same key: the installation CA
+	// key is sealed under it.
+	MasterKeyFile string
 	// AdminListen is the admin API's address; it must be loopback.
 	AdminListen string
 	// Listen is the public listener (enrollment) address.
@@ -100,7 +105,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return fmt.Errorf("state directory is in use by another berth-core: %w", errdefs.ErrExists)
 	}
-	masterKey, err := secrets.LoadOrCreateKeyFile(filepath.Join(cfg.StateDir, "master.key"))
+	if cfg.MasterKeyFile == "" {
+		cfg.MasterKeyFile = filepath.Join(cfg.StateDir, "master.key")
+	}
+	masterKey, err := secrets.LoadOrCreateKeyFile(cfg.MasterKeyFile)
 	if err != nil {
 		return err
 	}

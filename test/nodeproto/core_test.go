@@ -155,7 +155,17 @@ func TestCoreClaimsOnceAndHoldsTheLease(t *testing.T) {
 	if _, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(context.Background(), &adminv1.GetInstallationRequest{Name: "installation"}); err == nil {
 		t.Fatal("admin call without the token succeeded")
 	}
-	second := startCore(t, dsn, coreStateDir(t), false)
+	// Every Core of an installation holds the same master key (the CA key
+	// is sealed under it); the operator gives it to the standby.
+	standby := coreStateDir(t)
+	key, err := os.ReadFile(filepath.Join(first.stateDir, "master.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(standby, "master.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := startCore(t, dsn, standby, false)
 	time.Sleep(2 * time.Second)
 	select {
 	case <-second.serving:
@@ -184,5 +194,23 @@ func TestCoreClaimsOnceAndHoldsTheLease(t *testing.T) {
 		if strings.Contains(c.logs(), strings.TrimSpace(string(tok))) || strings.Contains(c.logs(), "password") {
 			t.Fatal("a secret reached Core's log")
 		}
+	}
+}
+
+// TestCoreWithAnotherMasterKeyRefusesToStart: the installation CA's key is
+// sealed under the master key; a Core given another key stops with a clear
+// error instead of minting a second CA.
+func TestCoreWithAnotherMasterKeyRefusesToStart(t *testing.T) {
+	dsn := storetestDatabase(t)
+	first := startCore(t, dsn, coreStateDir(t), true)
+	first.stop()
+	other := startCore(t, dsn, coreStateDir(t), false)
+	select {
+	case <-other.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a Core with another master key kept running")
+	}
+	if !strings.Contains(other.logs(), "installation CA key: sealed value does not open") {
+		t.Fatalf("unclear refusal:\n%s", other.logs())
 	}
 }

@@ -105,6 +105,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	fs.BoolVar(&cfg.Migrate, "migrate", false, "apply database migrations at start-up")
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "the installation's public URL (used when the installation is first claimed)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/berth-core", "state directory: master key and admin token (mode 0700)")
+	fs.StringVar(&cfg.MasterKeyFile, "master-key-file", "", "master key file shared by every Core of the installation (default STATE_DIR/master.key, created on first start)")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:7000", "admin API address (loopback only)")
 	fs.StringVar(&cfg.Listen, "listen", ":7443", "public address: node enrollment over TLS")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "execution lease lifetime")
