@@ -8,7 +8,31 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+type Deployment struct {
+	Singleton         bool
+	CurrentGeneration pgtype.Int8
+	UpdatedAt         time.Time
+}
+
+type DeploymentGeneration struct {
+	Generation                 int64
+	ProviderKind               string
+	PublicConfig               []byte
+	Observations               []byte
+	CredentialCiphertext       []byte
+	CredentialNonce            []byte
+	CPUMillis                  int64
+	MemoryBytes                int64
+	DiskBytes                  int64
+	MaxActive                  int32
+	MaxRetained                int32
+	SuspensionIdleSeconds      pgtype.Int8
+	SuspensionRetentionSeconds pgtype.Int8
+	CreatedAt                  time.Time
+}
 
 type EnrollmentToken struct {
 	ID            string

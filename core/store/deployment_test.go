@@ -1,0 +1,168 @@
+package store_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/core/store"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+func testGeneration(kind string) store.NewGeneration {
+	return store.NewGeneration{
+		ProviderKind: kind,
+		PublicConfig: json.RawMessage(`{}`),
+		Observations: json.RawMessage(`{}`),
+		Specification: sandbox.Specification{
+			Resources:   sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},
+			MaxActive:   8,
+			MaxRetained: 16,
+		},
+	}
+}
+
+func TestDeploymentNoneBeforeFirstCommit(t *testing.T) {
+	st, ctx := newStore(t)
+	_, err := st.CurrentGeneration(ctx)
+	wantClass(t, err, errdefs.ErrNotFound)
+	_, err = st.GetGeneration(ctx, 1)
+	wantClass(t, err, errdefs.ErrNotFound)
+	_, err = st.GetGeneration(ctx, 0)
+	wantClass(t, err, errdefs.ErrInvalid)
+}
+
+func TestDeploymentCommitGenerations(t *testing.T) {
+	st, ctx := newStore(t)
+	first := testGeneration("docker")
+	g1, err := st.CommitGeneration(ctx, 0, first)
+	must(t, err)
+	if g1.Generation != 1 || g1.ProviderKind != "docker" || g1.HasCredential() || g1.CreatedAt.IsZero() {
+		t.Fatalf("first generation %+v", g1)
+	}
+
+	second := testGeneration("direct-test")
+	second.PublicConfig = json.RawMessage(`{"region":"eu"}`)
+	second.CredentialCiphertext = bytes.Repeat([]byte{7}, 40)
+	second.CredentialNonce = bytes.Repeat([]byte{1}, 12)
+	second.Specification.Suspension = sandbox.SuspensionPolicy{Idle: 10 * time.Minute, Retention: 48 * time.Hour}
+	g2, err := st.CommitGeneration(ctx, 1, second)
+	must(t, err)
+	if g2.Generation != 2 {
+		t.Fatalf("second generation %d", g2.Generation)
+	}
+
+	cur, err := st.CurrentGeneration(ctx)
+	must(t, err)
+	if cur.Generation != 2 || cur.Specification != second.Specification ||
+		!bytes.Equal(cur.CredentialCiphertext, second.CredentialCiphertext) ||
+		!bytes.Equal(cur.CredentialNonce, second.CredentialNonce) || !cur.HasCredential() {
+		t.Fatalf("current %+v", cur)
+	}
+	var pub map[string]string
+	must(t, json.Unmarshal(cur.PublicConfig, &pub))
+	if pub["region"] != "eu" {
+		t.Fatalf("public config %s", cur.PublicConfig)
+	}
+	old, err := st.GetGeneration(ctx, 1)
+	must(t, err)
+	if old.ProviderKind != "docker" || old.Specification != first.Specification || old.HasCredential() {
+		t.Fatalf("generation 1 changed: %+v", old)
+	}
+}
+
+func TestDeploymentCommitRefusesStaleExpectation(t *testing.T) {
+	st, ctx := newStore(t)
+	_, err := st.CommitGeneration(ctx, 0, testGeneration("docker"))
+	must(t, err)
+	for _, expected := range []uint64{0, 2, 7} {
+		_, err = st.CommitGeneration(ctx, expected, testGeneration("docker"))
+		wantClass(t, err, errdefs.ErrFailedPrecondition)
+	}
+	cur, err := st.CurrentGeneration(ctx)
+	must(t, err)
+	if cur.Generation != 1 {
+		t.Fatalf("current generation %d after refused commits", cur.Generation)
+	}
+	_, err = st.GetGeneration(ctx, 2)
+	wantClass(t, err, errdefs.ErrNotFound)
+}
+
+func TestDeploymentConcurrentCommitsCreateOneGeneration(t *testing.T) {
+	st, ctx := newStore(t)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = st.CommitGeneration(ctx, 0, testGeneration("docker"))
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errdefs.IsFailedPrecondition(err):
+			t.Fatalf("commit: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d commits won, want 1", won)
+	}
+	cur, err := st.CurrentGeneration(ctx)
+	must(t, err)
+	if cur.Generation != 1 {
+		t.Fatalf("current generation %d", cur.Generation)
+	}
+}
+
+func TestDeploymentGenerationsAreImmutable(t *testing.T) {
+	st, ctx := newStore(t)
+	_, err := st.CommitGeneration(ctx, 0, testGeneration("docker"))
+	must(t, err)
+	for _, stmt := range []string{
+		"UPDATE deployment_generations SET cpu_millis = 2000 WHERE generation = 1",
+		"UPDATE deployment_generations SET provider_kind = 'other'",
+		"DELETE FROM deployment_generations WHERE generation = 1",
+	} {
+		_, err := st.Pool().Exec(ctx, stmt)
+		if err == nil {
+			t.Fatalf("%q succeeded", stmt)
+		}
+	}
+	g, err := st.GetGeneration(ctx, 1)
+	must(t, err)
+	if g.ProviderKind != "docker" || g.Specification.Resources.CPUMillis != 1000 {
+		t.Fatalf("generation changed: %+v", g)
+	}
+}
+
+func TestDeploymentCommitRefusesMalformedGeneration(t *testing.T) {
+	st, ctx := newStore(t)
+	bad := []func(g *store.NewGeneration){
+		func(g *store.NewGeneration) { g.PublicConfig = json.RawMessage(`[]`) },
+		func(g *store.NewGeneration) { g.Observations = nil },
+		func(g *store.NewGeneration) { g.CredentialCiphertext = []byte("0123456789abcdefghij") },
+		func(g *store.NewGeneration) {
+			g.CredentialCiphertext, g.CredentialNonce = []byte("0123456789abcdefghij"), []byte("short")
+		},
+		func(g *store.NewGeneration) { g.ProviderKind = "Not A Kind" },
+		func(g *store.NewGeneration) { g.Specification.MaxActive = 0 },
+		func(g *store.NewGeneration) { g.Specification.Suspension.Idle = time.Minute },
+	}
+	for i, mutate := range bad {
+		g := testGeneration("docker")
+		mutate(&g)
+		_, err := st.CommitGeneration(ctx, 0, g)
+		if !errdefs.IsInvalid(err) {
+			t.Fatalf("case %d: %v, want invalid", i, err)
+		}
+	}
+	_, err := st.CurrentGeneration(ctx)
+	wantClass(t, err, errdefs.ErrNotFound)
+}
