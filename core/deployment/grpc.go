@@ -1,0 +1,201 @@
+package deployment
+
+import (
+	"context"
+	"encoding/json"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/admin"
+)
+
+// maxObjectBytes bounds the JSON of a candidate's configuration and
+// credential objects.
+const maxObjectBytes = 64 << 10
+
+// NewServer returns s as berth.admin.v1.DeploymentService, for
+// admin.Options.Deployment. It only converts: requests to s's arguments,
+// its results to responses, its errors with admin.ToStatus. The credential
+// is input only: no response carries it, only has_credential.
+func NewServer(s *Service) adminv1.DeploymentServiceServer {
+	return &server{svc: s}
+}
+
+type server struct {
+	adminv1.UnimplementedDeploymentServiceServer
+	svc *Service
+}
+
+func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRequest) (*adminv1.GetDeploymentResponse, error) {
+	if _, err := admin.ValidateName("name", req.GetName(), admin.DeploymentName); err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	d, err := g.svc.Get(ctx)
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	pb, err := deploymentProto(d)
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	return &adminv1.GetDeploymentResponse{Deployment: pb}, nil
+}
+
+func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDeploymentRequest) (*adminv1.PreviewDeploymentResponse, error) {
+	c, err := candidateFromProto(req.GetCandidate())
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	p, err := g.svc.Preview(ctx, c)
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	pb, err := deploymentProto(p.Deployment)
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	return &adminv1.PreviewDeploymentResponse{Deployment: pb, Changed: p.Changed, ExpectedGeneration: p.ExpectedGeneration}, nil
+}
+
+func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploymentRequest) (*adminv1.CommitDeploymentResponse, error) {
+	c, err := candidateFromProto(req.GetCandidate())
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	d, err := g.svc.Commit(ctx, c, req.GetExpectedGeneration())
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	pb, err := deploymentProto(d)
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
+	return &adminv1.CommitDeploymentResponse{Deployment: pb}, nil
+}
+
+// candidateFromProto converts a request's candidate. An absent or empty
+// credential object means no credential.
+func candidateFromProto(c *adminv1.DeploymentCandidate) (Candidate, error) {
+	if c == nil {
+		return Candidate{}, errdefs.Invalid("candidate", "required")
+	}
+	out := Candidate{ProviderKind: c.GetProviderKind()}
+	var err error
+	if c.GetConfiguration() != nil {
+		if out.Public, err = objectJSON("candidate.configuration", c.GetConfiguration()); err != nil {
+			return Candidate{}, err
+		}
+	}
+	if len(c.GetCredential().GetFields()) > 0 {
+		if out.Credential, err = objectJSON("candidate.credential", c.GetCredential()); err != nil {
+			return Candidate{}, err
+		}
+	}
+	if out.Specification, err = specificationFromProto(c.GetSpecification()); err != nil {
+		return Candidate{}, err
+	}
+	return out, nil
+}
+
+func objectJSON(field string, s *structpb.Struct) (json.RawMessage, error) {
+	b, err := protojson.Marshal(s)
+	if err != nil {
+		return nil, errdefs.Invalid(field, "not a JSON object")
+	}
+	if len(b) > maxObjectBytes {
+		return nil, errdefs.Invalid(field, "too large")
+	}
+	return b, nil
+}
+
+func specificationFromProto(s *adminv1.Specification) (sandbox.Specification, error) {
+	const field = "candidate.specification"
+	if s == nil {
+		return sandbox.Specification{}, errdefs.Invalid(field, "required")
+	}
+	out := sandbox.Specification{
+		Resources: sandbox.Resources{
+			CPUMillis:   s.GetCpuMillis(),
+			MemoryBytes: s.GetMemoryBytes(),
+			DiskBytes:   s.GetDiskBytes(),
+		},
+		MaxActive:   s.GetMaxActive(),
+		MaxRetained: s.GetMaxRetained(),
+	}
+	if sp := s.GetSuspension(); sp != nil {
+		// A suspension policy that is present must be complete: "no
+		// suspension" is an absent policy, never a zero one.
+		for _, d := range []struct {
+			name string
+			v    *durationpb.Duration
+		}{{"idle", sp.GetIdle()}, {"retention", sp.GetRetention()}} {
+			f := field + ".suspension." + d.name
+			if d.v == nil {
+				return sandbox.Specification{}, errdefs.Invalid(f, "required")
+			}
+			if d.v.CheckValid() != nil || d.v.AsDuration() <= 0 {
+				return sandbox.Specification{}, errdefs.Invalid(f, "out of bounds")
+			}
+		}
+		out.Suspension = sandbox.SuspensionPolicy{Idle: sp.GetIdle().AsDuration(), Retention: sp.GetRetention().AsDuration()}
+	}
+	return out, nil
+}
+
+func deploymentProto(d Deployment) (*adminv1.Deployment, error) {
+	pb := &adminv1.Deployment{
+		Name:          admin.DeploymentName.Format(),
+		Generation:    d.Generation,
+		ProviderKind:  d.ProviderKind,
+		HasCredential: d.HasCredential,
+	}
+	if d.ProviderKind == "" {
+		// Before the first commit: nothing is selected.
+		return pb, nil
+	}
+	var err error
+	if pb.Configuration, err = objectProto(d.Public); err != nil {
+		return nil, err
+	}
+	if pb.Observations, err = objectProto(d.Observations); err != nil {
+		return nil, err
+	}
+	spec := d.Specification
+	pb.Specification = &adminv1.Specification{
+		CpuMillis:   spec.Resources.CPUMillis,
+		MemoryBytes: spec.Resources.MemoryBytes,
+		DiskBytes:   spec.Resources.DiskBytes,
+		MaxActive:   spec.MaxActive,
+		MaxRetained: spec.MaxRetained,
+	}
+	if !spec.Suspension.IsZero() {
+		pb.Specification.Suspension = &adminv1.SuspensionPolicy{
+			Idle:      durationpb.New(spec.Suspension.Idle),
+			Retention: durationpb.New(spec.Suspension.Retention),
+		}
+	}
+	if !d.CommitTime.IsZero() {
+		pb.CommitTime = timestamppb.New(d.CommitTime)
+	}
+	return pb, nil
+}
+
+// objectProto converts an adapter's encoded object; one that does not
+// convert is Core's failure (internal), never the caller's.
+func objectProto(raw json.RawMessage) (*structpb.Struct, error) {
+	s := new(structpb.Struct)
+	if len(raw) == 0 {
+		return s, nil
+	}
+	if err := protojson.Unmarshal(raw, s); err != nil {
+		return nil, errdefs.ErrContract
+	}
+	return s, nil
+}

@@ -1,0 +1,297 @@
+package deployment_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providerapi"
+	"berth.dev/sandbox/providercontract"
+	"berth.dev/sandbox/providers"
+
+	"berth.dev/core/admin"
+	"berth.dev/core/deployment"
+	"berth.dev/core/secrets"
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+)
+
+const testTimeout = time.Minute
+
+// directKind is a test-only direct provider that takes a credential: the
+// only registered provider (docker) is a node provider, which takes none.
+const directKind = "direct-test"
+
+// fixture is a DeploymentService on a fresh database, over a registry of
+// docker and the test-only direct provider.
+type fixture struct {
+	svc            *deployment.Service
+	st             *store.Store
+	key            secrets.Key
+	installationID uuid.UUID
+	ctx            context.Context
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	t.Parallel()
+	st := storetest.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example")
+	must(t, err)
+	key, _, err := secrets.NewKey()
+	must(t, err)
+	reg, err := providers.NewRegistry(docker.Registration(), directRegistration())
+	must(t, err)
+	svc, err := deployment.NewService(st, reg, key, inst.ID)
+	must(t, err)
+	return fixture{svc: svc, st: st, key: key, installationID: inst.ID, ctx: ctx}
+}
+
+// generations counts the stored generations.
+func (f fixture) generations(t *testing.T) int {
+	t.Helper()
+	var n int
+	must(t, f.st.Pool().QueryRow(f.ctx, "SELECT count(*) FROM deployment_generations").Scan(&n))
+	return n
+}
+
+func defaultSpec() sandbox.Specification {
+	return sandbox.Specification{
+		Resources:   sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},
+		MaxActive:   4,
+		MaxRetained: 0,
+	}
+}
+
+func dockerCandidate() deployment.Candidate {
+	return deployment.Candidate{ProviderKind: "docker", Specification: defaultSpec()}
+}
+
+func directCandidate(region, token string) deployment.Candidate {
+	return deployment.Candidate{
+		ProviderKind:  directKind,
+		Public:        json.RawMessage(`{"region":"` + region + `"}`),
+		Credential:    json.RawMessage(`{"token":"` + token + `"}`),
+		Specification: defaultSpec(),
+	}
+}
+
+// directRegistration registers directConfig's adapter as a direct
+// provider. Its constructor is never called here.
+func directRegistration() providerapi.Registration {
+	return providerapi.Registration{
+		Kind:                  directKind,
+		Mode:                  providerapi.ModeDirect,
+		ValidateSpecification: func(sandbox.Specification) error { return nil },
+		ValidateResources: func(r sandbox.Resources) error {
+			if r.CPUMillis > 8000 {
+				return errdefs.Invalid("resources.cpu_millis", "at most 8000 for this provider")
+			}
+			return nil
+		},
+		Configuration: directAdapter{},
+		Operations:    docker.Operations(),
+		RuntimeInput:  providerapi.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
+		BuildDirect: func(context.Context, sandbox.NativeConfiguration, providerapi.DirectRequest) (sandbox.SandboxProvider, error) {
+			return nil, errors.New("not constructed in these tests")
+		},
+	}
+}
+
+type directConfig struct {
+	Region string
+	token  []byte
+}
+
+func (directConfig) ProviderKind() string { return directKind }
+
+// directAdapter: public {"region": non-empty string}, credential
+// {"token": non-empty string}, required.
+type directAdapter struct{}
+
+func (directAdapter) DecodeInput(in sandbox.ConfigurationInput) (sandbox.NativeConfiguration, error) {
+	var pub struct {
+		Region string `json:"region"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(in.Public))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pub); err != nil || pub.Region == "" {
+		return nil, errdefs.Invalid("configuration.public.region", "required")
+	}
+	var cred struct {
+		Token string `json:"token"`
+	}
+	if len(in.Credential) == 0 {
+		return nil, errdefs.Invalid("configuration.credential", "required")
+	}
+	dec = json.NewDecoder(bytes.NewReader(in.Credential))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cred); err != nil || cred.Token == "" {
+		return nil, errdefs.Invalid("configuration.credential.token", "required")
+	}
+	return directConfig{Region: pub.Region, token: []byte(cred.Token)}, nil
+}
+
+func (directAdapter) Encode(cfg sandbox.NativeConfiguration) (sandbox.EncodedConfiguration, error) {
+	c, ok := cfg.(directConfig)
+	if !ok {
+		return sandbox.EncodedConfiguration{}, errdefs.Invalid("configuration", "belongs to another provider")
+	}
+	pub, err := json.Marshal(map[string]string{"region": c.Region})
+	if err != nil {
+		return sandbox.EncodedConfiguration{}, err
+	}
+	return sandbox.EncodedConfiguration{Public: pub, Observations: json.RawMessage(`{"zone_count":3}`), Secret: bytes.Clone(c.token)}, nil
+}
+
+func (directAdapter) Decode(stored sandbox.EncodedConfiguration) (sandbox.NativeConfiguration, error) {
+	var pub struct {
+		Region string `json:"region"`
+	}
+	if err := json.Unmarshal(stored.Public, &pub); err != nil || pub.Region == "" {
+		return nil, errdefs.Invalid("configuration.public.region", "required")
+	}
+	return directConfig{Region: pub.Region, token: bytes.Clone(stored.Secret)}, nil
+}
+
+func (directAdapter) Normalize(cfg sandbox.NativeConfiguration) (sandbox.NativeConfiguration, error) {
+	c, ok := cfg.(directConfig)
+	if !ok {
+		return nil, errdefs.Invalid("configuration", "belongs to another provider")
+	}
+	return directConfig{Region: c.Region, token: bytes.Clone(c.token)}, nil
+}
+
+func (a directAdapter) ResolveChange(current sandbox.NativeConfiguration, change sandbox.ConfigurationInput) (sandbox.NativeConfiguration, error) {
+	return a.DecodeInput(change)
+}
+
+func (directAdapter) Equal(x, y sandbox.NativeConfiguration) bool {
+	a, ok1 := x.(directConfig)
+	b, ok2 := y.(directConfig)
+	return ok1 && ok2 && a.Region == b.Region
+}
+
+func (directAdapter) WithCredential(cfg sandbox.NativeConfiguration, credential []byte) (sandbox.NativeConfiguration, error) {
+	c, ok := cfg.(directConfig)
+	if !ok {
+		return nil, errdefs.Invalid("configuration", "belongs to another provider")
+	}
+	return directConfig{Region: c.Region, token: bytes.Clone(credential)}, nil
+}
+
+func (directAdapter) Requirements() sandbox.ConfigurationRequirements {
+	return sandbox.ConfigurationRequirements{
+		Credential:   sandbox.Required,
+		PublicOrigin: sandbox.NotRequired,
+		Discovery:    providercontract.Unsupported("test_no_discovery"),
+	}
+}
+
+func (directAdapter) DiscoverConfiguration(context.Context, sandbox.DiscoveryQuery) (sandbox.Catalog, error) {
+	return sandbox.Catalog{}, &providercontract.UnsupportedError{Operation: "DiscoverConfiguration", Code: "test_no_discovery"}
+}
+
+// client is a real gRPC client of an admin server that serves f's
+// DeploymentService on a loopback port.
+type client struct {
+	adminv1.DeploymentServiceClient
+	token string
+}
+
+func (f fixture) serve(t *testing.T) client {
+	t.Helper()
+	token, digest, err := admin.NewAdminToken()
+	must(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	s := admin.NewServer(admin.Options{TokenDigest: digest, Deployment: deployment.NewServer(f.svc)})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	t.Cleanup(func() {
+		s.Stop()
+		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	must(t, err)
+	t.Cleanup(func() { _ = cc.Close() })
+	return client{DeploymentServiceClient: adminv1.NewDeploymentServiceClient(cc), token: token}
+}
+
+func (c client) authed(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantClass(t testing.TB, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Fatalf("error %v, want class %v", err, class)
+	}
+}
+
+func wantField(t testing.TB, err error, field string) {
+	t.Helper()
+	got, ok := errdefs.Field(err)
+	if !errdefs.IsInvalid(err) || !ok || got != field {
+		t.Fatalf("error %v, want invalid %s", err, field)
+	}
+}
+
+func wantStatus(t testing.TB, err error, code codes.Code, reason admin.Reason) *status.Status {
+	t.Helper()
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != code {
+		t.Fatalf("error %v, want %v", err, code)
+	}
+	for _, d := range s.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if info.GetReason() != string(reason) || info.GetDomain() != admin.ErrorDomain {
+				t.Fatalf("ErrorInfo %v, want reason %s", info, reason)
+			}
+			return s
+		}
+	}
+	t.Fatalf("status %v has no ErrorInfo", s.Code())
+	return nil
+}
+
+func wantInvalidField(t testing.TB, err error, field string) {
+	t.Helper()
+	s := wantStatus(t, err, codes.InvalidArgument, admin.ReasonInvalid)
+	for _, d := range s.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			if v := br.GetFieldViolations(); len(v) == 1 && v[0].GetField() == field {
+				return
+			}
+			t.Fatalf("BadRequest %v, want field %s", br, field)
+		}
+	}
+	t.Fatalf("status %q has no BadRequest", s.Message())
+}

@@ -1,0 +1,342 @@
+package deployment
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providers"
+
+	"berth.dev/core/secrets"
+	"berth.dev/core/store"
+)
+
+// Candidate is a requested deployment.
+type Candidate struct {
+	ProviderKind string
+	// Public is the public configuration object; empty means none.
+	Public json.RawMessage
+	// Credential is the write-only credential object; nil means none. It
+	// is never echoed, logged or returned.
+	Credential    json.RawMessage
+	Specification sandbox.Specification
+}
+
+// Format prints c without its credential, whatever the verb.
+func (c Candidate) Format(f fmt.State, _ rune) {
+	fmt.Fprintf(f, "deployment.Candidate{kind %q, credential redacted}", c.ProviderKind)
+}
+
+// Deployment is a deployment as it may be shown: never a credential.
+type Deployment struct {
+	// Generation is the committed generation, 0 before the first commit
+	// (in a preview: the generation a commit would create).
+	Generation    uint64
+	ProviderKind  string
+	Public        json.RawMessage
+	Observations  json.RawMessage
+	HasCredential bool
+	Specification sandbox.Specification
+	// CommitTime is when the generation was committed; zero in a preview
+	// and before the first commit.
+	CommitTime time.Time
+}
+
+// Preview is what a commit of a candidate would store.
+type Preview struct {
+	Deployment Deployment
+	// Changed is false when the candidate equals the current deployment.
+	Changed bool
+	// ExpectedGeneration is the current generation, to pass to Commit.
+	ExpectedGeneration uint64
+}
+
+// Service is the logic of berth.admin.v1.DeploymentService.
+type Service struct {
+	store          *store.Store
+	registry       *providers.Registry
+	key            secrets.Key
+	installationID uuid.UUID
+}
+
+// NewService returns the DeploymentService logic over st and registry.
+// key is the master key that seals credentials; installationID is the
+// installation identity every sealed credential is bound to.
+func NewService(st *store.Store, registry *providers.Registry, key secrets.Key, installationID uuid.UUID) (*Service, error) {
+	switch {
+	case st == nil:
+		return nil, errors.New("deployment: no store")
+	case registry == nil:
+		return nil, errors.New("deployment: no provider registry")
+	case installationID == uuid.Nil:
+		return nil, errors.New("deployment: no installation id")
+	}
+	if _, _, err := key.Seal(nil, nil); err != nil {
+		return nil, errors.New("deployment: no master key")
+	}
+	return &Service{store: st, registry: registry, key: key, installationID: installationID}, nil
+}
+
+// CredentialAD is the additional data a deployment credential is sealed
+// with: it binds the ciphertext to the installation and the generation, so
+// it opens for no other installation and in no other generation's row.
+func CredentialAD(installationID uuid.UUID, generation uint64) []byte {
+	return []byte("berth-deployment-credential:" + installationID.String() + ":" + strconv.FormatUint(generation, 10))
+}
+
+// OpenCredential opens generation g's sealed credential: nil when g has
+// none, secrets.ErrOpen when it does not open under key for installationID
+// and g's generation number.
+func OpenCredential(key secrets.Key, installationID uuid.UUID, g store.Generation) ([]byte, error) {
+	if !g.HasCredential() {
+		return nil, nil
+	}
+	return key.Open(g.CredentialNonce, g.CredentialCiphertext, CredentialAD(installationID, g.Generation))
+}
+
+// Get returns the current deployment; before the first commit its
+// generation is 0 and its provider kind empty.
+func (s *Service) Get(ctx context.Context) (Deployment, error) {
+	cur, ok, err := s.current(ctx)
+	if err != nil || !ok {
+		return Deployment{}, err
+	}
+	return s.describe(cur)
+}
+
+// Preview prepares and validates c and compares it with the current
+// deployment. It writes nothing.
+func (s *Service) Preview(ctx context.Context, c Candidate) (Preview, error) {
+	p, err := s.prepare(c)
+	if err != nil {
+		return Preview{}, err
+	}
+	cur, ok, err := s.current(ctx)
+	if err != nil {
+		return Preview{}, err
+	}
+	if ok {
+		same, err := s.same(p, cur)
+		if err != nil {
+			return Preview{}, err
+		}
+		if same {
+			d, err := s.describe(cur)
+			if err != nil {
+				return Preview{}, err
+			}
+			return Preview{Deployment: d, ExpectedGeneration: cur.Generation}, nil
+		}
+	}
+	return Preview{
+		Deployment:         p.deployment(cur.Generation + 1),
+		Changed:            true,
+		ExpectedGeneration: cur.Generation,
+	}, nil
+}
+
+// Commit prepares and validates c again and commits it as generation
+// expected+1 when expected (0 for the first commit) is still current;
+// otherwise it writes nothing and returns errdefs.ErrFailedPrecondition. A
+// candidate equal to the current deployment creates no generation and
+// returns the current one.
+func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Deployment, error) {
+	p, err := s.prepare(c)
+	if err != nil {
+		return Deployment{}, err
+	}
+	if expected >= math.MaxInt64 {
+		return Deployment{}, errdefs.Invalid("expected_generation", "out of range")
+	}
+	cur, ok, err := s.current(ctx)
+	if err != nil {
+		return Deployment{}, err
+	}
+	if cur.Generation != expected {
+		return Deployment{}, fmt.Errorf("commit deployment: expected generation is not current: %w", errdefs.ErrFailedPrecondition)
+	}
+	if ok {
+		same, err := s.same(p, cur)
+		if err != nil {
+			return Deployment{}, err
+		}
+		if same {
+			return s.describe(cur)
+		}
+	}
+	next := store.NewGeneration{
+		ProviderKind:  p.kind,
+		PublicConfig:  p.enc.Public,
+		Observations:  p.enc.Observations,
+		Specification: p.spec,
+	}
+	if len(p.enc.Secret) > 0 {
+		nonce, ct, err := s.key.Seal(p.enc.Secret, CredentialAD(s.installationID, expected+1))
+		if err != nil {
+			return Deployment{}, fmt.Errorf("seal deployment credential: %w", err)
+		}
+		next.CredentialNonce, next.CredentialCiphertext = nonce, ct
+	}
+	g, err := s.store.CommitGeneration(ctx, expected, next)
+	if err != nil {
+		return Deployment{}, err
+	}
+	return s.describe(g)
+}
+
+// current returns the current generation; ok is false (and the zero
+// generation returned) before the first commit.
+func (s *Service) current(ctx context.Context) (store.Generation, bool, error) {
+	g, err := s.store.CurrentGeneration(ctx)
+	if errdefs.IsNotFound(err) {
+		return store.Generation{}, false, nil
+	}
+	if err != nil {
+		return store.Generation{}, false, err
+	}
+	return g, true, nil
+}
+
+// prepared is a candidate normalized and validated through its
+// registration.
+type prepared struct {
+	kind string
+	reg  providers.Registration
+	enc  sandbox.EncodedConfiguration
+	spec sandbox.Specification
+}
+
+func (p prepared) deployment(generation uint64) Deployment {
+	return Deployment{
+		Generation:    generation,
+		ProviderKind:  p.kind,
+		Public:        p.enc.Public,
+		Observations:  p.enc.Observations,
+		HasCredential: len(p.enc.Secret) > 0,
+		Specification: p.spec,
+	}
+}
+
+// prepare normalizes and validates c through the registry. It does no
+// I/O.
+func (s *Service) prepare(c Candidate) (prepared, error) {
+	if c.ProviderKind == "" {
+		return prepared{}, errdefs.Invalid("candidate.provider_kind", "required")
+	}
+	reg, err := s.registry.Lookup(c.ProviderKind)
+	if err != nil {
+		return prepared{}, requestField(err)
+	}
+	spec := c.Specification
+	if err := spec.Validate(); err != nil {
+		return prepared{}, requestField(err)
+	}
+	if err := reg.ValidateResources(spec.Resources); err != nil {
+		return prepared{}, requestField(err)
+	}
+	if err := reg.ValidateSpecification(spec); err != nil {
+		return prepared{}, requestField(err)
+	}
+	if !spec.Suspension.IsZero() && !reg.Operations.Supports(sandbox.OpSuspend) {
+		return prepared{}, errdefs.Invalid("candidate.specification.suspension", "this provider does not support suspension")
+	}
+	enc, err := s.registry.Normalize(c.ProviderKind, sandbox.ConfigurationInput{Public: c.Public, Credential: c.Credential})
+	if err != nil {
+		return prepared{}, requestField(err)
+	}
+	return prepared{kind: c.ProviderKind, reg: reg, enc: enc, spec: spec}, nil
+}
+
+// same reports whether p equals the current generation cur: the same
+// kind, specification and selectors (the adapter's Equal over normalized
+// configurations) and the same credential.
+func (s *Service) same(p prepared, cur store.Generation) (bool, error) {
+	if cur.ProviderKind != p.kind || cur.Specification != p.spec {
+		return false, nil
+	}
+	a, err := p.reg.Configuration.Decode(sandbox.EncodedConfiguration{Public: cur.PublicConfig, Observations: cur.Observations})
+	if err != nil {
+		// A stored configuration the adapter no longer restores is not
+		// the candidate's.
+		return false, nil
+	}
+	b, err := p.reg.Configuration.Decode(sandbox.EncodedConfiguration{Public: p.enc.Public, Observations: p.enc.Observations})
+	if err != nil || !p.reg.Configuration.Equal(a, b) {
+		return false, nil
+	}
+	if !cur.HasCredential() || len(p.enc.Secret) == 0 {
+		return cur.HasCredential() == (len(p.enc.Secret) > 0), nil
+	}
+	stored, err := OpenCredential(s.key, s.installationID, cur)
+	if err != nil {
+		return false, fmt.Errorf("open the current deployment credential: %w", err)
+	}
+	return subtle.ConstantTimeCompare(stored, p.enc.Secret) == 1, nil
+}
+
+// describe shows a stored generation through its adapter
+// (providers.Describe), so only whitelisted selectors are ever shown. The
+// credential stays sealed: only whether there is one is reported.
+func (s *Service) describe(g store.Generation) (Deployment, error) {
+	desc, err := s.registry.Describe(g.ProviderKind, sandbox.EncodedConfiguration{Public: g.PublicConfig, Observations: g.Observations})
+	if err != nil {
+		// Stored data the adapter refuses is Core's failure, not the
+		// caller's invalid argument.
+		return Deployment{}, fmt.Errorf("describe deployment generation %d: %w", g.Generation, errors.Join(errors.New("stored configuration does not describe"), errdefs.ErrContract))
+	}
+	return Deployment{
+		Generation:    g.Generation,
+		ProviderKind:  g.ProviderKind,
+		Public:        desc.Public,
+		Observations:  desc.Observations,
+		HasCredential: g.HasCredential(),
+		Specification: g.Specification,
+		CommitTime:    g.CreatedAt,
+	}, nil
+}
+
+// requestField renames the field of a registry or specification
+// validation error to the request field it came from; other errors pass
+// unchanged.
+func requestField(err error) error {
+	var fe *errdefs.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	return errdefs.Invalid(fieldOf(fe.Field), fe.Reason)
+}
+
+// fieldRenames maps the registry's and the specification's field paths to
+// the request's, longest prefix first.
+var fieldRenames = []struct{ from, to string }{
+	{"provider.kind", "candidate.provider_kind"},
+	{"configuration.credential", "candidate.credential"},
+	{"configuration.public", "candidate.configuration"},
+	{"configuration", "candidate.configuration"},
+	{"resources", "candidate.specification"},
+	{"specification.suspension", "candidate.specification.suspension"},
+	{"specification", "candidate.specification"},
+	{"suspension", "candidate.specification.suspension"},
+}
+
+func fieldOf(field string) string {
+	for _, r := range fieldRenames {
+		if field == r.from {
+			return r.to
+		}
+		if rest, ok := strings.CutPrefix(field, r.from+"."); ok {
+			return r.to + "." + rest
+		}
+	}
+	return "candidate"
+}
