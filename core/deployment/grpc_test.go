@@ -1,0 +1,157 @@
+package deployment_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+
+	"berth.dev/core/admin"
+)
+
+func specProto() *adminv1.Specification {
+	s := defaultSpec()
+	return &adminv1.Specification{
+		CpuMillis:   s.Resources.CPUMillis,
+		MemoryBytes: s.Resources.MemoryBytes,
+		DiskBytes:   s.Resources.DiskBytes,
+		MaxActive:   s.MaxActive,
+		MaxRetained: s.MaxRetained,
+	}
+}
+
+func object(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	must(t, err)
+	return s
+}
+
+func TestGRPCPreviewCommitGet(t *testing.T) {
+	f := newFixture(t)
+	c := f.serve(t)
+	ctx := c.authed(f.ctx)
+
+	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	must(t, err)
+	if d := got.GetDeployment(); d.GetName() != "deployment" || d.GetGeneration() != 0 || d.GetProviderKind() != "" {
+		t.Fatalf("deployment before the first commit: %v", d)
+	}
+
+	cand := &adminv1.DeploymentCandidate{ProviderKind: "docker", Configuration: object(t, nil), Specification: specProto()}
+	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand})
+	must(t, err)
+	if !pv.GetChanged() || pv.GetExpectedGeneration() != 0 || pv.GetDeployment().GetGeneration() != 1 ||
+		pv.GetDeployment().GetProviderKind() != "docker" || len(pv.GetDeployment().GetConfiguration().GetFields()) != 0 ||
+		pv.GetDeployment().GetCommitTime() != nil || pv.GetDeployment().GetSpecification().GetMaxActive() != 4 {
+		t.Fatalf("preview %v", pv)
+	}
+
+	cm, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: pv.GetExpectedGeneration()})
+	must(t, err)
+	if d := cm.GetDeployment(); d.GetGeneration() != 1 || d.GetCommitTime() == nil || d.GetHasCredential() ||
+		d.GetSpecification().GetSuspension() != nil {
+		t.Fatalf("commit %v", d)
+	}
+
+	got, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	must(t, err)
+	if d := got.GetDeployment(); d.GetGeneration() != 1 || d.GetProviderKind() != "docker" ||
+		d.GetSpecification().GetCpuMillis() != 1000 || !d.GetCommitTime().AsTime().Equal(cm.GetDeployment().GetCommitTime().AsTime()) {
+		t.Fatalf("get %v", d)
+	}
+
+	// A retry with the stale expectation is refused and writes nothing.
+	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: 0})
+	wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	if n := f.generations(t); n != 1 {
+		t.Fatalf("%d generations, want 1", n)
+	}
+
+	_, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployments"})
+	wantInvalidField(t, err, "name")
+}
+
+func TestGRPCRejectsInvalidCandidates(t *testing.T) {
+	f := newFixture(t)
+	c := f.serve(t)
+	ctx := c.authed(f.ctx)
+	with := func(mutate func(*adminv1.DeploymentCandidate)) *adminv1.DeploymentCandidate {
+		cand := &adminv1.DeploymentCandidate{ProviderKind: "docker", Specification: specProto()}
+		mutate(cand)
+		return cand
+	}
+	cases := []struct {
+		cand  *adminv1.DeploymentCandidate
+		field string
+	}{
+		{nil, "candidate"},
+		{with(func(c *adminv1.DeploymentCandidate) { c.ProviderKind = "nope" }), "candidate.provider_kind"},
+		{with(func(c *adminv1.DeploymentCandidate) { c.Specification = nil }), "candidate.specification"},
+		{with(func(c *adminv1.DeploymentCandidate) { c.Specification.CpuMillis = 1 }), "candidate.specification.cpu_millis"},
+		{with(func(c *adminv1.DeploymentCandidate) { c.Specification.MaxActive = 5000 }), "candidate.specification.max_active"},
+		{with(func(c *adminv1.DeploymentCandidate) {
+			c.Specification.Suspension = &adminv1.SuspensionPolicy{Idle: durationpb.New(time.Hour)}
+		}), "candidate.specification.suspension.retention"},
+		{with(func(c *adminv1.DeploymentCandidate) {
+			c.Specification.Suspension = &adminv1.SuspensionPolicy{Idle: durationpb.New(time.Second), Retention: durationpb.New(2 * time.Hour)}
+		}), "candidate.specification.suspension.idle"},
+		{with(func(c *adminv1.DeploymentCandidate) {
+			c.Configuration = object(t, map[string]any{"socket": "/var/run/docker.sock"})
+		}), "candidate.configuration"},
+		{with(func(c *adminv1.DeploymentCandidate) {
+			c.Credential = object(t, map[string]any{"token": "s3cret-value"})
+		}), "candidate.credential"},
+	}
+	for _, tc := range cases {
+		_, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: tc.cand})
+		wantInvalidField(t, err, tc.field)
+		_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: tc.cand})
+		wantInvalidField(t, err, tc.field)
+		if strings.Contains(err.Error(), "s3cret-value") {
+			t.Fatalf("status echoes the credential: %v", err)
+		}
+	}
+	if n := f.generations(t); n != 0 {
+		t.Fatalf("rejected candidates wrote %d generations", n)
+	}
+}
+
+func TestGRPCCredentialIsWriteOnly(t *testing.T) {
+	f := newFixture(t)
+	c := f.serve(t)
+	ctx := c.authed(f.ctx)
+	const token = "tok-s3cret-grpc"
+	cand := &adminv1.DeploymentCandidate{
+		ProviderKind:  directKind,
+		Configuration: object(t, map[string]any{"region": "eu"}),
+		Credential:    object(t, map[string]any{"token": token}),
+		Specification: specProto(),
+	}
+	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand})
+	must(t, err)
+	cm, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand})
+	must(t, err)
+	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	must(t, err)
+	for _, d := range []*adminv1.Deployment{pv.GetDeployment(), cm.GetDeployment(), got.GetDeployment()} {
+		if !d.GetHasCredential() || d.GetConfiguration().GetFields()["region"].GetStringValue() != "eu" ||
+			d.GetObservations().GetFields()["zone_count"].GetNumberValue() != 3 {
+			t.Fatalf("deployment %v", d)
+		}
+		b, err := protojson.Marshal(d)
+		must(t, err)
+		if strings.Contains(string(b), token) {
+			t.Fatalf("a response carries the credential")
+		}
+	}
+	// Without the admin token nothing is served.
+	_, err = c.GetDeployment(f.ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+}
