@@ -28,8 +28,10 @@ import (
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
+	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/deployment"
 	"berth.dev/core/enrollment"
 	"berth.dev/core/nodeadmin"
 	"berth.dev/core/nodes"
@@ -191,6 +193,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
 	}
+	registry, err := providers.Default()
+	if err != nil {
+		return fmt.Errorf("provider registry: %w", err)
+	}
+	deploySvc, err := deployment.NewService(st, registry, masterKey, inst.ID)
+	if err != nil {
+		return fmt.Errorf("deployment service: %w", err)
+	}
 	adminSrv := admin.NewServer(admin.Options{
 		TokenDigest: adminDigest,
 		Installation: func(ctx context.Context) (admin.Installation, error) {
@@ -203,7 +213,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 				CAFingerprint: strings.TrimPrefix(ca.Fingerprint(), "sha256:"), CoreVersion: cfg.Version,
 			}, nil
 		},
-		Nodes: nodeadmin.NewServer(nodeSvc, liveness(manager)),
+		Nodes:      nodeadmin.NewServer(nodeSvc, liveness(manager)),
+		Deployment: deployment.NewServer(deploySvc),
 	})
 	adminLis, err := net.Listen("tcp", cfg.AdminListen)
 	if err != nil {

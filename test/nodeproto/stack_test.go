@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -101,4 +104,38 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestDeploymentThroughCore: the admin previews and commits the initial
+// provider selection through berth-core; a stale commit is refused.
+func TestDeploymentThroughCore(t *testing.T) {
+	c := startCore(t, storetestDatabase(t), coreStateDir(t), true)
+	cc, ctx := c.adminClient(t)
+	api := adminv1.NewDeploymentServiceClient(cc)
+	candidate := &adminv1.DeploymentCandidate{
+		ProviderKind: "docker",
+		Specification: &adminv1.Specification{
+			CpuMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 10 << 30, MaxActive: 4, MaxRetained: 8,
+		},
+	}
+	preview, err := api.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: candidate})
+	if err != nil || !preview.GetChanged() {
+		t.Fatalf("PreviewDeployment: %v, %v", preview, err)
+	}
+	committed, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: candidate, ExpectedGeneration: preview.GetExpectedGeneration()})
+	if err != nil {
+		t.Fatalf("CommitDeployment: %v", err)
+	}
+	if committed.GetDeployment().GetGeneration() != 1 || committed.GetDeployment().GetProviderKind() != "docker" {
+		t.Fatalf("committed %v", committed)
+	}
+	bigger := proto.Clone(candidate).(*adminv1.DeploymentCandidate)
+	bigger.Specification.MaxActive = 8
+	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: preview.GetExpectedGeneration()}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("stale commit: %v", err)
+	}
+	got, err := api.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	if err != nil || got.GetDeployment().GetGeneration() != 1 {
+		t.Fatalf("GetDeployment: %v, %v", got, err)
+	}
 }
