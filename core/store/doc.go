@@ -1,7 +1,7 @@
 // Package store is Core's durable state in PostgreSQL: the installation
 // identity and owner epoch, the execution lease, the installation CA,
-// enrollment tokens and nodes (later: deployments and generations,
-// Sessions, Environments, allocations, placements, Turns).
+// enrollment tokens and nodes, Sessions with their Environments,
+// placements and allocations (later: deployments and generations, Turns).
 //
 // Rules:
 //   - One file per resource. SQL lives only in queries/*.sql and
@@ -20,8 +20,11 @@
 //   - The store keeps bytes it is given: token secrets arrive hashed and the
 //     CA key arrives encrypted; hashing, encryption and their keys are the
 //     caller's.
+//   - Placement and capacity changes serialize on one transaction-scoped
+//     advisory lock (LockPlacement in queries/sessions.sql), so concurrent
+//     Session creations never place past a node's max_active.
 //   - Methods that create are idempotent where a lost response must be
 //     retryable (ClaimInstallation, CreateNode, ConsumeEnrollmentToken,
-//     CreateRequestedEnrollmentToken, SaveCA): a write whose outcome is unknown (ErrObservationUnavailable)
+//     CreateRequestedEnrollmentToken, SaveCA, CreateSession): a write whose outcome is unknown (ErrObservationUnavailable)
 //     is resolved by calling again with the same input, never by guessing.
 package store

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -47,8 +48,8 @@ func gooseOn(t *testing.T, dsn, dir string) *goose.Provider {
 }
 
 func TestSchemaVersion(t *testing.T) {
-	if got := store.SchemaVersion(); got != 3 {
-		t.Errorf("SchemaVersion() = %d, want 3 (the last file in migrations/)", got)
+	if got := store.SchemaVersion(); got != 4 {
+		t.Errorf("SchemaVersion() = %d, want 4 (the last file in migrations/)", got)
 	}
 }
 
@@ -106,7 +107,7 @@ func TestCheckSchemaRefusesNewer(t *testing.T) {
 
 	err = store.CheckSchema(ctx, st.Pool())
 	wantClass(t, err, errdefs.ErrInvalid)
-	if want := "schema version 9999 is newer than this binary (3)"; !strings.Contains(err.Error(), want) {
+	if want := fmt.Sprintf("schema version 9999 is newer than this binary (%d)", store.SchemaVersion()); !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckSchema: %q lacks %q", err, want)
 	}
 	err = store.Migrate(ctx, dsn)
@@ -138,7 +139,7 @@ func TestCheckSchemaRefusesOlder(t *testing.T) {
 	}
 	err = store.CheckSchema(ctx, st.Pool())
 	wantClass(t, err, errdefs.ErrInvalid)
-	if want := "schema version 0 is older than this binary (3): run berth-core migrate"; !strings.Contains(err.Error(), want) {
+	if want := fmt.Sprintf("schema version 0 is older than this binary (%d): run berth-core migrate", store.SchemaVersion()); !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckSchema: %q lacks %q", err, want)
 	}
 }

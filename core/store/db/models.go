@@ -11,6 +11,30 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type Allocation struct {
+	ID                 uuid.UUID
+	EnvironmentID      uuid.UUID
+	TenantID           uuid.UUID
+	NodeID             uuid.UUID
+	Generation         int64
+	CredentialDigest   []byte
+	DeviceID           uuid.UUID
+	State              string
+	CreateReceipt      uuid.UUID
+	CreateDispatchedAt *time.Time
+	CreateSettled      bool
+	AbsenceReceipt     bool
+	BootstrapComplete  bool
+	ProviderID         pgtype.Text
+	ComputePhase       string
+	Revision           int64
+	CleanupRequestedAt *time.Time
+	CleanupConfirmedAt *time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	ReleasedAt         *time.Time
+}
+
 type Deployment struct {
 	Singleton         bool
 	CurrentGeneration pgtype.Int8
@@ -44,6 +68,14 @@ type EnrollmentToken struct {
 	NodeID        *uuid.UUID
 	PublicKeyHash []byte
 	RequestID     *uuid.UUID
+}
+
+type Environment struct {
+	ID        uuid.UUID
+	SessionID uuid.UUID
+	TenantID  uuid.UUID
+	State     string
+	CreatedAt time.Time
 }
 
 type ExecutionLease struct {
@@ -80,4 +112,23 @@ type Node struct {
 	State                  string
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
+}
+
+type Placement struct {
+	EnvironmentID uuid.UUID
+	NodeID        uuid.UUID
+	Generation    int64
+	State         string
+	CreatedAt     time.Time
+	ReleasedAt    *time.Time
+}
+
+type Session struct {
+	ID                uuid.UUID
+	TenantID          uuid.UUID
+	DisplayName       string
+	State             string
+	RequestID         uuid.UUID
+	CreatedAt         time.Time
+	DeleteRequestedAt *time.Time
 }

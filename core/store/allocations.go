@@ -1,0 +1,444 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"berth.dev/core/store/db"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+// NodePageSize is the page size of the per-node lifecycle scans
+// (ListAllocationsForNode, ListPendingForNode).
+const NodePageSize = 32
+
+// AllocationState is an allocation's lifecycle state.
+type AllocationState string
+
+// The allocation states (see migrations/0004_sessions_allocations.sql).
+const (
+	AllocationAllocated        AllocationState = "allocated"
+	AllocationCreateDispatched AllocationState = "create_dispatched"
+	AllocationCreateUnknown    AllocationState = "create_unknown"
+	AllocationRunning          AllocationState = "running"
+	AllocationCreateFailed     AllocationState = "create_failed"
+	AllocationCleanupRequested AllocationState = "cleanup_requested"
+	AllocationCleanupUnknown   AllocationState = "cleanup_unknown"
+	AllocationCleanupConfirmed AllocationState = "cleanup_confirmed"
+	AllocationReleased         AllocationState = "released"
+)
+
+// inCleanup reports whether cleanup was requested (and the allocation is
+// not released).
+func (s AllocationState) inCleanup() bool {
+	switch s {
+	case AllocationCleanupRequested, AllocationCleanupUnknown, AllocationCleanupConfirmed:
+		return true
+	}
+	return false
+}
+
+// Allocation is private compute ownership of one Environment on one node.
+type Allocation struct {
+	ID            uuid.UUID
+	EnvironmentID uuid.UUID
+	TenantID      uuid.UUID
+	NodeID        uuid.UUID
+	Generation    int64
+	// CredentialDigest is the SHA-256 of the dedicated daemon credential.
+	CredentialDigest []byte
+	DeviceID         uuid.UUID
+	State            AllocationState
+	// CreateReceipt permits exactly one Create; it is spent once State
+	// leaves allocated.
+	CreateReceipt      uuid.UUID
+	CreateDispatchedAt *time.Time
+	// CreateSettled: a matching resource with completed bootstrap was
+	// observed. AbsenceReceipt: the provider's explicit receipt that Create
+	// settled without a resource. Never both.
+	CreateSettled      bool
+	AbsenceReceipt     bool
+	BootstrapComplete  bool
+	ProviderID         string
+	ComputePhase       string
+	Revision           int64
+	CleanupRequestedAt *time.Time
+	CleanupConfirmedAt *time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	ReleasedAt         *time.Time
+}
+
+// Reference returns the allocation's exact provider Reference.
+func (a Allocation) Reference() sandbox.Reference {
+	return sandbox.Reference{
+		TenantID:      a.TenantID.String(),
+		EnvironmentID: a.EnvironmentID.String(),
+		AllocationID:  a.ID.String(),
+	}
+}
+
+// CreationSettled reports whether the original Create can no longer
+// produce a resource later: it was never claimed (so never sent), a
+// matching resource was observed with completed bootstrap, or an explicit
+// absence receipt settled it.
+func (a Allocation) CreationSettled() bool {
+	return a.CreateDispatchedAt == nil || a.CreateSettled || a.AbsenceReceipt
+}
+
+// GetAllocation returns an allocation by id; ErrNotFound when there is
+// none.
+func (s *Store) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
+	row, err := s.q.GetAllocation(ctx, id)
+	if err != nil {
+		return Allocation{}, wrap("get allocation", err)
+	}
+	return allocationFromRow(row), nil
+}
+
+// ClaimCreate spends the allocation's create receipt: a compare-and-swap
+// from allocated to create_dispatched that succeeds only with the matching
+// receipt and only once, so Create is sent at most once for an allocation,
+// whatever retries, timeouts or restarts follow. The caller sends Create
+// only after ClaimCreate returned nil; when the claim's own outcome is
+// unknown (ErrObservationUnavailable) it re-reads the allocation and never
+// claims again with hope. A wrong or spent receipt, or an allocation whose
+// cleanup was requested first, is ErrFenced; ErrNotFound when there is no
+// such allocation.
+func (s *Store) ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (Allocation, error) {
+	const op = "claim create"
+	row, err := s.q.ClaimCreate(ctx, db.ClaimCreateParams{ID: id, CreateReceipt: receipt})
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.q.GetAllocation(ctx, id); err != nil {
+			return Allocation{}, wrap(op, err)
+		}
+		return Allocation{}, fmt.Errorf("%s: create receipt is not fresh: %w", op, errdefs.ErrFenced)
+	}
+	if err != nil {
+		return Allocation{}, wrap(op, err)
+	}
+	return allocationFromRow(row), nil
+}
+
+// CreateOutcomeKind is what an observation of a dispatched Create found.
+type CreateOutcomeKind int
+
+// The Create outcomes.
+const (
+	// CreateRunning: a resource matching the exact Reference was observed
+	// (ProviderID names it). With BootstrapComplete this is settlement
+	// evidence.
+	CreateRunning CreateOutcomeKind = iota + 1
+	// CreateUnknown: the outcome is unknown (timeout, lost response,
+	// unreachable node). Never proof of failure or absence.
+	CreateUnknown
+	// CreateAbsent: the provider's explicit absence receipt: Create settled
+	// and left no resource. An empty listing or ErrNotFound is not one.
+	CreateAbsent
+)
+
+// CreateOutcome is an observation of a dispatched Create.
+type CreateOutcome struct {
+	Kind              CreateOutcomeKind
+	ProviderID        string
+	BootstrapComplete bool
+}
+
+// RecordCreateOutcome records an observation of the allocation's Create at
+// revision revision (ErrFenced when the allocation moved on since the
+// caller read it). Before cleanup it moves the state (create_dispatched or
+// create_unknown to running, create_unknown or create_failed); once
+// cleanup was requested it records only the settlement evidence, so a late
+// observation still settles creation. A running resource marks the
+// placement active. ErrFailedPrecondition when the observation contradicts
+// the record (Create never claimed, an absence after a resource was seen,
+// another provider id, an unknown result after settlement, a released
+// allocation); ErrInvalid for a malformed outcome.
+func (s *Store) RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision int64, o CreateOutcome) (Allocation, error) {
+	const op = "record create outcome"
+	switch o.Kind {
+	case CreateRunning:
+		if o.ProviderID == "" || len(o.ProviderID) > 256 || !utf8.ValidString(o.ProviderID) {
+			return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("provider_id", "must be 1 to 256 bytes of UTF-8"))
+		}
+	case CreateUnknown, CreateAbsent:
+		if o.ProviderID != "" || o.BootstrapComplete {
+			return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("outcome", "only a running outcome carries a provider id or bootstrap"))
+		}
+	default:
+		return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("outcome", "unknown kind"))
+	}
+	return s.transition(ctx, op, id, &revision, func(q *db.Queries, a *Allocation) error {
+		if a.CreateDispatchedAt == nil {
+			return fmt.Errorf("create was never claimed: %w", errdefs.ErrFailedPrecondition)
+		}
+		cleanup := a.State.inCleanup()
+		switch o.Kind {
+		case CreateRunning:
+			if a.AbsenceReceipt {
+				return fmt.Errorf("create already settled as absent: %w", errdefs.ErrFailedPrecondition)
+			}
+			if a.ProviderID != "" && a.ProviderID != o.ProviderID {
+				return fmt.Errorf("another provider id is recorded: %w", errdefs.ErrFailedPrecondition)
+			}
+			a.ProviderID = o.ProviderID
+			a.BootstrapComplete = a.BootstrapComplete || o.BootstrapComplete
+			a.CreateSettled = a.BootstrapComplete
+			if !cleanup {
+				a.State = AllocationRunning
+				return q.ActivatePlacement(ctx, a.EnvironmentID)
+			}
+		case CreateUnknown:
+			if a.CreateSettled || a.AbsenceReceipt || a.State == AllocationRunning {
+				return fmt.Errorf("create already settled: %w", errdefs.ErrFailedPrecondition)
+			}
+			if !cleanup {
+				a.State = AllocationCreateUnknown
+			}
+		case CreateAbsent:
+			if a.CreateSettled || a.ProviderID != "" {
+				return fmt.Errorf("a resource was observed: %w", errdefs.ErrFailedPrecondition)
+			}
+			a.AbsenceReceipt = true
+			if !cleanup {
+				a.State = AllocationCreateFailed
+			}
+		}
+		return nil
+	})
+}
+
+// RequestCleanup records the intent to clean up the allocation's owned
+// compute and volumes. From allocated it also spends the create receipt,
+// so a later ClaimCreate fails. Calling it again during cleanup changes
+// nothing; ErrFailedPrecondition for a released allocation.
+func (s *Store) RequestCleanup(ctx context.Context, id uuid.UUID) (Allocation, error) {
+	var out Allocation
+	err := s.InTx(ctx, func(q *db.Queries) error {
+		var err error
+		out, err = requestCleanup(ctx, q, id)
+		return err
+	})
+	if err != nil {
+		return Allocation{}, wrap("request cleanup", err)
+	}
+	return out, nil
+}
+
+// requestCleanup is RequestCleanup inside the caller's transaction.
+func requestCleanup(ctx context.Context, q *db.Queries, id uuid.UUID) (Allocation, error) {
+	row, err := q.LockAllocation(ctx, id)
+	if err != nil {
+		return Allocation{}, err
+	}
+	a := allocationFromRow(row)
+	switch {
+	case a.State == AllocationReleased:
+		return Allocation{}, fmt.Errorf("allocation is released: %w", errdefs.ErrFailedPrecondition)
+	case a.State.inCleanup():
+		return a, nil
+	}
+	a.State = AllocationCleanupRequested
+	return update(ctx, q, a, a.Revision)
+}
+
+// RecordCleanup records the outcome of a cleanup attempt at revision
+// revision (ErrFenced when the allocation moved on): confirmed means the
+// provider confirmed every owned resource absent by exact ownership, not
+// an empty listing or ErrNotFound; otherwise the cleanup is unknown, also
+// after an earlier confirmation (a late resource appeared), which takes
+// the confirmation back. ErrFailedPrecondition unless cleanup was
+// requested and the allocation is not released.
+func (s *Store) RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (Allocation, error) {
+	return s.transition(ctx, "record cleanup", id, &revision, func(_ *db.Queries, a *Allocation) error {
+		if !a.State.inCleanup() {
+			return fmt.Errorf("cleanup was not requested: %w", errdefs.ErrFailedPrecondition)
+		}
+		if confirmed {
+			a.State = AllocationCleanupConfirmed
+		} else {
+			a.State = AllocationCleanupUnknown
+		}
+		return nil
+	})
+}
+
+// Release ends the allocation's ownership and releases its placement
+// (the node's capacity), in one transaction. It is allowed only when
+// cleanup was confirmed and creation settled (see CreationSettled);
+// otherwise it is ErrFailedPrecondition and changes nothing, so an unknown
+// creation keeps its cleanup ownership and its reservation. Releasing a
+// released allocation returns it unchanged.
+func (s *Store) Release(ctx context.Context, id uuid.UUID) (Allocation, error) {
+	return s.transition(ctx, "release", id, nil, func(q *db.Queries, a *Allocation) error {
+		switch {
+		case a.State == AllocationReleased:
+			return nil
+		case a.State != AllocationCleanupConfirmed:
+			return fmt.Errorf("cleanup is not confirmed: %w", errdefs.ErrFailedPrecondition)
+		case !a.CreationSettled():
+			return fmt.Errorf("creation is not settled: %w", errdefs.ErrFailedPrecondition)
+		}
+		a.State = AllocationReleased
+		return q.ReleasePlacement(ctx, a.EnvironmentID)
+	})
+}
+
+// transition locks the allocation, checks the caller's revision (when
+// given), lets decide change it and writes the result in the same
+// transaction. When decide leaves it unchanged, nothing is written.
+func (s *Store) transition(ctx context.Context, op string, id uuid.UUID, revision *int64,
+	decide func(q *db.Queries, a *Allocation) error,
+) (Allocation, error) {
+	var out Allocation
+	err := s.InTx(ctx, func(q *db.Queries) error {
+		row, err := q.LockAllocation(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur := allocationFromRow(row)
+		if revision != nil && cur.Revision != *revision {
+			return fmt.Errorf("allocation revision moved: %w", errdefs.ErrFenced)
+		}
+		next := cur
+		next.CredentialDigest = nil // not compared, never written here
+		if err := decide(q, &next); err != nil {
+			return err
+		}
+		if next.State == cur.State && next.CreateSettled == cur.CreateSettled &&
+			next.AbsenceReceipt == cur.AbsenceReceipt && next.BootstrapComplete == cur.BootstrapComplete &&
+			next.ProviderID == cur.ProviderID {
+			out = cur
+			return nil
+		}
+		out, err = update(ctx, q, next, cur.Revision)
+		return err
+	})
+	if err != nil {
+		return Allocation{}, wrap(op, err)
+	}
+	return out, nil
+}
+
+// update writes a's mutable lifecycle fields at revision revision.
+func update(ctx context.Context, q *db.Queries, a Allocation, revision int64) (Allocation, error) {
+	row, err := q.UpdateAllocation(ctx, db.UpdateAllocationParams{
+		ID:                a.ID,
+		Revision:          revision,
+		State:             string(a.State),
+		CreateSettled:     a.CreateSettled,
+		AbsenceReceipt:    a.AbsenceReceipt,
+		BootstrapComplete: a.BootstrapComplete,
+		ProviderID:        pgtype.Text{String: a.ProviderID, Valid: a.ProviderID != ""},
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Allocation{}, fmt.Errorf("allocation revision moved: %w", errdefs.ErrFenced)
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	return allocationFromRow(row), nil
+}
+
+// ListAllocationsForNode returns up to limit (1 to NodePageSize)
+// unreleased allocations of node nodeID with ids after after (uuid.Nil for
+// the start), in id order. The node filter applies before the limit, so
+// another node's rows never shorten a page. An empty page means the end:
+// the caller's per-node cursor wraps to uuid.Nil.
+func (s *Store) ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Allocation, error) {
+	const op = "list allocations for node"
+	if limit < 1 || limit > NodePageSize {
+		return nil, fmt.Errorf("%s: %w", op, errdefs.Invalid("limit", fmt.Sprintf("must be between 1 and %d", NodePageSize)))
+	}
+	rows, err := s.q.ListAllocationsForNode(ctx, db.ListAllocationsForNodeParams{
+		NodeID: nodeID, After: after, PageSize: int32(limit),
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]Allocation, len(rows))
+	for i, r := range rows {
+		out[i] = allocationFromRow(r)
+	}
+	return out, nil
+}
+
+// Pending is an Environment placed on a node whose compute has not been
+// asked for yet.
+type Pending struct {
+	EnvironmentID uuid.UUID
+	SessionID     uuid.UUID
+	TenantID      uuid.UUID
+	SessionState  SessionState
+	Generation    int64
+	// AllocationID is the allocation whose create receipt is still fresh,
+	// uuid.Nil when the Environment has no unreleased allocation.
+	AllocationID uuid.UUID
+}
+
+// ListPendingForNode returns up to limit (1 to NodePageSize) Environments
+// with environment ids after after whose unreleased placement is on node
+// nodeID and which have no unreleased allocation or one still in allocated
+// (Create not claimed), in environment id order. Like
+// ListAllocationsForNode it filters by node before the limit, and an empty
+// page means the end.
+func (s *Store) ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Pending, error) {
+	const op = "list pending for node"
+	if limit < 1 || limit > NodePageSize {
+		return nil, fmt.Errorf("%s: %w", op, errdefs.Invalid("limit", fmt.Sprintf("must be between 1 and %d", NodePageSize)))
+	}
+	rows, err := s.q.ListPendingForNode(ctx, db.ListPendingForNodeParams{
+		NodeID: nodeID, After: after, PageSize: int32(limit),
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]Pending, len(rows))
+	for i, r := range rows {
+		out[i] = Pending{
+			EnvironmentID: r.EnvironmentID,
+			SessionID:     r.SessionID,
+			TenantID:      r.TenantID,
+			SessionState:  SessionState(r.SessionState),
+			Generation:    r.Generation,
+		}
+		if r.AllocationID != nil {
+			out[i].AllocationID = *r.AllocationID
+		}
+	}
+	return out, nil
+}
+
+func allocationFromRow(r db.Allocation) Allocation {
+	return Allocation{
+		ID:                 r.ID,
+		EnvironmentID:      r.EnvironmentID,
+		TenantID:           r.TenantID,
+		NodeID:             r.NodeID,
+		Generation:         r.Generation,
+		CredentialDigest:   r.CredentialDigest,
+		DeviceID:           r.DeviceID,
+		State:              AllocationState(r.State),
+		CreateReceipt:      r.CreateReceipt,
+		CreateDispatchedAt: r.CreateDispatchedAt,
+		CreateSettled:      r.CreateSettled,
+		AbsenceReceipt:     r.AbsenceReceipt,
+		BootstrapComplete:  r.BootstrapComplete,
+		ProviderID:         r.ProviderID.String,
+		ComputePhase:       r.ComputePhase,
+		Revision:           r.Revision,
+		CleanupRequestedAt: r.CleanupRequestedAt,
+		CleanupConfirmedAt: r.CleanupConfirmedAt,
+		CreatedAt:          r.CreatedAt,
+		UpdatedAt:          r.UpdatedAt,
+		ReleasedAt:         r.ReleasedAt,
+	}
+}

@@ -1,0 +1,325 @@
+package store_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/store"
+	"berth.dev/sandbox/errdefs"
+)
+
+func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
+	st, ctx := newStore(t)
+	node := enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5, node)
+	_, err := st.CreateSession(ctx, p)
+	must(t, err)
+
+	_, err = st.ClaimCreate(ctx, p.AllocationID, newUUID(t))
+	wantClass(t, err, errdefs.ErrFenced)
+	_, err = st.ClaimCreate(ctx, newUUID(t), p.CreateReceipt)
+	wantClass(t, err, errdefs.ErrNotFound)
+
+	const callers = 16
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		wins int
+	)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+				if a.State != store.AllocationCreateDispatched || a.CreateDispatchedAt == nil || a.Revision != 2 {
+					t.Errorf("claimed = %+v", a)
+				}
+			case !errdefs.IsFenced(err):
+				t.Errorf("losing claim: %v, want ErrFenced", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d claims won, want exactly 1", wins)
+	}
+	// Later, after an unknown outcome: still no second claim.
+	a, err := st.GetAllocation(ctx, p.AllocationID)
+	must(t, err)
+	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
+	must(t, err)
+	_, err = st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
+	wantClass(t, err, errdefs.ErrFenced)
+}
+
+func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
+	st, ctx := newStore(t)
+	node := enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5, node)
+	_, err := st.CreateSession(ctx, p)
+	must(t, err)
+	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
+	must(t, err)
+
+	// A stale revision is fenced.
+	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision-1, store.CreateOutcome{Kind: store.CreateUnknown})
+	wantClass(t, err, errdefs.ErrFenced)
+	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
+	must(t, err)
+	if a.State != store.AllocationCreateUnknown || a.CreationSettled() {
+		t.Fatalf("after unknown outcome: %+v", a)
+	}
+	_, err = st.Release(ctx, a.ID)
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	_, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	wantClass(t, err, errdefs.ErrFailedPrecondition) // cleanup not requested
+
+	a, err = st.RequestCleanup(ctx, a.ID)
+	must(t, err)
+	if a.State != store.AllocationCleanupRequested || a.CleanupRequestedAt == nil {
+		t.Fatalf("after cleanup request: %+v", a)
+	}
+	// Cleanup confirmed, but the unknown creation keeps ownership.
+	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	if a.State != store.AllocationCleanupConfirmed || a.CleanupConfirmedAt == nil {
+		t.Fatalf("after confirmed cleanup: %+v", a)
+	}
+	_, err = st.Release(ctx, a.ID)
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	holds, err := st.NodeHolds(ctx, node)
+	must(t, err)
+	if !holds {
+		t.Fatal("an unknown creation must keep the node's reservation")
+	}
+
+	// A late resource appears: cleanup is unknown again; its observation
+	// settles creation (state stays in cleanup).
+	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, false)
+	must(t, err)
+	if a.State != store.AllocationCleanupUnknown || a.CleanupConfirmedAt != nil {
+		t.Fatalf("after late resource: %+v", a)
+	}
+	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{
+		Kind: store.CreateRunning, ProviderID: "ctr-1", BootstrapComplete: true,
+	})
+	must(t, err)
+	if a.State != store.AllocationCleanupUnknown || !a.CreateSettled || a.ProviderID != "ctr-1" {
+		t.Fatalf("after late running observation: %+v", a)
+	}
+	_, err = st.Release(ctx, a.ID)
+	wantClass(t, err, errdefs.ErrFailedPrecondition) // cleanup not confirmed
+	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	a, err = st.Release(ctx, a.ID)
+	must(t, err)
+	if a.State != store.AllocationReleased || a.ReleasedAt == nil {
+		t.Fatalf("released = %+v", a)
+	}
+	pl, err := st.GetPlacement(ctx, p.EnvironmentID)
+	must(t, err)
+	if pl.State != store.PlacementReleased || pl.ReleasedAt == nil {
+		t.Fatalf("placement after release = %+v", pl)
+	}
+	// Releasing again returns it unchanged; nothing else moves it.
+	again, err := st.Release(ctx, a.ID)
+	must(t, err)
+	if again.Revision != a.Revision {
+		t.Errorf("second release changed revision %d to %d", a.Revision, again.Revision)
+	}
+	_, err = st.RequestCleanup(ctx, a.ID)
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	holds, err = st.NodeHolds(ctx, node)
+	must(t, err)
+	if holds {
+		t.Error("node holds after release")
+	}
+}
+
+func TestRecordCreateOutcomeTransitions(t *testing.T) {
+	st, ctx := newStore(t)
+	node := enabledNode(t, ctx, st)
+	claimed := func() store.Allocation {
+		p := sessionParams(t, newUUID(t), 50, node)
+		_, err := st.CreateSession(ctx, p)
+		must(t, err)
+		a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
+		must(t, err)
+		return a
+	}
+
+	// Never claimed: no outcome can be recorded.
+	p := sessionParams(t, newUUID(t), 50, node)
+	b, err := st.CreateSession(ctx, p)
+	must(t, err)
+	_, err = st.RecordCreateOutcome(ctx, b.Allocation.ID, b.Allocation.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+
+	// Running without bootstrap: running, not settled; then with bootstrap.
+	a := claimed()
+	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-a"})
+	must(t, err)
+	if a.State != store.AllocationRunning || a.CreateSettled || a.CreationSettled() {
+		t.Fatalf("running without bootstrap: %+v", a)
+	}
+	pl, err := st.GetPlacement(ctx, a.EnvironmentID)
+	must(t, err)
+	if pl.State != store.PlacementActive {
+		t.Errorf("placement %s, want active", pl.State)
+	}
+	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "other", BootstrapComplete: true})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-a", BootstrapComplete: true})
+	must(t, err)
+	if !a.CreateSettled || !a.BootstrapComplete {
+		t.Fatalf("running with bootstrap: %+v", a)
+	}
+	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+
+	// An explicit absence receipt settles creation as failed.
+	a = claimed()
+	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+	must(t, err)
+	if a.State != store.AllocationCreateFailed || !a.AbsenceReceipt || !a.CreationSettled() {
+		t.Fatalf("absent: %+v", a)
+	}
+	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "late"})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	a, err = st.RequestCleanup(ctx, a.ID)
+	must(t, err)
+	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	_, err = st.Release(ctx, a.ID)
+	must(t, err)
+
+	// Malformed outcomes.
+	a = claimed()
+	for _, o := range []store.CreateOutcome{
+		{},
+		{Kind: store.CreateRunning},
+		{Kind: store.CreateUnknown, ProviderID: "x"},
+		{Kind: store.CreateAbsent, BootstrapComplete: true},
+	} {
+		_, err := st.RecordCreateOutcome(ctx, a.ID, a.Revision, o)
+		wantClass(t, err, errdefs.ErrInvalid)
+	}
+}
+
+func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
+	st, ctx := newStore(t)
+	nodes := []uuid.UUID{enabledNode(t, ctx, st), enabledNode(t, ctx, st)}
+	const perNode = 40 // more than one 32-row page
+	want := map[uuid.UUID][]uuid.UUID{}
+	pendingWant := map[uuid.UUID][]uuid.UUID{}
+	// Interleaved creation: placement alternates between the two nodes
+	// (least held first), so their ids interleave in id order.
+	for range 2 * perNode {
+		b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), perNode, nodes...))
+		must(t, err)
+		want[b.Placement.NodeID] = append(want[b.Placement.NodeID], b.Allocation.ID)
+		pendingWant[b.Placement.NodeID] = append(pendingWant[b.Placement.NodeID], b.Environment.ID)
+	}
+	for _, n := range nodes {
+		if len(want[n]) != perNode {
+			t.Fatalf("node %s got %d allocations, want %d", n, len(want[n]), perNode)
+		}
+		slices.SortFunc(want[n], func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+		slices.SortFunc(pendingWant[n], func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+	}
+
+	for _, n := range nodes {
+		var got []uuid.UUID
+		var sizes []int
+		after := uuid.Nil
+		for {
+			page, err := st.ListAllocationsForNode(ctx, n, after, store.NodePageSize)
+			must(t, err)
+			if len(page) == 0 {
+				break // the caller wraps to uuid.Nil here
+			}
+			sizes = append(sizes, len(page))
+			for _, a := range page {
+				if a.NodeID != n {
+					t.Fatalf("node %s page holds allocation of node %s", n, a.NodeID)
+				}
+				got = append(got, a.ID)
+			}
+			after = page[len(page)-1].ID
+		}
+		if !slices.Equal(sizes, []int{32, 8}) || !slices.Equal(got, want[n]) {
+			t.Errorf("node %s: page sizes %v, %d ids (in order: %v)", n, sizes, len(got), slices.Equal(got, want[n]))
+		}
+
+		var pending []uuid.UUID
+		sizes = nil
+		after = uuid.Nil
+		for {
+			page, err := st.ListPendingForNode(ctx, n, after, store.NodePageSize)
+			must(t, err)
+			if len(page) == 0 {
+				break
+			}
+			sizes = append(sizes, len(page))
+			for _, pe := range page {
+				if pe.AllocationID == uuid.Nil || pe.SessionState != store.SessionActive || pe.Generation != 1 {
+					t.Fatalf("pending row %+v", pe)
+				}
+				pending = append(pending, pe.EnvironmentID)
+			}
+			after = page[len(page)-1].EnvironmentID
+		}
+		if !slices.Equal(sizes, []int{32, 8}) || !slices.Equal(pending, pendingWant[n]) {
+			t.Errorf("node %s pending: page sizes %v, %d ids", n, sizes, len(pending))
+		}
+	}
+
+	// A claimed allocation leaves the pending scan but stays in the
+	// allocation scan.
+	n := nodes[0]
+	first, err := st.ListAllocationsForNode(ctx, n, uuid.Nil, 1)
+	must(t, err)
+	b, err := st.GetAllocation(ctx, first[0].ID)
+	must(t, err)
+	_, err = st.ClaimCreate(ctx, b.ID, b.CreateReceipt)
+	must(t, err)
+	page, err := st.ListPendingForNode(ctx, n, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	for _, pe := range page {
+		if pe.EnvironmentID == b.EnvironmentID {
+			t.Fatal("a claimed allocation is still pending")
+		}
+	}
+
+	for _, bad := range []int{0, store.NodePageSize + 1} {
+		_, err := st.ListAllocationsForNode(ctx, n, uuid.Nil, bad)
+		wantClass(t, err, errdefs.ErrInvalid)
+		_, err = st.ListPendingForNode(ctx, n, uuid.Nil, bad)
+		wantClass(t, err, errdefs.ErrInvalid)
+	}
+}
+
+func TestNodeHolds(t *testing.T) {
+	st, ctx := newStore(t)
+	node, empty := enabledNode(t, ctx, st), enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5, node)
+	_, err := st.CreateSession(ctx, p)
+	must(t, err)
+	for n, want := range map[uuid.UUID]bool{node: true, empty: false, newUUID(t): false} {
+		got, err := st.NodeHolds(ctx, n)
+		must(t, err)
+		if got != want {
+			t.Errorf("NodeHolds(%s) = %v, want %v", n, got, want)
+		}
+	}
+}

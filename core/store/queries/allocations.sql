@@ -1,0 +1,72 @@
+-- name: InsertAllocation :one
+INSERT INTO allocations (id, environment_id, tenant_id, node_id, generation,
+                         credential_digest, device_id, create_receipt)
+VALUES (@id, @environment_id, @tenant_id, @node_id, @generation,
+        @credential_digest, @device_id, @create_receipt)
+RETURNING *;
+
+-- name: GetAllocation :one
+SELECT * FROM allocations WHERE id = @id;
+
+-- name: GetUnreleasedAllocationForEnvironment :one
+SELECT * FROM allocations WHERE environment_id = @environment_id AND state <> 'released';
+
+-- name: LockAllocation :one
+-- LockAllocation reads an allocation and locks its row until the
+-- transaction ends.
+SELECT * FROM allocations WHERE id = @id FOR UPDATE;
+
+-- name: ClaimCreate :one
+-- ClaimCreate consumes the create receipt: a compare-and-swap from
+-- allocated to create_dispatched that only the matching receipt wins, and
+-- only once. No row when the receipt does not match or is spent.
+UPDATE allocations
+SET state = 'create_dispatched', create_dispatched_at = now(),
+    revision = revision + 1, updated_at = now()
+WHERE id = @id AND create_receipt = @create_receipt AND state = 'allocated'
+RETURNING *;
+
+-- name: UpdateAllocation :one
+-- UpdateAllocation writes one lifecycle transition decided by the store at
+-- revision @revision; no row when the revision moved. Cleanup and release
+-- times come from the database clock and keep their first value.
+UPDATE allocations
+SET state                = @state,
+    create_settled       = @create_settled,
+    absence_receipt      = @absence_receipt,
+    bootstrap_complete   = @bootstrap_complete,
+    provider_id          = sqlc.narg(provider_id),
+    cleanup_requested_at = CASE WHEN @state IN ('cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed', 'released')
+                                THEN coalesce(cleanup_requested_at, now()) END,
+    cleanup_confirmed_at = CASE WHEN @state IN ('cleanup_confirmed', 'released')
+                                THEN coalesce(cleanup_confirmed_at, now()) END,
+    released_at          = CASE WHEN @state = 'released' THEN now() END,
+    revision             = revision + 1,
+    updated_at           = now()
+WHERE id = @id AND revision = @revision
+RETURNING *;
+
+-- name: ListAllocationsForNode :many
+-- ListAllocationsForNode pages the unreleased allocations of one node by id
+-- (keyset): the node filter applies before the limit.
+SELECT * FROM allocations
+WHERE node_id = @node_id AND state <> 'released' AND id > @after
+ORDER BY id
+LIMIT @page_size;
+
+-- name: ListPendingForNode :many
+-- ListPendingForNode pages, by environment id, the Environments whose
+-- unreleased placement is on node @node_id and whose compute has not been
+-- asked for: no unreleased allocation, or one whose create receipt is still
+-- fresh (allocated).
+SELECT p.environment_id, p.generation, e.session_id, e.tenant_id,
+       s.state AS session_state,
+       a.id AS allocation_id
+FROM placements p
+JOIN environments e ON e.id = p.environment_id
+JOIN sessions s ON s.id = e.session_id
+LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
+WHERE p.node_id = @node_id AND p.state <> 'released' AND p.environment_id > @after
+  AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
+ORDER BY p.environment_id
+LIMIT @page_size;

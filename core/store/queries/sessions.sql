@@ -1,0 +1,31 @@
+-- name: LockPlacement :exec
+-- LockPlacement takes the transaction-scoped advisory lock that serializes
+-- every placement and capacity change (key: the ASCII of "berthcap"), so
+-- two concurrent placements never both see the last free slot.
+SELECT pg_advisory_xact_lock(7090199032657830256);
+
+-- name: GetSessionByRequestID :one
+SELECT * FROM sessions WHERE request_id = @request_id;
+
+-- name: GetSession :one
+SELECT * FROM sessions WHERE id = @id;
+
+-- name: InsertSession :one
+INSERT INTO sessions (id, tenant_id, display_name, request_id)
+VALUES (@id, @tenant_id, @display_name, @request_id)
+RETURNING *;
+
+-- name: RequestSessionDeletion :one
+-- RequestSessionDeletion keeps the first request time when called again.
+UPDATE sessions
+SET state = 'delete_requested', delete_requested_at = coalesce(delete_requested_at, now())
+WHERE id = @id
+RETURNING *;
+
+-- name: InsertEnvironment :one
+INSERT INTO environments (id, session_id, tenant_id)
+VALUES (@id, @session_id, @tenant_id)
+RETURNING *;
+
+-- name: GetEnvironmentBySession :one
+SELECT * FROM environments WHERE session_id = @session_id;

@@ -1,0 +1,346 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/core/store/db"
+	"berth.dev/sandbox/errdefs"
+)
+
+// SessionState is a Session's state.
+type SessionState string
+
+// The Session states. A Session is active until its deletion is requested;
+// deletion keeps the rows (and the allocation's cleanup ownership) until
+// cleanup is confirmed.
+const (
+	SessionActive          SessionState = "active"
+	SessionDeleteRequested SessionState = "delete_requested"
+)
+
+// EnvironmentState is the public state of a Session's Environment. It is
+// separate from the allocation's state (private compute ownership).
+type EnvironmentState string
+
+// The Environment states.
+const (
+	EnvironmentPending EnvironmentState = "pending"
+	EnvironmentReady   EnvironmentState = "ready"
+	EnvironmentFailed  EnvironmentState = "failed"
+	EnvironmentExpired EnvironmentState = "expired"
+)
+
+// maxDisplayNameLen bounds a Session's display name (characters).
+const maxDisplayNameLen = 200
+
+// ErrNoCapacity is the class (errdefs.ErrFailedPrecondition) of a
+// CreateSession that found no candidate node with room: nothing was
+// written, and the same request may succeed once capacity frees up or a
+// node comes online.
+var ErrNoCapacity = fmt.Errorf("no node has capacity: %w", errdefs.ErrFailedPrecondition)
+
+// Session is a tenant's Session.
+type Session struct {
+	ID                uuid.UUID
+	TenantID          uuid.UUID
+	DisplayName       string
+	State             SessionState
+	RequestID         uuid.UUID
+	CreatedAt         time.Time
+	DeleteRequestedAt *time.Time
+}
+
+// Environment is a Session's Environment.
+type Environment struct {
+	ID        uuid.UUID
+	SessionID uuid.UUID
+	TenantID  uuid.UUID
+	State     EnvironmentState
+	CreatedAt time.Time
+}
+
+// SessionBundle is what CreateSession commits together.
+type SessionBundle struct {
+	Session     Session
+	Environment Environment
+	Placement   Placement
+	Allocation  Allocation
+	// Created is false when the request id had already created these rows
+	// (a retry): nothing of the retry's input was stored, so the caller
+	// must use the returned ids, digest and receipt and discard its own.
+	Created bool
+}
+
+// CreateSessionParams is the input of CreateSession. Every id, the
+// credential digest and the create receipt are the caller's: the store
+// makes none.
+type CreateSessionParams struct {
+	// RequestID identifies the create request; a retry reuses it.
+	RequestID   uuid.UUID
+	TenantID    uuid.UUID
+	DisplayName string
+
+	SessionID     uuid.UUID
+	EnvironmentID uuid.UUID
+	AllocationID  uuid.UUID // fresh, never the Environment id
+	DeviceID      uuid.UUID
+	// CredentialDigest is the SHA-256 of the dedicated daemon credential;
+	// the credential itself never reaches the store.
+	CredentialDigest []byte
+	// CreateReceipt is the fresh receipt that permits exactly one Create
+	// (see ClaimCreate).
+	CreateReceipt uuid.UUID
+
+	// Generation is the deployment generation the compute belongs to.
+	Generation int64
+	// Candidates are the nodes the caller may place on: the caller filters
+	// them by presence (connected under the current owner epoch with a
+	// fresh health report), which lives in Core's memory, not in the
+	// database. The store keeps only those in state enabled and picks one
+	// itself; callers never choose the node.
+	Candidates []uuid.UUID
+	// MaxActive is the deployment's per-node bound on held Environments
+	// (unreleased placements or allocations).
+	MaxActive int
+}
+
+func (p CreateSessionParams) validate() error {
+	for _, f := range []struct {
+		name string
+		id   uuid.UUID
+	}{
+		{"request_id", p.RequestID},
+		{"tenant_id", p.TenantID},
+		{"session_id", p.SessionID},
+		{"environment_id", p.EnvironmentID},
+		{"allocation_id", p.AllocationID},
+		{"device_id", p.DeviceID},
+		{"create_receipt", p.CreateReceipt},
+	} {
+		if f.id == uuid.Nil {
+			return errdefs.Invalid(f.name, "must not be the nil UUID")
+		}
+	}
+	switch {
+	case p.AllocationID == p.EnvironmentID:
+		return errdefs.Invalid("allocation_id", "must differ from the environment id")
+	case !utf8.ValidString(p.DisplayName) || utf8.RuneCountInString(p.DisplayName) > maxDisplayNameLen:
+		return errdefs.Invalid("display_name", fmt.Sprintf("must be valid UTF-8 of at most %d characters", maxDisplayNameLen))
+	case len(p.CredentialDigest) != hashLen:
+		return errdefs.Invalid("credential_digest", "must be a SHA-256")
+	case p.Generation < 1:
+		return errdefs.Invalid("generation", "must be positive")
+	case p.MaxActive < 1:
+		return errdefs.Invalid("max_active", "must be positive")
+	}
+	return nil
+}
+
+// CreateSession commits, in one transaction, a Session, its Environment,
+// the Environment's placement on a node the store chooses and its
+// allocation (Reference, node, generation, credential digest, device and
+// fresh create receipt), all before any Create.
+//
+// Placement holds the placement lock (a transaction-scoped advisory lock
+// shared by every placement and capacity change), so concurrent creations
+// serialize and a node never holds more than MaxActive Environments. The
+// chosen node is the enabled candidate holding the fewest Environments
+// (ties: lowest id). No candidate with room is ErrNoCapacity and writes
+// nothing.
+//
+// It is idempotent by RequestID: a retry, also one that races the
+// original, returns the rows the first call committed (Created false) and
+// writes nothing, whatever ids it carries, so a retry keeps its original
+// node even while that node is offline. The same RequestID with another
+// tenant or display name is ErrExists.
+func (s *Store) CreateSession(ctx context.Context, p CreateSessionParams) (SessionBundle, error) {
+	const op = "create session"
+	if err := p.validate(); err != nil {
+		return SessionBundle{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var out SessionBundle
+	err := s.InTx(ctx, func(q *db.Queries) error {
+		// The lock comes first, so the request id lookup below also
+		// serializes with a concurrent retry of the same request.
+		if err := q.LockPlacement(ctx); err != nil {
+			return err
+		}
+		existing, err := q.GetSessionByRequestID(ctx, p.RequestID)
+		switch {
+		case err == nil:
+			if existing.TenantID != p.TenantID || existing.DisplayName != p.DisplayName {
+				return fmt.Errorf("request id already used by another request: %w", errdefs.ErrExists)
+			}
+			out, err = loadBundle(ctx, q, existing)
+			return err
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+
+		chosen, err := q.ChoosePlacementNode(ctx, db.ChoosePlacementNodeParams{
+			Candidates: p.Candidates,
+			MaxActive:  int64(p.MaxActive),
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNoCapacity
+		}
+		if err != nil {
+			return err
+		}
+		sess, err := q.InsertSession(ctx, db.InsertSessionParams{
+			ID: p.SessionID, TenantID: p.TenantID, DisplayName: p.DisplayName, RequestID: p.RequestID,
+		})
+		if err != nil {
+			return err
+		}
+		env, err := q.InsertEnvironment(ctx, db.InsertEnvironmentParams{
+			ID: p.EnvironmentID, SessionID: sess.ID, TenantID: sess.TenantID,
+		})
+		if err != nil {
+			return err
+		}
+		pl, err := q.InsertPlacement(ctx, db.InsertPlacementParams{
+			EnvironmentID: env.ID, NodeID: chosen.ID, Generation: p.Generation,
+		})
+		if err != nil {
+			return err
+		}
+		alloc, err := q.InsertAllocation(ctx, db.InsertAllocationParams{
+			ID:               p.AllocationID,
+			EnvironmentID:    env.ID,
+			TenantID:         env.TenantID,
+			NodeID:           pl.NodeID,
+			Generation:       pl.Generation,
+			CredentialDigest: p.CredentialDigest,
+			DeviceID:         p.DeviceID,
+			CreateReceipt:    p.CreateReceipt,
+		})
+		if err != nil {
+			return err
+		}
+		out = SessionBundle{
+			Session:     sessionFromRow(sess),
+			Environment: environmentFromRow(env),
+			Placement:   placementFromRow(pl),
+			Allocation:  allocationFromRow(alloc),
+			Created:     true,
+		}
+		return nil
+	})
+	if err != nil {
+		return SessionBundle{}, wrap(op, err)
+	}
+	return out, nil
+}
+
+// loadBundle reads the rows a committed CreateSession wrote for sess. The
+// allocation is the Environment's unreleased one; after its release the
+// bundle carries the zero Allocation.
+func loadBundle(ctx context.Context, q *db.Queries, sess db.Session) (SessionBundle, error) {
+	env, err := q.GetEnvironmentBySession(ctx, sess.ID)
+	if err != nil {
+		return SessionBundle{}, err
+	}
+	pl, err := q.GetPlacement(ctx, env.ID)
+	if err != nil {
+		return SessionBundle{}, err
+	}
+	b := SessionBundle{
+		Session:     sessionFromRow(sess),
+		Environment: environmentFromRow(env),
+		Placement:   placementFromRow(pl),
+	}
+	alloc, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
+	switch {
+	case err == nil:
+		b.Allocation = allocationFromRow(alloc)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return SessionBundle{}, err
+	}
+	return b, nil
+}
+
+// GetSession returns a Session with its Environment, placement and
+// unreleased allocation; ErrNotFound when there is no such Session.
+func (s *Store) GetSession(ctx context.Context, id uuid.UUID) (SessionBundle, error) {
+	const op = "get session"
+	var out SessionBundle
+	err := s.InTx(ctx, func(q *db.Queries) error {
+		sess, err := q.GetSession(ctx, id)
+		if err != nil {
+			return err
+		}
+		out, err = loadBundle(ctx, q, sess)
+		return err
+	})
+	if err != nil {
+		return SessionBundle{}, wrap(op, err)
+	}
+	return out, nil
+}
+
+// RequestSessionDeletion marks the Session delete_requested and, in the
+// same transaction, requests cleanup of its unreleased allocation, which
+// also spends an unclaimed create receipt: a deletion committed first wins
+// over any later ClaimCreate. The rows stay; the allocation is released
+// only after confirmed cleanup and settled creation (Release). Calling it
+// again changes nothing.
+func (s *Store) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (SessionBundle, error) {
+	const op = "request session deletion"
+	var out SessionBundle
+	err := s.InTx(ctx, func(q *db.Queries) error {
+		sess, err := q.RequestSessionDeletion(ctx, id)
+		if err != nil {
+			return err
+		}
+		env, err := q.GetEnvironmentBySession(ctx, sess.ID)
+		if err != nil {
+			return err
+		}
+		alloc, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			if _, err := requestCleanup(ctx, q, alloc.ID); err != nil {
+				return err
+			}
+		}
+		out, err = loadBundle(ctx, q, sess)
+		return err
+	})
+	if err != nil {
+		return SessionBundle{}, wrap(op, err)
+	}
+	return out, nil
+}
+
+func sessionFromRow(r db.Session) Session {
+	return Session{
+		ID:                r.ID,
+		TenantID:          r.TenantID,
+		DisplayName:       r.DisplayName,
+		State:             SessionState(r.State),
+		RequestID:         r.RequestID,
+		CreatedAt:         r.CreatedAt,
+		DeleteRequestedAt: r.DeleteRequestedAt,
+	}
+}
+
+func environmentFromRow(r db.Environment) Environment {
+	return Environment{
+		ID:        r.ID,
+		SessionID: r.SessionID,
+		TenantID:  r.TenantID,
+		State:     EnvironmentState(r.State),
+		CreatedAt: r.CreatedAt,
+	}
+}

@@ -1,0 +1,265 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/store"
+	"berth.dev/sandbox/errdefs"
+)
+
+// enabledNode creates a node and enables it.
+func enabledNode(t *testing.T, ctx context.Context, st *store.Store) uuid.UUID {
+	t.Helper()
+	n := createNode(t, ctx, st, newUUID(t))
+	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled)
+	must(t, err)
+	return n.ID
+}
+
+// sessionParams returns CreateSession input with fresh ids for tenant on
+// candidates.
+func sessionParams(t testing.TB, tenant uuid.UUID, maxActive int, candidates ...uuid.UUID) store.CreateSessionParams {
+	return store.CreateSessionParams{
+		RequestID:        newUUID(t),
+		TenantID:         tenant,
+		DisplayName:      "session",
+		SessionID:        newUUID(t),
+		EnvironmentID:    newUUID(t),
+		AllocationID:     newUUID(t),
+		DeviceID:         newUUID(t),
+		CredentialDigest: hash(randomBytes(t, 32)),
+		CreateReceipt:    newUUID(t),
+		Generation:       1,
+		Candidates:       candidates,
+		MaxActive:        maxActive,
+	}
+}
+
+func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
+	st, ctx := newStore(t)
+	node := enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5, node)
+	b, err := st.CreateSession(ctx, p)
+	must(t, err)
+	a := b.Allocation
+	switch {
+	case !b.Created, b.Session.ID != p.SessionID, b.Session.State != store.SessionActive,
+		b.Environment.ID != p.EnvironmentID, b.Environment.SessionID != p.SessionID,
+		b.Environment.State != store.EnvironmentPending,
+		b.Placement.NodeID != node, b.Placement.State != store.PlacementReserved, b.Placement.Generation != 1,
+		a.ID != p.AllocationID, a.EnvironmentID != p.EnvironmentID, a.TenantID != p.TenantID,
+		a.NodeID != node, a.DeviceID != p.DeviceID, !bytes.Equal(a.CredentialDigest, p.CredentialDigest),
+		a.CreateReceipt != p.CreateReceipt, a.State != store.AllocationAllocated, a.Revision != 1,
+		a.CreateDispatchedAt != nil:
+		t.Fatalf("bundle = %+v", b)
+	}
+	if err := a.Reference().Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A retry with the same request id and fresh everything else: the
+	// first rows, nothing new.
+	retry := sessionParams(t, p.TenantID, 5, node)
+	retry.RequestID = p.RequestID
+	again, err := st.CreateSession(ctx, retry)
+	must(t, err)
+	if again.Created || again.Session.ID != p.SessionID || again.Allocation.ID != p.AllocationID ||
+		again.Allocation.CreateReceipt != p.CreateReceipt || !bytes.Equal(again.Allocation.CredentialDigest, p.CredentialDigest) ||
+		again.Placement.NodeID != node {
+		t.Fatalf("retry = %+v, want the first bundle", again)
+	}
+	for _, id := range []uuid.UUID{retry.SessionID} {
+		_, err := st.GetSession(ctx, id)
+		wantClass(t, err, errdefs.ErrNotFound)
+	}
+	_, err = st.GetAllocation(ctx, retry.AllocationID)
+	wantClass(t, err, errdefs.ErrNotFound)
+	held, err := st.NodeHeld(ctx, node)
+	must(t, err)
+	if held != 1 {
+		t.Errorf("node holds %d, want 1", held)
+	}
+
+	// The same request id for another tenant is another request.
+	other := retry
+	other.TenantID = newUUID(t)
+	_, err = st.CreateSession(ctx, other)
+	wantClass(t, err, errdefs.ErrExists)
+
+	// A retry keeps its node even when it is no longer a candidate.
+	_, err = st.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired)
+	must(t, err)
+	retry.Candidates = nil
+	again, err = st.CreateSession(ctx, retry)
+	must(t, err)
+	if again.Created || again.Placement.NodeID != node {
+		t.Fatalf("retry after retirement = %+v", again)
+	}
+
+	got, err := st.GetSession(ctx, p.SessionID)
+	must(t, err)
+	if got.Allocation.ID != p.AllocationID || got.Placement.NodeID != node {
+		t.Fatalf("GetSession = %+v", got)
+	}
+}
+
+func TestCreateSessionRejectsBadInput(t *testing.T) {
+	st, ctx := newStore(t)
+	node := enabledNode(t, ctx, st)
+	for name, mutate := range map[string]func(p *store.CreateSessionParams){
+		"nil request":       func(p *store.CreateSessionParams) { p.RequestID = uuid.Nil },
+		"allocation is env": func(p *store.CreateSessionParams) { p.AllocationID = p.EnvironmentID },
+		"short digest":      func(p *store.CreateSessionParams) { p.CredentialDigest = p.CredentialDigest[:16] },
+		"zero generation":   func(p *store.CreateSessionParams) { p.Generation = 0 },
+		"zero max_active":   func(p *store.CreateSessionParams) { p.MaxActive = 0 },
+		"control in name":   func(p *store.CreateSessionParams) { p.DisplayName = "a\nb" },
+	} {
+		p := sessionParams(t, newUUID(t), 5, node)
+		mutate(&p)
+		_, err := st.CreateSession(ctx, p)
+		if !errors.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("%s: error %v, want ErrInvalid", name, err)
+		}
+	}
+
+	first := sessionParams(t, newUUID(t), 5, node)
+	_, err := st.CreateSession(ctx, first)
+	must(t, err)
+	dup := sessionParams(t, newUUID(t), 5, node)
+	dup.DeviceID = first.DeviceID
+	_, err = st.CreateSession(ctx, dup)
+	wantClass(t, err, errdefs.ErrExists)
+
+	// An enrolled (not enabled) node and an unknown node are never chosen.
+	enrolled := createNode(t, ctx, st, newUUID(t)).ID
+	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 5, enrolled, newUUID(t)))
+	wantClass(t, err, store.ErrNoCapacity)
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+}
+
+func TestCreateSessionNeverOverPlacesUnderConcurrency(t *testing.T) {
+	st, ctx := newStore(t)
+	nodes := []uuid.UUID{enabledNode(t, ctx, st), enabledNode(t, ctx, st)}
+	const maxActive, callers = 5, 40
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		perNode   = map[uuid.UUID]int{}
+		succeeded int
+		errs      []error
+	)
+	start := make(chan struct{})
+	for range callers {
+		p := sessionParams(t, newUUID(t), maxActive, nodes...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			b, err := st.CreateSession(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			succeeded++
+			perNode[b.Placement.NodeID]++
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if succeeded != len(nodes)*maxActive {
+		t.Errorf("%d creations succeeded, want %d", succeeded, len(nodes)*maxActive)
+	}
+	for _, err := range errs {
+		if !errors.Is(err, store.ErrNoCapacity) {
+			t.Errorf("failed creation: %v, want ErrNoCapacity", err)
+		}
+	}
+	for _, n := range nodes {
+		held, err := st.NodeHeld(ctx, n)
+		must(t, err)
+		if perNode[n] != maxActive || held != maxActive {
+			t.Errorf("node %s: placed %d, holds %d, want %d", n, perNode[n], held, maxActive)
+		}
+	}
+}
+
+func TestCreateSessionConcurrentRetriesCreateOnce(t *testing.T) {
+	st, ctx := newStore(t)
+	node := enabledNode(t, ctx, st)
+	base := sessionParams(t, newUUID(t), 5, node)
+	const callers = 8
+	results := make([]store.SessionBundle, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		p := sessionParams(t, base.TenantID, 5, node)
+		p.RequestID = base.RequestID
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = st.CreateSession(ctx, p)
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for i := range callers {
+		must(t, errs[i])
+		if results[i].Created {
+			created++
+		}
+		if results[i].Session.ID != results[0].Session.ID || results[i].Allocation.ID != results[0].Allocation.ID {
+			t.Fatalf("caller %d got session %s allocation %s, caller 0 %s %s", i,
+				results[i].Session.ID, results[i].Allocation.ID, results[0].Session.ID, results[0].Allocation.ID)
+		}
+	}
+	held, err := st.NodeHeld(ctx, node)
+	must(t, err)
+	if created != 1 || held != 1 {
+		t.Errorf("created %d times, node holds %d; want 1 and 1", created, held)
+	}
+}
+
+func TestRequestSessionDeletionSpendsTheCreateReceipt(t *testing.T) {
+	st, ctx := newStore(t)
+	node := enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5, node)
+	_, err := st.CreateSession(ctx, p)
+	must(t, err)
+	b, err := st.RequestSessionDeletion(ctx, p.SessionID)
+	must(t, err)
+	if b.Session.State != store.SessionDeleteRequested || b.Session.DeleteRequestedAt == nil ||
+		b.Allocation.State != store.AllocationCleanupRequested {
+		t.Fatalf("after deletion request: %+v", b)
+	}
+	_, err = st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
+	wantClass(t, err, errdefs.ErrFenced)
+	// Again: nothing changes.
+	again, err := st.RequestSessionDeletion(ctx, p.SessionID)
+	must(t, err)
+	if !again.Session.DeleteRequestedAt.Equal(*b.Session.DeleteRequestedAt) || again.Allocation.Revision != b.Allocation.Revision {
+		t.Fatalf("second deletion request changed %+v to %+v", b, again)
+	}
+	// Never sent, so creation is settled: cleanup confirmed releases it.
+	a, err := st.RecordCleanup(ctx, p.AllocationID, again.Allocation.Revision, true)
+	must(t, err)
+	a, err = st.Release(ctx, a.ID)
+	must(t, err)
+	if a.State != store.AllocationReleased || a.ReleasedAt == nil {
+		t.Fatalf("released = %+v", a)
+	}
+	holds, err := st.NodeHolds(ctx, node)
+	must(t, err)
+	if holds {
+		t.Error("node still holds after release")
+	}
+	_, err = st.RequestSessionDeletion(ctx, newUUID(t))
+	wantClass(t, err, errdefs.ErrNotFound)
+}
