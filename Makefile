@@ -49,10 +49,12 @@ check-generated: generate ## Fail when committed generated code is stale
 		echo "generated code is stale: run 'make generate' and commit"; exit 1; fi
 
 .PHONY: lint
-lint: $(BIN)/buf ## gofmt, go vet, buf lint, buf format, buf breaking
+lint: $(BIN)/buf ## gofmt, go vet, go mod tidy, buf lint, buf format, buf breaking
 	@unformatted=$$(gofmt -l $(MODULES) tools); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
+	@for m in $(MODULES) tools; do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
+		{ echo "$$m/go.mod is not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
 	buf lint
 	buf format --diff --exit-code
 	@if git rev-parse -q --verify main >/dev/null && git cat-file -e main:buf.yaml 2>/dev/null; then \

@@ -2,4 +2,4 @@ module berth.dev/runtimebootstrap
 
 go 1.26.0
 
-require github.com/google/uuid v1.6.0 // indirect
+require github.com/google/uuid v1.6.0
