@@ -53,7 +53,7 @@ lint: $(BIN)/buf ## gofmt, go vet, go mod tidy, buf lint, buf format, buf breaki
 	@unformatted=$$(gofmt -l $(MODULES) tools); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
-	@for m in $(MODULES) tools; do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
 		{ echo "$$m/go.mod is not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
 	buf lint
 	buf format --diff --exit-code
