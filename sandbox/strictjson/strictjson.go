@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
 	"strings"
 )
@@ -52,8 +53,8 @@ func Decode(raw []byte, v any, maxBytes int) error {
 	if _, err := dec.Token(); err != nil {
 		return ErrMalformed
 	}
-	if _, err := dec.Token(); err == nil {
-		return ErrMalformed // trailing data
+	if _, err := dec.Token(); err != io.EOF {
+		return ErrMalformed // trailing data, valid or not
 	}
 	full := json.NewDecoder(bytes.NewReader(raw))
 	full.DisallowUnknownFields()

@@ -41,3 +41,12 @@ func TestDecode(t *testing.T) {
 		}
 	}
 }
+
+func TestTrailingGarbageIsRejected(t *testing.T) {
+	for _, in := range []string{`{}A`, `{"name":"a"}x`, `{} 1`, `{}]`} {
+		var d doc
+		if err := Decode([]byte(in), &d, 1024); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
