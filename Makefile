@@ -93,6 +93,20 @@ e2e: ## Black-box suites over real processes and services (test/: node protocol,
 bench: ## Benchmarks as ratios against the raw engine, measured in the same run (needs the test services)
 	go test -run '^$$' -bench . -benchtime 1x -count=1 berth.dev/sandbox/docker/ berth.dev/test/nodeproto/
 
+FUZZTIME ?= 1m
+FUZZ_TARGETS := \
+	berth.dev/runtimebootstrap:FuzzDecode \
+	berth.dev/sandbox/strictjson:FuzzDecode \
+	berth.dev/sandbox/docker:FuzzDecodeNodeConfig \
+	berth.dev/sandbox/nodewire:FuzzInfoFromWire \
+	berth.dev/nodeagent:FuzzDecodeConfig
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 1m; make fuzz FUZZTIME=10m)
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+
 .PHONY: up
 up: ## Start a local Berth stack (not built yet: issue 6)
 	@echo "make up: not built yet; it arrives with the Runtime issue (#6)" >&2; exit 2
