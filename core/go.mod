@@ -10,6 +10,7 @@ replace (
 
 require (
 	berth.dev/proto v0.0.0
+	berth.dev/runtimebootstrap v0.0.0
 	berth.dev/sandbox v0.0.0-00010101000000-000000000000
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
@@ -20,7 +21,6 @@ require (
 )
 
 require (
-	berth.dev/runtimebootstrap v0.0.0 // indirect
 	github.com/Microsoft/go-winio v0.6.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
