@@ -32,7 +32,9 @@ func NewCoordinator(cfg Config) *Coordinator {
 
 // Ensure starts a worker for each node that has none. Workers of nodes not
 // listed keep running (an offline node's retained resources stay
-// observable); Stop ends one. After Close it does nothing.
+// observable); Stop ends one. A worker's lifetime is the Coordinator's,
+// not ctx's: only Stop and Close cancel it (ctx gives its values). After
+// Close it does nothing.
 func (c *Coordinator) Ensure(ctx context.Context, nodes ...uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

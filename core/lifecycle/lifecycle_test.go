@@ -415,3 +415,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestDeletionBeforeCreateNeverCreates(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	b := e.createBundle(t, n.id)
+	_, err := e.svc.Delete(context.Background(), b.Session.ID)
+	must(t, err)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	pass(t, w)
+	if got := e.alloc(t, b.Allocation.ID); got.State != store.AllocationReleased {
+		t.Fatalf("allocation %s, want released", got.State)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate) + count(n.srv, dockertest.CallVolumeCreate); c != 0 {
+		t.Fatalf("%d creating calls after deletion", c)
+	}
+}
