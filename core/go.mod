@@ -10,9 +10,11 @@ replace (
 
 require (
 	berth.dev/proto v0.0.0
+	berth.dev/runtimebootstrap v0.0.0
 	berth.dev/sandbox v0.0.0-00010101000000-000000000000
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/moby/moby/client v0.6.2
 	github.com/pressly/goose/v3 v3.30.1
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
@@ -20,7 +22,6 @@ require (
 )
 
 require (
-	berth.dev/runtimebootstrap v0.0.0 // indirect
 	github.com/Microsoft/go-winio v0.6.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
@@ -37,7 +38,6 @@ require (
 	github.com/mfridman/interpolate v0.2.0 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/moby/moby/api v1.56.1 // indirect
-	github.com/moby/moby/client v0.6.2 // indirect
 	github.com/moby/profiles/seccomp v0.2.4 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect

@@ -104,6 +104,42 @@ func (s *Store) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, er
 	return allocationFromRow(row), nil
 }
 
+// Bounds of a sealed device credential (AES-256-GCM, see core/secrets).
+const (
+	sealNonceLen        = 12
+	sealTagLen          = 16
+	maxSealedCredential = 1024
+)
+
+// CredentialAD is the additional data a device credential is sealed with:
+// it binds the ciphertext to the installation and the allocation, so a
+// ciphertext copied to another row or installation does not open.
+func CredentialAD(installationID, allocationID uuid.UUID) []byte {
+	return []byte("berth-device-credential:" + installationID.String() + ":" + allocationID.String())
+}
+
+// SealedCredential is an allocation's device credential as kept at rest.
+type SealedCredential struct {
+	Ciphertext []byte
+	Nonce      []byte
+}
+
+// GetAllocationCredential returns the allocation's sealed device
+// credential; ErrNotFound when there is no such allocation, and
+// ErrFailedPrecondition when the allocation keeps none (it predates
+// sealed credentials): such an allocation can never be created.
+func (s *Store) GetAllocationCredential(ctx context.Context, id uuid.UUID) (SealedCredential, error) {
+	const op = "get allocation credential"
+	row, err := s.q.GetAllocationCredential(ctx, id)
+	if err != nil {
+		return SealedCredential{}, wrap(op, err)
+	}
+	if row.CredentialCiphertext == nil || row.CredentialNonce == nil {
+		return SealedCredential{}, fmt.Errorf("%s: no sealed credential kept: %w", op, errdefs.ErrFailedPrecondition)
+	}
+	return SealedCredential{Ciphertext: row.CredentialCiphertext, Nonce: row.CredentialNonce}, nil
+}
+
 // ClaimCreate spends the allocation's create receipt: a compare-and-swap
 // from allocated to create_dispatched that succeeds only with the matching
 // receipt and only once, so Create is sent at most once for an allocation,

@@ -94,6 +94,12 @@ type CreateSessionParams struct {
 	// CredentialDigest is the SHA-256 of the dedicated daemon credential;
 	// the credential itself never reaches the store.
 	CredentialDigest []byte
+	// CredentialCiphertext and CredentialNonce are the credential sealed by
+	// the caller (secrets.Key.Seal with CredentialAD), kept so the one
+	// permitted Create sends the original credential, also after a retry
+	// or a restart. The store never opens it.
+	CredentialCiphertext []byte
+	CredentialNonce      []byte
 	// CreateReceipt is the fresh receipt that permits exactly one Create
 	// (see ClaimCreate).
 	CreateReceipt uuid.UUID
@@ -135,6 +141,10 @@ func (p CreateSessionParams) validate() error {
 		return errdefs.Invalid("display_name", fmt.Sprintf("must be valid UTF-8 of at most %d characters", maxDisplayNameLen))
 	case len(p.CredentialDigest) != hashLen:
 		return errdefs.Invalid("credential_digest", "must be a SHA-256")
+	case len(p.CredentialNonce) != sealNonceLen:
+		return errdefs.Invalid("credential_nonce", "must be a sealing nonce")
+	case len(p.CredentialCiphertext) <= sealTagLen || len(p.CredentialCiphertext) > maxSealedCredential:
+		return errdefs.Invalid("credential_ciphertext", "must be a sealed credential")
 	case p.Generation < 1:
 		return errdefs.Invalid("generation", "must be positive")
 	case p.MaxActive < 1:
@@ -221,6 +231,9 @@ func (s *Store) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 			CredentialDigest: p.CredentialDigest,
 			DeviceID:         p.DeviceID,
 			CreateReceipt:    p.CreateReceipt,
+
+			CredentialCiphertext: p.CredentialCiphertext,
+			CredentialNonce:      p.CredentialNonce,
 		})
 		if err != nil {
 			return err

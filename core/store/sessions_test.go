@@ -36,8 +36,11 @@ func sessionParams(t testing.TB, tenant uuid.UUID, maxActive int, candidates ...
 		CredentialDigest: hash(randomBytes(t, 32)),
 		CreateReceipt:    newUUID(t),
 		Generation:       1,
-		Candidates:       candidates,
-		MaxActive:        maxActive,
+
+		CredentialCiphertext: randomBytes(t, 48),
+		CredentialNonce:      randomBytes(t, 12),
+		Candidates:           candidates,
+		MaxActive:            maxActive,
 	}
 }
 
@@ -117,8 +120,12 @@ func TestCreateSessionRejectsBadInput(t *testing.T) {
 		"allocation is env": func(p *store.CreateSessionParams) { p.AllocationID = p.EnvironmentID },
 		"short digest":      func(p *store.CreateSessionParams) { p.CredentialDigest = p.CredentialDigest[:16] },
 		"zero generation":   func(p *store.CreateSessionParams) { p.Generation = 0 },
-		"zero max_active":   func(p *store.CreateSessionParams) { p.MaxActive = 0 },
-		"control in name":   func(p *store.CreateSessionParams) { p.DisplayName = "a\nb" },
+		"no sealed credential": func(p *store.CreateSessionParams) {
+			p.CredentialCiphertext, p.CredentialNonce = nil, nil
+		},
+		"short nonce":     func(p *store.CreateSessionParams) { p.CredentialNonce = p.CredentialNonce[:8] },
+		"zero max_active": func(p *store.CreateSessionParams) { p.MaxActive = 0 },
+		"control in name": func(p *store.CreateSessionParams) { p.DisplayName = "a\nb" },
 	} {
 		p := sessionParams(t, newUUID(t), 5, node)
 		mutate(&p)
@@ -261,5 +268,35 @@ func TestRequestSessionDeletionSpendsTheCreateReceipt(t *testing.T) {
 		t.Error("node still holds after release")
 	}
 	_, err = st.RequestSessionDeletion(ctx, newUUID(t))
+	wantClass(t, err, errdefs.ErrNotFound)
+}
+
+func TestCreateSessionKeepsTheOriginalSealedCredential(t *testing.T) {
+	st, ctx := newStore(t)
+	node := enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5, node)
+	b, err := st.CreateSession(ctx, p)
+	must(t, err)
+	got, err := st.GetAllocationCredential(ctx, b.Allocation.ID)
+	must(t, err)
+	if !bytes.Equal(got.Ciphertext, p.CredentialCiphertext) || !bytes.Equal(got.Nonce, p.CredentialNonce) {
+		t.Fatal("sealed credential not kept")
+	}
+
+	// A retry with another sealed credential keeps the original one.
+	retry := sessionParams(t, p.TenantID, 5, node)
+	retry.RequestID = p.RequestID
+	again, err := st.CreateSession(ctx, retry)
+	must(t, err)
+	if again.Created || again.Allocation.ID != b.Allocation.ID {
+		t.Fatalf("retry created %+v", again)
+	}
+	got, err = st.GetAllocationCredential(ctx, b.Allocation.ID)
+	must(t, err)
+	if !bytes.Equal(got.Ciphertext, p.CredentialCiphertext) || !bytes.Equal(got.Nonce, p.CredentialNonce) {
+		t.Fatal("a retry replaced the sealed credential")
+	}
+
+	_, err = st.GetAllocationCredential(ctx, newUUID(t))
 	wantClass(t, err, errdefs.ErrNotFound)
 }

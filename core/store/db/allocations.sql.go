@@ -17,7 +17,7 @@ UPDATE allocations
 SET state = 'create_dispatched', create_dispatched_at = now(),
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND create_receipt = $2 AND state = 'allocated'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce
 `
 
 type ClaimCreateParams struct {
@@ -53,12 +53,14 @@ func (q *Queries) ClaimCreate(ctx context.Context, arg ClaimCreateParams) (Alloc
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
 	)
 	return i, err
 }
 
 const getAllocation = `-- name: GetAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at FROM allocations WHERE id = $1
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations WHERE id = $1
 `
 
 func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
@@ -86,12 +88,32 @@ func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
 	)
 	return i, err
 }
 
+const getAllocationCredential = `-- name: GetAllocationCredential :one
+SELECT credential_ciphertext, credential_nonce FROM allocations WHERE id = $1
+`
+
+type GetAllocationCredentialRow struct {
+	CredentialCiphertext []byte
+	CredentialNonce      []byte
+}
+
+// GetAllocationCredential reads the allocation's sealed device credential
+// (both NULL for an allocation from before it was kept).
+func (q *Queries) GetAllocationCredential(ctx context.Context, id uuid.UUID) (GetAllocationCredentialRow, error) {
+	row := q.db.QueryRow(ctx, getAllocationCredential, id)
+	var i GetAllocationCredentialRow
+	err := row.Scan(&i.CredentialCiphertext, &i.CredentialNonce)
+	return i, err
+}
+
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at FROM allocations WHERE environment_id = $1 AND state <> 'released'
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations WHERE environment_id = $1 AND state <> 'released'
 `
 
 func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, environmentID uuid.UUID) (Allocation, error) {
@@ -119,27 +141,33 @@ func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, env
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
 	)
 	return i, err
 }
 
 const insertAllocation = `-- name: InsertAllocation :one
 INSERT INTO allocations (id, environment_id, tenant_id, node_id, generation,
-                         credential_digest, device_id, create_receipt)
+                         credential_digest, device_id, create_receipt,
+                         credential_ciphertext, credential_nonce)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at
+        $6, $7, $8,
+        $9, $10)
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce
 `
 
 type InsertAllocationParams struct {
-	ID               uuid.UUID
-	EnvironmentID    uuid.UUID
-	TenantID         uuid.UUID
-	NodeID           uuid.UUID
-	Generation       int64
-	CredentialDigest []byte
-	DeviceID         uuid.UUID
-	CreateReceipt    uuid.UUID
+	ID                   uuid.UUID
+	EnvironmentID        uuid.UUID
+	TenantID             uuid.UUID
+	NodeID               uuid.UUID
+	Generation           int64
+	CredentialDigest     []byte
+	DeviceID             uuid.UUID
+	CreateReceipt        uuid.UUID
+	CredentialCiphertext []byte
+	CredentialNonce      []byte
 }
 
 func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationParams) (Allocation, error) {
@@ -152,6 +180,8 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		arg.CredentialDigest,
 		arg.DeviceID,
 		arg.CreateReceipt,
+		arg.CredentialCiphertext,
+		arg.CredentialNonce,
 	)
 	var i Allocation
 	err := row.Scan(
@@ -176,12 +206,14 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
 	)
 	return i, err
 }
 
 const listAllocationsForNode = `-- name: ListAllocationsForNode :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at FROM allocations
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations
 WHERE node_id = $1 AND state <> 'released' AND id > $2
 ORDER BY id
 LIMIT $3
@@ -226,6 +258,8 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ReleasedAt,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
 		); err != nil {
 			return nil, err
 		}
@@ -298,7 +332,7 @@ func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNode
 }
 
 const lockAllocation = `-- name: LockAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at FROM allocations WHERE id = $1 FOR UPDATE
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations WHERE id = $1 FOR UPDATE
 `
 
 // LockAllocation reads an allocation and locks its row until the
@@ -328,6 +362,8 @@ func (q *Queries) LockAllocation(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
 	)
 	return i, err
 }
@@ -347,7 +383,7 @@ SET state                = $1,
     revision             = revision + 1,
     updated_at           = now()
 WHERE id = $6 AND revision = $7
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce
 `
 
 type UpdateAllocationParams struct {
@@ -396,6 +432,8 @@ func (q *Queries) UpdateAllocation(ctx context.Context, arg UpdateAllocationPara
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
 	)
 	return i, err
 }

@@ -12,27 +12,29 @@ import (
 )
 
 type Allocation struct {
-	ID                 uuid.UUID
-	EnvironmentID      uuid.UUID
-	TenantID           uuid.UUID
-	NodeID             uuid.UUID
-	Generation         int64
-	CredentialDigest   []byte
-	DeviceID           uuid.UUID
-	State              string
-	CreateReceipt      uuid.UUID
-	CreateDispatchedAt *time.Time
-	CreateSettled      bool
-	AbsenceReceipt     bool
-	BootstrapComplete  bool
-	ProviderID         pgtype.Text
-	ComputePhase       string
-	Revision           int64
-	CleanupRequestedAt *time.Time
-	CleanupConfirmedAt *time.Time
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	ReleasedAt         *time.Time
+	ID                   uuid.UUID
+	EnvironmentID        uuid.UUID
+	TenantID             uuid.UUID
+	NodeID               uuid.UUID
+	Generation           int64
+	CredentialDigest     []byte
+	DeviceID             uuid.UUID
+	State                string
+	CreateReceipt        uuid.UUID
+	CreateDispatchedAt   *time.Time
+	CreateSettled        bool
+	AbsenceReceipt       bool
+	BootstrapComplete    bool
+	ProviderID           pgtype.Text
+	ComputePhase         string
+	Revision             int64
+	CleanupRequestedAt   *time.Time
+	CleanupConfirmedAt   *time.Time
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	ReleasedAt           *time.Time
+	CredentialCiphertext []byte
+	CredentialNonce      []byte
 }
 
 type Deployment struct {

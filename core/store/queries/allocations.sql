@@ -1,9 +1,16 @@
 -- name: InsertAllocation :one
 INSERT INTO allocations (id, environment_id, tenant_id, node_id, generation,
-                         credential_digest, device_id, create_receipt)
+                         credential_digest, device_id, create_receipt,
+                         credential_ciphertext, credential_nonce)
 VALUES (@id, @environment_id, @tenant_id, @node_id, @generation,
-        @credential_digest, @device_id, @create_receipt)
+        @credential_digest, @device_id, @create_receipt,
+        @credential_ciphertext, @credential_nonce)
 RETURNING *;
+
+-- name: GetAllocationCredential :one
+-- GetAllocationCredential reads the allocation's sealed device credential
+-- (both NULL for an allocation from before it was kept).
+SELECT credential_ciphertext, credential_nonce FROM allocations WHERE id = @id;
 
 -- name: GetAllocation :one
 SELECT * FROM allocations WHERE id = @id;

@@ -1,0 +1,433 @@
+package lifecycle_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/moby/moby/client"
+
+	"berth.dev/core/lifecycle"
+	"berth.dev/core/secrets"
+	"berth.dev/core/sessions"
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/docker/dockertest"
+)
+
+const fixtureImage = "sha256:4f3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c"
+
+var resources = sandbox.Resources{CPUMillis: 500, MemoryBytes: 256 << 20, DiskBytes: 1 << 30}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// node is an enabled node with its own Docker Engine fixture and the real
+// Docker adapter over it.
+type node struct {
+	id  uuid.UUID
+	srv *dockertest.Server
+	p   *docker.Provider
+}
+
+type env struct {
+	st    *store.Store
+	inst  store.Installation
+	cfg   lifecycle.Config
+	svc   *sessions.Service
+	nodes map[uuid.UUID]*node
+	// place is the node the next session is placed on.
+	place uuid.UUID
+}
+
+func newEnv(t *testing.T, nodes int) *env {
+	t.Helper()
+	ctx := context.Background()
+	st := storetest.New(t)
+	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example:8443")
+	must(t, err)
+	key, _, err := secrets.NewKey()
+	must(t, err)
+	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+		Specification: sandbox.Specification{Resources: resources, MaxActive: 8, MaxRetained: 8},
+	})
+	must(t, err)
+	e := &env{st: st, inst: inst, nodes: map[uuid.UUID]*node{}}
+	for range nodes {
+		n := &node{id: newNode(t, st), srv: dockertest.Start(t)}
+		n.srv.PutImage(fixtureImage)
+		cli, err := docker.NewClient(n.srv.Host())
+		must(t, err)
+		t.Cleanup(func() { _ = cli.Close() })
+		_, err = cli.ServerVersion(ctx, client.ServerVersionOptions{})
+		must(t, err)
+		n.p = docker.New(cli, docker.Options{
+			InstallationID: inst.ID.String(),
+			Config:         docker.NodeConfig{Image: fixtureImage, Network: "none"},
+			Seccomp:        []byte(`{"defaultAction":"SCMP_ACT_ERRNO"}`),
+			Resources:      resources,
+		})
+		e.nodes[n.id] = n
+		e.place = n.id
+	}
+	e.cfg = lifecycle.Config{
+		Store: st, Key: key, Installation: inst,
+		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) {
+			return e.nodes[id].p, nil
+		},
+		CallTimeout: 20 * time.Second,
+		Interval:    20 * time.Millisecond,
+	}
+	e.svc = sessions.New(st, key, inst.ID, uuid.New, func() []uuid.UUID { return []uuid.UUID{e.place} })
+	return e
+}
+
+func newNode(t *testing.T, st *store.Store) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	der := make([]byte, 300)
+	_, _ = rand.Read(der)
+	pub := make([]byte, 32)
+	_, _ = rand.Read(pub)
+	fp := sha256.Sum256(der)
+	n, err := st.CreateNode(ctx, uuid.New(), "node.example:7443", der, "sha256:"+hex.EncodeToString(fp[:]), pub)
+	must(t, err)
+	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled)
+	must(t, err)
+	return n.ID
+}
+
+func (e *env) createSession(t *testing.T, on uuid.UUID) store.Allocation {
+	return e.createBundle(t, on).Allocation
+}
+
+func (e *env) createBundle(t *testing.T, on uuid.UUID) store.SessionBundle {
+	t.Helper()
+	e.place = on
+	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	must(t, err)
+	if b.Allocation.NodeID != on {
+		t.Fatalf("placed on %s, want %s", b.Allocation.NodeID, on)
+	}
+	return b
+}
+
+func (e *env) alloc(t *testing.T, id uuid.UUID) store.Allocation {
+	t.Helper()
+	a, err := e.st.GetAllocation(context.Background(), id)
+	must(t, err)
+	return a
+}
+
+func count(srv *dockertest.Server, call string) int {
+	n := 0
+	for _, c := range srv.CallNames() {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) only(t *testing.T) *node {
+	for _, n := range e.nodes {
+		return n
+	}
+	t.Fatal("no node")
+	return nil
+}
+
+func pass(t *testing.T, w *lifecycle.Worker) {
+	t.Helper()
+	must(t, w.Pass(context.Background()))
+}
+
+func TestWorkerCreatesOnceAndRecordsRunning(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	a := e.createSession(t, n.id)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	for range 3 {
+		pass(t, w)
+	}
+	got := e.alloc(t, a.ID)
+	if got.State != store.AllocationRunning || !got.CreateSettled || got.ProviderID == "" {
+		t.Fatalf("allocation %+v", got)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times", c)
+	}
+	pl, err := e.st.GetPlacement(context.Background(), a.EnvironmentID)
+	must(t, err)
+	if pl.State != store.PlacementActive {
+		t.Fatalf("placement %s", pl.State)
+	}
+	// The bootstrap carries the device id and the sealed credential, whose
+	// digest is the stored one; the credential reaches no call's query.
+	name := n.p.Name(a.Reference())
+	found := false
+	for _, ar := range n.srv.Archives(name) {
+		for _, f := range ar.Entries {
+			if !strings.HasSuffix(f.Header.Name, "runtime-bootstrap.json") {
+				continue
+			}
+			var file struct{ CoreURL, DeviceID, Credential string }
+			var raw map[string]any
+			must(t, json.Unmarshal(f.Content, &raw))
+			file.CoreURL, _ = raw["core_url"].(string)
+			file.DeviceID, _ = raw["device_id"].(string)
+			file.Credential, _ = raw["credential"].(string)
+			if file.CoreURL != e.inst.PublicURL || file.DeviceID != a.DeviceID.String() ||
+				hex.EncodeToString(sessions.Digest(file.Credential)) != hex.EncodeToString(a.CredentialDigest) {
+				t.Fatal("bootstrap file does not carry the allocation's identity")
+			}
+			for _, c := range n.srv.Calls() {
+				if strings.Contains(c.Query.Encode(), file.Credential) || strings.Contains(c.Path, file.Credential) {
+					t.Fatal("credential in a call's path or query")
+				}
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no bootstrap file copied")
+	}
+}
+
+func TestUnknownCreateIsNeverReplayedAndSettlesByObservation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		arm  func(srv *dockertest.Server, cancel context.CancelFunc)
+		// appear makes the container show up (running) in the fixture.
+		appear func(n *node, ref sandbox.Reference)
+	}{
+		{
+			name: "dropped",
+			arm: func(srv *dockertest.Server, _ context.CancelFunc) {
+				srv.Arm(dockertest.CallContainerCreate, dockertest.FaultDrop, nil)
+			},
+			appear: func(n *node, ref sandbox.Reference) {
+				n.srv.PutContainer(n.p.Name(ref), n.p.Labels(ref), dockertest.StateRunning)
+			},
+		},
+		{
+			name: "cancelled after dispatch",
+			arm: func(srv *dockertest.Server, cancel context.CancelFunc) {
+				srv.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, cancel)
+			},
+			appear: func(n *node, ref sandbox.Reference) {
+				if !n.srv.SetContainerState(n.p.Name(ref), dockertest.StateRunning) {
+					panic("the dispatched container is missing")
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			n := e.only(t)
+			a := e.createSession(t, n.id)
+			w := lifecycle.NewWorker(e.cfg, n.id)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tc.arm(n.srv, cancel)
+			_ = w.Pass(ctx) // may end with ctx's cancellation
+			if got := e.alloc(t, a.ID); got.State != store.AllocationCreateUnknown || got.CreateSettled || got.AbsenceReceipt {
+				t.Fatalf("after the failed Create: %+v", got)
+			}
+			for range 3 {
+				pass(t, w)
+			}
+			if got := e.alloc(t, a.ID); got.State != store.AllocationCreateUnknown {
+				t.Fatalf("unknown creation moved without evidence: %s", got.State)
+			}
+			if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+				t.Fatalf("container.create %d times: Create replayed", c)
+			}
+			inspects := count(n.srv, dockertest.CallContainerInspect)
+
+			tc.appear(n, a.Reference())
+			pass(t, w)
+			got := e.alloc(t, a.ID)
+			if got.State != store.AllocationRunning || !got.CreateSettled || got.ProviderID == "" {
+				t.Fatalf("after observation: %+v", got)
+			}
+			if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+				t.Fatalf("container.create %d times after settlement", c)
+			}
+			if count(n.srv, dockertest.CallContainerInspect) <= inspects {
+				t.Fatal("settled without an observation")
+			}
+		})
+	}
+}
+
+func TestDeletionKillsAndReleasesOnlyAfterConfirmedCleanupAndSettlement(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	w := lifecycle.NewWorker(e.cfg, n.id)
+
+	// A running allocation: deletion kills its container and two volumes,
+	// then releases it.
+	ab := e.createBundle(t, n.id)
+	a := ab.Allocation
+	pass(t, w)
+	if len(n.srv.Containers()) != 1 || len(n.srv.Volumes()) != 2 {
+		t.Fatalf("resources %d containers, %d volumes", len(n.srv.Containers()), len(n.srv.Volumes()))
+	}
+	_, err := e.svc.Delete(ctx, ab.Session.ID)
+	must(t, err)
+	pass(t, w)
+	got := e.alloc(t, a.ID)
+	if got.State != store.AllocationReleased {
+		t.Fatalf("after deletion: %+v", got)
+	}
+	if len(n.srv.Containers()) != 0 || len(n.srv.Volumes()) != 0 {
+		t.Fatal("resources left after release")
+	}
+	if c := count(n.srv, dockertest.CallContainerRemove); c != 1 {
+		t.Fatalf("container.remove %d times", c)
+	}
+	if c := count(n.srv, dockertest.CallVolumeRemove); c != 2 {
+		t.Fatalf("volume.remove %d times", c)
+	}
+	pl, err := e.st.GetPlacement(ctx, a.EnvironmentID)
+	must(t, err)
+	if pl.State != store.PlacementReleased {
+		t.Fatalf("placement %s", pl.State)
+	}
+
+	// An unknown creation: Kill confirms cleanup, but the allocation stays
+	// (unsettled) until an observation settles it; a late resource is
+	// killed again before the release.
+	bb := e.createBundle(t, n.id)
+	b := bb.Allocation
+	n.srv.Arm(dockertest.CallContainerCreate, dockertest.FaultDrop, nil)
+	pass(t, w)
+	if got := e.alloc(t, b.ID); got.State != store.AllocationCreateUnknown {
+		t.Fatalf("dropped create: %s", got.State)
+	}
+	_, err = e.svc.Delete(ctx, bb.Session.ID)
+	must(t, err)
+	for range 2 {
+		pass(t, w)
+	}
+	got = e.alloc(t, b.ID)
+	if got.State != store.AllocationCleanupConfirmed || got.CreationSettled() {
+		t.Fatalf("unsettled creation after cleanup: %+v", got)
+	}
+	if len(n.srv.Volumes()) != 0 {
+		t.Fatal("volumes of the partial create left")
+	}
+	held, err := e.st.NodeHeld(ctx, n.id)
+	must(t, err)
+	if held != 1 {
+		t.Fatalf("node holds %d, want the unsettled allocation's reservation", held)
+	}
+
+	// The dropped Create's container appears late, running.
+	n.srv.PutContainer(n.p.Name(b.Reference()), n.p.Labels(b.Reference()), dockertest.StateRunning)
+	pass(t, w) // observes it: settled, cleanup no longer confirmed
+	got = e.alloc(t, b.ID)
+	if got.State != store.AllocationCleanupUnknown || !got.CreateSettled {
+		t.Fatalf("after the late resource: %+v", got)
+	}
+	pass(t, w) // kills it and releases
+	got = e.alloc(t, b.ID)
+	if got.State != store.AllocationReleased {
+		t.Fatalf("late resource not cleaned up: %+v", got)
+	}
+	if len(n.srv.Containers()) != 0 {
+		t.Fatal("late container left")
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 2 {
+		t.Fatalf("container.create %d times, want one per allocation", c)
+	}
+}
+
+func TestHungNodeDoesNotDelayAnotherNode(t *testing.T) {
+	e := newEnv(t, 2)
+	var healthy, hung *node
+	for _, n := range e.nodes {
+		if healthy == nil {
+			healthy = n
+		} else {
+			hung = n
+		}
+	}
+	// The hung node's engine performs container.create and then never
+	// answers: the call holds until its deadline.
+	hung.srv.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, func() {})
+	e.cfg.CallTimeout = 10 * time.Minute
+	stuck := e.createSession(t, hung.id)
+	ok := e.createSession(t, healthy.id)
+
+	c := lifecycle.NewCoordinator(e.cfg)
+	defer c.Close()
+	c.Ensure(context.Background(), hung.id, healthy.id)
+
+	// Wait until the hung node's Create is in flight: claimed and dispatched.
+	waitFor(t, "the hung node's Create to be dispatched", func() bool {
+		return e.alloc(t, stuck.ID).State == store.AllocationCreateDispatched && count(hung.srv, dockertest.CallContainerCreate) == 1
+	})
+	// Meanwhile the healthy node completes its Create.
+	waitFor(t, "the healthy node's allocation to run", func() bool {
+		return e.alloc(t, ok.ID).State == store.AllocationRunning
+	})
+	// ... while the hung node is still stuck in the same call.
+	if got := e.alloc(t, stuck.ID); got.State != store.AllocationCreateDispatched {
+		t.Fatalf("hung node's allocation %s, want still create_dispatched", got.State)
+	}
+	if n := len(hung.srv.Containers()); n != 1 {
+		t.Fatalf("hung node has %d containers", n)
+	}
+
+	// Closing cancels the hung call; its outcome is recorded as unknown.
+	c.Close()
+	if got := e.alloc(t, stuck.ID); got.State != store.AllocationCreateUnknown {
+		t.Fatalf("after close: %s, want create_unknown", got.State)
+	}
+	if n := count(hung.srv, dockertest.CallContainerCreate); n != 1 {
+		t.Fatalf("hung node container.create %d times", n)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDeletionBeforeCreateNeverCreates(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	b := e.createBundle(t, n.id)
+	_, err := e.svc.Delete(context.Background(), b.Session.ID)
+	must(t, err)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	pass(t, w)
+	if got := e.alloc(t, b.Allocation.ID); got.State != store.AllocationReleased {
+		t.Fatalf("allocation %s, want released", got.State)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate) + count(n.srv, dockertest.CallVolumeCreate); c != 0 {
+		t.Fatalf("%d creating calls after deletion", c)
+	}
+}

@@ -1,0 +1,343 @@
+// Package lifecycle drives allocations to their provider: one serial
+// Worker per node sends the one Create each fresh create receipt permits,
+// observes unknown creations and cleans up deleted Sessions; a thin
+// Coordinator starts and stops the workers.
+//
+// Rules (the guide's "Allocation lifecycle", "Per-node lifecycle workers"
+// and "Operation outcomes and retries"):
+//   - Create is sent only after ClaimCreate succeeded for that allocation,
+//     and never again: an error or an unknown outcome is recorded as
+//     create_unknown and later only observed (GetInfo).
+//   - Only a settled running Info or an explicit absence receipt settles
+//     creation; ErrNotFound, an empty listing or a successful Kill never do.
+//   - An allocation is released only after confirmed cleanup and settled
+//     creation (the store enforces it too).
+//   - Every provider call gets a bounded context; no database transaction
+//     is held across a provider call (each store call is its own).
+//   - A dispatched Create's outcome is recorded even when the pass's context
+//     ends during the call: the record uses a detached, bounded context.
+//   - The device credential is opened only to build the bootstrap file and
+//     never reaches a log or an error.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/secrets"
+	"berth.dev/core/store"
+	"berth.dev/runtimebootstrap"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+// Defaults of Config.
+const (
+	DefaultCallTimeout = 2 * time.Minute
+	DefaultInterval    = 5 * time.Second
+	// recordTimeout bounds a store write that records a provider outcome.
+	recordTimeout = 30 * time.Second
+)
+
+// ProviderFunc returns the provider of a node (Core passes its node
+// manager's proxy). An error skips the node's pass: nothing is claimed.
+type ProviderFunc func(nodeID uuid.UUID) (sandbox.SandboxProvider, error)
+
+// Config is shared by the Coordinator and its workers.
+type Config struct {
+	Store *store.Store
+	// Key opens the sealed device credentials.
+	Key secrets.Key
+	// Installation gives the credentials' binding (ID) and the Runtime's
+	// Core URL (PublicURL).
+	Installation store.Installation
+	Provider     ProviderFunc
+	// CallTimeout bounds each provider call (DefaultCallTimeout when 0).
+	CallTimeout time.Duration
+	// Interval is the wait between passes (DefaultInterval when 0).
+	Interval time.Duration
+	Log      *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Worker is one node's serial lifecycle worker. Its methods must not be
+// called concurrently (Run calls Pass in a loop).
+type Worker struct {
+	cfg  Config
+	node uuid.UUID
+	// pendingAfter and allocAfter are the per-node cursors of the pending
+	// and the allocation scans; uuid.Nil is the start.
+	pendingAfter uuid.UUID
+	allocAfter   uuid.UUID
+	wake         chan struct{}
+}
+
+// NewWorker returns the worker of node nodeID.
+func NewWorker(cfg Config, nodeID uuid.UUID) *Worker {
+	return &Worker{cfg: cfg.withDefaults(), node: nodeID, wake: make(chan struct{}, 1)}
+}
+
+// Node returns the worker's node.
+func (w *Worker) Node() uuid.UUID { return w.node }
+
+// Wake asks for a pass now instead of after the interval.
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs passes until ctx ends.
+func (w *Worker) Run(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.wake:
+		}
+		if err := w.Pass(ctx); err != nil && ctx.Err() == nil {
+			w.cfg.Log.Warn("lifecycle pass failed", "node", w.node, "err", err)
+		}
+		t.Reset(w.cfg.Interval)
+	}
+}
+
+// Pass runs one bounded pass: one page (store.NodePageSize) of the node's
+// pending allocations, then one page of its unreleased allocations. Each
+// scan advances its own cursor and wraps to the start after its last page.
+// A failure of one allocation is logged and does not stop the page.
+func (w *Worker) Pass(ctx context.Context) error {
+	p, err := w.cfg.Provider(w.node)
+	if err != nil {
+		return err
+	}
+	if err := w.pendingPage(ctx, p); err != nil {
+		return err
+	}
+	return w.allocationPage(ctx, p)
+}
+
+func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) error {
+	page, err := w.cfg.Store.ListPendingForNode(ctx, w.node, w.pendingAfter, store.NodePageSize)
+	if err != nil {
+		return err
+	}
+	w.pendingAfter = nextCursor(len(page), func() uuid.UUID { return page[len(page)-1].EnvironmentID })
+	for _, pe := range page {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// An Environment without an allocation, or whose Session is being
+		// deleted, gets no Create here (deletion already spent the receipt).
+		if pe.AllocationID == uuid.Nil || pe.SessionState != store.SessionActive {
+			continue
+		}
+		if err := w.create(ctx, p, pe.AllocationID); err != nil {
+			w.cfg.Log.Warn("lifecycle create", "node", w.node, "allocation", pe.AllocationID, "err", err)
+		}
+	}
+	return nil
+}
+
+// create claims the allocation's create receipt and, only when the claim
+// succeeded, sends Create once and records its outcome.
+func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.UUID) error {
+	a, err := w.cfg.Store.GetAllocation(ctx, id)
+	if err != nil {
+		return err
+	}
+	if a.State != store.AllocationAllocated || a.NodeID != w.node {
+		return nil
+	}
+	gen, err := w.cfg.Store.GetGeneration(ctx, uint64(a.Generation))
+	if err != nil {
+		return err
+	}
+	sealed, err := w.cfg.Store.GetAllocationCredential(ctx, a.ID)
+	if err != nil {
+		return err
+	}
+	// Everything that can fail before Create is done before the claim, so
+	// a claimed receipt is always followed by the one Create.
+	raw, err := w.cfg.Key.Open(sealed.Nonce, sealed.Ciphertext, store.CredentialAD(w.cfg.Installation.ID, a.ID))
+	if err != nil {
+		return errors.New("open device credential failed")
+	}
+	req := sandbox.CreateRequest{
+		Reference: a.Reference(),
+		Resources: gen.Specification.Resources,
+		Bootstrap: runtimebootstrap.File{
+			Version:    runtimebootstrap.Version,
+			CoreURL:    w.cfg.Installation.PublicURL,
+			DeviceID:   a.DeviceID.String(),
+			Credential: runtimebootstrap.Secret(raw),
+		},
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+
+	claimed, err := w.cfg.Store.ClaimCreate(ctx, a.ID, a.CreateReceipt)
+	if err != nil {
+		// Fenced (spent receipt, cleanup first) or an unknown claim: no
+		// Create without a fresh claim.
+		if errors.Is(err, errdefs.ErrFenced) {
+			return nil
+		}
+		return err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	info, callErr := p.Create(callCtx, req)
+	cancel()
+
+	ref := claimed.Reference()
+	outcome := store.CreateOutcome{Kind: store.CreateUnknown}
+	switch {
+	case info.CheckFor(ref) != nil:
+		// A contradictory Info is no evidence.
+	case info.IsAbsenceReceipt(ref):
+		outcome = store.CreateOutcome{Kind: store.CreateAbsent}
+	case callErr == nil && info.IsSettledRunning(ref):
+		outcome = store.CreateOutcome{Kind: store.CreateRunning, ProviderID: info.ProviderID, BootstrapComplete: true}
+	}
+	// A failed call's running Info is not turned into success: creation
+	// stays unknown and the allocation scan observes it (GetInfo).
+	rctx, rcancel := recordContext(ctx)
+	defer rcancel()
+	if _, err := w.cfg.Store.RecordCreateOutcome(rctx, claimed.ID, claimed.Revision, outcome); err != nil {
+		return err
+	}
+	if callErr != nil {
+		w.cfg.Log.Info("lifecycle create outcome unknown", "node", w.node, "allocation", claimed.ID, "err", callErr)
+	}
+	return nil
+}
+
+func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) error {
+	page, err := w.cfg.Store.ListAllocationsForNode(ctx, w.node, w.allocAfter, store.NodePageSize)
+	if err != nil {
+		return err
+	}
+	w.allocAfter = nextCursor(len(page), func() uuid.UUID { return page[len(page)-1].ID })
+	for _, a := range page {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var err error
+		switch a.State {
+		case store.AllocationCleanupRequested, store.AllocationCleanupUnknown, store.AllocationCleanupConfirmed:
+			err = w.cleanup(ctx, p, a)
+		case store.AllocationCreateUnknown, store.AllocationCreateDispatched:
+			// create_dispatched here means a pass ended between its claim
+			// and its record (this worker is serial): the outcome is unknown.
+			_, err = w.observe(ctx, p, a)
+		}
+		if err != nil {
+			w.cfg.Log.Warn("lifecycle allocation", "node", w.node, "allocation", a.ID, "err", err)
+		}
+	}
+	return nil
+}
+
+// observe reads the allocation's compute (GetInfo, bounded) and records
+// settlement evidence: a settled running resource or an absence receipt.
+// Anything else (ErrNotFound included) keeps creation unknown. It returns
+// the allocation as recorded.
+func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) (store.Allocation, error) {
+	ref := a.Reference()
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	info, err := p.GetInfo(callCtx, ref)
+	cancel()
+	outcome := store.CreateOutcome{Kind: store.CreateUnknown}
+	switch {
+	case info.CheckFor(ref) != nil:
+	case info.IsAbsenceReceipt(ref):
+		outcome = store.CreateOutcome{Kind: store.CreateAbsent}
+	case err == nil && info.IsSettledRunning(ref):
+		outcome = store.CreateOutcome{Kind: store.CreateRunning, ProviderID: info.ProviderID, BootstrapComplete: true}
+	}
+	if outcome.Kind == store.CreateUnknown && (a.State != store.AllocationCreateDispatched) {
+		return a, nil // nothing new
+	}
+	rctx, rcancel := recordContext(ctx)
+	defer rcancel()
+	return w.cfg.Store.RecordCreateOutcome(rctx, a.ID, a.Revision, outcome)
+}
+
+// cleanup kills the allocation's compute and, once cleanup is confirmed
+// and creation settled, releases it. An unsettled creation is observed
+// after the confirmed cleanup; until it settles the allocation keeps its
+// cleanup ownership (and its reservation).
+func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
+	if a.State != store.AllocationCleanupConfirmed {
+		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+		killErr := p.Kill(callCtx, a.Reference())
+		cancel()
+		rctx, rcancel := recordContext(ctx)
+		var err error
+		a, err = w.cfg.Store.RecordCleanup(rctx, a.ID, a.Revision, killErr == nil)
+		rcancel()
+		if err != nil {
+			return err
+		}
+		if killErr != nil {
+			return killErr
+		}
+	}
+	if !a.CreationSettled() {
+		observed, err := w.observe(ctx, p, a)
+		if err != nil {
+			return err
+		}
+		if observed.CreateSettled && observed.Revision != a.Revision {
+			// A resource was observed after Kill confirmed absence: a late
+			// resource. Take the confirmation back; the next pass kills it.
+			rctx, rcancel := recordContext(ctx)
+			defer rcancel()
+			_, err := w.cfg.Store.RecordCleanup(rctx, observed.ID, observed.Revision, false)
+			return err
+		}
+		a = observed
+		if !a.CreationSettled() {
+			return nil
+		}
+	}
+	_, err := w.cfg.Store.Release(ctx, a.ID)
+	return err
+}
+
+// recordContext is the bounded context of a store write that records a
+// provider outcome: detached from ctx's cancellation, so an outcome is not
+// lost because the caller stopped waiting.
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+}
+
+// nextCursor is the cursor after a page of n rows: the last row's id, or
+// the start (wrap) after the last page.
+func nextCursor(n int, last func() uuid.UUID) uuid.UUID {
+	if n < store.NodePageSize {
+		return uuid.Nil
+	}
+	return last()
+}

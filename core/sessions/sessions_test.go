@@ -1,0 +1,105 @@
+package sessions_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/secrets"
+	"berth.dev/core/sessions"
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+	"berth.dev/runtimebootstrap"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func enabledNode(t *testing.T, ctx context.Context, st *store.Store) uuid.UUID {
+	t.Helper()
+	der := make([]byte, 300)
+	_, _ = rand.Read(der)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	fp := sha256.Sum256(der)
+	n, err := st.CreateNode(ctx, uuid.New(), "node.example:7443", der, "sha256:"+hex.EncodeToString(fp[:]), key)
+	must(t, err)
+	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled)
+	must(t, err)
+	return n.ID
+}
+
+func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	key, _, err := secrets.NewKey()
+	must(t, err)
+	installation := uuid.New()
+	node := enabledNode(t, ctx, st)
+	svc := sessions.New(st, key, installation, uuid.New, func() []uuid.UUID { return []uuid.UUID{node} })
+
+	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"}
+	_, err = svc.Create(ctx, req)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("Create without a deployment: %v", err)
+	}
+
+	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+		Specification: sandbox.Specification{
+			Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},
+			MaxActive: 1, MaxRetained: 1,
+		},
+	})
+	must(t, err)
+	b, err := svc.Create(ctx, req)
+	must(t, err)
+	a := b.Allocation
+	if !b.Created || a.NodeID != node || a.Generation != 1 || a.State != store.AllocationAllocated {
+		t.Fatalf("bundle %+v", b)
+	}
+	sealed, err := st.GetAllocationCredential(ctx, a.ID)
+	must(t, err)
+	raw, err := key.Open(sealed.Nonce, sealed.Ciphertext, store.CredentialAD(installation, a.ID))
+	must(t, err)
+	if !bytes.Equal(sessions.Digest(string(raw)), a.CredentialDigest) {
+		t.Fatal("digest does not match the sealed credential")
+	}
+	f := runtimebootstrap.File{Version: runtimebootstrap.Version, CoreURL: "https://core.example", DeviceID: a.DeviceID.String(), Credential: runtimebootstrap.Secret(raw)}
+	must(t, f.Validate())
+	// Bound to its allocation: another allocation id does not open it.
+	if _, err := key.Open(sealed.Nonce, sealed.Ciphertext, store.CredentialAD(installation, uuid.New())); err == nil {
+		t.Fatal("sealed credential opened under another allocation")
+	}
+
+	again, err := svc.Create(ctx, req)
+	must(t, err)
+	if again.Created || again.Allocation.ID != a.ID || !bytes.Equal(again.Allocation.CredentialDigest, a.CredentialDigest) {
+		t.Fatalf("retry %+v", again)
+	}
+
+	// max_active comes from the deployment: the node is full.
+	_, err = svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: req.TenantID})
+	if !errors.Is(err, store.ErrNoCapacity) {
+		t.Fatalf("Create over max_active: %v", err)
+	}
+
+	del, err := svc.Delete(ctx, b.Session.ID)
+	must(t, err)
+	if del.Session.State != store.SessionDeleteRequested || del.Allocation.State != store.AllocationCleanupRequested {
+		t.Fatalf("delete %+v", del)
+	}
+}
