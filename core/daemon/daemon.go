@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 	"berth.dev/sandbox/providers"
@@ -33,9 +34,11 @@ import (
 	"berth.dev/core/admin"
 	"berth.dev/core/deployment"
 	"berth.dev/core/enrollment"
+	"berth.dev/core/lifecycle"
 	"berth.dev/core/nodeadmin"
 	"berth.dev/core/nodes"
 	"berth.dev/core/secrets"
+	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 )
 
@@ -201,6 +204,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
+	sessionSvc := sessions.New(st, masterKey, inst.ID, uuid.New, manager.PresentNodes)
+	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
+		Store: st, Key: masterKey, Installation: inst, Log: log,
+		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return manager.Provider(id) },
+	})
 	adminSrv := admin.NewServer(admin.Options{
 		TokenDigest: adminDigest,
 		Installation: func(ctx context.Context) (admin.Installation, error) {
@@ -227,6 +235,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	go func() { errc <- adminSrv.Serve(adminLis) }()
 	managerDone := make(chan struct{})
 	go func() { manager.Run(ctx); close(managerDone) }()
+	// One lifecycle worker per enabled node, kept while Core runs.
+	go func() {
+		t := time.NewTicker(cfg.NodeInterval)
+		defer t.Stop()
+		for {
+			coordinator.Ensure(ctx, manager.Enabled()...)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	log.Info("serving", "admin", adminLis.Addr().String(), "public", publicLis.Addr().String(),
 		"installation", inst.ID.String(), "owner_epoch", epoch)
 	if ready != nil {
@@ -245,6 +266,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	cancel(nil)
 	public.GracefulStop()
 	adminSrv.GracefulStop()
+	coordinator.Close()
 	<-managerDone
 	log.Info("stopped")
 	return runErr

@@ -252,3 +252,29 @@ func (m *Manager) Provider(id uuid.UUID) (*Proxy, error) {
 	}
 	return l.proxy, nil
 }
+
+// Enabled returns the nodes the manager keeps a connection loop for (every
+// enabled node, connected or not).
+func (m *Manager) Enabled() []uuid.UUID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]uuid.UUID, 0, len(m.loops))
+	for id := range m.loops {
+		out = append(out, id)
+	}
+	return out
+}
+
+// PresentNodes returns the enabled nodes that are present now: connected
+// under this Core's epoch with a fresh health report. New placement only
+// goes to them.
+func (m *Manager) PresentNodes() []uuid.UUID {
+	now := time.Now()
+	var out []uuid.UUID
+	for _, id := range m.Enabled() {
+		if m.Presence(id).Present(now) {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,161 @@
+package nodeproto
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/moby/moby/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/testenv"
+)
+
+// TestTwentySessionsOnTwoNodes is issue #5's walk-through with the real
+// binaries and the real engine: berth-core, two enrolled berth-nodeagent
+// processes, a committed deployment; 20 Sessions are placed across both
+// nodes within capacity, their containers run, and after deleting them no
+// container or volume labelled with the installation remains.
+func TestTwentySessionsOnTwoNodes(t *testing.T) {
+	host := testenv.DockerHost(t)
+	image := testenv.RuntimeImage(t)
+	c := startCore(t, storetestDatabase(t), coreStateDir(t), true)
+	cc, ctx := c.adminClient(t)
+	inst, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installationID := inst.GetInstallation().GetId()
+	nodesAPI := adminv1.NewNodeServiceClient(cc)
+	c.mu.Lock()
+	public := c.public
+	c.mu.Unlock()
+
+	// Two nodes over the same engine (two hosts' worth of agents).
+	var nodeNames []string
+	for range 2 {
+		tok, err := nodesAPI.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen := freeAddr(t)
+		n := prepareNode(t, &installation{id: installationID}, nodeOptions{socket: strings.TrimPrefix(host, "unix://"), image: image, listen: listen})
+		if out, code := enrollCmdAt(t, n, public, tok.GetTokenText(), listen); code != 0 {
+			t.Fatalf("enroll: %s", out)
+		}
+		n.start()
+		t.Cleanup(n.stop)
+	}
+	list, err := nodesAPI.ListNodes(ctx, &adminv1.ListNodesRequest{})
+	if err != nil || len(list.GetNodes()) != 2 {
+		t.Fatalf("nodes: %v %v", list, err)
+	}
+	for _, n := range list.GetNodes() {
+		nodeNames = append(nodeNames, n.GetName())
+		if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: n.GetName()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range nodeNames {
+		waitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	}
+	deploy := adminv1.NewDeploymentServiceClient(cc)
+	if _, err := deploy.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
+		ProviderKind:  "docker",
+		Specification: &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 10, MaxRetained: 10},
+	}}); err != nil {
+		t.Fatalf("CommitDeployment: %v", err)
+	}
+
+	sessionsAPI := adminv1.NewSessionServiceClient(cc)
+	var sessionNames []string
+	for i := range 20 {
+		resp, err := sessionsAPI.CreateSession(ctx, &adminv1.CreateSessionRequest{
+			RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "s" + strings.Repeat("x", i%3)},
+		})
+		if err != nil {
+			t.Fatalf("CreateSession %d: %v", i, err)
+		}
+		sessionNames = append(sessionNames, resp.GetSession().GetName())
+	}
+	// A 21st does not fit (2 nodes x max_active 10).
+	if _, err := sessionsAPI.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}}); err == nil {
+		t.Fatal("a Session beyond capacity was placed")
+	}
+	listed, err := sessionsAPI.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 100})
+	if err != nil || len(listed.GetSessions()) != 20 {
+		t.Fatalf("ListSessions: %d, %v", len(listed.GetSessions()), err)
+	}
+
+	allocations := adminv1.NewAllocationServiceClient(cc)
+	perNode := map[string]int{}
+	waitFor(t, 3*time.Minute, "every allocation active", func() bool {
+		resp, err := allocations.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		active := 0
+		clear(perNode)
+		for _, a := range resp.GetAllocations() {
+			if a.GetState() == adminv1.Allocation_STATE_ACTIVE && a.GetCreateSettled() {
+				active++
+			}
+			perNode[a.GetNode()]++
+		}
+		return active == 20
+	})
+	for _, name := range nodeNames {
+		if perNode[name] == 0 || perNode[name] > 10 {
+			t.Fatalf("placement across nodes: %v", perNode)
+		}
+	}
+	cli, err := docker.NewClient(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	owned := func() (int, int) {
+		f := client.Filters{}.Add("label", docker.LabelInstallation+"="+installationID)
+		cs, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs, err := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs.Items), len(vs.Items)
+	}
+	if containers, volumes := owned(); containers != 20 || volumes != 40 {
+		t.Fatalf("engine holds %d containers and %d volumes, want 20 and 40", containers, volumes)
+	}
+
+	for _, name := range sessionNames {
+		if _, err := sessionsAPI.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
+			t.Fatalf("DeleteSession: %v", err)
+		}
+	}
+	waitFor(t, 3*time.Minute, "every allocation released and nothing left on the engine", func() bool {
+		resp, err := allocations.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		containers, volumes := owned()
+		return len(resp.GetAllocations()) == 0 && containers == 0 && volumes == 0
+	})
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
