@@ -143,6 +143,10 @@ func ToStatus(err error) error {
 		if !errors.Is(err, c.sentinel) {
 			continue
 		}
+		var me *messageError
+		if errors.As(err, &me) && safeReason(me.message) {
+			c.message = me.message
+		}
 		switch c.reason {
 		case ReasonInvalid:
 			return invalidStatus(err)
@@ -175,6 +179,27 @@ func ToStatus(err error) error {
 		}
 	}
 	return newStatus(internalClass, nil)
+}
+
+// messageError carries an authored status message for its error.
+type messageError struct {
+	err     error
+	message string
+}
+
+func (e *messageError) Error() string { return e.err.Error() }
+func (e *messageError) Unwrap() error { return e.err }
+
+// WithMessage returns err carrying message, which ToStatus sends instead
+// of the fixed message of err's class (code and reason stay the class's).
+// message must be an authored constant phrase (a short phrase starting in
+// lowercase); anything else is ignored and the class's message is kept.
+// An invalid argument keeps its field message.
+func WithMessage(err error, message string) error {
+	if err == nil {
+		return nil
+	}
+	return &messageError{err: err, message: message}
 }
 
 // unauthenticated is the status of a call without a valid admin token.

@@ -210,3 +210,19 @@ func TestEveryClassHasADistinctReason(t *testing.T) {
 		}
 	}
 }
+
+func TestWithMessage(t *testing.T) {
+	err := WithMessage(fmt.Errorf("x: %w", errdefs.ErrFailedPrecondition), "no deployment is committed")
+	s, _ := status.FromError(ToStatus(err))
+	if s.Code() != codes.FailedPrecondition || s.Message() != "no deployment is committed" {
+		t.Fatalf("status %v %q", s.Code(), s.Message())
+	}
+	err = WithMessage(errdefs.ErrFailedPrecondition, "Not\nauthored")
+	s, _ = status.FromError(ToStatus(err))
+	if s.Message() != "failed precondition" {
+		t.Fatalf("an unauthored message crossed: %q", s.Message())
+	}
+	if WithMessage(nil, "x") != nil {
+		t.Fatal("WithMessage(nil) is not nil")
+	}
+}

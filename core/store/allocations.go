@@ -478,3 +478,53 @@ func allocationFromRow(r db.Allocation) Allocation {
 		ReleasedAt:         r.ReleasedAt,
 	}
 }
+
+// SessionAllocation is an allocation with the Session its Environment
+// serves.
+type SessionAllocation struct {
+	Allocation
+	SessionID uuid.UUID
+}
+
+// GetSessionAllocation returns allocation id with its Session;
+// ErrNotFound when there is no such allocation.
+func (s *Store) GetSessionAllocation(ctx context.Context, id uuid.UUID) (SessionAllocation, error) {
+	row, err := s.q.GetAllocationWithSession(ctx, id)
+	if err != nil {
+		return SessionAllocation{}, wrap("get session allocation", err)
+	}
+	return SessionAllocation{Allocation: allocationFromRow(row.Allocation), SessionID: row.SessionID}, nil
+}
+
+// ListAllocationsByAge returns up to pageSize allocations, with their
+// Sessions, after cursor after (the zero cursor for the first page) in
+// creation order (ties by id); released ones only with includeReleased.
+// next is the cursor of the following page, the zero cursor when there is
+// none.
+func (s *Store) ListAllocationsByAge(ctx context.Context, pageSize int, after AgeCursor, includeReleased bool) (page []SessionAllocation, next AgeCursor, err error) {
+	const op = "list allocations by age"
+	n, err := pageSizeParam(pageSize)
+	if err != nil {
+		return nil, AgeCursor{}, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := s.q.ListAllocationsByAge(ctx, db.ListAllocationsByAgeParams{
+		FirstPage:       after.CreatedAt.IsZero(),
+		AfterCreatedAt:  after.CreatedAt,
+		AfterID:         after.ID,
+		IncludeReleased: includeReleased,
+		PageSize:        n + 1,
+	})
+	if err != nil {
+		return nil, AgeCursor{}, wrap(op, err)
+	}
+	if len(rows) > pageSize {
+		rows = rows[:pageSize]
+		last := rows[pageSize-1].Allocation
+		next = AgeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	page = make([]SessionAllocation, len(rows))
+	for i, r := range rows {
+		page[i] = SessionAllocation{Allocation: allocationFromRow(r.Allocation), SessionID: r.SessionID}
+	}
+	return page, next, nil
+}

@@ -357,3 +357,54 @@ func environmentFromRow(r db.Environment) Environment {
 		CreatedAt: r.CreatedAt,
 	}
 }
+
+// AgeCursor is a position in a listing in creation order: the creation
+// time and id of the last row of a page. The zero cursor is the start.
+type AgeCursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// ListSessionsByAge returns up to pageSize Sessions after cursor after
+// (the zero cursor for the first page) in creation order (ties by id),
+// each with its Environment, placement and unreleased allocation as
+// GetSession reads them. A deleted Session (deletion requested and its
+// allocation released) is listed only with includeDeleted. next is the
+// cursor of the following page, the zero cursor when there is none.
+func (s *Store) ListSessionsByAge(ctx context.Context, pageSize int, after AgeCursor, includeDeleted bool) (page []SessionBundle, next AgeCursor, err error) {
+	const op = "list sessions by age"
+	n, err := pageSizeParam(pageSize)
+	if err != nil {
+		return nil, AgeCursor{}, fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.InTx(ctx, func(q *db.Queries) error {
+		rows, err := q.ListSessionsByAge(ctx, db.ListSessionsByAgeParams{
+			FirstPage:      after.CreatedAt.IsZero(),
+			AfterCreatedAt: after.CreatedAt,
+			AfterID:        after.ID,
+			IncludeDeleted: includeDeleted,
+			PageSize:       n + 1,
+		})
+		if err != nil {
+			return err
+		}
+		if len(rows) > pageSize {
+			rows = rows[:pageSize]
+			last := rows[pageSize-1]
+			next = AgeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		}
+		page = make([]SessionBundle, 0, len(rows))
+		for _, r := range rows {
+			b, err := loadBundle(ctx, q, r)
+			if err != nil {
+				return err
+			}
+			page = append(page, b)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, AgeCursor{}, wrap(op, err)
+	}
+	return page, next, nil
+}

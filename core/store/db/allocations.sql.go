@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -112,6 +113,50 @@ func (q *Queries) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Ge
 	return i, err
 }
 
+const getAllocationWithSession = `-- name: GetAllocationWithSession :one
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, e.session_id
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+WHERE a.id = $1
+`
+
+type GetAllocationWithSessionRow struct {
+	Allocation Allocation
+	SessionID  uuid.UUID
+}
+
+func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (GetAllocationWithSessionRow, error) {
+	row := q.db.QueryRow(ctx, getAllocationWithSession, id)
+	var i GetAllocationWithSessionRow
+	err := row.Scan(
+		&i.Allocation.ID,
+		&i.Allocation.EnvironmentID,
+		&i.Allocation.TenantID,
+		&i.Allocation.NodeID,
+		&i.Allocation.Generation,
+		&i.Allocation.CredentialDigest,
+		&i.Allocation.DeviceID,
+		&i.Allocation.State,
+		&i.Allocation.CreateReceipt,
+		&i.Allocation.CreateDispatchedAt,
+		&i.Allocation.CreateSettled,
+		&i.Allocation.AbsenceReceipt,
+		&i.Allocation.BootstrapComplete,
+		&i.Allocation.ProviderID,
+		&i.Allocation.ComputePhase,
+		&i.Allocation.Revision,
+		&i.Allocation.CleanupRequestedAt,
+		&i.Allocation.CleanupConfirmedAt,
+		&i.Allocation.CreatedAt,
+		&i.Allocation.UpdatedAt,
+		&i.Allocation.ReleasedAt,
+		&i.Allocation.CredentialCiphertext,
+		&i.Allocation.CredentialNonce,
+		&i.SessionID,
+	)
+	return i, err
+}
+
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
 SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations WHERE environment_id = $1 AND state <> 'released'
 `
@@ -210,6 +255,85 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		&i.CredentialNonce,
 	)
 	return i, err
+}
+
+const listAllocationsByAge = `-- name: ListAllocationsByAge :many
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, e.session_id
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+WHERE ($1::boolean
+       OR (a.created_at, a.id) > ($2::timestamptz, $3::uuid))
+  AND ($4::boolean OR a.state <> 'released')
+ORDER BY a.created_at, a.id
+LIMIT $5
+`
+
+type ListAllocationsByAgeParams struct {
+	FirstPage       bool
+	AfterCreatedAt  time.Time
+	AfterID         uuid.UUID
+	IncludeReleased bool
+	PageSize        int32
+}
+
+type ListAllocationsByAgeRow struct {
+	Allocation Allocation
+	SessionID  uuid.UUID
+}
+
+// ListAllocationsByAge pages allocations in creation order by
+// (created_at, id) (keyset), each with the Session its Environment serves:
+// the rows after the cursor, or from the start when @first_page. Released
+// allocations are listed only with @include_released.
+func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsByAgeParams) ([]ListAllocationsByAgeRow, error) {
+	rows, err := q.db.Query(ctx, listAllocationsByAge,
+		arg.FirstPage,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.IncludeReleased,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListAllocationsByAgeRow
+	for rows.Next() {
+		var i ListAllocationsByAgeRow
+		if err := rows.Scan(
+			&i.Allocation.ID,
+			&i.Allocation.EnvironmentID,
+			&i.Allocation.TenantID,
+			&i.Allocation.NodeID,
+			&i.Allocation.Generation,
+			&i.Allocation.CredentialDigest,
+			&i.Allocation.DeviceID,
+			&i.Allocation.State,
+			&i.Allocation.CreateReceipt,
+			&i.Allocation.CreateDispatchedAt,
+			&i.Allocation.CreateSettled,
+			&i.Allocation.AbsenceReceipt,
+			&i.Allocation.BootstrapComplete,
+			&i.Allocation.ProviderID,
+			&i.Allocation.ComputePhase,
+			&i.Allocation.Revision,
+			&i.Allocation.CleanupRequestedAt,
+			&i.Allocation.CleanupConfirmedAt,
+			&i.Allocation.CreatedAt,
+			&i.Allocation.UpdatedAt,
+			&i.Allocation.ReleasedAt,
+			&i.Allocation.CredentialCiphertext,
+			&i.Allocation.CredentialNonce,
+			&i.SessionID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listAllocationsForNode = `-- name: ListAllocationsForNode :many

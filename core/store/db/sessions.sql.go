@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -122,6 +123,65 @@ func (q *Queries) InsertSession(ctx context.Context, arg InsertSessionParams) (S
 		&i.DeleteRequestedAt,
 	)
 	return i, err
+}
+
+const listSessionsByAge = `-- name: ListSessionsByAge :many
+SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at FROM sessions s
+WHERE ($1::boolean
+       OR (s.created_at, s.id) > ($2::timestamptz, $3::uuid))
+  AND ($4::boolean
+       OR s.state <> 'delete_requested'
+       OR EXISTS (SELECT 1 FROM environments e
+                  JOIN allocations a ON a.environment_id = e.id
+                  WHERE e.session_id = s.id AND a.state <> 'released'))
+ORDER BY s.created_at, s.id
+LIMIT $5
+`
+
+type ListSessionsByAgeParams struct {
+	FirstPage      bool
+	AfterCreatedAt time.Time
+	AfterID        uuid.UUID
+	IncludeDeleted bool
+	PageSize       int32
+}
+
+// ListSessionsByAge pages Sessions in creation order by (created_at, id)
+// (keyset): the rows after the cursor, or from the start when @first_page.
+// A deleted Session (deletion requested and no unreleased allocation left
+// for its Environment) is listed only with @include_deleted.
+func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgeParams) ([]Session, error) {
+	rows, err := q.db.Query(ctx, listSessionsByAge,
+		arg.FirstPage,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.IncludeDeleted,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Session
+	for rows.Next() {
+		var i Session
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.DisplayName,
+			&i.State,
+			&i.RequestID,
+			&i.CreatedAt,
+			&i.DeleteRequestedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const lockPlacement = `-- name: LockPlacement :exec

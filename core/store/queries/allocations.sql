@@ -77,3 +77,23 @@ WHERE p.node_id = @node_id AND p.state <> 'released' AND p.environment_id > @aft
   AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
 ORDER BY p.environment_id
 LIMIT @page_size;
+
+-- name: ListAllocationsByAge :many
+-- ListAllocationsByAge pages allocations in creation order by
+-- (created_at, id) (keyset), each with the Session its Environment serves:
+-- the rows after the cursor, or from the start when @first_page. Released
+-- allocations are listed only with @include_released.
+SELECT sqlc.embed(a), e.session_id
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+WHERE (sqlc.arg(first_page)::boolean
+       OR (a.created_at, a.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid))
+  AND (sqlc.arg(include_released)::boolean OR a.state <> 'released')
+ORDER BY a.created_at, a.id
+LIMIT @page_size;
+
+-- name: GetAllocationWithSession :one
+SELECT sqlc.embed(a), e.session_id
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+WHERE a.id = @id;

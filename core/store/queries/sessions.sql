@@ -29,3 +29,19 @@ RETURNING *;
 
 -- name: GetEnvironmentBySession :one
 SELECT * FROM environments WHERE session_id = @session_id;
+
+-- name: ListSessionsByAge :many
+-- ListSessionsByAge pages Sessions in creation order by (created_at, id)
+-- (keyset): the rows after the cursor, or from the start when @first_page.
+-- A deleted Session (deletion requested and no unreleased allocation left
+-- for its Environment) is listed only with @include_deleted.
+SELECT s.* FROM sessions s
+WHERE (sqlc.arg(first_page)::boolean
+       OR (s.created_at, s.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid))
+  AND (sqlc.arg(include_deleted)::boolean
+       OR s.state <> 'delete_requested'
+       OR EXISTS (SELECT 1 FROM environments e
+                  JOIN allocations a ON a.environment_id = e.id
+                  WHERE e.session_id = s.id AND a.state <> 'released'))
+ORDER BY s.created_at, s.id
+LIMIT @page_size;

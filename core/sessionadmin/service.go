@@ -1,0 +1,230 @@
+package sessionadmin
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/admin"
+	"berth.dev/core/sessions"
+	"berth.dev/core/store"
+)
+
+// MaxDisplayNameLen bounds a Session's display_name (characters), as
+// session.proto states.
+const MaxDisplayNameLen = 63
+
+// The fixed messages of the two refusals of CreateSession that an
+// operator resolves outside the call.
+const (
+	msgNoDeployment = "no deployment is committed"
+	msgNoCapacity   = "no ready node has capacity"
+)
+
+// Service is the logic of berth.admin.v1.SessionService and
+// berth.admin.v1.AllocationService.
+type Service struct {
+	sessions *sessions.Service
+	store    *store.Store
+	tenant   uuid.UUID
+	pages    *admin.PageTokens
+}
+
+// NewService returns the logic over sess (which creates and deletes) and
+// st (which reads). tenant is the tenant id every Session created through
+// the admin API belongs to: the admin API has no tenant field, so Core
+// passes its one default tenant. pages mints and checks the list calls'
+// page tokens (its key must outlive restarts).
+func NewService(sess *sessions.Service, st *store.Store, tenant uuid.UUID, pages *admin.PageTokens) (*Service, error) {
+	switch {
+	case sess == nil:
+		return nil, errors.New("sessionadmin: no sessions service")
+	case st == nil:
+		return nil, errors.New("sessionadmin: no store")
+	case pages == nil:
+		return nil, errors.New("sessionadmin: no page tokens")
+	case tenant == uuid.Nil:
+		return nil, errors.New("sessionadmin: no tenant id")
+	}
+	return &Service{sessions: sess, store: st, tenant: tenant, pages: pages}, nil
+}
+
+// CreateSession commits a Session for request requestID (a canonical
+// UUID) with the optional displayName. A retry with the same requestID
+// returns the Session the first call created; with another displayName
+// it is errdefs.ErrExists. Without a committed deployment, or without a
+// node with room among the candidates, it is errdefs.ErrFailedPrecondition
+// and creates nothing.
+func (s *Service) CreateSession(ctx context.Context, requestID, displayName string) (store.SessionBundle, error) {
+	if err := admin.ValidateRequestID("request_id", requestID); err != nil {
+		return store.SessionBundle{}, err
+	}
+	if err := validateDisplayName("session.display_name", displayName); err != nil {
+		return store.SessionBundle{}, err
+	}
+	b, err := s.sessions.Create(ctx, sessions.CreateRequest{
+		RequestID:   uuid.MustParse(requestID),
+		TenantID:    s.tenant,
+		DisplayName: displayName,
+	})
+	switch {
+	case errors.Is(err, sessions.ErrNoDeployment):
+		return store.SessionBundle{}, admin.WithMessage(err, msgNoDeployment)
+	case errors.Is(err, store.ErrNoCapacity):
+		return store.SessionBundle{}, admin.WithMessage(err, msgNoCapacity)
+	case err != nil:
+		return store.SessionBundle{}, err
+	}
+	return b, nil
+}
+
+// validateDisplayName checks an optional display name: valid UTF-8 of at
+// most MaxDisplayNameLen characters, no control characters.
+func validateDisplayName(field, v string) error {
+	if !utf8.ValidString(v) || utf8.RuneCountInString(v) > MaxDisplayNameLen {
+		return errdefs.Invalid(field, fmt.Sprintf("must be valid UTF-8 of at most %d characters", MaxDisplayNameLen))
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return errdefs.Invalid(field, "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// GetSession returns Session name ("sessions/{session}").
+func (s *Service) GetSession(ctx context.Context, name string) (store.SessionBundle, error) {
+	id, err := parseID("name", name, admin.SessionName)
+	if err != nil {
+		return store.SessionBundle{}, err
+	}
+	b, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return store.SessionBundle{}, fmt.Errorf("get session: %w", err)
+	}
+	return b, nil
+}
+
+// DeleteSession requests the deletion of Session name and the cleanup of
+// its allocation (sessions.Service.Delete). Deleting again changes
+// nothing and returns the Session as it is.
+func (s *Service) DeleteSession(ctx context.Context, name string) (store.SessionBundle, error) {
+	id, err := parseID("name", name, admin.SessionName)
+	if err != nil {
+		return store.SessionBundle{}, err
+	}
+	b, err := s.sessions.Delete(ctx, id)
+	if err != nil {
+		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
+	}
+	return b, nil
+}
+
+// ListSessions returns one page of Sessions in creation order and the
+// page token of the next page ("" on the last); deleted Sessions only with
+// showDeleted.
+func (s *Service) ListSessions(ctx context.Context, pageSize int32, pageToken string, showDeleted bool) ([]store.SessionBundle, string, error) {
+	n, err := admin.PageSize("page_size", pageSize)
+	if err != nil {
+		return nil, "", err
+	}
+	scope := []string{scopeListSessions, flagScope("show_deleted", showDeleted)}
+	after, err := s.decode(pageToken, scope)
+	if err != nil {
+		return nil, "", err
+	}
+	page, next, err := s.store.ListSessionsByAge(ctx, n, after, showDeleted)
+	if err != nil {
+		return nil, "", fmt.Errorf("list sessions: %w", err)
+	}
+	return page, s.encode(next, scope), nil
+}
+
+// GetAllocation returns allocation name ("allocations/{allocation}").
+func (s *Service) GetAllocation(ctx context.Context, name string) (store.SessionAllocation, error) {
+	id, err := parseID("name", name, admin.AllocationName)
+	if err != nil {
+		return store.SessionAllocation{}, err
+	}
+	a, err := s.store.GetSessionAllocation(ctx, id)
+	if err != nil {
+		return store.SessionAllocation{}, fmt.Errorf("get allocation: %w", err)
+	}
+	return a, nil
+}
+
+// ListAllocations returns one page of allocations in creation order and
+// the page token of the next page ("" on the last); released ones only
+// with showReleased.
+func (s *Service) ListAllocations(ctx context.Context, pageSize int32, pageToken string, showReleased bool) ([]store.SessionAllocation, string, error) {
+	n, err := admin.PageSize("page_size", pageSize)
+	if err != nil {
+		return nil, "", err
+	}
+	scope := []string{scopeListAllocations, flagScope("show_released", showReleased)}
+	after, err := s.decode(pageToken, scope)
+	if err != nil {
+		return nil, "", err
+	}
+	page, next, err := s.store.ListAllocationsByAge(ctx, n, after, showReleased)
+	if err != nil {
+		return nil, "", fmt.Errorf("list allocations: %w", err)
+	}
+	return page, s.encode(next, scope), nil
+}
+
+// parseID validates name against p and returns its one UUID id.
+func parseID(field, name string, p admin.Pattern) (uuid.UUID, error) {
+	ids, err := admin.ValidateName(field, name, p)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return uuid.MustParse(ids[0]), nil
+}
+
+// The list calls' page token scopes: the method and every request field
+// that shapes the listing, so a token is refused by another method or
+// with another filter.
+const (
+	scopeListSessions    = "berth.admin.v1.SessionService/ListSessions"
+	scopeListAllocations = "berth.admin.v1.AllocationService/ListAllocations"
+)
+
+func flagScope(name string, v bool) string { return fmt.Sprintf("%s=%t", name, v) }
+
+// cursorLen is the length of an encoded keyset cursor: the creation time
+// in Unix microseconds (big-endian; the database keeps microseconds) and
+// the 16 bytes of the id.
+const cursorLen = 8 + 16
+
+func (s *Service) encode(c store.AgeCursor, scope []string) string {
+	if c == (store.AgeCursor{}) {
+		return ""
+	}
+	b := make([]byte, 8, cursorLen)
+	binary.BigEndian.PutUint64(b, uint64(c.CreatedAt.UnixMicro()))
+	return s.pages.Encode(append(b, c.ID[:]...), scope...)
+}
+
+func (s *Service) decode(token string, scope []string) (store.AgeCursor, error) {
+	raw, err := s.pages.Decode("page_token", token, scope...)
+	if err != nil || raw == nil {
+		return store.AgeCursor{}, err
+	}
+	if len(raw) != cursorLen {
+		// The MAC matched, so only a bug could produce this.
+		return store.AgeCursor{}, errdefs.Invalid("page_token", "invalid page token")
+	}
+	return store.AgeCursor{
+		CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(raw[:8]))),
+		ID:        uuid.UUID(raw[8:]),
+	}, nil
+}
