@@ -38,6 +38,7 @@ import (
 	"berth.dev/core/nodeadmin"
 	"berth.dev/core/nodes"
 	"berth.dev/core/secrets"
+	"berth.dev/core/sessionadmin"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 )
@@ -79,6 +80,11 @@ func (c *Config) defaults() {
 		c.NodeInterval = 5 * time.Second
 	}
 }
+
+// DefaultTenant owns the Sessions the admin API creates: the admin API has
+// no tenant field yet, so one fixed tenant id stands for the installation's
+// operator.
+var DefaultTenant = uuid.MustParse("00000000-0000-4000-8000-000000000001")
 
 // ErrLeaseLost ends Core when another Core took over.
 var ErrLeaseLost = fmt.Errorf("execution lease lost: %w", errdefs.ErrFenced)
@@ -209,6 +215,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		Store: st, Key: masterKey, Installation: inst, Log: log,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return manager.Provider(id) },
 	})
+	sessionAdmin, err := sessionadmin.NewService(sessionSvc, st, DefaultTenant, pages)
+	if err != nil {
+		return fmt.Errorf("session service: %w", err)
+	}
 	adminSrv := admin.NewServer(admin.Options{
 		TokenDigest: adminDigest,
 		Installation: func(ctx context.Context) (admin.Installation, error) {
@@ -221,8 +231,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 				CAFingerprint: strings.TrimPrefix(ca.Fingerprint(), "sha256:"), CoreVersion: cfg.Version,
 			}, nil
 		},
-		Nodes:      nodeadmin.NewServer(nodeSvc, liveness(manager)),
-		Deployment: deployment.NewServer(deploySvc),
+		Nodes:       nodeadmin.NewServer(nodeSvc, liveness(manager)),
+		Deployment:  deployment.NewServer(deploySvc),
+		Sessions:    sessionadmin.NewSessionServer(sessionAdmin),
+		Allocations: sessionadmin.NewAllocationServer(sessionAdmin),
 	})
 	adminLis, err := net.Listen("tcp", cfg.AdminListen)
 	if err != nil {
