@@ -122,9 +122,25 @@ func (s *Service) RetireNode(ctx context.Context, name string) (Node, error) {
 // as the state change so that nothing is placed on the node in between.
 // Until then a node holds nothing Core knows of, and nothing is checked.
 func (s *Service) RemoveNode(ctx context.Context, name string) (Node, error) {
+	id, err := nodeID(name)
+	if err != nil {
+		return Node{}, err
+	}
 	return s.transition(ctx, "remove node", name, func(cur store.NodeState) (store.NodeState, error) {
 		switch cur {
-		case store.NodeEnrolled, store.NodeRetired, store.NodeRemoved:
+		case store.NodeRemoved:
+			return store.NodeRemoved, nil
+		case store.NodeEnrolled, store.NodeRetired:
+			// Placement only chooses enabled nodes, so what a retired or
+			// merely enrolled node holds can only shrink: checking before
+			// the compare-and-swap cannot miss a new reservation.
+			holds, err := s.store.NodeHolds(ctx, id)
+			if err != nil {
+				return "", err
+			}
+			if holds {
+				return "", fmt.Errorf("node still holds allocations or reservations: %w", errdefs.ErrFailedPrecondition)
+			}
 			return store.NodeRemoved, nil
 		}
 		return "", fmt.Errorf("node is %s, retire it first: %w", cur, errdefs.ErrFailedPrecondition)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/moby/moby/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -134,6 +136,18 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 		t.Fatalf("engine holds %d containers and %d volumes, want 20 and 40", containers, volumes)
 	}
 
+	// A node that holds allocations cannot be removed, even retired.
+	if _, err := nodesAPI.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: nodeNames[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodesAPI.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: nodeNames[0]}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("removing a node that holds allocations: %v", err)
+	}
+	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: nodeNames[0]}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, ctx, nodesAPI, nodeNames[0], func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+
 	for _, name := range sessionNames {
 		if _, err := sessionsAPI.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
 			t.Fatalf("DeleteSession: %v", err)
@@ -147,6 +161,13 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 		containers, volumes := owned()
 		return len(resp.GetAllocations()) == 0 && containers == 0 && volumes == 0
 	})
+	// Empty now: retiring and removing the node succeeds.
+	if _, err := nodesAPI.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: nodeNames[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodesAPI.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: nodeNames[0]}); err != nil {
+		t.Fatalf("removing an empty retired node: %v", err)
+	}
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
