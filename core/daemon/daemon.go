@@ -67,6 +67,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// NodeInterval is how often node connections are reconciled.
 	NodeInterval time.Duration
+	// LifecycleInterval is the wait between a node worker's passes
+	// (lifecycle.DefaultInterval when 0).
+	LifecycleInterval time.Duration
 	// Version is the build version, reported by GetInstallation.
 	Version string
 }
@@ -212,7 +215,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	}
 	sessionSvc := sessions.New(st, masterKey, inst.ID, uuid.New, manager.PresentNodes)
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
-		Store: st, Key: masterKey, Installation: inst, Log: log,
+		Store: st, Key: masterKey, Installation: inst, Log: log, Interval: cfg.LifecycleInterval,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return manager.Provider(id) },
 	})
 	sessionAdmin, err := sessionadmin.NewService(sessionSvc, st, DefaultTenant, pages)

@@ -41,7 +41,7 @@ func startCore(t *testing.T, dsn, stateDir string, wait bool) *coreProc {
 	c := &coreProc{t: t, stateDir: stateDir, serving: make(chan struct{}), exited: make(chan struct{})}
 	c.cmd = exec.Command(coreBin, "serve", "--migrate", "--public-url", "https://core.berth.test",
 		"--state-dir", stateDir, "--admin-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0",
-		"--lease-ttl", "3s", "--node-interval", "200ms")
+		"--lease-ttl", "3s", "--node-interval", "200ms", "--lifecycle-interval", "300ms")
 	// The database URL travels in the environment, never in argv.
 	c.cmd.Env = append(os.Environ(), "BERTH_DATABASE_URL="+dsn)
 	stderr, err := c.cmd.StderrPipe()

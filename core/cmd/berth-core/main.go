@@ -110,6 +110,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	fs.StringVar(&cfg.Listen, "listen", ":7443", "public address: node enrollment over TLS")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "execution lease lifetime")
 	fs.DurationVar(&cfg.NodeInterval, "node-interval", 5*time.Second, "how often node connections are reconciled")
+	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", 2*time.Second, "wait between a node worker's lifecycle passes")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -1,0 +1,106 @@
+package nodeproto
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/docker/dockertest"
+)
+
+// TestCoreKilledDuringCreate kills berth-core (SIGKILL) right after the
+// engine performed a Session's container create. The restarted Core
+// observes the allocation and never creates it again; deleting the Session
+// removes the resources but keeps ownership, since the original Create
+// never settled.
+func TestCoreKilledDuringCreate(t *testing.T) {
+	dsn := storetestDatabase(t)
+	state := coreStateDir(t)
+	c := startCore(t, dsn, state, true)
+	cc, ctx := c.adminClient(t)
+	inst, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodesAPI := adminv1.NewNodeServiceClient(cc)
+	tok, err := nodesAPI.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := fixtureEngine(t)
+	listen := freeAddr(t)
+	n := prepareNode(t, &installation{id: inst.GetInstallation().GetId()}, nodeOptions{socket: engine.Addr(), image: fixtureImage, listen: listen})
+	c.mu.Lock()
+	public := c.public
+	c.mu.Unlock()
+	if out, code := enrollCmdAt(t, n, public, tok.GetTokenText(), listen); code != 0 {
+		t.Fatalf("enroll: %s", out)
+	}
+	n.start()
+	t.Cleanup(n.stop)
+	nodes, err := nodesAPI.ListNodes(ctx, &adminv1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeName := nodes.GetNodes()[0].GetName()
+	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: nodeName}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, ctx, nodesAPI, nodeName, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	if _, err := adminv1.NewDeploymentServiceClient(cc).CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
+		ProviderKind:  "docker",
+		Specification: &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	engine.ResetCalls()
+	engine.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, func() {
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	})
+	session, err := adminv1.NewSessionServiceClient(cc).CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker never dispatched the Create")
+	}
+
+	c2 := startCore(t, dsn, state, true)
+	cc2, ctx2 := c2.adminClient(t)
+	allocations := adminv1.NewAllocationServiceClient(cc2)
+	waitNode(t, ctx2, adminv1.NewNodeServiceClient(cc2), nodeName, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	// Several passes of the restarted Core's worker.
+	time.Sleep(3 * time.Second)
+	if got := count(adapterCalls(engine), dockertest.CallContainerCreate); got != 1 {
+		t.Fatalf("container create sent %d times across the Core restart: %v", got, adapterCalls(engine))
+	}
+	resp, err := allocations.ListAllocations(ctx2, &adminv1.ListAllocationsRequest{})
+	if err != nil || len(resp.GetAllocations()) != 1 {
+		t.Fatalf("allocations: %v %v", resp, err)
+	}
+	if a := resp.GetAllocations()[0]; a.GetState() != adminv1.Allocation_STATE_CREATING || a.GetCreateSettled() {
+		t.Fatalf("an interrupted Create must stay unsettled: %v", a)
+	}
+
+	if _, err := adminv1.NewSessionServiceClient(cc2).DeleteSession(ctx2, &adminv1.DeleteSessionRequest{Name: session.GetSession().GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the interrupted allocation's resources removed", func() bool {
+		return len(engine.Containers()) == 0 && len(engine.Volumes()) == 0
+	})
+	time.Sleep(2 * time.Second)
+	resp, err = allocations.ListAllocations(ctx2, &adminv1.ListAllocationsRequest{})
+	if err != nil || len(resp.GetAllocations()) != 1 || resp.GetAllocations()[0].GetState() != adminv1.Allocation_STATE_CLEANING_UP {
+		t.Fatalf("ownership of an unsettled Create must be kept after cleanup: %v %v", resp, err)
+	}
+	if got := count(adapterCalls(engine), dockertest.CallContainerCreate); got != 1 {
+		t.Fatalf("container create sent %d times", got)
+	}
+}
