@@ -159,16 +159,53 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		l.conn, l.hello, l.proxy = conn, hello, proxy
 		l.mu.Unlock()
 		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID, "generation", hello.GetGeneration())
-		select {
-		case <-ctx.Done():
-			conn.Close()
-		case <-conn.Done():
-			m.log.Info("node connection ended", "node", n.ID.String(), "error", errString(conn.Err()))
+		m.recordPresence(ctx, n.ID, conn)
+		tick := time.NewTicker(presenceEvery)
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				conn.Close()
+				break wait
+			case <-conn.Done():
+				m.log.Info("node connection ended", "node", n.ID.String(), "error", errString(conn.Err()))
+				break wait
+			case <-tick.C:
+				if errdefs.IsFenced(m.recordPresence(ctx, n.ID, conn)) {
+					m.log.Warn("a newer Core owns the node; closing this connection", "node", n.ID.String())
+					conn.Close()
+					break wait
+				}
+			}
 		}
+		tick.Stop()
 		l.mu.Lock()
 		l.conn, l.proxy = nil, nil
 		l.mu.Unlock()
 	}
+}
+
+// presenceEvery is how often a connection's latest health report is
+// recorded in the store.
+const presenceEvery = 5 * time.Second
+
+// recordPresence records the connection's latest health report, bounded.
+func (m *Manager) recordPresence(ctx context.Context, node uuid.UUID, conn *Connection) error {
+	report, _ := conn.Last()
+	if report == nil {
+		return nil
+	}
+	r := report.GetReadiness()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := m.store.RecordNodePresence(rctx, store.NodePresence{
+		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID), OwnerEpoch: m.epoch,
+		Generation: conn.Generation, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
+	})
+	if err != nil && !errdefs.IsFenced(err) {
+		m.log.Warn("record node presence", "node", node.String(), "error", err.Error())
+	}
+	return err
 }
 
 func errString(err error) string {

@@ -19,11 +19,14 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+
+	"berth.dev/core/store"
 )
 
 // coreProc is one berth-core process.
 type coreProc struct {
 	t        *testing.T
+	dsn      string
 	cmd      *exec.Cmd
 	stateDir string
 	admin    string
@@ -38,7 +41,7 @@ type coreProc struct {
 // and returns once it serves (or, with wait=false, once it started).
 func startCore(t *testing.T, dsn, stateDir string, wait bool) *coreProc {
 	t.Helper()
-	c := &coreProc{t: t, stateDir: stateDir, serving: make(chan struct{}), exited: make(chan struct{})}
+	c := &coreProc{t: t, dsn: dsn, stateDir: stateDir, serving: make(chan struct{}), exited: make(chan struct{})}
 	c.cmd = exec.Command(coreBin, "serve", "--migrate", "--public-url", "https://core.berth.test",
 		"--state-dir", stateDir, "--admin-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0",
 		"--lease-ttl", "3s", "--node-interval", "200ms", "--lifecycle-interval", "300ms")
@@ -213,4 +216,15 @@ func TestCoreWithAnotherMasterKeyRefusesToStart(t *testing.T) {
 	if !strings.Contains(other.logs(), "installation CA key: sealed value does not open") {
 		t.Fatalf("unclear refusal:\n%s", other.logs())
 	}
+}
+
+// store opens Core's database directly, to check what Core recorded.
+func (c *coreProc) store(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), c.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
 }

@@ -71,6 +71,12 @@ func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
 	if r := got.GetReadiness(); !r.GetReady() || r.GetGeneration() != 1 || got.GetCapacity().GetMemoryBytes() == 0 {
 		t.Fatalf("connected node: %v", got)
 	}
+	// Core records the presence durably, bound to its epoch and the generation.
+	nodeID := uuid.MustParse(got.GetId())
+	p, err := c.store(t).GetNodePresence(context.Background(), nodeID)
+	if err != nil || !p.Present || p.Generation != 1 || !p.Ready || p.OwnerEpoch != instResp.GetInstallation().GetOwnerEpoch() {
+		t.Fatalf("recorded presence: %+v, %v", p, err)
+	}
 	if _, err := nodesAPI.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: node.GetName()}); err != nil {
 		t.Fatalf("RetireNode: %v", err)
 	}

@@ -116,6 +116,16 @@ type Node struct {
 	UpdatedAt              time.Time
 }
 
+type NodePresence struct {
+	NodeID         uuid.UUID
+	ConnectionID   uuid.UUID
+	OwnerEpoch     int64
+	Generation     int64
+	Ready          bool
+	DiagnosticCode string
+	ReportedAt     time.Time
+}
+
 type Placement struct {
 	EnvironmentID uuid.UUID
 	NodeID        uuid.UUID

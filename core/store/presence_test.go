@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+)
+
+func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.test"); err != nil {
+		t.Fatal(err)
+	}
+	epoch1, _ := st.NextOwnerEpoch(ctx)
+	epoch2, _ := st.NextOwnerEpoch(ctx)
+	nodeID := uuid.New()
+	key := sha256.Sum256([]byte(nodeID.String()))
+	if _, err := st.CreateNode(ctx, nodeID, "n1.test:7443", []byte("der"), "sha256:"+fmtHex(key[:]), key[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetNodePresence(ctx, nodeID); !errdefs.IsNotFound(err) {
+		t.Fatalf("before any report: %v", err)
+	}
+	report := store.NodePresence{NodeID: nodeID, ConnectionID: uuid.New(), OwnerEpoch: epoch2, Generation: 1, Ready: true}
+	if err := st.RecordNodePresence(ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.GetNodePresence(ctx, nodeID)
+	if err != nil || !p.Present || p.OwnerEpoch != epoch2 || !p.Ready {
+		t.Fatalf("fresh report: %+v, %v", p, err)
+	}
+	// An older owner cannot overwrite the newer owner's record.
+	stale := report
+	stale.OwnerEpoch, stale.ConnectionID, stale.Ready, stale.DiagnosticCode = epoch1, uuid.New(), false, "image_missing"
+	if err := st.RecordNodePresence(ctx, stale); !errdefs.IsFenced(err) {
+		t.Fatalf("stale owner: %v", err)
+	}
+	if p, _ := st.GetNodePresence(ctx, nodeID); p.ConnectionID != report.ConnectionID || !p.Ready {
+		t.Fatalf("stale owner changed the record: %+v", p)
+	}
+	// A report older than 45 s by the database clock does not count.
+	if _, err := st.Pool().Exec(ctx, "UPDATE node_presence SET reported_at = now() - interval '46 seconds'"); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present {
+		t.Fatalf("a 46-second-old report counts as present: %+v", p)
+	}
+	// Neither does a fresh report of a superseded owner epoch.
+	if err := st.RecordNodePresence(ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.NextOwnerEpoch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present {
+		t.Fatalf("presence under a superseded owner epoch counts: %+v", p)
+	}
+}
+
+func fmtHex(b []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(out)
+}
