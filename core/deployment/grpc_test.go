@@ -13,6 +13,7 @@ import (
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/admin/admintest"
 )
 
 func specProto() *adminv1.Specification {
@@ -29,7 +30,7 @@ func specProto() *adminv1.Specification {
 func object(t *testing.T, m map[string]any) *structpb.Struct {
 	t.Helper()
 	s, err := structpb.NewStruct(m)
-	must(t, err)
+	admintest.Must(t, err)
 	return s
 }
 
@@ -39,14 +40,14 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	ctx := c.authed(f.ctx)
 
 	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
-	must(t, err)
+	admintest.Must(t, err)
 	if d := got.GetDeployment(); d.GetName() != "deployment" || d.GetGeneration() != 0 || d.GetProviderKind() != "" {
 		t.Fatalf("deployment before the first commit: %v", d)
 	}
 
 	cand := &adminv1.DeploymentCandidate{ProviderKind: "docker", Configuration: object(t, nil), Specification: specProto()}
 	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand})
-	must(t, err)
+	admintest.Must(t, err)
 	if !pv.GetChanged() || pv.GetExpectedGeneration() != 0 || pv.GetDeployment().GetGeneration() != 1 ||
 		pv.GetDeployment().GetProviderKind() != "docker" || len(pv.GetDeployment().GetConfiguration().GetFields()) != 0 ||
 		pv.GetDeployment().GetCommitTime() != nil || pv.GetDeployment().GetSpecification().GetMaxActive() != 4 {
@@ -54,14 +55,14 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	}
 
 	cm, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: pv.GetExpectedGeneration()})
-	must(t, err)
+	admintest.Must(t, err)
 	if d := cm.GetDeployment(); d.GetGeneration() != 1 || d.GetCommitTime() == nil || d.GetHasCredential() ||
 		d.GetSpecification().GetSuspension() != nil {
 		t.Fatalf("commit %v", d)
 	}
 
 	got, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
-	must(t, err)
+	admintest.Must(t, err)
 	if d := got.GetDeployment(); d.GetGeneration() != 1 || d.GetProviderKind() != "docker" ||
 		d.GetSpecification().GetCpuMillis() != 1000 || !d.GetCommitTime().AsTime().Equal(cm.GetDeployment().GetCommitTime().AsTime()) {
 		t.Fatalf("get %v", d)
@@ -69,13 +70,13 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 
 	// A retry with the stale expectation is refused and writes nothing.
 	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: 0})
-	wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
 	if n := f.generations(t); n != 1 {
 		t.Fatalf("%d generations, want 1", n)
 	}
 
 	_, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployments"})
-	wantInvalidField(t, err, "name")
+	admintest.WantInvalidField(t, err, "name")
 }
 
 func TestGRPCRejectsInvalidCandidates(t *testing.T) {
@@ -111,9 +112,9 @@ func TestGRPCRejectsInvalidCandidates(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: tc.cand})
-		wantInvalidField(t, err, tc.field)
+		admintest.WantInvalidField(t, err, tc.field)
 		_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: tc.cand})
-		wantInvalidField(t, err, tc.field)
+		admintest.WantInvalidField(t, err, tc.field)
 		if strings.Contains(err.Error(), "s3cret-value") {
 			t.Fatalf("status echoes the credential: %v", err)
 		}
@@ -135,23 +136,23 @@ func TestGRPCCredentialIsWriteOnly(t *testing.T) {
 		Specification: specProto(),
 	}
 	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand})
-	must(t, err)
+	admintest.Must(t, err)
 	cm, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand})
-	must(t, err)
+	admintest.Must(t, err)
 	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
-	must(t, err)
+	admintest.Must(t, err)
 	for _, d := range []*adminv1.Deployment{pv.GetDeployment(), cm.GetDeployment(), got.GetDeployment()} {
 		if !d.GetHasCredential() || d.GetConfiguration().GetFields()["region"].GetStringValue() != "eu" ||
 			d.GetObservations().GetFields()["zone_count"].GetNumberValue() != 3 {
 			t.Fatalf("deployment %v", d)
 		}
 		b, err := protojson.Marshal(d)
-		must(t, err)
+		admintest.Must(t, err)
 		if strings.Contains(string(b), token) {
 			t.Fatalf("a response carries the credential")
 		}
 	}
 	// Without the admin token nothing is served.
 	_, err = c.GetDeployment(f.ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
-	wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+	admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
 }

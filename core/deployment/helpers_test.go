@@ -5,17 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox"
@@ -26,6 +19,7 @@ import (
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
@@ -55,13 +49,13 @@ func newFixture(t *testing.T) fixture {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example")
-	must(t, err)
+	admintest.Must(t, err)
 	key, _, err := secrets.NewKey()
-	must(t, err)
+	admintest.Must(t, err)
 	reg, err := providers.NewRegistry(docker.Registration(), directRegistration())
-	must(t, err)
+	admintest.Must(t, err)
 	svc, err := deployment.NewService(st, reg, key, inst.ID)
-	must(t, err)
+	admintest.Must(t, err)
 	return fixture{svc: svc, st: st, key: key, installationID: inst.ID, ctx: ctx}
 }
 
@@ -69,7 +63,7 @@ func newFixture(t *testing.T) fixture {
 func (f fixture) generations(t *testing.T) int {
 	t.Helper()
 	var n int
-	must(t, f.st.Pool().QueryRow(f.ctx, "SELECT count(*) FROM deployment_generations").Scan(&n))
+	admintest.Must(t, f.st.Pool().QueryRow(f.ctx, "SELECT count(*) FROM deployment_generations").Scan(&n))
 	return n
 }
 
@@ -219,79 +213,9 @@ type client struct {
 
 func (f fixture) serve(t *testing.T) client {
 	t.Helper()
-	token, digest, err := admin.NewAdminToken()
-	must(t, err)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	s := admin.NewServer(admin.Options{TokenDigest: digest, Deployment: deployment.NewServer(f.svc)})
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(lis) }()
-	t.Cleanup(func() {
-		s.Stop()
-		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	must(t, err)
-	t.Cleanup(func() { _ = cc.Close() })
+	cc, token := admintest.Serve(t, admin.Options{Deployment: deployment.NewServer(f.svc)})
 	return client{DeploymentServiceClient: adminv1.NewDeploymentServiceClient(cc), token: token}
 }
 
-func (c client) authed(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func wantClass(t testing.TB, err, class error) {
-	t.Helper()
-	if !errors.Is(err, class) {
-		t.Fatalf("error %v, want class %v", err, class)
-	}
-}
-
-func wantField(t testing.TB, err error, field string) {
-	t.Helper()
-	got, ok := errdefs.Field(err)
-	if !errdefs.IsInvalid(err) || !ok || got != field {
-		t.Fatalf("error %v, want invalid %s", err, field)
-	}
-}
-
-func wantStatus(t testing.TB, err error, code codes.Code, reason admin.Reason) *status.Status {
-	t.Helper()
-	s, ok := status.FromError(err)
-	if !ok || s.Code() != code {
-		t.Fatalf("error %v, want %v", err, code)
-	}
-	for _, d := range s.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			if info.GetReason() != string(reason) || info.GetDomain() != admin.ErrorDomain {
-				t.Fatalf("ErrorInfo %v, want reason %s", info, reason)
-			}
-			return s
-		}
-	}
-	t.Fatalf("status %v has no ErrorInfo", s.Code())
-	return nil
-}
-
-func wantInvalidField(t testing.TB, err error, field string) {
-	t.Helper()
-	s := wantStatus(t, err, codes.InvalidArgument, admin.ReasonInvalid)
-	for _, d := range s.Details() {
-		if br, ok := d.(*errdetails.BadRequest); ok {
-			if v := br.GetFieldViolations(); len(v) == 1 && v[0].GetField() == field {
-				return
-			}
-			t.Fatalf("BadRequest %v, want field %s", br, field)
-		}
-	}
-	t.Fatalf("status %q has no BadRequest", s.Message())
-}
+// authed returns ctx carrying the admin bearer token.
+func (c client) authed(ctx context.Context) context.Context { return admintest.Authed(ctx, c.token) }

@@ -13,6 +13,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 
+	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment"
 	"berth.dev/core/secrets"
 )
@@ -20,12 +21,12 @@ import (
 func TestPreviewDockerBeforeFirstCommit(t *testing.T) {
 	f := newFixture(t)
 	d, err := f.svc.Get(f.ctx)
-	must(t, err)
+	admintest.Must(t, err)
 	if d.Generation != 0 || d.ProviderKind != "" {
 		t.Fatalf("deployment before the first commit: %+v", d)
 	}
 	p, err := f.svc.Preview(f.ctx, dockerCandidate())
-	must(t, err)
+	admintest.Must(t, err)
 	if !p.Changed || p.ExpectedGeneration != 0 || p.Deployment.Generation != 1 ||
 		p.Deployment.ProviderKind != "docker" || string(p.Deployment.Public) != "{}" ||
 		p.Deployment.HasCredential || p.Deployment.Specification != defaultSpec() {
@@ -39,25 +40,25 @@ func TestPreviewDockerBeforeFirstCommit(t *testing.T) {
 func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	f := newFixture(t)
 	d, err := f.svc.Commit(f.ctx, dockerCandidate(), 0)
-	must(t, err)
+	admintest.Must(t, err)
 	if d.Generation != 1 || d.ProviderKind != "docker" || d.HasCredential || d.CommitTime.IsZero() ||
 		d.Specification != defaultSpec() {
 		t.Fatalf("commit %+v", d)
 	}
 	got, err := f.svc.Get(f.ctx)
-	must(t, err)
+	admintest.Must(t, err)
 	if got.Generation != 1 || got.ProviderKind != "docker" || string(got.Public) != "{}" {
 		t.Fatalf("get %+v", got)
 	}
 
 	// The same candidate again: no change, no new generation.
 	p, err := f.svc.Preview(f.ctx, dockerCandidate())
-	must(t, err)
+	admintest.Must(t, err)
 	if p.Changed || p.ExpectedGeneration != 1 || p.Deployment.Generation != 1 {
 		t.Fatalf("preview of the current deployment %+v", p)
 	}
 	again, err := f.svc.Commit(f.ctx, dockerCandidate(), 1)
-	must(t, err)
+	admintest.Must(t, err)
 	if again.Generation != 1 || f.generations(t) != 1 {
 		t.Fatalf("equal commit made generation %d (%d stored)", again.Generation, f.generations(t))
 	}
@@ -66,12 +67,12 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	c := dockerCandidate()
 	c.Specification.MaxActive = 8
 	p, err = f.svc.Preview(f.ctx, c)
-	must(t, err)
+	admintest.Must(t, err)
 	if !p.Changed || p.Deployment.Generation != 2 || p.ExpectedGeneration != 1 {
 		t.Fatalf("preview of a change %+v", p)
 	}
 	d2, err := f.svc.Commit(f.ctx, c, p.ExpectedGeneration)
-	must(t, err)
+	admintest.Must(t, err)
 	if d2.Generation != 2 || d2.Specification.MaxActive != 8 {
 		t.Fatalf("second commit %+v", d2)
 	}
@@ -80,22 +81,22 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 func TestCommitStaleExpectedGenerationWritesNothing(t *testing.T) {
 	f := newFixture(t)
 	_, err := f.svc.Commit(f.ctx, dockerCandidate(), 0)
-	must(t, err)
+	admintest.Must(t, err)
 	c := dockerCandidate()
 	c.Specification.MaxActive = 9
 	for _, expected := range []uint64{0, 2, 5} {
 		_, err = f.svc.Commit(f.ctx, c, expected)
-		wantClass(t, err, errdefs.ErrFailedPrecondition)
+		admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	}
 	// A retry of the first commit after a lost response is refused too,
 	// even though it equals the current deployment.
 	_, err = f.svc.Commit(f.ctx, dockerCandidate(), 0)
-	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	if n := f.generations(t); n != 1 {
 		t.Fatalf("%d generations stored, want 1", n)
 	}
 	d, err := f.svc.Get(f.ctx)
-	must(t, err)
+	admintest.Must(t, err)
 	if d.Generation != 1 || d.Specification.MaxActive != defaultSpec().MaxActive {
 		t.Fatalf("current %+v", d)
 	}
@@ -155,9 +156,9 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, err := f.svc.Preview(f.ctx, tc.c)
-		wantField(t, err, tc.field)
+		admintest.WantField(t, err, tc.field)
 		_, err = f.svc.Commit(f.ctx, tc.c, 0)
-		wantField(t, err, tc.field)
+		admintest.WantField(t, err, tc.field)
 		if strings.Contains(err.Error(), "s3cret-value") {
 			t.Fatalf("%s: error echoes the credential", tc.name)
 		}
@@ -166,7 +167,7 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 		t.Fatalf("rejected candidates wrote %d generations", n)
 	}
 	d, err := f.svc.Get(f.ctx)
-	must(t, err)
+	admintest.Must(t, err)
 	if d.Generation != 0 {
 		t.Fatalf("deployment after rejected candidates: %+v", d)
 	}
@@ -176,18 +177,18 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 	f := newFixture(t)
 	const token = "tok-123-s3cret"
 	d, err := f.svc.Commit(f.ctx, directCandidate("eu", token), 0)
-	must(t, err)
+	admintest.Must(t, err)
 	if d.Generation != 1 || !d.HasCredential || string(d.Public) != `{"region":"eu"}` {
 		t.Fatalf("commit %+v", d)
 	}
 	g, err := f.st.GetGeneration(f.ctx, 1)
-	must(t, err)
+	admintest.Must(t, err)
 	if !g.HasCredential() || bytes.Contains(g.CredentialCiphertext, []byte(token)) ||
 		bytes.Contains(g.PublicConfig, []byte(token)) || bytes.Contains(g.Observations, []byte(token)) {
 		t.Fatalf("credential stored in the clear")
 	}
 	plain, err := deployment.OpenCredential(f.key, f.installationID, g)
-	must(t, err)
+	admintest.Must(t, err)
 	if string(plain) != token {
 		t.Fatalf("opened credential differs")
 	}
@@ -196,46 +197,46 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 	moved := g
 	moved.Generation = 2
 	_, err = deployment.OpenCredential(f.key, f.installationID, moved)
-	wantClass(t, err, secrets.ErrOpen)
+	admintest.WantClass(t, err, secrets.ErrOpen)
 	_, err = deployment.OpenCredential(f.key, uuid.New(), g)
-	wantClass(t, err, secrets.ErrOpen)
+	admintest.WantClass(t, err, secrets.ErrOpen)
 	other, _, err := secrets.NewKey()
-	must(t, err)
+	admintest.Must(t, err)
 	_, err = deployment.OpenCredential(other, f.installationID, g)
-	wantClass(t, err, secrets.ErrOpen)
+	admintest.WantClass(t, err, secrets.ErrOpen)
 	_, err = f.key.Open(g.CredentialNonce, g.CredentialCiphertext, nil)
-	wantClass(t, err, secrets.ErrOpen)
+	admintest.WantClass(t, err, secrets.ErrOpen)
 
 	// The same selectors and credential: no change. Another credential or
 	// region: a new generation, sealed for generation 2.
 	p, err := f.svc.Preview(f.ctx, directCandidate("eu", token))
-	must(t, err)
+	admintest.Must(t, err)
 	if p.Changed {
 		t.Fatalf("equal candidate previewed as a change")
 	}
 	p, err = f.svc.Preview(f.ctx, directCandidate("eu", "another-token"))
-	must(t, err)
+	admintest.Must(t, err)
 	if !p.Changed {
 		t.Fatalf("new credential previewed as no change")
 	}
 	_, err = f.svc.Commit(f.ctx, directCandidate("eu", "another-token"), 1)
-	must(t, err)
+	admintest.Must(t, err)
 	g2, err := f.st.GetGeneration(f.ctx, 2)
-	must(t, err)
+	admintest.Must(t, err)
 	plain, err = deployment.OpenCredential(f.key, f.installationID, g2)
-	must(t, err)
+	admintest.Must(t, err)
 	if string(plain) != "another-token" {
 		t.Fatalf("generation 2 credential differs")
 	}
 	// Generation 1 keeps its own credential.
 	plain, err = deployment.OpenCredential(f.key, f.installationID, g)
-	must(t, err)
+	admintest.Must(t, err)
 	if string(plain) != token {
 		t.Fatalf("generation 1 credential changed")
 	}
 
 	got, err := f.svc.Get(f.ctx)
-	must(t, err)
+	admintest.Must(t, err)
 	if s := fmt.Sprintf("%+v", got); strings.Contains(s, "another-token") {
 		t.Fatalf("Get carries the credential")
 	}

@@ -18,6 +18,7 @@ import (
 	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/admin/admintest"
 )
 
 // secretParts are the strings of a token text that must never appear
@@ -60,17 +61,17 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 		"not bearer":  metadata.AppendToOutgoingContext(f.ctx, "authorization", "Basic "+c.token),
 	} {
 		_, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString()})
-		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
 		_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{})
-		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
 		_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
-		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
 		if strings.Contains(err.Error(), c.token) {
 			t.Fatalf("%s: the refusal carries the admin token", name)
 		}
 	}
 	page, _, err := f.svc.ListEnrollmentTokens(f.ctx, 0, "", true)
-	must(t, err)
+	admintest.Must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d tokens", len(page))
 	}
@@ -84,7 +85,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	// Create with ttl unset: one hour.
 	req := uuid.NewString()
 	created, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req})
-	must(t, err)
+	admintest.Must(t, err)
 	text := created.GetTokenText()
 	tok, err := nodetls.ParseToken(text)
 	if err != nil {
@@ -105,7 +106,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 
 	// A retry, with the default spelled out: the same token, new text.
 	retried, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req, Ttl: durationpb.New(time.Hour)})
-	must(t, err)
+	admintest.Must(t, err)
 	if retried.GetEnrollmentToken().GetName() != et.GetName() {
 		t.Fatalf("retry made %s, want %s", retried.GetEnrollmentToken().GetName(), et.GetName())
 	}
@@ -113,13 +114,13 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 		t.Fatal("retry returned the earlier text")
 	}
 	newTok, err := nodetls.ParseToken(retried.GetTokenText())
-	must(t, err)
+	admintest.Must(t, err)
 	if !bytes.Equal(f.storedSecretHash(t, tok.ID()), newTok.SecretHash()) {
 		t.Fatal("the retry's text is not what the store now checks")
 	}
 	texts := []string{text, retried.GetTokenText()}
 	_, err = c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req, Ttl: durationpb.New(2 * time.Hour)})
-	wantStatus(t, err, codes.AlreadyExists, admin.ReasonExists)
+	admintest.WantStatus(t, err, codes.AlreadyExists, admin.ReasonExists)
 
 	// Invalid requests name their field and create nothing.
 	for name, r := range map[string]*adminv1.CreateEnrollmentTokenRequest{
@@ -136,14 +137,14 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 		if strings.Contains(name, "request_id") {
 			field = "request_id"
 		}
-		t.Run(name, func(t *testing.T) { wantInvalidField(t, err, field) })
+		t.Run(name, func(t *testing.T) { admintest.WantInvalidField(t, err, field) })
 	}
 
 	// More tokens than a page; list them oldest first, without text.
 	want := []string{et.GetName()}
 	for range 4 {
 		r, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
-		must(t, err)
+		admintest.Must(t, err)
 		want = append(want, r.GetEnrollmentToken().GetName())
 		texts = append(texts, r.GetTokenText())
 	}
@@ -152,7 +153,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	pages := 0
 	for {
 		resp, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 2, PageToken: pageToken})
-		must(t, err)
+		admintest.Must(t, err)
 		wantNoSecret(t, "ListEnrollmentTokens", resp, nil, texts...)
 		pages++
 		for _, et := range resp.GetEnrollmentTokens() {
@@ -166,40 +167,40 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 		t.Fatalf("listed %v in %d pages, want %v in 3", got, pages, want)
 	}
 	_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageToken: "bm90IGEgdG9rZW4"})
-	wantInvalidField(t, err, "page_token")
+	admintest.WantInvalidField(t, err, "page_token")
 
 	// Use one token, revoke another.
 	enrolled, err := f.enroll.Enroll(f.ctx, retried.GetTokenText(), newCSR(t), "node.test:7443")
-	must(t, err)
+	admintest.Must(t, err)
 	revoked, err := c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[1]})
-	must(t, err)
+	admintest.Must(t, err)
 	wantNoSecret(t, "RevokeEnrollmentToken", revoked, nil, texts...)
 	if r := revoked.GetEnrollmentToken(); r.GetState() != adminv1.EnrollmentToken_STATE_REVOKED || r.GetRevokeTime() == nil {
 		t.Fatalf("revoked token %v", r)
 	}
 	again, err := c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[1]})
-	must(t, err)
+	admintest.Must(t, err)
 	if !proto.Equal(again.GetEnrollmentToken(), revoked.GetEnrollmentToken()) {
 		t.Fatalf("revoking again changed the token: %v", again.GetEnrollmentToken())
 	}
 	_, err = c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[0]})
-	wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
 	wantNoSecret(t, "refused revocation", nil, err, texts...)
 	_, err = c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req})
-	wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
 	wantNoSecret(t, "refused retry", nil, err, texts...)
 	_, err = c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: "enrollmentTokens/" + strings.Repeat("0", 32)})
-	wantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
+	admintest.WantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
 	for _, bad := range []string{"", "enrollmentTokens/x", "nodes/" + uuid.NewString()} {
 		_, err = c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: bad})
-		wantInvalidField(t, err, "name")
+		admintest.WantInvalidField(t, err, "name")
 	}
 
 	// Only the three active tokens by default; all five with show_inactive.
 	active, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
-	must(t, err)
+	admintest.Must(t, err)
 	all, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{ShowInactive: true})
-	must(t, err)
+	admintest.Must(t, err)
 	wantNoSecret(t, "ListEnrollmentTokens", all, nil, texts...)
 	if len(active.GetEnrollmentTokens()) != 3 || len(all.GetEnrollmentTokens()) != 5 {
 		t.Fatalf("%d active and %d tokens, want 3 and 5", len(active.GetEnrollmentTokens()), len(all.GetEnrollmentTokens()))
@@ -211,7 +212,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	}
 	// The node names its token; no node call carries text either.
 	node, err := c.GetNode(ctx, &adminv1.GetNodeRequest{Name: used.GetNode()})
-	must(t, err)
+	admintest.Must(t, err)
 	wantNoSecret(t, "GetNode", node, nil, texts...)
 	if node.GetNode().GetEnrollmentToken() != used.GetName() {
 		t.Fatalf("node's enrollment_token %q, want %q", node.GetNode().GetEnrollmentToken(), used.GetName())
@@ -230,7 +231,7 @@ func TestGRPCNodes(t *testing.T) {
 	}
 
 	resp, err := c.GetNode(ctx, &adminv1.GetNodeRequest{Name: names[0]})
-	must(t, err)
+	admintest.Must(t, err)
 	n := resp.GetNode()
 	if n.GetName() != names[0] || "nodes/"+n.GetId() != names[0] || n.GetAdvertiseAddress() != "node.test:7443" ||
 		n.GetState() != adminv1.Node_STATE_ENROLLED || n.GetEnrollTime() == nil ||
@@ -272,22 +273,22 @@ func TestGRPCNodes(t *testing.T) {
 	} {
 		got, err := st.call(ctx, names[0])
 		if st.want == adminv1.Node_STATE_UNSPECIFIED {
-			wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+			admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
 			continue
 		}
-		must(t, err)
+		admintest.Must(t, err)
 		if got.GetState() != st.want || got.GetName() != names[0] {
 			t.Fatalf("%s: node %s is %v, want %v", st.what, got.GetName(), got.GetState(), st.want)
 		}
 	}
 	for _, fn := range []call{enable, retire, remove} {
 		_, err := fn(ctx, "nodes/"+uuid.NewString())
-		wantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
+		admintest.WantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
 		_, err = fn(ctx, "nodes/node-1")
-		wantInvalidField(t, err, "name")
+		admintest.WantInvalidField(t, err, "name")
 	}
 	_, err = c.GetNode(ctx, &adminv1.GetNodeRequest{})
-	wantInvalidField(t, err, "name")
+	admintest.WantInvalidField(t, err, "name")
 
 	// More nodes than a page, in enrollment order; the removed one only
 	// when asked for.
@@ -296,7 +297,7 @@ func TestGRPCNodes(t *testing.T) {
 		pageToken := ""
 		for {
 			resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: pageToken, ShowRemoved: showRemoved})
-			must(t, err)
+			admintest.Must(t, err)
 			for _, n := range resp.GetNodes() {
 				got = append(got, n.GetName())
 			}
@@ -312,7 +313,7 @@ func TestGRPCNodes(t *testing.T) {
 		t.Fatalf("listed %v without removed\nwant %v", got, names[1:])
 	}
 	_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: -1})
-	wantInvalidField(t, err, "page_size")
+	admintest.WantInvalidField(t, err, "page_size")
 }
 
 // The status of every refusal is the admin API's fixed form.

@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/sandbox/errdefs"
 
+	"berth.dev/core/admin/admintest"
 	"berth.dev/core/nodeadmin"
 	"berth.dev/core/store"
 )
@@ -17,16 +18,16 @@ func TestGetNode(t *testing.T) {
 	f := newFixture(t)
 	id, tokenID := f.enrollNode(t)
 	n, err := f.svc.GetNode(f.ctx, "nodes/"+id.String())
-	must(t, err)
+	admintest.Must(t, err)
 	if n.ID != id || n.State != store.NodeEnrolled || n.AdvertiseAddress != "node.test:7443" ||
 		n.EnrollmentTokenID != tokenID || n.CreatedAt.IsZero() {
 		t.Fatalf("node %+v, want %s enrolled with token %s", n, id, tokenID)
 	}
 	_, err = f.svc.GetNode(f.ctx, "nodes/"+uuid.NewString())
-	wantClass(t, err, errdefs.ErrNotFound)
+	admintest.WantClass(t, err, errdefs.ErrNotFound)
 	for _, bad := range []string{"", "nodes/", "nodes/node-1", "node/" + id.String(), "nodes/" + id.String() + "/x", "nodes/" + uuid.Nil.String()[:35]} {
 		_, err := f.svc.GetNode(f.ctx, bad)
-		wantField(t, err, "name")
+		admintest.WantField(t, err, "name")
 	}
 }
 
@@ -59,15 +60,15 @@ func TestNodeLifecycle(t *testing.T) {
 	} {
 		n, err := st.call()
 		if st.err != nil {
-			wantClass(t, err, st.err)
+			admintest.WantClass(t, err, st.err)
 		} else {
-			must(t, err)
+			admintest.Must(t, err)
 			if n.State != st.want || n.ID != id {
 				t.Fatalf("%s: node %s is %s, want %s", st.what, n.ID, n.State, st.want)
 			}
 		}
 		got, err := f.svc.GetNode(f.ctx, name)
-		must(t, err)
+		admintest.Must(t, err)
 		if got.State != st.want {
 			t.Fatalf("%s: stored state %s, want %s", st.what, got.State, st.want)
 		}
@@ -87,12 +88,12 @@ func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 	a, _ := f.enrollNode(t)
 	b, _ := f.enrollNode(t)
 	n, err := f.svc.RetireNode(f.ctx, "nodes/"+a.String())
-	must(t, err)
+	admintest.Must(t, err)
 	if n.State != store.NodeRetired {
 		t.Errorf("retired enrolled node is %s", n.State)
 	}
 	n, err = f.svc.RemoveNode(f.ctx, "nodes/"+b.String())
-	must(t, err)
+	admintest.Must(t, err)
 	if n.State != store.NodeRemoved {
 		t.Errorf("removed enrolled node is %s", n.State)
 	}
@@ -102,10 +103,10 @@ func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 		func() (nodeadmin.Node, error) { return f.svc.RemoveNode(f.ctx, "nodes/"+uuid.NewString()) },
 	} {
 		_, err := call()
-		wantClass(t, err, errdefs.ErrNotFound)
+		admintest.WantClass(t, err, errdefs.ErrNotFound)
 	}
 	_, err = f.svc.EnableNode(f.ctx, "nodes/not-a-node")
-	wantField(t, err, "name")
+	admintest.WantField(t, err, "name")
 }
 
 // Concurrent admins changing one node: every call decides on the state it
@@ -116,7 +117,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 	id, _ := f.enrollNode(t)
 	name := "nodes/" + id.String()
 	_, err := f.svc.EnableNode(f.ctx, name)
-	must(t, err)
+	admintest.Must(t, err)
 	const admins = 8
 	errs := make([]error, admins)
 	nodes := make([]nodeadmin.Node, admins)
@@ -134,7 +135,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 	for i := range admins {
 		if errs[i] != nil {
 			// Only a change that kept losing the race may fail, as fenced.
-			wantClass(t, errs[i], errdefs.ErrFenced)
+			admintest.WantClass(t, errs[i], errdefs.ErrFenced)
 			continue
 		}
 		want := store.NodeEnabled
@@ -152,7 +153,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range admins {
-		must(t, errs[i])
+		admintest.Must(t, errs[i])
 		if nodes[i].State != store.NodeRetired {
 			t.Errorf("retire %d: node is %s", i, nodes[i].State)
 		}
@@ -174,7 +175,7 @@ func TestListNodes(t *testing.T) {
 		pageToken := ""
 		for {
 			page, next, err := f.svc.ListNodes(f.ctx, size, pageToken, showRemoved)
-			must(t, err)
+			admintest.Must(t, err)
 			sizes = append(sizes, len(page))
 			for _, n := range page {
 				if n.EnrollmentTokenID == "" {
@@ -194,7 +195,7 @@ func TestListNodes(t *testing.T) {
 		t.Fatalf("listed %v in pages %v\nwant %v in [3 3 1]", got, sizes, want)
 	}
 	_, err := f.svc.RemoveNode(f.ctx, "nodes/"+want[2].String())
-	must(t, err)
+	admintest.Must(t, err)
 	got, _ = list(false)
 	if w := slices.Delete(slices.Clone(want), 2, 3); !slices.Equal(got, w) {
 		t.Errorf("without removed: %v\nwant %v", got, w)
@@ -204,9 +205,9 @@ func TestListNodes(t *testing.T) {
 		t.Errorf("with removed: %v\nwant %v", got, want)
 	}
 	_, next, err := f.svc.ListNodes(f.ctx, size, "", true)
-	must(t, err)
+	admintest.Must(t, err)
 	_, _, err = f.svc.ListNodes(f.ctx, size, next, false)
-	wantField(t, err, "page_token")
+	admintest.WantField(t, err, "page_token")
 	_, _, err = f.svc.ListNodes(f.ctx, -5, "", false)
-	wantField(t, err, "page_size")
+	admintest.WantField(t, err, "page_size")
 }

@@ -14,6 +14,7 @@ import (
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 
+	"berth.dev/core/admin/admintest"
 	"berth.dev/core/enrollment"
 	"berth.dev/core/nodeadmin"
 )
@@ -21,7 +22,7 @@ import (
 func TestCreateEnrollmentToken(t *testing.T) {
 	f := newFixture(t)
 	issued, err := f.svc.CreateEnrollmentToken(f.ctx, uuid.NewString(), 90*time.Minute)
-	must(t, err)
+	admintest.Must(t, err)
 	tok, err := nodetls.ParseToken(string(issued.Text))
 	if err != nil {
 		t.Fatalf("token text does not parse: %v", err)
@@ -44,9 +45,9 @@ func TestCreateEnrollmentToken(t *testing.T) {
 	}
 	// The text enrolls a node.
 	res, err := f.enroll.Enroll(f.ctx, string(issued.Text), newCSR(t), "node.test:7443")
-	must(t, err)
+	admintest.Must(t, err)
 	used, err := f.st.GetEnrollmentToken(f.ctx, rec.ID)
-	must(t, err)
+	admintest.Must(t, err)
 	if used.NodeID == nil || *used.NodeID != res.NodeID {
 		t.Fatalf("token used by %v, want node %v", used.NodeID, res.NodeID)
 	}
@@ -56,10 +57,10 @@ func TestCreateEnrollmentTokenRetry(t *testing.T) {
 	f := newFixture(t)
 	req := uuid.NewString()
 	first, err := f.svc.CreateEnrollmentToken(f.ctx, req, time.Hour)
-	must(t, err)
+	admintest.Must(t, err)
 	// The response was lost: the retry re-issues the same token.
 	second, err := f.svc.CreateEnrollmentToken(f.ctx, req, time.Hour)
-	must(t, err)
+	admintest.Must(t, err)
 	if second.Token.ID != first.Token.ID || !second.Token.ExpiresAt.Equal(first.Token.ExpiresAt) {
 		t.Fatalf("retry gave token %s expiring %v, want %s expiring %v",
 			second.Token.ID, second.Token.ExpiresAt, first.Token.ID, first.Token.ExpiresAt)
@@ -68,40 +69,40 @@ func TestCreateEnrollmentTokenRetry(t *testing.T) {
 		t.Fatal("retry returned the same text: Core cannot know it")
 	}
 	tok, err := nodetls.ParseToken(string(second.Text))
-	must(t, err)
+	admintest.Must(t, err)
 	if tok.ID() != first.Token.ID || !bytes.Equal(f.storedSecretHash(t, tok.ID()), tok.SecretHash()) {
 		t.Fatal("the retry's text is not what the store now checks")
 	}
 	page, _, err := f.svc.ListEnrollmentTokens(f.ctx, 0, "", true)
-	must(t, err)
+	admintest.Must(t, err)
 	if len(page) != 1 {
 		t.Fatalf("%d tokens after a retry, want 1", len(page))
 	}
 	// The earlier text stops working; the new one enrolls.
 	_, err = f.enroll.Enroll(f.ctx, string(first.Text), newCSR(t), "node.test:7443")
-	wantClass(t, err, enrollment.ErrRejected)
+	admintest.WantClass(t, err, enrollment.ErrRejected)
 	_, err = f.enroll.Enroll(f.ctx, string(second.Text), newCSR(t), "node.test:7443")
-	must(t, err)
+	admintest.Must(t, err)
 
 	// Used meanwhile: refused, and the used token keeps its secret.
 	hash := f.storedSecretHash(t, tok.ID())
 	_, err = f.svc.CreateEnrollmentToken(f.ctx, req, time.Hour)
-	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	if !bytes.Equal(f.storedSecretHash(t, tok.ID()), hash) {
 		t.Fatal("a refused retry replaced the secret of a used token")
 	}
 	// The same request id with another ttl is another request.
 	_, err = f.svc.CreateEnrollmentToken(f.ctx, req, 2*time.Hour)
-	wantClass(t, err, errdefs.ErrExists)
+	admintest.WantClass(t, err, errdefs.ErrExists)
 
 	// Revoked meanwhile: refused.
 	req2 := uuid.NewString()
 	revoked, err := f.svc.CreateEnrollmentToken(f.ctx, req2, time.Hour)
-	must(t, err)
+	admintest.Must(t, err)
 	_, err = f.svc.RevokeEnrollmentToken(f.ctx, "enrollmentTokens/"+revoked.Token.ID)
-	must(t, err)
+	admintest.Must(t, err)
 	_, err = f.svc.CreateEnrollmentToken(f.ctx, req2, time.Hour)
-	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 }
 
 func TestCreateEnrollmentTokenConcurrentRetries(t *testing.T) {
@@ -117,12 +118,12 @@ func TestCreateEnrollmentTokenConcurrentRetries(t *testing.T) {
 	wg.Wait()
 	working := 0
 	for i := range calls {
-		must(t, errs[i])
+		admintest.Must(t, errs[i])
 		if issued[i].Token.ID != issued[0].Token.ID {
 			t.Fatalf("one request made tokens %s and %s", issued[0].Token.ID, issued[i].Token.ID)
 		}
 		tok, err := nodetls.ParseToken(string(issued[i].Text))
-		must(t, err)
+		admintest.Must(t, err)
 		if bytes.Equal(f.storedSecretHash(t, tok.ID()), tok.SecretHash()) {
 			working++
 		}
@@ -145,24 +146,24 @@ func TestCreateEnrollmentTokenValidates(t *testing.T) {
 		if err == nil {
 			t.Fatalf("request_id %s accepted", name)
 		}
-		wantField(t, err, "request_id")
+		admintest.WantField(t, err, "request_id")
 	}
 	for _, ttl := range []time.Duration{0, -time.Hour, time.Second, time.Minute - time.Microsecond, nodetls.MaxTokenTTL + time.Second} {
 		_, err := f.svc.CreateEnrollmentToken(f.ctx, uuid.NewString(), ttl)
 		if err == nil {
 			t.Fatalf("ttl %s accepted", ttl)
 		}
-		wantField(t, err, "ttl")
+		admintest.WantField(t, err, "ttl")
 	}
 	for _, ttl := range []time.Duration{nodeadmin.MinTokenTTL, nodeadmin.MaxTokenTTL} {
 		issued, err := f.svc.CreateEnrollmentToken(f.ctx, uuid.NewString(), ttl)
-		must(t, err)
+		admintest.Must(t, err)
 		if got := issued.Token.ExpiresAt.Sub(issued.Token.CreatedAt); got != ttl {
 			t.Errorf("ttl %s stored as %s", ttl, got)
 		}
 	}
 	page, _, err := f.svc.ListEnrollmentTokens(f.ctx, 0, "", true)
-	must(t, err)
+	admintest.Must(t, err)
 	if len(page) != 2 {
 		t.Errorf("%d tokens stored, want only the 2 valid requests'", len(page))
 	}
@@ -174,7 +175,7 @@ func TestListEnrollmentTokens(t *testing.T) {
 	var want []string
 	for range total {
 		issued, err := f.svc.CreateEnrollmentToken(f.ctx, uuid.NewString(), time.Hour)
-		must(t, err)
+		admintest.Must(t, err)
 		want = append(want, issued.Token.ID)
 	}
 	list := func(showInactive bool) ([]string, []int) {
@@ -184,7 +185,7 @@ func TestListEnrollmentTokens(t *testing.T) {
 		pageToken := ""
 		for {
 			page, next, err := f.svc.ListEnrollmentTokens(f.ctx, size, pageToken, showInactive)
-			must(t, err)
+			admintest.Must(t, err)
 			sizes = append(sizes, len(page))
 			for _, tok := range page {
 				got = append(got, tok.ID)
@@ -204,9 +205,9 @@ func TestListEnrollmentTokens(t *testing.T) {
 	// Used, revoked and expired tokens only with show_inactive.
 	used := mustIssue(t, f, time.Hour)
 	_, err := f.enroll.Enroll(f.ctx, string(used.Text), newCSR(t), "node.test:7443")
-	must(t, err)
+	admintest.Must(t, err)
 	_, err = f.svc.RevokeEnrollmentToken(f.ctx, "enrollmentTokens/"+want[4])
-	must(t, err)
+	admintest.Must(t, err)
 	expired := expiredToken(t, f)
 	got, _ = list(false)
 	if wantActive := slices.Delete(slices.Clone(want), 4, 5); !slices.Equal(got, wantActive) {
@@ -219,15 +220,15 @@ func TestListEnrollmentTokens(t *testing.T) {
 
 	// Page tokens belong to one listing.
 	_, next, err := f.svc.ListEnrollmentTokens(f.ctx, size, "", false)
-	must(t, err)
+	admintest.Must(t, err)
 	_, _, err = f.svc.ListEnrollmentTokens(f.ctx, size, next, true)
-	wantField(t, err, "page_token")
+	admintest.WantField(t, err, "page_token")
 	_, _, err = f.svc.ListNodes(f.ctx, size, next, false)
-	wantField(t, err, "page_token")
+	admintest.WantField(t, err, "page_token")
 	_, _, err = f.svc.ListEnrollmentTokens(f.ctx, size, next[:len(next)-2], false)
-	wantField(t, err, "page_token")
+	admintest.WantField(t, err, "page_token")
 	_, _, err = f.svc.ListEnrollmentTokens(f.ctx, -1, "", false)
-	wantField(t, err, "page_size")
+	admintest.WantField(t, err, "page_size")
 }
 
 func TestRevokeEnrollmentToken(t *testing.T) {
@@ -235,44 +236,44 @@ func TestRevokeEnrollmentToken(t *testing.T) {
 	issued := mustIssue(t, f, time.Hour)
 	name := "enrollmentTokens/" + issued.Token.ID
 	first, err := f.svc.RevokeEnrollmentToken(f.ctx, name)
-	must(t, err)
+	admintest.Must(t, err)
 	if first.RevokedAt == nil || first.ID != issued.Token.ID {
 		t.Fatalf("revoked token %+v", first)
 	}
 	again, err := f.svc.RevokeEnrollmentToken(f.ctx, name)
-	must(t, err)
+	admintest.Must(t, err)
 	if again.RevokedAt == nil || !again.RevokedAt.Equal(*first.RevokedAt) {
 		t.Errorf("second revocation changed the time: %v then %v", first.RevokedAt, again.RevokedAt)
 	}
 	_, err = f.enroll.Enroll(f.ctx, string(issued.Text), newCSR(t), "node.test:7443")
-	wantClass(t, err, enrollment.ErrRejected)
+	admintest.WantClass(t, err, enrollment.ErrRejected)
 
 	// Expired: unchanged.
 	expired := expiredToken(t, f)
 	tok, err := f.svc.RevokeEnrollmentToken(f.ctx, "enrollmentTokens/"+expired)
-	must(t, err)
+	admintest.Must(t, err)
 	if !tok.Expired || tok.RevokedAt != nil {
 		t.Errorf("revoking an expired token gave %+v", tok)
 	}
 	// Used: refused.
 	used := mustIssue(t, f, time.Hour)
 	_, err = f.enroll.Enroll(f.ctx, string(used.Text), newCSR(t), "node.test:7443")
-	must(t, err)
+	admintest.Must(t, err)
 	_, err = f.svc.RevokeEnrollmentToken(f.ctx, "enrollmentTokens/"+used.Token.ID)
-	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 
 	_, err = f.svc.RevokeEnrollmentToken(f.ctx, "enrollmentTokens/"+strings.Repeat("ab", 16))
-	wantClass(t, err, errdefs.ErrNotFound)
+	admintest.WantClass(t, err, errdefs.ErrNotFound)
 	for _, bad := range []string{"", "enrollmentTokens/" + strings.Repeat("AB", 16), "nodes/" + uuid.NewString(), "enrollmentTokens/" + issued.Token.ID + "/x"} {
 		_, err := f.svc.RevokeEnrollmentToken(f.ctx, bad)
-		wantField(t, err, "name")
+		admintest.WantField(t, err, "name")
 	}
 }
 
 func mustIssue(t *testing.T, f fixture, ttl time.Duration) nodeadmin.IssuedToken {
 	t.Helper()
 	issued, err := f.svc.CreateEnrollmentToken(f.ctx, uuid.NewString(), ttl)
-	must(t, err)
+	admintest.Must(t, err)
 	return issued
 }
 
@@ -282,9 +283,9 @@ func mustIssue(t *testing.T, f fixture, ttl time.Duration) nodeadmin.IssuedToken
 func expiredToken(t *testing.T, f fixture) string {
 	t.Helper()
 	_, id, hash, _, err := nodetls.NewToken(f.ca.Fingerprint(), time.Now(), time.Hour)
-	must(t, err)
+	admintest.Must(t, err)
 	tok, err := f.st.CreateEnrollmentToken(f.ctx, id, hash, time.Microsecond)
-	must(t, err)
+	admintest.Must(t, err)
 	if got, err := f.st.GetEnrollmentToken(f.ctx, tok.ID); err != nil || !got.Expired {
 		t.Fatalf("token has not expired: %+v %v", got, err)
 	}

@@ -14,6 +14,7 @@ import (
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/admin/admintest"
 	"berth.dev/core/store"
 )
 
@@ -26,17 +27,17 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 		"wrong token": metadata.AppendToOutgoingContext(f.ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
 	} {
 		_, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
-		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
 		_, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{})
-		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
 		_, err = c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{})
-		wantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
 		if strings.Contains(err.Error(), c.token) {
 			t.Fatalf("%s: the refusal carries the admin token", name)
 		}
 	}
 	page, _, err := f.svc.ListSessions(f.ctx, 0, "", true)
-	must(t, err)
+	admintest.Must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d sessions", len(page))
 	}
@@ -50,13 +51,13 @@ func TestGRPCCreateSession(t *testing.T) {
 	// No deployment: refused with its own message, nothing created.
 	req := &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "first"}}
 	_, err := c.CreateSession(ctx, req)
-	if s := wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition); s.Message() != "no deployment is committed" {
+	if s := admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition); s.Message() != "no deployment is committed" {
 		t.Fatalf("message %q", s.Message())
 	}
 
 	f.deploy(t, 1)
 	created, err := c.CreateSession(ctx, req)
-	must(t, err)
+	admintest.Must(t, err)
 	s := created.GetSession()
 	id := strings.TrimPrefix(s.GetName(), "sessions/")
 	if !admin.UUIDID(id) || s.GetDisplayName() != "first" || s.GetState() != adminv1.Session_STATE_PROVISIONING ||
@@ -68,7 +69,7 @@ func TestGRPCCreateSession(t *testing.T) {
 		t.Fatalf("environment %v, want nothing established", s.GetEnvironment())
 	}
 	b, err := f.st.GetSession(f.ctx, uuid.MustParse(id))
-	must(t, err)
+	admintest.Must(t, err)
 	if b.Session.TenantID != f.tenant {
 		t.Fatal("the Session is not the configured tenant's")
 	}
@@ -76,16 +77,16 @@ func TestGRPCCreateSession(t *testing.T) {
 	// An idempotent retry returns the same Session; another display name
 	// with the same request id is ALREADY_EXISTS.
 	again, err := c.CreateSession(ctx, req)
-	must(t, err)
+	admintest.Must(t, err)
 	if !proto.Equal(again.GetSession(), s) {
 		t.Fatalf("retry %v\nwant %v", again.GetSession(), s)
 	}
 	_, err = c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: req.RequestId, Session: &adminv1.Session{DisplayName: "other"}})
-	wantStatus(t, err, codes.AlreadyExists, admin.ReasonExists)
+	admintest.WantStatus(t, err, codes.AlreadyExists, admin.ReasonExists)
 
 	// The node holds max_active: no capacity.
 	_, err = c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
-	if s := wantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition); s.Message() != "no ready node has capacity" {
+	if s := admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition); s.Message() != "no ready node has capacity" {
 		t.Fatalf("message %q", s.Message())
 	}
 
@@ -100,12 +101,12 @@ func TestGRPCCreateSession(t *testing.T) {
 		"session.node":         {RequestId: uuid.NewString(), Session: &adminv1.Session{Node: "nodes/" + f.node.String()}},
 	} {
 		_, err := c.CreateSession(ctx, r)
-		t.Run(field, func(t *testing.T) { wantInvalidField(t, err, field) })
+		t.Run(field, func(t *testing.T) { admintest.WantInvalidField(t, err, field) })
 	}
 	_, err = c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: "retry-1"})
-	wantInvalidField(t, err, "request_id")
+	admintest.WantInvalidField(t, err, "request_id")
 	_, err = c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "a\nb"}})
-	wantInvalidField(t, err, "session.display_name")
+	admintest.WantInvalidField(t, err, "session.display_name")
 
 }
 
@@ -118,7 +119,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	var names, allocs []string
 	for range total {
 		r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
-		must(t, err)
+		admintest.Must(t, err)
 		names = append(names, r.GetSession().GetName())
 		allocs = append(allocs, r.GetSession().GetAllocation())
 	}
@@ -126,19 +127,19 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	// Compute observed running with completed bootstrap: ACTIVE.
 	allocID := uuid.MustParse(strings.TrimPrefix(allocs[0], "allocations/"))
 	a, err := f.st.GetAllocation(f.ctx, allocID)
-	must(t, err)
+	admintest.Must(t, err)
 	a, err = f.st.ClaimCreate(f.ctx, a.ID, a.CreateReceipt)
-	must(t, err)
+	admintest.Must(t, err)
 	a, err = f.st.RecordCreateOutcome(f.ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "native-provider-id-0123", BootstrapComplete: true})
-	must(t, err)
+	admintest.Must(t, err)
 	got, err := c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
-	must(t, err)
+	admintest.Must(t, err)
 	if s := got.GetSession(); s.GetState() != adminv1.Session_STATE_ACTIVE ||
 		!proto.Equal(s.GetEnvironment(), &adminv1.Environment{ComputeAvailable: true}) {
 		t.Fatalf("running session %v", s)
 	}
 	ga, err := c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: allocs[0]})
-	must(t, err)
+	admintest.Must(t, err)
 	al := ga.GetAllocation()
 	if al.GetName() != allocs[0] || al.GetSession() != names[0] || al.GetNode() != "nodes/"+f.node.String() ||
 		al.GetState() != adminv1.Allocation_STATE_ACTIVE || al.GetGeneration() != 1 || !al.GetCreateSettled() ||
@@ -149,36 +150,36 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 
 	// Delete: DELETING while the allocation is owned; again: unchanged.
 	del, err := c.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: names[0]})
-	must(t, err)
+	admintest.Must(t, err)
 	if s := del.GetSession(); s.GetState() != adminv1.Session_STATE_DELETING || s.GetDeleteTime() == nil ||
 		s.GetAllocation() != allocs[0] || s.GetEnvironment().GetComputeAvailable() {
 		t.Fatalf("deleted session %v", s)
 	}
 	again, err := c.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: names[0]})
-	must(t, err)
+	admintest.Must(t, err)
 	if !proto.Equal(again.GetSession(), del.GetSession()) {
 		t.Fatalf("deleting again changed %v", again.GetSession())
 	}
 	ga, err = c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: allocs[0]})
-	must(t, err)
+	admintest.Must(t, err)
 	if ga.GetAllocation().GetState() != adminv1.Allocation_STATE_CLEANING_UP {
 		t.Fatalf("allocation after delete %v", ga.GetAllocation())
 	}
 
 	// Cleanup confirmed and released: DELETED, hidden unless asked for.
 	a, err = f.st.GetAllocation(f.ctx, allocID)
-	must(t, err)
+	admintest.Must(t, err)
 	a, err = f.st.RecordCleanup(f.ctx, a.ID, a.Revision, true)
-	must(t, err)
+	admintest.Must(t, err)
 	_, err = f.st.Release(f.ctx, a.ID)
-	must(t, err)
+	admintest.Must(t, err)
 	got, err = c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
-	must(t, err)
+	admintest.Must(t, err)
 	if s := got.GetSession(); s.GetState() != adminv1.Session_STATE_DELETED || s.GetAllocation() != "" {
 		t.Fatalf("released session %v", s)
 	}
 	ga, err = c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: allocs[0]})
-	must(t, err)
+	admintest.Must(t, err)
 	if al := ga.GetAllocation(); al.GetState() != adminv1.Allocation_STATE_RELEASED || al.GetReleaseTime() == nil {
 		t.Fatalf("released allocation %v", al)
 	}
@@ -190,7 +191,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 		token := ""
 		for {
 			r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2, PageToken: token, ShowDeleted: showDeleted})
-			must(t, err)
+			admintest.Must(t, err)
 			for _, s := range r.GetSessions() {
 				got = append(got, s.GetName())
 			}
@@ -210,7 +211,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 		token := ""
 		for {
 			r, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 2, PageToken: token, ShowReleased: showReleased})
-			must(t, err)
+			admintest.Must(t, err)
 			wantNoProviderID(t, r)
 			for _, a := range r.GetAllocations() {
 				got = append(got, a.GetName())
@@ -229,33 +230,33 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 
 	// A token is bound to its method and filter.
 	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2})
-	must(t, err)
+	admintest.Must(t, err)
 	_, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2, PageToken: r.GetNextPageToken(), ShowDeleted: true})
-	wantInvalidField(t, err, "page_token")
+	admintest.WantInvalidField(t, err, "page_token")
 	_, err = c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageToken: r.GetNextPageToken()})
-	wantInvalidField(t, err, "page_token")
+	admintest.WantInvalidField(t, err, "page_token")
 	_, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: -1})
-	wantInvalidField(t, err, "page_size")
+	admintest.WantInvalidField(t, err, "page_size")
 	_, err = c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: -1})
-	wantInvalidField(t, err, "page_size")
+	admintest.WantInvalidField(t, err, "page_size")
 
 	// Bad and unknown names.
 	for _, bad := range []string{"", "sessions/x", allocs[1], "sessions/" + strings.ToUpper(uuid.NewString())} {
 		_, err = c.GetSession(ctx, &adminv1.GetSessionRequest{Name: bad})
-		wantInvalidField(t, err, "name")
+		admintest.WantInvalidField(t, err, "name")
 		_, err = c.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: bad})
-		wantInvalidField(t, err, "name")
+		admintest.WantInvalidField(t, err, "name")
 	}
 	for _, bad := range []string{"", "allocations/x", names[1]} {
 		_, err = c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: bad})
-		wantInvalidField(t, err, "name")
+		admintest.WantInvalidField(t, err, "name")
 	}
 	_, err = c.GetSession(ctx, &adminv1.GetSessionRequest{Name: "sessions/" + uuid.NewString()})
-	wantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
+	admintest.WantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
 	_, err = c.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: "sessions/" + uuid.NewString()})
-	wantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
+	admintest.WantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
 	_, err = c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: "allocations/" + uuid.NewString()})
-	st := wantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
+	st := admintest.WantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
 	if st.Message() != "not found" {
 		t.Fatalf("message %q, want the fixed \"not found\"", st.Message())
 	}
@@ -266,7 +267,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 func wantNoProviderID(t *testing.T, msg proto.Message) {
 	t.Helper()
 	b, err := proto.Marshal(msg)
-	must(t, err)
+	admintest.Must(t, err)
 	if strings.Contains(string(b), "native-provider-id") {
 		t.Fatal("the response carries the provider's native id")
 	}

@@ -6,23 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/admin/admintest"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessionadmin"
 	"berth.dev/core/sessions"
@@ -49,17 +42,17 @@ func newFixture(t *testing.T) fixture {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	key, _, err := secrets.NewKey()
-	must(t, err)
+	admintest.Must(t, err)
 	pk := make([]byte, admin.MinPageTokenKeyBytes)
 	_, err = rand.Read(pk)
-	must(t, err)
+	admintest.Must(t, err)
 	pages, err := admin.NewPageTokens(pk)
-	must(t, err)
+	admintest.Must(t, err)
 	node := enabledNode(t, ctx, st)
 	sess := sessions.New(st, key, uuid.New(), uuid.New, func() []uuid.UUID { return []uuid.UUID{node} })
 	tenant := uuid.New()
 	svc, err := sessionadmin.NewService(sess, st, tenant, pages)
-	must(t, err)
+	admintest.Must(t, err)
 	return fixture{svc: svc, st: st, node: node, tenant: tenant, ctx: ctx}
 }
 
@@ -71,9 +64,9 @@ func enabledNode(t *testing.T, ctx context.Context, st *store.Store) uuid.UUID {
 	_, _ = rand.Read(key)
 	fp := sha256.Sum256(der)
 	n, err := st.CreateNode(ctx, uuid.New(), "node.test:7443", der, "sha256:"+hex.EncodeToString(fp[:]), key)
-	must(t, err)
+	admintest.Must(t, err)
 	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled)
-	must(t, err)
+	admintest.Must(t, err)
 	return n.ID
 }
 
@@ -92,7 +85,7 @@ func (f fixture) deploy(t *testing.T, maxActive int32) {
 			MaxActive: maxActive, MaxRetained: 1,
 		},
 	})
-	must(t, err)
+	admintest.Must(t, err)
 }
 
 // client is a real gRPC client of an admin server serving f's services
@@ -105,26 +98,9 @@ type client struct {
 
 func (f fixture) serve(t *testing.T) client {
 	t.Helper()
-	token, digest, err := admin.NewAdminToken()
-	must(t, err)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	s := admin.NewServer(admin.Options{
-		TokenDigest: digest,
-		Sessions:    sessionadmin.NewSessionServer(f.svc),
+	cc, token := admintest.Serve(t, admin.Options{Sessions: sessionadmin.NewSessionServer(f.svc),
 		Allocations: sessionadmin.NewAllocationServer(f.svc),
 	})
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(lis) }()
-	t.Cleanup(func() {
-		s.Stop()
-		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	must(t, err)
-	t.Cleanup(func() { _ = cc.Close() })
 	return client{
 		SessionServiceClient:    adminv1.NewSessionServiceClient(cc),
 		AllocationServiceClient: adminv1.NewAllocationServiceClient(cc),
@@ -132,47 +108,5 @@ func (f fixture) serve(t *testing.T) client {
 	}
 }
 
-func (c client) authed(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wantStatus fails the test unless err is the admin status of code and
-// reason.
-func wantStatus(t testing.TB, err error, code codes.Code, reason admin.Reason) *status.Status {
-	t.Helper()
-	s, ok := status.FromError(err)
-	if !ok || s.Code() != code {
-		t.Fatalf("error %v, want %v", err, code)
-	}
-	for _, d := range s.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == string(reason) && ei.GetDomain() == admin.ErrorDomain {
-			return s
-		}
-	}
-	t.Fatalf("error %v carries no ErrorInfo reason %q", err, reason)
-	return nil
-}
-
-// wantInvalidField fails the test unless err is INVALID_ARGUMENT naming
-// field.
-func wantInvalidField(t testing.TB, err error, field string) {
-	t.Helper()
-	s := wantStatus(t, err, codes.InvalidArgument, admin.ReasonInvalid)
-	for _, d := range s.Details() {
-		if br, ok := d.(*errdetails.BadRequest); ok {
-			for _, v := range br.GetFieldViolations() {
-				if v.GetField() == field {
-					return
-				}
-			}
-		}
-	}
-	t.Fatalf("error %v does not name field %q", err, field)
-}
+// authed returns ctx carrying the admin bearer token.
+func (c client) authed(ctx context.Context) context.Context { return admintest.Authed(ctx, c.token) }

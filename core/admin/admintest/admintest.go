@@ -1,0 +1,112 @@
+// Package admintest serves admin API services on a loopback port for tests
+// and checks the admin API's error form. It is imported only by tests.
+package admintest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/admin"
+)
+
+// Serve starts a real admin server for opts (with a fresh admin token) on
+// 127.0.0.1, stops it at the end of the test, and returns a client
+// connection and the token.
+func Serve(t testing.TB, opts admin.Options) (*grpc.ClientConn, string) {
+	t.Helper()
+	token, digest, err := admin.NewAdminToken()
+	Must(t, err)
+	opts.TokenDigest = digest
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	Must(t, err)
+	s := admin.NewServer(opts)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	t.Cleanup(func() {
+		s.Stop()
+		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	Must(t, err)
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc, token
+}
+
+// Authed returns ctx carrying token as the admin bearer token.
+func Authed(ctx context.Context, token string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// Must fails the test on err.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WantClass fails the test unless err is of class class.
+func WantClass(t testing.TB, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Fatalf("error %v, want class %v", err, class)
+	}
+}
+
+// WantField fails the test unless err is errdefs.ErrInvalid naming field.
+func WantField(t testing.TB, err error, field string) {
+	t.Helper()
+	got, ok := errdefs.Field(err)
+	if !errdefs.IsInvalid(err) || !ok || got != field {
+		t.Fatalf("error %v, want invalid %s", err, field)
+	}
+}
+
+// WantStatus fails the test unless err is a status with code and the
+// ErrorInfo reason of the admin API's domain.
+func WantStatus(t testing.TB, err error, code codes.Code, reason admin.Reason) *status.Status {
+	t.Helper()
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != code {
+		t.Fatalf("error %v, want %v", err, code)
+	}
+	for _, d := range s.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if info.GetReason() != string(reason) || info.GetDomain() != admin.ErrorDomain {
+				t.Fatalf("ErrorInfo %v, want reason %s", info, reason)
+			}
+			return s
+		}
+	}
+	t.Fatalf("status %v has no ErrorInfo", s.Code())
+	return nil
+}
+
+// WantInvalidField fails the test unless err is INVALID_ARGUMENT with a
+// field violation of field.
+func WantInvalidField(t testing.TB, err error, field string) {
+	t.Helper()
+	s := WantStatus(t, err, codes.InvalidArgument, admin.ReasonInvalid)
+	for _, d := range s.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			if v := br.GetFieldViolations(); len(v) == 1 && v[0].GetField() == field {
+				return
+			}
+			t.Fatalf("BadRequest %v, want field %s", br, field)
+		}
+	}
+	t.Fatalf("status %q has no BadRequest", s.Message())
+}
