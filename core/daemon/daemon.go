@@ -213,7 +213,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
-	sessionSvc := sessions.New(st, masterKey, inst.ID, uuid.New, manager.PresentNodes)
+	sessionSvc := sessions.New(st, masterKey, inst.ID, uuid.New, manager.PresentNodes,
+		sessions.WithCapacity(manager.Fits))
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
 		Store: st, Key: masterKey, Installation: inst, Log: log, Interval: cfg.LifecycleInterval,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return manager.Provider(id) },

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 
@@ -312,6 +313,29 @@ func (m *Manager) PresentNodes() []uuid.UUID {
 		if m.Presence(id).Present(now) {
 			out = append(out, id)
 		}
+	}
+	return out
+}
+
+// Fits returns, for every present node with a health report, how many
+// sandboxes of res its reported CPU, memory and free disk fit. Placement
+// bounds each node by it (and by the deployment's max_active).
+func (m *Manager) Fits(res sandbox.Resources) map[uuid.UUID]int {
+	out := map[uuid.UUID]int{}
+	now := time.Now()
+	for _, id := range m.Enabled() {
+		p := m.Presence(id)
+		if !p.Present(now) || p.Report == nil {
+			continue
+		}
+		c := p.Report.GetCapacity()
+		fit := func(have, need int64) int {
+			if need <= 0 {
+				return int(^uint(0) >> 1)
+			}
+			return int(have / need)
+		}
+		out[id] = min(fit(c.GetCpuMillis(), res.CPUMillis), fit(c.GetMemoryBytes(), res.MemoryBytes), fit(c.GetDiskFreeBytes(), res.DiskBytes))
 	}
 	return out
 }

@@ -20,9 +20,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
-	"berth.dev/sandbox/errdefs"
 )
 
 // CredentialBytes is the size of a device credential's random part; the
@@ -36,14 +38,30 @@ type Service struct {
 	installation uuid.UUID
 	newID        func() uuid.UUID
 	candidates   func() []uuid.UUID
+	capacity     CapacityFunc
 }
+
+// CapacityFunc returns, for the nodes it knows, how many sandboxes of res
+// each node's reported capacity fits; a node it does not list is bounded
+// only by the deployment's max_active.
+type CapacityFunc func(res sandbox.Resources) map[uuid.UUID]int
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithCapacity bounds each node by what its reported capacity fits.
+func WithCapacity(f CapacityFunc) Option { return func(s *Service) { s.capacity = f } }
 
 // New returns a Service. installation is the installation id the
 // credentials are bound to, newID makes every new id, and candidates
 // returns the nodes placement may choose from (Core passes the nodes
 // present in its node manager).
-func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, candidates func() []uuid.UUID) *Service {
-	return &Service{store: st, key: key, installation: installation, newID: newID, candidates: candidates}
+func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, candidates func() []uuid.UUID, opts ...Option) *Service {
+	s := &Service{store: st, key: key, installation: installation, newID: newID, candidates: candidates}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // CreateRequest asks for a Session.
@@ -84,6 +102,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionB
 		Generation:    int64(gen.Generation),
 		Candidates:    s.candidates(),
 		MaxActive:     int(gen.Specification.MaxActive),
+	}
+	if s.capacity != nil {
+		p.Limits = s.capacity(gen.Specification.Resources)
 	}
 	cred, err := NewCredential()
 	if err != nil {

@@ -103,3 +103,35 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 		t.Fatalf("delete %+v", del)
 	}
 }
+
+// TestCreateAsksCapacityForTheDeploymentsResources: the capacity function
+// gets the deployment's per-sandbox resources, and a node it says fits
+// nothing gets nothing.
+func TestCreateAsksCapacityForTheDeploymentsResources(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	key, _, err := secrets.NewKey()
+	must(t, err)
+	node := enabledNode(t, ctx, st)
+	res := sandbox.Resources{CPUMillis: 700, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}
+	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+		Specification: sandbox.Specification{Resources: res, MaxActive: 8, MaxRetained: 1},
+	})
+	must(t, err)
+	var asked sandbox.Resources
+	fits := 0
+	svc := sessions.New(st, key, uuid.New(), uuid.New, func() []uuid.UUID { return []uuid.UUID{node} },
+		sessions.WithCapacity(func(r sandbox.Resources) map[uuid.UUID]int { asked = r; return map[uuid.UUID]int{node: fits} }))
+	_, err = svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()})
+	if !errors.Is(err, store.ErrNoCapacity) || asked != res {
+		t.Fatalf("a node that fits nothing: %v (asked for %+v)", err, asked)
+	}
+	fits = 1
+	if _, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()}); err != nil {
+		t.Fatalf("a node that fits one: %v", err)
+	}
+	if _, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()}); !errors.Is(err, store.ErrNoCapacity) {
+		t.Fatalf("a second sandbox on a node that fits one: %v", err)
+	}
+}

@@ -112,6 +112,10 @@ type CreateSessionParams struct {
 	// database. The store keeps only those in state enabled and picks one
 	// itself; callers never choose the node.
 	Candidates []uuid.UUID
+	// Limits bounds individual candidates below MaxActive: how many
+	// Environments a node's reported capacity fits. A candidate without an
+	// entry has no bound beyond MaxActive.
+	Limits map[uuid.UUID]int
 	// MaxActive is the deployment's per-node bound on held Environments
 	// (unreleased placements or allocations).
 	MaxActive int
@@ -194,8 +198,16 @@ func (s *Store) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 			return err
 		}
 
+		limits := make([]int64, len(p.Candidates))
+		for i, id := range p.Candidates {
+			limits[i] = -1
+			if l, ok := p.Limits[id]; ok {
+				limits[i] = int64(max(l, 0))
+			}
+		}
 		chosen, err := q.ChoosePlacementNode(ctx, db.ChoosePlacementNodeParams{
 			Candidates: p.Candidates,
+			Limits:     limits,
 			MaxActive:  int64(p.MaxActive),
 		})
 		if errors.Is(err, pgx.ErrNoRows) {

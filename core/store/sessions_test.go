@@ -300,3 +300,30 @@ func TestCreateSessionKeepsTheOriginalSealedCredential(t *testing.T) {
 	_, err = st.GetAllocationCredential(ctx, newUUID(t))
 	wantClass(t, err, errdefs.ErrNotFound)
 }
+
+// TestCreateSessionHonoursEachNodesCapacity: a node whose reported capacity
+// fits fewer Environments than max_active takes no more than that; a node
+// without a limit takes up to max_active.
+func TestCreateSessionHonoursEachNodesCapacity(t *testing.T) {
+	st, ctx := newStore(t)
+	small, big := enabledNode(t, ctx, st), enabledNode(t, ctx, st)
+	held := map[uuid.UUID]int{}
+	for range 6 {
+		p := sessionParams(t, newUUID(t), 5, small, big)
+		p.Limits = map[uuid.UUID]int{small: 1}
+		b, err := st.CreateSession(ctx, p)
+		if err != nil {
+			wantClass(t, err, store.ErrNoCapacity)
+			break
+		}
+		held[b.Placement.NodeID]++
+	}
+	if held[small] != 1 || held[big] != 5 {
+		t.Fatalf("placed %v, want 1 on the small node and 5 on the big one", held)
+	}
+	// A zero limit (nothing fits) takes nothing.
+	p := sessionParams(t, newUUID(t), 5, enabledNode(t, ctx, st))
+	p.Limits = map[uuid.UUID]int{p.Candidates[0]: 0}
+	_, err := st.CreateSession(ctx, p)
+	wantClass(t, err, store.ErrNoCapacity)
+}

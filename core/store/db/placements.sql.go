@@ -33,6 +33,7 @@ LEFT JOIN (
 WHERE n.id = ANY($1::uuid[]) AND n.state = 'enabled'
 GROUP BY n.id
 HAVING count(h.environment_id) < $2::bigint
+   AND count(h.environment_id) < coalesce(nullif(($3::bigint[])[array_position($1::uuid[], n.id)], -1), $2::bigint)
 ORDER BY count(h.environment_id), n.id
 LIMIT 1
 `
@@ -40,6 +41,7 @@ LIMIT 1
 type ChoosePlacementNodeParams struct {
 	Candidates []uuid.UUID
 	MaxActive  int64
+	Limits     []int64
 }
 
 type ChoosePlacementNodeRow struct {
@@ -50,10 +52,12 @@ type ChoosePlacementNodeRow struct {
 // ChoosePlacementNode picks, among the candidate nodes that are enabled,
 // the one holding the fewest environments (unreleased placements or
 // unreleased allocations, so reservations and unresolved resources both
-// count) provided it holds fewer than @max_active; ties go to the lowest
-// id. No row when none has room. Run it under LockPlacement.
+// count) provided it holds fewer than @max_active and fewer than its own
+// limit (@limits, parallel to @candidates: what its reported capacity fits;
+// a negative limit means none); ties go to the lowest id. No row when none
+// has room. Run it under LockPlacement.
 func (q *Queries) ChoosePlacementNode(ctx context.Context, arg ChoosePlacementNodeParams) (ChoosePlacementNodeRow, error) {
-	row := q.db.QueryRow(ctx, choosePlacementNode, arg.Candidates, arg.MaxActive)
+	row := q.db.QueryRow(ctx, choosePlacementNode, arg.Candidates, arg.MaxActive, arg.Limits)
 	var i ChoosePlacementNodeRow
 	err := row.Scan(&i.ID, &i.Held)
 	return i, err

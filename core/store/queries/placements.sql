@@ -2,8 +2,10 @@
 -- ChoosePlacementNode picks, among the candidate nodes that are enabled,
 -- the one holding the fewest environments (unreleased placements or
 -- unreleased allocations, so reservations and unresolved resources both
--- count) provided it holds fewer than @max_active; ties go to the lowest
--- id. No row when none has room. Run it under LockPlacement.
+-- count) provided it holds fewer than @max_active and fewer than its own
+-- limit (@limits, parallel to @candidates: what its reported capacity fits;
+-- a negative limit means none); ties go to the lowest id. No row when none
+-- has room. Run it under LockPlacement.
 SELECT n.id, count(h.environment_id)::bigint AS held
 FROM nodes n
 LEFT JOIN (
@@ -14,6 +16,7 @@ LEFT JOIN (
 WHERE n.id = ANY(@candidates::uuid[]) AND n.state = 'enabled'
 GROUP BY n.id
 HAVING count(h.environment_id) < @max_active::bigint
+   AND count(h.environment_id) < coalesce(nullif((@limits::bigint[])[array_position(@candidates::uuid[], n.id)], -1), @max_active::bigint)
 ORDER BY count(h.environment_id), n.id
 LIMIT 1;
 
