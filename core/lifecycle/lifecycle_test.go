@@ -431,3 +431,58 @@ func TestDeletionBeforeCreateNeverCreates(t *testing.T) {
 		t.Fatalf("%d creating calls after deletion", c)
 	}
 }
+
+// TestWorkerPagesAndWrapsOverMoreThanOnePage: 40 allocations on one node
+// take two passes of 32-row pages to create, each exactly once, and two
+// more to clean up; the cursor wraps instead of stopping at the first page.
+func TestWorkerPagesAndWrapsOverMoreThanOnePage(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	_, err := e.st.CommitGeneration(ctx, 1, store.NewGeneration{
+		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+		Specification: sandbox.Specification{Resources: resources, MaxActive: 64, MaxRetained: 8},
+	})
+	must(t, err)
+	var bundles []store.SessionBundle
+	for range 40 {
+		bundles = append(bundles, e.createBundle(t, n.id))
+	}
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	running := func() int {
+		c := 0
+		for _, b := range bundles {
+			if e.alloc(t, b.Allocation.ID).State == store.AllocationRunning {
+				c++
+			}
+		}
+		return c
+	}
+	pass(t, w)
+	if got := running(); got != 32 {
+		t.Fatalf("after one pass %d running, want one page of 32", got)
+	}
+	pass(t, w)
+	if got := running(); got != 40 {
+		t.Fatalf("after two passes %d running, want 40", got)
+	}
+	pass(t, w)
+	if got := count(n.srv, dockertest.CallContainerCreate); got != 40 {
+		t.Fatalf("container create sent %d times for 40 allocations", got)
+	}
+	for _, b := range bundles {
+		_, err := e.svc.Delete(ctx, b.Session.ID)
+		must(t, err)
+	}
+	for i := 0; i < 6; i++ {
+		pass(t, w)
+	}
+	for _, b := range bundles {
+		if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationReleased {
+			t.Fatalf("allocation %s is %s after cleanup passes", a.ID, a.State)
+		}
+	}
+	if c, v := len(n.srv.Containers()), len(n.srv.Volumes()); c+v != 0 {
+		t.Fatalf("left %d containers and %d volumes", c, v)
+	}
+}
