@@ -2,8 +2,6 @@ package lifecycle_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"strings"
@@ -67,7 +65,7 @@ func newEnv(t *testing.T, nodes int) *env {
 	must(t, err)
 	e := &env{st: st, inst: inst, nodes: map[uuid.UUID]*node{}}
 	for range nodes {
-		n := &node{id: newNode(t, st), srv: dockertest.Start(t)}
+		n := &node{id: storetest.EnabledNode(t, st), srv: dockertest.Start(t)}
 		n.srv.PutImage(fixtureImage)
 		cli, err := docker.NewClient(n.srv.Host())
 		must(t, err)
@@ -93,21 +91,6 @@ func newEnv(t *testing.T, nodes int) *env {
 	}
 	e.svc = sessions.New(st, key, inst.ID, uuid.New, func() []uuid.UUID { return []uuid.UUID{e.place} })
 	return e
-}
-
-func newNode(t *testing.T, st *store.Store) uuid.UUID {
-	t.Helper()
-	ctx := context.Background()
-	der := make([]byte, 300)
-	_, _ = rand.Read(der)
-	pub := make([]byte, 32)
-	_, _ = rand.Read(pub)
-	fp := sha256.Sum256(der)
-	n, err := st.CreateNode(ctx, uuid.New(), "node.example:7443", der, "sha256:"+hex.EncodeToString(fp[:]), pub)
-	must(t, err)
-	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled)
-	must(t, err)
-	return n.ID
 }
 
 func (e *env) createSession(t *testing.T, on uuid.UUID) store.Allocation {

@@ -3,8 +3,6 @@ package sessionadmin_test
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"testing"
 	"time"
@@ -48,26 +46,12 @@ func newFixture(t *testing.T) fixture {
 	admintest.Must(t, err)
 	pages, err := admin.NewPageTokens(pk)
 	admintest.Must(t, err)
-	node := enabledNode(t, ctx, st)
+	node := storetest.EnabledNode(t, st)
 	sess := sessions.New(st, key, uuid.New(), uuid.New, func() []uuid.UUID { return []uuid.UUID{node} })
 	tenant := uuid.New()
 	svc, err := sessionadmin.NewService(sess, st, tenant, pages)
 	admintest.Must(t, err)
 	return fixture{svc: svc, st: st, node: node, tenant: tenant, ctx: ctx}
-}
-
-func enabledNode(t *testing.T, ctx context.Context, st *store.Store) uuid.UUID {
-	t.Helper()
-	der := make([]byte, 300)
-	_, _ = rand.Read(der)
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	fp := sha256.Sum256(der)
-	n, err := st.CreateNode(ctx, uuid.New(), "node.test:7443", der, "sha256:"+hex.EncodeToString(fp[:]), key)
-	admintest.Must(t, err)
-	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled)
-	admintest.Must(t, err)
-	return n.ID
 }
 
 // deploy commits a deployment generation with maxActive per node.

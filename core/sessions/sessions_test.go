@@ -3,9 +3,6 @@ package sessions_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -28,27 +25,13 @@ func must(t testing.TB, err error) {
 	}
 }
 
-func enabledNode(t *testing.T, ctx context.Context, st *store.Store) uuid.UUID {
-	t.Helper()
-	der := make([]byte, 300)
-	_, _ = rand.Read(der)
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	fp := sha256.Sum256(der)
-	n, err := st.CreateNode(ctx, uuid.New(), "node.example:7443", der, "sha256:"+hex.EncodeToString(fp[:]), key)
-	must(t, err)
-	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled)
-	must(t, err)
-	return n.ID
-}
-
 func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	installation := uuid.New()
-	node := enabledNode(t, ctx, st)
+	node := storetest.EnabledNode(t, st)
 	svc := sessions.New(st, key, installation, uuid.New, func() []uuid.UUID { return []uuid.UUID{node} })
 
 	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"}
@@ -112,7 +95,7 @@ func TestCreateAsksCapacityForTheDeploymentsResources(t *testing.T) {
 	ctx := context.Background()
 	key, _, err := secrets.NewKey()
 	must(t, err)
-	node := enabledNode(t, ctx, st)
+	node := storetest.EnabledNode(t, st)
 	res := sandbox.Resources{CPUMillis: 700, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),

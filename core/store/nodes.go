@@ -132,10 +132,7 @@ func (s *Store) ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (p
 
 // NodeCursor is a position in ListNodesByAge: the creation time and id of
 // the last node of a page. The zero cursor is the start.
-type NodeCursor struct {
-	CreatedAt time.Time
-	ID        uuid.UUID
-}
+type NodeCursor = AgeCursor
 
 // ListNodesByAge returns up to pageSize nodes after cursor after (the zero
 // cursor for the first page) in enrollment order (creation time, ties by

@@ -3,12 +3,14 @@ package storetest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/core/store"
@@ -105,4 +107,24 @@ func withDatabase(dsn, name string) (string, error) {
 	}
 	u.Path, u.RawPath = "/"+name, ""
 	return u.String(), nil
+}
+
+// EnabledNode records an enrolled node with a random certificate and key
+// hash and enables it, for tests that need a node to place on.
+func EnabledNode(t testing.TB, st *store.Store) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	der := make([]byte, 300)
+	_, _ = rand.Read(der)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	fp := sha256.Sum256(der)
+	n, err := st.CreateNode(ctx, uuid.New(), "node.test:7443", der, "sha256:"+hex.EncodeToString(fp[:]), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled); err != nil {
+		t.Fatal(err)
+	}
+	return n.ID
 }
