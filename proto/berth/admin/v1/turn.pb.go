@@ -189,7 +189,19 @@ type Turn struct {
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// cancel_time is when cancellation was requested; unset otherwise.
 	// Output only.
-	CancelTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=cancel_time,json=cancelTime,proto3" json:"cancel_time,omitempty"`
+	CancelTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=cancel_time,json=cancelTime,proto3" json:"cancel_time,omitempty"`
+	// queue_timeout bounds how long the Turn waits for its Runtime before it
+	// starts; when it passes the Turn fails with failure_code
+	// "runtime_not_ready". Unset means 5 minutes.
+	QueueTimeout *durationpb.Duration `protobuf:"bytes,16,opt,name=queue_timeout,json=queueTimeout,proto3" json:"queue_timeout,omitempty"`
+	// failure_code is a fixed code for STATE_FAILED and STATE_UNCONFIRMED:
+	// runtime_not_ready, session_deleted, invalid_turn,
+	// working_directory_missing, program_not_found, start_failed,
+	// runtime_disconnected. Output only.
+	FailureCode string `protobuf:"bytes,17,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	// signal is the signal that killed the process, or 0; exit_code is then
+	// 128 plus the signal number. Output only.
+	Signal        int32 `protobuf:"varint,18,opt,name=signal,proto3" json:"signal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -327,6 +339,27 @@ func (x *Turn) GetCancelTime() *timestamppb.Timestamp {
 		return x.CancelTime
 	}
 	return nil
+}
+
+func (x *Turn) GetQueueTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.QueueTimeout
+	}
+	return nil
+}
+
+func (x *Turn) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *Turn) GetSignal() int32 {
+	if x != nil {
+		return x.Signal
+	}
+	return 0
 }
 
 // Command is what a Turn runs: an argument vector or a shell script.
@@ -1013,7 +1046,7 @@ var File_berth_admin_v1_turn_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_turn_proto_rawDesc = "" +
 	"\n" +
-	"\x19berth/admin/v1/turn.proto\x12\x0eberth.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\a\n" +
+	"\x19berth/admin/v1/turn.proto\x12\x0eberth.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\b\n" +
 	"\x04Turn\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\acommand\x18\x02 \x01(\v2\x17.berth.admin.v1.CommandR\acommand\x12+\n" +
@@ -1033,7 +1066,10 @@ const file_berth_admin_v1_turn_proto_rawDesc = "" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12;\n" +
 	"\vcancel_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"cancelTime\x1a6\n" +
+	"cancelTime\x12>\n" +
+	"\rqueue_timeout\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\fqueueTimeout\x12!\n" +
+	"\ffailure_code\x18\x11 \x01(\tR\vfailureCode\x12\x16\n" +
+	"\x06signal\x18\x12 \x01(\x05R\x06signal\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x01\n" +
@@ -1139,28 +1175,29 @@ var file_berth_admin_v1_turn_proto_depIdxs = []int32{
 	17, // 5: berth.admin.v1.Turn.start_time:type_name -> google.protobuf.Timestamp
 	17, // 6: berth.admin.v1.Turn.end_time:type_name -> google.protobuf.Timestamp
 	17, // 7: berth.admin.v1.Turn.cancel_time:type_name -> google.protobuf.Timestamp
-	4,  // 8: berth.admin.v1.Command.argv:type_name -> berth.admin.v1.Argv
-	2,  // 9: berth.admin.v1.SubmitTurnRequest.turn:type_name -> berth.admin.v1.Turn
-	2,  // 10: berth.admin.v1.SubmitTurnResponse.turn:type_name -> berth.admin.v1.Turn
-	2,  // 11: berth.admin.v1.GetTurnResponse.turn:type_name -> berth.admin.v1.Turn
-	2,  // 12: berth.admin.v1.ListTurnsResponse.turns:type_name -> berth.admin.v1.Turn
-	0,  // 13: berth.admin.v1.StreamTurnOutputResponse.stream:type_name -> berth.admin.v1.OutputStream
-	2,  // 14: berth.admin.v1.CancelTurnResponse.turn:type_name -> berth.admin.v1.Turn
-	5,  // 15: berth.admin.v1.TurnService.SubmitTurn:input_type -> berth.admin.v1.SubmitTurnRequest
-	7,  // 16: berth.admin.v1.TurnService.GetTurn:input_type -> berth.admin.v1.GetTurnRequest
-	9,  // 17: berth.admin.v1.TurnService.ListTurns:input_type -> berth.admin.v1.ListTurnsRequest
-	11, // 18: berth.admin.v1.TurnService.StreamTurnOutput:input_type -> berth.admin.v1.StreamTurnOutputRequest
-	13, // 19: berth.admin.v1.TurnService.CancelTurn:input_type -> berth.admin.v1.CancelTurnRequest
-	6,  // 20: berth.admin.v1.TurnService.SubmitTurn:output_type -> berth.admin.v1.SubmitTurnResponse
-	8,  // 21: berth.admin.v1.TurnService.GetTurn:output_type -> berth.admin.v1.GetTurnResponse
-	10, // 22: berth.admin.v1.TurnService.ListTurns:output_type -> berth.admin.v1.ListTurnsResponse
-	12, // 23: berth.admin.v1.TurnService.StreamTurnOutput:output_type -> berth.admin.v1.StreamTurnOutputResponse
-	14, // 24: berth.admin.v1.TurnService.CancelTurn:output_type -> berth.admin.v1.CancelTurnResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 8: berth.admin.v1.Turn.queue_timeout:type_name -> google.protobuf.Duration
+	4,  // 9: berth.admin.v1.Command.argv:type_name -> berth.admin.v1.Argv
+	2,  // 10: berth.admin.v1.SubmitTurnRequest.turn:type_name -> berth.admin.v1.Turn
+	2,  // 11: berth.admin.v1.SubmitTurnResponse.turn:type_name -> berth.admin.v1.Turn
+	2,  // 12: berth.admin.v1.GetTurnResponse.turn:type_name -> berth.admin.v1.Turn
+	2,  // 13: berth.admin.v1.ListTurnsResponse.turns:type_name -> berth.admin.v1.Turn
+	0,  // 14: berth.admin.v1.StreamTurnOutputResponse.stream:type_name -> berth.admin.v1.OutputStream
+	2,  // 15: berth.admin.v1.CancelTurnResponse.turn:type_name -> berth.admin.v1.Turn
+	5,  // 16: berth.admin.v1.TurnService.SubmitTurn:input_type -> berth.admin.v1.SubmitTurnRequest
+	7,  // 17: berth.admin.v1.TurnService.GetTurn:input_type -> berth.admin.v1.GetTurnRequest
+	9,  // 18: berth.admin.v1.TurnService.ListTurns:input_type -> berth.admin.v1.ListTurnsRequest
+	11, // 19: berth.admin.v1.TurnService.StreamTurnOutput:input_type -> berth.admin.v1.StreamTurnOutputRequest
+	13, // 20: berth.admin.v1.TurnService.CancelTurn:input_type -> berth.admin.v1.CancelTurnRequest
+	6,  // 21: berth.admin.v1.TurnService.SubmitTurn:output_type -> berth.admin.v1.SubmitTurnResponse
+	8,  // 22: berth.admin.v1.TurnService.GetTurn:output_type -> berth.admin.v1.GetTurnResponse
+	10, // 23: berth.admin.v1.TurnService.ListTurns:output_type -> berth.admin.v1.ListTurnsResponse
+	12, // 24: berth.admin.v1.TurnService.StreamTurnOutput:output_type -> berth.admin.v1.StreamTurnOutputResponse
+	14, // 25: berth.admin.v1.TurnService.CancelTurn:output_type -> berth.admin.v1.CancelTurnResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_turn_proto_init() }

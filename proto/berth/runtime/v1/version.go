@@ -1,0 +1,33 @@
+package runtimev1
+
+// ProtocolVersion is the exact Core-Runtime protocol version. A Runtime's
+// hello must carry the same string; there is no negotiation.
+//
+// Change log (newest first; bump on every wire-visible change):
+//
+//	berth.runtime.v1/1: Connect stream, Turns, keepalives.
+const ProtocolVersion = "berth.runtime.v1/1"
+
+// ErrorDomain is the ErrorInfo domain of the gateway's fixed error codes.
+const ErrorDomain = "runtime.berth.dev"
+
+// The gateway's fixed error codes (ErrorInfo reasons).
+const (
+	// ReasonCredentialRejected: the device or credential is unknown. The
+	// Runtime stops for good.
+	ReasonCredentialRejected = "runtime_credential_rejected"
+	// ReasonRevoked: the Session was deleted or its allocation is being
+	// cleaned up. The Runtime stops for good.
+	ReasonRevoked = "runtime_revoked"
+	// ReasonProtocolMismatch: the hello's protocol version is not this
+	// one. The Runtime stops for good.
+	ReasonProtocolMismatch = "protocol_mismatch"
+	// ReasonNotAdmitted: the connection cannot be admitted yet (creation
+	// not settled, Core not the active owner). The Runtime retries with
+	// backoff.
+	ReasonNotAdmitted = "runtime_not_admitted"
+	// ReasonInvalidMessage: a message broke the protocol (hello missing or
+	// repeated, unknown turn, output out of order). The Runtime retries
+	// with backoff.
+	ReasonInvalidMessage = "invalid_message"
+)
