@@ -135,6 +135,18 @@ type Placement struct {
 	ReleasedAt    *time.Time
 }
 
+type RuntimeConnection struct {
+	ID             uuid.UUID
+	AllocationID   uuid.UUID
+	Generation     int64
+	OwnerEpoch     int64
+	RuntimeVersion string
+	ConnectedAt    time.Time
+	PreparedAt     *time.Time
+	LastSeenAt     time.Time
+	DisconnectedAt *time.Time
+}
+
 type Session struct {
 	ID                uuid.UUID
 	TenantID          uuid.UUID
@@ -143,4 +155,43 @@ type Session struct {
 	RequestID         uuid.UUID
 	CreatedAt         time.Time
 	DeleteRequestedAt *time.Time
+}
+
+type Turn struct {
+	ID                uuid.UUID
+	Seq               int64
+	SessionID         uuid.UUID
+	RequestID         uuid.UUID
+	RequestDigest     []byte
+	State             string
+	Argv              []string
+	ShellScript       pgtype.Text
+	WorkingDirectory  string
+	InputCiphertext   []byte
+	InputNonce        []byte
+	TimeoutMs         int64
+	QueueDeadline     time.Time
+	MaxOutputBytes    int64
+	ConnectionID      *uuid.UUID
+	ExitCode          pgtype.Int4
+	Signal            int32
+	FailureCode       pgtype.Text
+	StdoutBytes       int64
+	StderrBytes       int64
+	StdoutRecorded    int64
+	StderrRecorded    int64
+	OutputTruncated   bool
+	CreatedAt         time.Time
+	DispatchedAt      *time.Time
+	StartedAt         *time.Time
+	EndedAt           *time.Time
+	CancelRequestedAt *time.Time
+}
+
+type TurnOutput struct {
+	Seq        int64
+	TurnID     uuid.UUID
+	Stream     int16
+	ByteOffset int64
+	Data       []byte
 }

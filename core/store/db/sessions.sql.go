@@ -196,6 +196,28 @@ func (q *Queries) LockPlacement(ctx context.Context) error {
 	return err
 }
 
+const lockSessionShared = `-- name: LockSessionShared :one
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at FROM sessions WHERE id = $1 FOR SHARE
+`
+
+// LockSessionShared reads a Session and holds a share lock on its row, so
+// its deletion waits for the transaction (a Turn is never queued to a
+// Session whose deletion committed first).
+func (q *Queries) LockSessionShared(ctx context.Context, id uuid.UUID) (Session, error) {
+	row := q.db.QueryRow(ctx, lockSessionShared, id)
+	var i Session
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DisplayName,
+		&i.State,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.DeleteRequestedAt,
+	)
+	return i, err
+}
+
 const requestSessionDeletion = `-- name: RequestSessionDeletion :one
 UPDATE sessions
 SET state = 'delete_requested', delete_requested_at = coalesce(delete_requested_at, now())

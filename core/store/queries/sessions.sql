@@ -45,3 +45,9 @@ WHERE (sqlc.arg(first_page)::boolean
                   WHERE e.session_id = s.id AND a.state <> 'released'))
 ORDER BY s.created_at, s.id
 LIMIT @page_size;
+
+-- name: LockSessionShared :one
+-- LockSessionShared reads a Session and holds a share lock on its row, so
+-- its deletion waits for the transaction (a Turn is never queued to a
+-- Session whose deletion committed first).
+SELECT * FROM sessions WHERE id = @id FOR SHARE;

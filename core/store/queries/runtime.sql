@@ -1,0 +1,57 @@
+-- name: GetDeviceAllocation :one
+-- GetDeviceAllocation reads the allocation a Runtime device authenticates
+-- as, with its Session, and locks the allocation row so connection
+-- changes of one device serialize.
+SELECT a.id, a.environment_id, a.state, a.credential_digest, a.create_settled,
+       a.bootstrap_complete, e.session_id, s.state AS session_state
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+JOIN sessions s ON s.id = e.session_id
+WHERE a.device_id = @device_id
+FOR UPDATE OF a;
+
+-- name: CloseOpenRuntimeConnections :many
+-- CloseOpenRuntimeConnections ends the allocation's open connection (a
+-- replaced or stale one) and returns the ids it closed.
+UPDATE runtime_connections
+SET disconnected_at = now()
+WHERE allocation_id = @allocation_id AND disconnected_at IS NULL
+RETURNING id;
+
+-- name: NextRuntimeConnectionGeneration :one
+SELECT (coalesce(max(generation), 0) + 1)::bigint FROM runtime_connections
+WHERE allocation_id = @allocation_id;
+
+-- name: InsertRuntimeConnection :one
+-- InsertRuntimeConnection records an accepted connection, only while
+-- @owner_epoch is the installation's current owner epoch.
+INSERT INTO runtime_connections (id, allocation_id, generation, owner_epoch, runtime_version)
+SELECT @id, @allocation_id, @generation, @owner_epoch, @runtime_version
+FROM installation WHERE owner_epoch = @owner_epoch
+RETURNING *;
+
+-- name: MarkRuntimePrepared :one
+UPDATE runtime_connections c
+SET prepared_at = coalesce(c.prepared_at, now()), last_seen_at = now()
+FROM installation i
+WHERE c.id = @id AND c.disconnected_at IS NULL AND i.owner_epoch = c.owner_epoch
+RETURNING c.*;
+
+-- name: TouchRuntimeConnection :execrows
+UPDATE runtime_connections SET last_seen_at = now()
+WHERE id = @id AND disconnected_at IS NULL;
+
+-- name: CloseRuntimeConnection :execrows
+UPDATE runtime_connections SET disconnected_at = now()
+WHERE id = @id AND disconnected_at IS NULL;
+
+-- name: GetRuntimeConnection :one
+SELECT * FROM runtime_connections WHERE id = @id;
+
+-- name: ListRuntimeReadiness :many
+-- ListRuntimeReadiness returns, for the given allocations, the open
+-- connection accepted under the current owner epoch (a connection of an
+-- older epoch belongs to a Core that is gone).
+SELECT c.* FROM runtime_connections c
+JOIN installation i ON i.owner_epoch = c.owner_epoch
+WHERE c.allocation_id = ANY(@allocation_ids::uuid[]) AND c.disconnected_at IS NULL;

@@ -1,0 +1,242 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/store/db"
+	"berth.dev/core/store/pgerr"
+	"berth.dev/sandbox/errdefs"
+)
+
+// The classes of a refused Runtime authentication. Each is a distinct
+// sentinel so the gateway maps it to its fixed wire reason.
+var (
+	// ErrRuntimeCredential: no allocation has this device, or the
+	// credential's digest does not match. The Runtime must stop.
+	ErrRuntimeCredential = fmt.Errorf("runtime credential rejected: %w", errdefs.ErrOwnership)
+	// ErrRuntimeRevoked: the device's Session is being deleted or its
+	// allocation is in cleanup. The Runtime must stop.
+	ErrRuntimeRevoked = fmt.Errorf("runtime revoked: %w", errdefs.ErrFailedPrecondition)
+	// ErrRuntimeNotAdmitted: the allocation's creation is not settled with
+	// a running resource yet, or this Core is not the current owner. The
+	// Runtime may retry.
+	ErrRuntimeNotAdmitted = fmt.Errorf("runtime not admitted: %w", errdefs.ErrFailedPrecondition)
+)
+
+// RuntimeConnection is an accepted Runtime connection.
+type RuntimeConnection struct {
+	ID             uuid.UUID
+	AllocationID   uuid.UUID
+	Generation     int64
+	OwnerEpoch     uint64
+	RuntimeVersion string
+	ConnectedAt    time.Time
+	PreparedAt     *time.Time
+	LastSeenAt     time.Time
+	DisconnectedAt *time.Time
+}
+
+func runtimeConnectionFromRow(r db.RuntimeConnection) RuntimeConnection {
+	return RuntimeConnection{
+		ID: r.ID, AllocationID: r.AllocationID, Generation: r.Generation, OwnerEpoch: uint64(r.OwnerEpoch),
+		RuntimeVersion: r.RuntimeVersion, ConnectedAt: r.ConnectedAt, PreparedAt: r.PreparedAt,
+		LastSeenAt: r.LastSeenAt, DisconnectedAt: r.DisconnectedAt,
+	}
+}
+
+// RuntimeGrant is what an accepted connection may act for.
+type RuntimeGrant struct {
+	Connection    RuntimeConnection
+	SessionID     uuid.UUID
+	EnvironmentID uuid.UUID
+	// Unconfirmed are the Turns that ran on the connection this one
+	// replaced: their results can no longer arrive.
+	Unconfirmed []uuid.UUID
+}
+
+// AcceptRuntimeParams is the input of AcceptRuntime.
+type AcceptRuntimeParams struct {
+	// ConnectionID is the new connection's id (the caller's).
+	ConnectionID uuid.UUID
+	DeviceID     uuid.UUID
+	// Credential is the presented credential; only its digest is compared.
+	Credential     []byte
+	OwnerEpoch     uint64
+	RuntimeVersion string
+}
+
+// maxRuntimeVersion bounds the Runtime's reported version (bytes).
+const maxRuntimeVersion = 64
+
+// AcceptRuntime authenticates a Runtime device and records its new
+// connection, in one transaction under the allocation's row lock: the
+// device's allocation must carry the credential's digest (compared in
+// constant time), belong to an active Session, and have settled creation
+// with a running resource and completed bootstrap; the Core must hold
+// owner epoch p.OwnerEpoch. An open connection of the same allocation is
+// closed and the Turns that ran on it become unconfirmed. The new
+// connection's generation is one more than any before it.
+func (s *Store) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (RuntimeGrant, error) {
+	epoch, err := epochParam(p.OwnerEpoch)
+	if err != nil {
+		return RuntimeGrant{}, err
+	}
+	if p.ConnectionID == uuid.Nil {
+		return RuntimeGrant{}, errdefs.Invalid("connection_id", "must be set")
+	}
+	if len(p.RuntimeVersion) > maxRuntimeVersion {
+		p.RuntimeVersion = p.RuntimeVersion[:maxRuntimeVersion]
+	}
+	p.RuntimeVersion = printableASCII(p.RuntimeVersion)
+	digest := sha256.Sum256(p.Credential)
+	var g RuntimeGrant
+	err = s.InTx(ctx, func(q *db.Queries) error {
+		a, err := q.GetDeviceAllocation(ctx, p.DeviceID)
+		if errors.Is(pgerr.Classify(err), errdefs.ErrNotFound) {
+			return ErrRuntimeCredential
+		}
+		if err != nil {
+			return err
+		}
+		if subtle.ConstantTimeCompare(a.CredentialDigest, digest[:]) != 1 {
+			return ErrRuntimeCredential
+		}
+		state := AllocationState(a.State)
+		if SessionState(a.SessionState) != SessionActive || state.inCleanup() || state == AllocationReleased {
+			return ErrRuntimeRevoked
+		}
+		if state != AllocationRunning || !a.CreateSettled || !a.BootstrapComplete {
+			return ErrRuntimeNotAdmitted
+		}
+		closed, err := q.CloseOpenRuntimeConnections(ctx, a.ID)
+		if err != nil {
+			return err
+		}
+		for _, id := range closed {
+			rows, err := q.UnconfirmTurnsOfConnection(ctx, &id)
+			if err != nil {
+				return err
+			}
+			g.Unconfirmed = append(g.Unconfirmed, rows...)
+		}
+		gen, err := q.NextRuntimeConnectionGeneration(ctx, a.ID)
+		if err != nil {
+			return err
+		}
+		row, err := q.InsertRuntimeConnection(ctx, db.InsertRuntimeConnectionParams{
+			ID: p.ConnectionID, AllocationID: a.ID, Generation: gen, OwnerEpoch: epoch, RuntimeVersion: p.RuntimeVersion,
+		})
+		if errors.Is(pgerr.Classify(err), errdefs.ErrNotFound) {
+			return ErrRuntimeNotAdmitted // another Core owns the installation now
+		}
+		if err != nil {
+			return err
+		}
+		g.Connection = runtimeConnectionFromRow(row)
+		g.SessionID, g.EnvironmentID = a.SessionID, a.EnvironmentID
+		return nil
+	})
+	if err != nil {
+		return RuntimeGrant{}, fmt.Errorf("accept runtime: %w", err)
+	}
+	return g, nil
+}
+
+// MarkRuntimePrepared records that the connection's Runtime finished its
+// common preparation. ErrNotFound when the connection is closed or belongs
+// to a superseded owner.
+func (s *Store) MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (RuntimeConnection, error) {
+	row, err := s.q.MarkRuntimePrepared(ctx, id)
+	if err != nil {
+		return RuntimeConnection{}, wrap("mark runtime prepared", err)
+	}
+	return runtimeConnectionFromRow(row), nil
+}
+
+// TouchRuntimeConnection records that the connection answered (a
+// keepalive); ErrNotFound when it is closed.
+func (s *Store) TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error {
+	n, err := s.q.TouchRuntimeConnection(ctx, id)
+	if err != nil {
+		return wrap("touch runtime connection", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("touch runtime connection: %w", errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// CloseRuntimeConnection ends a connection and makes the Turn running on
+// it unconfirmed (returned). Closing twice changes nothing the second
+// time.
+func (s *Store) CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	err := s.InTx(ctx, func(q *db.Queries) error {
+		if _, err := q.CloseRuntimeConnection(ctx, id); err != nil {
+			return err
+		}
+		var err error
+		ids, err = q.UnconfirmTurnsOfConnection(ctx, &id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("close runtime connection: %w", err)
+	}
+	return ids, nil
+}
+
+// GetRuntimeConnection returns a connection by id.
+func (s *Store) GetRuntimeConnection(ctx context.Context, id uuid.UUID) (RuntimeConnection, error) {
+	row, err := s.q.GetRuntimeConnection(ctx, id)
+	if err != nil {
+		return RuntimeConnection{}, wrap("get runtime connection", err)
+	}
+	return runtimeConnectionFromRow(row), nil
+}
+
+// RuntimeReadiness is the Runtime half of an Environment's readiness.
+type RuntimeReadiness struct {
+	// Connected: an open connection accepted under the current owner
+	// epoch.
+	Connected bool
+	// Prepared: that connection reported its common preparation.
+	Prepared bool
+	// Generation of that connection (0 when none).
+	Generation int64
+}
+
+// RuntimeReadiness returns, per allocation id, the readiness of its open
+// connection; allocations without one are absent from the map.
+func (s *Store) RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]RuntimeReadiness, error) {
+	out := make(map[uuid.UUID]RuntimeReadiness, len(allocationIDs))
+	if len(allocationIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.q.ListRuntimeReadiness(ctx, allocationIDs)
+	if err != nil {
+		return nil, wrap("runtime readiness", err)
+	}
+	for _, r := range rows {
+		out[r.AllocationID] = RuntimeReadiness{Connected: true, Prepared: r.PreparedAt != nil, Generation: r.Generation}
+	}
+	return out, nil
+}
+
+// printableASCII drops every byte outside printable ASCII, so a reported
+// version can never carry control characters into a log or the database.
+func printableASCII(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x20 && s[i] < 0x7f {
+			b = append(b, s[i])
+		}
+	}
+	return string(b)
+}

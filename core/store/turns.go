@@ -1,0 +1,431 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"berth.dev/core/store/db"
+	"berth.dev/core/store/pgerr"
+	"berth.dev/sandbox/errdefs"
+)
+
+// TurnState is a Turn's state (see migrations/0008_runtime_turns.sql).
+type TurnState string
+
+// The Turn states.
+const (
+	TurnQueued      TurnState = "queued"
+	TurnRunning     TurnState = "running"
+	TurnCompleted   TurnState = "completed"
+	TurnFailed      TurnState = "failed"
+	TurnCancelled   TurnState = "cancelled"
+	TurnTimedOut    TurnState = "timed_out"
+	TurnUnconfirmed TurnState = "unconfirmed"
+)
+
+// Terminal reports whether the state is final.
+func (s TurnState) Terminal() bool { return s != TurnQueued && s != TurnRunning }
+
+// The output streams of turn_output.stream.
+const (
+	StreamStdout int16 = 1
+	StreamStderr int16 = 2
+)
+
+// MaxOutputChunk bounds one recorded output chunk (bytes).
+const MaxOutputChunk = 64 << 10
+
+// ErrSessionNotActive is the class (errdefs.ErrFailedPrecondition) of a
+// SubmitTurn to a Session whose deletion was requested.
+var ErrSessionNotActive = fmt.Errorf("session is being deleted: %w", errdefs.ErrFailedPrecondition)
+
+// ErrTurnProtocol is the class (errdefs.ErrFailedPrecondition) of a
+// Runtime report that does not fit the Turn: not running on that
+// connection, output out of order or beyond its bound.
+var ErrTurnProtocol = fmt.Errorf("turn report out of protocol: %w", errdefs.ErrFailedPrecondition)
+
+// Turn is one command run in a Session's Environment.
+type Turn struct {
+	ID        uuid.UUID
+	Seq       int64
+	SessionID uuid.UUID
+	RequestID uuid.UUID
+	// RequestDigest identifies the submitted request, so a retry with the
+	// same request id is told from a different Turn.
+	RequestDigest []byte
+	State         TurnState
+	// Argv or ShellScript (exactly one) is the command.
+	Argv             []string
+	ShellScript      *string
+	WorkingDirectory string
+	// Input is the environment and stdin, sealed by the caller.
+	Input          SealedCredential
+	Timeout        time.Duration
+	QueueDeadline  time.Time
+	MaxOutputBytes int64
+	ConnectionID   *uuid.UUID
+	ExitCode       *int32
+	Signal         int32
+	FailureCode    string
+	// StdoutBytes and StderrBytes are what the process produced;
+	// *Recorded what Core kept.
+	StdoutBytes, StderrBytes       int64
+	StdoutRecorded, StderrRecorded int64
+	OutputTruncated                bool
+	CreatedAt                      time.Time
+	DispatchedAt, StartedAt        *time.Time
+	EndedAt, CancelRequestedAt     *time.Time
+}
+
+func turnFromRow(r db.Turn) Turn {
+	t := Turn{
+		ID: r.ID, Seq: r.Seq, SessionID: r.SessionID, RequestID: r.RequestID, RequestDigest: r.RequestDigest,
+		State: TurnState(r.State), Argv: r.Argv, WorkingDirectory: r.WorkingDirectory,
+		Input:   SealedCredential{Ciphertext: r.InputCiphertext, Nonce: r.InputNonce},
+		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond, QueueDeadline: r.QueueDeadline,
+		MaxOutputBytes: r.MaxOutputBytes, ConnectionID: r.ConnectionID, Signal: r.Signal,
+		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
+		StdoutRecorded: r.StdoutRecorded, StderrRecorded: r.StderrRecorded, OutputTruncated: r.OutputTruncated,
+		CreatedAt: r.CreatedAt, DispatchedAt: r.DispatchedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
+		CancelRequestedAt: r.CancelRequestedAt,
+	}
+	if r.ShellScript.Valid {
+		s := r.ShellScript.String
+		t.ShellScript = &s
+	}
+	if r.ExitCode.Valid {
+		c := r.ExitCode.Int32
+		t.ExitCode = &c
+	}
+	if r.FailureCode.Valid {
+		t.FailureCode = r.FailureCode.String
+	}
+	return t
+}
+
+// TurnInputAD is the additional data a Turn's input is sealed with: it
+// binds the ciphertext to the installation and the Turn.
+func TurnInputAD(installationID, turnID uuid.UUID) []byte {
+	return []byte("berth-turn-input:" + installationID.String() + ":" + turnID.String())
+}
+
+// SubmitTurnParams is the input of SubmitTurn; every id and the sealed
+// input are the caller's.
+type SubmitTurnParams struct {
+	ID            uuid.UUID
+	SessionID     uuid.UUID
+	RequestID     uuid.UUID
+	RequestDigest []byte
+	// Argv or ShellScript, exactly one.
+	Argv             []string
+	ShellScript      *string
+	WorkingDirectory string
+	Input            SealedCredential
+	Timeout          time.Duration
+	// QueueTimeout bounds the wait for a Runtime (database clock).
+	QueueTimeout   time.Duration
+	MaxOutputBytes int64
+}
+
+func (p SubmitTurnParams) validate() error {
+	switch {
+	case p.ID == uuid.Nil:
+		return errdefs.Invalid("id", "must be set")
+	case p.SessionID == uuid.Nil:
+		return errdefs.Invalid("session_id", "must be set")
+	case p.RequestID == uuid.Nil:
+		return errdefs.Invalid("request_id", "must be set")
+	case len(p.RequestDigest) != 32:
+		return errdefs.Invalid("request_digest", "must be 32 bytes")
+	case (p.Argv == nil) == (p.ShellScript == nil):
+		return errdefs.Invalid("command", "exactly one of argv and shell_script")
+	case len(p.Input.Nonce) != sealNonceLen || len(p.Input.Ciphertext) < sealTagLen:
+		return errdefs.Invalid("input", "must be sealed")
+	case p.Timeout < time.Millisecond:
+		return errdefs.Invalid("timeout", "must be at least a millisecond")
+	case p.QueueTimeout < time.Millisecond:
+		return errdefs.Invalid("queue_timeout", "must be at least a millisecond")
+	case p.MaxOutputBytes <= 0:
+		return errdefs.Invalid("max_output_bytes", "must be positive")
+	}
+	return nil
+}
+
+// SubmitTurn queues a Turn for an active Session. A retry with the same
+// request id and digest returns the first Turn (created false) and writes
+// nothing; the same request id with another digest or Session is
+// ErrExists.
+func (s *Store) SubmitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, created bool, err error) {
+	if err := p.validate(); err != nil {
+		return Turn{}, false, fmt.Errorf("submit turn: %w", err)
+	}
+	err = s.InTx(ctx, func(q *db.Queries) error {
+		prev, err := q.GetTurnByRequestID(ctx, p.RequestID)
+		switch {
+		case err == nil:
+			if prev.SessionID != p.SessionID || !bytes.Equal(prev.RequestDigest, p.RequestDigest) {
+				return fmt.Errorf("request_id was used for another turn: %w", errdefs.ErrExists)
+			}
+			t = turnFromRow(prev)
+			return nil
+		case !errors.Is(pgerr.Classify(err), errdefs.ErrNotFound):
+			return err
+		}
+		sess, err := q.LockSessionShared(ctx, p.SessionID)
+		if err != nil {
+			return err
+		}
+		if SessionState(sess.State) != SessionActive {
+			return ErrSessionNotActive
+		}
+		var script pgtype.Text
+		if p.ShellScript != nil {
+			script = pgtype.Text{String: *p.ShellScript, Valid: true}
+		}
+		row, err := q.InsertTurn(ctx, db.InsertTurnParams{
+			ID: p.ID, SessionID: p.SessionID, RequestID: p.RequestID, RequestDigest: p.RequestDigest,
+			Argv: p.Argv, ShellScript: script, WorkingDirectory: p.WorkingDirectory,
+			InputCiphertext: p.Input.Ciphertext, InputNonce: p.Input.Nonce,
+			TimeoutMs: p.Timeout.Milliseconds(), QueueTimeoutMs: p.QueueTimeout.Milliseconds(),
+			MaxOutputBytes: p.MaxOutputBytes,
+		})
+		if err != nil {
+			return err
+		}
+		t, created = turnFromRow(row), true
+		return nil
+	})
+	if err != nil {
+		return Turn{}, false, fmt.Errorf("submit turn: %w", err)
+	}
+	return t, created, nil
+}
+
+// GetTurn returns a Turn; ErrNotFound when there is none.
+func (s *Store) GetTurn(ctx context.Context, id uuid.UUID) (Turn, error) {
+	row, err := s.q.GetTurn(ctx, id)
+	if err != nil {
+		return Turn{}, wrap("get turn", err)
+	}
+	return turnFromRow(row), nil
+}
+
+// ListTurns returns up to pageSize of a Session's Turns after seq
+// afterSeq, in submission order.
+func (s *Store) ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, pageSize int) ([]Turn, error) {
+	n, err := pageSizeParam(pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("list turns: %w", err)
+	}
+	rows, err := s.q.ListTurns(ctx, db.ListTurnsParams{SessionID: sessionID, AfterSeq: afterSeq, PageSize: n})
+	if err != nil {
+		return nil, wrap("list turns", err)
+	}
+	out := make([]Turn, len(rows))
+	for i, r := range rows {
+		out[i] = turnFromRow(r)
+	}
+	return out, nil
+}
+
+// ClaimNextTurn moves the Session's first queued Turn to running on the
+// connection (see the query for every condition); ok is false when there
+// is nothing to run now. A claimed Turn is never claimed again.
+func (s *Store) ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.UUID, ownerEpoch uint64) (t Turn, ok bool, err error) {
+	epoch, err := epochParam(ownerEpoch)
+	if err != nil {
+		return Turn{}, false, err
+	}
+	conn := connectionID
+	row, err := s.q.ClaimNextTurn(ctx, db.ClaimNextTurnParams{SessionID: sessionID, ConnectionID: &conn, OwnerEpoch: epoch})
+	if err != nil {
+		err = pgerr.Classify(err)
+		// No row: nothing queued; a unique violation: another claim won.
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrExists) {
+			return Turn{}, false, nil
+		}
+		return Turn{}, false, fmt.Errorf("claim turn: %w", err)
+	}
+	return turnFromRow(row), true, nil
+}
+
+// MarkTurnStarted records that the Runtime started the Turn.
+func (s *Store) MarkTurnStarted(ctx context.Context, id, connectionID uuid.UUID) (Turn, error) {
+	conn := connectionID
+	row, err := s.q.MarkTurnStarted(ctx, db.MarkTurnStartedParams{ID: id, ConnectionID: &conn})
+	if err != nil {
+		return Turn{}, protocolErr("mark turn started", err)
+	}
+	return turnFromRow(row), nil
+}
+
+// AppendTurnOutput records one chunk of a running Turn's output: only from
+// the connection it runs on, only at the stream's next offset and within
+// the Turn's bound; otherwise ErrTurnProtocol and nothing is written.
+func (s *Store) AppendTurnOutput(ctx context.Context, id, connectionID uuid.UUID, stream int16, offset int64, data []byte) error {
+	if stream != StreamStdout && stream != StreamStderr {
+		return errdefs.Invalid("stream", "must be stdout or stderr")
+	}
+	if len(data) == 0 || len(data) > MaxOutputChunk {
+		return errdefs.Invalid("data", "must be 1 to 65536 bytes")
+	}
+	conn := connectionID
+	err := s.InTx(ctx, func(q *db.Queries) error {
+		if _, err := q.AdvanceTurnOutput(ctx, db.AdvanceTurnOutputParams{
+			ID: id, ConnectionID: &conn, Stream: stream, ByteOffset: offset, Length: int64(len(data)),
+		}); err != nil {
+			return err
+		}
+		return q.InsertTurnOutput(ctx, db.InsertTurnOutputParams{TurnID: id, Stream: stream, ByteOffset: offset, Data: data})
+	})
+	if err != nil {
+		return protocolErr("append turn output", err)
+	}
+	return nil
+}
+
+// TurnResult is a Runtime's report of how a Turn ended.
+type TurnResult struct {
+	// State is terminal: completed, failed, cancelled or timed_out.
+	State       TurnState
+	ExitCode    *int32
+	Signal      int32
+	FailureCode string
+	// StdoutBytes and StderrBytes are what the process produced.
+	StdoutBytes, StderrBytes int64
+	Truncated                bool
+}
+
+// FinishTurn records a Turn's result from the connection it runs on;
+// ErrTurnProtocol when it does not run there (any more).
+func (s *Store) FinishTurn(ctx context.Context, id, connectionID uuid.UUID, r TurnResult) (Turn, error) {
+	switch r.State {
+	case TurnCompleted:
+		if r.ExitCode == nil {
+			return Turn{}, errdefs.Invalid("exit_code", "required for a completed turn")
+		}
+	case TurnFailed:
+		if r.FailureCode == "" {
+			return Turn{}, errdefs.Invalid("failure_code", "required for a failed turn")
+		}
+	case TurnCancelled, TurnTimedOut:
+	default:
+		return Turn{}, errdefs.Invalid("state", "must be completed, failed, cancelled or timed_out")
+	}
+	if r.StdoutBytes < 0 || r.StderrBytes < 0 {
+		return Turn{}, errdefs.Invalid("output_bytes", "must not be negative")
+	}
+	p := db.FinishTurnParams{
+		ID: id, ConnectionID: &connectionID, State: string(r.State), Signal: r.Signal,
+		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, Truncated: r.Truncated,
+	}
+	if r.ExitCode != nil {
+		p.ExitCode = pgtype.Int4{Int32: *r.ExitCode, Valid: true}
+	}
+	if r.FailureCode != "" {
+		p.FailureCode = pgtype.Text{String: r.FailureCode, Valid: true}
+	}
+	row, err := s.q.FinishTurn(ctx, p)
+	if err != nil {
+		return Turn{}, protocolErr("finish turn", err)
+	}
+	return turnFromRow(row), nil
+}
+
+// RequestTurnCancel records a cancellation request and returns the Turn:
+// a queued Turn is cancelled at once, a running one keeps running until
+// its Runtime reports, a terminal one is returned unchanged.
+func (s *Store) RequestTurnCancel(ctx context.Context, id uuid.UUID) (Turn, error) {
+	row, err := s.q.RequestTurnCancel(ctx, id)
+	if err == nil {
+		return turnFromRow(row), nil
+	}
+	if !errors.Is(pgerr.Classify(err), errdefs.ErrNotFound) {
+		return Turn{}, wrap("cancel turn", err)
+	}
+	return s.GetTurn(ctx, id)
+}
+
+// TurnRef names a Turn and its Session.
+type TurnRef struct {
+	ID, SessionID uuid.UUID
+}
+
+// ExpireQueuedTurns fails the queued Turns whose queue deadline passed
+// (runtime_not_ready) or whose Session is being deleted (session_deleted),
+// on the database clock, and returns them. Only the current owner acts.
+func (s *Store) ExpireQueuedTurns(ctx context.Context, ownerEpoch uint64) ([]TurnRef, error) {
+	epoch, err := epochParam(ownerEpoch)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ExpireQueuedTurns(ctx, epoch)
+	if err != nil {
+		return nil, wrap("expire queued turns", err)
+	}
+	out := make([]TurnRef, len(rows))
+	for i, r := range rows {
+		out[i] = TurnRef{ID: r.ID, SessionID: r.SessionID}
+	}
+	return out, nil
+}
+
+// UnconfirmOrphanedTurns ends the running Turns whose connection is closed
+// or was accepted by a superseded owner, and returns them. Only the
+// current owner acts.
+func (s *Store) UnconfirmOrphanedTurns(ctx context.Context, ownerEpoch uint64) ([]TurnRef, error) {
+	epoch, err := epochParam(ownerEpoch)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.q.UnconfirmOrphanedTurns(ctx, epoch)
+	if err != nil {
+		return nil, wrap("unconfirm orphaned turns", err)
+	}
+	out := make([]TurnRef, len(rows))
+	for i, r := range rows {
+		out[i] = TurnRef{ID: r.ID, SessionID: r.SessionID}
+	}
+	return out, nil
+}
+
+// OutputChunk is one recorded chunk of a Turn's output.
+type OutputChunk struct {
+	Seq    int64
+	Stream int16
+	Offset int64
+	Data   []byte
+}
+
+// ReadTurnOutput returns up to limit chunks recorded after seq afterSeq,
+// in arrival order.
+func (s *Store) ReadTurnOutput(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]OutputChunk, error) {
+	n, err := pageSizeParam(limit)
+	if err != nil {
+		return nil, fmt.Errorf("read turn output: %w", err)
+	}
+	rows, err := s.q.ReadTurnOutput(ctx, db.ReadTurnOutputParams{TurnID: id, AfterSeq: afterSeq, PageSize: n})
+	if err != nil {
+		return nil, wrap("read turn output", err)
+	}
+	out := make([]OutputChunk, len(rows))
+	for i, r := range rows {
+		out[i] = OutputChunk{Seq: r.Seq, Stream: r.Stream, Offset: r.ByteOffset, Data: r.Data}
+	}
+	return out, nil
+}
+
+// protocolErr turns "no row" of a Runtime report into ErrTurnProtocol.
+func protocolErr(op string, err error) error {
+	err = pgerr.Classify(err)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("%s: %w", op, ErrTurnProtocol)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
