@@ -24,6 +24,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox"
@@ -34,6 +35,7 @@ import (
 	"berth.dev/core/admin"
 	"berth.dev/core/deployment"
 	"berth.dev/core/enrollment"
+	"berth.dev/core/gateway"
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/nodeadmin"
 	"berth.dev/core/nodes"
@@ -41,6 +43,8 @@ import (
 	"berth.dev/core/sessionadmin"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
+	"berth.dev/core/turnadmin"
+	"berth.dev/core/turns"
 )
 
 // Config is berth-core's configuration.
@@ -63,6 +67,14 @@ type Config struct {
 	AdminListen string
 	// Listen is the public listener (enrollment) address.
 	Listen string
+	// RuntimeListen is the Runtime gateway's address (berth.runtime.v1,
+	// plaintext gRPC: the installation's public URL, http://..., names it,
+	// or a TLS-terminating proxy in front of it for https://...). Empty
+	// serves no gateway.
+	RuntimeListen string
+	// RuntimeKeepalive is the gateway's keepalive interval
+	// (gateway.DefaultKeepalive when 0).
+	RuntimeKeepalive time.Duration
 	// LeaseTTL is the execution lease's lifetime (renewed at a third).
 	LeaseTTL time.Duration
 	// NodeInterval is how often node connections are reconciled.
@@ -94,9 +106,9 @@ var ErrLeaseLost = fmt.Errorf("execution lease lost: %w", errdefs.ErrFenced)
 
 // Ready describes a serving Core, for callers that started it.
 type Ready struct {
-	AdminAddr, PublicAddr string
-	InstallationID        string
-	OwnerEpoch            uint64
+	AdminAddr, PublicAddr, RuntimeAddr string
+	InstallationID                     string
+	OwnerEpoch                         uint64
 }
 
 // Run runs Core until ctx ends or the lease is lost.
@@ -219,6 +231,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		Store: st, Key: masterKey, Installation: inst, Log: log, Interval: cfg.LifecycleInterval,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return manager.Provider(id) },
 	})
+	turnSvc := turns.New(st, masterKey, inst.ID, uuid.New, turns.NewHub())
 	sessionAdmin, err := sessionadmin.NewService(sessionSvc, st, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
@@ -239,6 +252,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		Deployment:  deployment.NewServer(deploySvc),
 		Sessions:    sessionadmin.NewSessionServer(sessionAdmin),
 		Allocations: sessionadmin.NewAllocationServer(sessionAdmin),
+		Turns:       turnadmin.New(turnSvc, pages),
 	})
 	adminLis, err := net.Listen("tcp", cfg.AdminListen)
 	if err != nil {
@@ -246,9 +260,34 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		return fmt.Errorf("admin listener: %w", err)
 	}
 
-	errc := make(chan error, 2)
+	// The Runtime gateway: plaintext gRPC with keepalive enforcement
+	// loose enough for idle Runtimes.
+	runtimeSrv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+		MinTime: 10 * time.Second, PermitWithoutStream: true,
+	}))
+	gateway.New(gateway.Config{
+		Store: st, Turns: turnSvc, OwnerEpoch: epoch, NewID: uuid.New, Keepalive: cfg.RuntimeKeepalive,
+		Log: log.With("component", "gateway"),
+	}).Register(runtimeSrv)
+	var runtimeLis net.Listener
+	if cfg.RuntimeListen != "" {
+		runtimeLis, err = net.Listen("tcp", cfg.RuntimeListen)
+		if err != nil {
+			publicLis.Close()
+			adminLis.Close()
+			return fmt.Errorf("runtime listener: %w", err)
+		}
+	}
+
+	errc := make(chan error, 3)
 	go func() { errc <- public.Serve(publicLis) }()
 	go func() { errc <- adminSrv.Serve(adminLis) }()
+	runtimeAddr := ""
+	if runtimeLis != nil {
+		runtimeAddr = runtimeLis.Addr().String()
+		go func() { errc <- runtimeSrv.Serve(runtimeLis) }()
+	}
+	go turnSvc.Sweep(ctx, epoch, log.With("component", "turns"))
 	managerDone := make(chan struct{})
 	go func() { manager.Run(ctx); close(managerDone) }()
 	// One lifecycle worker per enabled node, kept while Core runs.
@@ -265,9 +304,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		}
 	}()
 	log.Info("serving", "admin", adminLis.Addr().String(), "public", publicLis.Addr().String(),
-		"installation", inst.ID.String(), "owner_epoch", epoch)
+		"runtime", runtimeAddr, "installation", inst.ID.String(), "owner_epoch", epoch)
 	if ready != nil {
-		ready(Ready{AdminAddr: adminLis.Addr().String(), PublicAddr: publicLis.Addr().String(), InstallationID: inst.ID.String(), OwnerEpoch: epoch})
+		ready(Ready{AdminAddr: adminLis.Addr().String(), PublicAddr: publicLis.Addr().String(), RuntimeAddr: runtimeAddr, InstallationID: inst.ID.String(), OwnerEpoch: epoch})
 	}
 
 	var runErr error
@@ -282,6 +321,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	cancel(nil)
 	public.GracefulStop()
 	adminSrv.GracefulStop()
+	// Runtime streams never end by themselves: stop them hard. Their
+	// Turns become unconfirmed only if they were running.
+	runtimeSrv.Stop()
 	coordinator.Close()
 	<-managerDone
 	log.Info("stopped")

@@ -45,7 +45,7 @@ func (g *sessionServer) CreateSession(ctx context.Context, req *adminv1.CreateSe
 	if err != nil {
 		return nil, admin.ToStatus(err)
 	}
-	return &adminv1.CreateSessionResponse{Session: SessionProto(b)}, nil
+	return &adminv1.CreateSessionResponse{Session: g.proto(ctx, b)}, nil
 }
 
 // outputOnlyEmpty refuses a CreateSession whose session sets an output
@@ -71,12 +71,23 @@ func outputOnlyEmpty(s *adminv1.Session) error {
 	return nil
 }
 
+// proto maps one Session with its Runtime readiness; a failed readiness
+// read reports no Runtime fact rather than failing the call, since the
+// Session itself was read (and possibly changed) already.
+func (g *sessionServer) proto(ctx context.Context, b store.SessionBundle) *adminv1.Session {
+	ready, err := g.svc.Readiness(ctx, b)
+	if err != nil {
+		return SessionProto(b, store.RuntimeReadiness{})
+	}
+	return SessionProto(b, ready[b.Allocation.ID])
+}
+
 func (g *sessionServer) GetSession(ctx context.Context, req *adminv1.GetSessionRequest) (*adminv1.GetSessionResponse, error) {
 	b, err := g.svc.GetSession(ctx, req.GetName())
 	if err != nil {
 		return nil, admin.ToStatus(err)
 	}
-	return &adminv1.GetSessionResponse{Session: SessionProto(b)}, nil
+	return &adminv1.GetSessionResponse{Session: g.proto(ctx, b)}, nil
 }
 
 func (g *sessionServer) ListSessions(ctx context.Context, req *adminv1.ListSessionsRequest) (*adminv1.ListSessionsResponse, error) {
@@ -85,8 +96,12 @@ func (g *sessionServer) ListSessions(ctx context.Context, req *adminv1.ListSessi
 		return nil, admin.ToStatus(err)
 	}
 	resp := &adminv1.ListSessionsResponse{NextPageToken: next}
+	ready, err := g.svc.Readiness(ctx, page...)
+	if err != nil {
+		return nil, admin.ToStatus(err)
+	}
 	for _, b := range page {
-		resp.Sessions = append(resp.Sessions, SessionProto(b))
+		resp.Sessions = append(resp.Sessions, SessionProto(b, ready[b.Allocation.ID]))
 	}
 	return resp, nil
 }
@@ -96,7 +111,7 @@ func (g *sessionServer) DeleteSession(ctx context.Context, req *adminv1.DeleteSe
 	if err != nil {
 		return nil, admin.ToStatus(err)
 	}
-	return &adminv1.DeleteSessionResponse{Session: SessionProto(b)}, nil
+	return &adminv1.DeleteSessionResponse{Session: g.proto(ctx, b)}, nil
 }
 
 type allocationServer struct {
@@ -157,8 +172,13 @@ func SessionState(b store.SessionBundle) adminv1.Session_State {
 	return adminv1.Session_STATE_PROVISIONING
 }
 
-// SessionProto is the API form of a Session.
-func SessionProto(b store.SessionBundle) *adminv1.Session {
+// SessionProto is the API form of a Session, with r the Runtime readiness
+// of its allocation. Each readiness fact has its own evidence and none is
+// inferred from another: runtime_connected needs an open gateway
+// connection under the current owner epoch, capabilities_prepared its
+// preparation report, and execution_admitted both of those on an active
+// Session with available compute.
+func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Session {
 	out := &adminv1.Session{
 		Name:        admin.SessionName.Format(b.Session.ID.String()),
 		DisplayName: b.Session.DisplayName,
@@ -166,14 +186,11 @@ func SessionProto(b store.SessionBundle) *adminv1.Session {
 		CreateTime:  timestamp(&b.Session.CreatedAt),
 		DeleteTime:  timestamp(b.Session.DeleteRequestedAt),
 		Environment: &adminv1.Environment{
-			ComputeAvailable: ComputeAvailable(b),
-			// runtime_connected, capabilities_prepared and
-			// execution_admitted are each established by the Runtime
-			// gateway's own evidence, which is a later issue: until it
-			// exists nothing proves them, so they are reported false.
-			RuntimeConnected:     false,
-			CapabilitiesPrepared: false,
-			ExecutionAdmitted:    false,
+			ComputeAvailable:     ComputeAvailable(b),
+			RuntimeConnected:     r.Connected,
+			CapabilitiesPrepared: r.Connected && r.Prepared,
+			ExecutionAdmitted: r.Connected && r.Prepared && ComputeAvailable(b) &&
+				b.Session.State == store.SessionActive,
 		},
 	}
 	if b.Placement.NodeID != uuid.Nil {

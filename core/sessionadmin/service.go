@@ -148,6 +148,21 @@ func (s *Service) ListSessions(ctx context.Context, pageSize int32, pageToken st
 	return page, s.encode(next, scope), nil
 }
 
+// Readiness returns the Runtime readiness of the bundles' allocations.
+func (s *Service) Readiness(ctx context.Context, bundles ...store.SessionBundle) (map[uuid.UUID]store.RuntimeReadiness, error) {
+	ids := make([]uuid.UUID, 0, len(bundles))
+	for _, b := range bundles {
+		if b.Allocation.ID != uuid.Nil {
+			ids = append(ids, b.Allocation.ID)
+		}
+	}
+	r, err := s.store.RuntimeReadiness(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("runtime readiness: %w", err)
+	}
+	return r, nil
+}
+
 // GetAllocation returns allocation name ("allocations/{allocation}").
 func (s *Service) GetAllocation(ctx context.Context, name string) (store.SessionAllocation, error) {
 	id, err := parseID("name", name, admin.AllocationName)

@@ -108,6 +108,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	fs.StringVar(&cfg.MasterKeyFile, "master-key-file", "", "master key file shared by every Core of the installation (default STATE_DIR/master.key, created on first start)")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:7000", "admin API address (loopback only)")
 	fs.StringVar(&cfg.Listen, "listen", ":7443", "public address: node enrollment over TLS")
+	fs.StringVar(&cfg.RuntimeListen, "runtime-listen", "", "Runtime gateway address (berth.runtime.v1, plaintext gRPC) that --public-url names; empty: no gateway, Runtimes cannot connect")
+	fs.DurationVar(&cfg.RuntimeKeepalive, "runtime-keepalive", 0, "interval of the gateway's keepalives to idle Runtimes (default 15s)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "execution lease lifetime")
 	fs.DurationVar(&cfg.NodeInterval, "node-interval", 5*time.Second, "how often node connections are reconciled")
 	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", 2*time.Second, "wait between a node worker's lifecycle passes")

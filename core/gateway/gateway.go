@@ -1,0 +1,495 @@
+// Package gateway is Core's side of the Core-Runtime protocol
+// (berth.runtime.v1): it authenticates each Runtime's Connect stream with
+// its device id and dedicated credential, records the connection with a
+// durable generation, and delivers the Session's queued Turns one at a
+// time, recording their output and results.
+//
+// Rules:
+//   - A Runtime is accepted only for the exact device, allocation and
+//     Session binding, with settled creation and completed bootstrap, and
+//     only while this Core holds the current owner epoch (store.AcceptRuntime).
+//   - Turns go only to a connection that reported its preparation; a Turn
+//     is claimed in the database before it is sent and never sent again:
+//     when the connection ends first it becomes unconfirmed.
+//   - Between Turns Core sends service keepalives; a Runtime that stops
+//     answering is disconnected.
+//   - Errors on the wire carry only fixed reasons (runtimev1 Reason*),
+//     never native text, ids or credentials; the credential is compared by
+//     digest and never logged.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	runtimev1 "berth.dev/proto/berth/runtime/v1"
+
+	"berth.dev/core/store"
+	"berth.dev/core/turns"
+)
+
+// Defaults of Config.
+const (
+	DefaultKeepalive  = 15 * time.Second
+	DefaultHelloWait  = 10 * time.Second
+	DefaultSettleWait = 5 * time.Second
+	// missedKeepalives is how many unanswered keepalive intervals end a
+	// connection.
+	missedKeepalives = 3
+	// timeoutGrace is how long past a Turn's timeout Core waits for the
+	// Runtime's result before it cancels, and then ends the connection.
+	timeoutGrace = 30 * time.Second
+	recordTimeout = 10 * time.Second
+	maxCredential = 512
+)
+
+// Config configures a Gateway.
+type Config struct {
+	Store *store.Store
+	Turns *turns.Service
+	// OwnerEpoch is this Core's owner epoch.
+	OwnerEpoch uint64
+	NewID      func() uuid.UUID
+	// Keepalive is the interval of service keepalives (DefaultKeepalive
+	// when 0).
+	Keepalive time.Duration
+	// SettleWait is how long a hello waits for Core to observe the
+	// allocation's settled creation before runtime_not_admitted.
+	SettleWait time.Duration
+	Log        *slog.Logger
+}
+
+// Gateway serves berth.runtime.v1.
+type Gateway struct {
+	runtimev1.UnimplementedRuntimeGatewayServiceServer
+	cfg Config
+}
+
+// New returns a Gateway.
+func New(cfg Config) *Gateway {
+	if cfg.Keepalive <= 0 {
+		cfg.Keepalive = DefaultKeepalive
+	}
+	if cfg.SettleWait <= 0 {
+		cfg.SettleWait = DefaultSettleWait
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Gateway{cfg: cfg}
+}
+
+// Register registers the gateway on s.
+func (g *Gateway) Register(s *grpc.Server) { runtimev1.RegisterRuntimeGatewayServiceServer(s, g) }
+
+// stream is the Connect stream as the gateway uses it.
+type stream = grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
+
+// refusal is a wire error with a fixed reason.
+func refusal(c codes.Code, reason, msg string) error {
+	st := status.New(c, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: runtimev1.ErrorDomain, Reason: reason}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+var (
+	errCredential = refusal(codes.Unauthenticated, runtimev1.ReasonCredentialRejected, "runtime credential rejected")
+	errRevoked    = refusal(codes.PermissionDenied, runtimev1.ReasonRevoked, "runtime revoked")
+	errProtocol   = refusal(codes.FailedPrecondition, runtimev1.ReasonProtocolMismatch, "protocol version mismatch")
+	errNotAdmit   = refusal(codes.Unavailable, runtimev1.ReasonNotAdmitted, "runtime not admitted yet")
+	errInvalid    = refusal(codes.InvalidArgument, runtimev1.ReasonInvalidMessage, "message out of protocol")
+	errInternal   = refusal(codes.Unavailable, runtimev1.ReasonNotAdmitted, "core cannot serve the connection now")
+)
+
+// Connect serves one Runtime connection.
+func (g *Gateway) Connect(s stream) error {
+	ctx := s.Context()
+	in := make(chan *runtimev1.ConnectRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case in <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	var hello *runtimev1.Hello
+	select {
+	case m := <-in:
+		hello = m.GetHello()
+	case <-recvErr:
+		return nil
+	case <-time.After(DefaultHelloWait):
+		return errInvalid
+	case <-ctx.Done():
+		return nil
+	}
+	grant, err := g.accept(ctx, hello)
+	if err != nil {
+		return err
+	}
+	c := &conn{g: g, s: s, grant: grant, log: g.cfg.Log.With("connection", grant.Connection.ID.String(),
+		"session", grant.SessionID.String(), "generation", grant.Connection.Generation)}
+	defer c.close()
+	g.cfg.Turns.Hub().Notify(grant.Unconfirmed...)
+	if err := s.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Welcome{Welcome: &runtimev1.Welcome{
+		ConnectionId:         grant.Connection.ID.String(),
+		ConnectionGeneration: grant.Connection.Generation,
+		KeepaliveInterval:    durationpb.New(g.cfg.Keepalive),
+	}}}); err != nil {
+		return nil
+	}
+	c.log.Info("runtime connected")
+	return c.serve(ctx, in, recvErr)
+}
+
+// accept checks the hello and records the connection, waiting up to
+// SettleWait for the allocation's creation to be observed settled.
+func (g *Gateway) accept(ctx context.Context, h *runtimev1.Hello) (store.RuntimeGrant, error) {
+	if h == nil {
+		return store.RuntimeGrant{}, errInvalid
+	}
+	if h.GetProtocolVersion() != runtimev1.ProtocolVersion {
+		return store.RuntimeGrant{}, errProtocol
+	}
+	device, err := uuid.Parse(h.GetDeviceId())
+	if err != nil || device.String() != h.GetDeviceId() || len(h.GetCredential()) == 0 || len(h.GetCredential()) > maxCredential {
+		return store.RuntimeGrant{}, errCredential
+	}
+	deadline := time.Now().Add(g.cfg.SettleWait)
+	for {
+		grant, err := g.cfg.Store.AcceptRuntime(ctx, store.AcceptRuntimeParams{
+			ConnectionID: g.cfg.NewID(), DeviceID: device, Credential: []byte(h.GetCredential()),
+			OwnerEpoch: g.cfg.OwnerEpoch, RuntimeVersion: h.GetRuntimeVersion(),
+		})
+		switch {
+		case err == nil:
+			return grant, nil
+		case errors.Is(err, store.ErrRuntimeCredential):
+			g.cfg.Log.Warn("runtime credential rejected")
+			return store.RuntimeGrant{}, errCredential
+		case errors.Is(err, store.ErrRuntimeRevoked):
+			return store.RuntimeGrant{}, errRevoked
+		case errors.Is(err, store.ErrRuntimeNotAdmitted):
+			if time.Now().After(deadline) {
+				return store.RuntimeGrant{}, errNotAdmit
+			}
+		default:
+			g.cfg.Log.Warn("accept runtime failed", "err", err)
+			return store.RuntimeGrant{}, errInternal
+		}
+		select {
+		case <-ctx.Done():
+			return store.RuntimeGrant{}, errNotAdmit
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// conn is one accepted connection.
+type conn struct {
+	g        *Gateway
+	s        stream
+	grant    store.RuntimeGrant
+	log      *slog.Logger
+	prepared bool
+	// current is the Turn delivered and not finished, if any.
+	current    *store.Turn
+	cancelSent bool
+	keepalive  int64
+	lastAnswer time.Time
+}
+
+func (c *conn) id() uuid.UUID { return c.grant.Connection.ID }
+
+// serve runs the connection until the Runtime leaves, breaks the
+// protocol, is revoked or stops answering.
+func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, recvErr <-chan error) error {
+	hub := c.g.cfg.Turns.Hub()
+	tick := time.NewTicker(c.g.cfg.Keepalive)
+	defer tick.Stop()
+	c.lastAnswer = time.Now()
+	for {
+		wake := hub.Wait(c.grant.SessionID)
+		woken := false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-recvErr:
+			// The Runtime left (EOF) or the transport broke: either way
+			// the connection is over and close records it.
+			return nil
+		case m := <-in:
+			c.lastAnswer = time.Now()
+			if err := c.handle(ctx, m); err != nil {
+				return err
+			}
+		case <-wake:
+			woken = true
+		case <-tick.C:
+			woken = true
+			if err := c.housekeeping(ctx); err != nil {
+				return err
+			}
+		}
+		if err := c.dispatch(ctx, woken); err != nil {
+			return err
+		}
+	}
+}
+
+// handle applies one Runtime message.
+func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
+	st := c.g.cfg.Store
+	switch m.GetMessage().(type) {
+	case *runtimev1.ConnectRequest_Prepared:
+		if _, err := st.MarkRuntimePrepared(ctx, c.id()); err != nil {
+			return c.storeErr("mark prepared", err)
+		}
+		c.prepared = true
+		c.log.Info("runtime prepared")
+		return nil
+	case *runtimev1.ConnectRequest_KeepaliveAck:
+		if err := st.TouchRuntimeConnection(ctx, c.id()); err != nil {
+			return c.storeErr("keepalive", err)
+		}
+		return nil
+	case *runtimev1.ConnectRequest_TurnStarted:
+		if !c.isCurrent(m.GetTurnStarted().GetTurnId()) {
+			return errInvalid
+		}
+		if _, err := st.MarkTurnStarted(ctx, c.current.ID, c.id()); err != nil {
+			return c.storeErr("turn started", err)
+		}
+		return nil
+	case *runtimev1.ConnectRequest_TurnOutput:
+		o := m.GetTurnOutput()
+		if !c.isCurrent(o.GetTurnId()) {
+			return errInvalid
+		}
+		var sid int16
+		switch o.GetStream() {
+		case runtimev1.OutputStream_OUTPUT_STREAM_STDOUT:
+			sid = store.StreamStdout
+		case runtimev1.OutputStream_OUTPUT_STREAM_STDERR:
+			sid = store.StreamStderr
+		default:
+			return errInvalid
+		}
+		if err := st.AppendTurnOutput(ctx, c.current.ID, c.id(), sid, o.GetOffset(), o.GetData()); err != nil {
+			return c.storeErr("turn output", err)
+		}
+		c.g.cfg.Turns.Hub().Notify(c.current.ID)
+		return nil
+	case *runtimev1.ConnectRequest_TurnResult:
+		r := m.GetTurnResult()
+		if !c.isCurrent(r.GetTurnId()) {
+			return errInvalid
+		}
+		res, ok := resultFromWire(r)
+		if !ok {
+			return errInvalid
+		}
+		t, err := st.FinishTurn(ctx, c.current.ID, c.id(), res)
+		if err != nil {
+			return c.storeErr("turn result", err)
+		}
+		c.log.Info("turn finished", "turn", t.ID.String(), "state", string(t.State))
+		c.g.cfg.Turns.Hub().Notify(t.ID, t.SessionID)
+		c.current, c.cancelSent = nil, false
+		return nil
+	default:
+		return errInvalid
+	}
+}
+
+func (c *conn) isCurrent(id string) bool {
+	return c.current != nil && id == c.current.ID.String()
+}
+
+// storeErr ends the connection after a failed record: a report that does
+// not fit the Turn is a protocol error; anything else is Core's problem,
+// and the Runtime retries.
+func (c *conn) storeErr(op string, err error) error {
+	if errors.Is(err, store.ErrTurnProtocol) {
+		c.log.Warn("runtime report out of protocol", "op", op)
+		return errInvalid
+	}
+	c.log.Warn("record runtime report failed", "op", op, "err", err)
+	return errInternal
+}
+
+// dispatch delivers the next queued Turn when the Runtime is prepared and
+// idle, and, when woken, forwards a cancellation of the current one.
+func (c *conn) dispatch(ctx context.Context, woken bool) error {
+	if !c.prepared {
+		return nil
+	}
+	if c.current != nil {
+		if c.cancelSent || !woken {
+			return nil
+		}
+		t, err := c.g.cfg.Store.GetTurn(ctx, c.current.ID)
+		if err != nil {
+			return c.storeErr("read turn", err)
+		}
+		if t.CancelRequestedAt != nil {
+			return c.sendCancel()
+		}
+		return nil
+	}
+	t, ok, err := c.g.cfg.Store.ClaimNextTurn(ctx, c.grant.SessionID, c.id(), c.g.cfg.OwnerEpoch)
+	if err != nil {
+		return c.storeErr("claim turn", err)
+	}
+	if !ok {
+		return nil
+	}
+	c.current, c.cancelSent = &t, false
+	msg, err := c.runTurn(t)
+	if err != nil {
+		// The Turn is claimed: it is never delivered; ending the
+		// connection makes it unconfirmed.
+		c.log.Warn("prepare turn failed", "turn", t.ID.String())
+		return errInternal
+	}
+	if err := c.s.Send(msg); err != nil {
+		return nil
+	}
+	c.log.Info("turn delivered", "turn", t.ID.String())
+	return nil
+}
+
+func (c *conn) runTurn(t store.Turn) (*runtimev1.ConnectResponse, error) {
+	in, err := c.g.cfg.Turns.OpenInput(t)
+	if err != nil {
+		return nil, err
+	}
+	rt := &runtimev1.RunTurn{
+		TurnId: t.ID.String(), WorkingDirectory: t.WorkingDirectory, Env: in.Env, Stdin: in.Stdin,
+		Timeout: durationpb.New(t.Timeout), MaxOutputBytes: t.MaxOutputBytes,
+	}
+	if t.ShellScript != nil {
+		rt.Program = &runtimev1.RunTurn_ShellScript{ShellScript: *t.ShellScript}
+	} else {
+		rt.Program = &runtimev1.RunTurn_Argv{Argv: &runtimev1.Argv{Args: t.Argv}}
+	}
+	return &runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_RunTurn{RunTurn: rt}}, nil
+}
+
+func (c *conn) sendCancel() error {
+	c.cancelSent = true
+	if err := c.s.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_CancelTurn{
+		CancelTurn: &runtimev1.CancelTurn{TurnId: c.current.ID.String()}}}); err != nil {
+		return io.EOF
+	}
+	return nil
+}
+
+// housekeeping runs on every keepalive tick: keepalive (between Turns),
+// liveness, revocation and the timeout backstop.
+func (c *conn) housekeeping(ctx context.Context) error {
+	if time.Since(c.lastAnswer) > missedKeepalives*c.g.cfg.Keepalive {
+		c.log.Warn("runtime stopped answering")
+		return errNotAdmit
+	}
+	conn, err := c.g.cfg.Store.GetRuntimeConnection(ctx, c.id())
+	if err != nil {
+		return c.storeErr("read connection", err)
+	}
+	if conn.DisconnectedAt != nil {
+		return errNotAdmit // replaced by a newer connection of the device
+	}
+	sess, err := c.g.cfg.Store.GetSession(ctx, c.grant.SessionID)
+	if err != nil {
+		return c.storeErr("read session", err)
+	}
+	if sess.Session.State != store.SessionActive {
+		return errRevoked
+	}
+	if c.current != nil {
+		if c.current.DispatchedAt != nil {
+			over := time.Since(*c.current.DispatchedAt) - c.current.Timeout
+			switch {
+			case over > 2*timeoutGrace:
+				c.log.Warn("runtime did not report a timed-out turn")
+				return errNotAdmit
+			case over > timeoutGrace && !c.cancelSent:
+				return c.sendCancel()
+			}
+		}
+		return nil
+	}
+	c.keepalive++
+	if err := c.s.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{
+		Keepalive: &runtimev1.Keepalive{Sequence: c.keepalive}}}); err != nil {
+		return io.EOF
+	}
+	return nil
+}
+
+// close records the end of the connection; a Turn still running on it
+// becomes unconfirmed.
+func (c *conn) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	ids, err := c.g.cfg.Store.CloseRuntimeConnection(ctx, c.id())
+	if err != nil {
+		c.log.Warn("record disconnect failed", "err", err)
+		return
+	}
+	c.g.cfg.Turns.Hub().Notify(append(ids, c.grant.SessionID)...)
+	c.log.Info("runtime disconnected", "unconfirmed_turns", len(ids))
+}
+
+// resultFromWire maps a TurnResult; ok is false when it is malformed.
+func resultFromWire(r *runtimev1.TurnResult) (store.TurnResult, bool) {
+	res := store.TurnResult{
+		Signal: r.GetSignal(), StdoutBytes: r.GetStdoutBytes(), StderrBytes: r.GetStderrBytes(),
+		Truncated: r.GetStdoutTruncated() || r.GetStderrTruncated(),
+	}
+	switch r.GetOutcome() {
+	case runtimev1.TurnResult_OUTCOME_EXITED:
+		code := r.GetExitCode()
+		res.State, res.ExitCode = store.TurnCompleted, &code
+	case runtimev1.TurnResult_OUTCOME_TIMED_OUT:
+		res.State = store.TurnTimedOut
+	case runtimev1.TurnResult_OUTCOME_CANCELLED:
+		res.State = store.TurnCancelled
+	case runtimev1.TurnResult_OUTCOME_FAILED:
+		res.State = store.TurnFailed
+		switch r.GetFailureCode() {
+		case "invalid_turn", "working_directory_missing", "program_not_found", "start_failed":
+			res.FailureCode = r.GetFailureCode()
+		default:
+			res.FailureCode = "start_failed"
+		}
+	default:
+		return store.TurnResult{}, false
+	}
+	if res.Signal < 0 || res.Signal > 128 || res.StdoutBytes < 0 || res.StderrBytes < 0 {
+		return store.TurnResult{}, false
+	}
+	return res, true
+}
+

@@ -1,0 +1,18 @@
+// Package turns is the logic of Turns: validating and queueing them for a
+// Session (with their environment and stdin sealed at rest), reading,
+// listing and cancelling them, streaming their recorded output, and the
+// sweeper that fails Turns no Runtime picked up in time. The Runtime
+// gateway (core/gateway) delivers them; the admin API (core/turnadmin)
+// exposes them.
+//
+// Rules:
+//   - A Turn runs at most once: it is queued once per request id, claimed
+//     once, and a Turn whose connection ends before its result becomes
+//     unconfirmed, never queued again.
+//   - Environment values and stdin may be secrets: they are sealed under
+//     the installation key bound to the Turn id, never logged, never
+//     returned, and the request digest that tells a retry from another
+//     Turn is an HMAC under a derived key, not a plain hash.
+//   - Lifecycle times (queue deadlines, expiry) come from the database
+//     clock.
+package turns

@@ -1,0 +1,365 @@
+package turns
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/secrets"
+	"berth.dev/core/store"
+	"berth.dev/sandbox/errdefs"
+)
+
+// Bounds and defaults of a Turn.
+const (
+	DefaultTimeout      = 10 * time.Minute
+	MaxTimeout          = 24 * time.Hour
+	DefaultQueueTimeout = 5 * time.Minute
+	MaxQueueTimeout     = time.Hour
+	// MaxOutputBytes bounds each recorded output stream.
+	MaxOutputBytes = 1 << 20
+	MaxStdinBytes  = 1 << 20
+	MaxArgs        = 1024
+	MaxArgBytes    = 64 << 10
+	MaxScriptBytes = 256 << 10
+	MaxEnv         = 256
+	MaxEnvBytes    = 64 << 10
+	// WorkspaceRoot is where working directories must be.
+	WorkspaceRoot = "/workspace"
+	// ReservedEnvPrefix marks environment names Berth keeps for itself.
+	ReservedEnvPrefix = "BERTH_"
+	// sweepInterval is how often the sweeper runs.
+	sweepInterval = time.Second
+)
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Command is what a Turn runs: exactly one of Argv and Script.
+type Command struct {
+	Argv   []string
+	Script *string
+}
+
+// SubmitRequest is a Turn to queue.
+type SubmitRequest struct {
+	SessionID        uuid.UUID
+	RequestID        uuid.UUID
+	Command          Command
+	WorkingDirectory string
+	Env              map[string]string
+	Stdin            []byte
+	// Timeout and QueueTimeout: zero means the default.
+	Timeout      time.Duration
+	QueueTimeout time.Duration
+}
+
+// Input is a Turn's sealed part.
+type Input struct {
+	Env   map[string]string `json:"env,omitempty"`
+	Stdin []byte            `json:"stdin,omitempty"`
+}
+
+// Service is the Turn logic.
+type Service struct {
+	store        *store.Store
+	key          secrets.Key
+	installation uuid.UUID
+	newID        func() uuid.UUID
+	hub          *Hub
+	digestKey    []byte
+}
+
+// New returns a Service. key seals Turn input, bound to installation;
+// newID makes Turn ids; hub wakes the gateway and output streams.
+func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, hub *Hub) *Service {
+	return &Service{store: st, key: key, installation: installation, newID: newID, hub: hub,
+		digestKey: key.Derive("turn-request-digest")}
+}
+
+// Hub returns the Service's hub.
+func (s *Service) Hub() *Hub { return s.hub }
+
+// Validate checks r and fills in its defaults. Every error is an
+// errdefs.FieldError naming the admin API field.
+func (r *SubmitRequest) Validate() error {
+	switch {
+	case r.SessionID == uuid.Nil:
+		return errdefs.Invalid("parent", "must name a Session")
+	case r.RequestID == uuid.Nil:
+		return errdefs.Invalid("request_id", "must be a UUID")
+	}
+	c := r.Command
+	switch {
+	case c.Argv != nil && c.Script != nil, c.Argv == nil && c.Script == nil:
+		return errdefs.Invalid("turn.command", "exactly one of argv and shell_script")
+	case c.Argv != nil:
+		if len(c.Argv) == 0 || len(c.Argv) > MaxArgs {
+			return errdefs.Invalid("turn.command.argv.args", fmt.Sprintf("must have 1 to %d arguments", MaxArgs))
+		}
+		if c.Argv[0] == "" {
+			return errdefs.Invalid("turn.command.argv.args", "the program must not be empty")
+		}
+		for _, a := range c.Argv {
+			if len(a) > MaxArgBytes || !cleanText(a) {
+				return errdefs.Invalid("turn.command.argv.args", "each argument must be UTF-8 without NUL, at most 64 KiB")
+			}
+		}
+	default:
+		if *c.Script == "" || len(*c.Script) > MaxScriptBytes || !cleanText(*c.Script) {
+			return errdefs.Invalid("turn.command.shell_script", "must be 1 byte to 256 KiB of UTF-8 without NUL")
+		}
+	}
+	if r.WorkingDirectory == "" {
+		r.WorkingDirectory = WorkspaceRoot
+	}
+	wd := r.WorkingDirectory
+	if len(wd) > 4096 || !cleanText(wd) || !path.IsAbs(wd) || path.Clean(wd) != wd ||
+		(wd != WorkspaceRoot && !strings.HasPrefix(wd, WorkspaceRoot+"/")) {
+		return errdefs.Invalid("turn.working_directory", "must be a clean absolute path under /workspace")
+	}
+	if len(r.Env) > MaxEnv {
+		return errdefs.Invalid("turn.env", fmt.Sprintf("at most %d variables", MaxEnv))
+	}
+	for k, v := range r.Env {
+		switch {
+		case !envName.MatchString(k) || len(k) > 256:
+			return errdefs.Invalid("turn.env", "names must match [A-Za-z_][A-Za-z0-9_]*")
+		case strings.HasPrefix(strings.ToUpper(k), ReservedEnvPrefix):
+			return errdefs.Invalid("turn.env", "names starting with BERTH_ are reserved")
+		case len(v) > MaxEnvBytes || !cleanText(v):
+			return errdefs.Invalid("turn.env", "values must be UTF-8 without NUL, at most 64 KiB")
+		}
+	}
+	if len(r.Stdin) > MaxStdinBytes {
+		return errdefs.Invalid("turn.stdin", "at most 1 MiB")
+	}
+	switch {
+	case r.Timeout == 0:
+		r.Timeout = DefaultTimeout
+	case r.Timeout < time.Second || r.Timeout > MaxTimeout:
+		return errdefs.Invalid("turn.timeout", "must be between 1s and 24h")
+	}
+	switch {
+	case r.QueueTimeout == 0:
+		r.QueueTimeout = DefaultQueueTimeout
+	case r.QueueTimeout < time.Second || r.QueueTimeout > MaxQueueTimeout:
+		return errdefs.Invalid("turn.queue_timeout", "must be between 1s and 1h")
+	}
+	return nil
+}
+
+func cleanText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// digest identifies the request's content with an HMAC under a derived
+// key, so a stored digest reveals nothing about secret inputs.
+func (s *Service) digest(r SubmitRequest) ([]byte, error) {
+	canon, err := json.Marshal(struct {
+		Session uuid.UUID
+		Command Command
+		WD      string
+		Env     map[string]string
+		Stdin   []byte
+		Timeout time.Duration
+		Queue   time.Duration
+	}{r.SessionID, r.Command, r.WorkingDirectory, r.Env, r.Stdin, r.Timeout, r.QueueTimeout})
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, s.digestKey)
+	m.Write(canon)
+	return m.Sum(nil), nil
+}
+
+// Submit validates and queues a Turn. A retry with the same request id
+// returns the first Turn and queues nothing; with different content it is
+// errdefs.ErrExists. A Session being deleted is
+// errdefs.ErrFailedPrecondition.
+func (s *Service) Submit(ctx context.Context, r SubmitRequest) (store.Turn, error) {
+	if err := r.Validate(); err != nil {
+		return store.Turn{}, err
+	}
+	digest, err := s.digest(r)
+	if err != nil {
+		return store.Turn{}, fmt.Errorf("submit turn: %w", err)
+	}
+	id := s.newID()
+	plain, err := json.Marshal(Input{Env: r.Env, Stdin: r.Stdin})
+	if err != nil {
+		return store.Turn{}, fmt.Errorf("submit turn: %w", err)
+	}
+	nonce, ct, err := s.key.Seal(plain, store.TurnInputAD(s.installation, id))
+	if err != nil {
+		return store.Turn{}, errors.New("submit turn: seal input failed")
+	}
+	t, _, err := s.store.SubmitTurn(ctx, store.SubmitTurnParams{
+		ID: id, SessionID: r.SessionID, RequestID: r.RequestID, RequestDigest: digest,
+		Argv: r.Command.Argv, ShellScript: r.Command.Script, WorkingDirectory: r.WorkingDirectory,
+		Input: store.SealedCredential{Ciphertext: ct, Nonce: nonce}, Timeout: r.Timeout,
+		QueueTimeout: r.QueueTimeout, MaxOutputBytes: MaxOutputBytes,
+	})
+	if err != nil {
+		return store.Turn{}, err
+	}
+	s.hub.Notify(r.SessionID)
+	return t, nil
+}
+
+// OpenInput returns a Turn's environment and stdin, for the one delivery
+// to its Runtime.
+func (s *Service) OpenInput(t store.Turn) (Input, error) {
+	plain, err := s.key.Open(t.Input.Nonce, t.Input.Ciphertext, store.TurnInputAD(s.installation, t.ID))
+	if err != nil {
+		return Input{}, errors.New("open turn input failed")
+	}
+	var in Input
+	if err := json.Unmarshal(plain, &in); err != nil {
+		return Input{}, errors.New("decode turn input failed")
+	}
+	return in, nil
+}
+
+// Get returns a Turn of the Session; ErrNotFound for a Turn of another
+// Session.
+func (s *Service) Get(ctx context.Context, sessionID, turnID uuid.UUID) (store.Turn, error) {
+	t, err := s.store.GetTurn(ctx, turnID)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	if t.SessionID != sessionID {
+		return store.Turn{}, fmt.Errorf("get turn: %w", errdefs.ErrNotFound)
+	}
+	return t, nil
+}
+
+// List returns up to pageSize Turns of the Session after seq afterSeq.
+func (s *Service) List(ctx context.Context, sessionID uuid.UUID, afterSeq int64, pageSize int) ([]store.Turn, error) {
+	if _, err := s.store.GetSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	return s.store.ListTurns(ctx, sessionID, afterSeq, pageSize)
+}
+
+// Cancel requests cancellation: a queued Turn is cancelled at once, a
+// running one by its Runtime (the gateway is woken), a terminal one is
+// returned unchanged.
+func (s *Service) Cancel(ctx context.Context, sessionID, turnID uuid.UUID) (store.Turn, error) {
+	if _, err := s.Get(ctx, sessionID, turnID); err != nil {
+		return store.Turn{}, err
+	}
+	t, err := s.store.RequestTurnCancel(ctx, turnID)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	s.hub.Notify(sessionID, turnID)
+	return t, nil
+}
+
+// Chunk is a piece of output for a stream reader.
+type Chunk struct {
+	Stream int16
+	Offset int64
+	Data   []byte
+}
+
+// outputPage is how many chunks one read returns.
+const outputPage = 64
+
+// pollInterval bounds how long a waiter relies on the hub alone.
+const pollInterval = 500 * time.Millisecond
+
+// StreamOutput sends a Turn's output from the given offsets: what is
+// recorded, then what arrives, until the Turn is terminal and everything
+// recorded was sent, or ctx ends.
+func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID, stdoutFrom, stderrFrom int64, send func(Chunk) error) error {
+	if stdoutFrom < 0 || stderrFrom < 0 {
+		return errdefs.Invalid("offset", "must not be negative")
+	}
+	if _, err := s.Get(ctx, sessionID, turnID); err != nil {
+		return err
+	}
+	var seq int64
+	for {
+		wake := s.hub.Wait(turnID)
+		// Read the state first: if it is terminal, every chunk is already
+		// recorded and the reads below drain them.
+		t, err := s.store.GetTurn(ctx, turnID)
+		if err != nil {
+			return err
+		}
+		for {
+			chunks, err := s.store.ReadTurnOutput(ctx, turnID, seq, outputPage)
+			if err != nil {
+				return err
+			}
+			for _, c := range chunks {
+				seq = c.Seq
+				from := stdoutFrom
+				if c.Stream == store.StreamStderr {
+					from = stderrFrom
+				}
+				end := c.Offset + int64(len(c.Data))
+				if end <= from {
+					continue
+				}
+				data := c.Data
+				off := c.Offset
+				if off < from {
+					data, off = data[from-off:], from
+				}
+				if err := send(Chunk{Stream: c.Stream, Offset: off, Data: data}); err != nil {
+					return err
+				}
+			}
+			if len(chunks) < outputPage {
+				break
+			}
+		}
+		if t.State.Terminal() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// Sweep fails queued Turns no Runtime picked up in time (or whose Session
+// is being deleted) and ends running Turns whose connection is gone, as
+// owner epoch, every second until ctx ends.
+func (s *Service) Sweep(ctx context.Context, epoch uint64, log *slog.Logger) {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		for _, f := range []func(context.Context, uint64) ([]store.TurnRef, error){s.store.ExpireQueuedTurns, s.store.UnconfirmOrphanedTurns} {
+			refs, err := f(ctx, epoch)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("turn sweep failed", "err", err)
+				}
+				continue
+			}
+			for _, r := range refs {
+				s.hub.Notify(r.ID, r.SessionID)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
