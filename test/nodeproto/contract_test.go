@@ -12,6 +12,8 @@ import (
 	"berth.dev/sandbox/providercontract"
 
 	"berth.dev/core/nodes"
+
+	"berth.dev/test/internal/stack"
 )
 
 // The shared contract suite through Core's proxy, real gRPC with mutual
@@ -19,20 +21,20 @@ import (
 // injected at the native boundary (the Docker API fixture).
 func TestContractSuiteThroughTheNode(t *testing.T) {
 	factory := func(t *testing.T) contracttest.Harness {
-		inst := newInstallation(t)
-		engine := fixtureEngine(t)
-		n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-		_, proxy := n.connect(t, n.dial(t), 1)
-		return contracttest.Harness{Provider: proxy, Native: dockertest.NewNative(engine, inst.id), Resources: resources}
+		inst := stack.NewInstallation(t)
+		engine := stack.FixtureEngine(t)
+		n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+		_, proxy := n.Connect(t, n.Dial(t), 1)
+		return contracttest.Harness{Provider: proxy, Native: dockertest.NewNative(engine, inst.ID), Resources: stack.Resources}
 	}
 	contracttest.RunFailures(t, factory, dockertest.ContractCases())
 }
 
 func TestProxyDeclarationAndUnsupported(t *testing.T) {
-	inst := newInstallation(t)
-	engine := fixtureEngine(t)
-	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-	_, proxy := n.connect(t, n.dial(t), 1)
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	_, proxy := n.Connect(t, n.Dial(t), 1)
 	contracttest.RunDeclaration(t, proxy)
 	for _, op := range []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential} {
 		if d := proxy.ProviderOperations()[op]; d.State != providercontract.StateUnsupported || !strings.HasPrefix(string(d.Reason), "node_transport_") {

@@ -10,18 +10,20 @@ import (
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker/dockertest"
+
+	"berth.dev/test/internal/stack"
 )
 
 // TestCoreKilledDuringCreate kills berth-core (SIGKILL) right after the
 // engine performed a Session's container create. The restarted Core
 // observes the allocation and never creates it again; deleting the Session
-// removes the resources but keeps ownership, since the original Create
+// removes the stack.Resources but keeps ownership, since the original Create
 // never settled.
 func TestCoreKilledDuringCreate(t *testing.T) {
 	dsn := storetestDatabase(t)
-	state := coreStateDir(t)
-	c := startCore(t, dsn, state, true)
-	cc, ctx := c.adminClient(t)
+	state := stack.CoreStateDir(t)
+	c := stack.StartCore(t, dsn, state, true)
+	cc, ctx := c.AdminClient(t)
 	inst, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
 	if err != nil {
 		t.Fatal(err)
@@ -31,17 +33,15 @@ func TestCoreKilledDuringCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine := fixtureEngine(t)
-	listen := freeAddr(t)
-	n := prepareNode(t, &installation{id: inst.GetInstallation().GetId()}, nodeOptions{socket: engine.Addr(), image: fixtureImage, listen: listen})
-	c.mu.Lock()
-	public := c.public
-	c.mu.Unlock()
-	if out, code := enrollCmdAt(t, n, public, tok.GetTokenText(), listen); code != 0 {
+	engine := stack.FixtureEngine(t)
+	listen := stack.FreeAddr(t)
+	n := stack.PrepareNode(t, &stack.Installation{ID: inst.GetInstallation().GetId()}, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage, Listen: listen})
+	public := c.PublicAddr()
+	if out, code := stack.EnrollCmd(t, n, public, tok.GetTokenText(), listen); code != 0 {
 		t.Fatalf("enroll: %s", out)
 	}
-	n.start()
-	t.Cleanup(n.stop)
+	n.Start()
+	t.Cleanup(n.Stop)
 	nodes, err := nodesAPI.ListNodes(ctx, &adminv1.ListNodesRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestCoreKilledDuringCreate(t *testing.T) {
 	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: nodeName}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, ctx, nodesAPI, nodeName, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	stack.WaitNode(t, ctx, nodesAPI, nodeName, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
 	if _, err := adminv1.NewDeploymentServiceClient(cc).CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
 		ProviderKind:  "docker",
 		Specification: &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4},
@@ -60,22 +60,22 @@ func TestCoreKilledDuringCreate(t *testing.T) {
 
 	engine.ResetCalls()
 	engine.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, func() {
-		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		_ = c.Cmd.Process.Signal(syscall.SIGKILL)
 	})
 	session, err := adminv1.NewSessionServiceClient(cc).CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-c.exited:
+	case <-c.Exited:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the worker never dispatched the Create")
 	}
 
-	c2 := startCore(t, dsn, state, true)
-	cc2, ctx2 := c2.adminClient(t)
+	c2 := stack.StartCore(t, dsn, state, true)
+	cc2, ctx2 := c2.AdminClient(t)
 	allocations := adminv1.NewAllocationServiceClient(cc2)
-	waitNode(t, ctx2, adminv1.NewNodeServiceClient(cc2), nodeName, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	stack.WaitNode(t, ctx2, adminv1.NewNodeServiceClient(cc2), nodeName, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
 	// Several passes of the restarted Core's worker.
 	time.Sleep(3 * time.Second)
 	if got := count(adapterCalls(engine), dockertest.CallContainerCreate); got != 1 {
@@ -92,7 +92,7 @@ func TestCoreKilledDuringCreate(t *testing.T) {
 	if _, err := adminv1.NewSessionServiceClient(cc2).DeleteSession(ctx2, &adminv1.DeleteSessionRequest{Name: session.GetSession().GetName()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the interrupted allocation's resources removed", func() bool {
+	stack.WaitFor(t, 60*time.Second, "the interrupted allocation's stack.Resources removed", func() bool {
 		return len(engine.Containers()) == 0 && len(engine.Volumes()) == 0
 	})
 	time.Sleep(2 * time.Second)

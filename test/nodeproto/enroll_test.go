@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,26 +21,28 @@ import (
 	"berth.dev/core/enrollment"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
+
+	"berth.dev/test/internal/stack"
 )
 
 // core is the Core side of enrollment for these tests: the real store on
 // PostgreSQL, the installation CA and the enrollment gRPC service over TLS.
 type core struct {
-	inst  *installation
+	inst  *stack.Installation
 	store *store.Store
 	addr  string
 }
 
 // startEnrollment serves enrollment for inst. dropFirst makes the server
 // perform the first enrollment and then lose its answer.
-func startEnrollment(t *testing.T, inst *installation, dropFirst bool) *core {
+func startEnrollment(t *testing.T, inst *stack.Installation, dropFirst bool) *core {
 	t.Helper()
 	st := storetest.New(t)
-	serverCert, err := inst.ca.IssueCoreServer(inst.id, time.Now(), time.Hour)
+	serverCert, err := inst.CA.IssueCoreServer(inst.ID, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsCfg, err := nodetls.EnrollmentServerConfig(serverCert, inst.ca.Certificate())
+	tlsCfg, err := nodetls.EnrollmentServerConfig(serverCert, inst.CA.Certificate())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func startEnrollment(t *testing.T, inst *installation, dropFirst bool) *core {
 			}
 			return resp, err
 		}))
-	enrollmentv1.RegisterEnrollmentServiceServer(gs, enrollment.NewServer(enrollment.NewService(st, inst.ca, time.Now, uuid.New)))
+	enrollmentv1.RegisterEnrollmentServiceServer(gs, enrollment.NewServer(enrollment.NewService(st, inst.CA, time.Now, uuid.New)))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,37 +81,21 @@ func (c *core) issueToken(t *testing.T, fingerprint string, ttl time.Duration) s
 
 // enrollCmd runs `berth-nodeagent enroll` for a node prepared by
 // prepareNode and returns its combined output and exit code.
-func enrollCmd(t *testing.T, n *node, coreAddr, token string) (string, int) {
+func enrollCmd(t *testing.T, n *stack.Node, coreAddr, token string) (string, int) {
 	t.Helper()
-	return enrollCmdAt(t, n, coreAddr, token, "127.0.0.1:7443")
-}
-
-// enrollCmdAt is enrollCmd advertising the given address.
-func enrollCmdAt(t *testing.T, n *node, coreAddr, token, advertise string) (string, int) {
-	t.Helper()
-	tokenFile := filepath.Join(n.dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(nodeAgentBin, "enroll", "--config", n.config, "--core", coreAddr,
-		"--token-file", tokenFile, "--advertise", advertise)
-	out, _ := cmd.CombinedOutput()
-	if parts := strings.Split(token, "."); len(parts) == 4 && strings.Contains(string(out), parts[2]) {
-		t.Fatalf("the token's secret appeared in the output:\n%s", out)
-	}
-	return string(out), cmd.ProcessState.ExitCode()
+	return stack.EnrollCmd(t, n, coreAddr, token, "127.0.0.1:7443")
 }
 
 func TestEnrollThenServe(t *testing.T) {
-	inst := newInstallation(t)
+	inst := stack.NewInstallation(t)
 	c := startEnrollment(t, inst, false)
-	engine := fixtureEngine(t)
-	n := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-	out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour))
+	engine := stack.FixtureEngine(t)
+	n := stack.PrepareNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.CA.Fingerprint(), time.Hour))
 	if code != 0 {
 		t.Fatalf("enroll exited %d:\n%s", code, out)
 	}
-	fi, err := os.Stat(filepath.Join(n.dir, "state", "identity.json"))
+	fi, err := os.Stat(filepath.Join(n.Dir, "state", "identity.json"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("identity file: %v %v", fi, err)
 	}
@@ -118,51 +103,51 @@ func TestEnrollThenServe(t *testing.T) {
 	if err != nil || len(nodes) != 1 || !strings.Contains(out, nodes[0].ID.String()) {
 		t.Fatalf("recorded nodes %+v (%v); enroll said %q", nodes, err, out)
 	}
-	n.id = nodes[0].ID.String()
-	n.start()
-	t.Cleanup(n.stop)
-	_, proxy := n.connect(t, n.dial(t), 1)
+	n.ID = nodes[0].ID.String()
+	n.Start()
+	t.Cleanup(n.Stop)
+	_, proxy := n.Connect(t, n.Dial(t), 1)
 	if proxy == nil {
 		t.Fatal("no proxy")
 	}
 	// Enrolling a serving node is refused (its state directory is held),
 	// and so is enrolling a stopped one twice.
-	if out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour)); code == 0 || !strings.Contains(out, "in use by another node agent") {
+	if out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.CA.Fingerprint(), time.Hour)); code == 0 || !strings.Contains(out, "in use by another node agent") {
 		t.Fatalf("enrolling a serving node: %d %s", code, out)
 	}
-	n.stop()
-	if out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour)); code == 0 || !strings.Contains(out, "already enrolled") {
+	n.Stop()
+	if out, code := enrollCmd(t, n, c.addr, c.issueToken(t, inst.CA.Fingerprint(), time.Hour)); code == 0 || !strings.Contains(out, "already enrolled") {
 		t.Fatalf("second enrollment of the same node: %d %s", code, out)
 	}
 }
 
 func TestEnrollmentRefusals(t *testing.T) {
-	inst := newInstallation(t)
+	inst := stack.NewInstallation(t)
 	c := startEnrollment(t, inst, false)
-	engine := fixtureEngine(t)
-	used := c.issueToken(t, inst.ca.Fingerprint(), time.Hour)
-	first := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	engine := stack.FixtureEngine(t)
+	used := c.issueToken(t, inst.CA.Fingerprint(), time.Hour)
+	first := stack.PrepareNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
 	if out, code := enrollCmd(t, first, c.addr, used); code != 0 {
 		t.Fatalf("first enrollment: %s", out)
 	}
-	other := newInstallation(t)
+	other := stack.NewInstallation(t)
 	forgedCore := startEnrollment(t, other, false)
 	cases := []struct {
 		name, core, token, want string
 	}{
 		{"token reuse", c.addr, used, "rejected the token"},
-		{"expired token", c.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Microsecond), "rejected the token"},
-		{"wrong CA fingerprint", c.addr, c.issueToken(t, other.ca.Fingerprint(), time.Hour), "does not chain to the CA the token pins"},
-		{"forged Core", forgedCore.addr, c.issueToken(t, inst.ca.Fingerprint(), time.Hour), "does not chain to the CA the token pins"},
+		{"expired token", c.addr, c.issueToken(t, inst.CA.Fingerprint(), time.Microsecond), "rejected the token"},
+		{"wrong CA fingerprint", c.addr, c.issueToken(t, other.CA.Fingerprint(), time.Hour), "does not chain to the CA the token pins"},
+		{"forged Core", forgedCore.addr, c.issueToken(t, inst.CA.Fingerprint(), time.Hour), "does not chain to the CA the token pins"},
 		{"not a token", c.addr, "hello", "not an enrollment token"},
 	}
 	for _, tc := range cases {
-		n := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+		n := stack.PrepareNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
 		out, code := enrollCmd(t, n, tc.core, tc.token)
 		if code == 0 || !strings.Contains(out, tc.want) {
 			t.Errorf("%s: exit %d, output %q; want a refusal saying %q", tc.name, code, out, tc.want)
 		}
-		if _, err := os.Stat(filepath.Join(n.dir, "state", "identity.json")); err == nil {
+		if _, err := os.Stat(filepath.Join(n.Dir, "state", "identity.json")); err == nil {
 			t.Errorf("%s: an identity was stored", tc.name)
 		}
 	}
@@ -172,11 +157,11 @@ func TestEnrollmentRefusals(t *testing.T) {
 }
 
 func TestLostEnrollmentResponseIsRecoverable(t *testing.T) {
-	inst := newInstallation(t)
+	inst := stack.NewInstallation(t)
 	c := startEnrollment(t, inst, true)
-	engine := fixtureEngine(t)
-	n := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-	token := c.issueToken(t, inst.ca.Fingerprint(), time.Hour)
+	engine := stack.FixtureEngine(t)
+	n := stack.PrepareNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	token := c.issueToken(t, inst.CA.Fingerprint(), time.Hour)
 	out, code := enrollCmd(t, n, c.addr, token)
 	if code == 0 || !strings.Contains(out, "retry with the same token") {
 		t.Fatalf("first attempt with a lost answer: %d %s", code, out)
@@ -189,8 +174,8 @@ func TestLostEnrollmentResponseIsRecoverable(t *testing.T) {
 	if err != nil || len(nodes) != 1 || !strings.Contains(out, nodes[0].ID.String()) {
 		t.Fatalf("after the retry: nodes %+v (%v), output %q", nodes, err, out)
 	}
-	n.id = nodes[0].ID.String()
-	n.start()
-	t.Cleanup(n.stop)
-	n.connect(t, n.dial(t), 1)
+	n.ID = nodes[0].ID.String()
+	n.Start()
+	t.Cleanup(n.Stop)
+	n.Connect(t, n.Dial(t), 1)
 }

@@ -10,6 +10,8 @@ import (
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/test/internal/stack"
 )
 
 // TestLostCreateResponse kills the node agent (SIGKILL) right after the
@@ -18,29 +20,29 @@ import (
 // Core observes the original Reference (the container exists) without any
 // Create being resent, and owned cleanup removes everything.
 func TestLostCreateResponse(t *testing.T) {
-	inst := newInstallation(t)
-	engine := fixtureEngine(t)
-	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-	cc := n.dial(t)
-	_, proxy := n.connect(t, cc, 1)
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	cc := n.Dial(t)
+	_, proxy := n.Connect(t, cc, 1)
 	ref := contracttest.NewReference()
 	engine.ResetCalls()
-	engine.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, func() { go n.kill() })
+	engine.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, func() { go n.Kill() })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	info, err := proxy.Create(ctx, contracttest.CreateRequest(ref, resources))
+	info, err := proxy.Create(ctx, contracttest.CreateRequest(ref, stack.Resources))
 	if !errdefs.IsComputeUnconfirmed(err) {
 		t.Fatalf("Create with a lost response: %+v, %v; want an unknown outcome", info, err)
 	}
 	if info.CreateSettled || info.BootstrapComplete {
 		t.Fatalf("a lost Create claimed settlement: %+v", info)
 	}
-	<-n.exited
+	<-n.Exited
 
-	n.start()
-	cc2 := n.dial(t)
-	_, proxy2 := n.connect(t, cc2, 1)
+	n.Start()
+	cc2 := n.Dial(t)
+	_, proxy2 := n.Connect(t, cc2, 1)
 	observed, err := proxy2.GetInfo(ctx, ref)
 	if err != nil || observed.Reference != ref || observed.ProviderID == "" || observed.State != sandbox.StateCreated {
 		t.Fatalf("after restart, GetInfo = %+v, %v; want the original, never-started container", observed, err)
@@ -67,14 +69,14 @@ func TestLostCreateResponse(t *testing.T) {
 // after the engine performed the call): the outcome is unknown, and the
 // next call on a fresh connection observes without resending.
 func TestCutConnectionMidCall(t *testing.T) {
-	inst := newInstallation(t)
-	engine := fixtureEngine(t)
-	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-	cc := n.dial(t)
-	conn, proxy := n.connect(t, cc, 1)
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	cc := n.Dial(t)
+	conn, proxy := n.Connect(t, cc, 1)
 	ref := contracttest.NewReference()
 	ctx := context.Background()
-	if _, err := proxy.Create(ctx, contracttest.CreateRequest(ref, resources)); err != nil {
+	if _, err := proxy.Create(ctx, contracttest.CreateRequest(ref, stack.Resources)); err != nil {
 		t.Fatal(err)
 	}
 	engine.ResetCalls()
@@ -84,7 +86,7 @@ func TestCutConnectionMidCall(t *testing.T) {
 		t.Fatalf("Kill cut mid-call: %v", err)
 	}
 	conn.Close()
-	_, proxy2 := n.connect(t, n.dial(t), 1)
+	_, proxy2 := n.Connect(t, n.Dial(t), 1)
 	if _, err := proxy2.GetInfo(ctx, ref); !errdefs.IsNotFound(err) {
 		t.Fatalf("after the cut, the container the engine removed: %v", err)
 	}

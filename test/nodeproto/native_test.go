@@ -15,32 +15,25 @@ import (
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/testenv"
+
+	"berth.dev/test/internal/stack"
 )
 
 // realEngineNode starts a node agent over the real test engine.
-func realEngineNode(t testing.TB) (*installation, *node, *client.Client) {
+func realEngineNode(t testing.TB) (*stack.Installation, *stack.Node, *client.Client) {
 	t.Helper()
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
-	inst := newInstallation(t)
-	n := startNode(t, inst, nodeOptions{socket: strings.TrimPrefix(host, "unix://"), image: image})
+	inst := stack.NewInstallation(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image})
 	cli, err := docker.NewClient(host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		// Nothing labelled with this installation may remain.
-		f := client.Filters{}.Add("label", docker.LabelInstallation+"="+inst.id)
-		cs, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
-		vs, _ := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: f})
-		for _, c := range cs.Items {
-			_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
-		}
-		for _, v := range vs.Items {
-			_, _ = cli.VolumeRemove(context.Background(), v.Name, client.VolumeRemoveOptions{Force: true})
-		}
-		if len(cs.Items)+len(vs.Items) > 0 {
-			t.Errorf("left behind %d containers and %d volumes", len(cs.Items), len(vs.Items))
+		if c, v := stack.RemoveOwned(t, cli, inst.ID); c+v > 0 {
+			t.Errorf("left behind %d containers and %d volumes", c, v)
 		}
 		_ = cli.Close()
 	})
@@ -51,11 +44,11 @@ func realEngineNode(t testing.TB) (*installation, *node, *client.Client) {
 // adapter -> the real engine: create, commands, observe, kill.
 func TestRoundTripOnTheRealEngine(t *testing.T) {
 	_, n, _ := realEngineNode(t)
-	_, proxy := n.connect(t, n.dial(t), 1)
+	_, proxy := n.Connect(t, n.Dial(t), 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ref := contracttest.NewReference()
-	info, err := proxy.Create(ctx, contracttest.CreateRequest(ref, resources))
+	info, err := proxy.Create(ctx, contracttest.CreateRequest(ref, stack.Resources))
 	if err != nil || !info.IsSettledRunning(ref) {
 		t.Fatalf("Create: %+v, %v", info, err)
 	}
@@ -94,15 +87,15 @@ func BenchmarkRunCommand(b *testing.B) {
 		samples = v
 	}
 	inst, n, cli := realEngineNode(b)
-	_, proxy := n.connect(b, n.dial(b), 1)
+	_, proxy := n.Connect(b, n.Dial(b), 1)
 	ctx := context.Background()
 	ref := contracttest.NewReference()
-	info, err := proxy.Create(ctx, contracttest.CreateRequest(ref, resources))
+	info, err := proxy.Create(ctx, contracttest.CreateRequest(ref, stack.Resources))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer proxy.Kill(ctx, ref)
-	direct := docker.New(cli, docker.Options{InstallationID: inst.id, Config: docker.NodeConfig{Image: testenv.RuntimeImage(b), Network: "none"}})
+	direct := docker.New(cli, docker.Options{InstallationID: inst.ID, Config: docker.NodeConfig{Image: testenv.RuntimeImage(b), Network: "none"}})
 	dockerCLI, err := exec.LookPath("docker")
 	if err != nil {
 		b.Fatal("the baseline needs the docker CLI on PATH")

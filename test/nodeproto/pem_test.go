@@ -1,7 +1,6 @@
 package nodeproto
 
 import (
-	"encoding/pem"
 	"os"
 	"testing"
 
@@ -9,10 +8,6 @@ import (
 
 	"berth.dev/core/store/storetest"
 )
-
-func pemCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
 
 func benchSamples() string { return os.Getenv("BERTH_BENCH_SAMPLES") }
 

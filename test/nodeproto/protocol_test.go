@@ -26,6 +26,8 @@ import (
 	"berth.dev/sandbox/nodewire"
 
 	"berth.dev/core/nodes"
+
+	"berth.dev/test/internal/stack"
 )
 
 // adapterCalls are the fixture calls an operation would make; the probe's
@@ -65,15 +67,15 @@ func wireCode(t *testing.T, err error) nodewire.Code {
 // generation: each is rejected with its fixed code and the adapter (the
 // engine fixture) sees nothing.
 func TestProtocolRejectsBeforeTheAdapter(t *testing.T) {
-	inst := newInstallation(t)
-	engine := fixtureEngine(t)
-	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-	cc := n.dial(t)
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	cc := n.Dial(t)
 	client := pb.NewNodeServiceClient(cc)
-	conn, proxy := n.connect(t, cc, 5)
+	conn, proxy := n.Connect(t, cc, 5)
 	ref := contracttest.NewReference()
 	ctx := context.Background()
-	if _, err := proxy.Create(ctx, contracttest.CreateRequest(ref, resources)); err != nil {
+	if _, err := proxy.Create(ctx, contracttest.CreateRequest(ref, stack.Resources)); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	engine.ResetCalls()
@@ -123,17 +125,17 @@ func TestProtocolRejectsBeforeTheAdapter(t *testing.T) {
 // the old one on the node, and a new owner epoch fences every older owner,
 // also across a node restart.
 func TestReconnectFencesTheOldConnection(t *testing.T) {
-	inst := newInstallation(t)
-	engine := fixtureEngine(t)
-	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-	cc := n.dial(t)
-	_, oldProxy := n.connect(t, cc, 1)
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	cc := n.Dial(t)
+	_, oldProxy := n.Connect(t, cc, 1)
 	ref := contracttest.NewReference()
 	ctx := context.Background()
-	if _, err := oldProxy.Create(ctx, contracttest.CreateRequest(ref, resources)); err != nil {
+	if _, err := oldProxy.Create(ctx, contracttest.CreateRequest(ref, stack.Resources)); err != nil {
 		t.Fatal(err)
 	}
-	_, newProxy := n.connect(t, cc, 1)
+	_, newProxy := n.Connect(t, cc, 1)
 	engine.ResetCalls()
 	if _, err := oldProxy.GetInfo(ctx, ref); !errdefs.IsFenced(err) {
 		t.Fatalf("superseded connection: %v", err)
@@ -147,15 +149,15 @@ func TestReconnectFencesTheOldConnection(t *testing.T) {
 
 	// A new owner (epoch 2) takes over; the node persists the epoch, so
 	// after a restart the old owner still cannot connect.
-	n.connect(t, cc, 2)
-	n.stop()
-	n.start()
-	cc2 := n.dial(t)
+	n.Connect(t, cc, 2)
+	n.Stop()
+	n.Start()
+	cc2 := n.Dial(t)
 	client := pb.NewNodeServiceClient(cc2)
 	if _, err := nodes.Open(ctx, client, 1, 1); !errdefs.IsFenced(err) {
 		t.Fatalf("old owner after restart: %v", err)
 	}
-	_, proxy := n.connect(t, cc2, 2)
+	_, proxy := n.Connect(t, cc2, 2)
 	info, err := proxy.GetInfo(ctx, ref)
 	if err != nil || !info.IsSettledRunning(ref) {
 		t.Fatalf("allocation after restart: %+v, %v", info, err)
@@ -166,13 +168,13 @@ func TestReconnectFencesTheOldConnection(t *testing.T) {
 // installation CA and name its Core; the node must be exactly the node
 // Core expects; plaintext is refused. None of it reaches the adapter.
 func TestCertificatesAreChecked(t *testing.T) {
-	inst := newInstallation(t)
-	engine := fixtureEngine(t)
-	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
 	engine.ResetCalls()
 
 	hello := func(creds credentials.TransportCredentials) error {
-		cc, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(creds))
+		cc, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return err
 		}
@@ -182,20 +184,20 @@ func TestCertificatesAreChecked(t *testing.T) {
 		_, _, err = nodes.Hello(ctx, pb.NewNodeServiceClient(cc))
 		return err
 	}
-	other := newInstallation(t)
-	foreignCore, err := nodetls.ClientConfig(other.coreCert, other.ca.Certificate(), n.id)
+	other := stack.NewInstallation(t)
+	foreignCore, err := nodetls.ClientConfig(other.CoreCert, other.CA.Certificate(), n.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another installation's Core, trusting our CA for the server side but
 	// presenting its own client certificate.
 	foreignCore.RootCAs = nil
-	mixed, err := nodetls.ClientConfig(inst.coreCert, inst.ca.Certificate(), n.id)
+	mixed, err := nodetls.ClientConfig(inst.CoreCert, inst.CA.Certificate(), n.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mixed.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &other.coreCert, nil }
-	wrongNode, err := nodetls.ClientConfig(inst.coreCert, inst.ca.Certificate(), uuid.NewString())
+	mixed.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &other.CoreCert, nil }
+	wrongNode, err := nodetls.ClientConfig(inst.CoreCert, inst.CA.Certificate(), uuid.NewString())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +213,7 @@ func TestCertificatesAreChecked(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	good, err := nodetls.ClientConfig(inst.coreCert, inst.ca.Certificate(), n.id)
+	good, err := nodetls.ClientConfig(inst.CoreCert, inst.CA.Certificate(), n.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +230,11 @@ func TestCertificatesAreChecked(t *testing.T) {
 // with the typed unsupported code and its reason, even for a request it
 // could not decode, without touching the adapter.
 func TestUnsupportedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
-	inst := newInstallation(t)
-	engine := fixtureEngine(t)
-	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage})
-	cc := n.dial(t)
-	conn, _ := n.connect(t, cc, 1)
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	cc := n.Dial(t)
+	conn, _ := n.Connect(t, cc, 1)
 	client := pb.NewNodeServiceClient(cc)
 	ctx := metadata.NewOutgoingContext(context.Background(), md(pb.ProtocolVersion, conn.ConnectionID, 1, 1))
 	engine.ResetCalls()
@@ -262,10 +264,10 @@ func TestUnsupportedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
 // result for the node's generation with a fixed diagnostic code, and the
 // host's capacity.
 func TestReadinessAndHealth(t *testing.T) {
-	inst := newInstallation(t)
-	engine := fixtureEngine(t)
-	n := startNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage, generation: 3})
-	cc := n.dial(t)
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage, Generation: 3})
+	cc := n.Dial(t)
 	client := pb.NewNodeServiceClient(cc)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -284,12 +286,12 @@ func TestReadinessAndHealth(t *testing.T) {
 		t.Fatalf("description = %v", hello)
 	}
 
-	// The engine loses the pinned image: the next report says so.
-	n2 := startNode(t, inst, nodeOptions{socket: fixtureEngine(t).Addr(), image: "sha256:" + strings.Repeat("e", 64), generation: 3})
-	conn, _ := n2.connect(t, n2.dial(t), 1)
+	// The engine loses the pinned Image: the next report says so.
+	n2 := stack.StartNode(t, inst, stack.NodeOptions{Socket: stack.FixtureEngine(t).Addr(), Image: "sha256:" + strings.Repeat("e", 64), Generation: 3})
+	conn, _ := n2.Connect(t, n2.Dial(t), 1)
 	report, _ := conn.Last()
 	if report.GetReadiness().GetReady() || report.GetReadiness().GetDiagnosticCode() != "image_missing" || report.GetReadiness().GetGeneration() != 3 {
-		t.Fatalf("report without the image: %v", report.GetReadiness())
+		t.Fatalf("report without the Image: %v", report.GetReadiness())
 	}
 	if report.GetObservedAt() == nil || report.GetCapacity().GetMemoryBytes() == 0 {
 		t.Fatalf("report = %v", report)

@@ -15,6 +15,8 @@ import (
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/testenv"
+
+	"berth.dev/test/internal/stack"
 )
 
 // TestTwentySessionsOnTwoNodes is issue #5's walk-through with the real
@@ -25,17 +27,15 @@ import (
 func TestTwentySessionsOnTwoNodes(t *testing.T) {
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
-	c := startCore(t, storetestDatabase(t), coreStateDir(t), true)
-	cc, ctx := c.adminClient(t)
+	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
+	cc, ctx := c.AdminClient(t)
 	inst, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	installationID := inst.GetInstallation().GetId()
 	nodesAPI := adminv1.NewNodeServiceClient(cc)
-	c.mu.Lock()
-	public := c.public
-	c.mu.Unlock()
+	public := c.PublicAddr()
 
 	// Two nodes over the same engine (two hosts' worth of agents).
 	var nodeNames []string
@@ -44,13 +44,13 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		listen := freeAddr(t)
-		n := prepareNode(t, &installation{id: installationID}, nodeOptions{socket: strings.TrimPrefix(host, "unix://"), image: image, listen: listen})
-		if out, code := enrollCmdAt(t, n, public, tok.GetTokenText(), listen); code != 0 {
+		listen := stack.FreeAddr(t)
+		n := stack.PrepareNode(t, &stack.Installation{ID: installationID}, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen})
+		if out, code := stack.EnrollCmd(t, n, public, tok.GetTokenText(), listen); code != 0 {
 			t.Fatalf("enroll: %s", out)
 		}
-		n.start()
-		t.Cleanup(n.stop)
+		n.Start()
+		t.Cleanup(n.Stop)
 	}
 	list, err := nodesAPI.ListNodes(ctx, &adminv1.ListNodesRequest{})
 	if err != nil || len(list.GetNodes()) != 2 {
@@ -63,7 +63,7 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 		}
 	}
 	for _, name := range nodeNames {
-		waitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+		stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
 	}
 	deploy := adminv1.NewDeploymentServiceClient(cc)
 	if _, err := deploy.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
@@ -95,7 +95,7 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 
 	allocations := adminv1.NewAllocationServiceClient(cc)
 	perNode := map[string]int{}
-	waitFor(t, 3*time.Minute, "every allocation active", func() bool {
+	stack.WaitFor(t, 3*time.Minute, "every allocation active", func() bool {
 		resp, err := allocations.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 100})
 		if err != nil {
 			t.Fatal(err)
@@ -146,14 +146,14 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: nodeNames[0]}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, ctx, nodesAPI, nodeNames[0], func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	stack.WaitNode(t, ctx, nodesAPI, nodeNames[0], func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
 
 	for _, name := range sessionNames {
 		if _, err := sessionsAPI.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
 			t.Fatalf("DeleteSession: %v", err)
 		}
 	}
-	waitFor(t, 3*time.Minute, "every allocation released and nothing left on the engine", func() bool {
+	stack.WaitFor(t, 3*time.Minute, "every allocation released and nothing left on the engine", func() bool {
 		resp, err := allocations.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 100})
 		if err != nil {
 			t.Fatal(err)
@@ -167,16 +167,5 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 	}
 	if _, err := nodesAPI.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: nodeNames[0]}); err != nil {
 		t.Fatalf("removing an empty retired node: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
 }

@@ -2,7 +2,6 @@ package nodeproto
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+
+	"berth.dev/test/internal/stack"
 )
 
 // TestOperatorEnrollsAndCoreConnects walks the operator's path with the
@@ -21,8 +22,8 @@ import (
 // Core connects to it and reports its presence and readiness; retiring the
 // node makes Core let go of it.
 func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
-	c := startCore(t, storetestDatabase(t), coreStateDir(t), true)
-	cc, ctx := c.adminClient(t)
+	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
+	cc, ctx := c.AdminClient(t)
 	instResp, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
 	if err != nil {
 		t.Fatal(err)
@@ -39,14 +40,12 @@ func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
 		t.Fatalf("ListEnrollmentTokens: %v, %v", list, err)
 	}
 
-	engine := fixtureEngine(t)
-	inst := &installation{id: instResp.GetInstallation().GetId()}
-	listen := freeAddr(t)
-	n := prepareNode(t, inst, nodeOptions{socket: engine.Addr(), image: fixtureImage, listen: listen})
-	c.mu.Lock()
-	public := c.public
-	c.mu.Unlock()
-	out, code := enrollCmdAt(t, n, public, tok.GetTokenText(), listen)
+	engine := stack.FixtureEngine(t)
+	inst := &stack.Installation{ID: instResp.GetInstallation().GetId()}
+	listen := stack.FreeAddr(t)
+	n := stack.PrepareNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage, Listen: listen})
+	public := c.PublicAddr()
+	out, code := stack.EnrollCmd(t, n, public, tok.GetTokenText(), listen)
 	if code != 0 {
 		t.Fatalf("enroll: %d %s", code, out)
 	}
@@ -61,62 +60,33 @@ func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
 	if node.GetAdvertiseAddress() != listen {
 		t.Fatalf("advertised %q, want %q", node.GetAdvertiseAddress(), listen)
 	}
-	n.id = node.GetId()
-	n.start()
-	t.Cleanup(n.stop)
+	n.ID = node.GetId()
+	n.Start()
+	t.Cleanup(n.Stop)
 	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: node.GetName()}); err != nil {
 		t.Fatalf("EnableNode: %v", err)
 	}
-	got := waitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	got := stack.WaitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
 	if r := got.GetReadiness(); !r.GetReady() || r.GetGeneration() != 1 || got.GetCapacity().GetMemoryBytes() == 0 {
 		t.Fatalf("connected node: %v", got)
 	}
 	// Core records the presence durably, bound to its epoch and the generation.
 	nodeID := uuid.MustParse(got.GetId())
-	p, err := c.store(t).GetNodePresence(context.Background(), nodeID)
+	p, err := c.Store(t).GetNodePresence(context.Background(), nodeID)
 	if err != nil || !p.Present || p.Generation != 1 || !p.Ready || p.OwnerEpoch != instResp.GetInstallation().GetOwnerEpoch() {
 		t.Fatalf("recorded presence: %+v, %v", p, err)
 	}
 	if _, err := nodesAPI.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: node.GetName()}); err != nil {
 		t.Fatalf("RetireNode: %v", err)
 	}
-	waitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool { return !n.GetPresence().GetConnected() })
-}
-
-func waitNode(t *testing.T, ctx context.Context, api adminv1.NodeServiceClient, name string, ok func(*adminv1.Node) bool) *adminv1.Node {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := api.GetNode(ctx, &adminv1.GetNodeRequest{Name: name})
-		if err != nil {
-			t.Fatalf("GetNode: %v", err)
-		}
-		if ok(resp.GetNode()) {
-			return resp.GetNode()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node never reached the expected state: %v", resp.GetNode())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	stack.WaitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool { return !n.GetPresence().GetConnected() })
 }
 
 // TestDeploymentThroughCore: the admin previews and commits the initial
 // provider selection through berth-core; a stale commit is refused.
 func TestDeploymentThroughCore(t *testing.T) {
-	c := startCore(t, storetestDatabase(t), coreStateDir(t), true)
-	cc, ctx := c.adminClient(t)
+	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
+	cc, ctx := c.AdminClient(t)
 	api := adminv1.NewDeploymentServiceClient(cc)
 	candidate := &adminv1.DeploymentCandidate{
 		ProviderKind: "docker",

@@ -1,0 +1,177 @@
+package stack
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/moby/moby/client"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/docker"
+)
+
+// FreeAddr returns a loopback address with a port free right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// WaitFor polls ok every 250 ms until it holds; the test fails after d.
+func WaitFor(t testing.TB, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// WaitNode polls GetNode until ok holds for the node, within 20 s.
+func WaitNode(t testing.TB, ctx context.Context, api adminv1.NodeServiceClient, name string, ok func(*adminv1.Node) bool) *adminv1.Node {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := api.GetNode(ctx, &adminv1.GetNodeRequest{Name: name})
+		if err != nil {
+			t.Fatalf("GetNode: %v", err)
+		}
+		if ok(resp.GetNode()) {
+			return resp.GetNode()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node never reached the expected state: %v", resp.GetNode())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Connected reports whether Core holds a connection to the node.
+func Connected(n *adminv1.Node) bool { return n.GetPresence().GetConnected() }
+
+// InstallationID asks the admin API for the installation's id.
+func InstallationID(t testing.TB, ctx context.Context, cc *grpc.ClientConn) string {
+	t.Helper()
+	resp, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
+	if err != nil {
+		t.Fatalf("GetInstallation: %v", err)
+	}
+	return resp.GetInstallation().GetId()
+}
+
+// CreateEnrollmentToken creates a 10-minute enrollment token through the
+// admin API and returns its text.
+func CreateEnrollmentToken(t testing.TB, ctx context.Context, cc *grpc.ClientConn) string {
+	t.Helper()
+	tok, err := adminv1.NewNodeServiceClient(cc).CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{
+		RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute),
+	})
+	if err != nil {
+		t.Fatalf("CreateEnrollmentToken: %v", err)
+	}
+	return tok.GetTokenText()
+}
+
+// EnrollAndStart prepares a node over socket and image, enrolls it with a
+// fresh token through Core's public address, advertising advertise (a free
+// loopback address when empty) while it listens on listen (advertise when
+// empty), and starts it. The test's cleanup stops it. The node is enrolled
+// but not yet enabled.
+func EnrollAndStart(t testing.TB, c *Core, ctx context.Context, cc *grpc.ClientConn, installationID string, o NodeOptions, advertise string) *Node {
+	t.Helper()
+	if o.Listen == "" {
+		o.Listen = FreeAddr(t)
+	}
+	if advertise == "" {
+		advertise = o.Listen
+	}
+	n := PrepareNode(t, &Installation{ID: installationID}, o)
+	if out, code := EnrollCmd(t, n, c.PublicAddr(), CreateEnrollmentToken(t, ctx, cc), advertise); code != 0 {
+		t.Fatalf("enroll: %d %s", code, out)
+	}
+	n.Start()
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// EnableAll enables every enrolled node and waits until Core is connected
+// to each; it returns the nodes' names in the order ListNodes gives.
+func EnableAll(t testing.TB, ctx context.Context, cc *grpc.ClientConn) []string {
+	t.Helper()
+	api := adminv1.NewNodeServiceClient(cc)
+	list, err := api.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 100})
+	if err != nil {
+		t.Fatalf("ListNodes: %v", err)
+	}
+	var names []string
+	for _, n := range list.GetNodes() {
+		names = append(names, n.GetName())
+		if _, err := api.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: n.GetName()}); err != nil {
+			t.Fatalf("EnableNode: %v", err)
+		}
+	}
+	for _, name := range names {
+		WaitNode(t, ctx, api, name, Connected)
+	}
+	return names
+}
+
+// CommitDockerDeployment commits the initial Docker provider selection with
+// spec through the admin API.
+func CommitDockerDeployment(t testing.TB, ctx context.Context, cc *grpc.ClientConn, spec *adminv1.Specification) {
+	t.Helper()
+	if _, err := adminv1.NewDeploymentServiceClient(cc).CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
+		ProviderKind: "docker", Specification: spec,
+	}}); err != nil {
+		t.Fatalf("CommitDeployment: %v", err)
+	}
+}
+
+// InstallationFilter selects engine resources labelled with the
+// installation.
+func InstallationFilter(installationID string) client.Filters {
+	return client.Filters{}.Add("label", docker.LabelInstallation+"="+installationID)
+}
+
+// Owned counts the containers (running or not) and volumes the engine
+// holds under the installation's label.
+func Owned(t testing.TB, cli *client.Client, installationID string) (containers, volumes int) {
+	t.Helper()
+	f := InstallationFilter(installationID)
+	cs, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(cs.Items), len(vs.Items)
+}
+
+// RemoveOwned force-removes everything labelled with the installation and
+// returns how many containers and volumes it found.
+func RemoveOwned(t testing.TB, cli *client.Client, installationID string) (containers, volumes int) {
+	t.Helper()
+	f := InstallationFilter(installationID)
+	cs, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	vs, _ := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: f})
+	for _, c := range cs.Items {
+		_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+	for _, v := range vs.Items {
+		_, _ = cli.VolumeRemove(context.Background(), v.Name, client.VolumeRemoveOptions{Force: true})
+	}
+	return len(cs.Items), len(vs.Items)
+}

@@ -1,0 +1,51 @@
+package stack
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// nodeAgentBin and coreBin are the binaries Main built for the test binary.
+var nodeAgentBin, coreBin string
+
+// Main builds berth-nodeagent and berth-core into a temporary folder, runs
+// the tests and exits with their code. Call it from TestMain.
+func Main(m *testing.M) {
+	dir, err := os.MkdirTemp("", "berth-stack-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	nodeAgentBin = filepath.Join(dir, "berth-nodeagent")
+	coreBin = filepath.Join(dir, "berth-core")
+	for bin, pkg := range map[string]string{
+		nodeAgentBin: "berth.dev/nodeagent/cmd/berth-nodeagent",
+		coreBin:      "berth.dev/core/cmd/berth-core",
+	} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// NodeAgentBin is the path of the berth-nodeagent binary built by Main.
+func NodeAgentBin() string { return nodeAgentBin }
+
+// CoreBin is the path of the berth-core binary built by Main.
+func CoreBin() string { return coreBin }
+
+// RepoRoot is the repository's root folder.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}

@@ -1,0 +1,332 @@
+package stack
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+
+	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/docker/dockertest"
+	"berth.dev/sandbox/nodetls"
+
+	"berth.dev/core/nodes"
+)
+
+// Installation is one test installation: its CA and Core's client
+// certificate, as Core would hold them. Only ID is set for installations
+// whose CA lives in a real berth-core.
+type Installation struct {
+	ID       string
+	CA       *nodetls.CA
+	CoreCert tls.Certificate
+}
+
+// NewInstallation mints an installation id, its CA and Core's client
+// certificate.
+func NewInstallation(t testing.TB) *Installation {
+	t.Helper()
+	id := uuid.NewString()
+	ca, err := nodetls.NewCA(id, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := ca.IssueCore(id, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Installation{ID: id, CA: ca, CoreCert: core}
+}
+
+// Node is one berth-nodeagent process and its files.
+type Node struct {
+	t      testing.TB
+	Inst   *Installation
+	ID     string // the enrolled node id
+	Dir    string // holds the configuration and the state directory
+	Config string // the configuration file
+	Addr   string // the address the agent serves on, once started
+	Cmd    *exec.Cmd
+	// Exited is closed when the running process has exited; ExitCode is
+	// then its exit code.
+	Exited   chan struct{}
+	ExitCode int
+	logMu    sync.Mutex
+	log      strings.Builder
+}
+
+// NodeOptions shape a node's configuration.
+type NodeOptions struct {
+	Socket     string // the engine's Unix socket
+	Image      string
+	Generation uint64 // default 1
+	Listen     string // default 127.0.0.1:0
+}
+
+// Resources are the sandbox resources the node tests request.
+var Resources = sandbox.Resources{CPUMillis: 500, MemoryBytes: 256 << 20, DiskBytes: 1 << 30}
+
+// PEMCert encodes a DER certificate as PEM.
+func PEMCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// EnrollNode writes a node's identity the way enrollment does: a key, a
+// certificate for a fresh node id signed by the installation CA, and the
+// CA. It returns the node id.
+func EnrollNode(t testing.TB, inst *Installation, stateDir string) string {
+	t.Helper()
+	nodeID := uuid.NewString()
+	key, err := nodetls.NewNodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := nodetls.NewCSR(key, nodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDER, err := inst.CA.SignNodeCSR(csr, nodeID, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := nodetls.MarshalKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity, _ := json.Marshal(map[string]string{
+		"node_id": nodeID, "installation_id": inst.ID,
+		"certificate_pem": string(PEMCert(certDER)), "key_pem": string(keyPEM), "ca_pem": string(inst.CA.CertificatePEM()),
+	})
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, "identity.json"), identity, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return nodeID
+}
+
+// StartNode prepares a node, writes its identity with EnrollNode and starts
+// it; the test's cleanup stops it.
+func StartNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
+	t.Helper()
+	n := PrepareNode(t, inst, o)
+	n.ID = EnrollNode(t, inst, filepath.Join(n.Dir, "state"))
+	n.Start()
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// PrepareNode writes a node's configuration without an identity and
+// without starting it.
+func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
+	t.Helper()
+	if o.Generation == 0 {
+		o.Generation = 1
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	dir, err := os.MkdirTemp("", "bnode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	state := filepath.Join(dir, "state")
+	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json")}
+	cfg := map[string]any{
+		"state_dir": state,
+		"listen":    o.Listen,
+		"provider":  docker.Kind,
+		"node": map[string]any{
+			"socket": o.Socket, "image": o.Image, "network": "none",
+			"seccomp_profile": filepath.Join(RepoRoot(), "deploy", "runtime", "seccomp.json"),
+		},
+		"generation": map[string]any{
+			"number": o.Generation, "installation_id": inst.ID,
+			"specification": map[string]any{
+				"cpu_millis": Resources.CPUMillis, "memory_bytes": Resources.MemoryBytes,
+				"disk_bytes": Resources.DiskBytes, "max_active": 8, "max_retained": 8,
+			},
+		},
+		"health_interval": "1m",
+	}
+	data, _ := json.Marshal(cfg)
+	if err := os.WriteFile(n.Config, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Start runs the agent and waits for it to report its address.
+func (n *Node) Start() {
+	n.t.Helper()
+	n.Cmd = exec.Command(nodeAgentBin, "serve", "--config", n.Config)
+	stderr, err := n.Cmd.StderrPipe()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := n.Cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.Exited = make(chan struct{})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			n.logMu.Lock()
+			n.log.WriteString(line + "\n")
+			n.logMu.Unlock()
+			var entry struct {
+				Msg     string `json:"msg"`
+				Address string `json:"address"`
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "serving the node protocol" {
+				addr <- entry.Address
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	cmd, exited := n.Cmd, n.Exited
+	go func() {
+		_ = cmd.Wait()
+		n.ExitCode = cmd.ProcessState.ExitCode()
+		close(exited)
+	}()
+	select {
+	case n.Addr = <-addr:
+	case <-n.Exited:
+		n.t.Fatalf("berth-nodeagent exited with %d:\n%s", n.ExitCode, n.Logs())
+	case <-time.After(30 * time.Second):
+		n.t.Fatalf("berth-nodeagent did not start:\n%s", n.Logs())
+	}
+}
+
+// Logs is everything the agent wrote to stderr, across its starts.
+func (n *Node) Logs() string {
+	n.logMu.Lock()
+	defer n.logMu.Unlock()
+	return n.log.String()
+}
+
+// Kill ends the agent with SIGKILL: no cleanup, no graceful stop.
+func (n *Node) Kill() {
+	_ = n.Cmd.Process.Signal(syscall.SIGKILL)
+	<-n.Exited
+}
+
+// Stop ends the agent with SIGTERM and checks it exits cleanly.
+func (n *Node) Stop() {
+	if n.Exited == nil {
+		return
+	}
+	select {
+	case <-n.Exited:
+		return
+	default:
+	}
+	_ = n.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.Exited:
+		if n.ExitCode != 0 {
+			n.t.Errorf("berth-nodeagent exited with %d:\n%s", n.ExitCode, n.Logs())
+		}
+	case <-time.After(20 * time.Second):
+		_ = n.Cmd.Process.Kill()
+		n.t.Errorf("berth-nodeagent ignored SIGTERM")
+	}
+}
+
+// Dial connects as Core, expecting the node's identity.
+func (n *Node) Dial(t testing.TB) *grpc.ClientConn {
+	t.Helper()
+	cfg, err := nodetls.ClientConfig(n.Inst.CoreCert, n.Inst.CA.Certificate(), n.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := nodes.Dial(n.Addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// Connect performs Hello and opens a connection under epoch, returning the
+// connection and a proxy bound to it.
+func (n *Node) Connect(t testing.TB, cc *grpc.ClientConn, epoch uint64) (*nodes.Connection, *nodes.Proxy) {
+	t.Helper()
+	client := pb.NewNodeServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hello, ops, err := nodes.Hello(ctx, client)
+	if err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	if hello.GetNodeId() != n.ID {
+		t.Fatalf("hello names node %q, want %q", hello.GetNodeId(), n.ID)
+	}
+	conn, err := nodes.Open(ctx, client, epoch, hello.GetGeneration())
+	if err != nil {
+		t.Fatalf("open connection: %v", err)
+	}
+	t.Cleanup(conn.Close)
+	proxy, err := nodes.NewProxy(ops, func(context.Context) (*nodes.Session, error) { return &conn.Session, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, proxy
+}
+
+// EnrollCmd runs `berth-nodeagent enroll` for a node prepared by
+// PrepareNode against Core's enrollment address, advertising advertise,
+// and returns its combined output and exit code. The token travels in a
+// file; the test fails if its secret appears in the output.
+func EnrollCmd(t testing.TB, n *Node, coreAddr, token, advertise string) (string, int) {
+	t.Helper()
+	tokenFile := filepath.Join(n.Dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nodeAgentBin, "enroll", "--config", n.Config, "--core", coreAddr,
+		"--token-file", tokenFile, "--advertise", advertise)
+	out, _ := cmd.CombinedOutput()
+	if parts := strings.Split(token, "."); len(parts) == 4 && strings.Contains(string(out), parts[2]) {
+		t.Fatalf("the token's secret appeared in the output:\n%s", out)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// FixtureEngine starts a Docker API fixture on a short Unix socket path,
+// holding FixtureImage.
+func FixtureEngine(t testing.TB) *dockertest.Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "beng")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	srv := dockertest.StartUnix(t, filepath.Join(dir, "docker.sock"))
+	srv.PutImage(FixtureImage)
+	return srv
+}
+
+// FixtureImage is the image id the fixture engine holds.
+const FixtureImage = "sha256:4f3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c"
