@@ -76,6 +76,7 @@ type NodeOptions struct {
 	Image      string
 	Generation uint64 // default 1
 	Listen     string // default 127.0.0.1:0
+	Network    string // the containers' network; default "none"
 }
 
 // Resources are the sandbox resources the node tests request.
@@ -142,6 +143,9 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"
 	}
+	if o.Network == "" {
+		o.Network = "none"
+	}
 	dir, err := os.MkdirTemp("", "bnode")
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +158,7 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 		"listen":    o.Listen,
 		"provider":  docker.Kind,
 		"node": map[string]any{
-			"socket": o.Socket, "image": o.Image, "network": "none",
+			"socket": o.Socket, "image": o.Image, "network": o.Network,
 			"seccomp_profile": filepath.Join(RepoRoot(), "deploy", "runtime", "seccomp.json"),
 		},
 		"generation": map[string]any{

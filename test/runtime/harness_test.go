@@ -1,0 +1,240 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/moby/moby/client"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/testenv"
+
+	"berth.dev/core/store/storetest"
+	"berth.dev/test/internal/stack"
+)
+
+func TestMain(m *testing.M) { stack.Main(m) }
+
+// env is one running installation: berth-core with its Runtime gateway on
+// the engine's bridge, one enrolled node agent whose containers use the
+// bridge, and a committed deployment.
+type env struct {
+	t              *testing.T
+	core           *stack.Core
+	node           *stack.Node
+	cc             *grpc.ClientConn
+	ctx            context.Context
+	docker         *client.Client
+	installationID string
+	dsn, stateDir  string
+	coreOpts       stack.CoreOptions
+	sessions       adminv1.SessionServiceClient
+	turns          adminv1.TurnServiceClient
+	gateway        string // host:port of the Runtime gateway
+}
+
+// bridgeGateway returns the engine's default bridge gateway address, where
+// containers on the bridge reach this host.
+func bridgeGateway(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	res, err := cli.NetworkInspect(context.Background(), "bridge", client.NetworkInspectOptions{})
+	if err != nil {
+		t.Fatalf("inspect bridge network: %v", err)
+	}
+	for _, c := range res.Network.IPAM.Config {
+		if c.Gateway.Is4() {
+			return c.Gateway.String()
+		}
+	}
+	t.Fatal("the bridge network has no IPv4 gateway")
+	return ""
+}
+
+// freePort returns a free TCP port on addr.
+func freePort(t testing.TB, addr string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	host := testenv.DockerHost(t)
+	image := testenv.RuntimeImage(t)
+	cli, err := client.New(client.WithHost(host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	gw := freePort(t, bridgeGateway(t, cli))
+	e := &env{t: t, docker: cli, dsn: storetest.NewDatabase(t), stateDir: stack.CoreStateDir(t), gateway: gw}
+	e.coreOpts = stack.CoreOptions{
+		PublicURL: "http://" + gw,
+		Args:      []string{"--runtime-listen", gw, "--runtime-keepalive", "2s"},
+	}
+	e.core = stack.StartCoreWith(t, e.dsn, e.stateDir, true, e.coreOpts)
+	e.cc, e.ctx = e.core.AdminClient(t)
+	e.installationID = stack.InstallationID(t, e.ctx, e.cc)
+	nodesAPI := adminv1.NewNodeServiceClient(e.cc)
+	tok, err := nodesAPI.CreateEnrollmentToken(e.ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := stack.FreeAddr(t)
+	e.node = stack.PrepareNode(t, &stack.Installation{ID: e.installationID}, stack.NodeOptions{
+		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge",
+	})
+	if out, code := stack.EnrollCmd(t, e.node, e.core.PublicAddr(), tok.GetTokenText(), listen); code != 0 {
+		t.Fatalf("enroll: %s", out)
+	}
+	e.node.Start()
+	t.Cleanup(e.node.Stop)
+	for _, name := range stack.EnableAll(t, e.ctx, e.cc) {
+		stack.WaitNode(t, e.ctx, nodesAPI, name, stack.Connected)
+	}
+	stack.CommitDockerDeployment(t, e.ctx, e.cc, &adminv1.Specification{
+		CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4,
+	})
+	e.sessions = adminv1.NewSessionServiceClient(e.cc)
+	e.turns = adminv1.NewTurnServiceClient(e.cc)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-core log:\n%s", e.core.Logs())
+			e.logContainers()
+		}
+		stack.RemoveOwned(t, cli, e.installationID)
+	})
+	return e
+}
+
+// logContainers logs the Runtime containers' output, for a failed test.
+func (e *env) logContainers() {
+	cs, err := e.docker.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: stack.InstallationFilter(e.installationID)})
+	if err != nil {
+		return
+	}
+	for _, c := range cs.Items {
+		rc, err := e.docker.ContainerLogs(context.Background(), c.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "50"})
+		if err != nil {
+			continue
+		}
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(rc)
+		rc.Close()
+		e.t.Logf("container %s (%s):\n%s", c.ID[:12], c.State, b.String())
+	}
+}
+
+// restartCore stops berth-core and starts it again on the same database,
+// state and addresses.
+func (e *env) restartCore() {
+	e.t.Helper()
+	e.core.Stop()
+	e.core = stack.StartCoreWith(e.t, e.dsn, e.stateDir, true, e.coreOpts)
+	e.cc, e.ctx = e.core.AdminClient(e.t)
+	e.sessions = adminv1.NewSessionServiceClient(e.cc)
+	e.turns = adminv1.NewTurnServiceClient(e.cc)
+}
+
+// createSession creates a Session and waits until its Runtime accepts
+// Turns.
+func (e *env) createSession() string {
+	e.t.Helper()
+	resp, err := e.sessions.CreateSession(e.ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
+	if err != nil {
+		e.t.Fatalf("CreateSession: %v", err)
+	}
+	name := resp.GetSession().GetName()
+	e.waitAdmitted(name)
+	return name
+}
+
+func (e *env) waitAdmitted(name string) *adminv1.Session {
+	e.t.Helper()
+	var s *adminv1.Session
+	stack.WaitFor(e.t, 2*time.Minute, "execution admitted for "+name, func() bool {
+		resp, err := e.sessions.GetSession(e.ctx, &adminv1.GetSessionRequest{Name: name})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		s = resp.GetSession()
+		return s.GetEnvironment().GetExecutionAdmitted()
+	})
+	return s
+}
+
+// result is a finished Turn with its output.
+type result struct {
+	turn           *adminv1.Turn
+	stdout, stderr []byte
+}
+
+// run submits a Turn, streams its output and returns it once terminal.
+func (e *env) run(session string, t *adminv1.Turn) result {
+	e.t.Helper()
+	sub, err := e.turns.SubmitTurn(e.ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: t})
+	if err != nil {
+		e.t.Fatalf("SubmitTurn: %v", err)
+	}
+	return e.wait(sub.GetTurn().GetName())
+}
+
+// wait streams a Turn's output to its end and reads the outcome.
+func (e *env) wait(name string) result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 3*time.Minute)
+	defer cancel()
+	st, err := e.turns.StreamTurnOutput(ctx, &adminv1.StreamTurnOutputRequest{Name: name})
+	if err != nil {
+		e.t.Fatalf("StreamTurnOutput: %v", err)
+	}
+	var r result
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			if err.Error() != "EOF" && !strings.Contains(err.Error(), "EOF") {
+				e.t.Fatalf("stream: %v", err)
+			}
+			break
+		}
+		want := int64(len(r.stdout))
+		if m.GetStream() == adminv1.OutputStream_OUTPUT_STREAM_STDERR {
+			want = int64(len(r.stderr))
+		}
+		if m.GetOffset() != want {
+			e.t.Fatalf("chunk at offset %d, want %d", m.GetOffset(), want)
+		}
+		if m.GetStream() == adminv1.OutputStream_OUTPUT_STREAM_STDERR {
+			r.stderr = append(r.stderr, m.GetData()...)
+		} else {
+			r.stdout = append(r.stdout, m.GetData()...)
+		}
+	}
+	got, err := e.turns.GetTurn(e.ctx, &adminv1.GetTurnRequest{Name: name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r.turn = got.GetTurn()
+	return r
+}
+
+func shell(script string) *adminv1.Turn {
+	return &adminv1.Turn{Command: &adminv1.Command{Program: &adminv1.Command_ShellScript{ShellScript: script}}}
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("state=%v exit=%d failure=%q stdout=%q stderr=%q", r.turn.GetState(), r.turn.GetExitCode(),
+		r.turn.GetFailureCode(), r.stdout, r.stderr)
+}
