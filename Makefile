@@ -108,5 +108,9 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 1m; make fuzz FUZZTIME
 		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 .PHONY: up
-up: ## Start a local Berth stack (not built yet: issue 6)
-	@echo "make up: not built yet; it arrives with the Runtime issue (#6)" >&2; exit 2
+up: ## Build, provision and start Core + one node agent, create a Session and run a Turn; leaves it running
+	scripts/berth-up up
+
+.PHONY: down
+down: ## Stop the stack `make up` started and remove its sandboxes
+	scripts/berth-up down

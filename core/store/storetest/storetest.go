@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"net/url"
 	"strings"
@@ -127,4 +128,40 @@ func EnabledNode(t testing.TB, st *store.Store) uuid.UUID {
 		t.Fatal(err)
 	}
 	return n.ID
+}
+
+// RunningSession commits a Session on a new enabled node whose allocation
+// was created and observed running with completed bootstrap, as the
+// lifecycle worker records it, and returns it with its device credential.
+// The installation must be claimed.
+func RunningSession(t testing.TB, st *store.Store) (store.SessionBundle, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	node := EnabledNode(t, st)
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	// The credential's form as core/sessions makes it: unpadded base64url.
+	cred := []byte(base64.RawURLEncoding.EncodeToString(raw))
+	digest := sha256.Sum256(cred)
+	sealed := make([]byte, 48)
+	_, _ = rand.Read(sealed)
+	b, err := st.CreateSession(ctx, store.CreateSessionParams{
+		RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "running",
+		SessionID: uuid.New(), EnvironmentID: uuid.New(), AllocationID: uuid.New(), DeviceID: uuid.New(),
+		CredentialDigest: digest[:], CredentialCiphertext: sealed, CredentialNonce: sealed[:12],
+		CreateReceipt: uuid.New(), Generation: 1, Candidates: []uuid.UUID{node}, MaxActive: 5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-" + a.ID.String(), BootstrapComplete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Allocation = a
+	return b, cred
 }

@@ -1,0 +1,321 @@
+package gateway_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	runtimev1 "berth.dev/proto/berth/runtime/v1"
+
+	"berth.dev/core/gateway"
+	"berth.dev/core/secrets"
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+	"berth.dev/core/turns"
+)
+
+// fixture is a gateway over a real PostgreSQL with one running Session,
+// served on loopback gRPC; the test plays the Runtime.
+type fixture struct {
+	st      *store.Store
+	turns   *turns.Service
+	client  runtimev1.RuntimeGatewayServiceClient
+	session store.SessionBundle
+	cred    []byte
+	epoch   uint64
+}
+
+func newFixture(t *testing.T, keepalive time.Duration) *fixture {
+	t.Helper()
+	st := storetest.New(t)
+	ctx := context.Background()
+	inst, err := st.ClaimInstallation(ctx, uuid.New(), "http://core.test:7080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := st.NextOwnerEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := secrets.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, cred := storetest.RunningSession(t, st)
+	ts := turns.New(st, key, inst.ID, uuid.New, turns.NewHub())
+	srv := grpc.NewServer()
+	gateway.New(gateway.Config{Store: st, Turns: ts, OwnerEpoch: epoch, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return &fixture{st: st, turns: ts, client: runtimev1.NewRuntimeGatewayServiceClient(cc), session: b, cred: cred, epoch: epoch}
+}
+
+type rt = grpc.BidiStreamingClient[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
+
+// connect says hello as the Session's Runtime and returns the stream
+// after the welcome.
+func (f *fixture) connect(t *testing.T) (rt, *runtimev1.Welcome) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	s, err := f.client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Hello{Hello: &runtimev1.Hello{
+		ProtocolVersion: runtimev1.ProtocolVersion, DeviceId: f.session.Allocation.DeviceID.String(),
+		Credential: string(f.cred), RuntimeVersion: "test",
+	}}})
+	m, err := s.Recv()
+	if err != nil {
+		t.Fatalf("welcome: %v", err)
+	}
+	if m.GetWelcome() == nil {
+		t.Fatalf("first message %v, want welcome", m)
+	}
+	return s, m.GetWelcome()
+}
+
+func send(t *testing.T, s rt, m *runtimev1.ConnectRequest) {
+	t.Helper()
+	if err := s.Send(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next returns the next message that is not a keepalive.
+func next(t *testing.T, s rt) *runtimev1.ConnectResponse {
+	t.Helper()
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatalf("recv: %v", err)
+		}
+		if m.GetKeepalive() == nil {
+			return m
+		}
+	}
+}
+
+func prepared() *runtimev1.ConnectRequest {
+	return &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Prepared{Prepared: &runtimev1.Prepared{}}}
+}
+
+func (f *fixture) submit(t *testing.T, script string, env map[string]string, stdin []byte) store.Turn {
+	t.Helper()
+	turn, err := f.turns.Submit(context.Background(), turns.SubmitRequest{
+		SessionID: f.session.Session.ID, RequestID: uuid.New(), Command: turns.Command{Script: &script}, Env: env, Stdin: stdin,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return turn
+}
+
+func reasonOf(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if i, ok := d.(*errdetails.ErrorInfo); ok {
+			return i.GetReason()
+		}
+	}
+	return ""
+}
+
+// endsWith reads until the stream ends and checks its status.
+func endsWith(t *testing.T, s rt, code codes.Code, reason string) {
+	t.Helper()
+	for {
+		_, err := s.Recv()
+		if err == nil {
+			continue
+		}
+		if status.Code(err) != code || reasonOf(err) != reason {
+			t.Fatalf("stream ended with %v (%s), want %v %s", err, reasonOf(err), code, reason)
+		}
+		return
+	}
+}
+
+func TestTurnsAreDeliveredOnceInOrderAfterPreparation(t *testing.T) {
+	f := newFixture(t, time.Minute)
+	first := f.submit(t, "echo one", map[string]string{"SECRET": "s3"}, []byte("in"))
+	second := f.submit(t, "echo two", nil, nil)
+
+	s, w := f.connect(t)
+	if w.GetConnectionGeneration() != 1 || w.GetConnectionId() == "" {
+		t.Fatalf("welcome %v", w)
+	}
+	// Nothing before preparation: the first message after prepared is the
+	// first Turn, with its opened input.
+	send(t, s, prepared())
+	m := next(t, s).GetRunTurn()
+	if m.GetTurnId() != first.ID.String() || m.GetShellScript() != "echo one" || m.GetEnv()["SECRET"] != "s3" ||
+		string(m.GetStdin()) != "in" || m.GetWorkingDirectory() != "/workspace" || m.GetMaxOutputBytes() != turns.MaxOutputBytes {
+		t.Fatalf("run_turn %v", m)
+	}
+	id := m.GetTurnId()
+	send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnStarted{TurnStarted: &runtimev1.TurnStarted{TurnId: id}}})
+	send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnOutput{TurnOutput: &runtimev1.TurnOutput{
+		TurnId: id, Stream: runtimev1.OutputStream_OUTPUT_STREAM_STDOUT, Offset: 0, Data: []byte("one\n")}}})
+	send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnResult{TurnResult: &runtimev1.TurnResult{
+		TurnId: id, Outcome: runtimev1.TurnResult_OUTCOME_EXITED, ExitCode: 0, StdoutBytes: 4}}})
+	m = next(t, s).GetRunTurn()
+	if m.GetTurnId() != second.ID.String() {
+		t.Fatalf("second delivery %v", m)
+	}
+	got, err := f.st.GetTurn(context.Background(), first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.TurnCompleted || got.StdoutRecorded != 4 || got.StartedAt == nil {
+		t.Fatalf("first turn %+v", got)
+	}
+
+	// Cancelling the running Turn reaches the Runtime.
+	if _, err := f.turns.Cancel(context.Background(), f.session.Session.ID, second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if c := next(t, s).GetCancelTurn(); c.GetTurnId() != second.ID.String() {
+		t.Fatalf("cancel %v", c)
+	}
+	// The Runtime leaves before reporting: the Turn is unconfirmed and is
+	// never delivered again, also not to the next connection.
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, f.st, second.ID, store.TurnUnconfirmed)
+	s2, w2 := f.connect(t)
+	if w2.GetConnectionGeneration() != 2 {
+		t.Fatalf("second welcome %v", w2)
+	}
+	send(t, s2, prepared())
+	third := f.submit(t, "echo three", nil, nil)
+	if m := next(t, s2).GetRunTurn(); m.GetTurnId() != third.ID.String() {
+		t.Fatalf("after reconnect got %v, want only the new turn", m)
+	}
+}
+
+func waitState(t *testing.T, st *store.Store, id uuid.UUID, want store.TurnState) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := st.GetTurn(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("turn state %s, want %s", got.State, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestProtocolViolationsEndTheConnection(t *testing.T) {
+	f := newFixture(t, time.Minute)
+	turn := f.submit(t, "echo", nil, nil)
+	s, _ := f.connect(t)
+	send(t, s, prepared())
+	id := next(t, s).GetRunTurn().GetTurnId()
+	// Output with a gap: refused, the connection ends, the Turn is
+	// unconfirmed (partial output is never success).
+	send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnOutput{TurnOutput: &runtimev1.TurnOutput{
+		TurnId: id, Stream: runtimev1.OutputStream_OUTPUT_STREAM_STDOUT, Offset: 5, Data: []byte("x")}}})
+	endsWith(t, s, codes.InvalidArgument, runtimev1.ReasonInvalidMessage)
+	waitState(t, f.st, turn.ID, store.TurnUnconfirmed)
+
+	// A result for a Turn it was not given.
+	s, _ = f.connect(t)
+	send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnResult{TurnResult: &runtimev1.TurnResult{
+		TurnId: uuid.NewString(), Outcome: runtimev1.TurnResult_OUTCOME_EXITED}}})
+	endsWith(t, s, codes.InvalidArgument, runtimev1.ReasonInvalidMessage)
+
+	// A first message that is not hello.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := f.client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, s, prepared())
+	endsWith(t, s, codes.InvalidArgument, runtimev1.ReasonInvalidMessage)
+}
+
+func TestIdleRuntimeGetsKeepalivesAndIsDroppedWhenSilent(t *testing.T) {
+	f := newFixture(t, 100*time.Millisecond)
+	s, _ := f.connect(t)
+	send(t, s, prepared())
+	var seqs []int64
+	for len(seqs) < 3 {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := m.GetKeepalive()
+		if k == nil {
+			t.Fatalf("unexpected %v", m)
+		}
+		seqs = append(seqs, k.GetSequence())
+		send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_KeepaliveAck{KeepaliveAck: &runtimev1.KeepaliveAck{Sequence: k.GetSequence()}}})
+	}
+	if seqs[0] != 1 || seqs[1] != 2 || seqs[2] != 3 {
+		t.Fatalf("keepalive sequences %v", seqs)
+	}
+	// Silent from now on: dropped after a few intervals.
+	endsWith(t, s, codes.Unavailable, runtimev1.ReasonNotAdmitted)
+	ready, err := f.st.RuntimeReadiness(context.Background(), []uuid.UUID{f.session.Allocation.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready[f.session.Allocation.ID].Connected {
+		t.Fatal("a dropped connection is still reported connected")
+	}
+}
+
+func TestDeletedSessionRevokesTheRuntime(t *testing.T) {
+	f := newFixture(t, 100*time.Millisecond)
+	s, _ := f.connect(t)
+	if _, err := f.st.RequestSessionDeletion(context.Background(), f.session.Session.ID); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				return
+			}
+			if k := m.GetKeepalive(); k != nil {
+				_ = s.Send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_KeepaliveAck{KeepaliveAck: &runtimev1.KeepaliveAck{Sequence: k.GetSequence()}}})
+			}
+		}
+	}()
+	// A new hello is refused for good.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s2, err := f.client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, s2, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Hello{Hello: &runtimev1.Hello{
+		ProtocolVersion: runtimev1.ProtocolVersion, DeviceId: f.session.Allocation.DeviceID.String(), Credential: string(f.cred)}}})
+	endsWith(t, s2, codes.PermissionDenied, runtimev1.ReasonRevoked)
+}
