@@ -4,4 +4,12 @@
 //
 // Rules: this package imports no Berth module (adapters, Core and the Runtime
 // all import it). The credential is a Secret that never prints.
+//
+// The module's other packages are the Runtime itself: turnexec (runs one
+// Turn; imports no Berth module either), runtimeclient (the connection to
+// Core) and cmd/berth-runtime. runtimeclient and cmd/berth-runtime import
+// berth.dev/proto for the generated berth.runtime.v1 API. That is the one
+// exception to "runtimebootstrap imports no Berth module", and it makes no
+// cycle because proto imports nothing from Berth; the root package, which
+// sandbox and core import, stays free of Berth imports (and of gRPC).
 package runtimebootstrap

@@ -2,4 +2,18 @@ module berth.dev/runtimebootstrap
 
 go 1.26.0
 
-require github.com/google/uuid v1.6.0
+require (
+	berth.dev/proto v0.0.0
+	github.com/google/uuid v1.6.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
+
+replace berth.dev/proto => ../proto

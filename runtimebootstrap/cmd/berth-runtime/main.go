@@ -1,8 +1,19 @@
 // Command berth-runtime is the Runtime daemon that runs inside each sandbox.
 //
-// Today it validates its bootstrap file and waits for a stop signal; the
-// connection to Core's runtime gateway (berth.runtime.v1) arrives with the
-// Runtime issue.
+// "berth-runtime connect" reads and validates the bootstrap file, then holds
+// a berth.runtime.v1 connection to Core's runtime gateway (runtimeclient):
+// it authenticates with the file's device id and credential, runs the Turns
+// Core delivers under /workspace, and reconnects with backoff whenever the
+// connection ends. Logs are JSON lines on stderr (log/slog) and never carry
+// the credential.
+//
+// Exit codes of connect:
+//
+//	0  stopped by SIGTERM or SIGINT
+//	1  the bootstrap file is missing, unreadable, too open or invalid
+//	2  usage error
+//	3  Core stopped this Runtime for good (credential rejected, revoked or
+//	   protocol mismatch); restarting it cannot help
 package main
 
 import (
@@ -11,12 +22,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
 	"syscall"
 
 	"berth.dev/runtimebootstrap"
+	"berth.dev/runtimebootstrap/runtimeclient"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -27,6 +40,7 @@ const (
 	exitOK         = 0
 	exitInvalid    = 1 // the bootstrap file is missing, unreadable, too open or invalid
 	exitUsage      = 2
+	exitStopped    = 3 // Core ended the connection with a stop-for-good reason
 	defaultProfile = "default"
 )
 
@@ -42,7 +56,8 @@ const usage = `usage:
 `
 
 // run executes one invocation and returns its exit code. It returns from
-// connect when ctx is done (a stop signal).
+// connect when ctx is done (a stop signal) or Core stops the Runtime for
+// good.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -95,9 +110,20 @@ func connect(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "berth-runtime: %v\n", err)
 		return exitInvalid
 	}
-	fmt.Fprintf(stderr, "berth-runtime: validated the bootstrap for device %s; the Core gateway connection arrives with the Runtime issue\n", f.DeviceID)
+	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	logger.Info("validated the bootstrap file", "device_id", f.DeviceID, "version", version)
 
-	<-ctx.Done()
-	fmt.Fprintln(stderr, "berth-runtime: stopping on signal")
+	client, err := runtimeclient.New(runtimeclient.Config{Bootstrap: f, RuntimeVersion: version, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "berth-runtime: %v\n", err)
+		return exitInvalid
+	}
+	err = client.Run(ctx)
+	var stop *runtimeclient.StopError
+	if errors.As(err, &stop) {
+		fmt.Fprintf(stderr, "berth-runtime: core stopped this runtime for good (%s); exiting\n", stop.Reason)
+		return exitStopped
+	}
+	logger.Info("stopping on signal")
 	return exitOK
 }

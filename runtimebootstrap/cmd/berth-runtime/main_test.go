@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	runtimev1 "berth.dev/proto/berth/runtime/v1"
 )
 
 const (
@@ -19,8 +26,10 @@ const (
 	testCredential = "binary-test-credential-0123456789abcdefghijklmnop"
 )
 
-func bootstrapJSON(credential string) string {
-	return `{"version":1,"core_url":"https://core.example.test","device_id":"` + testDevice +
+const testCoreURL = "https://core.example.test"
+
+func bootstrapJSON(coreURL, credential string) string {
+	return `{"version":1,"core_url":"` + coreURL + `","device_id":"` + testDevice +
 		`","credential":"` + credential + `"}`
 }
 
@@ -82,69 +91,196 @@ func exitCode(t *testing.T, err error) int {
 	return exit.ExitCode()
 }
 
-func TestConnectValidatesAndStopsOnSignal(t *testing.T) {
+// fakeCore is a minimal runtime gateway: it hands each Connect stream to the
+// test and ends it with what the test sends on end.
+type fakeCore struct {
+	runtimev1.UnimplementedRuntimeGatewayServiceServer
+	streams chan grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
+	end     chan error
+}
+
+func (f *fakeCore) Connect(stream grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]) error {
+	f.streams <- stream
+	select {
+	case err := <-f.end:
+		return err
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
+}
+
+// startCore serves a fakeCore on loopback and returns it with its URL.
+func startCore(t *testing.T) (*fakeCore, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := &fakeCore{streams: make(chan grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse], 8), end: make(chan error, 1)}
+	srv := grpc.NewServer()
+	runtimev1.RegisterRuntimeGatewayServiceServer(srv, core)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return core, "http://" + lis.Addr().String()
+}
+
+// daemon is a running berth-runtime connect; its stdout and stderr go to
+// one locked buffer.
+type daemon struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    bytes.Buffer
+	done   chan error
+}
+
+func startDaemon(t *testing.T, coreURL string) *daemon {
+	t.Helper()
+	path := writeBootstrap(t, bootstrapJSON(coreURL, testCredential), 0o600)
+	d := &daemon{cmd: exec.Command(binary(t), "connect", "--profile", "default", "--bootstrap-file", path), done: make(chan error, 1)}
+	d.cmd.Stdout = d // nothing is expected on stdout; keep it for the secret check
+	d.cmd.Stderr = d
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	})
+	return d
+}
+
+func (d *daemon) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.out.Write(p)
+}
+
+func (d *daemon) output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.out.String()
+}
+
+// wait returns the exit code, failing after 30s.
+func (d *daemon) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case err := <-d.done:
+		d.done <- err // for the cleanup
+		return exitCode(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("did not exit within 30s; output %q", d.output())
+		return -1
+	}
+}
+
+func TestConnectSpeaksToCoreAndStopsOnSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			path := writeBootstrap(t, bootstrapJSON(testCredential), 0o600)
-			cmd := exec.Command(binary(t), "connect", "--profile", "default", "--bootstrap-file", path)
-			var stdout bytes.Buffer
-			cmd.Stdout = &stdout
-			stderr, err := cmd.StderrPipe()
+			core, url := startCore(t)
+			d := startDaemon(t, url)
+			var stream grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
+			select {
+			case stream = <-core.streams:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no connection within 30s; output %q", d.output())
+			}
+			m, err := stream.Recv()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := cmd.Start(); err != nil {
+			hello := m.GetHello()
+			if hello.GetDeviceId() != testDevice || hello.GetCredential() != testCredential ||
+				hello.GetProtocolVersion() != runtimev1.ProtocolVersion || hello.GetRuntimeVersion() == "" {
+				t.Fatalf("hello %v", hello)
+			}
+			if err := stream.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Welcome{Welcome: &runtimev1.Welcome{ConnectionId: "c"}}}); err != nil {
 				t.Fatal(err)
 			}
-			lines := make(chan string, 16)
-			go func() {
-				defer close(lines)
-				sc := bufio.NewScanner(stderr)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-			}()
-			var output []string
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					t.Fatalf("stderr closed before the validation line; exit %v", cmd.Wait())
-				}
-				output = append(output, line)
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatal("no validation line within 30s")
-			}
-			want := "validated the bootstrap for device " + testDevice
-			if !strings.Contains(output[0], want) || !strings.Contains(output[0], "Runtime issue") {
-				t.Fatalf("first line %q lacks %q", output[0], want)
-			}
-			// It keeps running until signalled.
-			select {
-			case line, ok := <-lines:
-				t.Fatalf("unexpected output before the signal: %q (open %v)", line, ok)
-			case <-time.After(200 * time.Millisecond):
-			}
-			if err := cmd.Process.Signal(sig); err != nil {
+			if err := stream.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: 9}}}); err != nil {
 				t.Fatal(err)
 			}
-			for line := range lines {
-				output = append(output, line)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				if code := exitCode(t, err); code != 0 {
-					t.Fatalf("exit %d after %v, want 0; output %q", code, sig, output)
+			// Prepared comes first when this machine has a writable /workspace.
+			for {
+				m, err := stream.Recv()
+				if err != nil {
+					t.Fatal(err)
 				}
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatalf("did not exit within 30s of %v", sig)
+				if m.GetPrepared() != nil {
+					continue
+				}
+				if m.GetKeepaliveAck().GetSequence() != 9 {
+					t.Fatalf("got %v, want the keepalive ack", m)
+				}
+				break
 			}
-			all := strings.Join(output, "\n") + stdout.String()
-			if strings.Contains(all, testCredential) {
-				t.Fatalf("output carries the credential: %q", all)
+			if err := d.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := d.wait(t); code != 0 {
+				t.Fatalf("exit %d after %v, want 0; output %q", code, sig, d.output())
+			}
+			out := d.output()
+			if !strings.Contains(out, `"msg":"validated the bootstrap file","device_id":"`+testDevice+`"`) ||
+				!strings.Contains(out, `"msg":"stopping on signal"`) {
+				t.Fatalf("output %q", out)
+			}
+			if strings.Contains(out, testCredential) {
+				t.Fatalf("output carries the credential: %q", out)
+			}
+		})
+	}
+}
+
+func TestConnectRetriesUntilSignal(t *testing.T) {
+	// Nothing listens on this address: the daemon keeps retrying.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + lis.Addr().String()
+	_ = lis.Close()
+	d := startDaemon(t, url)
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(d.output(), `"msg":"connection ended"`) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than two attempts within 30s; output %q", d.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.wait(t); code != 0 {
+		t.Fatalf("exit %d, want 0; output %q", code, d.output())
+	}
+}
+
+func TestConnectStopsForGood(t *testing.T) {
+	for _, reason := range []string{runtimev1.ReasonCredentialRejected, runtimev1.ReasonRevoked, runtimev1.ReasonProtocolMismatch} {
+		t.Run(reason, func(t *testing.T) {
+			core, url := startCore(t)
+			d := startDaemon(t, url)
+			select {
+			case <-core.streams:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no connection within 30s; output %q", d.output())
+			}
+			st, err := status.New(codes.PermissionDenied, "fixed").WithDetails(&errdetails.ErrorInfo{Domain: runtimev1.ErrorDomain, Reason: reason})
+			if err != nil {
+				t.Fatal(err)
+			}
+			core.end <- st.Err()
+			if code := d.wait(t); code != 3 {
+				t.Fatalf("exit %d, want 3; output %q", code, d.output())
+			}
+			out := d.output()
+			if !strings.Contains(out, "berth-runtime: core stopped this runtime for good ("+reason+"); exiting\n") {
+				t.Fatalf("output %q lacks the stop line", out)
+			}
+			if strings.Contains(out, testCredential) {
+				t.Fatalf("output carries the credential: %q", out)
 			}
 		})
 	}
@@ -156,13 +292,13 @@ func TestConnectRejectsInvalidBootstrap(t *testing.T) {
 		content string
 		mode    os.FileMode
 	}{
-		"unknown key":      {strings.Replace(bootstrapJSON(testCredential), `{`, `{"x":"`+testCredential+`",`, 1), 0o600},
-		"case alias":       {strings.Replace(bootstrapJSON(testCredential), `"credential"`, `"Credential"`, 1), 0o600},
-		"bad device id":    {strings.Replace(bootstrapJSON(testCredential), testDevice, "device-"+testCredential, 1), 0o600},
-		"credential space": {bootstrapJSON(testCredential + " x"), 0o600},
-		"trailing data":    {bootstrapJSON(testCredential) + testCredential, 0o600},
-		"group readable":   {bootstrapJSON(testCredential), 0o640},
-		"world readable":   {bootstrapJSON(testCredential), 0o644},
+		"unknown key":      {strings.Replace(bootstrapJSON(testCoreURL, testCredential), `{`, `{"x":"`+testCredential+`",`, 1), 0o600},
+		"case alias":       {strings.Replace(bootstrapJSON(testCoreURL, testCredential), `"credential"`, `"Credential"`, 1), 0o600},
+		"bad device id":    {strings.Replace(bootstrapJSON(testCoreURL, testCredential), testDevice, "device-"+testCredential, 1), 0o600},
+		"credential space": {bootstrapJSON(testCoreURL, testCredential+" x"), 0o600},
+		"trailing data":    {bootstrapJSON(testCoreURL, testCredential) + testCredential, 0o600},
+		"group readable":   {bootstrapJSON(testCoreURL, testCredential), 0o640},
+		"world readable":   {bootstrapJSON(testCoreURL, testCredential), 0o644},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -189,7 +325,7 @@ func TestConnectRejectsInvalidBootstrap(t *testing.T) {
 
 func TestUsageAndVersion(t *testing.T) {
 	bin := binary(t)
-	valid := writeBootstrap(t, bootstrapJSON(testCredential), 0o600)
+	valid := writeBootstrap(t, bootstrapJSON(testCoreURL, testCredential), 0o600)
 	for _, args := range [][]string{
 		{},
 		{"frobnicate"},

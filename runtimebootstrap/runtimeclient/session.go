@@ -1,0 +1,280 @@
+package runtimeclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	runtimev1 "berth.dev/proto/berth/runtime/v1"
+	"berth.dev/runtimebootstrap/turnexec"
+)
+
+// errNoWelcome: Core's first message was not welcome.
+var errNoWelcome = errors.New("core's first message was not welcome")
+
+// session is one Connect stream.
+type session struct {
+	c      *Client
+	stream grpc.BidiStreamingClient[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
+
+	sendMu  sync.Mutex
+	sendErr error // the first failed Send; later sends are skipped
+
+	mu         sync.Mutex
+	turnID     string // the running Turn, or ""
+	cancelTurn context.CancelFunc
+	turns      sync.WaitGroup
+}
+
+// connect runs one connection until its stream ends. It returns when the
+// stream was welcomed (zero if never) and why it ended. Any running Turn is
+// killed before it returns: its result could no longer be delivered.
+func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
+	conn, err := grpc.NewClient(c.target, append([]grpc.DialOption{grpc.WithTransportCredentials(c.creds)}, c.cfg.DialOptions...)...)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("dial core: %w", err)
+	}
+	defer conn.Close()
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.log.Info("connecting to core")
+	stream, err := runtimev1.NewRuntimeGatewayServiceClient(conn).Connect(sctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("open stream: %w", err)
+	}
+	s := &session{c: c, stream: stream}
+	defer func() {
+		cancel()
+		s.mu.Lock()
+		if s.turnID != "" {
+			c.log.Warn("connection ended during a turn; killing it", "turn_id", s.turnID)
+		}
+		s.mu.Unlock()
+		s.turns.Wait()
+	}()
+
+	if err := s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Hello{Hello: &runtimev1.Hello{
+		ProtocolVersion: runtimev1.ProtocolVersion,
+		DeviceId:        c.cfg.Bootstrap.DeviceID,
+		Credential:      c.cfg.Bootstrap.Credential.Reveal(),
+		RuntimeVersion:  c.cfg.RuntimeVersion,
+	}}}); err != nil {
+		// The stream's status comes from Recv.
+		_, err = stream.Recv()
+		return time.Time{}, err
+	}
+
+	first, err := stream.Recv()
+	if err != nil {
+		return time.Time{}, err
+	}
+	w := first.GetWelcome()
+	if w == nil {
+		return time.Time{}, errNoWelcome
+	}
+	welcomed = time.Now()
+	c.log.Info("connected to core", "connection_id", w.GetConnectionId(), "connection_generation", w.GetConnectionGeneration())
+	if step, err := c.prepare(); err != nil {
+		c.log.Error("runtime preparation failed; turns cannot run on this connection", "step", step)
+	} else if err := s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Prepared{Prepared: &runtimev1.Prepared{}}}); err == nil {
+		c.log.Info("runtime prepared")
+	}
+
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return welcomed, err
+		}
+		switch m := msg.GetMessage().(type) {
+		case *runtimev1.ConnectResponse_RunTurn:
+			s.startTurn(sctx, m.RunTurn)
+		case *runtimev1.ConnectResponse_CancelTurn:
+			s.cancel(m.CancelTurn.GetTurnId())
+		case *runtimev1.ConnectResponse_Keepalive:
+			_ = s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_KeepaliveAck{
+				KeepaliveAck: &runtimev1.KeepaliveAck{Sequence: m.Keepalive.GetSequence()},
+			}})
+		default:
+			c.log.Warn("ignored an unexpected message from core")
+		}
+	}
+}
+
+// send sends one message; after a failure it only returns that failure (the
+// stream is broken and Recv reports why).
+func (s *session) send(msg *runtimev1.ConnectRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.sendErr != nil {
+		return s.sendErr
+	}
+	if err := s.stream.Send(msg); err != nil {
+		s.sendErr = err
+		return err
+	}
+	return nil
+}
+
+// startTurn starts rt unless a Turn is running: a second Turn is refused
+// with invalid_turn, a repeat of the running one is ignored.
+func (s *session) startTurn(ctx context.Context, rt *runtimev1.RunTurn) {
+	id := rt.GetTurnId()
+	if id == "" {
+		s.c.log.Warn("ignored a run_turn without a turn id")
+		return
+	}
+	s.mu.Lock()
+	if s.turnID != "" {
+		running := s.turnID
+		s.mu.Unlock()
+		if running == id {
+			s.c.log.Warn("ignored a repeated run_turn", "turn_id", id)
+			return
+		}
+		s.c.log.Warn("refused a turn while another runs", "turn_id", id, "running_turn_id", running)
+		_ = s.send(resultMessage(id, turnexec.Result{Outcome: turnexec.Failed, FailureCode: turnexec.CodeInvalidTurn}))
+		return
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	s.turnID, s.cancelTurn = id, cancel
+	s.turns.Add(1)
+	s.mu.Unlock()
+
+	go func() {
+		defer s.turns.Done()
+		defer cancel()
+		res := s.c.runTurn(tctx, id, rt, s.send)
+		// Clear before sending the result: Core may deliver the next Turn
+		// as soon as it has the result.
+		s.mu.Lock()
+		s.turnID, s.cancelTurn = "", nil
+		s.mu.Unlock()
+		_ = s.send(resultMessage(id, res))
+		s.c.log.Info("turn ended", "turn_id", id, "outcome", res.Outcome.String(), "exit_code", res.ExitCode,
+			"signal", res.Signal, "failure_code", res.FailureCode,
+			"stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes)
+	}()
+}
+
+// cancel kills the running Turn if it is id.
+func (s *session) cancel(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turnID == "" || s.turnID != id {
+		s.c.log.Warn("ignored a cancel_turn for a turn that is not running", "turn_id", id)
+		return
+	}
+	s.c.log.Info("cancelling turn", "turn_id", id)
+	s.cancelTurn()
+}
+
+// runTurn runs rt and streams its start and output through send.
+func (c *Client) runTurn(ctx context.Context, id string, rt *runtimev1.RunTurn, send func(*runtimev1.ConnectRequest) error) turnexec.Result {
+	turn, ok := toTurn(rt)
+	if !ok {
+		return turnexec.Result{Outcome: turnexec.Failed, FailureCode: turnexec.CodeInvalidTurn}
+	}
+	return c.runner.Run(ctx, turn, turnexec.Events{
+		Started: func() {
+			c.log.Info("turn started", "turn_id", id)
+			_ = send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnStarted{
+				TurnStarted: &runtimev1.TurnStarted{TurnId: id},
+			}})
+		},
+		Output: func(ch turnexec.Chunk) {
+			stream := runtimev1.OutputStream_OUTPUT_STREAM_STDOUT
+			if ch.Stream == turnexec.Stderr {
+				stream = runtimev1.OutputStream_OUTPUT_STREAM_STDERR
+			}
+			_ = send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnOutput{
+				TurnOutput: &runtimev1.TurnOutput{TurnId: id, Stream: stream, Offset: ch.Offset, Data: ch.Data},
+			}})
+		},
+	})
+}
+
+// toTurn maps a RunTurn to a turnexec.Turn; turnexec checks the rest.
+func toTurn(rt *runtimev1.RunTurn) (turnexec.Turn, bool) {
+	t := turnexec.Turn{
+		Dir:            rt.GetWorkingDirectory(),
+		Env:            rt.GetEnv(),
+		Stdin:          rt.GetStdin(),
+		MaxOutputBytes: rt.GetMaxOutputBytes(),
+	}
+	switch p := rt.GetProgram().(type) {
+	case *runtimev1.RunTurn_Argv:
+		t.Argv = p.Argv.GetArgs()
+		if len(t.Argv) == 0 {
+			return t, false
+		}
+	case *runtimev1.RunTurn_ShellScript:
+		t.Script = p.ShellScript
+		if t.Script == "" {
+			return t, false
+		}
+	default:
+		return t, false
+	}
+	if d := rt.GetTimeout(); d != nil {
+		if d.CheckValid() != nil {
+			return t, false
+		}
+		t.Timeout = d.AsDuration()
+	}
+	return t, true
+}
+
+var outcomes = map[turnexec.Outcome]runtimev1.TurnResult_Outcome{
+	turnexec.Exited:    runtimev1.TurnResult_OUTCOME_EXITED,
+	turnexec.TimedOut:  runtimev1.TurnResult_OUTCOME_TIMED_OUT,
+	turnexec.Cancelled: runtimev1.TurnResult_OUTCOME_CANCELLED,
+	turnexec.Failed:    runtimev1.TurnResult_OUTCOME_FAILED,
+}
+
+func resultMessage(id string, r turnexec.Result) *runtimev1.ConnectRequest {
+	return &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnResult{TurnResult: &runtimev1.TurnResult{
+		TurnId:          id,
+		Outcome:         outcomes[r.Outcome],
+		ExitCode:        int32(r.ExitCode),
+		Signal:          int32(r.Signal),
+		FailureCode:     r.FailureCode,
+		StdoutBytes:     r.StdoutBytes,
+		StderrBytes:     r.StderrBytes,
+		StdoutTruncated: r.StdoutTruncated,
+		StderrTruncated: r.StderrTruncated,
+	}}}
+}
+
+// prepare is the common Runtime preparation: the workspace exists and is
+// writable, and the shell exists. It returns the failed step's name.
+func (c *Client) prepare() (string, error) {
+	root := c.runner.WorkspaceRoot
+	if root == "" {
+		root = turnexec.DefaultWorkspaceRoot
+	}
+	f, err := os.CreateTemp(root, ".berth-prepare-*")
+	if err != nil {
+		return "workspace", fmt.Errorf("workspace: %w", err)
+	}
+	name := f.Name()
+	cerr := f.Close()
+	rerr := os.Remove(name)
+	if err := errors.Join(cerr, rerr); err != nil {
+		return "workspace", fmt.Errorf("workspace: %w", err)
+	}
+	shell := c.runner.Shell
+	if shell == "" {
+		shell = turnexec.DefaultShell
+	}
+	info, err := os.Stat(shell)
+	if err != nil || info.IsDir() || info.Mode().Perm()&0o111 == 0 {
+		return "shell", errors.New("shell: missing or not executable")
+	}
+	return "", nil
+}
