@@ -91,7 +91,7 @@ e2e: ## Black-box suites over real processes and services (test/: node protocol,
 
 .PHONY: bench
 bench: ## Benchmarks as ratios against the raw engine, measured in the same run (needs the test services)
-	go test -run '^$$' -bench . -benchtime 1x -count=1 berth.dev/sandbox/docker/ berth.dev/test/nodeproto/
+	go test -run '^$$' -bench . -benchtime 1x -count=1 berth.dev/sandbox/docker/ berth.dev/test/nodeproto/ berth.dev/test/runtime/
 
 FUZZTIME ?= 1m
 FUZZ_TARGETS := \

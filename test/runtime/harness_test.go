@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { stack.Main(m) }
 // the engine's bridge, one enrolled node agent whose containers use the
 // bridge, and a committed deployment.
 type env struct {
-	t              *testing.T
+	t              testing.TB
 	core           *stack.Core
 	node           *stack.Node
 	cc             *grpc.ClientConn
@@ -69,7 +69,7 @@ func freePort(t testing.TB, addr string) string {
 	return l.Addr().String()
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)

@@ -225,7 +225,7 @@ func TestGatewayRefusesWrongCredentials(t *testing.T) {
 
 // deviceID reads the only allocation's device id from the database (the
 // admin API does not expose it).
-func (e *env) deviceID(t *testing.T) string {
+func (e *env) deviceID(t testing.TB) string {
 	t.Helper()
 	var id string
 	if err := e.core.Store(t).Pool().QueryRow(context.Background(), "SELECT device_id::text FROM allocations").Scan(&id); err != nil {
@@ -242,4 +242,3 @@ func reason(err error) string {
 	}
 	return ""
 }
-
