@@ -56,6 +56,7 @@ func newEnv(t *testing.T, nodes int) *env {
 	st := storetest.New(t)
 	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example:8443")
 	must(t, err)
+	st = storetest.Owner(t, st)
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
@@ -89,7 +90,7 @@ func newEnv(t *testing.T, nodes int) *env {
 		CallTimeout: 20 * time.Second,
 		Interval:    20 * time.Millisecond,
 	}
-	e.svc = sessions.New(st, key, inst.ID, uuid.New, func() []uuid.UUID { return []uuid.UUID{e.place} })
+	e.svc = sessions.New(st, key, inst.ID, uuid.New)
 	return e
 }
 
@@ -99,6 +100,16 @@ func (e *env) createSession(t *testing.T, on uuid.UUID) store.Allocation {
 
 func (e *env) createBundle(t *testing.T, on uuid.UUID) store.SessionBundle {
 	t.Helper()
+	// Placement reads durable presence: only node on is present, ready for
+	// the current generation.
+	gen, err := e.st.CurrentGeneration(context.Background())
+	must(t, err)
+	for id := range e.nodes {
+		storetest.Present(t, e.st, id, gen.Generation)
+		if id != on {
+			storetest.Absent(t, e.st, id)
+		}
+	}
 	e.place = on
 	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
 	must(t, err)

@@ -12,9 +12,9 @@ import (
 )
 
 func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
 
@@ -61,9 +61,9 @@ func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
 }
 
 func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
 	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
@@ -124,10 +124,12 @@ func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	if a.State != store.AllocationReleased || a.ReleasedAt == nil {
 		t.Fatalf("released = %+v", a)
 	}
+	// The Session is active and its Environment pending: the Environment
+	// keeps its reservation (and waits for a new allocation).
 	pl, err := st.GetPlacement(ctx, p.EnvironmentID)
 	must(t, err)
-	if pl.State != store.PlacementReleased || pl.ReleasedAt == nil {
-		t.Fatalf("placement after release = %+v", pl)
+	if pl.State != store.PlacementReserved || pl.ReleasedAt != nil {
+		t.Fatalf("placement after release of an active Session's allocation = %+v", pl)
 	}
 	// Releasing again returns it unchanged; nothing else moves it.
 	again, err := st.Release(ctx, a.ID)
@@ -139,16 +141,28 @@ func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	holds, err = st.NodeHolds(ctx, node)
 	must(t, err)
+	if !holds {
+		t.Error("the pending Environment's reservation was dropped")
+	}
+	// Deleting the Session, which owns no compute now, ends the
+	// reservation at once.
+	b, err := st.RequestSessionDeletion(ctx, p.SessionID)
+	must(t, err)
+	if b.Placement.State != store.PlacementReleased || b.Placement.ReleasedAt == nil || b.Allocation.ID != uuid.Nil {
+		t.Fatalf("deletion without an allocation: %+v", b)
+	}
+	holds, err = st.NodeHolds(ctx, node)
+	must(t, err)
 	if holds {
 		t.Error("node holds after release")
 	}
 }
 
 func TestRecordCreateOutcomeTransitions(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
 	claimed := func() store.Allocation {
-		p := sessionParams(t, newUUID(t), 50, node)
+		p := sessionParams(t, newUUID(t), 50)
 		_, err := st.CreateSession(ctx, p)
 		must(t, err)
 		a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
@@ -157,7 +171,7 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 	}
 
 	// Never claimed: no outcome can be recorded.
-	p := sessionParams(t, newUUID(t), 50, node)
+	p := sessionParams(t, newUUID(t), 50)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
 	_, err = st.RecordCreateOutcome(ctx, b.Allocation.ID, b.Allocation.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
@@ -217,15 +231,15 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 }
 
 func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
-	st, ctx := newStore(t)
-	nodes := []uuid.UUID{enabledNode(t, ctx, st), enabledNode(t, ctx, st)}
+	st, ctx := ownedStore(t)
+	nodes := []uuid.UUID{presentNode(t, ctx, st), presentNode(t, ctx, st)}
 	const perNode = 40 // more than one 32-row page
 	want := map[uuid.UUID][]uuid.UUID{}
 	pendingWant := map[uuid.UUID][]uuid.UUID{}
 	// Interleaved creation: placement alternates between the two nodes
 	// (least held first), so their ids interleave in id order.
 	for range 2 * perNode {
-		b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), perNode, nodes...))
+		b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), perNode))
 		must(t, err)
 		want[b.Placement.NodeID] = append(want[b.Placement.NodeID], b.Allocation.ID)
 		pendingWant[b.Placement.NodeID] = append(pendingWant[b.Placement.NodeID], b.Environment.ID)
@@ -310,9 +324,9 @@ func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
 }
 
 func TestNodeHolds(t *testing.T) {
-	st, ctx := newStore(t)
-	node, empty := enabledNode(t, ctx, st), enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	node, empty := presentNode(t, ctx, st), enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
 	for n, want := range map[uuid.UUID]bool{node: true, empty: false, newUUID(t): false} {

@@ -48,8 +48,8 @@ func gooseOn(t *testing.T, dsn, dir string) *goose.Provider {
 }
 
 func TestSchemaVersion(t *testing.T) {
-	if got := store.SchemaVersion(); got != 7 {
-		t.Errorf("SchemaVersion() = %d, want 7 (the last file in migrations/)", got)
+	if got := store.SchemaVersion(); got != 9 {
+		t.Errorf("SchemaVersion() = %d, want 9 (the last file in migrations/)", got)
 	}
 }
 

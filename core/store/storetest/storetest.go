@@ -128,3 +128,53 @@ func EnabledNode(t testing.TB, st *store.Store) uuid.UUID {
 	}
 	return n.ID
 }
+
+// Owner claims the installation (when unclaimed), issues a new owner epoch,
+// takes the execution lease with it for an hour and returns st acting for
+// that epoch (store.Store.WithOwner), as Core does at start-up.
+func Owner(t testing.TB, st *store.Store) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example"); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := st.NextOwnerEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := st.AcquireLease(ctx, uuid.New(), epoch, time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("storetest: acquire lease: %v, %v", ok, err)
+	}
+	return st.WithOwner(epoch)
+}
+
+// Ample is a reported capacity that bounds no test deployment.
+const Ample = int64(1) << 40
+
+// Present records a fresh, ready health report of node for generation
+// under owned's owner epoch, with Ample capacity, so placement may choose
+// the node.
+func Present(t testing.TB, owned *store.Store, node uuid.UUID, generation uint64) {
+	t.Helper()
+	err := owned.RecordNodePresence(context.Background(), store.NodePresence{
+		NodeID: node, ConnectionID: uuid.New(), OwnerEpoch: owned.OwnerEpoch(), Generation: generation,
+		Ready: true, CPUMillis: Ample, MemoryBytes: Ample, DiskFreeBytes: Ample,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Absent makes node's presence record stop counting (its connection
+// ended), so placement passes it over.
+func Absent(t testing.TB, st *store.Store, node uuid.UUID) {
+	t.Helper()
+	p, err := st.GetNodePresence(context.Background(), node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkNodeDisconnected(context.Background(), node, p.ConnectionID); err != nil {
+		t.Fatal(err)
+	}
+}
