@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"slices"
 	"sync"
 	"testing"
@@ -335,5 +336,157 @@ func TestNodeHolds(t *testing.T) {
 		if got != want {
 			t.Errorf("NodeHolds(%s) = %v, want %v", n, got, want)
 		}
+	}
+}
+
+// TestFailedCreateIsCleanedUpReleasedAndReallocated: a Create settled by an
+// absence receipt is create_failed; resolving it requests cleanup, and the
+// released allocation leaves the active Session's Environment pending with
+// its reservation on the same node and no allocation, which
+// AllocatePending then gives a new allocation (new Reference, credential
+// and receipt). After MaxCreateAttempts settled failures the Environment is
+// recorded failed and its reservation released.
+func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	other := enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
+	b, err := st.CreateSession(ctx, p)
+	must(t, err)
+	env := b.Environment.ID
+
+	pendingParams := func(on uuid.UUID) store.PendingAllocationParams {
+		return store.PendingAllocationParams{
+			EnvironmentID: env, NodeID: on, AllocationID: newUUID(t), DeviceID: newUUID(t),
+			CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
+			CredentialNonce: randomBytes(t, 12), CreateReceipt: newUUID(t),
+		}
+	}
+	// An existing allocation never re-enters the pending path.
+	_, err = st.AllocatePending(ctx, pendingParams(node))
+	wantClass(t, err, errdefs.ErrExists)
+
+	// fail claims a, records an absence receipt, resolves and releases it.
+	fail := func(a store.Allocation) store.Allocation {
+		t.Helper()
+		a, err := st.ClaimCreate(ctx, a.ID, a.CreateReceipt)
+		must(t, err)
+		a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+		must(t, err)
+		if a.State != store.AllocationCreateFailed || !a.AbsenceReceipt || !a.CreationSettled() {
+			t.Fatalf("after absence receipt: %+v", a)
+		}
+		_, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision-1)
+		wantClass(t, err, errdefs.ErrFenced) // stale revision
+		a, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
+		must(t, err)
+		if a.State != store.AllocationCleanupRequested {
+			t.Fatalf("after resolve: %+v", a)
+		}
+		_, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
+		wantClass(t, err, errdefs.ErrFailedPrecondition) // not create_failed any more
+		// Not released before cleanup is confirmed.
+		_, err = st.Release(ctx, a.ID)
+		wantClass(t, err, errdefs.ErrFailedPrecondition)
+		a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+		must(t, err)
+		a, err = st.Release(ctx, a.ID)
+		must(t, err)
+		return a
+	}
+
+	first := fail(b.Allocation)
+	got, err := st.GetSession(ctx, p.SessionID)
+	must(t, err)
+	if got.Environment.State != store.EnvironmentPending || got.Allocation.ID != uuid.Nil ||
+		got.Placement.State != store.PlacementReserved || got.Placement.NodeID != node {
+		t.Fatalf("after the first failure: %+v", got)
+	}
+	held, err := st.NodeHeld(ctx, node)
+	must(t, err)
+	if held != 1 {
+		t.Fatalf("node holds %d after the first failure, want 1 (the reservation)", held)
+	}
+	page, err := st.ListPendingForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	if len(page) != 1 || page[0].EnvironmentID != env || page[0].AllocationID != uuid.Nil {
+		t.Fatalf("pending page %+v, want the Environment without an allocation", page)
+	}
+
+	// Another node's worker may not allocate it.
+	_, err = st.AllocatePending(ctx, pendingParams(other))
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	second, err := st.AllocatePending(ctx, pendingParams(node))
+	must(t, err)
+	if second.ID == first.ID || second.CreateReceipt == first.CreateReceipt || second.DeviceID == first.DeviceID ||
+		bytes.Equal(second.CredentialDigest, first.CredentialDigest) ||
+		second.NodeID != node || second.Generation != first.Generation || second.EnvironmentID != env ||
+		second.State != store.AllocationAllocated {
+		t.Fatalf("new allocation %+v after %+v", second, first)
+	}
+	_, err = st.AllocatePending(ctx, pendingParams(node))
+	wantClass(t, err, errdefs.ErrExists)
+
+	fail(second)
+	third, err := st.AllocatePending(ctx, pendingParams(node))
+	must(t, err)
+	last := fail(third)
+	if last.State != store.AllocationReleased {
+		t.Fatalf("third failure: %+v", last)
+	}
+	got, err = st.GetSession(ctx, p.SessionID)
+	must(t, err)
+	if got.Environment.State != store.EnvironmentFailed || got.Environment.FailureCode != store.FailureCreateFailed ||
+		got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
+		t.Fatalf("after %d failures: %+v", store.MaxCreateAttempts, got)
+	}
+	page, err = st.ListPendingForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	if len(page) != 0 {
+		t.Fatalf("a failed Environment is still pending: %+v", page)
+	}
+	_, err = st.AllocatePending(ctx, pendingParams(node))
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	holds, err := st.NodeHolds(ctx, node)
+	must(t, err)
+	if holds {
+		t.Error("node holds after the Environment failed")
+	}
+}
+
+// TestDeletionEndsAPendingEnvironmentWithoutAllocation: deleting a Session
+// whose Environment waits for a new allocation releases its reservation,
+// and the pending path refuses it afterwards.
+func TestDeletionEndsAPendingEnvironmentWithoutAllocation(t *testing.T) {
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
+	b, err := st.CreateSession(ctx, p)
+	must(t, err)
+	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
+	must(t, err)
+	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+	must(t, err)
+	a, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
+	must(t, err)
+	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	_, err = st.Release(ctx, a.ID)
+	must(t, err)
+	got, err := st.RequestSessionDeletion(ctx, p.SessionID)
+	must(t, err)
+	if got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
+		t.Fatalf("after deletion: %+v", got)
+	}
+	_, err = st.AllocatePending(ctx, store.PendingAllocationParams{
+		EnvironmentID: p.EnvironmentID, NodeID: node, AllocationID: newUUID(t), DeviceID: newUUID(t),
+		CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
+		CredentialNonce: randomBytes(t, 12), CreateReceipt: newUUID(t),
+	})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	page, err := st.ListPendingForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	if len(page) != 0 {
+		t.Fatalf("pending after deletion: %+v", page)
 	}
 }
