@@ -42,9 +42,10 @@ const (
 const maxDisplayNameLen = 200
 
 // ErrNoCapacity is the class (errdefs.ErrFailedPrecondition) of a
-// CreateSession that found no candidate node with room: nothing was
-// written, and the same request may succeed once capacity frees up or a
-// node comes online.
+// CreateSession that found no eligible node with room (enabled, present by
+// its durable record, ready for the generation, within capacity): nothing
+// was written, and the same request may succeed once capacity frees up or
+// a node comes online.
 var ErrNoCapacity = fmt.Errorf("no node has capacity: %w", errdefs.ErrFailedPrecondition)
 
 // Session is a tenant's Session.
