@@ -225,10 +225,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
-	sessionSvc := sessions.New(st, masterKey, inst.ID, uuid.New, manager.PresentNodes,
-		sessions.WithCapacity(manager.Fits))
+	// Every lifecycle write (Session creation and deletion, the workers'
+	// claims, outcomes, cleanup and release) is fenced by this Core's owner
+	// epoch in its own transaction, so a Core whose lease another took
+	// over stops writing before it notices the loss itself.
+	owned := st.WithOwner(epoch)
+	sessionSvc := sessions.New(owned, masterKey, inst.ID, uuid.New)
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
-		Store: st, Key: masterKey, Installation: inst, Log: log, Interval: cfg.LifecycleInterval,
+		Store: owned, Key: masterKey, Installation: inst, Log: log, Interval: cfg.LifecycleInterval, NewID: uuid.New,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return manager.Provider(id) },
 	})
 	turnSvc := turns.New(st, masterKey, inst.ID, uuid.New, turns.NewHub())

@@ -35,16 +35,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	t.Helper()
-	st := storetest.New(t)
+	st := storetest.Owner(t, storetest.New(t))
 	ctx := context.Background()
-	inst, err := st.ClaimInstallation(ctx, uuid.New(), "http://core.test:7080")
+	inst, err := st.GetInstallation(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	epoch, err := st.NextOwnerEpoch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	epoch := st.OwnerEpoch()
 	key, _, err := secrets.NewKey()
 	if err != nil {
 		t.Fatal(err)

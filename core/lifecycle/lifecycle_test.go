@@ -1,10 +1,15 @@
 package lifecycle_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +24,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
+	"berth.dev/sandbox/errdefs"
 )
 
 const fixtureImage = "sha256:4f3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c"
@@ -56,6 +62,7 @@ func newEnv(t *testing.T, nodes int) *env {
 	st := storetest.New(t)
 	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example:8443")
 	must(t, err)
+	st = storetest.Owner(t, st)
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
@@ -89,7 +96,7 @@ func newEnv(t *testing.T, nodes int) *env {
 		CallTimeout: 20 * time.Second,
 		Interval:    20 * time.Millisecond,
 	}
-	e.svc = sessions.New(st, key, inst.ID, uuid.New, func() []uuid.UUID { return []uuid.UUID{e.place} })
+	e.svc = sessions.New(st, key, inst.ID, uuid.New)
 	return e
 }
 
@@ -99,6 +106,16 @@ func (e *env) createSession(t *testing.T, on uuid.UUID) store.Allocation {
 
 func (e *env) createBundle(t *testing.T, on uuid.UUID) store.SessionBundle {
 	t.Helper()
+	// Placement reads durable presence: only node on is present, ready for
+	// the current generation.
+	gen, err := e.st.CurrentGeneration(context.Background())
+	must(t, err)
+	for id := range e.nodes {
+		storetest.Present(t, e.st, id, gen.Generation)
+		if id != on {
+			storetest.Absent(t, e.st, id)
+		}
+	}
 	e.place = on
 	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
 	must(t, err)
@@ -467,5 +484,174 @@ func TestWorkerPagesAndWrapsOverMoreThanOnePage(t *testing.T) {
 	}
 	if c, v := len(n.srv.Containers()), len(n.srv.Volumes()); c+v != 0 {
 		t.Fatalf("left %d containers and %d volumes", c, v)
+	}
+}
+
+// settledFailure is a node's real Docker adapter whose first fails Creates
+// end with the provider's explicit absence receipt (Create settled and
+// left no resource) without reaching the engine; later Creates go to the
+// adapter. It records every Create request.
+type settledFailure struct {
+	*docker.Provider
+	fails int
+
+	mu      sync.Mutex
+	creates []sandbox.CreateRequest
+}
+
+func (s *settledFailure) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
+	s.mu.Lock()
+	s.creates = append(s.creates, req)
+	fail := len(s.creates) <= s.fails
+	s.mu.Unlock()
+	if fail {
+		return sandbox.Info{Reference: req.Reference, State: sandbox.StateAbsent, CreateSettled: true},
+			fmt.Errorf("create: %w", errdefs.ErrInvalid)
+	}
+	return s.Provider.Create(ctx, req)
+}
+
+func (s *settledFailure) requests() []sandbox.CreateRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.creates)
+}
+
+// TestSettledCreateFailureGetsANewAllocation: a Create settled by an
+// absence receipt is create_failed; the worker cleans it up and releases
+// it, and the pending scan gives the still-pending Environment a new
+// allocation on the same node, with a new Reference, device credential and
+// receipt, whose one Create succeeds. The failed allocation's Create is
+// never sent again.
+func TestSettledCreateFailureGetsANewAllocation(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	p := &settledFailure{Provider: n.p, fails: 1}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return p, nil }
+	b := e.createBundle(t, n.id)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+
+	// Pass 1: Create fails settled; the allocation is cleaned up and
+	// released in the same pass, the Environment keeps its reservation.
+	pass(t, w)
+	first := e.alloc(t, b.Allocation.ID)
+	if first.State != store.AllocationReleased || !first.AbsenceReceipt {
+		t.Fatalf("failed allocation after one pass: %+v", first)
+	}
+	got, err := e.st.GetSession(context.Background(), b.Session.ID)
+	must(t, err)
+	if got.Environment.State != store.EnvironmentPending || got.Placement.State != store.PlacementReserved || got.Allocation.ID != uuid.Nil {
+		t.Fatalf("after the failure: %+v", got)
+	}
+	// Pass 2: a new allocation, created once.
+	pass(t, w)
+	pass(t, w)
+	got, err = e.st.GetSession(context.Background(), b.Session.ID)
+	must(t, err)
+	second := got.Allocation
+	if second.ID == uuid.Nil || second.ID == first.ID || second.State != store.AllocationRunning || !second.CreateSettled ||
+		second.NodeID != n.id || second.DeviceID == first.DeviceID || second.CreateReceipt == first.CreateReceipt ||
+		bytes.Equal(second.CredentialDigest, first.CredentialDigest) {
+		t.Fatalf("second allocation %+v after %+v", second, first)
+	}
+	reqs := p.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d Creates, want 2 (one per allocation)", len(reqs))
+	}
+	if reqs[0].Reference != first.Reference() || reqs[1].Reference != second.Reference() {
+		t.Fatalf("Create references %v, %v; want %v then %v", reqs[0].Reference, reqs[1].Reference, first.Reference(), second.Reference())
+	}
+	if !bytes.Equal(sessions.Digest(string(reqs[1].Bootstrap.Credential)), second.CredentialDigest) ||
+		bytes.Equal(sessions.Digest(string(reqs[0].Bootstrap.Credential)), sessions.Digest(string(reqs[1].Bootstrap.Credential))) ||
+		reqs[1].Bootstrap.DeviceID != second.DeviceID.String() {
+		t.Fatal("the new allocation does not carry its own new credential and device")
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times, want 1", c)
+	}
+	// Later passes send nothing more.
+	pass(t, w)
+	if len(p.requests()) != 2 {
+		t.Fatal("a Create was sent again")
+	}
+}
+
+// TestRepeatedSettledCreateFailuresFailTheEnvironment: after
+// store.MaxCreateAttempts settled Create failures the Environment is
+// recorded failed (create_failed), its reservation is released and no
+// further allocation or Create follows.
+func TestRepeatedSettledCreateFailuresFailTheEnvironment(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	p := &settledFailure{Provider: n.p, fails: 1 << 30}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return p, nil }
+	b := e.createBundle(t, n.id)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	for range 2 * store.MaxCreateAttempts {
+		pass(t, w)
+	}
+	if c := len(p.requests()); c != store.MaxCreateAttempts {
+		t.Fatalf("%d Creates, want %d", c, store.MaxCreateAttempts)
+	}
+	got, err := e.st.GetSession(context.Background(), b.Session.ID)
+	must(t, err)
+	if got.Environment.State != store.EnvironmentFailed || got.Environment.FailureCode != store.FailureCreateFailed ||
+		got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
+		t.Fatalf("after %d failures: %+v", store.MaxCreateAttempts, got)
+	}
+	seen := map[uuid.UUID]bool{}
+	for _, r := range p.requests() {
+		id := uuid.MustParse(r.Reference.AllocationID)
+		if seen[id] {
+			t.Fatalf("Create replayed for allocation %s", id)
+		}
+		seen[id] = true
+		if a := e.alloc(t, id); a.State != store.AllocationReleased || !a.AbsenceReceipt {
+			t.Fatalf("failed allocation %+v", a)
+		}
+	}
+	holds, err := e.st.NodeHolds(context.Background(), n.id)
+	must(t, err)
+	if holds {
+		t.Fatal("node holds after the Environment failed")
+	}
+}
+
+// TestSupersededWorkerSendsNoCreate: once another owner epoch holds the
+// execution lease, a worker of the old Core (which has not noticed) is
+// refused its claim, sends no Create and the pass ends with
+// store.ErrSuperseded; the new owner's worker creates.
+func TestSupersededWorkerSendsNoCreate(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	b := e.createBundle(t, n.id)
+	if _, err := e.st.Pool().Exec(ctx, "UPDATE execution_lease SET expires_at = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := e.st.NextOwnerEpoch(ctx)
+	must(t, err)
+	ok, err := e.st.AcquireLease(ctx, uuid.New(), epoch, time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("takeover: %v %v", ok, err)
+	}
+	err = lifecycle.NewWorker(e.cfg, n.id).Pass(ctx)
+	if !errors.Is(err, store.ErrSuperseded) {
+		t.Fatalf("pass of the superseded worker: %v, want ErrSuperseded", err)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 0 {
+		t.Fatalf("superseded worker sent container.create %d times", c)
+	}
+	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationAllocated || a.Revision != b.Allocation.Revision {
+		t.Fatalf("allocation changed under a superseded owner: %+v", a)
+	}
+	cfg := e.cfg
+	cfg.Store = e.st.WithOwner(epoch)
+	pass(t, lifecycle.NewWorker(cfg, n.id))
+	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationRunning {
+		t.Fatalf("the new owner's worker: %+v", a)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times, want 1", c)
 	}
 }

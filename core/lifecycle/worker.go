@@ -18,6 +18,16 @@
 //     ends during the call: the record uses a detached, bounded context.
 //   - The device credential is opened only to build the bootstrap file and
 //     never reaches a log or an error.
+//   - A pending Environment without an allocation (its previous allocation
+//     ended in a settled Create failure and was released) gets a new
+//     allocation with a new credential and receipt on its placement's node
+//     (store.AllocatePending); an existing allocation never re-enters that
+//     path. A create_failed allocation is cleaned up and released first
+//     (store.ResolveCreateFailure), and after store.MaxCreateAttempts
+//     settled failures the Environment is recorded failed instead.
+//   - Every store write is fenced by Core's owner epoch (the Store is bound
+//     with store.Store.WithOwner): once another Core holds the execution
+//     lease a write is store.ErrSuperseded, and the pass stops there.
 package lifecycle
 
 import (
@@ -29,6 +39,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/secrets"
+	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
@@ -49,6 +60,7 @@ type ProviderFunc func(nodeID uuid.UUID) (sandbox.SandboxProvider, error)
 
 // Config is shared by the Coordinator and its workers.
 type Config struct {
+	// Store must act for Core's owner epoch (store.Store.WithOwner).
 	Store *store.Store
 	// Key opens the sealed device credentials.
 	Key secrets.Key
@@ -60,7 +72,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// Interval is the wait between passes (DefaultInterval when 0).
 	Interval time.Duration
-	Log      *slog.Logger
+	// NewID makes the ids of new allocations (uuid.New when nil).
+	NewID func() uuid.UUID
+	Log   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -72,6 +86,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.NewID == nil {
+		c.NewID = uuid.New
 	}
 	return c
 }
@@ -147,16 +164,51 @@ func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) err
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		// An Environment without an allocation, or whose Session is being
-		// deleted, gets no Create here (deletion already spent the receipt).
-		if pe.AllocationID == uuid.Nil || pe.SessionState != store.SessionActive {
+		// An Environment whose Session is being deleted gets no Create here
+		// (deletion already spent the receipt).
+		if pe.SessionState != store.SessionActive {
 			continue
 		}
-		if err := w.create(ctx, p, pe.AllocationID); err != nil {
-			w.cfg.Log.Warn("lifecycle create", "node", w.node, "allocation", pe.AllocationID, "err", err)
+		id := pe.AllocationID
+		if id == uuid.Nil {
+			a, err := w.allocate(ctx, pe)
+			if err != nil {
+				if errors.Is(err, store.ErrSuperseded) {
+					return err
+				}
+				w.cfg.Log.Warn("lifecycle allocate", "node", w.node, "environment", pe.EnvironmentID, "err", err)
+				continue
+			}
+			id = a.ID
+		}
+		if err := w.create(ctx, p, id); err != nil {
+			if errors.Is(err, store.ErrSuperseded) {
+				return err
+			}
+			w.cfg.Log.Warn("lifecycle create", "node", w.node, "allocation", id, "err", err)
 		}
 	}
 	return nil
+}
+
+// allocate commits a new allocation, with a new device credential and
+// create receipt, for a pending Environment that has none.
+func (w *Worker) allocate(ctx context.Context, pe store.Pending) (store.Allocation, error) {
+	id := w.cfg.NewID()
+	cred, err := sessions.NewSealedCredential(w.cfg.Key, w.cfg.Installation.ID, id)
+	if err != nil {
+		return store.Allocation{}, err
+	}
+	return w.cfg.Store.AllocatePending(ctx, store.PendingAllocationParams{
+		EnvironmentID:        pe.EnvironmentID,
+		NodeID:               w.node,
+		AllocationID:         id,
+		DeviceID:             w.cfg.NewID(),
+		CredentialDigest:     cred.Digest,
+		CredentialCiphertext: cred.Ciphertext,
+		CredentialNonce:      cred.Nonce,
+		CreateReceipt:        w.cfg.NewID(),
+	})
 }
 
 // create claims the allocation's create receipt and, only when the claim
@@ -199,9 +251,9 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 
 	claimed, err := w.cfg.Store.ClaimCreate(ctx, a.ID, a.CreateReceipt)
 	if err != nil {
-		// Fenced (spent receipt, cleanup first) or an unknown claim: no
-		// Create without a fresh claim.
-		if errors.Is(err, errdefs.ErrFenced) {
+		// Fenced (spent receipt, cleanup first, or a superseded owner) or
+		// an unknown claim: no Create without a fresh claim.
+		if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
 			return nil
 		}
 		return err
@@ -251,8 +303,19 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 			// create_dispatched here means a pass ended between its claim
 			// and its record (this worker is serial): the outcome is unknown.
 			_, err = w.observe(ctx, p, a)
+		case store.AllocationCreateFailed:
+			// Create settled without a resource: clean up what it may have
+			// left, then release, so the Environment gets a new allocation
+			// (or is recorded failed after store.MaxCreateAttempts).
+			var resolved store.Allocation
+			if resolved, err = w.cfg.Store.ResolveCreateFailure(ctx, a.ID, a.Revision); err == nil {
+				err = w.cleanup(ctx, p, resolved)
+			}
 		}
 		if err != nil {
+			if errors.Is(err, store.ErrSuperseded) {
+				return err
+			}
 			w.cfg.Log.Warn("lifecycle allocation", "node", w.node, "allocation", a.ID, "err", err)
 		}
 	}

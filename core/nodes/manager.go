@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
-	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 
@@ -183,6 +182,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		l.mu.Lock()
 		l.conn, l.proxy = nil, nil
 		l.mu.Unlock()
+		m.recordDisconnect(ctx, n.ID, conn)
 	}
 }
 
@@ -199,14 +199,31 @@ func (m *Manager) recordPresence(ctx context.Context, node uuid.UUID, conn *Conn
 	r := report.GetReadiness()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	c := report.GetCapacity()
 	err := m.store.RecordNodePresence(rctx, store.NodePresence{
 		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID), OwnerEpoch: m.epoch,
 		Generation: conn.Generation, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
+		CPUMillis: c.GetCpuMillis(), MemoryBytes: c.GetMemoryBytes(), DiskFreeBytes: c.GetDiskFreeBytes(),
 	})
 	if err != nil && !errdefs.IsFenced(err) {
 		m.log.Warn("record node presence", "node", node.String(), "error", err.Error())
 	}
 	return err
+}
+
+// recordDisconnect marks the ended connection's presence record
+// disconnected, bounded and detached from ctx (Core may be stopping), so
+// placement stops choosing the node at once.
+func (m *Manager) recordDisconnect(ctx context.Context, node uuid.UUID, conn *Connection) {
+	id, err := uuid.Parse(conn.ConnectionID)
+	if err != nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := m.store.MarkNodeDisconnected(rctx, node, id); err != nil {
+		m.log.Warn("record node disconnect", "node", node.String(), "error", err.Error())
+	}
 }
 
 func errString(err error) string {
@@ -299,43 +316,6 @@ func (m *Manager) Enabled() []uuid.UUID {
 	out := make([]uuid.UUID, 0, len(m.loops))
 	for id := range m.loops {
 		out = append(out, id)
-	}
-	return out
-}
-
-// PresentNodes returns the enabled nodes that are present now: connected
-// under this Core's epoch with a fresh health report. New placement only
-// goes to them.
-func (m *Manager) PresentNodes() []uuid.UUID {
-	now := time.Now()
-	var out []uuid.UUID
-	for _, id := range m.Enabled() {
-		if m.Presence(id).Present(now) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// Fits returns, for every present node with a health report, how many
-// sandboxes of res its reported CPU, memory and free disk fit. Placement
-// bounds each node by it (and by the deployment's max_active).
-func (m *Manager) Fits(res sandbox.Resources) map[uuid.UUID]int {
-	out := map[uuid.UUID]int{}
-	now := time.Now()
-	for _, id := range m.Enabled() {
-		p := m.Presence(id)
-		if !p.Present(now) || p.Report == nil {
-			continue
-		}
-		c := p.Report.GetCapacity()
-		fit := func(have, need int64) int {
-			if need <= 0 {
-				return int(^uint(0) >> 1)
-			}
-			return int(have / need)
-		}
-		out[id] = min(fit(c.GetCpuMillis(), res.CPUMillis), fit(c.GetMemoryBytes(), res.MemoryBytes), fit(c.GetDiskFreeBytes(), res.DiskBytes))
 	}
 	return out
 }

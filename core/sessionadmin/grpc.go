@@ -155,9 +155,12 @@ func ComputeAvailable(b store.SessionBundle) bool {
 //   - compute available (ComputeAvailable): ACTIVE;
 //   - otherwise PROVISIONING, also while a Create's outcome is unknown.
 //
-// An allocation in create_failed (the provider's explicit absence receipt)
-// does not make the Session FAILED on its own: only a recorded
-// Environment failure does, and nothing records one yet.
+// A settled Create failure (allocation CREATE_FAILED) does not make the
+// Session FAILED on its own: the failed allocation is cleaned up and
+// released and the Environment, still pending, gets a new allocation on
+// the same node (the Session stays PROVISIONING meanwhile). Only after
+// store.MaxCreateAttempts settled failures does Core record the
+// Environment failed (failure_code "create_failed"), which is FAILED.
 func SessionState(b store.SessionBundle) adminv1.Session_State {
 	switch {
 	case b.Session.State == store.SessionDeleteRequested && b.Allocation.ID == uuid.Nil:
@@ -191,6 +194,7 @@ func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Sess
 			CapabilitiesPrepared: r.Connected && r.Prepared,
 			ExecutionAdmitted: r.Connected && r.Prepared && ComputeAvailable(b) &&
 				b.Session.State == store.SessionActive,
+			FailureCode: b.Environment.FailureCode,
 		},
 	}
 	if b.Placement.NodeID != uuid.Nil {
@@ -203,9 +207,10 @@ func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Sess
 }
 
 // AllocationState is the API state of an allocation. create_failed (the
-// provider's absence receipt, no cleanup requested yet) has no state of
-// its own in the API: it is reported CREATING with create_settled true,
-// meaning the Create ended and left no compute.
+// provider's absence receipt, before its cleanup is requested) is
+// CREATE_FAILED; afterwards the allocation is CLEANING_UP and then
+// RELEASED like any other, and the API's create_failed field keeps the
+// fact.
 func AllocationState(a store.Allocation) adminv1.Allocation_State {
 	switch a.State {
 	case store.AllocationAllocated:
@@ -215,8 +220,10 @@ func AllocationState(a store.Allocation) adminv1.Allocation_State {
 			return adminv1.Allocation_STATE_ACTIVE
 		}
 		return adminv1.Allocation_STATE_CREATING
-	case store.AllocationCreateDispatched, store.AllocationCreateUnknown, store.AllocationCreateFailed:
+	case store.AllocationCreateDispatched, store.AllocationCreateUnknown:
 		return adminv1.Allocation_STATE_CREATING
+	case store.AllocationCreateFailed:
+		return adminv1.Allocation_STATE_CREATE_FAILED
 	case store.AllocationCleanupRequested, store.AllocationCleanupUnknown, store.AllocationCleanupConfirmed:
 		return adminv1.Allocation_STATE_CLEANING_UP
 	case store.AllocationReleased:
@@ -252,6 +259,7 @@ func AllocationProto(a store.SessionAllocation) *adminv1.Allocation {
 		BootstrapComplete: a.BootstrapComplete,
 		CreateTime:        timestamp(&a.CreatedAt),
 		ReleaseTime:       timestamp(a.ReleasedAt),
+		CreateFailed:      a.CreateDispatchedAt != nil && a.AbsenceReceipt,
 	}
 }
 

@@ -272,3 +272,81 @@ func wantNoProviderID(t *testing.T, msg proto.Message) {
 		t.Fatal("the response carries the provider's native id")
 	}
 }
+
+// TestGRPCSettledCreateFailureStates: a Create settled by an absence
+// receipt is CREATE_FAILED (create_settled and create_failed true) while
+// the Session stays PROVISIONING; through cleanup and release the
+// allocation keeps create_failed; after store.MaxCreateAttempts settled
+// failures the Session is FAILED with the Environment's failure code.
+func TestGRPCSettledCreateFailureStates(t *testing.T) {
+	f := newFixture(t)
+	f.deploy(t, 10)
+	c := f.serve(t)
+	ctx := c.authed(f.ctx)
+	r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
+	admintest.Must(t, err)
+	name := r.GetSession().GetName()
+	allocID := uuid.MustParse(strings.TrimPrefix(r.GetSession().GetAllocation(), "allocations/"))
+
+	getSession := func() *adminv1.Session {
+		t.Helper()
+		got, err := c.GetSession(ctx, &adminv1.GetSessionRequest{Name: name})
+		admintest.Must(t, err)
+		return got.GetSession()
+	}
+	getAlloc := func(id uuid.UUID) *adminv1.Allocation {
+		t.Helper()
+		got, err := c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: "allocations/" + id.String()})
+		admintest.Must(t, err)
+		return got.GetAllocation()
+	}
+	for attempt := 1; attempt <= store.MaxCreateAttempts; attempt++ {
+		a, err := f.st.GetAllocation(f.ctx, allocID)
+		admintest.Must(t, err)
+		a, err = f.st.ClaimCreate(f.ctx, a.ID, a.CreateReceipt)
+		admintest.Must(t, err)
+		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CREATING || al.GetCreateFailed() || al.GetCreateSettled() {
+			t.Fatalf("dispatched allocation %v", al)
+		}
+		a, err = f.st.RecordCreateOutcome(f.ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+		admintest.Must(t, err)
+		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CREATE_FAILED || !al.GetCreateFailed() || !al.GetCreateSettled() {
+			t.Fatalf("attempt %d: failed allocation %v", attempt, al)
+		}
+		if s := getSession(); s.GetState() != adminv1.Session_STATE_PROVISIONING || s.GetEnvironment().GetFailureCode() != "" {
+			t.Fatalf("attempt %d: session with a create_failed allocation %v", attempt, s)
+		}
+		a, err = f.st.ResolveCreateFailure(f.ctx, a.ID, a.Revision)
+		admintest.Must(t, err)
+		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CLEANING_UP || !al.GetCreateFailed() {
+			t.Fatalf("attempt %d: cleaning up %v", attempt, al)
+		}
+		a, err = f.st.RecordCleanup(f.ctx, a.ID, a.Revision, true)
+		admintest.Must(t, err)
+		a, err = f.st.Release(f.ctx, a.ID)
+		admintest.Must(t, err)
+		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_RELEASED || !al.GetCreateFailed() || al.GetReleaseTime() == nil {
+			t.Fatalf("attempt %d: released %v", attempt, al)
+		}
+		s := getSession()
+		if attempt == store.MaxCreateAttempts {
+			if s.GetState() != adminv1.Session_STATE_FAILED || s.GetEnvironment().GetFailureCode() != store.FailureCreateFailed || s.GetAllocation() != "" {
+				t.Fatalf("session after %d failures %v", attempt, s)
+			}
+			break
+		}
+		if s.GetState() != adminv1.Session_STATE_PROVISIONING || s.GetAllocation() != "" {
+			t.Fatalf("attempt %d: session waiting for a new allocation %v", attempt, s)
+		}
+		next, err := f.st.AllocatePending(f.ctx, store.PendingAllocationParams{
+			EnvironmentID: a.EnvironmentID, NodeID: f.node, AllocationID: uuid.New(), DeviceID: uuid.New(),
+			CredentialDigest: make([]byte, 32), CredentialCiphertext: make([]byte, 48), CredentialNonce: make([]byte, 12),
+			CreateReceipt: uuid.New(),
+		})
+		admintest.Must(t, err)
+		allocID = next.ID
+		if s := getSession(); s.GetAllocation() != "allocations/"+next.ID.String() || s.GetState() != adminv1.Session_STATE_PROVISIONING {
+			t.Fatalf("attempt %d: session with its new allocation %v", attempt, s)
+		}
+	}
+}

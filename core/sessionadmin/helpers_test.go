@@ -46,12 +46,14 @@ func newFixture(t *testing.T) fixture {
 	admintest.Must(t, err)
 	pages, err := admin.NewPageTokens(pk)
 	admintest.Must(t, err)
+	owned := storetest.Owner(t, st)
 	node := storetest.EnabledNode(t, st)
-	sess := sessions.New(st, key, uuid.New(), uuid.New, func() []uuid.UUID { return []uuid.UUID{node} })
+	storetest.Present(t, owned, node, 1)
+	sess := sessions.New(owned, key, uuid.New(), uuid.New)
 	tenant := uuid.New()
-	svc, err := sessionadmin.NewService(sess, st, tenant, pages)
+	svc, err := sessionadmin.NewService(sess, owned, tenant, pages)
 	admintest.Must(t, err)
-	return fixture{svc: svc, st: st, node: node, tenant: tenant, ctx: ctx}
+	return fixture{svc: svc, st: owned, node: node, tenant: tenant, ctx: ctx}
 }
 
 // deploy commits a deployment generation with maxActive per node.

@@ -61,8 +61,9 @@ func NewService(sess *sessions.Service, st *store.Store, tenant uuid.UUID, pages
 // UUID) with the optional displayName. A retry with the same requestID
 // returns the Session the first call created; with another displayName
 // it is errdefs.ErrExists. Without a committed deployment, or without a
-// node with room among the candidates, it is errdefs.ErrFailedPrecondition
-// and creates nothing.
+// node with room (enabled, present by its durable record, ready for the
+// generation, within capacity), it is errdefs.ErrFailedPrecondition and
+// creates nothing.
 func (s *Service) CreateSession(ctx context.Context, requestID, displayName string) (store.SessionBundle, error) {
 	if err := admin.ValidateRequestID("request_id", requestID); err != nil {
 		return store.SessionBundle{}, err

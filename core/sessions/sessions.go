@@ -20,7 +20,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/secrets"
@@ -37,31 +36,16 @@ type Service struct {
 	key          secrets.Key
 	installation uuid.UUID
 	newID        func() uuid.UUID
-	candidates   func() []uuid.UUID
-	capacity     CapacityFunc
 }
 
-// CapacityFunc returns, for the nodes it knows, how many sandboxes of res
-// each node's reported capacity fits; a node it does not list is bounded
-// only by the deployment's max_active.
-type CapacityFunc func(res sandbox.Resources) map[uuid.UUID]int
-
-// Option configures a Service.
-type Option func(*Service)
-
-// WithCapacity bounds each node by what its reported capacity fits.
-func WithCapacity(f CapacityFunc) Option { return func(s *Service) { s.capacity = f } }
-
-// New returns a Service. installation is the installation id the
-// credentials are bound to, newID makes every new id, and candidates
-// returns the nodes placement may choose from (Core passes the nodes
-// present in its node manager).
-func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, candidates func() []uuid.UUID, opts ...Option) *Service {
-	s := &Service{store: st, key: key, installation: installation, newID: newID, candidates: candidates}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
+// New returns a Service. st must act for Core's owner epoch
+// (store.Store.WithOwner): creation and deletion are fenced lifecycle
+// writes. installation is the installation id the credentials are bound
+// to and newID makes every new id. Placement reads the nodes' durable
+// presence and reported capacity inside the store's placement
+// transaction; no caller list takes part.
+func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID) *Service {
+	return &Service{store: st, key: key, installation: installation, newID: newID}
 }
 
 // CreateRequest asks for a Session.
@@ -100,21 +84,14 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionB
 		DeviceID:      s.newID(),
 		CreateReceipt: s.newID(),
 		Generation:    int64(gen.Generation),
-		Candidates:    s.candidates(),
+		Resources:     gen.Specification.Resources,
 		MaxActive:     int(gen.Specification.MaxActive),
 	}
-	if s.capacity != nil {
-		p.Limits = s.capacity(gen.Specification.Resources)
-	}
-	cred, err := NewCredential()
+	cred, err := NewSealedCredential(s.key, s.installation, p.AllocationID)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("%s: %w", op, err)
 	}
-	p.CredentialDigest = Digest(cred)
-	p.CredentialNonce, p.CredentialCiphertext, err = s.key.Seal([]byte(cred), store.CredentialAD(s.installation, p.AllocationID))
-	if err != nil {
-		return store.SessionBundle{}, fmt.Errorf("%s: seal credential failed", op)
-	}
+	p.CredentialDigest, p.CredentialNonce, p.CredentialCiphertext = cred.Digest, cred.Nonce, cred.Ciphertext
 	b, err := s.store.CreateSession(ctx, p)
 	if err != nil {
 		return store.SessionBundle{}, err
@@ -127,6 +104,30 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionB
 // after confirmed cleanup and settled creation.
 func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.SessionBundle, error) {
 	return s.store.RequestSessionDeletion(ctx, sessionID)
+}
+
+// SealedCredential is a new device credential in the forms the store
+// keeps: its digest (for authentication) and its sealed form (for the one
+// Create). The credential itself is not kept.
+type SealedCredential struct {
+	Digest     []byte
+	Nonce      []byte
+	Ciphertext []byte
+}
+
+// NewSealedCredential makes a fresh device credential for allocation
+// allocationID and returns its digest and its ciphertext sealed under key,
+// bound to the installation and the allocation (store.CredentialAD).
+func NewSealedCredential(key secrets.Key, installation, allocationID uuid.UUID) (SealedCredential, error) {
+	cred, err := NewCredential()
+	if err != nil {
+		return SealedCredential{}, err
+	}
+	nonce, ct, err := key.Seal([]byte(cred), store.CredentialAD(installation, allocationID))
+	if err != nil {
+		return SealedCredential{}, errors.New("seal device credential failed")
+	}
+	return SealedCredential{Digest: Digest(cred), Nonce: nonce, Ciphertext: ct}, nil
 }
 
 // NewCredential returns a fresh device credential: CredentialBytes random

@@ -31,8 +31,10 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	installation := uuid.New()
+	owned := storetest.Owner(t, st)
 	node := storetest.EnabledNode(t, st)
-	svc := sessions.New(st, key, installation, uuid.New, func() []uuid.UUID { return []uuid.UUID{node} })
+	storetest.Present(t, owned, node, 1)
+	svc := sessions.New(owned, key, installation, uuid.New)
 
 	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"}
 	_, err = svc.Create(ctx, req)
@@ -87,14 +89,16 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	}
 }
 
-// TestCreateAsksCapacityForTheDeploymentsResources: the capacity function
-// gets the deployment's per-sandbox resources, and a node it says fits
-// nothing gets nothing.
-func TestCreateAsksCapacityForTheDeploymentsResources(t *testing.T) {
+// TestCreateBoundsNodesByTheirRecordedCapacity: placement divides each
+// node's recorded capacity (durable presence) by the deployment's
+// per-sandbox resources, and a node whose presence record is stale gets
+// nothing even with room.
+func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	key, _, err := secrets.NewKey()
 	must(t, err)
+	owned := storetest.Owner(t, st)
 	node := storetest.EnabledNode(t, st)
 	res := sandbox.Resources{CPUMillis: 700, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
@@ -102,19 +106,36 @@ func TestCreateAsksCapacityForTheDeploymentsResources(t *testing.T) {
 		Specification: sandbox.Specification{Resources: res, MaxActive: 8, MaxRetained: 1},
 	})
 	must(t, err)
-	var asked sandbox.Resources
-	fits := 0
-	svc := sessions.New(st, key, uuid.New(), uuid.New, func() []uuid.UUID { return []uuid.UUID{node} },
-		sessions.WithCapacity(func(r sandbox.Resources) map[uuid.UUID]int { asked = r; return map[uuid.UUID]int{node: fits} }))
-	_, err = svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()})
-	if !errors.Is(err, store.ErrNoCapacity) || asked != res {
-		t.Fatalf("a node that fits nothing: %v (asked for %+v)", err, asked)
+	report := func(cpu int64) {
+		must(t, owned.RecordNodePresence(ctx, store.NodePresence{
+			NodeID: node, ConnectionID: uuid.New(), OwnerEpoch: owned.OwnerEpoch(), Generation: 1, Ready: true,
+			CPUMillis: cpu, MemoryBytes: storetest.Ample, DiskFreeBytes: storetest.Ample,
+		}))
 	}
-	fits = 1
-	if _, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()}); err != nil {
+	svc := sessions.New(owned, key, uuid.New(), uuid.New)
+	create := func() error {
+		_, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()})
+		return err
+	}
+	report(699) // fits nothing of 700 millis
+	if err := create(); !errors.Is(err, store.ErrNoCapacity) {
+		t.Fatalf("a node that fits nothing: %v", err)
+	}
+	report(1399) // fits one
+	if err := create(); err != nil {
 		t.Fatalf("a node that fits one: %v", err)
 	}
-	if _, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()}); !errors.Is(err, store.ErrNoCapacity) {
+	if err := create(); !errors.Is(err, store.ErrNoCapacity) {
 		t.Fatalf("a second sandbox on a node that fits one: %v", err)
+	}
+	report(storetest.Ample)
+	if err := create(); err != nil {
+		t.Fatalf("a node with room: %v", err)
+	}
+	if _, err := st.Pool().Exec(ctx, "UPDATE node_presence SET reported_at = now() - interval '46 seconds'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(); !errors.Is(err, store.ErrNoCapacity) {
+		t.Fatalf("a node whose record is 46 s old: %v", err)
 	}
 }

@@ -147,21 +147,30 @@ func (s *Store) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Seal
 // only after ClaimCreate returned nil; when the claim's own outcome is
 // unknown (ErrObservationUnavailable) it re-reads the allocation and never
 // claims again with hope. A wrong or spent receipt, or an allocation whose
-// cleanup was requested first, is ErrFenced; ErrNotFound when there is no
-// such allocation.
+// cleanup was requested first, is ErrFenced, and so is a Store whose owner
+// epoch no longer holds the execution lease (ErrSuperseded, see
+// WithOwner); ErrNotFound when there is no such allocation.
 func (s *Store) ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (Allocation, error) {
 	const op = "claim create"
-	row, err := s.q.ClaimCreate(ctx, db.ClaimCreateParams{ID: id, CreateReceipt: receipt})
-	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := s.q.GetAllocation(ctx, id); err != nil {
-			return Allocation{}, wrap(op, err)
+	var out Allocation
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		row, err := q.ClaimCreate(ctx, db.ClaimCreateParams{ID: id, CreateReceipt: receipt})
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := q.GetAllocation(ctx, id); err != nil {
+				return err
+			}
+			return fmt.Errorf("create receipt is not fresh: %w", errdefs.ErrFenced)
 		}
-		return Allocation{}, fmt.Errorf("%s: create receipt is not fresh: %w", op, errdefs.ErrFenced)
-	}
+		if err != nil {
+			return err
+		}
+		out = allocationFromRow(row)
+		return nil
+	})
 	if err != nil {
 		return Allocation{}, wrap(op, err)
 	}
-	return allocationFromRow(row), nil
+	return out, nil
 }
 
 // CreateOutcomeKind is what an observation of a dispatched Create found.
@@ -258,7 +267,7 @@ func (s *Store) RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision 
 // nothing; ErrFailedPrecondition for a released allocation.
 func (s *Store) RequestCleanup(ctx context.Context, id uuid.UUID) (Allocation, error) {
 	var out Allocation
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
 		var err error
 		out, err = requestCleanup(ctx, q, id)
 		return err
@@ -307,16 +316,43 @@ func (s *Store) RecordCleanup(ctx context.Context, id uuid.UUID, revision int64,
 	})
 }
 
-// Release ends the allocation's ownership and releases its placement
-// (the node's capacity), in one transaction. It is allowed only when
-// cleanup was confirmed and creation settled (see CreationSettled);
-// otherwise it is ErrFailedPrecondition and changes nothing, so an unknown
-// creation keeps its cleanup ownership and its reservation. Releasing a
-// released allocation returns it unchanged.
+// Release ends the allocation's ownership, in one transaction. It is
+// allowed only when cleanup was confirmed and creation settled (see
+// CreationSettled); otherwise it is ErrFailedPrecondition and changes
+// nothing, so an unknown creation keeps its cleanup ownership and its
+// reservation. Releasing a released allocation returns it unchanged.
+//
+// The placement (the node's capacity) is released with it, unless the
+// Session is active and its Environment still pending: then the
+// Environment keeps its reservation on the same node and, having no
+// allocation, waits for the pending scan (AllocatePending). The Session
+// row is locked first, as RequestSessionDeletion locks it, so a deletion
+// either sees the released allocation (and releases the placement itself)
+// or is seen here.
 func (s *Store) Release(ctx context.Context, id uuid.UUID) (Allocation, error) {
-	return s.transition(ctx, "release", id, nil, func(q *db.Queries, a *Allocation) error {
+	const op = "release"
+	var out Allocation
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		peek, err := q.GetAllocation(ctx, id)
+		if err != nil {
+			return err
+		}
+		env, err := q.GetEnvironment(ctx, peek.EnvironmentID)
+		if err != nil {
+			return err
+		}
+		sess, err := q.LockSession(ctx, env.SessionID)
+		if err != nil {
+			return err
+		}
+		row, err := q.LockAllocation(ctx, id)
+		if err != nil {
+			return err
+		}
+		a := allocationFromRow(row)
 		switch {
 		case a.State == AllocationReleased:
+			out = a
 			return nil
 		case a.State != AllocationCleanupConfirmed:
 			return fmt.Errorf("cleanup is not confirmed: %w", errdefs.ErrFailedPrecondition)
@@ -324,8 +360,188 @@ func (s *Store) Release(ctx context.Context, id uuid.UUID) (Allocation, error) {
 			return fmt.Errorf("creation is not settled: %w", errdefs.ErrFailedPrecondition)
 		}
 		a.State = AllocationReleased
+		if out, err = update(ctx, q, a, a.Revision); err != nil {
+			return err
+		}
+		// Re-read under the locks: a failure recorded since the first read
+		// counts.
+		if env, err = q.GetEnvironment(ctx, a.EnvironmentID); err != nil {
+			return err
+		}
+		if SessionState(sess.State) == SessionActive && EnvironmentState(env.State) == EnvironmentPending {
+			return q.ReservePlacement(ctx, a.EnvironmentID)
+		}
 		return q.ReleasePlacement(ctx, a.EnvironmentID)
 	})
+	if err != nil {
+		return Allocation{}, wrap(op, err)
+	}
+	return out, nil
+}
+
+// MaxCreateAttempts bounds the settled Create failures of one Environment:
+// after that many allocations of it ended in an explicit absence receipt,
+// ResolveCreateFailure records the Environment failed (failure code
+// FailureCreateFailed) instead of leaving it pending for another
+// allocation. Unknown outcomes never count: only settled failures do.
+const MaxCreateAttempts = 3
+
+// FailureCreateFailed is the failure code of an Environment whose Create
+// settled without a resource MaxCreateAttempts times.
+const FailureCreateFailed = "create_failed"
+
+// ResolveCreateFailure moves a create_failed allocation (Create settled by
+// an explicit absence receipt) to cleanup_requested at revision revision
+// (ErrFenced when it moved on), so the owned cleanup runs (Kill removes
+// any partial resources) before the allocation is released. When the
+// Environment has had MaxCreateAttempts such failures, this one included,
+// the same transaction records the Environment failed with
+// FailureCreateFailed; otherwise the Environment stays pending and, once
+// the allocation is released, gets a new allocation (new credential, new
+// receipt) from the pending scan on the same node. ErrFailedPrecondition
+// unless the allocation is create_failed.
+func (s *Store) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (Allocation, error) {
+	return s.transition(ctx, "resolve create failure", id, &revision, func(q *db.Queries, a *Allocation) error {
+		if a.State != AllocationCreateFailed {
+			return fmt.Errorf("allocation is not create_failed: %w", errdefs.ErrFailedPrecondition)
+		}
+		n, err := q.CountCreateFailures(ctx, a.EnvironmentID)
+		if err != nil {
+			return err
+		}
+		if n >= MaxCreateAttempts {
+			_, err := q.FailEnvironment(ctx, db.FailEnvironmentParams{
+				ID: a.EnvironmentID, FailureCode: pgtype.Text{String: FailureCreateFailed, Valid: true},
+			})
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) { // no row: not pending any more
+				return err
+			}
+		}
+		a.State = AllocationCleanupRequested
+		return nil
+	})
+}
+
+// PendingAllocationParams is the input of AllocatePending. Every id, the
+// credential digest, its sealed form and the create receipt are the
+// caller's, fresh for this allocation.
+type PendingAllocationParams struct {
+	EnvironmentID uuid.UUID
+	// NodeID is the node of the worker asking: it must be the node of the
+	// Environment's placement (Core never chooses another node).
+	NodeID       uuid.UUID
+	AllocationID uuid.UUID
+	DeviceID     uuid.UUID
+	// CredentialDigest, CredentialCiphertext and CredentialNonce are a new
+	// device credential's digest and sealed form (see CreateSessionParams).
+	CredentialDigest     []byte
+	CredentialCiphertext []byte
+	CredentialNonce      []byte
+	CreateReceipt        uuid.UUID
+}
+
+func (p PendingAllocationParams) validate() error {
+	for _, f := range []struct {
+		name string
+		id   uuid.UUID
+	}{
+		{"environment_id", p.EnvironmentID},
+		{"node_id", p.NodeID},
+		{"allocation_id", p.AllocationID},
+		{"device_id", p.DeviceID},
+		{"create_receipt", p.CreateReceipt},
+	} {
+		if f.id == uuid.Nil {
+			return errdefs.Invalid(f.name, "must not be the nil UUID")
+		}
+	}
+	switch {
+	case p.AllocationID == p.EnvironmentID:
+		return errdefs.Invalid("allocation_id", "must differ from the environment id")
+	case len(p.CredentialDigest) != hashLen:
+		return errdefs.Invalid("credential_digest", "must be a SHA-256")
+	case len(p.CredentialNonce) != sealNonceLen:
+		return errdefs.Invalid("credential_nonce", "must be a sealing nonce")
+	case len(p.CredentialCiphertext) <= sealTagLen || len(p.CredentialCiphertext) > maxSealedCredential:
+		return errdefs.Invalid("credential_ciphertext", "must be a sealed credential")
+	}
+	return nil
+}
+
+// AllocatePending commits a new allocation (fresh Reference, device,
+// credential digest and sealed credential, fresh create receipt) for a
+// pending Environment of an active Session that has an unreleased
+// placement on node p.NodeID and no unreleased allocation: the pending
+// scan's path for an Environment whose previous allocation was released
+// (a settled Create failure) or never committed. It takes the Session lock
+// (the Session row), then the placement row, under the owner fence. The
+// allocation gets the placement's node and generation.
+//
+// An Environment that has an unreleased allocation is ErrExists: an
+// existing allocation never re-enters this path, whatever its state. A
+// Session whose deletion was requested, an Environment that is not pending,
+// a released placement or one on another node is ErrFailedPrecondition;
+// ErrNotFound when there is no such Environment. Nothing is written then.
+func (s *Store) AllocatePending(ctx context.Context, p PendingAllocationParams) (Allocation, error) {
+	const op = "allocate pending"
+	if err := p.validate(); err != nil {
+		return Allocation{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var out Allocation
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		env, err := q.GetEnvironment(ctx, p.EnvironmentID)
+		if err != nil {
+			return err
+		}
+		sess, err := q.LockSession(ctx, env.SessionID)
+		if err != nil {
+			return err
+		}
+		if env, err = q.GetEnvironment(ctx, p.EnvironmentID); err != nil {
+			return err
+		}
+		pl, err := q.LockPlacementRow(ctx, env.ID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case SessionState(sess.State) != SessionActive:
+			return fmt.Errorf("session deletion was requested: %w", errdefs.ErrFailedPrecondition)
+		case EnvironmentState(env.State) != EnvironmentPending:
+			return fmt.Errorf("environment is not pending: %w", errdefs.ErrFailedPrecondition)
+		case PlacementState(pl.State) == PlacementReleased:
+			return fmt.Errorf("placement is released: %w", errdefs.ErrFailedPrecondition)
+		case pl.NodeID != p.NodeID:
+			return fmt.Errorf("environment is placed on another node: %w", errdefs.ErrFailedPrecondition)
+		}
+		if _, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID); err == nil {
+			return fmt.Errorf("environment has an allocation: %w", errdefs.ErrExists)
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		row, err := q.InsertAllocation(ctx, db.InsertAllocationParams{
+			ID:               p.AllocationID,
+			EnvironmentID:    env.ID,
+			TenantID:         env.TenantID,
+			NodeID:           pl.NodeID,
+			Generation:       pl.Generation,
+			CredentialDigest: p.CredentialDigest,
+			DeviceID:         p.DeviceID,
+			CreateReceipt:    p.CreateReceipt,
+
+			CredentialCiphertext: p.CredentialCiphertext,
+			CredentialNonce:      p.CredentialNonce,
+		})
+		if err != nil {
+			return err
+		}
+		out = allocationFromRow(row)
+		return nil
+	})
+	if err != nil {
+		return Allocation{}, wrap(op, err)
+	}
+	return out, nil
 }
 
 // transition locks the allocation, checks the caller's revision (when
@@ -335,7 +551,7 @@ func (s *Store) transition(ctx context.Context, op string, id uuid.UUID, revisio
 	decide func(q *db.Queries, a *Allocation) error,
 ) (Allocation, error) {
 	var out Allocation
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
 		row, err := q.LockAllocation(ctx, id)
 		if err != nil {
 			return err
@@ -420,10 +636,11 @@ type Pending struct {
 	AllocationID uuid.UUID
 }
 
-// ListPendingForNode returns up to limit (1 to NodePageSize) Environments
-// with environment ids after after whose unreleased placement is on node
-// nodeID and which have no unreleased allocation or one still in allocated
-// (Create not claimed), in environment id order. Like
+// ListPendingForNode returns up to limit (1 to NodePageSize) pending
+// Environments with environment ids after after whose unreleased placement
+// is on node nodeID and which have no unreleased allocation (see
+// AllocatePending) or one still in allocated (Create not claimed), in
+// environment id order. A failed Environment is never listed. Like
 // ListAllocationsForNode it filters by node before the limit, and an empty
 // page means the end.
 func (s *Store) ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Pending, error) {

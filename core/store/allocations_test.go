@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"slices"
 	"sync"
 	"testing"
@@ -12,9 +13,9 @@ import (
 )
 
 func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
 
@@ -61,9 +62,9 @@ func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
 }
 
 func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
 	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
@@ -124,10 +125,12 @@ func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	if a.State != store.AllocationReleased || a.ReleasedAt == nil {
 		t.Fatalf("released = %+v", a)
 	}
+	// The Session is active and its Environment pending: the Environment
+	// keeps its reservation (and waits for a new allocation).
 	pl, err := st.GetPlacement(ctx, p.EnvironmentID)
 	must(t, err)
-	if pl.State != store.PlacementReleased || pl.ReleasedAt == nil {
-		t.Fatalf("placement after release = %+v", pl)
+	if pl.State != store.PlacementReserved || pl.ReleasedAt != nil {
+		t.Fatalf("placement after release of an active Session's allocation = %+v", pl)
 	}
 	// Releasing again returns it unchanged; nothing else moves it.
 	again, err := st.Release(ctx, a.ID)
@@ -139,16 +142,28 @@ func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	holds, err = st.NodeHolds(ctx, node)
 	must(t, err)
+	if !holds {
+		t.Error("the pending Environment's reservation was dropped")
+	}
+	// Deleting the Session, which owns no compute now, ends the
+	// reservation at once.
+	b, err := st.RequestSessionDeletion(ctx, p.SessionID)
+	must(t, err)
+	if b.Placement.State != store.PlacementReleased || b.Placement.ReleasedAt == nil || b.Allocation.ID != uuid.Nil {
+		t.Fatalf("deletion without an allocation: %+v", b)
+	}
+	holds, err = st.NodeHolds(ctx, node)
+	must(t, err)
 	if holds {
 		t.Error("node holds after release")
 	}
 }
 
 func TestRecordCreateOutcomeTransitions(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
 	claimed := func() store.Allocation {
-		p := sessionParams(t, newUUID(t), 50, node)
+		p := sessionParams(t, newUUID(t), 50)
 		_, err := st.CreateSession(ctx, p)
 		must(t, err)
 		a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
@@ -157,7 +172,7 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 	}
 
 	// Never claimed: no outcome can be recorded.
-	p := sessionParams(t, newUUID(t), 50, node)
+	p := sessionParams(t, newUUID(t), 50)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
 	_, err = st.RecordCreateOutcome(ctx, b.Allocation.ID, b.Allocation.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
@@ -217,15 +232,15 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 }
 
 func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
-	st, ctx := newStore(t)
-	nodes := []uuid.UUID{enabledNode(t, ctx, st), enabledNode(t, ctx, st)}
+	st, ctx := ownedStore(t)
+	nodes := []uuid.UUID{presentNode(t, ctx, st), presentNode(t, ctx, st)}
 	const perNode = 40 // more than one 32-row page
 	want := map[uuid.UUID][]uuid.UUID{}
 	pendingWant := map[uuid.UUID][]uuid.UUID{}
 	// Interleaved creation: placement alternates between the two nodes
 	// (least held first), so their ids interleave in id order.
 	for range 2 * perNode {
-		b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), perNode, nodes...))
+		b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), perNode))
 		must(t, err)
 		want[b.Placement.NodeID] = append(want[b.Placement.NodeID], b.Allocation.ID)
 		pendingWant[b.Placement.NodeID] = append(pendingWant[b.Placement.NodeID], b.Environment.ID)
@@ -310,9 +325,9 @@ func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
 }
 
 func TestNodeHolds(t *testing.T) {
-	st, ctx := newStore(t)
-	node, empty := enabledNode(t, ctx, st), enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	node, empty := presentNode(t, ctx, st), enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
 	for n, want := range map[uuid.UUID]bool{node: true, empty: false, newUUID(t): false} {
@@ -321,5 +336,157 @@ func TestNodeHolds(t *testing.T) {
 		if got != want {
 			t.Errorf("NodeHolds(%s) = %v, want %v", n, got, want)
 		}
+	}
+}
+
+// TestFailedCreateIsCleanedUpReleasedAndReallocated: a Create settled by an
+// absence receipt is create_failed; resolving it requests cleanup, and the
+// released allocation leaves the active Session's Environment pending with
+// its reservation on the same node and no allocation, which
+// AllocatePending then gives a new allocation (new Reference, credential
+// and receipt). After MaxCreateAttempts settled failures the Environment is
+// recorded failed and its reservation released.
+func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	other := enabledNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
+	b, err := st.CreateSession(ctx, p)
+	must(t, err)
+	env := b.Environment.ID
+
+	pendingParams := func(on uuid.UUID) store.PendingAllocationParams {
+		return store.PendingAllocationParams{
+			EnvironmentID: env, NodeID: on, AllocationID: newUUID(t), DeviceID: newUUID(t),
+			CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
+			CredentialNonce: randomBytes(t, 12), CreateReceipt: newUUID(t),
+		}
+	}
+	// An existing allocation never re-enters the pending path.
+	_, err = st.AllocatePending(ctx, pendingParams(node))
+	wantClass(t, err, errdefs.ErrExists)
+
+	// fail claims a, records an absence receipt, resolves and releases it.
+	fail := func(a store.Allocation) store.Allocation {
+		t.Helper()
+		a, err := st.ClaimCreate(ctx, a.ID, a.CreateReceipt)
+		must(t, err)
+		a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+		must(t, err)
+		if a.State != store.AllocationCreateFailed || !a.AbsenceReceipt || !a.CreationSettled() {
+			t.Fatalf("after absence receipt: %+v", a)
+		}
+		_, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision-1)
+		wantClass(t, err, errdefs.ErrFenced) // stale revision
+		a, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
+		must(t, err)
+		if a.State != store.AllocationCleanupRequested {
+			t.Fatalf("after resolve: %+v", a)
+		}
+		_, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
+		wantClass(t, err, errdefs.ErrFailedPrecondition) // not create_failed any more
+		// Not released before cleanup is confirmed.
+		_, err = st.Release(ctx, a.ID)
+		wantClass(t, err, errdefs.ErrFailedPrecondition)
+		a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+		must(t, err)
+		a, err = st.Release(ctx, a.ID)
+		must(t, err)
+		return a
+	}
+
+	first := fail(b.Allocation)
+	got, err := st.GetSession(ctx, p.SessionID)
+	must(t, err)
+	if got.Environment.State != store.EnvironmentPending || got.Allocation.ID != uuid.Nil ||
+		got.Placement.State != store.PlacementReserved || got.Placement.NodeID != node {
+		t.Fatalf("after the first failure: %+v", got)
+	}
+	held, err := st.NodeHeld(ctx, node)
+	must(t, err)
+	if held != 1 {
+		t.Fatalf("node holds %d after the first failure, want 1 (the reservation)", held)
+	}
+	page, err := st.ListPendingForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	if len(page) != 1 || page[0].EnvironmentID != env || page[0].AllocationID != uuid.Nil {
+		t.Fatalf("pending page %+v, want the Environment without an allocation", page)
+	}
+
+	// Another node's worker may not allocate it.
+	_, err = st.AllocatePending(ctx, pendingParams(other))
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	second, err := st.AllocatePending(ctx, pendingParams(node))
+	must(t, err)
+	if second.ID == first.ID || second.CreateReceipt == first.CreateReceipt || second.DeviceID == first.DeviceID ||
+		bytes.Equal(second.CredentialDigest, first.CredentialDigest) ||
+		second.NodeID != node || second.Generation != first.Generation || second.EnvironmentID != env ||
+		second.State != store.AllocationAllocated {
+		t.Fatalf("new allocation %+v after %+v", second, first)
+	}
+	_, err = st.AllocatePending(ctx, pendingParams(node))
+	wantClass(t, err, errdefs.ErrExists)
+
+	fail(second)
+	third, err := st.AllocatePending(ctx, pendingParams(node))
+	must(t, err)
+	last := fail(third)
+	if last.State != store.AllocationReleased {
+		t.Fatalf("third failure: %+v", last)
+	}
+	got, err = st.GetSession(ctx, p.SessionID)
+	must(t, err)
+	if got.Environment.State != store.EnvironmentFailed || got.Environment.FailureCode != store.FailureCreateFailed ||
+		got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
+		t.Fatalf("after %d failures: %+v", store.MaxCreateAttempts, got)
+	}
+	page, err = st.ListPendingForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	if len(page) != 0 {
+		t.Fatalf("a failed Environment is still pending: %+v", page)
+	}
+	_, err = st.AllocatePending(ctx, pendingParams(node))
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	holds, err := st.NodeHolds(ctx, node)
+	must(t, err)
+	if holds {
+		t.Error("node holds after the Environment failed")
+	}
+}
+
+// TestDeletionEndsAPendingEnvironmentWithoutAllocation: deleting a Session
+// whose Environment waits for a new allocation releases its reservation,
+// and the pending path refuses it afterwards.
+func TestDeletionEndsAPendingEnvironmentWithoutAllocation(t *testing.T) {
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
+	b, err := st.CreateSession(ctx, p)
+	must(t, err)
+	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
+	must(t, err)
+	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+	must(t, err)
+	a, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
+	must(t, err)
+	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	_, err = st.Release(ctx, a.ID)
+	must(t, err)
+	got, err := st.RequestSessionDeletion(ctx, p.SessionID)
+	must(t, err)
+	if got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
+		t.Fatalf("after deletion: %+v", got)
+	}
+	_, err = st.AllocatePending(ctx, store.PendingAllocationParams{
+		EnvironmentID: p.EnvironmentID, NodeID: node, AllocationID: newUUID(t), DeviceID: newUUID(t),
+		CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
+		CredentialNonce: randomBytes(t, 12), CreateReceipt: newUUID(t),
+	})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	page, err := st.ListPendingForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	if len(page) != 0 {
+		t.Fatalf("pending after deletion: %+v", page)
 	}
 }

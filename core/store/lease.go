@@ -106,3 +106,58 @@ func (s *Store) GetLease(ctx context.Context) (Lease, error) {
 	return Lease{Holder: r.Holder, OwnerEpoch: uint64(r.OwnerEpoch), AcquiredAt: r.AcquiredAt,
 		RenewedAt: r.RenewedAt, ExpiresAt: r.ExpiresAt, Expired: r.Expired}, nil
 }
+
+// ErrSuperseded is the class (errdefs.ErrFenced) of a lifecycle write by a
+// Core whose owner epoch does not hold the unexpired execution lease: a
+// newer Core took the lease over, or the lease lapsed and was not renewed.
+// Nothing was written. The caller stops acting as owner; it never retries
+// the write under the same epoch with hope.
+var ErrSuperseded = fmt.Errorf("owner epoch does not hold the execution lease: %w", errdefs.ErrFenced)
+
+// WithOwner returns a Store whose lifecycle writes (CreateSession,
+// RequestSessionDeletion, AllocatePending, ClaimCreate, RecordCreateOutcome,
+// ResolveCreateFailure, RequestCleanup, RecordCleanup, Release) act for
+// owner epoch epoch: each one checks, in its own transaction and by the
+// database clock, that epoch holds the unexpired execution lease, and is
+// ErrSuperseded otherwise. A Store without an owner epoch is refused every
+// lifecycle write. Reads are not fenced.
+//
+// The fence is the lease row, not the installation's newest epoch: a
+// standby Core issues its epoch before it waits for the lease, and that
+// must not stop the active Core, while a Core whose lease another epoch
+// took over (or that lapsed) is fenced at its next write, also before it
+// notices the loss itself.
+func (s *Store) WithOwner(epoch uint64) *Store {
+	c := *s
+	c.epoch = epoch
+	return &c
+}
+
+// OwnerEpoch returns the owner epoch the Store writes for, 0 for none.
+func (s *Store) OwnerEpoch() uint64 { return s.epoch }
+
+// ownedTx runs fn in one transaction after the owner fence (FenceOwner),
+// which holds the lease row against a takeover until the transaction ends.
+func (s *Store) ownedTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	return s.InTx(ctx, func(q *db.Queries) error {
+		if err := fenceOwner(ctx, q, s.epoch); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
+
+// fenceOwner is ErrSuperseded unless epoch holds the unexpired execution
+// lease.
+func fenceOwner(ctx context.Context, q *db.Queries, epoch uint64) error {
+	e, err := epochParam(epoch)
+	if err != nil {
+		return ErrSuperseded
+	}
+	if _, err := q.FenceOwner(ctx, e); errors.Is(err, pgx.ErrNoRows) {
+		return ErrSuperseded
+	} else if err != nil {
+		return err
+	}
+	return nil
+}

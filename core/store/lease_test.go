@@ -1,12 +1,15 @@
 package store_test
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -151,4 +154,128 @@ func TestLeaseRaceHasOneWinner(t *testing.T) {
 	if winners != 1 {
 		t.Errorf("%d Cores hold the lease, want 1", winners)
 	}
+}
+
+// TestLifecycleWritesAreFencedByTheOwnerEpoch: every lifecycle write checks,
+// in its own transaction, that the Store's owner epoch holds the unexpired
+// execution lease. A standby's newer epoch alone does not stop the holder;
+// a lapsed lease or another epoch's takeover does, before the old Core
+// notices anything, with store.ErrSuperseded (class ErrFenced), and the
+// refused write changes nothing.
+func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
+	base, ctx := newStore(t)
+	epochs := claim(t, ctx, base, 1)
+	oldHolder := newUUID(t)
+	ok, err := base.AcquireLease(ctx, oldHolder, epochs[0], time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	old := base.WithOwner(epochs[0])
+	node := enabledNode(t, ctx, old)
+	storetest.Present(t, old, node, 1)
+
+	create := func(st *store.Store) (store.CreateSessionParams, error) {
+		p := sessionParams(t, newUUID(t), 50)
+		_, err := st.CreateSession(ctx, p)
+		return p, err
+	}
+	s1, err := create(old)
+	must(t, err)
+	s2, err := create(old)
+	must(t, err)
+	// s3: deleted, cleanup confirmed; never sent, so releasable.
+	s3, err := create(old)
+	must(t, err)
+	b3, err := old.RequestSessionDeletion(ctx, s3.SessionID)
+	must(t, err)
+	a3, err := old.RecordCleanup(ctx, b3.Allocation.ID, b3.Allocation.Revision, true)
+	must(t, err)
+
+	// A Store bound to no epoch is refused.
+	_, err = base.ClaimCreate(ctx, s1.AllocationID, s1.CreateReceipt)
+	wantClass(t, err, store.ErrSuperseded)
+
+	// A standby issues a newer epoch and waits: the holder keeps acting.
+	standby, err := base.NextOwnerEpoch(ctx)
+	must(t, err)
+	a1, err := old.ClaimCreate(ctx, s1.AllocationID, s1.CreateReceipt)
+	must(t, err)
+
+	// The old lease lapses (the old Core stalled): fenced at once, by the
+	// database clock, although the old Core was not told.
+	if _, err := base.Pool().Exec(ctx, "UPDATE execution_lease SET expires_at = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = old.ClaimCreate(ctx, s2.AllocationID, s2.CreateReceipt)
+	wantClass(t, err, store.ErrSuperseded)
+
+	// The standby takes the lease over.
+	ok, err = base.AcquireLease(ctx, newUUID(t), standby, time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("takeover: %v %v", ok, err)
+	}
+	cur := base.WithOwner(standby)
+	before := map[uuid.UUID]store.Allocation{}
+	for _, id := range []uuid.UUID{s1.AllocationID, s2.AllocationID, a3.ID} {
+		before[id], err = base.GetAllocation(ctx, id)
+		must(t, err)
+	}
+	// Every lifecycle write of the old epoch is refused with the typed error.
+	for name, call := range map[string]func() error{
+		"ClaimCreate": func() error { _, err := old.ClaimCreate(ctx, s2.AllocationID, s2.CreateReceipt); return err },
+		"RecordCreateOutcome": func() error {
+			_, err := old.RecordCreateOutcome(ctx, a1.ID, a1.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+			return err
+		},
+		"ResolveCreateFailure": func() error { _, err := old.ResolveCreateFailure(ctx, a1.ID, a1.Revision); return err },
+		"RequestCleanup":       func() error { _, err := old.RequestCleanup(ctx, s2.AllocationID); return err },
+		"RecordCleanup":        func() error { _, err := old.RecordCleanup(ctx, a3.ID, a3.Revision, false); return err },
+		"Release":              func() error { _, err := old.Release(ctx, a3.ID); return err },
+		"RequestSessionDeletion": func() error {
+			_, err := old.RequestSessionDeletion(ctx, s2.SessionID)
+			return err
+		},
+		"CreateSession": func() error { _, err := create(old); return err },
+		"AllocatePending": func() error {
+			_, err := old.AllocatePending(ctx, store.PendingAllocationParams{
+				EnvironmentID: s3.EnvironmentID, NodeID: node, AllocationID: newUUID(t), DeviceID: newUUID(t),
+				CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
+				CredentialNonce: randomBytes(t, 12), CreateReceipt: newUUID(t),
+			})
+			return err
+		},
+	} {
+		err := call()
+		if !errors.Is(err, store.ErrSuperseded) || !errors.Is(err, errdefs.ErrFenced) {
+			t.Errorf("%s under the superseded epoch: %v, want ErrSuperseded (ErrFenced)", name, err)
+		}
+	}
+	// ...and changed nothing.
+	for id, want := range before {
+		got, err := base.GetAllocation(ctx, id)
+		must(t, err)
+		if got.State != want.State || got.Revision != want.Revision {
+			t.Errorf("allocation %s moved from %s/%d to %s/%d", id, want.State, want.Revision, got.State, got.Revision)
+		}
+	}
+	if b, err := base.GetSession(ctx, s2.SessionID); err != nil || b.Session.State != store.SessionActive {
+		t.Errorf("session 2 after the refused deletion: %+v, %v", b.Session, err)
+	}
+	held, err := base.NodeHeld(ctx, node)
+	must(t, err)
+	if held != 3 {
+		t.Errorf("node holds %d, want 3 (no refused write placed or released)", held)
+	}
+
+	// The new owner acts on the same rows.
+	storetest.Present(t, cur, node, 1)
+	_, err = cur.ClaimCreate(ctx, s2.AllocationID, s2.CreateReceipt)
+	must(t, err)
+	a3, err = cur.Release(ctx, a3.ID)
+	must(t, err)
+	if a3.State != store.AllocationReleased {
+		t.Fatalf("release by the new owner: %+v", a3)
+	}
+	_, err = create(cur)
+	must(t, err)
 }

@@ -22,10 +22,19 @@ type NodePresence struct {
 	Generation     uint64
 	Ready          bool
 	DiagnosticCode string
-	// ReportedAt is the database time the report was recorded.
+	// CPUMillis, MemoryBytes and DiskFreeBytes are the capacity the node
+	// reported; placement bounds the node by what they fit.
+	CPUMillis     int64
+	MemoryBytes   int64
+	DiskFreeBytes int64
+	// Connected: the recording Core still holds the connection the report
+	// came on (MarkNodeDisconnected clears it). Read only.
+	Connected bool
+	// ReportedAt is the database time the report was recorded. Read only.
 	ReportedAt time.Time
-	// Present: reported within 45 seconds by the database clock, under the
-	// installation's current owner epoch.
+	// Present: connected, reported within 45 seconds by the database clock,
+	// under the owner epoch that holds the unexpired execution lease. Read
+	// only.
 	Present bool
 }
 
@@ -37,6 +46,9 @@ func (s *Store) RecordNodePresence(ctx context.Context, p NodePresence) error {
 	if p.OwnerEpoch == 0 || p.Generation == 0 || p.ConnectionID == uuid.Nil {
 		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "owner epoch, generation and connection are required"))
 	}
+	if p.CPUMillis < 0 || p.MemoryBytes < 0 || p.DiskFreeBytes < 0 {
+		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "capacity must not be negative"))
+	}
 	if p.Ready {
 		p.DiagnosticCode = ""
 	} else if p.DiagnosticCode == "" {
@@ -45,6 +57,7 @@ func (s *Store) RecordNodePresence(ctx context.Context, p NodePresence) error {
 	_, err := s.q.RecordNodePresence(ctx, db.RecordNodePresenceParams{
 		NodeID: p.NodeID, ConnectionID: p.ConnectionID, OwnerEpoch: int64(p.OwnerEpoch),
 		Generation: int64(p.Generation), Ready: p.Ready, DiagnosticCode: p.DiagnosticCode,
+		CPUMillis: p.CPUMillis, MemoryBytes: p.MemoryBytes, DiskFreeBytes: p.DiskFreeBytes,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: a newer owner recorded this node: %w", op, errdefs.ErrFenced)
@@ -65,6 +78,18 @@ func (s *Store) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (NodePres
 	return NodePresence{
 		NodeID: row.NodeID, ConnectionID: row.ConnectionID, OwnerEpoch: uint64(row.OwnerEpoch),
 		Generation: uint64(row.Generation), Ready: row.Ready, DiagnosticCode: row.DiagnosticCode,
-		ReportedAt: row.ReportedAt, Present: row.Present.Valid && row.Present.Bool,
+		CPUMillis: row.CPUMillis, MemoryBytes: row.MemoryBytes, DiskFreeBytes: row.DiskFreeBytes,
+		Connected: row.Connected, ReportedAt: row.ReportedAt, Present: row.Present,
 	}, nil
+}
+
+// MarkNodeDisconnected records that Core's connection connectionID to the
+// node ended, so the node stops counting as present at once rather than
+// when its last report turns 45 seconds old. A record that a newer
+// connection wrote is left alone; so is a node without a record.
+func (s *Store) MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error {
+	if _, err := s.q.MarkNodeDisconnected(ctx, db.MarkNodeDisconnectedParams{NodeID: nodeID, ConnectionID: connectionID}); err != nil {
+		return wrap("mark node disconnected", err)
+	}
+	return nil
 }

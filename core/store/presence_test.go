@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -21,6 +22,9 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 	}
 	epoch1, _ := st.NextOwnerEpoch(ctx)
 	epoch2, _ := st.NextOwnerEpoch(ctx)
+	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch2, time.Hour); err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
 	nodeID := uuid.New()
 	key := sha256.Sum256([]byte(nodeID.String()))
 	if _, err := st.CreateNode(ctx, nodeID, "n1.test:7443", []byte("der"), "sha256:"+fmtHex(key[:]), key[:]); err != nil {
@@ -53,14 +57,50 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present {
 		t.Fatalf("a 46-second-old report counts as present: %+v", p)
 	}
-	// Neither does a fresh report of a superseded owner epoch.
+	// A fresh report whose connection ended does not count.
 	if err := st.RecordNodePresence(ctx, report); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.NextOwnerEpoch(ctx); err != nil {
+	if p, _ := st.GetNodePresence(ctx, nodeID); !p.Present || !p.Connected {
+		t.Fatalf("fresh report again: %+v", p)
+	}
+	// Another connection's end leaves the record alone.
+	if err := st.MarkNodeDisconnected(ctx, nodeID, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := st.GetNodePresence(ctx, nodeID); !p.Present {
+		t.Fatalf("another connection's end changed the record: %+v", p)
+	}
+	if err := st.MarkNodeDisconnected(ctx, nodeID, report.ConnectionID); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present || p.Connected {
+		t.Fatalf("a disconnected record counts as present: %+v", p)
+	}
+	// A new epoch issued by a standby that waits for the lease does not
+	// supersede the lease holder's records...
+	if err := st.RecordNodePresence(ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	epoch3, err := st.NextOwnerEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := st.GetNodePresence(ctx, nodeID); !p.Present {
+		t.Fatalf("a waiting standby's epoch superseded the holder's presence: %+v", p)
+	}
+	// ...but once the lease has lapsed or another epoch holds it, a fresh
+	// report of the old epoch does not count.
+	if _, err := st.Pool().Exec(ctx, "UPDATE execution_lease SET expires_at = now() - interval '1 second'"); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present {
+		t.Fatalf("presence counts while no lease is held: %+v", p)
+	}
+	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch3, time.Hour); err != nil || !ok {
+		t.Fatalf("takeover: %v %v", ok, err)
+	}
+	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present || p.OwnerEpoch != epoch2 {
 		t.Fatalf("presence under a superseded owner epoch counts: %+v", p)
 	}
 }

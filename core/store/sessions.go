@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/core/store/db"
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -41,9 +42,10 @@ const (
 const maxDisplayNameLen = 200
 
 // ErrNoCapacity is the class (errdefs.ErrFailedPrecondition) of a
-// CreateSession that found no candidate node with room: nothing was
-// written, and the same request may succeed once capacity frees up or a
-// node comes online.
+// CreateSession that found no eligible node with room (enabled, present by
+// its durable record, ready for the generation, within capacity): nothing
+// was written, and the same request may succeed once capacity frees up or
+// a node comes online.
 var ErrNoCapacity = fmt.Errorf("no node has capacity: %w", errdefs.ErrFailedPrecondition)
 
 // Session is a tenant's Session.
@@ -63,7 +65,10 @@ type Environment struct {
 	SessionID uuid.UUID
 	TenantID  uuid.UUID
 	State     EnvironmentState
-	CreatedAt time.Time
+	// FailureCode is the recorded reason of a failed Environment (for
+	// example FailureCreateFailed); empty otherwise.
+	FailureCode string
+	CreatedAt   time.Time
 }
 
 // SessionBundle is what CreateSession commits together.
@@ -105,17 +110,12 @@ type CreateSessionParams struct {
 	CreateReceipt uuid.UUID
 
 	// Generation is the deployment generation the compute belongs to.
+	// Placement chooses only nodes whose durable presence is ready for it.
 	Generation int64
-	// Candidates are the nodes the caller may place on: the caller filters
-	// them by presence (connected under the current owner epoch with a
-	// fresh health report), which lives in Core's memory, not in the
-	// database. The store keeps only those in state enabled and picks one
-	// itself; callers never choose the node.
-	Candidates []uuid.UUID
-	// Limits bounds individual candidates below MaxActive: how many
-	// Environments a node's reported capacity fits. A candidate without an
-	// entry has no bound beyond MaxActive.
-	Limits map[uuid.UUID]int
+	// Resources is what one sandbox of the deployment needs; placement
+	// bounds each node by how many of them its reported CPU, memory and
+	// free disk fit (a zero need bounds nothing).
+	Resources sandbox.Resources
 	// MaxActive is the deployment's per-node bound on held Environments
 	// (unreleased placements or allocations).
 	MaxActive int
@@ -153,6 +153,8 @@ func (p CreateSessionParams) validate() error {
 		return errdefs.Invalid("generation", "must be positive")
 	case p.MaxActive < 1:
 		return errdefs.Invalid("max_active", "must be positive")
+	case p.Resources.CPUMillis < 0 || p.Resources.MemoryBytes < 0 || p.Resources.DiskBytes < 0:
+		return errdefs.Invalid("resources", "must not be negative")
 	}
 	return nil
 }
@@ -164,10 +166,20 @@ func (p CreateSessionParams) validate() error {
 //
 // Placement holds the placement lock (a transaction-scoped advisory lock
 // shared by every placement and capacity change), so concurrent creations
-// serialize and a node never holds more than MaxActive Environments. The
-// chosen node is the enabled candidate holding the fewest Environments
-// (ties: lowest id). No candidate with room is ErrNoCapacity and writes
-// nothing.
+// serialize and a node never holds more than MaxActive Environments (nor
+// more than its reported capacity fits). It reads durable node presence
+// only (node_presence, see ChoosePlacementNode in queries/placements.sql):
+// an enabled node whose connection is held, ready for Generation, with a
+// health report younger than 45 seconds by the database clock, recorded
+// under the owner epoch holding the execution lease. No in-memory list
+// takes part, so a node with a stale record is never chosen. The chosen
+// node is the one holding the fewest Environments (ties: lowest id). No
+// node with room is ErrNoCapacity and writes nothing. max_retained is not
+// counted yet: nothing can be retained before suspension exists (see
+// ChoosePlacementNode for where it plugs in).
+//
+// It is a lifecycle write: ErrSuperseded (ErrFenced) unless the Store's
+// owner epoch holds the execution lease (see WithOwner).
 //
 // It is idempotent by RequestID: a retry, also one that races the
 // original, returns the rows the first call committed (Created false) and
@@ -182,8 +194,12 @@ func (s *Store) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 	var out SessionBundle
 	err := s.InTx(ctx, func(q *db.Queries) error {
 		// The lock comes first, so the request id lookup below also
-		// serializes with a concurrent retry of the same request.
+		// serializes with a concurrent retry of the same request; the owner
+		// fence follows it, so the lease row is held only while placing.
 		if err := q.LockPlacement(ctx); err != nil {
+			return err
+		}
+		if err := fenceOwner(ctx, q, s.epoch); err != nil {
 			return err
 		}
 		existing, err := q.GetSessionByRequestID(ctx, p.RequestID)
@@ -198,17 +214,12 @@ func (s *Store) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 			return err
 		}
 
-		limits := make([]int64, len(p.Candidates))
-		for i, id := range p.Candidates {
-			limits[i] = -1
-			if l, ok := p.Limits[id]; ok {
-				limits[i] = int64(max(l, 0))
-			}
-		}
 		chosen, err := q.ChoosePlacementNode(ctx, db.ChoosePlacementNodeParams{
-			Candidates: p.Candidates,
-			Limits:     limits,
-			MaxActive:  int64(p.MaxActive),
+			Generation:  p.Generation,
+			MaxActive:   int64(p.MaxActive),
+			CPUMillis:   p.Resources.CPUMillis,
+			MemoryBytes: p.Resources.MemoryBytes,
+			DiskBytes:   p.Resources.DiskBytes,
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNoCapacity
@@ -315,12 +326,14 @@ func (s *Store) GetSession(ctx context.Context, id uuid.UUID) (SessionBundle, er
 // same transaction, requests cleanup of its unreleased allocation, which
 // also spends an unclaimed create receipt: a deletion committed first wins
 // over any later ClaimCreate. The rows stay; the allocation is released
-// only after confirmed cleanup and settled creation (Release). Calling it
-// again changes nothing.
+// only after confirmed cleanup and settled creation (Release). When the
+// Environment has no unreleased allocation its placement is released at
+// once. Calling it again changes nothing. It is a lifecycle write, fenced
+// like CreateSession.
 func (s *Store) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (SessionBundle, error) {
 	const op = "request session deletion"
 	var out SessionBundle
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
 		sess, err := q.RequestSessionDeletion(ctx, id)
 		if err != nil {
 			return err
@@ -332,6 +345,11 @@ func (s *Store) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (Sessi
 		alloc, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
+			// No compute is owned (the last allocation was released while
+			// the Environment waited for another): the reservation ends.
+			if err := q.ReleasePlacement(ctx, env.ID); err != nil {
+				return err
+			}
 		case err != nil:
 			return err
 		default:
@@ -362,11 +380,12 @@ func sessionFromRow(r db.Session) Session {
 
 func environmentFromRow(r db.Environment) Environment {
 	return Environment{
-		ID:        r.ID,
-		SessionID: r.SessionID,
-		TenantID:  r.TenantID,
-		State:     EnvironmentState(r.State),
-		CreatedAt: r.CreatedAt,
+		ID:          r.ID,
+		SessionID:   r.SessionID,
+		TenantID:    r.TenantID,
+		State:       EnvironmentState(r.State),
+		FailureCode: r.FailureCode.String,
+		CreatedAt:   r.CreatedAt,
 	}
 }
 

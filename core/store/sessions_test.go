@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -22,9 +24,26 @@ func enabledNode(t *testing.T, ctx context.Context, st *store.Store) uuid.UUID {
 	return n.ID
 }
 
-// sessionParams returns CreateSession input with fresh ids for tenant on
-// candidates.
-func sessionParams(t testing.TB, tenant uuid.UUID, maxActive int, candidates ...uuid.UUID) store.CreateSessionParams {
+// ownedStore is newStore acting for an owner epoch that holds the
+// execution lease (storetest.Owner), for lifecycle writes.
+func ownedStore(t *testing.T) (*store.Store, context.Context) {
+	t.Helper()
+	st, ctx := newStore(t)
+	return storetest.Owner(t, st), ctx
+}
+
+// presentNode creates and enables a node and records a fresh, ready
+// presence with ample capacity for generation 1 under st's owner epoch.
+func presentNode(t *testing.T, ctx context.Context, st *store.Store) uuid.UUID {
+	t.Helper()
+	id := enabledNode(t, ctx, st)
+	storetest.Present(t, st, id, 1)
+	return id
+}
+
+// sessionParams returns CreateSession input with fresh ids for tenant,
+// generation 1, zero resources and maxActive.
+func sessionParams(t testing.TB, tenant uuid.UUID, maxActive int) store.CreateSessionParams {
 	return store.CreateSessionParams{
 		RequestID:        newUUID(t),
 		TenantID:         tenant,
@@ -39,15 +58,14 @@ func sessionParams(t testing.TB, tenant uuid.UUID, maxActive int, candidates ...
 
 		CredentialCiphertext: randomBytes(t, 48),
 		CredentialNonce:      randomBytes(t, 12),
-		Candidates:           candidates,
 		MaxActive:            maxActive,
 	}
 }
 
 func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
 	a := b.Allocation
@@ -68,7 +86,7 @@ func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
 
 	// A retry with the same request id and fresh everything else: the
 	// first rows, nothing new.
-	retry := sessionParams(t, p.TenantID, 5, node)
+	retry := sessionParams(t, p.TenantID, 5)
 	retry.RequestID = p.RequestID
 	again, err := st.CreateSession(ctx, retry)
 	must(t, err)
@@ -95,10 +113,11 @@ func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
 	_, err = st.CreateSession(ctx, other)
 	wantClass(t, err, errdefs.ErrExists)
 
-	// A retry keeps its node even when it is no longer a candidate.
+	// A retry keeps its node even when it is no longer eligible (retired,
+	// and not present any more).
 	_, err = st.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired)
 	must(t, err)
-	retry.Candidates = nil
+	storetest.Absent(t, st, node)
 	again, err = st.CreateSession(ctx, retry)
 	must(t, err)
 	if again.Created || again.Placement.NodeID != node {
@@ -113,8 +132,8 @@ func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
 }
 
 func TestCreateSessionRejectsBadInput(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
 	for name, mutate := range map[string]func(p *store.CreateSessionParams){
 		"nil request":       func(p *store.CreateSessionParams) { p.RequestID = uuid.Nil },
 		"allocation is env": func(p *store.CreateSessionParams) { p.AllocationID = p.EnvironmentID },
@@ -127,7 +146,7 @@ func TestCreateSessionRejectsBadInput(t *testing.T) {
 		"zero max_active": func(p *store.CreateSessionParams) { p.MaxActive = 0 },
 		"control in name": func(p *store.CreateSessionParams) { p.DisplayName = "a\nb" },
 	} {
-		p := sessionParams(t, newUUID(t), 5, node)
+		p := sessionParams(t, newUUID(t), 5)
 		mutate(&p)
 		_, err := st.CreateSession(ctx, p)
 		if !errors.Is(err, errdefs.ErrInvalid) {
@@ -135,24 +154,26 @@ func TestCreateSessionRejectsBadInput(t *testing.T) {
 		}
 	}
 
-	first := sessionParams(t, newUUID(t), 5, node)
+	first := sessionParams(t, newUUID(t), 5)
 	_, err := st.CreateSession(ctx, first)
 	must(t, err)
-	dup := sessionParams(t, newUUID(t), 5, node)
+	dup := sessionParams(t, newUUID(t), 5)
 	dup.DeviceID = first.DeviceID
 	_, err = st.CreateSession(ctx, dup)
 	wantClass(t, err, errdefs.ErrExists)
 
-	// An enrolled (not enabled) node and an unknown node are never chosen.
+	// An enrolled (not enabled) node is never chosen, present or not.
+	storetest.Absent(t, st, node)
 	enrolled := createNode(t, ctx, st, newUUID(t)).ID
-	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 5, enrolled, newUUID(t)))
+	storetest.Present(t, st, enrolled, 1)
+	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 5))
 	wantClass(t, err, store.ErrNoCapacity)
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 }
 
 func TestCreateSessionNeverOverPlacesUnderConcurrency(t *testing.T) {
-	st, ctx := newStore(t)
-	nodes := []uuid.UUID{enabledNode(t, ctx, st), enabledNode(t, ctx, st)}
+	st, ctx := ownedStore(t)
+	nodes := []uuid.UUID{presentNode(t, ctx, st), presentNode(t, ctx, st)}
 	const maxActive, callers = 5, 40
 	var (
 		wg        sync.WaitGroup
@@ -163,7 +184,7 @@ func TestCreateSessionNeverOverPlacesUnderConcurrency(t *testing.T) {
 	)
 	start := make(chan struct{})
 	for range callers {
-		p := sessionParams(t, newUUID(t), maxActive, nodes...)
+		p := sessionParams(t, newUUID(t), maxActive)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -199,15 +220,15 @@ func TestCreateSessionNeverOverPlacesUnderConcurrency(t *testing.T) {
 }
 
 func TestCreateSessionConcurrentRetriesCreateOnce(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
-	base := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	base := sessionParams(t, newUUID(t), 5)
 	const callers = 8
 	results := make([]store.SessionBundle, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
 	for i := range callers {
-		p := sessionParams(t, base.TenantID, 5, node)
+		p := sessionParams(t, base.TenantID, 5)
 		p.RequestID = base.RequestID
 		wg.Add(1)
 		go func() {
@@ -235,9 +256,9 @@ func TestCreateSessionConcurrentRetriesCreateOnce(t *testing.T) {
 }
 
 func TestRequestSessionDeletionSpendsTheCreateReceipt(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
 	b, err := st.RequestSessionDeletion(ctx, p.SessionID)
@@ -272,9 +293,9 @@ func TestRequestSessionDeletionSpendsTheCreateReceipt(t *testing.T) {
 }
 
 func TestCreateSessionKeepsTheOriginalSealedCredential(t *testing.T) {
-	st, ctx := newStore(t)
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
 	got, err := st.GetAllocationCredential(ctx, b.Allocation.ID)
@@ -284,7 +305,7 @@ func TestCreateSessionKeepsTheOriginalSealedCredential(t *testing.T) {
 	}
 
 	// A retry with another sealed credential keeps the original one.
-	retry := sessionParams(t, p.TenantID, 5, node)
+	retry := sessionParams(t, p.TenantID, 5)
 	retry.RequestID = p.RequestID
 	again, err := st.CreateSession(ctx, retry)
 	must(t, err)
@@ -302,15 +323,25 @@ func TestCreateSessionKeepsTheOriginalSealedCredential(t *testing.T) {
 }
 
 // TestCreateSessionHonoursEachNodesCapacity: a node whose reported capacity
-// fits fewer Environments than max_active takes no more than that; a node
-// without a limit takes up to max_active.
+// (durable presence) fits fewer Environments than max_active takes no more
+// than that; a node with ample capacity takes up to max_active; each of
+// CPU, memory and free disk bounds on its own.
 func TestCreateSessionHonoursEachNodesCapacity(t *testing.T) {
-	st, ctx := newStore(t)
+	st, ctx := ownedStore(t)
+	res := sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}
+	report := func(node uuid.UUID, cpu, mem, disk int64) {
+		must(t, st.RecordNodePresence(ctx, store.NodePresence{
+			NodeID: node, ConnectionID: newUUID(t), OwnerEpoch: st.OwnerEpoch(), Generation: 1, Ready: true,
+			CPUMillis: cpu, MemoryBytes: mem, DiskFreeBytes: disk,
+		}))
+	}
 	small, big := enabledNode(t, ctx, st), enabledNode(t, ctx, st)
+	report(small, 1999, storetest.Ample, storetest.Ample) // fits one
+	report(big, storetest.Ample, storetest.Ample, storetest.Ample)
 	held := map[uuid.UUID]int{}
-	for range 6 {
-		p := sessionParams(t, newUUID(t), 5, small, big)
-		p.Limits = map[uuid.UUID]int{small: 1}
+	for range 7 {
+		p := sessionParams(t, newUUID(t), 5)
+		p.Resources = res
 		b, err := st.CreateSession(ctx, p)
 		if err != nil {
 			wantClass(t, err, store.ErrNoCapacity)
@@ -321,9 +352,29 @@ func TestCreateSessionHonoursEachNodesCapacity(t *testing.T) {
 	if held[small] != 1 || held[big] != 5 {
 		t.Fatalf("placed %v, want 1 on the small node and 5 on the big one", held)
 	}
-	// A zero limit (nothing fits) takes nothing.
-	p := sessionParams(t, newUUID(t), 5, enabledNode(t, ctx, st))
-	p.Limits = map[uuid.UUID]int{p.Candidates[0]: 0}
-	_, err := st.CreateSession(ctx, p)
-	wantClass(t, err, store.ErrNoCapacity)
+	// Memory or free disk that fits nothing takes nothing; neither does a
+	// zero-capacity report, while a zero need bounds nothing.
+	for name, c := range map[string][3]int64{
+		"memory": {storetest.Ample, 1<<30 - 1, storetest.Ample},
+		"disk":   {storetest.Ample, storetest.Ample, 4<<30 - 1},
+		"zero":   {0, 0, 0},
+	} {
+		storetest.Absent(t, st, small)
+		storetest.Absent(t, st, big)
+		n := enabledNode(t, ctx, st)
+		report(n, c[0], c[1], c[2])
+		p := sessionParams(t, newUUID(t), 5)
+		p.Resources = res
+		_, err := st.CreateSession(ctx, p)
+		if !errors.Is(err, store.ErrNoCapacity) {
+			t.Errorf("%s: %v, want ErrNoCapacity", name, err)
+		}
+		if name == "zero" {
+			b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 5))
+			if err != nil || b.Placement.NodeID != n {
+				t.Errorf("zero need on a zero report: %+v, %v", b.Placement, err)
+			}
+		}
+		storetest.Absent(t, st, n)
+	}
 }

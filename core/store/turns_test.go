@@ -11,26 +11,16 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/sandbox/errdefs"
 )
 
-// runningSession commits a Session whose allocation was created and
-// observed running with completed bootstrap, and returns it with the
-// device credential.
-func runningSession(t *testing.T, ctx context.Context, st *store.Store) (store.SessionBundle, []byte) {
+// owner returns a store acting for a lease-holding owner epoch.
+func owner(t *testing.T) (*store.Store, context.Context, uint64) {
 	t.Helper()
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
-	cred := randomBytes(t, 32)
-	p.CredentialDigest = hash(cred)
-	b, err := st.CreateSession(ctx, p)
-	must(t, err)
-	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
-	must(t, err)
-	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c1", BootstrapComplete: true})
-	must(t, err)
-	b.Allocation = a
-	return b, cred
+	st, ctx := newStore(t)
+	owned := storetest.Owner(t, st)
+	return owned, ctx, owned.OwnerEpoch()
 }
 
 func turnParams(t testing.TB, session uuid.UUID, script string) store.SubmitTurnParams {
@@ -52,13 +42,12 @@ func accept(t *testing.T, ctx context.Context, st *store.Store, b store.SessionB
 }
 
 func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
-	st, ctx := newStore(t)
-	epochs := claim(t, ctx, st, 2)
-	epoch := epochs[1]
+	st, ctx, epoch := owner(t)
 
 	// Not settled yet: not admitted.
-	node := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5, node)
+	node := storetest.EnabledNode(t, st)
+	storetest.Present(t, st, node, 1)
+	p := sessionParams(t, newUUID(t), 5)
 	cred := randomBytes(t, 32)
 	p.CredentialDigest = hash(cred)
 	_, err := st.CreateSession(ctx, p)
@@ -67,7 +56,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	_, err = st.AcceptRuntime(ctx, params)
 	wantClass(t, err, store.ErrRuntimeNotAdmitted)
 
-	b, cred := runningSession(t, ctx, st)
+	b, cred := storetest.RunningSession(t, st)
 	for name, p := range map[string]store.AcceptRuntimeParams{
 		"wrong credential": {ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: randomBytes(t, 32), OwnerEpoch: epoch},
 		"unknown device":   {ConnectionID: newUUID(t), DeviceID: newUUID(t), Credential: cred, OwnerEpoch: epoch},
@@ -78,8 +67,11 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 			t.Errorf("%s: %v, want ErrRuntimeCredential", name, err)
 		}
 	}
-	// A superseded owner cannot accept.
-	_, err = st.AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred, OwnerEpoch: epochs[0]})
+	// A standby's newer epoch does not hold the lease: it cannot accept
+	// (and does not stop the holder, below).
+	standby, err := st.NextOwnerEpoch(ctx)
+	must(t, err)
+	_, err = st.AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred, OwnerEpoch: standby})
 	wantClass(t, err, store.ErrRuntimeNotAdmitted)
 
 	g1 := accept(t, ctx, st, b, cred, epoch)
@@ -130,9 +122,8 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 }
 
 func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
-	st, ctx := newStore(t)
-	epoch := claim(t, ctx, st, 1)[0]
-	b, cred := runningSession(t, ctx, st)
+	st, ctx, epoch := owner(t)
+	b, cred := storetest.RunningSession(t, st)
 
 	first := turnParams(t, b.Session.ID, "echo one")
 	second := turnParams(t, b.Session.ID, "echo two")
@@ -246,26 +237,27 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 }
 
 func TestQueuedTurnsExpireAndCancel(t *testing.T) {
-	st, ctx := newStore(t)
-	epochs := claim(t, ctx, st, 2)
-	b, _ := runningSession(t, ctx, st)
+	st, ctx, epoch := owner(t)
+	standby, err := st.NextOwnerEpoch(ctx)
+	must(t, err)
+	b, _ := storetest.RunningSession(t, st)
 
 	short := turnParams(t, b.Session.ID, "sleep")
 	short.QueueTimeout = time.Millisecond
-	_, _, err := st.SubmitTurn(ctx, short)
+	_, _, err = st.SubmitTurn(ctx, short)
 	must(t, err)
 	cancel := turnParams(t, b.Session.ID, "cancel me")
 	_, _, err = st.SubmitTurn(ctx, cancel)
 	must(t, err)
 	time.Sleep(20 * time.Millisecond)
 
-	// A superseded owner expires nothing.
-	refs, err := st.ExpireQueuedTurns(ctx, epochs[0])
+	// An epoch without the lease expires nothing.
+	refs, err := st.ExpireQueuedTurns(ctx, standby)
 	must(t, err)
 	if len(refs) != 0 {
 		t.Fatalf("old owner expired %v", refs)
 	}
-	refs, err = st.ExpireQueuedTurns(ctx, epochs[1])
+	refs, err = st.ExpireQueuedTurns(ctx, epoch)
 	must(t, err)
 	if len(refs) != 1 || refs[0].ID != short.ID {
 		t.Fatalf("expired %v, want %v", refs, short.ID)
@@ -294,7 +286,7 @@ func TestQueuedTurnsExpireAndCancel(t *testing.T) {
 	must(t, err)
 	_, _, err = st.SubmitTurn(ctx, turnParams(t, b.Session.ID, "late"))
 	wantClass(t, err, store.ErrSessionNotActive)
-	_, err = st.ExpireQueuedTurns(ctx, epochs[1])
+	_, err = st.ExpireQueuedTurns(ctx, epoch)
 	must(t, err)
 	got, err = st.GetTurn(ctx, queued.ID)
 	must(t, err)

@@ -73,8 +73,8 @@ func TestValidateNamesTheField(t *testing.T) {
 
 func newService(t *testing.T) (*turns.Service, *store.Store, store.SessionBundle, secrets.Key, uuid.UUID) {
 	t.Helper()
-	st := storetest.New(t)
-	inst, err := st.ClaimInstallation(context.Background(), uuid.New(), "http://core.test")
+	st := storetest.Owner(t, storetest.New(t))
+	inst, err := st.GetInstallation(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +128,7 @@ func TestSubmitSealsInputAndRetriesAreIdempotent(t *testing.T) {
 func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 	svc, st, b, _, _ := newService(t)
 	ctx := context.Background()
-	epoch, err := st.NextOwnerEpoch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	epoch := st.OwnerEpoch()
 	turn, err := svc.Submit(ctx, turns.SubmitRequest{SessionID: b.Session.ID, RequestID: uuid.New(), Command: script("x")})
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,20 @@ func (q *Queries) ClaimCreate(ctx context.Context, arg ClaimCreateParams) (Alloc
 	return i, err
 }
 
+const countCreateFailures = `-- name: CountCreateFailures :one
+SELECT count(*)::bigint FROM allocations
+WHERE environment_id = $1 AND absence_receipt AND create_dispatched_at IS NOT NULL
+`
+
+// CountCreateFailures counts the Environment's allocations whose Create
+// was sent and settled by an explicit absence receipt.
+func (q *Queries) CountCreateFailures(ctx context.Context, environmentID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countCreateFailures, environmentID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const getAllocation = `-- name: GetAllocation :one
 SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations WHERE id = $1
 `
@@ -404,6 +418,7 @@ JOIN environments e ON e.id = p.environment_id
 JOIN sessions s ON s.id = e.session_id
 LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
 WHERE p.node_id = $1 AND p.state <> 'released' AND p.environment_id > $2
+  AND e.state = 'pending'
   AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
 ORDER BY p.environment_id
 LIMIT $3
@@ -424,10 +439,10 @@ type ListPendingForNodeRow struct {
 	AllocationID  *uuid.UUID
 }
 
-// ListPendingForNode pages, by environment id, the Environments whose
-// unreleased placement is on node @node_id and whose compute has not been
-// asked for: no unreleased allocation, or one whose create receipt is still
-// fresh (allocated).
+// ListPendingForNode pages, by environment id, the pending Environments
+// whose unreleased placement is on node @node_id and whose compute has not
+// been asked for: no unreleased allocation, or one whose create receipt is
+// still fresh (allocated).
 func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNodeParams) ([]ListPendingForNodeRow, error) {
 	rows, err := q.db.Query(ctx, listPendingForNode, arg.NodeID, arg.After, arg.PageSize)
 	if err != nil {

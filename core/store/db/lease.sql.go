@@ -59,6 +59,24 @@ func (q *Queries) AcquireLease(ctx context.Context, arg AcquireLeaseParams) (Exe
 	return i, err
 }
 
+const fenceOwner = `-- name: FenceOwner :one
+SELECT owner_epoch FROM execution_lease
+WHERE owner_epoch = $1 AND expires_at > now()
+FOR SHARE
+`
+
+// FenceOwner is the per-call owner fence of every lifecycle write: a row
+// only while @owner_epoch holds the unexpired execution lease (by the
+// database clock). FOR SHARE keeps the lease row from changing hands until
+// the caller's transaction ends, so a takeover commits either before the
+// fence (no row: the caller is fenced) or after the caller's writes.
+func (q *Queries) FenceOwner(ctx context.Context, ownerEpoch int64) (int64, error) {
+	row := q.db.QueryRow(ctx, fenceOwner, ownerEpoch)
+	var owner_epoch int64
+	err := row.Scan(&owner_epoch)
+	return owner_epoch, err
+}
+
 const getLease = `-- name: GetLease :one
 SELECT holder, owner_epoch, acquired_at, renewed_at, expires_at,
        (expires_at <= now())::boolean AS expired

@@ -73,11 +73,12 @@ type EnrollmentToken struct {
 }
 
 type Environment struct {
-	ID        uuid.UUID
-	SessionID uuid.UUID
-	TenantID  uuid.UUID
-	State     string
-	CreatedAt time.Time
+	ID          uuid.UUID
+	SessionID   uuid.UUID
+	TenantID    uuid.UUID
+	State       string
+	CreatedAt   time.Time
+	FailureCode pgtype.Text
 }
 
 type ExecutionLease struct {
@@ -124,6 +125,10 @@ type NodePresence struct {
 	Ready          bool
 	DiagnosticCode string
 	ReportedAt     time.Time
+	Connected      bool
+	CPUMillis      int64
+	MemoryBytes    int64
+	DiskFreeBytes  int64
 }
 
 type Placement struct {

@@ -25,23 +25,31 @@ func (q *Queries) ActivatePlacement(ctx context.Context, environmentID uuid.UUID
 const choosePlacementNode = `-- name: ChoosePlacementNode :one
 SELECT n.id, count(h.environment_id)::bigint AS held
 FROM nodes n
+JOIN node_presence p ON p.node_id = n.id
+JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
 LEFT JOIN (
     SELECT node_id, environment_id FROM placements WHERE state <> 'released'
     UNION
     SELECT node_id, environment_id FROM allocations WHERE state <> 'released'
 ) h ON h.node_id = n.id
-WHERE n.id = ANY($1::uuid[]) AND n.state = 'enabled'
-GROUP BY n.id
+WHERE n.state = 'enabled'
+  AND p.connected AND p.ready AND p.generation = $1::bigint
+  AND p.reported_at > now() - interval '45 seconds'
+GROUP BY n.id, p.cpu_millis, p.memory_bytes, p.disk_free_bytes
 HAVING count(h.environment_id) < $2::bigint
-   AND count(h.environment_id) < coalesce(nullif(($3::bigint[])[array_position($1::uuid[], n.id)], -1), $2::bigint)
+   AND count(h.environment_id) < coalesce(p.cpu_millis / nullif($3::bigint, 0), $2::bigint)
+   AND count(h.environment_id) < coalesce(p.memory_bytes / nullif($4::bigint, 0), $2::bigint)
+   AND count(h.environment_id) < coalesce(p.disk_free_bytes / nullif($5::bigint, 0), $2::bigint)
 ORDER BY count(h.environment_id), n.id
 LIMIT 1
 `
 
 type ChoosePlacementNodeParams struct {
-	Candidates []uuid.UUID
-	MaxActive  int64
-	Limits     []int64
+	Generation  int64
+	MaxActive   int64
+	CPUMillis   int64
+	MemoryBytes int64
+	DiskBytes   int64
 }
 
 type ChoosePlacementNodeRow struct {
@@ -49,15 +57,33 @@ type ChoosePlacementNodeRow struct {
 	Held int64
 }
 
-// ChoosePlacementNode picks, among the candidate nodes that are enabled,
-// the one holding the fewest environments (unreleased placements or
-// unreleased allocations, so reservations and unresolved resources both
-// count) provided it holds fewer than @max_active and fewer than its own
-// limit (@limits, parallel to @candidates: what its reported capacity fits;
-// a negative limit means none); ties go to the lowest id. No row when none
-// has room. Run it under LockPlacement.
+// ChoosePlacementNode picks the node for a new placement, reading durable
+// presence only. A node qualifies when it is enabled and its presence
+// record counts: its connection is still held, it is ready for
+// generation @generation, its latest health report is younger than 45
+// seconds by the database clock, and it was recorded under the owner epoch
+// that holds the unexpired execution lease. Among those it takes the one
+// holding the fewest environments (unreleased placements or unreleased
+// allocations, so reservations and unresolved resources both count),
+// provided it holds fewer than @max_active and fewer than its reported
+// capacity fits: reported CPU / @cpu_millis, memory / @memory_bytes and
+// free disk / @disk_bytes sandboxes (a zero need bounds nothing). Ties go
+// to the lowest id. No row when none has room. Run it under LockPlacement.
+//
+// max_retained is not counted here: nothing is retained (suspended with
+// its storage kept) before suspension exists, so there is no retained row
+// to count. When suspension lands, the retained allocations of a node
+// (compute_phase recording a suspended incarnation, still unreleased) get
+// their own count compared with the deployment's max_retained, both here
+// and in the suspended-to-restoring transition, under the same lock.
 func (q *Queries) ChoosePlacementNode(ctx context.Context, arg ChoosePlacementNodeParams) (ChoosePlacementNodeRow, error) {
-	row := q.db.QueryRow(ctx, choosePlacementNode, arg.Candidates, arg.MaxActive, arg.Limits)
+	row := q.db.QueryRow(ctx, choosePlacementNode,
+		arg.Generation,
+		arg.MaxActive,
+		arg.CPUMillis,
+		arg.MemoryBytes,
+		arg.DiskBytes,
+	)
 	var i ChoosePlacementNodeRow
 	err := row.Scan(&i.ID, &i.Held)
 	return i, err
@@ -124,6 +150,26 @@ func (q *Queries) InsertPlacement(ctx context.Context, arg InsertPlacementParams
 	return i, err
 }
 
+const lockPlacementRow = `-- name: LockPlacementRow :one
+SELECT environment_id, node_id, generation, state, created_at, released_at FROM placements WHERE environment_id = $1 FOR UPDATE
+`
+
+// LockPlacementRow reads an Environment's placement and locks its row
+// until the transaction ends.
+func (q *Queries) LockPlacementRow(ctx context.Context, environmentID uuid.UUID) (Placement, error) {
+	row := q.db.QueryRow(ctx, lockPlacementRow, environmentID)
+	var i Placement
+	err := row.Scan(
+		&i.EnvironmentID,
+		&i.NodeID,
+		&i.Generation,
+		&i.State,
+		&i.CreatedAt,
+		&i.ReleasedAt,
+	)
+	return i, err
+}
+
 const nodeHolds = `-- name: NodeHolds :one
 SELECT (EXISTS (SELECT 1 FROM placements p WHERE p.node_id = $1::uuid AND p.state <> 'released')
      OR EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = $1::uuid AND a.state <> 'released'))::boolean AS holds
@@ -146,5 +192,18 @@ WHERE environment_id = $1
 
 func (q *Queries) ReleasePlacement(ctx context.Context, environmentID uuid.UUID) error {
 	_, err := q.db.Exec(ctx, releasePlacement, environmentID)
+	return err
+}
+
+const reservePlacement = `-- name: ReservePlacement :exec
+UPDATE placements SET state = 'reserved'
+WHERE environment_id = $1 AND state = 'active'
+`
+
+// ReservePlacement turns an active placement back into a reservation: its
+// allocation was released while the Environment still waits for compute
+// on the same node.
+func (q *Queries) ReservePlacement(ctx context.Context, environmentID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, reservePlacement, environmentID)
 	return err
 }

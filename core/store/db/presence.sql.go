@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const getNodePresence = `-- name: GetNodePresence :one
-SELECT p.node_id, p.connection_id, p.owner_epoch, p.generation, p.ready, p.diagnostic_code, p.reported_at,
-       (p.reported_at > now() - interval '45 seconds'
-        AND p.owner_epoch = (SELECT owner_epoch FROM installation)) AS present
+SELECT p.node_id, p.connection_id, p.owner_epoch, p.generation, p.ready, p.diagnostic_code, p.reported_at, p.connected, p.cpu_millis, p.memory_bytes, p.disk_free_bytes,
+       (p.connected
+        AND p.reported_at > now() - interval '45 seconds'
+        AND EXISTS (SELECT 1 FROM execution_lease l
+                    WHERE l.owner_epoch = p.owner_epoch AND l.expires_at > now()))::boolean AS present
 FROM node_presence p
 WHERE p.node_id = $1
 `
@@ -29,12 +30,17 @@ type GetNodePresenceRow struct {
 	Ready          bool
 	DiagnosticCode string
 	ReportedAt     time.Time
-	Present        pgtype.Bool
+	Connected      bool
+	CPUMillis      int64
+	MemoryBytes    int64
+	DiskFreeBytes  int64
+	Present        bool
 }
 
 // GetNodePresence returns the node's latest presence and whether it counts
-// as present now: reported within 45 seconds by the database clock, under
-// the installation's current owner epoch.
+// as present now: its connection still held, reported within 45 seconds
+// by the database clock, under the owner epoch that holds the unexpired
+// execution lease (the same predicate ChoosePlacementNode applies).
 func (q *Queries) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (GetNodePresenceRow, error) {
 	row := q.db.QueryRow(ctx, getNodePresence, nodeID)
 	var i GetNodePresenceRow
@@ -46,23 +52,54 @@ func (q *Queries) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (GetNod
 		&i.Ready,
 		&i.DiagnosticCode,
 		&i.ReportedAt,
+		&i.Connected,
+		&i.CPUMillis,
+		&i.MemoryBytes,
+		&i.DiskFreeBytes,
 		&i.Present,
 	)
 	return i, err
 }
 
+const markNodeDisconnected = `-- name: MarkNodeDisconnected :execrows
+UPDATE node_presence SET connected = false
+WHERE node_id = $1 AND connection_id = $2
+`
+
+type MarkNodeDisconnectedParams struct {
+	NodeID       uuid.UUID
+	ConnectionID uuid.UUID
+}
+
+// MarkNodeDisconnected records that connection @connection_id to the node
+// ended: the node stops counting as present at once instead of after 45
+// seconds. A record of a newer connection is left alone.
+func (q *Queries) MarkNodeDisconnected(ctx context.Context, arg MarkNodeDisconnectedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, markNodeDisconnected, arg.NodeID, arg.ConnectionID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const recordNodePresence = `-- name: RecordNodePresence :one
-INSERT INTO node_presence (node_id, connection_id, owner_epoch, generation, ready, diagnostic_code, reported_at)
-VALUES ($1, $2, $3, $4, $5, $6, now())
+INSERT INTO node_presence (node_id, connection_id, owner_epoch, generation, ready, diagnostic_code,
+                           cpu_millis, memory_bytes, disk_free_bytes, connected, reported_at)
+VALUES ($1, $2, $3, $4, $5, $6,
+        $7, $8, $9, true, now())
 ON CONFLICT (node_id) DO UPDATE
 SET connection_id = EXCLUDED.connection_id,
     owner_epoch = EXCLUDED.owner_epoch,
     generation = EXCLUDED.generation,
     ready = EXCLUDED.ready,
     diagnostic_code = EXCLUDED.diagnostic_code,
+    cpu_millis = EXCLUDED.cpu_millis,
+    memory_bytes = EXCLUDED.memory_bytes,
+    disk_free_bytes = EXCLUDED.disk_free_bytes,
+    connected = true,
     reported_at = now()
 WHERE node_presence.owner_epoch <= EXCLUDED.owner_epoch
-RETURNING node_id, connection_id, owner_epoch, generation, ready, diagnostic_code, reported_at
+RETURNING node_id, connection_id, owner_epoch, generation, ready, diagnostic_code, reported_at, connected, cpu_millis, memory_bytes, disk_free_bytes
 `
 
 type RecordNodePresenceParams struct {
@@ -72,6 +109,9 @@ type RecordNodePresenceParams struct {
 	Generation     int64
 	Ready          bool
 	DiagnosticCode string
+	CPUMillis      int64
+	MemoryBytes    int64
+	DiskFreeBytes  int64
 }
 
 // RecordNodePresence stores a health report received on a connection. A
@@ -85,6 +125,9 @@ func (q *Queries) RecordNodePresence(ctx context.Context, arg RecordNodePresence
 		arg.Generation,
 		arg.Ready,
 		arg.DiagnosticCode,
+		arg.CPUMillis,
+		arg.MemoryBytes,
+		arg.DiskFreeBytes,
 	)
 	var i NodePresence
 	err := row.Scan(
@@ -95,6 +138,10 @@ func (q *Queries) RecordNodePresence(ctx context.Context, arg RecordNodePresence
 		&i.Ready,
 		&i.DiagnosticCode,
 		&i.ReportedAt,
+		&i.Connected,
+		&i.CPUMillis,
+		&i.MemoryBytes,
+		&i.DiskFreeBytes,
 	)
 	return i, err
 }

@@ -117,7 +117,7 @@ func (q *Queries) GetRuntimeConnection(ctx context.Context, id uuid.UUID) (Runti
 const insertRuntimeConnection = `-- name: InsertRuntimeConnection :one
 INSERT INTO runtime_connections (id, allocation_id, generation, owner_epoch, runtime_version)
 SELECT $1, $2, $3, $4, $5
-FROM installation WHERE owner_epoch = $4
+FROM execution_lease WHERE owner_epoch = $4 AND expires_at > now()
 RETURNING id, allocation_id, generation, owner_epoch, runtime_version, connected_at, prepared_at, last_seen_at, disconnected_at
 `
 
@@ -130,7 +130,7 @@ type InsertRuntimeConnectionParams struct {
 }
 
 // InsertRuntimeConnection records an accepted connection, only while
-// @owner_epoch is the installation's current owner epoch.
+// @owner_epoch holds the unexpired execution lease (database clock).
 func (q *Queries) InsertRuntimeConnection(ctx context.Context, arg InsertRuntimeConnectionParams) (RuntimeConnection, error) {
 	row := q.db.QueryRow(ctx, insertRuntimeConnection,
 		arg.ID,
@@ -156,13 +156,13 @@ func (q *Queries) InsertRuntimeConnection(ctx context.Context, arg InsertRuntime
 
 const listRuntimeReadiness = `-- name: ListRuntimeReadiness :many
 SELECT c.id, c.allocation_id, c.generation, c.owner_epoch, c.runtime_version, c.connected_at, c.prepared_at, c.last_seen_at, c.disconnected_at FROM runtime_connections c
-JOIN installation i ON i.owner_epoch = c.owner_epoch
+JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
 WHERE c.allocation_id = ANY($1::uuid[]) AND c.disconnected_at IS NULL
 `
 
 // ListRuntimeReadiness returns, for the given allocations, the open
-// connection accepted under the current owner epoch (a connection of an
-// older epoch belongs to a Core that is gone).
+// connection accepted under the owner epoch that holds the execution lease
+// (a connection of another epoch belongs to a Core that is gone).
 func (q *Queries) ListRuntimeReadiness(ctx context.Context, allocationIds []uuid.UUID) ([]RuntimeConnection, error) {
 	rows, err := q.db.Query(ctx, listRuntimeReadiness, allocationIds)
 	if err != nil {
@@ -196,8 +196,8 @@ func (q *Queries) ListRuntimeReadiness(ctx context.Context, allocationIds []uuid
 const markRuntimePrepared = `-- name: MarkRuntimePrepared :one
 UPDATE runtime_connections c
 SET prepared_at = coalesce(c.prepared_at, now()), last_seen_at = now()
-FROM installation i
-WHERE c.id = $1 AND c.disconnected_at IS NULL AND i.owner_epoch = c.owner_epoch
+FROM execution_lease l
+WHERE c.id = $1 AND c.disconnected_at IS NULL AND l.owner_epoch = c.owner_epoch AND l.expires_at > now()
 RETURNING c.id, c.allocation_id, c.generation, c.owner_epoch, c.runtime_version, c.connected_at, c.prepared_at, c.last_seen_at, c.disconnected_at
 `
 

@@ -10,10 +10,56 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const failEnvironment = `-- name: FailEnvironment :one
+UPDATE environments SET state = 'failed', failure_code = $1
+WHERE id = $2 AND state = 'pending'
+RETURNING id, session_id, tenant_id, state, created_at, failure_code
+`
+
+type FailEnvironmentParams struct {
+	FailureCode pgtype.Text
+	ID          uuid.UUID
+}
+
+// FailEnvironment records a pending Environment's failure with its code;
+// no row when the Environment is not pending.
+func (q *Queries) FailEnvironment(ctx context.Context, arg FailEnvironmentParams) (Environment, error) {
+	row := q.db.QueryRow(ctx, failEnvironment, arg.FailureCode, arg.ID)
+	var i Environment
+	err := row.Scan(
+		&i.ID,
+		&i.SessionID,
+		&i.TenantID,
+		&i.State,
+		&i.CreatedAt,
+		&i.FailureCode,
+	)
+	return i, err
+}
+
+const getEnvironment = `-- name: GetEnvironment :one
+SELECT id, session_id, tenant_id, state, created_at, failure_code FROM environments WHERE id = $1
+`
+
+func (q *Queries) GetEnvironment(ctx context.Context, id uuid.UUID) (Environment, error) {
+	row := q.db.QueryRow(ctx, getEnvironment, id)
+	var i Environment
+	err := row.Scan(
+		&i.ID,
+		&i.SessionID,
+		&i.TenantID,
+		&i.State,
+		&i.CreatedAt,
+		&i.FailureCode,
+	)
+	return i, err
+}
+
 const getEnvironmentBySession = `-- name: GetEnvironmentBySession :one
-SELECT id, session_id, tenant_id, state, created_at FROM environments WHERE session_id = $1
+SELECT id, session_id, tenant_id, state, created_at, failure_code FROM environments WHERE session_id = $1
 `
 
 func (q *Queries) GetEnvironmentBySession(ctx context.Context, sessionID uuid.UUID) (Environment, error) {
@@ -25,6 +71,7 @@ func (q *Queries) GetEnvironmentBySession(ctx context.Context, sessionID uuid.UU
 		&i.TenantID,
 		&i.State,
 		&i.CreatedAt,
+		&i.FailureCode,
 	)
 	return i, err
 }
@@ -70,7 +117,7 @@ func (q *Queries) GetSessionByRequestID(ctx context.Context, requestID uuid.UUID
 const insertEnvironment = `-- name: InsertEnvironment :one
 INSERT INTO environments (id, session_id, tenant_id)
 VALUES ($1, $2, $3)
-RETURNING id, session_id, tenant_id, state, created_at
+RETURNING id, session_id, tenant_id, state, created_at, failure_code
 `
 
 type InsertEnvironmentParams struct {
@@ -88,6 +135,7 @@ func (q *Queries) InsertEnvironment(ctx context.Context, arg InsertEnvironmentPa
 		&i.TenantID,
 		&i.State,
 		&i.CreatedAt,
+		&i.FailureCode,
 	)
 	return i, err
 }
@@ -194,6 +242,27 @@ SELECT pg_advisory_xact_lock(7090199032657830256)
 func (q *Queries) LockPlacement(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, lockPlacement)
 	return err
+}
+
+const lockSession = `-- name: LockSession :one
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at FROM sessions WHERE id = $1 FOR UPDATE
+`
+
+// LockSession reads a Session and locks its row until the transaction
+// ends: the Session lock that orders a new allocation against deletion.
+func (q *Queries) LockSession(ctx context.Context, id uuid.UUID) (Session, error) {
+	row := q.db.QueryRow(ctx, lockSession, id)
+	var i Session
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DisplayName,
+		&i.State,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.DeleteRequestedAt,
+	)
+	return i, err
 }
 
 const lockSessionShared = `-- name: LockSessionShared :one

@@ -84,9 +84,10 @@ WHERE turns.id = (SELECT q.id FROM turns q
                   ORDER BY q.seq LIMIT 1 FOR UPDATE SKIP LOCKED)
   AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = $2 AND r.state = 'running')
   AND EXISTS (SELECT 1 FROM runtime_connections c
-              JOIN installation i ON i.owner_epoch = c.owner_epoch
+              JOIN execution_lease l ON l.owner_epoch = c.owner_epoch
               WHERE c.id = $1 AND c.disconnected_at IS NULL
-                AND c.prepared_at IS NOT NULL AND i.owner_epoch = $3)
+                AND c.prepared_at IS NOT NULL AND l.owner_epoch = $3
+                AND l.expires_at > now())
   AND EXISTS (SELECT 1 FROM sessions s WHERE s.id = $2 AND s.state = 'active')
 RETURNING id, seq, session_id, request_id, request_digest, state, argv, shell_script, working_directory, input_ciphertext, input_nonce, timeout_ms, queue_deadline, max_output_bytes, connection_id, exit_code, signal, failure_code, stdout_bytes, stderr_bytes, stdout_recorded, stderr_recorded, output_truncated, created_at, dispatched_at, started_at, ended_at, cancel_requested_at
 `
@@ -99,7 +100,8 @@ type ClaimNextTurnParams struct {
 
 // ClaimNextTurn moves the Session's first queued Turn to running on the
 // connection: only while nothing else of the Session runs, the connection
-// is open and prepared under the current owner epoch (@owner_epoch), and
+// is open and prepared under @owner_epoch, which holds the unexpired
+// execution lease, and
 // the Session is active. A Turn claimed once is never claimed again.
 func (q *Queries) ClaimNextTurn(ctx context.Context, arg ClaimNextTurnParams) (Turn, error) {
 	row := q.db.QueryRow(ctx, claimNextTurn, arg.ConnectionID, arg.SessionID, arg.OwnerEpoch)
@@ -141,8 +143,9 @@ const expireQueuedTurns = `-- name: ExpireQueuedTurns :many
 UPDATE turns t
 SET state = 'failed', ended_at = now(),
     failure_code = CASE WHEN s.state = 'active' THEN 'runtime_not_ready' ELSE 'session_deleted' END
-FROM sessions s, installation i
-WHERE t.session_id = s.id AND t.state = 'queued' AND i.owner_epoch = $1
+FROM sessions s, execution_lease l
+WHERE t.session_id = s.id AND t.state = 'queued'
+  AND l.owner_epoch = $1 AND l.expires_at > now()
   AND (t.queue_deadline <= now() OR s.state <> 'active')
 RETURNING t.id, t.session_id
 `
@@ -154,7 +157,7 @@ type ExpireQueuedTurnsRow struct {
 
 // ExpireQueuedTurns fails queued Turns whose queue deadline passed, and
 // those of Sessions being deleted, on the database clock, only for the
-// current owner.
+// owner epoch holding the unexpired execution lease.
 func (q *Queries) ExpireQueuedTurns(ctx context.Context, ownerEpoch int64) ([]ExpireQueuedTurnsRow, error) {
 	rows, err := q.db.Query(ctx, expireQueuedTurns, ownerEpoch)
 	if err != nil {
@@ -631,9 +634,10 @@ func (q *Queries) RequestTurnCancel(ctx context.Context, id uuid.UUID) (Turn, er
 const unconfirmOrphanedTurns = `-- name: UnconfirmOrphanedTurns :many
 UPDATE turns t
 SET state = 'unconfirmed', failure_code = 'runtime_disconnected', ended_at = now()
-FROM runtime_connections c, installation i
-WHERE t.connection_id = c.id AND t.state = 'running' AND i.owner_epoch = $1
-  AND (c.disconnected_at IS NOT NULL OR c.owner_epoch <> i.owner_epoch)
+FROM runtime_connections c, execution_lease l
+WHERE t.connection_id = c.id AND t.state = 'running'
+  AND l.owner_epoch = $1 AND l.expires_at > now()
+  AND (c.disconnected_at IS NOT NULL OR c.owner_epoch <> l.owner_epoch)
 RETURNING t.id, t.session_id
 `
 
@@ -643,8 +647,8 @@ type UnconfirmOrphanedTurnsRow struct {
 }
 
 // UnconfirmOrphanedTurns ends running Turns whose connection is closed or
-// belongs to an older owner epoch: their results can no longer arrive, and
-// they never run again. Only the current owner (@owner_epoch) does this.
+// belongs to another owner epoch: their results can no longer arrive, and
+// they never run again. Only the lease holder (@owner_epoch) does this.
 func (q *Queries) UnconfirmOrphanedTurns(ctx context.Context, ownerEpoch int64) ([]UnconfirmOrphanedTurnsRow, error) {
 	rows, err := q.db.Query(ctx, unconfirmOrphanedTurns, ownerEpoch)
 	if err != nil {

@@ -62,10 +62,10 @@ ORDER BY id
 LIMIT @page_size;
 
 -- name: ListPendingForNode :many
--- ListPendingForNode pages, by environment id, the Environments whose
--- unreleased placement is on node @node_id and whose compute has not been
--- asked for: no unreleased allocation, or one whose create receipt is still
--- fresh (allocated).
+-- ListPendingForNode pages, by environment id, the pending Environments
+-- whose unreleased placement is on node @node_id and whose compute has not
+-- been asked for: no unreleased allocation, or one whose create receipt is
+-- still fresh (allocated).
 SELECT p.environment_id, p.generation, e.session_id, e.tenant_id,
        s.state AS session_state,
        a.id AS allocation_id
@@ -74,6 +74,7 @@ JOIN environments e ON e.id = p.environment_id
 JOIN sessions s ON s.id = e.session_id
 LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
 WHERE p.node_id = @node_id AND p.state <> 'released' AND p.environment_id > @after
+  AND e.state = 'pending'
   AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
 ORDER BY p.environment_id
 LIMIT @page_size;
@@ -97,3 +98,9 @@ SELECT sqlc.embed(a), e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE a.id = @id;
+
+-- name: CountCreateFailures :one
+-- CountCreateFailures counts the Environment's allocations whose Create
+-- was sent and settled by an explicit absence receipt.
+SELECT count(*)::bigint FROM allocations
+WHERE environment_id = @environment_id AND absence_receipt AND create_dispatched_at IS NOT NULL;

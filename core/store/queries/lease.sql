@@ -35,3 +35,13 @@ FROM execution_lease;
 UPDATE execution_lease
 SET expires_at = now(), renewed_at = now()
 WHERE holder = @holder AND owner_epoch = @owner_epoch AND expires_at > now();
+
+-- name: FenceOwner :one
+-- FenceOwner is the per-call owner fence of every lifecycle write: a row
+-- only while @owner_epoch holds the unexpired execution lease (by the
+-- database clock). FOR SHARE keeps the lease row from changing hands until
+-- the caller's transaction ends, so a takeover commits either before the
+-- fence (no row: the caller is fenced) or after the caller's writes.
+SELECT owner_epoch FROM execution_lease
+WHERE owner_epoch = @owner_epoch AND expires_at > now()
+FOR SHARE;

@@ -1,22 +1,40 @@
 -- name: ChoosePlacementNode :one
--- ChoosePlacementNode picks, among the candidate nodes that are enabled,
--- the one holding the fewest environments (unreleased placements or
--- unreleased allocations, so reservations and unresolved resources both
--- count) provided it holds fewer than @max_active and fewer than its own
--- limit (@limits, parallel to @candidates: what its reported capacity fits;
--- a negative limit means none); ties go to the lowest id. No row when none
--- has room. Run it under LockPlacement.
+-- ChoosePlacementNode picks the node for a new placement, reading durable
+-- presence only. A node qualifies when it is enabled and its presence
+-- record counts: its connection is still held, it is ready for
+-- generation @generation, its latest health report is younger than 45
+-- seconds by the database clock, and it was recorded under the owner epoch
+-- that holds the unexpired execution lease. Among those it takes the one
+-- holding the fewest environments (unreleased placements or unreleased
+-- allocations, so reservations and unresolved resources both count),
+-- provided it holds fewer than @max_active and fewer than its reported
+-- capacity fits: reported CPU / @cpu_millis, memory / @memory_bytes and
+-- free disk / @disk_bytes sandboxes (a zero need bounds nothing). Ties go
+-- to the lowest id. No row when none has room. Run it under LockPlacement.
+--
+-- max_retained is not counted here: nothing is retained (suspended with
+-- its storage kept) before suspension exists, so there is no retained row
+-- to count. When suspension lands, the retained allocations of a node
+-- (compute_phase recording a suspended incarnation, still unreleased) get
+-- their own count compared with the deployment's max_retained, both here
+-- and in the suspended-to-restoring transition, under the same lock.
 SELECT n.id, count(h.environment_id)::bigint AS held
 FROM nodes n
+JOIN node_presence p ON p.node_id = n.id
+JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
 LEFT JOIN (
     SELECT node_id, environment_id FROM placements WHERE state <> 'released'
     UNION
     SELECT node_id, environment_id FROM allocations WHERE state <> 'released'
 ) h ON h.node_id = n.id
-WHERE n.id = ANY(@candidates::uuid[]) AND n.state = 'enabled'
-GROUP BY n.id
+WHERE n.state = 'enabled'
+  AND p.connected AND p.ready AND p.generation = @generation::bigint
+  AND p.reported_at > now() - interval '45 seconds'
+GROUP BY n.id, p.cpu_millis, p.memory_bytes, p.disk_free_bytes
 HAVING count(h.environment_id) < @max_active::bigint
-   AND count(h.environment_id) < coalesce(nullif((@limits::bigint[])[array_position(@candidates::uuid[], n.id)], -1), @max_active::bigint)
+   AND count(h.environment_id) < coalesce(p.cpu_millis / nullif(@cpu_millis::bigint, 0), @max_active::bigint)
+   AND count(h.environment_id) < coalesce(p.memory_bytes / nullif(@memory_bytes::bigint, 0), @max_active::bigint)
+   AND count(h.environment_id) < coalesce(p.disk_free_bytes / nullif(@disk_bytes::bigint, 0), @max_active::bigint)
 ORDER BY count(h.environment_id), n.id
 LIMIT 1;
 
@@ -36,6 +54,18 @@ RETURNING *;
 
 -- name: GetPlacement :one
 SELECT * FROM placements WHERE environment_id = @environment_id;
+
+-- name: LockPlacementRow :one
+-- LockPlacementRow reads an Environment's placement and locks its row
+-- until the transaction ends.
+SELECT * FROM placements WHERE environment_id = @environment_id FOR UPDATE;
+
+-- name: ReservePlacement :exec
+-- ReservePlacement turns an active placement back into a reservation: its
+-- allocation was released while the Environment still waits for compute
+-- on the same node.
+UPDATE placements SET state = 'reserved'
+WHERE environment_id = @environment_id AND state = 'active';
 
 -- name: ActivatePlacement :exec
 -- ActivatePlacement marks a reserved placement active (compute observed).

@@ -24,17 +24,17 @@ WHERE allocation_id = @allocation_id;
 
 -- name: InsertRuntimeConnection :one
 -- InsertRuntimeConnection records an accepted connection, only while
--- @owner_epoch is the installation's current owner epoch.
+-- @owner_epoch holds the unexpired execution lease (database clock).
 INSERT INTO runtime_connections (id, allocation_id, generation, owner_epoch, runtime_version)
 SELECT @id, @allocation_id, @generation, @owner_epoch, @runtime_version
-FROM installation WHERE owner_epoch = @owner_epoch
+FROM execution_lease WHERE owner_epoch = @owner_epoch AND expires_at > now()
 RETURNING *;
 
 -- name: MarkRuntimePrepared :one
 UPDATE runtime_connections c
 SET prepared_at = coalesce(c.prepared_at, now()), last_seen_at = now()
-FROM installation i
-WHERE c.id = @id AND c.disconnected_at IS NULL AND i.owner_epoch = c.owner_epoch
+FROM execution_lease l
+WHERE c.id = @id AND c.disconnected_at IS NULL AND l.owner_epoch = c.owner_epoch AND l.expires_at > now()
 RETURNING c.*;
 
 -- name: TouchRuntimeConnection :execrows
@@ -50,8 +50,8 @@ SELECT * FROM runtime_connections WHERE id = @id;
 
 -- name: ListRuntimeReadiness :many
 -- ListRuntimeReadiness returns, for the given allocations, the open
--- connection accepted under the current owner epoch (a connection of an
--- older epoch belongs to a Core that is gone).
+-- connection accepted under the owner epoch that holds the execution lease
+-- (a connection of another epoch belongs to a Core that is gone).
 SELECT c.* FROM runtime_connections c
-JOIN installation i ON i.owner_epoch = c.owner_epoch
+JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
 WHERE c.allocation_id = ANY(@allocation_ids::uuid[]) AND c.disconnected_at IS NULL;

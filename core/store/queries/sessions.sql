@@ -10,6 +10,11 @@ SELECT * FROM sessions WHERE request_id = @request_id;
 -- name: GetSession :one
 SELECT * FROM sessions WHERE id = @id;
 
+-- name: LockSession :one
+-- LockSession reads a Session and locks its row until the transaction
+-- ends: the Session lock that orders a new allocation against deletion.
+SELECT * FROM sessions WHERE id = @id FOR UPDATE;
+
 -- name: InsertSession :one
 INSERT INTO sessions (id, tenant_id, display_name, request_id)
 VALUES (@id, @tenant_id, @display_name, @request_id)
@@ -25,6 +30,16 @@ RETURNING *;
 -- name: InsertEnvironment :one
 INSERT INTO environments (id, session_id, tenant_id)
 VALUES (@id, @session_id, @tenant_id)
+RETURNING *;
+
+-- name: GetEnvironment :one
+SELECT * FROM environments WHERE id = @id;
+
+-- name: FailEnvironment :one
+-- FailEnvironment records a pending Environment's failure with its code;
+-- no row when the Environment is not pending.
+UPDATE environments SET state = 'failed', failure_code = @failure_code
+WHERE id = @id AND state = 'pending'
 RETURNING *;
 
 -- name: GetEnvironmentBySession :one

@@ -24,7 +24,8 @@ LIMIT @page_size;
 -- name: ClaimNextTurn :one
 -- ClaimNextTurn moves the Session's first queued Turn to running on the
 -- connection: only while nothing else of the Session runs, the connection
--- is open and prepared under the current owner epoch (@owner_epoch), and
+-- is open and prepared under @owner_epoch, which holds the unexpired
+-- execution lease, and
 -- the Session is active. A Turn claimed once is never claimed again.
 UPDATE turns
 SET state = 'running', connection_id = @connection_id, dispatched_at = now()
@@ -34,9 +35,10 @@ WHERE turns.id = (SELECT q.id FROM turns q
                   ORDER BY q.seq LIMIT 1 FOR UPDATE SKIP LOCKED)
   AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = @session_id AND r.state = 'running')
   AND EXISTS (SELECT 1 FROM runtime_connections c
-              JOIN installation i ON i.owner_epoch = c.owner_epoch
+              JOIN execution_lease l ON l.owner_epoch = c.owner_epoch
               WHERE c.id = @connection_id AND c.disconnected_at IS NULL
-                AND c.prepared_at IS NOT NULL AND i.owner_epoch = @owner_epoch)
+                AND c.prepared_at IS NOT NULL AND l.owner_epoch = @owner_epoch
+                AND l.expires_at > now())
   AND EXISTS (SELECT 1 FROM sessions s WHERE s.id = @session_id AND s.state = 'active')
 RETURNING *;
 
@@ -88,24 +90,26 @@ RETURNING *;
 -- name: ExpireQueuedTurns :many
 -- ExpireQueuedTurns fails queued Turns whose queue deadline passed, and
 -- those of Sessions being deleted, on the database clock, only for the
--- current owner.
+-- owner epoch holding the unexpired execution lease.
 UPDATE turns t
 SET state = 'failed', ended_at = now(),
     failure_code = CASE WHEN s.state = 'active' THEN 'runtime_not_ready' ELSE 'session_deleted' END
-FROM sessions s, installation i
-WHERE t.session_id = s.id AND t.state = 'queued' AND i.owner_epoch = @owner_epoch
+FROM sessions s, execution_lease l
+WHERE t.session_id = s.id AND t.state = 'queued'
+  AND l.owner_epoch = @owner_epoch AND l.expires_at > now()
   AND (t.queue_deadline <= now() OR s.state <> 'active')
 RETURNING t.id, t.session_id;
 
 -- name: UnconfirmOrphanedTurns :many
 -- UnconfirmOrphanedTurns ends running Turns whose connection is closed or
--- belongs to an older owner epoch: their results can no longer arrive, and
--- they never run again. Only the current owner (@owner_epoch) does this.
+-- belongs to another owner epoch: their results can no longer arrive, and
+-- they never run again. Only the lease holder (@owner_epoch) does this.
 UPDATE turns t
 SET state = 'unconfirmed', failure_code = 'runtime_disconnected', ended_at = now()
-FROM runtime_connections c, installation i
-WHERE t.connection_id = c.id AND t.state = 'running' AND i.owner_epoch = @owner_epoch
-  AND (c.disconnected_at IS NOT NULL OR c.owner_epoch <> i.owner_epoch)
+FROM runtime_connections c, execution_lease l
+WHERE t.connection_id = c.id AND t.state = 'running'
+  AND l.owner_epoch = @owner_epoch AND l.expires_at > now()
+  AND (c.disconnected_at IS NOT NULL OR c.owner_epoch <> l.owner_epoch)
 RETURNING t.id, t.session_id;
 
 -- name: ReadTurnOutput :many

@@ -130,14 +130,65 @@ func EnabledNode(t testing.TB, st *store.Store) uuid.UUID {
 	return n.ID
 }
 
-// RunningSession commits a Session on a new enabled node whose allocation
-// was created and observed running with completed bootstrap, as the
-// lifecycle worker records it, and returns it with its device credential.
-// The installation must be claimed.
-func RunningSession(t testing.TB, st *store.Store) (store.SessionBundle, []byte) {
+// Owner claims the installation (when unclaimed), issues a new owner epoch,
+// takes the execution lease with it for an hour and returns st acting for
+// that epoch (store.Store.WithOwner), as Core does at start-up.
+func Owner(t testing.TB, st *store.Store) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	node := EnabledNode(t, st)
+	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example"); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := st.NextOwnerEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := st.AcquireLease(ctx, uuid.New(), epoch, time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("storetest: acquire lease: %v, %v", ok, err)
+	}
+	return st.WithOwner(epoch)
+}
+
+// Ample is a reported capacity that bounds no test deployment.
+const Ample = int64(1) << 40
+
+// Present records a fresh, ready health report of node for generation
+// under owned's owner epoch, with Ample capacity, so placement may choose
+// the node.
+func Present(t testing.TB, owned *store.Store, node uuid.UUID, generation uint64) {
+	t.Helper()
+	err := owned.RecordNodePresence(context.Background(), store.NodePresence{
+		NodeID: node, ConnectionID: uuid.New(), OwnerEpoch: owned.OwnerEpoch(), Generation: generation,
+		Ready: true, CPUMillis: Ample, MemoryBytes: Ample, DiskFreeBytes: Ample,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Absent makes node's presence record stop counting (its connection
+// ended), so placement passes it over.
+func Absent(t testing.TB, st *store.Store, node uuid.UUID) {
+	t.Helper()
+	p, err := st.GetNodePresence(context.Background(), node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkNodeDisconnected(context.Background(), node, p.ConnectionID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RunningSession commits a Session on a new enabled, present node whose
+// allocation was created and observed running with completed bootstrap, as
+// the lifecycle worker records it, and returns it with its device
+// credential. owned acts for the lease-holding owner epoch (Owner).
+func RunningSession(t testing.TB, owned *store.Store) (store.SessionBundle, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	node := EnabledNode(t, owned)
+	Present(t, owned, node, 1)
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
 	// The credential's form as core/sessions makes it: unpadded base64url.
@@ -145,20 +196,20 @@ func RunningSession(t testing.TB, st *store.Store) (store.SessionBundle, []byte)
 	digest := sha256.Sum256(cred)
 	sealed := make([]byte, 48)
 	_, _ = rand.Read(sealed)
-	b, err := st.CreateSession(ctx, store.CreateSessionParams{
+	b, err := owned.CreateSession(ctx, store.CreateSessionParams{
 		RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "running",
 		SessionID: uuid.New(), EnvironmentID: uuid.New(), AllocationID: uuid.New(), DeviceID: uuid.New(),
 		CredentialDigest: digest[:], CredentialCiphertext: sealed, CredentialNonce: sealed[:12],
-		CreateReceipt: uuid.New(), Generation: 1, Candidates: []uuid.UUID{node}, MaxActive: 5,
+		CreateReceipt: uuid.New(), Generation: 1, MaxActive: 5,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
+	a, err := owned.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-" + a.ID.String(), BootstrapComplete: true})
+	a, err = owned.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-" + a.ID.String(), BootstrapComplete: true})
 	if err != nil {
 		t.Fatal(err)
 	}

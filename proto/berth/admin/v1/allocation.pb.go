@@ -41,6 +41,13 @@ const (
 	// STATE_RELEASED had cleanup confirmed and creation settled; Core no
 	// longer owns anything for it.
 	Allocation_STATE_RELEASED Allocation_State = 5
+	// STATE_CREATE_FAILED had Create settled by the provider's explicit
+	// receipt that it left no compute. Core cleans up whatever the attempt
+	// may have left (state CLEANING_UP, then RELEASED; create_failed stays
+	// true) and then gives the Session's Environment a new allocation on
+	// the same node, or records the Environment failed after repeated
+	// settled failures. An unknown outcome never leads here.
+	Allocation_STATE_CREATE_FAILED Allocation_State = 6
 )
 
 // Enum value maps for Allocation_State.
@@ -52,14 +59,16 @@ var (
 		3: "STATE_ACTIVE",
 		4: "STATE_CLEANING_UP",
 		5: "STATE_RELEASED",
+		6: "STATE_CREATE_FAILED",
 	}
 	Allocation_State_value = map[string]int32{
-		"STATE_UNSPECIFIED": 0,
-		"STATE_PENDING":     1,
-		"STATE_CREATING":    2,
-		"STATE_ACTIVE":      3,
-		"STATE_CLEANING_UP": 4,
-		"STATE_RELEASED":    5,
+		"STATE_UNSPECIFIED":   0,
+		"STATE_PENDING":       1,
+		"STATE_CREATING":      2,
+		"STATE_ACTIVE":        3,
+		"STATE_CLEANING_UP":   4,
+		"STATE_RELEASED":      5,
+		"STATE_CREATE_FAILED": 6,
 	}
 )
 
@@ -122,7 +131,10 @@ type Allocation struct {
 	// create_time is when the allocation was committed.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// release_time is when ownership was released; unset before.
-	ReleaseTime   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=release_time,json=releaseTime,proto3" json:"release_time,omitempty"`
+	ReleaseTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=release_time,json=releaseTime,proto3" json:"release_time,omitempty"`
+	// create_failed: Create settled without compute (the provider's explicit
+	// absence receipt). It stays true through cleanup and release.
+	CreateFailed  bool `protobuf:"varint,10,opt,name=create_failed,json=createFailed,proto3" json:"create_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -218,6 +230,13 @@ func (x *Allocation) GetReleaseTime() *timestamppb.Timestamp {
 		return x.ReleaseTime
 	}
 	return nil
+}
+
+func (x *Allocation) GetCreateFailed() bool {
+	if x != nil {
+		return x.CreateFailed
+	}
+	return false
 }
 
 // ListAllocationsRequest lists allocations.
@@ -436,7 +455,7 @@ var File_berth_admin_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fberth/admin/v1/allocation.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x03\n" +
+	"\x1fberth/admin/v1/allocation.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x04\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -450,14 +469,17 @@ const file_berth_admin_v1_allocation_proto_rawDesc = "" +
 	"\x12bootstrap_complete\x18\a \x01(\bR\x11bootstrapComplete\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12=\n" +
-	"\frelease_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vreleaseTime\"\x82\x01\n" +
+	"\frelease_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vreleaseTime\x12#\n" +
+	"\rcreate_failed\x18\n" +
+	" \x01(\bR\fcreateFailed\"\x9b\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_PENDING\x10\x01\x12\x12\n" +
 	"\x0eSTATE_CREATING\x10\x02\x12\x10\n" +
 	"\fSTATE_ACTIVE\x10\x03\x12\x15\n" +
 	"\x11STATE_CLEANING_UP\x10\x04\x12\x12\n" +
-	"\x0eSTATE_RELEASED\x10\x05\"y\n" +
+	"\x0eSTATE_RELEASED\x10\x05\x12\x17\n" +
+	"\x13STATE_CREATE_FAILED\x10\x06\"y\n" +
 	"\x16ListAllocationsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +

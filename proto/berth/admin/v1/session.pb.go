@@ -216,8 +216,12 @@ type Environment struct {
 	CapabilitiesPrepared bool `protobuf:"varint,3,opt,name=capabilities_prepared,json=capabilitiesPrepared,proto3" json:"capabilities_prepared,omitempty"`
 	// execution_admitted: the Runtime accepts Turns.
 	ExecutionAdmitted bool `protobuf:"varint,4,opt,name=execution_admitted,json=executionAdmitted,proto3" json:"execution_admitted,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// failure_code is the recorded reason of a failed Environment (Session
+	// state FAILED), for example "create_failed" after repeated settled
+	// Create failures; empty otherwise.
+	FailureCode   string `protobuf:"bytes,5,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
@@ -276,6 +280,13 @@ func (x *Environment) GetExecutionAdmitted() bool {
 		return x.ExecutionAdmitted
 	}
 	return false
+}
+
+func (x *Environment) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
 }
 
 // CreateSessionRequest creates a Session.
@@ -710,12 +721,13 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\fSTATE_ACTIVE\x10\x02\x12\x12\n" +
 	"\x0eSTATE_DELETING\x10\x03\x12\x11\n" +
 	"\rSTATE_DELETED\x10\x04\x12\x10\n" +
-	"\fSTATE_FAILED\x10\x05\"\xcb\x01\n" +
+	"\fSTATE_FAILED\x10\x05\"\xee\x01\n" +
 	"\vEnvironment\x12+\n" +
 	"\x11compute_available\x18\x01 \x01(\bR\x10computeAvailable\x12+\n" +
 	"\x11runtime_connected\x18\x02 \x01(\bR\x10runtimeConnected\x123\n" +
 	"\x15capabilities_prepared\x18\x03 \x01(\bR\x14capabilitiesPrepared\x12-\n" +
-	"\x12execution_admitted\x18\x04 \x01(\bR\x11executionAdmitted\"h\n" +
+	"\x12execution_admitted\x18\x04 \x01(\bR\x11executionAdmitted\x12!\n" +
+	"\ffailure_code\x18\x05 \x01(\tR\vfailureCode\"h\n" +
 	"\x14CreateSessionRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
