@@ -48,7 +48,7 @@ const (
 	missedKeepalives = 3
 	// timeoutGrace is how long past a Turn's timeout Core waits for the
 	// Runtime's result before it cancels, and then ends the connection.
-	timeoutGrace = 30 * time.Second
+	timeoutGrace  = 30 * time.Second
 	recordTimeout = 10 * time.Second
 	maxCredential = 512
 )
@@ -492,4 +492,3 @@ func resultFromWire(r *runtimev1.TurnResult) (store.TurnResult, bool) {
 	}
 	return res, true
 }
-

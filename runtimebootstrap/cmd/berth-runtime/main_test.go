@@ -127,10 +127,10 @@ func startCore(t *testing.T) (*fakeCore, string) {
 // daemon is a running berth-runtime connect; its stdout and stderr go to
 // one locked buffer.
 type daemon struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    bytes.Buffer
-	done   chan error
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan error
 }
 
 func startDaemon(t *testing.T, coreURL string) *daemon {
