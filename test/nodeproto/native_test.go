@@ -3,7 +3,6 @@ package nodeproto
 import (
 	"context"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,23 +118,12 @@ func BenchmarkRunCommand(b *testing.B) {
 		}
 		dockerExec = append(dockerExec, time.Since(start))
 	}
-	mn, mi, md := median(viaNode), median(inProcess), median(dockerExec)
-	b.ReportMetric(ms(mn), "node-ms")
-	b.ReportMetric(ms(mi), "in-process-ms")
-	b.ReportMetric(ms(md), "docker-exec-ms")
+	mn, mi, md := stack.Median(viaNode), stack.Median(inProcess), stack.Median(dockerExec)
+	b.ReportMetric(stack.Millis(mn), "node-ms")
+	b.ReportMetric(stack.Millis(mi), "in-process-ms")
+	b.ReportMetric(stack.Millis(md), "docker-exec-ms")
 	b.ReportMetric(float64(mn)/float64(md), "node/docker-exec")
 	b.ReportMetric(float64(mi)/float64(md), "in-process/docker-exec")
 	b.Logf("RunCommand(true) over %d samples: via node %v, in-process %v, docker exec %v; ratios %.2f and %.2f against docker exec",
 		samples, mn, mi, md, float64(mn)/float64(md), float64(mi)/float64(md))
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/testenv"
+
+	"berth.dev/test/internal/stack"
 )
 
 // BenchmarkRuntime measures, interleaved with their engine baselines in
@@ -97,24 +98,13 @@ func BenchmarkRuntime(b *testing.B) {
 		}
 		dockerExec = append(dockerExec, time.Since(start))
 	}
-	mc, mr, mt, me := median(connect), median(dockerRun), median(turn), median(dockerExec)
-	b.ReportMetric(ms(mc), "session-connected-ms")
-	b.ReportMetric(ms(mr), "docker-run-ms")
+	mc, mr, mt, me := stack.Median(connect), stack.Median(dockerRun), stack.Median(turn), stack.Median(dockerExec)
+	b.ReportMetric(stack.Millis(mc), "session-connected-ms")
+	b.ReportMetric(stack.Millis(mr), "docker-run-ms")
 	b.ReportMetric(float64(mc)/float64(mr), "connected/docker-run")
-	b.ReportMetric(ms(mt), "turn-true-ms")
-	b.ReportMetric(ms(me), "docker-exec-ms")
+	b.ReportMetric(stack.Millis(mt), "turn-true-ms")
+	b.ReportMetric(stack.Millis(me), "docker-exec-ms")
 	b.ReportMetric(float64(mt)/float64(me), "turn/docker-exec")
 	b.Logf("Session create to Runtime connected: median %v over %d vs docker run --rm true %v: ratio %.2f", mc, len(connect), mr, float64(mc)/float64(mr))
 	b.Logf("Turn round trip (true): median %v over %d vs docker exec true %v: ratio %.2f", mt, len(turn), me, float64(mt)/float64(me))
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
