@@ -242,7 +242,12 @@ func (r *Runner) Run(ctx context.Context, t Turn, ev Events) Result {
 
 	// Hold the output lock across Start so that Started precedes any chunk.
 	out.mu.Lock()
+	children.Lock()
 	err := cmd.Start()
+	if err == nil {
+		children.pids[cmd.Process.Pid] = true
+	}
+	children.Unlock()
 	if err != nil {
 		out.closed = true
 		out.mu.Unlock()
@@ -263,6 +268,9 @@ func (r *Runner) Run(ctx context.Context, t Turn, ev Events) Result {
 	out.mu.Unlock()
 
 	_ = cmd.Wait() // the outcome comes from ProcessState and killedBy
+	children.Lock()
+	delete(children.pids, cmd.Process.Pid)
+	children.Unlock()
 
 	out.mu.Lock()
 	out.closed = true

@@ -5,7 +5,8 @@
 // it authenticates with the file's device id and credential, runs the Turns
 // Core delivers under /workspace, and reconnects with backoff whenever the
 // connection ends. Logs are JSON lines on stderr (log/slog) and never carry
-// the credential.
+// the credential. As PID 1 (the Docker adapter runs it without an init) it
+// also reaps the orphans of killed Turns.
 //
 // Exit codes of connect:
 //
@@ -27,9 +28,11 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 
 	"berth.dev/runtimebootstrap"
 	"berth.dev/runtimebootstrap/runtimeclient"
+	"berth.dev/runtimebootstrap/turnexec"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -118,6 +121,9 @@ func connect(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "berth-runtime: %v\n", err)
 		return exitInvalid
 	}
+	if os.Getpid() == 1 {
+		go reapOrphans(ctx)
+	}
 	err = client.Run(ctx)
 	var stop *runtimeclient.StopError
 	if errors.As(err, &stop) {
@@ -126,4 +132,24 @@ func connect(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	logger.Info("stopping on signal")
 	return exitOK
+}
+
+// reapOrphans reaps orphaned processes while berth-runtime is its sandbox's
+// PID 1 (see turnexec.ReapOrphans): on every SIGCHLD, and every few seconds
+// for zombies left while a Turn's own child was pending.
+func reapOrphans(ctx context.Context) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sigs:
+		case <-tick.C:
+		}
+		turnexec.ReapOrphans()
+	}
 }
