@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 	"berth.dev/runtimebootstrap/turnexec"
@@ -31,11 +32,22 @@ type session struct {
 	turns      sync.WaitGroup
 }
 
+// transportKeepalive is the interval of the client's HTTP/2 pings and how
+// long it waits for their answer.
+const transportKeepalive = 20 * time.Second
+
 // connect runs one connection until its stream ends. It returns when the
 // stream was welcomed (zero if never) and why it ended. Any running Turn is
 // killed before it returns: its result could no longer be delivered.
 func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
-	conn, err := grpc.NewClient(c.target, append([]grpc.DialOption{grpc.WithTransportCredentials(c.creds)}, c.cfg.DialOptions...)...)
+	// Transport keepalives find a Core that vanished without closing the
+	// connection (a partition, a dead host), so the Runtime reconnects
+	// instead of waiting forever; Core's gateway permits them every 10 s.
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(c.creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: transportKeepalive, Timeout: transportKeepalive, PermitWithoutStream: true}),
+	}
+	conn, err := grpc.NewClient(c.target, append(opts, c.cfg.DialOptions...)...)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("dial core: %w", err)
 	}
