@@ -99,7 +99,10 @@ FUZZ_TARGETS := \
 	berth.dev/sandbox/strictjson:FuzzDecode \
 	berth.dev/sandbox/docker:FuzzDecodeNodeConfig \
 	berth.dev/sandbox/nodewire:FuzzInfoFromWire \
-	berth.dev/nodeagent:FuzzDecodeConfig
+	berth.dev/nodeagent:FuzzDecodeConfig \
+	berth.dev/runtimebootstrap/turnexec:FuzzPrepare \
+	berth.dev/core/turnadmin:FuzzSubmitRequest \
+	berth.dev/core/gateway:FuzzResultFromWire
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 1m; make fuzz FUZZTIME=10m)
