@@ -196,3 +196,36 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("oversize file: got %v", err)
 	}
 }
+
+// TestDecodeGoldenInvalid reads every file in testdata/invalid: each is
+// refused, and the error names what is wrong (the file's name says it).
+func TestDecodeGoldenInvalid(t *testing.T) {
+	want := map[string]string{
+		"duplicate_key.json":         "duplicate key",
+		"case_aliased_key.json":      "only in case",
+		"unknown_key.json":           "unknown key",
+		"version_2.json":             "version",
+		"core_url_scheme.json":       "core_url",
+		"credential_whitespace.json": "credential",
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "invalid", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(want) {
+		t.Fatalf("%d files in testdata/invalid, %d expected", len(files), len(want))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Decode(data)
+		if err == nil || !strings.Contains(err.Error(), want[filepath.Base(f)]) {
+			t.Errorf("%s: %v, want an error about %q", filepath.Base(f), err, want[filepath.Base(f)])
+		}
+		if err != nil && strings.Contains(err.Error(), "golden") {
+			t.Errorf("%s: the error carries the credential: %v", filepath.Base(f), err)
+		}
+	}
+}
