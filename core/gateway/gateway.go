@@ -11,8 +11,8 @@
 //   - Turns go only to a connection that reported its preparation; a Turn
 //     is claimed in the database before it is sent and never sent again:
 //     when the connection ends first it becomes unconfirmed.
-//   - Between Turns Core sends service keepalives; a Runtime that stops
-//     answering is disconnected.
+//   - Core sends service keepalives (between Turns and during them); a
+//     Runtime that stops answering is disconnected.
 //   - Errors on the wire carry only fixed reasons (runtimev1 Reason*),
 //     never native text, ids or credentials; the credential is compared by
 //     digest and never logged.
@@ -406,8 +406,8 @@ func (c *conn) sendCancel() error {
 	return nil
 }
 
-// housekeeping runs on every keepalive tick: keepalive (between Turns),
-// liveness, revocation and the timeout backstop.
+// housekeeping runs on every keepalive tick: keepalive, liveness,
+// revocation and the timeout backstop.
 func (c *conn) housekeeping(ctx context.Context) error {
 	if time.Since(c.lastAnswer) > missedKeepalives*c.g.cfg.Keepalive {
 		c.log.Warn("runtime stopped answering")
@@ -427,19 +427,20 @@ func (c *conn) housekeeping(ctx context.Context) error {
 	if sess.Session.State != store.SessionActive {
 		return errRevoked
 	}
-	if c.current != nil {
-		if c.current.DispatchedAt != nil {
-			over := time.Since(*c.current.DispatchedAt) - c.current.Timeout
-			switch {
-			case over > 2*timeoutGrace:
-				c.log.Warn("runtime did not report a timed-out turn")
-				return errNotAdmit
-			case over > timeoutGrace && !c.cancelSent:
-				return c.sendCancel()
+	if c.current != nil && c.current.DispatchedAt != nil {
+		over := time.Since(*c.current.DispatchedAt) - c.current.Timeout
+		switch {
+		case over > 2*timeoutGrace:
+			c.log.Warn("runtime did not report a timed-out turn")
+			return errNotAdmit
+		case over > timeoutGrace && !c.cancelSent:
+			if err := c.sendCancel(); err != nil {
+				return err
 			}
 		}
-		return nil
 	}
+	// Keepalives go out during Turns too: a quiet Turn sends nothing, and
+	// the answers are what tells a live Runtime from a silent one.
 	c.keepalive++
 	if err := c.s.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{
 		Keepalive: &runtimev1.Keepalive{Sequence: c.keepalive}}}); err != nil {

@@ -316,3 +316,33 @@ func TestDeletedSessionRevokesTheRuntime(t *testing.T) {
 		ProtocolVersion: runtimev1.ProtocolVersion, DeviceId: f.session.Allocation.DeviceID.String(), Credential: string(f.cred)}}})
 	endsWith(t, s2, codes.PermissionDenied, runtimev1.ReasonRevoked)
 }
+
+func TestQuietTurnKeepsItsConnection(t *testing.T) {
+	f := newFixture(t, 100*time.Millisecond)
+	turn := f.submit(t, "sleep 60", nil, nil)
+	s, _ := f.connect(t)
+	send(t, s, prepared())
+	// The Runtime runs the Turn without output for ten keepalive
+	// intervals, answering only keepalives: it stays connected.
+	deadline := time.Now().Add(time.Second)
+	gotTurn := false
+	for time.Now().Before(deadline) {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatalf("connection ended during a quiet turn: %v", err)
+		}
+		if m.GetRunTurn() != nil {
+			gotTurn = true
+		}
+		if k := m.GetKeepalive(); k != nil {
+			send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_KeepaliveAck{KeepaliveAck: &runtimev1.KeepaliveAck{Sequence: k.GetSequence()}}})
+		}
+	}
+	got, err := f.st.GetTurn(context.Background(), turn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gotTurn || got.State != store.TurnRunning {
+		t.Fatalf("delivered %v, state %s", gotTurn, got.State)
+	}
+}
