@@ -1,21 +1,3 @@
-// Package gateway is Core's side of the Core-Runtime protocol
-// (berth.runtime.v1): it authenticates each Runtime's Connect stream with
-// its device id and dedicated credential, records the connection with a
-// durable generation, and delivers the Session's queued Turns one at a
-// time, recording their output and results.
-//
-// Rules:
-//   - A Runtime is accepted only for the exact device, allocation and
-//     Session binding, with settled creation and completed bootstrap, and
-//     only while this Core holds the current owner epoch (store.AcceptRuntime).
-//   - Turns go only to a connection that reported its preparation; a Turn
-//     is claimed in the database before it is sent and never sent again:
-//     when the connection ends first it becomes unconfirmed.
-//   - Core sends service keepalives (between Turns and during them); a
-//     Runtime that stops answering is disconnected.
-//   - Errors on the wire carry only fixed reasons (runtimev1 Reason*),
-//     never native text, ids or credentials; the credential is compared by
-//     digest and never logged.
 package gateway
 
 import (
