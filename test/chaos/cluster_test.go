@@ -36,7 +36,7 @@ const (
 	activeDeadline = 90 * time.Second // a placed Session's allocation reaches ACTIVE
 	settleDeadline = 90 * time.Second // deleted Sessions leave nothing on the engine
 	nodeDeadline   = 30 * time.Second // a node is connected again / marked absent
-	chaosLabel     = "io.berth.chaos"  // marks the suite's foreign resources
+	chaosLabel     = "io.berth.chaos" // marks the suite's foreign resources
 )
 
 // spec is the deployment specification every cluster commits.

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -89,7 +90,12 @@ func reportStates(t *testing.T, c *cluster, names []string) {
 	m := bySession(c.allocations())
 	var parts []string
 	for _, n := range names {
-		a := m[n]
+		a, ok := m[n]
+		if !ok {
+			s, err := c.sessions().GetSession(c.ctx, &adminv1.GetSessionRequest{Name: n})
+			parts = append(parts, fmt.Sprintf("no allocation (Session %v %v)", s.GetSession().GetState(), err))
+			continue
+		}
 		parts = append(parts, strings.TrimPrefix(a.GetState().String(), "STATE_")+settledMark(a))
 	}
 	t.Logf("allocation states of the faulted batch: %s", strings.Join(parts, ", "))
