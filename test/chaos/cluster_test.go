@@ -81,8 +81,11 @@ type cluster struct {
 	mu      sync.Mutex
 }
 
-// foreign is a resource the suite created outside Berth.
-type foreign struct{ container, volume string }
+// foreign is a container and its volumes the suite created outside Berth.
+type foreign struct {
+	container string
+	volumes   []string
+}
 
 // newCluster starts Core, enrolls, starts and enables the node agents,
 // commits the deployment and creates a foreign container and volume.
@@ -382,9 +385,9 @@ func (c *cluster) violation(invariant, format string, args ...any) {
 	c.t.Errorf("%s violated: %s", invariant, fmt.Sprintf(format, args...))
 }
 
-// addForeign creates a container and a volume outside Berth: named name
-// (or a fresh name) and labelled with another installation. I3 checks they
-// survive.
+// addForeign creates a container and two volumes outside Berth: named
+// name, name-home and name-environment (a fresh name when empty) and
+// labelled with another installation. I3 checks they survive.
 func (c *cluster) addForeign(name string) foreign {
 	c.t.Helper()
 	if name == "" {
@@ -392,8 +395,12 @@ func (c *cluster) addForeign(name string) foreign {
 	}
 	labels := map[string]string{docker.LabelInstallation: uuid.NewString(), chaosLabel: "foreign"}
 	ctx := context.Background()
-	if _, err := c.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name + "-home", Labels: labels}); err != nil {
-		c.t.Fatalf("create foreign volume: %v", err)
+	f := foreign{}
+	for _, v := range []string{name + "-home", name + "-environment"} {
+		if _, err := c.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: v, Labels: labels}); err != nil {
+			c.t.Fatalf("create foreign volume: %v", err)
+		}
+		f.volumes = append(f.volumes, v)
 	}
 	created, err := c.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name, Config: containerConfig(c.image, labels),
@@ -401,7 +408,7 @@ func (c *cluster) addForeign(name string) foreign {
 	if err != nil {
 		c.t.Fatalf("create foreign container: %v", err)
 	}
-	f := foreign{container: created.ID, volume: name + "-home"}
+	f.container = created.ID
 	c.foreign = append(c.foreign, f)
 	return f
 }
@@ -414,8 +421,10 @@ func (c *cluster) checkForeign() {
 		if _, err := c.cli.ContainerInspect(ctx, f.container, client.ContainerInspectOptions{}); err != nil {
 			c.violation("I3", "foreign container %s: %v", f.container, err)
 		}
-		if _, err := c.cli.VolumeInspect(ctx, f.volume, client.VolumeInspectOptions{}); err != nil {
-			c.violation("I3", "foreign volume %s: %v", f.volume, err)
+		for _, v := range f.volumes {
+			if _, err := c.cli.VolumeInspect(ctx, v, client.VolumeInspectOptions{}); err != nil {
+				c.violation("I3", "foreign volume %s: %v", v, err)
+			}
 		}
 	}
 }
@@ -600,7 +609,9 @@ func (c *cluster) cleanup() {
 	}
 	for _, f := range c.foreign {
 		_, _ = c.cli.ContainerRemove(ctx, f.container, client.ContainerRemoveOptions{Force: true})
-		_, _ = c.cli.VolumeRemove(ctx, f.volume, client.VolumeRemoveOptions{Force: true})
+		for _, v := range f.volumes {
+			_, _ = c.cli.VolumeRemove(ctx, v, client.VolumeRemoveOptions{Force: true})
+		}
 	}
 	_ = c.cli.Close()
 }
