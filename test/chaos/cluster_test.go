@@ -4,9 +4,8 @@ import (
 	"archive/tar"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -75,10 +74,15 @@ type cluster struct {
 	nodes   []*node
 	cli     *client.Client
 	image   string
-	started time.Time
 	foreign []foreign
 	outputs []string // enroll command outputs, scanned for secrets
-	mu      sync.Mutex
+	// captured, when set, collects violations instead of failing the test
+	// (the harness's self-test).
+	captured *[]string
+	// creates counts the engine's create events (recordCreates).
+	creates   map[string]int
+	eventsErr error
+	mu        sync.Mutex
 }
 
 // foreign is a container and its volumes the suite created outside Berth.
@@ -107,12 +111,13 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, started: time.Now()}
+	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}}
 	t.Cleanup(c.cleanup)
 	c.core = stack.StartCore(t, c.dsn, c.state, true)
 	c.cores = append(c.cores, c.core)
 	c.cc, c.ctx = c.core.AdminClient(t)
 	c.inst = stack.InstallationID(t, c.ctx, c.cc)
+	c.recordCreates()
 	addSecret(c.core.AdminToken(t))
 	for i := range o.nodes {
 		c.addNode(socketPath(host), i == o.proxied)
@@ -381,6 +386,10 @@ func (c *cluster) settle() time.Duration {
 // violation records an invariant violation and fails the test.
 func (c *cluster) violation(invariant, format string, args ...any) {
 	c.t.Helper()
+	if c.captured != nil {
+		*c.captured = append(*c.captured, invariant+": "+fmt.Sprintf(format, args...))
+		return
+	}
 	c.run.violations.Add(1)
 	c.t.Errorf("%s violated: %s", invariant, fmt.Sprintf(format, args...))
 }
@@ -480,34 +489,53 @@ func (c *cluster) checkCreates() {
 	c.t.Logf("I1: %d allocations checked against %d create events", len(all), len(creates))
 }
 
-// createEvents counts the engine's create events since the cluster
-// started: containers labelled with the installation ("container:"+name)
-// and every volume ("volume:"+name; volume events carry no labels).
+// recordCreates subscribes to the engine's create events for the rest of
+// the test and counts them: containers labelled with the installation
+// ("container:"+name) and every volume ("volume:"+name; volume events carry
+// no labels). A live subscription, because the engine keeps only its last
+// 256 events for later queries.
+func (c *cluster) recordCreates() {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := client.Filters{}.Add("event", "create")
+	res := c.cli.Events(ctx, client.EventsListOptions{Filters: f})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-res.Messages:
+				c.mu.Lock()
+				switch {
+				case m.Type == events.ContainerEventType && m.Actor.Attributes[docker.LabelInstallation] == c.inst:
+					c.creates["container:"+m.Actor.Attributes["name"]]++
+				case m.Type == events.VolumeEventType:
+					c.creates["volume:"+m.Actor.ID]++
+				}
+				c.mu.Unlock()
+			case err := <-res.Err:
+				if err != nil && ctx.Err() == nil {
+					c.mu.Lock()
+					c.eventsErr = err
+					c.mu.Unlock()
+				}
+				return
+			}
+		}
+	}()
+	c.t.Cleanup(func() { cancel(); <-done })
+}
+
+// createEvents returns the create events counted so far (after a moment
+// for the stream to catch up); the test fails if the subscription broke.
 func (c *cluster) createEvents() map[string]int {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := client.Filters{}.Add("event", "create")
-	res := c.cli.Events(ctx, client.EventsListOptions{
-		Since: fmt.Sprint(c.started.Add(-time.Second).Unix()), Until: fmt.Sprint(time.Now().Add(time.Second).Unix()), Filters: f,
-	})
-	out := map[string]int{}
-	for {
-		select {
-		case m := <-res.Messages:
-			switch {
-			case m.Type == events.ContainerEventType && m.Actor.Attributes[docker.LabelInstallation] == c.inst:
-				out["container:"+m.Actor.Attributes["name"]]++
-			case m.Type == events.VolumeEventType:
-				out["volume:"+m.Actor.ID]++
-			}
-		case err := <-res.Err:
-			if err != nil && !errors.Is(err, io.EOF) {
-				c.t.Fatalf("engine events: %v", err)
-			}
-			return out
-		}
+	time.Sleep(500 * time.Millisecond)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.eventsErr != nil {
+		c.t.Fatalf("engine events subscription broke: %v", c.eventsErr)
 	}
+	return maps.Clone(c.creates)
 }
 
 // invariants checks I1, I2 (after deleting every Session) and I3 and

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -133,7 +134,14 @@ func printResults() {
 	if len(order) == 0 {
 		return
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	var out io.Writer = os.Stdout
+	if path := os.Getenv("CHAOS_REPORT"); path != "" {
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			defer f.Close()
+			out = io.MultiWriter(os.Stdout, f)
+		}
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "scenario\truns\tviolations\tmedian recovery\tI5 ratio (during/before)")
 	for _, name := range order {
 		r := results[name]
