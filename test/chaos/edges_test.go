@@ -57,7 +57,7 @@ func TestConnectionCutMidCall(t *testing.T) {
 		c.waitConnected(victim, true)
 		r.recovery = time.Since(repaired)
 		t.Logf("recovery (path restored to the node connected): %v", r.recovery)
-		c.waitActive(names, repaired, 15*time.Second)
+		c.waitActive(names, repaired, 8*time.Second)
 		reportStates(t, c, names)
 		c.invariants()
 	})
