@@ -50,6 +50,7 @@ type options struct {
 	dsn       string // database URL (default: a fresh database on the shared server)
 	maxActive int32  // per node (default 8)
 	engine    string // Docker Engine address (default the test engine)
+	image     string // runtime image id on that engine (default the test image)
 }
 
 // node is one node agent of a cluster.
@@ -99,7 +100,7 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
 	if o.engine != "" {
-		host = o.engine
+		host, image = o.engine, o.image
 	}
 	if o.nodes == 0 {
 		o.nodes = 3
@@ -585,14 +586,17 @@ func (c *cluster) watch(fn func(events.Message)) (stop func()) {
 	return stop
 }
 
-// nodeOfAllocation returns the node that holds the allocation with id.
+// nodeOfAllocation returns the node that holds the allocation with id, or
+// nil when it is unknown or Core does not answer (event callbacks run while
+// Core may be down, so this never fails the test).
 func (c *cluster) nodeOfAllocation(id string) *node {
-	for _, a := range c.allocations() {
-		if a.GetName() == "allocations/"+id {
-			return c.nodeByName(a.GetNode())
-		}
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := adminv1.NewAllocationServiceClient(c.cc).GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: "allocations/" + id})
+	if err != nil {
+		return nil
 	}
-	return nil
+	return c.nodeByName(resp.GetAllocation().GetNode())
 }
 
 // healthyLatency creates k Sessions one after the other and returns, for

@@ -37,6 +37,9 @@ type dockerd struct {
 	t    testing.TB
 	dir  string
 	Host string
+	// Image is the runtime image built from this tree and loaded into the
+	// private engine.
+	Image string
 	cmd  *exec.Cmd
 	exit chan struct{}
 }
@@ -74,7 +77,12 @@ func startDockerd(t testing.TB) *dockerd {
 	load := exec.Command(filepath.Join(stack.RepoRoot(), "scripts", "build-runtime-image"))
 	load.Env = append(os.Environ(), "BERTH_TEST_DOCKER_HOST="+d.Host)
 	out, err := load.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "BERTH_TEST_RUNTIME_IMAGE="+testenv.RuntimeImage(t)) {
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "BERTH_TEST_RUNTIME_IMAGE="); ok {
+			d.Image = v
+		}
+	}
+	if err != nil || d.Image == "" {
 		t.Fatalf("loading the runtime image into the private engine: %v\n%s", err, out)
 	}
 	return d
@@ -142,7 +150,7 @@ func (d *dockerd) stop() {
 func TestDockerEngineRestart(t *testing.T) {
 	scenario(t, "Docker Engine restarted under the nodes", func(t *testing.T, r *run) {
 		engine := startDockerd(t)
-		c := newCluster(t, r, options{proxied: -1, engine: engine.Host})
+		c := newCluster(t, r, options{proxied: -1, engine: engine.Host, image: engine.Image})
 		names := c.mustCreate(2)
 		if got := c.waitActive(names, time.Now(), activeDeadline); len(got) != len(names) {
 			t.Fatalf("only %d of %d Sessions ACTIVE before the fault", len(got), len(names))

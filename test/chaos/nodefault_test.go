@@ -20,8 +20,9 @@ import (
 func (c *cluster) killOnEvent(actions []events.Action, act func(*node)) <-chan *node {
 	fired := make(chan *node, 1)
 	var once sync.Once
+	done := false
 	c.watch(func(m events.Message) {
-		if !containsAction(actions, m.Action) {
+		if done || !containsAction(actions, m.Action) {
 			return
 		}
 		n := c.nodeOfAllocation(m.Actor.Attributes[docker.LabelAllocation])
@@ -29,6 +30,7 @@ func (c *cluster) killOnEvent(actions []events.Action, act func(*node)) <-chan *
 			return
 		}
 		once.Do(func() {
+			done = true
 			act(n)
 			fired <- n
 		})
