@@ -40,8 +40,8 @@ type dockerd struct {
 	// Image is the runtime image built from this tree and loaded into the
 	// private engine.
 	Image string
-	cmd  *exec.Cmd
-	exit chan struct{}
+	cmd   *exec.Cmd
+	exit  chan struct{}
 }
 
 // startDockerd starts a private engine and loads the runtime image into
