@@ -28,11 +28,17 @@ const (
 	// image content instead of leaving a namespace each.
 	engineNamespace = "berth-chaos-engine"
 	engineLock      = "/run/berth-test/chaos-engine.lock"
+	// engineBridge is the private engine's own bridge. Never "none": a
+	// dockerd started with --bridge none deletes the host's docker0, the
+	// shared engine's bridge (found the hard way: it broke test/runtime).
+	engineBridge   = "bchaos0"
+	engineBridgeIP = "10.253.253.1/24"
 )
 
 // dockerd is a Docker Engine of the test's own: its own socket, data and
-// exec roots, no bridge and no iptables rules, on the test services'
-// containerd under its own namespace. Restarting it disturbs no other test.
+// exec roots, its own bridge interface and no iptables rules, on the test
+// services' containerd under its own namespace. Restarting it disturbs no
+// other test.
 type dockerd struct {
 	t    testing.TB
 	dir  string
@@ -71,6 +77,17 @@ func startDockerd(t testing.TB) *dockerd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	_ = exec.Command("ip", "link", "del", engineBridge).Run() // a leftover of a killed run
+	for _, args := range [][]string{
+		{"link", "add", engineBridge, "type", "bridge"},
+		{"addr", "add", engineBridgeIP, "dev", engineBridge},
+		{"link", "set", engineBridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", engineBridge).Run() })
 	d := &dockerd{t: t, dir: dir, Host: "unix://" + filepath.Join(dir, "d.sock")}
 	d.start()
 	t.Cleanup(d.stop)
@@ -96,7 +113,7 @@ func (d *dockerd) start() {
 		"--pidfile", filepath.Join(d.dir, "pid"), "--containerd", containerdSocket,
 		"--containerd-namespace", engineNamespace, "--containerd-plugins-namespace", engineNamespace+"-plugins",
 		"--add-runtime", "berth-runc="+filepath.Join(engineBinDir, "runc"), "--default-runtime", "berth-runc",
-		"--bridge", "none", "--iptables=false", "--ip6tables=false", "--init-path", "/usr/bin/tini-static", "--group", "root")
+		"--bridge", engineBridge, "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false", "--init-path", "/usr/bin/tini-static", "--group", "root")
 	d.cmd.Env = append(os.Environ(), "PATH="+engineBinDir+":"+os.Getenv("PATH"))
 	logFile, err := os.OpenFile(filepath.Join(d.dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
