@@ -86,8 +86,26 @@ runtime-image: ## Build the runtime image offline and load it into the test engi
 	scripts/build-runtime-image
 
 .PHONY: e2e
-e2e: ## Black-box suites over real processes and services (test/: node protocol, services)
+e2e: ## Black-box suites over real processes and services (test/: node protocol, chaos in its shortened form, services)
 	go test $(GO_TEST_FLAGS) -v berth.dev/test/...
+
+CHAOS_RUNS ?= 3
+DURATION ?= 10m
+CHAOS_REPORT := $(CURDIR)/.run/chaos-report.txt
+
+.PHONY: chaos
+chaos: ## Fault-injection suite: every scenario CHAOS_RUNS times (default 3); table in .run/chaos-report.txt, log in .run/chaos.log
+	@mkdir -p .run && rm -f $(CHAOS_REPORT)
+	@set +e; CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_REPORT=$(CHAOS_REPORT) go test $(GO_TEST_FLAGS) -timeout 0 -v berth.dev/test/chaos/ 2>&1 \
+		| tee .run/chaos.log | grep --line-buffered -E '^(--- |ok|FAIL)|fault:|recovery|violated|I5:'; \
+		status=$${PIPESTATUS[0]}; cat $(CHAOS_REPORT) 2>/dev/null; echo "full log: .run/chaos.log"; exit $$status
+
+.PHONY: soak
+soak: ## Mixed create/delete workload with random faults for DURATION (default 10m): operations, faults, violations, leaks
+	@mkdir -p .run && rm -f $(CHAOS_REPORT)
+	@set +e; CHAOS_SOAK_DURATION=$(DURATION) CHAOS_REPORT=$(CHAOS_REPORT) go test $(GO_TEST_FLAGS) -timeout 0 -v -run '^TestSoak$$' berth.dev/test/chaos/ 2>&1 \
+		| tee .run/soak.log | grep --line-buffered -E '^(--- |ok|FAIL)|fault:|violated|^soak '; \
+		status=$${PIPESTATUS[0]}; echo "full log: .run/soak.log"; exit $$status
 
 .PHONY: bench
 bench: ## Benchmarks as ratios against the raw engine, measured in the same run (needs the test services)

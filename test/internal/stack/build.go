@@ -14,12 +14,17 @@ var nodeAgentBin, coreBin string
 
 // Main builds berth-nodeagent and berth-core into a temporary folder, runs
 // the tests and exits with their code. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit: it builds the binaries, runs the tests and
+// returns their exit code (1 when a build fails).
+func Run(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "berth-stack-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	defer os.RemoveAll(dir)
 	nodeAgentBin = filepath.Join(dir, "berth-nodeagent")
 	coreBin = filepath.Join(dir, "berth-core")
 	for bin, pkg := range map[string]string{
@@ -30,12 +35,10 @@ func Main(m *testing.M) {
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
-			os.Exit(1)
+			return 1
 		}
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
 
 // NodeAgentBin is the path of the berth-nodeagent binary built by Main.

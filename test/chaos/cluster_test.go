@@ -1,0 +1,714 @@
+package chaos
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/client"
+	"google.golang.org/grpc"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/testenv"
+
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+
+	"berth.dev/test/internal/stack"
+)
+
+// Bounds of the suite. Deadlines are generous: the suite reports timings,
+// it asserts only that operations complete within their deadline.
+const (
+	activeDeadline = 90 * time.Second // a placed Session's allocation reaches ACTIVE
+	settleDeadline = 90 * time.Second // deleted Sessions leave nothing on the engine
+	nodeDeadline   = 30 * time.Second // a node is connected again / marked absent
+	chaosLabel     = "io.berth.chaos" // marks the suite's foreign resources
+)
+
+// spec is the deployment specification every cluster commits.
+func spec(maxActive int32) *adminv1.Specification {
+	return &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: maxActive, MaxRetained: maxActive}
+}
+
+// options shape a cluster.
+type options struct {
+	nodes     int    // node agents (default 3)
+	proxied   int    // index of the node reached through a tcpProxy; -1 for none
+	dsn       string // database URL (default: a fresh database on the shared server)
+	maxActive int32  // per node (default 8)
+	engine    string // Docker Engine address (default the test engine)
+	image     string // runtime image id on that engine (default the test image)
+}
+
+// node is one node agent of a cluster.
+type node struct {
+	*stack.Node
+	name  string    // "nodes/{id}"
+	proxy *tcpProxy // nil unless the node is reached through a proxy
+}
+
+// cluster is one installation under test: berth-core on its own database,
+// node agents over the real engine, a committed Docker deployment, and the
+// foreign resources whose survival I3 checks.
+type cluster struct {
+	t       *testing.T
+	run     *run
+	dsn     string
+	state   string
+	core    *stack.Core
+	cores   []*stack.Core
+	cc      *grpc.ClientConn
+	ctx     context.Context
+	inst    string
+	nodes   []*node
+	cli     *client.Client
+	image   string
+	foreign []foreign
+	outputs []string // enroll command outputs, scanned for secrets
+	// captured, when set, collects violations instead of failing the test
+	// (the harness's self-test).
+	captured *[]string
+	// creates counts the engine's create events (recordCreates).
+	creates map[string]int
+	mu      sync.Mutex
+}
+
+// foreign is a container and its volumes the suite created outside Berth.
+type foreign struct {
+	container string
+	volumes   []string
+}
+
+// newCluster starts Core, enrolls, starts and enables the node agents,
+// commits the deployment and creates a foreign container and volume.
+// Cleanup removes what the test left and scans every log for secrets.
+func newCluster(t *testing.T, r *run, o options) *cluster {
+	t.Helper()
+	host := testenv.DockerHost(t)
+	image := testenv.RuntimeImage(t)
+	if o.engine != "" {
+		host, image = o.engine, o.image
+	}
+	if o.nodes == 0 {
+		o.nodes = 3
+	}
+	if o.maxActive == 0 {
+		o.maxActive = 8
+	}
+	if o.dsn == "" {
+		o.dsn = storetest.NewDatabase(t)
+	}
+	cli, err := docker.NewClient(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}}
+	t.Cleanup(c.cleanup)
+	c.core = stack.StartCore(t, c.dsn, c.state, true)
+	c.cores = append(c.cores, c.core)
+	c.cc, c.ctx = c.core.AdminClient(t)
+	c.inst = stack.InstallationID(t, c.ctx, c.cc)
+	c.recordCreates()
+	addSecret(c.core.AdminToken(t))
+	for i := range o.nodes {
+		c.addNode(socketPath(host), i == o.proxied)
+	}
+	stack.EnableAll(t, c.ctx, c.cc)
+	stack.CommitDockerDeployment(t, c.ctx, c.cc, spec(o.maxActive))
+	c.addForeign("")
+	return c
+}
+
+func socketPath(host string) string { return strings.TrimPrefix(host, "unix://") }
+
+// addNode enrolls and starts one node agent, through a proxy when proxied.
+func (c *cluster) addNode(socket string, proxied bool) *node {
+	t := c.t
+	t.Helper()
+	listen := stack.FreeAddr(t)
+	n := &node{}
+	advertise := listen
+	if proxied {
+		n.proxy = newProxy(t, stack.FreeAddr(t), listen)
+		advertise = n.proxy.Addr()
+	}
+	token := stack.CreateEnrollmentToken(t, c.ctx, c.cc)
+	addSecret(token)
+	n.Node = stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socket, Image: c.image, Listen: listen})
+	out, code := stack.EnrollCmd(t, n.Node, c.core.PublicAddr(), token, advertise)
+	c.outputs = append(c.outputs, out)
+	if code != 0 {
+		t.Fatalf("enroll: %d %s", code, out)
+	}
+	n.Start()
+	t.Cleanup(n.Stop)
+	list, err := adminv1.NewNodeServiceClient(c.cc).ListNodes(c.ctx, &adminv1.ListNodesRequest{PageSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range list.GetNodes() {
+		if got.GetAdvertiseAddress() == advertise {
+			n.ID, n.name = got.GetId(), got.GetName()
+		}
+	}
+	if n.name == "" {
+		t.Fatalf("no node advertises %s", advertise)
+	}
+	c.nodes = append(c.nodes, n)
+	return n
+}
+
+// nodeByName returns the cluster's node called name ("nodes/{id}").
+func (c *cluster) nodeByName(name string) *node {
+	for _, n := range c.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// restartCore ends Core (SIGKILL with kill, else SIGTERM) and starts it
+// again on the same database and state directory, returning once it
+// serves (after the execution lease of the old one expired).
+func (c *cluster) restartCore(kill bool) {
+	c.t.Helper()
+	if kill {
+		c.core.Kill()
+	} else {
+		c.core.Stop()
+	}
+	c.startCore()
+}
+
+// startCore starts a new Core after the previous one exited.
+func (c *cluster) startCore() {
+	c.t.Helper()
+	c.core = stack.StartCore(c.t, c.dsn, c.state, true)
+	c.mu.Lock()
+	c.cores = append(c.cores, c.core)
+	c.mu.Unlock()
+	c.cc, c.ctx = c.core.AdminClient(c.t)
+}
+
+// sessions, allocations and nodes are the admin API's clients.
+func (c *cluster) sessions() adminv1.SessionServiceClient {
+	return adminv1.NewSessionServiceClient(c.cc)
+}
+
+func (c *cluster) nodesAPI() adminv1.NodeServiceClient { return adminv1.NewNodeServiceClient(c.cc) }
+
+// createSession creates one Session and returns its name.
+func (c *cluster) createSession() (string, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := c.sessions().CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
+	if err != nil {
+		return "", err
+	}
+	c.run.ops.Add(1)
+	return resp.GetSession().GetName(), nil
+}
+
+// mustCreate creates k Sessions, failing the test on error.
+func (c *cluster) mustCreate(k int) []string {
+	c.t.Helper()
+	var names []string
+	for range k {
+		name, err := c.createSession()
+		if err != nil {
+			c.t.Fatalf("CreateSession: %v", err)
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// deleteSession deletes one Session.
+func (c *cluster) deleteSession(name string) error {
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	_, err := c.sessions().DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: name})
+	if err == nil {
+		c.run.ops.Add(1)
+	}
+	return err
+}
+
+// deleteAll deletes every Session the admin API lists.
+func (c *cluster) deleteAll() {
+	c.t.Helper()
+	for _, a := range c.allocations() {
+		if err := c.deleteSession(a.GetSession()); err != nil && !strings.Contains(err.Error(), "NotFound") {
+			c.t.Logf("DeleteSession %s: %v", a.GetSession(), err)
+		}
+	}
+}
+
+// allocations lists every allocation Core still owns (not released).
+func (c *cluster) allocations() []*adminv1.Allocation {
+	c.t.Helper()
+	api := adminv1.NewAllocationServiceClient(c.cc)
+	var out []*adminv1.Allocation
+	token := ""
+	for {
+		ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+		resp, err := api.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 100, PageToken: token})
+		cancel()
+		if err != nil {
+			c.t.Fatalf("ListAllocations: %v", err)
+		}
+		out = append(out, resp.GetAllocations()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			return out
+		}
+	}
+}
+
+// bySession maps each Session name to its allocation.
+func bySession(list []*adminv1.Allocation) map[string]*adminv1.Allocation {
+	m := map[string]*adminv1.Allocation{}
+	for _, a := range list {
+		m[a.GetSession()] = a
+	}
+	return m
+}
+
+func active(a *adminv1.Allocation) bool {
+	return a != nil && a.GetState() == adminv1.Allocation_STATE_ACTIVE && a.GetCreateSettled()
+}
+
+// waitActive waits until the named Sessions' allocations are ACTIVE and
+// returns, per Session, the time from since until it was first seen
+// ACTIVE. Sessions not active by the deadline are missing from the result.
+func (c *cluster) waitActive(names []string, since time.Time, deadline time.Duration) map[string]time.Duration {
+	got := map[string]time.Duration{}
+	end := time.Now().Add(deadline)
+	for len(got) < len(names) && time.Now().Before(end) {
+		m := bySession(c.allocations())
+		for _, n := range names {
+			if _, ok := got[n]; !ok && active(m[n]) {
+				got[n] = time.Since(since)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return got
+}
+
+// probe creates one Session and waits for it to be ACTIVE: the system
+// serves again. It returns the time from since.
+func (c *cluster) probe(since time.Time) time.Duration {
+	c.t.Helper()
+	var name string
+	stack.WaitFor(c.t, activeDeadline, "a probe Session accepted", func() bool {
+		var err error
+		name, err = c.createSession()
+		return err == nil
+	})
+	if _, ok := c.waitActive([]string{name}, since, activeDeadline)[name]; !ok {
+		c.violation("I5", "a probe Session never became ACTIVE after the repair")
+		return activeDeadline
+	}
+	return time.Since(since)
+}
+
+// waitConnected waits until the node's presence is connected (want) or
+// not, and returns how long it took.
+func (c *cluster) waitConnected(n *node, want bool) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	deadline := time.Now().Add(nodeDeadline)
+	for {
+		resp, err := c.nodesAPI().GetNode(c.ctx, &adminv1.GetNodeRequest{Name: n.name})
+		if err == nil && stack.Connected(resp.GetNode()) == want {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node %s connected=%v not reached in %v (last: %v %v)", n.name, want, nodeDeadline, resp.GetNode(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kill SIGKILLs a node agent; restart starts it again.
+func (n *node) kill()    { n.Kill() }
+func (n *node) restart() { n.Start() }
+
+// pause freezes a node agent (SIGSTOP): a stuck node; resume thaws it.
+func (n *node) pause()  { _ = n.Cmd.Process.Signal(syscall.SIGSTOP) }
+func (n *node) resume() { _ = n.Cmd.Process.Signal(syscall.SIGCONT) }
+
+// settle waits until the engine holds nothing labelled with the
+// installation and every allocation Core still lists is one it must keep
+// (cleanup confirmed but creation never settled). It returns the time it
+// took; a deadline is an I2 violation.
+func (c *cluster) settle() time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	end := start.Add(settleDeadline)
+	for {
+		containers, volumes := stack.Owned(c.t, c.cli, c.inst)
+		held := 0
+		pending := 0
+		for _, a := range c.allocations() {
+			if a.GetState() == adminv1.Allocation_STATE_CLEANING_UP && !a.GetCreateSettled() && containers == 0 {
+				held++
+			} else {
+				pending++
+			}
+		}
+		if containers == 0 && volumes == 0 && pending == 0 {
+			d := time.Since(start)
+			if held > 0 {
+				c.t.Logf("settled in %v; %d allocation(s) keep cleanup ownership (their Create never settled)", d, held)
+			}
+			return d
+		}
+		if time.Now().After(end) {
+			c.violation("I2", "after %v the engine holds %d containers and %d volumes of the installation; %d allocations not settled: %v",
+				settleDeadline, containers, volumes, pending, c.allocations())
+			return settleDeadline
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// violation records an invariant violation and fails the test.
+func (c *cluster) violation(invariant, format string, args ...any) {
+	c.t.Helper()
+	if c.captured != nil {
+		*c.captured = append(*c.captured, invariant+": "+fmt.Sprintf(format, args...))
+		return
+	}
+	c.run.violations.Add(1)
+	c.t.Errorf("%s violated: %s", invariant, fmt.Sprintf(format, args...))
+}
+
+// addForeign creates a container and two volumes outside Berth: named
+// name, name-home and name-environment (a fresh name when empty) and
+// labelled with another installation. I3 checks they survive.
+func (c *cluster) addForeign(name string) foreign {
+	c.t.Helper()
+	if name == "" {
+		name = "chaos-foreign-" + uuid.NewString()[:8]
+	}
+	labels := map[string]string{docker.LabelInstallation: uuid.NewString(), chaosLabel: "foreign"}
+	ctx := context.Background()
+	f := foreign{}
+	for _, v := range []string{name + "-home", name + "-environment"} {
+		if _, err := c.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: v, Labels: labels}); err != nil {
+			c.t.Fatalf("create foreign volume: %v", err)
+		}
+		f.volumes = append(f.volumes, v)
+	}
+	created, err := c.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: name, Config: containerConfig(c.image, labels),
+	})
+	if err != nil {
+		c.t.Fatalf("create foreign container: %v", err)
+	}
+	f.container = created.ID
+	c.foreign = append(c.foreign, f)
+	return f
+}
+
+// checkForeign is I3: every foreign resource still exists.
+func (c *cluster) checkForeign() {
+	c.t.Helper()
+	ctx := context.Background()
+	for _, f := range c.foreign {
+		if _, err := c.cli.ContainerInspect(ctx, f.container, client.ContainerInspectOptions{}); err != nil {
+			c.violation("I3", "foreign container %s: %v", f.container, err)
+		}
+		for _, v := range f.volumes {
+			if _, err := c.cli.VolumeInspect(ctx, v, client.VolumeInspectOptions{}); err != nil {
+				c.violation("I3", "foreign volume %s: %v", v, err)
+			}
+		}
+	}
+}
+
+// checkCreates is I1: from the engine's event log since the cluster
+// started, no allocation's container or volumes were created more than
+// once, no container labelled with the installation was created outside
+// an allocation, and no Session holds more than one allocation.
+func (c *cluster) checkCreates() {
+	c.t.Helper()
+	st := c.core.Store(c.t)
+	var all []store.SessionAllocation
+	var cursor store.AgeCursor
+	for {
+		page, next, err := st.ListAllocationsByAge(context.Background(), 100, cursor, true)
+		if err != nil {
+			c.t.Fatalf("ListAllocationsByAge: %v", err)
+		}
+		all = append(all, page...)
+		if next.CreatedAt.IsZero() {
+			break
+		}
+		cursor = next
+	}
+	perSession := map[uuid.UUID]int{}
+	names := map[string]string{} // resource name -> allocation id
+	for _, a := range all {
+		perSession[a.SessionID]++
+		name := docker.ResourceName(c.inst, a.Reference())
+		for _, n := range []string{name, name + "-home", name + "-environment"} {
+			names[n] = a.ID.String()
+		}
+	}
+	for s, k := range perSession {
+		if k > 1 {
+			c.violation("I1", "Session %s holds %d allocations", s, k)
+		}
+	}
+	creates := c.createEvents()
+	for n := range creates {
+		name, isContainer := strings.CutPrefix(n, "container:")
+		if _, ok := names[name]; isContainer && !ok {
+			c.violation("I1", "a container labelled with the installation was created outside any allocation: %s", name)
+		}
+	}
+	for n, id := range names {
+		for _, kind := range []string{"container:", "volume:"} {
+			if k := creates[kind+n]; k > 1 {
+				c.violation("I1", "allocation %s: %s%s created %d times", id, kind, n, k)
+			}
+		}
+	}
+	c.t.Logf("I1: %d allocations checked against %d create events", len(all), len(creates))
+}
+
+// recordCreates subscribes to the engine's create events for the rest of
+// the test and counts them: containers labelled with the installation
+// ("container:"+name) and every volume ("volume:"+name; volume events carry
+// no labels). A live subscription, because the engine keeps only its last
+// 256 events for later queries. When the engine goes away (the engine
+// restart scenario) it subscribes again from just after the last event it
+// counted.
+func (c *cluster) recordCreates() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		since := ""
+		for ctx.Err() == nil {
+			res := c.cli.Events(ctx, client.EventsListOptions{Since: since, Filters: client.Filters{}.Add("event", "create")})
+		stream:
+			for {
+				select {
+				case m := <-res.Messages:
+					next := m.TimeNano + 1
+					since = fmt.Sprintf("%d.%09d", next/1e9, next%1e9)
+					c.mu.Lock()
+					switch {
+					case m.Type == events.ContainerEventType && m.Actor.Attributes[docker.LabelInstallation] == c.inst:
+						c.creates["container:"+m.Actor.Attributes["name"]]++
+					case m.Type == events.VolumeEventType:
+						c.creates["volume:"+m.Actor.ID]++
+					}
+					c.mu.Unlock()
+				case <-res.Err:
+					break stream
+				}
+			}
+			if since == "" {
+				since = fmt.Sprint(time.Now().Add(-time.Second).Unix())
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	c.t.Cleanup(func() { cancel(); <-done })
+}
+
+// createEvents returns the create events counted so far (after a moment
+// for the stream to catch up).
+func (c *cluster) createEvents() map[string]int {
+	c.t.Helper()
+	time.Sleep(500 * time.Millisecond)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.creates)
+}
+
+// invariants checks I1, I2 (after deleting every Session) and I3 and
+// returns the time cleanup took to settle.
+func (c *cluster) invariants() time.Duration {
+	c.t.Helper()
+	c.deleteAll()
+	d := c.settle()
+	c.checkCreates()
+	c.checkForeign()
+	c.t.Logf("cleanup settled in %v", d)
+	return d
+}
+
+// watch streams the engine's container events of the installation until
+// the test ends, calling fn for each (on one goroutine).
+func (c *cluster) watch(fn func(events.Message)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := client.Filters{}.Add("type", "container").Add("label", docker.LabelInstallation+"="+c.inst)
+	res := c.cli.Events(ctx, client.EventsListOptions{Filters: f})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-res.Messages:
+				fn(m)
+			case <-res.Err:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	c.t.Cleanup(stop)
+	return stop
+}
+
+// nodeOfAllocation returns the node that holds the allocation with id, or
+// nil when it is unknown or Core does not answer (event callbacks run while
+// Core may be down, so this never fails the test).
+func (c *cluster) nodeOfAllocation(id string) *node {
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := adminv1.NewAllocationServiceClient(c.cc).GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: "allocations/" + id})
+	if err != nil {
+		return nil
+	}
+	return c.nodeByName(resp.GetAllocation().GetNode())
+}
+
+// healthyLatency creates k Sessions one after the other and returns, for
+// those placed on a node other than faulty, the time from creation until
+// ACTIVE. One at a time, so that a node's serial worker never queues two
+// and the figure is one Create's latency, comparable before and during a
+// fault. A healthy node's Session missing the deadline is an I5
+// violation; Sessions placed on the faulty node are not waited for.
+func (c *cluster) healthyLatency(k int, faulty *node) []time.Duration {
+	c.t.Helper()
+	var out []time.Duration
+	for range k {
+		start := time.Now()
+		name := c.mustCreate(1)[0]
+		a := bySession(c.allocations())[name]
+		if faulty != nil && a.GetNode() == faulty.name {
+			continue
+		}
+		d, ok := c.waitActive([]string{name}, start, activeDeadline)[name]
+		if !ok {
+			c.violation("I5", "Session %s on healthy node %s not ACTIVE within %v", name, a.GetNode(), activeDeadline)
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// reportI5 logs the healthy nodes' latency during a fault against before.
+func (c *cluster) reportI5(before, during []time.Duration) {
+	if len(before) == 0 || len(during) == 0 {
+		c.t.Logf("I5: not enough samples (before %d, during %d)", len(before), len(during))
+		return
+	}
+	mb, md := median(before), median(during)
+	ratio := float64(md) / float64(mb)
+	c.run.addRatio(ratio)
+	c.t.Logf("I5: healthy nodes' create-to-active median %v before the fault, %v during it (ratio %.2f; %d and %d samples)", mb, md, ratio, len(before), len(during))
+}
+
+// cleanup removes whatever the test left on the engine (a failed test
+// may leave resources) and the foreign resources, then scans every
+// captured log for secrets.
+func (c *cluster) cleanup() {
+	ctx := context.Background()
+	c.scanLogs()
+	if cs, vs := stack.RemoveOwned(c.t, c.cli, c.inst); cs+vs > 0 {
+		c.t.Logf("cleanup removed %d containers and %d volumes the test left", cs, vs)
+	}
+	for _, f := range c.foreign {
+		_, _ = c.cli.ContainerRemove(ctx, f.container, client.ContainerRemoveOptions{Force: true})
+		for _, v := range f.volumes {
+			_, _ = c.cli.VolumeRemove(ctx, v, client.VolumeRemoveOptions{Force: true})
+		}
+	}
+	_ = c.cli.Close()
+}
+
+// logs are every captured log of the cluster's processes and commands.
+func (c *cluster) logs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := slices.Clone(c.outputs)
+	for _, core := range c.cores {
+		out = append(out, core.Logs())
+	}
+	for _, n := range c.nodes {
+		out = append(out, n.Logs())
+	}
+	return out
+}
+
+// scanLogs fails the test if a known secret or a private key PEM marker
+// appears in any captured log; it also hands the logs to the suite-wide
+// scan in TestMain.
+func (c *cluster) scanLogs() {
+	logs := c.logs()
+	addLogs(logs...)
+	for _, found := range leaks(logs) {
+		c.t.Errorf("a secret reached a log: %s", found)
+	}
+}
+
+// credentials reads each running container's bootstrap file and registers
+// its device credential as a secret the log scan looks for.
+func (c *cluster) credentials() int {
+	c.t.Helper()
+	ctx := context.Background()
+	cs, err := c.cli.ContainerList(ctx, client.ContainerListOptions{Filters: stack.InstallationFilter(c.inst)})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	found := 0
+	for _, ct := range cs.Items {
+		res, err := c.cli.CopyFromContainer(ctx, ct.ID, client.CopyFromContainerOptions{SourcePath: "/home/runtime/runtime-bootstrap.json"})
+		if err != nil {
+			continue
+		}
+		tr := tar.NewReader(res.Content)
+		if _, err := tr.Next(); err == nil {
+			var f struct {
+				Credential string `json:"credential"`
+			}
+			if json.NewDecoder(tr).Decode(&f) == nil && f.Credential != "" {
+				addSecret(f.Credential)
+				found++
+			}
+		}
+		_ = res.Content.Close()
+	}
+	return found
+}
+
+// pick returns a random element of list (by the run's seed).
+func pick[T any](r *rand.Rand, list []T) T { return list[r.IntN(len(list))] }

@@ -1,0 +1,34 @@
+// Package chaos is Berth's fault-injection suite (issue #7): it drives a
+// real berth-core, several real berth-nodeagent processes, PostgreSQL and
+// the Docker Engine through the admin API, injects faults (SIGKILL and
+// SIGSTOP of processes, a cut TCP path between Core and a node, a
+// PostgreSQL restart, foreign resources with colliding names, replayed
+// enrollment tokens, a node presenting another node's certificate) and
+// after each scenario checks the invariants against the engine and the
+// database:
+//
+//   - I1: no allocation had more than one container or volume set created
+//     (counted from the engine's event log, so a Create replayed after a
+//     cleanup is seen even though it left nothing behind);
+//   - I2: after the Sessions are deleted and cleanup settles, nothing
+//     labelled with the installation remains on the engine;
+//   - I3: no resource with foreign labels is ever removed;
+//   - I5: healthy nodes keep serving while another one is faulty (their
+//     Create latency during the fault is measured against before it and
+//     logged; only "within its deadline" is asserted).
+//
+// I4 (every Session runs its Turns or reports a clear failure) and the
+// Turn-based scenarios (RunCommand during a node kill) wait for the Runtime
+// gateway and Turns (issue #6).
+//
+// Rules: real processes, the real engine and a real PostgreSQL (a test's
+// own database on the shared server; the PostgreSQL restart scenario runs
+// its own server in a temporary folder so parallel tests are not
+// disturbed); every scenario logs its seed (CHAOS_SEED replays one) and
+// timings; timings are reported, never asserted tightly; each scenario runs
+// CHAOS_RUNS times (default 1: the shortened form `make test` runs); the
+// soak workload runs only when CHAOS_SOAK_DURATION is set (`make soak`).
+// Every captured log of the suite is scanned for the admin token,
+// enrollment tokens, device credentials and private key PEM markers.
+// Code here is test-only: the package has no non-test code but this file.
+package chaos

@@ -1,0 +1,189 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/client"
+
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/testenv"
+
+	"berth.dev/test/internal/stack"
+)
+
+// Where scripts/test-services keeps the engine binaries and containerd.
+const (
+	engineBinDir     = "/var/cache/berth/bin"
+	containerdSocket = "/run/berth-test/containerd/containerd.sock"
+	// engineNamespace is the private engine's containerd namespace. It is
+	// fixed (a lock serialises its users) so that repeated runs reuse the
+	// image content instead of leaving a namespace each.
+	engineNamespace = "berth-chaos-engine"
+	engineLock      = "/run/berth-test/chaos-engine.lock"
+	// engineBridge is the private engine's own bridge. Never "none": a
+	// dockerd started with --bridge none deletes the host's docker0, the
+	// shared engine's bridge (found the hard way: it broke test/runtime).
+	engineBridge   = "bchaos0"
+	engineBridgeIP = "10.253.253.1/24"
+)
+
+// dockerd is a Docker Engine of the test's own: its own socket, data and
+// exec roots, its own bridge interface and no iptables rules, on the test
+// services' containerd under its own namespace. Restarting it disturbs no
+// other test.
+type dockerd struct {
+	t    testing.TB
+	dir  string
+	Host string
+	// Image is the runtime image built from this tree and loaded into the
+	// private engine.
+	Image string
+	cmd   *exec.Cmd
+	exit  chan struct{}
+}
+
+// startDockerd starts a private engine and loads the runtime image into
+// it. It skips (fails under CI=true) without the test services' engine
+// binaries and containerd.
+func startDockerd(t testing.TB) *dockerd {
+	t.Helper()
+	for _, p := range []string{filepath.Join(engineBinDir, "dockerd"), containerdSocket} {
+		if _, err := os.Stat(p); err != nil || os.Geteuid() != 0 {
+			msg := "a private Docker Engine needs root, " + p + " (scripts/test-services up builds and starts them)"
+			if testenv.InCI() {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	lock, err := os.OpenFile(engineLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Close() })
+	dir, err := os.MkdirTemp("", "bdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	_ = exec.Command("ip", "link", "del", engineBridge).Run() // a leftover of a killed run
+	for _, args := range [][]string{
+		{"link", "add", engineBridge, "type", "bridge"},
+		{"addr", "add", engineBridgeIP, "dev", engineBridge},
+		{"link", "set", engineBridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", engineBridge).Run() })
+	d := &dockerd{t: t, dir: dir, Host: "unix://" + filepath.Join(dir, "d.sock")}
+	d.start()
+	t.Cleanup(d.stop)
+	load := exec.Command(filepath.Join(stack.RepoRoot(), "scripts", "build-runtime-image"))
+	load.Env = append(os.Environ(), "BERTH_TEST_DOCKER_HOST="+d.Host)
+	out, err := load.CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "BERTH_TEST_RUNTIME_IMAGE="); ok {
+			d.Image = v
+		}
+	}
+	if err != nil || d.Image == "" {
+		t.Fatalf("loading the runtime image into the private engine: %v\n%s", err, out)
+	}
+	return d
+}
+
+// start runs dockerd on the private folders and waits for its API.
+func (d *dockerd) start() {
+	d.t.Helper()
+	d.cmd = exec.Command(filepath.Join(engineBinDir, "dockerd"),
+		"--host", d.Host, "--data-root", filepath.Join(d.dir, "data"), "--exec-root", filepath.Join(d.dir, "exec"),
+		"--pidfile", filepath.Join(d.dir, "pid"), "--containerd", containerdSocket,
+		"--containerd-namespace", engineNamespace, "--containerd-plugins-namespace", engineNamespace+"-plugins",
+		"--add-runtime", "berth-runc="+filepath.Join(engineBinDir, "runc"), "--default-runtime", "berth-runc",
+		"--bridge", engineBridge, "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false", "--init-path", "/usr/bin/tini-static", "--group", "root")
+	d.cmd.Env = append(os.Environ(), "PATH="+engineBinDir+":"+os.Getenv("PATH"))
+	logFile, err := os.OpenFile(filepath.Join(d.dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.exit = make(chan struct{})
+	cmd, exit := d.cmd, d.exit
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exit) }()
+	cli, err := docker.NewClient(d.Host)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer cli.Close()
+	stack.WaitFor(d.t, 60*time.Second, "the private engine to answer", func() bool {
+		_, err := cli.Ping(context.Background(), client.PingOptions{})
+		return err == nil
+	})
+}
+
+// crash SIGKILLs dockerd (its containers' shims live on under containerd).
+func (d *dockerd) crash() {
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exit
+}
+
+// stop ends dockerd with SIGTERM.
+func (d *dockerd) stop() {
+	select {
+	case <-d.exit:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exit:
+	case <-time.After(30 * time.Second):
+		d.crash()
+	}
+}
+
+// TestDockerEngineRestart runs a cluster whose node agents use a private
+// Docker Engine and crashes the engine (SIGKILL of dockerd) while it
+// performs a Create, keeping it down for a seeded 1-3 s. The node agents
+// report the calls' outcomes; Core never replays a Create (I1), and after
+// deletion nothing is left on the engine (I2) while the foreign resources
+// survive (I3).
+func TestDockerEngineRestart(t *testing.T) {
+	scenario(t, "Docker Engine restarted under the nodes", func(t *testing.T, r *run) {
+		engine := startDockerd(t)
+		c := newCluster(t, r, options{proxied: -1, engine: engine.Host, image: engine.Image})
+		names := c.mustCreate(2)
+		if got := c.waitActive(names, time.Now(), activeDeadline); len(got) != len(names) {
+			t.Fatalf("only %d of %d Sessions ACTIVE before the fault", len(got), len(names))
+		}
+		fired := c.killOnEvent([]events.Action{events.ActionCreate}, func(*node) { engine.crash() })
+		names = append(names, c.mustCreate(3)...)
+		waitFired(t, fired, activeDeadline, "container create")
+		down := time.Duration(1000+r.rng.IntN(2000)) * time.Millisecond
+		r.fault(t, "SIGKILL dockerd on a container create, down for %v", down)
+		time.Sleep(down)
+		engine.start()
+		repaired := time.Now()
+		r.recovery = c.probe(repaired)
+		t.Logf("recovery (engine back to a probe Session ACTIVE): %v", r.recovery)
+		c.waitActive(names, repaired, 8*time.Second)
+		reportStates(t, c, names)
+		c.invariants()
+	})
+}

@@ -1,0 +1,114 @@
+package chaos
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"berth.dev/sandbox/testenv"
+)
+
+// postgres is a PostgreSQL server of the test's own, in a temporary folder,
+// built from the same server binaries scripts/test-services uses, so that
+// restarting it disturbs no other test.
+type postgres struct {
+	t    testing.TB
+	bin  string
+	data string
+	sock string
+	DSN  string
+}
+
+// pgBinDir finds PostgreSQL 15's server binaries.
+func pgBinDir() string {
+	for _, d := range []string{"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"} {
+		if _, err := os.Stat(filepath.Join(d, "pg_ctl")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+// startPostgres initialises and starts a private server on a Unix socket
+// (no TCP), owned by the postgres user (initdb refuses root). It skips
+// (fails under CI=true) when the binaries or the postgres user are missing.
+func startPostgres(t testing.TB) *postgres {
+	t.Helper()
+	bin := pgBinDir()
+	pgUser, err := user.Lookup("postgres")
+	if bin == "" || err != nil || os.Geteuid() != 0 {
+		msg := "a private PostgreSQL needs the PostgreSQL 15 server binaries, the postgres user and root (run scripts/test-services up)"
+		if testenv.InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	uid, _ := strconv.Atoi(pgUser.Uid)
+	gid, _ := strconv.Atoi(pgUser.Gid)
+	dir, err := os.MkdirTemp("", "bpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	p := &postgres{t: t, bin: bin, data: filepath.Join(dir, "data"), sock: dir}
+	if out, err := p.run("initdb", "-D", p.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	// fsync off is safe here: an immediate stop kills processes, not the
+	// machine, so written WAL survives. synchronous_commit stays on: with
+	// it off, a crash loses acknowledged commits, which no database
+	// client can be expected to survive.
+	conf := fmt.Sprintf("listen_addresses = ''\nunix_socket_directories = '%s'\nfsync = off\nmax_connections = 100\n", dir)
+	f, err := os.OpenFile(filepath.Join(p.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(conf)
+	_ = f.Close()
+	p.start()
+	t.Cleanup(func() { _, _ = p.run("pg_ctl", "-D", p.data, "-m", "immediate", "-w", "stop") })
+	if out, err := p.run("createdb", "-h", dir, "-U", "postgres", "berth"); err != nil {
+		t.Fatalf("createdb: %v\n%s", err, out)
+	}
+	p.DSN = "postgres:///berth?host=" + url.QueryEscape(dir) + "&user=postgres"
+	return p
+}
+
+// run runs one of the server binaries as the postgres user.
+func (p *postgres) run(name string, args ...string) ([]byte, error) {
+	cmd := exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(p.bin, name)}, args...)...)
+	return cmd.CombinedOutput()
+}
+
+func (p *postgres) start() {
+	p.t.Helper()
+	if out, err := p.run("pg_ctl", "-D", p.data, "-l", filepath.Join(p.sock, "log"), "-w", "-t", "30", "start"); err != nil {
+		p.t.Fatalf("pg_ctl start: %v\n%s", err, out)
+	}
+}
+
+// crash stops the server the way a crash would (immediate mode: no
+// checkpoint, every connection dropped) and returns when it is down.
+func (p *postgres) crash() {
+	p.t.Helper()
+	if out, err := p.run("pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "30", "stop"); err != nil {
+		p.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// restart crashes the server, keeps it down for down and starts it again.
+func (p *postgres) restart(down time.Duration) {
+	p.t.Helper()
+	p.crash()
+	time.Sleep(down)
+	p.start()
+}
