@@ -51,6 +51,9 @@ type options struct {
 	maxActive int32  // per node (default 8)
 	engine    string // Docker Engine address (default the test engine)
 	image     string // runtime image id on that engine (default the test image)
+	// turns serves Core's Runtime gateway on the engine's bridge and puts
+	// the containers on the bridge network, so Sessions run Turns.
+	turns bool
 }
 
 // node is one node agent of a cluster.
@@ -78,6 +81,10 @@ type cluster struct {
 	image   string
 	foreign []foreign
 	outputs []string // enroll command outputs, scanned for secrets
+	// coreOpts start every Core of the cluster; network is the
+	// containers' network ("none" unless the cluster runs Turns).
+	coreOpts stack.CoreOptions
+	network  string
 	// captured, when set, collects violations instead of failing the test
 	// (the harness's self-test).
 	captured *[]string
@@ -115,9 +122,13 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}}
+	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}, network: "none"}
+	if o.turns {
+		c.coreOpts, _ = stack.RuntimeGateway(t, cli)
+		c.network = "bridge"
+	}
 	t.Cleanup(c.cleanup)
-	c.core = stack.StartCore(t, c.dsn, c.state, true)
+	c.core = stack.StartCoreWith(t, c.dsn, c.state, true, c.coreOpts)
 	c.cores = append(c.cores, c.core)
 	c.cc, c.ctx = c.core.AdminClient(t)
 	c.inst = stack.InstallationID(t, c.ctx, c.cc)
@@ -147,7 +158,7 @@ func (c *cluster) addNode(socket string, proxied bool) *node {
 	}
 	token := stack.CreateEnrollmentToken(t, c.ctx, c.cc)
 	addSecret(token)
-	n.Node = stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socket, Image: c.image, Listen: listen})
+	n.Node = stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socket, Image: c.image, Listen: listen, Network: c.network})
 	out, code := stack.EnrollCmd(t, n.Node, c.core.PublicAddr(), token, advertise)
 	c.outputs = append(c.outputs, out)
 	if code != 0 {
@@ -197,7 +208,7 @@ func (c *cluster) restartCore(kill bool) {
 // startCore starts a new Core after the previous one exited.
 func (c *cluster) startCore() {
 	c.t.Helper()
-	c.core = stack.StartCore(c.t, c.dsn, c.state, true)
+	c.core = stack.StartCoreWith(c.t, c.dsn, c.state, true, c.coreOpts)
 	c.mu.Lock()
 	c.cores = append(c.cores, c.core)
 	c.mu.Unlock()

@@ -17,9 +17,14 @@
 //     Create latency during the fault is measured against before it and
 //     logged; only "within its deadline" is asserted).
 //
-// I4 (every Session runs its Turns or reports a clear failure) and the
-// Turn-based scenarios (RunCommand during a node kill) wait for the Runtime
-// gateway and Turns (issue #6).
+//   - I4: every Turn ends with its exact output and exit code 0, or with a
+//     clear failure (a failure code, cancelled, timed out, unconfirmed),
+//     within its deadline (TestTurnsAcrossFaults and the soak).
+//
+// No scenario kills a node agent during RunCommand: Core never calls the
+// provider's RunCommand (Turns go through the Runtime gateway, not the
+// node), so TestTurnsAcrossFaults kills the node agent while Runtimes are
+// connected instead.
 //
 // Rules: real processes, the real engine and a real PostgreSQL (a test's
 // own database on the shared server; the PostgreSQL restart scenario runs

@@ -14,24 +14,29 @@ import (
 // invariants.
 const soakCheckEvery = 3 * time.Minute
 
-// TestSoak runs a mixed workload (create and delete Sessions) with random
-// faults for CHAOS_SOAK_DURATION (`make soak DURATION=10m`) and prints
-// the totals: operations, faults injected, invariant violations and
-// leaks. It skips when the variable is not set.
+// TestSoak runs a mixed workload (create Sessions, run Turns in them,
+// delete them) with random faults for CHAOS_SOAK_DURATION (`make soak DURATION=10m`) and prints
+// the totals: operations, Turns and how they ended, faults injected,
+// invariant violations (I1-I4) and leaks. It skips when the variable is not set.
 func TestSoak(t *testing.T) {
 	d, err := time.ParseDuration(os.Getenv("CHAOS_SOAK_DURATION"))
 	if err != nil || d <= 0 {
 		t.Skip("set CHAOS_SOAK_DURATION (make soak DURATION=10m) to run the soak")
 	}
 	scenario(t, "soak", func(t *testing.T, r *run) {
-		c := newCluster(t, r, options{proxied: 0, maxActive: 40})
+		c := newCluster(t, r, options{proxied: 0, maxActive: 40, turns: true})
 		start := time.Now()
 		end := start.Add(d)
 		var live []string
+		var turns []submitted
+		var tally turnTally
 		refused, leaks, checks := 0, 0, 0
 		lastFault, lastCheck := time.Now(), time.Now()
 		check := func() {
 			checks++
+			// Every Turn ends (I4) before its Session is deleted.
+			c.checkTurns(turns, &tally, true)
+			turns = nil
 			c.deleteAll()
 			live = nil
 			if c.settle() >= settleDeadline {
@@ -47,7 +52,14 @@ func TestSoak(t *testing.T) {
 			case x < 15 && time.Since(lastFault) > 10*time.Second:
 				soakFault(t, c, r)
 				lastFault = time.Now()
-			case x < 60 && len(live) < 12:
+			case x < 45 && len(live) > 0:
+				if s, err := c.submitTurn(pick(r.rng, live)); err == nil {
+					turns = append(turns, s)
+					tally.submitted++
+				} else {
+					refused++
+				}
+			case x < 70 && len(live) < 12:
 				if name, err := c.createSession(); err == nil {
 					live = append(live, name)
 				} else {
@@ -66,8 +78,9 @@ func TestSoak(t *testing.T) {
 			time.Sleep(time.Duration(100+r.rng.IntN(400)) * time.Millisecond)
 		}
 		check()
-		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
-			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, r.faults.Load(), checks, r.violations.Load(), leaks)
+		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused), %d Turns (%d completed with their exact output, %d ended with a clear failure), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
+			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, tally.submitted, tally.completed, tally.failed,
+			r.faults.Load(), checks, r.violations.Load(), leaks)
 		t.Log(summary)
 		var out io.Writer = os.Stdout
 		if path := os.Getenv("CHAOS_REPORT"); path != "" {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -41,34 +40,6 @@ type env struct {
 	gateway        string // host:port of the Runtime gateway
 }
 
-// bridgeGateway returns the engine's default bridge gateway address, where
-// containers on the bridge reach this host.
-func bridgeGateway(t testing.TB, cli *client.Client) string {
-	t.Helper()
-	res, err := cli.NetworkInspect(context.Background(), "bridge", client.NetworkInspectOptions{})
-	if err != nil {
-		t.Fatalf("inspect bridge network: %v", err)
-	}
-	for _, c := range res.Network.IPAM.Config {
-		if c.Gateway.Is4() {
-			return c.Gateway.String()
-		}
-	}
-	t.Fatal("the bridge network has no IPv4 gateway")
-	return ""
-}
-
-// freePort returns a free TCP port on addr.
-func freePort(t testing.TB, addr string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	host := testenv.DockerHost(t)
@@ -78,12 +49,8 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	gw := freePort(t, bridgeGateway(t, cli))
-	e := &env{t: t, docker: cli, dsn: storetest.NewDatabase(t), stateDir: stack.CoreStateDir(t), gateway: gw}
-	e.coreOpts = stack.CoreOptions{
-		PublicURL: "http://" + gw,
-		Args:      []string{"--runtime-listen", gw, "--runtime-keepalive", "2s"},
-	}
+	opts, gw := stack.RuntimeGateway(t, cli)
+	e := &env{t: t, docker: cli, dsn: storetest.NewDatabase(t), stateDir: stack.CoreStateDir(t), gateway: gw, coreOpts: opts}
 	e.core = stack.StartCoreWith(t, e.dsn, e.stateDir, true, e.coreOpts)
 	e.cc, e.ctx = e.core.AdminClient(t)
 	e.installationID = stack.InstallationID(t, e.ctx, e.cc)
