@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/status"
+
 	"berth.dev/test/internal/stack"
 )
 
@@ -29,6 +31,11 @@ func TestSoak(t *testing.T) {
 		end := start.Add(d)
 		var live []string
 		refused, leaks, checks := 0, 0, 0
+		reasons := map[string]int{} // refusals by gRPC code
+		refuse := func(err error) {
+			refused++
+			reasons[status.Code(err).String()]++
+		}
 		lastFault, lastCheck := time.Now(), time.Now()
 		check := func() {
 			checks++
@@ -51,12 +58,12 @@ func TestSoak(t *testing.T) {
 				if name, err := c.createSession(); err == nil {
 					live = append(live, name)
 				} else {
-					refused++
+					refuse(err)
 				}
 			case len(live) > 0:
 				i := r.rng.IntN(len(live))
 				if err := c.deleteSession(live[i]); err != nil {
-					refused++
+					refuse(err)
 				}
 				live = append(live[:i], live[i+1:]...)
 			}
@@ -66,8 +73,8 @@ func TestSoak(t *testing.T) {
 			time.Sleep(time.Duration(100+r.rng.IntN(400)) * time.Millisecond)
 		}
 		check()
-		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
-			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, r.faults.Load(), checks, r.violations.Load(), leaks)
+		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused %v), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
+			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, reasons, r.faults.Load(), checks, r.violations.Load(), leaks)
 		t.Log(summary)
 		var out io.Writer = os.Stdout
 		if path := os.Getenv("CHAOS_REPORT"); path != "" {
