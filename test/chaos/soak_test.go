@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/status"
+
 	"berth.dev/test/internal/stack"
 )
 
@@ -31,6 +33,11 @@ func TestSoak(t *testing.T) {
 		var turns []submitted
 		var tally turnTally
 		refused, leaks, checks := 0, 0, 0
+		reasons := map[string]int{} // refusals by gRPC code
+		refuse := func(err error) {
+			refused++
+			reasons[status.Code(err).String()]++
+		}
 		lastFault, lastCheck := time.Now(), time.Now()
 		check := func() {
 			checks++
@@ -57,18 +64,18 @@ func TestSoak(t *testing.T) {
 					turns = append(turns, s)
 					tally.submitted++
 				} else {
-					refused++
+					refuse(err)
 				}
 			case x < 70 && len(live) < 12:
 				if name, err := c.createSession(); err == nil {
 					live = append(live, name)
 				} else {
-					refused++
+					refuse(err)
 				}
 			case len(live) > 0:
 				i := r.rng.IntN(len(live))
 				if err := c.deleteSession(live[i]); err != nil {
-					refused++
+					refuse(err)
 				}
 				live = append(live[:i], live[i+1:]...)
 			}
@@ -78,8 +85,8 @@ func TestSoak(t *testing.T) {
 			time.Sleep(time.Duration(100+r.rng.IntN(400)) * time.Millisecond)
 		}
 		check()
-		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused), %d Turns (%d completed with their exact output, %d ended with a clear failure), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
-			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, tally.submitted, tally.completed, tally.failed,
+		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused %v), %d Turns (%d completed with their exact output, %d ended with a clear failure), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
+			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, reasons, tally.submitted, tally.completed, tally.failed,
 			r.faults.Load(), checks, r.violations.Load(), leaks)
 		t.Log(summary)
 		var out io.Writer = os.Stdout
