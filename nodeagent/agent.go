@@ -14,6 +14,10 @@ import (
 // MaxOperationTime bounds an operation whose caller sent no deadline.
 const MaxOperationTime = 10 * time.Minute
 
+// CreateGrace is how long a started Create goes on after its caller went
+// away (see runTracked).
+const CreateGrace = 5 * time.Second
+
 // Agent runs provider operations for Core: it answers unsupported
 // operations from the declaration before the adapter, serializes the
 // operations of each allocation, bounds each by the caller's deadline and
@@ -68,6 +72,57 @@ func (a *Agent) run(ctx context.Context, op providercontract.Operation, allocati
 	return f(ctx)
 }
 
+// runTracked runs Create for allocation. It
+// waits for the allocation's turn like run; once the mutation has started
+// the caller's cancellation reaches it only CreateGrace later (its
+// deadline still binds it): if the caller goes away (Core killed, the
+// connection cut) the caller gets its context's error, an unknown outcome,
+// while the mutation goes on to its end holding the allocation's turn. So
+// it is not left half done because a peer vanished, it stays tracked
+// (Active counts it), and the next call on the allocation (Core's GetInfo)
+// waits for it and observes its result: a completed Create settles instead
+// of staying unknown forever. Nothing is replayed: the mutation runs once.
+func runTracked[T any](a *Agent, ctx context.Context, op providercontract.Operation, allocation string, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := a.decl.Check(op); err != nil {
+		return zero, err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(MaxOperationTime)
+	}
+	release, err := a.acquire(ctx, allocation)
+	if err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	a.active.Add(1)
+	go func() {
+		defer release()
+		defer a.active.Add(-1)
+		mctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		// The caller's cancellation reaches the mutation only after
+		// CreateGrace: enough for a Create whose engine answers to finish,
+		// short enough that a hung engine call does not hold the
+		// allocation's observations for the whole deadline.
+		stop := context.AfterFunc(ctx, func() { time.AfterFunc(CreateGrace, cancel) })
+		defer stop()
+		v, err := f(mctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
 // acquire waits for allocation's turn, bounded by ctx. When the caller's
 // deadline ends the wait nothing has reached the adapter, but the caller
 // gets the same answer as for any expired call: its context's error, an
@@ -100,12 +155,12 @@ func (a *Agent) acquire(ctx context.Context, allocation string) (func(), error) 
 }
 
 // Create forwards Create. A failed call may still return settlement Info.
-func (a *Agent) Create(ctx context.Context, req sandbox.CreateRequest) (info sandbox.Info, err error) {
-	err = a.run(ctx, sandbox.OpCreate, req.Reference.AllocationID, func(ctx context.Context) error {
-		info, err = a.provider.Create(ctx, req)
-		return err
+// Once started, the Create runs to its end (or the caller's deadline) even
+// when the caller goes away: see runTracked.
+func (a *Agent) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
+	return runTracked(a, ctx, sandbox.OpCreate, req.Reference.AllocationID, func(ctx context.Context) (sandbox.Info, error) {
+		return a.provider.Create(ctx, req)
 	})
-	return info, err
 }
 
 // GetInfo forwards GetInfo.
@@ -126,7 +181,9 @@ func (a *Agent) Renew(ctx context.Context, ref sandbox.Reference) (info sandbox.
 	return info, err
 }
 
-// Kill forwards Kill.
+// Kill forwards Kill. Unlike Create it stays tied to its caller: an
+// interrupted Kill leaves cleanup unknown, and Core repeats Kill (which is
+// idempotent) until absence is confirmed.
 func (a *Agent) Kill(ctx context.Context, ref sandbox.Reference) error {
 	return a.run(ctx, sandbox.OpKill, ref.AllocationID, func(ctx context.Context) error {
 		return a.provider.Kill(ctx, ref)

@@ -105,3 +105,90 @@ func TestAgentAnswersUnsupportedBeforeTheAdapter(t *testing.T) {
 		t.Fatalf("Suspend: %v", err)
 	}
 }
+
+// gatedCreate holds each Create at a gate and records whether its context
+// was cancelled when the gate opened.
+type gatedCreate struct {
+	*docker.Provider
+	gate      chan struct{}
+	cancelled chan error
+	result    chan error
+}
+
+func (g *gatedCreate) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
+	<-g.gate
+	g.cancelled <- ctx.Err()
+	info, err := g.Provider.Create(ctx, req)
+	g.result <- err
+	return info, err
+}
+
+// TestCreateOutlivesItsCaller: a caller that goes away (Core killed, the
+// connection cut) gets an unknown outcome at once, but the started Create
+// runs to its end, and the next GetInfo waits for it and observes the
+// settled, running result: nothing is left half done and nothing is
+// replayed.
+func TestCreateOutlivesItsCaller(t *testing.T) {
+	srv := dockertest.Start(t)
+	srv.PutImage(fixtureImage)
+	cli, err := docker.NewClient(srv.Host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	p := docker.New(cli, docker.Options{InstallationID: "inst", Config: docker.NodeConfig{Image: fixtureImage, Network: "none"}, Seccomp: []byte(`{}`)})
+	g := &gatedCreate{Provider: p, gate: make(chan struct{}), cancelled: make(chan error, 1), result: make(chan error, 1)}
+	a, err := NewAgent(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := contracttest.NewReference()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	returned := make(chan error, 1)
+	go func() {
+		_, err := a.Create(ctx, contracttest.CreateRequest(ref, sandbox.Resources{CPUMillis: 500, MemoryBytes: 256 << 20, DiskBytes: 1 << 30}))
+		returned <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the Create is at the gate
+	cancel()
+	select {
+	case err := <-returned:
+		if err != context.Canceled {
+			t.Fatalf("caller got %v, want its context's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the caller waited for the mutation after it went away")
+	}
+	if a.Active() != 1 {
+		t.Fatalf("active %d, want the Create still tracked", a.Active())
+	}
+	// GetInfo waits for the Create, which runs with a live context.
+	infoc := make(chan sandbox.Info, 1)
+	go func() {
+		info, err := a.GetInfo(context.Background(), ref)
+		if err != nil {
+			t.Error(err)
+		}
+		infoc <- info
+	}()
+	close(g.gate)
+	if err := <-g.cancelled; err != nil {
+		t.Fatalf("the Create ran with a cancelled context: %v", err)
+	}
+	if err := <-g.result; err != nil {
+		t.Fatalf("the Create failed: %v", err)
+	}
+	info := <-infoc
+	if info.State != sandbox.StateRunning || !info.CreateSettled || !info.BootstrapComplete {
+		t.Fatalf("GetInfo after the Create: %+v", info)
+	}
+	creates := 0
+	for _, c := range srv.CallNames() {
+		if c == dockertest.CallContainerCreate {
+			creates++
+		}
+	}
+	if creates != 1 {
+		t.Fatalf("%d container creates, want 1", creates)
+	}
+}

@@ -111,6 +111,10 @@ const (
 	// FaultServerError answers 500 with ServerErrorMessage without
 	// performing the call.
 	FaultServerError
+	// FaultHookAfterDispatch performs the call, runs the armed function
+	// (for example to kill the caller's caller) and then answers normally,
+	// as a real engine does whether or not the client is still there.
+	FaultHookAfterDispatch
 )
 
 func (f Fault) String() string {
@@ -123,6 +127,8 @@ func (f Fault) String() string {
 		return "cancel_after_dispatch"
 	case FaultServerError:
 		return "server_error"
+	case FaultHookAfterDispatch:
+		return "hook_after_dispatch"
 	}
 	return "fault(" + strconv.Itoa(int(f)) + ")"
 }
@@ -260,7 +266,8 @@ func (s *Server) Close() {
 }
 
 // Arm makes the next call named call fail with fault, once. cancel is run by
-// FaultCancelAfterDispatch once the call has been performed. Arming
+// FaultCancelAfterDispatch and FaultHookAfterDispatch once the call has
+// been performed. Arming
 // FaultNone disarms.
 func (s *Server) Arm(call string, fault Fault, cancel context.CancelFunc) {
 	s.mu.Lock()
@@ -441,9 +448,14 @@ func (s *Server) handle(name string, h func(*http.Request) *reply) http.HandlerF
 			return
 		}
 		rep := h(r)
-		if a.fault == FaultCancelAfterDispatch {
+		switch a.fault {
+		case FaultCancelAfterDispatch:
 			s.withhold(r, a.cancel)
 			return
+		case FaultHookAfterDispatch:
+			if a.cancel != nil {
+				a.cancel()
+			}
 		}
 		writeReply(w, rep)
 	}
