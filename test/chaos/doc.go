@@ -10,9 +10,12 @@
 //   - I1: no allocation had more than one container or volume set created
 //     (counted from the engine's event log, so a Create replayed after a
 //     cleanup is seen even though it left nothing behind);
+//
 //   - I2: after the Sessions are deleted and cleanup settles, nothing
 //     labelled with the installation remains on the engine;
+//
 //   - I3: no resource with foreign labels is ever removed;
+//
 //   - I5: healthy nodes keep serving while another one is faulty (their
 //     Create latency during the fault is measured against before it and
 //     logged; only "within its deadline" is asserted).
