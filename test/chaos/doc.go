@@ -24,10 +24,10 @@
 //     clear failure (a failure code, cancelled, timed out, unconfirmed),
 //     within its deadline (TestTurnsAcrossFaults and the soak).
 //
-// No scenario kills a node agent during RunCommand: Core never calls the
-// provider's RunCommand (Turns go through the Runtime gateway, not the
-// node), so TestTurnsAcrossFaults kills the node agent while Runtimes are
-// connected instead.
+// TestAgentKilledDuringRunCommand drives RunCommand through Core's node
+// proxy to a standalone node agent (Core itself never calls RunCommand:
+// Turns go through the Runtime gateway), and TestTurnsAcrossFaults kills
+// the node agent while Runtimes are connected.
 //
 // Rules: real processes, the real engine and a real PostgreSQL (a test's
 // own database on the shared server; the PostgreSQL restart scenario runs
