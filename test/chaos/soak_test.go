@@ -33,10 +33,16 @@ func TestSoak(t *testing.T) {
 		var turns []submitted
 		var tally turnTally
 		refused, leaks, checks := 0, 0, 0
-		reasons := map[string]int{} // refusals by gRPC code
+		reasons := map[string]int{} // refusals by gRPC code and message
 		refuse := func(err error) {
 			refused++
-			reasons[status.Code(err).String()]++
+			// Admin API messages are fixed texts (no ids, no native
+			// text), so they can key the tally.
+			msg := status.Convert(err).Message()
+			if len(msg) > 60 {
+				msg = msg[:60]
+			}
+			reasons[status.Code(err).String()+": "+msg]++
 		}
 		lastFault, lastCheck := time.Now(), time.Now()
 		check := func() {
