@@ -441,28 +441,39 @@ type PendingAllocationParams struct {
 }
 
 func (p PendingAllocationParams) validate() error {
+	if p.NodeID == uuid.Nil {
+		return errdefs.Invalid("node_id", "must not be the nil UUID")
+	}
+	return validateNewAllocation(p.EnvironmentID, p.AllocationID, p.DeviceID, p.CreateReceipt,
+		p.CredentialDigest, p.CredentialNonce, p.CredentialCiphertext)
+}
+
+// validateNewAllocation checks what every new allocation carries, the same
+// way for CreateSession and AllocatePending: non-nil ids, an allocation id
+// that is not the Environment's, a SHA-256 credential digest and a sealed
+// credential.
+func validateNewAllocation(environment, allocation, device, receipt uuid.UUID, digest, nonce, ciphertext []byte) error {
 	for _, f := range []struct {
 		name string
 		id   uuid.UUID
 	}{
-		{"environment_id", p.EnvironmentID},
-		{"node_id", p.NodeID},
-		{"allocation_id", p.AllocationID},
-		{"device_id", p.DeviceID},
-		{"create_receipt", p.CreateReceipt},
+		{"environment_id", environment},
+		{"allocation_id", allocation},
+		{"device_id", device},
+		{"create_receipt", receipt},
 	} {
 		if f.id == uuid.Nil {
 			return errdefs.Invalid(f.name, "must not be the nil UUID")
 		}
 	}
 	switch {
-	case p.AllocationID == p.EnvironmentID:
+	case allocation == environment:
 		return errdefs.Invalid("allocation_id", "must differ from the environment id")
-	case len(p.CredentialDigest) != hashLen:
+	case len(digest) != hashLen:
 		return errdefs.Invalid("credential_digest", "must be a SHA-256")
-	case len(p.CredentialNonce) != sealNonceLen:
+	case len(nonce) != sealNonceLen:
 		return errdefs.Invalid("credential_nonce", "must be a sealing nonce")
-	case len(p.CredentialCiphertext) <= sealTagLen || len(p.CredentialCiphertext) > maxSealedCredential:
+	case len(ciphertext) <= sealTagLen || len(ciphertext) > maxSealedCredential:
 		return errdefs.Invalid("credential_ciphertext", "must be a sealed credential")
 	}
 	return nil

@@ -129,26 +129,18 @@ func (p CreateSessionParams) validate() error {
 		{"request_id", p.RequestID},
 		{"tenant_id", p.TenantID},
 		{"session_id", p.SessionID},
-		{"environment_id", p.EnvironmentID},
-		{"allocation_id", p.AllocationID},
-		{"device_id", p.DeviceID},
-		{"create_receipt", p.CreateReceipt},
 	} {
 		if f.id == uuid.Nil {
 			return errdefs.Invalid(f.name, "must not be the nil UUID")
 		}
 	}
+	if err := validateNewAllocation(p.EnvironmentID, p.AllocationID, p.DeviceID, p.CreateReceipt,
+		p.CredentialDigest, p.CredentialNonce, p.CredentialCiphertext); err != nil {
+		return err
+	}
 	switch {
-	case p.AllocationID == p.EnvironmentID:
-		return errdefs.Invalid("allocation_id", "must differ from the environment id")
 	case !utf8.ValidString(p.DisplayName) || utf8.RuneCountInString(p.DisplayName) > maxDisplayNameLen:
 		return errdefs.Invalid("display_name", fmt.Sprintf("must be valid UTF-8 of at most %d characters", maxDisplayNameLen))
-	case len(p.CredentialDigest) != hashLen:
-		return errdefs.Invalid("credential_digest", "must be a SHA-256")
-	case len(p.CredentialNonce) != sealNonceLen:
-		return errdefs.Invalid("credential_nonce", "must be a sealing nonce")
-	case len(p.CredentialCiphertext) <= sealTagLen || len(p.CredentialCiphertext) > maxSealedCredential:
-		return errdefs.Invalid("credential_ciphertext", "must be a sealed credential")
 	case p.Generation < 1:
 		return errdefs.Invalid("generation", "must be positive")
 	case p.MaxActive < 1:

@@ -361,36 +361,32 @@ type TurnRef struct {
 // (runtime_not_ready) or whose Session is being deleted (session_deleted),
 // on the database clock, and returns them. Only the current owner acts.
 func (s *Store) ExpireQueuedTurns(ctx context.Context, ownerEpoch uint64) ([]TurnRef, error) {
-	epoch, err := epochParam(ownerEpoch)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.q.ExpireQueuedTurns(ctx, epoch)
-	if err != nil {
-		return nil, wrap("expire queued turns", err)
-	}
-	out := make([]TurnRef, len(rows))
-	for i, r := range rows {
-		out[i] = TurnRef{ID: r.ID, SessionID: r.SessionID}
-	}
-	return out, nil
+	return sweepTurns(ctx, "expire queued turns", ownerEpoch, s.q.ExpireQueuedTurns,
+		func(r db.ExpireQueuedTurnsRow) TurnRef { return TurnRef{ID: r.ID, SessionID: r.SessionID} })
 }
 
 // UnconfirmOrphanedTurns ends the running Turns whose connection is closed
 // or was accepted by a superseded owner, and returns them. Only the
 // current owner acts.
 func (s *Store) UnconfirmOrphanedTurns(ctx context.Context, ownerEpoch uint64) ([]TurnRef, error) {
+	return sweepTurns(ctx, "unconfirm orphaned turns", ownerEpoch, s.q.UnconfirmOrphanedTurns,
+		func(r db.UnconfirmOrphanedTurnsRow) TurnRef { return TurnRef{ID: r.ID, SessionID: r.SessionID} })
+}
+
+// sweepTurns runs one of the owner's Turn sweeps and names what it changed.
+func sweepTurns[R any](ctx context.Context, op string, ownerEpoch uint64,
+	query func(context.Context, int64) ([]R, error), ref func(R) TurnRef) ([]TurnRef, error) {
 	epoch, err := epochParam(ownerEpoch)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.q.UnconfirmOrphanedTurns(ctx, epoch)
+	rows, err := query(ctx, epoch)
 	if err != nil {
-		return nil, wrap("unconfirm orphaned turns", err)
+		return nil, wrap(op, err)
 	}
 	out := make([]TurnRef, len(rows))
 	for i, r := range rows {
-		out[i] = TurnRef{ID: r.ID, SessionID: r.SessionID}
+		out[i] = ref(r)
 	}
 	return out, nil
 }
