@@ -198,31 +198,20 @@ func TestToStatusIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestEveryClassHasADistinctReason(t *testing.T) {
-	seen := map[Reason]bool{}
-	for _, c := range classes {
-		if seen[c.reason] {
-			t.Fatalf("reason %q twice", c.reason)
+func TestRefusalCrossesWithItsReasonAndMessage(t *testing.T) {
+	err := fmt.Errorf("remove node: %w", errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_enabled", "node is enabled: retire it first"))
+	s, info, _ := decode(t, ToStatus(err))
+	if s.Code() != codes.FailedPrecondition || s.Message() != "node is enabled: retire it first" || info.GetReason() != "node_enabled" {
+		t.Fatalf("status %v %q %v", s.Code(), s.Message(), info)
+	}
+	// An unauthored reason or message never crosses: the class's do.
+	for _, bad := range []*errdefs.Refusal{
+		errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_enabled", "Not\nauthored"),
+		errdefs.Refuse(errdefs.ErrFailedPrecondition, "Node Enabled", "node is enabled"),
+	} {
+		s, info, _ := decode(t, ToStatus(bad))
+		if s.Message() != "failed precondition" || info.GetReason() != string(ReasonFailedPrecondition) {
+			t.Fatalf("an unauthored refusal crossed: %q %v", s.Message(), info)
 		}
-		seen[c.reason] = true
-		if !errors.Is(c.sentinel, c.sentinel) || c.message == "" {
-			t.Fatalf("class %q incomplete", c.reason)
-		}
-	}
-}
-
-func TestWithMessage(t *testing.T) {
-	err := WithMessage(fmt.Errorf("x: %w", errdefs.ErrFailedPrecondition), "no deployment is committed")
-	s, _ := status.FromError(ToStatus(err))
-	if s.Code() != codes.FailedPrecondition || s.Message() != "no deployment is committed" {
-		t.Fatalf("status %v %q", s.Code(), s.Message())
-	}
-	err = WithMessage(errdefs.ErrFailedPrecondition, "Not\nauthored")
-	s, _ = status.FromError(ToStatus(err))
-	if s.Message() != "failed precondition" {
-		t.Fatalf("an unauthored message crossed: %q", s.Message())
-	}
-	if WithMessage(nil, "x") != nil {
-		t.Fatal("WithMessage(nil) is not nil")
 	}
 }

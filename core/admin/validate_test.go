@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errgrpc"
 )
 
 const (
@@ -75,7 +76,7 @@ func TestValidateName(t *testing.T) {
 			if !strings.Contains(tc.p.String(), tc.value) && strings.Contains(err.Error(), tc.value) {
 				t.Fatal("the error echoes the value")
 			}
-			if !safeReason(fe.Reason) {
+			if !errgrpc.SafeMessage(fe.Reason) {
 				t.Fatalf("reason %q would not cross", fe.Reason)
 			}
 		})

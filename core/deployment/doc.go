@@ -4,8 +4,8 @@
 //
 // Service is the logic, over Core's store and the provider registry and
 // testable without gRPC; NewServer is the thin gRPC layer that converts
-// requests, responses and errors (admin.ToStatus), for
-// admin.Options.Deployment.
+// requests and responses for admin.Options.Deployment (the admin
+// server converts its errors once, with admin.ToStatus).
 //
 // Rules:
 //   - A candidate goes through the registry only (providers.Registry

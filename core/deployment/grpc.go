@@ -22,7 +22,8 @@ const maxObjectBytes = 64 << 10
 
 // NewServer returns s as berth.admin.v1.DeploymentService, for
 // admin.Options.Deployment. It only converts: requests to s's arguments,
-// its results to responses, its errors with admin.ToStatus. The credential
+// its results to responses; it returns errors as they are (the admin
+// server converts them once). The credential
 // is input only: no response carries it, only has_credential.
 func NewServer(s *Service) adminv1.DeploymentServiceServer {
 	return &server{svc: s}
@@ -35,15 +36,15 @@ type server struct {
 
 func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRequest) (*adminv1.GetDeploymentResponse, error) {
 	if _, err := admin.ValidateName("name", req.GetName(), admin.DeploymentName); err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	d, err := g.svc.Get(ctx)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	pb, err := deploymentProto(d)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.GetDeploymentResponse{Deployment: pb}, nil
 }
@@ -51,15 +52,15 @@ func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRe
 func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDeploymentRequest) (*adminv1.PreviewDeploymentResponse, error) {
 	c, err := candidateFromProto(req.GetCandidate())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	p, err := g.svc.Preview(ctx, c)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	pb, err := deploymentProto(p.Deployment)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.PreviewDeploymentResponse{Deployment: pb, Changed: p.Changed, ExpectedGeneration: p.ExpectedGeneration}, nil
 }
@@ -67,15 +68,15 @@ func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDepl
 func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploymentRequest) (*adminv1.CommitDeploymentResponse, error) {
 	c, err := candidateFromProto(req.GetCandidate())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	d, err := g.svc.Commit(ctx, c, req.GetExpectedGeneration())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	pb, err := deploymentProto(d)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.CommitDeploymentResponse{Deployment: pb}, nil
 }

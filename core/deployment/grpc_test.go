@@ -70,7 +70,7 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 
 	// A retry with the stale expectation is refused and writes nothing.
 	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: 0})
-	admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_generation_moved")
 	if n := f.generations(t); n != 1 {
 		t.Fatalf("%d generations, want 1", n)
 	}

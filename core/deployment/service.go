@@ -21,6 +21,11 @@ import (
 	"berth.dev/core/store"
 )
 
+// errGenerationMoved refuses a commit whose expected generation is no
+// longer the current one.
+var errGenerationMoved = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_generation_moved",
+	"the expected generation is not the current one: read the deployment with GetDeployment and preview again")
+
 // Candidate is a requested deployment.
 type Candidate struct {
 	ProviderKind string
@@ -147,7 +152,7 @@ func (s *Service) Preview(ctx context.Context, c Candidate) (Preview, error) {
 
 // Commit prepares and validates c again and commits it as generation
 // expected+1 when expected (0 for the first commit) is still current;
-// otherwise it writes nothing and returns errdefs.ErrFailedPrecondition. A
+// otherwise it writes nothing and is refused (errGenerationMoved). A
 // candidate equal to the current deployment creates no generation and
 // returns the current one.
 func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Deployment, error) {
@@ -163,7 +168,7 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 		return Deployment{}, err
 	}
 	if cur.Generation != expected {
-		return Deployment{}, fmt.Errorf("commit deployment: expected generation is not current: %w", errdefs.ErrFailedPrecondition)
+		return Deployment{}, fmt.Errorf("commit deployment: %w", errGenerationMoved)
 	}
 	if ok {
 		same, err := s.same(p, cur)

@@ -2,13 +2,11 @@ package enrollment
 
 import (
 	"context"
-	"errors"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
-	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errgrpc"
 )
 
 // Server is the gRPC EnrollmentService over Service.
@@ -20,24 +18,27 @@ type Server struct {
 // NewServer returns the gRPC service.
 func NewServer(svc *Service) *Server { return &Server{svc: svc} }
 
-// Enroll answers one enrollment. Errors carry fixed texts.
+// codec is enrollment's one codec: the token refusal first (it wraps
+// ErrFenced), then the shared table; anything else is internal.
+var codec = errgrpc.New(enrollmentv1.ErrorDomain, append([]errgrpc.Row{{
+	Class: ErrRejected, Code: codes.PermissionDenied, Reason: enrollmentv1.ReasonTokenRejected,
+	Message: "enrollment token rejected: create a new enrollment token and enroll again",
+}}, errgrpc.Common()...), errgrpc.Options{
+	Unknown:      errgrpc.Row{Code: codes.Internal, Reason: "internal", Message: "enrollment failed"},
+	FieldDetails: true,
+})
+
+// Enroll answers one enrollment. Its error crosses once, through codec,
+// with a fixed message.
 func (s *Server) Enroll(ctx context.Context, req *enrollmentv1.EnrollRequest) (*enrollmentv1.EnrollResponse, error) {
 	res, err := s.svc.Enroll(ctx, req.GetToken(), req.GetCsrDer(), req.GetAdvertiseAddress())
-	switch {
-	case err == nil:
-		return &enrollmentv1.EnrollResponse{
-			NodeId:           res.NodeID.String(),
-			InstallationId:   res.InstallationID,
-			CertificateDer:   res.CertificateDER,
-			CaCertificateDer: res.CADER,
-		}, nil
-	case errors.Is(err, ErrRejected):
-		return nil, status.Error(codes.PermissionDenied, "enrollment token rejected")
-	case errdefs.IsInvalid(err):
-		field, _ := errdefs.Field(err)
-		return nil, status.Error(codes.InvalidArgument, "invalid enrollment request: "+field)
-	case errdefs.IsObservationUnavailable(err):
-		return nil, status.Error(codes.Unavailable, "store unavailable")
+	if err != nil {
+		return nil, codec.ToStatus(err)
 	}
-	return nil, status.Error(codes.Internal, "enrollment failed")
+	return &enrollmentv1.EnrollResponse{
+		NodeId:           res.NodeID.String(),
+		InstallationId:   res.InstallationID,
+		CertificateDer:   res.CertificateDER,
+		CaCertificateDer: res.CADER,
+	}, nil
 }

@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
+	"berth.dev/sandbox/errgrpc"
 
 	"berth.dev/core/store"
 	"berth.dev/core/turns"
@@ -77,26 +76,36 @@ func (g *Gateway) Register(s *grpc.Server) { runtimev1.RegisterRuntimeGatewaySer
 // stream is the Connect stream as the gateway uses it.
 type stream = grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
 
-// refusal is a wire error with a fixed reason.
-func refusal(c codes.Code, reason, msg string) error {
-	st := status.New(c, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: runtimev1.ErrorDomain, Reason: reason}); err == nil {
-		st = d
-	}
-	return st.Err()
-}
-
+// The gateway's refusals. Handlers return them as they are; Connect
+// converts once, with codec.
 var (
-	errCredential = refusal(codes.Unauthenticated, runtimev1.ReasonCredentialRejected, "runtime credential rejected")
-	errRevoked    = refusal(codes.PermissionDenied, runtimev1.ReasonRevoked, "runtime revoked")
-	errProtocol   = refusal(codes.FailedPrecondition, runtimev1.ReasonProtocolMismatch, "protocol version mismatch")
-	errNotAdmit   = refusal(codes.Unavailable, runtimev1.ReasonNotAdmitted, "runtime not admitted yet")
-	errInvalid    = refusal(codes.InvalidArgument, runtimev1.ReasonInvalidMessage, "message out of protocol")
-	errInternal   = refusal(codes.Unavailable, runtimev1.ReasonNotAdmitted, "core cannot serve the connection now")
+	errCredential = errors.New("runtime credential rejected")
+	errRevoked    = errors.New("runtime revoked")
+	errProtocol   = errors.New("protocol version mismatch")
+	errNotAdmit   = errors.New("runtime not admitted yet")
+	errInvalid    = errors.New("message out of protocol")
+	// errInternal is Core's own failure: no row of its own, so it crosses
+	// as the unknown row, and the Runtime retries.
+	errInternal = errors.New("core cannot serve the connection now")
 )
 
-// Connect serves one Runtime connection.
-func (g *Gateway) Connect(s stream) error {
+// codec is the Runtime gateway's one codec: the protocol's fixed reasons
+// (runtimev1.Reason*) and nothing of errdefs, since a Runtime acts only on
+// these. Anything else is "not admitted" with a message of its own, which
+// the Runtime retries.
+var codec = errgrpc.New(runtimev1.ErrorDomain, []errgrpc.Row{
+	{Class: errCredential, Code: codes.Unauthenticated, Reason: runtimev1.ReasonCredentialRejected, Message: "runtime credential rejected"},
+	{Class: errRevoked, Code: codes.PermissionDenied, Reason: runtimev1.ReasonRevoked, Message: "runtime revoked"},
+	{Class: errProtocol, Code: codes.FailedPrecondition, Reason: runtimev1.ReasonProtocolMismatch, Message: "protocol version mismatch"},
+	{Class: errNotAdmit, Code: codes.Unavailable, Reason: runtimev1.ReasonNotAdmitted, Message: "runtime not admitted yet"},
+	{Class: errInvalid, Code: codes.InvalidArgument, Reason: runtimev1.ReasonInvalidMessage, Message: "message out of protocol"},
+}, errgrpc.Options{Unknown: errgrpc.Row{Code: codes.Unavailable, Reason: runtimev1.ReasonNotAdmitted, Message: "core cannot serve the connection now"}})
+
+// Connect serves one Runtime connection. Its error crosses once, through
+// codec.
+func (g *Gateway) Connect(s stream) error { return codec.ToStatus(g.connect(s)) }
+
+func (g *Gateway) connect(s stream) error {
 	ctx := s.Context()
 	in := make(chan *runtimev1.ConnectRequest)
 	recvErr := make(chan error, 1)

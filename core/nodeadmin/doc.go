@@ -4,7 +4,8 @@
 //
 // Service is the logic, over Core's store and testable without gRPC;
 // NewServer is the thin gRPC layer that converts requests and responses
-// and errors (admin.ToStatus), for admin.Options.Nodes.
+// for admin.Options.Nodes (the admin server converts its errors once,
+// with admin.ToStatus).
 //
 // Rules:
 //   - An enrollment token's text is returned only by

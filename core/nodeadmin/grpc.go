@@ -17,7 +17,8 @@ import (
 
 // NewServer returns s as berth.admin.v1.NodeService, for
 // admin.Options.Nodes. It only converts: requests to s's arguments, its
-// results to responses, its errors with admin.ToStatus.
+// results to responses; it returns errors as they are (the admin server
+// converts them once).
 func NewServer(s *Service, live Liveness) adminv1.NodeServiceServer {
 	return &server{svc: s, live: live}
 }
@@ -49,11 +50,11 @@ type server struct {
 func (g *server) CreateEnrollmentToken(ctx context.Context, req *adminv1.CreateEnrollmentTokenRequest) (*adminv1.CreateEnrollmentTokenResponse, error) {
 	ttl, err := requestTTL(req.GetTtl())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	issued, err := g.svc.CreateEnrollmentToken(ctx, req.GetRequestId(), ttl)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.CreateEnrollmentTokenResponse{
 		EnrollmentToken: tokenProto(issued.Token),
@@ -64,7 +65,7 @@ func (g *server) CreateEnrollmentToken(ctx context.Context, req *adminv1.CreateE
 func (g *server) ListEnrollmentTokens(ctx context.Context, req *adminv1.ListEnrollmentTokensRequest) (*adminv1.ListEnrollmentTokensResponse, error) {
 	page, next, err := g.svc.ListEnrollmentTokens(ctx, req.GetPageSize(), req.GetPageToken(), req.GetShowInactive())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	resp := &adminv1.ListEnrollmentTokensResponse{NextPageToken: next}
 	for _, t := range page {
@@ -76,7 +77,7 @@ func (g *server) ListEnrollmentTokens(ctx context.Context, req *adminv1.ListEnro
 func (g *server) RevokeEnrollmentToken(ctx context.Context, req *adminv1.RevokeEnrollmentTokenRequest) (*adminv1.RevokeEnrollmentTokenResponse, error) {
 	tok, err := g.svc.RevokeEnrollmentToken(ctx, req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.RevokeEnrollmentTokenResponse{EnrollmentToken: tokenProto(tok)}, nil
 }
@@ -84,7 +85,7 @@ func (g *server) RevokeEnrollmentToken(ctx context.Context, req *adminv1.RevokeE
 func (g *server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
 	page, next, err := g.svc.ListNodes(ctx, req.GetPageSize(), req.GetPageToken(), req.GetShowRemoved())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	resp := &adminv1.ListNodesResponse{NextPageToken: next}
 	for _, n := range page {
@@ -96,7 +97,7 @@ func (g *server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 func (g *server) GetNode(ctx context.Context, req *adminv1.GetNodeRequest) (*adminv1.GetNodeResponse, error) {
 	n, err := g.svc.GetNode(ctx, req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.GetNodeResponse{Node: g.nodeProto(n)}, nil
 }
@@ -104,7 +105,7 @@ func (g *server) GetNode(ctx context.Context, req *adminv1.GetNodeRequest) (*adm
 func (g *server) EnableNode(ctx context.Context, req *adminv1.EnableNodeRequest) (*adminv1.EnableNodeResponse, error) {
 	n, err := g.svc.EnableNode(ctx, req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.EnableNodeResponse{Node: g.nodeProto(n)}, nil
 }
@@ -112,7 +113,7 @@ func (g *server) EnableNode(ctx context.Context, req *adminv1.EnableNodeRequest)
 func (g *server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest) (*adminv1.RetireNodeResponse, error) {
 	n, err := g.svc.RetireNode(ctx, req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.RetireNodeResponse{Node: g.nodeProto(n)}, nil
 }
@@ -120,7 +121,7 @@ func (g *server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest)
 func (g *server) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest) (*adminv1.RemoveNodeResponse, error) {
 	n, err := g.svc.RemoveNode(ctx, req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.RemoveNodeResponse{Node: g.nodeProto(n)}, nil
 }

@@ -184,10 +184,10 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 		t.Fatalf("revoking again changed the token: %v", again.GetEnrollmentToken())
 	}
 	_, err = c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[0]})
-	admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "enrollment_token_used")
 	wantNoSecret(t, "refused revocation", nil, err, texts...)
 	_, err = c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req})
-	admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "enrollment_token_spent")
 	wantNoSecret(t, "refused retry", nil, err, texts...)
 	_, err = c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: "enrollmentTokens/" + strings.Repeat("0", 32)})
 	admintest.WantStatus(t, err, codes.NotFound, admin.ReasonNotFound)
@@ -273,7 +273,14 @@ func TestGRPCNodes(t *testing.T) {
 	} {
 		got, err := st.call(ctx, names[0])
 		if st.want == adminv1.Node_STATE_UNSPECIFIED {
-			admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition)
+			// Each refusal names itself and says what to do.
+			reason, message := admin.Reason("node_removed"), "node is removed: enroll the host again with a new enrollment token"
+			if st.what == "remove enabled" {
+				reason, message = "node_enabled", "node is enabled: retire it first"
+			}
+			if s := admintest.WantStatus(t, err, codes.FailedPrecondition, reason); s.Message() != message {
+				t.Fatalf("%s: message %q", st.what, s.Message())
+			}
 			continue
 		}
 		admintest.Must(t, err)

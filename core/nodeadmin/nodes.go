@@ -26,6 +26,17 @@ type Node struct {
 	EnrollmentTokenID string
 }
 
+// The refusals of the node state changes: each tells the operator what to
+// do, with a fixed reason and message.
+var (
+	errNodeRemoved = errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_removed",
+		"node is removed: enroll the host again with a new enrollment token")
+	errNodeEnabled = errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_enabled",
+		"node is enabled: retire it first")
+	errNodeHolds = errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_holds_allocations",
+		"node still holds allocations, reservations or cleanup: delete its sessions and wait until their cleanup is confirmed")
+)
+
 // casAttempts bounds how often a state change that lost a race is read
 // and decided again before the caller gets the conflict (errdefs.ErrFenced).
 const casAttempts = 3
@@ -86,41 +97,37 @@ func (s *Service) GetNode(ctx context.Context, name string) (Node, error) {
 
 // EnableNode admits node name to placement: an enrolled or retired node
 // becomes enabled, an enabled one comes back unchanged, a removed one is
-// errdefs.ErrFailedPrecondition.
+// refused (node_removed).
 func (s *Service) EnableNode(ctx context.Context, name string) (Node, error) {
 	return s.transition(ctx, "enable node", name, func(cur store.NodeState) (store.NodeState, error) {
 		switch cur {
 		case store.NodeEnrolled, store.NodeRetired, store.NodeEnabled:
 			return store.NodeEnabled, nil
 		}
-		return "", fmt.Errorf("node is %s: %w", cur, errdefs.ErrFailedPrecondition)
+		return "", errNodeRemoved
 	})
 }
 
 // RetireNode stops new placement on node name: an enrolled or enabled
 // node becomes retired (what it holds stays owned and observed), a retired
-// one comes back unchanged, a removed one is
-// errdefs.ErrFailedPrecondition.
+// one comes back unchanged, a removed one is refused (node_removed).
 func (s *Service) RetireNode(ctx context.Context, name string) (Node, error) {
 	return s.transition(ctx, "retire node", name, func(cur store.NodeState) (store.NodeState, error) {
 		switch cur {
 		case store.NodeEnrolled, store.NodeEnabled, store.NodeRetired:
 			return store.NodeRetired, nil
 		}
-		return "", fmt.Errorf("node is %s: %w", cur, errdefs.ErrFailedPrecondition)
+		return "", errNodeRemoved
 	})
 }
 
-// RemoveNode removes node name for good: an enrolled or retired node
-// becomes removed, a removed one comes back unchanged, and an enabled one
-// is errdefs.ErrFailedPrecondition (retire it first). The removed node
-// keeps its identity, so its certificate stays refused.
-//
-// node.proto also refuses removal while the node holds allocations,
-// snapshots, reservations, unknown results or cleanup. None of these is
-// stored yet; the check arrives with them, made in the same transaction
-// as the state change so that nothing is placed on the node in between.
-// Until then a node holds nothing Core knows of, and nothing is checked.
+// RemoveNode removes node name for good: an enrolled or retired node that
+// holds nothing becomes removed, a removed one comes back unchanged. An
+// enabled node is refused (node_enabled: retire it first), and so is one
+// that still holds an unreleased allocation or placement, whatever its
+// state of creation or cleanup (node_holds_allocations, store.NodeHolds):
+// offline ownership is kept. The removed node keeps its identity, so its
+// certificate stays refused.
 func (s *Service) RemoveNode(ctx context.Context, name string) (Node, error) {
 	id, err := nodeID(name)
 	if err != nil {
@@ -139,11 +146,11 @@ func (s *Service) RemoveNode(ctx context.Context, name string) (Node, error) {
 				return "", err
 			}
 			if holds {
-				return "", fmt.Errorf("node still holds allocations or reservations: %w", errdefs.ErrFailedPrecondition)
+				return "", errNodeHolds
 			}
 			return store.NodeRemoved, nil
 		}
-		return "", fmt.Errorf("node is %s, retire it first: %w", cur, errdefs.ErrFailedPrecondition)
+		return "", errNodeEnabled
 	})
 }
 

@@ -4,9 +4,9 @@
 //
 // Service is the logic, over sessions.Service and Core's store and
 // testable without gRPC; NewSessionServer and NewAllocationServer are the
-// thin gRPC layers that convert requests, responses and errors
-// (admin.ToStatus), for admin.Options.Sessions and
-// admin.Options.Allocations.
+// thin gRPC layers that convert requests and responses, for admin.Options.Sessions and
+// admin.Options.Allocations (the admin server converts their errors once,
+// with admin.ToStatus).
 //
 // Rules:
 //   - The admin API has no tenant: every Session the admin API creates
@@ -16,6 +16,7 @@
 //   - An allocation never shows its provider's native id, its device
 //     credential (digest or sealed) or its create receipt.
 //   - Errors are errdefs classes: an invalid request names its field; no
-//     deployment or no capacity is errdefs.ErrFailedPrecondition with a
-//     fixed message of its own (admin.WithMessage).
+//     deployment or no capacity is a refusal (errdefs.Refusal:
+//     no_deployment, no_ready_node_with_capacity) whose message says what
+//     to do.
 package sessionadmin

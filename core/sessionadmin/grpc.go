@@ -16,7 +16,8 @@ import (
 
 // NewSessionServer returns s as berth.admin.v1.SessionService, for
 // admin.Options.Sessions. It only converts: requests to s's arguments,
-// its results to responses, its errors with admin.ToStatus.
+// its results to responses; it returns errors as they are (the admin
+// server converts them once).
 func NewSessionServer(s *Service) adminv1.SessionServiceServer {
 	return &sessionServer{svc: s}
 }
@@ -36,14 +37,14 @@ type sessionServer struct {
 
 func (g *sessionServer) CreateSession(ctx context.Context, req *adminv1.CreateSessionRequest) (*adminv1.CreateSessionResponse, error) {
 	if err := admin.ValidateRequestID("request_id", req.GetRequestId()); err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	if err := outputOnlyEmpty(req.GetSession()); err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	b, err := g.svc.CreateSession(ctx, req.GetRequestId(), req.GetSession().GetDisplayName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.CreateSessionResponse{Session: g.proto(ctx, b)}, nil
 }
@@ -85,7 +86,7 @@ func (g *sessionServer) proto(ctx context.Context, b store.SessionBundle) *admin
 func (g *sessionServer) GetSession(ctx context.Context, req *adminv1.GetSessionRequest) (*adminv1.GetSessionResponse, error) {
 	b, err := g.svc.GetSession(ctx, req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.GetSessionResponse{Session: g.proto(ctx, b)}, nil
 }
@@ -93,12 +94,12 @@ func (g *sessionServer) GetSession(ctx context.Context, req *adminv1.GetSessionR
 func (g *sessionServer) ListSessions(ctx context.Context, req *adminv1.ListSessionsRequest) (*adminv1.ListSessionsResponse, error) {
 	page, next, err := g.svc.ListSessions(ctx, req.GetPageSize(), req.GetPageToken(), req.GetShowDeleted())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	resp := &adminv1.ListSessionsResponse{NextPageToken: next}
 	ready, err := g.svc.Readiness(ctx, page...)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	for _, b := range page {
 		resp.Sessions = append(resp.Sessions, SessionProto(b, ready[b.Allocation.ID]))
@@ -109,7 +110,7 @@ func (g *sessionServer) ListSessions(ctx context.Context, req *adminv1.ListSessi
 func (g *sessionServer) DeleteSession(ctx context.Context, req *adminv1.DeleteSessionRequest) (*adminv1.DeleteSessionResponse, error) {
 	b, err := g.svc.DeleteSession(ctx, req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.DeleteSessionResponse{Session: g.proto(ctx, b)}, nil
 }
@@ -122,7 +123,7 @@ type allocationServer struct {
 func (g *allocationServer) ListAllocations(ctx context.Context, req *adminv1.ListAllocationsRequest) (*adminv1.ListAllocationsResponse, error) {
 	page, next, err := g.svc.ListAllocations(ctx, req.GetPageSize(), req.GetPageToken(), req.GetShowReleased())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	resp := &adminv1.ListAllocationsResponse{NextPageToken: next}
 	for _, a := range page {
@@ -134,7 +135,7 @@ func (g *allocationServer) ListAllocations(ctx context.Context, req *adminv1.Lis
 func (g *allocationServer) GetAllocation(ctx context.Context, req *adminv1.GetAllocationRequest) (*adminv1.GetAllocationResponse, error) {
 	a, err := g.svc.GetAllocation(ctx, req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	return &adminv1.GetAllocationResponse{Allocation: AllocationProto(a)}, nil
 }

@@ -51,7 +51,7 @@ func TestGRPCCreateSession(t *testing.T) {
 	// No deployment: refused with its own message, nothing created.
 	req := &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "first"}}
 	_, err := c.CreateSession(ctx, req)
-	if s := admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition); s.Message() != "no deployment is committed" {
+	if s := admintest.WantStatus(t, err, codes.FailedPrecondition, "no_deployment"); s.Message() != "no deployment is committed: commit one with DeploymentService.CommitDeployment" {
 		t.Fatalf("message %q", s.Message())
 	}
 
@@ -86,7 +86,7 @@ func TestGRPCCreateSession(t *testing.T) {
 
 	// The node holds max_active: no capacity.
 	_, err = c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
-	if s := admintest.WantStatus(t, err, codes.FailedPrecondition, admin.ReasonFailedPrecondition); s.Message() != "no ready node has capacity" {
+	if s := admintest.WantStatus(t, err, codes.FailedPrecondition, "no_ready_node_with_capacity"); !strings.HasPrefix(s.Message(), "no ready node has capacity: ") {
 		t.Fatalf("message %q", s.Message())
 	}
 

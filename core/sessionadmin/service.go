@@ -22,13 +22,6 @@ import (
 // session.proto states.
 const MaxDisplayNameLen = 63
 
-// The fixed messages of the two refusals of CreateSession that an
-// operator resolves outside the call.
-const (
-	msgNoDeployment = "no deployment is committed"
-	msgNoCapacity   = "no ready node has capacity"
-)
-
 // Service is the logic of berth.admin.v1.SessionService and
 // berth.admin.v1.AllocationService.
 type Service struct {
@@ -76,12 +69,7 @@ func (s *Service) CreateSession(ctx context.Context, requestID, displayName stri
 		TenantID:    s.tenant,
 		DisplayName: displayName,
 	})
-	switch {
-	case errors.Is(err, sessions.ErrNoDeployment):
-		return store.SessionBundle{}, admin.WithMessage(err, msgNoDeployment)
-	case errors.Is(err, store.ErrNoCapacity):
-		return store.SessionBundle{}, admin.WithMessage(err, msgNoCapacity)
-	case err != nil:
+	if err != nil {
 		return store.SessionBundle{}, err
 	}
 	return b, nil

@@ -58,8 +58,10 @@ type CreateRequest struct {
 }
 
 // ErrNoDeployment is the class (errdefs.ErrFailedPrecondition) of a
-// Create before any deployment was committed.
-var ErrNoDeployment = fmt.Errorf("no deployment: %w", errdefs.ErrFailedPrecondition)
+// Create before any deployment was committed: a refusal (reason
+// no_deployment) that tells the operator what to do.
+var ErrNoDeployment error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_deployment",
+	"no deployment is committed: commit one with DeploymentService.CommitDeployment")
 
 // Create commits a Session with its Environment, placement and
 // allocation. A retry with the same RequestID returns the original rows

@@ -190,8 +190,20 @@ func (s *Store) ReissueEnrollmentToken(ctx context.Context, requestID uuid.UUID,
 	if existing.ID != id {
 		return EnrollmentToken{}, fmt.Errorf("%s: %w", op, errdefs.ErrNotFound)
 	}
-	return EnrollmentToken{}, fmt.Errorf("%s: token was used or revoked: %w", op, errdefs.ErrFailedPrecondition)
+	return EnrollmentToken{}, fmt.Errorf("%s: %w", op, ErrTokenSpent)
 }
+
+// The refusals of enrollment token changes, each with a fixed reason and a
+// message that tells the operator what to do.
+var (
+	// ErrTokenSpent refuses a retried token creation whose token was used
+	// or revoked since.
+	ErrTokenSpent error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "enrollment_token_spent",
+		"the enrollment token of this request was used or revoked: create a new one with a new request_id")
+	// ErrTokenUsed refuses revoking a token a node enrolled with.
+	ErrTokenUsed error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "enrollment_token_used",
+		"the enrollment token was used by its node and cannot be revoked: retire or remove the node instead")
+)
 
 // RevokeActiveEnrollmentToken revokes token id if it can still enroll a
 // node (unused, unrevoked, unexpired by the database clock). A token that
@@ -215,7 +227,7 @@ func (s *Store) RevokeActiveEnrollmentToken(ctx context.Context, id string) (Enr
 	}
 	tok := tokenFromRow(current)
 	if tok.UsedAt != nil {
-		return EnrollmentToken{}, fmt.Errorf("%s: token was used: %w", op, errdefs.ErrFailedPrecondition)
+		return EnrollmentToken{}, fmt.Errorf("%s: %w", op, ErrTokenUsed)
 	}
 	return tok, nil
 }

@@ -45,8 +45,10 @@ const maxDisplayNameLen = 200
 // CreateSession that found no eligible node with room (enabled, present by
 // its durable record, ready for the generation, within capacity): nothing
 // was written, and the same request may succeed once capacity frees up or
-// a node comes online.
-var ErrNoCapacity = fmt.Errorf("no node has capacity: %w", errdefs.ErrFailedPrecondition)
+// a node comes online. It is a refusal (reason no_ready_node_with_capacity)
+// whose message tells the operator what to do.
+var ErrNoCapacity error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_ready_node_with_capacity",
+	"no ready node has capacity: enable a node, check that its node agent reports health, or delete sessions")
 
 // Session is a tenant's Session.
 type Session struct {

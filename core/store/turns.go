@@ -42,8 +42,10 @@ const (
 const MaxOutputChunk = 64 << 10
 
 // ErrSessionNotActive is the class (errdefs.ErrFailedPrecondition) of a
-// SubmitTurn to a Session whose deletion was requested.
-var ErrSessionNotActive = fmt.Errorf("session is being deleted: %w", errdefs.ErrFailedPrecondition)
+// SubmitTurn to a Session whose deletion was requested: a refusal (reason
+// session_deleting) that tells the caller what to do.
+var ErrSessionNotActive error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "session_deleting",
+	"the session is being deleted: create a new session")
 
 // ErrTurnProtocol is the class (errdefs.ErrFailedPrecondition) of a
 // Runtime report that does not fit the Turn: not running on that

@@ -131,11 +131,11 @@ func outputOnlyEmpty(t *adminv1.Turn) error {
 func (g *Server) SubmitTurn(ctx context.Context, req *adminv1.SubmitTurnRequest) (*adminv1.SubmitTurnResponse, error) {
 	r, err := SubmitRequest(req)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	t, err := g.turns.Submit(ctx, r)
 	if err != nil {
-		return nil, admin.ToStatus(fmt.Errorf("submit turn: %w", err))
+		return nil, fmt.Errorf("submit turn: %w", err)
 	}
 	return &adminv1.SubmitTurnResponse{Turn: Proto(t)}, nil
 }
@@ -144,11 +144,11 @@ func (g *Server) SubmitTurn(ctx context.Context, req *adminv1.SubmitTurnRequest)
 func (g *Server) GetTurn(ctx context.Context, req *adminv1.GetTurnRequest) (*adminv1.GetTurnResponse, error) {
 	s, id, err := parseTurn("name", req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	t, err := g.turns.Get(ctx, s, id)
 	if err != nil {
-		return nil, admin.ToStatus(fmt.Errorf("get turn: %w", err))
+		return nil, fmt.Errorf("get turn: %w", err)
 	}
 	return &adminv1.GetTurnResponse{Turn: Proto(t)}, nil
 }
@@ -157,27 +157,27 @@ func (g *Server) GetTurn(ctx context.Context, req *adminv1.GetTurnRequest) (*adm
 func (g *Server) ListTurns(ctx context.Context, req *adminv1.ListTurnsRequest) (*adminv1.ListTurnsResponse, error) {
 	s, err := parseSession("parent", req.GetParent())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	n, err := admin.PageSize("page_size", req.GetPageSize())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	scope := []string{scopeListTurns, req.GetParent()}
 	raw, err := g.pages.Decode("page_token", req.GetPageToken(), scope...)
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	var after int64
 	if raw != nil {
 		if len(raw) != 8 {
-			return nil, admin.ToStatus(errdefs.Invalid("page_token", "invalid page token"))
+			return nil, errdefs.Invalid("page_token", "invalid page token")
 		}
 		after = int64(binary.BigEndian.Uint64(raw))
 	}
 	page, err := g.turns.List(ctx, s, after, n+1)
 	if err != nil {
-		return nil, admin.ToStatus(fmt.Errorf("list turns: %w", err))
+		return nil, fmt.Errorf("list turns: %w", err)
 	}
 	resp := &adminv1.ListTurnsResponse{}
 	if len(page) > n {
@@ -194,13 +194,13 @@ func (g *Server) ListTurns(ctx context.Context, req *adminv1.ListTurnsRequest) (
 func (g *Server) StreamTurnOutput(req *adminv1.StreamTurnOutputRequest, s grpc.ServerStreamingServer[adminv1.StreamTurnOutputResponse]) error {
 	sess, id, err := parseTurn("name", req.GetName())
 	if err != nil {
-		return admin.ToStatus(err)
+		return err
 	}
 	if req.GetStdoutOffset() < 0 {
-		return admin.ToStatus(errdefs.Invalid("stdout_offset", "must not be negative"))
+		return errdefs.Invalid("stdout_offset", "must not be negative")
 	}
 	if req.GetStderrOffset() < 0 {
-		return admin.ToStatus(errdefs.Invalid("stderr_offset", "must not be negative"))
+		return errdefs.Invalid("stderr_offset", "must not be negative")
 	}
 	err = g.turns.StreamOutput(s.Context(), sess, id, req.GetStdoutOffset(), req.GetStderrOffset(), func(c turns.Chunk) error {
 		stream := adminv1.OutputStream_OUTPUT_STREAM_STDOUT
@@ -213,7 +213,7 @@ func (g *Server) StreamTurnOutput(req *adminv1.StreamTurnOutputRequest, s grpc.S
 		if s.Context().Err() != nil {
 			return s.Context().Err()
 		}
-		return admin.ToStatus(fmt.Errorf("stream turn output: %w", err))
+		return fmt.Errorf("stream turn output: %w", err)
 	}
 	return nil
 }
@@ -222,11 +222,11 @@ func (g *Server) StreamTurnOutput(req *adminv1.StreamTurnOutputRequest, s grpc.S
 func (g *Server) CancelTurn(ctx context.Context, req *adminv1.CancelTurnRequest) (*adminv1.CancelTurnResponse, error) {
 	s, id, err := parseTurn("name", req.GetName())
 	if err != nil {
-		return nil, admin.ToStatus(err)
+		return nil, err
 	}
 	t, err := g.turns.Cancel(ctx, s, id)
 	if err != nil {
-		return nil, admin.ToStatus(fmt.Errorf("cancel turn: %w", err))
+		return nil, fmt.Errorf("cancel turn: %w", err)
 	}
 	return &adminv1.CancelTurnResponse{Turn: Proto(t)}, nil
 }

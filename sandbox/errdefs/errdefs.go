@@ -120,3 +120,37 @@ func Field(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// Refusal is a settled refusal that tells the operator what to do: an error
+// of class Class (usually ErrFailedPrecondition) with a fixed, specific
+// Reason code ("node_enabled") and a Message ("node is enabled: retire it
+// first"). Both are authored constants, never built from submitted values,
+// native text or resource identities, so a server boundary may send them
+// as they are in place of its class's generic reason and message.
+type Refusal struct {
+	// Class is the errdefs class the refusal belongs to.
+	Class error
+	// Reason is a short snake_case code naming the refusal.
+	Reason string
+	// Message says what holds and what to do about it.
+	Message string
+}
+
+// Refuse returns a Refusal of class with the fixed reason and message.
+func Refuse(class error, reason, message string) *Refusal {
+	return &Refusal{Class: class, Reason: reason, Message: message}
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// Unwrap returns the refusal's class, so errors.Is sees it.
+func (r *Refusal) Unwrap() error { return r.Class }
+
+// AsRefusal returns the first Refusal in err's chain.
+func AsRefusal(err error) (*Refusal, bool) {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r, true
+	}
+	return nil, false
+}

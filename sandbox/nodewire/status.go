@@ -4,15 +4,13 @@ import (
 	"errors"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errgrpc"
 	"berth.dev/sandbox/providercontract"
 )
 
@@ -25,70 +23,47 @@ type Code string
 // unknown outcome, so it crosses as compute_unconfirmed (command_unconfirmed
 // for a command operation), like any error of no known class.
 const (
-	CodeInvalid                Code = "invalid"
-	CodeOwnership              Code = "ownership"
-	CodeExists                 Code = "exists"
-	CodeNotFound               Code = "not_found"
-	CodeCommandUnconfirmed     Code = "command_unconfirmed"
-	CodeComputeUnconfirmed     Code = "compute_unconfirmed"
-	CodeUnsupported            Code = "unsupported"
-	CodeObservationUnavailable Code = "observation_unavailable"
-	CodeRuntimeNotRunning      Code = "runtime_not_running"
-	CodeProtocolMismatch       Code = "protocol_mismatch"
-	CodeFenced                 Code = "fenced"
+	CodeInvalid                Code = errgrpc.ReasonInvalid
+	CodeOwnership              Code = errgrpc.ReasonOwnership
+	CodeExists                 Code = errgrpc.ReasonExists
+	CodeNotFound               Code = errgrpc.ReasonNotFound
+	CodeCommandUnconfirmed     Code = errgrpc.ReasonCommandUnconfirmed
+	CodeComputeUnconfirmed     Code = errgrpc.ReasonComputeUnconfirmed
+	CodeUnsupported            Code = errgrpc.ReasonUnsupported
+	CodeObservationUnavailable Code = errgrpc.ReasonObservationUnavailable
+	CodeRuntimeNotRunning      Code = errgrpc.ReasonRuntimeNotRunning
+	CodeProtocolMismatch       Code = errgrpc.ReasonProtocolMismatch
+	CodeFenced                 Code = errgrpc.ReasonFenced
 )
 
 // The ErrorInfo metadata keys. Their values are authored names only.
 const (
 	// MetadataField names the invalid field of an invalid error.
-	MetadataField = "field"
+	MetadataField = errgrpc.MetadataField
 	// MetadataOperation names the operation of an unsupported error.
-	MetadataOperation = "operation"
+	MetadataOperation = errgrpc.MetadataOperation
 	// MetadataReason is the declaration's reason code of an unsupported
 	// error.
-	MetadataReason = "reason"
+	MetadataReason = errgrpc.MetadataReason
 )
 
-// wireClass binds a wire code to its gRPC code, its fixed status message and
-// its errdefs class.
-type wireClass struct {
-	code    Code
-	grpc    codes.Code
-	message string
-	class   error
-}
-
-// classes is in precedence order: an error of several classes crosses as
-// the first. The unknown outcomes come first because they never permit a
-// retry or a release; fencing and version rejection come next because they
-// are decided before the adapter is touched.
-var classes = []wireClass{
-	{CodeCommandUnconfirmed, codes.Unknown, "command completion unconfirmed", errdefs.ErrCommandUnconfirmed},
-	{CodeComputeUnconfirmed, codes.Unknown, "compute outcome unconfirmed", errdefs.ErrComputeUnconfirmed},
-	{CodeFenced, codes.FailedPrecondition, "fenced", errdefs.ErrFenced},
-	{CodeProtocolMismatch, codes.FailedPrecondition, "protocol mismatch", errdefs.ErrProtocolMismatch},
-	{CodeUnsupported, codes.Unimplemented, "unsupported operation", errdefs.ErrUnsupported},
-	{CodeInvalid, codes.InvalidArgument, "invalid argument", errdefs.ErrInvalid},
-	{CodeOwnership, codes.FailedPrecondition, "ownership mismatch", errdefs.ErrOwnership},
-	{CodeExists, codes.AlreadyExists, "already exists", errdefs.ErrExists},
-	{CodeNotFound, codes.NotFound, "not found", errdefs.ErrNotFound},
-	{CodeRuntimeNotRunning, codes.FailedPrecondition, "runtime not running", errdefs.ErrRuntimeNotRunning},
-	{CodeObservationUnavailable, codes.Unavailable, "observation unavailable", errdefs.ErrObservationUnavailable},
-}
-
-var byCode = func() map[Code]wireClass {
-	m := make(map[Code]wireClass, len(classes))
-	for _, c := range classes {
-		m[c.code] = c
-	}
-	return m
-}()
+// codec is the node protocol's one codec: the shared table of errgrpc and
+// no row of its own. An error of no known class is the operation's unknown
+// outcome (unknownRow); an unsupported error crosses only as the typed
+// error of an operation of the contract's inventory. Refusals are not
+// sent: the protocol's codes are fixed.
+var codec = errgrpc.New(pb.ErrorDomain, errgrpc.Common(), errgrpc.Options{
+	Unknown:           unknownRow(""),
+	StrictUnsupported: true,
+	Operation:         func(op providercontract.Operation) bool { return inventory[op] },
+})
 
 // Codes returns every wire code in precedence order.
 func Codes() []Code {
-	out := make([]Code, len(classes))
-	for i, c := range classes {
-		out[i] = c.code
+	rows := errgrpc.Common()
+	out := make([]Code, len(rows))
+	for i, r := range rows {
+		out[i] = Code(r.Reason)
 	}
 	return out
 }
@@ -96,8 +71,8 @@ func Codes() []Code {
 // GRPCCode returns the gRPC status code a wire code travels with, and
 // whether c is a wire code.
 func GRPCCode(c Code) (codes.Code, bool) {
-	w, ok := byCode[c]
-	return w.grpc, ok
+	r, ok := codec.Lookup(string(c))
+	return r.Code, ok
 }
 
 // inventory is the set of every contract operation name.
@@ -111,12 +86,18 @@ var inventory = func() map[providercontract.Operation]bool {
 	return m
 }()
 
-// unknownCode is the wire code of an error of no known class in op.
-func unknownCode(op providercontract.Operation) Code {
+// unknownRow is the row of an error of no known class in op.
+func unknownRow(op providercontract.Operation) errgrpc.Row {
+	code := CodeComputeUnconfirmed
 	if IsCommand(op) {
-		return CodeCommandUnconfirmed
+		code = CodeCommandUnconfirmed
 	}
-	return CodeComputeUnconfirmed
+	for _, r := range errgrpc.Common() {
+		if r.Reason == string(code) {
+			return r
+		}
+	}
+	panic("nodewire: no shared row " + string(code))
 }
 
 // ToStatus is ToStatusFor for a caller that does not name the operation:
@@ -160,141 +141,63 @@ func CreateStatus(info sandbox.Info, err error) error {
 	if !ok || d.failure != nil {
 		return st.Err()
 	}
-	return build(d.class, d.metadata(), &info).Err()
+	return build(d.Decoded, &info).Err()
 }
 
 func statusFor(op providercontract.Operation, err error) *status.Status {
 	var gs interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &gs) {
 		if d, ok := decode(gs.GRPCStatus()); ok {
-			if d.class.code == CodeUnsupported && op != "" && d.operation != op {
-				return build(byCode[unknownCode(op)], nil, nil)
+			if d.Row.Class == errdefs.ErrUnsupported && op != "" && d.Operation != op {
+				return codec.Build(unknownRow(op), nil)
 			}
-			return build(d.class, d.metadata(), d.failure)
+			return build(d.Decoded, d.failure)
 		}
 	}
-	for _, w := range classes {
-		if !errors.Is(err, w.class) {
-			continue
-		}
-		switch w.code {
-		case CodeUnsupported:
-			var ue *providercontract.UnsupportedError
-			if !errors.As(err, &ue) || !inventory[ue.Operation] || !ue.Code.Valid() ||
-				(op != "" && ue.Operation != op) {
-				return build(byCode[unknownCode(op)], nil, nil)
-			}
-			return build(w, map[string]string{
-				MetadataOperation: string(ue.Operation), MetadataReason: string(ue.Code),
-			}, nil)
-		case CodeInvalid:
-			if f, ok := errdefs.Field(err); ok && safeField(f) {
-				return build(w, map[string]string{MetadataField: f}, nil)
-			}
-		}
-		return build(w, nil, nil)
+	var ue *providercontract.UnsupportedError
+	if errors.As(err, &ue) && op != "" && ue.Operation != op {
+		return codec.Build(unknownRow(op), nil)
 	}
-	return build(byCode[unknownCode(op)], nil, nil)
+	return codec.Encode(err, unknownRow(op))
 }
 
-// build makes the one status form of w. The details are marshalled
-// deterministically, so one error always crosses as the same bytes. A
-// detail that cannot be marshalled (these messages always can) is left
-// off; without its ErrorInfo a client reads the status as an unknown
-// outcome.
-func build(w wireClass, md map[string]string, failure *sandbox.Info) *status.Status {
-	details := []proto.Message{&errdetails.ErrorInfo{Reason: string(w.code), Domain: pb.ErrorDomain, Metadata: md}}
+// build rebuilds a decoded status with its settlement evidence, if any. An
+// Info that InfoToWire rejects is left off.
+func build(d errgrpc.Decoded, failure *sandbox.Info) *status.Status {
 	if failure != nil {
 		if m, err := InfoToWire(*failure); err == nil {
-			details = append(details, &pb.CreateFailure{Info: m})
+			return codec.Build(d.Row, d.Metadata(), &pb.CreateFailure{Info: m})
 		}
 	}
-	p := &spb.Status{Code: int32(w.grpc), Message: w.message}
-	for _, d := range details {
-		a := new(anypb.Any)
-		if err := anypb.MarshalFrom(a, d, proto.MarshalOptions{Deterministic: true}); err != nil {
-			break
-		}
-		p.Details = append(p.Details, a)
-	}
-	return status.FromProto(p)
+	return codec.Build(d.Row, d.Metadata())
 }
 
 // decoded is a status in this package's form.
 type decoded struct {
-	class     wireClass
-	field     string
-	operation providercontract.Operation
-	reason    providercontract.ReasonCode
+	errgrpc.Decoded
 	// failure is a CreateFailure's non-zero Info, nil without one.
 	failure *sandbox.Info
 }
 
-func (d decoded) metadata() map[string]string {
-	switch {
-	case d.class.code == CodeUnsupported:
-		return map[string]string{MetadataOperation: string(d.operation), MetadataReason: string(d.reason)}
-	case d.field != "":
-		return map[string]string{MetadataField: d.field}
-	}
-	return nil
-}
-
-// decode reads a status in this package's form: exactly one ErrorInfo of
-// the protocol's domain with a known reason, the gRPC code of that reason,
-// only the metadata that reason allows with values of safe form, and at
+// decode reads a status in this package's form: the codec's form with at
 // most one valid CreateFailure besides. Anything else is not ours.
 func decode(st *status.Status) (decoded, bool) {
-	var (
-		d    decoded
-		info *errdetails.ErrorInfo
-		cf   *pb.CreateFailure
-	)
-	if st == nil {
+	var d decoded
+	cd, ok := codec.Decode(st)
+	if !ok {
 		return d, false
 	}
-	for _, detail := range st.Details() {
-		switch m := detail.(type) {
-		case *errdetails.ErrorInfo:
-			if info != nil || m.GetDomain() != pb.ErrorDomain {
-				return d, false
-			}
-			info = m
-		case *pb.CreateFailure:
-			if cf != nil {
-				return d, false
-			}
-			cf = m
-		default:
+	d.Decoded = cd
+	var cf *pb.CreateFailure
+	for _, detail := range cd.Details {
+		m, ok := detail.(*pb.CreateFailure)
+		if !ok || cf != nil {
 			return d, false
 		}
+		cf = m
 	}
-	if info == nil {
+	if hasBadRequest(st) {
 		return d, false
-	}
-	w, ok := byCode[Code(info.GetReason())]
-	if !ok || st.Code() != w.grpc {
-		return d, false
-	}
-	d.class = w
-	md := info.GetMetadata()
-	switch w.code {
-	case CodeUnsupported:
-		d.operation = providercontract.Operation(md[MetadataOperation])
-		d.reason = providercontract.ReasonCode(md[MetadataReason])
-		if len(md) != 2 || !inventory[d.operation] || !d.reason.Valid() {
-			return d, false
-		}
-	case CodeInvalid:
-		f, has := md[MetadataField]
-		if len(md) > 1 || (len(md) == 1 && (!has || !safeField(f))) {
-			return d, false
-		}
-		d.field = f
-	default:
-		if len(md) != 0 {
-			return d, false
-		}
 	}
 	if cf != nil {
 		i, err := InfoFromWire(cf.GetInfo())
@@ -306,6 +209,17 @@ func decode(st *status.Status) (decoded, bool) {
 		}
 	}
 	return d, true
+}
+
+// hasBadRequest reports whether st carries a BadRequest detail, which the
+// node protocol never sends.
+func hasBadRequest(st *status.Status) bool {
+	for _, detail := range st.Details() {
+		if _, ok := detail.(*errdetails.BadRequest); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Error is a failed node call as the client sees it. It unwraps to its
@@ -368,21 +282,21 @@ func FromError(op providercontract.Operation, err error) error {
 			class:  UnknownOutcome(op),
 		}
 	}
-	e := &Error{Operation: op, Code: d.class.code, GRPCCode: st.Code(), class: d.class.class}
-	switch d.class.code {
+	e := &Error{Operation: op, Code: Code(d.Row.Reason), GRPCCode: st.Code(), class: d.Row.Class}
+	switch e.Code {
 	case CodeInvalid:
-		if d.field != "" {
-			e.class = errdefs.Invalid(d.field, "rejected by the node")
+		if d.Field != "" {
+			e.class = errdefs.Invalid(d.Field, "rejected by the node")
 		}
 	case CodeUnsupported:
-		if d.operation != op {
+		if d.Operation != op {
 			return &Error{
 				Operation: op, GRPCCode: st.Code(),
 				detail: "unsupported answer for another operation",
 				class:  UnknownOutcome(op),
 			}
 		}
-		e.class = &providercontract.UnsupportedError{Operation: op, Code: d.reason}
+		e.class = &providercontract.UnsupportedError{Operation: op, Code: d.UnsupportedReason}
 	}
 	return e
 }

@@ -140,7 +140,8 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 	if _, err := nodesAPI.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: nodeNames[0]}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodesAPI.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: nodeNames[0]}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := nodesAPI.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: nodeNames[0]}); status.Code(err) != codes.FailedPrecondition ||
+		stack.AdminReason(err) != "node_holds_allocations" {
 		t.Fatalf("removing a node that holds allocations: %v", err)
 	}
 	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: nodeNames[0]}); err != nil {

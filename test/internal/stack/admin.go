@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/moby/moby/client"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -174,4 +176,15 @@ func RemoveOwned(t testing.TB, cli *client.Client, installationID string) (conta
 		_, _ = cli.VolumeRemove(context.Background(), v.Name, client.VolumeRemoveOptions{Force: true})
 	}
 	return len(cs.Items), len(vs.Items)
+}
+
+// AdminReason returns the google.rpc.ErrorInfo reason of an admin API
+// error ("" when err carries none of the admin domain).
+func AdminReason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "admin.berth.dev" {
+			return info.GetReason()
+		}
+	}
+	return ""
 }
