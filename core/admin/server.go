@@ -36,14 +36,14 @@ type Options struct {
 	// stream lasts as long as the Turn).
 	DefaultTimeout time.Duration
 
-	// Installation serves InstallationService.GetInstallation.
-	Installation InstallationReader
-	// The other services; their implementations arrive with their issues.
-	Deployment  adminv1.DeploymentServiceServer
-	Nodes       adminv1.NodeServiceServer
-	Sessions    adminv1.SessionServiceServer
-	Turns       adminv1.TurnServiceServer
-	Allocations adminv1.AllocationServiceServer
+	// The services: each is the thin adapter of its resource
+	// (core/<resource>admin).
+	Installation adminv1.InstallationServiceServer
+	Deployment   adminv1.DeploymentServiceServer
+	Nodes        adminv1.NodeServiceServer
+	Sessions     adminv1.SessionServiceServer
+	Turns        adminv1.TurnServiceServer
+	Allocations  adminv1.AllocationServiceServer
 }
 
 // NewServer returns the admin gRPC server: bearer-token authentication
@@ -75,7 +75,7 @@ func NewServer(opts Options) *grpc.Server {
 		names = append(names, desc.ServiceName)
 	}
 	if opts.Installation != nil {
-		register(&adminv1.InstallationService_ServiceDesc, &installationService{read: opts.Installation})
+		register(&adminv1.InstallationService_ServiceDesc, opts.Installation)
 	}
 	if opts.Deployment != nil {
 		register(&adminv1.DeploymentService_ServiceDesc, opts.Deployment)

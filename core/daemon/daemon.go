@@ -34,8 +34,12 @@ import (
 
 	"berth.dev/core/admin"
 	"berth.dev/core/deployment"
+	"berth.dev/core/deploymentadmin"
 	"berth.dev/core/enrollment"
+	"berth.dev/core/enrollmentgrpc"
 	"berth.dev/core/gateway"
+	"berth.dev/core/installation"
+	"berth.dev/core/installationadmin"
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/nodeadmin"
 	"berth.dev/core/nodes"
@@ -202,7 +206,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	}
 	public := grpc.NewServer(grpc.Creds(credentials.NewTLS(publicTLS)))
 	enrollmentv1.RegisterEnrollmentServiceServer(public,
-		enrollment.NewServer(enrollment.NewService(st, ca, time.Now, uuid.New)))
+		enrollmentgrpc.NewServer(enrollment.NewService(st, ca, time.Now, uuid.New)))
 	publicLis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("public listener: %w", err)
@@ -242,18 +246,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	}
 	adminSrv := admin.NewServer(admin.Options{
 		TokenDigest: adminDigest,
-		Installation: func(ctx context.Context) (admin.Installation, error) {
-			i, err := st.GetInstallation(ctx)
-			if err != nil {
-				return admin.Installation{}, err
-			}
-			return admin.Installation{
-				ID: i.ID.String(), PublicURL: i.PublicURL, CreateTime: i.CreatedAt, OwnerEpoch: epoch,
-				CAFingerprint: strings.TrimPrefix(ca.Fingerprint(), "sha256:"), CoreVersion: cfg.Version,
-			}, nil
-		},
+		Installation: installationadmin.NewServer(installation.New(st, epoch, strings.TrimPrefix(ca.Fingerprint(), "sha256:"), cfg.Version)),
 		Nodes:       nodeadmin.NewServer(nodeSvc, liveness(manager)),
-		Deployment:  deployment.NewServer(deploySvc),
+		Deployment:  deploymentadmin.NewServer(deploySvc),
 		Sessions:    sessionadmin.NewSessionServer(sessionAdmin),
 		Allocations: sessionadmin.NewAllocationServer(sessionAdmin),
 		Turns:       turnadmin.New(turnSvc, pages),

@@ -1,11 +1,9 @@
-// Package deployment serves berth.admin.v1.DeploymentService: the initial
-// selection of the sandbox provider, its configuration and the sandbox
-// specification, committed as immutable generations.
-//
-// Service is the logic, over Core's store and the provider registry and
-// testable without gRPC; NewServer is the thin gRPC layer that converts
-// requests and responses for admin.Options.Deployment (the admin
-// server converts its errors once, with admin.ToStatus).
+// Package deployment is the logic of the deployment: the initial selection
+// of the sandbox provider, its configuration and the sandbox
+// specification, committed as immutable generations. Service works over
+// Core's store and the provider registry and knows nothing of gRPC;
+// core/deploymentadmin is its thin berth.admin.v1.DeploymentService
+// adapter.
 //
 // Rules:
 //   - A candidate goes through the registry only (providers.Registry
@@ -15,8 +13,8 @@
 //     preview: it prepares and validates again. Every candidate is
 //     prepared and validated before any database write, so a rejected one
 //     writes nothing.
-//   - Commit is fenced by the expected generation: the store refuses it
-//     (errdefs.ErrFailedPrecondition) unless the expected generation is
+//   - Commit is fenced by the expected generation: it is refused
+//     (deployment_generation_moved) unless the expected generation is
 //     still current when the commit locks the deployment. A candidate
 //     equal to the current deployment creates no generation.
 //   - The credential is write-only. Its bytes (the adapter's
@@ -25,9 +23,11 @@
 //     number (CredentialAD) before they reach the store; nothing returns
 //     them, and Candidate redacts itself when printed. Errors name fields,
 //     never values.
-//   - Invalid candidates are errdefs.ErrInvalid naming the request field
-//     ("candidate.provider_kind", "candidate.specification.cpu_millis",
-//     "candidate.configuration", "candidate.credential", ...).
+//   - Invalid candidates are errdefs.ErrInvalid naming the logic's field
+//     ("provider.kind", the registry's "configuration.public.*" and
+//     "configuration.credential.*", the specification's "resources.*",
+//     "specification.*", "suspension.*"); the adapter maps them to request
+//     paths.
 //   - Out of scope here: replacing a committed deployment's backend (the
 //     deployment mutation gate, draining, node retirement),
 //     ResolveChange-based inheritance of omitted values, selection

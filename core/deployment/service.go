@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -236,28 +235,28 @@ func (p prepared) deployment(generation uint64) Deployment {
 // I/O.
 func (s *Service) prepare(c Candidate) (prepared, error) {
 	if c.ProviderKind == "" {
-		return prepared{}, errdefs.Invalid("candidate.provider_kind", "required")
+		return prepared{}, errdefs.Invalid("provider.kind", "required")
 	}
 	reg, err := s.registry.Lookup(c.ProviderKind)
 	if err != nil {
-		return prepared{}, requestField(err)
+		return prepared{}, err
 	}
 	spec := c.Specification
 	if err := spec.Validate(); err != nil {
-		return prepared{}, requestField(err)
+		return prepared{}, err
 	}
 	if err := reg.ValidateResources(spec.Resources); err != nil {
-		return prepared{}, requestField(err)
+		return prepared{}, err
 	}
 	if err := reg.ValidateSpecification(spec); err != nil {
-		return prepared{}, requestField(err)
+		return prepared{}, err
 	}
 	if !spec.Suspension.IsZero() && !reg.Operations.Supports(sandbox.OpSuspend) {
-		return prepared{}, errdefs.Invalid("candidate.specification.suspension", "this provider does not support suspension")
+		return prepared{}, errdefs.Invalid("specification.suspension", "this provider does not support suspension")
 	}
 	enc, err := s.registry.Normalize(c.ProviderKind, sandbox.ConfigurationInput{Public: c.Public, Credential: c.Credential})
 	if err != nil {
-		return prepared{}, requestField(err)
+		return prepared{}, err
 	}
 	return prepared{kind: c.ProviderKind, reg: reg, enc: enc, spec: spec}, nil
 }
@@ -308,40 +307,4 @@ func (s *Service) describe(g store.Generation) (Deployment, error) {
 		Specification: g.Specification,
 		CommitTime:    g.CreatedAt,
 	}, nil
-}
-
-// requestField renames the field of a registry or specification
-// validation error to the request field it came from; other errors pass
-// unchanged.
-func requestField(err error) error {
-	var fe *errdefs.FieldError
-	if !errors.As(err, &fe) {
-		return err
-	}
-	return errdefs.Invalid(fieldOf(fe.Field), fe.Reason)
-}
-
-// fieldRenames maps the registry's and the specification's field paths to
-// the request's, longest prefix first.
-var fieldRenames = []struct{ from, to string }{
-	{"provider.kind", "candidate.provider_kind"},
-	{"configuration.credential", "candidate.credential"},
-	{"configuration.public", "candidate.configuration"},
-	{"configuration", "candidate.configuration"},
-	{"resources", "candidate.specification"},
-	{"specification.suspension", "candidate.specification.suspension"},
-	{"specification", "candidate.specification"},
-	{"suspension", "candidate.specification.suspension"},
-}
-
-func fieldOf(field string) string {
-	for _, r := range fieldRenames {
-		if field == r.from {
-			return r.to
-		}
-		if rest, ok := strings.CutPrefix(field, r.from+"."); ok {
-			return r.to + "." + rest
-		}
-	}
-	return "candidate"
 }

@@ -15,63 +15,64 @@ import (
 
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment"
+	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/secrets"
 )
 
 func TestPreviewDockerBeforeFirstCommit(t *testing.T) {
-	f := newFixture(t)
-	d, err := f.svc.Get(f.ctx)
+	f := deploymenttest.New(t)
+	d, err := f.Svc.Get(f.Ctx)
 	admintest.Must(t, err)
 	if d.Generation != 0 || d.ProviderKind != "" {
 		t.Fatalf("deployment before the first commit: %+v", d)
 	}
-	p, err := f.svc.Preview(f.ctx, dockerCandidate())
+	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DockerCandidate())
 	admintest.Must(t, err)
 	if !p.Changed || p.ExpectedGeneration != 0 || p.Deployment.Generation != 1 ||
 		p.Deployment.ProviderKind != "docker" || string(p.Deployment.Public) != "{}" ||
-		p.Deployment.HasCredential || p.Deployment.Specification != defaultSpec() {
+		p.Deployment.HasCredential || p.Deployment.Specification != deploymenttest.DefaultSpec() {
 		t.Fatalf("preview %+v", p)
 	}
-	if n := f.generations(t); n != 0 {
+	if n := f.Generations(t); n != 0 {
 		t.Fatalf("preview wrote %d generations", n)
 	}
 }
 
 func TestCommitDockerCreatesGenerationOne(t *testing.T) {
-	f := newFixture(t)
-	d, err := f.svc.Commit(f.ctx, dockerCandidate(), 0)
+	f := deploymenttest.New(t)
+	d, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
 	admintest.Must(t, err)
 	if d.Generation != 1 || d.ProviderKind != "docker" || d.HasCredential || d.CommitTime.IsZero() ||
-		d.Specification != defaultSpec() {
+		d.Specification != deploymenttest.DefaultSpec() {
 		t.Fatalf("commit %+v", d)
 	}
-	got, err := f.svc.Get(f.ctx)
+	got, err := f.Svc.Get(f.Ctx)
 	admintest.Must(t, err)
 	if got.Generation != 1 || got.ProviderKind != "docker" || string(got.Public) != "{}" {
 		t.Fatalf("get %+v", got)
 	}
 
 	// The same candidate again: no change, no new generation.
-	p, err := f.svc.Preview(f.ctx, dockerCandidate())
+	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DockerCandidate())
 	admintest.Must(t, err)
 	if p.Changed || p.ExpectedGeneration != 1 || p.Deployment.Generation != 1 {
 		t.Fatalf("preview of the current deployment %+v", p)
 	}
-	again, err := f.svc.Commit(f.ctx, dockerCandidate(), 1)
+	again, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 1)
 	admintest.Must(t, err)
-	if again.Generation != 1 || f.generations(t) != 1 {
-		t.Fatalf("equal commit made generation %d (%d stored)", again.Generation, f.generations(t))
+	if again.Generation != 1 || f.Generations(t) != 1 {
+		t.Fatalf("equal commit made generation %d (%d stored)", again.Generation, f.Generations(t))
 	}
 
 	// A different specification is a change.
-	c := dockerCandidate()
+	c := deploymenttest.DockerCandidate()
 	c.Specification.MaxActive = 8
-	p, err = f.svc.Preview(f.ctx, c)
+	p, err = f.Svc.Preview(f.Ctx, c)
 	admintest.Must(t, err)
 	if !p.Changed || p.Deployment.Generation != 2 || p.ExpectedGeneration != 1 {
 		t.Fatalf("preview of a change %+v", p)
 	}
-	d2, err := f.svc.Commit(f.ctx, c, p.ExpectedGeneration)
+	d2, err := f.Svc.Commit(f.Ctx, c, p.ExpectedGeneration)
 	admintest.Must(t, err)
 	if d2.Generation != 2 || d2.Specification.MaxActive != 8 {
 		t.Fatalf("second commit %+v", d2)
@@ -79,33 +80,33 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 }
 
 func TestCommitStaleExpectedGenerationWritesNothing(t *testing.T) {
-	f := newFixture(t)
-	_, err := f.svc.Commit(f.ctx, dockerCandidate(), 0)
+	f := deploymenttest.New(t)
+	_, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
 	admintest.Must(t, err)
-	c := dockerCandidate()
+	c := deploymenttest.DockerCandidate()
 	c.Specification.MaxActive = 9
 	for _, expected := range []uint64{0, 2, 5} {
-		_, err = f.svc.Commit(f.ctx, c, expected)
+		_, err = f.Svc.Commit(f.Ctx, c, expected)
 		admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	}
 	// A retry of the first commit after a lost response is refused too,
 	// even though it equals the current deployment.
-	_, err = f.svc.Commit(f.ctx, dockerCandidate(), 0)
+	_, err = f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
 	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
-	if n := f.generations(t); n != 1 {
+	if n := f.Generations(t); n != 1 {
 		t.Fatalf("%d generations stored, want 1", n)
 	}
-	d, err := f.svc.Get(f.ctx)
+	d, err := f.Svc.Get(f.Ctx)
 	admintest.Must(t, err)
-	if d.Generation != 1 || d.Specification.MaxActive != defaultSpec().MaxActive {
+	if d.Generation != 1 || d.Specification.MaxActive != deploymenttest.DefaultSpec().MaxActive {
 		t.Fatalf("current %+v", d)
 	}
 }
 
 func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
-	f := newFixture(t)
+	f := deploymenttest.New(t)
 	withSpec := func(mutate func(*sandbox.Specification)) deployment.Candidate {
-		c := dockerCandidate()
+		c := deploymenttest.DockerCandidate()
 		mutate(&c.Specification)
 		return c
 	}
@@ -114,8 +115,8 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 		c     deployment.Candidate
 		field string
 	}{
-		{"no kind", deployment.Candidate{Specification: defaultSpec()}, "candidate.provider_kind"},
-		{"unknown kind", deployment.Candidate{ProviderKind: "nope", Specification: defaultSpec()}, "candidate.provider_kind"},
+		{"no kind", deployment.Candidate{Specification: deploymenttest.DefaultSpec()}, "candidate.provider_kind"},
+		{"unknown kind", deployment.Candidate{ProviderKind: "nope", Specification: deploymenttest.DefaultSpec()}, "candidate.provider_kind"},
 		{"cpu low", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = 10 }), "candidate.specification.cpu_millis"},
 		{"cpu high", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = sandbox.MaxCPUMillis + 1 }), "candidate.specification.cpu_millis"},
 		{"memory", withSpec(func(s *sandbox.Specification) { s.Resources.MemoryBytes = 1 }), "candidate.specification.memory_bytes"},
@@ -131,42 +132,42 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 		{"suspension without checkpoint support", withSpec(func(s *sandbox.Specification) {
 			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: 2 * time.Hour}
 		}), "candidate.specification.suspension"},
-		{"docker public object", deployment.Candidate{ProviderKind: "docker", Public: json.RawMessage(`{"socket":"/x"}`), Specification: defaultSpec()}, "candidate.configuration"},
-		{"docker credential", deployment.Candidate{ProviderKind: "docker", Credential: json.RawMessage(`{"token":"s3cret-value"}`), Specification: defaultSpec()}, "candidate.credential"},
+		{"docker public object", deployment.Candidate{ProviderKind: "docker", Public: json.RawMessage(`{"socket":"/x"}`), Specification: deploymenttest.DefaultSpec()}, "candidate.configuration"},
+		{"docker credential", deployment.Candidate{ProviderKind: "docker", Credential: json.RawMessage(`{"token":"s3cret-value"}`), Specification: deploymenttest.DefaultSpec()}, "candidate.credential"},
 		{"provider resource validator", func() deployment.Candidate {
-			c := directCandidate("eu", "tok")
+			c := deploymenttest.DirectCandidate("eu", "tok")
 			c.Specification.Resources.CPUMillis = 9000
 			return c
 		}(), "candidate.specification.cpu_millis"},
 		{"direct without credential", func() deployment.Candidate {
-			c := directCandidate("eu", "tok")
+			c := deploymenttest.DirectCandidate("eu", "tok")
 			c.Credential = nil
 			return c
 		}(), "candidate.credential"},
 		{"direct bad credential", func() deployment.Candidate {
-			c := directCandidate("eu", "tok")
+			c := deploymenttest.DirectCandidate("eu", "tok")
 			c.Credential = json.RawMessage(`{"password":"s3cret-value"}`)
 			return c
 		}(), "candidate.credential.token"},
 		{"direct bad public", func() deployment.Candidate {
-			c := directCandidate("eu", "tok")
+			c := deploymenttest.DirectCandidate("eu", "tok")
 			c.Public = json.RawMessage(`{}`)
 			return c
 		}(), "candidate.configuration.region"},
 	}
 	for _, tc := range cases {
-		_, err := f.svc.Preview(f.ctx, tc.c)
+		_, err := f.Svc.Preview(f.Ctx, tc.c)
 		admintest.WantField(t, err, tc.field)
-		_, err = f.svc.Commit(f.ctx, tc.c, 0)
+		_, err = f.Svc.Commit(f.Ctx, tc.c, 0)
 		admintest.WantField(t, err, tc.field)
 		if strings.Contains(err.Error(), "s3cret-value") {
 			t.Fatalf("%s: error echoes the credential", tc.name)
 		}
 	}
-	if n := f.generations(t); n != 0 {
+	if n := f.Generations(t); n != 0 {
 		t.Fatalf("rejected candidates wrote %d generations", n)
 	}
-	d, err := f.svc.Get(f.ctx)
+	d, err := f.Svc.Get(f.Ctx)
 	admintest.Must(t, err)
 	if d.Generation != 0 {
 		t.Fatalf("deployment after rejected candidates: %+v", d)
@@ -174,20 +175,20 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 }
 
 func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
-	f := newFixture(t)
+	f := deploymenttest.New(t)
 	const token = "tok-123-s3cret"
-	d, err := f.svc.Commit(f.ctx, directCandidate("eu", token), 0)
+	d, err := f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", token), 0)
 	admintest.Must(t, err)
 	if d.Generation != 1 || !d.HasCredential || string(d.Public) != `{"region":"eu"}` {
 		t.Fatalf("commit %+v", d)
 	}
-	g, err := f.st.GetGeneration(f.ctx, 1)
+	g, err := f.St.GetGeneration(f.Ctx, 1)
 	admintest.Must(t, err)
 	if !g.HasCredential() || bytes.Contains(g.CredentialCiphertext, []byte(token)) ||
 		bytes.Contains(g.PublicConfig, []byte(token)) || bytes.Contains(g.Observations, []byte(token)) {
 		t.Fatalf("credential stored in the clear")
 	}
-	plain, err := deployment.OpenCredential(f.key, f.installationID, g)
+	plain, err := deployment.OpenCredential(f.Key, f.InstallationID, g)
 	admintest.Must(t, err)
 	if string(plain) != token {
 		t.Fatalf("opened credential differs")
@@ -196,46 +197,46 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 	// Another generation number, installation or key never opens it.
 	moved := g
 	moved.Generation = 2
-	_, err = deployment.OpenCredential(f.key, f.installationID, moved)
+	_, err = deployment.OpenCredential(f.Key, f.InstallationID, moved)
 	admintest.WantClass(t, err, secrets.ErrOpen)
-	_, err = deployment.OpenCredential(f.key, uuid.New(), g)
+	_, err = deployment.OpenCredential(f.Key, uuid.New(), g)
 	admintest.WantClass(t, err, secrets.ErrOpen)
 	other, _, err := secrets.NewKey()
 	admintest.Must(t, err)
-	_, err = deployment.OpenCredential(other, f.installationID, g)
+	_, err = deployment.OpenCredential(other, f.InstallationID, g)
 	admintest.WantClass(t, err, secrets.ErrOpen)
-	_, err = f.key.Open(g.CredentialNonce, g.CredentialCiphertext, nil)
+	_, err = f.Key.Open(g.CredentialNonce, g.CredentialCiphertext, nil)
 	admintest.WantClass(t, err, secrets.ErrOpen)
 
 	// The same selectors and credential: no change. Another credential or
 	// region: a new generation, sealed for generation 2.
-	p, err := f.svc.Preview(f.ctx, directCandidate("eu", token))
+	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DirectCandidate("eu", token))
 	admintest.Must(t, err)
 	if p.Changed {
 		t.Fatalf("equal candidate previewed as a change")
 	}
-	p, err = f.svc.Preview(f.ctx, directCandidate("eu", "another-token"))
+	p, err = f.Svc.Preview(f.Ctx, deploymenttest.DirectCandidate("eu", "another-token"))
 	admintest.Must(t, err)
 	if !p.Changed {
 		t.Fatalf("new credential previewed as no change")
 	}
-	_, err = f.svc.Commit(f.ctx, directCandidate("eu", "another-token"), 1)
+	_, err = f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", "another-token"), 1)
 	admintest.Must(t, err)
-	g2, err := f.st.GetGeneration(f.ctx, 2)
+	g2, err := f.St.GetGeneration(f.Ctx, 2)
 	admintest.Must(t, err)
-	plain, err = deployment.OpenCredential(f.key, f.installationID, g2)
+	plain, err = deployment.OpenCredential(f.Key, f.InstallationID, g2)
 	admintest.Must(t, err)
 	if string(plain) != "another-token" {
 		t.Fatalf("generation 2 credential differs")
 	}
 	// Generation 1 keeps its own credential.
-	plain, err = deployment.OpenCredential(f.key, f.installationID, g)
+	plain, err = deployment.OpenCredential(f.Key, f.InstallationID, g)
 	admintest.Must(t, err)
 	if string(plain) != token {
 		t.Fatalf("generation 1 credential changed")
 	}
 
-	got, err := f.svc.Get(f.ctx)
+	got, err := f.Svc.Get(f.Ctx)
 	admintest.Must(t, err)
 	if s := fmt.Sprintf("%+v", got); strings.Contains(s, "another-token") {
 		t.Fatalf("Get carries the credential")
@@ -243,7 +244,7 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 }
 
 func TestCandidateRedactsCredential(t *testing.T) {
-	c := directCandidate("eu", "tok-s3cret")
+	c := deploymenttest.DirectCandidate("eu", "tok-s3cret")
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
 		if s := fmt.Sprintf(verb, c); strings.Contains(s, "tok-s3cret") {
 			t.Fatalf("%s prints the credential: %s", verb, s)

@@ -142,7 +142,7 @@ func (g *Gateway) connect(s stream) error {
 	c := &conn{g: g, s: s, grant: grant, log: g.cfg.Log.With("connection", grant.Connection.ID.String(),
 		"session", grant.SessionID.String(), "generation", grant.Connection.Generation)}
 	defer c.close()
-	g.cfg.Turns.Hub().Notify(grant.Unconfirmed...)
+	g.cfg.Turns.Unconfirmed(grant.Unconfirmed...)
 	if err := s.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Welcome{Welcome: &runtimev1.Welcome{
 		ConnectionId:         grant.Connection.ID.String(),
 		ConnectionGeneration: grant.Connection.Generation,
@@ -216,12 +216,11 @@ func (c *conn) id() uuid.UUID { return c.grant.Connection.ID }
 // serve runs the connection until the Runtime leaves, breaks the
 // protocol, is revoked or stops answering.
 func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, recvErr <-chan error) error {
-	hub := c.g.cfg.Turns.Hub()
 	tick := time.NewTicker(c.g.cfg.Keepalive)
 	defer tick.Stop()
 	c.lastAnswer = time.Now()
 	for {
-		wake := hub.Wait(c.grant.SessionID)
+		wake := c.g.cfg.Turns.Wait(c.grant.SessionID)
 		woken := false
 		select {
 		case <-ctx.Done():
@@ -269,7 +268,7 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 		if !c.isCurrent(m.GetTurnStarted().GetTurnId()) {
 			return errInvalid
 		}
-		if _, err := st.MarkTurnStarted(ctx, c.current.ID, c.id()); err != nil {
+		if err := c.g.cfg.Turns.Started(ctx, c.current.ID, c.id()); err != nil {
 			return c.storeErr("turn started", err)
 		}
 		return nil
@@ -287,10 +286,9 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 		default:
 			return errInvalid
 		}
-		if err := st.AppendTurnOutput(ctx, c.current.ID, c.id(), sid, o.GetOffset(), o.GetData()); err != nil {
+		if err := c.g.cfg.Turns.Output(ctx, c.current.ID, c.id(), sid, o.GetOffset(), o.GetData()); err != nil {
 			return c.storeErr("turn output", err)
 		}
-		c.g.cfg.Turns.Hub().Notify(c.current.ID)
 		return nil
 	case *runtimev1.ConnectRequest_TurnResult:
 		r := m.GetTurnResult()
@@ -301,12 +299,11 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 		if !ok {
 			return errInvalid
 		}
-		t, err := st.FinishTurn(ctx, c.current.ID, c.id(), res)
+		t, err := c.g.cfg.Turns.Finish(ctx, c.current.ID, c.id(), res)
 		if err != nil {
 			return c.storeErr("turn result", err)
 		}
 		c.log.Info("turn finished", "turn", t.ID.String(), "state", string(t.State))
-		c.g.cfg.Turns.Hub().Notify(t.ID, t.SessionID)
 		c.current, c.cancelSent = nil, false
 		return nil
 	default:
@@ -340,7 +337,7 @@ func (c *conn) dispatch(ctx context.Context, woken bool) error {
 		if c.cancelSent || !woken {
 			return nil
 		}
-		t, err := c.g.cfg.Store.GetTurn(ctx, c.current.ID)
+		t, err := c.g.cfg.Turns.Current(ctx, c.current.ID)
 		if err != nil {
 			return c.storeErr("read turn", err)
 		}
@@ -349,7 +346,7 @@ func (c *conn) dispatch(ctx context.Context, woken bool) error {
 		}
 		return nil
 	}
-	t, ok, err := c.g.cfg.Store.ClaimNextTurn(ctx, c.grant.SessionID, c.id(), c.g.cfg.OwnerEpoch)
+	t, ok, err := c.g.cfg.Turns.Claim(ctx, c.grant.SessionID, c.id(), c.g.cfg.OwnerEpoch)
 	if err != nil {
 		return c.storeErr("claim turn", err)
 	}
@@ -450,7 +447,7 @@ func (c *conn) close() {
 		c.log.Warn("record disconnect failed", "err", err)
 		return
 	}
-	c.g.cfg.Turns.Hub().Notify(append(ids, c.grant.SessionID)...)
+	c.g.cfg.Turns.Unconfirmed(append(ids, c.grant.SessionID)...)
 	c.log.Info("runtime disconnected", "unconfirmed_turns", len(ids))
 }
 

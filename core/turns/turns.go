@@ -87,9 +87,6 @@ func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() 
 		digestKey: key.Derive("turn-request-digest")}
 }
 
-// Hub returns the Service's hub.
-func (s *Service) Hub() *Hub { return s.hub }
-
 // Validate checks r and fills in its defaults. Every error is an
 // errdefs.FieldError naming the admin API field.
 func (r *SubmitRequest) Validate() error {

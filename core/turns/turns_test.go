@@ -142,10 +142,10 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 	if _, err := st.MarkRuntimePrepared(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, conn, epoch); !ok || err != nil {
+	if _, ok, err := svc.Claim(ctx, b.Session.ID, conn, epoch); !ok || err != nil {
 		t.Fatalf("claim %v %v", ok, err)
 	}
-	if err := st.AppendTurnOutput(ctx, turn.ID, conn, store.StreamStdout, 0, []byte("hello ")); err != nil {
+	if err := svc.Output(ctx, turn.ID, conn, store.StreamStdout, 0, []byte("hello ")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -173,17 +173,17 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 		got <- out.String()
 	}()
 	time.Sleep(100 * time.Millisecond)
-	if err := st.AppendTurnOutput(ctx, turn.ID, conn, store.StreamStderr, 0, []byte("ab")); err != nil {
+	if err := svc.Output(ctx, turn.ID, conn, store.StreamStderr, 0, []byte("ab")); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.AppendTurnOutput(ctx, turn.ID, conn, store.StreamStdout, 6, []byte("world")); err != nil {
+	if err := svc.Output(ctx, turn.ID, conn, store.StreamStdout, 6, []byte("world")); err != nil {
 		t.Fatal(err)
 	}
 	code := int32(0)
-	if _, err := st.FinishTurn(ctx, turn.ID, conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code, StdoutBytes: 11, StderrBytes: 2}); err != nil {
+	// Finish wakes the reader: no notification by hand.
+	if _, err := svc.Finish(ctx, turn.ID, conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code, StdoutBytes: 11, StderrBytes: 2}); err != nil {
 		t.Fatal(err)
 	}
-	svc.Hub().Notify(turn.ID)
 	select {
 	case s := <-got:
 		if s != "lo [b]world" {

@@ -112,6 +112,15 @@ func (e *FieldError) Error() string { return "invalid " + e.Field + ": " + e.Rea
 // Is makes every FieldError an ErrInvalid.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
+// AsField returns the first FieldError in err's chain.
+func AsField(err error) (*FieldError, bool) {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe, true
+	}
+	return nil, false
+}
+
 // Field returns the field named by the first FieldError in err's chain.
 func Field(err error) (string, bool) {
 	var fe *FieldError

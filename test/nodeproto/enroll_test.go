@@ -19,6 +19,7 @@ import (
 	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/enrollment"
+	"berth.dev/core/enrollmentgrpc"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 
@@ -56,7 +57,7 @@ func startEnrollment(t *testing.T, inst *stack.Installation, dropFirst bool) *co
 			}
 			return resp, err
 		}))
-	enrollmentv1.RegisterEnrollmentServiceServer(gs, enrollment.NewServer(enrollment.NewService(st, inst.CA, time.Now, uuid.New)))
+	enrollmentv1.RegisterEnrollmentServiceServer(gs, enrollmentgrpc.NewServer(enrollment.NewService(st, inst.CA, time.Now, uuid.New)))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

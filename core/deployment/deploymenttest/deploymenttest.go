@@ -1,4 +1,8 @@
-package deployment_test
+// Package deploymenttest gives the deployment tests (the logic's and the
+// admin adapter's) a DeploymentService on a fresh database, over a
+// registry of docker and a test-only direct provider that takes a
+// credential.
+package deploymenttest
 
 import (
 	"bytes"
@@ -10,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 
-	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/errdefs"
@@ -18,7 +21,6 @@ import (
 	"berth.dev/sandbox/providercontract"
 	"berth.dev/sandbox/providers"
 
-	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment"
 	"berth.dev/core/secrets"
@@ -28,21 +30,22 @@ import (
 
 const testTimeout = time.Minute
 
-// directKind is a test-only direct provider that takes a credential: the
+// DirectKind is a test-only direct provider that takes a credential: the
 // only registered provider (docker) is a node provider, which takes none.
-const directKind = "direct-test"
+const DirectKind = "direct-test"
 
-// fixture is a DeploymentService on a fresh database, over a registry of
+// Fixture is a DeploymentService on a fresh database, over a registry of
 // docker and the test-only direct provider.
-type fixture struct {
-	svc            *deployment.Service
-	st             *store.Store
-	key            secrets.Key
-	installationID uuid.UUID
-	ctx            context.Context
+type Fixture struct {
+	Svc            *deployment.Service
+	St             *store.Store
+	Key            secrets.Key
+	InstallationID uuid.UUID
+	Ctx            context.Context
 }
 
-func newFixture(t *testing.T) fixture {
+// New returns a Fixture for a parallel test.
+func New(t *testing.T) Fixture {
 	t.Helper()
 	t.Parallel()
 	st := storetest.New(t)
@@ -52,22 +55,23 @@ func newFixture(t *testing.T) fixture {
 	admintest.Must(t, err)
 	key, _, err := secrets.NewKey()
 	admintest.Must(t, err)
-	reg, err := providers.NewRegistry(docker.Registration(), directRegistration())
+	reg, err := providers.NewRegistry(docker.Registration(), DirectRegistration())
 	admintest.Must(t, err)
 	svc, err := deployment.NewService(st, reg, key, inst.ID)
 	admintest.Must(t, err)
-	return fixture{svc: svc, st: st, key: key, installationID: inst.ID, ctx: ctx}
+	return Fixture{Svc: svc, St: st, Key: key, InstallationID: inst.ID, Ctx: ctx}
 }
 
-// generations counts the stored generations.
-func (f fixture) generations(t *testing.T) int {
+// Generations counts the stored generations.
+func (f Fixture) Generations(t *testing.T) int {
 	t.Helper()
 	var n int
-	admintest.Must(t, f.st.Pool().QueryRow(f.ctx, "SELECT count(*) FROM deployment_generations").Scan(&n))
+	admintest.Must(t, f.St.Pool().QueryRow(f.Ctx, "SELECT count(*) FROM deployment_generations").Scan(&n))
 	return n
 }
 
-func defaultSpec() sandbox.Specification {
+// DefaultSpec is a specification every test provider accepts.
+func DefaultSpec() sandbox.Specification {
 	return sandbox.Specification{
 		Resources:   sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},
 		MaxActive:   4,
@@ -75,24 +79,26 @@ func defaultSpec() sandbox.Specification {
 	}
 }
 
-func dockerCandidate() deployment.Candidate {
-	return deployment.Candidate{ProviderKind: "docker", Specification: defaultSpec()}
+// DockerCandidate is a docker selection with DefaultSpec.
+func DockerCandidate() deployment.Candidate {
+	return deployment.Candidate{ProviderKind: "docker", Specification: DefaultSpec()}
 }
 
-func directCandidate(region, token string) deployment.Candidate {
+// DirectCandidate is a selection of the test-only direct provider.
+func DirectCandidate(region, token string) deployment.Candidate {
 	return deployment.Candidate{
-		ProviderKind:  directKind,
+		ProviderKind:  DirectKind,
 		Public:        json.RawMessage(`{"region":"` + region + `"}`),
 		Credential:    json.RawMessage(`{"token":"` + token + `"}`),
-		Specification: defaultSpec(),
+		Specification: DefaultSpec(),
 	}
 }
 
-// directRegistration registers directConfig's adapter as a direct
+// DirectRegistration registers directConfig's adapter as a direct
 // provider. Its constructor is never called here.
-func directRegistration() providerapi.Registration {
+func DirectRegistration() providerapi.Registration {
 	return providerapi.Registration{
-		Kind:                  directKind,
+		Kind:                  DirectKind,
 		Mode:                  providerapi.ModeDirect,
 		ValidateSpecification: func(sandbox.Specification) error { return nil },
 		ValidateResources: func(r sandbox.Resources) error {
@@ -115,7 +121,7 @@ type directConfig struct {
 	token  []byte
 }
 
-func (directConfig) ProviderKind() string { return directKind }
+func (directConfig) ProviderKind() string { return DirectKind }
 
 // directAdapter: public {"region": non-empty string}, credential
 // {"token": non-empty string}, required.
@@ -203,19 +209,3 @@ func (directAdapter) Requirements() sandbox.ConfigurationRequirements {
 func (directAdapter) DiscoverConfiguration(context.Context, sandbox.DiscoveryQuery) (sandbox.Catalog, error) {
 	return sandbox.Catalog{}, &providercontract.UnsupportedError{Operation: "DiscoverConfiguration", Code: "test_no_discovery"}
 }
-
-// client is a real gRPC client of an admin server that serves f's
-// DeploymentService on a loopback port.
-type client struct {
-	adminv1.DeploymentServiceClient
-	token string
-}
-
-func (f fixture) serve(t *testing.T) client {
-	t.Helper()
-	cc, token := admintest.Serve(t, admin.Options{Deployment: deployment.NewServer(f.svc)})
-	return client{DeploymentServiceClient: adminv1.NewDeploymentServiceClient(cc), token: token}
-}
-
-// authed returns ctx carrying the admin bearer token.
-func (c client) authed(ctx context.Context) context.Context { return admintest.Authed(ctx, c.token) }

@@ -1,6 +1,7 @@
-package deployment_test
+package deploymentadmin_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,12 @@ import (
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
+	"berth.dev/core/deployment/deploymenttest"
+	"berth.dev/core/deploymentadmin"
 )
 
 func specProto() *adminv1.Specification {
-	s := defaultSpec()
+	s := deploymenttest.DefaultSpec()
 	return &adminv1.Specification{
 		CpuMillis:   s.Resources.CPUMillis,
 		MemoryBytes: s.Resources.MemoryBytes,
@@ -35,9 +38,9 @@ func object(t *testing.T, m map[string]any) *structpb.Struct {
 }
 
 func TestGRPCPreviewCommitGet(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
 
 	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
 	admintest.Must(t, err)
@@ -71,7 +74,7 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	// A retry with the stale expectation is refused and writes nothing.
 	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: 0})
 	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_generation_moved")
-	if n := f.generations(t); n != 1 {
+	if n := f.Generations(t); n != 1 {
 		t.Fatalf("%d generations, want 1", n)
 	}
 
@@ -80,9 +83,9 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 }
 
 func TestGRPCRejectsInvalidCandidates(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
 	with := func(mutate func(*adminv1.DeploymentCandidate)) *adminv1.DeploymentCandidate {
 		cand := &adminv1.DeploymentCandidate{ProviderKind: "docker", Specification: specProto()}
 		mutate(cand)
@@ -119,18 +122,18 @@ func TestGRPCRejectsInvalidCandidates(t *testing.T) {
 			t.Fatalf("status echoes the credential: %v", err)
 		}
 	}
-	if n := f.generations(t); n != 0 {
+	if n := f.Generations(t); n != 0 {
 		t.Fatalf("rejected candidates wrote %d generations", n)
 	}
 }
 
 func TestGRPCCredentialIsWriteOnly(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
 	const token = "tok-s3cret-grpc"
 	cand := &adminv1.DeploymentCandidate{
-		ProviderKind:  directKind,
+		ProviderKind:  deploymenttest.DirectKind,
 		Configuration: object(t, map[string]any{"region": "eu"}),
 		Credential:    object(t, map[string]any{"token": token}),
 		Specification: specProto(),
@@ -153,6 +156,22 @@ func TestGRPCCredentialIsWriteOnly(t *testing.T) {
 		}
 	}
 	// Without the admin token nothing is served.
-	_, err = c.GetDeployment(f.ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	_, err = c.GetDeployment(f.Ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
 	admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
 }
+
+// client is a real gRPC client of an admin server that serves f's
+// DeploymentService on a loopback port.
+type client struct {
+	adminv1.DeploymentServiceClient
+	token string
+}
+
+func serve(t *testing.T, f deploymenttest.Fixture) client {
+	t.Helper()
+	cc, token := admintest.Serve(t, admin.Options{Deployment: deploymentadmin.NewServer(f.Svc)})
+	return client{DeploymentServiceClient: adminv1.NewDeploymentServiceClient(cc), token: token}
+}
+
+// authed returns ctx carrying the admin bearer token.
+func (c client) authed(ctx context.Context) context.Context { return admintest.Authed(ctx, c.token) }

@@ -1,4 +1,9 @@
-package enrollment
+// Package enrollmentgrpc is the thin gRPC adapter of
+// berth.enrollment.v1.EnrollmentService over core/enrollment, served on
+// Core's public mutual-TLS listener. It only converts the request and the
+// result; its error crosses once, through codec, with a fixed reason and
+// message and never the cause.
+package enrollmentgrpc
 
 import (
 	"context"
@@ -7,21 +12,23 @@ import (
 
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/errgrpc"
+
+	"berth.dev/core/enrollment"
 )
 
-// Server is the gRPC EnrollmentService over Service.
+// Server is the gRPC EnrollmentService over enrollment.Service.
 type Server struct {
 	enrollmentv1.UnimplementedEnrollmentServiceServer
-	svc *Service
+	svc *enrollment.Service
 }
 
 // NewServer returns the gRPC service.
-func NewServer(svc *Service) *Server { return &Server{svc: svc} }
+func NewServer(svc *enrollment.Service) *Server { return &Server{svc: svc} }
 
 // codec is enrollment's one codec: the token refusal first (it wraps
 // ErrFenced), then the shared table; anything else is internal.
 var codec = errgrpc.New(enrollmentv1.ErrorDomain, append([]errgrpc.Row{{
-	Class: ErrRejected, Code: codes.PermissionDenied, Reason: enrollmentv1.ReasonTokenRejected,
+	Class: enrollment.ErrRejected, Code: codes.PermissionDenied, Reason: enrollmentv1.ReasonTokenRejected,
 	Message: "enrollment token rejected: create a new enrollment token and enroll again",
 }}, errgrpc.Common()...), errgrpc.Options{
 	Unknown:      errgrpc.Row{Code: codes.Internal, Reason: "internal", Message: "enrollment failed"},

@@ -1,4 +1,4 @@
-package deployment
+package deploymentadmin
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/deployment"
 )
 
 // maxObjectBytes bounds the JSON of a candidate's configuration and
@@ -22,16 +23,32 @@ const maxObjectBytes = 64 << 10
 
 // NewServer returns s as berth.admin.v1.DeploymentService, for
 // admin.Options.Deployment. It only converts: requests to s's arguments,
-// its results to responses; it returns errors as they are (the admin
-// server converts them once). The credential
-// is input only: no response carries it, only has_credential.
-func NewServer(s *Service) adminv1.DeploymentServiceServer {
+// its results to responses, the logic's field names to request field
+// paths; the admin server converts errors once. The credential is input
+// only: no response carries it, only has_credential.
+func NewServer(s *deployment.Service) adminv1.DeploymentServiceServer {
 	return &server{svc: s}
 }
 
+// requestPaths maps the registry's and the specification's field paths
+// (and the logic's own, "provider.kind", "specification.suspension") to
+// the request's, longest prefix first. A field of no known place is
+// reported on the candidate.
+var requestPaths = admin.FieldPaths{Default: "candidate", Renames: []admin.Rename{
+	{From: "provider.kind", To: "candidate.provider_kind"},
+	{From: "configuration.credential", To: "candidate.credential"},
+	{From: "configuration.public", To: "candidate.configuration"},
+	{From: "configuration", To: "candidate.configuration"},
+	{From: "resources", To: "candidate.specification"},
+	{From: "specification.suspension", To: "candidate.specification.suspension"},
+	{From: "specification", To: "candidate.specification"},
+	{From: "suspension", To: "candidate.specification.suspension"},
+	{From: "expected_generation", To: "expected_generation"},
+}}
+
 type server struct {
 	adminv1.UnimplementedDeploymentServiceServer
-	svc *Service
+	svc *deployment.Service
 }
 
 func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRequest) (*adminv1.GetDeploymentResponse, error) {
@@ -56,7 +73,7 @@ func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDepl
 	}
 	p, err := g.svc.Preview(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, requestPaths.Map(err)
 	}
 	pb, err := deploymentProto(p.Deployment)
 	if err != nil {
@@ -72,7 +89,7 @@ func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploy
 	}
 	d, err := g.svc.Commit(ctx, c, req.GetExpectedGeneration())
 	if err != nil {
-		return nil, err
+		return nil, requestPaths.Map(err)
 	}
 	pb, err := deploymentProto(d)
 	if err != nil {
@@ -83,24 +100,24 @@ func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploy
 
 // candidateFromProto converts a request's candidate. An absent or empty
 // credential object means no credential.
-func candidateFromProto(c *adminv1.DeploymentCandidate) (Candidate, error) {
+func candidateFromProto(c *adminv1.DeploymentCandidate) (deployment.Candidate, error) {
 	if c == nil {
-		return Candidate{}, errdefs.Invalid("candidate", "required")
+		return deployment.Candidate{}, errdefs.Invalid("candidate", "required")
 	}
-	out := Candidate{ProviderKind: c.GetProviderKind()}
+	out := deployment.Candidate{ProviderKind: c.GetProviderKind()}
 	var err error
 	if c.GetConfiguration() != nil {
 		if out.Public, err = objectJSON("candidate.configuration", c.GetConfiguration()); err != nil {
-			return Candidate{}, err
+			return deployment.Candidate{}, err
 		}
 	}
 	if len(c.GetCredential().GetFields()) > 0 {
 		if out.Credential, err = objectJSON("candidate.credential", c.GetCredential()); err != nil {
-			return Candidate{}, err
+			return deployment.Candidate{}, err
 		}
 	}
 	if out.Specification, err = specificationFromProto(c.GetSpecification()); err != nil {
-		return Candidate{}, err
+		return deployment.Candidate{}, err
 	}
 	return out, nil
 }
@@ -150,7 +167,7 @@ func specificationFromProto(s *adminv1.Specification) (sandbox.Specification, er
 	return out, nil
 }
 
-func deploymentProto(d Deployment) (*adminv1.Deployment, error) {
+func deploymentProto(d deployment.Deployment) (*adminv1.Deployment, error) {
 	pb := &adminv1.Deployment{
 		Name:          admin.DeploymentName.Format(),
 		Generation:    d.Generation,
