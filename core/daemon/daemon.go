@@ -245,13 +245,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		return fmt.Errorf("session service: %w", err)
 	}
 	adminSrv := admin.NewServer(admin.Options{
-		TokenDigest: adminDigest,
+		TokenDigest:  adminDigest,
 		Installation: installationadmin.NewServer(installation.New(st, epoch, strings.TrimPrefix(ca.Fingerprint(), "sha256:"), cfg.Version)),
-		Nodes:       nodeadmin.NewServer(nodeSvc, liveness(manager)),
-		Deployment:  deploymentadmin.NewServer(deploySvc),
-		Sessions:    sessionadmin.NewSessionServer(sessionAdmin),
-		Allocations: sessionadmin.NewAllocationServer(sessionAdmin),
-		Turns:       turnadmin.New(turnSvc, pages),
+		Nodes:        nodeadmin.NewServer(nodeSvc, liveness(manager)),
+		Deployment:   deploymentadmin.NewServer(deploySvc),
+		Sessions:     sessionadmin.NewSessionServer(sessionAdmin),
+		Allocations:  sessionadmin.NewAllocationServer(sessionAdmin),
+		Turns:        turnadmin.New(turnSvc, pages),
 	})
 	adminLis, err := net.Listen("tcp", cfg.AdminListen)
 	if err != nil {
