@@ -113,47 +113,47 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 	cases := []struct {
 		name  string
 		c     deployment.Candidate
-		field string
+		field string // the logic's own name; the adapter maps it
 	}{
-		{"no kind", deployment.Candidate{Specification: deploymenttest.DefaultSpec()}, "candidate.provider_kind"},
-		{"unknown kind", deployment.Candidate{ProviderKind: "nope", Specification: deploymenttest.DefaultSpec()}, "candidate.provider_kind"},
-		{"cpu low", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = 10 }), "candidate.specification.cpu_millis"},
-		{"cpu high", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = sandbox.MaxCPUMillis + 1 }), "candidate.specification.cpu_millis"},
-		{"memory", withSpec(func(s *sandbox.Specification) { s.Resources.MemoryBytes = 1 }), "candidate.specification.memory_bytes"},
-		{"disk", withSpec(func(s *sandbox.Specification) { s.Resources.DiskBytes = sandbox.MaxDiskBytes + 1 }), "candidate.specification.disk_bytes"},
-		{"max active", withSpec(func(s *sandbox.Specification) { s.MaxActive = 0 }), "candidate.specification.max_active"},
-		{"max retained", withSpec(func(s *sandbox.Specification) { s.MaxRetained = -1 }), "candidate.specification.max_retained"},
+		{"no kind", deployment.Candidate{Specification: deploymenttest.DefaultSpec()}, "provider.kind"},
+		{"unknown kind", deployment.Candidate{ProviderKind: "nope", Specification: deploymenttest.DefaultSpec()}, "provider.kind"},
+		{"cpu low", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = 10 }), "resources.cpu_millis"},
+		{"cpu high", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = sandbox.MaxCPUMillis + 1 }), "resources.cpu_millis"},
+		{"memory", withSpec(func(s *sandbox.Specification) { s.Resources.MemoryBytes = 1 }), "resources.memory_bytes"},
+		{"disk", withSpec(func(s *sandbox.Specification) { s.Resources.DiskBytes = sandbox.MaxDiskBytes + 1 }), "resources.disk_bytes"},
+		{"max active", withSpec(func(s *sandbox.Specification) { s.MaxActive = 0 }), "specification.max_active"},
+		{"max retained", withSpec(func(s *sandbox.Specification) { s.MaxRetained = -1 }), "specification.max_retained"},
 		{"idle", withSpec(func(s *sandbox.Specification) {
 			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Second, Retention: 2 * time.Hour}
-		}), "candidate.specification.suspension.idle"},
+		}), "suspension.idle"},
 		{"retention", withSpec(func(s *sandbox.Specification) {
 			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: time.Hour + time.Millisecond}
-		}), "candidate.specification.suspension.retention"},
+		}), "suspension.retention"},
 		{"suspension without checkpoint support", withSpec(func(s *sandbox.Specification) {
 			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: 2 * time.Hour}
-		}), "candidate.specification.suspension"},
-		{"docker public object", deployment.Candidate{ProviderKind: "docker", Public: json.RawMessage(`{"socket":"/x"}`), Specification: deploymenttest.DefaultSpec()}, "candidate.configuration"},
-		{"docker credential", deployment.Candidate{ProviderKind: "docker", Credential: json.RawMessage(`{"token":"s3cret-value"}`), Specification: deploymenttest.DefaultSpec()}, "candidate.credential"},
+		}), "specification.suspension"},
+		{"docker public object", deployment.Candidate{ProviderKind: "docker", Public: json.RawMessage(`{"socket":"/x"}`), Specification: deploymenttest.DefaultSpec()}, "configuration.public"},
+		{"docker credential", deployment.Candidate{ProviderKind: "docker", Credential: json.RawMessage(`{"token":"s3cret-value"}`), Specification: deploymenttest.DefaultSpec()}, "configuration.credential"},
 		{"provider resource validator", func() deployment.Candidate {
 			c := deploymenttest.DirectCandidate("eu", "tok")
 			c.Specification.Resources.CPUMillis = 9000
 			return c
-		}(), "candidate.specification.cpu_millis"},
+		}(), "resources.cpu_millis"},
 		{"direct without credential", func() deployment.Candidate {
 			c := deploymenttest.DirectCandidate("eu", "tok")
 			c.Credential = nil
 			return c
-		}(), "candidate.credential"},
+		}(), "configuration.credential"},
 		{"direct bad credential", func() deployment.Candidate {
 			c := deploymenttest.DirectCandidate("eu", "tok")
 			c.Credential = json.RawMessage(`{"password":"s3cret-value"}`)
 			return c
-		}(), "candidate.credential.token"},
+		}(), "configuration.credential.token"},
 		{"direct bad public", func() deployment.Candidate {
 			c := deploymenttest.DirectCandidate("eu", "tok")
 			c.Public = json.RawMessage(`{}`)
 			return c
-		}(), "candidate.configuration.region"},
+		}(), "configuration.public.region"},
 	}
 	for _, tc := range cases {
 		_, err := f.Svc.Preview(f.Ctx, tc.c)
