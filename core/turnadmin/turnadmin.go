@@ -95,8 +95,23 @@ func SubmitRequest(req *adminv1.SubmitTurnRequest) (turns.SubmitRequest, error) 
 	} else {
 		r.QueueTimeout = d
 	}
-	return r, r.Validate()
+	return r, requestPaths.Map(r.Validate())
 }
+
+// requestPaths maps the logic's field names to the request's.
+var requestPaths = admin.FieldPaths{Renames: []admin.Rename{
+	{From: "session_id", To: "parent"},
+	{From: "command.argv", To: "turn.command.argv.args"},
+	{From: "command.script", To: "turn.command.shell_script"},
+	{From: "command", To: "turn.command"},
+	{From: "working_directory", To: "turn.working_directory"},
+	{From: "env", To: "turn.env"},
+	{From: "stdin", To: "turn.stdin"},
+	{From: "timeout", To: "turn.timeout"},
+	{From: "queue_timeout", To: "turn.queue_timeout"},
+	{From: "stdout_from", To: "stdout_offset"},
+	{From: "stderr_from", To: "stderr_offset"},
+}}
 
 func duration(field string, d *durationpb.Duration) (time.Duration, error) {
 	if d == nil {
@@ -135,7 +150,7 @@ func (g *Server) SubmitTurn(ctx context.Context, req *adminv1.SubmitTurnRequest)
 	}
 	t, err := g.turns.Submit(ctx, r)
 	if err != nil {
-		return nil, fmt.Errorf("submit turn: %w", err)
+		return nil, requestPaths.Map(fmt.Errorf("submit turn: %w", err))
 	}
 	return &adminv1.SubmitTurnResponse{Turn: Proto(t)}, nil
 }
@@ -196,12 +211,6 @@ func (g *Server) StreamTurnOutput(req *adminv1.StreamTurnOutputRequest, s grpc.S
 	if err != nil {
 		return err
 	}
-	if req.GetStdoutOffset() < 0 {
-		return errdefs.Invalid("stdout_offset", "must not be negative")
-	}
-	if req.GetStderrOffset() < 0 {
-		return errdefs.Invalid("stderr_offset", "must not be negative")
-	}
 	err = g.turns.StreamOutput(s.Context(), sess, id, req.GetStdoutOffset(), req.GetStderrOffset(), func(c turns.Chunk) error {
 		stream := adminv1.OutputStream_OUTPUT_STREAM_STDOUT
 		if c.Stream == store.StreamStderr {
@@ -213,7 +222,7 @@ func (g *Server) StreamTurnOutput(req *adminv1.StreamTurnOutputRequest, s grpc.S
 		if s.Context().Err() != nil {
 			return s.Context().Err()
 		}
-		return fmt.Errorf("stream turn output: %w", err)
+		return requestPaths.Map(fmt.Errorf("stream turn output: %w", err))
 	}
 	return nil
 }

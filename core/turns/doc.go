@@ -1,11 +1,16 @@
 // Package turns is the logic of Turns: validating and queueing them for a
 // Session (with their environment and stdin sealed at rest), reading,
 // listing and cancelling them, streaming their recorded output, and the
-// sweeper that fails Turns no Runtime picked up in time. The Runtime
-// gateway (core/gateway) delivers them; the admin API (core/turnadmin)
-// exposes them.
+// sweeper that fails Turns no Runtime picked up in time, and recording what
+// a Runtime reports (runtime.go). The Runtime gateway (core/gateway)
+// delivers them and reports through this package; the admin API
+// (core/turnadmin) exposes them.
 //
 // Rules:
+//   - This package is the one writer of Turn state, and the one that
+//     wakes whoever waits on a Turn or a Session.
+//   - Errors name the logic's own fields ("command.argv", "env"); the
+//     adapter maps them to request paths.
 //   - A Turn runs at most once: it is queued once per request id, claimed
 //     once, and a Turn whose connection ends before its result becomes
 //     unconfirmed, never queued again.

@@ -92,29 +92,29 @@ func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() 
 func (r *SubmitRequest) Validate() error {
 	switch {
 	case r.SessionID == uuid.Nil:
-		return errdefs.Invalid("parent", "must name a Session")
+		return errdefs.Invalid("session_id", "must name a Session")
 	case r.RequestID == uuid.Nil:
 		return errdefs.Invalid("request_id", "must be a UUID")
 	}
 	c := r.Command
 	switch {
 	case c.Argv != nil && c.Script != nil, c.Argv == nil && c.Script == nil:
-		return errdefs.Invalid("turn.command", "exactly one of argv and shell_script")
+		return errdefs.Invalid("command", "exactly one of argv and shell_script")
 	case c.Argv != nil:
 		if len(c.Argv) == 0 || len(c.Argv) > MaxArgs {
-			return errdefs.Invalid("turn.command.argv.args", fmt.Sprintf("must have 1 to %d arguments", MaxArgs))
+			return errdefs.Invalid("command.argv", fmt.Sprintf("must have 1 to %d arguments", MaxArgs))
 		}
 		if c.Argv[0] == "" {
-			return errdefs.Invalid("turn.command.argv.args", "the program must not be empty")
+			return errdefs.Invalid("command.argv", "the program must not be empty")
 		}
 		for _, a := range c.Argv {
 			if len(a) > MaxArgBytes || !cleanText(a) {
-				return errdefs.Invalid("turn.command.argv.args", "each argument must be UTF-8 without NUL, at most 64 KiB")
+				return errdefs.Invalid("command.argv", "each argument must be UTF-8 without NUL, at most 64 KiB")
 			}
 		}
 	default:
 		if *c.Script == "" || len(*c.Script) > MaxScriptBytes || !cleanText(*c.Script) {
-			return errdefs.Invalid("turn.command.shell_script", "must be 1 byte to 256 KiB of UTF-8 without NUL")
+			return errdefs.Invalid("command.script", "must be 1 byte to 256 KiB of UTF-8 without NUL")
 		}
 	}
 	if r.WorkingDirectory == "" {
@@ -123,35 +123,35 @@ func (r *SubmitRequest) Validate() error {
 	wd := r.WorkingDirectory
 	if len(wd) > 4096 || !cleanText(wd) || !path.IsAbs(wd) || path.Clean(wd) != wd ||
 		(wd != WorkspaceRoot && !strings.HasPrefix(wd, WorkspaceRoot+"/")) {
-		return errdefs.Invalid("turn.working_directory", "must be a clean absolute path under /workspace")
+		return errdefs.Invalid("working_directory", "must be a clean absolute path under /workspace")
 	}
 	if len(r.Env) > MaxEnv {
-		return errdefs.Invalid("turn.env", fmt.Sprintf("at most %d variables", MaxEnv))
+		return errdefs.Invalid("env", fmt.Sprintf("at most %d variables", MaxEnv))
 	}
 	for k, v := range r.Env {
 		switch {
 		case !envName.MatchString(k) || len(k) > 256:
-			return errdefs.Invalid("turn.env", "names must match [A-Za-z_][A-Za-z0-9_]*")
+			return errdefs.Invalid("env", "names must match [A-Za-z_][A-Za-z0-9_]*")
 		case strings.HasPrefix(strings.ToUpper(k), ReservedEnvPrefix):
-			return errdefs.Invalid("turn.env", "names starting with BERTH_ are reserved")
+			return errdefs.Invalid("env", "names starting with BERTH_ are reserved")
 		case len(v) > MaxEnvBytes || !cleanText(v):
-			return errdefs.Invalid("turn.env", "values must be UTF-8 without NUL, at most 64 KiB")
+			return errdefs.Invalid("env", "values must be UTF-8 without NUL, at most 64 KiB")
 		}
 	}
 	if len(r.Stdin) > MaxStdinBytes {
-		return errdefs.Invalid("turn.stdin", "at most 1 MiB")
+		return errdefs.Invalid("stdin", "at most 1 MiB")
 	}
 	switch {
 	case r.Timeout == 0:
 		r.Timeout = DefaultTimeout
 	case r.Timeout < time.Second || r.Timeout > MaxTimeout:
-		return errdefs.Invalid("turn.timeout", "must be between 1s and 24h")
+		return errdefs.Invalid("timeout", "must be between 1s and 24h")
 	}
 	switch {
 	case r.QueueTimeout == 0:
 		r.QueueTimeout = DefaultQueueTimeout
 	case r.QueueTimeout < time.Second || r.QueueTimeout > MaxQueueTimeout:
-		return errdefs.Invalid("turn.queue_timeout", "must be between 1s and 1h")
+		return errdefs.Invalid("queue_timeout", "must be between 1s and 1h")
 	}
 	return nil
 }
@@ -279,8 +279,11 @@ const pollInterval = 500 * time.Millisecond
 // recorded, then what arrives, until the Turn is terminal and everything
 // recorded was sent, or ctx ends.
 func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID, stdoutFrom, stderrFrom int64, send func(Chunk) error) error {
-	if stdoutFrom < 0 || stderrFrom < 0 {
-		return errdefs.Invalid("offset", "must not be negative")
+	if stdoutFrom < 0 {
+		return errdefs.Invalid("stdout_from", "must not be negative")
+	}
+	if stderrFrom < 0 {
+		return errdefs.Invalid("stderr_from", "must not be negative")
 	}
 	if _, err := s.Get(ctx, sessionID, turnID); err != nil {
 		return err

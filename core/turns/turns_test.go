@@ -27,31 +27,31 @@ func TestValidateNamesTheField(t *testing.T) {
 		field string
 		edit  func(*turns.SubmitRequest)
 	}{
-		{"parent", func(r *turns.SubmitRequest) { r.SessionID = uuid.Nil }},
+		{"session_id", func(r *turns.SubmitRequest) { r.SessionID = uuid.Nil }},
 		{"request_id", func(r *turns.SubmitRequest) { r.RequestID = uuid.Nil }},
-		{"turn.command", func(r *turns.SubmitRequest) { r.Command = turns.Command{} }},
-		{"turn.command", func(r *turns.SubmitRequest) { r.Command.Argv = []string{"x"} }},
-		{"turn.command.argv.args", func(r *turns.SubmitRequest) { r.Command = turns.Command{Argv: []string{}} }},
-		{"turn.command.argv.args", func(r *turns.SubmitRequest) { r.Command = turns.Command{Argv: []string{""}} }},
-		{"turn.command.argv.args", func(r *turns.SubmitRequest) { r.Command = turns.Command{Argv: []string{"a", "b\x00"}} }},
-		{"turn.command.shell_script", func(r *turns.SubmitRequest) { r.Command = script("") }},
-		{"turn.command.shell_script", func(r *turns.SubmitRequest) { r.Command = script("\xff") }},
-		{"turn.command.shell_script", func(r *turns.SubmitRequest) {
+		{"command", func(r *turns.SubmitRequest) { r.Command = turns.Command{} }},
+		{"command", func(r *turns.SubmitRequest) { r.Command.Argv = []string{"x"} }},
+		{"command.argv", func(r *turns.SubmitRequest) { r.Command = turns.Command{Argv: []string{}} }},
+		{"command.argv", func(r *turns.SubmitRequest) { r.Command = turns.Command{Argv: []string{""}} }},
+		{"command.argv", func(r *turns.SubmitRequest) { r.Command = turns.Command{Argv: []string{"a", "b\x00"}} }},
+		{"command.script", func(r *turns.SubmitRequest) { r.Command = script("") }},
+		{"command.script", func(r *turns.SubmitRequest) { r.Command = script("\xff") }},
+		{"command.script", func(r *turns.SubmitRequest) {
 			r.Command = script(strings.Repeat("x", turns.MaxScriptBytes+1))
 		}},
-		{"turn.working_directory", func(r *turns.SubmitRequest) { r.WorkingDirectory = "/etc" }},
-		{"turn.working_directory", func(r *turns.SubmitRequest) { r.WorkingDirectory = "/workspace/../etc" }},
-		{"turn.working_directory", func(r *turns.SubmitRequest) { r.WorkingDirectory = "workspace" }},
-		{"turn.working_directory", func(r *turns.SubmitRequest) { r.WorkingDirectory = "/workspacex" }},
-		{"turn.env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"BERTH_X": "1"} }},
-		{"turn.env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"berth_x": "1"} }},
-		{"turn.env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"1X": "1"} }},
-		{"turn.env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"X=Y": "1"} }},
-		{"turn.env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"X": "a\x00b"} }},
-		{"turn.stdin", func(r *turns.SubmitRequest) { r.Stdin = make([]byte, turns.MaxStdinBytes+1) }},
-		{"turn.timeout", func(r *turns.SubmitRequest) { r.Timeout = time.Millisecond }},
-		{"turn.timeout", func(r *turns.SubmitRequest) { r.Timeout = 25 * time.Hour }},
-		{"turn.queue_timeout", func(r *turns.SubmitRequest) { r.QueueTimeout = 2 * time.Hour }},
+		{"working_directory", func(r *turns.SubmitRequest) { r.WorkingDirectory = "/etc" }},
+		{"working_directory", func(r *turns.SubmitRequest) { r.WorkingDirectory = "/workspace/../etc" }},
+		{"working_directory", func(r *turns.SubmitRequest) { r.WorkingDirectory = "workspace" }},
+		{"working_directory", func(r *turns.SubmitRequest) { r.WorkingDirectory = "/workspacex" }},
+		{"env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"BERTH_X": "1"} }},
+		{"env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"berth_x": "1"} }},
+		{"env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"1X": "1"} }},
+		{"env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"X=Y": "1"} }},
+		{"env", func(r *turns.SubmitRequest) { r.Env = map[string]string{"X": "a\x00b"} }},
+		{"stdin", func(r *turns.SubmitRequest) { r.Stdin = make([]byte, turns.MaxStdinBytes+1) }},
+		{"timeout", func(r *turns.SubmitRequest) { r.Timeout = time.Millisecond }},
+		{"timeout", func(r *turns.SubmitRequest) { r.Timeout = 25 * time.Hour }},
+		{"queue_timeout", func(r *turns.SubmitRequest) { r.QueueTimeout = 2 * time.Hour }},
 	} {
 		r := ok()
 		tc.edit(&r)
