@@ -21,11 +21,13 @@ func TestSubmitRequestNamesRequestFields(t *testing.T) {
 		return &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: args}}}
 	}
 	for field, edit := range map[string]func(*adminv1.SubmitTurnRequest){
-		"turn.command.argv.args":    func(r *adminv1.SubmitTurnRequest) { r.Turn.Command = argv("") },
-		"turn.command.shell_script": func(r *adminv1.SubmitTurnRequest) { r.Turn.Command.Program = &adminv1.Command_ShellScript{ShellScript: "a\x00b"} },
-		"turn.working_directory":    func(r *adminv1.SubmitTurnRequest) { r.Turn.WorkingDirectory = "/etc" },
-		"turn.env":                  func(r *adminv1.SubmitTurnRequest) { r.Turn.Env = map[string]string{"BERTH_X": "1"} },
-		"turn.stdin":                func(r *adminv1.SubmitTurnRequest) { r.Turn.Stdin = make([]byte, 1<<20+1) },
+		"turn.command.argv.args": func(r *adminv1.SubmitTurnRequest) { r.Turn.Command = argv("") },
+		"turn.command.shell_script": func(r *adminv1.SubmitTurnRequest) {
+			r.Turn.Command.Program = &adminv1.Command_ShellScript{ShellScript: "a\x00b"}
+		},
+		"turn.working_directory": func(r *adminv1.SubmitTurnRequest) { r.Turn.WorkingDirectory = "/etc" },
+		"turn.env":               func(r *adminv1.SubmitTurnRequest) { r.Turn.Env = map[string]string{"BERTH_X": "1"} },
+		"turn.stdin":             func(r *adminv1.SubmitTurnRequest) { r.Turn.Stdin = make([]byte, 1<<20+1) },
 	} {
 		r := ok()
 		edit(r)
