@@ -212,7 +212,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		return fmt.Errorf("public listener: %w", err)
 	}
 
-	manager := nodes.NewManager(st, coreClient, ca.Certificate(), epoch, log, cfg.NodeInterval)
+	// Every lifecycle write (Session creation and deletion, the workers'
+	// claims, outcomes, cleanup and release, Turn claims and sweeps,
+	// Runtime admission, node presence) goes through the owner-bound
+	// store and is fenced by this Core's owner epoch in its own
+	// transaction, so a Core whose lease another took over stops writing
+	// before it notices the loss itself.
+	owned := st.AsOwner(epoch)
+	manager := nodes.NewManager(owned, coreClient, ca.Certificate(), log, cfg.NodeInterval)
 	pages, err := admin.NewPageTokens(masterKey.Derive("admin-page-tokens"))
 	if err != nil {
 		return fmt.Errorf("page tokens: %w", err)
@@ -229,17 +236,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
-	// Every lifecycle write (Session creation and deletion, the workers'
-	// claims, outcomes, cleanup and release) is fenced by this Core's owner
-	// epoch in its own transaction, so a Core whose lease another took
-	// over stops writing before it notices the loss itself.
-	owned := st.WithOwner(epoch)
 	sessionSvc := sessions.New(owned, masterKey, inst.ID, uuid.New)
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
 		Store: owned, Key: masterKey, Installation: inst, Log: log, Interval: cfg.LifecycleInterval, NewID: uuid.New,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return manager.Provider(id) },
 	})
-	turnSvc := turns.New(st, masterKey, inst.ID, uuid.New, turns.NewHub())
+	turnSvc := turns.New(owned, masterKey, inst.ID, uuid.New, turns.NewHub())
 	sessionAdmin, err := sessionadmin.NewService(sessionSvc, st, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
@@ -265,7 +267,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		MinTime: 10 * time.Second, PermitWithoutStream: true,
 	}))
 	gateway.New(gateway.Config{
-		Store: st, Turns: turnSvc, OwnerEpoch: epoch, NewID: uuid.New, Keepalive: cfg.RuntimeKeepalive,
+		Store: owned, Turns: turnSvc, NewID: uuid.New, Keepalive: cfg.RuntimeKeepalive,
 		Log: log.With("component", "gateway"),
 	}).Register(runtimeSrv)
 	var runtimeLis net.Listener
@@ -286,7 +288,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		runtimeAddr = runtimeLis.Addr().String()
 		go func() { errc <- runtimeSrv.Serve(runtimeLis) }()
 	}
-	go turnSvc.Sweep(ctx, epoch, log.With("component", "turns"))
+	go turnSvc.Sweep(ctx, log.With("component", "turns"))
 	managerDone := make(chan struct{})
 	go func() { manager.Run(ctx); close(managerDone) }()
 	// One lifecycle worker per enabled node, kept while Core runs.

@@ -20,6 +20,12 @@ import (
 	"berth.dev/core/store"
 )
 
+// Store is what the deployment logic reads and writes.
+type Store interface {
+	CurrentGeneration(ctx context.Context) (store.Generation, error)
+	CommitGeneration(ctx context.Context, expectedCurrent uint64, g store.NewGeneration) (store.Generation, error)
+}
+
 // errGenerationMoved refuses a commit whose expected generation is no
 // longer the current one.
 var errGenerationMoved = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_generation_moved",
@@ -67,7 +73,7 @@ type Preview struct {
 
 // Service is the logic of berth.admin.v1.DeploymentService.
 type Service struct {
-	store          *store.Store
+	store          Store
 	registry       *providers.Registry
 	key            secrets.Key
 	installationID uuid.UUID
@@ -76,7 +82,7 @@ type Service struct {
 // NewService returns the DeploymentService logic over st and registry.
 // key is the master key that seals credentials; installationID is the
 // installation identity every sealed credential is bound to.
-func NewService(st *store.Store, registry *providers.Registry, key secrets.Key, installationID uuid.UUID) (*Service, error) {
+func NewService(st Store, registry *providers.Registry, key secrets.Key, installationID uuid.UUID) (*Service, error) {
 	switch {
 	case st == nil:
 		return nil, errors.New("deployment: no store")

@@ -26,6 +26,13 @@ import (
 	"berth.dev/core/store"
 )
 
+// Store is what enrollment reads and writes.
+type Store interface {
+	ConsumeEnrollmentToken(ctx context.Context, id string, secretHash []byte, nodeID uuid.UUID, publicKeyHash []byte) (store.ConsumeResult, error)
+	CreateNode(ctx context.Context, id uuid.UUID, address string, certDER []byte, fingerprint string, publicKeyHash []byte) (store.Node, error)
+	GetNode(ctx context.Context, id uuid.UUID) (store.Node, error)
+}
+
 // CertificateValidity is how long a node certificate is valid.
 const CertificateValidity = 180 * 24 * time.Hour
 
@@ -44,7 +51,7 @@ type Result struct {
 
 // Service enrolls nodes.
 type Service struct {
-	store *store.Store
+	store Store
 	ca    *nodetls.CA
 	now   func() time.Time
 	newID func() uuid.UUID
@@ -52,7 +59,7 @@ type Service struct {
 
 // NewService returns the enrollment service of the installation whose CA is
 // ca. now and newID are the clock and id source.
-func NewService(st *store.Store, ca *nodetls.CA, now func() time.Time, newID func() uuid.UUID) *Service {
+func NewService(st Store, ca *nodetls.CA, now func() time.Time, newID func() uuid.UUID) *Service {
 	return &Service{store: st, ca: ca, now: now, newID: newID}
 }
 

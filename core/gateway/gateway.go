@@ -19,6 +19,18 @@ import (
 	"berth.dev/core/turns"
 )
 
+// Store is what the gateway reads and writes of Runtime connections: the
+// owner-bound store, because admission is fenced by the owner epoch.
+// Turn state it records only through core/turns.
+type Store interface {
+	AcceptRuntime(ctx context.Context, p store.AcceptRuntimeParams) (store.RuntimeGrant, error)
+	MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (store.RuntimeConnection, error)
+	TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error
+	GetRuntimeConnection(ctx context.Context, id uuid.UUID) (store.RuntimeConnection, error)
+	CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
+	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+}
+
 // Defaults of Config.
 const (
 	DefaultKeepalive  = 15 * time.Second
@@ -36,11 +48,9 @@ const (
 
 // Config configures a Gateway.
 type Config struct {
-	Store *store.Store
+	Store Store
 	Turns *turns.Service
-	// OwnerEpoch is this Core's owner epoch.
-	OwnerEpoch uint64
-	NewID      func() uuid.UUID
+	NewID func() uuid.UUID
 	// Keepalive is the interval of service keepalives (DefaultKeepalive
 	// when 0).
 	Keepalive time.Duration
@@ -171,7 +181,7 @@ func (g *Gateway) accept(ctx context.Context, h *runtimev1.Hello) (store.Runtime
 	for {
 		grant, err := g.cfg.Store.AcceptRuntime(ctx, store.AcceptRuntimeParams{
 			ConnectionID: g.cfg.NewID(), DeviceID: device, Credential: []byte(h.GetCredential()),
-			OwnerEpoch: g.cfg.OwnerEpoch, RuntimeVersion: h.GetRuntimeVersion(),
+			RuntimeVersion: h.GetRuntimeVersion(),
 		})
 		switch {
 		case err == nil:
@@ -346,7 +356,7 @@ func (c *conn) dispatch(ctx context.Context, woken bool) error {
 		}
 		return nil
 	}
-	t, ok, err := c.g.cfg.Turns.Claim(ctx, c.grant.SessionID, c.id(), c.g.cfg.OwnerEpoch)
+	t, ok, err := c.g.cfg.Turns.Claim(ctx, c.grant.SessionID, c.id())
 	if err != nil {
 		return c.storeErr("claim turn", err)
 	}

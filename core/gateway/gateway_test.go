@@ -25,7 +25,7 @@ import (
 // fixture is a gateway over a real PostgreSQL with one running Session,
 // served on loopback gRPC; the test plays the Runtime.
 type fixture struct {
-	st      *store.Store
+	st      *store.Owner
 	turns   *turns.Service
 	client  runtimev1.RuntimeGatewayServiceClient
 	session store.SessionBundle
@@ -41,7 +41,6 @@ func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	epoch := st.OwnerEpoch()
 	key, _, err := secrets.NewKey()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +48,7 @@ func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	b, cred := storetest.RunningSession(t, st)
 	ts := turns.New(st, key, inst.ID, uuid.New, turns.NewHub())
 	srv := grpc.NewServer()
-	gateway.New(gateway.Config{Store: st, Turns: ts, OwnerEpoch: epoch, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
+	gateway.New(gateway.Config{Store: st, Turns: ts, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +60,7 @@ func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return &fixture{st: st, turns: ts, client: runtimev1.NewRuntimeGatewayServiceClient(cc), session: b, cred: cred, epoch: epoch}
+	return &fixture{st: st, turns: ts, client: runtimev1.NewRuntimeGatewayServiceClient(cc), session: b, cred: cred, epoch: st.Epoch()}
 }
 
 type rt = grpc.BidiStreamingClient[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
@@ -209,7 +208,7 @@ func TestTurnsAreDeliveredOnceInOrderAfterPreparation(t *testing.T) {
 	}
 }
 
-func waitState(t *testing.T, st *store.Store, id uuid.UUID, want store.TurnState) {
+func waitState(t *testing.T, st *store.Owner, id uuid.UUID, want store.TurnState) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -47,7 +47,7 @@ type node struct {
 }
 
 type env struct {
-	st    *store.Store
+	st    *store.Owner
 	inst  store.Installation
 	cfg   lifecycle.Config
 	svc   *sessions.Service
@@ -59,10 +59,10 @@ type env struct {
 func newEnv(t *testing.T, nodes int) *env {
 	t.Helper()
 	ctx := context.Background()
-	st := storetest.New(t)
-	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example:8443")
+	base := storetest.New(t)
+	inst, err := base.ClaimInstallation(ctx, uuid.New(), "https://core.example:8443")
 	must(t, err)
-	st = storetest.Owner(t, st)
+	st := storetest.Owner(t, base)
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
@@ -72,7 +72,7 @@ func newEnv(t *testing.T, nodes int) *env {
 	must(t, err)
 	e := &env{st: st, inst: inst, nodes: map[uuid.UUID]*node{}}
 	for range nodes {
-		n := &node{id: storetest.EnabledNode(t, st), srv: dockertest.Start(t)}
+		n := &node{id: storetest.EnabledNode(t, base), srv: dockertest.Start(t)}
 		n.srv.PutImage(fixtureImage)
 		cli, err := docker.NewClient(n.srv.Host())
 		must(t, err)
@@ -113,7 +113,7 @@ func (e *env) createBundle(t *testing.T, on uuid.UUID) store.SessionBundle {
 	for id := range e.nodes {
 		storetest.Present(t, e.st, id, gen.Generation)
 		if id != on {
-			storetest.Absent(t, e.st, id)
+			storetest.Absent(t, e.st.Store, id)
 		}
 	}
 	e.place = on
@@ -646,7 +646,7 @@ func TestSupersededWorkerSendsNoCreate(t *testing.T) {
 		t.Fatalf("allocation changed under a superseded owner: %+v", a)
 	}
 	cfg := e.cfg
-	cfg.Store = e.st.WithOwner(epoch)
+	cfg.Store = e.st.AsOwner(epoch)
 	pass(t, lifecycle.NewWorker(cfg, n.id))
 	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationRunning {
 		t.Fatalf("the new owner's worker: %+v", a)

@@ -26,7 +26,7 @@
 //     (store.ResolveCreateFailure), and after store.MaxCreateAttempts
 //     settled failures the Environment is recorded failed instead.
 //   - Every store write is fenced by Core's owner epoch (the Store is bound
-//     with store.Store.WithOwner): once another Core holds the execution
+//     with store.Store.AsOwner): once another Core holds the execution
 //     lease a write is store.ErrSuperseded, and the pass stops there.
 package lifecycle
 
@@ -46,6 +46,22 @@ import (
 	"berth.dev/sandbox/errdefs"
 )
 
+// Store is what a lifecycle worker reads and writes: the owner-bound
+// store, because every lifecycle write is fenced by the owner epoch.
+type Store interface {
+	GetGeneration(ctx context.Context, n uint64) (store.Generation, error)
+	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+	GetAllocationCredential(ctx context.Context, id uuid.UUID) (store.SealedCredential, error)
+	ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Allocation, error)
+	ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Pending, error)
+	AllocatePending(ctx context.Context, p store.PendingAllocationParams) (store.Allocation, error)
+	ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (store.Allocation, error)
+	RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision int64, o store.CreateOutcome) (store.Allocation, error)
+	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
+	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
+	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+}
+
 // Defaults of Config.
 const (
 	DefaultCallTimeout = 2 * time.Minute
@@ -60,8 +76,8 @@ type ProviderFunc func(nodeID uuid.UUID) (sandbox.SandboxProvider, error)
 
 // Config is shared by the Coordinator and its workers.
 type Config struct {
-	// Store must act for Core's owner epoch (store.Store.WithOwner).
-	Store *store.Store
+	// Store must act for Core's owner epoch (a *store.Owner, store.Store.AsOwner).
+	Store Store
 	// Key opens the sealed device credentials.
 	Key secrets.Key
 	// Installation gives the credentials' binding (ID) and the Runtime's

@@ -1,11 +1,14 @@
 package nodeadmin
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"berth.dev/sandbox/errdefs"
 
@@ -13,9 +16,23 @@ import (
 	"berth.dev/core/store"
 )
 
+// Store is what the node and enrollment-token admin logic reads and
+// writes (no lifecycle write: nothing here is fenced by the owner epoch).
+type Store interface {
+	GetNode(ctx context.Context, id uuid.UUID) (store.Node, error)
+	ListNodesByAge(ctx context.Context, pageSize int, after store.NodeCursor, includeRemoved bool) (page []store.Node, next store.NodeCursor, err error)
+	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState) (store.Node, error)
+	NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error)
+	EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error)
+	CreateRequestedEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte, ttl time.Duration) (tok store.EnrollmentToken, created bool, err error)
+	ReissueEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte) (store.EnrollmentToken, error)
+	RevokeActiveEnrollmentToken(ctx context.Context, id string) (store.EnrollmentToken, error)
+	ListEnrollmentTokensByAge(ctx context.Context, pageSize int, after store.TokenCursor, includeInactive bool) (page []store.EnrollmentToken, next store.TokenCursor, err error)
+}
+
 // Service is the logic of berth.admin.v1.NodeService.
 type Service struct {
-	store         *store.Store
+	store         Store
 	caFingerprint string
 	pages         *admin.PageTokens
 	now           func() time.Time
@@ -26,7 +43,7 @@ type Service struct {
 // nodetls.Fingerprint), which every token pins; pages mints and checks
 // the list calls' page tokens (its key must outlive restarts); now is the
 // clock that stamps token issuance.
-func NewService(st *store.Store, caFingerprint string, pages *admin.PageTokens, now func() time.Time) (*Service, error) {
+func NewService(st Store, caFingerprint string, pages *admin.PageTokens, now func() time.Time) (*Service, error) {
 	switch {
 	case st == nil:
 		return nil, errors.New("nodeadmin: no store")

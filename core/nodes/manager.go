@@ -17,6 +17,17 @@ import (
 	"berth.dev/core/store"
 )
 
+// Store is what the node manager reads and writes: the owner-bound store,
+// because presence is recorded under the owner epoch.
+type Store interface {
+	// Epoch is the owner epoch the manager speaks for on every node
+	// connection and records presence under.
+	Epoch() uint64
+	ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (page []store.Node, next uuid.UUID, err error)
+	RecordNodePresence(ctx context.Context, p store.NodePresence) error
+	MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error
+}
+
 // PresenceWindow is how recent a node's last health report must be for the
 // node to count as present (with the current connection and owner epoch).
 const PresenceWindow = 45 * time.Second
@@ -41,7 +52,7 @@ func (p Presence) Present(now time.Time) bool {
 // reconnects with backoff when it ends. A node that hangs holds only its
 // own loop. Nodes that are not enabled are not dialled.
 type Manager struct {
-	store    *store.Store
+	store    Store
 	coreCert tls.Certificate
 	ca       *x509.Certificate
 	epoch    uint64
@@ -63,10 +74,10 @@ type nodeLoop struct {
 	attempts int
 }
 
-// NewManager returns a manager for Core's owner epoch.
-func NewManager(st *store.Store, coreCert tls.Certificate, ca *x509.Certificate, epoch uint64, log *slog.Logger, interval time.Duration) *Manager {
+// NewManager returns a manager for the owner epoch of st.
+func NewManager(st Store, coreCert tls.Certificate, ca *x509.Certificate, log *slog.Logger, interval time.Duration) *Manager {
 	return &Manager{
-		store: st, coreCert: coreCert, ca: ca, epoch: epoch, log: log, interval: interval,
+		store: st, coreCert: coreCert, ca: ca, epoch: st.Epoch(), log: log, interval: interval,
 		loops: map[uuid.UUID]*nodeLoop{},
 	}
 }
@@ -201,7 +212,7 @@ func (m *Manager) recordPresence(ctx context.Context, node uuid.UUID, conn *Conn
 	defer cancel()
 	c := report.GetCapacity()
 	err := m.store.RecordNodePresence(rctx, store.NodePresence{
-		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID), OwnerEpoch: m.epoch,
+		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID),
 		Generation: conn.Generation, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
 		CPUMillis: c.GetCpuMillis(), MemoryBytes: c.GetMemoryBytes(), DiskFreeBytes: c.GetDiskFreeBytes(),
 	})

@@ -27,7 +27,7 @@ const testTimeout = time.Minute
 // the only placement candidate and no deployment yet.
 type fixture struct {
 	svc    *sessionadmin.Service
-	st     *store.Store
+	st     *store.Owner
 	node   uuid.UUID
 	tenant uuid.UUID
 	ctx    context.Context

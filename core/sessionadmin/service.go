@@ -18,6 +18,15 @@ import (
 	"berth.dev/core/store"
 )
 
+// Store is what the Session and allocation admin logic reads.
+type Store interface {
+	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+	ListSessionsByAge(ctx context.Context, pageSize int, after store.AgeCursor, includeDeleted bool) (page []store.SessionBundle, next store.AgeCursor, err error)
+	RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]store.RuntimeReadiness, error)
+	GetSessionAllocation(ctx context.Context, id uuid.UUID) (store.SessionAllocation, error)
+	ListAllocationsByAge(ctx context.Context, pageSize int, after store.AgeCursor, includeReleased bool) (page []store.SessionAllocation, next store.AgeCursor, err error)
+}
+
 // MaxDisplayNameLen bounds a Session's display_name (characters), as
 // session.proto states.
 const MaxDisplayNameLen = 63
@@ -26,7 +35,7 @@ const MaxDisplayNameLen = 63
 // berth.admin.v1.AllocationService.
 type Service struct {
 	sessions *sessions.Service
-	store    *store.Store
+	store    Store
 	tenant   uuid.UUID
 	pages    *admin.PageTokens
 }
@@ -36,7 +45,7 @@ type Service struct {
 // the admin API belongs to: the admin API has no tenant field, so Core
 // passes its one default tenant. pages mints and checks the list calls'
 // page tokens (its key must outlive restarts).
-func NewService(sess *sessions.Service, st *store.Store, tenant uuid.UUID, pages *admin.PageTokens) (*Service, error) {
+func NewService(sess *sessions.Service, st Store, tenant uuid.UUID, pages *admin.PageTokens) (*Service, error) {
 	switch {
 	case sess == nil:
 		return nil, errors.New("sessionadmin: no sessions service")

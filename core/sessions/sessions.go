@@ -26,25 +26,33 @@ import (
 	"berth.dev/core/store"
 )
 
+// Store is what Sessions write: the owner-bound store, because creation
+// and deletion are fenced lifecycle writes.
+type Store interface {
+	CurrentGeneration(ctx context.Context) (store.Generation, error)
+	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
+	RequestSessionDeletion(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+}
+
 // CredentialBytes is the size of a device credential's random part; the
 // credential itself is its unpadded base64url form.
 const CredentialBytes = 32
 
 // Service creates and deletes Sessions.
 type Service struct {
-	store        *store.Store
+	store        Store
 	key          secrets.Key
 	installation uuid.UUID
 	newID        func() uuid.UUID
 }
 
 // New returns a Service. st must act for Core's owner epoch
-// (store.Store.WithOwner): creation and deletion are fenced lifecycle
+// (a *store.Owner, store.Store.AsOwner): creation and deletion are fenced lifecycle
 // writes. installation is the installation id the credentials are bound
 // to and newID makes every new id. Placement reads the nodes' durable
 // presence and reported capacity inside the store's placement
 // transaction; no caller list takes part.
-func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID) *Service {
+func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID) *Service {
 	return &Service{store: st, key: key, installation: installation, newID: newID}
 }
 

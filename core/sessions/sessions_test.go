@@ -108,7 +108,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 	must(t, err)
 	report := func(cpu int64) {
 		must(t, owned.RecordNodePresence(ctx, store.NodePresence{
-			NodeID: node, ConnectionID: uuid.New(), OwnerEpoch: owned.OwnerEpoch(), Generation: 1, Ready: true,
+			NodeID: node, ConnectionID: uuid.New(), Generation: 1, Ready: true,
 			CPUMillis: cpu, MemoryBytes: storetest.Ample, DiskFreeBytes: storetest.Ample,
 		}))
 	}

@@ -149,8 +149,8 @@ func (s *Store) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Seal
 // claims again with hope. A wrong or spent receipt, or an allocation whose
 // cleanup was requested first, is ErrFenced, and so is a Store whose owner
 // epoch no longer holds the execution lease (ErrSuperseded, see
-// WithOwner); ErrNotFound when there is no such allocation.
-func (s *Store) ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (Allocation, error) {
+// Owner); ErrNotFound when there is no such allocation.
+func (s *Owner) ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (Allocation, error) {
 	const op = "claim create"
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
@@ -207,7 +207,7 @@ type CreateOutcome struct {
 // the record (Create never claimed, an absence after a resource was seen,
 // another provider id, an unknown result after settlement, a released
 // allocation); ErrInvalid for a malformed outcome.
-func (s *Store) RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision int64, o CreateOutcome) (Allocation, error) {
+func (s *Owner) RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision int64, o CreateOutcome) (Allocation, error) {
 	const op = "record create outcome"
 	switch o.Kind {
 	case CreateRunning:
@@ -265,7 +265,7 @@ func (s *Store) RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision 
 // compute and volumes. From allocated it also spends the create receipt,
 // so a later ClaimCreate fails. Calling it again during cleanup changes
 // nothing; ErrFailedPrecondition for a released allocation.
-func (s *Store) RequestCleanup(ctx context.Context, id uuid.UUID) (Allocation, error) {
+func (s *Owner) RequestCleanup(ctx context.Context, id uuid.UUID) (Allocation, error) {
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
 		var err error
@@ -302,7 +302,7 @@ func requestCleanup(ctx context.Context, q *db.Queries, id uuid.UUID) (Allocatio
 // after an earlier confirmation (a late resource appeared), which takes
 // the confirmation back. ErrFailedPrecondition unless cleanup was
 // requested and the allocation is not released.
-func (s *Store) RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (Allocation, error) {
+func (s *Owner) RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (Allocation, error) {
 	return s.transition(ctx, "record cleanup", id, &revision, func(_ *db.Queries, a *Allocation) error {
 		if !a.State.inCleanup() {
 			return fmt.Errorf("cleanup was not requested: %w", errdefs.ErrFailedPrecondition)
@@ -329,7 +329,7 @@ func (s *Store) RecordCleanup(ctx context.Context, id uuid.UUID, revision int64,
 // row is locked first, as RequestSessionDeletion locks it, so a deletion
 // either sees the released allocation (and releases the placement itself)
 // or is seen here.
-func (s *Store) Release(ctx context.Context, id uuid.UUID) (Allocation, error) {
+func (s *Owner) Release(ctx context.Context, id uuid.UUID) (Allocation, error) {
 	const op = "release"
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
@@ -400,7 +400,7 @@ const FailureCreateFailed = "create_failed"
 // the allocation is released, gets a new allocation (new credential, new
 // receipt) from the pending scan on the same node. ErrFailedPrecondition
 // unless the allocation is create_failed.
-func (s *Store) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (Allocation, error) {
+func (s *Owner) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (Allocation, error) {
 	return s.transition(ctx, "resolve create failure", id, &revision, func(q *db.Queries, a *Allocation) error {
 		if a.State != AllocationCreateFailed {
 			return fmt.Errorf("allocation is not create_failed: %w", errdefs.ErrFailedPrecondition)
@@ -493,7 +493,7 @@ func validateNewAllocation(environment, allocation, device, receipt uuid.UUID, d
 // Session whose deletion was requested, an Environment that is not pending,
 // a released placement or one on another node is ErrFailedPrecondition;
 // ErrNotFound when there is no such Environment. Nothing is written then.
-func (s *Store) AllocatePending(ctx context.Context, p PendingAllocationParams) (Allocation, error) {
+func (s *Owner) AllocatePending(ctx context.Context, p PendingAllocationParams) (Allocation, error) {
 	const op = "allocate pending"
 	if err := p.validate(); err != nil {
 		return Allocation{}, fmt.Errorf("%s: %w", op, err)
@@ -558,7 +558,7 @@ func (s *Store) AllocatePending(ctx context.Context, p PendingAllocationParams) 
 // transition locks the allocation, checks the caller's revision (when
 // given), lets decide change it and writes the result in the same
 // transaction. When decide leaves it unchanged, nothing is written.
-func (s *Store) transition(ctx context.Context, op string, id uuid.UUID, revision *int64,
+func (s *Owner) transition(ctx context.Context, op string, id uuid.UUID, revision *int64,
 	decide func(q *db.Queries, a *Allocation) error,
 ) (Allocation, error) {
 	var out Allocation

@@ -1,7 +1,8 @@
 // Package store is Core's durable state in PostgreSQL: the installation
 // identity and owner epoch, the execution lease, the installation CA,
-// enrollment tokens and nodes, Sessions with their Environments,
-// placements and allocations (later: deployments and generations, Turns).
+// enrollment tokens and nodes, deployment generations, node presence,
+// Sessions with their Environments, placements and allocations, Runtime
+// connections and Turns.
 //
 // Rules:
 //   - One file per resource. SQL lives only in queries/*.sql and
@@ -23,6 +24,13 @@
 //   - Placement and capacity changes serialize on one transaction-scoped
 //     advisory lock (LockPlacement in queries/sessions.sql), so concurrent
 //     Session creations never place past a node's max_active.
+//   - Authority is in the types: the fenced lifecycle writes (Session
+//     creation and deletion, allocation claims, outcomes, cleanup and
+//     release, Turn claims and sweeps, Runtime admission, node presence)
+//     are methods of Owner (Store.AsOwner), never of Store, so a write
+//     without an owner epoch does not compile; each checks the execution
+//     lease in its own transaction. Consumers name the narrow interface
+//     they use (their package's Store), not *Store.
 //   - Methods that create are idempotent where a lost response must be
 //     retryable (ClaimInstallation, CreateNode, ConsumeEnrollmentToken,
 //     CreateRequestedEnrollmentToken, SaveCA, CreateSession): a write whose outcome is unknown (ErrObservationUnavailable)

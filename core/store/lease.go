@@ -114,31 +114,35 @@ func (s *Store) GetLease(ctx context.Context) (Lease, error) {
 // the write under the same epoch with hope.
 var ErrSuperseded = fmt.Errorf("owner epoch does not hold the execution lease: %w", errdefs.ErrFenced)
 
-// WithOwner returns a Store whose lifecycle writes (CreateSession,
-// RequestSessionDeletion, AllocatePending, ClaimCreate, RecordCreateOutcome,
-// ResolveCreateFailure, RequestCleanup, RecordCleanup, Release) act for
-// owner epoch epoch: each one checks, in its own transaction and by the
-// database clock, that epoch holds the unexpired execution lease, and is
-// ErrSuperseded otherwise. A Store without an owner epoch is refused every
-// lifecycle write. Reads are not fenced.
+// Owner is the owner-bound store: the Store acting for one owner epoch.
+// It alone has the fenced lifecycle writes (CreateSession,
+// RequestSessionDeletion, AllocatePending, ClaimCreate,
+// RecordCreateOutcome, ResolveCreateFailure, RequestCleanup, RecordCleanup,
+// Release), the Turn claims and sweeps, Runtime admission and node
+// presence, so a write without an owner epoch does not compile. Each one
+// checks, in its own transaction and by the database clock, that the epoch
+// holds the unexpired execution lease, and is ErrSuperseded otherwise.
+// Reads (the embedded Store) are not fenced.
 //
 // The fence is the lease row, not the installation's newest epoch: a
 // standby Core issues its epoch before it waits for the lease, and that
 // must not stop the active Core, while a Core whose lease another epoch
 // took over (or that lapsed) is fenced at its next write, also before it
 // notices the loss itself.
-func (s *Store) WithOwner(epoch uint64) *Store {
-	c := *s
-	c.epoch = epoch
-	return &c
+type Owner struct {
+	*Store
+	epoch uint64
 }
 
-// OwnerEpoch returns the owner epoch the Store writes for, 0 for none.
-func (s *Store) OwnerEpoch() uint64 { return s.epoch }
+// AsOwner returns the Store acting for owner epoch epoch.
+func (s *Store) AsOwner(epoch uint64) *Owner { return &Owner{Store: s, epoch: epoch} }
+
+// Epoch returns the owner epoch the Owner writes for.
+func (s *Owner) Epoch() uint64 { return s.epoch }
 
 // ownedTx runs fn in one transaction after the owner fence (FenceOwner),
 // which holds the lease row against a takeover until the transaction ends.
-func (s *Store) ownedTx(ctx context.Context, fn func(q *db.Queries) error) error {
+func (s *Owner) ownedTx(ctx context.Context, fn func(q *db.Queries) error) error {
 	return s.InTx(ctx, func(q *db.Queries) error {
 		if err := fenceOwner(ctx, q, s.epoch); err != nil {
 			return err

@@ -170,11 +170,11 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("lease: %v %v", ok, err)
 	}
-	old := base.WithOwner(epochs[0])
+	old := base.AsOwner(epochs[0])
 	node := enabledNode(t, ctx, old)
 	storetest.Present(t, old, node, 1)
 
-	create := func(st *store.Store) (store.CreateSessionParams, error) {
+	create := func(st *store.Owner) (store.CreateSessionParams, error) {
 		p := sessionParams(t, newUUID(t), 50)
 		_, err := st.CreateSession(ctx, p)
 		return p, err
@@ -191,8 +191,9 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 	a3, err := old.RecordCleanup(ctx, b3.Allocation.ID, b3.Allocation.Revision, true)
 	must(t, err)
 
-	// A Store bound to no epoch is refused.
-	_, err = base.ClaimCreate(ctx, s1.AllocationID, s1.CreateReceipt)
+	// A plain Store has no lifecycle writes at all (they do not compile);
+	// an Owner bound to no epoch is refused.
+	_, err = base.AsOwner(0).ClaimCreate(ctx, s1.AllocationID, s1.CreateReceipt)
 	wantClass(t, err, store.ErrSuperseded)
 
 	// A standby issues a newer epoch and waits: the holder keeps acting.
@@ -214,7 +215,7 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("takeover: %v %v", ok, err)
 	}
-	cur := base.WithOwner(standby)
+	cur := base.AsOwner(standby)
 	before := map[uuid.UUID]store.Allocation{}
 	for _, id := range []uuid.UUID{s1.AllocationID, s2.AllocationID, a3.ID} {
 		before[id], err = base.GetAllocation(ctx, id)

@@ -15,7 +15,14 @@ import (
 )
 
 // createNode creates a node with fresh certificate bytes and key hash.
-func createNode(t *testing.T, ctx context.Context, st *store.Store, id uuid.UUID) store.Node {
+// nodeWriter is what the node helpers need; the plain and the owner-bound
+// store both have it.
+type nodeWriter interface {
+	CreateNode(ctx context.Context, id uuid.UUID, address string, certDER []byte, fingerprint string, publicKeyHash []byte) (store.Node, error)
+	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState) (store.Node, error)
+}
+
+func createNode(t *testing.T, ctx context.Context, st nodeWriter, id uuid.UUID) store.Node {
 	t.Helper()
 	der := randomBytes(t, 300)
 	n, err := st.CreateNode(ctx, id, "node-1.example:7443", der, fingerprint(der), hash(randomBytes(t, 65)))

@@ -22,12 +22,12 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("lease: %v %v", ok, err)
 	}
-	st = st.WithOwner(cur)
+	owned := st.AsOwner(cur)
 
 	report := func(node uuid.UUID, epoch, generation uint64, ready bool) {
 		t.Helper()
-		must(t, st.RecordNodePresence(ctx, store.NodePresence{
-			NodeID: node, ConnectionID: newUUID(t), OwnerEpoch: epoch, Generation: generation, Ready: ready,
+		must(t, st.AsOwner(epoch).RecordNodePresence(ctx, store.NodePresence{
+			NodeID: node, ConnectionID: newUUID(t), Generation: generation, Ready: ready,
 			CPUMillis: storetest.Ample, MemoryBytes: storetest.Ample, DiskFreeBytes: storetest.Ample,
 		}))
 	}
@@ -57,7 +57,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	// Every placement goes to the one node that counts, although the
 	// others are enabled, hold less and have room.
 	for i := range 4 {
-		b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+		b, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
 		must(t, err)
 		if b.Placement.NodeID != fresh {
 			t.Fatalf("placement %d chose %s, want only %s", i, b.Placement.NodeID, fresh)
@@ -80,12 +80,12 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	if _, err := st.Pool().Exec(ctx, "UPDATE node_presence SET reported_at = now() - interval '46 seconds' WHERE node_id = $1", fresh); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	_, err = owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
 	wantClass(t, err, store.ErrNoCapacity)
 
 	// A fresh report of the stale node brings it back.
 	report(stale, cur, 1, true)
-	b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	b, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
 	must(t, err)
 	if b.Placement.NodeID != stale {
 		t.Fatalf("after a fresh report placed on %s, want %s", b.Placement.NodeID, stale)

@@ -39,10 +39,12 @@ type NodePresence struct {
 }
 
 // RecordNodePresence records a health report received on Core's
-// connection to a node. A Core whose owner epoch is older than the
-// recorded one is fenced and changes nothing.
-func (s *Store) RecordNodePresence(ctx context.Context, p NodePresence) error {
+// connection to a node, under the Owner's epoch (p.OwnerEpoch is
+// ignored). A Core whose owner epoch is older than the recorded one is
+// fenced and changes nothing.
+func (s *Owner) RecordNodePresence(ctx context.Context, p NodePresence) error {
 	const op = "record node presence"
+	p.OwnerEpoch = s.epoch
 	if p.OwnerEpoch == 0 || p.Generation == 0 || p.ConnectionID == uuid.Nil {
 		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "owner epoch, generation and connection are required"))
 	}

@@ -33,8 +33,10 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 	if _, err := st.GetNodePresence(ctx, nodeID); !errdefs.IsNotFound(err) {
 		t.Fatalf("before any report: %v", err)
 	}
+	// record reports p as the Core of p's owner epoch.
+	record := func(p store.NodePresence) error { return st.AsOwner(p.OwnerEpoch).RecordNodePresence(ctx, p) }
 	report := store.NodePresence{NodeID: nodeID, ConnectionID: uuid.New(), OwnerEpoch: epoch2, Generation: 1, Ready: true}
-	if err := st.RecordNodePresence(ctx, report); err != nil {
+	if err := record(report); err != nil {
 		t.Fatal(err)
 	}
 	p, err := st.GetNodePresence(ctx, nodeID)
@@ -44,7 +46,7 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 	// An older owner cannot overwrite the newer owner's record.
 	stale := report
 	stale.OwnerEpoch, stale.ConnectionID, stale.Ready, stale.DiagnosticCode = epoch1, uuid.New(), false, "image_missing"
-	if err := st.RecordNodePresence(ctx, stale); !errdefs.IsFenced(err) {
+	if err := record(stale); !errdefs.IsFenced(err) {
 		t.Fatalf("stale owner: %v", err)
 	}
 	if p, _ := st.GetNodePresence(ctx, nodeID); p.ConnectionID != report.ConnectionID || !p.Ready {
@@ -58,7 +60,7 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 		t.Fatalf("a 46-second-old report counts as present: %+v", p)
 	}
 	// A fresh report whose connection ended does not count.
-	if err := st.RecordNodePresence(ctx, report); err != nil {
+	if err := record(report); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := st.GetNodePresence(ctx, nodeID); !p.Present || !p.Connected {
@@ -79,7 +81,7 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 	}
 	// A new epoch issued by a standby that waits for the lease does not
 	// supersede the lease holder's records...
-	if err := st.RecordNodePresence(ctx, report); err != nil {
+	if err := record(report); err != nil {
 		t.Fatal(err)
 	}
 	epoch3, err := st.NextOwnerEpoch(ctx)

@@ -68,7 +68,6 @@ type AcceptRuntimeParams struct {
 	DeviceID     uuid.UUID
 	// Credential is the presented credential; only its digest is compared.
 	Credential     []byte
-	OwnerEpoch     uint64
 	RuntimeVersion string
 }
 
@@ -80,11 +79,11 @@ const maxRuntimeVersion = 64
 // device's allocation must carry the credential's digest (compared in
 // constant time), belong to an active Session, and have settled creation
 // with a running resource and completed bootstrap; the Core must hold
-// owner epoch p.OwnerEpoch. An open connection of the same allocation is
+// the Owner's epoch. An open connection of the same allocation is
 // closed and the Turns that ran on it become unconfirmed. The new
 // connection's generation is one more than any before it.
-func (s *Store) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (RuntimeGrant, error) {
-	epoch, err := epochParam(p.OwnerEpoch)
+func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (RuntimeGrant, error) {
+	epoch, err := epochParam(s.epoch)
 	if err != nil {
 		return RuntimeGrant{}, err
 	}

@@ -173,14 +173,14 @@ func (p CreateSessionParams) validate() error {
 // ChoosePlacementNode for where it plugs in).
 //
 // It is a lifecycle write: ErrSuperseded (ErrFenced) unless the Store's
-// owner epoch holds the execution lease (see WithOwner).
+// owner epoch holds the execution lease (see Owner).
 //
 // It is idempotent by RequestID: a retry, also one that races the
 // original, returns the rows the first call committed (Created false) and
 // writes nothing, whatever ids it carries, so a retry keeps its original
 // node even while that node is offline. The same RequestID with another
 // tenant or display name is ErrExists.
-func (s *Store) CreateSession(ctx context.Context, p CreateSessionParams) (SessionBundle, error) {
+func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (SessionBundle, error) {
 	const op = "create session"
 	if err := p.validate(); err != nil {
 		return SessionBundle{}, fmt.Errorf("%s: %w", op, err)
@@ -324,7 +324,7 @@ func (s *Store) GetSession(ctx context.Context, id uuid.UUID) (SessionBundle, er
 // Environment has no unreleased allocation its placement is released at
 // once. Calling it again changes nothing. It is a lifecycle write, fenced
 // like CreateSession.
-func (s *Store) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (SessionBundle, error) {
+func (s *Owner) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (SessionBundle, error) {
 	const op = "request session deletion"
 	var out SessionBundle
 	err := s.ownedTx(ctx, func(q *db.Queries) error {

@@ -23,9 +23,6 @@ const MaxPageSize = 1000
 type Store struct {
 	pool *pgxpool.Pool
 	q    *db.Queries
-	// epoch is the owner epoch lifecycle writes act for (WithOwner); 0
-	// refuses them.
-	epoch uint64
 }
 
 // New returns a Store over pool; the Store owns pool from then on and

@@ -239,8 +239,8 @@ func (s *Store) ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int
 // ClaimNextTurn moves the Session's first queued Turn to running on the
 // connection (see the query for every condition); ok is false when there
 // is nothing to run now. A claimed Turn is never claimed again.
-func (s *Store) ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.UUID, ownerEpoch uint64) (t Turn, ok bool, err error) {
-	epoch, err := epochParam(ownerEpoch)
+func (s *Owner) ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.UUID) (t Turn, ok bool, err error) {
+	epoch, err := epochParam(s.epoch)
 	if err != nil {
 		return Turn{}, false, err
 	}
@@ -362,16 +362,16 @@ type TurnRef struct {
 // ExpireQueuedTurns fails the queued Turns whose queue deadline passed
 // (runtime_not_ready) or whose Session is being deleted (session_deleted),
 // on the database clock, and returns them. Only the current owner acts.
-func (s *Store) ExpireQueuedTurns(ctx context.Context, ownerEpoch uint64) ([]TurnRef, error) {
-	return sweepTurns(ctx, "expire queued turns", ownerEpoch, s.q.ExpireQueuedTurns,
+func (s *Owner) ExpireQueuedTurns(ctx context.Context) ([]TurnRef, error) {
+	return sweepTurns(ctx, "expire queued turns", s.epoch, s.q.ExpireQueuedTurns,
 		func(r db.ExpireQueuedTurnsRow) TurnRef { return TurnRef{ID: r.ID, SessionID: r.SessionID} })
 }
 
 // UnconfirmOrphanedTurns ends the running Turns whose connection is closed
 // or was accepted by a superseded owner, and returns them. Only the
 // current owner acts.
-func (s *Store) UnconfirmOrphanedTurns(ctx context.Context, ownerEpoch uint64) ([]TurnRef, error) {
-	return sweepTurns(ctx, "unconfirm orphaned turns", ownerEpoch, s.q.UnconfirmOrphanedTurns,
+func (s *Owner) UnconfirmOrphanedTurns(ctx context.Context) ([]TurnRef, error) {
+	return sweepTurns(ctx, "unconfirm orphaned turns", s.epoch, s.q.UnconfirmOrphanedTurns,
 		func(r db.UnconfirmOrphanedTurnsRow) TurnRef { return TurnRef{ID: r.ID, SessionID: r.SessionID} })
 }
 

@@ -16,11 +16,11 @@ import (
 )
 
 // owner returns a store acting for a lease-holding owner epoch.
-func owner(t *testing.T) (*store.Store, context.Context, uint64) {
+func owner(t *testing.T) (*store.Owner, context.Context, uint64) {
 	t.Helper()
 	st, ctx := newStore(t)
 	owned := storetest.Owner(t, st)
-	return owned, ctx, owned.OwnerEpoch()
+	return owned, ctx, owned.Epoch()
 }
 
 func turnParams(t testing.TB, session uuid.UUID, script string) store.SubmitTurnParams {
@@ -32,10 +32,10 @@ func turnParams(t testing.TB, session uuid.UUID, script string) store.SubmitTurn
 	}
 }
 
-func accept(t *testing.T, ctx context.Context, st *store.Store, b store.SessionBundle, cred []byte, epoch uint64) store.RuntimeGrant {
+func accept(t *testing.T, ctx context.Context, st *store.Owner, b store.SessionBundle, cred []byte, epoch uint64) store.RuntimeGrant {
 	t.Helper()
-	g, err := st.AcceptRuntime(ctx, store.AcceptRuntimeParams{
-		ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred, OwnerEpoch: epoch, RuntimeVersion: "test\x00v1",
+	g, err := st.AsOwner(epoch).AcceptRuntime(ctx, store.AcceptRuntimeParams{
+		ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred, RuntimeVersion: "test\x00v1",
 	})
 	must(t, err)
 	return g
@@ -45,22 +45,22 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	st, ctx, epoch := owner(t)
 
 	// Not settled yet: not admitted.
-	node := storetest.EnabledNode(t, st)
+	node := storetest.EnabledNode(t, st.Store)
 	storetest.Present(t, st, node, 1)
 	p := sessionParams(t, newUUID(t), 5)
 	cred := randomBytes(t, 32)
 	p.CredentialDigest = hash(cred)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
-	params := store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: p.DeviceID, Credential: cred, OwnerEpoch: epoch}
+	params := store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: p.DeviceID, Credential: cred}
 	_, err = st.AcceptRuntime(ctx, params)
 	wantClass(t, err, store.ErrRuntimeNotAdmitted)
 
 	b, cred := storetest.RunningSession(t, st)
 	for name, p := range map[string]store.AcceptRuntimeParams{
-		"wrong credential": {ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: randomBytes(t, 32), OwnerEpoch: epoch},
-		"unknown device":   {ConnectionID: newUUID(t), DeviceID: newUUID(t), Credential: cred, OwnerEpoch: epoch},
-		"other device":     {ConnectionID: newUUID(t), DeviceID: p.DeviceID, Credential: cred, OwnerEpoch: epoch},
+		"wrong credential": {ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: randomBytes(t, 32)},
+		"unknown device":   {ConnectionID: newUUID(t), DeviceID: newUUID(t), Credential: cred},
+		"other device":     {ConnectionID: newUUID(t), DeviceID: p.DeviceID, Credential: cred},
 	} {
 		_, err := st.AcceptRuntime(ctx, p)
 		if !errors.Is(err, store.ErrRuntimeCredential) {
@@ -71,7 +71,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	// (and does not stop the holder, below).
 	standby, err := st.NextOwnerEpoch(ctx)
 	must(t, err)
-	_, err = st.AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred, OwnerEpoch: standby})
+	_, err = st.AsOwner(standby).AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred})
 	wantClass(t, err, store.ErrRuntimeNotAdmitted)
 
 	g1 := accept(t, ctx, st, b, cred, epoch)
@@ -91,7 +91,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	tp := turnParams(t, b.Session.ID, "true")
 	_, _, err = st.SubmitTurn(ctx, tp)
 	must(t, err)
-	turn, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g1.Connection.ID, epoch)
+	turn, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, b.Session.ID, g1.Connection.ID)
 	must(t, err)
 	if !ok || turn.ID != tp.ID || turn.State != store.TurnRunning {
 		t.Fatalf("claim = %v %+v", ok, turn)
@@ -117,7 +117,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	// Deleting the Session revokes the device.
 	_, err = st.RequestSessionDeletion(ctx, b.Session.ID)
 	must(t, err)
-	_, err = st.AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred, OwnerEpoch: epoch})
+	_, err = st.AsOwner(epoch).AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred})
 	wantClass(t, err, store.ErrRuntimeRevoked)
 }
 
@@ -150,7 +150,7 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 
 	g := accept(t, ctx, st, b, cred, epoch)
 	// Not prepared: nothing is claimed.
-	if _, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID, epoch); err != nil || ok {
+	if _, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID); err != nil || ok {
 		t.Fatalf("claim before prepared: ok=%v err=%v", ok, err)
 	}
 	_, err = st.MarkRuntimePrepared(ctx, g.Connection.ID)
@@ -166,7 +166,7 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			turn, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID, epoch)
+			turn, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID)
 			if err != nil {
 				t.Error(err)
 				return
@@ -218,7 +218,7 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 	// Finished twice: refused; the second Turn runs next.
 	_, err = st.FinishTurn(ctx, first.ID, g.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	wantClass(t, err, store.ErrTurnProtocol)
-	next, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID, epoch)
+	next, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID)
 	must(t, err)
 	if !ok || next.ID != second.ID {
 		t.Fatalf("next claim = %v %v", ok, next.ID)
@@ -252,12 +252,12 @@ func TestQueuedTurnsExpireAndCancel(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 
 	// An epoch without the lease expires nothing.
-	refs, err := st.ExpireQueuedTurns(ctx, standby)
+	refs, err := st.AsOwner(standby).ExpireQueuedTurns(ctx)
 	must(t, err)
 	if len(refs) != 0 {
 		t.Fatalf("old owner expired %v", refs)
 	}
-	refs, err = st.ExpireQueuedTurns(ctx, epoch)
+	refs, err = st.AsOwner(epoch).ExpireQueuedTurns(ctx)
 	must(t, err)
 	if len(refs) != 1 || refs[0].ID != short.ID {
 		t.Fatalf("expired %v, want %v", refs, short.ID)
@@ -286,7 +286,7 @@ func TestQueuedTurnsExpireAndCancel(t *testing.T) {
 	must(t, err)
 	_, _, err = st.SubmitTurn(ctx, turnParams(t, b.Session.ID, "late"))
 	wantClass(t, err, store.ErrSessionNotActive)
-	_, err = st.ExpireQueuedTurns(ctx, epoch)
+	_, err = st.AsOwner(epoch).ExpireQueuedTurns(ctx)
 	must(t, err)
 	got, err = st.GetTurn(ctx, queued.ID)
 	must(t, err)

@@ -19,10 +19,10 @@ import (
 func (s *Service) Wait(key uuid.UUID) <-chan struct{} { return s.hub.Wait(key) }
 
 // Claim claims the next queued Turn of session for the Runtime connection
-// conn under the owner epoch; ok is false when none is queued. A claimed
-// Turn is delivered at most once.
-func (s *Service) Claim(ctx context.Context, session, conn uuid.UUID, epoch uint64) (store.Turn, bool, error) {
-	return s.store.ClaimNextTurn(ctx, session, conn, epoch)
+// conn under the store's owner epoch; ok is false when none is queued. A
+// claimed Turn is delivered at most once.
+func (s *Service) Claim(ctx context.Context, session, conn uuid.UUID) (store.Turn, bool, error) {
+	return s.store.ClaimNextTurn(ctx, session, conn)
 }
 
 // Current reads Turn id for the connection running it (to see a

@@ -21,6 +21,23 @@ import (
 	"berth.dev/sandbox/errdefs"
 )
 
+// Store is what Turns read and write: the owner-bound store, because
+// claims and sweeps are fenced by the owner epoch.
+type Store interface {
+	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+	SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (t store.Turn, created bool, err error)
+	GetTurn(ctx context.Context, id uuid.UUID) (store.Turn, error)
+	ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, pageSize int) ([]store.Turn, error)
+	RequestTurnCancel(ctx context.Context, id uuid.UUID) (store.Turn, error)
+	ReadTurnOutput(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]store.OutputChunk, error)
+	ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.UUID) (t store.Turn, ok bool, err error)
+	MarkTurnStarted(ctx context.Context, id, connectionID uuid.UUID) (store.Turn, error)
+	AppendTurnOutput(ctx context.Context, id, connectionID uuid.UUID, stream int16, offset int64, data []byte) error
+	FinishTurn(ctx context.Context, id, connectionID uuid.UUID, r store.TurnResult) (store.Turn, error)
+	ExpireQueuedTurns(ctx context.Context) ([]store.TurnRef, error)
+	UnconfirmOrphanedTurns(ctx context.Context) ([]store.TurnRef, error)
+}
+
 // Bounds and defaults of a Turn.
 const (
 	DefaultTimeout      = 10 * time.Minute
@@ -72,7 +89,7 @@ type Input struct {
 
 // Service is the Turn logic.
 type Service struct {
-	store        *store.Store
+	store        Store
 	key          secrets.Key
 	installation uuid.UUID
 	newID        func() uuid.UUID
@@ -82,7 +99,7 @@ type Service struct {
 
 // New returns a Service. key seals Turn input, bound to installation;
 // newID makes Turn ids; hub wakes the gateway and output streams.
-func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, hub *Hub) *Service {
+func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, hub *Hub) *Service {
 	return &Service{store: st, key: key, installation: installation, newID: newID, hub: hub,
 		digestKey: key.Derive("turn-request-digest")}
 }
@@ -339,13 +356,13 @@ func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID,
 
 // Sweep fails queued Turns no Runtime picked up in time (or whose Session
 // is being deleted) and ends running Turns whose connection is gone, as
-// owner epoch, every second until ctx ends.
-func (s *Service) Sweep(ctx context.Context, epoch uint64, log *slog.Logger) {
+// the store's owner epoch, every second until ctx ends.
+func (s *Service) Sweep(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
 	for {
-		for _, f := range []func(context.Context, uint64) ([]store.TurnRef, error){s.store.ExpireQueuedTurns, s.store.UnconfirmOrphanedTurns} {
-			refs, err := f(ctx, epoch)
+		for _, f := range []func(context.Context) ([]store.TurnRef, error){s.store.ExpireQueuedTurns, s.store.UnconfirmOrphanedTurns} {
+			refs, err := f(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn("turn sweep failed", "err", err)

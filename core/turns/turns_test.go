@@ -71,7 +71,7 @@ func TestValidateNamesTheField(t *testing.T) {
 	}
 }
 
-func newService(t *testing.T) (*turns.Service, *store.Store, store.SessionBundle, secrets.Key, uuid.UUID) {
+func newService(t *testing.T) (*turns.Service, *store.Owner, store.SessionBundle, secrets.Key, uuid.UUID) {
 	t.Helper()
 	st := storetest.Owner(t, storetest.New(t))
 	inst, err := st.GetInstallation(context.Background())
@@ -128,13 +128,12 @@ func TestSubmitSealsInputAndRetriesAreIdempotent(t *testing.T) {
 func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 	svc, st, b, _, _ := newService(t)
 	ctx := context.Background()
-	epoch := st.OwnerEpoch()
 	turn, err := svc.Submit(ctx, turns.SubmitRequest{SessionID: b.Session.ID, RequestID: uuid.New(), Command: script("x")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g, err := st.AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: uuid.New(), DeviceID: b.Allocation.DeviceID,
-		Credential: credentialOf(t, st, b), OwnerEpoch: epoch})
+		Credential: credentialOf(t, st, b)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +141,7 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 	if _, err := st.MarkRuntimePrepared(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := svc.Claim(ctx, b.Session.ID, conn, epoch); !ok || err != nil {
+	if _, ok, err := svc.Claim(ctx, b.Session.ID, conn); !ok || err != nil {
 		t.Fatalf("claim %v %v", ok, err)
 	}
 	if err := svc.Output(ctx, turn.ID, conn, store.StreamStdout, 0, []byte("hello ")); err != nil {
@@ -197,7 +196,7 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 // credentialOf cannot read a credential back (only its digest is kept), so
 // the fixture's RunningSession credential is re-derived by accepting with
 // it; here we replace the digest with one of a known credential.
-func credentialOf(t *testing.T, st *store.Store, b store.SessionBundle) []byte {
+func credentialOf(t *testing.T, st *store.Owner, b store.SessionBundle) []byte {
 	t.Helper()
 	cred := []byte("known-credential-for-this-test-0123456789")
 	if _, err := st.Pool().Exec(context.Background(), "UPDATE allocations SET credential_digest = sha256($1) WHERE id = $2", cred, b.Allocation.ID); err != nil {

@@ -132,8 +132,8 @@ func EnabledNode(t testing.TB, st *store.Store) uuid.UUID {
 
 // Owner claims the installation (when unclaimed), issues a new owner epoch,
 // takes the execution lease with it for an hour and returns st acting for
-// that epoch (store.Store.WithOwner), as Core does at start-up.
-func Owner(t testing.TB, st *store.Store) *store.Store {
+// that epoch (store.Store.AsOwner), as Core does at start-up.
+func Owner(t testing.TB, st *store.Store) *store.Owner {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example"); err != nil {
@@ -147,7 +147,7 @@ func Owner(t testing.TB, st *store.Store) *store.Store {
 	if err != nil || !ok {
 		t.Fatalf("storetest: acquire lease: %v, %v", ok, err)
 	}
-	return st.WithOwner(epoch)
+	return st.AsOwner(epoch)
 }
 
 // Ample is a reported capacity that bounds no test deployment.
@@ -156,10 +156,10 @@ const Ample = int64(1) << 40
 // Present records a fresh, ready health report of node for generation
 // under owned's owner epoch, with Ample capacity, so placement may choose
 // the node.
-func Present(t testing.TB, owned *store.Store, node uuid.UUID, generation uint64) {
+func Present(t testing.TB, owned *store.Owner, node uuid.UUID, generation uint64) {
 	t.Helper()
 	err := owned.RecordNodePresence(context.Background(), store.NodePresence{
-		NodeID: node, ConnectionID: uuid.New(), OwnerEpoch: owned.OwnerEpoch(), Generation: generation,
+		NodeID: node, ConnectionID: uuid.New(), Generation: generation,
 		Ready: true, CPUMillis: Ample, MemoryBytes: Ample, DiskFreeBytes: Ample,
 	})
 	if err != nil {
@@ -184,10 +184,10 @@ func Absent(t testing.TB, st *store.Store, node uuid.UUID) {
 // allocation was created and observed running with completed bootstrap, as
 // the lifecycle worker records it, and returns it with its device
 // credential. owned acts for the lease-holding owner epoch (Owner).
-func RunningSession(t testing.TB, owned *store.Store) (store.SessionBundle, []byte) {
+func RunningSession(t testing.TB, owned *store.Owner) (store.SessionBundle, []byte) {
 	t.Helper()
 	ctx := context.Background()
-	node := EnabledNode(t, owned)
+	node := EnabledNode(t, owned.Store)
 	Present(t, owned, node, 1)
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
