@@ -11,13 +11,6 @@ import (
 	"berth.dev/sandbox/providercontract"
 )
 
-// MaxOperationTime bounds an operation whose caller sent no deadline.
-const MaxOperationTime = 10 * time.Minute
-
-// CreateGrace is how long a started Create goes on after its caller went
-// away (see runTracked).
-const CreateGrace = 5 * time.Second
-
 // Agent runs provider operations for Core: it answers unsupported
 // operations from the declaration before the adapter, serializes the
 // operations of each allocation, bounds each by the caller's deadline and

@@ -25,7 +25,8 @@ type Config struct {
 	Node json.RawMessage `json:"node"`
 	// Generation is the deployment generation this node serves.
 	Generation GenerationConfig `json:"generation"`
-	// HealthInterval is the period of health reports ("10s").
+	// HealthInterval is the period of health reports, a Go duration such
+	// as "10s" (DefaultHealthInterval when empty).
 	HealthInterval string `json:"health_interval,omitempty"`
 }
 
@@ -56,9 +57,6 @@ func (s SpecConfig) Specification() sandbox.Specification {
 		MaxRetained: s.MaxRetained,
 	}
 }
-
-// DefaultHealthInterval is the health report period when none is set.
-const DefaultHealthInterval = 10 * time.Second
 
 // Interval returns the health report period.
 func (c Config) Interval() time.Duration {

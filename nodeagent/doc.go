@@ -2,6 +2,14 @@
 // serves the berth.sandboxnode.v1 protocol to Core and wraps the host's local
 // adapter (Docker or microsandbox).
 //
+// It holds the configuration file (config.go), the private state directory
+// with the identity and the highest owner epoch seen (state.go,
+// identity.go), enrollment (enroll.go), the per-call fence (fence.go), the
+// Agent that runs operations on the adapter (agent.go), the gRPC service
+// (server.go, checkpoint_server.go), Serve, which composes the process from
+// named steps with one shutdown path (run.go), and every default of the
+// process and its command (defaults.go).
+//
 // Rules:
 //   - Every call is checked before the adapter is touched: exact protocol
 //     version, the current connection id, an owner epoch no lower than the

@@ -12,6 +12,7 @@ require (
 	berth.dev/proto v0.0.0
 	berth.dev/sandbox v0.0.0-00010101000000-000000000000
 	github.com/google/uuid v1.6.0
+	golang.org/x/sync v0.25.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )

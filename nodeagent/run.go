@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -24,103 +27,197 @@ import (
 // sandbox.MaxCommandStdin of stdin.
 const MaxMessageBytes = 2*sandbox.MaxOutputLimit + 8<<20
 
-// Serve runs the node agent with cfg until ctx ends: it opens the state
-// directory, loads the enrolled identity, builds the adapter through the
-// registration table for the configured generation, and serves the node
-// protocol over mutual TLS on cfg.Listen. ready, when not nil, receives the
-// bound address once the server accepts connections.
+// Serve runs the node agent with cfg until ctx ends (nil) or the server
+// fails. It is built from named steps, in order: openState (the state
+// directory and its lock), loadIdentity (the enrolled identity and its
+// mutual TLS), buildAdapter (through the registration table, for the
+// configured generation) and setupServer (the node protocol on
+// cfg.Listen). Each registers what it opened on one shutdown path; the
+// server runs under an errgroup, and the end of ctx, the server's failure
+// or a failed step closes everything once, in reverse order. ready, when
+// not nil, receives the bound address once the server accepts connections.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
-	state, err := OpenStateDir(cfg.StateDir)
+	p := &process{cfg: cfg, log: log}
+	for _, step := range []func(context.Context) error{
+		p.openState,
+		p.loadIdentity,
+		p.buildAdapter,
+		p.setupServer,
+	} {
+		if err := step(ctx); err != nil {
+			p.stop()
+			return err
+		}
+	}
+	return p.run(ctx, ready)
+}
+
+// process is the node agent while Serve composes it: each step fills in
+// what the later ones use and registers how to undo what it opened.
+type process struct {
+	cfg Config
+	log *slog.Logger
+
+	// stops are the shutdown path, run once, newest first, by stop.
+	stops    []func()
+	stopOnce sync.Once
+
+	state  *StateDir
+	id     Identity
+	tls    *tls.Config
+	built  providers.Built
+	server *Server
+	gs     *grpc.Server
+	lis    net.Listener
+}
+
+func (p *process) onStop(fn func()) { p.stops = append(p.stops, fn) }
+
+// stop undoes every step once, newest first.
+func (p *process) stop() {
+	p.stopOnce.Do(func() {
+		for i := len(p.stops) - 1; i >= 0; i-- {
+			p.stops[i]()
+		}
+	})
+}
+
+// openState opens the private state directory, which holds the identity,
+// the highest owner epoch seen and the generations' state.
+func (p *process) openState(context.Context) error {
+	state, err := OpenStateDir(p.cfg.StateDir)
 	if err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	defer state.Close()
-	id, err := state.LoadIdentity()
+	p.state = state
+	p.onStop(func() { _ = state.Close() })
+	return nil
+}
+
+// loadIdentity loads the enrolled identity, refuses one of another
+// installation than the configured generation's and builds the server's
+// mutual TLS from it.
+func (p *process) loadIdentity(context.Context) error {
+	id, err := p.state.LoadIdentity()
 	if err != nil {
 		return fmt.Errorf("identity: %w", err)
 	}
-	if id.InstallationID != cfg.Generation.InstallationID {
+	if id.InstallationID != p.cfg.Generation.InstallationID {
 		return errors.New("identity: enrolled for another installation than the configured generation")
 	}
 	tlsCfg, _, err := id.ServerTLS()
 	if err != nil {
 		return fmt.Errorf("identity: %w", err)
 	}
+	p.id, p.tls = id, tlsCfg
+	return nil
+}
 
+// buildAdapter builds the configured provider's adapter through the
+// registration table for the configured generation, with the generation's
+// own state directory.
+func (p *process) buildAdapter(ctx context.Context) error {
 	registry, err := providers.Default()
 	if err != nil {
 		return fmt.Errorf("registration table: %w", err)
 	}
-	genDir := filepath.Join(cfg.StateDir, "generations", strconv.FormatUint(cfg.Generation.Number, 10))
+	gen := p.cfg.Generation
+	genDir := filepath.Join(p.cfg.StateDir, "generations", strconv.FormatUint(gen.Number, 10))
 	if err := os.MkdirAll(genDir, 0o700); err != nil {
 		return fmt.Errorf("generation state directory: %w", err)
 	}
-	deployment := cfg.Generation.Deployment
+	deployment := gen.Deployment
 	if len(deployment) == 0 {
 		deployment = json.RawMessage(`{}`)
 	}
-	buildCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	built, err := registry.Build(buildCtx, cfg.Provider, providers.LocalRequest{
+	buildCtx, cancel := context.WithTimeout(ctx, adapterBuildTimeout)
+	defer cancel()
+	built, err := registry.Build(buildCtx, p.cfg.Provider, providers.LocalRequest{
 		Deployment:    sandbox.EncodedConfiguration{Public: deployment},
-		Node:          cfg.Node,
-		Specification: cfg.Generation.Specification.Specification(),
+		Node:          p.cfg.Node,
+		Specification: gen.Specification.Specification(),
 		Options: providers.LocalOptions{
 			GenerationStateDirectory: genDir,
-			InstallationID:           cfg.Generation.InstallationID,
-			Generation:               cfg.Generation.Number,
+			InstallationID:           gen.InstallationID,
+			Generation:               gen.Number,
 		},
 	})
-	cancel()
 	if err != nil {
-		return fmt.Errorf("build %s adapter: %w", cfg.Provider, err)
+		return fmt.Errorf("build %s adapter: %w", p.cfg.Provider, err)
 	}
-	defer built.Close()
+	p.built = built
+	p.onStop(func() { _ = built.Close() })
+	return nil
+}
 
-	agent, err := NewAgent(built.Provider)
+// setupServer builds the node protocol's server over the adapter (calls
+// admitted through the owner-epoch fence) and binds cfg.Listen. Its stop
+// ends the Connect streams, lets calls in flight finish for up to
+// gracefulStopTimeout, then stops hard.
+func (p *process) setupServer(ctx context.Context) error {
+	agent, err := NewAgent(p.built.Provider)
 	if err != nil {
 		return fmt.Errorf("adapter declaration: %w", err)
 	}
-	fence := NewFence(state, cfg.Generation.Number)
-	srv := NewServer(agent, fence, Description{
-		NodeID:              id.NodeID,
-		ProviderKind:        cfg.Provider,
-		Generation:          cfg.Generation.Number,
-		BackendFingerprint:  built.BackendFingerprint,
-		SpecificationDigest: built.SpecificationDigest,
-	}, built.Probe, cfg.StateDir, cfg.Interval())
+	gen := p.cfg.Generation.Number
+	p.server = NewServer(agent, NewFence(p.state, gen), Description{
+		NodeID:              p.id.NodeID,
+		ProviderKind:        p.cfg.Provider,
+		Generation:          gen,
+		BackendFingerprint:  p.built.BackendFingerprint,
+		SpecificationDigest: p.built.SpecificationDigest,
+	}, p.built.Probe, p.cfg.StateDir, p.cfg.Interval())
 
-	if err := built.Probe(ctx); err != nil {
-		log.Warn("adapter not ready", "diagnostic", sandbox.ProbeCode(err), "generation", cfg.Generation.Number)
+	if err := p.built.Probe(ctx); err != nil {
+		p.log.Warn("adapter not ready", "diagnostic", sandbox.ProbeCode(err), "generation", gen)
 	}
 
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	gs := grpc.NewServer(append(srv.Options(),
-		grpc.Creds(credentials.NewTLS(tlsCfg)),
+	p.lis = lis
+	p.gs = grpc.NewServer(append(p.server.Options(),
+		grpc.Creds(credentials.NewTLS(p.tls)),
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))...)
-	srv.Register(gs)
-	errc := make(chan error, 1)
-	go func() { errc <- gs.Serve(lis) }()
-	log.Info("serving the node protocol", "address", lis.Addr().String(), "node", id.NodeID,
-		"provider", cfg.Provider, "generation", cfg.Generation.Number, "highest_owner_epoch", state.HighestEpoch())
-	if ready != nil {
-		ready(lis.Addr().String())
-	}
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	srv.Shutdown()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		gs.Stop()
-	}
-	log.Info("stopped")
+	p.server.Register(p.gs)
+	p.onStop(func() {
+		p.server.Shutdown()
+		stopped := make(chan struct{})
+		go func() { p.gs.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(gracefulStopTimeout):
+			p.gs.Stop()
+		}
+		_ = lis.Close() // in case it was never served
+	})
 	return nil
+}
+
+// run serves under one errgroup until ctx ends or the server fails, then
+// stops everything.
+func (p *process) run(ctx context.Context, ready func(addr string)) error {
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		// A Serve that starts after the stop returns ErrServerStopped.
+		if err := p.gs.Serve(p.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return nil
+	})
+	addr := p.lis.Addr().String()
+	p.log.Info("serving the node protocol", "address", addr, "node", p.id.NodeID,
+		"provider", p.cfg.Provider, "generation", p.cfg.Generation.Number, "highest_owner_epoch", p.state.HighestEpoch())
+	if ready != nil {
+		ready(addr)
+	}
+	eg.Go(func() error {
+		<-ectx.Done()
+		p.stop()
+		return nil
+	})
+	err := eg.Wait()
+	p.log.Info("stopped")
+	return err
 }

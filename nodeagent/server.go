@@ -198,7 +198,7 @@ func (s *Server) Connect(_ *pb.ConnectRequest, stream grpc.ServerStreamingServer
 // checkReadiness runs the probe (bounded) and returns its result for the
 // node's generation with a fixed diagnostic code.
 func (s *Server) checkReadiness(ctx context.Context) *pb.Readiness {
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	r := &pb.Readiness{Generation: s.desc.Generation, Ready: true, CheckedAt: timestamppb.New(s.now())}
 	if err := s.probe(pctx); err != nil {

@@ -1,16 +1,9 @@
-// Package daemon is berth-core's process: it claims the installation and a
-// new owner epoch, holds the execution lease (a second Core waits; losing
-// the lease stops everything), loads or creates the installation CA (its
-// key sealed under the master key), and serves the admin API (loopback),
-// enrollment (mutual-TLS public listener) and the node connections.
-//
-// Rules: the admin token, master key and CA key never reach a log line or
-// an error; every lifecycle decision reads the database clock.
 package daemon
 
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,55 +44,6 @@ import (
 	"berth.dev/core/turns"
 )
 
-// Config is berth-core's configuration.
-type Config struct {
-	DatabaseURL string
-	// Migrate applies migrations at start-up; otherwise Core refuses a
-	// schema it does not know.
-	Migrate bool
-	// PublicURL is the installation's public URL, used when the
-	// installation is first claimed.
-	PublicURL string
-	// StateDir holds the admin token and, by default, the master key
-	// (mode 0700).
-	StateDir string
-	// MasterKeyFile is the master key (default StateDir/master.key). Every
-	// Core of an installation must hold the same key: the installation CA
-	// key is sealed under it.
-	MasterKeyFile string
-	// AdminListen is the admin API's address; it must be loopback.
-	AdminListen string
-	// Listen is the public listener (enrollment) address.
-	Listen string
-	// RuntimeListen is the Runtime gateway's address (berth.runtime.v1,
-	// plaintext gRPC: the installation's public URL, http://..., names it,
-	// or a TLS-terminating proxy in front of it for https://...). Empty
-	// serves no gateway.
-	RuntimeListen string
-	// RuntimeKeepalive is the gateway's keepalive interval
-	// (gateway.DefaultKeepalive when 0).
-	RuntimeKeepalive time.Duration
-	// LeaseTTL is the execution lease's lifetime (renewed at a third).
-	LeaseTTL time.Duration
-	// NodeInterval is how often node connections are reconciled.
-	NodeInterval time.Duration
-	// LifecycleInterval is the wait between a node worker's passes
-	// (lifecycle.DefaultInterval when 0).
-	LifecycleInterval time.Duration
-	// Version is the build version, reported by GetInstallation.
-	Version string
-}
-
-// Defaults fills unset durations.
-func (c *Config) defaults() {
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 15 * time.Second
-	}
-	if c.NodeInterval <= 0 {
-		c.NodeInterval = 5 * time.Second
-	}
-}
-
 // DefaultTenant owns the Sessions the admin API creates: the admin API has
 // no tenant field yet, so one fixed tenant id stands for the installation's
 // operator.
@@ -108,123 +52,269 @@ var DefaultTenant = uuid.MustParse("00000000-0000-4000-8000-000000000001")
 // ErrLeaseLost ends Core when another Core took over.
 var ErrLeaseLost = fmt.Errorf("execution lease lost: %w", errdefs.ErrFenced)
 
-// Ready describes a serving Core, for callers that started it.
-type Ready struct {
-	AdminAddr, PublicAddr, RuntimeAddr string
-	InstallationID                     string
-	OwnerEpoch                         uint64
+// Run runs Core until ctx ends (nil), the lease is lost (ErrLeaseLost) or a
+// server fails. ready, when not nil, is called once Core serves.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) error {
+	c := &core{cfg: cfg.withDefaults(), log: log}
+	for _, step := range []func(context.Context) error{
+		c.checkConfig,
+		c.lockStateDir,
+		c.loadSecrets,
+		c.openStore,
+		c.claimInstallation,
+		c.holdLease,
+		c.loadCA,
+		c.setupNodes,
+		c.setupTurns,
+		c.setupLifecycle,
+		c.setupGateway,
+		c.setupAdmin,
+		c.setupEnrollment,
+	} {
+		if err := step(ctx); err != nil {
+			c.group.stop()
+			return err
+		}
+	}
+	err := c.group.run(ctx, func() {
+		r := c.ready()
+		log.Info("serving", "admin", r.AdminAddr, "public", r.PublicAddr,
+			"runtime", r.RuntimeAddr, "installation", r.InstallationID, "owner_epoch", r.OwnerEpoch)
+		if ready != nil {
+			ready(r)
+		}
+	})
+	log.Info("stopped")
+	return err
 }
 
-// Run runs Core until ctx ends or the lease is lost.
-func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) error {
-	cfg.defaults()
-	if err := checkLoopback(cfg.AdminListen); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+// core is berth-core while Run composes it: each step below fills in what
+// the later ones use and registers what it opened, and what it runs, on
+// group, Core's one shutdown path. Steps run in the order Run lists them,
+// and stop in the reverse order.
+type core struct {
+	cfg   Config
+	log   *slog.Logger
+	group group
+
+	masterKey   secrets.Key
+	adminDigest []byte
+	st          *store.Store
+	// owned is st bound to this Core's owner epoch: every lifecycle write
+	// (Session creation and deletion, the workers' claims, outcomes,
+	// cleanup and release, Turn claims and sweeps, Runtime admission, node
+	// presence) is its own transaction under that fence, so a Core whose
+	// lease another took over stops writing before it notices the loss
+	// itself.
+	owned *store.Owner
+	inst  store.Installation
+	epoch uint64
+
+	ca                     *nodetls.CA
+	coreClient, coreServer tls.Certificate
+
+	manager *nodes.Manager
+	turns   *turns.Service
+
+	adminLis, publicLis, runtimeLis net.Listener
+}
+
+// checkConfig refuses an admin address off loopback.
+func (c *core) checkConfig(context.Context) error {
+	return checkLoopback(c.cfg.AdminListen)
+}
+
+// lockStateDir creates the state directory (0700) and takes its lock, so
+// that two berth-core processes never share it; the lock is released last.
+func (c *core) lockStateDir(context.Context) error {
+	dir := c.cfg.StateDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	if fi, err := os.Stat(cfg.StateDir); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		return errdefs.Invalid("state_dir", "must be a directory with mode 0700")
 	}
-	lock, err := os.OpenFile(filepath.Join(cfg.StateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("state lock: %w", err)
 	}
-	defer lock.Close()
+	c.group.onStop(func() { _ = lock.Close() })
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return fmt.Errorf("state directory is in use by another berth-core: %w", errdefs.ErrExists)
 	}
-	if cfg.MasterKeyFile == "" {
-		cfg.MasterKeyFile = filepath.Join(cfg.StateDir, "master.key")
-	}
-	masterKey, err := secrets.LoadOrCreateKeyFile(cfg.MasterKeyFile)
-	if err != nil {
-		return err
-	}
-	adminDigest, created, err := adminToken(filepath.Join(cfg.StateDir, "admin-token"))
-	if err != nil {
-		return err
-	}
-	if created {
-		log.Info("created the admin token; it is in the state directory's admin-token file", "file", filepath.Join(cfg.StateDir, "admin-token"))
-	}
+	return nil
+}
 
-	if cfg.Migrate {
-		if err := store.Migrate(ctx, cfg.DatabaseURL); err != nil {
+// loadSecrets loads (or creates) the master key and the admin token's
+// digest.
+func (c *core) loadSecrets(context.Context) error {
+	key, err := secrets.LoadOrCreateKeyFile(c.cfg.MasterKeyFile)
+	if err != nil {
+		return err
+	}
+	c.masterKey = key
+	path := filepath.Join(c.cfg.StateDir, "admin-token")
+	digest, created, err := adminToken(path)
+	if err != nil {
+		return err
+	}
+	c.adminDigest = digest
+	if created {
+		c.log.Info("created the admin token; it is in the state directory's admin-token file", "file", path)
+	}
+	return nil
+}
+
+// openStore migrates the database when asked, opens the store and refuses
+// a schema Core does not know.
+func (c *core) openStore(ctx context.Context) error {
+	if c.cfg.Migrate {
+		if err := store.Migrate(ctx, c.cfg.DatabaseURL); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.Open(ctx, c.cfg.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	defer st.Close()
+	c.st = st
+	c.group.onStop(st.Close)
 	if err := store.CheckSchema(ctx, st.Pool()); err != nil {
 		return fmt.Errorf("schema: %w", err)
 	}
-	inst, err := st.ClaimInstallation(ctx, uuid.New(), cfg.PublicURL)
+	return nil
+}
+
+// claimInstallation claims the installation (once per database) and a new
+// owner epoch (once per start).
+func (c *core) claimInstallation(ctx context.Context) error {
+	inst, err := c.st.ClaimInstallation(ctx, uuid.New(), c.cfg.PublicURL)
 	if err != nil {
 		return fmt.Errorf("claim installation: %w", err)
 	}
-	epoch, err := st.NextOwnerEpoch(ctx)
+	epoch, err := c.st.NextOwnerEpoch(ctx)
 	if err != nil {
 		return fmt.Errorf("owner epoch: %w", err)
 	}
+	c.inst, c.epoch, c.owned = inst, epoch, c.st.AsOwner(epoch)
+	return nil
+}
+
+// holdLease waits for the execution lease, then keeps renewing it: losing
+// it fails the group, which stops everything. The lease is released at
+// shutdown, after everything that ran under it has stopped.
+func (c *core) holdLease(ctx context.Context) error {
 	holder := uuid.New()
-	if err := waitForLease(ctx, st, holder, epoch, cfg.LeaseTTL, log); err != nil {
+	if err := waitForLease(ctx, c.st, holder, c.epoch, c.cfg.LeaseTTL, c.log); err != nil {
 		return err
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	c.group.onStop(func() {
+		rctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
 		defer cancel()
-		_ = st.ReleaseLease(rctx, holder, epoch)
-	}()
-	log.Info("holding the execution lease", "installation", inst.ID.String(), "owner_epoch", epoch)
+		_ = c.st.ReleaseLease(rctx, holder, c.epoch)
+	})
+	c.log.Info("holding the execution lease", "installation", c.inst.ID.String(), "owner_epoch", c.epoch)
+	c.group.addWorker(func(ctx context.Context) error {
+		return keepLease(ctx, c.st, holder, c.epoch, c.cfg.LeaseTTL, c.log)
+	})
+	return nil
+}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go keepLease(ctx, cancel, st, holder, epoch, cfg.LeaseTTL, log)
-
-	ca, err := loadOrCreateCA(ctx, st, masterKey, inst.ID.String())
+// loadCA opens (or creates) the installation CA and issues Core's own
+// client and server certificates.
+func (c *core) loadCA(ctx context.Context) error {
+	id := c.inst.ID.String()
+	ca, err := loadOrCreateCA(ctx, c.st, c.masterKey, id)
 	if err != nil {
 		return err
 	}
-	coreClient, err := ca.IssueCore(inst.ID.String(), time.Now(), 30*24*time.Hour)
-	if err != nil {
+	c.ca = ca
+	if c.coreClient, err = ca.IssueCore(id, time.Now(), certificateValidity); err != nil {
 		return fmt.Errorf("core client certificate: %w", err)
 	}
-	coreServer, err := ca.IssueCoreServer(inst.ID.String(), time.Now(), 30*24*time.Hour)
-	if err != nil {
+	if c.coreServer, err = ca.IssueCoreServer(id, time.Now(), certificateValidity); err != nil {
 		return fmt.Errorf("core server certificate: %w", err)
 	}
+	return nil
+}
 
-	// Public listener: enrollment (later the Runtime gateway).
-	publicTLS, err := nodetls.EnrollmentServerConfig(coreServer, ca.Certificate())
-	if err != nil {
-		return fmt.Errorf("public TLS: %w", err)
-	}
-	public := grpc.NewServer(grpc.Creds(credentials.NewTLS(publicTLS)))
-	enrollmentv1.RegisterEnrollmentServiceServer(public,
-		enrollmentgrpc.NewServer(enrollment.NewService(st, ca, time.Now, uuid.New)))
-	publicLis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("public listener: %w", err)
-	}
+// setupNodes runs the node manager: one connection per enabled node.
+func (c *core) setupNodes(context.Context) error {
+	c.manager = nodes.NewManager(c.owned, c.coreClient, c.ca.Certificate(), c.log, c.cfg.NodeInterval)
+	c.group.addWorker(func(ctx context.Context) error {
+		c.manager.Run(ctx)
+		return nil
+	})
+	return nil
+}
 
-	// Every lifecycle write (Session creation and deletion, the workers'
-	// claims, outcomes, cleanup and release, Turn claims and sweeps,
-	// Runtime admission, node presence) goes through the owner-bound
-	// store and is fenced by this Core's owner epoch in its own
-	// transaction, so a Core whose lease another took over stops writing
-	// before it notices the loss itself.
-	owned := st.AsOwner(epoch)
-	manager := nodes.NewManager(owned, coreClient, ca.Certificate(), log, cfg.NodeInterval)
-	pages, err := admin.NewPageTokens(masterKey.Derive("admin-page-tokens"))
+// setupTurns makes the Turn service (the gateway and the admin API share
+// it) and runs its sweep.
+func (c *core) setupTurns(context.Context) error {
+	c.turns = turns.New(c.owned, c.masterKey, c.inst.ID, uuid.New, turns.NewHub())
+	log := c.log.With("component", "turns")
+	c.group.addWorker(func(ctx context.Context) error {
+		c.turns.Sweep(ctx, log)
+		return nil
+	})
+	return nil
+}
+
+// setupLifecycle runs one serial lifecycle worker per enabled node, kept
+// in step with the node manager every NodeInterval.
+func (c *core) setupLifecycle(context.Context) error {
+	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
+		Store: c.owned, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
+		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
+	})
+	c.group.onStop(coordinator.Close)
+	c.group.addWorker(func(ctx context.Context) error {
+		t := time.NewTicker(c.cfg.NodeInterval)
+		defer t.Stop()
+		for {
+			coordinator.Ensure(ctx, c.manager.Enabled()...)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+	return nil
+}
+
+// setupGateway serves the Runtime gateway on RuntimeListen, when set:
+// plaintext gRPC with keepalive enforcement loose enough for idle
+// Runtimes. Its streams never end by themselves, so it stops hard; their
+// Turns become unconfirmed only if they were running.
+func (c *core) setupGateway(context.Context) error {
+	if c.cfg.RuntimeListen == "" {
+		return nil
+	}
+	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+		MinTime: runtimePingMinTime, PermitWithoutStream: true,
+	}))
+	gateway.New(gateway.Config{
+		Store: c.owned, Turns: c.turns, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
+		Log: c.log.With("component", "gateway"),
+	}).Register(srv)
+	lis, err := net.Listen("tcp", c.cfg.RuntimeListen)
+	if err != nil {
+		return fmt.Errorf("runtime listener: %w", err)
+	}
+	c.runtimeLis = lis
+	c.group.addServer("runtime gateway", srv, lis, srv.Stop)
+	return nil
+}
+
+// setupAdmin serves the admin API (every berth.admin.v1 service) on the
+// loopback AdminListen.
+func (c *core) setupAdmin(context.Context) error {
+	pages, err := admin.NewPageTokens(c.masterKey.Derive("admin-page-tokens"))
 	if err != nil {
 		return fmt.Errorf("page tokens: %w", err)
 	}
-	nodeSvc, err := nodeadmin.NewService(st, ca.Fingerprint(), pages, time.Now)
+	nodeSvc, err := nodeadmin.NewService(c.st, c.ca.Fingerprint(), pages, time.Now)
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
 	}
@@ -232,103 +322,62 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	if err != nil {
 		return fmt.Errorf("provider registry: %w", err)
 	}
-	deploySvc, err := deployment.NewService(st, registry, masterKey, inst.ID)
+	deploySvc, err := deployment.NewService(c.st, registry, c.masterKey, c.inst.ID)
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
-	sessionSvc := sessions.New(owned, masterKey, inst.ID, uuid.New)
-	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
-		Store: owned, Key: masterKey, Installation: inst, Log: log, Interval: cfg.LifecycleInterval, NewID: uuid.New,
-		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return manager.Provider(id) },
-	})
-	turnSvc := turns.New(owned, masterKey, inst.ID, uuid.New, turns.NewHub())
-	sessionAdmin, err := sessionadmin.NewService(sessionSvc, st, DefaultTenant, pages)
+	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
+	sessionAdmin, err := sessionadmin.NewService(sessionSvc, c.st, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
 	}
-	adminSrv := admin.NewServer(admin.Options{
-		TokenDigest:  adminDigest,
-		Installation: installationadmin.NewServer(installation.New(st, epoch, strings.TrimPrefix(ca.Fingerprint(), "sha256:"), cfg.Version)),
-		Nodes:        nodeadmin.NewServer(nodeSvc, liveness(manager)),
+	srv := admin.NewServer(admin.Options{
+		TokenDigest:  c.adminDigest,
+		Installation: installationadmin.NewServer(installation.New(c.st, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),
+		Nodes:        nodeadmin.NewServer(nodeSvc, liveness(c.manager)),
 		Deployment:   deploymentadmin.NewServer(deploySvc),
 		Sessions:     sessionadmin.NewSessionServer(sessionAdmin),
 		Allocations:  sessionadmin.NewAllocationServer(sessionAdmin),
-		Turns:        turnadmin.New(turnSvc, pages),
+		Turns:        turnadmin.New(c.turns, pages),
 	})
-	adminLis, err := net.Listen("tcp", cfg.AdminListen)
+	lis, err := net.Listen("tcp", c.cfg.AdminListen)
 	if err != nil {
-		publicLis.Close()
 		return fmt.Errorf("admin listener: %w", err)
 	}
+	c.adminLis = lis
+	c.group.addServer("admin API", srv, lis, srv.GracefulStop)
+	return nil
+}
 
-	// The Runtime gateway: plaintext gRPC with keepalive enforcement
-	// loose enough for idle Runtimes.
-	runtimeSrv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-		MinTime: 10 * time.Second, PermitWithoutStream: true,
-	}))
-	gateway.New(gateway.Config{
-		Store: owned, Turns: turnSvc, NewID: uuid.New, Keepalive: cfg.RuntimeKeepalive,
-		Log: log.With("component", "gateway"),
-	}).Register(runtimeSrv)
-	var runtimeLis net.Listener
-	if cfg.RuntimeListen != "" {
-		runtimeLis, err = net.Listen("tcp", cfg.RuntimeListen)
-		if err != nil {
-			publicLis.Close()
-			adminLis.Close()
-			return fmt.Errorf("runtime listener: %w", err)
-		}
+// setupEnrollment serves node enrollment on the public listener (TLS with
+// Core's server certificate).
+func (c *core) setupEnrollment(context.Context) error {
+	publicTLS, err := nodetls.EnrollmentServerConfig(c.coreServer, c.ca.Certificate())
+	if err != nil {
+		return fmt.Errorf("public TLS: %w", err)
 	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(publicTLS)))
+	enrollmentv1.RegisterEnrollmentServiceServer(srv,
+		enrollmentgrpc.NewServer(enrollment.NewService(c.st, c.ca, time.Now, uuid.New)))
+	lis, err := net.Listen("tcp", c.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("public listener: %w", err)
+	}
+	c.publicLis = lis
+	c.group.addServer("enrollment", srv, lis, srv.GracefulStop)
+	return nil
+}
 
-	errc := make(chan error, 3)
-	go func() { errc <- public.Serve(publicLis) }()
-	go func() { errc <- adminSrv.Serve(adminLis) }()
-	runtimeAddr := ""
-	if runtimeLis != nil {
-		runtimeAddr = runtimeLis.Addr().String()
-		go func() { errc <- runtimeSrv.Serve(runtimeLis) }()
+// ready describes the composed Core.
+func (c *core) ready() Ready {
+	r := Ready{
+		AdminAddr: c.adminLis.Addr().String(), PublicAddr: c.publicLis.Addr().String(),
+		InstallationID: c.inst.ID.String(), OwnerEpoch: c.epoch,
 	}
-	go turnSvc.Sweep(ctx, log.With("component", "turns"))
-	managerDone := make(chan struct{})
-	go func() { manager.Run(ctx); close(managerDone) }()
-	// One lifecycle worker per enabled node, kept while Core runs.
-	go func() {
-		t := time.NewTicker(cfg.NodeInterval)
-		defer t.Stop()
-		for {
-			coordinator.Ensure(ctx, manager.Enabled()...)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	log.Info("serving", "admin", adminLis.Addr().String(), "public", publicLis.Addr().String(),
-		"runtime", runtimeAddr, "installation", inst.ID.String(), "owner_epoch", epoch)
-	if ready != nil {
-		ready(Ready{AdminAddr: adminLis.Addr().String(), PublicAddr: publicLis.Addr().String(), RuntimeAddr: runtimeAddr, InstallationID: inst.ID.String(), OwnerEpoch: epoch})
+	if c.runtimeLis != nil {
+		r.RuntimeAddr = c.runtimeLis.Addr().String()
 	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		if cause := context.Cause(ctx); errors.Is(cause, ErrLeaseLost) {
-			runErr = cause
-		}
-	case err := <-errc:
-		runErr = fmt.Errorf("serve: %w", err)
-	}
-	cancel(nil)
-	public.GracefulStop()
-	adminSrv.GracefulStop()
-	// Runtime streams never end by themselves: stop them hard. Their
-	// Turns become unconfirmed only if they were running.
-	runtimeSrv.Stop()
-	coordinator.Close()
-	<-managerDone
-	log.Info("stopped")
-	return runErr
+	return r
 }
 
 // liveness reads the node connections for the admin API.
@@ -385,99 +434,4 @@ func adminToken(path string) (digest []byte, created bool, err error) {
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(string(data))))
 	return sum[:], false, nil
-}
-
-// waitForLease takes the execution lease, waiting while another Core holds it.
-func waitForLease(ctx context.Context, st *store.Store, holder uuid.UUID, epoch uint64, ttl time.Duration, log *slog.Logger) error {
-	logged := false
-	for {
-		ok, err := st.AcquireLease(ctx, holder, epoch, ttl)
-		if err != nil {
-			return fmt.Errorf("execution lease: %w", err)
-		}
-		if ok {
-			return nil
-		}
-		if !logged {
-			log.Info("another berth-core holds the execution lease; waiting")
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(ttl / 3):
-		}
-	}
-}
-
-// keepLease renews the lease every third of its lifetime; when a renewal
-// is refused, or keeps failing until the lease would have expired, it
-// cancels Core with ErrLeaseLost.
-func keepLease(ctx context.Context, cancel context.CancelCauseFunc, st *store.Store, holder uuid.UUID, epoch uint64, ttl time.Duration, log *slog.Logger) {
-	ticker := time.NewTicker(ttl / 3)
-	defer ticker.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		rctx, rcancel := context.WithTimeout(ctx, ttl/3)
-		ok, err := st.AcquireLease(rctx, holder, epoch, ttl)
-		rcancel()
-		switch {
-		case err == nil && ok:
-			last = time.Now()
-		case err == nil || errdefs.IsFenced(err) || time.Since(last) > ttl:
-			log.Error("lost the execution lease; stopping")
-			cancel(ErrLeaseLost)
-			return
-		default:
-			log.Warn("renewing the execution lease failed; retrying", "error", err.Error())
-		}
-	}
-}
-
-// loadOrCreateCA loads the installation CA, opening its key with the master
-// key, or creates and stores it on first start.
-func loadOrCreateCA(ctx context.Context, st *store.Store, key secrets.Key, installationID string) (*nodetls.CA, error) {
-	ad := []byte("berth-installation-ca:" + installationID)
-	stored, err := st.LoadCA(ctx)
-	if errdefs.IsNotFound(err) {
-		ca, err := nodetls.NewCA(installationID, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("new CA: %w", err)
-		}
-		certPEM, keyPEM, err := nodetls.MarshalCA(ca)
-		if err != nil {
-			return nil, fmt.Errorf("marshal CA: %w", err)
-		}
-		nonce, ct, err := key.Seal(keyPEM, ad)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := st.SaveCA(ctx, store.CA{CertificatePEM: string(certPEM), KeyCiphertext: ct, KeyNonce: nonce}); err != nil {
-			if !errdefs.IsExists(err) {
-				return nil, fmt.Errorf("save CA: %w", err)
-			}
-			return loadOrCreateCA(ctx, st, key, installationID)
-		}
-		return ca, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load CA: %w", err)
-	}
-	keyPEM, err := key.Open(stored.KeyNonce, stored.KeyCiphertext, ad)
-	if err != nil {
-		return nil, fmt.Errorf("installation CA key: %w", err)
-	}
-	ca, err := nodetls.ParseCA([]byte(stored.CertificatePEM), keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("installation CA: %w", err)
-	}
-	if ca.InstallationID() != installationID {
-		return nil, errdefs.Invalid("installation_ca", "belongs to another installation")
-	}
-	return ca, nil
 }

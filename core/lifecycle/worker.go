@@ -65,7 +65,10 @@ type Store interface {
 // Defaults of Config.
 const (
 	DefaultCallTimeout = 2 * time.Minute
-	DefaultInterval    = 5 * time.Second
+	// DefaultInterval is berth-core's default wait between passes
+	// (core/daemon.DefaultLifecycleInterval says why); a Config that leaves
+	// Interval zero gets the same.
+	DefaultInterval = 2 * time.Second
 	// recordTimeout bounds a store write that records a provider outcome.
 	recordTimeout = 30 * time.Second
 )

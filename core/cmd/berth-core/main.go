@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"berth.dev/core/daemon"
 	"berth.dev/core/store"
@@ -97,22 +96,29 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	return 0
 }
 
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+// serveFlags is serve's flag set, writing into cfg. Every default comes
+// from core/daemon's defaults.go, so --help prints what Core runs with.
+func serveFlags(cfg *daemon.Config, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg daemon.Config
 	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection URL (default $"+databaseURLEnv+")")
 	fs.BoolVar(&cfg.Migrate, "migrate", false, "apply database migrations at start-up")
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "the installation's public URL (used when the installation is first claimed)")
-	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/berth-core", "state directory: master key and admin token (mode 0700)")
+	fs.StringVar(&cfg.StateDir, "state-dir", daemon.DefaultStateDir, "state directory: master key and admin token (mode 0700)")
 	fs.StringVar(&cfg.MasterKeyFile, "master-key-file", "", "master key file shared by every Core of the installation (default STATE_DIR/master.key, created on first start)")
-	fs.StringVar(&cfg.AdminListen, "admin-listen", "127.0.0.1:7000", "admin API address (loopback only)")
-	fs.StringVar(&cfg.Listen, "listen", ":7443", "public address: node enrollment over TLS")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", daemon.DefaultAdminListen, "admin API address (loopback only)")
+	fs.StringVar(&cfg.Listen, "listen", daemon.DefaultListen, "public address: node enrollment over TLS")
 	fs.StringVar(&cfg.RuntimeListen, "runtime-listen", "", "Runtime gateway address (berth.runtime.v1, plaintext gRPC) that --public-url names; empty: no gateway, Runtimes cannot connect")
-	fs.DurationVar(&cfg.RuntimeKeepalive, "runtime-keepalive", 0, "interval of the gateway's keepalives to idle Runtimes (default 15s)")
-	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 15*time.Second, "execution lease lifetime")
-	fs.DurationVar(&cfg.NodeInterval, "node-interval", 5*time.Second, "how often node connections are reconciled")
-	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", 2*time.Second, "wait between a node worker's lifecycle passes")
+	fs.DurationVar(&cfg.RuntimeKeepalive, "runtime-keepalive", daemon.DefaultRuntimeKeepalive, "interval of the gateway's keepalives to idle Runtimes")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", daemon.DefaultLeaseTTL, "execution lease lifetime")
+	fs.DurationVar(&cfg.NodeInterval, "node-interval", daemon.DefaultNodeInterval, "how often node connections are reconciled")
+	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", daemon.DefaultLifecycleInterval, "wait between a node worker's lifecycle passes")
+	return fs
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	var cfg daemon.Config
+	fs := serveFlags(&cfg, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"berth.dev/core/daemon"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
@@ -33,6 +35,34 @@ func TestUsage(t *testing.T) {
 		if code, _, errOut := runCmd(t, nil, args...); code != 2 || errOut == "" {
 			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, errOut)
 		}
+	}
+}
+
+// TestServeDefaultsComeFromTheDaemon: serve's flags default to core/daemon's
+// defaults, and --help shows them.
+func TestServeDefaultsComeFromTheDaemon(t *testing.T) {
+	var cfg daemon.Config
+	fs := serveFlags(&cfg, io.Discard)
+	for name, want := range map[string]string{
+		"state-dir":          daemon.DefaultStateDir,
+		"admin-listen":       daemon.DefaultAdminListen,
+		"listen":             daemon.DefaultListen,
+		"runtime-keepalive":  daemon.DefaultRuntimeKeepalive.String(),
+		"lease-ttl":          daemon.DefaultLeaseTTL.String(),
+		"node-interval":      daemon.DefaultNodeInterval.String(),
+		"lifecycle-interval": daemon.DefaultLifecycleInterval.String(),
+	} {
+		if got := fs.Lookup(name).DefValue; got != want {
+			t.Errorf("--%s defaults to %q, want %q", name, got, want)
+		}
+	}
+	if daemon.DefaultLifecycleInterval != 2*time.Second {
+		t.Errorf("the lifecycle interval Core has always run with is 2s, not %v", daemon.DefaultLifecycleInterval)
+	}
+	code, _, errOut := runCmd(t, nil, "serve", "--help")
+	if code != 0 || !strings.Contains(errOut, "(default "+daemon.DefaultLifecycleInterval.String()+")") ||
+		!strings.Contains(errOut, "(default "+daemon.DefaultRuntimeKeepalive.String()+")") {
+		t.Errorf("serve --help: exit %d, without the effective defaults:\n%s", code, errOut)
 	}
 }
 

@@ -6,7 +6,9 @@
 //	berth-nodeagent version
 //
 // The enrollment token is read from a file (or "-" for standard input),
-// never from the command line, so it never appears in argv.
+// never from the command line, so it never appears in argv. Every default
+// (the configuration file, the health interval, the timeouts) comes from
+// nodeagent's defaults.go.
 package main
 
 import (
@@ -19,7 +21,6 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
-	"time"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 
@@ -44,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		config := fs.String("config", "/etc/berth/nodeagent.json", "configuration file")
+		config := fs.String("config", nodeagent.DefaultConfigFile, "configuration file")
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 0 {
 			return 2
 		}
@@ -70,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func enroll(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enroll", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	config := fs.String("config", "/etc/berth/nodeagent.json", "configuration file (for the state directory)")
+	config := fs.String("config", nodeagent.DefaultConfigFile, "configuration file (for the state directory)")
 	core := fs.String("core", "", "Core's enrollment address, host:port")
 	tokenFile := fs.String("token-file", "", "file holding the enrollment token, or - for standard input")
 	advertise := fs.String("advertise", "", "host:port where Core reaches this node agent")
@@ -100,7 +101,7 @@ func enroll(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer state.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), nodeagent.EnrollTimeout)
 	defer cancel()
 	id, err := nodeagent.Enroll(ctx, state, *core, string(token), *advertise)
 	if err != nil {

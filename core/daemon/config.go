@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"path/filepath"
+	"time"
+)
+
+// Config is berth-core's configuration. A zero duration, or an empty
+// MasterKeyFile, takes its default (defaults.go); addresses and the state
+// directory have no default here, only on the command line.
+type Config struct {
+	DatabaseURL string
+	// Migrate applies migrations at start-up; otherwise Core refuses a
+	// schema it does not know.
+	Migrate bool
+	// PublicURL is the installation's public URL, used when the
+	// installation is first claimed.
+	PublicURL string
+	// StateDir holds the admin token and, by default, the master key
+	// (mode 0700).
+	StateDir string
+	// MasterKeyFile is the master key (default StateDir/master.key). Every
+	// Core of an installation must hold the same key: the installation CA
+	// key is sealed under it.
+	MasterKeyFile string
+	// AdminListen is the admin API's address; it must be loopback.
+	AdminListen string
+	// Listen is the public listener (enrollment) address.
+	Listen string
+	// RuntimeListen is the Runtime gateway's address (berth.runtime.v1,
+	// plaintext gRPC: the installation's public URL, http://..., names it,
+	// or a TLS-terminating proxy in front of it for https://...). Empty
+	// serves no gateway.
+	RuntimeListen string
+	// RuntimeKeepalive is the gateway's keepalive interval
+	// (DefaultRuntimeKeepalive when 0).
+	RuntimeKeepalive time.Duration
+	// LeaseTTL is the execution lease's lifetime, renewed at a third
+	// (DefaultLeaseTTL when 0).
+	LeaseTTL time.Duration
+	// NodeInterval is how often node connections and lifecycle workers are
+	// reconciled (DefaultNodeInterval when 0).
+	NodeInterval time.Duration
+	// LifecycleInterval is the wait between a node worker's passes
+	// (DefaultLifecycleInterval when 0).
+	LifecycleInterval time.Duration
+	// Version is the build version, reported by GetInstallation.
+	Version string
+}
+
+// withDefaults returns c with every unset duration and the master key file
+// filled in from defaults.go.
+func (c Config) withDefaults() Config {
+	if c.RuntimeKeepalive <= 0 {
+		c.RuntimeKeepalive = DefaultRuntimeKeepalive
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.NodeInterval <= 0 {
+		c.NodeInterval = DefaultNodeInterval
+	}
+	if c.LifecycleInterval <= 0 {
+		c.LifecycleInterval = DefaultLifecycleInterval
+	}
+	if c.MasterKeyFile == "" {
+		c.MasterKeyFile = filepath.Join(c.StateDir, "master.key")
+	}
+	return c
+}
+
+// Ready describes a serving Core, for callers that started it.
+type Ready struct {
+	AdminAddr, PublicAddr, RuntimeAddr string
+	InstallationID                     string
+	OwnerEpoch                         uint64
+}

@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"time"
+
+	"berth.dev/core/gateway"
+	"berth.dev/core/lifecycle"
+)
+
+// Every default of berth-core serve lives here: Config.withDefaults fills
+// a zero field from it and the command's flags take their defaults from it,
+// so `berth-core serve --help` shows what Core runs with. Where a package
+// Core composes has its own default for the same setting, the constant
+// here is that package's, so the two cannot disagree. Bounds that belong
+// to one package's own rules and that no flag sets (the gateway's hello
+// wait, Turn timeouts, the admin API's unary deadline, the node presence
+// window) stay with their package.
+
+// Defaults of Config (and of the flags of the same name).
+const (
+	// DefaultStateDir is where a packaged Core keeps its admin token, master
+	// key and lock: the FHS place of a daemon's persistent state.
+	DefaultStateDir = "/var/lib/berth-core"
+
+	// DefaultAdminListen is loopback because the admin API is plaintext and
+	// the bearer token crosses in every call (Run refuses any other host);
+	// port 7000 sits apart from the public 7443.
+	DefaultAdminListen = "127.0.0.1:7000"
+
+	// DefaultListen is the public listener (node enrollment over TLS) on
+	// every interface: nodes on other hosts dial it, and the README's
+	// `berth-nodeagent enroll --core HOST:7443` names this port.
+	DefaultListen = ":7443"
+
+	// DefaultLeaseTTL is how long a standby Core waits for an active Core
+	// that died without releasing the lease (a crash, a partition) before it
+	// takes over. The lease is renewed every third of it (5 s), so two
+	// renewals in a row may fail (a database restart) before it lapses.
+	DefaultLeaseTTL = 15 * time.Second
+
+	// DefaultNodeInterval is how often Core reconciles its node connections
+	// and lifecycle workers with the store: how soon a newly enabled node is
+	// dialled and gets its worker, and a disabled one is dropped. Each pass
+	// pages through every node, so it runs no more often than that needs.
+	DefaultNodeInterval = 5 * time.Second
+
+	// DefaultLifecycleInterval is the wait between a node worker's passes
+	// when nothing wakes it: it bounds how long a new Session waits for its
+	// Create and a deleted one for its cleanup, at a few indexed queries per
+	// node and pass. 2 s is what berth-core has always run with (the
+	// --lifecycle-interval flag's default); lifecycle.DefaultInterval, used
+	// when a lifecycle.Config leaves Interval zero, is the same value.
+	DefaultLifecycleInterval = lifecycle.DefaultInterval
+
+	// DefaultRuntimeKeepalive is the interval of the gateway's keepalives
+	// to idle Runtimes, the gateway's own default (gateway.DefaultKeepalive,
+	// 15 s): a Runtime that leaves three unanswered is disconnected, so a
+	// dead one holds its Session's connection for under a minute while an
+	// idle one costs one small message per interval.
+	DefaultRuntimeKeepalive = gateway.DefaultKeepalive
+)
+
+// Fixed settings of the running Core (no flag sets them).
+const (
+	// runtimePingMinTime is the shortest interval between HTTP/2 pings the
+	// Runtime gateway accepts from a client, idle streams included. It is
+	// below the Runtime's own 20 s transport pings (runtimeclient), so those
+	// are never refused as too_many_pings, while a client pinging faster is.
+	runtimePingMinTime = 10 * time.Second
+
+	// certificateValidity is the lifetime of Core's own client (node dials)
+	// and server (enrollment) certificates, issued afresh from the
+	// installation CA at every start. Nothing renews them while Core runs,
+	// so a Core must restart within this period; short enough that a
+	// leaked certificate does not outlive a month.
+	certificateValidity = 30 * 24 * time.Hour
+
+	// leaseReleaseTimeout bounds the release of the execution lease at
+	// shutdown. Releasing lets a standby take over at once instead of after
+	// the lease TTL, but the database may be why Core is stopping, so the
+	// release is given only this long.
+	leaseReleaseTimeout = 5 * time.Second
+)

@@ -1,0 +1,23 @@
+// Package daemon composes berth-core serve. Run builds Core from named
+// steps, in this order: checkConfig, lockStateDir, loadSecrets (master key
+// and admin token), openStore (migrate when asked, refuse an unknown
+// schema), claimInstallation (and a new owner epoch), holdLease (a second
+// Core waits here), loadCA (the installation CA, its key sealed under the
+// master key, and Core's own certificates), setupNodes (the node
+// connections), setupTurns (the Turn service and its sweep),
+// setupLifecycle (one serial worker per node), setupGateway (the Runtime
+// gateway, berth.runtime.v1), setupAdmin (the admin API, loopback only)
+// and setupEnrollment (node enrollment on the mutual-TLS public listener).
+// defaults.go holds every default of Config and of the command's flags.
+//
+// Rules:
+//   - Each step registers what it opened, and the servers and workers it
+//     leaves running, on one shutdown path; Run runs the servers and
+//     workers under one errgroup, and the first failure, a lost execution
+//     lease or the end of the context stops everything once, in the
+//     reverse order of the steps. No error path closes anything by hand.
+//   - The lease is released only after everything that ran under it has
+//     stopped, and losing it stops Core (ErrLeaseLost).
+//   - The admin token, master key and CA key never reach a log line or an
+//     error; every lifecycle decision reads the database clock.
+package daemon
