@@ -15,7 +15,7 @@ import (
 // loadOrCreateCA loads the installation CA, opening its key with the master
 // key, or creates and stores it on first start.
 func loadOrCreateCA(ctx context.Context, st *store.Store, key secrets.Key, installationID string) (*nodetls.CA, error) {
-	ad := []byte("berth-installation-ca:" + installationID)
+	ad := secrets.InstallationCAKey(installationID)
 	stored, err := st.LoadCA(ctx)
 	if errdefs.IsNotFound(err) {
 		ca, err := nodetls.NewCA(installationID, time.Now())

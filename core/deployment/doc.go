@@ -20,7 +20,7 @@
 //   - The credential is write-only. Its bytes (the adapter's
 //     EncodedConfiguration.Secret) are sealed with the master key and
 //     additional data binding the installation and the new generation
-//     number (CredentialAD) before they reach the store; nothing returns
+//     number (secrets.DeploymentCredential) before they reach the store; nothing returns
 //     them, and Candidate redacts itself when printed. Errors name fields,
 //     never values.
 //   - Invalid candidates are errdefs.ErrInvalid naming the logic's field

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -91,17 +90,10 @@ func NewService(st Store, registry *providers.Registry, key secrets.Key, install
 	case installationID == uuid.Nil:
 		return nil, errors.New("deployment: no installation id")
 	}
-	if _, _, err := key.Seal(nil, nil); err != nil {
+	if !key.Valid() {
 		return nil, errors.New("deployment: no master key")
 	}
 	return &Service{store: st, registry: registry, key: key, installationID: installationID}, nil
-}
-
-// CredentialAD is the additional data a deployment credential is sealed
-// with: it binds the ciphertext to the installation and the generation, so
-// it opens for no other installation and in no other generation's row.
-func CredentialAD(installationID uuid.UUID, generation uint64) []byte {
-	return []byte("berth-deployment-credential:" + installationID.String() + ":" + strconv.FormatUint(generation, 10))
 }
 
 // OpenCredential opens generation g's sealed credential: nil when g has
@@ -111,7 +103,7 @@ func OpenCredential(key secrets.Key, installationID uuid.UUID, g store.Generatio
 	if !g.HasCredential() {
 		return nil, nil
 	}
-	return key.Open(g.CredentialNonce, g.CredentialCiphertext, CredentialAD(installationID, g.Generation))
+	return key.Open(g.CredentialNonce, g.CredentialCiphertext, secrets.DeploymentCredential(installationID, g.Generation))
 }
 
 // Get returns the current deployment; before the first commit its
@@ -191,7 +183,7 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 		Specification: p.spec,
 	}
 	if len(p.enc.Secret) > 0 {
-		nonce, ct, err := s.key.Seal(p.enc.Secret, CredentialAD(s.installationID, expected+1))
+		nonce, ct, err := s.key.Seal(p.enc.Secret, secrets.DeploymentCredential(s.installationID, expected+1))
 		if err != nil {
 			return Deployment{}, fmt.Errorf("seal deployment credential: %w", err)
 		}

@@ -205,7 +205,7 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 	admintest.Must(t, err)
 	_, err = deployment.OpenCredential(other, f.InstallationID, g)
 	admintest.WantClass(t, err, secrets.ErrOpen)
-	_, err = f.Key.Open(g.CredentialNonce, g.CredentialCiphertext, nil)
+	_, err = f.Key.Open(g.CredentialNonce, g.CredentialCiphertext, secrets.DeviceCredential(f.InstallationID, uuid.New()))
 	admintest.WantClass(t, err, secrets.ErrOpen)
 
 	// The same selectors and credential: no change. Another credential or

@@ -250,7 +250,7 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 	}
 	// Everything that can fail before Create is done before the claim, so
 	// a claimed receipt is always followed by the one Create.
-	raw, err := w.cfg.Key.Open(sealed.Nonce, sealed.Ciphertext, store.CredentialAD(w.cfg.Installation.ID, a.ID))
+	raw, err := w.cfg.Key.Open(sealed.Nonce, sealed.Ciphertext, secrets.DeviceCredential(w.cfg.Installation.ID, a.ID))
 	if err != nil {
 		return errors.New("open device credential failed")
 	}

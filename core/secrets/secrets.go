@@ -99,9 +99,9 @@ func (k Key) aead() (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// Seal encrypts plaintext bound to ad, returning a fresh random nonce and
+// Seal encrypts plaintext bound to b, returning a fresh random nonce and
 // the ciphertext.
-func (k Key) Seal(plaintext, ad []byte) (nonce, ciphertext []byte, err error) {
+func (k Key) Seal(plaintext []byte, b Binding) (nonce, ciphertext []byte, err error) {
 	aead, err := k.aead()
 	if err != nil {
 		return nil, nil, err
@@ -110,12 +110,12 @@ func (k Key) Seal(plaintext, ad []byte) (nonce, ciphertext []byte, err error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, nil, fmt.Errorf("seal: %w", err)
 	}
-	return nonce, aead.Seal(nil, nonce, plaintext, ad), nil
+	return nonce, aead.Seal(nil, nonce, plaintext, b.ad), nil
 }
 
-// Open decrypts a sealed value bound to ad. Any mismatch (key, nonce, data
-// or ad) is ErrOpen.
-func (k Key) Open(nonce, ciphertext, ad []byte) ([]byte, error) {
+// Open decrypts a sealed value bound to b. Any mismatch (key, nonce, data
+// or binding) is ErrOpen.
+func (k Key) Open(nonce, ciphertext []byte, b Binding) ([]byte, error) {
 	aead, err := k.aead()
 	if err != nil {
 		return nil, err
@@ -123,12 +123,15 @@ func (k Key) Open(nonce, ciphertext, ad []byte) ([]byte, error) {
 	if len(nonce) != aead.NonceSize() {
 		return nil, ErrOpen
 	}
-	out, err := aead.Open(nil, nonce, ciphertext, ad)
+	out, err := aead.Open(nil, nonce, ciphertext, b.ad)
 	if err != nil {
 		return nil, ErrOpen
 	}
 	return out, nil
 }
+
+// Valid reports whether k holds key material.
+func (k Key) Valid() bool { return k.b != nil }
 
 // Derive returns a 32-byte key for purpose, derived from the master key
 // with HMAC-SHA256, so each use has its own key and none reveals the

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 func TestSealOpenBindsAdditionalData(t *testing.T) {
@@ -14,14 +16,14 @@ func TestSealOpenBindsAdditionalData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nonce, ct, err := k.Seal([]byte("ca private key"), []byte("berth-ca:inst-1"))
+	nonce, ct, err := k.Seal([]byte("ca private key"), InstallationCAKey("inst-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Contains(ct, []byte("ca private key")) {
 		t.Fatal("ciphertext holds the plaintext")
 	}
-	out, err := k.Open(nonce, ct, []byte("berth-ca:inst-1"))
+	out, err := k.Open(nonce, ct, InstallationCAKey("inst-1"))
 	if err != nil || string(out) != "ca private key" {
 		t.Fatalf("open: %q %v", out, err)
 	}
@@ -29,10 +31,10 @@ func TestSealOpenBindsAdditionalData(t *testing.T) {
 	tampered := append([]byte(nil), ct...)
 	tampered[0] ^= 1
 	for name, f := range map[string]func() ([]byte, error){
-		"other ad":    func() ([]byte, error) { return k.Open(nonce, ct, []byte("berth-ca:inst-2")) },
-		"other key":   func() ([]byte, error) { return other.Open(nonce, ct, []byte("berth-ca:inst-1")) },
-		"tampered":    func() ([]byte, error) { return k.Open(nonce, tampered, []byte("berth-ca:inst-1")) },
-		"short nonce": func() ([]byte, error) { return k.Open(nonce[:4], ct, []byte("berth-ca:inst-1")) },
+		"other ad":    func() ([]byte, error) { return k.Open(nonce, ct, InstallationCAKey("inst-2")) },
+		"other key":   func() ([]byte, error) { return other.Open(nonce, ct, InstallationCAKey("inst-1")) },
+		"tampered":    func() ([]byte, error) { return k.Open(nonce, tampered, InstallationCAKey("inst-1")) },
+		"short nonce": func() ([]byte, error) { return k.Open(nonce[:4], ct, InstallationCAKey("inst-1")) },
 	} {
 		if _, err := f(); !errors.Is(err, ErrOpen) {
 			t.Errorf("%s: %v", name, err)
@@ -56,8 +58,8 @@ func TestKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nonce, ct, _ := k1.Seal([]byte("x"), nil)
-	if _, err := k2.Open(nonce, ct, nil); err != nil {
+	nonce, ct, _ := k1.Seal([]byte("x"), InstallationCAKey("i"))
+	if _, err := k2.Open(nonce, ct, InstallationCAKey("i")); err != nil {
 		t.Fatal("reloaded key differs")
 	}
 	if err := os.Chmod(path, 0o644); err != nil {
@@ -65,5 +67,29 @@ func TestKeyFile(t *testing.T) {
 	}
 	if _, err := LoadOrCreateKeyFile(path); err == nil {
 		t.Fatal("world-readable key accepted")
+	}
+}
+
+// TestBindingsAreStable pins every binding's bytes: values sealed by an
+// earlier Core must keep opening, so a binding never changes form.
+func TestBindingsAreStable(t *testing.T) {
+	inst := uuid.MustParse("11111111-1111-4111-8111-111111111111")
+	id := uuid.MustParse("22222222-2222-4222-8222-222222222222")
+	for _, c := range []struct {
+		b    Binding
+		want string
+	}{
+		{DeviceCredential(inst, id), "berth-device-credential:" + inst.String() + ":" + id.String()},
+		{TurnInput(inst, id), "berth-turn-input:" + inst.String() + ":" + id.String()},
+		{DeploymentCredential(inst, 42), "berth-deployment-credential:" + inst.String() + ":42"},
+		{InstallationCAKey(inst.String()), "berth-installation-ca:" + inst.String()},
+	} {
+		if string(c.b.ad) != c.want {
+			t.Errorf("binding %q, want %q", c.b.ad, c.want)
+		}
+	}
+	// Distinct kinds never collide, even for the same ids.
+	if string(DeviceCredential(inst, id).ad) == string(TurnInput(inst, id).ad) {
+		t.Fatal("two kinds share a binding")
 	}
 }

@@ -127,13 +127,13 @@ type SealedCredential struct {
 
 // NewSealedCredential makes a fresh device credential for allocation
 // allocationID and returns its digest and its ciphertext sealed under key,
-// bound to the installation and the allocation (store.CredentialAD).
+// bound to the installation and the allocation (secrets.DeviceCredential).
 func NewSealedCredential(key secrets.Key, installation, allocationID uuid.UUID) (SealedCredential, error) {
 	cred, err := NewCredential()
 	if err != nil {
 		return SealedCredential{}, err
 	}
-	nonce, ct, err := key.Seal([]byte(cred), store.CredentialAD(installation, allocationID))
+	nonce, ct, err := key.Seal([]byte(cred), secrets.DeviceCredential(installation, allocationID))
 	if err != nil {
 		return SealedCredential{}, errors.New("seal device credential failed")
 	}

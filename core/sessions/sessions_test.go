@@ -58,7 +58,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	}
 	sealed, err := st.GetAllocationCredential(ctx, a.ID)
 	must(t, err)
-	raw, err := key.Open(sealed.Nonce, sealed.Ciphertext, store.CredentialAD(installation, a.ID))
+	raw, err := key.Open(sealed.Nonce, sealed.Ciphertext, secrets.DeviceCredential(installation, a.ID))
 	must(t, err)
 	if !bytes.Equal(sessions.Digest(string(raw)), a.CredentialDigest) {
 		t.Fatal("digest does not match the sealed credential")
@@ -66,7 +66,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	f := runtimebootstrap.File{Version: runtimebootstrap.Version, CoreURL: "https://core.example", DeviceID: a.DeviceID.String(), Credential: runtimebootstrap.Secret(raw)}
 	must(t, f.Validate())
 	// Bound to its allocation: another allocation id does not open it.
-	if _, err := key.Open(sealed.Nonce, sealed.Ciphertext, store.CredentialAD(installation, uuid.New())); err == nil {
+	if _, err := key.Open(sealed.Nonce, sealed.Ciphertext, secrets.DeviceCredential(installation, uuid.New())); err == nil {
 		t.Fatal("sealed credential opened under another allocation")
 	}
 

@@ -111,13 +111,6 @@ const (
 	maxSealedCredential = 1024
 )
 
-// CredentialAD is the additional data a device credential is sealed with:
-// it binds the ciphertext to the installation and the allocation, so a
-// ciphertext copied to another row or installation does not open.
-func CredentialAD(installationID, allocationID uuid.UUID) []byte {
-	return []byte("berth-device-credential:" + installationID.String() + ":" + allocationID.String())
-}
-
 // SealedCredential is an allocation's device credential as kept at rest.
 type SealedCredential struct {
 	Ciphertext []byte

@@ -102,7 +102,7 @@ type CreateSessionParams struct {
 	// the credential itself never reaches the store.
 	CredentialDigest []byte
 	// CredentialCiphertext and CredentialNonce are the credential sealed by
-	// the caller (secrets.Key.Seal with CredentialAD), kept so the one
+	// the caller (secrets.Key.Seal with secrets.DeviceCredential), kept so the one
 	// permitted Create sends the original credential, also after a retry
 	// or a restart. The store never opens it.
 	CredentialCiphertext []byte

@@ -111,12 +111,6 @@ func turnFromRow(r db.Turn) Turn {
 	return t
 }
 
-// TurnInputAD is the additional data a Turn's input is sealed with: it
-// binds the ciphertext to the installation and the Turn.
-func TurnInputAD(installationID, turnID uuid.UUID) []byte {
-	return []byte("berth-turn-input:" + installationID.String() + ":" + turnID.String())
-}
-
 // SubmitTurnParams is the input of SubmitTurn; every id and the sealed
 // input are the caller's.
 type SubmitTurnParams struct {

@@ -212,7 +212,7 @@ func (s *Service) Submit(ctx context.Context, r SubmitRequest) (store.Turn, erro
 	if err != nil {
 		return store.Turn{}, fmt.Errorf("submit turn: %w", err)
 	}
-	nonce, ct, err := s.key.Seal(plain, store.TurnInputAD(s.installation, id))
+	nonce, ct, err := s.key.Seal(plain, secrets.TurnInput(s.installation, id))
 	if err != nil {
 		return store.Turn{}, errors.New("submit turn: seal input failed")
 	}
@@ -232,7 +232,7 @@ func (s *Service) Submit(ctx context.Context, r SubmitRequest) (store.Turn, erro
 // OpenInput returns a Turn's environment and stdin, for the one delivery
 // to its Runtime.
 func (s *Service) OpenInput(t store.Turn) (Input, error) {
-	plain, err := s.key.Open(t.Input.Nonce, t.Input.Ciphertext, store.TurnInputAD(s.installation, t.ID))
+	plain, err := s.key.Open(t.Input.Nonce, t.Input.Ciphertext, secrets.TurnInput(s.installation, t.ID))
 	if err != nil {
 		return Input{}, errors.New("open turn input failed")
 	}
