@@ -18,6 +18,7 @@ import (
 
 	"berth.dev/core/store"
 	"berth.dev/core/turns"
+	"berth.dev/runtimebootstrap"
 )
 
 // Defaults of Config.
@@ -161,7 +162,7 @@ func (g *Gateway) accept(ctx context.Context, h *runtimev1.Hello) (store.Runtime
 	deadline := time.Now().Add(g.cfg.SettleWait)
 	for {
 		grant, err := g.cfg.Store.AcceptRuntime(ctx, store.AcceptRuntimeParams{
-			ConnectionID: g.cfg.NewID(), DeviceID: device, Credential: []byte(h.GetCredential()),
+			ConnectionID: g.cfg.NewID(), DeviceID: device, Credential: runtimebootstrap.NewSecret(h.GetCredential()),
 			OwnerEpoch: g.cfg.OwnerEpoch, RuntimeVersion: h.GetRuntimeVersion(),
 		})
 		switch {

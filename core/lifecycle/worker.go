@@ -242,7 +242,7 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 			Version:    runtimebootstrap.Version,
 			CoreURL:    w.cfg.Installation.PublicURL,
 			DeviceID:   a.DeviceID.String(),
-			Credential: runtimebootstrap.Secret(raw),
+			Credential: runtimebootstrap.NewSecret(string(raw)),
 		},
 	}
 	if err := req.Validate(); err != nil {

@@ -57,7 +57,7 @@ func (g *server) CreateEnrollmentToken(ctx context.Context, req *adminv1.CreateE
 	}
 	return &adminv1.CreateEnrollmentTokenResponse{
 		EnrollmentToken: tokenProto(issued.Token),
-		TokenText:       string(issued.Text),
+		TokenText:       issued.Text.Reveal(),
 	}, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"berth.dev/sandbox/redacttest"
 )
 
 func TestSealOpenBindsAdditionalData(t *testing.T) {
@@ -66,4 +68,14 @@ func TestKeyFile(t *testing.T) {
 	if _, err := LoadOrCreateKeyFile(path); err == nil {
 		t.Fatal("world-readable key accepted")
 	}
+}
+
+// TestKeyNeverPrints prints a master key through fmt and slog, alone and
+// held, and looks for its bytes.
+func TestKeyNeverPrints(t *testing.T) {
+	key, raw, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	redacttest.Check(t, key, raw)
 }

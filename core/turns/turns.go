@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"path"
 	"regexp"
@@ -77,14 +78,17 @@ type Service struct {
 	installation uuid.UUID
 	newID        func() uuid.UUID
 	hub          *Hub
-	digestKey    []byte
+	// digestMAC is an HMAC under the request digest key; the key is held
+	// only inside the func, which no printer shows.
+	digestMAC func() hash.Hash
 }
 
 // New returns a Service. key seals Turn input, bound to installation;
 // newID makes Turn ids; hub wakes the gateway and output streams.
 func New(st *store.Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, hub *Hub) *Service {
+	digestKey := key.Derive("turn-request-digest")
 	return &Service{store: st, key: key, installation: installation, newID: newID, hub: hub,
-		digestKey: key.Derive("turn-request-digest")}
+		digestMAC: func() hash.Hash { return hmac.New(sha256.New, digestKey) }}
 }
 
 // Hub returns the Service's hub.
@@ -176,7 +180,7 @@ func (s *Service) digest(r SubmitRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := hmac.New(sha256.New, s.digestKey)
+	m := s.digestMAC()
 	m.Write(canon)
 	return m.Sum(nil), nil
 }
