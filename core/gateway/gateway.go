@@ -178,7 +178,7 @@ func (g *Gateway) accept(ctx context.Context, h *runtimev1.Hello) (store.Runtime
 				return store.RuntimeGrant{}, errNotAdmit
 			}
 		default:
-			g.cfg.Log.Warn("accept runtime failed", "err", err)
+			g.cfg.Log.Warn("accept runtime failed", "error", err)
 			return store.RuntimeGrant{}, errInternal
 		}
 		select {
@@ -318,7 +318,7 @@ func (c *conn) storeErr(op string, err error) error {
 		c.log.Warn("runtime report out of protocol", "op", op)
 		return errInvalid
 	}
-	c.log.Warn("record runtime report failed", "op", op, "err", err)
+	c.log.Warn("record runtime report failed", "op", op, "error", err)
 	return errInternal
 }
 
@@ -439,7 +439,7 @@ func (c *conn) close() {
 	defer cancel()
 	ids, err := c.g.cfg.Store.CloseRuntimeConnection(ctx, c.id())
 	if err != nil {
-		c.log.Warn("record disconnect failed", "err", err)
+		c.log.Warn("record disconnect failed", "error", err)
 		return
 	}
 	c.g.cfg.Turns.Hub().Notify(append(ids, c.grant.SessionID)...)

@@ -352,7 +352,7 @@ func (s *Service) Sweep(ctx context.Context, epoch uint64, log *slog.Logger) {
 			refs, err := f(ctx, epoch)
 			if err != nil {
 				if ctx.Err() == nil {
-					log.Warn("turn sweep failed", "err", err)
+					log.Warn("turn sweep failed", "error", err)
 				}
 				continue
 			}
