@@ -35,36 +35,32 @@ const casAttempts = 3
 // request's (admin.PageSize's rules); removed nodes are listed only with
 // showRemoved.
 func (s *Service) ListNodes(ctx context.Context, pageSize int32, pageToken string, showRemoved bool) ([]Node, string, error) {
-	n, err := admin.PageSize("page_size", pageSize)
+	page, next, err := admin.Paginate(ctx, s.pages, pageSize, pageToken, admin.Keyset[store.Node, store.NodeCursor]{
+		Scope: []string{scopeListNodes, flagScope("show_removed", showRemoved)},
+		Fetch: func(ctx context.Context, after store.NodeCursor, limit int) ([]store.Node, error) {
+			page, err := s.store.ListNodesByAge(ctx, limit, after, showRemoved)
+			if err != nil {
+				return nil, fmt.Errorf("list nodes: %w", err)
+			}
+			return page, nil
+		},
+		Cursor: func(n store.Node) ([]byte, error) { return encodeCursor(n.CreatedAt, n.ID[:]), nil },
+		Position: func(cursor []byte) (store.NodeCursor, bool) {
+			createdAt, id, ok := decodeCursor(cursor)
+			if !ok {
+				return store.NodeCursor{}, false
+			}
+			return store.NodeCursor{CreatedAt: createdAt, ID: uuid.UUID(id)}, true
+		},
+	})
 	if err != nil {
 		return nil, "", err
-	}
-	scope := []string{scopeListNodes, flagScope("show_removed", showRemoved)}
-	raw, err := s.pages.Decode("page_token", pageToken, scope...)
-	if err != nil {
-		return nil, "", err
-	}
-	var after store.NodeCursor
-	if raw != nil {
-		createdAt, id, ok := decodeCursor(raw)
-		if !ok {
-			return nil, "", badPageToken()
-		}
-		after = store.NodeCursor{CreatedAt: createdAt, ID: uuid.UUID(id)}
-	}
-	page, next, err := s.store.ListNodesByAge(ctx, n, after, showRemoved)
-	if err != nil {
-		return nil, "", fmt.Errorf("list nodes: %w", err)
 	}
 	nodes, err := s.withTokens(ctx, page...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list nodes: %w", err)
 	}
-	var nextToken string
-	if next != (store.NodeCursor{}) {
-		nextToken = s.pages.Encode(encodeCursor(next.CreatedAt, next.ID[:]), scope...)
-	}
-	return nodes, nextToken, nil
+	return nodes, next, nil
 }
 
 // GetNode returns the node name ("nodes/{node}").

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/sandbox/errdefs"
-
 	"berth.dev/core/admin"
 	"berth.dev/core/store"
 )
@@ -84,8 +82,3 @@ func decodeCursor(b []byte) (createdAt time.Time, id []byte, ok bool) {
 	}
 	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))), b[8:], true
 }
-
-// badPageToken refuses a page token whose cursor does not decode (its MAC
-// matched, so only a bug could produce one), as admin.PageTokens refuses
-// any other bad token.
-func badPageToken() error { return errdefs.Invalid("page_token", "invalid page token") }

@@ -133,36 +133,27 @@ func (s *Service) CreateEnrollmentToken(ctx context.Context, requestID string, t
 // tokens that can still enroll a node are listed. No token text or secret
 // hash is ever returned.
 func (s *Service) ListEnrollmentTokens(ctx context.Context, pageSize int32, pageToken string, showInactive bool) ([]store.EnrollmentToken, string, error) {
-	n, err := admin.PageSize("page_size", pageSize)
-	if err != nil {
-		return nil, "", err
-	}
-	scope := []string{scopeListTokens, flagScope("show_inactive", showInactive)}
-	raw, err := s.pages.Decode("page_token", pageToken, scope...)
-	if err != nil {
-		return nil, "", err
-	}
-	var after store.TokenCursor
-	if raw != nil {
-		createdAt, id, ok := decodeCursor(raw)
-		if !ok {
-			return nil, "", badPageToken()
-		}
-		after = store.TokenCursor{CreatedAt: createdAt, ID: hex.EncodeToString(id)}
-	}
-	page, next, err := s.store.ListEnrollmentTokensByAge(ctx, n, after, showInactive)
-	if err != nil {
-		return nil, "", fmt.Errorf("list enrollment tokens: %w", err)
-	}
-	var nextToken string
-	if next != (store.TokenCursor{}) {
-		id, err := hex.DecodeString(next.ID)
-		if err != nil || len(id) != 16 {
-			return nil, "", fmt.Errorf("list enrollment tokens: stored token id is not 32 hex digits")
-		}
-		nextToken = s.pages.Encode(encodeCursor(next.CreatedAt, id), scope...)
-	}
-	return page, nextToken, nil
+	return admin.Paginate(ctx, s.pages, pageSize, pageToken, admin.Keyset[store.EnrollmentToken, store.TokenCursor]{
+		Scope: []string{scopeListTokens, flagScope("show_inactive", showInactive)},
+		Fetch: func(ctx context.Context, after store.TokenCursor, limit int) ([]store.EnrollmentToken, error) {
+			page, err := s.store.ListEnrollmentTokensByAge(ctx, limit, after, showInactive)
+			if err != nil {
+				return nil, fmt.Errorf("list enrollment tokens: %w", err)
+			}
+			return page, nil
+		},
+		Cursor: func(tok store.EnrollmentToken) ([]byte, error) {
+			id, err := hex.DecodeString(tok.ID)
+			if err != nil || len(id) != 16 {
+				return nil, fmt.Errorf("list enrollment tokens: stored token id is not 32 hex digits")
+			}
+			return encodeCursor(tok.CreatedAt, id), nil
+		},
+		Position: func(cursor []byte) (store.TokenCursor, bool) {
+			createdAt, id, ok := decodeCursor(cursor)
+			return store.TokenCursor{CreatedAt: createdAt, ID: hex.EncodeToString(id)}, ok
+		},
+	})
 }
 
 // RevokeEnrollmentToken makes the unused token name

@@ -235,6 +235,14 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 	if len(list) != 2 || list[0].ID != first.ID || list[1].State != store.TurnUnconfirmed {
 		t.Fatalf("list = %+v", list)
 	}
+	// A full page of the largest size and the row past it (a pager's
+	// limit), but no more.
+	list, err = st.ListTurns(ctx, b.Session.ID, 0, store.MaxPageSize+1)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list with the largest limit = %d turns, %v", len(list), err)
+	}
+	_, err = st.ListTurns(ctx, b.Session.ID, 0, store.MaxPageSize+2)
+	wantClass(t, err, errdefs.ErrInvalid)
 }
 
 func TestQueuedTurnsExpireAndCancel(t *testing.T) {

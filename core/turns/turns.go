@@ -246,12 +246,13 @@ func (s *Service) Get(ctx context.Context, sessionID, turnID uuid.UUID) (store.T
 	return t, nil
 }
 
-// List returns up to pageSize Turns of the Session after seq afterSeq.
-func (s *Service) List(ctx context.Context, sessionID uuid.UUID, afterSeq int64, pageSize int) ([]store.Turn, error) {
+// List returns up to limit (store.ListTurns's bounds) Turns of the
+// Session after seq afterSeq.
+func (s *Service) List(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]store.Turn, error) {
 	if _, err := s.store.GetSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
-	return s.store.ListTurns(ctx, sessionID, afterSeq, pageSize)
+	return s.store.ListTurns(ctx, sessionID, afterSeq, limit)
 }
 
 // Cancel requests cancellation: a queued Turn is cancelled at once, a
