@@ -38,7 +38,8 @@ type Options struct {
 
 	// Installation serves InstallationService.GetInstallation.
 	Installation InstallationReader
-	// The other services; their implementations arrive with their issues.
+	// The other services, each served by its own package's NewServer
+	// (core/deployment, core/nodeadmin, core/sessionadmin, core/turnadmin).
 	Deployment  adminv1.DeploymentServiceServer
 	Nodes       adminv1.NodeServiceServer
 	Sessions    adminv1.SessionServiceServer

@@ -178,8 +178,10 @@ var nodeStates = map[store.NodeState]adminv1.Node_State{
 }
 
 // nodeProto is the API form of a node, with presence, readiness and
-// capacity from Core's node connections when it has them (the counts of
-// held sandboxes arrive with allocations).
+// capacity from Core's node connections when it has them. Of capacity
+// only what the node reports is filled in: the deployment's limits and
+// the counts of held sandboxes (max_active, max_retained, active,
+// retained) are left unset.
 func (g *server) nodeProto(n Node) *adminv1.Node {
 	out := &adminv1.Node{
 		Name:             admin.NodeName.Format(n.ID.String()),

@@ -16,9 +16,9 @@ import (
 // enrollment token it enrolled with.
 //
 // It carries no presence, readiness or capacity: those are what Core's
-// live node connections observe (core/nodes), and they are filled in when
-// the service is wired to them. Until then the API leaves them unset
-// rather than report anything not observed.
+// live node connections observe (core/nodes), and the gRPC layer adds them
+// from its Liveness; for a node Core holds no connection loop for, the API
+// leaves them unset rather than report anything not observed.
 type Node struct {
 	store.Node
 	// EnrollmentTokenID is the id of the token that enrolled the node,
@@ -112,11 +112,13 @@ func (s *Service) RetireNode(ctx context.Context, name string) (Node, error) {
 // is errdefs.ErrFailedPrecondition (retire it first). The removed node
 // keeps its identity, so its certificate stays refused.
 //
-// node.proto also refuses removal while the node holds allocations,
-// snapshots, reservations, unknown results or cleanup. None of these is
-// stored yet; the check arrives with them, made in the same transaction
-// as the state change so that nothing is placed on the node in between.
-// Until then a node holds nothing Core knows of, and nothing is checked.
+// An enrolled or retired node that still holds anything (store.NodeHolds:
+// an unreleased reservation or allocation, unknown creations and pending
+// cleanup included) is errdefs.ErrFailedPrecondition too, as node.proto
+// says; Core stores no snapshots yet, so there are none to hold. The check
+// runs before the state's compare-and-swap, not in its transaction:
+// placement only chooses enabled nodes, so what an enrolled or retired
+// node holds can only shrink.
 func (s *Service) RemoveNode(ctx context.Context, name string) (Node, error) {
 	id, err := nodeID(name)
 	if err != nil {

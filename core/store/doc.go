@@ -1,7 +1,8 @@
 // Package store is Core's durable state in PostgreSQL: the installation
 // identity and owner epoch, the execution lease, the installation CA,
-// enrollment tokens and nodes, Sessions with their Environments,
-// placements and allocations (later: deployments and generations, Turns).
+// deployments and their generations, enrollment tokens, nodes and their
+// presence, Sessions with their Environments, placements and allocations,
+// Runtime connections and Turns.
 //
 // Rules:
 //   - One file per resource. SQL lives only in queries/*.sql and

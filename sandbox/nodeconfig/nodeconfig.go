@@ -1,5 +1,5 @@
 // Package nodeconfig is the deployment-configuration adapter shared by node
-// providers (Docker, microsandbox). A node provider's native settings live in
+// providers (today only Docker). A node provider's native settings live in
 // each node's own configuration; its deployment configuration is therefore an
 // empty public object, it takes no credential, and it offers neither
 // configuration discovery nor credential replacement (the guide's "Register

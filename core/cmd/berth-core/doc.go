@@ -1,6 +1,6 @@
-// Command berth-core is Berth's Core server. So far it only applies the
-// database schema:
+// Command berth-core is Berth's Core server:
 //
+//	berth-core serve [flags]                run Core (core/daemon; serve --help lists the flags)
 //	berth-core migrate --database-url URL   apply the embedded migrations
 //	berth-core version                      print the version and schema version
 //
