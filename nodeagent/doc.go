@@ -1,6 +1,7 @@
 // Package nodeagent is berth-nodeagent: the one process per compute host that
 // serves the berth.sandboxnode.v1 protocol to Core and wraps the host's local
-// adapter (Docker or microsandbox).
+// adapter (Docker: the only node adapter built; the guide's microsandbox
+// adapter is not).
 //
 // It holds the configuration file (config.go), the private state directory
 // with the identity and the highest owner epoch seen (state.go,

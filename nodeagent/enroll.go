@@ -135,7 +135,7 @@ func checkEnrollment(resp *enrollmentv1.EnrollResponse, tok nodetls.Token, pub *
 		NodeID:         resp.GetNodeId(),
 		InstallationID: resp.GetInstallationId(),
 		CertificatePEM: string(pemBlock("CERTIFICATE", cert.Raw)),
-		KeyPEM:         string(bytes.TrimSpace(keyPEM)) + "\n",
+		KeyPEM:         NewKeyPEM(string(bytes.TrimSpace(keyPEM)) + "\n"),
 		CAPEM:          string(pemBlock("CERTIFICATE", ca.Raw)),
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -20,6 +21,16 @@ import (
 // belongs to, its certificate and key, and the installation CA. It lives
 // in the state directory as IdentityFile, mode 0600.
 type Identity struct {
+	NodeID         string
+	InstallationID string
+	CertificatePEM string
+	KeyPEM         KeyPEM
+	CAPEM          string
+}
+
+// identityFile is IdentityFile's content; the key is written out only
+// here.
+type identityFile struct {
 	NodeID         string `json:"node_id"`
 	InstallationID string `json:"installation_id"`
 	CertificatePEM string `json:"certificate_pem"`
@@ -32,9 +43,51 @@ func (i Identity) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "Identity{NodeID:%s InstallationID:%s}", i.NodeID, i.InstallationID)
 }
 
+// KeyPEM is a private key in PEM: a secret. It prints as "[redacted]"
+// with every fmt verb, through slog (LogValue) and through encoding/json
+// (which slog's JSON handler uses for a struct holding one); Reveal
+// returns the text for the identity file and the TLS configuration.
+//
+// The text sits behind a pointer: fmt prints a struct by reflection,
+// without asking its fields to format themselves, when the struct is in an
+// unexported field or reached by a mismatched verb, and there a pointer
+// shows only its address. A KeyPEM is not comparable.
+type KeyPEM struct {
+	v *string
+	_ [0]func()
+}
+
+// NewKeyPEM returns s as a KeyPEM.
+func NewKeyPEM(s string) KeyPEM { return KeyPEM{v: &s} }
+
+// Reveal returns the PEM text ("" for the zero KeyPEM).
+func (k KeyPEM) Reveal() string {
+	if k.v == nil {
+		return ""
+	}
+	return *k.v
+}
+
+const redacted = "[redacted]"
+
+func (KeyPEM) String() string   { return redacted }
+func (KeyPEM) GoString() string { return redacted }
+
+// Format prints the redacted form for every verb.
+func (KeyPEM) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
+
+// LogValue is the redacted form.
+func (KeyPEM) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalJSON is the redacted form: a KeyPEM never marshals.
+func (KeyPEM) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
 // SaveIdentity writes the identity file durably with mode 0600.
 func (s *StateDir) SaveIdentity(id Identity) error {
-	data, err := json.Marshal(id)
+	data, err := json.Marshal(identityFile{
+		NodeID: id.NodeID, InstallationID: id.InstallationID,
+		CertificatePEM: id.CertificatePEM, KeyPEM: id.KeyPEM.Reveal(), CAPEM: id.CAPEM,
+	})
 	if err != nil {
 		return fmt.Errorf("encode identity: %w", err)
 	}
@@ -61,11 +114,14 @@ func (s *StateDir) LoadIdentity() (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("read identity: %w", err)
 	}
-	var id Identity
-	if err := strictjson.Decode(data, &id, 64<<10); err != nil {
+	var f identityFile
+	if err := strictjson.Decode(data, &f, 64<<10); err != nil {
 		return Identity{}, errdefs.Invalid("identity", "malformed identity file")
 	}
-	return id, nil
+	return Identity{
+		NodeID: f.NodeID, InstallationID: f.InstallationID,
+		CertificatePEM: f.CertificatePEM, KeyPEM: NewKeyPEM(f.KeyPEM), CAPEM: f.CAPEM,
+	}, nil
 }
 
 // ServerTLS builds the node agent's mutual TLS configuration: it serves
@@ -76,7 +132,7 @@ func (i Identity) ServerTLS() (*tls.Config, *x509.Certificate, error) {
 	if err != nil {
 		return nil, nil, errdefs.Invalid("identity.ca_pem", "not a certificate")
 	}
-	key, err := nodetls.ParseKey([]byte(i.KeyPEM))
+	key, err := nodetls.ParseKey([]byte(i.KeyPEM.Reveal()))
 	if err != nil {
 		return nil, nil, errdefs.Invalid("identity.key_pem", "not a key")
 	}

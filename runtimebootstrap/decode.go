@@ -49,19 +49,21 @@ func Decode(data []byte) (File, error) {
 	if !isJSONInteger(values[keyVersion]) || json.Unmarshal(values[keyVersion], &f.Version) != nil {
 		return File{}, fmt.Errorf("bootstrap file: %s: must be a JSON integer", keyVersion)
 	}
+	var credential string
 	for _, s := range []struct {
 		key string
 		dst *string
 	}{
 		{keyCoreURL, &f.CoreURL},
 		{keyDeviceID, &f.DeviceID},
-		{keyCredential, (*string)(&f.Credential)},
+		{keyCredential, &credential},
 	} {
 		raw := values[s.key]
 		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, s.dst) != nil {
 			return File{}, fmt.Errorf("bootstrap file: %s: must be a JSON string", s.key)
 		}
 	}
+	f.Credential = NewSecret(credential)
 	if err := f.Validate(); err != nil {
 		return File{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -28,9 +29,9 @@ func TestDecodeGolden(t *testing.T) {
 		Version:    1,
 		CoreURL:    "https://core.example.test:8443/berth",
 		DeviceID:   "6f1c2f5e-3a4b-4c5d-8e9f-0a1b2c3d4e5f",
-		Credential: goldenCredential,
+		Credential: NewSecret(goldenCredential),
 	}
-	if f != want {
+	if !reflect.DeepEqual(f, want) {
 		t.Fatalf("decoded %+v, want %+v", f, want)
 	}
 }
@@ -45,7 +46,7 @@ func TestDecodeReadsWhatEncodeWrites(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Decode(Encode(f)): %v", err)
 	}
-	if got != f {
+	if !reflect.DeepEqual(got, f) {
 		t.Fatalf("round trip changed the file: %+v", got)
 	}
 }

@@ -3,6 +3,7 @@ package runtimebootstrap
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"unicode"
@@ -37,21 +38,46 @@ type File struct {
 	Credential Secret `json:"credential"`
 }
 
-// Secret is a credential. It formats as "[redacted]" with every verb so it
-// cannot reach a log line or an error by accident; Reveal returns the value
-// for the one place that must send it.
-type Secret string
+// Secret is a credential. It prints as "[redacted]" with every fmt verb,
+// through slog (LogValue) and through encoding/json (which slog's JSON
+// handler uses for a struct holding one), so it cannot reach a log line or
+// an error by accident; Reveal returns the value for the places that must
+// send it (Encode writes it into the file explicitly).
+//
+// The value sits behind a pointer: fmt prints a struct by reflection,
+// without asking its fields to format themselves, when the struct is in an
+// unexported field or reached by a mismatched verb (%s of a pointer
+// prints what it points to), and there a pointer shows only its address.
+// A Secret is not comparable; compare Reveal values (in constant time).
+type Secret struct {
+	v *string
+	_ [0]func()
+}
+
+// NewSecret returns s as a Secret.
+func NewSecret(s string) Secret { return Secret{v: &s} }
 
 const redacted = "[redacted]"
 
-// Reveal returns the secret's value.
-func (s Secret) Reveal() string { return string(s) }
+// Reveal returns the secret's value ("" for the zero Secret).
+func (s Secret) Reveal() string {
+	if s.v == nil {
+		return ""
+	}
+	return *s.v
+}
 
 func (s Secret) String() string   { return redacted }
 func (s Secret) GoString() string { return redacted }
 
 // Format implements fmt.Formatter so that %v, %s, %q, %x and %#v all redact.
 func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
+
+// LogValue is the redacted form.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalJSON is the redacted form: a Secret never marshals.
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
 
 // Validate checks every field against the file's bounds. Its errors name the
 // field and never include the submitted value.
@@ -110,7 +136,13 @@ func Encode(f File) ([]byte, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(f)
+	// The wire form spells the fields out: Secret never marshals.
+	data, err := json.Marshal(struct {
+		Version    int    `json:"version"`
+		CoreURL    string `json:"core_url"`
+		DeviceID   string `json:"device_id"`
+		Credential string `json:"credential"`
+	}{f.Version, f.CoreURL, f.DeviceID, f.Credential.Reveal()})
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap file: encode: %w", err)
 	}

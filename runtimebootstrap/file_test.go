@@ -1,7 +1,10 @@
 package runtimebootstrap
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -11,7 +14,7 @@ func validFile() File {
 		Version:    Version,
 		CoreURL:    "https://core.example.test:8443/berth",
 		DeviceID:   "6f1c2f5e-3a4b-4c5d-8e9f-0a1b2c3d4e5f",
-		Credential: Secret(strings.Repeat("k", 43)),
+		Credential: NewSecret(strings.Repeat("k", 43)),
 	}
 }
 
@@ -33,11 +36,11 @@ func TestValidateRejects(t *testing.T) {
 		"device id":          func(f *File) { f.DeviceID = "not-a-uuid" },
 		"device id upper":    func(f *File) { f.DeviceID = strings.ToUpper(f.DeviceID) },
 		"device id braces":   func(f *File) { f.DeviceID = "{" + f.DeviceID + "}" },
-		"credential short":   func(f *File) { f.Credential = "short" },
-		"credential long":    func(f *File) { f.Credential = Secret(strings.Repeat("k", MaxCredentialBytes+1)) },
-		"credential space":   func(f *File) { f.Credential = Secret(strings.Repeat("k", 40) + " x") },
-		"credential nul":     func(f *File) { f.Credential = Secret(strings.Repeat("k", 40) + "\x00") },
-		"credential unicode": func(f *File) { f.Credential = Secret(strings.Repeat("k", 40) + "é") },
+		"credential short":   func(f *File) { f.Credential = NewSecret("short") },
+		"credential long":    func(f *File) { f.Credential = NewSecret(strings.Repeat("k", MaxCredentialBytes+1)) },
+		"credential space":   func(f *File) { f.Credential = NewSecret(strings.Repeat("k", 40) + " x") },
+		"credential nul":     func(f *File) { f.Credential = NewSecret(strings.Repeat("k", 40) + "\x00") },
+		"credential unicode": func(f *File) { f.Credential = NewSecret(strings.Repeat("k", 40) + "é") },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -54,17 +57,55 @@ func TestValidateRejects(t *testing.T) {
 	}
 }
 
-func TestSecretNeverFormats(t *testing.T) {
+// TestSecretsNeverPrint prints each type that holds a Secret through fmt
+// (every verb) and slog's text and JSON handlers, as a value, a pointer,
+// and inside a struct. (The check is a small copy of sandbox/redacttest's,
+// which this leaf module cannot import.)
+func TestSecretsNeverPrint(t *testing.T) {
 	f := validFile()
-	value := f.Credential.Reveal()
-	for _, out := range []string{
-		fmt.Sprint(f.Credential), fmt.Sprintf("%s|%q|%x|%#v|%+v", f.Credential, f.Credential, f.Credential, f.Credential, f.Credential),
-		fmt.Sprintf("%v %+v %#v", f, f, f),
-	} {
-		if strings.Contains(out, value) {
-			t.Fatalf("secret printed: %s", out)
-		}
+	f.Credential = NewSecret("n3ver-printed-device-credential-0123456789abcdef")
+	secret := f.Credential.Reveal()
+	for name, v := range map[string]any{"Secret": f.Credential, "File": f} {
+		t.Run(name, func(t *testing.T) {
+			for _, w := range wrapped(v) {
+				for _, out := range printed(w) {
+					if strings.Contains(out, secret) {
+						t.Errorf("%T printed the secret: %s", w, out)
+					}
+				}
+			}
+		})
 	}
+}
+
+// wrapped is v, a pointer to it, and structs holding either in an
+// exported and in an unexported field (where fmt cannot call methods).
+func wrapped(v any) []any {
+	ptr := reflect.New(reflect.TypeOf(v))
+	ptr.Elem().Set(reflect.ValueOf(v))
+	holder := func(fv reflect.Value) any {
+		st := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "Held", Type: fv.Type()}})).Elem()
+		st.Field(0).Set(fv)
+		return st.Interface()
+	}
+	return []any{v, ptr.Interface(), holder(reflect.ValueOf(v)), holder(ptr),
+		unexported{v}, unexported{ptr.Interface()}, &unexported{v}}
+}
+
+type unexported struct{ held any }
+
+// printed is what fmt and slog make of v.
+func printed(v any) []string {
+	var out []string
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d"} {
+		out = append(out, fmt.Sprintf(verb, v))
+	}
+	var buf bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewTextHandler(&buf, nil), slog.NewJSONHandler(&buf, nil)} {
+		slog.New(h).Info("m", "value", v, slog.Group("g", "value", v))
+		slog.New(h).With("value", v).Info("m")
+	}
+	return append(out, fmt.Sprint(v), buf.String())
 }
 
 func TestEncodeCarriesCredentialOnlyInTheFile(t *testing.T) {

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 
 	"berth.dev/sandbox/providercontract"
 )
@@ -11,10 +13,69 @@ import (
 // public object and the write-only credential object, kept apart.
 type ConfigurationInput struct {
 	Public json.RawMessage
-	// Credential is write-only: it is never echoed, logged or stored in the
-	// clear. nil when the request carries none.
-	Credential json.RawMessage
+	// Credential is the credential object's JSON. It is write-only: it is
+	// never echoed, logged or stored in the clear. Zero when the request
+	// carries none.
+	Credential Credential
 }
+
+// Credential is a provider credential's bytes: a request's credential
+// object or the secret bytes an adapter encodes for the store to seal. It
+// prints as "[redacted]" with every fmt verb, through slog (LogValue) and
+// through encoding/json (which slog's JSON handler uses for a struct
+// holding one); Reveal returns the bytes for the adapter that parses them
+// and the store that seals them.
+//
+// The bytes sit behind a pointer to a string: fmt prints a struct by
+// reflection, without asking its fields to format themselves, when the
+// struct is in an unexported field or reached by a mismatched verb, and
+// there such a pointer shows only its address (a pointer to a slice would
+// be followed). A Credential is not comparable; compare Reveal values (in
+// constant time).
+type Credential struct {
+	v *string
+	_ [0]func()
+}
+
+// NewCredential returns a copy of b as a Credential; empty b is the zero
+// Credential (none).
+func NewCredential(b []byte) Credential {
+	if len(b) == 0 {
+		return Credential{}
+	}
+	s := string(b)
+	return Credential{v: &s}
+}
+
+// Reveal returns a copy of the credential's bytes (nil for none).
+func (c Credential) Reveal() []byte {
+	if c.v == nil {
+		return nil
+	}
+	return []byte(*c.v)
+}
+
+// Len is the credential's length in bytes, 0 for none.
+func (c Credential) Len() int {
+	if c.v == nil {
+		return 0
+	}
+	return len(*c.v)
+}
+
+const redacted = "[redacted]"
+
+func (Credential) String() string   { return redacted }
+func (Credential) GoString() string { return redacted }
+
+// Format prints the redacted form for every verb.
+func (Credential) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
+
+// LogValue is the redacted form.
+func (Credential) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalJSON is the redacted form: a Credential never marshals.
+func (Credential) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
 
 // NativeConfiguration is an adapter's typed configuration. Only the adapter
 // that produced it interprets it.
@@ -29,7 +90,7 @@ type NativeConfiguration interface {
 type EncodedConfiguration struct {
 	Public       json.RawMessage
 	Observations json.RawMessage
-	Secret       []byte
+	Secret       Credential
 }
 
 // Requirement is an explicit yes/no decision; the zero value is no decision.

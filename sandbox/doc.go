@@ -14,4 +14,7 @@
 //   - All observation interfaces live here (runtimeobs re-exports them) so
 //     that the inventory sees every contract without an import cycle.
 //   - Error classes come from errdefs; nothing here matches error text.
+//   - A provider credential travels only as a Credential, which no printer
+//     shows (sandbox/redacttest checks it); adapters Reveal it to parse
+//     it, Core to seal it.
 package sandbox

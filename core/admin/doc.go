@@ -15,4 +15,7 @@
 //     logged, put in an error or passed on a command line.
 //   - Only implemented services are registered: the server never answers a
 //     whole service with UNIMPLEMENTED stubs.
+//   - Every list method pages through Paginate (a keyset pager: page_size
+//     rules, signed page tokens, one look-ahead row); a list implementation
+//     gives only its query and its cursor encoding.
 package admin

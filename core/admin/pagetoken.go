@@ -1,11 +1,15 @@
 package admin
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash"
+	"log/slog"
 
 	"berth.dev/sandbox/errdefs"
 )
@@ -36,8 +40,11 @@ const (
 	pageTokenLabel = "berth.admin.v1 page token"
 )
 
-// PageTokens mints and checks page tokens under one key.
-type PageTokens struct{ key []byte }
+// PageTokens mints and checks page tokens under one key. No printer shows
+// the key: String, Format and LogValue are redacted, and the key is held
+// only inside a func, which fmt's reflection prints as an address and
+// encoding/json skips.
+type PageTokens struct{ newMAC func() hash.Hash }
 
 // NewPageTokens returns page tokens under key (at least
 // MinPageTokenKeyBytes of secret material). The key is copied.
@@ -45,8 +52,20 @@ func NewPageTokens(key []byte) (*PageTokens, error) {
 	if len(key) < MinPageTokenKeyBytes {
 		return nil, errors.New("admin: page token key too short")
 	}
-	return &PageTokens{key: append([]byte(nil), key...)}, nil
+	key = bytes.Clone(key)
+	return &PageTokens{newMAC: func() hash.Hash { return hmac.New(sha256.New, key) }}, nil
 }
+
+const redactedPageTokens = "admin.PageTokens(key redacted)"
+
+// String prints nothing of the key.
+func (PageTokens) String() string { return redactedPageTokens }
+
+// Format prints nothing of the key, whatever the verb.
+func (PageTokens) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redactedPageTokens)) }
+
+// LogValue prints nothing of the key.
+func (PageTokens) LogValue() slog.Value { return slog.StringValue(redactedPageTokens) }
 
 // Encode returns the token for cursor within scope; an empty cursor (no
 // further page) is the empty token. It panics on a cursor longer than
@@ -90,7 +109,7 @@ func (t *PageTokens) Decode(field, token string, scope ...string) ([]byte, error
 // mac is HMAC-SHA256 over a label, the length-prefixed scope parts and the
 // cursor, so no two different (scope, cursor) pairs share an input.
 func (t *PageTokens) mac(cursor []byte, scope []string) []byte {
-	m := hmac.New(sha256.New, t.key)
+	m := t.newMAC()
 	var n [binary.MaxVarintLen64]byte
 	m.Write([]byte(pageTokenLabel))
 	m.Write(n[:binary.PutUvarint(n[:], uint64(len(scope)))])

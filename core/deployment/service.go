@@ -35,9 +35,9 @@ type Candidate struct {
 	ProviderKind string
 	// Public is the public configuration object; empty means none.
 	Public json.RawMessage
-	// Credential is the write-only credential object; nil means none. It
+	// Credential is the write-only credential object; zero means none. It
 	// is never echoed, logged or returned.
-	Credential    json.RawMessage
+	Credential    sandbox.Credential
 	Specification sandbox.Specification
 }
 
@@ -182,8 +182,8 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 		Observations:  p.enc.Observations,
 		Specification: p.spec,
 	}
-	if len(p.enc.Secret) > 0 {
-		nonce, ct, err := s.key.Seal(p.enc.Secret, secrets.DeploymentCredential(s.installationID, expected+1))
+	if p.enc.Secret.Len() > 0 {
+		nonce, ct, err := s.key.Seal(p.enc.Secret.Reveal(), secrets.DeploymentCredential(s.installationID, expected+1))
 		if err != nil {
 			return Deployment{}, fmt.Errorf("seal deployment credential: %w", err)
 		}
@@ -224,7 +224,7 @@ func (p prepared) deployment(generation uint64) Deployment {
 		ProviderKind:  p.kind,
 		Public:        p.enc.Public,
 		Observations:  p.enc.Observations,
-		HasCredential: len(p.enc.Secret) > 0,
+		HasCredential: p.enc.Secret.Len() > 0,
 		Specification: p.spec,
 	}
 }
@@ -276,14 +276,14 @@ func (s *Service) same(p prepared, cur store.Generation) (bool, error) {
 	if err != nil || !p.reg.Configuration.Equal(a, b) {
 		return false, nil
 	}
-	if !cur.HasCredential() || len(p.enc.Secret) == 0 {
-		return cur.HasCredential() == (len(p.enc.Secret) > 0), nil
+	if !cur.HasCredential() || p.enc.Secret.Len() == 0 {
+		return cur.HasCredential() == (p.enc.Secret.Len() > 0), nil
 	}
 	stored, err := OpenCredential(s.key, s.installationID, cur)
 	if err != nil {
 		return false, fmt.Errorf("open the current deployment credential: %w", err)
 	}
-	return subtle.ConstantTimeCompare(stored, p.enc.Secret) == 1, nil
+	return subtle.ConstantTimeCompare(stored, p.enc.Secret.Reveal()) == 1, nil
 }
 
 // describe shows a stored generation through its adapter

@@ -112,9 +112,11 @@ func candidateFromProto(c *adminv1.DeploymentCandidate) (deployment.Candidate, e
 		}
 	}
 	if len(c.GetCredential().GetFields()) > 0 {
-		if out.Credential, err = objectJSON("candidate.credential", c.GetCredential()); err != nil {
+		cred, err := objectJSON("candidate.credential", c.GetCredential())
+		if err != nil {
 			return deployment.Candidate{}, err
 		}
+		out.Credential = sandbox.NewCredential(cred)
 	}
 	if out.Specification, err = specificationFromProto(c.GetSpecification()); err != nil {
 		return deployment.Candidate{}, err

@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/core/store"
 	"berth.dev/core/turns"
+	"berth.dev/runtimebootstrap"
 )
 
 // Store is what the gateway reads and writes of Runtime connections: the
@@ -180,7 +181,7 @@ func (g *Gateway) accept(ctx context.Context, h *runtimev1.Hello) (store.Runtime
 	deadline := time.Now().Add(g.cfg.SettleWait)
 	for {
 		grant, err := g.cfg.Store.AcceptRuntime(ctx, store.AcceptRuntimeParams{
-			ConnectionID: g.cfg.NewID(), DeviceID: device, Credential: []byte(h.GetCredential()),
+			ConnectionID: g.cfg.NewID(), DeviceID: device, Credential: runtimebootstrap.NewSecret(h.GetCredential()),
 			RuntimeVersion: h.GetRuntimeVersion(),
 		})
 		switch {
@@ -196,7 +197,7 @@ func (g *Gateway) accept(ctx context.Context, h *runtimev1.Hello) (store.Runtime
 				return store.RuntimeGrant{}, errNotAdmit
 			}
 		default:
-			g.cfg.Log.Warn("accept runtime failed", "err", err)
+			g.cfg.Log.Warn("accept runtime failed", "error", err)
 			return store.RuntimeGrant{}, errInternal
 		}
 		select {
@@ -333,7 +334,7 @@ func (c *conn) storeErr(op string, err error) error {
 		c.log.Warn("runtime report out of protocol", "op", op)
 		return errInvalid
 	}
-	c.log.Warn("record runtime report failed", "op", op, "err", err)
+	c.log.Warn("record runtime report failed", "op", op, "error", err)
 	return errInternal
 }
 
@@ -454,7 +455,7 @@ func (c *conn) close() {
 	defer cancel()
 	ids, err := c.g.cfg.Store.CloseRuntimeConnection(ctx, c.id())
 	if err != nil {
-		c.log.Warn("record disconnect failed", "err", err)
+		c.log.Warn("record disconnect failed", "error", err)
 		return
 	}
 	c.g.cfg.Turns.Unconfirmed(append(ids, c.grant.SessionID)...)

@@ -561,8 +561,8 @@ func TestSettledCreateFailureGetsANewAllocation(t *testing.T) {
 	if reqs[0].Reference != first.Reference() || reqs[1].Reference != second.Reference() {
 		t.Fatalf("Create references %v, %v; want %v then %v", reqs[0].Reference, reqs[1].Reference, first.Reference(), second.Reference())
 	}
-	if !bytes.Equal(sessions.Digest(string(reqs[1].Bootstrap.Credential)), second.CredentialDigest) ||
-		bytes.Equal(sessions.Digest(string(reqs[0].Bootstrap.Credential)), sessions.Digest(string(reqs[1].Bootstrap.Credential))) ||
+	if !bytes.Equal(sessions.Digest(reqs[1].Bootstrap.Credential.Reveal()), second.CredentialDigest) ||
+		bytes.Equal(sessions.Digest(reqs[0].Bootstrap.Credential.Reveal()), sessions.Digest(reqs[1].Bootstrap.Credential.Reveal())) ||
 		reqs[1].Bootstrap.DeviceID != second.DeviceID.String() {
 		t.Fatal("the new allocation does not carry its own new credential and device")
 	}

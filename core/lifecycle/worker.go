@@ -152,7 +152,7 @@ func (w *Worker) Run(ctx context.Context) {
 		case <-w.wake:
 		}
 		if err := w.Pass(ctx); err != nil && ctx.Err() == nil {
-			w.cfg.Log.Warn("lifecycle pass failed", "node", w.node, "err", err)
+			w.cfg.Log.Warn("lifecycle pass failed", "node", w.node, "error", err)
 		}
 		t.Reset(w.cfg.Interval)
 	}
@@ -195,7 +195,7 @@ func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) err
 				if errors.Is(err, store.ErrSuperseded) {
 					return err
 				}
-				w.cfg.Log.Warn("lifecycle allocate", "node", w.node, "environment", pe.EnvironmentID, "err", err)
+				w.cfg.Log.Warn("lifecycle allocate", "node", w.node, "environment", pe.EnvironmentID, "error", err)
 				continue
 			}
 			id = a.ID
@@ -204,7 +204,7 @@ func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) err
 			if errors.Is(err, store.ErrSuperseded) {
 				return err
 			}
-			w.cfg.Log.Warn("lifecycle create", "node", w.node, "allocation", id, "err", err)
+			w.cfg.Log.Warn("lifecycle create", "node", w.node, "allocation", id, "error", err)
 		}
 	}
 	return nil
@@ -261,7 +261,7 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 			Version:    runtimebootstrap.Version,
 			CoreURL:    w.cfg.Installation.PublicURL,
 			DeviceID:   a.DeviceID.String(),
-			Credential: runtimebootstrap.Secret(raw),
+			Credential: runtimebootstrap.NewSecret(string(raw)),
 		},
 	}
 	if err := req.Validate(); err != nil {
@@ -299,7 +299,7 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 		return err
 	}
 	if callErr != nil {
-		w.cfg.Log.Info("lifecycle create outcome unknown", "node", w.node, "allocation", claimed.ID, "err", callErr)
+		w.cfg.Log.Info("lifecycle create outcome unknown", "node", w.node, "allocation", claimed.ID, "error", callErr)
 	}
 	return nil
 }
@@ -335,7 +335,7 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 			if errors.Is(err, store.ErrSuperseded) {
 				return err
 			}
-			w.cfg.Log.Warn("lifecycle allocation", "node", w.node, "allocation", a.ID, "err", err)
+			w.cfg.Log.Warn("lifecycle allocation", "node", w.node, "allocation", a.ID, "error", err)
 		}
 	}
 	return nil

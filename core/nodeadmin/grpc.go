@@ -58,7 +58,7 @@ func (g *server) CreateEnrollmentToken(ctx context.Context, req *adminv1.CreateE
 	}
 	return &adminv1.CreateEnrollmentTokenResponse{
 		EnrollmentToken: tokenProto(issued.Token),
-		TokenText:       string(issued.Text),
+		TokenText:       issued.Text.Reveal(),
 	}, nil
 }
 
@@ -179,8 +179,10 @@ var nodeStates = map[store.NodeState]adminv1.Node_State{
 }
 
 // nodeProto is the API form of a node, with presence, readiness and
-// capacity from Core's node connections when it has them (the counts of
-// held sandboxes arrive with allocations).
+// capacity from Core's node connections when it has them. Of capacity
+// only what the node reports is filled in: the deployment's limits and
+// the counts of held sandboxes (max_active, max_retained, active,
+// retained) are left unset.
 func (g *server) nodeProto(n Node) *adminv1.Node {
 	out := &adminv1.Node{
 		Name:             admin.NodeName.Format(n.ID.String()),

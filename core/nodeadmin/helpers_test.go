@@ -56,7 +56,7 @@ func (f fixture) enrollNode(t *testing.T) (uuid.UUID, string) {
 	t.Helper()
 	issued, err := f.svc.CreateEnrollmentToken(f.ctx, uuid.NewString(), time.Hour)
 	admintest.Must(t, err)
-	res, err := f.enroll.Enroll(f.ctx, string(issued.Text), newCSR(t), "node.test:7443")
+	res, err := f.enroll.Enroll(f.ctx, issued.Text.Reveal(), newCSR(t), "node.test:7443")
 	admintest.Must(t, err)
 	return res.NodeID, issued.Token.ID
 }

@@ -16,9 +16,9 @@ import (
 // enrollment token it enrolled with.
 //
 // It carries no presence, readiness or capacity: those are what Core's
-// live node connections observe (core/nodes), and they are filled in when
-// the service is wired to them. Until then the API leaves them unset
-// rather than report anything not observed.
+// live node connections observe (core/nodes), and the gRPC layer adds them
+// from its Liveness; for a node Core holds no connection loop for, the API
+// leaves them unset rather than report anything not observed.
 type Node struct {
 	store.Node
 	// EnrollmentTokenID is the id of the token that enrolled the node,
@@ -46,36 +46,32 @@ const casAttempts = 3
 // request's (admin.PageSize's rules); removed nodes are listed only with
 // showRemoved.
 func (s *Service) ListNodes(ctx context.Context, pageSize int32, pageToken string, showRemoved bool) ([]Node, string, error) {
-	n, err := admin.PageSize("page_size", pageSize)
+	page, next, err := admin.Paginate(ctx, s.pages, pageSize, pageToken, admin.Keyset[store.Node, store.NodeCursor]{
+		Scope: []string{scopeListNodes, flagScope("show_removed", showRemoved)},
+		Fetch: func(ctx context.Context, after store.NodeCursor, limit int) ([]store.Node, error) {
+			page, err := s.store.ListNodesByAge(ctx, limit, after, showRemoved)
+			if err != nil {
+				return nil, fmt.Errorf("list nodes: %w", err)
+			}
+			return page, nil
+		},
+		Cursor: func(n store.Node) ([]byte, error) { return encodeCursor(n.CreatedAt, n.ID[:]), nil },
+		Position: func(cursor []byte) (store.NodeCursor, bool) {
+			createdAt, id, ok := decodeCursor(cursor)
+			if !ok {
+				return store.NodeCursor{}, false
+			}
+			return store.NodeCursor{CreatedAt: createdAt, ID: uuid.UUID(id)}, true
+		},
+	})
 	if err != nil {
 		return nil, "", err
-	}
-	scope := []string{scopeListNodes, flagScope("show_removed", showRemoved)}
-	raw, err := s.pages.Decode("page_token", pageToken, scope...)
-	if err != nil {
-		return nil, "", err
-	}
-	var after store.NodeCursor
-	if raw != nil {
-		createdAt, id, ok := decodeCursor(raw)
-		if !ok {
-			return nil, "", badPageToken()
-		}
-		after = store.NodeCursor{CreatedAt: createdAt, ID: uuid.UUID(id)}
-	}
-	page, next, err := s.store.ListNodesByAge(ctx, n, after, showRemoved)
-	if err != nil {
-		return nil, "", fmt.Errorf("list nodes: %w", err)
 	}
 	nodes, err := s.withTokens(ctx, page...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list nodes: %w", err)
 	}
-	var nextToken string
-	if next != (store.NodeCursor{}) {
-		nextToken = s.pages.Encode(encodeCursor(next.CreatedAt, next.ID[:]), scope...)
-	}
-	return nodes, nextToken, nil
+	return nodes, next, nil
 }
 
 // GetNode returns the node name ("nodes/{node}").
@@ -126,8 +122,11 @@ func (s *Service) RetireNode(ctx context.Context, name string) (Node, error) {
 // enabled node is refused (node_enabled: retire it first), and so is one
 // that still holds an unreleased allocation or placement, whatever its
 // state of creation or cleanup (node_holds_allocations, store.NodeHolds):
-// offline ownership is kept. The removed node keeps its identity, so its
-// certificate stays refused.
+// offline ownership is kept. Core stores no snapshots yet, so there are
+// none to hold. The check runs before the state's compare-and-swap, not in
+// its transaction: placement only chooses enabled nodes, so what an
+// enrolled or retired node holds can only shrink. The removed node keeps
+// its identity, so its certificate stays refused.
 func (s *Service) RemoveNode(ctx context.Context, name string) (Node, error) {
 	id, err := nodeID(name)
 	if err != nil {

@@ -10,8 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"berth.dev/sandbox/errdefs"
-
 	"berth.dev/core/admin"
 	"berth.dev/core/store"
 )
@@ -20,14 +18,14 @@ import (
 // writes (no lifecycle write: nothing here is fenced by the owner epoch).
 type Store interface {
 	GetNode(ctx context.Context, id uuid.UUID) (store.Node, error)
-	ListNodesByAge(ctx context.Context, pageSize int, after store.NodeCursor, includeRemoved bool) (page []store.Node, next store.NodeCursor, err error)
+	ListNodesByAge(ctx context.Context, limit int, after store.NodeCursor, includeRemoved bool) ([]store.Node, error)
 	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState) (store.Node, error)
 	NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error)
 	EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error)
 	CreateRequestedEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte, ttl time.Duration) (tok store.EnrollmentToken, created bool, err error)
 	ReissueEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte) (store.EnrollmentToken, error)
 	RevokeActiveEnrollmentToken(ctx context.Context, id string) (store.EnrollmentToken, error)
-	ListEnrollmentTokensByAge(ctx context.Context, pageSize int, after store.TokenCursor, includeInactive bool) (page []store.EnrollmentToken, next store.TokenCursor, err error)
+	ListEnrollmentTokensByAge(ctx context.Context, limit int, after store.TokenCursor, includeInactive bool) ([]store.EnrollmentToken, error)
 }
 
 // Service is the logic of berth.admin.v1.NodeService.
@@ -101,8 +99,3 @@ func decodeCursor(b []byte) (createdAt time.Time, id []byte, ok bool) {
 	}
 	return time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))), b[8:], true
 }
-
-// badPageToken refuses a page token whose cursor does not decode (its MAC
-// matched, so only a bug could produce one), as admin.PageTokens refuses
-// any other bad token.
-func badPageToken() error { return errdefs.Invalid("page_token", "invalid page token") }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,19 +29,47 @@ const (
 )
 
 // TokenText is an enrollment token's text: a secret until the token is
-// used or expires. It prints as "<redacted>" with every fmt verb, so a
-// TokenText (or a struct holding one) that reaches a log or an error shows
-// nothing; convert it to string only to put it in the response.
-type TokenText string
+// used or expires. It prints as "<redacted>" with every fmt verb, through
+// slog (LogValue) and through encoding/json (which slog's JSON handler
+// uses for a struct holding one), so a TokenText (or a struct holding one)
+// that reaches a log or an error shows nothing; Reveal it only to put it
+// in the response.
+//
+// The text sits behind a pointer: fmt prints a struct by reflection,
+// without asking its fields to format themselves, when the struct is in an
+// unexported field or reached by a mismatched verb, and there a pointer
+// shows only its address. A TokenText is not comparable.
+type TokenText struct {
+	v *string
+	_ [0]func()
+}
+
+func newTokenText(s string) TokenText { return TokenText{v: &s} }
+
+// Reveal returns the text ("" for the zero TokenText).
+func (t TokenText) Reveal() string {
+	if t.v == nil {
+		return ""
+	}
+	return *t.v
+}
+
+const redacted = "<redacted>"
 
 // String is the redacted form.
-func (TokenText) String() string { return "<redacted>" }
+func (TokenText) String() string { return redacted }
 
 // GoString is the redacted form.
-func (TokenText) GoString() string { return "<redacted>" }
+func (TokenText) GoString() string { return redacted }
 
 // Format prints the redacted form for every verb.
-func (TokenText) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("<redacted>")) }
+func (TokenText) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
+
+// LogValue is the redacted form.
+func (TokenText) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalJSON is the redacted form: a TokenText never marshals.
+func (TokenText) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
 
 // IssuedToken is a token as CreateEnrollmentToken returns it: the record
 // and, this once, its text.
@@ -84,7 +113,7 @@ func (s *Service) CreateEnrollmentToken(ctx context.Context, requestID string, t
 		return IssuedToken{}, fmt.Errorf("%s: %w", op, err)
 	}
 	if created {
-		return IssuedToken{Token: tok, Text: TokenText(text)}, nil
+		return IssuedToken{Token: tok, Text: newTokenText(text)}, nil
 	}
 	// A retry: the request's token gets a new secret.
 	text, secretHash, err = nodetls.ReissueToken(s.caFingerprint, tok.ID)
@@ -95,7 +124,7 @@ func (s *Service) CreateEnrollmentToken(ctx context.Context, requestID string, t
 	if err != nil {
 		return IssuedToken{}, fmt.Errorf("%s: %w", op, err)
 	}
-	return IssuedToken{Token: tok, Text: TokenText(text)}, nil
+	return IssuedToken{Token: tok, Text: newTokenText(text)}, nil
 }
 
 // ListEnrollmentTokens returns one page of tokens, oldest first, and the
@@ -104,36 +133,27 @@ func (s *Service) CreateEnrollmentToken(ctx context.Context, requestID string, t
 // tokens that can still enroll a node are listed. No token text or secret
 // hash is ever returned.
 func (s *Service) ListEnrollmentTokens(ctx context.Context, pageSize int32, pageToken string, showInactive bool) ([]store.EnrollmentToken, string, error) {
-	n, err := admin.PageSize("page_size", pageSize)
-	if err != nil {
-		return nil, "", err
-	}
-	scope := []string{scopeListTokens, flagScope("show_inactive", showInactive)}
-	raw, err := s.pages.Decode("page_token", pageToken, scope...)
-	if err != nil {
-		return nil, "", err
-	}
-	var after store.TokenCursor
-	if raw != nil {
-		createdAt, id, ok := decodeCursor(raw)
-		if !ok {
-			return nil, "", badPageToken()
-		}
-		after = store.TokenCursor{CreatedAt: createdAt, ID: hex.EncodeToString(id)}
-	}
-	page, next, err := s.store.ListEnrollmentTokensByAge(ctx, n, after, showInactive)
-	if err != nil {
-		return nil, "", fmt.Errorf("list enrollment tokens: %w", err)
-	}
-	var nextToken string
-	if next != (store.TokenCursor{}) {
-		id, err := hex.DecodeString(next.ID)
-		if err != nil || len(id) != 16 {
-			return nil, "", fmt.Errorf("list enrollment tokens: stored token id is not 32 hex digits")
-		}
-		nextToken = s.pages.Encode(encodeCursor(next.CreatedAt, id), scope...)
-	}
-	return page, nextToken, nil
+	return admin.Paginate(ctx, s.pages, pageSize, pageToken, admin.Keyset[store.EnrollmentToken, store.TokenCursor]{
+		Scope: []string{scopeListTokens, flagScope("show_inactive", showInactive)},
+		Fetch: func(ctx context.Context, after store.TokenCursor, limit int) ([]store.EnrollmentToken, error) {
+			page, err := s.store.ListEnrollmentTokensByAge(ctx, limit, after, showInactive)
+			if err != nil {
+				return nil, fmt.Errorf("list enrollment tokens: %w", err)
+			}
+			return page, nil
+		},
+		Cursor: func(tok store.EnrollmentToken) ([]byte, error) {
+			id, err := hex.DecodeString(tok.ID)
+			if err != nil || len(id) != 16 {
+				return nil, fmt.Errorf("list enrollment tokens: stored token id is not 32 hex digits")
+			}
+			return encodeCursor(tok.CreatedAt, id), nil
+		},
+		Position: func(cursor []byte) (store.TokenCursor, bool) {
+			createdAt, id, ok := decodeCursor(cursor)
+			return store.TokenCursor{CreatedAt: createdAt, ID: hex.EncodeToString(id)}, ok
+		},
+	})
 }
 
 // RevokeEnrollmentToken makes the unused token name

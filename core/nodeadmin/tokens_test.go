@@ -23,7 +23,7 @@ func TestCreateEnrollmentToken(t *testing.T) {
 	f := newFixture(t)
 	issued, err := f.svc.CreateEnrollmentToken(f.ctx, uuid.NewString(), 90*time.Minute)
 	admintest.Must(t, err)
-	tok, err := nodetls.ParseToken(string(issued.Text))
+	tok, err := nodetls.ParseToken(issued.Text.Reveal())
 	if err != nil {
 		t.Fatalf("token text does not parse: %v", err)
 	}
@@ -39,12 +39,12 @@ func TestCreateEnrollmentToken(t *testing.T) {
 	}
 	// The text never prints, however the result is formatted.
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
-		if s := fmt.Sprintf(verb, issued); strings.Contains(s, string(issued.Text)) || strings.Contains(s, strings.Split(string(issued.Text), ".")[2]) {
+		if s := fmt.Sprintf(verb, issued); strings.Contains(s, issued.Text.Reveal()) || strings.Contains(s, strings.Split(issued.Text.Reveal(), ".")[2]) {
 			t.Errorf("%s prints the token text", verb)
 		}
 	}
 	// The text enrolls a node.
-	res, err := f.enroll.Enroll(f.ctx, string(issued.Text), newCSR(t), "node.test:7443")
+	res, err := f.enroll.Enroll(f.ctx, issued.Text.Reveal(), newCSR(t), "node.test:7443")
 	admintest.Must(t, err)
 	used, err := f.st.GetEnrollmentToken(f.ctx, rec.ID)
 	admintest.Must(t, err)
@@ -65,10 +65,10 @@ func TestCreateEnrollmentTokenRetry(t *testing.T) {
 		t.Fatalf("retry gave token %s expiring %v, want %s expiring %v",
 			second.Token.ID, second.Token.ExpiresAt, first.Token.ID, first.Token.ExpiresAt)
 	}
-	if second.Text == first.Text {
+	if second.Text.Reveal() == first.Text.Reveal() {
 		t.Fatal("retry returned the same text: Core cannot know it")
 	}
-	tok, err := nodetls.ParseToken(string(second.Text))
+	tok, err := nodetls.ParseToken(second.Text.Reveal())
 	admintest.Must(t, err)
 	if tok.ID() != first.Token.ID || !bytes.Equal(f.storedSecretHash(t, tok.ID()), tok.SecretHash()) {
 		t.Fatal("the retry's text is not what the store now checks")
@@ -79,9 +79,9 @@ func TestCreateEnrollmentTokenRetry(t *testing.T) {
 		t.Fatalf("%d tokens after a retry, want 1", len(page))
 	}
 	// The earlier text stops working; the new one enrolls.
-	_, err = f.enroll.Enroll(f.ctx, string(first.Text), newCSR(t), "node.test:7443")
+	_, err = f.enroll.Enroll(f.ctx, first.Text.Reveal(), newCSR(t), "node.test:7443")
 	admintest.WantClass(t, err, enrollment.ErrRejected)
-	_, err = f.enroll.Enroll(f.ctx, string(second.Text), newCSR(t), "node.test:7443")
+	_, err = f.enroll.Enroll(f.ctx, second.Text.Reveal(), newCSR(t), "node.test:7443")
 	admintest.Must(t, err)
 
 	// Used meanwhile: refused, and the used token keeps its secret.
@@ -122,7 +122,7 @@ func TestCreateEnrollmentTokenConcurrentRetries(t *testing.T) {
 		if issued[i].Token.ID != issued[0].Token.ID {
 			t.Fatalf("one request made tokens %s and %s", issued[0].Token.ID, issued[i].Token.ID)
 		}
-		tok, err := nodetls.ParseToken(string(issued[i].Text))
+		tok, err := nodetls.ParseToken(issued[i].Text.Reveal())
 		admintest.Must(t, err)
 		if bytes.Equal(f.storedSecretHash(t, tok.ID()), tok.SecretHash()) {
 			working++
@@ -204,7 +204,7 @@ func TestListEnrollmentTokens(t *testing.T) {
 
 	// Used, revoked and expired tokens only with show_inactive.
 	used := mustIssue(t, f, time.Hour)
-	_, err := f.enroll.Enroll(f.ctx, string(used.Text), newCSR(t), "node.test:7443")
+	_, err := f.enroll.Enroll(f.ctx, used.Text.Reveal(), newCSR(t), "node.test:7443")
 	admintest.Must(t, err)
 	_, err = f.svc.RevokeEnrollmentToken(f.ctx, "enrollmentTokens/"+want[4])
 	admintest.Must(t, err)
@@ -245,7 +245,7 @@ func TestRevokeEnrollmentToken(t *testing.T) {
 	if again.RevokedAt == nil || !again.RevokedAt.Equal(*first.RevokedAt) {
 		t.Errorf("second revocation changed the time: %v then %v", first.RevokedAt, again.RevokedAt)
 	}
-	_, err = f.enroll.Enroll(f.ctx, string(issued.Text), newCSR(t), "node.test:7443")
+	_, err = f.enroll.Enroll(f.ctx, issued.Text.Reveal(), newCSR(t), "node.test:7443")
 	admintest.WantClass(t, err, enrollment.ErrRejected)
 
 	// Expired: unchanged.
@@ -257,7 +257,7 @@ func TestRevokeEnrollmentToken(t *testing.T) {
 	}
 	// Used: refused.
 	used := mustIssue(t, f, time.Hour)
-	_, err = f.enroll.Enroll(f.ctx, string(used.Text), newCSR(t), "node.test:7443")
+	_, err = f.enroll.Enroll(f.ctx, used.Text.Reveal(), newCSR(t), "node.test:7443")
 	admintest.Must(t, err)
 	_, err = f.svc.RevokeEnrollmentToken(f.ctx, "enrollmentTokens/"+used.Token.ID)
 	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)

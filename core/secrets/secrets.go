@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"berth.dev/sandbox/errdefs"
@@ -26,11 +27,24 @@ const KeySize = 32
 // ErrOpen is the one failure of Open.
 var ErrOpen = fmt.Errorf("sealed value does not open: %w", errdefs.ErrInvalid)
 
-// Key is a master key. It never formats.
-type Key struct{ b *[KeySize]byte }
+// Key is a master key. No printer shows it: String, Format and LogValue
+// are redacted, and the bytes are held only inside a func, which fmt's
+// reflection prints as an address (it would follow a pointer to an array
+// for a mismatched verb) and encoding/json skips. A Key is not comparable.
+type Key struct{ b func() *[KeySize]byte }
 
-// Format prints nothing of the key.
-func (Key) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("secrets.Key(redacted)")) }
+func keyOf(b [KeySize]byte) Key { return Key{b: func() *[KeySize]byte { return &b }} }
+
+const redactedKey = "secrets.Key(redacted)"
+
+// String prints nothing of the key.
+func (Key) String() string { return redactedKey }
+
+// Format prints nothing of the key, whatever the verb.
+func (Key) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redactedKey)) }
+
+// LogValue prints nothing of the key.
+func (Key) LogValue() slog.Value { return slog.StringValue(redactedKey) }
 
 // NewKey returns a random master key.
 func NewKey() (Key, []byte, error) {
@@ -38,7 +52,7 @@ func NewKey() (Key, []byte, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return Key{}, nil, fmt.Errorf("new key: %w", err)
 	}
-	return Key{b: &b}, append([]byte(nil), b[:]...), nil
+	return keyOf(b), append([]byte(nil), b[:]...), nil
 }
 
 // KeyFromBytes wraps raw key bytes.
@@ -48,7 +62,7 @@ func KeyFromBytes(raw []byte) (Key, error) {
 	}
 	var b [KeySize]byte
 	copy(b[:], raw)
-	return Key{b: &b}, nil
+	return keyOf(b), nil
 }
 
 // LoadOrCreateKeyFile reads the master key file, or creates it (mode 0600)
@@ -92,7 +106,7 @@ func (k Key) aead() (cipher.AEAD, error) {
 	if k.b == nil {
 		return nil, errdefs.Invalid("master_key", "missing")
 	}
-	block, err := aes.NewCipher(k.b[:])
+	block, err := aes.NewCipher(k.b()[:])
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +154,7 @@ func (k Key) Derive(purpose string) []byte {
 	if k.b == nil {
 		return nil
 	}
-	mac := hmac.New(sha256.New, k.b[:])
+	mac := hmac.New(sha256.New, k.b()[:])
 	mac.Write([]byte("berth-derive:" + purpose))
 	return mac.Sum(nil)
 }

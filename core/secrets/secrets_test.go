@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"berth.dev/sandbox/redacttest"
 	"github.com/google/uuid"
 )
 
@@ -92,4 +93,14 @@ func TestBindingsAreStable(t *testing.T) {
 	if string(DeviceCredential(inst, id).ad) == string(TurnInput(inst, id).ad) {
 		t.Fatal("two kinds share a binding")
 	}
+}
+
+// TestKeyNeverPrints prints a master key through fmt and slog, alone and
+// held, and looks for its bytes.
+func TestKeyNeverPrints(t *testing.T) {
+	key, raw, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	redacttest.Check(t, key, raw)
 }

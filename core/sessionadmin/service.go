@@ -21,10 +21,10 @@ import (
 // Store is what the Session and allocation admin logic reads.
 type Store interface {
 	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
-	ListSessionsByAge(ctx context.Context, pageSize int, after store.AgeCursor, includeDeleted bool) (page []store.SessionBundle, next store.AgeCursor, err error)
+	ListSessionsByAge(ctx context.Context, limit int, after store.AgeCursor, includeDeleted bool) (page []store.SessionBundle, err error)
 	RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]store.RuntimeReadiness, error)
 	GetSessionAllocation(ctx context.Context, id uuid.UUID) (store.SessionAllocation, error)
-	ListAllocationsByAge(ctx context.Context, pageSize int, after store.AgeCursor, includeReleased bool) (page []store.SessionAllocation, next store.AgeCursor, err error)
+	ListAllocationsByAge(ctx context.Context, limit int, after store.AgeCursor, includeReleased bool) ([]store.SessionAllocation, error)
 }
 
 // MaxDisplayNameLen bounds a Session's display_name (characters), as
@@ -130,20 +130,20 @@ func (s *Service) DeleteSession(ctx context.Context, name string) (store.Session
 // page token of the next page ("" on the last); deleted Sessions only with
 // showDeleted.
 func (s *Service) ListSessions(ctx context.Context, pageSize int32, pageToken string, showDeleted bool) ([]store.SessionBundle, string, error) {
-	n, err := admin.PageSize("page_size", pageSize)
-	if err != nil {
-		return nil, "", err
-	}
-	scope := []string{scopeListSessions, flagScope("show_deleted", showDeleted)}
-	after, err := s.decode(pageToken, scope)
-	if err != nil {
-		return nil, "", err
-	}
-	page, next, err := s.store.ListSessionsByAge(ctx, n, after, showDeleted)
-	if err != nil {
-		return nil, "", fmt.Errorf("list sessions: %w", err)
-	}
-	return page, s.encode(next, scope), nil
+	return admin.Paginate(ctx, s.pages, pageSize, pageToken, admin.Keyset[store.SessionBundle, store.AgeCursor]{
+		Scope: []string{scopeListSessions, flagScope("show_deleted", showDeleted)},
+		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionBundle, error) {
+			page, err := s.store.ListSessionsByAge(ctx, limit, after, showDeleted)
+			if err != nil {
+				return nil, fmt.Errorf("list sessions: %w", err)
+			}
+			return page, nil
+		},
+		Cursor: func(b store.SessionBundle) ([]byte, error) {
+			return encodeCursor(store.AgeCursor{CreatedAt: b.Session.CreatedAt, ID: b.Session.ID}), nil
+		},
+		Position: decodeCursor,
+	})
 }
 
 // Readiness returns the Runtime readiness of the bundles' allocations.
@@ -178,20 +178,20 @@ func (s *Service) GetAllocation(ctx context.Context, name string) (store.Session
 // the page token of the next page ("" on the last); released ones only
 // with showReleased.
 func (s *Service) ListAllocations(ctx context.Context, pageSize int32, pageToken string, showReleased bool) ([]store.SessionAllocation, string, error) {
-	n, err := admin.PageSize("page_size", pageSize)
-	if err != nil {
-		return nil, "", err
-	}
-	scope := []string{scopeListAllocations, flagScope("show_released", showReleased)}
-	after, err := s.decode(pageToken, scope)
-	if err != nil {
-		return nil, "", err
-	}
-	page, next, err := s.store.ListAllocationsByAge(ctx, n, after, showReleased)
-	if err != nil {
-		return nil, "", fmt.Errorf("list allocations: %w", err)
-	}
-	return page, s.encode(next, scope), nil
+	return admin.Paginate(ctx, s.pages, pageSize, pageToken, admin.Keyset[store.SessionAllocation, store.AgeCursor]{
+		Scope: []string{scopeListAllocations, flagScope("show_released", showReleased)},
+		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionAllocation, error) {
+			page, err := s.store.ListAllocationsByAge(ctx, limit, after, showReleased)
+			if err != nil {
+				return nil, fmt.Errorf("list allocations: %w", err)
+			}
+			return page, nil
+		},
+		Cursor: func(a store.SessionAllocation) ([]byte, error) {
+			return encodeCursor(store.AgeCursor{CreatedAt: a.CreatedAt, ID: a.ID}), nil
+		},
+		Position: decodeCursor,
+	})
 }
 
 // parseID validates name against p and returns its one UUID id.
@@ -218,26 +218,18 @@ func flagScope(name string, v bool) string { return fmt.Sprintf("%s=%t", name, v
 // the 16 bytes of the id.
 const cursorLen = 8 + 16
 
-func (s *Service) encode(c store.AgeCursor, scope []string) string {
-	if c == (store.AgeCursor{}) {
-		return ""
-	}
+func encodeCursor(c store.AgeCursor) []byte {
 	b := make([]byte, 8, cursorLen)
 	binary.BigEndian.PutUint64(b, uint64(c.CreatedAt.UnixMicro()))
-	return s.pages.Encode(append(b, c.ID[:]...), scope...)
+	return append(b, c.ID[:]...)
 }
 
-func (s *Service) decode(token string, scope []string) (store.AgeCursor, error) {
-	raw, err := s.pages.Decode("page_token", token, scope...)
-	if err != nil || raw == nil {
-		return store.AgeCursor{}, err
-	}
-	if len(raw) != cursorLen {
-		// The MAC matched, so only a bug could produce this.
-		return store.AgeCursor{}, errdefs.Invalid("page_token", "invalid page token")
+func decodeCursor(b []byte) (store.AgeCursor, bool) {
+	if len(b) != cursorLen {
+		return store.AgeCursor{}, false
 	}
 	return store.AgeCursor{
-		CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(raw[:8]))),
-		ID:        uuid.UUID(raw[8:]),
-	}, nil
+		CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))),
+		ID:        uuid.UUID(b[8:]),
+	}, true
 }

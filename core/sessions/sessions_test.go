@@ -63,7 +63,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	if !bytes.Equal(sessions.Digest(string(raw)), a.CredentialDigest) {
 		t.Fatal("digest does not match the sealed credential")
 	}
-	f := runtimebootstrap.File{Version: runtimebootstrap.Version, CoreURL: "https://core.example", DeviceID: a.DeviceID.String(), Credential: runtimebootstrap.Secret(raw)}
+	f := runtimebootstrap.File{Version: runtimebootstrap.Version, CoreURL: "https://core.example", DeviceID: a.DeviceID.String(), Credential: runtimebootstrap.NewSecret(string(raw))}
 	must(t, f.Validate())
 	// Bound to its allocation: another allocation id does not open it.
 	if _, err := key.Open(sealed.Nonce, sealed.Ciphertext, secrets.DeviceCredential(installation, uuid.New())); err == nil {

@@ -717,35 +717,29 @@ func (s *Store) GetSessionAllocation(ctx context.Context, id uuid.UUID) (Session
 	return SessionAllocation{Allocation: allocationFromRow(row.Allocation), SessionID: row.SessionID}, nil
 }
 
-// ListAllocationsByAge returns up to pageSize allocations, with their
-// Sessions, after cursor after (the zero cursor for the first page) in
-// creation order (ties by id); released ones only with includeReleased.
-// next is the cursor of the following page, the zero cursor when there is
-// none.
-func (s *Store) ListAllocationsByAge(ctx context.Context, pageSize int, after AgeCursor, includeReleased bool) (page []SessionAllocation, next AgeCursor, err error) {
+// ListAllocationsByAge returns up to limit (1 to MaxPageSize+1)
+// allocations, with their Sessions, after cursor after (the zero cursor
+// for the start) in creation order (ties by id); released ones only with
+// includeReleased.
+func (s *Store) ListAllocationsByAge(ctx context.Context, limit int, after AgeCursor, includeReleased bool) ([]SessionAllocation, error) {
 	const op = "list allocations by age"
-	n, err := pageSizeParam(pageSize)
+	n, err := limitParam(limit)
 	if err != nil {
-		return nil, AgeCursor{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.q.ListAllocationsByAge(ctx, db.ListAllocationsByAgeParams{
 		FirstPage:       after.CreatedAt.IsZero(),
 		AfterCreatedAt:  after.CreatedAt,
 		AfterID:         after.ID,
 		IncludeReleased: includeReleased,
-		PageSize:        n + 1,
+		PageSize:        n,
 	})
 	if err != nil {
-		return nil, AgeCursor{}, wrap(op, err)
+		return nil, wrap(op, err)
 	}
-	if len(rows) > pageSize {
-		rows = rows[:pageSize]
-		last := rows[pageSize-1].Allocation
-		next = AgeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	page = make([]SessionAllocation, len(rows))
+	page := make([]SessionAllocation, len(rows))
 	for i, r := range rows {
 		page[i] = SessionAllocation{Allocation: allocationFromRow(r.Allocation), SessionID: r.SessionID}
 	}
-	return page, next, nil
+	return page, nil
 }

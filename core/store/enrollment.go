@@ -232,37 +232,31 @@ func (s *Store) RevokeActiveEnrollmentToken(ctx context.Context, id string) (Enr
 	return tok, nil
 }
 
-// ListEnrollmentTokensByAge returns up to pageSize tokens after cursor
-// after (the zero cursor for the first page), oldest first (ties by id).
-// Without includeInactive only tokens that can still enroll a node are
-// listed (unused, unrevoked, unexpired by the database clock). next is the
-// cursor of the following page, the zero cursor when there is none.
-func (s *Store) ListEnrollmentTokensByAge(ctx context.Context, pageSize int, after TokenCursor, includeInactive bool) (page []EnrollmentToken, next TokenCursor, err error) {
+// ListEnrollmentTokensByAge returns up to limit (1 to MaxPageSize+1)
+// tokens after cursor after (the zero cursor for the start), oldest first
+// (ties by id). Without includeInactive only tokens that can still enroll
+// a node are listed (unused, unrevoked, unexpired by the database clock).
+func (s *Store) ListEnrollmentTokensByAge(ctx context.Context, limit int, after TokenCursor, includeInactive bool) ([]EnrollmentToken, error) {
 	const op = "list enrollment tokens by age"
-	n, err := pageSizeParam(pageSize)
+	n, err := limitParam(limit)
 	if err != nil {
-		return nil, TokenCursor{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.q.ListEnrollmentTokensByAge(ctx, db.ListEnrollmentTokensByAgeParams{
 		FirstPage:       after.CreatedAt.IsZero(),
 		AfterCreatedAt:  after.CreatedAt,
 		AfterID:         after.ID,
 		IncludeInactive: includeInactive,
-		PageSize:        n + 1,
+		PageSize:        n,
 	})
 	if err != nil {
-		return nil, TokenCursor{}, wrap(op, err)
+		return nil, wrap(op, err)
 	}
-	if len(rows) > pageSize {
-		rows = rows[:pageSize]
-		last := rows[pageSize-1]
-		next = TokenCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	page = make([]EnrollmentToken, len(rows))
+	page := make([]EnrollmentToken, len(rows))
 	for i, r := range rows {
 		page[i] = tokenFromRow(db.GetEnrollmentTokenRow(r))
 	}
-	return page, next, nil
+	return page, nil
 }
 
 // EnrollmentTokensOfNodes returns the id of the token that enrolled each

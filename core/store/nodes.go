@@ -134,36 +134,30 @@ func (s *Store) ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (p
 // the last node of a page. The zero cursor is the start.
 type NodeCursor = AgeCursor
 
-// ListNodesByAge returns up to pageSize nodes after cursor after (the zero
-// cursor for the first page) in enrollment order (creation time, ties by
-// id), removed ones only with includeRemoved. next is the cursor of the
-// following page, the zero cursor when there is none.
-func (s *Store) ListNodesByAge(ctx context.Context, pageSize int, after NodeCursor, includeRemoved bool) (page []Node, next NodeCursor, err error) {
+// ListNodesByAge returns up to limit (1 to MaxPageSize+1) nodes after
+// cursor after (the zero cursor for the start) in enrollment order
+// (creation time, ties by id), removed ones only with includeRemoved.
+func (s *Store) ListNodesByAge(ctx context.Context, limit int, after NodeCursor, includeRemoved bool) ([]Node, error) {
 	const op = "list nodes by age"
-	n, err := pageSizeParam(pageSize)
+	n, err := limitParam(limit)
 	if err != nil {
-		return nil, NodeCursor{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.q.ListNodesByAge(ctx, db.ListNodesByAgeParams{
 		FirstPage:      after.CreatedAt.IsZero(),
 		AfterCreatedAt: after.CreatedAt,
 		AfterID:        after.ID,
 		IncludeRemoved: includeRemoved,
-		PageSize:       n + 1,
+		PageSize:       n,
 	})
 	if err != nil {
-		return nil, NodeCursor{}, wrap(op, err)
+		return nil, wrap(op, err)
 	}
-	if len(rows) > pageSize {
-		rows = rows[:pageSize]
-		last := rows[pageSize-1]
-		next = NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	page = make([]Node, len(rows))
+	page := make([]Node, len(rows))
 	for i, r := range rows {
 		page[i] = nodeFromRow(r)
 	}
-	return page, next, nil
+	return page, nil
 }
 
 // SetNodeState moves node id from state from to state to, as one

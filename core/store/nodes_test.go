@@ -221,14 +221,15 @@ func TestListNodesByAge(t *testing.T) {
 		var sizes []int
 		var after store.NodeCursor
 		for {
-			page, next, err := st.ListNodesByAge(ctx, size, after, includeRemoved)
+			page, err := st.ListNodesByAge(ctx, size, after, includeRemoved)
 			must(t, err)
 			sizes = append(sizes, len(page))
 			got = append(got, ids(page)...)
-			if next == (store.NodeCursor{}) {
+			if len(page) < size {
 				return got, sizes
 			}
-			after = next
+			last := page[len(page)-1]
+			after = store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 		}
 	}
 	got, sizes := list(false)
@@ -246,6 +247,8 @@ func TestListNodesByAge(t *testing.T) {
 	if !slices.Equal(got, ids(all)) {
 		t.Errorf("with removed: %v\nwant %v", got, ids(all))
 	}
-	_, _, err = st.ListNodesByAge(ctx, 0, store.NodeCursor{}, true)
-	wantClass(t, err, errdefs.ErrInvalid)
+	for _, n := range []int{0, store.MaxPageSize + 2} {
+		_, err = st.ListNodesByAge(ctx, n, store.NodeCursor{}, true)
+		wantClass(t, err, errdefs.ErrInvalid)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/core/store/db"
 	"berth.dev/core/store/pgerr"
+	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -67,7 +68,7 @@ type AcceptRuntimeParams struct {
 	ConnectionID uuid.UUID
 	DeviceID     uuid.UUID
 	// Credential is the presented credential; only its digest is compared.
-	Credential     []byte
+	Credential     runtimebootstrap.Secret
 	RuntimeVersion string
 }
 
@@ -94,7 +95,7 @@ func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (Runti
 		p.RuntimeVersion = p.RuntimeVersion[:maxRuntimeVersion]
 	}
 	p.RuntimeVersion = printableASCII(p.RuntimeVersion)
-	digest := sha256.Sum256(p.Credential)
+	digest := sha256.Sum256([]byte(p.Credential.Reveal()))
 	var g RuntimeGrant
 	err = s.InTx(ctx, func(q *db.Queries) error {
 		a, err := q.GetDeviceAllocation(ctx, p.DeviceID)

@@ -390,17 +390,17 @@ type AgeCursor struct {
 	ID        uuid.UUID
 }
 
-// ListSessionsByAge returns up to pageSize Sessions after cursor after
-// (the zero cursor for the first page) in creation order (ties by id),
-// each with its Environment, placement and unreleased allocation as
-// GetSession reads them. A deleted Session (deletion requested and its
-// allocation released) is listed only with includeDeleted. next is the
-// cursor of the following page, the zero cursor when there is none.
-func (s *Store) ListSessionsByAge(ctx context.Context, pageSize int, after AgeCursor, includeDeleted bool) (page []SessionBundle, next AgeCursor, err error) {
+// ListSessionsByAge returns up to limit (1 to MaxPageSize+1) Sessions
+// after cursor after (the zero cursor for the start) in creation order
+// (ties by id), each with its Environment, placement and unreleased
+// allocation as GetSession reads them. A deleted Session (deletion
+// requested and its allocation released) is listed only with
+// includeDeleted.
+func (s *Store) ListSessionsByAge(ctx context.Context, limit int, after AgeCursor, includeDeleted bool) (page []SessionBundle, err error) {
 	const op = "list sessions by age"
-	n, err := pageSizeParam(pageSize)
+	n, err := limitParam(limit)
 	if err != nil {
-		return nil, AgeCursor{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	err = s.InTx(ctx, func(q *db.Queries) error {
 		rows, err := q.ListSessionsByAge(ctx, db.ListSessionsByAgeParams{
@@ -408,15 +408,10 @@ func (s *Store) ListSessionsByAge(ctx context.Context, pageSize int, after AgeCu
 			AfterCreatedAt: after.CreatedAt,
 			AfterID:        after.ID,
 			IncludeDeleted: includeDeleted,
-			PageSize:       n + 1,
+			PageSize:       n,
 		})
 		if err != nil {
 			return err
-		}
-		if len(rows) > pageSize {
-			rows = rows[:pageSize]
-			last := rows[pageSize-1]
-			next = AgeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 		}
 		page = make([]SessionBundle, 0, len(rows))
 		for _, r := range rows {
@@ -429,7 +424,7 @@ func (s *Store) ListSessionsByAge(ctx context.Context, pageSize int, after AgeCu
 		return nil
 	})
 	if err != nil {
-		return nil, AgeCursor{}, wrap(op, err)
+		return nil, wrap(op, err)
 	}
-	return page, next, nil
+	return page, nil
 }

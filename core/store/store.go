@@ -15,7 +15,9 @@ import (
 )
 
 // MaxPageSize bounds every list call, so one request never reads an
-// unbounded number of rows.
+// unbounded number of rows. A keyset list call (limitParam) may read one
+// row more, the row a pager reads past a full page to learn whether
+// another page follows.
 const MaxPageSize = 1000
 
 // Store is Core's access to PostgreSQL: a connection pool and the queries
@@ -95,6 +97,15 @@ func epochParam(epoch uint64) (int64, error) {
 func pageSizeParam(n int) (int32, error) {
 	if n < 1 || n > MaxPageSize {
 		return 0, errdefs.Invalid("page_size", fmt.Sprintf("must be between 1 and %d", MaxPageSize))
+	}
+	return int32(n), nil
+}
+
+// limitParam checks the row limit of a keyset list call that a pager
+// drives: a page and the one row past it (core/admin.Paginate).
+func limitParam(n int) (int32, error) {
+	if n < 1 || n > MaxPageSize+1 {
+		return 0, errdefs.Invalid("limit", fmt.Sprintf("must be between 1 and %d", MaxPageSize+1))
 	}
 	return int32(n), nil
 }

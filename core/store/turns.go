@@ -212,10 +212,10 @@ func (s *Store) GetTurn(ctx context.Context, id uuid.UUID) (Turn, error) {
 	return turnFromRow(row), nil
 }
 
-// ListTurns returns up to pageSize of a Session's Turns after seq
-// afterSeq, in submission order.
-func (s *Store) ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, pageSize int) ([]Turn, error) {
-	n, err := pageSizeParam(pageSize)
+// ListTurns returns up to limit (1 to MaxPageSize+1) of a Session's
+// Turns after seq afterSeq, in submission order.
+func (s *Store) ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]Turn, error) {
+	n, err := limitParam(limit)
 	if err != nil {
 		return nil, fmt.Errorf("list turns: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
+	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -35,7 +36,7 @@ func turnParams(t testing.TB, session uuid.UUID, script string) store.SubmitTurn
 func accept(t *testing.T, ctx context.Context, st *store.Owner, b store.SessionBundle, cred []byte, epoch uint64) store.RuntimeGrant {
 	t.Helper()
 	g, err := st.AsOwner(epoch).AcceptRuntime(ctx, store.AcceptRuntimeParams{
-		ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred, RuntimeVersion: "test\x00v1",
+		ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: runtimebootstrap.NewSecret(string(cred)), RuntimeVersion: "test\x00v1",
 	})
 	must(t, err)
 	return g
@@ -52,15 +53,15 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	p.CredentialDigest = hash(cred)
 	_, err := st.CreateSession(ctx, p)
 	must(t, err)
-	params := store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: p.DeviceID, Credential: cred}
+	params := store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: p.DeviceID, Credential: runtimebootstrap.NewSecret(string(cred))}
 	_, err = st.AcceptRuntime(ctx, params)
 	wantClass(t, err, store.ErrRuntimeNotAdmitted)
 
 	b, cred := storetest.RunningSession(t, st)
 	for name, p := range map[string]store.AcceptRuntimeParams{
-		"wrong credential": {ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: randomBytes(t, 32)},
-		"unknown device":   {ConnectionID: newUUID(t), DeviceID: newUUID(t), Credential: cred},
-		"other device":     {ConnectionID: newUUID(t), DeviceID: p.DeviceID, Credential: cred},
+		"wrong credential": {ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: runtimebootstrap.NewSecret(string(randomBytes(t, 32)))},
+		"unknown device":   {ConnectionID: newUUID(t), DeviceID: newUUID(t), Credential: runtimebootstrap.NewSecret(string(cred))},
+		"other device":     {ConnectionID: newUUID(t), DeviceID: p.DeviceID, Credential: runtimebootstrap.NewSecret(string(cred))},
 	} {
 		_, err := st.AcceptRuntime(ctx, p)
 		if !errors.Is(err, store.ErrRuntimeCredential) {
@@ -71,7 +72,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	// (and does not stop the holder, below).
 	standby, err := st.NextOwnerEpoch(ctx)
 	must(t, err)
-	_, err = st.AsOwner(standby).AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred})
+	_, err = st.AsOwner(standby).AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: runtimebootstrap.NewSecret(string(cred))})
 	wantClass(t, err, store.ErrRuntimeNotAdmitted)
 
 	g1 := accept(t, ctx, st, b, cred, epoch)
@@ -117,7 +118,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	// Deleting the Session revokes the device.
 	_, err = st.RequestSessionDeletion(ctx, b.Session.ID)
 	must(t, err)
-	_, err = st.AsOwner(epoch).AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: cred})
+	_, err = st.AsOwner(epoch).AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: runtimebootstrap.NewSecret(string(cred))})
 	wantClass(t, err, store.ErrRuntimeRevoked)
 }
 
@@ -234,6 +235,14 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 	if len(list) != 2 || list[0].ID != first.ID || list[1].State != store.TurnUnconfirmed {
 		t.Fatalf("list = %+v", list)
 	}
+	// A full page of the largest size and the row past it (a pager's
+	// limit), but no more.
+	list, err = st.ListTurns(ctx, b.Session.ID, 0, store.MaxPageSize+1)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list with the largest limit = %d turns, %v", len(list), err)
+	}
+	_, err = st.ListTurns(ctx, b.Session.ID, 0, store.MaxPageSize+2)
+	wantClass(t, err, errdefs.ErrInvalid)
 }
 
 func TestQueuedTurnsExpireAndCancel(t *testing.T) {

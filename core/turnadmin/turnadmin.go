@@ -174,31 +174,27 @@ func (g *Server) ListTurns(ctx context.Context, req *adminv1.ListTurnsRequest) (
 	if err != nil {
 		return nil, err
 	}
-	n, err := admin.PageSize("page_size", req.GetPageSize())
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), admin.Keyset[store.Turn, int64]{
+		Scope: []string{scopeListTurns, req.GetParent()},
+		Fetch: func(ctx context.Context, afterSeq int64, limit int) ([]store.Turn, error) {
+			page, err := g.turns.List(ctx, s, afterSeq, limit)
+			if err != nil {
+				return nil, fmt.Errorf("list turns: %w", err)
+			}
+			return page, nil
+		},
+		Cursor: func(t store.Turn) ([]byte, error) { return binary.BigEndian.AppendUint64(nil, uint64(t.Seq)), nil },
+		Position: func(cursor []byte) (int64, bool) {
+			if len(cursor) != 8 {
+				return 0, false
+			}
+			return int64(binary.BigEndian.Uint64(cursor)), true
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	scope := []string{scopeListTurns, req.GetParent()}
-	raw, err := g.pages.Decode("page_token", req.GetPageToken(), scope...)
-	if err != nil {
-		return nil, err
-	}
-	var after int64
-	if raw != nil {
-		if len(raw) != 8 {
-			return nil, errdefs.Invalid("page_token", "invalid page token")
-		}
-		after = int64(binary.BigEndian.Uint64(raw))
-	}
-	page, err := g.turns.List(ctx, s, after, n+1)
-	if err != nil {
-		return nil, fmt.Errorf("list turns: %w", err)
-	}
-	resp := &adminv1.ListTurnsResponse{}
-	if len(page) > n {
-		page = page[:n]
-		resp.NextPageToken = g.pages.Encode(binary.BigEndian.AppendUint64(nil, uint64(page[n-1].Seq)), scope...)
-	}
+	resp := &adminv1.ListTurnsResponse{NextPageToken: next}
 	for _, t := range page {
 		resp.Turns = append(resp.Turns, Proto(t))
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"path"
 	"regexp"
@@ -27,7 +28,7 @@ type Store interface {
 	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
 	SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (t store.Turn, created bool, err error)
 	GetTurn(ctx context.Context, id uuid.UUID) (store.Turn, error)
-	ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, pageSize int) ([]store.Turn, error)
+	ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]store.Turn, error)
 	RequestTurnCancel(ctx context.Context, id uuid.UUID) (store.Turn, error)
 	ReadTurnOutput(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]store.OutputChunk, error)
 	ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.UUID) (t store.Turn, ok bool, err error)
@@ -94,14 +95,17 @@ type Service struct {
 	installation uuid.UUID
 	newID        func() uuid.UUID
 	hub          *Hub
-	digestKey    []byte
+	// digestMAC is an HMAC under the request digest key; the key is held
+	// only inside the func, which no printer shows.
+	digestMAC func() hash.Hash
 }
 
 // New returns a Service. key seals Turn input, bound to installation;
 // newID makes Turn ids; hub wakes the gateway and output streams.
 func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, hub *Hub) *Service {
+	digestKey := key.Derive("turn-request-digest")
 	return &Service{store: st, key: key, installation: installation, newID: newID, hub: hub,
-		digestKey: key.Derive("turn-request-digest")}
+		digestMAC: func() hash.Hash { return hmac.New(sha256.New, digestKey) }}
 }
 
 // Validate checks r and fills in its defaults. Every error is an
@@ -190,7 +194,7 @@ func (s *Service) digest(r SubmitRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := hmac.New(sha256.New, s.digestKey)
+	m := s.digestMAC()
 	m.Write(canon)
 	return m.Sum(nil), nil
 }
@@ -256,12 +260,13 @@ func (s *Service) Get(ctx context.Context, sessionID, turnID uuid.UUID) (store.T
 	return t, nil
 }
 
-// List returns up to pageSize Turns of the Session after seq afterSeq.
-func (s *Service) List(ctx context.Context, sessionID uuid.UUID, afterSeq int64, pageSize int) ([]store.Turn, error) {
+// List returns up to limit (store.ListTurns's bounds) Turns of the
+// Session after seq afterSeq.
+func (s *Service) List(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]store.Turn, error) {
 	if _, err := s.store.GetSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
-	return s.store.ListTurns(ctx, sessionID, afterSeq, pageSize)
+	return s.store.ListTurns(ctx, sessionID, afterSeq, limit)
 }
 
 // Cancel requests cancellation: a queued Turn is cancelled at once, a
@@ -365,7 +370,7 @@ func (s *Service) Sweep(ctx context.Context, log *slog.Logger) {
 			refs, err := f(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
-					log.Warn("turn sweep failed", "err", err)
+					log.Warn("turn sweep failed", "error", err)
 				}
 				continue
 			}

@@ -14,6 +14,7 @@ import (
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 	"berth.dev/core/turns"
+	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -133,7 +134,7 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, err := st.AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: uuid.New(), DeviceID: b.Allocation.DeviceID,
-		Credential: credentialOf(t, st, b)})
+		Credential: runtimebootstrap.NewSecret(string(credentialOf(t, st, b)))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func start(t *testing.T, secrets ...string) *harness {
 		t.Fatal(err)
 	}
 	c, err := New(Config{
-		Bootstrap:      runtimebootstrap.File{Version: 1, CoreURL: url, DeviceID: testDevice, Credential: testCredential},
+		Bootstrap:      runtimebootstrap.File{Version: 1, CoreURL: url, DeviceID: testDevice, Credential: runtimebootstrap.NewSecret(testCredential)},
 		RuntimeVersion: testVersion,
 		Runner:         &turnexec.Runner{WorkspaceRoot: h.workspace, WaitDelay: 500 * time.Millisecond},
 		Logger:         slog.New(slog.NewJSONHandler(h.logs, nil)),
@@ -573,7 +573,7 @@ func TestDialTarget(t *testing.T) {
 }
 
 func TestNewRejectsInvalidBootstrapWithoutTheCredential(t *testing.T) {
-	_, err := New(Config{Bootstrap: runtimebootstrap.File{Version: 1, CoreURL: "ftp://x", DeviceID: testDevice, Credential: testCredential}})
+	_, err := New(Config{Bootstrap: runtimebootstrap.File{Version: 1, CoreURL: "ftp://x", DeviceID: testDevice, Credential: runtimebootstrap.NewSecret(testCredential)}})
 	if err == nil || strings.Contains(err.Error(), testCredential) {
 		t.Fatalf("New: %v", err)
 	}

@@ -148,7 +148,7 @@ func CreateRequest(ref sandbox.Reference, res sandbox.Resources) sandbox.CreateR
 			Version:    runtimebootstrap.Version,
 			CoreURL:    "https://core.berth.test:8443",
 			DeviceID:   uuid.NewString(),
-			Credential: runtimebootstrap.Secret(strings.ReplaceAll(uuid.NewString()+uuid.NewString(), "-", "")),
+			Credential: runtimebootstrap.NewSecret(strings.ReplaceAll(uuid.NewString()+uuid.NewString(), "-", "")),
 		},
 	}
 }

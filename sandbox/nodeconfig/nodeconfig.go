@@ -1,5 +1,5 @@
 // Package nodeconfig is the deployment-configuration adapter shared by node
-// providers (Docker, microsandbox). A node provider's native settings live in
+// providers (today only Docker). A node provider's native settings live in
 // each node's own configuration; its deployment configuration is therefore an
 // empty public object, it takes no credential, and it offers neither
 // configuration discovery nor credential replacement (the guide's "Register
@@ -60,7 +60,7 @@ func emptyObject(raw json.RawMessage) bool {
 
 // DecodeInput accepts only an empty public object and no credential.
 func (a Adapter) DecodeInput(in sandbox.ConfigurationInput) (sandbox.NativeConfiguration, error) {
-	if len(in.Credential) > 0 {
+	if in.Credential.Len() > 0 {
 		return nil, errdefs.Invalid("configuration.credential", "this provider takes no credential")
 	}
 	if !emptyObject(in.Public) {
@@ -79,7 +79,7 @@ func (a Adapter) Encode(cfg sandbox.NativeConfiguration) (sandbox.EncodedConfigu
 
 // Decode restores the empty configuration.
 func (a Adapter) Decode(stored sandbox.EncodedConfiguration) (sandbox.NativeConfiguration, error) {
-	if !emptyObject(stored.Public) || len(stored.Secret) > 0 {
+	if !emptyObject(stored.Public) || stored.Secret.Len() > 0 {
 		return nil, errdefs.Invalid("configuration.public", "must be an empty object")
 	}
 	return Configuration{kind: a.Kind}, nil

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net/url"
 	"strings"
@@ -120,6 +121,9 @@ func (ca *CA) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(ca.String())) 
 
 // GoString is String.
 func (ca *CA) GoString() string { return ca.String() }
+
+// LogValue is String, so slog's handlers never reach the key either.
+func (ca *CA) LogValue() slog.Value { return slog.StringValue(ca.String()) }
 
 // MarshalCA encodes the CA for Core's store: the certificate PEM (public) and
 // the private key as PKCS #8 PEM. keyPEM is a secret: Core's store must keep

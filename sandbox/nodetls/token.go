@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -168,3 +169,6 @@ func (t Token) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(t.String())) 
 
 // GoString is String.
 func (t Token) GoString() string { return t.String() }
+
+// LogValue is String, so slog's handlers never reach the secret either.
+func (t Token) LogValue() slog.Value { return slog.StringValue(t.String()) }

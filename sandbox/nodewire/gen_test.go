@@ -109,7 +109,7 @@ func (g gen) bootstrap() runtimebootstrap.File {
 		Version:    runtimebootstrap.Version,
 		CoreURL:    "https://core-" + g.uuid()[:8] + ".example.test/berth",
 		DeviceID:   g.uuid(),
-		Credential: runtimebootstrap.Secret(cred),
+		Credential: runtimebootstrap.NewSecret(string(cred)),
 	}
 }
 

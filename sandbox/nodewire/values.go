@@ -200,7 +200,7 @@ func bootstrapFromWire(path string, m *pb.Bootstrap) (runtimebootstrap.File, err
 		Version:    int(m.GetVersion()),
 		CoreURL:    m.GetCoreUrl(),
 		DeviceID:   m.GetDeviceId(),
-		Credential: runtimebootstrap.Secret(m.GetCredential()),
+		Credential: runtimebootstrap.NewSecret(m.GetCredential()),
 	}
 	if f.Validate() != nil {
 		return runtimebootstrap.File{}, errBootstrap(path)

@@ -271,7 +271,7 @@ func TestResourcesAndBootstrapAndCreateRequest(t *testing.T) {
 			return false
 		}
 		f, err := BootstrapFromWire(wire(t, b))
-		return err == nil && f == req.Bootstrap
+		return err == nil && reflect.DeepEqual(f, req.Bootstrap)
 	})
 }
 

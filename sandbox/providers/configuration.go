@@ -56,7 +56,7 @@ func (r *Registry) Describe(kind string, stored sandbox.EncodedConfiguration) (D
 		Kind:          kind,
 		Public:        enc.Public,
 		Observations:  enc.Observations,
-		HasCredential: len(enc.Secret) > 0,
+		HasCredential: enc.Secret.Len() > 0,
 		Requirements:  reg.Configuration.Requirements(),
 	}, nil
 }
@@ -100,7 +100,7 @@ func normalizeEncode(reg Registration, cfg sandbox.NativeConfiguration) (sandbox
 // checkCredentialAllowed rejects a credential object for a provider that
 // declares it needs none (every node provider), before the adapter sees it.
 func checkCredentialAllowed(reg Registration, in sandbox.ConfigurationInput) error {
-	if len(in.Credential) > 0 && reg.Configuration.Requirements().Credential == sandbox.NotRequired {
+	if in.Credential.Len() > 0 && reg.Configuration.Requirements().Credential == sandbox.NotRequired {
 		return errdefs.Invalid("configuration.credential", "this provider takes no credential")
 	}
 	return nil

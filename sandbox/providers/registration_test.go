@@ -333,7 +333,7 @@ func TestConfigurationOfANodeProvider(t *testing.T) {
 	if err != nil {
 		t.Fatalf("empty object: %v", err)
 	}
-	if string(enc.Public) != `{}` || len(enc.Secret) != 0 {
+	if string(enc.Public) != `{}` || enc.Secret.Len() != 0 {
 		t.Fatalf("encoded = %+v", enc)
 	}
 	desc, err := reg.Describe(refadapter.Kind, enc)
@@ -344,7 +344,7 @@ func TestConfigurationOfANodeProvider(t *testing.T) {
 		t.Fatalf("empty change: %v", err)
 	}
 	rejected := map[string]sandbox.ConfigurationInput{
-		"credential":       {Public: json.RawMessage(`{}`), Credential: json.RawMessage(`{"token":"hunter2-secret"}`)},
+		"credential":       {Public: json.RawMessage(`{}`), Credential: sandbox.NewCredential([]byte(`{"token":"hunter2-secret"}`))},
 		"non-empty public": {Public: json.RawMessage(`{"socket":"/var/run/docker.sock"}`)},
 		"not an object":    {Public: json.RawMessage(`[]`)},
 		"trailing data":    {Public: json.RawMessage(`{} {}`)},

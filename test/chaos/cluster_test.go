@@ -463,15 +463,16 @@ func (c *cluster) checkCreates() {
 	var all []store.SessionAllocation
 	var cursor store.AgeCursor
 	for {
-		page, next, err := st.ListAllocationsByAge(context.Background(), 100, cursor, true)
+		page, err := st.ListAllocationsByAge(context.Background(), 100, cursor, true)
 		if err != nil {
 			c.t.Fatalf("ListAllocationsByAge: %v", err)
 		}
 		all = append(all, page...)
-		if next.CreatedAt.IsZero() {
+		if len(page) < 100 {
 			break
 		}
-		cursor = next
+		last := page[len(page)-1]
+		cursor = store.AgeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	perSession := map[uuid.UUID]int{}
 	names := map[string]string{} // resource name -> allocation id

@@ -127,6 +127,14 @@ func TestSessionRunsTurns(t *testing.T) {
 	if len(all) != 7 || all[len(all)-1].GetName() != r.turn.GetName() {
 		t.Fatalf("listed %d turns", len(all))
 	}
+	// The largest page (and any larger page_size, read as the largest)
+	// lists them all at once.
+	for _, size := range []int32{1000, 5000} {
+		list, err = e.turns.ListTurns(e.ctx, &adminv1.ListTurnsRequest{Parent: session, PageSize: size})
+		if err != nil || len(list.GetTurns()) != 7 || list.GetNextPageToken() != "" {
+			t.Fatalf("page_size %d: %d turns, next %q, %v", size, len(list.GetTurns()), list.GetNextPageToken(), err)
+		}
+	}
 
 	// Deletion: the Runtime is revoked, everything is removed.
 	if _, err := e.sessions.DeleteSession(e.ctx, &adminv1.DeleteSessionRequest{Name: session}); err != nil {

@@ -89,7 +89,7 @@ func DirectCandidate(region, token string) deployment.Candidate {
 	return deployment.Candidate{
 		ProviderKind:  DirectKind,
 		Public:        json.RawMessage(`{"region":"` + region + `"}`),
-		Credential:    json.RawMessage(`{"token":"` + token + `"}`),
+		Credential:    sandbox.NewCredential([]byte(`{"token":"` + token + `"}`)),
 		Specification: DefaultSpec(),
 	}
 }
@@ -139,10 +139,10 @@ func (directAdapter) DecodeInput(in sandbox.ConfigurationInput) (sandbox.NativeC
 	var cred struct {
 		Token string `json:"token"`
 	}
-	if len(in.Credential) == 0 {
+	if in.Credential.Len() == 0 {
 		return nil, errdefs.Invalid("configuration.credential", "required")
 	}
-	dec = json.NewDecoder(bytes.NewReader(in.Credential))
+	dec = json.NewDecoder(bytes.NewReader(in.Credential.Reveal()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cred); err != nil || cred.Token == "" {
 		return nil, errdefs.Invalid("configuration.credential.token", "required")
@@ -159,7 +159,7 @@ func (directAdapter) Encode(cfg sandbox.NativeConfiguration) (sandbox.EncodedCon
 	if err != nil {
 		return sandbox.EncodedConfiguration{}, err
 	}
-	return sandbox.EncodedConfiguration{Public: pub, Observations: json.RawMessage(`{"zone_count":3}`), Secret: bytes.Clone(c.token)}, nil
+	return sandbox.EncodedConfiguration{Public: pub, Observations: json.RawMessage(`{"zone_count":3}`), Secret: sandbox.NewCredential(c.token)}, nil
 }
 
 func (directAdapter) Decode(stored sandbox.EncodedConfiguration) (sandbox.NativeConfiguration, error) {
@@ -169,7 +169,7 @@ func (directAdapter) Decode(stored sandbox.EncodedConfiguration) (sandbox.Native
 	if err := json.Unmarshal(stored.Public, &pub); err != nil || pub.Region == "" {
 		return nil, errdefs.Invalid("configuration.public.region", "required")
 	}
-	return directConfig{Region: pub.Region, token: bytes.Clone(stored.Secret)}, nil
+	return directConfig{Region: pub.Region, token: bytes.Clone(stored.Secret.Reveal())}, nil
 }
 
 func (directAdapter) Normalize(cfg sandbox.NativeConfiguration) (sandbox.NativeConfiguration, error) {

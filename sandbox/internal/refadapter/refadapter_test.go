@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/errdefs"
@@ -97,7 +98,7 @@ func TestBadInputIsRejectedBeforeNativeCalls(t *testing.T) {
 	bad := ref
 	bad.TenantID = "TENANT"
 	req := contracttest.CreateRequest(ref, sandbox.Resources{})
-	req.Bootstrap.Credential = "short"
+	req.Bootstrap.Credential = runtimebootstrap.NewSecret("short")
 	if _, err := p.Create(ctx, req); !errdefs.IsInvalid(err) || strings.Contains(err.Error(), "short") {
 		t.Errorf("bad bootstrap: %v", err)
 	}

@@ -1,0 +1,39 @@
+package nodetls
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/sandbox/redacttest"
+)
+
+// TestSecretTypesNeverPrint prints each of the package's secret types
+// through fmt and slog, alone and held, and looks for the secret.
+func TestSecretTypesNeverPrint(t *testing.T) {
+	ca := newTestCA(t)
+	text, _, _, _, err := NewToken(ca.Fingerprint(), time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ParseToken(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenSecret, err := base64.RawURLEncoding.DecodeString(strings.Split(text, ".")[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ca.key()
+	for _, c := range []struct {
+		name    string
+		value   any
+		secrets [][]byte
+	}{
+		{"Token", tok, [][]byte{tokenSecret, []byte(strings.Split(text, ".")[2])}},
+		{"CA", ca, [][]byte{key.D.Bytes(), []byte(key.D.String())}},
+	} {
+		t.Run(c.name, func(t *testing.T) { redacttest.Check(t, c.value, c.secrets...) })
+	}
+}
