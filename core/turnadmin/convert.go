@@ -1,13 +1,9 @@
 package turnadmin
 
 import (
-	"context"
-	"encoding/binary"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -19,21 +15,9 @@ import (
 	"berth.dev/core/turns"
 )
 
-// scopeListTurns is the ListTurns page token scope.
-const scopeListTurns = "berth.admin.v1.TurnService/ListTurns"
-
-// Server implements berth.admin.v1.TurnService.
-type Server struct {
-	adminv1.UnimplementedTurnServiceServer
-	turns *turns.Service
-	pages *admin.PageTokens
-}
-
-// New returns the TurnService over t; pages mints the list page tokens.
-func New(t *turns.Service, pages *admin.PageTokens) *Server { return &Server{turns: t, pages: pages} }
-
-// Register registers the service on s.
-func (g *Server) Register(s *grpc.Server) { adminv1.RegisterTurnServiceServer(s, g) }
+// The conversions between berth.admin.v1 Turn messages and core/turns:
+// resource names, the Turn message, field paths, and store Turns back to
+// the API. server.go only forwards.
 
 func parseSession(field, name string) (uuid.UUID, error) {
 	ids, err := admin.ValidateName(field, name, admin.SessionName)
@@ -140,100 +124,6 @@ func outputOnlyEmpty(t *adminv1.Turn) error {
 		return errdefs.Invalid("turn.failure_code", reason)
 	}
 	return nil
-}
-
-// SubmitTurn queues a Turn.
-func (g *Server) SubmitTurn(ctx context.Context, req *adminv1.SubmitTurnRequest) (*adminv1.SubmitTurnResponse, error) {
-	r, err := SubmitRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	t, err := g.turns.Submit(ctx, r)
-	if err != nil {
-		return nil, requestPaths.Map(fmt.Errorf("submit turn: %w", err))
-	}
-	return &adminv1.SubmitTurnResponse{Turn: Proto(t)}, nil
-}
-
-// GetTurn reads a Turn.
-func (g *Server) GetTurn(ctx context.Context, req *adminv1.GetTurnRequest) (*adminv1.GetTurnResponse, error) {
-	s, id, err := parseTurn("name", req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	t, err := g.turns.Get(ctx, s, id)
-	if err != nil {
-		return nil, fmt.Errorf("get turn: %w", err)
-	}
-	return &adminv1.GetTurnResponse{Turn: Proto(t)}, nil
-}
-
-// ListTurns lists a Session's Turns in submission order.
-func (g *Server) ListTurns(ctx context.Context, req *adminv1.ListTurnsRequest) (*adminv1.ListTurnsResponse, error) {
-	s, err := parseSession("parent", req.GetParent())
-	if err != nil {
-		return nil, err
-	}
-	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), admin.Keyset[store.Turn, int64]{
-		Scope: []string{scopeListTurns, req.GetParent()},
-		Fetch: func(ctx context.Context, afterSeq int64, limit int) ([]store.Turn, error) {
-			page, err := g.turns.List(ctx, s, afterSeq, limit)
-			if err != nil {
-				return nil, fmt.Errorf("list turns: %w", err)
-			}
-			return page, nil
-		},
-		Cursor: func(t store.Turn) ([]byte, error) { return binary.BigEndian.AppendUint64(nil, uint64(t.Seq)), nil },
-		Position: func(cursor []byte) (int64, bool) {
-			if len(cursor) != 8 {
-				return 0, false
-			}
-			return int64(binary.BigEndian.Uint64(cursor)), true
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	resp := &adminv1.ListTurnsResponse{NextPageToken: next}
-	for _, t := range page {
-		resp.Turns = append(resp.Turns, Proto(t))
-	}
-	return resp, nil
-}
-
-// StreamTurnOutput streams a Turn's output.
-func (g *Server) StreamTurnOutput(req *adminv1.StreamTurnOutputRequest, s grpc.ServerStreamingServer[adminv1.StreamTurnOutputResponse]) error {
-	sess, id, err := parseTurn("name", req.GetName())
-	if err != nil {
-		return err
-	}
-	err = g.turns.StreamOutput(s.Context(), sess, id, req.GetStdoutOffset(), req.GetStderrOffset(), func(c turns.Chunk) error {
-		stream := adminv1.OutputStream_OUTPUT_STREAM_STDOUT
-		if c.Stream == store.StreamStderr {
-			stream = adminv1.OutputStream_OUTPUT_STREAM_STDERR
-		}
-		return s.Send(&adminv1.StreamTurnOutputResponse{Stream: stream, Data: c.Data, Offset: c.Offset})
-	})
-	if err != nil {
-		if s.Context().Err() != nil {
-			return s.Context().Err()
-		}
-		return requestPaths.Map(fmt.Errorf("stream turn output: %w", err))
-	}
-	return nil
-}
-
-// CancelTurn requests cancellation.
-func (g *Server) CancelTurn(ctx context.Context, req *adminv1.CancelTurnRequest) (*adminv1.CancelTurnResponse, error) {
-	s, id, err := parseTurn("name", req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	t, err := g.turns.Cancel(ctx, s, id)
-	if err != nil {
-		return nil, fmt.Errorf("cancel turn: %w", err)
-	}
-	return &adminv1.CancelTurnResponse{Turn: Proto(t)}, nil
 }
 
 // Proto maps a Turn to the API; env and stdin are input only and never
