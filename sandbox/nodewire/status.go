@@ -2,6 +2,7 @@ package nodewire
 
 import (
 	"errors"
+	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -86,6 +87,27 @@ var inventory = func() map[providercontract.Operation]bool {
 	return m
 }()
 
+// requiredOps is the set of the operations every provider supports (the
+// RuleRequired contract, sandbox.SandboxProvider): an unsupported answer
+// for one of them breaks the contract.
+var requiredOps = func() map[providercontract.Operation]bool {
+	m := make(map[providercontract.Operation]bool)
+	for _, c := range sandbox.Inventory() {
+		if c.Rule == providercontract.RuleRequired {
+			for _, op := range c.Methods {
+				m[op] = true
+			}
+		}
+	}
+	return m
+}()
+
+// errRequiredUnsupported is the class a client gives a node's unsupported
+// answer for a required operation: a contract violation, never an
+// UnsupportedError (the guide: the five required operations can never
+// return it).
+var errRequiredUnsupported = fmt.Errorf("unsupported answer for a required operation: %w", errdefs.ErrContract)
+
 // unknownRow is the row of an error of no known class in op.
 func unknownRow(op providercontract.Operation) errgrpc.Row {
 	code := CodeComputeUnconfirmed
@@ -155,7 +177,9 @@ func statusFor(op providercontract.Operation, err error) *status.Status {
 		}
 	}
 	var ue *providercontract.UnsupportedError
-	if errors.As(err, &ue) && op != "" && ue.Operation != op {
+	if errors.As(err, &ue) && ((op != "" && ue.Operation != op) || requiredOps[ue.Operation]) {
+		// For another operation, or for a required one: the adapter broke
+		// the contract, so the outcome is unknown.
 		return codec.Build(unknownRow(op), nil)
 	}
 	return codec.Encode(err, unknownRow(op))
@@ -295,6 +319,10 @@ func FromError(op providercontract.Operation, err error) error {
 				detail: "unsupported answer for another operation",
 				class:  UnknownOutcome(op),
 			}
+		}
+		if requiredOps[op] {
+			e.class = errRequiredUnsupported
+			break
 		}
 		e.class = &providercontract.UnsupportedError{Operation: op, Code: d.UnsupportedReason}
 	}

@@ -99,6 +99,9 @@ func TestEveryClassRoundTrips(t *testing.T) {
 	}
 	for _, op := range CarriedOperations() {
 		for _, s := range samples() {
+			if s.code == CodeUnsupported && requiredOps[op] {
+				continue // TestRequiredOperationsAreNeverUnsupported
+			}
 			sent := ToStatusFor(op, s.err(op))
 			st, info := errorInfo(t, sent)
 			if st.Code() != s.grpc || info.GetReason() != string(s.code) || info.GetDomain() != pb.ErrorDomain {
@@ -251,6 +254,9 @@ func withDetails(t *testing.T, st *status.Status, ds ...any) *status.Status {
 
 func TestUnsupportedKeepsOperationAndReason(t *testing.T) {
 	for _, op := range CarriedOperations() {
+		if requiredOps[op] {
+			continue // TestRequiredOperationsAreNeverUnsupported
+		}
 		sent := ToStatusFor(op, &providercontract.UnsupportedError{Operation: op, Code: "no_native_checkpoint"})
 		_, info := errorInfo(t, sent)
 		want := map[string]string{MetadataOperation: string(op), MetadataReason: "no_native_checkpoint"}
@@ -479,3 +485,39 @@ func TestStatusesSurviveRealGRPC(t *testing.T) {
 }
 
 func anyOf(m proto.Message) (*anypb.Any, error) { return anypb.New(m) }
+
+// TestRequiredOperationsAreNeverUnsupported: the five required operations
+// can never return UnsupportedError. A node agent whose adapter answers so
+// sends the operation's unknown outcome; a Core that reads an unsupported
+// answer for one of them gets a contract violation (ErrContract), never
+// UnsupportedError.
+func TestRequiredOperationsAreNeverUnsupported(t *testing.T) {
+	req := []providercontract.Operation{sandbox.OpCreate, sandbox.OpGetInfo, sandbox.OpRenew, sandbox.OpKill, sandbox.OpRunCommand}
+	if len(requiredOps) != len(req) {
+		t.Fatalf("required operations %v, want %v", requiredOps, req)
+	}
+	unsupported, _ := codec.Lookup(string(CodeUnsupported))
+	for _, op := range req {
+		if !requiredOps[op] {
+			t.Fatalf("%s is not required", op)
+		}
+		sent := ToStatusFor(op, &providercontract.UnsupportedError{Operation: op, Code: "no_native_thing"})
+		if _, info := errorInfo(t, sent); Code(info.GetReason()) != unknownCode(op) {
+			t.Fatalf("%s: node sent %q, want %q", op, info.GetReason(), unknownCode(op))
+		}
+		// A (broken) node that sends unsupported anyway.
+		wire := codec.Build(unsupported, map[string]string{MetadataOperation: string(op), MetadataReason: "no_native_thing"}).Err()
+		got := FromError(op, wire)
+		if _, ok := providercontract.AsUnsupported(got, op); ok || errdefs.IsUnsupported(got) {
+			t.Fatalf("%s: Core read an UnsupportedError: %v", op, got)
+		}
+		onlyClass(t, got, errdefs.ErrContract)
+	}
+}
+
+func unknownCode(op providercontract.Operation) Code {
+	if IsCommand(op) {
+		return CodeCommandUnconfirmed
+	}
+	return CodeComputeUnconfirmed
+}
