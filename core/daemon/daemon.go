@@ -260,8 +260,10 @@ func (c *core) setupTurns(context.Context) error {
 	return nil
 }
 
-// setupLifecycle runs one serial lifecycle worker per enabled node, kept
-// in step with the node manager every NodeInterval.
+// setupLifecycle runs one serial lifecycle worker per node the manager
+// serves (enabled or retired, connected or not), kept in step with it
+// every NodeInterval: a retired node's deletions complete without enabling
+// it again.
 func (c *core) setupLifecycle(context.Context) error {
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
 		Store: c.owned, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
@@ -272,7 +274,7 @@ func (c *core) setupLifecycle(context.Context) error {
 		t := time.NewTicker(c.cfg.NodeInterval)
 		defer t.Stop()
 		for {
-			coordinator.Ensure(ctx, c.manager.Enabled()...)
+			coordinator.Sync(ctx, c.manager.Nodes()...)
 			select {
 			case <-ctx.Done():
 				return nil

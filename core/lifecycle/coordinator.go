@@ -55,6 +55,26 @@ func (c *Coordinator) Ensure(ctx context.Context, nodes ...uuid.UUID) {
 	}
 }
 
+// Sync makes the workers those of exactly nodes: it starts a worker for
+// each listed node that has none (Ensure) and stops the workers of nodes
+// not listed. The caller lists every node that may hold anything, enabled
+// or retired, connected or not, so an offline or retired node keeps its
+// worker (its allocations stay observed and its cleanup completes); only
+// a node that left the list (removed, which requires that it holds
+// nothing) loses it.
+func (c *Coordinator) Sync(ctx context.Context, nodes ...uuid.UUID) {
+	c.Ensure(ctx, nodes...)
+	keep := make(map[uuid.UUID]bool, len(nodes))
+	for _, n := range nodes {
+		keep[n] = true
+	}
+	for _, n := range c.Nodes() {
+		if !keep[n] {
+			c.Stop(n)
+		}
+	}
+}
+
 // Nodes returns the nodes that have a worker.
 func (c *Coordinator) Nodes() []uuid.UUID {
 	c.mu.Lock()

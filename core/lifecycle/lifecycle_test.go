@@ -405,6 +405,36 @@ func TestHungNodeDoesNotDelayAnotherNode(t *testing.T) {
 	}
 }
 
+// TestSyncKeepsListedWorkersAndStopsOthers: a node that stays listed
+// (retired or offline, as the daemon lists them) keeps its worker; a node
+// that leaves the list (removed) loses it.
+func TestSyncKeepsListedWorkersAndStopsOthers(t *testing.T) {
+	e := newEnv(t, 2)
+	var ids []uuid.UUID
+	for id := range e.nodes {
+		ids = append(ids, id)
+	}
+	c := lifecycle.NewCoordinator(e.cfg)
+	defer c.Close()
+	c.Sync(context.Background(), ids...)
+	if got := c.Nodes(); len(got) != 2 {
+		t.Fatalf("workers %v, want both nodes", got)
+	}
+	c.Sync(context.Background(), ids...)
+	if got := c.Nodes(); len(got) != 2 {
+		t.Fatalf("a second Sync changed the workers: %v", got)
+	}
+	c.Sync(context.Background(), ids[0])
+	if got := c.Nodes(); len(got) != 1 || got[0] != ids[0] {
+		t.Fatalf("workers %v, want only %s", got, ids[0])
+	}
+	// The kept worker still works: a Session on its node runs.
+	b := e.createSession(t, ids[0])
+	waitFor(t, "the kept node's allocation to run", func() bool {
+		return e.alloc(t, b.ID).State == store.AllocationRunning
+	})
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

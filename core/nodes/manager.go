@@ -46,11 +46,13 @@ func (p Presence) Present(now time.Time) bool {
 	return p.Connected && !p.LastReport.IsZero() && now.Sub(p.LastReport) < PresenceWindow
 }
 
-// Manager keeps one connection per enabled node: a loop per node dials
+// Manager keeps one connection per enabled or retired node (serves): a
+// loop per node dials
 // the node's advertised address with Core's client certificate, checks the
 // handshake, opens the Connect stream under Core's owner epoch and
 // reconnects with backoff when it ends. A node that hangs holds only its
-// own loop. Nodes that are not enabled are not dialled.
+// own loop. Enrolled (not yet admitted) and removed nodes are not dialled;
+// placement, not the manager, keeps retired nodes free of new work.
 type Manager struct {
 	store    Store
 	coreCert tls.Certificate
@@ -98,8 +100,15 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
+// serves reports whether Core keeps a connection to a node in state s:
+// every enabled node, and every retired one, whose allocations stay
+// observed and whose cleanup must complete although nothing is placed on
+// it. An enrolled node was never admitted and holds nothing; a removed one
+// holds nothing by definition.
+func serves(s store.NodeState) bool { return s == store.NodeEnabled || s == store.NodeRetired }
+
 func (m *Manager) reconcile(ctx context.Context) {
-	enabled := map[uuid.UUID]store.Node{}
+	served := map[uuid.UUID]store.Node{}
 	after := uuid.Nil
 	for {
 		page, next, err := m.store.ListNodes(ctx, 100, after)
@@ -108,8 +117,8 @@ func (m *Manager) reconcile(ctx context.Context) {
 			return
 		}
 		for _, n := range page {
-			if n.State == store.NodeEnabled {
-				enabled[n.ID] = n
+			if serves(n.State) {
+				served[n.ID] = n
 			}
 		}
 		if next == uuid.Nil {
@@ -119,7 +128,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for id, n := range enabled {
+	for id, n := range served {
 		if _, ok := m.loops[id]; !ok {
 			lctx, cancel := context.WithCancel(ctx)
 			l := &nodeLoop{cancel: cancel, done: make(chan struct{})}
@@ -128,7 +137,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 		}
 	}
 	for id, l := range m.loops {
-		if _, ok := enabled[id]; !ok {
+		if _, ok := served[id]; !ok {
 			l.cancel()
 			delete(m.loops, id)
 		}
@@ -319,9 +328,9 @@ func (m *Manager) Provider(id uuid.UUID) (*Proxy, error) {
 	return l.proxy, nil
 }
 
-// Enabled returns the nodes the manager keeps a connection loop for (every
-// enabled node, connected or not).
-func (m *Manager) Enabled() []uuid.UUID {
+// Nodes returns the nodes the manager keeps a connection loop for: every
+// enabled or retired node, connected or not.
+func (m *Manager) Nodes() []uuid.UUID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]uuid.UUID, 0, len(m.loops))

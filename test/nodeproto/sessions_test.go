@@ -144,10 +144,11 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 		stack.AdminReason(err) != "node_holds_allocations" {
 		t.Fatalf("removing a node that holds allocations: %v", err)
 	}
-	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: nodeNames[0]}); err != nil {
-		t.Fatal(err)
-	}
-	stack.WaitNode(t, ctx, nodesAPI, nodeNames[0], func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
+	// The retired node stays connected and observed (never placed on):
+	// its Sessions' deletions complete without enabling it again.
+	stack.WaitNode(t, ctx, nodesAPI, nodeNames[0], func(n *adminv1.Node) bool {
+		return n.GetState() == adminv1.Node_STATE_RETIRED && n.GetPresence().GetConnected()
+	})
 
 	for _, name := range sessionNames {
 		if _, err := sessionsAPI.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
@@ -162,10 +163,7 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 		containers, volumes := owned()
 		return len(resp.GetAllocations()) == 0 && containers == 0 && volumes == 0
 	})
-	// Empty now: retiring and removing the node succeeds.
-	if _, err := nodesAPI.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: nodeNames[0]}); err != nil {
-		t.Fatal(err)
-	}
+	// Empty now: removing the retired node succeeds.
 	if _, err := nodesAPI.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: nodeNames[0]}); err != nil {
 		t.Fatalf("removing an empty retired node: %v", err)
 	}
