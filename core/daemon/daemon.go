@@ -316,7 +316,15 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("page tokens: %w", err)
 	}
-	nodeSvc, err := nodeadmin.NewService(c.st, c.ca.Fingerprint(), pages, time.Now)
+	tokens, err := enrollment.NewTokens(c.st, c.ca.Fingerprint(), time.Now)
+	if err != nil {
+		return fmt.Errorf("enrollment tokens: %w", err)
+	}
+	nodeRegistry, err := nodes.NewRegistry(c.st)
+	if err != nil {
+		return fmt.Errorf("node registry: %w", err)
+	}
+	nodeSrv, err := nodeadmin.NewServer(tokens, nodeRegistry, pages, liveness(c.manager))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
 	}
@@ -336,7 +344,7 @@ func (c *core) setupAdmin(context.Context) error {
 	srv := admin.NewServer(admin.Options{
 		TokenDigest:  c.adminDigest,
 		Installation: installationadmin.NewServer(installation.New(c.st, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),
-		Nodes:        nodeadmin.NewServer(nodeSvc, liveness(c.manager)),
+		Nodes:        nodeSrv,
 		Deployment:   deploymentadmin.NewServer(deploySvc),
 		Sessions:     sessionadmin.NewSessionServer(sessionAdmin),
 		Allocations:  sessionadmin.NewAllocationServer(sessionAdmin),

@@ -1,12 +1,3 @@
-// Package enrollment is Core's side of node enrollment: it exchanges a
-// single-use token and a CSR for a certificate of the installation CA, for
-// a node id Core assigns, and records the node.
-//
-// Rules: Core stores only the token's hash; every refusal of a token has
-// one fixed text whichever check failed; a node that retries with the same
-// token and the same key after a lost answer gets the same node id (a
-// certificate for the same key), never a second node; a retired or removed
-// node never enrolls again.
 package enrollment
 
 import (

@@ -1,22 +1,28 @@
-// Package nodeadmin serves berth.admin.v1.NodeService: enrollment tokens
-// (create, list, revoke) and the administrative lifecycle of nodes (list,
-// get, enable, retire, remove).
-//
-// Service is the logic, over Core's store and testable without gRPC;
-// NewServer is the thin gRPC layer that converts requests and responses
-// for admin.Options.Nodes (the admin server converts its errors once,
-// with admin.ToStatus).
+// Package nodeadmin is the thin gRPC adapter of berth.admin.v1.NodeService,
+// for admin.Options.Nodes: its enrollment token calls (create, list,
+// revoke) forward to core/enrollment's Tokens, its node calls (list, get,
+// enable, retire, remove) to core/nodes' Registry.
 //
 // Rules:
-//   - An enrollment token's text is returned only by
-//     CreateEnrollmentToken. Core stores the token's id and the SHA-256 of
-//     its secret; no other call, log or error carries the text, and
-//     TokenText redacts itself when printed.
-//   - Lifecycle decisions (expiry, usability) are made on the database
-//     clock by the store; the Go clock passed in only stamps issuance.
-//   - Node state changes go through the store's compare-and-swap
-//     (store.SetNodeState): a change that lost a race is read again and
-//     decided again, never forced.
-//   - Errors are errdefs classes: an invalid request names its field, a
-//     state that refuses the operation is errdefs.ErrFailedPrecondition.
+//   - It only converts. Requests become the logic's arguments: resource
+//     names ("nodes/{node}", "enrollmentTokens/{token}") are checked with
+//     admin.ValidateName and become ids, request_id is checked with
+//     admin.ValidateRequestID and becomes a UUID, an unset ttl is
+//     enrollment.DefaultTokenTTL (its bounds are the logic's). Results
+//     become responses; errors are returned as they are, and the admin
+//     server converts them once. The logic's field names ("request_id",
+//     "ttl") are already the request's paths, so there is no FieldPaths
+//     mapping; a new logic field that differs gets one here.
+//   - The list calls page through admin.Paginate. The page token scopes
+//     and the cursor encoding (creation time in Unix microseconds, then
+//     the 16 bytes of the id) are this adapter's, in pages.go; changing
+//     either invalidates the page tokens clients hold.
+//   - It adds what the logic does not know: presence, readiness and
+//     capacity come from Liveness (Core's node connections), and are left
+//     unset for a node Core holds no connection loop for.
+//   - A token's text appears only in the CreateEnrollmentToken response;
+//     no other response or error carries it.
+//   - It holds no state and makes no decision: refusals (node_enabled,
+//     node_removed, node_holds_allocations, enrollment_token_used,
+//     enrollment_token_spent) are the logic's and the store's.
 package nodeadmin

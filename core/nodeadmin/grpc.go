@@ -2,9 +2,10 @@ package nodeadmin
 
 import (
 	"context"
-	"github.com/google/uuid"
+	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -12,15 +13,29 @@ import (
 	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/enrollment"
+	"berth.dev/core/nodes"
 	"berth.dev/core/store"
 )
 
-// NewServer returns s as berth.admin.v1.NodeService, for
-// admin.Options.Nodes. It only converts: requests to s's arguments, its
+// NewServer returns berth.admin.v1.NodeService over tokens (the
+// enrollment token calls) and registry (the node calls), for
+// admin.Options.Nodes. pages mints and checks the list calls' page tokens
+// (its key must outlive restarts); live adds what Core's node connections
+// observe (nil: nothing is observed). The server only converts: names,
+// request ids, lifetimes and page tokens to the logic's arguments, its
 // results to responses; it returns errors as they are (the admin server
 // converts them once).
-func NewServer(s *Service, live Liveness) adminv1.NodeServiceServer {
-	return &server{svc: s, live: live}
+func NewServer(tokens *enrollment.Tokens, registry *nodes.Registry, pages *admin.PageTokens, live Liveness) (adminv1.NodeServiceServer, error) {
+	switch {
+	case tokens == nil:
+		return nil, errors.New("nodeadmin: no enrollment tokens")
+	case registry == nil:
+		return nil, errors.New("nodeadmin: no node registry")
+	case pages == nil:
+		return nil, errors.New("nodeadmin: no page tokens")
+	}
+	return &server{tokens: tokens, registry: registry, pages: pages, live: live}, nil
 }
 
 // Liveness reports what Core's node connections know of a node now: its
@@ -43,8 +58,10 @@ type LiveState struct {
 
 type server struct {
 	adminv1.UnimplementedNodeServiceServer
-	svc  *Service
-	live Liveness
+	tokens   *enrollment.Tokens
+	registry *nodes.Registry
+	pages    *admin.PageTokens
+	live     Liveness
 }
 
 func (g *server) CreateEnrollmentToken(ctx context.Context, req *adminv1.CreateEnrollmentTokenRequest) (*adminv1.CreateEnrollmentTokenResponse, error) {
@@ -52,7 +69,11 @@ func (g *server) CreateEnrollmentToken(ctx context.Context, req *adminv1.CreateE
 	if err != nil {
 		return nil, err
 	}
-	issued, err := g.svc.CreateEnrollmentToken(ctx, req.GetRequestId(), ttl)
+	requestID, err := requestID(req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	issued, err := g.tokens.Create(ctx, requestID, ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +84,7 @@ func (g *server) CreateEnrollmentToken(ctx context.Context, req *adminv1.CreateE
 }
 
 func (g *server) ListEnrollmentTokens(ctx context.Context, req *adminv1.ListEnrollmentTokensRequest) (*adminv1.ListEnrollmentTokensResponse, error) {
-	page, next, err := g.svc.ListEnrollmentTokens(ctx, req.GetPageSize(), req.GetPageToken(), req.GetShowInactive())
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), tokenKeyset(g.tokens, req.GetShowInactive()))
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +96,11 @@ func (g *server) ListEnrollmentTokens(ctx context.Context, req *adminv1.ListEnro
 }
 
 func (g *server) RevokeEnrollmentToken(ctx context.Context, req *adminv1.RevokeEnrollmentTokenRequest) (*adminv1.RevokeEnrollmentTokenResponse, error) {
-	tok, err := g.svc.RevokeEnrollmentToken(ctx, req.GetName())
+	ids, err := admin.ValidateName("name", req.GetName(), admin.EnrollmentTokenName)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := g.tokens.Revoke(ctx, ids[0])
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +108,7 @@ func (g *server) RevokeEnrollmentToken(ctx context.Context, req *adminv1.RevokeE
 }
 
 func (g *server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
-	page, next, err := g.svc.ListNodes(ctx, req.GetPageSize(), req.GetPageToken(), req.GetShowRemoved())
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), nodeKeyset(g.registry, req.GetShowRemoved()))
 	if err != nil {
 		return nil, err
 	}
@@ -95,43 +120,75 @@ func (g *server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 }
 
 func (g *server) GetNode(ctx context.Context, req *adminv1.GetNodeRequest) (*adminv1.GetNodeResponse, error) {
-	n, err := g.svc.GetNode(ctx, req.GetName())
+	n, err := g.onNode(ctx, req.GetName(), g.registry.Get)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.GetNodeResponse{Node: g.nodeProto(n)}, nil
+	return &adminv1.GetNodeResponse{Node: n}, nil
 }
 
 func (g *server) EnableNode(ctx context.Context, req *adminv1.EnableNodeRequest) (*adminv1.EnableNodeResponse, error) {
-	n, err := g.svc.EnableNode(ctx, req.GetName())
+	n, err := g.onNode(ctx, req.GetName(), g.registry.Enable)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.EnableNodeResponse{Node: g.nodeProto(n)}, nil
+	return &adminv1.EnableNodeResponse{Node: n}, nil
 }
 
 func (g *server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest) (*adminv1.RetireNodeResponse, error) {
-	n, err := g.svc.RetireNode(ctx, req.GetName())
+	n, err := g.onNode(ctx, req.GetName(), g.registry.Retire)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.RetireNodeResponse{Node: g.nodeProto(n)}, nil
+	return &adminv1.RetireNodeResponse{Node: n}, nil
 }
 
 func (g *server) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest) (*adminv1.RemoveNodeResponse, error) {
-	n, err := g.svc.RemoveNode(ctx, req.GetName())
+	n, err := g.onNode(ctx, req.GetName(), g.registry.Remove)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.RemoveNodeResponse{Node: g.nodeProto(n)}, nil
+	return &adminv1.RemoveNodeResponse{Node: n}, nil
+}
+
+// onNode parses the node name ("nodes/{node}") and calls the registry
+// with its id.
+func (g *server) onNode(ctx context.Context, name string, call func(context.Context, uuid.UUID) (nodes.Node, error)) (*adminv1.Node, error) {
+	ids, err := admin.ValidateName("name", name, admin.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.Parse(ids[0])
+	if err != nil { // ValidateName accepted a canonical UUID: unreachable
+		return nil, errdefs.Invalid("name", "must match nodes/{node}")
+	}
+	n, err := call(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return g.nodeProto(n), nil
+}
+
+// requestID reads CreateEnrollmentTokenRequest.request_id: a required
+// canonical UUID (admin.ValidateRequestID).
+func requestID(s string) (uuid.UUID, error) {
+	if err := admin.ValidateRequestID("request_id", s); err != nil {
+		return uuid.Nil, err
+	}
+	id, err := uuid.Parse(s)
+	if err != nil { // ValidateRequestID accepted it: unreachable
+		return uuid.Nil, errdefs.Invalid("request_id", "must be a canonical UUID")
+	}
+	return id, nil
 }
 
 // requestTTL reads CreateEnrollmentTokenRequest.ttl: unset is
-// DefaultTokenTTL; a set value goes to the Service as it is, which checks
-// its bounds (so an explicit zero is refused, not defaulted).
+// enrollment.DefaultTokenTTL; a set value goes to the logic as it is,
+// which checks its bounds (so an explicit zero is refused, not
+// defaulted).
 func requestTTL(d *durationpb.Duration) (time.Duration, error) {
 	if d == nil {
-		return DefaultTokenTTL, nil
+		return enrollment.DefaultTokenTTL, nil
 	}
 	if d.CheckValid() != nil {
 		return 0, errdefs.Invalid("ttl", "not a valid duration")
@@ -183,7 +240,7 @@ var nodeStates = map[store.NodeState]adminv1.Node_State{
 // only what the node reports is filled in: the deployment's limits and
 // the counts of held sandboxes (max_active, max_retained, active,
 // retained) are left unset.
-func (g *server) nodeProto(n Node) *adminv1.Node {
+func (g *server) nodeProto(n nodes.Node) *adminv1.Node {
 	out := &adminv1.Node{
 		Name:             admin.NodeName.Format(n.ID.String()),
 		Id:               n.ID.String(),

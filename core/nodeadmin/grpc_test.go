@@ -19,6 +19,7 @@ import (
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
+	"berth.dev/core/enrollment/enrollmenttest"
 )
 
 // secretParts are the strings of a token text that must never appear
@@ -56,9 +57,9 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 	f := newFixture(t)
 	c := f.serve(t)
 	for name, ctx := range map[string]context.Context{
-		"no token":    f.ctx,
-		"wrong token": metadata.AppendToOutgoingContext(f.ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
-		"not bearer":  metadata.AppendToOutgoingContext(f.ctx, "authorization", "Basic "+c.token),
+		"no token":    f.Ctx,
+		"wrong token": metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
+		"not bearer":  metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Basic "+c.token),
 	} {
 		_, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString()})
 		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
@@ -70,9 +71,7 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 			t.Fatalf("%s: the refusal carries the admin token", name)
 		}
 	}
-	page, _, err := f.svc.ListEnrollmentTokens(f.ctx, 0, "", true)
-	admintest.Must(t, err)
-	if len(page) != 0 {
+	if page := f.allTokens(t); len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d tokens", len(page))
 	}
 }
@@ -80,7 +79,7 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 func TestGRPCEnrollmentTokens(t *testing.T) {
 	f := newFixture(t)
 	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	ctx := c.authed(f.Ctx)
 
 	// Create with ttl unset: one hour.
 	req := uuid.NewString()
@@ -92,10 +91,10 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 		t.Fatalf("token_text does not parse: %v", err)
 	}
 	et := created.GetEnrollmentToken()
-	if et.GetName() != "enrollmentTokens/"+tok.ID() || tok.CAFingerprint() != f.ca.Fingerprint() {
-		t.Fatalf("token %s pins %s, want enrollmentTokens/%s pinning %s", et.GetName(), tok.CAFingerprint(), tok.ID(), f.ca.Fingerprint())
+	if et.GetName() != "enrollmentTokens/"+tok.ID() || tok.CAFingerprint() != f.CA.Fingerprint() {
+		t.Fatalf("token %s pins %s, want enrollmentTokens/%s pinning %s", et.GetName(), tok.CAFingerprint(), tok.ID(), f.CA.Fingerprint())
 	}
-	if !bytes.Equal(f.storedSecretHash(t, tok.ID()), tok.SecretHash()) {
+	if !bytes.Equal(f.StoredSecretHash(t, tok.ID()), tok.SecretHash()) {
 		t.Fatal("the stored secret hash is not the text's")
 	}
 	if et.GetState() != adminv1.EnrollmentToken_STATE_ACTIVE ||
@@ -115,7 +114,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	}
 	newTok, err := nodetls.ParseToken(retried.GetTokenText())
 	admintest.Must(t, err)
-	if !bytes.Equal(f.storedSecretHash(t, tok.ID()), newTok.SecretHash()) {
+	if !bytes.Equal(f.StoredSecretHash(t, tok.ID()), newTok.SecretHash()) {
 		t.Fatal("the retry's text is not what the store now checks")
 	}
 	texts := []string{text, retried.GetTokenText()}
@@ -170,7 +169,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	admintest.WantInvalidField(t, err, "page_token")
 
 	// Use one token, revoke another.
-	enrolled, err := f.enroll.Enroll(f.ctx, retried.GetTokenText(), newCSR(t), "node.test:7443")
+	enrolled, err := f.Enroll.Enroll(f.Ctx, retried.GetTokenText(), enrollmenttest.NewCSR(t), "node.test:7443")
 	admintest.Must(t, err)
 	revoked, err := c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[1]})
 	admintest.Must(t, err)
@@ -222,11 +221,11 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 func TestGRPCNodes(t *testing.T) {
 	f := newFixture(t)
 	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	ctx := c.authed(f.Ctx)
 	const total = 5
 	var names []string
 	for range total {
-		id, _ := f.enrollNode(t)
+		id, _ := f.EnrollNode(t)
 		names = append(names, "nodes/"+id.String())
 	}
 
@@ -327,9 +326,84 @@ func TestGRPCNodes(t *testing.T) {
 func TestGRPCErrorsAreFixed(t *testing.T) {
 	f := newFixture(t)
 	c := f.serve(t)
-	_, err := c.GetNode(c.authed(f.ctx), &adminv1.GetNodeRequest{Name: "nodes/" + uuid.NewString()})
+	_, err := c.GetNode(c.authed(f.Ctx), &adminv1.GetNodeRequest{Name: "nodes/" + uuid.NewString()})
 	s, _ := status.FromError(err)
 	if s.Message() != "not found" {
 		t.Errorf("message %q, want the fixed \"not found\"", s.Message())
+	}
+}
+
+// The names, request ids, page sizes and page tokens of every call are
+// the adapter's to check: each refusal names its field, and a refused
+// creation stores nothing.
+func TestGRPCValidatesRequests(t *testing.T) {
+	f := newFixture(t)
+	c := f.serve(t)
+	ctx := c.authed(f.Ctx)
+
+	for name, id := range map[string]string{
+		"empty":      "",
+		"not a uuid": "request-1",
+		"upper case": strings.ToUpper(uuid.NewString()),
+		"braces":     "{" + uuid.NewString() + "}",
+	} {
+		_, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: id})
+		if err == nil {
+			t.Fatalf("request_id %s accepted", name)
+		}
+		admintest.WantInvalidField(t, err, "request_id")
+	}
+	if page := f.allTokens(t); len(page) != 0 {
+		t.Fatalf("%d tokens stored by refused requests", len(page))
+	}
+
+	id, _ := f.EnrollNode(t)
+	for _, bad := range []string{"", "nodes/", "nodes/node-1", "node/" + id.String(), "nodes/" + id.String() + "/x", "nodes/" + uuid.Nil.String()[:35]} {
+		_, err := c.GetNode(ctx, &adminv1.GetNodeRequest{Name: bad})
+		admintest.WantInvalidField(t, err, "name")
+	}
+	_, err := c.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: "nodes/not-a-node"})
+	admintest.WantInvalidField(t, err, "name")
+
+	issued := f.Issue(t, time.Hour)
+	for _, bad := range []string{"", "enrollmentTokens/" + strings.Repeat("AB", 16), "nodes/" + uuid.NewString(), "enrollmentTokens/" + issued.Token.ID + "/x"} {
+		_, err := c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: bad})
+		admintest.WantInvalidField(t, err, "name")
+	}
+
+	// Page tokens belong to one listing: one method, one filter.
+	f.EnrollNode(t)
+	nodePage, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 1, ShowRemoved: true})
+	admintest.Must(t, err)
+	if nodePage.GetNextPageToken() == "" {
+		t.Fatal("no next page of nodes")
+	}
+	_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 1, PageToken: nodePage.GetNextPageToken()})
+	admintest.WantInvalidField(t, err, "page_token")
+	_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: -5})
+	admintest.WantInvalidField(t, err, "page_size")
+
+	// Two tokens are active (the enrolled nodes' are used): a next page.
+	f.Issue(t, time.Hour)
+	tokenPage, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 1})
+	admintest.Must(t, err)
+	next := tokenPage.GetNextPageToken()
+	if next == "" {
+		t.Fatal("no next page of enrollment tokens")
+	}
+	_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 1, PageToken: next, ShowInactive: true})
+	admintest.WantInvalidField(t, err, "page_token")
+	_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 1, PageToken: next})
+	admintest.WantInvalidField(t, err, "page_token")
+	_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 1, PageToken: next[:len(next)-2]})
+	admintest.WantInvalidField(t, err, "page_token")
+	_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: -1})
+	admintest.WantInvalidField(t, err, "page_size")
+	// The token itself is good: the listing goes on with it.
+	rest, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 1, PageToken: next})
+	admintest.Must(t, err)
+	if len(rest.GetEnrollmentTokens()) != 1 || rest.GetNextPageToken() != "" ||
+		rest.GetEnrollmentTokens()[0].GetName() == tokenPage.GetEnrollmentTokens()[0].GetName() {
+		t.Fatalf("second page %v after %v", rest.GetEnrollmentTokens(), tokenPage.GetEnrollmentTokens())
 	}
 }

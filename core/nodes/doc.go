@@ -1,8 +1,18 @@
-// Package nodes is Core's side of the node protocol: it dials a node agent
-// with Core's client certificate, checks the version handshake, opens the
-// Connect stream that is the node's connection, and exposes the node as a
-// sandbox provider (Proxy), so lifecycle code never knows whether a
-// provider is local or remote.
+// Package nodes is Core's side of the node protocol and the
+// administrative lifecycle of nodes.
+//
+// The protocol side dials a node agent with Core's client certificate,
+// checks the version handshake, opens the Connect stream that is the
+// node's connection (Manager keeps one per enabled node), and exposes the
+// node as a sandbox provider (Proxy), so lifecycle code never knows
+// whether a provider is local or remote.
+//
+// The administrative side (Registry) lists and reads the enrolled nodes
+// and moves them between enrolled, enabled, retired and removed. It speaks
+// domain terms (node ids, keyset cursors and limits) and knows nothing of
+// gRPC: core/nodeadmin is its thin berth.admin.v1.NodeService adapter.
+// Manager and Registry each declare the narrow store interface they use
+// (Store, RegistryStore).
 //
 // Rules:
 //   - The Proxy checks its declaration before it resolves a connection or
@@ -13,4 +23,17 @@
 //     and generation. Errors come back once through nodewire.FromError; a
 //     transport failure or deadline on a mutation is an unknown outcome and
 //     nothing is ever resent.
+//   - Node state changes go through the store's compare-and-swap
+//     (store.SetNodeState): a change that lost a race is read again and
+//     decided again (a bounded number of times, then errdefs.ErrFenced),
+//     never forced. A change to the state the node is already in writes
+//     nothing.
+//   - A state that refuses a change is errdefs.ErrFailedPrecondition with
+//     a fixed reason and a message that says what to do: node_removed (a
+//     removed node is never enabled or retired again), node_enabled
+//     (retire before removing), node_holds_allocations (a node that still
+//     holds an allocation, placement or cleanup is not removed: offline
+//     ownership is kept).
+//   - A Registry Node carries no presence, readiness or capacity; those
+//     are the Manager's observations, added by the adapter.
 package nodes

@@ -1,4 +1,4 @@
-package nodeadmin_test
+package nodes_test
 
 import (
 	"slices"
@@ -10,38 +10,51 @@ import (
 	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/admin/admintest"
-	"berth.dev/core/nodeadmin"
+	"berth.dev/core/enrollment/enrollmenttest"
+	"berth.dev/core/nodes"
 	"berth.dev/core/store"
 )
 
+// fixture is a Registry on a fresh database, with the enrollment token
+// logic and the enrollment service that put nodes in it.
+type fixture struct {
+	enrollmenttest.Fixture
+	reg *nodes.Registry
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	f := enrollmenttest.New(t)
+	reg, err := nodes.NewRegistry(f.St)
+	admintest.Must(t, err)
+	return fixture{Fixture: f, reg: reg}
+}
+
+// Names of nodes are the admin adapter's to check (core/nodeadmin's
+// tests); the Registry takes ids.
 func TestGetNode(t *testing.T) {
 	f := newFixture(t)
-	id, tokenID := f.enrollNode(t)
-	n, err := f.svc.GetNode(f.ctx, "nodes/"+id.String())
+	id, tokenID := f.EnrollNode(t)
+	n, err := f.reg.Get(f.Ctx, id)
 	admintest.Must(t, err)
 	if n.ID != id || n.State != store.NodeEnrolled || n.AdvertiseAddress != "node.test:7443" ||
 		n.EnrollmentTokenID != tokenID || n.CreatedAt.IsZero() {
 		t.Fatalf("node %+v, want %s enrolled with token %s", n, id, tokenID)
 	}
-	_, err = f.svc.GetNode(f.ctx, "nodes/"+uuid.NewString())
+	_, err = f.reg.Get(f.Ctx, uuid.New())
 	admintest.WantClass(t, err, errdefs.ErrNotFound)
-	for _, bad := range []string{"", "nodes/", "nodes/node-1", "node/" + id.String(), "nodes/" + id.String() + "/x", "nodes/" + uuid.Nil.String()[:35]} {
-		_, err := f.svc.GetNode(f.ctx, bad)
-		admintest.WantField(t, err, "name")
-	}
 }
 
 func TestNodeLifecycle(t *testing.T) {
 	f := newFixture(t)
-	id, _ := f.enrollNode(t)
-	name := "nodes/" + id.String()
-	enable := func() (nodeadmin.Node, error) { return f.svc.EnableNode(f.ctx, name) }
-	retire := func() (nodeadmin.Node, error) { return f.svc.RetireNode(f.ctx, name) }
-	remove := func() (nodeadmin.Node, error) { return f.svc.RemoveNode(f.ctx, name) }
-	var last nodeadmin.Node
+	id, _ := f.EnrollNode(t)
+	enable := func() (nodes.Node, error) { return f.reg.Enable(f.Ctx, id) }
+	retire := func() (nodes.Node, error) { return f.reg.Retire(f.Ctx, id) }
+	remove := func() (nodes.Node, error) { return f.reg.Remove(f.Ctx, id) }
+	var last nodes.Node
 	for _, st := range []struct {
 		what string
-		call func() (nodeadmin.Node, error)
+		call func() (nodes.Node, error)
 		want store.NodeState
 		err  error
 		same bool // the node comes back unchanged
@@ -67,7 +80,7 @@ func TestNodeLifecycle(t *testing.T) {
 				t.Fatalf("%s: node %s is %s, want %s", st.what, n.ID, n.State, st.want)
 			}
 		}
-		got, err := f.svc.GetNode(f.ctx, name)
+		got, err := f.reg.Get(f.Ctx, id)
 		admintest.Must(t, err)
 		if got.State != st.want {
 			t.Fatalf("%s: stored state %s, want %s", st.what, got.State, st.want)
@@ -85,28 +98,26 @@ func TestNodeLifecycle(t *testing.T) {
 
 func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 	f := newFixture(t)
-	a, _ := f.enrollNode(t)
-	b, _ := f.enrollNode(t)
-	n, err := f.svc.RetireNode(f.ctx, "nodes/"+a.String())
+	a, _ := f.EnrollNode(t)
+	b, _ := f.EnrollNode(t)
+	n, err := f.reg.Retire(f.Ctx, a)
 	admintest.Must(t, err)
 	if n.State != store.NodeRetired {
 		t.Errorf("retired enrolled node is %s", n.State)
 	}
-	n, err = f.svc.RemoveNode(f.ctx, "nodes/"+b.String())
+	n, err = f.reg.Remove(f.Ctx, b)
 	admintest.Must(t, err)
 	if n.State != store.NodeRemoved {
 		t.Errorf("removed enrolled node is %s", n.State)
 	}
-	for _, call := range []func() (nodeadmin.Node, error){
-		func() (nodeadmin.Node, error) { return f.svc.EnableNode(f.ctx, "nodes/"+uuid.NewString()) },
-		func() (nodeadmin.Node, error) { return f.svc.RetireNode(f.ctx, "nodes/"+uuid.NewString()) },
-		func() (nodeadmin.Node, error) { return f.svc.RemoveNode(f.ctx, "nodes/"+uuid.NewString()) },
+	for _, call := range []func() (nodes.Node, error){
+		func() (nodes.Node, error) { return f.reg.Enable(f.Ctx, uuid.New()) },
+		func() (nodes.Node, error) { return f.reg.Retire(f.Ctx, uuid.New()) },
+		func() (nodes.Node, error) { return f.reg.Remove(f.Ctx, uuid.New()) },
 	} {
 		_, err := call()
 		admintest.WantClass(t, err, errdefs.ErrNotFound)
 	}
-	_, err = f.svc.EnableNode(f.ctx, "nodes/not-a-node")
-	admintest.WantField(t, err, "name")
 }
 
 // Concurrent admins changing one node: every call decides on the state it
@@ -114,20 +125,19 @@ func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 // own target state or a refusal of the state it found.
 func TestConcurrentNodeChanges(t *testing.T) {
 	f := newFixture(t)
-	id, _ := f.enrollNode(t)
-	name := "nodes/" + id.String()
-	_, err := f.svc.EnableNode(f.ctx, name)
+	id, _ := f.EnrollNode(t)
+	_, err := f.reg.Enable(f.Ctx, id)
 	admintest.Must(t, err)
 	const admins = 8
 	errs := make([]error, admins)
-	nodes := make([]nodeadmin.Node, admins)
+	got := make([]nodes.Node, admins)
 	var wg sync.WaitGroup
 	for i := range admins {
 		wg.Go(func() {
 			if i%2 == 0 {
-				nodes[i], errs[i] = f.svc.RetireNode(f.ctx, name)
+				got[i], errs[i] = f.reg.Retire(f.Ctx, id)
 			} else {
-				nodes[i], errs[i] = f.svc.EnableNode(f.ctx, name)
+				got[i], errs[i] = f.reg.Enable(f.Ctx, id)
 			}
 		})
 	}
@@ -142,39 +152,41 @@ func TestConcurrentNodeChanges(t *testing.T) {
 		if i%2 == 0 {
 			want = store.NodeRetired
 		}
-		if nodes[i].State != want {
-			t.Errorf("call %d ended with the node %s, want %s", i, nodes[i].State, want)
+		if got[i].State != want {
+			t.Errorf("call %d ended with the node %s, want %s", i, got[i].State, want)
 		}
 	}
 
 	// Retiring together: all succeed, one of them writes.
 	for i := range admins {
-		wg.Go(func() { nodes[i], errs[i] = f.svc.RetireNode(f.ctx, name) })
+		wg.Go(func() { got[i], errs[i] = f.reg.Retire(f.Ctx, id) })
 	}
 	wg.Wait()
 	for i := range admins {
 		admintest.Must(t, errs[i])
-		if nodes[i].State != store.NodeRetired {
-			t.Errorf("retire %d: node is %s", i, nodes[i].State)
+		if got[i].State != store.NodeRetired {
+			t.Errorf("retire %d: node is %s", i, got[i].State)
 		}
 	}
 }
 
+// Page sizes and page tokens are the admin adapter's (core/nodeadmin's
+// tests); the Registry lists by keyset cursor and limit.
 func TestListNodes(t *testing.T) {
 	f := newFixture(t)
 	const total, size = 7, 3
 	var want []uuid.UUID
 	for range total {
-		id, _ := f.enrollNode(t)
+		id, _ := f.EnrollNode(t)
 		want = append(want, id)
 	}
-	list := func(showRemoved bool) ([]uuid.UUID, []int) {
+	list := func(includeRemoved bool) ([]uuid.UUID, []int) {
 		t.Helper()
 		var got []uuid.UUID
 		var sizes []int
-		pageToken := ""
+		var after store.NodeCursor
 		for {
-			page, next, err := f.svc.ListNodes(f.ctx, size, pageToken, showRemoved)
+			page, err := f.reg.List(f.Ctx, after, size, includeRemoved)
 			admintest.Must(t, err)
 			sizes = append(sizes, len(page))
 			for _, n := range page {
@@ -183,10 +195,11 @@ func TestListNodes(t *testing.T) {
 				}
 				got = append(got, n.ID)
 			}
-			if next == "" {
+			if len(page) < size {
 				return got, sizes
 			}
-			pageToken = next
+			last := page[len(page)-1]
+			after = store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 		}
 	}
 	// Enrollment order, whatever the random ids.
@@ -194,7 +207,7 @@ func TestListNodes(t *testing.T) {
 	if !slices.Equal(got, want) || !slices.Equal(sizes, []int{3, 3, 1}) {
 		t.Fatalf("listed %v in pages %v\nwant %v in [3 3 1]", got, sizes, want)
 	}
-	_, err := f.svc.RemoveNode(f.ctx, "nodes/"+want[2].String())
+	_, err := f.reg.Remove(f.Ctx, want[2])
 	admintest.Must(t, err)
 	got, _ = list(false)
 	if w := slices.Delete(slices.Clone(want), 2, 3); !slices.Equal(got, w) {
@@ -204,10 +217,9 @@ func TestListNodes(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("with removed: %v\nwant %v", got, want)
 	}
-	_, next, err := f.svc.ListNodes(f.ctx, size, "", true)
-	admintest.Must(t, err)
-	_, _, err = f.svc.ListNodes(f.ctx, size, next, false)
-	admintest.WantField(t, err, "page_token")
-	_, _, err = f.svc.ListNodes(f.ctx, -5, "", false)
-	admintest.WantField(t, err, "page_size")
+	// A limit outside the store's bounds is refused, naming it.
+	for _, limit := range []int{0, -5} {
+		_, err = f.reg.List(f.Ctx, store.NodeCursor{}, limit, false)
+		admintest.WantField(t, err, "limit")
+	}
 }

@@ -1,4 +1,4 @@
-package nodeadmin
+package enrollment
 
 import (
 	"testing"

@@ -1,0 +1,202 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/store"
+)
+
+// RegistryStore is what the Registry reads and writes: node records and
+// the compare-and-swap of their state, what a node holds, and the tokens
+// that enrolled them (no write here is fenced by the owner epoch).
+type RegistryStore interface {
+	GetNode(ctx context.Context, id uuid.UUID) (store.Node, error)
+	ListNodesByAge(ctx context.Context, limit int, after store.NodeCursor, includeRemoved bool) ([]store.Node, error)
+	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState) (store.Node, error)
+	NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error)
+	EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error)
+}
+
+// Node is a node as the Registry shows it: the stored record and the
+// enrollment token it enrolled with.
+//
+// It carries no presence, readiness or capacity: those are what the
+// Manager's live connections observe, and an adapter adds them; for a node
+// Core holds no connection loop for, they are unknown rather than
+// reported as anything not observed.
+type Node struct {
+	store.Node
+	// EnrollmentTokenID is the id of the token that enrolled the node,
+	// empty when no token records it.
+	EnrollmentTokenID string
+}
+
+// The refusals of the node state changes: each tells the operator what to
+// do, with a fixed reason and message.
+var (
+	errNodeRemoved = errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_removed",
+		"node is removed: enroll the host again with a new enrollment token")
+	errNodeEnabled = errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_enabled",
+		"node is enabled: retire it first")
+	errNodeHolds = errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_holds_allocations",
+		"node still holds allocations, reservations or cleanup: delete its sessions and wait until their cleanup is confirmed")
+)
+
+// casAttempts bounds how often a state change that lost a race is read
+// and decided again before the caller gets the conflict (errdefs.ErrFenced).
+const casAttempts = 3
+
+// Registry is the administrative lifecycle of nodes: it lists and reads
+// the enrolled nodes and enables, retires and removes them.
+type Registry struct {
+	store RegistryStore
+}
+
+// NewRegistry returns the node registry over st.
+func NewRegistry(st RegistryStore) (*Registry, error) {
+	if st == nil {
+		return nil, errors.New("nodes: registry has no store")
+	}
+	return &Registry{store: st}, nil
+}
+
+// List returns up to limit (1 to store.MaxPageSize+1) nodes after
+// position after (the zero cursor is the start), in enrollment order:
+// creation time, then id. Removed nodes
+// are listed only with includeRemoved.
+func (r *Registry) List(ctx context.Context, after store.NodeCursor, limit int, includeRemoved bool) ([]Node, error) {
+	page, err := r.store.ListNodesByAge(ctx, limit, after, includeRemoved)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	nodes, err := r.withTokens(ctx, page...)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return nodes, nil
+}
+
+// Get returns node id.
+func (r *Registry) Get(ctx context.Context, id uuid.UUID) (Node, error) {
+	n, err := r.store.GetNode(ctx, id)
+	if err != nil {
+		return Node{}, fmt.Errorf("get node: %w", err)
+	}
+	nodes, err := r.withTokens(ctx, n)
+	if err != nil {
+		return Node{}, fmt.Errorf("get node: %w", err)
+	}
+	return nodes[0], nil
+}
+
+// Enable admits node id to placement: an enrolled or retired node becomes
+// enabled, an enabled one comes back unchanged, a removed one is refused
+// (node_removed).
+func (r *Registry) Enable(ctx context.Context, id uuid.UUID) (Node, error) {
+	return r.transition(ctx, "enable node", id, func(cur store.NodeState) (store.NodeState, error) {
+		switch cur {
+		case store.NodeEnrolled, store.NodeRetired, store.NodeEnabled:
+			return store.NodeEnabled, nil
+		}
+		return "", errNodeRemoved
+	})
+}
+
+// Retire stops new placement on node id: an enrolled or enabled node
+// becomes retired (what it holds stays owned and observed), a retired one
+// comes back unchanged, a removed one is refused (node_removed).
+func (r *Registry) Retire(ctx context.Context, id uuid.UUID) (Node, error) {
+	return r.transition(ctx, "retire node", id, func(cur store.NodeState) (store.NodeState, error) {
+		switch cur {
+		case store.NodeEnrolled, store.NodeEnabled, store.NodeRetired:
+			return store.NodeRetired, nil
+		}
+		return "", errNodeRemoved
+	})
+}
+
+// Remove removes node id for good: an enrolled or retired node that holds
+// nothing becomes removed, a removed one comes back unchanged. An enabled
+// node is refused (node_enabled: retire it first), and so is one that
+// still holds an unreleased allocation or placement, whatever its state of
+// creation or cleanup (node_holds_allocations, store.NodeHolds): offline
+// ownership is kept. Core stores no snapshots yet, so there are none to
+// hold. The check runs before the state's compare-and-swap, not in its
+// transaction: placement only chooses enabled nodes, so what an enrolled
+// or retired node holds can only shrink. The removed node keeps its
+// identity, so its certificate stays refused.
+func (r *Registry) Remove(ctx context.Context, id uuid.UUID) (Node, error) {
+	return r.transition(ctx, "remove node", id, func(cur store.NodeState) (store.NodeState, error) {
+		switch cur {
+		case store.NodeRemoved:
+			return store.NodeRemoved, nil
+		case store.NodeEnrolled, store.NodeRetired:
+			// Placement only chooses enabled nodes, so what a retired or
+			// merely enrolled node holds can only shrink: checking before
+			// the compare-and-swap cannot miss a new reservation.
+			holds, err := r.store.NodeHolds(ctx, id)
+			if err != nil {
+				return "", err
+			}
+			if holds {
+				return "", errNodeHolds
+			}
+			return store.NodeRemoved, nil
+		}
+		return "", errNodeEnabled
+	})
+}
+
+// transition reads node id, asks decide for the state to move it to and
+// moves it by compare-and-swap. A node already in that state comes back
+// unchanged. When another change won the race (errdefs.ErrFenced), the
+// node is read and decided again, up to casAttempts times.
+func (r *Registry) transition(ctx context.Context, op string, id uuid.UUID, decide func(store.NodeState) (store.NodeState, error)) (Node, error) {
+	for attempt := 1; ; attempt++ {
+		n, err := r.store.GetNode(ctx, id)
+		if err != nil {
+			return Node{}, fmt.Errorf("%s: %w", op, err)
+		}
+		to, err := decide(n.State)
+		if err != nil {
+			return Node{}, fmt.Errorf("%s: %w", op, err)
+		}
+		if to != n.State {
+			n, err = r.store.SetNodeState(ctx, id, n.State, to)
+			if errdefs.IsFenced(err) && attempt < casAttempts {
+				continue
+			}
+			if err != nil {
+				return Node{}, fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		nodes, err := r.withTokens(ctx, n)
+		if err != nil {
+			return Node{}, fmt.Errorf("%s: %w", op, err)
+		}
+		return nodes[0], nil
+	}
+}
+
+// withTokens adds the enrolling token's id to each node.
+func (r *Registry) withTokens(ctx context.Context, nodes ...store.Node) ([]Node, error) {
+	ids := make([]uuid.UUID, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID
+	}
+	tokens, err := r.store.EnrollmentTokensOfNodes(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = Node{Node: n, EnrollmentTokenID: tokens[n.ID]}
+	}
+	return out, nil
+}
