@@ -2,8 +2,10 @@ package sessionadmin_test
 
 import (
 	"context"
+	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
@@ -36,7 +38,7 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 			t.Fatalf("%s: the refusal carries the admin token", name)
 		}
 	}
-	page, _, err := f.svc.ListSessions(f.ctx, 0, "", true)
+	page, err := f.sess.List(f.ctx, store.AgeCursor{}, admin.DefaultPageSize, true)
 	admintest.Must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d sessions", len(page))
@@ -348,5 +350,53 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 		if s := getSession(); s.GetAllocation() != "allocations/"+next.ID.String() || s.GetState() != adminv1.Session_STATE_PROVISIONING {
 			t.Fatalf("attempt %d: session with its new allocation %v", attempt, s)
 		}
+	}
+}
+
+// TestGRPCPageTokensKeepTheirFormat: a page token minted by hand in the
+// format and scopes ListSessions and ListAllocations have always used (a
+// keyset cursor of the creation time in big-endian Unix microseconds and
+// the id, scoped to the method and its filter) still lists the rows after
+// its position, so tokens handed out before stay valid.
+func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
+	f := newFixture(t)
+	f.deploy(t, 10)
+	c := f.serve(t)
+	ctx := c.authed(f.ctx)
+	var names, allocs []string
+	for range 3 {
+		r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
+		admintest.Must(t, err)
+		names = append(names, r.GetSession().GetName())
+		allocs = append(allocs, r.GetSession().GetAllocation())
+	}
+	first, err := f.st.GetSession(f.ctx, uuid.MustParse(strings.TrimPrefix(names[0], "sessions/")))
+	admintest.Must(t, err)
+	cursor := func(createdAt time.Time, id uuid.UUID) []byte {
+		return append(binary.BigEndian.AppendUint64(nil, uint64(createdAt.UnixMicro())), id[:]...)
+	}
+
+	token := f.pages.Encode(cursor(first.Session.CreatedAt, first.Session.ID),
+		"berth.admin.v1.SessionService/ListSessions", "show_deleted=false")
+	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageToken: token})
+	admintest.Must(t, err)
+	var got []string
+	for _, s := range r.GetSessions() {
+		got = append(got, s.GetName())
+	}
+	if strings.Join(got, ",") != strings.Join(names[1:], ",") || r.GetNextPageToken() != "" {
+		t.Fatalf("listed %v (next %q) after the first session\nwant %v", got, r.GetNextPageToken(), names[1:])
+	}
+
+	token = f.pages.Encode(cursor(first.Allocation.CreatedAt, first.Allocation.ID),
+		"berth.admin.v1.AllocationService/ListAllocations", "show_released=false")
+	ra, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageToken: token})
+	admintest.Must(t, err)
+	got = nil
+	for _, a := range ra.GetAllocations() {
+		got = append(got, a.GetName())
+	}
+	if strings.Join(got, ",") != strings.Join(allocs[1:], ",") || ra.GetNextPageToken() != "" {
+		t.Fatalf("listed %v (next %q) after the first allocation\nwant %v", got, ra.GetNextPageToken(), allocs[1:])
 	}
 }
