@@ -353,11 +353,12 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 	}
 }
 
-// TestGRPCPageTokensKeepTheirFormat: a page token minted by hand in the
-// format and scopes ListSessions and ListAllocations have always used (a
-// keyset cursor of the creation time in big-endian Unix microseconds and
-// the id, scoped to the method and its filter) still lists the rows after
-// its position, so tokens handed out before stay valid.
+// TestGRPCPageTokensKeepTheirFormat: ListSessions and ListAllocations
+// mint exactly the page tokens of the format and scopes they have always
+// used (a keyset cursor of the creation time in big-endian Unix
+// microseconds and the id, scoped to the method and its filter), and such
+// a token minted by hand lists the rows after its position, so tokens
+// handed out before stay valid.
 func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
 	f := newFixture(t)
 	f.deploy(t, 10)
@@ -378,7 +379,14 @@ func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
 
 	token := f.pages.Encode(cursor(first.Session.CreatedAt, first.Session.ID),
 		"berth.admin.v1.SessionService/ListSessions", "show_deleted=false")
-	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageToken: token})
+	// The server mints the same token for the same position...
+	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 1})
+	admintest.Must(t, err)
+	if r.GetNextPageToken() != token {
+		t.Fatalf("ListSessions minted %q after the first session, want %q", r.GetNextPageToken(), token)
+	}
+	// ...and lists the rows after it.
+	r, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageToken: token})
 	admintest.Must(t, err)
 	var got []string
 	for _, s := range r.GetSessions() {
@@ -390,7 +398,12 @@ func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
 
 	token = f.pages.Encode(cursor(first.Allocation.CreatedAt, first.Allocation.ID),
 		"berth.admin.v1.AllocationService/ListAllocations", "show_released=false")
-	ra, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageToken: token})
+	ra, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 1})
+	admintest.Must(t, err)
+	if ra.GetNextPageToken() != token {
+		t.Fatalf("ListAllocations minted %q after the first allocation, want %q", ra.GetNextPageToken(), token)
+	}
+	ra, err = c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageToken: token})
 	admintest.Must(t, err)
 	got = nil
 	for _, a := range ra.GetAllocations() {

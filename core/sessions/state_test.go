@@ -96,6 +96,9 @@ func TestAllocationStateOf(t *testing.T) {
 		"failed and released":       {store.Allocation{State: store.AllocationReleased, CreateDispatchedAt: dispatched, AbsenceReceipt: true}, sessions.AllocationReleased, true, true},
 		"never dispatched, release": {store.Allocation{State: store.AllocationReleased}, sessions.AllocationReleased, true, false},
 		"a state of no meaning":     {store.Allocation{State: "bogus"}, sessions.AllocationStateUnknown, true, false},
+		// An absence receipt proves a failed Create only for a Create
+		// that was sent.
+		"absence, never dispatched": {store.Allocation{State: store.AllocationCleanupRequested, AbsenceReceipt: true}, sessions.AllocationCleaningUp, true, false},
 	} {
 		if got := sessions.AllocationStateOf(c.a); got != c.want {
 			t.Errorf("%s: %v, want %v", name, got, c.want)
