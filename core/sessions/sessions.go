@@ -51,10 +51,10 @@ type Service struct {
 
 // New returns a Service. st must act for Core's owner epoch
 // (a *store.Owner, store.Store.AsOwner): creation and deletion are fenced
-// lifecycle writes; the reads go through it unfenced. installation is the installation id the credentials are bound
-// to and newID makes every new id. Placement reads the nodes' durable
-// presence and reported capacity inside the store's placement
-// transaction; no caller list takes part.
+// lifecycle writes; the reads go through it unfenced. installation is the
+// installation id the credentials are bound to and newID makes every new
+// id. Placement reads the nodes' durable presence and reported capacity
+// inside the store's placement transaction; no caller list takes part.
 func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID) *Service {
 	return &Service{store: st, key: key, installation: installation, newID: newID}
 }
