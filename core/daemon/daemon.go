@@ -337,17 +337,21 @@ func (c *core) setupAdmin(context.Context) error {
 		return fmt.Errorf("deployment service: %w", err)
 	}
 	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
-	sessionAdmin, err := sessionadmin.NewService(sessionSvc, c.st, DefaultTenant, pages)
+	sessionServer, err := sessionadmin.NewSessionServer(sessionSvc, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
+	}
+	allocationServer, err := sessionadmin.NewAllocationServer(sessionSvc, pages)
+	if err != nil {
+		return fmt.Errorf("allocation service: %w", err)
 	}
 	srv := admin.NewServer(admin.Options{
 		TokenDigest:  c.adminDigest,
 		Installation: installationadmin.NewServer(installation.New(c.st, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),
 		Nodes:        nodeSrv,
 		Deployment:   deploymentadmin.NewServer(deploySvc),
-		Sessions:     sessionadmin.NewSessionServer(sessionAdmin),
-		Allocations:  sessionadmin.NewAllocationServer(sessionAdmin),
+		Sessions:     sessionServer,
+		Allocations:  allocationServer,
 		Turns:        turnadmin.New(c.turns, pages),
 	})
 	lis, err := net.Listen("tcp", c.cfg.AdminListen)

@@ -1,22 +1,26 @@
-// Package sessionadmin serves berth.admin.v1.SessionService (create, get,
-// list and delete Sessions) and berth.admin.v1.AllocationService (list and
-// get allocations, read-only).
-//
-// Service is the logic, over sessions.Service and Core's store and
-// testable without gRPC; NewSessionServer and NewAllocationServer are the
-// thin gRPC layers that convert requests and responses, for admin.Options.Sessions and
-// admin.Options.Allocations (the admin server converts their errors once,
-// with admin.ToStatus).
+// Package sessionadmin is the thin gRPC adapter of
+// berth.admin.v1.SessionService (create, get, list and delete Sessions)
+// and berth.admin.v1.AllocationService (list and get allocations,
+// read-only) over core/sessions, for admin.Options.Sessions and
+// admin.Options.Allocations.
 //
 // Rules:
-//   - The admin API has no tenant: every Session the admin API creates
-//     belongs to the one tenant id Core passes to NewService.
-//   - A Session's state and readiness are derived only from recorded
-//     evidence (see SessionState and Readiness); nothing is assumed.
+//   - It only converts: resource names ("sessions/{session}",
+//     "allocations/{allocation}", admin.ValidateName) and request ids to
+//     uuids, page_size and page_token to keyset cursors and limits
+//     (admin.Paginate), the logic's results to responses (the states and
+//     readiness the logic derives to their enums and fields), and the
+//     logic's field names to request field paths (requestPaths:
+//     "display_name" is "session.display_name"). It refuses output-only
+//     fields set on a CreateSession. The admin server converts errors
+//     once (admin.ToStatus), so refusals (no_deployment,
+//     no_ready_node_with_capacity) pass as the logic returns them.
+//   - The admin API has no tenant: every Session it creates belongs to
+//     the one tenant id Core passes to NewSessionServer.
+//   - The adapter owns the page tokens: their scopes (method and filter)
+//     and the cursor encoding (page.go) are fixed, so a token minted
+//     before keeps working and one for another method or filter is
+//     refused.
 //   - An allocation never shows its provider's native id, its device
-//     credential (digest or sealed) or its create receipt.
-//   - Errors are errdefs classes: an invalid request names its field; no
-//     deployment or no capacity is a refusal (errdefs.Refusal:
-//     no_deployment, no_ready_node_with_capacity) whose message says what
-//     to do.
+//     credential (digest or sealed), its device id or its create receipt.
 package sessionadmin

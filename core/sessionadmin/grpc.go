@@ -2,37 +2,62 @@ package sessionadmin
 
 import (
 	"context"
-	"time"
+	"errors"
 
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 )
 
 // NewSessionServer returns s as berth.admin.v1.SessionService, for
-// admin.Options.Sessions. It only converts: requests to s's arguments,
-// its results to responses; it returns errors as they are (the admin
-// server converts them once).
-func NewSessionServer(s *Service) adminv1.SessionServiceServer {
-	return &sessionServer{svc: s}
+// admin.Options.Sessions. tenant is the tenant id every Session created
+// through the admin API belongs to: the admin API has no tenant field, so
+// Core passes its one default tenant. pages mints and checks ListSessions'
+// page tokens (its key must outlive restarts).
+func NewSessionServer(s *sessions.Service, tenant uuid.UUID, pages *admin.PageTokens) (adminv1.SessionServiceServer, error) {
+	switch {
+	case s == nil:
+		return nil, errors.New("sessionadmin: no sessions service")
+	case pages == nil:
+		return nil, errors.New("sessionadmin: no page tokens")
+	case tenant == uuid.Nil:
+		return nil, errors.New("sessionadmin: no tenant id")
+	}
+	return &sessionServer{svc: s, tenant: tenant, pages: pages}, nil
 }
 
 // NewAllocationServer returns s as berth.admin.v1.AllocationService, for
-// admin.Options.Allocations.
-func NewAllocationServer(s *Service) adminv1.AllocationServiceServer {
-	return &allocationServer{svc: s}
+// admin.Options.Allocations. pages mints and checks ListAllocations' page
+// tokens.
+func NewAllocationServer(s *sessions.Service, pages *admin.PageTokens) (adminv1.AllocationServiceServer, error) {
+	switch {
+	case s == nil:
+		return nil, errors.New("sessionadmin: no sessions service")
+	case pages == nil:
+		return nil, errors.New("sessionadmin: no page tokens")
+	}
+	return &allocationServer{svc: s, pages: pages}, nil
 }
+
+// requestPaths maps the logic's field names to CreateSession's request
+// paths.
+var requestPaths = admin.FieldPaths{Renames: []admin.Rename{
+	{From: "display_name", To: "session.display_name"},
+	{From: "request_id", To: "request_id"},
+}}
 
 type sessionServer struct {
 	// A method added to SessionService later (ArchiveSession) answers
 	// UNIMPLEMENTED until it is implemented here.
 	adminv1.UnimplementedSessionServiceServer
-	svc *Service
+	svc    *sessions.Service
+	tenant uuid.UUID
+	pages  *admin.PageTokens
 }
 
 func (g *sessionServer) CreateSession(ctx context.Context, req *adminv1.CreateSessionRequest) (*adminv1.CreateSessionResponse, error) {
@@ -42,9 +67,13 @@ func (g *sessionServer) CreateSession(ctx context.Context, req *adminv1.CreateSe
 	if err := outputOnlyEmpty(req.GetSession()); err != nil {
 		return nil, err
 	}
-	b, err := g.svc.CreateSession(ctx, req.GetRequestId(), req.GetSession().GetDisplayName())
+	b, err := g.svc.Create(ctx, sessions.CreateRequest{
+		RequestID:   uuid.MustParse(req.GetRequestId()),
+		TenantID:    g.tenant,
+		DisplayName: req.GetSession().GetDisplayName(),
+	})
 	if err != nil {
-		return nil, err
+		return nil, requestPaths.Map(err)
 	}
 	return &adminv1.CreateSessionResponse{Session: g.proto(ctx, b)}, nil
 }
@@ -84,7 +113,11 @@ func (g *sessionServer) proto(ctx context.Context, b store.SessionBundle) *admin
 }
 
 func (g *sessionServer) GetSession(ctx context.Context, req *adminv1.GetSessionRequest) (*adminv1.GetSessionResponse, error) {
-	b, err := g.svc.GetSession(ctx, req.GetName())
+	id, err := parseID("name", req.GetName(), admin.SessionName)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +125,15 @@ func (g *sessionServer) GetSession(ctx context.Context, req *adminv1.GetSessionR
 }
 
 func (g *sessionServer) ListSessions(ctx context.Context, req *adminv1.ListSessionsRequest) (*adminv1.ListSessionsResponse, error) {
-	page, next, err := g.svc.ListSessions(ctx, req.GetPageSize(), req.GetPageToken(), req.GetShowDeleted())
+	showDeleted := req.GetShowDeleted()
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), admin.Keyset[store.SessionBundle, store.AgeCursor]{
+		Scope: []string{scopeListSessions, flagScope("show_deleted", showDeleted)},
+		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionBundle, error) {
+			return g.svc.List(ctx, after, limit, showDeleted)
+		},
+		Cursor:   func(b store.SessionBundle) ([]byte, error) { return encodeCursor(sessions.Cursor(b)), nil },
+		Position: decodeCursor,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +149,11 @@ func (g *sessionServer) ListSessions(ctx context.Context, req *adminv1.ListSessi
 }
 
 func (g *sessionServer) DeleteSession(ctx context.Context, req *adminv1.DeleteSessionRequest) (*adminv1.DeleteSessionResponse, error) {
-	b, err := g.svc.DeleteSession(ctx, req.GetName())
+	id, err := parseID("name", req.GetName(), admin.SessionName)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Delete(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +162,22 @@ func (g *sessionServer) DeleteSession(ctx context.Context, req *adminv1.DeleteSe
 
 type allocationServer struct {
 	adminv1.UnimplementedAllocationServiceServer
-	svc *Service
+	svc   *sessions.Service
+	pages *admin.PageTokens
 }
 
 func (g *allocationServer) ListAllocations(ctx context.Context, req *adminv1.ListAllocationsRequest) (*adminv1.ListAllocationsResponse, error) {
-	page, next, err := g.svc.ListAllocations(ctx, req.GetPageSize(), req.GetPageToken(), req.GetShowReleased())
+	showReleased := req.GetShowReleased()
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), admin.Keyset[store.SessionAllocation, store.AgeCursor]{
+		Scope: []string{scopeListAllocations, flagScope("show_released", showReleased)},
+		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionAllocation, error) {
+			return g.svc.ListAllocations(ctx, after, limit, showReleased)
+		},
+		Cursor: func(a store.SessionAllocation) ([]byte, error) {
+			return encodeCursor(sessions.AllocationCursor(a)), nil
+		},
+		Position: decodeCursor,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -133,141 +189,22 @@ func (g *allocationServer) ListAllocations(ctx context.Context, req *adminv1.Lis
 }
 
 func (g *allocationServer) GetAllocation(ctx context.Context, req *adminv1.GetAllocationRequest) (*adminv1.GetAllocationResponse, error) {
-	a, err := g.svc.GetAllocation(ctx, req.GetName())
+	id, err := parseID("name", req.GetName(), admin.AllocationName)
+	if err != nil {
+		return nil, err
+	}
+	a, err := g.svc.GetAllocation(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return &adminv1.GetAllocationResponse{Allocation: AllocationProto(a)}, nil
 }
 
-// ComputeAvailable reports the Environment's compute_available: its
-// unreleased allocation is running with settled creation (a matching
-// resource with completed bootstrap was observed).
-func ComputeAvailable(b store.SessionBundle) bool {
-	a := b.Allocation
-	return a.ID != uuid.Nil && a.State == store.AllocationRunning && a.CreateSettled
-}
-
-// SessionState is the API state of a Session as read:
-//
-//   - deletion requested, allocation released: DELETED;
-//   - deletion requested, allocation still owned: DELETING;
-//   - Environment recorded failed or expired: FAILED;
-//   - compute available (ComputeAvailable): ACTIVE;
-//   - otherwise PROVISIONING, also while a Create's outcome is unknown.
-//
-// A settled Create failure (allocation CREATE_FAILED) does not make the
-// Session FAILED on its own: the failed allocation is cleaned up and
-// released and the Environment, still pending, gets a new allocation on
-// the same node (the Session stays PROVISIONING meanwhile). Only after
-// store.MaxCreateAttempts settled failures does Core record the
-// Environment failed (failure_code "create_failed"), which is FAILED.
-func SessionState(b store.SessionBundle) adminv1.Session_State {
-	switch {
-	case b.Session.State == store.SessionDeleteRequested && b.Allocation.ID == uuid.Nil:
-		return adminv1.Session_STATE_DELETED
-	case b.Session.State == store.SessionDeleteRequested:
-		return adminv1.Session_STATE_DELETING
-	case b.Environment.State == store.EnvironmentFailed || b.Environment.State == store.EnvironmentExpired:
-		return adminv1.Session_STATE_FAILED
-	case ComputeAvailable(b):
-		return adminv1.Session_STATE_ACTIVE
+// parseID validates name against p and returns its one UUID id.
+func parseID(field, name string, p admin.Pattern) (uuid.UUID, error) {
+	ids, err := admin.ValidateName(field, name, p)
+	if err != nil {
+		return uuid.Nil, err
 	}
-	return adminv1.Session_STATE_PROVISIONING
-}
-
-// SessionProto is the API form of a Session, with r the Runtime readiness
-// of its allocation. Each readiness fact has its own evidence and none is
-// inferred from another: runtime_connected needs an open gateway
-// connection under the current owner epoch, capabilities_prepared its
-// preparation report, and execution_admitted both of those on an active
-// Session with available compute.
-func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Session {
-	out := &adminv1.Session{
-		Name:        admin.SessionName.Format(b.Session.ID.String()),
-		DisplayName: b.Session.DisplayName,
-		State:       SessionState(b),
-		CreateTime:  timestamp(&b.Session.CreatedAt),
-		DeleteTime:  timestamp(b.Session.DeleteRequestedAt),
-		Environment: &adminv1.Environment{
-			ComputeAvailable:     ComputeAvailable(b),
-			RuntimeConnected:     r.Connected,
-			CapabilitiesPrepared: r.Connected && r.Prepared,
-			ExecutionAdmitted: r.Connected && r.Prepared && ComputeAvailable(b) &&
-				b.Session.State == store.SessionActive,
-			FailureCode: b.Environment.FailureCode,
-		},
-	}
-	if b.Placement.NodeID != uuid.Nil {
-		out.Node = admin.NodeName.Format(b.Placement.NodeID.String())
-	}
-	if b.Allocation.ID != uuid.Nil {
-		out.Allocation = admin.AllocationName.Format(b.Allocation.ID.String())
-	}
-	return out
-}
-
-// AllocationState is the API state of an allocation. create_failed (the
-// provider's absence receipt, before its cleanup is requested) is
-// CREATE_FAILED; afterwards the allocation is CLEANING_UP and then
-// RELEASED like any other, and the API's create_failed field keeps the
-// fact.
-func AllocationState(a store.Allocation) adminv1.Allocation_State {
-	switch a.State {
-	case store.AllocationAllocated:
-		return adminv1.Allocation_STATE_PENDING
-	case store.AllocationRunning:
-		if a.CreateSettled {
-			return adminv1.Allocation_STATE_ACTIVE
-		}
-		return adminv1.Allocation_STATE_CREATING
-	case store.AllocationCreateDispatched, store.AllocationCreateUnknown:
-		return adminv1.Allocation_STATE_CREATING
-	case store.AllocationCreateFailed:
-		return adminv1.Allocation_STATE_CREATE_FAILED
-	case store.AllocationCleanupRequested, store.AllocationCleanupUnknown, store.AllocationCleanupConfirmed:
-		return adminv1.Allocation_STATE_CLEANING_UP
-	case store.AllocationReleased:
-		return adminv1.Allocation_STATE_RELEASED
-	}
-	return adminv1.Allocation_STATE_UNSPECIFIED
-}
-
-// CreateSettled reports the allocation's create_settled: the original
-// Create can no longer change anything. That is settlement evidence (a
-// running resource with completed bootstrap, or an absence receipt), or a
-// Create never dispatched whose receipt is spent (cleanup requested
-// first). A fresh receipt (allocated) may still be claimed, so it is not
-// settled.
-func CreateSettled(a store.Allocation) bool {
-	if a.CreateDispatchedAt == nil {
-		return a.State != store.AllocationAllocated
-	}
-	return a.CreateSettled || a.AbsenceReceipt
-}
-
-// AllocationProto is the API form of an allocation. It carries Berth
-// names only: never the provider's native id, the device credential
-// (digest or sealed), the device id or the create receipt.
-func AllocationProto(a store.SessionAllocation) *adminv1.Allocation {
-	return &adminv1.Allocation{
-		Name:              admin.AllocationName.Format(a.ID.String()),
-		Session:           admin.SessionName.Format(a.SessionID.String()),
-		Node:              admin.NodeName.Format(a.NodeID.String()),
-		State:             AllocationState(a.Allocation),
-		Generation:        uint64(a.Generation),
-		CreateSettled:     CreateSettled(a.Allocation),
-		BootstrapComplete: a.BootstrapComplete,
-		CreateTime:        timestamp(&a.CreatedAt),
-		ReleaseTime:       timestamp(a.ReleasedAt),
-		CreateFailed:      a.CreateDispatchedAt != nil && a.AbsenceReceipt,
-	}
-}
-
-// timestamp converts t, leaving a nil or zero time unset.
-func timestamp(t *time.Time) *timestamppb.Timestamp {
-	if t == nil || t.IsZero() {
-		return nil
-	}
-	return timestamppb.New(*t)
+	return uuid.MustParse(ids[0]), nil
 }

@@ -2,8 +2,10 @@ package sessionadmin_test
 
 import (
 	"context"
+	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
@@ -36,7 +38,7 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 			t.Fatalf("%s: the refusal carries the admin token", name)
 		}
 	}
-	page, _, err := f.svc.ListSessions(f.ctx, 0, "", true)
+	page, err := f.sess.List(f.ctx, store.AgeCursor{}, admin.DefaultPageSize, true)
 	admintest.Must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d sessions", len(page))
@@ -348,5 +350,66 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 		if s := getSession(); s.GetAllocation() != "allocations/"+next.ID.String() || s.GetState() != adminv1.Session_STATE_PROVISIONING {
 			t.Fatalf("attempt %d: session with its new allocation %v", attempt, s)
 		}
+	}
+}
+
+// TestGRPCPageTokensKeepTheirFormat: ListSessions and ListAllocations
+// mint exactly the page tokens of the format and scopes they have always
+// used (a keyset cursor of the creation time in big-endian Unix
+// microseconds and the id, scoped to the method and its filter), and such
+// a token minted by hand lists the rows after its position, so tokens
+// handed out before stay valid.
+func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
+	f := newFixture(t)
+	f.deploy(t, 10)
+	c := f.serve(t)
+	ctx := c.authed(f.ctx)
+	var names, allocs []string
+	for range 3 {
+		r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
+		admintest.Must(t, err)
+		names = append(names, r.GetSession().GetName())
+		allocs = append(allocs, r.GetSession().GetAllocation())
+	}
+	first, err := f.st.GetSession(f.ctx, uuid.MustParse(strings.TrimPrefix(names[0], "sessions/")))
+	admintest.Must(t, err)
+	cursor := func(createdAt time.Time, id uuid.UUID) []byte {
+		return append(binary.BigEndian.AppendUint64(nil, uint64(createdAt.UnixMicro())), id[:]...)
+	}
+
+	token := f.pages.Encode(cursor(first.Session.CreatedAt, first.Session.ID),
+		"berth.admin.v1.SessionService/ListSessions", "show_deleted=false")
+	// The server mints the same token for the same position...
+	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 1})
+	admintest.Must(t, err)
+	if r.GetNextPageToken() != token {
+		t.Fatalf("ListSessions minted %q after the first session, want %q", r.GetNextPageToken(), token)
+	}
+	// ...and lists the rows after it.
+	r, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageToken: token})
+	admintest.Must(t, err)
+	var got []string
+	for _, s := range r.GetSessions() {
+		got = append(got, s.GetName())
+	}
+	if strings.Join(got, ",") != strings.Join(names[1:], ",") || r.GetNextPageToken() != "" {
+		t.Fatalf("listed %v (next %q) after the first session\nwant %v", got, r.GetNextPageToken(), names[1:])
+	}
+
+	token = f.pages.Encode(cursor(first.Allocation.CreatedAt, first.Allocation.ID),
+		"berth.admin.v1.AllocationService/ListAllocations", "show_released=false")
+	ra, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 1})
+	admintest.Must(t, err)
+	if ra.GetNextPageToken() != token {
+		t.Fatalf("ListAllocations minted %q after the first allocation, want %q", ra.GetNextPageToken(), token)
+	}
+	ra, err = c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageToken: token})
+	admintest.Must(t, err)
+	got = nil
+	for _, a := range ra.GetAllocations() {
+		got = append(got, a.GetName())
+	}
+	if strings.Join(got, ",") != strings.Join(allocs[1:], ",") || ra.GetNextPageToken() != "" {
+		t.Fatalf("listed %v (next %q) after the first allocation\nwant %v", got, ra.GetNextPageToken(), allocs[1:])
 	}
 }

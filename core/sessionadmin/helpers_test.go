@@ -26,7 +26,8 @@ const testTimeout = time.Minute
 // fixture is the services on a fresh database with one enabled node as
 // the only placement candidate and no deployment yet.
 type fixture struct {
-	svc    *sessionadmin.Service
+	sess   *sessions.Service
+	pages  *admin.PageTokens
 	st     *store.Owner
 	node   uuid.UUID
 	tenant uuid.UUID
@@ -50,10 +51,7 @@ func newFixture(t *testing.T) fixture {
 	node := storetest.EnabledNode(t, st)
 	storetest.Present(t, owned, node, 1)
 	sess := sessions.New(owned, key, uuid.New(), uuid.New)
-	tenant := uuid.New()
-	svc, err := sessionadmin.NewService(sess, owned, tenant, pages)
-	admintest.Must(t, err)
-	return fixture{svc: svc, st: owned, node: node, tenant: tenant, ctx: ctx}
+	return fixture{sess: sess, pages: pages, st: owned, node: node, tenant: uuid.New(), ctx: ctx}
 }
 
 // deploy commits a deployment generation with maxActive per node.
@@ -84,9 +82,11 @@ type client struct {
 
 func (f fixture) serve(t *testing.T) client {
 	t.Helper()
-	cc, token := admintest.Serve(t, admin.Options{Sessions: sessionadmin.NewSessionServer(f.svc),
-		Allocations: sessionadmin.NewAllocationServer(f.svc),
-	})
+	sessionServer, err := sessionadmin.NewSessionServer(f.sess, f.tenant, f.pages)
+	admintest.Must(t, err)
+	allocationServer, err := sessionadmin.NewAllocationServer(f.sess, f.pages)
+	admintest.Must(t, err)
+	cc, token := admintest.Serve(t, admin.Options{Sessions: sessionServer, Allocations: allocationServer})
 	return client{
 		SessionServiceClient:    adminv1.NewSessionServiceClient(cc),
 		AllocationServiceClient: adminv1.NewAllocationServiceClient(cc),

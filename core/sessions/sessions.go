@@ -1,13 +1,3 @@
-// Package sessions creates and deletes Sessions. Create commits the
-// Session, its Environment, placement and allocation (with the device's
-// sealed credential and a fresh create receipt) in one store transaction
-// before any Create; the lifecycle worker (core/lifecycle) sends the one
-// Create the receipt permits.
-//
-// Rules: the raw device credential never reaches the store, a log or an
-// error: the store keeps its SHA-256 digest (for authentication) and its
-// ciphertext sealed under the installation key, bound to the installation
-// and the allocation id.
 package sessions
 
 import (
@@ -17,6 +7,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -26,19 +18,30 @@ import (
 	"berth.dev/core/store"
 )
 
-// Store is what Sessions write: the owner-bound store, because creation
-// and deletion are fenced lifecycle writes.
+// Store is what the Service writes and reads: the owner-bound store,
+// because creation and deletion are fenced lifecycle writes.
 type Store interface {
+	Reader
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
 	RequestSessionDeletion(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+}
+
+// Reader is what the Service reads: plain, unfenced reads.
+type Reader interface {
+	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+	ListSessionsByAge(ctx context.Context, limit int, after store.AgeCursor, includeDeleted bool) ([]store.SessionBundle, error)
+	RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]store.RuntimeReadiness, error)
+	GetSessionAllocation(ctx context.Context, id uuid.UUID) (store.SessionAllocation, error)
+	ListAllocationsByAge(ctx context.Context, limit int, after store.AgeCursor, includeReleased bool) ([]store.SessionAllocation, error)
 }
 
 // CredentialBytes is the size of a device credential's random part; the
 // credential itself is its unpadded base64url form.
 const CredentialBytes = 32
 
-// Service creates and deletes Sessions.
+// Service creates, deletes and reads Sessions and reads their
+// allocations.
 type Service struct {
 	store        Store
 	key          secrets.Key
@@ -47,22 +50,46 @@ type Service struct {
 }
 
 // New returns a Service. st must act for Core's owner epoch
-// (a *store.Owner, store.Store.AsOwner): creation and deletion are fenced lifecycle
-// writes. installation is the installation id the credentials are bound
-// to and newID makes every new id. Placement reads the nodes' durable
-// presence and reported capacity inside the store's placement
-// transaction; no caller list takes part.
+// (a *store.Owner, store.Store.AsOwner): creation and deletion are fenced
+// lifecycle writes; the reads go through it unfenced. installation is the
+// installation id the credentials are bound to and newID makes every new
+// id. Placement reads the nodes' durable presence and reported capacity
+// inside the store's placement transaction; no caller list takes part.
 func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID) *Service {
 	return &Service{store: st, key: key, installation: installation, newID: newID}
 }
 
 // CreateRequest asks for a Session.
 type CreateRequest struct {
-	// RequestID identifies the request; a retry reuses it and gets the
-	// original Session back.
-	RequestID   uuid.UUID
-	TenantID    uuid.UUID
+	// RequestID identifies the request ("request_id"; required); a retry
+	// reuses it and gets the original Session back.
+	RequestID uuid.UUID
+	// TenantID is the tenant the Session belongs to.
+	TenantID uuid.UUID
+	// DisplayName ("display_name") is optional: valid UTF-8 of at most
+	// MaxDisplayNameLen characters, no control characters.
 	DisplayName string
+}
+
+// MaxDisplayNameLen bounds a Session's display name (characters).
+const MaxDisplayNameLen = 63
+
+// validate checks r before anything is read or written, naming the
+// logic's fields.
+func (r CreateRequest) validate() error {
+	if r.RequestID == uuid.Nil {
+		return errdefs.Invalid("request_id", "required")
+	}
+	const field = "display_name"
+	if !utf8.ValidString(r.DisplayName) || utf8.RuneCountInString(r.DisplayName) > MaxDisplayNameLen {
+		return errdefs.Invalid(field, fmt.Sprintf("must be valid UTF-8 of at most %d characters", MaxDisplayNameLen))
+	}
+	for _, c := range r.DisplayName {
+		if unicode.IsControl(c) {
+			return errdefs.Invalid(field, "must not contain control characters")
+		}
+	}
+	return nil
 }
 
 // ErrNoDeployment is the class (errdefs.ErrFailedPrecondition) of a
@@ -74,9 +101,17 @@ var ErrNoDeployment error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_de
 // Create commits a Session with its Environment, placement and
 // allocation. A retry with the same RequestID returns the original rows
 // (Created false) and keeps the original credential; the new credential
-// made for the retry is discarded unused.
+// made for the retry is discarded unused. A retry with another
+// DisplayName is errdefs.ErrExists. An invalid request
+// (errdefs.ErrInvalid naming "request_id" or "display_name"), a Create
+// before any deployment (ErrNoDeployment) and one that finds no node with
+// room (store.ErrNoCapacity: enabled, present by its durable record,
+// ready for the generation, within capacity) create nothing.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionBundle, error) {
 	const op = "create session"
+	if err := req.validate(); err != nil {
+		return store.SessionBundle{}, err
+	}
 	gen, err := s.store.CurrentGeneration(ctx)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return store.SessionBundle{}, fmt.Errorf("%s: %w", op, ErrNoDeployment)
@@ -111,9 +146,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionB
 
 // Delete requests the Session's deletion and its allocation's cleanup; the
 // lifecycle worker kills its compute and releases the allocation only
-// after confirmed cleanup and settled creation.
+// after confirmed cleanup and settled creation. Deleting again changes
+// nothing and returns the Session as it is; an unknown Session is
+// errdefs.ErrNotFound.
 func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.SessionBundle, error) {
-	return s.store.RequestSessionDeletion(ctx, sessionID)
+	b, err := s.store.RequestSessionDeletion(ctx, sessionID)
+	if err != nil {
+		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
+	}
+	return b, nil
 }
 
 // SealedCredential is a new device credential in the forms the store

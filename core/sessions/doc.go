@@ -1,0 +1,34 @@
+// Package sessions is the logic of Sessions and their allocations: it
+// creates, deletes and reads Sessions, reads allocations and the Runtime
+// readiness of their connections, and derives what the records prove
+// (State, EnvironmentOf, AllocationStateOf). It speaks domain terms only
+// (uuids, keyset cursors and limits, its own field names) and knows
+// nothing of gRPC; core/sessionadmin is its thin berth.admin.v1
+// SessionService and AllocationService adapter.
+//
+// Create commits the Session, its Environment, placement and allocation
+// (with the device's sealed credential and a fresh create receipt) in one
+// store transaction before any Create; the lifecycle worker
+// (core/lifecycle) sends the one Create the receipt permits.
+//
+// Rules:
+//   - Creation and deletion are fenced lifecycle writes: the Store is the
+//     owner-bound store (a *store.Owner). The reads are plain reads of the
+//     same store.
+//   - The raw device credential never reaches the store, a log or an
+//     error: the store keeps its SHA-256 digest (for authentication) and
+//     its ciphertext sealed under the installation key, bound to the
+//     installation and the allocation id.
+//   - A Session's state and readiness, and an allocation's state, are
+//     derived only from recorded evidence (State, EnvironmentOf,
+//     AllocationStateOf); nothing is assumed, and no readiness fact is
+//     inferred from another.
+//   - Every Session belongs to the tenant its CreateRequest names; the
+//     caller decides which (Core's admin API passes its one default
+//     tenant).
+//   - Errors are errdefs classes. An invalid request names the logic's
+//     field ("request_id", "display_name"); the adapter maps it to a
+//     request path. No deployment (ErrNoDeployment) or no capacity
+//     (store.ErrNoCapacity) is a refusal whose message says what to do,
+//     and creates nothing.
+package sessions

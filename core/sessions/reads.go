@@ -1,0 +1,81 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/store"
+)
+
+// Get returns Session id with its Environment, placement and unreleased
+// allocation; errdefs.ErrNotFound when there is none.
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (store.SessionBundle, error) {
+	b, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return store.SessionBundle{}, fmt.Errorf("get session: %w", err)
+	}
+	return b, nil
+}
+
+// List returns up to limit Sessions after the keyset position after (the
+// zero cursor for the start) in creation order, ties by id; a deleted
+// Session (deletion requested, allocation released) only with
+// includeDeleted. A Session's position is Cursor(b).
+func (s *Service) List(ctx context.Context, after store.AgeCursor, limit int, includeDeleted bool) ([]store.SessionBundle, error) {
+	page, err := s.store.ListSessionsByAge(ctx, limit, after, includeDeleted)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return page, nil
+}
+
+// Cursor is b's position in List's order.
+func Cursor(b store.SessionBundle) store.AgeCursor {
+	return store.AgeCursor{CreatedAt: b.Session.CreatedAt, ID: b.Session.ID}
+}
+
+// Readiness returns the Runtime readiness of the bundles' allocations, by
+// allocation id; an allocation without an open connection is absent (the
+// zero readiness: nothing established).
+func (s *Service) Readiness(ctx context.Context, bundles ...store.SessionBundle) (map[uuid.UUID]store.RuntimeReadiness, error) {
+	ids := make([]uuid.UUID, 0, len(bundles))
+	for _, b := range bundles {
+		if b.Allocation.ID != uuid.Nil {
+			ids = append(ids, b.Allocation.ID)
+		}
+	}
+	r, err := s.store.RuntimeReadiness(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("runtime readiness: %w", err)
+	}
+	return r, nil
+}
+
+// GetAllocation returns allocation id with its Session;
+// errdefs.ErrNotFound when there is none.
+func (s *Service) GetAllocation(ctx context.Context, id uuid.UUID) (store.SessionAllocation, error) {
+	a, err := s.store.GetSessionAllocation(ctx, id)
+	if err != nil {
+		return store.SessionAllocation{}, fmt.Errorf("get allocation: %w", err)
+	}
+	return a, nil
+}
+
+// ListAllocations returns up to limit allocations after the keyset
+// position after (the zero cursor for the start) in creation order, ties
+// by id; released ones only with includeReleased. An allocation's
+// position is AllocationCursor(a).
+func (s *Service) ListAllocations(ctx context.Context, after store.AgeCursor, limit int, includeReleased bool) ([]store.SessionAllocation, error) {
+	page, err := s.store.ListAllocationsByAge(ctx, limit, after, includeReleased)
+	if err != nil {
+		return nil, fmt.Errorf("list allocations: %w", err)
+	}
+	return page, nil
+}
+
+// AllocationCursor is a's position in ListAllocations' order.
+func AllocationCursor(a store.SessionAllocation) store.AgeCursor {
+	return store.AgeCursor{CreatedAt: a.CreatedAt, ID: a.ID}
+}
