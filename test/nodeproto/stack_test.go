@@ -79,6 +79,15 @@ func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
 	if _, err := nodesAPI.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: node.GetName()}); err != nil {
 		t.Fatalf("RetireNode: %v", err)
 	}
+	// A retired node stays connected and observed (what it holds must be
+	// cleaned up), though nothing is placed on it; a removed one is
+	// dropped.
+	stack.WaitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool {
+		return n.GetState() == adminv1.Node_STATE_RETIRED && n.GetPresence().GetConnected()
+	})
+	if _, err := nodesAPI.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: node.GetName()}); err != nil {
+		t.Fatalf("RemoveNode: %v", err)
+	}
 	stack.WaitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool { return !n.GetPresence().GetConnected() })
 }
 
