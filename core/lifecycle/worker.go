@@ -10,6 +10,10 @@
 //     create_unknown and later only observed (GetInfo).
 //   - Only a settled running Info or an explicit absence receipt settles
 //     creation; ErrNotFound, an empty listing or a successful Kill never do.
+//   - An outcome is recorded against the Create attempt
+//     (store.CreateAttempt), not the revision the worker read: a Session
+//     deleted while its Create is in flight keeps both the deletion and the
+//     outcome, and is released after cleanup once creation settled.
 //   - An allocation is released only after confirmed cleanup and settled
 //     creation (the store enforces it too).
 //   - Every provider call gets a bounded context; no database transaction
@@ -56,7 +60,7 @@ type Store interface {
 	ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Pending, error)
 	AllocatePending(ctx context.Context, p store.PendingAllocationParams) (store.Allocation, error)
 	ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (store.Allocation, error)
-	RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision int64, o store.CreateOutcome) (store.Allocation, error)
+	RecordCreateOutcome(ctx context.Context, attempt store.CreateAttempt, o store.CreateOutcome) (store.Allocation, error)
 	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
 	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
 	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
@@ -293,9 +297,11 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 	}
 	// A failed call's running Info is not turned into success: creation
 	// stays unknown and the allocation scan observes it (GetInfo).
+	// Recorded against the claimed attempt: a deletion since the claim
+	// moved the allocation's revision, and the outcome still counts.
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	if _, err := w.cfg.Store.RecordCreateOutcome(rctx, claimed.ID, claimed.Revision, outcome); err != nil {
+	if _, err := w.cfg.Store.RecordCreateOutcome(rctx, claimed.CreateAttempt(), outcome); err != nil {
 		return err
 	}
 	if callErr != nil {
@@ -363,7 +369,7 @@ func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store
 	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	return w.cfg.Store.RecordCreateOutcome(rctx, a.ID, a.Revision, outcome)
+	return w.cfg.Store.RecordCreateOutcome(rctx, a.CreateAttempt(), outcome)
 }
 
 // cleanup kills the allocation's compute and, once cleanup is confirmed
@@ -391,18 +397,13 @@ func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store
 		if err != nil {
 			return err
 		}
-		if observed.CreateSettled && observed.Revision != a.Revision {
-			// A resource was observed after Kill confirmed absence: a late
-			// resource. Take the confirmation back; the next pass kills it.
-			rctx, rcancel := recordContext(ctx)
-			defer rcancel()
-			_, err := w.cfg.Store.RecordCleanup(rctx, observed.ID, observed.Revision, false)
-			return err
-		}
-		a = observed
-		if !a.CreationSettled() {
+		// A resource observed after Kill confirmed absence (a late
+		// resource) takes the confirmation back (store.RecordCreateOutcome):
+		// the next pass kills it before the release.
+		if observed.State != store.AllocationCleanupConfirmed || !observed.CreationSettled() {
 			return nil
 		}
+		a = observed
 	}
 	_, err := w.cfg.Store.Release(ctx, a.ID)
 	return err
