@@ -674,7 +674,10 @@ func (e *env) commitMaxActive(t *testing.T, maxActive int32) {
 // before it returns, and then returns the adapter's Info; with fail it
 // reports the call failed, keeping the Info, as a provider may when a step
 // after the settling one fails (the guide: "a failed call may return both
-// Info and an error").
+// Info and an error"). The Docker adapter itself returns settlement
+// evidence with an error only for a container the engine did not create as
+// configured (see TestUnfitContainerIsNotSuccess), which is neither an
+// absence receipt nor a running resource with completed bootstrap.
 type deletingCreate struct {
 	*docker.Provider
 	hook func(ref sandbox.Reference)
@@ -721,6 +724,9 @@ func TestDeletionRacingCreateIsReleased(t *testing.T) {
 		}},
 		{name: "deleted while the engine starts the Runtime", arm: func(n *node, del func()) {
 			n.srv.Arm(dockertest.CallContainerStart, dockertest.FaultHookAfterDispatch, del)
+		}},
+		{name: "deleted during a failed Create that left a settled running resource", wrap: func(n *node, del func()) sandbox.SandboxProvider {
+			return &deletingCreate{Provider: n.p, hook: func(sandbox.Reference) { del() }, fail: true}
 		}},
 		{name: "deleted during a Create that settled absent", absent: true, wrap: func(n *node, del func()) sandbox.SandboxProvider {
 			return &deletingCreate{Provider: n.p, hook: func(sandbox.Reference) { del() }, absent: true}
@@ -781,6 +787,105 @@ func TestDeletionRacingCreateIsReleased(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFailedCreateKeepsSettledRunningEvidence: a Create that fails but
+// returns a matching running resource with completed bootstrap settles as
+// running from that evidence, without waiting for another observation
+// (here the engine cannot answer one), and is never sent again.
+func TestFailedCreateKeepsSettledRunningEvidence(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	p := &deletingCreate{Provider: n.p, fail: true, hook: func(sandbox.Reference) {
+		n.srv.Arm(dockertest.CallContainerInspect, dockertest.FaultServerError, nil)
+	}}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return p, nil }
+	a := e.createSession(t, n.id)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	pass(t, w)
+	got := e.alloc(t, a.ID)
+	cs := n.srv.Containers()
+	if len(cs) != 1 || got.State != store.AllocationRunning || !got.CreateSettled || got.ProviderID != cs[0].ID {
+		t.Fatalf("after the failed Create: %s", brief(got))
+	}
+	pl, err := e.st.GetPlacement(context.Background(), a.EnvironmentID)
+	must(t, err)
+	if pl.State != store.PlacementActive {
+		t.Fatalf("placement %s", pl.State)
+	}
+	pass(t, w)
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times", c)
+	}
+}
+
+// TestUnfitContainerIsNotSuccess: the Docker adapter's settled failure (the
+// engine created the container with another image than the configured
+// one) carries a created, never started container. That is no running
+// resource with completed bootstrap and no absence receipt, so it settles
+// nothing and is never recorded as running; Create is not sent again, and
+// deletion still removes the container and both volumes.
+func TestUnfitContainerIsNotSuccess(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	const tag = "berth/runtime:unfit" // the engine answers with its image id
+	n.srv.PutImage(tag)
+	cli, err := docker.NewClient(n.srv.Host())
+	must(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	unfit := docker.New(cli, docker.Options{
+		InstallationID: e.inst.ID.String(),
+		Config:         docker.NodeConfig{Image: tag, Network: "none"},
+		Seccomp:        []byte(`{"defaultAction":"SCMP_ACT_ERRNO"}`),
+		Resources:      resources,
+	})
+	b := e.createBundle(t, n.id)
+	var info sandbox.Info
+	var cerr error
+	rec := &recordingCreate{SandboxProvider: unfit, info: &info, err: &cerr}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return rec, nil }
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	for range 3 {
+		pass(t, w)
+	}
+	ref := b.Allocation.Reference()
+	if cerr == nil || !info.CreateSettled || info.State != sandbox.StateCreated || info.CheckFor(ref) != nil ||
+		info.IsSettledRunning(ref) || info.IsAbsenceReceipt(ref) {
+		t.Fatalf("the adapter's unfit Create returned %+v, %v", info, cerr)
+	}
+	got := e.alloc(t, b.Allocation.ID)
+	if got.State != store.AllocationCreateUnknown || got.CreationSettled() || got.ProviderID != "" || got.BootstrapComplete {
+		t.Fatalf("after the unfit Create: %s", brief(got))
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times", c)
+	}
+	if cs := n.srv.Containers(); len(cs) != 1 || cs[0].State != dockertest.StateCreated {
+		t.Fatalf("containers %+v", cs)
+	}
+	_, err = e.svc.Delete(ctx, b.Session.ID)
+	must(t, err)
+	pass(t, w)
+	if c, v := len(n.srv.Containers()), len(n.srv.Volumes()); c+v != 0 {
+		t.Fatalf("left %d containers and %d volumes", c, v)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times after deletion", c)
+	}
+}
+
+// recordingCreate keeps what the wrapped provider's last Create returned.
+type recordingCreate struct {
+	sandbox.SandboxProvider
+	info *sandbox.Info
+	err  *error
+}
+
+func (r *recordingCreate) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
+	info, err := r.SandboxProvider.Create(ctx, req)
+	*r.info, *r.err = info, err
+	return info, err
 }
 
 // brief is an allocation's lifecycle fields, for failure messages.

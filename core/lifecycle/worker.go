@@ -10,6 +10,10 @@
 //     create_unknown and later only observed (GetInfo).
 //   - Only a settled running Info or an explicit absence receipt settles
 //     creation; ErrNotFound, an empty listing or a successful Kill never do.
+//     Such evidence counts also when the call that returned it failed (a
+//     provider may return Info with its error): a failed Create's absence
+//     receipt leads to create_failed, its settled running resource settles
+//     as running. Any other Info of a failed call is no evidence.
 //   - An outcome is recorded against the Create attempt
 //     (store.CreateAttempt), not the revision the worker read: a Session
 //     deleted while its Create is in flight keeps both the deletion and the
@@ -285,29 +289,37 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 	info, callErr := p.Create(callCtx, req)
 	cancel()
 
-	ref := claimed.Reference()
-	outcome := store.CreateOutcome{Kind: store.CreateUnknown}
-	switch {
-	case info.CheckFor(ref) != nil:
-		// A contradictory Info is no evidence.
-	case info.IsAbsenceReceipt(ref):
-		outcome = store.CreateOutcome{Kind: store.CreateAbsent}
-	case callErr == nil && info.IsSettledRunning(ref):
-		outcome = store.CreateOutcome{Kind: store.CreateRunning, ProviderID: info.ProviderID, BootstrapComplete: true}
-	}
-	// A failed call's running Info is not turned into success: creation
-	// stays unknown and the allocation scan observes it (GetInfo).
 	// Recorded against the claimed attempt: a deletion since the claim
 	// moved the allocation's revision, and the outcome still counts.
+	outcome := evidence(claimed.Reference(), info)
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
 	if _, err := w.cfg.Store.RecordCreateOutcome(rctx, claimed.CreateAttempt(), outcome); err != nil {
 		return err
 	}
 	if callErr != nil {
-		w.cfg.Log.Info("lifecycle create outcome unknown", "node", w.node, "allocation", claimed.ID, "error", callErr)
+		w.cfg.Log.Info("lifecycle create failed", "node", w.node, "allocation", claimed.ID,
+			"settled", outcome.Kind != store.CreateUnknown, "error", callErr)
 	}
 	return nil
+}
+
+// evidence is the settlement evidence info holds for ref, whether or not
+// the call that returned it failed: a running resource with completed
+// bootstrap, or an explicit absence receipt. Anything else, a
+// contradictory Info included, is no evidence: the outcome stays unknown.
+// A failure is never turned into success: an absence receipt records the
+// Create failed, and a running resource is recorded only because the
+// provider observed it running with its bootstrap complete.
+func evidence(ref sandbox.Reference, info sandbox.Info) store.CreateOutcome {
+	switch {
+	case info.CheckFor(ref) != nil:
+	case info.IsAbsenceReceipt(ref):
+		return store.CreateOutcome{Kind: store.CreateAbsent}
+	case info.IsSettledRunning(ref):
+		return store.CreateOutcome{Kind: store.CreateRunning, ProviderID: info.ProviderID, BootstrapComplete: true}
+	}
+	return store.CreateOutcome{Kind: store.CreateUnknown}
 }
 
 func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) error {
@@ -354,16 +366,9 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) (store.Allocation, error) {
 	ref := a.Reference()
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	info, err := p.GetInfo(callCtx, ref)
+	info, _ := p.GetInfo(callCtx, ref) // an error is no evidence; its Info may be
 	cancel()
-	outcome := store.CreateOutcome{Kind: store.CreateUnknown}
-	switch {
-	case info.CheckFor(ref) != nil:
-	case info.IsAbsenceReceipt(ref):
-		outcome = store.CreateOutcome{Kind: store.CreateAbsent}
-	case err == nil && info.IsSettledRunning(ref):
-		outcome = store.CreateOutcome{Kind: store.CreateRunning, ProviderID: info.ProviderID, BootstrapComplete: true}
-	}
+	outcome := evidence(ref, info)
 	if outcome.Kind == store.CreateUnknown && (a.State != store.AllocationCreateDispatched) {
 		return a, nil // nothing new
 	}
