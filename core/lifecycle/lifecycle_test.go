@@ -245,7 +245,7 @@ func TestUnknownCreateIsNeverReplayedAndSettlesByObservation(t *testing.T) {
 			tc.arm(n.srv, cancel)
 			_ = w.Pass(ctx) // may end with ctx's cancellation
 			if got := e.alloc(t, a.ID); got.State != store.AllocationCreateUnknown || got.CreateSettled || got.AbsenceReceipt {
-				t.Fatalf("after the failed Create: %+v", got)
+				t.Fatalf("after the failed Create: %s", brief(got))
 			}
 			for range 3 {
 				pass(t, w)
@@ -684,4 +684,242 @@ func TestSupersededWorkerSendsNoCreate(t *testing.T) {
 	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
 		t.Fatalf("container.create %d times, want 1", c)
 	}
+}
+
+// commitMaxActive commits a new generation whose nodes each hold at most
+// maxActive Sessions.
+func (e *env) commitMaxActive(t *testing.T, maxActive int32) {
+	t.Helper()
+	ctx := context.Background()
+	cur, err := e.st.CurrentGeneration(ctx)
+	must(t, err)
+	_, err = e.st.CommitGeneration(ctx, uint64(cur.Generation), store.NewGeneration{
+		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+		Specification: sandbox.Specification{Resources: resources, MaxActive: maxActive, MaxRetained: 8},
+	})
+	must(t, err)
+}
+
+// deletingCreate is a node's real Docker adapter whose Create runs hook
+// before it returns, and then returns the adapter's Info; with fail it
+// reports the call failed, keeping the Info, as a provider may when a step
+// after the settling one fails (the guide: "a failed call may return both
+// Info and an error"). The Docker adapter itself returns settlement
+// evidence with an error only for a container the engine did not create as
+// configured (see TestUnfitContainerIsNotSuccess), which is neither an
+// absence receipt nor a running resource with completed bootstrap.
+type deletingCreate struct {
+	*docker.Provider
+	hook func(ref sandbox.Reference)
+	fail bool
+	// absent skips the engine and answers with an explicit absence receipt.
+	absent bool
+}
+
+func (d *deletingCreate) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
+	var info sandbox.Info
+	var err error
+	if d.absent {
+		info = sandbox.Info{Reference: req.Reference, State: sandbox.StateAbsent, CreateSettled: true}
+		err = fmt.Errorf("create: %w", errdefs.ErrInvalid)
+	} else {
+		info, err = d.Provider.Create(ctx, req)
+	}
+	if d.hook != nil {
+		d.hook(req.Reference)
+	}
+	if d.fail && err == nil {
+		err = fmt.Errorf("create: after start: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	return info, err
+}
+
+// TestDeletionRacingCreateIsReleased is issue 12's bug: the Session is
+// deleted (cleanup requested, the allocation's revision moves) between
+// ClaimCreate and the record of Create's outcome. The outcome still settles
+// creation, cleanup removes the container and volumes, the allocation is
+// released and its node's only max_active slot serves the next Session.
+func TestDeletionRacingCreateIsReleased(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// arm makes del run during Create; wrap, when set, replaces the
+		// node's provider.
+		arm  func(n *node, del func())
+		wrap func(n *node, del func()) sandbox.SandboxProvider
+		// absent: the Create settled without a resource.
+		absent bool
+	}{
+		{name: "deleted while the engine creates the container", arm: func(n *node, del func()) {
+			n.srv.Arm(dockertest.CallContainerCreate, dockertest.FaultHookAfterDispatch, del)
+		}},
+		{name: "deleted while the engine starts the Runtime", arm: func(n *node, del func()) {
+			n.srv.Arm(dockertest.CallContainerStart, dockertest.FaultHookAfterDispatch, del)
+		}},
+		{name: "deleted during a failed Create that left a settled running resource", wrap: func(n *node, del func()) sandbox.SandboxProvider {
+			return &deletingCreate{Provider: n.p, hook: func(sandbox.Reference) { del() }, fail: true}
+		}},
+		{name: "deleted during a Create that settled absent", absent: true, wrap: func(n *node, del func()) sandbox.SandboxProvider {
+			return &deletingCreate{Provider: n.p, hook: func(sandbox.Reference) { del() }, absent: true}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			n := e.only(t)
+			ctx := context.Background()
+			e.commitMaxActive(t, 1)
+			b := e.createBundle(t, n.id)
+			del := func() {
+				got, err := e.svc.Delete(ctx, b.Session.ID)
+				if err != nil || got.Allocation.State != store.AllocationCleanupRequested {
+					t.Errorf("delete during Create: %+v %v", got.Allocation, err)
+				}
+			}
+			if tc.arm != nil {
+				tc.arm(n, del)
+			}
+			if tc.wrap != nil {
+				p := tc.wrap(n, del)
+				e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return p, nil }
+			}
+			w := lifecycle.NewWorker(e.cfg, n.id)
+			pass(t, w)
+
+			got := e.alloc(t, b.Allocation.ID)
+			if got.State != store.AllocationReleased || !got.CreationSettled() || got.AbsenceReceipt != tc.absent ||
+				got.CreateSettled == tc.absent || (got.ProviderID == "") != tc.absent {
+				t.Fatalf("after the pass: %s", brief(got))
+			}
+			if c, v := len(n.srv.Containers()), len(n.srv.Volumes()); c+v != 0 {
+				t.Fatalf("left %d containers and %d volumes", c, v)
+			}
+			sess, err := e.st.GetSession(ctx, b.Session.ID)
+			must(t, err)
+			if sess.Session.State != store.SessionDeleteRequested || sess.Placement.State != store.PlacementReleased {
+				t.Fatalf("session after cleanup: %+v", sess)
+			}
+			held, err := e.st.NodeHeld(ctx, n.id)
+			must(t, err)
+			if held != 0 {
+				t.Fatalf("node holds %d after the release", held)
+			}
+			if c := count(n.srv, dockertest.CallContainerCreate); c > 1 {
+				t.Fatalf("container.create %d times", c)
+			}
+
+			// The node's one slot is free: the next Session is placed there
+			// and runs.
+			e.cfg.Provider = func(id uuid.UUID) (sandbox.SandboxProvider, error) { return e.nodes[id].p, nil }
+			w = lifecycle.NewWorker(e.cfg, n.id)
+			next := e.createSession(t, n.id)
+			pass(t, w)
+			if a := e.alloc(t, next.ID); a.State != store.AllocationRunning || !a.CreateSettled {
+				t.Fatalf("the next Session's allocation: %s", brief(a))
+			}
+		})
+	}
+}
+
+// TestFailedCreateKeepsSettledRunningEvidence: a Create that fails but
+// returns a matching running resource with completed bootstrap settles as
+// running from that evidence, without waiting for another observation
+// (here the engine cannot answer one), and is never sent again.
+func TestFailedCreateKeepsSettledRunningEvidence(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	p := &deletingCreate{Provider: n.p, fail: true, hook: func(sandbox.Reference) {
+		n.srv.Arm(dockertest.CallContainerInspect, dockertest.FaultServerError, nil)
+	}}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return p, nil }
+	a := e.createSession(t, n.id)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	pass(t, w)
+	got := e.alloc(t, a.ID)
+	cs := n.srv.Containers()
+	if len(cs) != 1 || got.State != store.AllocationRunning || !got.CreateSettled || got.ProviderID != cs[0].ID {
+		t.Fatalf("after the failed Create: %s", brief(got))
+	}
+	pl, err := e.st.GetPlacement(context.Background(), a.EnvironmentID)
+	must(t, err)
+	if pl.State != store.PlacementActive {
+		t.Fatalf("placement %s", pl.State)
+	}
+	pass(t, w)
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times", c)
+	}
+}
+
+// TestUnfitContainerIsNotSuccess: the Docker adapter's settled failure (the
+// engine created the container with another image than the configured
+// one) carries a created, never started container. That is no running
+// resource with completed bootstrap and no absence receipt, so it settles
+// nothing and is never recorded as running; Create is not sent again, and
+// deletion still removes the container and both volumes.
+func TestUnfitContainerIsNotSuccess(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	const tag = "berth/runtime:unfit" // the engine answers with its image id
+	n.srv.PutImage(tag)
+	cli, err := docker.NewClient(n.srv.Host())
+	must(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	unfit := docker.New(cli, docker.Options{
+		InstallationID: e.inst.ID.String(),
+		Config:         docker.NodeConfig{Image: tag, Network: "none"},
+		Seccomp:        []byte(`{"defaultAction":"SCMP_ACT_ERRNO"}`),
+		Resources:      resources,
+	})
+	b := e.createBundle(t, n.id)
+	var info sandbox.Info
+	var cerr error
+	rec := &recordingCreate{SandboxProvider: unfit, info: &info, err: &cerr}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return rec, nil }
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	for range 3 {
+		pass(t, w)
+	}
+	ref := b.Allocation.Reference()
+	if cerr == nil || !info.CreateSettled || info.State != sandbox.StateCreated || info.CheckFor(ref) != nil ||
+		info.IsSettledRunning(ref) || info.IsAbsenceReceipt(ref) {
+		t.Fatalf("the adapter's unfit Create returned %+v, %v", info, cerr)
+	}
+	got := e.alloc(t, b.Allocation.ID)
+	if got.State != store.AllocationCreateUnknown || got.CreationSettled() || got.ProviderID != "" || got.BootstrapComplete {
+		t.Fatalf("after the unfit Create: %s", brief(got))
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times", c)
+	}
+	if cs := n.srv.Containers(); len(cs) != 1 || cs[0].State != dockertest.StateCreated {
+		t.Fatalf("containers %+v", cs)
+	}
+	_, err = e.svc.Delete(ctx, b.Session.ID)
+	must(t, err)
+	pass(t, w)
+	if c, v := len(n.srv.Containers()), len(n.srv.Volumes()); c+v != 0 {
+		t.Fatalf("left %d containers and %d volumes", c, v)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
+		t.Fatalf("container.create %d times after deletion", c)
+	}
+}
+
+// recordingCreate keeps what the wrapped provider's last Create returned.
+type recordingCreate struct {
+	sandbox.SandboxProvider
+	info *sandbox.Info
+	err  *error
+}
+
+func (r *recordingCreate) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
+	info, err := r.SandboxProvider.Create(ctx, req)
+	*r.info, *r.err = info, err
+	return info, err
+}
+
+// brief is an allocation's lifecycle fields, for failure messages.
+func brief(a store.Allocation) string {
+	return fmt.Sprintf("%s settled=%v absence=%v bootstrap=%v provider_id=%q revision=%d",
+		a.State, a.CreateSettled, a.AbsenceReceipt, a.BootstrapComplete, a.ProviderID, a.Revision)
 }

@@ -10,6 +10,14 @@
 //     create_unknown and later only observed (GetInfo).
 //   - Only a settled running Info or an explicit absence receipt settles
 //     creation; ErrNotFound, an empty listing or a successful Kill never do.
+//     Such evidence counts also when the call that returned it failed (a
+//     provider may return Info with its error): a failed Create's absence
+//     receipt leads to create_failed, its settled running resource settles
+//     as running. Any other Info of a failed call is no evidence.
+//   - An outcome is recorded against the Create attempt
+//     (store.CreateAttempt), not the revision the worker read: a Session
+//     deleted while its Create is in flight keeps both the deletion and the
+//     outcome, and is released after cleanup once creation settled.
 //   - An allocation is released only after confirmed cleanup and settled
 //     creation (the store enforces it too).
 //   - Every provider call gets a bounded context; no database transaction
@@ -56,7 +64,7 @@ type Store interface {
 	ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Pending, error)
 	AllocatePending(ctx context.Context, p store.PendingAllocationParams) (store.Allocation, error)
 	ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (store.Allocation, error)
-	RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision int64, o store.CreateOutcome) (store.Allocation, error)
+	RecordCreateOutcome(ctx context.Context, attempt store.CreateAttempt, o store.CreateOutcome) (store.Allocation, error)
 	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
 	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
 	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
@@ -281,27 +289,37 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 	info, callErr := p.Create(callCtx, req)
 	cancel()
 
-	ref := claimed.Reference()
-	outcome := store.CreateOutcome{Kind: store.CreateUnknown}
-	switch {
-	case info.CheckFor(ref) != nil:
-		// A contradictory Info is no evidence.
-	case info.IsAbsenceReceipt(ref):
-		outcome = store.CreateOutcome{Kind: store.CreateAbsent}
-	case callErr == nil && info.IsSettledRunning(ref):
-		outcome = store.CreateOutcome{Kind: store.CreateRunning, ProviderID: info.ProviderID, BootstrapComplete: true}
-	}
-	// A failed call's running Info is not turned into success: creation
-	// stays unknown and the allocation scan observes it (GetInfo).
+	// Recorded against the claimed attempt: a deletion since the claim
+	// moved the allocation's revision, and the outcome still counts.
+	outcome := evidence(claimed.Reference(), info)
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	if _, err := w.cfg.Store.RecordCreateOutcome(rctx, claimed.ID, claimed.Revision, outcome); err != nil {
+	if _, err := w.cfg.Store.RecordCreateOutcome(rctx, claimed.CreateAttempt(), outcome); err != nil {
 		return err
 	}
 	if callErr != nil {
-		w.cfg.Log.Info("lifecycle create outcome unknown", "node", w.node, "allocation", claimed.ID, "error", callErr)
+		w.cfg.Log.Info("lifecycle create failed", "node", w.node, "allocation", claimed.ID,
+			"settled", outcome.Kind != store.CreateUnknown, "error", callErr)
 	}
 	return nil
+}
+
+// evidence is the settlement evidence info holds for ref, whether or not
+// the call that returned it failed: a running resource with completed
+// bootstrap, or an explicit absence receipt. Anything else, a
+// contradictory Info included, is no evidence: the outcome stays unknown.
+// A failure is never turned into success: an absence receipt records the
+// Create failed, and a running resource is recorded only because the
+// provider observed it running with its bootstrap complete.
+func evidence(ref sandbox.Reference, info sandbox.Info) store.CreateOutcome {
+	switch {
+	case info.CheckFor(ref) != nil:
+	case info.IsAbsenceReceipt(ref):
+		return store.CreateOutcome{Kind: store.CreateAbsent}
+	case info.IsSettledRunning(ref):
+		return store.CreateOutcome{Kind: store.CreateRunning, ProviderID: info.ProviderID, BootstrapComplete: true}
+	}
+	return store.CreateOutcome{Kind: store.CreateUnknown}
 }
 
 func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) error {
@@ -348,22 +366,15 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) (store.Allocation, error) {
 	ref := a.Reference()
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	info, err := p.GetInfo(callCtx, ref)
+	info, _ := p.GetInfo(callCtx, ref) // an error is no evidence; its Info may be
 	cancel()
-	outcome := store.CreateOutcome{Kind: store.CreateUnknown}
-	switch {
-	case info.CheckFor(ref) != nil:
-	case info.IsAbsenceReceipt(ref):
-		outcome = store.CreateOutcome{Kind: store.CreateAbsent}
-	case err == nil && info.IsSettledRunning(ref):
-		outcome = store.CreateOutcome{Kind: store.CreateRunning, ProviderID: info.ProviderID, BootstrapComplete: true}
-	}
+	outcome := evidence(ref, info)
 	if outcome.Kind == store.CreateUnknown && (a.State != store.AllocationCreateDispatched) {
 		return a, nil // nothing new
 	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	return w.cfg.Store.RecordCreateOutcome(rctx, a.ID, a.Revision, outcome)
+	return w.cfg.Store.RecordCreateOutcome(rctx, a.CreateAttempt(), outcome)
 }
 
 // cleanup kills the allocation's compute and, once cleanup is confirmed
@@ -391,18 +402,13 @@ func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store
 		if err != nil {
 			return err
 		}
-		if observed.CreateSettled && observed.Revision != a.Revision {
-			// A resource was observed after Kill confirmed absence: a late
-			// resource. Take the confirmation back; the next pass kills it.
-			rctx, rcancel := recordContext(ctx)
-			defer rcancel()
-			_, err := w.cfg.Store.RecordCleanup(rctx, observed.ID, observed.Revision, false)
-			return err
-		}
-		a = observed
-		if !a.CreationSettled() {
+		// A resource observed after Kill confirmed absence (a late
+		// resource) takes the confirmation back (store.RecordCreateOutcome):
+		// the next pass kills it before the release.
+		if observed.State != store.AllocationCleanupConfirmed || !observed.CreationSettled() {
 			return nil
 		}
+		a = observed
 	}
 	_, err := w.cfg.Store.Release(ctx, a.ID)
 	return err

@@ -132,7 +132,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	admintest.Must(t, err)
 	a, err = f.st.ClaimCreate(f.ctx, a.ID, a.CreateReceipt)
 	admintest.Must(t, err)
-	a, err = f.st.RecordCreateOutcome(f.ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "native-provider-id-0123", BootstrapComplete: true})
+	a, err = f.st.RecordCreateOutcome(f.ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "native-provider-id-0123", BootstrapComplete: true})
 	admintest.Must(t, err)
 	got, err := c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
 	admintest.Must(t, err)
@@ -310,7 +310,7 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CREATING || al.GetCreateFailed() || al.GetCreateSettled() {
 			t.Fatalf("dispatched allocation %v", al)
 		}
-		a, err = f.st.RecordCreateOutcome(f.ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+		a, err = f.st.RecordCreateOutcome(f.ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
 		admintest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CREATE_FAILED || !al.GetCreateFailed() || !al.GetCreateSettled() {
 			t.Fatalf("attempt %d: failed allocation %v", attempt, al)

@@ -190,17 +190,51 @@ type CreateOutcome struct {
 	BootstrapComplete bool
 }
 
-// RecordCreateOutcome records an observation of the allocation's Create at
-// revision revision (ErrFenced when the allocation moved on since the
-// caller read it). Before cleanup it moves the state (create_dispatched or
-// create_unknown to running, create_unknown or create_failed); once
-// cleanup was requested it records only the settlement evidence, so a late
-// observation still settles creation. A running resource marks the
-// placement active. ErrFailedPrecondition when the observation contradicts
-// the record (Create never claimed, an absence after a resource was seen,
-// another provider id, an unknown result after settlement, a released
-// allocation); ErrInvalid for a malformed outcome.
-func (s *Owner) RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision int64, o CreateOutcome) (Allocation, error) {
+// CreateAttempt identifies the one Create an allocation's create receipt
+// permits: the allocation and that receipt. ClaimCreate spends the
+// receipt, so the attempt is sent at most once, and every observation of
+// it (the Create call's own outcome, later GetInfo) is recorded against
+// the attempt (RecordCreateOutcome), never against a revision the
+// allocation may have left since.
+type CreateAttempt struct {
+	AllocationID uuid.UUID
+	Receipt      uuid.UUID
+}
+
+// CreateAttempt returns the allocation's Create attempt.
+func (a Allocation) CreateAttempt() CreateAttempt {
+	return CreateAttempt{AllocationID: a.ID, Receipt: a.CreateReceipt}
+}
+
+// RecordCreateOutcome records o, an observation of attempt's Create. The
+// attempt, not the allocation's revision, fences the record: a Session
+// deletion (RequestCleanup) moves the revision while Create is in flight,
+// and then the deletion and the outcome both stand, because the outcome is
+// the settlement evidence the cleanup needs before Release. The evidence
+// only accumulates (a provider id is recorded once; completed bootstrap
+// and an absence receipt stay) and an observation that contradicts it is
+// refused, so observations of the same attempt cannot undo one another,
+// whatever their order.
+//
+// Before cleanup it moves the state (create_dispatched or create_unknown
+// to running, create_unknown or create_failed), and a running resource
+// marks the placement active. Once cleanup was requested the state stays
+// in cleanup and only the settlement evidence is recorded, so a late
+// observation still settles creation; a resource observed after cleanup
+// was confirmed takes the confirmation back (cleanup_unknown), since it
+// may have appeared after the Kill that confirmed it, so Release waits for
+// another confirmed cleanup.
+//
+// Refused, with nothing written: ErrFenced when attempt's receipt is not
+// the allocation's (a foreign or stale attempt, such as the receipt of the
+// Environment's previous allocation) and ErrSuperseded for an owner epoch
+// that lost the lease; ErrFailedPrecondition when the observation
+// contradicts the record: the receipt was never spent by ClaimCreate (so
+// Create was never sent), the allocation is released, an absence after a
+// resource was seen, another provider id, an unknown result after
+// settlement (or, before cleanup, after a running resource); ErrNotFound
+// when there is no such allocation; ErrInvalid for a malformed outcome.
+func (s *Owner) RecordCreateOutcome(ctx context.Context, attempt CreateAttempt, o CreateOutcome) (Allocation, error) {
 	const op = "record create outcome"
 	switch o.Kind {
 	case CreateRunning:
@@ -214,9 +248,14 @@ func (s *Owner) RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision 
 	default:
 		return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("outcome", "unknown kind"))
 	}
-	return s.transition(ctx, op, id, &revision, func(q *db.Queries, a *Allocation) error {
-		if a.CreateDispatchedAt == nil {
+	return s.transition(ctx, op, attempt.AllocationID, nil, func(q *db.Queries, a *Allocation) error {
+		switch {
+		case a.CreateReceipt != attempt.Receipt:
+			return fmt.Errorf("not the allocation's create attempt: %w", errdefs.ErrFenced)
+		case a.CreateDispatchedAt == nil:
 			return fmt.Errorf("create was never claimed: %w", errdefs.ErrFailedPrecondition)
+		case a.State == AllocationReleased:
+			return fmt.Errorf("allocation is released: %w", errdefs.ErrFailedPrecondition)
 		}
 		cleanup := a.State.inCleanup()
 		switch o.Kind {
@@ -230,9 +269,12 @@ func (s *Owner) RecordCreateOutcome(ctx context.Context, id uuid.UUID, revision 
 			a.ProviderID = o.ProviderID
 			a.BootstrapComplete = a.BootstrapComplete || o.BootstrapComplete
 			a.CreateSettled = a.BootstrapComplete
-			if !cleanup {
+			switch {
+			case !cleanup:
 				a.State = AllocationRunning
 				return q.ActivatePlacement(ctx, a.EnvironmentID)
+			case a.State == AllocationCleanupConfirmed:
+				a.State = AllocationCleanupUnknown
 			}
 		case CreateUnknown:
 			if a.CreateSettled || a.AbsenceReceipt || a.State == AllocationRunning {

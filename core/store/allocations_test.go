@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"bytes"
+	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -55,7 +57,7 @@ func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
 	// Later, after an unknown outcome: still no second claim.
 	a, err := st.GetAllocation(ctx, p.AllocationID)
 	must(t, err)
-	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
+	_, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateUnknown})
 	must(t, err)
 	_, err = st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
 	wantClass(t, err, errdefs.ErrFenced)
@@ -70,10 +72,10 @@ func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
 	must(t, err)
 
-	// A stale revision is fenced.
-	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision-1, store.CreateOutcome{Kind: store.CreateUnknown})
+	// Another attempt's receipt is fenced.
+	_, err = st.RecordCreateOutcome(ctx, store.CreateAttempt{AllocationID: a.ID, Receipt: newUUID(t)}, store.CreateOutcome{Kind: store.CreateUnknown})
 	wantClass(t, err, errdefs.ErrFenced)
-	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateUnknown})
 	must(t, err)
 	if a.State != store.AllocationCreateUnknown || a.CreationSettled() {
 		t.Fatalf("after unknown outcome: %+v", a)
@@ -109,7 +111,7 @@ func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	if a.State != store.AllocationCleanupUnknown || a.CleanupConfirmedAt != nil {
 		t.Fatalf("after late resource: %+v", a)
 	}
-	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{
 		Kind: store.CreateRunning, ProviderID: "ctr-1", BootstrapComplete: true,
 	})
 	must(t, err)
@@ -175,12 +177,12 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 	p := sessionParams(t, newUUID(t), 50)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
-	_, err = st.RecordCreateOutcome(ctx, b.Allocation.ID, b.Allocation.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
+	_, err = st.RecordCreateOutcome(ctx, b.Allocation.CreateAttempt(), store.CreateOutcome{Kind: store.CreateUnknown})
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 
 	// Running without bootstrap: running, not settled; then with bootstrap.
 	a := claimed()
-	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-a"})
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-a"})
 	must(t, err)
 	if a.State != store.AllocationRunning || a.CreateSettled || a.CreationSettled() {
 		t.Fatalf("running without bootstrap: %+v", a)
@@ -190,26 +192,26 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 	if pl.State != store.PlacementActive {
 		t.Errorf("placement %s, want active", pl.State)
 	}
-	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "other", BootstrapComplete: true})
+	_, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "other", BootstrapComplete: true})
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
-	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-a", BootstrapComplete: true})
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-a", BootstrapComplete: true})
 	must(t, err)
 	if !a.CreateSettled || !a.BootstrapComplete {
 		t.Fatalf("running with bootstrap: %+v", a)
 	}
-	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+	_, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
-	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateUnknown})
+	_, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateUnknown})
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 
 	// An explicit absence receipt settles creation as failed.
 	a = claimed()
-	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
 	must(t, err)
 	if a.State != store.AllocationCreateFailed || !a.AbsenceReceipt || !a.CreationSettled() {
 		t.Fatalf("absent: %+v", a)
 	}
-	_, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "late"})
+	_, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "late"})
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	a, err = st.RequestCleanup(ctx, a.ID)
 	must(t, err)
@@ -226,7 +228,7 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 		{Kind: store.CreateUnknown, ProviderID: "x"},
 		{Kind: store.CreateAbsent, BootstrapComplete: true},
 	} {
-		_, err := st.RecordCreateOutcome(ctx, a.ID, a.Revision, o)
+		_, err := st.RecordCreateOutcome(ctx, a.CreateAttempt(), o)
 		wantClass(t, err, errdefs.ErrInvalid)
 	}
 }
@@ -371,7 +373,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 		t.Helper()
 		a, err := st.ClaimCreate(ctx, a.ID, a.CreateReceipt)
 		must(t, err)
-		a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+		a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
 		must(t, err)
 		if a.State != store.AllocationCreateFailed || !a.AbsenceReceipt || !a.CreationSettled() {
 			t.Fatalf("after absence receipt: %+v", a)
@@ -465,7 +467,7 @@ func TestDeletionEndsAPendingEnvironmentWithoutAllocation(t *testing.T) {
 	must(t, err)
 	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
 	must(t, err)
-	a, err = st.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
 	must(t, err)
 	a, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
 	must(t, err)
@@ -488,5 +490,237 @@ func TestDeletionEndsAPendingEnvironmentWithoutAllocation(t *testing.T) {
 	must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("pending after deletion: %+v", page)
+	}
+}
+
+// TestCreateOutcomeAfterDeletionStands: a Session deleted while its Create
+// is in flight (cleanup requested between ClaimCreate and the outcome)
+// keeps both the deletion and the outcome. The outcome records only the
+// settlement evidence (the state stays in cleanup); a settled creation is
+// released after confirmed cleanup, with its placement, while an unknown
+// one keeps its cleanup ownership and the node's reservation.
+func TestCreateOutcomeAfterDeletionStands(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		outcome store.CreateOutcome
+		settled bool
+	}{
+		{"running", store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-1", BootstrapComplete: true}, true},
+		{"running without bootstrap", store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-1"}, false},
+		{"absent", store.CreateOutcome{Kind: store.CreateAbsent}, true},
+		{"unknown", store.CreateOutcome{Kind: store.CreateUnknown}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, ctx := ownedStore(t)
+			node := presentNode(t, ctx, st)
+			p := sessionParams(t, newUUID(t), 1)
+			_, err := st.CreateSession(ctx, p)
+			must(t, err)
+			claimed, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
+			must(t, err)
+			b, err := st.RequestSessionDeletion(ctx, p.SessionID)
+			must(t, err)
+			if b.Allocation.State != store.AllocationCleanupRequested || b.Allocation.Revision == claimed.Revision {
+				t.Fatalf("deletion did not move the allocation: %+v", b.Allocation)
+			}
+
+			a, err := st.RecordCreateOutcome(ctx, claimed.CreateAttempt(), tc.outcome)
+			must(t, err)
+			if a.State != store.AllocationCleanupRequested || a.CreationSettled() != tc.settled ||
+				a.ProviderID != tc.outcome.ProviderID || a.AbsenceReceipt != (tc.outcome.Kind == store.CreateAbsent) {
+				t.Fatalf("after the outcome: %+v", a)
+			}
+			sess, err := st.GetSession(ctx, p.SessionID)
+			must(t, err)
+			if sess.Session.State != store.SessionDeleteRequested || sess.Placement.State == store.PlacementActive {
+				t.Fatalf("the outcome undid the deletion: %+v", sess)
+			}
+
+			a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+			must(t, err)
+			_, err = st.Release(ctx, a.ID)
+			if !tc.settled {
+				wantClass(t, err, errdefs.ErrFailedPrecondition)
+				holds, err := st.NodeHolds(ctx, node)
+				must(t, err)
+				if !holds {
+					t.Fatal("an unsettled creation dropped the node's reservation")
+				}
+				return
+			}
+			must(t, err)
+			pl, err := st.GetPlacement(ctx, p.EnvironmentID)
+			must(t, err)
+			if pl.State != store.PlacementReleased {
+				t.Fatalf("placement %s after release", pl.State)
+			}
+			// The capacity is free: max_active 1 places another Session.
+			_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 1))
+			must(t, err)
+		})
+	}
+}
+
+// TestRunningOutcomeTakesBackConfirmedCleanup: a resource observed after
+// cleanup was confirmed may have appeared after the Kill that confirmed
+// it, so the confirmation is taken back and Release waits for another.
+func TestRunningOutcomeTakesBackConfirmedCleanup(t *testing.T) {
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
+	p := sessionParams(t, newUUID(t), 5)
+	_, err := st.CreateSession(ctx, p)
+	must(t, err)
+	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
+	must(t, err)
+	a, err = st.RequestCleanup(ctx, a.ID)
+	must(t, err)
+	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "late", BootstrapComplete: true})
+	must(t, err)
+	if a.State != store.AllocationCleanupUnknown || !a.CreateSettled || a.CleanupConfirmedAt != nil {
+		t.Fatalf("after a late running observation: %+v", a)
+	}
+	_, err = st.Release(ctx, a.ID)
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	_, err = st.Release(ctx, a.ID)
+	must(t, err)
+}
+
+// TestRefusedCreateOutcomeChangesNothing: an outcome of another attempt
+// (a made-up receipt, another allocation's, the Environment's previous
+// allocation's) is ErrFenced; one that contradicts the record is
+// ErrFailedPrecondition, before and during cleanup. A refused call writes
+// nothing: the allocation (revision included) and its placement stay.
+func TestRefusedCreateOutcomeChangesNothing(t *testing.T) {
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	newSession := func() store.CreateSessionParams {
+		p := sessionParams(t, newUUID(t), 50)
+		_, err := st.CreateSession(ctx, p)
+		must(t, err)
+		return p
+	}
+	claim := func(p store.CreateSessionParams) store.Allocation {
+		a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
+		must(t, err)
+		return a
+	}
+	record := func(a store.Allocation, o store.CreateOutcome) store.Allocation {
+		a, err := st.RecordCreateOutcome(ctx, a.CreateAttempt(), o)
+		must(t, err)
+		return a
+	}
+	running := store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-1", BootstrapComplete: true}
+	unbooted := store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-1"}
+	other := store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "ctr-2", BootstrapComplete: true}
+	absent := store.CreateOutcome{Kind: store.CreateAbsent}
+	unknown := store.CreateOutcome{Kind: store.CreateUnknown}
+
+	type refusal struct {
+		name    string
+		attempt store.CreateAttempt
+		outcome store.CreateOutcome
+		class   error
+	}
+	var cases []refusal
+	add := func(name string, a store.Allocation, class error, outcomes ...store.CreateOutcome) {
+		for _, o := range outcomes {
+			cases = append(cases, refusal{name, a.CreateAttempt(), o, class})
+		}
+	}
+
+	// Foreign and stale attempts.
+	fresh := claim(newSession())
+	foreign := claim(newSession())
+	add("made-up receipt", store.Allocation{ID: fresh.ID, CreateReceipt: newUUID(t)}, errdefs.ErrFenced, running, absent, unknown)
+	add("another allocation's receipt", store.Allocation{ID: fresh.ID, CreateReceipt: foreign.CreateReceipt}, errdefs.ErrFenced, running, absent, unknown)
+
+	// The Environment's previous allocation: settled failure, released,
+	// then a new allocation whose Create is claimed.
+	pp := newSession()
+	prev := record(claim(pp), absent)
+	prev, err := st.ResolveCreateFailure(ctx, prev.ID, prev.Revision)
+	must(t, err)
+	prev, err = st.RecordCleanup(ctx, prev.ID, prev.Revision, true)
+	must(t, err)
+	prev, err = st.Release(ctx, prev.ID)
+	must(t, err)
+	next, err := st.AllocatePending(ctx, store.PendingAllocationParams{
+		EnvironmentID: pp.EnvironmentID, NodeID: node, AllocationID: newUUID(t), DeviceID: newUUID(t),
+		CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
+		CredentialNonce: randomBytes(t, 12), CreateReceipt: newUUID(t),
+	})
+	must(t, err)
+	next, err = st.ClaimCreate(ctx, next.ID, next.CreateReceipt)
+	must(t, err)
+	add("the previous allocation's receipt", store.Allocation{ID: next.ID, CreateReceipt: prev.CreateReceipt}, errdefs.ErrFenced, running, absent, unknown)
+	add("a released allocation", prev, errdefs.ErrFailedPrecondition, running, unbooted, absent, unknown)
+	ran := newSession()
+	done := record(claim(ran), running)
+	_, err = st.RequestSessionDeletion(ctx, ran.SessionID)
+	must(t, err)
+	done, err = st.GetAllocation(ctx, done.ID)
+	must(t, err)
+	done, err = st.RecordCleanup(ctx, done.ID, done.Revision, true)
+	must(t, err)
+	done, err = st.Release(ctx, done.ID)
+	must(t, err)
+	add("a released allocation that ran", done, errdefs.ErrFailedPrecondition, running, unbooted, absent, unknown)
+
+	// Never claimed: Create was never sent (also when a deletion spent the
+	// receipt first).
+	unclaimed := newSession()
+	ua, err := st.GetAllocation(ctx, unclaimed.AllocationID)
+	must(t, err)
+	add("never claimed", ua, errdefs.ErrFailedPrecondition, running, absent, unknown)
+	early := newSession()
+	ea, err := st.RequestCleanup(ctx, early.AllocationID)
+	must(t, err)
+	add("receipt spent by a deletion", ea, errdefs.ErrFailedPrecondition, running, absent, unknown)
+
+	// Contradictions, before and during cleanup.
+	for _, cleanup := range []bool{false, true} {
+		prep := func(a store.Allocation) store.Allocation {
+			if cleanup {
+				a, err := st.RequestCleanup(ctx, a.ID)
+				must(t, err)
+				return a
+			}
+			return a
+		}
+		suffix := map[bool]string{false: "", true: " during cleanup"}[cleanup]
+		seen := prep(record(claim(newSession()), unbooted))
+		add("absence after a resource was seen"+suffix, seen, errdefs.ErrFailedPrecondition, absent)
+		add("another provider id"+suffix, seen, errdefs.ErrFailedPrecondition, other)
+		settled := prep(record(claim(newSession()), running))
+		add("unknown after settlement"+suffix, settled, errdefs.ErrFailedPrecondition, unknown)
+		add("absence after settlement"+suffix, settled, errdefs.ErrFailedPrecondition, absent)
+		add("another provider id after settlement"+suffix, settled, errdefs.ErrFailedPrecondition, other)
+		gone := prep(record(claim(newSession()), absent))
+		add("running after an absence receipt"+suffix, gone, errdefs.ErrFailedPrecondition, running, unbooted)
+		add("unknown after an absence receipt"+suffix, gone, errdefs.ErrFailedPrecondition, unknown)
+	}
+	add("unknown after a running resource", record(claim(newSession()), unbooted), errdefs.ErrFailedPrecondition, unknown)
+
+	for _, c := range cases {
+		before, err := st.GetAllocation(ctx, c.attempt.AllocationID)
+		must(t, err)
+		plBefore, err := st.GetPlacement(ctx, before.EnvironmentID)
+		must(t, err)
+		_, err = st.RecordCreateOutcome(ctx, c.attempt, c.outcome)
+		if !errors.Is(err, c.class) {
+			t.Errorf("%s (kind %d): %v, want %v", c.name, c.outcome.Kind, err, c.class)
+			continue
+		}
+		after, err := st.GetAllocation(ctx, c.attempt.AllocationID)
+		must(t, err)
+		plAfter, err := st.GetPlacement(ctx, before.EnvironmentID)
+		must(t, err)
+		if !reflect.DeepEqual(before, after) || !reflect.DeepEqual(plBefore, plAfter) {
+			t.Errorf("%s (kind %d): the refused call changed\n%+v\n%+v\nto\n%+v\n%+v", c.name, c.outcome.Kind, before, plBefore, after, plAfter)
+		}
 	}
 }

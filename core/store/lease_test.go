@@ -225,7 +225,7 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"ClaimCreate": func() error { _, err := old.ClaimCreate(ctx, s2.AllocationID, s2.CreateReceipt); return err },
 		"RecordCreateOutcome": func() error {
-			_, err := old.RecordCreateOutcome(ctx, a1.ID, a1.Revision, store.CreateOutcome{Kind: store.CreateAbsent})
+			_, err := old.RecordCreateOutcome(ctx, a1.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
 			return err
 		},
 		"ResolveCreateFailure": func() error { _, err := old.ResolveCreateFailure(ctx, a1.ID, a1.Revision); return err },

@@ -398,6 +398,57 @@ func (c *cluster) settle() time.Duration {
 	}
 }
 
+// settleReleased is settle for a run in which no fault hid a Create's
+// outcome (a healthy system): it waits until the engine holds nothing
+// labelled with the installation and the database records every
+// allocation RELEASED with its creation settled. An allocation kept in
+// cleanup, however quiet the engine, is an I2 violation here. It returns
+// the time it took.
+func (c *cluster) settleReleased() time.Duration {
+	c.t.Helper()
+	st := c.core.Store(c.t)
+	start := time.Now()
+	end := start.Add(settleDeadline)
+	for {
+		containers, volumes := stack.Owned(c.t, c.cli, c.inst)
+		var held []string
+		for _, a := range c.allAllocations(st) {
+			if a.State != store.AllocationReleased || !a.CreationSettled() {
+				held = append(held, fmt.Sprintf("%s %s (create settled %v)", a.ID, a.State, a.CreationSettled()))
+			}
+		}
+		if containers == 0 && volumes == 0 && len(held) == 0 {
+			return time.Since(start)
+		}
+		if time.Now().After(end) {
+			c.violation("I2", "after %v the engine holds %d containers and %d volumes of the installation; allocations not released: %v",
+				settleDeadline, containers, volumes, held)
+			return settleDeadline
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// allAllocations reads every allocation from the database, released ones
+// included, in creation order.
+func (c *cluster) allAllocations(st *store.Store) []store.SessionAllocation {
+	c.t.Helper()
+	var all []store.SessionAllocation
+	var cursor store.AgeCursor
+	for {
+		page, err := st.ListAllocationsByAge(context.Background(), 100, cursor, true)
+		if err != nil {
+			c.t.Fatalf("ListAllocationsByAge: %v", err)
+		}
+		all = append(all, page...)
+		if len(page) < 100 {
+			return all
+		}
+		last := page[len(page)-1]
+		cursor = store.AgeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
 // violation records an invariant violation and fails the test.
 func (c *cluster) violation(invariant, format string, args ...any) {
 	c.t.Helper()
@@ -459,21 +510,7 @@ func (c *cluster) checkForeign() {
 // an allocation, and no Session holds more than one allocation.
 func (c *cluster) checkCreates() {
 	c.t.Helper()
-	st := c.core.Store(c.t)
-	var all []store.SessionAllocation
-	var cursor store.AgeCursor
-	for {
-		page, err := st.ListAllocationsByAge(context.Background(), 100, cursor, true)
-		if err != nil {
-			c.t.Fatalf("ListAllocationsByAge: %v", err)
-		}
-		all = append(all, page...)
-		if len(page) < 100 {
-			break
-		}
-		last := page[len(page)-1]
-		cursor = store.AgeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
+	all := c.allAllocations(c.core.Store(c.t))
 	perSession := map[uuid.UUID]int{}
 	names := map[string]string{} // resource name -> allocation id
 	for _, a := range all {

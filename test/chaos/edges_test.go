@@ -116,7 +116,10 @@ func TestForeignCollidingNames(t *testing.T) {
 
 // TestDeleteRacesCreate deletes Sessions a seeded 0-400 ms after creating
 // them, racing their Create: each allocation is created at most once (I1)
-// and cleanup leaves nothing (I2).
+// and cleanup leaves nothing (I2). No fault hides a Create's outcome here,
+// so every allocation must end RELEASED with its creation settled: one
+// left in cleanup would hold its node's max_active slot for ever
+// (issue 12).
 func TestDeleteRacesCreate(t *testing.T) {
 	scenario(t, "Session deletion racing Create", func(t *testing.T, r *run) {
 		c := newCluster(t, r, options{proxied: -1})
@@ -139,7 +142,7 @@ func TestDeleteRacesCreate(t *testing.T) {
 		}
 		wg.Wait()
 		start := time.Now()
-		c.settle()
+		c.settleReleased()
 		r.recovery = time.Since(start)
 		c.invariants()
 	})

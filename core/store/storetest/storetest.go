@@ -209,7 +209,7 @@ func RunningSession(t testing.TB, owned *store.Owner) (store.SessionBundle, []by
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err = owned.RecordCreateOutcome(ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-" + a.ID.String(), BootstrapComplete: true})
+	a, err = owned.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-" + a.ID.String(), BootstrapComplete: true})
 	if err != nil {
 		t.Fatal(err)
 	}
