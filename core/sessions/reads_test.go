@@ -263,7 +263,7 @@ func TestStateFollowsRecordedEvidence(t *testing.T) {
 	if s, settled := allocState(a.ID); s != sessions.AllocationCreating || settled {
 		t.Fatalf("dispatched allocation: %v settled %t", s, settled)
 	}
-	_, err = f.st.RecordCreateOutcome(f.ctx, a.ID, a.Revision, store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-1", BootstrapComplete: true})
+	_, err = f.st.RecordCreateOutcome(f.ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-1", BootstrapComplete: true})
 	must(t, err)
 	got, env = read()
 	if s := sessions.StateOf(got); s != sessions.StateActive || env != (sessions.Environment{ComputeAvailable: true}) {
