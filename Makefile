@@ -16,12 +16,13 @@ export BERTH_TEST_DOCKER_HOST BERTH_TEST_DATABASE_URL BERTH_TEST_RUNTIME_IMAGE
 
 GO_TEST_FLAGS ?= -count=1
 
-TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl sqlc
+TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl sqlc golangci-lint
 TOOL_PKG_buf := github.com/bufbuild/buf/cmd/buf
 TOOL_PKG_protoc-gen-go := google.golang.org/protobuf/cmd/protoc-gen-go
 TOOL_PKG_protoc-gen-go-grpc := google.golang.org/grpc/cmd/protoc-gen-go-grpc
 TOOL_PKG_grpcurl := github.com/fullstorydev/grpcurl/cmd/grpcurl
 TOOL_PKG_sqlc := github.com/sqlc-dev/sqlc/cmd/sqlc
+TOOL_PKG_golangci-lint := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: help
 help: ## List the targets
