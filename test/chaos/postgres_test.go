@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"berth.dev/sandbox/testenv"
 )
@@ -103,12 +102,4 @@ func (p *postgres) crash() {
 	if out, err := p.run("pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "30", "stop"); err != nil {
 		p.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
 	}
-}
-
-// restart crashes the server, keeps it down for down and starts it again.
-func (p *postgres) restart(down time.Duration) {
-	p.t.Helper()
-	p.crash()
-	time.Sleep(down)
-	p.start()
 }
