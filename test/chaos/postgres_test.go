@@ -36,9 +36,11 @@ func pgBinDir() string {
 
 // startPostgres initialises and starts a private server on a Unix socket
 // (no TCP), owned by the postgres user (initdb refuses root). It skips
-// (fails under CI=true) when the binaries or the postgres user are missing.
+// under -short, and (fails under CI=true) when the binaries or the postgres
+// user are missing.
 func startPostgres(t testing.TB) *postgres {
 	t.Helper()
+	testenv.SkipShort(t, "a private PostgreSQL server")
 	bin := pgBinDir()
 	pgUser, err := user.Lookup("postgres")
 	if bin == "" || err != nil || os.Geteuid() != 0 {
