@@ -6,6 +6,11 @@ SHELL := /bin/bash
 # Go modules of the workspace (go.work). tools/ is deliberately outside it.
 MODULES := proto sandbox nodeagent core runtimebootstrap test
 PKGS := $(foreach m,$(MODULES),berth.dev/$(m)/...)
+# The modules whose tests run with the race detector; test/ holds the
+# black-box suites over real binaries and runs without it.
+RACE_MODULES := proto sandbox nodeagent core runtimebootstrap
+RACE_PKGS := $(foreach m,$(RACE_MODULES),berth.dev/$(m)/...)
+BLACKBOX_PKGS := berth.dev/test/...
 
 BIN := $(CURDIR)/.bin
 export PATH := $(BIN):$(PATH)
@@ -16,12 +21,13 @@ export BERTH_TEST_DOCKER_HOST BERTH_TEST_DATABASE_URL BERTH_TEST_RUNTIME_IMAGE
 
 GO_TEST_FLAGS ?= -count=1
 
-TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl sqlc
+TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl sqlc golangci-lint
 TOOL_PKG_buf := github.com/bufbuild/buf/cmd/buf
 TOOL_PKG_protoc-gen-go := google.golang.org/protobuf/cmd/protoc-gen-go
 TOOL_PKG_protoc-gen-go-grpc := google.golang.org/grpc/cmd/protoc-gen-go-grpc
 TOOL_PKG_grpcurl := github.com/fullstorydev/grpcurl/cmd/grpcurl
 TOOL_PKG_sqlc := github.com/sqlc-dev/sqlc/cmd/sqlc
+TOOL_PKG_golangci-lint := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: help
 help: ## List the targets
@@ -34,40 +40,92 @@ $(BIN)/%: tools/go.mod tools/go.sum
 .PHONY: tools
 tools: $(addprefix $(BIN)/,$(TOOLS)) ## Build the pinned tools (tools/go.mod) into .bin/
 
-.PHONY: generate
-generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/sqlc ## Regenerate committed code (buf, sqlc, runtime seccomp profile)
-	find proto -name '*.pb.go' -delete
-	buf generate
-	rm -f core/store/db/db.go core/store/db/models.go core/store/db/*.sql.go
-	cd core/store && $(BIN)/sqlc generate
+GENERATORS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/sqlc
+
+# generate_in runs every generator with $(1) as the repository root: the
+# checkout (make generate) or a temporary copy of it (make verify-generated).
+generate_in = cd $(1) && find proto -name '*.pb.go' -delete && buf generate && \
+	rm -f core/store/db/db.go core/store/db/models.go core/store/db/*.sql.go && \
+	(cd core/store && $(BIN)/sqlc generate) && \
 	go run berth.dev/sandbox/docker/internal/seccompgen -out deploy/runtime
 
-.PHONY: check-generated
-check-generated: generate ## Fail when committed generated code is stale
-	@if [ -n "$$(git status --porcelain -- proto deploy core/store/db)" ]; then \
-		git status --porcelain -- proto deploy core/store/db; git diff --stat -- proto deploy core/store/db; \
-		echo "generated code is stale: run 'make generate' and commit"; exit 1; fi
+.PHONY: generate
+generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, runtime seccomp profile)
+	$(call generate_in,$(CURDIR))
+
+# The static checks, after etcd's verify-* targets: each runs alone and
+# `make verify` runs them all. None of them writes into the checkout.
+.PHONY: verify
+verify: verify-gofmt verify-vet verify-lint verify-tidy verify-generated verify-buf verify-depguard-selftest ## Every static check below (each verify-* target also runs alone)
 
 .PHONY: lint
-lint: $(BIN)/buf ## gofmt, go vet, go mod tidy, buf lint, buf format, buf breaking
+lint: verify ## Alias of verify
+
+.PHONY: verify-gofmt
+verify-gofmt: ## gofmt: no Go file needs reformatting
 	@unformatted=$$(gofmt -l $(MODULES) tools); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+.PHONY: verify-vet
+verify-vet: ## go vet on every package of the workspace
 	go vet $(PKGS)
-	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
+
+.PHONY: verify-lint
+verify-lint: $(BIN)/golangci-lint ## golangci-lint over every module (.golangci.yml: staticcheck, errorlint, depguard's dependency arrows, ...)
+	golangci-lint run $(foreach m,$(MODULES),./$(m)/...)
+
+.PHONY: verify-tidy
+verify-tidy: ## Every go.mod (the modules and tools/) is tidy: go mod tidy -diff
+	@for m in $(MODULES) tools; do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
 		{ echo "$$m/go.mod is not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
+
+.PHONY: verify-generated
+verify-generated: $(GENERATORS) ## Regenerate into a temporary copy of the tree; fail when committed generated code differs
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+		scripts/copy-tree "$$tmp"; \
+		git -C "$$tmp" init -q && git -C "$$tmp" add -A; \
+		( $(call generate_in,"$$tmp") ) >/dev/null; \
+		stale=$$(git -C "$$tmp" diff --name-status; git -C "$$tmp" ls-files --others --exclude-standard | sed 's/^/new\t/'); \
+		if [ -n "$$stale" ]; then echo "$$stale"; git -C "$$tmp" --no-pager diff --stat; \
+			echo "generated code is stale: run 'make generate' and commit"; exit 1; fi
+
+.PHONY: check-generated
+check-generated: verify-generated ## Alias of verify-generated
+
+# buf breaking compares with the merge base of HEAD and BREAKING_BASE (main),
+# or with HEAD~1 when that is HEAD itself (on main, as in CI's clean clone).
+# No base is a failure, never a skip: a comparison that did not run would
+# look exactly like one that passed.
+BREAKING_BASE ?= main
+
+.PHONY: verify-buf
+verify-buf: $(BIN)/buf ## buf lint, buf format, buf breaking against the merge base with main (HEAD~1 on main)
 	buf lint
 	buf format --diff --exit-code
-	@if git rev-parse -q --verify main >/dev/null && git cat-file -e main:buf.yaml 2>/dev/null; then \
-		echo "buf breaking --against .git#branch=main"; buf breaking --against '.git#branch=main'; \
-	else echo "buf breaking: no landed main to compare against"; fi
+	@head=$$(git rev-parse HEAD); \
+		base=$$(git merge-base HEAD '$(BREAKING_BASE)' 2>/dev/null) || \
+			{ echo "verify-buf: HEAD and $(BREAKING_BASE) have no merge base (no branch $(BREAKING_BASE)?): nothing to run buf breaking against"; exit 1; }; \
+		if [ "$$base" = "$$head" ]; then \
+			base=$$(git rev-parse -q --verify 'HEAD~1^{commit}') || \
+				{ echo "verify-buf: HEAD is on $(BREAKING_BASE) and has no parent commit (shallow clone?): nothing to run buf breaking against"; exit 1; }; \
+		fi; \
+		git cat-file -e "$$base:buf.yaml" 2>/dev/null || \
+			{ echo "verify-buf: the base $$base has no buf.yaml: nothing to run buf breaking against"; exit 1; }; \
+		echo "buf breaking --against .git#ref=$$base"; buf breaking --against ".git#ref=$$base"
+
+.PHONY: verify-depguard-selftest
+verify-depguard-selftest: $(BIN)/golangci-lint ## Prove the depguard rules refuse wrong imports (planted in a temporary copy of the tree)
+	scripts/verify-depguard-selftest
 
 .PHONY: test
-test: check-generated lint ## Everything CI runs: generated code, lint, unit, contract and acceptance tests
-	go test $(GO_TEST_FLAGS) $(PKGS)
+test: verify ## Everything CI runs: verify, every test of proto, sandbox, nodeagent, core, runtimebootstrap with -race, then the black-box suites (test/)
+	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
+	go test $(GO_TEST_FLAGS) $(BLACKBOX_PKGS)
 
 .PHONY: test-short
-test-short: ## Unit tests only (-short), no services needed
-	go test -short $(GO_TEST_FLAGS) $(PKGS)
+test-short: ## Unit tests only (-short; -race outside test/): tests that need a service skip under -short
+	go test -short -race $(GO_TEST_FLAGS) $(RACE_PKGS)
+	go test -short $(GO_TEST_FLAGS) $(BLACKBOX_PKGS)
 
 .PHONY: check-sandbox-provider-contract
 check-sandbox-provider-contract: ## The shared provider contract suite and its validation tables

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func TestAgentWaitEndsWithTheCallersDeadline(t *testing.T) {
 	defer release()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	if _, err := a.GetInfo(ctx, ref); err != context.DeadlineExceeded {
+	if _, err := a.GetInfo(ctx, ref); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiting past the deadline: %v", err)
 	}
 	// Another allocation is not held up by the busy one.
@@ -153,7 +154,7 @@ func TestCreateOutlivesItsCaller(t *testing.T) {
 	cancel()
 	select {
 	case err := <-returned:
-		if err != context.Canceled {
+		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("caller got %v, want its context's error", err)
 		}
 	case <-time.After(5 * time.Second):

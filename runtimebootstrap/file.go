@@ -118,7 +118,7 @@ func validCoreURL(raw string) error {
 		return fmt.Errorf("must be an origin with an optional path and no user, query or fragment")
 	}
 	if strings.Contains(u.Path, "..") {
-		return fmt.Errorf("path must not contain ..")
+		return fmt.Errorf("path must not contain ..") //nolint:staticcheck // ST1005: ".." is the path element named, not punctuation
 	}
 	return nil
 }

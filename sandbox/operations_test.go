@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -170,13 +171,7 @@ func TestCheckImplements(t *testing.T) {
 	}
 	var ce *providercontract.ContractError
 	err := sandbox.CheckImplements(wrongShape{})
-	if !asContract(err, &ce) || ce.Operation != sandbox.OpObserveBatch {
+	if !errors.As(err, &ce) || ce.Operation != sandbox.OpObserveBatch {
 		t.Errorf("wrong signature not named: %v", err)
 	}
-}
-
-func asContract(err error, ce **providercontract.ContractError) bool {
-	c, ok := err.(*providercontract.ContractError)
-	*ce = c
-	return ok
 }

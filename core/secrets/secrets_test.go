@@ -41,7 +41,7 @@ func TestSealOpenBindsAdditionalData(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if s := fmt.Sprintf("%v %+v %#v %s", k, k, k, k); bytes.Contains([]byte(s), raw) || bytes.Contains([]byte(s), []byte(fmt.Sprint(raw))) {
+	if s := fmt.Sprintf("%v %+v %#v %s", k, k, k, k); bytes.Contains([]byte(s), raw) || bytes.Contains([]byte(s), []byte(fmt.Sprintf("%d", raw))) {
 		t.Fatal("key formatted")
 	}
 }

@@ -46,7 +46,7 @@ func TestSaveCAOnce(t *testing.T) {
 	}
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
 		if out := fmt.Sprintf(verb, loaded); strings.Contains(out, hex.EncodeToString(ca.KeyCiphertext[:8])) ||
-			strings.Contains(out, fmt.Sprint(ca.KeyCiphertext[:8])[1:10]) {
+			strings.Contains(out, fmt.Sprintf("%d", ca.KeyCiphertext[:8])[1:10]) {
 			t.Errorf("%s prints the key ciphertext: %s", verb, out)
 		}
 	}

@@ -142,7 +142,7 @@ func assertNoKeyMaterial(t *testing.T, what, s string, keyPEMs ...[]byte) {
 				raw, _ := ec.Bytes()
 				decimal := new(big.Int).SetBytes(raw).String()
 				if strings.Contains(s, fmt.Sprintf("%x", raw[:8])) || strings.Contains(s, fmt.Sprintf("%X", raw[:8])) ||
-					strings.Contains(s, strings.Trim(fmt.Sprint(raw[:6]), "[]")) || strings.Contains(s, decimal[:16]) {
+					strings.Contains(s, strings.Trim(fmt.Sprintf("%d", raw[:6]), "[]")) || strings.Contains(s, decimal[:16]) {
 					t.Fatalf("%s contains the private scalar", what)
 				}
 			}

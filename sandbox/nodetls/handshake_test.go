@@ -43,7 +43,7 @@ func newPair(t *testing.T) pair {
 
 func TestMutualHandshake(t *testing.T) {
 	p := newPair(t)
-	serverErr, clientErr, state := handshake(t, p.server, p.client)
+	state, serverErr, clientErr := handshake(t, p.server, p.client)
 	if serverErr != nil || clientErr != nil {
 		t.Fatalf("server error %v, client error %v", serverErr, clientErr)
 	}
@@ -54,7 +54,7 @@ func TestMutualHandshake(t *testing.T) {
 		t.Errorf("peer is %q, %v", got, err)
 	}
 	// Twice, to be sure nothing is cached into a weaker second handshake.
-	if serverErr, clientErr, _ := handshake(t, p.server, p.client); serverErr != nil || clientErr != nil {
+	if _, serverErr, clientErr := handshake(t, p.server, p.client); serverErr != nil || clientErr != nil {
 		t.Fatalf("second handshake: server error %v, client error %v", serverErr, clientErr)
 	}
 }
@@ -67,7 +67,7 @@ func TestServerRejectsClientFromAnotherCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	cert := issueCore(t, impostor, time.Now(), time.Hour)
-	serverErr, clientErr, _ := handshake(t, p.server, rogueClient(&cert))
+	_, serverErr, clientErr := handshake(t, p.server, rogueClient(&cert))
 	wantRejected(t, serverErr, clientErr, "server", "unknown authority")
 }
 
@@ -97,7 +97,7 @@ func TestServerRejectsWrongIdentity(t *testing.T) {
 		"Core's client cert, chain intact": {&p.coreCert, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			serverErr, clientErr, _ := handshake(t, p.server, rogueClient(tc.cert))
+			_, serverErr, clientErr := handshake(t, p.server, rogueClient(tc.cert))
 			if tc.want == "" {
 				if serverErr != nil || clientErr != nil {
 					t.Fatalf("control case failed: %v / %v", serverErr, clientErr)
@@ -136,7 +136,7 @@ func TestClientRejectsWrongServer(t *testing.T) {
 		"another node, presenting the CA": {tls.Certificate{Certificate: [][]byte{otherNode.Certificate[0], p.ca.Certificate().Raw}, PrivateKey: otherNode.PrivateKey}, "expected node " + p.nodeID},
 	} {
 		t.Run(name, func(t *testing.T) {
-			serverErr, clientErr, _ := handshake(t, rogueServer(tc.cert), p.client)
+			_, serverErr, clientErr := handshake(t, rogueServer(tc.cert), p.client)
 			if tc.want == "" {
 				if serverErr != nil || clientErr != nil {
 					t.Fatalf("control case failed: %v / %v", serverErr, clientErr)
@@ -156,13 +156,13 @@ func TestExpiredAndNotYetValid(t *testing.T) {
 	futureNode := issueNode(t, p.ca, p.nodeID, time.Now().Add(2*time.Hour), time.Hour)
 	futureCore := issueCore(t, p.ca, time.Now().Add(2*time.Hour), time.Hour)
 
-	serverErr, clientErr, _ := handshake(t, rogueServer(expiredNode), p.client)
+	_, serverErr, clientErr := handshake(t, rogueServer(expiredNode), p.client)
 	wantRejected(t, serverErr, clientErr, "client", "expired")
-	serverErr, clientErr, _ = handshake(t, rogueServer(futureNode), p.client)
+	_, serverErr, clientErr = handshake(t, rogueServer(futureNode), p.client)
 	wantRejected(t, serverErr, clientErr, "client", "not yet valid")
-	serverErr, clientErr, _ = handshake(t, p.server, rogueClient(&expiredCore))
+	_, serverErr, clientErr = handshake(t, p.server, rogueClient(&expiredCore))
 	wantRejected(t, serverErr, clientErr, "server", "expired")
-	serverErr, clientErr, _ = handshake(t, p.server, rogueClient(&futureCore))
+	_, serverErr, clientErr = handshake(t, p.server, rogueClient(&futureCore))
 	wantRejected(t, serverErr, clientErr, "server", "not yet valid")
 
 	// A node agent configured with its expired certificate is refused by
@@ -171,7 +171,7 @@ func TestExpiredAndNotYetValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serverErr, clientErr, _ = handshake(t, cfg, p.client)
+	_, serverErr, clientErr = handshake(t, cfg, p.client)
 	wantRejected(t, serverErr, clientErr, "client", "expired")
 }
 
@@ -192,7 +192,7 @@ func TestForgedCertificates(t *testing.T) {
 	}
 	for name, cert := range map[string]tls.Certificate{"self-signed": selfSigned, "claims the CA": claimed} {
 		t.Run("node "+name, func(t *testing.T) {
-			serverErr, clientErr, _ := handshake(t, rogueServer(cert), p.client)
+			_, serverErr, clientErr := handshake(t, rogueServer(cert), p.client)
 			wantRejected(t, serverErr, clientErr, "client", "unknown authority")
 		})
 	}
@@ -202,7 +202,7 @@ func TestForgedCertificates(t *testing.T) {
 	claimedCore := craft(t, &fakeCA, forgerKey, core.Subject, core.URIs[0].String(), core.ExtKeyUsage, now.Add(-time.Minute), now.Add(time.Hour))
 	for name, cert := range map[string]tls.Certificate{"self-signed": selfSignedCore, "claims the CA": claimedCore} {
 		t.Run("core "+name, func(t *testing.T) {
-			serverErr, clientErr, _ := handshake(t, p.server, rogueClient(&cert))
+			_, serverErr, clientErr := handshake(t, p.server, rogueClient(&cert))
 			wantRejected(t, serverErr, clientErr, "server", "unknown authority")
 		})
 	}
@@ -210,7 +210,7 @@ func TestForgedCertificates(t *testing.T) {
 	// A self-signed certificate posing as the CA itself, presented as a
 	// leaf: refused because it is a CA certificate.
 	caAsLeaf := tls.Certificate{Certificate: [][]byte{p.ca.Certificate().Raw}, PrivateKey: p.ca.key()}
-	serverErr, clientErr, _ := handshake(t, p.server, rogueClient(&caAsLeaf))
+	_, serverErr, clientErr := handshake(t, p.server, rogueClient(&caAsLeaf))
 	wantRejected(t, serverErr, clientErr, "server", "CA certificate")
 }
 
@@ -254,7 +254,7 @@ func TestPlaintextAndOldTLSRefused(t *testing.T) {
 	// TLS 1.2 is refused even with a valid certificate.
 	old := p.client.Clone()
 	old.MinVersion, old.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
-	serverErr, clientErr, _ := handshake(t, p.server, old)
+	_, serverErr, clientErr := handshake(t, p.server, old)
 	wantRejected(t, serverErr, clientErr, "server", "unsupported versions")
 }
 
@@ -319,7 +319,7 @@ func TestPinnedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if serverErr, clientErr, _ := handshake(t, enroll, pinned); serverErr != nil || clientErr != nil {
+	if _, serverErr, clientErr := handshake(t, enroll, pinned); serverErr != nil || clientErr != nil {
 		t.Fatalf("pinned handshake: server error %v, client error %v", serverErr, clientErr)
 	}
 
@@ -328,7 +328,7 @@ func TestPinnedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serverErr, clientErr, _ := handshake(t, enroll, wrongPin)
+	_, serverErr, clientErr := handshake(t, enroll, wrongPin)
 	wantRejected(t, serverErr, clientErr, "client", "did not present the pinned CA")
 
 	// An attacker with its own CA appends the (public) real CA certificate
@@ -368,7 +368,7 @@ func TestPinnedConfig(t *testing.T) {
 		"the real chain (control)":   {coreServer, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			serverErr, clientErr, _ := handshake(t, rogueServer(tc.cert), pinned)
+			_, serverErr, clientErr := handshake(t, rogueServer(tc.cert), pinned)
 			if tc.want == "" {
 				if serverErr != nil || clientErr != nil {
 					t.Fatalf("control case failed: %v / %v", serverErr, clientErr)

@@ -139,7 +139,7 @@ func rogueServer(cert tls.Certificate) *tls.Config {
 // server writes "ok" and the client reads it, so that a rejection by the
 // server after the client's side of a TLS 1.3 handshake completed still
 // surfaces as a client error.
-func handshake(t *testing.T, server, client *tls.Config) (serverErr, clientErr error, state tls.ConnectionState) {
+func handshake(t *testing.T, server, client *tls.Config) (state tls.ConnectionState, serverErr, clientErr error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -185,7 +185,7 @@ func handshake(t *testing.T, server, client *tls.Config) (serverErr, clientErr e
 		state = tc.ConnectionState()
 	}
 	serverErr = <-done
-	return serverErr, clientErr, state
+	return state, serverErr, clientErr
 }
 
 // wantRejected asserts that the handshake failed on both ends and that the

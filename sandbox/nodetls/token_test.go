@@ -157,7 +157,7 @@ func TestTokenNeverPrintsSecret(t *testing.T) {
 		encoded[:12],
 		hex.EncodeToString(raw)[:16],
 		strings.ToUpper(hex.EncodeToString(raw)[:16]),
-		strings.Trim(fmt.Sprint(raw[:4]), "[]"), // decimal bytes
+		strings.Trim(fmt.Sprintf("%d", raw[:4]), "[]"), // decimal bytes
 		string(raw[:8]),
 	}
 	type exported struct{ Tok Token }

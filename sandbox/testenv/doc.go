@@ -15,6 +15,10 @@
 //
 // Both messages name the variable and the command that provides it.
 //
+// Under -short (`make test-short`) every helper skips, set or not, CI or
+// not: -short is the run that needs no service, and it must stay that way
+// when the services happen to be up and their variables exported.
+//
 // Why: a developer running `go test ./...` on a laptop without the services
 // should get a quick, green run of everything else, so a skip is right
 // there. In CI the acceptance and contract tests are the point of the run;

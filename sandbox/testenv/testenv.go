@@ -13,24 +13,25 @@ const (
 )
 
 // DockerHost returns the Docker Engine address for tests
-// (BERTH_TEST_DOCKER_HOST). When it is not set, the test fails under CI=true
-// and is skipped otherwise.
+// (BERTH_TEST_DOCKER_HOST). Under -short the test is skipped; when the
+// variable is not set, the test fails under CI=true and is skipped otherwise.
 func DockerHost(t testing.TB) string {
 	t.Helper()
 	return require(t, DockerHostEnv, "a Docker Engine")
 }
 
 // DatabaseURL returns the PostgreSQL connection URL for tests
-// (BERTH_TEST_DATABASE_URL). When it is not set, the test fails under CI=true
-// and is skipped otherwise.
+// (BERTH_TEST_DATABASE_URL). Under -short the test is skipped; when the
+// variable is not set, the test fails under CI=true and is skipped otherwise.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
 	return require(t, DatabaseURLEnv, "a PostgreSQL database")
 }
 
 // RuntimeImage returns the id of the runtime image built by
-// scripts/build-runtime-image (BERTH_TEST_RUNTIME_IMAGE). When it is not
-// set, the test fails under CI=true and is skipped otherwise.
+// scripts/build-runtime-image (BERTH_TEST_RUNTIME_IMAGE). Under -short the
+// test is skipped; when the variable is not set, the test fails under
+// CI=true and is skipped otherwise.
 func RuntimeImage(t testing.TB) string {
 	t.Helper()
 	return require(t, RuntimeImageEnv, "the Berth runtime image")
@@ -42,8 +43,26 @@ func InCI() bool {
 	return os.Getenv("CI") == "true"
 }
 
+// SkipShort skips the test under -short, naming what it needs. The helpers
+// of this package do the same; a test that needs a service it does not get
+// from them (a private engine or database it starts itself) calls it first.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if short() {
+		t.Skipf("-short: skipping, this test needs %s; run it without -short (make test)", what)
+	}
+}
+
+// short is testing.Short, a variable so that this package's own tests can
+// run both ways.
+var short = testing.Short
+
 func require(t testing.TB, name, what string) string {
 	t.Helper()
+	if short() {
+		SkipShort(t, what+" ("+name+")")
+		return "" // reached only when t.Skipf returns (a recording testing.TB)
+	}
 	if v := os.Getenv(name); v != "" {
 		return v
 	}

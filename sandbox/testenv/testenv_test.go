@@ -18,7 +18,15 @@ func (r *recorder) Fatalf(format string, args ...any) { r.fatal = fmt.Sprintf(fo
 
 func (r *recorder) Skipf(format string, args ...any) { r.skip = fmt.Sprintf(format, args...) }
 
+// setShort makes the helpers see -short as on for the rest of the test.
+func setShort(t *testing.T, on bool) {
+	saved := short
+	short = func() bool { return on }
+	t.Cleanup(func() { short = saved })
+}
+
 func TestPresent(t *testing.T) {
+	setShort(t, false)
 	t.Setenv(DockerHostEnv, "unix:///tmp/x.sock")
 	t.Setenv(DatabaseURLEnv, "postgres:///db")
 	r := &recorder{TB: t}
@@ -40,6 +48,7 @@ func TestMissing(t *testing.T) {
 			DatabaseURLEnv: DatabaseURL,
 		} {
 			t.Run(name+"/CI="+ci, func(t *testing.T) {
+				setShort(t, false)
 				t.Setenv("CI", ci)
 				t.Setenv(name, "")
 				r := &recorder{TB: t}
@@ -60,5 +69,51 @@ func TestMissing(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestShort: under -short every helper skips, whether its variable is set
+// or not and even under CI=true, so that `make test-short` never reaches a
+// service.
+func TestShort(t *testing.T) {
+	for _, set := range []bool{true, false} {
+		for name, get := range map[string]func(testing.TB) string{
+			DockerHostEnv:   DockerHost,
+			DatabaseURLEnv:  DatabaseURL,
+			RuntimeImageEnv: RuntimeImage,
+		} {
+			t.Run(fmt.Sprintf("%s/set=%v", name, set), func(t *testing.T) {
+				setShort(t, true)
+				t.Setenv("CI", "true")
+				t.Setenv(name, "")
+				if set {
+					t.Setenv(name, "some-service")
+				}
+				r := &recorder{TB: t}
+				if got := get(r); got != "" {
+					t.Errorf("returned %q under -short", got)
+				}
+				if r.fatal != "" {
+					t.Errorf("failed under -short: %q", r.fatal)
+				}
+				for _, want := range []string{"-short", name} {
+					if !strings.Contains(r.skip, want) {
+						t.Errorf("skip message %q does not name %q", r.skip, want)
+					}
+				}
+			})
+		}
+	}
+	r := &recorder{TB: t}
+	setShort(t, true)
+	SkipShort(r, "a private PostgreSQL")
+	if !strings.Contains(r.skip, "-short") || !strings.Contains(r.skip, "a private PostgreSQL") {
+		t.Errorf("SkipShort message %q", r.skip)
+	}
+	setShort(t, false)
+	r = &recorder{TB: t}
+	SkipShort(r, "a private PostgreSQL")
+	if r.skip != "" {
+		t.Errorf("SkipShort skipped without -short: %q", r.skip)
 	}
 }

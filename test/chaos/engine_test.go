@@ -51,10 +51,11 @@ type dockerd struct {
 }
 
 // startDockerd starts a private engine and loads the runtime image into
-// it. It skips (fails under CI=true) without the test services' engine
-// binaries and containerd.
+// it. It skips under -short, and (fails under CI=true) without the test
+// services' engine binaries and containerd.
 func startDockerd(t testing.TB) *dockerd {
 	t.Helper()
+	testenv.SkipShort(t, "a private Docker Engine")
 	for _, p := range []string{filepath.Join(engineBinDir, "dockerd"), containerdSocket} {
 		if _, err := os.Stat(p); err != nil || os.Geteuid() != 0 {
 			msg := "a private Docker Engine needs root, " + p + " (scripts/test-services up builds and starts them)"

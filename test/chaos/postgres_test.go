@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"berth.dev/sandbox/testenv"
 )
@@ -37,9 +36,11 @@ func pgBinDir() string {
 
 // startPostgres initialises and starts a private server on a Unix socket
 // (no TCP), owned by the postgres user (initdb refuses root). It skips
-// (fails under CI=true) when the binaries or the postgres user are missing.
+// under -short, and (fails under CI=true) when the binaries or the postgres
+// user are missing.
 func startPostgres(t testing.TB) *postgres {
 	t.Helper()
+	testenv.SkipShort(t, "a private PostgreSQL server")
 	bin := pgBinDir()
 	pgUser, err := user.Lookup("postgres")
 	if bin == "" || err != nil || os.Geteuid() != 0 {
@@ -103,12 +104,4 @@ func (p *postgres) crash() {
 	if out, err := p.run("pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "30", "stop"); err != nil {
 		p.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
 	}
-}
-
-// restart crashes the server, keeps it down for down and starts it again.
-func (p *postgres) restart(down time.Duration) {
-	p.t.Helper()
-	p.crash()
-	time.Sleep(down)
-	p.start()
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -126,7 +127,7 @@ func (c *cluster) turnOutput(name string) string {
 	var b strings.Builder
 	for {
 		m, err := st.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return b.String()
 		}
 		if err != nil {
