@@ -130,13 +130,13 @@ func TestPaginatePassesListErrorsOn(t *testing.T) {
 	fetchErr := errors.New("list numbers: query failed")
 	failing := ks
 	failing.Fetch = func(context.Context, int, int) ([]int, error) { return nil, fetchErr }
-	if _, _, err := Paginate(context.Background(), p, 10, "", failing); err != fetchErr {
+	if _, _, err := Paginate(context.Background(), p, 10, "", failing); !errors.Is(err, fetchErr) {
 		t.Errorf("fetch error came back as %v", err)
 	}
 	cursorErr := errors.New("list numbers: corrupt row")
 	failing = ks
 	failing.Cursor = func(int) ([]byte, error) { return nil, cursorErr }
-	if _, _, err := Paginate(context.Background(), p, 10, "", failing); err != cursorErr {
+	if _, _, err := Paginate(context.Background(), p, 10, "", failing); !errors.Is(err, cursorErr) {
 		t.Errorf("cursor error came back as %v", err)
 	}
 }

@@ -12,9 +12,9 @@ import (
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errdefs/errdefstest"
 	"berth.dev/sandbox/redacttest"
 
-	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment"
 	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/secrets"
@@ -23,12 +23,12 @@ import (
 func TestPreviewDockerBeforeFirstCommit(t *testing.T) {
 	f := deploymenttest.New(t)
 	d, err := f.Svc.Get(f.Ctx)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d.Generation != 0 || d.ProviderKind != "" {
 		t.Fatalf("deployment before the first commit: %+v", d)
 	}
 	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DockerCandidate())
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !p.Changed || p.ExpectedGeneration != 0 || p.Deployment.Generation != 1 ||
 		p.Deployment.ProviderKind != "docker" || string(p.Deployment.Public) != "{}" ||
 		p.Deployment.HasCredential || p.Deployment.Specification != deploymenttest.DefaultSpec() {
@@ -42,25 +42,25 @@ func TestPreviewDockerBeforeFirstCommit(t *testing.T) {
 func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	f := deploymenttest.New(t)
 	d, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d.Generation != 1 || d.ProviderKind != "docker" || d.HasCredential || d.CommitTime.IsZero() ||
 		d.Specification != deploymenttest.DefaultSpec() {
 		t.Fatalf("commit %+v", d)
 	}
 	got, err := f.Svc.Get(f.Ctx)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if got.Generation != 1 || got.ProviderKind != "docker" || string(got.Public) != "{}" {
 		t.Fatalf("get %+v", got)
 	}
 
 	// The same candidate again: no change, no new generation.
 	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DockerCandidate())
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if p.Changed || p.ExpectedGeneration != 1 || p.Deployment.Generation != 1 {
 		t.Fatalf("preview of the current deployment %+v", p)
 	}
 	again, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 1)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if again.Generation != 1 || f.Generations(t) != 1 {
 		t.Fatalf("equal commit made generation %d (%d stored)", again.Generation, f.Generations(t))
 	}
@@ -69,12 +69,12 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	c := deploymenttest.DockerCandidate()
 	c.Specification.MaxActive = 8
 	p, err = f.Svc.Preview(f.Ctx, c)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !p.Changed || p.Deployment.Generation != 2 || p.ExpectedGeneration != 1 {
 		t.Fatalf("preview of a change %+v", p)
 	}
 	d2, err := f.Svc.Commit(f.Ctx, c, p.ExpectedGeneration)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d2.Generation != 2 || d2.Specification.MaxActive != 8 {
 		t.Fatalf("second commit %+v", d2)
 	}
@@ -83,22 +83,22 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 func TestCommitStaleExpectedGenerationWritesNothing(t *testing.T) {
 	f := deploymenttest.New(t)
 	_, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	c := deploymenttest.DockerCandidate()
 	c.Specification.MaxActive = 9
 	for _, expected := range []uint64{0, 2, 5} {
 		_, err = f.Svc.Commit(f.Ctx, c, expected)
-		admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
+		errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	}
 	// A retry of the first commit after a lost response is refused too,
 	// even though it equals the current deployment.
 	_, err = f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
-	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
+	errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	if n := f.Generations(t); n != 1 {
 		t.Fatalf("%d generations stored, want 1", n)
 	}
 	d, err := f.Svc.Get(f.Ctx)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d.Generation != 1 || d.Specification.MaxActive != deploymenttest.DefaultSpec().MaxActive {
 		t.Fatalf("current %+v", d)
 	}
@@ -158,9 +158,9 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, err := f.Svc.Preview(f.Ctx, tc.c)
-		admintest.WantField(t, err, tc.field)
+		errdefstest.WantField(t, err, tc.field)
 		_, err = f.Svc.Commit(f.Ctx, tc.c, 0)
-		admintest.WantField(t, err, tc.field)
+		errdefstest.WantField(t, err, tc.field)
 		if strings.Contains(err.Error(), "s3cret-value") {
 			t.Fatalf("%s: error echoes the credential", tc.name)
 		}
@@ -169,7 +169,7 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 		t.Fatalf("rejected candidates wrote %d generations", n)
 	}
 	d, err := f.Svc.Get(f.Ctx)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d.Generation != 0 {
 		t.Fatalf("deployment after rejected candidates: %+v", d)
 	}
@@ -179,18 +179,18 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 	f := deploymenttest.New(t)
 	const token = "tok-123-s3cret"
 	d, err := f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", token), 0)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d.Generation != 1 || !d.HasCredential || string(d.Public) != `{"region":"eu"}` {
 		t.Fatalf("commit %+v", d)
 	}
 	g, err := f.St.GetGeneration(f.Ctx, 1)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !g.HasCredential() || bytes.Contains(g.CredentialCiphertext, []byte(token)) ||
 		bytes.Contains(g.PublicConfig, []byte(token)) || bytes.Contains(g.Observations, []byte(token)) {
 		t.Fatalf("credential stored in the clear")
 	}
 	plain, err := deployment.OpenCredential(f.Key, f.InstallationID, g)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if string(plain) != token {
 		t.Fatalf("opened credential differs")
 	}
@@ -199,46 +199,46 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 	moved := g
 	moved.Generation = 2
 	_, err = deployment.OpenCredential(f.Key, f.InstallationID, moved)
-	admintest.WantClass(t, err, secrets.ErrOpen)
+	errdefstest.WantClass(t, err, secrets.ErrOpen)
 	_, err = deployment.OpenCredential(f.Key, uuid.New(), g)
-	admintest.WantClass(t, err, secrets.ErrOpen)
+	errdefstest.WantClass(t, err, secrets.ErrOpen)
 	other, _, err := secrets.NewKey()
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	_, err = deployment.OpenCredential(other, f.InstallationID, g)
-	admintest.WantClass(t, err, secrets.ErrOpen)
+	errdefstest.WantClass(t, err, secrets.ErrOpen)
 	_, err = f.Key.Open(g.CredentialNonce, g.CredentialCiphertext, secrets.DeviceCredential(f.InstallationID, uuid.New()))
-	admintest.WantClass(t, err, secrets.ErrOpen)
+	errdefstest.WantClass(t, err, secrets.ErrOpen)
 
 	// The same selectors and credential: no change. Another credential or
 	// region: a new generation, sealed for generation 2.
 	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DirectCandidate("eu", token))
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if p.Changed {
 		t.Fatalf("equal candidate previewed as a change")
 	}
 	p, err = f.Svc.Preview(f.Ctx, deploymenttest.DirectCandidate("eu", "another-token"))
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !p.Changed {
 		t.Fatalf("new credential previewed as no change")
 	}
 	_, err = f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", "another-token"), 1)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	g2, err := f.St.GetGeneration(f.Ctx, 2)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	plain, err = deployment.OpenCredential(f.Key, f.InstallationID, g2)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if string(plain) != "another-token" {
 		t.Fatalf("generation 2 credential differs")
 	}
 	// Generation 1 keeps its own credential.
 	plain, err = deployment.OpenCredential(f.Key, f.InstallationID, g)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if string(plain) != token {
 		t.Fatalf("generation 1 credential changed")
 	}
 
 	got, err := f.Svc.Get(f.Ctx)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if s := fmt.Sprintf("%+v", got); strings.Contains(s, "another-token") {
 		t.Fatalf("Get carries the credential")
 	}

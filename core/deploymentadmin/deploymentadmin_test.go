@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
@@ -33,7 +34,7 @@ func specProto() *adminv1.Specification {
 func object(t *testing.T, m map[string]any) *structpb.Struct {
 	t.Helper()
 	s, err := structpb.NewStruct(m)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return s
 }
 
@@ -43,14 +44,14 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	ctx := c.authed(f.Ctx)
 
 	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d := got.GetDeployment(); d.GetName() != "deployment" || d.GetGeneration() != 0 || d.GetProviderKind() != "" {
 		t.Fatalf("deployment before the first commit: %v", d)
 	}
 
 	cand := &adminv1.DeploymentCandidate{ProviderKind: "docker", Configuration: object(t, nil), Specification: specProto()}
 	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !pv.GetChanged() || pv.GetExpectedGeneration() != 0 || pv.GetDeployment().GetGeneration() != 1 ||
 		pv.GetDeployment().GetProviderKind() != "docker" || len(pv.GetDeployment().GetConfiguration().GetFields()) != 0 ||
 		pv.GetDeployment().GetCommitTime() != nil || pv.GetDeployment().GetSpecification().GetMaxActive() != 4 {
@@ -58,14 +59,14 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	}
 
 	cm, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: pv.GetExpectedGeneration()})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d := cm.GetDeployment(); d.GetGeneration() != 1 || d.GetCommitTime() == nil || d.GetHasCredential() ||
 		d.GetSpecification().GetSuspension() != nil {
 		t.Fatalf("commit %v", d)
 	}
 
 	got, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if d := got.GetDeployment(); d.GetGeneration() != 1 || d.GetProviderKind() != "docker" ||
 		d.GetSpecification().GetCpuMillis() != 1000 || !d.GetCommitTime().AsTime().Equal(cm.GetDeployment().GetCommitTime().AsTime()) {
 		t.Fatalf("get %v", d)
@@ -139,18 +140,18 @@ func TestGRPCCredentialIsWriteOnly(t *testing.T) {
 		Specification: specProto(),
 	}
 	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	cm, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	for _, d := range []*adminv1.Deployment{pv.GetDeployment(), cm.GetDeployment(), got.GetDeployment()} {
 		if !d.GetHasCredential() || d.GetConfiguration().GetFields()["region"].GetStringValue() != "eu" ||
 			d.GetObservations().GetFields()["zone_count"].GetNumberValue() != 3 {
 			t.Fatalf("deployment %v", d)
 		}
 		b, err := protojson.Marshal(d)
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if strings.Contains(string(b), token) {
 			t.Fatalf("a response carries the credential")
 		}

@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errdefs/errdefstest"
 	"berth.dev/sandbox/nodetls"
 
-	"berth.dev/core/admin/admintest"
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/store"
@@ -23,7 +23,7 @@ import (
 func TestCreateEnrollmentToken(t *testing.T) {
 	f := enrollmenttest.New(t)
 	issued, err := f.Tokens.Create(f.Ctx, uuid.New(), 90*time.Minute)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	tok, err := nodetls.ParseToken(issued.Text.Reveal())
 	if err != nil {
 		t.Fatalf("token text does not parse: %v", err)
@@ -46,9 +46,9 @@ func TestCreateEnrollmentToken(t *testing.T) {
 	}
 	// The text enrolls a node.
 	res, err := f.Enroll.Enroll(f.Ctx, issued.Text.Reveal(), enrollmenttest.NewCSR(t), "node.test:7443")
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	used, err := f.St.GetEnrollmentToken(f.Ctx, rec.ID)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if used.NodeID == nil || *used.NodeID != res.NodeID {
 		t.Fatalf("token used by %v, want node %v", used.NodeID, res.NodeID)
 	}
@@ -58,10 +58,10 @@ func TestCreateEnrollmentTokenRetry(t *testing.T) {
 	f := enrollmenttest.New(t)
 	req := uuid.New()
 	first, err := f.Tokens.Create(f.Ctx, req, time.Hour)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	// The response was lost: the retry re-issues the same token.
 	second, err := f.Tokens.Create(f.Ctx, req, time.Hour)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if second.Token.ID != first.Token.ID || !second.Token.ExpiresAt.Equal(first.Token.ExpiresAt) {
 		t.Fatalf("retry gave token %s expiring %v, want %s expiring %v",
 			second.Token.ID, second.Token.ExpiresAt, first.Token.ID, first.Token.ExpiresAt)
@@ -70,7 +70,7 @@ func TestCreateEnrollmentTokenRetry(t *testing.T) {
 		t.Fatal("retry returned the same text: Core cannot know it")
 	}
 	tok, err := nodetls.ParseToken(second.Text.Reveal())
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if tok.ID() != first.Token.ID || !bytes.Equal(f.StoredSecretHash(t, tok.ID()), tok.SecretHash()) {
 		t.Fatal("the retry's text is not what the store now checks")
 	}
@@ -79,29 +79,29 @@ func TestCreateEnrollmentTokenRetry(t *testing.T) {
 	}
 	// The earlier text stops working; the new one enrolls.
 	_, err = f.Enroll.Enroll(f.Ctx, first.Text.Reveal(), enrollmenttest.NewCSR(t), "node.test:7443")
-	admintest.WantClass(t, err, enrollment.ErrRejected)
+	errdefstest.WantClass(t, err, enrollment.ErrRejected)
 	_, err = f.Enroll.Enroll(f.Ctx, second.Text.Reveal(), enrollmenttest.NewCSR(t), "node.test:7443")
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 
 	// Used meanwhile: refused, and the used token keeps its secret.
 	hash := f.StoredSecretHash(t, tok.ID())
 	_, err = f.Tokens.Create(f.Ctx, req, time.Hour)
-	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
+	errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	if !bytes.Equal(f.StoredSecretHash(t, tok.ID()), hash) {
 		t.Fatal("a refused retry replaced the secret of a used token")
 	}
 	// The same request id with another ttl is another request.
 	_, err = f.Tokens.Create(f.Ctx, req, 2*time.Hour)
-	admintest.WantClass(t, err, errdefs.ErrExists)
+	errdefstest.WantClass(t, err, errdefs.ErrExists)
 
 	// Revoked meanwhile: refused.
 	req2 := uuid.New()
 	revoked, err := f.Tokens.Create(f.Ctx, req2, time.Hour)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	_, err = f.Tokens.Revoke(f.Ctx, revoked.Token.ID)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	_, err = f.Tokens.Create(f.Ctx, req2, time.Hour)
-	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
+	errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 }
 
 func TestCreateEnrollmentTokenConcurrentRetries(t *testing.T) {
@@ -117,12 +117,12 @@ func TestCreateEnrollmentTokenConcurrentRetries(t *testing.T) {
 	wg.Wait()
 	working := 0
 	for i := range calls {
-		admintest.Must(t, errs[i])
+		errdefstest.Must(t, errs[i])
 		if issued[i].Token.ID != issued[0].Token.ID {
 			t.Fatalf("one request made tokens %s and %s", issued[0].Token.ID, issued[i].Token.ID)
 		}
 		tok, err := nodetls.ParseToken(issued[i].Text.Reveal())
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if bytes.Equal(f.StoredSecretHash(t, tok.ID()), tok.SecretHash()) {
 			working++
 		}
@@ -142,17 +142,17 @@ func TestCreateEnrollmentTokenValidates(t *testing.T) {
 	if err == nil {
 		t.Fatal("request id uuid.Nil accepted")
 	}
-	admintest.WantField(t, err, "request_id")
+	errdefstest.WantField(t, err, "request_id")
 	for _, ttl := range []time.Duration{0, -time.Hour, time.Second, time.Minute - time.Microsecond, nodetls.MaxTokenTTL + time.Second} {
 		_, err := f.Tokens.Create(f.Ctx, uuid.New(), ttl)
 		if err == nil {
 			t.Fatalf("ttl %s accepted", ttl)
 		}
-		admintest.WantField(t, err, "ttl")
+		errdefstest.WantField(t, err, "ttl")
 	}
 	for _, ttl := range []time.Duration{enrollment.MinTokenTTL, enrollment.MaxTokenTTL} {
 		issued, err := f.Tokens.Create(f.Ctx, uuid.New(), ttl)
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if got := issued.Token.ExpiresAt.Sub(issued.Token.CreatedAt); got != ttl {
 			t.Errorf("ttl %s stored as %s", ttl, got)
 		}
@@ -178,7 +178,7 @@ func TestListEnrollmentTokens(t *testing.T) {
 		var after store.TokenCursor
 		for {
 			page, err := f.Tokens.List(f.Ctx, after, size, includeInactive)
-			admintest.Must(t, err)
+			errdefstest.Must(t, err)
 			sizes = append(sizes, len(page))
 			for _, tok := range page {
 				got = append(got, tok.ID)
@@ -199,9 +199,9 @@ func TestListEnrollmentTokens(t *testing.T) {
 	// Used, revoked and expired tokens only when inactive ones are asked for.
 	used := f.Issue(t, time.Hour)
 	_, err := f.Enroll.Enroll(f.Ctx, used.Text.Reveal(), enrollmenttest.NewCSR(t), "node.test:7443")
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	_, err = f.Tokens.Revoke(f.Ctx, want[4])
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	expired := f.ExpiredToken(t)
 	got, _ = list(false)
 	if wantActive := slices.Delete(slices.Clone(want), 4, 5); !slices.Equal(got, wantActive) {
@@ -215,7 +215,7 @@ func TestListEnrollmentTokens(t *testing.T) {
 	// A limit outside the store's bounds is refused, naming it.
 	for _, limit := range []int{0, -1} {
 		_, err = f.Tokens.List(f.Ctx, store.TokenCursor{}, limit, false)
-		admintest.WantField(t, err, "limit")
+		errdefstest.WantField(t, err, "limit")
 	}
 }
 
@@ -224,40 +224,40 @@ func TestRevokeEnrollmentToken(t *testing.T) {
 	issued := f.Issue(t, time.Hour)
 	id := issued.Token.ID
 	first, err := f.Tokens.Revoke(f.Ctx, id)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if first.RevokedAt == nil || first.ID != issued.Token.ID {
 		t.Fatalf("revoked token %+v", first)
 	}
 	again, err := f.Tokens.Revoke(f.Ctx, id)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if again.RevokedAt == nil || !again.RevokedAt.Equal(*first.RevokedAt) {
 		t.Errorf("second revocation changed the time: %v then %v", first.RevokedAt, again.RevokedAt)
 	}
 	_, err = f.Enroll.Enroll(f.Ctx, issued.Text.Reveal(), enrollmenttest.NewCSR(t), "node.test:7443")
-	admintest.WantClass(t, err, enrollment.ErrRejected)
+	errdefstest.WantClass(t, err, enrollment.ErrRejected)
 
 	// Expired: unchanged.
 	expired := f.ExpiredToken(t)
 	tok, err := f.Tokens.Revoke(f.Ctx, expired)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !tok.Expired || tok.RevokedAt != nil {
 		t.Errorf("revoking an expired token gave %+v", tok)
 	}
 	// Used: refused.
 	used := f.Issue(t, time.Hour)
 	_, err = f.Enroll.Enroll(f.Ctx, used.Text.Reveal(), enrollmenttest.NewCSR(t), "node.test:7443")
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	_, err = f.Tokens.Revoke(f.Ctx, used.Token.ID)
-	admintest.WantClass(t, err, errdefs.ErrFailedPrecondition)
+	errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 
 	_, err = f.Tokens.Revoke(f.Ctx, strings.Repeat("ab", 16))
-	admintest.WantClass(t, err, errdefs.ErrNotFound)
+	errdefstest.WantClass(t, err, errdefs.ErrNotFound)
 }
 
 // allTokens lists every stored token, used, revoked and expired ones too.
 func allTokens(t *testing.T, f enrollmenttest.Fixture) []store.EnrollmentToken {
 	t.Helper()
 	page, err := f.Tokens.List(f.Ctx, store.TokenCursor{}, store.MaxPageSize, true)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return page
 }

@@ -9,6 +9,7 @@ import (
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
@@ -36,7 +37,7 @@ func TestGetInstallationConverts(t *testing.T) {
 	ctx := admintest.Authed(t.Context(), token)
 
 	resp, err := client.GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	got := resp.GetInstallation()
 	if got.GetName() != "installation" || got.GetId() != inst.ID || got.GetPublicUrl() != inst.PublicURL ||
 		!got.GetCreateTime().AsTime().Equal(inst.CreateTime) || got.GetOwnerEpoch() != 7 ||

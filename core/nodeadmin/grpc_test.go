@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errdefs/errdefstest"
 	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/admin"
@@ -84,7 +85,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	// Create with ttl unset: one hour.
 	req := uuid.NewString()
 	created, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	text := created.GetTokenText()
 	tok, err := nodetls.ParseToken(text)
 	if err != nil {
@@ -105,7 +106,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 
 	// A retry, with the default spelled out: the same token, new text.
 	retried, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: req, Ttl: durationpb.New(time.Hour)})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if retried.GetEnrollmentToken().GetName() != et.GetName() {
 		t.Fatalf("retry made %s, want %s", retried.GetEnrollmentToken().GetName(), et.GetName())
 	}
@@ -113,7 +114,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 		t.Fatal("retry returned the earlier text")
 	}
 	newTok, err := nodetls.ParseToken(retried.GetTokenText())
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !bytes.Equal(f.StoredSecretHash(t, tok.ID()), newTok.SecretHash()) {
 		t.Fatal("the retry's text is not what the store now checks")
 	}
@@ -143,7 +144,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	want := []string{et.GetName()}
 	for range 4 {
 		r, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		want = append(want, r.GetEnrollmentToken().GetName())
 		texts = append(texts, r.GetTokenText())
 	}
@@ -152,7 +153,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	pages := 0
 	for {
 		resp, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 2, PageToken: pageToken})
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		wantNoSecret(t, "ListEnrollmentTokens", resp, nil, texts...)
 		pages++
 		for _, et := range resp.GetEnrollmentTokens() {
@@ -170,15 +171,15 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 
 	// Use one token, revoke another.
 	enrolled, err := f.Enroll.Enroll(f.Ctx, retried.GetTokenText(), enrollmenttest.NewCSR(t), "node.test:7443")
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	revoked, err := c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[1]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	wantNoSecret(t, "RevokeEnrollmentToken", revoked, nil, texts...)
 	if r := revoked.GetEnrollmentToken(); r.GetState() != adminv1.EnrollmentToken_STATE_REVOKED || r.GetRevokeTime() == nil {
 		t.Fatalf("revoked token %v", r)
 	}
 	again, err := c.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: want[1]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !proto.Equal(again.GetEnrollmentToken(), revoked.GetEnrollmentToken()) {
 		t.Fatalf("revoking again changed the token: %v", again.GetEnrollmentToken())
 	}
@@ -197,9 +198,9 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 
 	// Only the three active tokens by default; all five with show_inactive.
 	active, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	all, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{ShowInactive: true})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	wantNoSecret(t, "ListEnrollmentTokens", all, nil, texts...)
 	if len(active.GetEnrollmentTokens()) != 3 || len(all.GetEnrollmentTokens()) != 5 {
 		t.Fatalf("%d active and %d tokens, want 3 and 5", len(active.GetEnrollmentTokens()), len(all.GetEnrollmentTokens()))
@@ -211,7 +212,7 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 	}
 	// The node names its token; no node call carries text either.
 	node, err := c.GetNode(ctx, &adminv1.GetNodeRequest{Name: used.GetNode()})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	wantNoSecret(t, "GetNode", node, nil, texts...)
 	if node.GetNode().GetEnrollmentToken() != used.GetName() {
 		t.Fatalf("node's enrollment_token %q, want %q", node.GetNode().GetEnrollmentToken(), used.GetName())
@@ -230,7 +231,7 @@ func TestGRPCNodes(t *testing.T) {
 	}
 
 	resp, err := c.GetNode(ctx, &adminv1.GetNodeRequest{Name: names[0]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	n := resp.GetNode()
 	if n.GetName() != names[0] || "nodes/"+n.GetId() != names[0] || n.GetAdvertiseAddress() != "node.test:7443" ||
 		n.GetState() != adminv1.Node_STATE_ENROLLED || n.GetEnrollTime() == nil ||
@@ -282,7 +283,7 @@ func TestGRPCNodes(t *testing.T) {
 			}
 			continue
 		}
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if got.GetState() != st.want || got.GetName() != names[0] {
 			t.Fatalf("%s: node %s is %v, want %v", st.what, got.GetName(), got.GetState(), st.want)
 		}
@@ -303,7 +304,7 @@ func TestGRPCNodes(t *testing.T) {
 		pageToken := ""
 		for {
 			resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: pageToken, ShowRemoved: showRemoved})
-			admintest.Must(t, err)
+			errdefstest.Must(t, err)
 			for _, n := range resp.GetNodes() {
 				got = append(got, n.GetName())
 			}
@@ -374,7 +375,7 @@ func TestGRPCValidatesRequests(t *testing.T) {
 	// Page tokens belong to one listing: one method, one filter.
 	f.EnrollNode(t)
 	nodePage, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 1, ShowRemoved: true})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if nodePage.GetNextPageToken() == "" {
 		t.Fatal("no next page of nodes")
 	}
@@ -386,7 +387,7 @@ func TestGRPCValidatesRequests(t *testing.T) {
 	// Two tokens are active (the enrolled nodes' are used): a next page.
 	f.Issue(t, time.Hour)
 	tokenPage, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 1})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	next := tokenPage.GetNextPageToken()
 	if next == "" {
 		t.Fatal("no next page of enrollment tokens")
@@ -401,7 +402,7 @@ func TestGRPCValidatesRequests(t *testing.T) {
 	admintest.WantInvalidField(t, err, "page_size")
 	// The token itself is good: the listing goes on with it.
 	rest, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 1, PageToken: next})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if len(rest.GetEnrollmentTokens()) != 1 || rest.GetNextPageToken() != "" ||
 		rest.GetEnrollmentTokens()[0].GetName() == tokenPage.GetEnrollmentTokens()[0].GetName() {
 		t.Fatalf("second page %v after %v", rest.GetEnrollmentTokens(), tokenPage.GetEnrollmentTokens())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
@@ -26,7 +27,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	f := enrollmenttest.New(t)
 	registry, err := nodes.NewRegistry(f.St)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return fixture{Fixture: f, registry: registry}
 }
 
@@ -34,7 +35,7 @@ func newFixture(t *testing.T) fixture {
 func (f fixture) allTokens(t *testing.T) []store.EnrollmentToken {
 	t.Helper()
 	page, err := f.Tokens.List(f.Ctx, store.TokenCursor{}, store.MaxPageSize, true)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return page
 }
 
@@ -49,11 +50,11 @@ func (f fixture) serve(t *testing.T) client {
 	t.Helper()
 	key := make([]byte, admin.MinPageTokenKeyBytes)
 	_, err := rand.Read(key)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	pages, err := admin.NewPageTokens(key)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	srv, err := nodeadmin.NewServer(f.Tokens, f.registry, pages, nil)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	cc, token := admintest.Serve(t, admin.Options{Nodes: srv})
 	return client{NodeServiceClient: adminv1.NewNodeServiceClient(cc), token: token}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errdefs/errdefstest"
 
-	"berth.dev/core/admin/admintest"
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/nodes"
 	"berth.dev/core/store"
@@ -26,7 +26,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	f := enrollmenttest.New(t)
 	reg, err := nodes.NewRegistry(f.St)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return fixture{Fixture: f, reg: reg}
 }
 
@@ -36,13 +36,13 @@ func TestGetNode(t *testing.T) {
 	f := newFixture(t)
 	id, tokenID := f.EnrollNode(t)
 	n, err := f.reg.Get(f.Ctx, id)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if n.ID != id || n.State != store.NodeEnrolled || n.AdvertiseAddress != "node.test:7443" ||
 		n.EnrollmentTokenID != tokenID || n.CreatedAt.IsZero() {
 		t.Fatalf("node %+v, want %s enrolled with token %s", n, id, tokenID)
 	}
 	_, err = f.reg.Get(f.Ctx, uuid.New())
-	admintest.WantClass(t, err, errdefs.ErrNotFound)
+	errdefstest.WantClass(t, err, errdefs.ErrNotFound)
 }
 
 func TestNodeLifecycle(t *testing.T) {
@@ -73,15 +73,15 @@ func TestNodeLifecycle(t *testing.T) {
 	} {
 		n, err := st.call()
 		if st.err != nil {
-			admintest.WantClass(t, err, st.err)
+			errdefstest.WantClass(t, err, st.err)
 		} else {
-			admintest.Must(t, err)
+			errdefstest.Must(t, err)
 			if n.State != st.want || n.ID != id {
 				t.Fatalf("%s: node %s is %s, want %s", st.what, n.ID, n.State, st.want)
 			}
 		}
 		got, err := f.reg.Get(f.Ctx, id)
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if got.State != st.want {
 			t.Fatalf("%s: stored state %s, want %s", st.what, got.State, st.want)
 		}
@@ -101,12 +101,12 @@ func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 	a, _ := f.EnrollNode(t)
 	b, _ := f.EnrollNode(t)
 	n, err := f.reg.Retire(f.Ctx, a)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if n.State != store.NodeRetired {
 		t.Errorf("retired enrolled node is %s", n.State)
 	}
 	n, err = f.reg.Remove(f.Ctx, b)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if n.State != store.NodeRemoved {
 		t.Errorf("removed enrolled node is %s", n.State)
 	}
@@ -116,7 +116,7 @@ func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 		func() (nodes.Node, error) { return f.reg.Remove(f.Ctx, uuid.New()) },
 	} {
 		_, err := call()
-		admintest.WantClass(t, err, errdefs.ErrNotFound)
+		errdefstest.WantClass(t, err, errdefs.ErrNotFound)
 	}
 }
 
@@ -127,7 +127,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 	f := newFixture(t)
 	id, _ := f.EnrollNode(t)
 	_, err := f.reg.Enable(f.Ctx, id)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	const admins = 8
 	errs := make([]error, admins)
 	got := make([]nodes.Node, admins)
@@ -145,7 +145,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 	for i := range admins {
 		if errs[i] != nil {
 			// Only a change that kept losing the race may fail, as fenced.
-			admintest.WantClass(t, errs[i], errdefs.ErrFenced)
+			errdefstest.WantClass(t, errs[i], errdefs.ErrFenced)
 			continue
 		}
 		want := store.NodeEnabled
@@ -163,7 +163,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range admins {
-		admintest.Must(t, errs[i])
+		errdefstest.Must(t, errs[i])
 		if got[i].State != store.NodeRetired {
 			t.Errorf("retire %d: node is %s", i, got[i].State)
 		}
@@ -187,7 +187,7 @@ func TestListNodes(t *testing.T) {
 		var after store.NodeCursor
 		for {
 			page, err := f.reg.List(f.Ctx, after, size, includeRemoved)
-			admintest.Must(t, err)
+			errdefstest.Must(t, err)
 			sizes = append(sizes, len(page))
 			for _, n := range page {
 				if n.EnrollmentTokenID == "" {
@@ -208,7 +208,7 @@ func TestListNodes(t *testing.T) {
 		t.Fatalf("listed %v in pages %v\nwant %v in [3 3 1]", got, sizes, want)
 	}
 	_, err := f.reg.Remove(f.Ctx, want[2])
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	got, _ = list(false)
 	if w := slices.Delete(slices.Clone(want), 2, 3); !slices.Equal(got, w) {
 		t.Errorf("without removed: %v\nwant %v", got, w)
@@ -220,6 +220,6 @@ func TestListNodes(t *testing.T) {
 	// A limit outside the store's bounds is refused, naming it.
 	for _, limit := range []int{0, -5} {
 		_, err = f.reg.List(f.Ctx, store.NodeCursor{}, limit, false)
-		admintest.WantField(t, err, "limit")
+		errdefstest.WantField(t, err, "limit")
 	}
 }

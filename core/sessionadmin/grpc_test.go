@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
@@ -39,7 +40,7 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 		}
 	}
 	page, err := f.sess.List(f.ctx, store.AgeCursor{}, admin.DefaultPageSize, true)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d sessions", len(page))
 	}
@@ -59,7 +60,7 @@ func TestGRPCCreateSession(t *testing.T) {
 
 	f.deploy(t, 1)
 	created, err := c.CreateSession(ctx, req)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	s := created.GetSession()
 	id := strings.TrimPrefix(s.GetName(), "sessions/")
 	if !admin.UUIDID(id) || s.GetDisplayName() != "first" || s.GetState() != adminv1.Session_STATE_PROVISIONING ||
@@ -71,7 +72,7 @@ func TestGRPCCreateSession(t *testing.T) {
 		t.Fatalf("environment %v, want nothing established", s.GetEnvironment())
 	}
 	b, err := f.st.GetSession(f.ctx, uuid.MustParse(id))
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if b.Session.TenantID != f.tenant {
 		t.Fatal("the Session is not the configured tenant's")
 	}
@@ -79,7 +80,7 @@ func TestGRPCCreateSession(t *testing.T) {
 	// An idempotent retry returns the same Session; another display name
 	// with the same request id is ALREADY_EXISTS.
 	again, err := c.CreateSession(ctx, req)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !proto.Equal(again.GetSession(), s) {
 		t.Fatalf("retry %v\nwant %v", again.GetSession(), s)
 	}
@@ -121,7 +122,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	var names, allocs []string
 	for range total {
 		r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		names = append(names, r.GetSession().GetName())
 		allocs = append(allocs, r.GetSession().GetAllocation())
 	}
@@ -129,19 +130,19 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	// Compute observed running with completed bootstrap: ACTIVE.
 	allocID := uuid.MustParse(strings.TrimPrefix(allocs[0], "allocations/"))
 	a, err := f.st.GetAllocation(f.ctx, allocID)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	a, err = f.st.ClaimCreate(f.ctx, a.ID, a.CreateReceipt)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	a, err = f.st.RecordCreateOutcome(f.ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "native-provider-id-0123", BootstrapComplete: true})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	got, err := c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if s := got.GetSession(); s.GetState() != adminv1.Session_STATE_ACTIVE ||
 		!proto.Equal(s.GetEnvironment(), &adminv1.Environment{ComputeAvailable: true}) {
 		t.Fatalf("running session %v", s)
 	}
 	ga, err := c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: allocs[0]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	al := ga.GetAllocation()
 	if al.GetName() != allocs[0] || al.GetSession() != names[0] || al.GetNode() != "nodes/"+f.node.String() ||
 		al.GetState() != adminv1.Allocation_STATE_ACTIVE || al.GetGeneration() != 1 || !al.GetCreateSettled() ||
@@ -152,36 +153,36 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 
 	// Delete: DELETING while the allocation is owned; again: unchanged.
 	del, err := c.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: names[0]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if s := del.GetSession(); s.GetState() != adminv1.Session_STATE_DELETING || s.GetDeleteTime() == nil ||
 		s.GetAllocation() != allocs[0] || s.GetEnvironment().GetComputeAvailable() {
 		t.Fatalf("deleted session %v", s)
 	}
 	again, err := c.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: names[0]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if !proto.Equal(again.GetSession(), del.GetSession()) {
 		t.Fatalf("deleting again changed %v", again.GetSession())
 	}
 	ga, err = c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: allocs[0]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if ga.GetAllocation().GetState() != adminv1.Allocation_STATE_CLEANING_UP {
 		t.Fatalf("allocation after delete %v", ga.GetAllocation())
 	}
 
 	// Cleanup confirmed and released: DELETED, hidden unless asked for.
 	a, err = f.st.GetAllocation(f.ctx, allocID)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	a, err = f.st.RecordCleanup(f.ctx, a.ID, a.Revision, true)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	_, err = f.st.Release(f.ctx, a.ID)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	got, err = c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if s := got.GetSession(); s.GetState() != adminv1.Session_STATE_DELETED || s.GetAllocation() != "" {
 		t.Fatalf("released session %v", s)
 	}
 	ga, err = c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: allocs[0]})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if al := ga.GetAllocation(); al.GetState() != adminv1.Allocation_STATE_RELEASED || al.GetReleaseTime() == nil {
 		t.Fatalf("released allocation %v", al)
 	}
@@ -193,7 +194,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 		token := ""
 		for {
 			r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2, PageToken: token, ShowDeleted: showDeleted})
-			admintest.Must(t, err)
+			errdefstest.Must(t, err)
 			for _, s := range r.GetSessions() {
 				got = append(got, s.GetName())
 			}
@@ -213,7 +214,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 		token := ""
 		for {
 			r, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 2, PageToken: token, ShowReleased: showReleased})
-			admintest.Must(t, err)
+			errdefstest.Must(t, err)
 			wantNoProviderID(t, r)
 			for _, a := range r.GetAllocations() {
 				got = append(got, a.GetName())
@@ -232,7 +233,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 
 	// A token is bound to its method and filter.
 	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	_, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2, PageToken: r.GetNextPageToken(), ShowDeleted: true})
 	admintest.WantInvalidField(t, err, "page_token")
 	_, err = c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageToken: r.GetNextPageToken()})
@@ -269,7 +270,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 func wantNoProviderID(t *testing.T, msg proto.Message) {
 	t.Helper()
 	b, err := proto.Marshal(msg)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if strings.Contains(string(b), "native-provider-id") {
 		t.Fatal("the response carries the provider's native id")
 	}
@@ -286,32 +287,32 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 	c := f.serve(t)
 	ctx := c.authed(f.ctx)
 	r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	name := r.GetSession().GetName()
 	allocID := uuid.MustParse(strings.TrimPrefix(r.GetSession().GetAllocation(), "allocations/"))
 
 	getSession := func() *adminv1.Session {
 		t.Helper()
 		got, err := c.GetSession(ctx, &adminv1.GetSessionRequest{Name: name})
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		return got.GetSession()
 	}
 	getAlloc := func(id uuid.UUID) *adminv1.Allocation {
 		t.Helper()
 		got, err := c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: "allocations/" + id.String()})
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		return got.GetAllocation()
 	}
 	for attempt := 1; attempt <= store.MaxCreateAttempts; attempt++ {
 		a, err := f.st.GetAllocation(f.ctx, allocID)
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		a, err = f.st.ClaimCreate(f.ctx, a.ID, a.CreateReceipt)
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CREATING || al.GetCreateFailed() || al.GetCreateSettled() {
 			t.Fatalf("dispatched allocation %v", al)
 		}
 		a, err = f.st.RecordCreateOutcome(f.ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CREATE_FAILED || !al.GetCreateFailed() || !al.GetCreateSettled() {
 			t.Fatalf("attempt %d: failed allocation %v", attempt, al)
 		}
@@ -319,14 +320,14 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 			t.Fatalf("attempt %d: session with a create_failed allocation %v", attempt, s)
 		}
 		a, err = f.st.ResolveCreateFailure(f.ctx, a.ID, a.Revision)
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CLEANING_UP || !al.GetCreateFailed() {
 			t.Fatalf("attempt %d: cleaning up %v", attempt, al)
 		}
 		a, err = f.st.RecordCleanup(f.ctx, a.ID, a.Revision, true)
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		a, err = f.st.Release(f.ctx, a.ID)
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_RELEASED || !al.GetCreateFailed() || al.GetReleaseTime() == nil {
 			t.Fatalf("attempt %d: released %v", attempt, al)
 		}
@@ -345,7 +346,7 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 			CredentialDigest: make([]byte, 32), CredentialCiphertext: make([]byte, 48), CredentialNonce: make([]byte, 12),
 			CreateReceipt: uuid.New(),
 		})
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		allocID = next.ID
 		if s := getSession(); s.GetAllocation() != "allocations/"+next.ID.String() || s.GetState() != adminv1.Session_STATE_PROVISIONING {
 			t.Fatalf("attempt %d: session with its new allocation %v", attempt, s)
@@ -367,12 +368,12 @@ func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
 	var names, allocs []string
 	for range 3 {
 		r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
-		admintest.Must(t, err)
+		errdefstest.Must(t, err)
 		names = append(names, r.GetSession().GetName())
 		allocs = append(allocs, r.GetSession().GetAllocation())
 	}
 	first, err := f.st.GetSession(f.ctx, uuid.MustParse(strings.TrimPrefix(names[0], "sessions/")))
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	cursor := func(createdAt time.Time, id uuid.UUID) []byte {
 		return append(binary.BigEndian.AppendUint64(nil, uint64(createdAt.UnixMicro())), id[:]...)
 	}
@@ -381,13 +382,13 @@ func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
 		"berth.admin.v1.SessionService/ListSessions", "show_deleted=false")
 	// The server mints the same token for the same position...
 	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 1})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if r.GetNextPageToken() != token {
 		t.Fatalf("ListSessions minted %q after the first session, want %q", r.GetNextPageToken(), token)
 	}
 	// ...and lists the rows after it.
 	r, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageToken: token})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	var got []string
 	for _, s := range r.GetSessions() {
 		got = append(got, s.GetName())
@@ -399,12 +400,12 @@ func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
 	token = f.pages.Encode(cursor(first.Allocation.CreatedAt, first.Allocation.ID),
 		"berth.admin.v1.AllocationService/ListAllocations", "show_released=false")
 	ra, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 1})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if ra.GetNextPageToken() != token {
 		t.Fatalf("ListAllocations minted %q after the first allocation, want %q", ra.GetNextPageToken(), token)
 	}
 	ra, err = c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageToken: token})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	got = nil
 	for _, a := range ra.GetAllocations() {
 		got = append(got, a.GetName())

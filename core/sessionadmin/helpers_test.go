@@ -11,6 +11,7 @@ import (
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
@@ -41,12 +42,12 @@ func newFixture(t *testing.T) fixture {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	key, _, err := secrets.NewKey()
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	pk := make([]byte, admin.MinPageTokenKeyBytes)
 	_, err = rand.Read(pk)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	pages, err := admin.NewPageTokens(pk)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	owned := storetest.Owner(t, st)
 	node := storetest.EnabledNode(t, st)
 	storetest.Present(t, owned, node, 1)
@@ -69,7 +70,7 @@ func (f fixture) deploy(t *testing.T, maxActive int32) {
 			MaxActive: maxActive, MaxRetained: 1,
 		},
 	})
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 }
 
 // client is a real gRPC client of an admin server serving f's services
@@ -83,9 +84,9 @@ type client struct {
 func (f fixture) serve(t *testing.T) client {
 	t.Helper()
 	sessionServer, err := sessionadmin.NewSessionServer(f.sess, f.tenant, f.pages)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	allocationServer, err := sessionadmin.NewAllocationServer(f.sess, f.pages)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	cc, token := admintest.Serve(t, admin.Options{Sessions: sessionServer, Allocations: allocationServer})
 	return client{
 		SessionServiceClient:    adminv1.NewSessionServiceClient(cc),

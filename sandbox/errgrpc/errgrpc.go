@@ -185,10 +185,10 @@ func (c *Codec) Encode(err error, unknown Row, more ...proto.Message) *status.St
 		if !errors.Is(err, r.Class) {
 			continue
 		}
-		switch r.Class {
-		case errdefs.ErrInvalid:
+		switch {
+		case isClass(r, errdefs.ErrInvalid):
 			return c.invalid(r, err, more)
-		case errdefs.ErrUnsupported:
+		case isClass(r, errdefs.ErrUnsupported):
 			var ue *providercontract.UnsupportedError
 			if errors.As(err, &ue) && c.operationOK(ue.Operation) && ue.Code.Valid() {
 				return c.Build(r, map[string]string{
@@ -304,8 +304,8 @@ func (c *Codec) Decode(st *status.Status) (Decoded, bool) {
 	}
 	d.Row = r
 	md := info.GetMetadata()
-	switch r.Class {
-	case errdefs.ErrUnsupported:
+	switch {
+	case isClass(r, errdefs.ErrUnsupported):
 		if len(md) == 0 && !c.opts.StrictUnsupported {
 			break
 		}
@@ -314,7 +314,7 @@ func (c *Codec) Decode(st *status.Status) (Decoded, bool) {
 		if len(md) != 2 || !c.operationOK(d.Operation) || !d.UnsupportedReason.Valid() {
 			return d, false
 		}
-	case errdefs.ErrInvalid:
+	case isClass(r, errdefs.ErrInvalid):
 		f, has := md[MetadataField]
 		if len(md) > 1 || (len(md) == 1 && (!has || !SafeField(f))) {
 			return d, false
@@ -328,10 +328,14 @@ func (c *Codec) Decode(st *status.Status) (Decoded, bool) {
 	return d, true
 }
 
+// isClass reports whether r is a row of class (its sentinel is, or wraps,
+// class).
+func isClass(r Row, class error) bool { return r.Class != nil && errors.Is(r.Class, class) }
+
 // Metadata returns the ErrorInfo metadata of d, for rebuilding it.
 func (d Decoded) Metadata() map[string]string {
 	switch {
-	case d.Row.Class == errdefs.ErrUnsupported && d.Operation != "":
+	case isClass(d.Row, errdefs.ErrUnsupported) && d.Operation != "":
 		return map[string]string{MetadataOperation: string(d.Operation), MetadataReason: string(d.UnsupportedReason)}
 	case d.Field != "":
 		return map[string]string{MetadataField: d.Field}

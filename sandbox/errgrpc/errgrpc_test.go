@@ -87,7 +87,7 @@ func TestPrecedenceAndPassThrough(t *testing.T) {
 		t.Fatalf("precedence: %v", st.Code())
 	}
 	first := c.ToStatus(errdefs.Invalid("ttl", "must be positive"))
-	if again := c.ToStatus(fmt.Errorf("wrapped: %w", first)); again != first {
+	if again := c.ToStatus(fmt.Errorf("wrapped: %w", first)); again != first { //nolint:errorlint // identity: the converted value itself passes through
 		t.Fatalf("a converted error was converted again")
 	}
 	if !c.Owns(first) || newCodecDomain("other.berth.dev").Owns(first) {

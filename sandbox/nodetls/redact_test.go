@@ -2,6 +2,7 @@ package nodetls
 
 import (
 	"encoding/base64"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +26,17 @@ func TestSecretTypesNeverPrint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := ca.key()
+	raw, err := ca.key().Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name    string
 		value   any
 		secrets [][]byte
 	}{
 		{"Token", tok, [][]byte{tokenSecret, []byte(strings.Split(text, ".")[2])}},
-		{"CA", ca, [][]byte{key.D.Bytes(), []byte(key.D.String())}},
+		{"CA", ca, [][]byte{raw, []byte(new(big.Int).SetBytes(raw).String())}},
 	} {
 		t.Run(c.name, func(t *testing.T) { redacttest.Check(t, c.value, c.secrets...) })
 	}

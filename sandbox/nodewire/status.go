@@ -170,7 +170,7 @@ func statusFor(op providercontract.Operation, err error) *status.Status {
 	var gs interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &gs) {
 		if d, ok := decode(gs.GRPCStatus()); ok {
-			if d.Row.Class == errdefs.ErrUnsupported && op != "" && d.Operation != op {
+			if errors.Is(d.Row.Class, errdefs.ErrUnsupported) && op != "" && d.Operation != op {
 				return codec.Build(unknownRow(op), nil)
 			}
 			return build(d.Decoded, d.failure)

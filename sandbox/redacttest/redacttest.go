@@ -55,7 +55,7 @@ func forms(s []byte) []string {
 		strings.ToUpper(hex.EncodeToString(s)),
 		base64.StdEncoding.EncodeToString(s)[:len(s)*4/3],
 		base64.RawURLEncoding.EncodeToString(s)[:len(s)*4/3],
-		strings.Trim(fmt.Sprint(s), "[]"),
+		strings.Trim(fmt.Sprintf("%d", s), "[]"),
 	}
 }
 

@@ -15,9 +15,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"berth.dev/sandbox/errdefs"
-
 	"berth.dev/core/admin"
+	"berth.dev/sandbox/errdefs/errdefstest"
 )
 
 // Serve starts a real admin server for opts (with a fresh admin token) on
@@ -26,10 +25,10 @@ import (
 func Serve(t testing.TB, opts admin.Options) (*grpc.ClientConn, string) {
 	t.Helper()
 	token, digest, err := admin.NewAdminToken()
-	Must(t, err)
+	errdefstest.Must(t, err)
 	opts.TokenDigest = digest
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	Must(t, err)
+	errdefstest.Must(t, err)
 	s := admin.NewServer(opts)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
@@ -40,7 +39,7 @@ func Serve(t testing.TB, opts admin.Options) (*grpc.ClientConn, string) {
 		}
 	})
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	Must(t, err)
+	errdefstest.Must(t, err)
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc, token
 }
@@ -48,31 +47,6 @@ func Serve(t testing.TB, opts admin.Options) (*grpc.ClientConn, string) {
 // Authed returns ctx carrying token as the admin bearer token.
 func Authed(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
-}
-
-// Must fails the test on err.
-func Must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// WantClass fails the test unless err is of class class.
-func WantClass(t testing.TB, err, class error) {
-	t.Helper()
-	if !errors.Is(err, class) {
-		t.Fatalf("error %v, want class %v", err, class)
-	}
-}
-
-// WantField fails the test unless err is errdefs.ErrInvalid naming field.
-func WantField(t testing.TB, err error, field string) {
-	t.Helper()
-	got, ok := errdefs.Field(err)
-	if !errdefs.IsInvalid(err) || !ok || got != field {
-		t.Fatalf("error %v, want invalid %s", err, field)
-	}
 }
 
 // WantStatus fails the test unless err is a status with code and the

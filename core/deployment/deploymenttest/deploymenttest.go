@@ -17,11 +17,11 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errdefs/errdefstest"
 	"berth.dev/sandbox/providerapi"
 	"berth.dev/sandbox/providercontract"
 	"berth.dev/sandbox/providers"
 
-	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
@@ -52,13 +52,13 @@ func New(t *testing.T) Fixture {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example")
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	key, _, err := secrets.NewKey()
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	reg, err := providers.NewRegistry(docker.Registration(), DirectRegistration())
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	svc, err := deployment.NewService(st, reg, key, inst.ID)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return Fixture{Svc: svc, St: st, Key: key, InstallationID: inst.ID, Ctx: ctx}
 }
 
@@ -66,7 +66,7 @@ func New(t *testing.T) Fixture {
 func (f Fixture) Generations(t *testing.T) int {
 	t.Helper()
 	var n int
-	admintest.Must(t, f.St.Pool().QueryRow(f.Ctx, "SELECT count(*) FROM deployment_generations").Scan(&n))
+	errdefstest.Must(t, f.St.Pool().QueryRow(f.Ctx, "SELECT count(*) FROM deployment_generations").Scan(&n))
 	return n
 }
 

@@ -12,9 +12,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/sandbox/errdefs/errdefstest"
 	"berth.dev/sandbox/nodetls"
 
-	"berth.dev/core/admin/admintest"
 	"berth.dev/core/enrollment"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
@@ -39,9 +39,9 @@ func New(t *testing.T) Fixture {
 	t.Parallel()
 	st := storetest.New(t)
 	ca, err := nodetls.NewCA(uuid.NewString(), time.Now())
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	tokens, err := enrollment.NewTokens(st, ca.Fingerprint(), time.Now)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	return Fixture{Tokens: tokens, Enroll: enrollment.NewService(st, ca, time.Now, uuid.New), St: st, CA: ca, Ctx: ctx}
@@ -51,7 +51,7 @@ func New(t *testing.T) Fixture {
 func (f Fixture) Issue(t *testing.T, ttl time.Duration) enrollment.IssuedToken {
 	t.Helper()
 	issued, err := f.Tokens.Create(f.Ctx, uuid.New(), ttl)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return issued
 }
 
@@ -61,7 +61,7 @@ func (f Fixture) EnrollNode(t *testing.T) (uuid.UUID, string) {
 	t.Helper()
 	issued := f.Issue(t, time.Hour)
 	res, err := f.Enroll.Enroll(f.Ctx, issued.Text.Reveal(), NewCSR(t), "node.test:7443")
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return res.NodeID, issued.Token.ID
 }
 
@@ -69,9 +69,9 @@ func (f Fixture) EnrollNode(t *testing.T) (uuid.UUID, string) {
 func NewCSR(t *testing.T) []byte {
 	t.Helper()
 	key, err := nodetls.NewNodeKey()
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	der, err := nodetls.NewCSR(key, uuid.NewString())
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	return der
 }
 
@@ -79,7 +79,7 @@ func NewCSR(t *testing.T) []byte {
 func (f Fixture) StoredSecretHash(t *testing.T, id string) []byte {
 	t.Helper()
 	var h []byte
-	admintest.Must(t, f.St.Pool().QueryRow(f.Ctx, "SELECT secret_hash FROM enrollment_tokens WHERE id = $1", id).Scan(&h))
+	errdefstest.Must(t, f.St.Pool().QueryRow(f.Ctx, "SELECT secret_hash FROM enrollment_tokens WHERE id = $1", id).Scan(&h))
 	return h
 }
 
@@ -89,9 +89,9 @@ func (f Fixture) StoredSecretHash(t *testing.T, id string) []byte {
 func (f Fixture) ExpiredToken(t *testing.T) string {
 	t.Helper()
 	_, id, hash, _, err := nodetls.NewToken(f.CA.Fingerprint(), time.Now(), time.Hour)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	tok, err := f.St.CreateEnrollmentToken(f.Ctx, id, hash, time.Microsecond)
-	admintest.Must(t, err)
+	errdefstest.Must(t, err)
 	if got, err := f.St.GetEnrollmentToken(f.Ctx, tok.ID); err != nil || !got.Expired {
 		t.Fatalf("token has not expired: %+v %v", got, err)
 	}

@@ -1,0 +1,36 @@
+// Package errdefstest holds the test assertions on errdefs classes that
+// every layer's tests share (the logic's, the adapters', the store's), so
+// a logic package's tests need not import an API layer's helpers.
+package errdefstest
+
+import (
+	"errors"
+	"testing"
+
+	"berth.dev/sandbox/errdefs"
+)
+
+// Must fails the test on err.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WantClass fails the test unless err is of class class.
+func WantClass(t testing.TB, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Fatalf("error %v, want class %v", err, class)
+	}
+}
+
+// WantField fails the test unless err is errdefs.ErrInvalid naming field.
+func WantField(t testing.TB, err error, field string) {
+	t.Helper()
+	got, ok := errdefs.Field(err)
+	if !errdefs.IsInvalid(err) || !ok || got != field {
+		t.Fatalf("error %v, want invalid %s", err, field)
+	}
+}
