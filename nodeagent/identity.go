@@ -7,13 +7,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
 
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
+	"berth.dev/sandbox/redact"
 	"berth.dev/sandbox/strictjson"
 )
 
@@ -44,43 +44,13 @@ func (i Identity) Format(f fmt.State, _ rune) {
 }
 
 // KeyPEM is a private key in PEM: a secret. It prints as "[redacted]"
-// with every fmt verb, through slog (LogValue) and through encoding/json
-// (which slog's JSON handler uses for a struct holding one); Reveal
-// returns the text for the identity file and the TLS configuration.
-//
-// The text sits behind a pointer: fmt prints a struct by reflection,
-// without asking its fields to format themselves, when the struct is in an
-// unexported field or reached by a mismatched verb, and there a pointer
-// shows only its address. A KeyPEM is not comparable.
-type KeyPEM struct {
-	v *string
-	_ [0]func()
-}
+// (redact.String) with every fmt verb, through slog and through
+// encoding/json; Reveal returns the text for the identity file and the TLS
+// configuration.
+type KeyPEM struct{ redact.String }
 
 // NewKeyPEM returns s as a KeyPEM.
-func NewKeyPEM(s string) KeyPEM { return KeyPEM{v: &s} }
-
-// Reveal returns the PEM text ("" for the zero KeyPEM).
-func (k KeyPEM) Reveal() string {
-	if k.v == nil {
-		return ""
-	}
-	return *k.v
-}
-
-const redacted = "[redacted]"
-
-func (KeyPEM) String() string   { return redacted }
-func (KeyPEM) GoString() string { return redacted }
-
-// Format prints the redacted form for every verb.
-func (KeyPEM) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
-
-// LogValue is the redacted form.
-func (KeyPEM) LogValue() slog.Value { return slog.StringValue(redacted) }
-
-// MarshalJSON is the redacted form: a KeyPEM never marshals.
-func (KeyPEM) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+func NewKeyPEM(s string) KeyPEM { return KeyPEM{redact.NewString(s)} }
 
 // SaveIdentity writes the identity file durably with mode 0600.
 func (s *StateDir) SaveIdentity(id Identity) error {

@@ -3,10 +3,9 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"log/slog"
 
 	"berth.dev/sandbox/providercontract"
+	"berth.dev/sandbox/redact"
 )
 
 // ConfigurationInput is one admin request's provider configuration: the
@@ -33,6 +32,7 @@ type ConfigurationInput struct {
 // be followed). A Credential is not comparable; compare Reveal values (in
 // constant time).
 type Credential struct {
+	redact.Redacted
 	v *string
 	_ [0]func()
 }
@@ -62,20 +62,6 @@ func (c Credential) Len() int {
 	}
 	return len(*c.v)
 }
-
-const redacted = "[redacted]"
-
-func (Credential) String() string   { return redacted }
-func (Credential) GoString() string { return redacted }
-
-// Format prints the redacted form for every verb.
-func (Credential) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
-
-// LogValue is the redacted form.
-func (Credential) LogValue() slog.Value { return slog.StringValue(redacted) }
-
-// MarshalJSON is the redacted form: a Credential never marshals.
-func (Credential) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
 
 // NativeConfiguration is an adapter's typed configuration. Only the adapter
 // that produced it interprets it.

@@ -300,13 +300,9 @@ func (c *core) setupGateway(context.Context) error {
 		Store: c.owned, Turns: c.turns, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
 		Log: c.log.With("component", "gateway"),
 	}).Register(srv)
-	lis, err := net.Listen("tcp", c.cfg.RuntimeListen)
-	if err != nil {
-		return fmt.Errorf("runtime listener: %w", err)
-	}
-	c.runtimeLis = lis
-	c.group.addServer("runtime gateway", srv, lis, srv.Stop)
-	return nil
+	var err error
+	c.runtimeLis, err = c.group.listen("runtime", c.cfg.RuntimeListen, "runtime gateway", srv, srv.Stop)
+	return err
 }
 
 // setupAdmin serves the admin API (every berth.admin.v1 service) on the
@@ -354,13 +350,8 @@ func (c *core) setupAdmin(context.Context) error {
 		Allocations:  allocationServer,
 		Turns:        turnadmin.New(c.turns, pages),
 	})
-	lis, err := net.Listen("tcp", c.cfg.AdminListen)
-	if err != nil {
-		return fmt.Errorf("admin listener: %w", err)
-	}
-	c.adminLis = lis
-	c.group.addServer("admin API", srv, lis, srv.GracefulStop)
-	return nil
+	c.adminLis, err = c.group.listen("admin", c.cfg.AdminListen, "admin API", srv, srv.GracefulStop)
+	return err
 }
 
 // setupEnrollment serves node enrollment on the public listener (TLS with
@@ -373,13 +364,8 @@ func (c *core) setupEnrollment(context.Context) error {
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(publicTLS)))
 	enrollmentv1.RegisterEnrollmentServiceServer(srv,
 		enrollmentgrpc.NewServer(enrollment.NewService(c.st, c.ca, time.Now, uuid.New)))
-	lis, err := net.Listen("tcp", c.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("public listener: %w", err)
-	}
-	c.publicLis = lis
-	c.group.addServer("enrollment", srv, lis, srv.GracefulStop)
-	return nil
+	c.publicLis, err = c.group.listen("public", c.cfg.Listen, "enrollment", srv, srv.GracefulStop)
+	return err
 }
 
 // ready describes the composed Core.

@@ -47,6 +47,17 @@ func (g *group) addServer(name string, srv *grpc.Server, lis net.Listener, halt 
 	})
 }
 
+// listen opens a TCP listener on addr and runs srv on it (addServer);
+// what (the listener's name) names a failure to listen.
+func (g *group) listen(what, addr, name string, srv *grpc.Server, halt func()) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", what, err)
+	}
+	g.addServer(name, srv, lis, halt)
+	return lis, nil
+}
+
 // addWorker runs fn on a context that only its stop cancels (it carries
 // run's context's values); its stop waits for fn to return. fn returns nil
 // when its context ends and an error only when Core must stop.

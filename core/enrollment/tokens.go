@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
+	"berth.dev/sandbox/redact"
 
 	"berth.dev/core/store"
 )
@@ -38,47 +38,13 @@ type TokenStore interface {
 }
 
 // TokenText is an enrollment token's text: a secret until the token is
-// used or expires. It prints as "<redacted>" with every fmt verb, through
-// slog (LogValue) and through encoding/json (which slog's JSON handler
-// uses for a struct holding one), so a TokenText (or a struct holding one)
-// that reaches a log or an error shows nothing; Reveal it only to put it
-// in the answer to the creation request.
-//
-// The text sits behind a pointer: fmt prints a struct by reflection,
-// without asking its fields to format themselves, when the struct is in an
-// unexported field or reached by a mismatched verb, and there a pointer
-// shows only its address. A TokenText is not comparable.
-type TokenText struct {
-	v *string
-	_ [0]func()
-}
+// used or expires. It prints as "[redacted]" (redact.String) with every
+// fmt verb, through slog and through encoding/json, so a TokenText (or a
+// struct holding one) that reaches a log or an error shows nothing; Reveal
+// it only to put it in the answer to the creation request.
+type TokenText struct{ redact.String }
 
-func newTokenText(s string) TokenText { return TokenText{v: &s} }
-
-// Reveal returns the text ("" for the zero TokenText).
-func (t TokenText) Reveal() string {
-	if t.v == nil {
-		return ""
-	}
-	return *t.v
-}
-
-const redacted = "<redacted>"
-
-// String is the redacted form.
-func (TokenText) String() string { return redacted }
-
-// GoString is the redacted form.
-func (TokenText) GoString() string { return redacted }
-
-// Format prints the redacted form for every verb.
-func (TokenText) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
-
-// LogValue is the redacted form.
-func (TokenText) LogValue() slog.Value { return slog.StringValue(redacted) }
-
-// MarshalJSON is the redacted form: a TokenText never marshals.
-func (TokenText) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+func newTokenText(s string) TokenText { return TokenText{redact.NewString(s)} }
 
 // IssuedToken is a token as Tokens.Create returns it: the record and,
 // this once, its text.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
@@ -216,23 +215,15 @@ func tokenProto(tok store.EnrollmentToken) *adminv1.EnrollmentToken {
 	out := &adminv1.EnrollmentToken{
 		Name:       admin.EnrollmentTokenName.Format(tok.ID),
 		State:      tokenState(tok),
-		CreateTime: timestamp(&tok.CreatedAt),
-		ExpireTime: timestamp(&tok.ExpiresAt),
-		UseTime:    timestamp(tok.UsedAt),
-		RevokeTime: timestamp(tok.RevokedAt),
+		CreateTime: admin.Timestamp(&tok.CreatedAt),
+		ExpireTime: admin.Timestamp(&tok.ExpiresAt),
+		UseTime:    admin.Timestamp(tok.UsedAt),
+		RevokeTime: admin.Timestamp(tok.RevokedAt),
 	}
 	if tok.NodeID != nil {
 		out.Node = admin.NodeName.Format(tok.NodeID.String())
 	}
 	return out
-}
-
-// nodeStates maps the store's node states to the API's.
-var nodeStates = map[store.NodeState]adminv1.Node_State{
-	store.NodeEnrolled: adminv1.Node_STATE_ENROLLED,
-	store.NodeEnabled:  adminv1.Node_STATE_ENABLED,
-	store.NodeRetired:  adminv1.Node_STATE_RETIRED,
-	store.NodeRemoved:  adminv1.Node_STATE_REMOVED,
 }
 
 // nodeProto is the API form of a node, with presence, readiness and
@@ -245,8 +236,8 @@ func (g *server) nodeProto(n nodes.Node) *adminv1.Node {
 		Name:             admin.NodeName.Format(n.ID.String()),
 		Id:               n.ID.String(),
 		AdvertiseAddress: n.AdvertiseAddress,
-		State:            nodeStates[n.State],
-		EnrollTime:       timestamp(&n.CreatedAt),
+		State:            adminv1.Node_State(admin.StateValue(adminv1.Node_State_value, string(n.State))),
+		EnrollTime:       admin.Timestamp(&n.CreatedAt),
 	}
 	if n.EnrollmentTokenID != "" {
 		out.EnrollmentToken = admin.EnrollmentTokenName.Format(n.EnrollmentTokenID)
@@ -255,22 +246,14 @@ func (g *server) nodeProto(n nodes.Node) *adminv1.Node {
 		return out
 	}
 	if l, ok := g.live(n.ID); ok {
-		out.Presence = &adminv1.Presence{Connected: l.Connected, LastReportTime: timestamp(&l.LastReport)}
+		out.Presence = &adminv1.Presence{Connected: l.Connected, LastReportTime: admin.Timestamp(&l.LastReport)}
 		if !l.CheckTime.IsZero() {
 			out.Readiness = &adminv1.Readiness{
 				Generation: l.Generation, Ready: l.Ready, DiagnosticCode: l.DiagnosticCode,
-				CheckTime: timestamp(&l.CheckTime),
+				CheckTime: admin.Timestamp(&l.CheckTime),
 			}
 			out.Capacity = &adminv1.Capacity{CpuMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, DiskFreeBytes: l.DiskFreeBytes}
 		}
 	}
 	return out
-}
-
-// timestamp converts t, leaving a nil or zero time unset.
-func timestamp(t *time.Time) *timestamppb.Timestamp {
-	if t == nil || t.IsZero() {
-		return nil
-	}
-	return timestamppb.New(*t)
 }

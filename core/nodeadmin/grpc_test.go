@@ -148,21 +148,11 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 		want = append(want, r.GetEnrollmentToken().GetName())
 		texts = append(texts, r.GetTokenText())
 	}
-	var got []string
-	pageToken := ""
-	pages := 0
-	for {
-		resp, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 2, PageToken: pageToken})
-		errdefstest.Must(t, err)
+	got, pages := admintest.Pages(t, func(token string) ([]*adminv1.EnrollmentToken, string, error) {
+		resp, err := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: 2, PageToken: token})
 		wantNoSecret(t, "ListEnrollmentTokens", resp, nil, texts...)
-		pages++
-		for _, et := range resp.GetEnrollmentTokens() {
-			got = append(got, et.GetName())
-		}
-		if pageToken = resp.GetNextPageToken(); pageToken == "" {
-			break
-		}
-	}
+		return resp.GetEnrollmentTokens(), resp.GetNextPageToken(), err
+	})
 	if strings.Join(got, ",") != strings.Join(want, ",") || pages != 3 {
 		t.Fatalf("listed %v in %d pages, want %v in 3", got, pages, want)
 	}
@@ -300,18 +290,11 @@ func TestGRPCNodes(t *testing.T) {
 	// More nodes than a page, in enrollment order; the removed one only
 	// when asked for.
 	list := func(showRemoved bool) []string {
-		var got []string
-		pageToken := ""
-		for {
-			resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: pageToken, ShowRemoved: showRemoved})
-			errdefstest.Must(t, err)
-			for _, n := range resp.GetNodes() {
-				got = append(got, n.GetName())
-			}
-			if pageToken = resp.GetNextPageToken(); pageToken == "" {
-				return got
-			}
-		}
+		got, _ := admintest.Pages(t, func(token string) ([]*adminv1.Node, string, error) {
+			resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: token, ShowRemoved: showRemoved})
+			return resp.GetNodes(), resp.GetNextPageToken(), err
+		})
+		return got
 	}
 	if got := list(true); strings.Join(got, ",") != strings.Join(names, ",") {
 		t.Fatalf("listed %v\nwant %v", got, names)

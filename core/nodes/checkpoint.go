@@ -19,147 +19,84 @@ const constructTimeout = 30 * time.Second
 func (p *Proxy) Initial(ref sandbox.Reference) (sandbox.Compute, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), constructTimeout)
 	defer cancel()
-	s, err := p.session(ctx, sandbox.OpInitial)
-	if err != nil {
-		return sandbox.Compute{}, err
-	}
-	resp, err := s.Client.Initial(s.outgoing(ctx), &pb.InitialRequest{Reference: nodewire.ReferenceToWire(ref)})
-	if err != nil {
-		return sandbox.Compute{}, nodewire.FromError(sandbox.OpInitial, err)
-	}
-	c, err := nodewire.ComputeFromWire(resp.GetCompute())
-	if err != nil {
-		return sandbox.Compute{}, nodewire.MalformedResponse(sandbox.OpInitial, err)
-	}
-	return c, nil
+	return call(ctx, p, sandbox.OpInitial,
+		request(&pb.InitialRequest{Reference: nodewire.ReferenceToWire(ref)}),
+		pb.NodeServiceClient.Initial,
+		func(r *pb.InitialResponse) (sandbox.Compute, error) { return nodewire.ComputeFromWire(r.GetCompute()) })
 }
 
 // NewCompute forwards NewCompute.
 func (p *Proxy) NewCompute(previous sandbox.Compute) (sandbox.Compute, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), constructTimeout)
 	defer cancel()
-	s, err := p.session(ctx, sandbox.OpNewCompute)
-	if err != nil {
-		return sandbox.Compute{}, err
-	}
-	resp, err := s.Client.NewCompute(s.outgoing(ctx), nodewire.NewComputeRequestToWire(previous))
-	if err != nil {
-		return sandbox.Compute{}, nodewire.FromError(sandbox.OpNewCompute, err)
-	}
-	c, err := nodewire.ComputeFromWire(resp.GetCompute())
-	if err != nil {
-		return sandbox.Compute{}, nodewire.MalformedResponse(sandbox.OpNewCompute, err)
-	}
-	return c, nil
+	return call(ctx, p, sandbox.OpNewCompute,
+		request(nodewire.NewComputeRequestToWire(previous)),
+		pb.NodeServiceClient.NewCompute,
+		func(r *pb.NewComputeResponse) (sandbox.Compute, error) {
+			return nodewire.ComputeFromWire(r.GetCompute())
+		})
 }
 
 // GetCompute forwards GetCompute.
 func (p *Proxy) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
-	s, err := p.session(ctx, sandbox.OpGetCompute)
-	if err != nil {
-		return sandbox.ComputeInfo{}, err
-	}
-	resp, err := s.Client.GetCompute(s.outgoing(ctx), &pb.GetComputeRequest{Compute: nodewire.ComputeToWire(c)})
-	if err != nil {
-		return sandbox.ComputeInfo{}, nodewire.FromError(sandbox.OpGetCompute, err)
-	}
-	info, err := nodewire.ComputeInfoFromWire(resp.GetInfo())
-	if err != nil {
-		return sandbox.ComputeInfo{}, nodewire.MalformedResponse(sandbox.OpGetCompute, err)
-	}
-	return info, nil
+	return call(ctx, p, sandbox.OpGetCompute,
+		request(&pb.GetComputeRequest{Compute: nodewire.ComputeToWire(c)}),
+		pb.NodeServiceClient.GetCompute,
+		func(r *pb.GetComputeResponse) (sandbox.ComputeInfo, error) {
+			return nodewire.ComputeInfoFromWire(r.GetInfo())
+		})
 }
 
 // Suspend forwards Suspend.
 func (p *Proxy) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbox.SuspendResult, error) {
-	s, err := p.session(ctx, sandbox.OpSuspend)
-	if err != nil {
-		return sandbox.SuspendResult{}, err
-	}
-	resp, err := s.Client.Suspend(s.outgoing(ctx), nodewire.SuspendRequestToWire(req))
-	if err != nil {
-		return sandbox.SuspendResult{}, nodewire.FromError(sandbox.OpSuspend, err)
-	}
-	res, err := nodewire.SuspendResultFromWire(resp)
-	if err != nil {
-		return sandbox.SuspendResult{}, nodewire.MalformedResponse(sandbox.OpSuspend, err)
-	}
-	return res, nil
+	return call(ctx, p, sandbox.OpSuspend,
+		request(nodewire.SuspendRequestToWire(req)), pb.NodeServiceClient.Suspend, nodewire.SuspendResultFromWire)
 }
 
 // Resume forwards Resume.
 func (p *Proxy) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandbox.ResumeResult, error) {
-	s, err := p.session(ctx, sandbox.OpResume)
-	if err != nil {
-		return sandbox.ResumeResult{}, err
-	}
-	resp, err := s.Client.Resume(s.outgoing(ctx), nodewire.ResumeRequestToWire(req))
-	if err != nil {
-		return sandbox.ResumeResult{}, nodewire.FromError(sandbox.OpResume, err)
-	}
-	res, err := nodewire.ResumeResultFromWire(resp)
-	if err != nil {
-		return sandbox.ResumeResult{}, nodewire.MalformedResponse(sandbox.OpResume, err)
-	}
-	return res, nil
+	return call(ctx, p, sandbox.OpResume,
+		request(nodewire.ResumeRequestToWire(req)), pb.NodeServiceClient.Resume, nodewire.ResumeResultFromWire)
 }
 
 // ResumeCompute forwards ResumeCompute.
 func (p *Proxy) ResumeCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
-	s, err := p.session(ctx, sandbox.OpResumeCompute)
-	if err != nil {
-		return sandbox.ComputeInfo{}, err
-	}
-	resp, err := s.Client.ResumeCompute(s.outgoing(ctx), &pb.ResumeComputeRequest{Compute: nodewire.ComputeToWire(c)})
-	if err != nil {
-		return sandbox.ComputeInfo{}, nodewire.FromError(sandbox.OpResumeCompute, err)
-	}
-	info, err := nodewire.ComputeInfoFromWire(resp.GetInfo())
-	if err != nil {
-		return sandbox.ComputeInfo{}, nodewire.MalformedResponse(sandbox.OpResumeCompute, err)
-	}
-	return info, nil
+	return call(ctx, p, sandbox.OpResumeCompute,
+		request(&pb.ResumeComputeRequest{Compute: nodewire.ComputeToWire(c)}),
+		pb.NodeServiceClient.ResumeCompute,
+		func(r *pb.ResumeComputeResponse) (sandbox.ComputeInfo, error) {
+			return nodewire.ComputeInfoFromWire(r.GetInfo())
+		})
 }
 
 // KillCompute forwards KillCompute.
 func (p *Proxy) KillCompute(ctx context.Context, c sandbox.Compute) error {
-	s, err := p.session(ctx, sandbox.OpKillCompute)
-	if err != nil {
-		return err
-	}
-	_, err = s.Client.KillCompute(s.outgoing(ctx), &pb.KillComputeRequest{Compute: nodewire.ComputeToWire(c)})
-	return nodewire.FromError(sandbox.OpKillCompute, err)
+	_, err := call(ctx, p, sandbox.OpKillCompute,
+		request(&pb.KillComputeRequest{Compute: nodewire.ComputeToWire(c)}),
+		pb.NodeServiceClient.KillCompute, done[*pb.KillComputeResponse])
+	return err
 }
 
 // DeleteSnapshot forwards DeleteSnapshot.
 func (p *Proxy) DeleteSnapshot(ctx context.Context, ref sandbox.Reference, snap sandbox.SnapshotIdentity) error {
-	s, err := p.session(ctx, sandbox.OpDeleteSnapshot)
-	if err != nil {
-		return err
-	}
-	_, err = s.Client.DeleteSnapshot(s.outgoing(ctx), &pb.DeleteSnapshotRequest{
-		Reference: nodewire.ReferenceToWire(ref), Snapshot: nodewire.SnapshotToWire(snap),
-	})
-	return nodewire.FromError(sandbox.OpDeleteSnapshot, err)
+	_, err := call(ctx, p, sandbox.OpDeleteSnapshot,
+		request(&pb.DeleteSnapshotRequest{Reference: nodewire.ReferenceToWire(ref), Snapshot: nodewire.SnapshotToWire(snap)}),
+		pb.NodeServiceClient.DeleteSnapshot, done[*pb.DeleteSnapshotResponse])
+	return err
 }
 
 // RunCommandCompute forwards RunCommandCompute.
 func (p *Proxy) RunCommandCompute(ctx context.Context, c sandbox.Compute, cmd sandbox.Command) (sandbox.CommandResult, error) {
-	s, err := p.session(ctx, sandbox.OpRunCommandCompute)
-	if err != nil {
-		return sandbox.CommandResult{}, err
-	}
-	wire, err := nodewire.CommandToWire(cmd)
-	if err != nil {
-		return sandbox.CommandResult{}, err
-	}
-	resp, err := s.Client.RunCommandCompute(s.outgoing(ctx), &pb.RunCommandComputeRequest{Compute: nodewire.ComputeToWire(c), Command: wire})
-	if err != nil {
-		return sandbox.CommandResult{}, nodewire.FromError(sandbox.OpRunCommandCompute, err)
-	}
-	res, err := nodewire.CommandResultFromWire(resp.GetResult())
-	if err != nil {
-		return sandbox.CommandResult{}, nodewire.MalformedResponse(sandbox.OpRunCommandCompute, err)
-	}
-	return res, nil
+	return call(ctx, p, sandbox.OpRunCommandCompute,
+		func() (*pb.RunCommandComputeRequest, error) {
+			wire, err := nodewire.CommandToWire(cmd)
+			return &pb.RunCommandComputeRequest{Compute: nodewire.ComputeToWire(c), Command: wire}, err
+		},
+		pb.NodeServiceClient.RunCommandCompute,
+		func(r *pb.RunCommandComputeResponse) (sandbox.CommandResult, error) {
+			return nodewire.CommandResultFromWire(r.GetResult())
+		})
 }
+
+// request is a request that needs no check.
+func request[Req any](r Req) func() (Req, error) { return func() (Req, error) { return r, nil } }

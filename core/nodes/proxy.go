@@ -4,10 +4,12 @@ import (
 	"context"
 	"strconv"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providercontract"
 )
@@ -118,103 +120,122 @@ func (p *Proxy) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.
 }
 
 func (p *Proxy) info(op providercontract.Operation, ref sandbox.Reference, m *pb.Info) (sandbox.Info, error) {
-	info, err := nodewire.InfoFromWire(m)
+	info, err := infoFor(ref, m)
 	if err != nil {
-		return sandbox.Info{}, nodewire.MalformedResponse(op, err)
-	}
-	if err := info.CheckFor(ref); err != nil {
 		return sandbox.Info{}, nodewire.MalformedResponse(op, err)
 	}
 	return info, nil
 }
 
+// infoFor reads an Info response that must describe ref.
+func infoFor(ref sandbox.Reference, m *pb.Info) (sandbox.Info, error) {
+	info, err := nodewire.InfoFromWire(m)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if err := info.CheckFor(ref); err != nil {
+		return sandbox.Info{}, err
+	}
+	return info, nil
+}
+
+// call makes one call of op on the node's current session, in the order
+// every forwarded operation keeps: the declaration and the session first
+// (an unsupported or unreachable operation sends nothing), then the
+// request (an invalid one sends nothing), then one send, whose failure is
+// converted once (nodewire.FromError), and the read of its response, whose
+// failure is op's unknown outcome (nodewire.MalformedResponse), never the
+// caller's fault. Create does not use it: its failure carries evidence.
+func call[Req, Resp, Out any](ctx context.Context, p *Proxy, op providercontract.Operation,
+	req func() (Req, error), send func(pb.NodeServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+	read func(Resp) (Out, error),
+) (Out, error) {
+	var zero Out
+	s, err := p.session(ctx, op)
+	if err != nil {
+		return zero, err
+	}
+	r, err := req()
+	if err != nil {
+		return zero, err
+	}
+	resp, err := send(s.Client, s.outgoing(ctx), r)
+	if err != nil {
+		return zero, nodewire.FromError(op, err)
+	}
+	out, err := read(resp)
+	if err != nil {
+		return zero, nodewire.MalformedResponse(op, err)
+	}
+	return out, nil
+}
+
+// onRef builds a request for ref once ref is valid.
+func onRef[Req any](ref sandbox.Reference, build func(*pb.Reference) Req) func() (Req, error) {
+	return func() (Req, error) {
+		var zero Req
+		if err := ref.Validate(); err != nil {
+			return zero, err
+		}
+		return build(nodewire.ReferenceToWire(ref)), nil
+	}
+}
+
+// done reads a response that carries nothing.
+func done[Resp any](Resp) (struct{}, error) { return struct{}{}, nil }
+
 // GetInfo forwards GetInfo.
 func (p *Proxy) GetInfo(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
-	s, err := p.session(ctx, sandbox.OpGetInfo)
-	if err != nil {
-		return sandbox.Info{}, err
-	}
-	if err := ref.Validate(); err != nil {
-		return sandbox.Info{}, err
-	}
-	resp, err := s.Client.GetInfo(s.outgoing(ctx), &pb.GetInfoRequest{Reference: nodewire.ReferenceToWire(ref)})
-	if err != nil {
-		return sandbox.Info{}, nodewire.FromError(sandbox.OpGetInfo, err)
-	}
-	return p.info(sandbox.OpGetInfo, ref, resp.GetInfo())
+	return call(ctx, p, sandbox.OpGetInfo,
+		onRef(ref, func(r *pb.Reference) *pb.GetInfoRequest { return &pb.GetInfoRequest{Reference: r} }),
+		pb.NodeServiceClient.GetInfo,
+		func(r *pb.GetInfoResponse) (sandbox.Info, error) { return infoFor(ref, r.GetInfo()) })
 }
 
 // Renew forwards Renew.
 func (p *Proxy) Renew(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
-	s, err := p.session(ctx, sandbox.OpRenew)
-	if err != nil {
-		return sandbox.Info{}, err
-	}
-	if err := ref.Validate(); err != nil {
-		return sandbox.Info{}, err
-	}
-	resp, err := s.Client.Renew(s.outgoing(ctx), &pb.RenewRequest{Reference: nodewire.ReferenceToWire(ref)})
-	if err != nil {
-		return sandbox.Info{}, nodewire.FromError(sandbox.OpRenew, err)
-	}
-	return p.info(sandbox.OpRenew, ref, resp.GetInfo())
+	return call(ctx, p, sandbox.OpRenew,
+		onRef(ref, func(r *pb.Reference) *pb.RenewRequest { return &pb.RenewRequest{Reference: r} }),
+		pb.NodeServiceClient.Renew,
+		func(r *pb.RenewResponse) (sandbox.Info, error) { return infoFor(ref, r.GetInfo()) })
 }
 
 // Kill forwards Kill.
 func (p *Proxy) Kill(ctx context.Context, ref sandbox.Reference) error {
-	s, err := p.session(ctx, sandbox.OpKill)
-	if err != nil {
-		return err
-	}
-	if err := ref.Validate(); err != nil {
-		return err
-	}
-	_, err = s.Client.Kill(s.outgoing(ctx), &pb.KillRequest{Reference: nodewire.ReferenceToWire(ref)})
-	return nodewire.FromError(sandbox.OpKill, err)
+	_, err := call(ctx, p, sandbox.OpKill,
+		onRef(ref, func(r *pb.Reference) *pb.KillRequest { return &pb.KillRequest{Reference: r} }),
+		pb.NodeServiceClient.Kill, done[*pb.KillResponse])
+	return err
 }
 
 // RunCommand forwards RunCommand; stdin travels only in the request body.
 func (p *Proxy) RunCommand(ctx context.Context, ref sandbox.Reference, cmd sandbox.Command) (sandbox.CommandResult, error) {
-	s, err := p.session(ctx, sandbox.OpRunCommand)
-	if err != nil {
-		return sandbox.CommandResult{}, err
-	}
-	if err := ref.Validate(); err != nil {
-		return sandbox.CommandResult{}, err
-	}
-	wire, err := nodewire.CommandToWire(cmd)
-	if err != nil {
-		return sandbox.CommandResult{}, err
-	}
-	resp, err := s.Client.RunCommand(s.outgoing(ctx), &pb.RunCommandRequest{Reference: nodewire.ReferenceToWire(ref), Command: wire})
-	if err != nil {
-		return sandbox.CommandResult{}, nodewire.FromError(sandbox.OpRunCommand, err)
-	}
-	res, err := nodewire.CommandResultFromWire(resp.GetResult())
-	if err != nil {
-		return sandbox.CommandResult{}, nodewire.MalformedResponse(sandbox.OpRunCommand, err)
-	}
-	return res, nil
+	return call(ctx, p, sandbox.OpRunCommand,
+		func() (*pb.RunCommandRequest, error) {
+			if err := ref.Validate(); err != nil {
+				return nil, err
+			}
+			wire, err := nodewire.CommandToWire(cmd)
+			return &pb.RunCommandRequest{Reference: nodewire.ReferenceToWire(ref), Command: wire}, err
+		},
+		pb.NodeServiceClient.RunCommand,
+		func(r *pb.RunCommandResponse) (sandbox.CommandResult, error) {
+			return nodewire.CommandResultFromWire(r.GetResult())
+		})
 }
 
 // Observe forwards Observe.
 func (p *Proxy) Observe(ctx context.Context, ref sandbox.Reference) (sandbox.Observation, error) {
-	s, err := p.session(ctx, sandbox.OpObserve)
-	if err != nil {
-		return sandbox.Observation{}, err
-	}
-	if err := ref.Validate(); err != nil {
-		return sandbox.Observation{}, err
-	}
-	resp, err := s.Client.Observe(s.outgoing(ctx), &pb.ObserveRequest{Reference: nodewire.ReferenceToWire(ref)})
-	if err != nil {
-		return sandbox.Observation{}, nodewire.FromError(sandbox.OpObserve, err)
-	}
-	obs, err := nodewire.ObservationFromWire(resp)
-	if err != nil || obs.Reference != ref {
-		return sandbox.Observation{}, nodewire.MalformedResponse(sandbox.OpObserve, err)
-	}
-	return obs, nil
+	return call(ctx, p, sandbox.OpObserve,
+		onRef(ref, func(r *pb.Reference) *pb.ObserveRequest { return &pb.ObserveRequest{Reference: r} }),
+		pb.NodeServiceClient.Observe,
+		func(r *pb.ObserveResponse) (sandbox.Observation, error) {
+			obs, err := nodewire.ObservationFromWire(r)
+			if err == nil && obs.Reference != ref {
+				err = errdefs.Invalid("reference", "is not the requested one")
+			}
+			return obs, err
+		})
 }
 
 // ObserveBatch is not carried by the node transport.

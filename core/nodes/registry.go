@@ -99,26 +99,25 @@ func (r *Registry) Get(ctx context.Context, id uuid.UUID) (Node, error) {
 // enabled, an enabled one comes back unchanged, a removed one is refused
 // (node_removed).
 func (r *Registry) Enable(ctx context.Context, id uuid.UUID) (Node, error) {
-	return r.transition(ctx, "enable node", id, func(cur store.NodeState) (store.NodeState, error) {
-		switch cur {
-		case store.NodeEnrolled, store.NodeRetired, store.NodeEnabled:
-			return store.NodeEnabled, nil
-		}
-		return "", errNodeRemoved
-	})
+	return r.transition(ctx, "enable node", id, toUnlessRemoved(store.NodeEnabled))
 }
 
 // Retire stops new placement on node id: an enrolled or enabled node
 // becomes retired (what it holds stays owned and observed), a retired one
 // comes back unchanged, a removed one is refused (node_removed).
 func (r *Registry) Retire(ctx context.Context, id uuid.UUID) (Node, error) {
-	return r.transition(ctx, "retire node", id, func(cur store.NodeState) (store.NodeState, error) {
-		switch cur {
-		case store.NodeEnrolled, store.NodeEnabled, store.NodeRetired:
-			return store.NodeRetired, nil
+	return r.transition(ctx, "retire node", id, toUnlessRemoved(store.NodeRetired))
+}
+
+// toUnlessRemoved decides a move to state to from any state but removed,
+// which is refused (node_removed).
+func toUnlessRemoved(to store.NodeState) func(store.NodeState) (store.NodeState, error) {
+	return func(cur store.NodeState) (store.NodeState, error) {
+		if cur == store.NodeRemoved {
+			return "", errNodeRemoved
 		}
-		return "", errNodeRemoved
-	})
+		return to, nil
+	}
 }
 
 // Remove removes node id for good: an enrolled or retired node that holds

@@ -127,7 +127,7 @@ func (g *sessionServer) GetSession(ctx context.Context, req *adminv1.GetSessionR
 func (g *sessionServer) ListSessions(ctx context.Context, req *adminv1.ListSessionsRequest) (*adminv1.ListSessionsResponse, error) {
 	showDeleted := req.GetShowDeleted()
 	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), admin.Keyset[store.SessionBundle, store.AgeCursor]{
-		Scope: []string{scopeListSessions, flagScope("show_deleted", showDeleted)},
+		Scope: []string{scopeListSessions, admin.FlagScope("show_deleted", showDeleted)},
 		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionBundle, error) {
 			return g.svc.List(ctx, after, limit, showDeleted)
 		},
@@ -169,7 +169,7 @@ type allocationServer struct {
 func (g *allocationServer) ListAllocations(ctx context.Context, req *adminv1.ListAllocationsRequest) (*adminv1.ListAllocationsResponse, error) {
 	showReleased := req.GetShowReleased()
 	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), admin.Keyset[store.SessionAllocation, store.AgeCursor]{
-		Scope: []string{scopeListAllocations, flagScope("show_released", showReleased)},
+		Scope: []string{scopeListAllocations, admin.FlagScope("show_released", showReleased)},
 		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionAllocation, error) {
 			return g.svc.ListAllocations(ctx, after, limit, showReleased)
 		},

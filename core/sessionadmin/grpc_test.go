@@ -23,11 +23,11 @@ import (
 
 func TestGRPCRefusesUnauthenticated(t *testing.T) {
 	f := newFixture(t)
-	f.deploy(t, 4)
+	f.Deploy(t, 4)
 	c := f.serve(t)
 	for name, ctx := range map[string]context.Context{
-		"no token":    f.ctx,
-		"wrong token": metadata.AppendToOutgoingContext(f.ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
+		"no token":    f.Ctx,
+		"wrong token": metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
 	} {
 		_, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
 		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
@@ -39,7 +39,7 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 			t.Fatalf("%s: the refusal carries the admin token", name)
 		}
 	}
-	page, err := f.sess.List(f.ctx, store.AgeCursor{}, admin.DefaultPageSize, true)
+	page, err := f.Svc.List(f.Ctx, store.AgeCursor{}, admin.DefaultPageSize, true)
 	errdefstest.Must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d sessions", len(page))
@@ -49,7 +49,7 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 func TestGRPCCreateSession(t *testing.T) {
 	f := newFixture(t)
 	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	ctx := c.authed(f.Ctx)
 
 	// No deployment: refused with its own message, nothing created.
 	req := &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "first"}}
@@ -58,22 +58,22 @@ func TestGRPCCreateSession(t *testing.T) {
 		t.Fatalf("message %q", s.Message())
 	}
 
-	f.deploy(t, 1)
+	f.Deploy(t, 1)
 	created, err := c.CreateSession(ctx, req)
 	errdefstest.Must(t, err)
 	s := created.GetSession()
 	id := strings.TrimPrefix(s.GetName(), "sessions/")
 	if !admin.UUIDID(id) || s.GetDisplayName() != "first" || s.GetState() != adminv1.Session_STATE_PROVISIONING ||
-		s.GetCreateTime() == nil || s.GetDeleteTime() != nil || s.GetNode() != "nodes/"+f.node.String() ||
+		s.GetCreateTime() == nil || s.GetDeleteTime() != nil || s.GetNode() != "nodes/"+f.Node.String() ||
 		!strings.HasPrefix(s.GetAllocation(), "allocations/") {
 		t.Fatalf("created %v", s)
 	}
 	if !proto.Equal(s.GetEnvironment(), &adminv1.Environment{}) {
 		t.Fatalf("environment %v, want nothing established", s.GetEnvironment())
 	}
-	b, err := f.st.GetSession(f.ctx, uuid.MustParse(id))
+	b, err := f.St.GetSession(f.Ctx, uuid.MustParse(id))
 	errdefstest.Must(t, err)
-	if b.Session.TenantID != f.tenant {
+	if b.Session.TenantID != f.Tenant {
 		t.Fatal("the Session is not the configured tenant's")
 	}
 
@@ -101,7 +101,7 @@ func TestGRPCCreateSession(t *testing.T) {
 		"session.state":        {RequestId: uuid.NewString(), Session: &adminv1.Session{State: adminv1.Session_STATE_ACTIVE}},
 		"session.create_time":  {RequestId: uuid.NewString(), Session: &adminv1.Session{CreateTime: timestamppb.Now()}},
 		"session.environment":  {RequestId: uuid.NewString(), Session: &adminv1.Session{Environment: &adminv1.Environment{}}},
-		"session.node":         {RequestId: uuid.NewString(), Session: &adminv1.Session{Node: "nodes/" + f.node.String()}},
+		"session.node":         {RequestId: uuid.NewString(), Session: &adminv1.Session{Node: "nodes/" + f.Node.String()}},
 	} {
 		_, err := c.CreateSession(ctx, r)
 		t.Run(field, func(t *testing.T) { admintest.WantInvalidField(t, err, field) })
@@ -115,9 +115,9 @@ func TestGRPCCreateSession(t *testing.T) {
 
 func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	f := newFixture(t)
-	f.deploy(t, 10)
+	f.Deploy(t, 10)
 	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	ctx := c.authed(f.Ctx)
 	const total = 5
 	var names, allocs []string
 	for range total {
@@ -129,11 +129,11 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 
 	// Compute observed running with completed bootstrap: ACTIVE.
 	allocID := uuid.MustParse(strings.TrimPrefix(allocs[0], "allocations/"))
-	a, err := f.st.GetAllocation(f.ctx, allocID)
+	a, err := f.St.GetAllocation(f.Ctx, allocID)
 	errdefstest.Must(t, err)
-	a, err = f.st.ClaimCreate(f.ctx, a.ID, a.CreateReceipt)
+	a, err = f.St.ClaimCreate(f.Ctx, a.ID, a.CreateReceipt)
 	errdefstest.Must(t, err)
-	a, err = f.st.RecordCreateOutcome(f.ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "native-provider-id-0123", BootstrapComplete: true})
+	a, err = f.St.RecordCreateOutcome(f.Ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "native-provider-id-0123", BootstrapComplete: true})
 	errdefstest.Must(t, err)
 	got, err := c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
 	errdefstest.Must(t, err)
@@ -144,7 +144,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	ga, err := c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: allocs[0]})
 	errdefstest.Must(t, err)
 	al := ga.GetAllocation()
-	if al.GetName() != allocs[0] || al.GetSession() != names[0] || al.GetNode() != "nodes/"+f.node.String() ||
+	if al.GetName() != allocs[0] || al.GetSession() != names[0] || al.GetNode() != "nodes/"+f.Node.String() ||
 		al.GetState() != adminv1.Allocation_STATE_ACTIVE || al.GetGeneration() != 1 || !al.GetCreateSettled() ||
 		!al.GetBootstrapComplete() || al.GetCreateTime() == nil || al.GetReleaseTime() != nil {
 		t.Fatalf("allocation %v", al)
@@ -170,11 +170,11 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	}
 
 	// Cleanup confirmed and released: DELETED, hidden unless asked for.
-	a, err = f.st.GetAllocation(f.ctx, allocID)
+	a, err = f.St.GetAllocation(f.Ctx, allocID)
 	errdefstest.Must(t, err)
-	a, err = f.st.RecordCleanup(f.ctx, a.ID, a.Revision, true)
+	a, err = f.St.RecordCleanup(f.Ctx, a.ID, a.Revision, true)
 	errdefstest.Must(t, err)
-	_, err = f.st.Release(f.ctx, a.ID)
+	_, err = f.St.Release(f.Ctx, a.ID)
 	errdefstest.Must(t, err)
 	got, err = c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
 	errdefstest.Must(t, err)
@@ -190,18 +190,11 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 
 	// Lists over more than a page, in creation order.
 	listSessions := func(showDeleted bool) []string {
-		var got []string
-		token := ""
-		for {
+		got, _ := admintest.Pages(t, func(token string) ([]*adminv1.Session, string, error) {
 			r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2, PageToken: token, ShowDeleted: showDeleted})
-			errdefstest.Must(t, err)
-			for _, s := range r.GetSessions() {
-				got = append(got, s.GetName())
-			}
-			if token = r.GetNextPageToken(); token == "" {
-				return got
-			}
-		}
+			return r.GetSessions(), r.GetNextPageToken(), err
+		})
+		return got
 	}
 	if got := listSessions(true); strings.Join(got, ",") != strings.Join(names, ",") {
 		t.Fatalf("listed %v\nwant %v", got, names)
@@ -210,19 +203,12 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 		t.Fatalf("listed %v without deleted\nwant %v", got, names[1:])
 	}
 	listAllocs := func(showReleased bool) []string {
-		var got []string
-		token := ""
-		for {
+		got, _ := admintest.Pages(t, func(token string) ([]*adminv1.Allocation, string, error) {
 			r, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 2, PageToken: token, ShowReleased: showReleased})
-			errdefstest.Must(t, err)
 			wantNoProviderID(t, r)
-			for _, a := range r.GetAllocations() {
-				got = append(got, a.GetName())
-			}
-			if token = r.GetNextPageToken(); token == "" {
-				return got
-			}
-		}
+			return r.GetAllocations(), r.GetNextPageToken(), err
+		})
+		return got
 	}
 	if got := listAllocs(true); strings.Join(got, ",") != strings.Join(allocs, ",") {
 		t.Fatalf("listed %v\nwant %v", got, allocs)
@@ -283,9 +269,9 @@ func wantNoProviderID(t *testing.T, msg proto.Message) {
 // failures the Session is FAILED with the Environment's failure code.
 func TestGRPCSettledCreateFailureStates(t *testing.T) {
 	f := newFixture(t)
-	f.deploy(t, 10)
+	f.Deploy(t, 10)
 	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	ctx := c.authed(f.Ctx)
 	r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
 	errdefstest.Must(t, err)
 	name := r.GetSession().GetName()
@@ -304,14 +290,14 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 		return got.GetAllocation()
 	}
 	for attempt := 1; attempt <= store.MaxCreateAttempts; attempt++ {
-		a, err := f.st.GetAllocation(f.ctx, allocID)
+		a, err := f.St.GetAllocation(f.Ctx, allocID)
 		errdefstest.Must(t, err)
-		a, err = f.st.ClaimCreate(f.ctx, a.ID, a.CreateReceipt)
+		a, err = f.St.ClaimCreate(f.Ctx, a.ID, a.CreateReceipt)
 		errdefstest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CREATING || al.GetCreateFailed() || al.GetCreateSettled() {
 			t.Fatalf("dispatched allocation %v", al)
 		}
-		a, err = f.st.RecordCreateOutcome(f.ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
+		a, err = f.St.RecordCreateOutcome(f.Ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
 		errdefstest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CREATE_FAILED || !al.GetCreateFailed() || !al.GetCreateSettled() {
 			t.Fatalf("attempt %d: failed allocation %v", attempt, al)
@@ -319,14 +305,14 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 		if s := getSession(); s.GetState() != adminv1.Session_STATE_PROVISIONING || s.GetEnvironment().GetFailureCode() != "" {
 			t.Fatalf("attempt %d: session with a create_failed allocation %v", attempt, s)
 		}
-		a, err = f.st.ResolveCreateFailure(f.ctx, a.ID, a.Revision)
+		a, err = f.St.ResolveCreateFailure(f.Ctx, a.ID, a.Revision)
 		errdefstest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CLEANING_UP || !al.GetCreateFailed() {
 			t.Fatalf("attempt %d: cleaning up %v", attempt, al)
 		}
-		a, err = f.st.RecordCleanup(f.ctx, a.ID, a.Revision, true)
+		a, err = f.St.RecordCleanup(f.Ctx, a.ID, a.Revision, true)
 		errdefstest.Must(t, err)
-		a, err = f.st.Release(f.ctx, a.ID)
+		a, err = f.St.Release(f.Ctx, a.ID)
 		errdefstest.Must(t, err)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_RELEASED || !al.GetCreateFailed() || al.GetReleaseTime() == nil {
 			t.Fatalf("attempt %d: released %v", attempt, al)
@@ -341,8 +327,8 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 		if s.GetState() != adminv1.Session_STATE_PROVISIONING || s.GetAllocation() != "" {
 			t.Fatalf("attempt %d: session waiting for a new allocation %v", attempt, s)
 		}
-		next, err := f.st.AllocatePending(f.ctx, store.PendingAllocationParams{
-			EnvironmentID: a.EnvironmentID, NodeID: f.node, AllocationID: uuid.New(), DeviceID: uuid.New(),
+		next, err := f.St.AllocatePending(f.Ctx, store.PendingAllocationParams{
+			EnvironmentID: a.EnvironmentID, NodeID: f.Node, AllocationID: uuid.New(), DeviceID: uuid.New(),
 			CredentialDigest: make([]byte, 32), CredentialCiphertext: make([]byte, 48), CredentialNonce: make([]byte, 12),
 			CreateReceipt: uuid.New(),
 		})
@@ -362,9 +348,9 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 // handed out before stay valid.
 func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
 	f := newFixture(t)
-	f.deploy(t, 10)
+	f.Deploy(t, 10)
 	c := f.serve(t)
-	ctx := c.authed(f.ctx)
+	ctx := c.authed(f.Ctx)
 	var names, allocs []string
 	for range 3 {
 		r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
@@ -372,7 +358,7 @@ func TestGRPCPageTokensKeepTheirFormat(t *testing.T) {
 		names = append(names, r.GetSession().GetName())
 		allocs = append(allocs, r.GetSession().GetAllocation())
 	}
-	first, err := f.st.GetSession(f.ctx, uuid.MustParse(strings.TrimPrefix(names[0], "sessions/")))
+	first, err := f.St.GetSession(f.Ctx, uuid.MustParse(strings.TrimPrefix(names[0], "sessions/")))
 	errdefstest.Must(t, err)
 	cursor := func(createdAt time.Time, id uuid.UUID) []byte {
 		return append(binary.BigEndian.AppendUint64(nil, uint64(createdAt.UnixMicro())), id[:]...)

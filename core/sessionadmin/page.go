@@ -1,12 +1,9 @@
 package sessionadmin
 
 import (
-	"encoding/binary"
-	"fmt"
-	"time"
-
 	"github.com/google/uuid"
 
+	"berth.dev/core/admin"
 	"berth.dev/core/store"
 )
 
@@ -19,25 +16,14 @@ const (
 	scopeListAllocations = "berth.admin.v1.AllocationService/ListAllocations"
 )
 
-func flagScope(name string, v bool) string { return fmt.Sprintf("%s=%t", name, v) }
-
-// cursorLen is the length of an encoded keyset cursor: the creation time
-// in Unix microseconds (big-endian; the database keeps microseconds) and
-// the 16 bytes of the id.
-const cursorLen = 8 + 16
-
-func encodeCursor(c store.AgeCursor) []byte {
-	b := make([]byte, 8, cursorLen)
-	binary.BigEndian.PutUint64(b, uint64(c.CreatedAt.UnixMicro()))
-	return append(b, c.ID[:]...)
-}
+// encodeCursor and decodeCursor are admin's creation-order cursor over a
+// store.AgeCursor.
+func encodeCursor(c store.AgeCursor) []byte { return admin.EncodeAgeCursor(c.CreatedAt, c.ID[:]) }
 
 func decodeCursor(b []byte) (store.AgeCursor, bool) {
-	if len(b) != cursorLen {
+	createdAt, id, ok := admin.DecodeAgeCursor(b)
+	if !ok {
 		return store.AgeCursor{}, false
 	}
-	return store.AgeCursor{
-		CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[:8]))),
-		ID:        uuid.UUID(b[8:]),
-	}, true
+	return store.AgeCursor{CreatedAt: createdAt, ID: uuid.UUID(id)}, true
 }

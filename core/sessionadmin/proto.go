@@ -1,10 +1,7 @@
 package sessionadmin
 
 import (
-	"time"
-
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
@@ -22,8 +19,8 @@ func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Sess
 		Name:        admin.SessionName.Format(b.Session.ID.String()),
 		DisplayName: b.Session.DisplayName,
 		State:       sessionState(sessions.StateOf(b)),
-		CreateTime:  timestamp(&b.Session.CreatedAt),
-		DeleteTime:  timestamp(b.Session.DeleteRequestedAt),
+		CreateTime:  admin.Timestamp(&b.Session.CreatedAt),
+		DeleteTime:  admin.Timestamp(b.Session.DeleteRequestedAt),
 		Environment: &adminv1.Environment{
 			ComputeAvailable:     env.ComputeAvailable,
 			RuntimeConnected:     env.RuntimeConnected,
@@ -41,21 +38,17 @@ func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Sess
 	return out
 }
 
-func sessionState(s sessions.State) adminv1.Session_State {
-	switch s {
-	case sessions.StateProvisioning:
-		return adminv1.Session_STATE_PROVISIONING
-	case sessions.StateActive:
-		return adminv1.Session_STATE_ACTIVE
-	case sessions.StateFailed:
-		return adminv1.Session_STATE_FAILED
-	case sessions.StateDeleting:
-		return adminv1.Session_STATE_DELETING
-	case sessions.StateDeleted:
-		return adminv1.Session_STATE_DELETED
-	}
-	return adminv1.Session_STATE_UNSPECIFIED
+// sessionStates maps the logic's Session states to the API (anything else
+// is STATE_UNSPECIFIED).
+var sessionStates = map[sessions.State]adminv1.Session_State{
+	sessions.StateProvisioning: adminv1.Session_STATE_PROVISIONING,
+	sessions.StateActive:       adminv1.Session_STATE_ACTIVE,
+	sessions.StateFailed:       adminv1.Session_STATE_FAILED,
+	sessions.StateDeleting:     adminv1.Session_STATE_DELETING,
+	sessions.StateDeleted:      adminv1.Session_STATE_DELETED,
 }
+
+func sessionState(s sessions.State) adminv1.Session_State { return sessionStates[s] }
 
 // AllocationProto is the API form of an allocation. It carries Berth
 // names only: never the provider's native id, the device credential
@@ -69,34 +62,20 @@ func AllocationProto(a store.SessionAllocation) *adminv1.Allocation {
 		Generation:        uint64(a.Generation),
 		CreateSettled:     sessions.CreateSettled(a.Allocation),
 		BootstrapComplete: a.BootstrapComplete,
-		CreateTime:        timestamp(&a.CreatedAt),
-		ReleaseTime:       timestamp(a.ReleasedAt),
+		CreateTime:        admin.Timestamp(&a.CreatedAt),
+		ReleaseTime:       admin.Timestamp(a.ReleasedAt),
 		CreateFailed:      sessions.CreateFailed(a.Allocation),
 	}
 }
 
-func allocationState(s sessions.AllocationState) adminv1.Allocation_State {
-	switch s {
-	case sessions.AllocationPending:
-		return adminv1.Allocation_STATE_PENDING
-	case sessions.AllocationCreating:
-		return adminv1.Allocation_STATE_CREATING
-	case sessions.AllocationActive:
-		return adminv1.Allocation_STATE_ACTIVE
-	case sessions.AllocationCreateFailed:
-		return adminv1.Allocation_STATE_CREATE_FAILED
-	case sessions.AllocationCleaningUp:
-		return adminv1.Allocation_STATE_CLEANING_UP
-	case sessions.AllocationReleased:
-		return adminv1.Allocation_STATE_RELEASED
-	}
-	return adminv1.Allocation_STATE_UNSPECIFIED
+// allocationStates maps the logic's allocation states to the API.
+var allocationStates = map[sessions.AllocationState]adminv1.Allocation_State{
+	sessions.AllocationPending:      adminv1.Allocation_STATE_PENDING,
+	sessions.AllocationCreating:     adminv1.Allocation_STATE_CREATING,
+	sessions.AllocationActive:       adminv1.Allocation_STATE_ACTIVE,
+	sessions.AllocationCreateFailed: adminv1.Allocation_STATE_CREATE_FAILED,
+	sessions.AllocationCleaningUp:   adminv1.Allocation_STATE_CLEANING_UP,
+	sessions.AllocationReleased:     adminv1.Allocation_STATE_RELEASED,
 }
 
-// timestamp converts t, leaving a nil or zero time unset.
-func timestamp(t *time.Time) *timestamppb.Timestamp {
-	if t == nil || t.IsZero() {
-		return nil
-	}
-	return timestamppb.New(*t)
-}
+func allocationState(s sessions.AllocationState) adminv1.Allocation_State { return allocationStates[s] }

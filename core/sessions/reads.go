@@ -10,13 +10,10 @@ import (
 )
 
 // Get returns Session id with its Environment, placement and unreleased
-// allocation; errdefs.ErrNotFound when there is none.
+// allocation; errdefs.ErrNotFound when there is none. The reads return the
+// store's errors, which name their operation.
 func (s *Service) Get(ctx context.Context, id uuid.UUID) (store.SessionBundle, error) {
-	b, err := s.store.GetSession(ctx, id)
-	if err != nil {
-		return store.SessionBundle{}, fmt.Errorf("get session: %w", err)
-	}
-	return b, nil
+	return s.store.GetSession(ctx, id)
 }
 
 // List returns up to limit Sessions after the keyset position after (the
@@ -24,11 +21,7 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (store.SessionBundle, e
 // Session (deletion requested, allocation released) only with
 // includeDeleted. A Session's position is Cursor(b).
 func (s *Service) List(ctx context.Context, after store.AgeCursor, limit int, includeDeleted bool) ([]store.SessionBundle, error) {
-	page, err := s.store.ListSessionsByAge(ctx, limit, after, includeDeleted)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	return page, nil
+	return s.store.ListSessionsByAge(ctx, limit, after, includeDeleted)
 }
 
 // Cursor is b's position in List's order.
@@ -56,11 +49,7 @@ func (s *Service) Readiness(ctx context.Context, bundles ...store.SessionBundle)
 // GetAllocation returns allocation id with its Session;
 // errdefs.ErrNotFound when there is none.
 func (s *Service) GetAllocation(ctx context.Context, id uuid.UUID) (store.SessionAllocation, error) {
-	a, err := s.store.GetSessionAllocation(ctx, id)
-	if err != nil {
-		return store.SessionAllocation{}, fmt.Errorf("get allocation: %w", err)
-	}
-	return a, nil
+	return s.store.GetSessionAllocation(ctx, id)
 }
 
 // ListAllocations returns up to limit allocations after the keyset
@@ -68,11 +57,7 @@ func (s *Service) GetAllocation(ctx context.Context, id uuid.UUID) (store.Sessio
 // by id; released ones only with includeReleased. An allocation's
 // position is AllocationCursor(a).
 func (s *Service) ListAllocations(ctx context.Context, after store.AgeCursor, limit int, includeReleased bool) ([]store.SessionAllocation, error) {
-	page, err := s.store.ListAllocationsByAge(ctx, limit, after, includeReleased)
-	if err != nil {
-		return nil, fmt.Errorf("list allocations: %w", err)
-	}
-	return page, nil
+	return s.store.ListAllocationsByAge(ctx, limit, after, includeReleased)
 }
 
 // AllocationCursor is a's position in ListAllocations' order.

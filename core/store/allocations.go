@@ -653,20 +653,13 @@ func update(ctx context.Context, q *db.Queries, a Allocation, revision int64) (A
 // the caller's per-node cursor wraps to uuid.Nil.
 func (s *Store) ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Allocation, error) {
 	const op = "list allocations for node"
-	if limit < 1 || limit > NodePageSize {
-		return nil, fmt.Errorf("%s: %w", op, errdefs.Invalid("limit", fmt.Sprintf("must be between 1 and %d", NodePageSize)))
-	}
-	rows, err := s.q.ListAllocationsForNode(ctx, db.ListAllocationsForNodeParams{
-		NodeID: nodeID, After: after, PageSize: int32(limit),
-	})
+	n, err := nodePageParam(op, limit)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, err
 	}
-	out := make([]Allocation, len(rows))
-	for i, r := range rows {
-		out[i] = allocationFromRow(r)
-	}
-	return out, nil
+	return fetchRows(op, func() ([]db.Allocation, error) {
+		return s.q.ListAllocationsForNode(ctx, db.ListAllocationsForNodeParams{NodeID: nodeID, After: after, PageSize: n})
+	}, allocationFromRow)
 }
 
 // Pending is an Environment placed on a node whose compute has not been
@@ -691,29 +684,22 @@ type Pending struct {
 // page means the end.
 func (s *Store) ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Pending, error) {
 	const op = "list pending for node"
-	if limit < 1 || limit > NodePageSize {
-		return nil, fmt.Errorf("%s: %w", op, errdefs.Invalid("limit", fmt.Sprintf("must be between 1 and %d", NodePageSize)))
-	}
-	rows, err := s.q.ListPendingForNode(ctx, db.ListPendingForNodeParams{
-		NodeID: nodeID, After: after, PageSize: int32(limit),
-	})
+	n, err := nodePageParam(op, limit)
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, err
 	}
-	out := make([]Pending, len(rows))
-	for i, r := range rows {
-		out[i] = Pending{
-			EnvironmentID: r.EnvironmentID,
-			SessionID:     r.SessionID,
-			TenantID:      r.TenantID,
-			SessionState:  SessionState(r.SessionState),
-			Generation:    r.Generation,
+	return fetchRows(op, func() ([]db.ListPendingForNodeRow, error) {
+		return s.q.ListPendingForNode(ctx, db.ListPendingForNodeParams{NodeID: nodeID, After: after, PageSize: n})
+	}, func(r db.ListPendingForNodeRow) Pending {
+		p := Pending{
+			EnvironmentID: r.EnvironmentID, SessionID: r.SessionID, TenantID: r.TenantID,
+			SessionState: SessionState(r.SessionState), Generation: r.Generation,
 		}
 		if r.AllocationID != nil {
-			out[i].AllocationID = *r.AllocationID
+			p.AllocationID = *r.AllocationID
 		}
-	}
-	return out, nil
+		return p
+	})
 }
 
 func allocationFromRow(r db.Allocation) Allocation {
@@ -764,24 +750,12 @@ func (s *Store) GetSessionAllocation(ctx context.Context, id uuid.UUID) (Session
 // for the start) in creation order (ties by id); released ones only with
 // includeReleased.
 func (s *Store) ListAllocationsByAge(ctx context.Context, limit int, after AgeCursor, includeReleased bool) ([]SessionAllocation, error) {
-	const op = "list allocations by age"
-	n, err := limitParam(limit)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	rows, err := s.q.ListAllocationsByAge(ctx, db.ListAllocationsByAgeParams{
-		FirstPage:       after.CreatedAt.IsZero(),
-		AfterCreatedAt:  after.CreatedAt,
-		AfterID:         after.ID,
-		IncludeReleased: includeReleased,
-		PageSize:        n,
+	return listPage("list allocations by age", limit, func(n int32) ([]db.ListAllocationsByAgeRow, error) {
+		return s.q.ListAllocationsByAge(ctx, db.ListAllocationsByAgeParams{
+			FirstPage: after.CreatedAt.IsZero(), AfterCreatedAt: after.CreatedAt, AfterID: after.ID,
+			IncludeReleased: includeReleased, PageSize: n,
+		})
+	}, func(r db.ListAllocationsByAgeRow) SessionAllocation {
+		return SessionAllocation{Allocation: allocationFromRow(r.Allocation), SessionID: r.SessionID}
 	})
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	page := make([]SessionAllocation, len(rows))
-	for i, r := range rows {
-		page[i] = SessionAllocation{Allocation: allocationFromRow(r.Allocation), SessionID: r.SessionID}
-	}
-	return page, nil
 }

@@ -237,26 +237,14 @@ func (s *Store) RevokeActiveEnrollmentToken(ctx context.Context, id string) (Enr
 // (ties by id). Without includeInactive only tokens that can still enroll
 // a node are listed (unused, unrevoked, unexpired by the database clock).
 func (s *Store) ListEnrollmentTokensByAge(ctx context.Context, limit int, after TokenCursor, includeInactive bool) ([]EnrollmentToken, error) {
-	const op = "list enrollment tokens by age"
-	n, err := limitParam(limit)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	rows, err := s.q.ListEnrollmentTokensByAge(ctx, db.ListEnrollmentTokensByAgeParams{
-		FirstPage:       after.CreatedAt.IsZero(),
-		AfterCreatedAt:  after.CreatedAt,
-		AfterID:         after.ID,
-		IncludeInactive: includeInactive,
-		PageSize:        n,
+	return listPage("list enrollment tokens by age", limit, func(n int32) ([]db.ListEnrollmentTokensByAgeRow, error) {
+		return s.q.ListEnrollmentTokensByAge(ctx, db.ListEnrollmentTokensByAgeParams{
+			FirstPage: after.CreatedAt.IsZero(), AfterCreatedAt: after.CreatedAt, AfterID: after.ID,
+			IncludeInactive: includeInactive, PageSize: n,
+		})
+	}, func(r db.ListEnrollmentTokensByAgeRow) EnrollmentToken {
+		return tokenFromRow(db.GetEnrollmentTokenRow(r))
 	})
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	page := make([]EnrollmentToken, len(rows))
-	for i, r := range rows {
-		page[i] = tokenFromRow(db.GetEnrollmentTokenRow(r))
-	}
-	return page, nil
 }
 
 // EnrollmentTokensOfNodes returns the id of the token that enrolled each

@@ -22,11 +22,7 @@ const testTimeout = time.Minute
 // testTimeout.
 func newStore(t *testing.T) (*store.Store, context.Context) {
 	t.Helper()
-	t.Parallel()
-	st := storetest.New(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	t.Cleanup(cancel)
-	return st, ctx
+	return storetest.Parallel(t)
 }
 
 func randomBytes(t testing.TB, n int) []byte {

@@ -138,26 +138,12 @@ type NodeCursor = AgeCursor
 // cursor after (the zero cursor for the start) in enrollment order
 // (creation time, ties by id), removed ones only with includeRemoved.
 func (s *Store) ListNodesByAge(ctx context.Context, limit int, after NodeCursor, includeRemoved bool) ([]Node, error) {
-	const op = "list nodes by age"
-	n, err := limitParam(limit)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	rows, err := s.q.ListNodesByAge(ctx, db.ListNodesByAgeParams{
-		FirstPage:      after.CreatedAt.IsZero(),
-		AfterCreatedAt: after.CreatedAt,
-		AfterID:        after.ID,
-		IncludeRemoved: includeRemoved,
-		PageSize:       n,
-	})
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	page := make([]Node, len(rows))
-	for i, r := range rows {
-		page[i] = nodeFromRow(r)
-	}
-	return page, nil
+	return listPage("list nodes by age", limit, func(n int32) ([]db.Node, error) {
+		return s.q.ListNodesByAge(ctx, db.ListNodesByAgeParams{
+			FirstPage: after.CreatedAt.IsZero(), AfterCreatedAt: after.CreatedAt, AfterID: after.ID,
+			IncludeRemoved: includeRemoved, PageSize: n,
+		})
+	}, nodeFromRow)
 }
 
 // SetNodeState moves node id from state from to state to, as one

@@ -101,6 +101,38 @@ func pageSizeParam(n int) (int32, error) {
 	return int32(n), nil
 }
 
+// listPage runs one keyset list query of op that a pager drives: it
+// checks limit (limitParam), then fetchRows.
+func listPage[R, T any](op string, limit int, fetch func(n int32) ([]R, error), conv func(R) T) ([]T, error) {
+	n, err := limitParam(limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return fetchRows(op, func() ([]R, error) { return fetch(n) }, conv)
+}
+
+// fetchRows runs one query of op that returns rows and converts each, so
+// every list call shares one shape and one error form.
+func fetchRows[R, T any](op string, fetch func() ([]R, error), conv func(R) T) ([]T, error) {
+	rows, err := fetch()
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = conv(r)
+	}
+	return out, nil
+}
+
+// nodePageParam checks the row limit of a per-node lifecycle scan.
+func nodePageParam(op string, limit int) (int32, error) {
+	if limit < 1 || limit > NodePageSize {
+		return 0, fmt.Errorf("%s: %w", op, errdefs.Invalid("limit", fmt.Sprintf("must be between 1 and %d", NodePageSize)))
+	}
+	return int32(limit), nil
+}
+
 // limitParam checks the row limit of a keyset list call that a pager
 // drives: a page and the one row past it (core/admin.Paginate).
 func limitParam(n int) (int32, error) {

@@ -215,19 +215,9 @@ func (s *Store) GetTurn(ctx context.Context, id uuid.UUID) (Turn, error) {
 // ListTurns returns up to limit (1 to MaxPageSize+1) of a Session's
 // Turns after seq afterSeq, in submission order.
 func (s *Store) ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]Turn, error) {
-	n, err := limitParam(limit)
-	if err != nil {
-		return nil, fmt.Errorf("list turns: %w", err)
-	}
-	rows, err := s.q.ListTurns(ctx, db.ListTurnsParams{SessionID: sessionID, AfterSeq: afterSeq, PageSize: n})
-	if err != nil {
-		return nil, wrap("list turns", err)
-	}
-	out := make([]Turn, len(rows))
-	for i, r := range rows {
-		out[i] = turnFromRow(r)
-	}
-	return out, nil
+	return listPage("list turns", limit, func(n int32) ([]db.Turn, error) {
+		return s.q.ListTurns(ctx, db.ListTurnsParams{SessionID: sessionID, AfterSeq: afterSeq, PageSize: n})
+	}, turnFromRow)
 }
 
 // ClaimNextTurn moves the Session's first queued Turn to running on the
@@ -376,15 +366,7 @@ func sweepTurns[R any](ctx context.Context, op string, ownerEpoch uint64,
 	if err != nil {
 		return nil, err
 	}
-	rows, err := query(ctx, epoch)
-	if err != nil {
-		return nil, wrap(op, err)
-	}
-	out := make([]TurnRef, len(rows))
-	for i, r := range rows {
-		out[i] = ref(r)
-	}
-	return out, nil
+	return fetchRows(op, func() ([]R, error) { return query(ctx, epoch) }, ref)
 }
 
 // OutputChunk is one recorded chunk of a Turn's output.

@@ -140,9 +140,9 @@ func Proto(t store.Turn) *adminv1.Turn {
 		StderrBytes:      t.StderrBytes,
 		OutputTruncated:  t.OutputTruncated,
 		CreateTime:       timestamppb.New(t.CreatedAt),
-		StartTime:        ts(t.StartedAt),
-		EndTime:          ts(t.EndedAt),
-		CancelTime:       ts(t.CancelRequestedAt),
+		StartTime:        admin.Timestamp(t.StartedAt),
+		EndTime:          admin.Timestamp(t.EndedAt),
+		CancelTime:       admin.Timestamp(t.CancelRequestedAt),
 	}
 	if t.ExitCode != nil {
 		p.ExitCode = *t.ExitCode
@@ -153,35 +153,13 @@ func Proto(t store.Turn) *adminv1.Turn {
 		p.Command = &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: t.Argv}}}
 	}
 	if p.StartTime == nil && t.DispatchedAt != nil && t.State != store.TurnQueued {
-		p.StartTime = ts(t.DispatchedAt)
+		p.StartTime = admin.Timestamp(t.DispatchedAt)
 	}
 	return p
 }
 
-// State maps a store Turn state to the API.
+// State maps a store Turn state to the API (STATE_UNSPECIFIED for an
+// unknown one): the API's Turn state names are the store's.
 func State(s store.TurnState) adminv1.Turn_State {
-	switch s {
-	case store.TurnQueued:
-		return adminv1.Turn_STATE_QUEUED
-	case store.TurnRunning:
-		return adminv1.Turn_STATE_RUNNING
-	case store.TurnCompleted:
-		return adminv1.Turn_STATE_COMPLETED
-	case store.TurnFailed:
-		return adminv1.Turn_STATE_FAILED
-	case store.TurnCancelled:
-		return adminv1.Turn_STATE_CANCELLED
-	case store.TurnTimedOut:
-		return adminv1.Turn_STATE_TIMED_OUT
-	case store.TurnUnconfirmed:
-		return adminv1.Turn_STATE_UNCONFIRMED
-	}
-	return adminv1.Turn_STATE_UNSPECIFIED
-}
-
-func ts(t *time.Time) *timestamppb.Timestamp {
-	if t == nil {
-		return nil
-	}
-	return timestamppb.New(*t)
+	return adminv1.Turn_State(admin.StateValue(adminv1.Turn_State_value, string(s)))
 }

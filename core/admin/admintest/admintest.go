@@ -84,3 +84,26 @@ func WantInvalidField(t testing.TB, err error, field string) {
 	}
 	t.Fatalf("status %q has no BadRequest", s.Message())
 }
+
+// Named is an admin API resource message.
+type Named interface{ GetName() string }
+
+// Pages walks a listing page by page until its next page token is empty:
+// page lists the page of token and returns its resources and the next
+// token. It returns every resource's name in order and the number of
+// pages; a failed call fails the test.
+func Pages[T Named](t testing.TB, page func(token string) ([]T, string, error)) (names []string, pages int) {
+	t.Helper()
+	token := ""
+	for {
+		items, next, err := page(token)
+		errdefstest.Must(t, err)
+		pages++
+		for _, it := range items {
+			names = append(names, it.GetName())
+		}
+		if token = next; token == "" {
+			return names, pages
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -27,8 +26,6 @@ import (
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
-
-const testTimeout = time.Minute
 
 // DirectKind is a test-only direct provider that takes a credential: the
 // only registered provider (docker) is a node provider, which takes none.
@@ -47,10 +44,7 @@ type Fixture struct {
 // New returns a Fixture for a parallel test.
 func New(t *testing.T) Fixture {
 	t.Helper()
-	t.Parallel()
-	st := storetest.New(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	t.Cleanup(cancel)
+	st, ctx := storetest.Parallel(t)
 	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example")
 	errdefstest.Must(t, err)
 	key, _, err := secrets.NewKey()

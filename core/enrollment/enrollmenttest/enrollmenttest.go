@@ -20,9 +20,6 @@ import (
 	"berth.dev/core/store/storetest"
 )
 
-// testTimeout bounds each test's calls.
-const testTimeout = time.Minute
-
 // Fixture is the enrollment token logic on a fresh database, with the
 // enrollment service that consumes its tokens.
 type Fixture struct {
@@ -36,14 +33,11 @@ type Fixture struct {
 // New returns a Fixture for a parallel test.
 func New(t *testing.T) Fixture {
 	t.Helper()
-	t.Parallel()
-	st := storetest.New(t)
+	st, ctx := storetest.Parallel(t)
 	ca, err := nodetls.NewCA(uuid.NewString(), time.Now())
 	errdefstest.Must(t, err)
 	tokens, err := enrollment.NewTokens(st, ca.Fingerprint(), time.Now)
 	errdefstest.Must(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	t.Cleanup(cancel)
 	return Fixture{Tokens: tokens, Enroll: enrollment.NewService(st, ca, time.Now, uuid.New), St: st, CA: ca, Ctx: ctx}
 }
 

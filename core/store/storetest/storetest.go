@@ -29,6 +29,21 @@ const (
 
 var slots = make(chan struct{}, maxDatabases)
 
+// TestTimeout bounds the context Parallel gives a test.
+const TestTimeout = time.Minute
+
+// Parallel marks t parallel and returns a Store on a fresh, migrated
+// database (New) and a context bounded by TestTimeout that ends with t:
+// the start of every store-backed test fixture.
+func Parallel(t *testing.T) (*store.Store, context.Context) {
+	t.Helper()
+	t.Parallel()
+	st := New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), TestTimeout)
+	t.Cleanup(cancel)
+	return st, ctx
+}
+
 // New returns a Store on a fresh, migrated database that is dropped when
 // the test ends. Without a test database it skips (fails under CI=true),
 // as testenv.DatabaseURL does.

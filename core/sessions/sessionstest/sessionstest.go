@@ -1,0 +1,64 @@
+// Package sessionstest gives the Session tests (the logic's and the admin
+// adapter's) a sessions.Service on a fresh database with one enabled,
+// present node as the only placement candidate and no deployment yet.
+package sessionstest
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs/errdefstest"
+
+	"berth.dev/core/secrets"
+	"berth.dev/core/sessions"
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+)
+
+// Fixture is a Service over the owner-bound store of a fresh database.
+type Fixture struct {
+	Svc          *sessions.Service
+	St           *store.Owner
+	Key          secrets.Key
+	Installation uuid.UUID
+	Node         uuid.UUID
+	Tenant       uuid.UUID
+	Ctx          context.Context
+}
+
+// New returns a Fixture for a parallel test.
+func New(t *testing.T) Fixture {
+	t.Helper()
+	st, ctx := storetest.Parallel(t)
+	key, _, err := secrets.NewKey()
+	errdefstest.Must(t, err)
+	owned := storetest.Owner(t, st)
+	node := storetest.EnabledNode(t, st)
+	storetest.Present(t, owned, node, 1)
+	installation := uuid.New()
+	return Fixture{
+		Svc: sessions.New(owned, key, installation, uuid.New), St: owned, Key: key,
+		Installation: installation, Node: node, Tenant: uuid.New(), Ctx: ctx,
+	}
+}
+
+// Deploy commits the next deployment generation with maxActive per node.
+func (f Fixture) Deploy(t *testing.T, maxActive int32) {
+	t.Helper()
+	var prev uint64
+	if cur, err := f.St.CurrentGeneration(f.Ctx); err == nil {
+		prev = cur.Generation
+	}
+	_, err := f.St.CommitGeneration(f.Ctx, prev, store.NewGeneration{
+		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+		Specification: sandbox.Specification{
+			Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},
+			MaxActive: maxActive, MaxRetained: 1,
+		},
+	})
+	errdefstest.Must(t, err)
+}
