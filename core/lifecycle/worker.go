@@ -68,6 +68,8 @@ type Store interface {
 	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
 	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
 	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+	ListObservableForNode(ctx context.Context, sc store.ObservableScan) ([]store.Observable, error)
+	RecordObservation(ctx context.Context, p store.RecordObservationParams) (store.Allocation, error)
 }
 
 // Defaults of Config.
@@ -99,6 +101,13 @@ type Config struct {
 	CallTimeout time.Duration
 	// Interval is the wait between passes (DefaultInterval when 0).
 	Interval time.Duration
+	// ObservePeriod bounds how long running compute goes unobserved
+	// (DefaultObservePeriod when 0; observe.go).
+	ObservePeriod time.Duration
+	// KeepaliveInterval is the wait between keepalives (Renew) to
+	// connected, observed, running compute between Turns
+	// (DefaultKeepaliveInterval when 0).
+	KeepaliveInterval time.Duration
 	// NewID makes the ids of new allocations (uuid.New when nil).
 	NewID func() uuid.UUID
 	Log   *slog.Logger
@@ -110,6 +119,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
+	}
+	if c.ObservePeriod <= 0 {
+		c.ObservePeriod = DefaultObservePeriod
+	}
+	if c.KeepaliveInterval <= 0 {
+		c.KeepaliveInterval = DefaultKeepaliveInterval
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -125,10 +140,12 @@ func (c Config) withDefaults() Config {
 type Worker struct {
 	cfg  Config
 	node uuid.UUID
-	// pendingAfter and allocAfter are the per-node cursors of the pending
-	// and the allocation scans; uuid.Nil is the start.
+	// pendingAfter, allocAfter and observeAfter are the per-node cursors of
+	// the pending, the allocation and the observation scans; uuid.Nil is
+	// the start.
 	pendingAfter uuid.UUID
 	allocAfter   uuid.UUID
+	observeAfter uuid.UUID
 	wake         chan struct{}
 }
 
@@ -167,8 +184,9 @@ func (w *Worker) Run(ctx context.Context) {
 }
 
 // Pass runs one bounded pass: one page (store.NodePageSize) of the node's
-// pending allocations, then one page of its unreleased allocations. Each
-// scan advances its own cursor and wraps to the start after its last page.
+// pending allocations, then one page of its unreleased allocations, then
+// one page of its running allocations to observe (observePage). Each scan
+// advances its own cursor and wraps to the start after its last page.
 // A failure of one allocation is logged and does not stop the page.
 func (w *Worker) Pass(ctx context.Context) error {
 	p, err := w.cfg.Provider(w.node)
@@ -178,7 +196,10 @@ func (w *Worker) Pass(ctx context.Context) error {
 	if err := w.pendingPage(ctx, p); err != nil {
 		return err
 	}
-	return w.allocationPage(ctx, p)
+	if err := w.allocationPage(ctx, p); err != nil {
+		return err
+	}
+	return w.observePage(ctx, p)
 }
 
 func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) error {

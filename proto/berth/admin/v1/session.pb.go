@@ -30,8 +30,9 @@ const (
 	Session_STATE_UNSPECIFIED Session_State = 0
 	// STATE_PROVISIONING is committed; its compute is not available yet.
 	Session_STATE_PROVISIONING Session_State = 1
-	// STATE_ACTIVE has available compute; environment tells how far the
-	// Runtime is.
+	// STATE_ACTIVE has created compute; environment tells whether the last
+	// observation found it available (compute_available, compute_reason)
+	// and how far the Runtime is.
 	Session_STATE_ACTIVE Session_State = 2
 	// STATE_DELETING was deleted; cleanup is not confirmed yet.
 	Session_STATE_DELETING Session_State = 3
