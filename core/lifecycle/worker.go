@@ -36,6 +36,56 @@
 //   - Every store write is fenced by Core's owner epoch (the Store is bound
 //     with store.Store.AsOwner): once another Core holds the execution
 //     lease a write is store.ErrSuperseded, and the pass stops there.
+//
+// Running compute (observe.go; the guide's "Four distinct readiness facts"
+// and the GetInfo and Renew rows):
+//   - Each pass also pages the node's running allocations with settled
+//     creation (its own wrapping cursor, 32 rows, node filter before the
+//     limit) and observes each whose last observation is older than
+//     ObservePeriod less one Interval (GetInfo, bounded, inside the
+//     worker's serial pass and outside any transaction), so external
+//     removal or a stop is recorded within one ObservePeriod. What it
+//     found is recorded with a fixed code (store.RecordObservation: the
+//     database clock, fenced by the owner epoch and the revision read):
+//     running, stopped, missing (ErrNotFound or an absent state) or
+//     unavailable (any other failure). An observation is evidence only:
+//     it never moves the allocation's state, requests cleanup, discards
+//     volumes, starts or recreates compute. The Session API reports
+//     compute_available false with that code (sessions.ComputeReason), and
+//     the Turn sweep (core/turns) ends running Turns on compute observed
+//     stopped or missing after their dispatch.
+//   - Connected (an open Runtime connection of the lease holder), observed
+//     running compute with no running Turn gets a keepalive (Renew) every
+//     KeepaliveInterval instead of the GetInfo; its Info is recorded as the
+//     observation (for Docker, Renew only reads state). A failed Renew is
+//     followed by a GetInfo and confirms nothing. A keepalive lapse (none
+//     confirmed for an hour) is never revived, and an allocation in
+//     cleanup is never in the scan.
+//   - Expiry: nothing moves an Environment to expired today. A node
+//     allocation never expires because its keepalive is an hour old (the
+//     guide); deletion authorizes its cleanup, and the snapshot retention
+//     that would also do so does not exist yet (no provider here declares
+//     checkpoint support). Direct providers with native leases (E2B) are
+//     not wired. A lapse only stops keepalives.
+//   - Engine restart (Docker): a Session's container has no restart
+//     policy, so after an engine restart it is exited. Core never starts
+//     it again (GetInfo and Renew only read): the next observation records
+//     it stopped and the Session reports compute_available false with
+//     compute_stopped, within one ObservePeriod of the worker's first pass
+//     after the node is reachable again; until then a failed observation
+//     reports observation_unavailable. Its volumes (workspace, home) are
+//     kept. With the engine's live-restore, or when something outside Core
+//     starts the same container again, the container's command is the
+//     Runtime daemon with its bootstrap file on the home volume: the next
+//     observation finds it running, the Session reports it available and
+//     its Runtime reconnects with its own credential (each readiness fact
+//     keeps its own evidence). So after an engine restart every Session
+//     either runs again with its workspace intact and its Runtime
+//     reconnected, or is reported unavailable with compute_stopped (or
+//     compute_missing, observation_unavailable); it is never reported
+//     available while its container is stopped, for longer than one
+//     ObservePeriod. A Session whose container stays stopped stays
+//     unavailable until it is deleted.
 package lifecycle
 
 import (
