@@ -1,6 +1,7 @@
 package nodeproto
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +16,18 @@ import (
 	"berth.dev/test/internal/stack"
 )
 
-// TestRemovedContainerIsReportedUnavailable is issue 12's external
-// removal with the real binaries and the real engine: a running Session's
-// container is removed through the Engine API (as an operator or a crash
-// would) while a Turn runs on it. GetSession must then report
-// compute_available false with compute_reason "compute_missing" (the time
-// it took is logged, not asserted: the bound is the lifecycle observation
-// period), the Turn must end with a fixed code and never complete, and
-// Core must not recreate the container or remove the Session's volumes
-// on its own.
-func TestRemovedContainerIsReportedUnavailable(t *testing.T) {
+// observed is one installation with one node on the real engine, a
+// Session whose Runtime accepts Turns and a Turn running on it.
+type observed struct {
+	cli            *client.Client
+	installationID string
+	get            func() *adminv1.Session
+	getTurn        func() *adminv1.Turn
+}
+
+// coreArgs are extra berth-core serve arguments.
+func runningTurn(t *testing.T, coreArgs ...string) observed {
+	t.Helper()
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
 	cli, err := client.New(client.WithHost(host))
@@ -33,6 +36,7 @@ func TestRemovedContainerIsReportedUnavailable(t *testing.T) {
 	}
 	t.Cleanup(func() { cli.Close() })
 	opts, _ := stack.RuntimeGateway(t, cli)
+	opts.Args = append(opts.Args, coreArgs...)
 	c := stack.StartCoreWith(t, storetestDatabase(t), stack.CoreStateDir(t), true, opts)
 	cc, ctx := c.AdminClient(t)
 	installationID := stack.InstallationID(t, ctx, cc)
@@ -98,6 +102,22 @@ func TestRemovedContainerIsReportedUnavailable(t *testing.T) {
 	}
 	stack.WaitFor(t, time.Minute, "turn running", func() bool { return getTurn().GetState() == adminv1.Turn_STATE_RUNNING })
 
+	return observed{cli: cli, installationID: installationID, get: get, getTurn: getTurn}
+}
+
+// TestRemovedContainerIsReportedUnavailable is issue 12's external
+// removal with the real binaries and the real engine: a running Session's
+// container is removed through the Engine API (as an operator or a crash
+// would) while a Turn runs on it. GetSession must then report
+// compute_available false with compute_reason "compute_missing" (the time
+// it took is logged, not asserted: the bound is the lifecycle observation
+// period), the Turn must end with a fixed code and never complete, and
+// Core must not recreate the container or remove the Session's volumes
+// on its own.
+func TestRemovedContainerIsReportedUnavailable(t *testing.T) {
+	o := runningTurn(t)
+	cli, installationID, get, getTurn := o.cli, o.installationID, o.get, o.getTurn
+	ctx := context.Background()
 	// The Session's container, found by the engine's labels (the checker
 	// reads the engine, not Berth's report).
 	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: stack.InstallationFilter(installationID)})
@@ -166,5 +186,57 @@ func TestRemovedContainerIsReportedUnavailable(t *testing.T) {
 	}
 	if s := get(); s.GetEnvironment().GetComputeAvailable() || s.GetState() != adminv1.Session_STATE_ACTIVE {
 		t.Fatalf("session later: %v available=%v", s.GetState(), s.GetEnvironment().GetComputeAvailable())
+	}
+}
+
+// TestPausedContainerEndsItsRunningTurn pauses a running Session's
+// container through the Engine API: its Runtime connection stays open
+// (the process is frozen, not gone), so only the observation of the
+// compute can end the running Turn. GetSession must report
+// compute_available false with compute_reason "compute_paused", and the
+// Turn must end UNCONFIRMED with that fixed code before the gateway's
+// keepalives give up on the connection (30 s here, three unanswered).
+func TestPausedContainerEndsItsRunningTurn(t *testing.T) {
+	o := runningTurn(t, "--runtime-keepalive", "30s")
+	ctx := context.Background()
+	list, err := o.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: stack.InstallationFilter(o.installationID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d containers of the installation, want 1", len(list.Items))
+	}
+	paused := time.Now()
+	if _, err := o.cli.ContainerPause(ctx, list.Items[0].ID, client.ContainerPauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var s *adminv1.Session
+	stack.WaitFor(t, 2*time.Minute, "compute_available false", func() bool {
+		s = o.get()
+		return !s.GetEnvironment().GetComputeAvailable()
+	})
+	t.Logf("pause to compute_available false: %v (compute_reason %q)", time.Since(paused).Round(time.Millisecond), s.GetEnvironment().GetComputeReason())
+	if r := s.GetEnvironment().GetComputeReason(); r != "compute_paused" {
+		t.Fatalf("compute_reason %q, want compute_paused", r)
+	}
+	var turn *adminv1.Turn
+	stack.WaitFor(t, time.Minute, "turn ended", func() bool {
+		turn = o.getTurn()
+		return turn.GetState() != adminv1.Turn_STATE_RUNNING
+	})
+	t.Logf("turn ended %v with %q after %v", turn.GetState(), turn.GetFailureCode(), time.Since(paused).Round(time.Millisecond))
+	if turn.GetState() != adminv1.Turn_STATE_UNCONFIRMED || turn.GetFailureCode() != "compute_paused" {
+		t.Fatalf("turn %v %q, want UNCONFIRMED compute_paused", turn.GetState(), turn.GetFailureCode())
+	}
+	// Core never unpauses it.
+	c, err := o.cli.ContainerInspect(ctx, list.Items[0].ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Container.State; st == nil || !st.Paused {
+		t.Fatal("container no longer paused")
+	}
+	if _, err := o.cli.ContainerUnpause(ctx, list.Items[0].ID, client.ContainerUnpauseOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
