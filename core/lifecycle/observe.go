@@ -73,6 +73,9 @@ func (c Config) observeWait() time.Duration {
 // keepalive is due and has not lapsed it sends a keepalive (Renew)
 // instead, whose Info is the observation. Each call is bounded and made
 // outside any transaction; each record is its own owner-fenced write.
+// With no provider (the node is not connected) a due observation is
+// recorded unavailable without a call, so a Session on an unreachable
+// node is not reported available on the strength of an old observation.
 func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) error {
 	page, err := w.cfg.Store.ListObservableForNode(ctx, store.ObservableScan{
 		NodeID: w.node, After: w.observeAfter, Limit: store.NodePageSize,
@@ -109,7 +112,7 @@ func keepaliveWanted(o store.Observable) bool {
 }
 
 func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable) error {
-	keepalive := keepaliveWanted(o)
+	keepalive := p != nil && keepaliveWanted(o)
 	if !keepalive && !o.ObservationDue {
 		return nil
 	}
@@ -118,7 +121,10 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 		info    sandbox.Info
 		callErr error
 	)
-	if keepalive {
+	switch {
+	case p == nil:
+		callErr = errdefs.ErrObservationUnavailable
+	case keepalive:
 		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 		info, callErr = p.Renew(callCtx, ref)
 		cancel()
@@ -128,7 +134,7 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 			keepalive = false
 			info, callErr = w.getInfo(ctx, p, ref)
 		}
-	} else {
+	default:
 		info, callErr = w.getInfo(ctx, p, ref)
 	}
 	compute, reason := observed(o.Allocation, info, callErr)

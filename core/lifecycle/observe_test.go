@@ -18,6 +18,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
+	"berth.dev/sandbox/errdefs"
 )
 
 // counting forwards to the real adapter and counts GetInfo and Renew per
@@ -352,5 +353,61 @@ func TestObservationPagesWrap(t *testing.T) {
 	pass(t, w) // the wrapped cursor's page: the first 32 again
 	if k := total(); k != store.NodePageSize {
 		t.Fatalf("after the wrap %d", k)
+	}
+}
+
+func TestUnreachableNodeIsReportedUnavailableNotAvailable(t *testing.T) {
+	e, n, c := observing(t, 8, time.Millisecond, time.Hour)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	b := e.running(t, w, n)
+	e.wantObserved(t, b, store.ObservedRunning, lifecycle.ReasonRunning)
+
+	// The node's connection is gone: the pass fails, claims nothing, and
+	// records the running compute unobservable.
+	down := e.cfg
+	down.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return nil, errdefs.ErrNotFound }
+	wd := lifecycle.NewWorker(down, n.id)
+	n.srv.ResetCalls()
+	if err := wd.Pass(context.Background()); err == nil {
+		t.Fatal("pass without a provider succeeded")
+	}
+	e.wantObserved(t, b, store.ObservedUnavailable, lifecycle.ReasonUnavailable)
+	if calls := n.srv.CallNames(); len(calls) != 0 {
+		t.Fatalf("engine calls without a provider: %v", calls)
+	}
+	// Back: observed running again.
+	c.reset()
+	pass(t, w)
+	e.wantObserved(t, b, store.ObservedRunning, lifecycle.ReasonRunning)
+}
+
+func TestNoKeepaliveWhileATurnRuns(t *testing.T) {
+	e, n, c := observing(t, 8, time.Hour, time.Hour)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	b := e.running(t, w, n)
+	g := e.connect(t, n, b)
+	ctx := context.Background()
+	_, err := e.st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	must(t, err)
+	script := "sleep 60"
+	_, _, err = e.st.SubmitTurn(ctx, store.SubmitTurnParams{
+		ID: uuid.New(), SessionID: b.Session.ID, RequestID: uuid.New(), RequestDigest: make([]byte, 32),
+		ShellScript: &script, WorkingDirectory: "/workspace",
+		Input:   store.SealedCredential{Ciphertext: make([]byte, 20), Nonce: make([]byte, 12)},
+		Timeout: time.Minute, QueueTimeout: time.Minute, MaxOutputBytes: 10,
+	})
+	must(t, err)
+	turn, ok, err := e.st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID)
+	must(t, err)
+	if !ok {
+		t.Fatal("nothing claimed")
+	}
+	_, err = e.st.MarkTurnStarted(ctx, turn.ID, g.Connection.ID)
+	must(t, err)
+
+	c.reset()
+	pass(t, w)
+	if _, r := c.counts(b.Allocation.ID); r != 0 {
+		t.Fatalf("%d keepalives during a Turn", r)
 	}
 }

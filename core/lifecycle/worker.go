@@ -241,6 +241,12 @@ func (w *Worker) Run(ctx context.Context) {
 func (w *Worker) Pass(ctx context.Context) error {
 	p, err := w.cfg.Provider(w.node)
 	if err != nil {
+		// Nothing is claimed or cleaned, but the node's running compute is
+		// now unobservable, and is reported so (observePage with no
+		// provider records observation_unavailable).
+		if oerr := w.observePage(ctx, nil); errors.Is(oerr, store.ErrSuperseded) {
+			return oerr
+		}
 		return err
 	}
 	if err := w.pendingPage(ctx, p); err != nil {
