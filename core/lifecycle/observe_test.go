@@ -411,3 +411,33 @@ func TestNoKeepaliveWhileATurnRuns(t *testing.T) {
 		t.Fatalf("%d keepalives during a Turn", r)
 	}
 }
+
+func TestFailedKeepaliveIsFollowedByAnObservationAndConfirmsNothing(t *testing.T) {
+	e, n, c := observing(t, 8, time.Hour, time.Hour)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	b := e.running(t, w, n)
+	e.connect(t, n, b)
+
+	// The keepalive's read fails (its outcome is unknown); the GetInfo
+	// that follows it observes the compute running.
+	n.srv.Arm(dockertest.CallContainerInspect, dockertest.FaultServerError, nil)
+	c.reset()
+	pass(t, w)
+	g, r := c.counts(b.Allocation.ID)
+	if r != 1 || g != 1 {
+		t.Fatalf("renew %d getinfo %d, want 1 and 1", r, g)
+	}
+	a := e.alloc(t, b.Allocation.ID)
+	if a.Observation.Compute != store.ObservedRunning || a.Observation.KeepaliveAt != nil {
+		t.Fatalf("observation %+v", a.Observation)
+	}
+	// Still due: the next pass renews.
+	c.reset()
+	pass(t, w)
+	if _, r := c.counts(b.Allocation.ID); r != 1 {
+		t.Fatalf("renew %d on the next pass", r)
+	}
+	if a := e.alloc(t, b.Allocation.ID); a.Observation.KeepaliveAt == nil {
+		t.Fatal("keepalive not recorded")
+	}
+}
