@@ -16,13 +16,15 @@ import (
 const (
 	// DefaultObservePeriod bounds how long running compute goes without an
 	// observation: a container stopped or removed from outside is reported
-	// (compute_available false) at most this long after it happened, one
-	// GetInfo per running allocation and period. Ten seconds keeps that
-	// bound well inside a client's patience for a dead Session while a
-	// node with a full page of 32 running allocations costs about three
-	// small reads per second. It holds while a node's running allocations
-	// fit in ObservePeriod/Interval pages (5 pages, 160 allocations, with
-	// the defaults); beyond that the bound grows with the page count.
+	// (compute_available false) at most this long after it happened, at
+	// one GetInfo per running allocation every 6 to 8 seconds (see
+	// observeWait). Ten seconds keeps that bound well inside a client's
+	// patience for a dead Session while a node with a full page of 32
+	// running allocations costs about four small engine reads per second.
+	// It holds while a pass visits each of the node's pages at least
+	// every 8 seconds: up to 4 pages (128 running allocations on one node)
+	// with 2-second passes; beyond that the bound grows with the page
+	// count (the deployment's max_active bounds it).
 	DefaultObservePeriod = 10 * time.Second
 	// DefaultKeepaliveInterval is the wait between service keepalives
 	// (Renew) to connected, observed, running compute between Turns. Five
@@ -56,10 +58,12 @@ const (
 )
 
 // observeWait is how old an observation may be before the scan repeats
-// it: the period less one pass interval, so that with passes Interval
-// apart every running allocation is observed within one period.
+// it: the period less two pass intervals. A due observation waits for the
+// next pass, which starts up to one Interval after the previous pass
+// ended, and the pass itself takes time; the second Interval is that
+// margin, so every running allocation is observed within one period.
 func (c Config) observeWait() time.Duration {
-	if d := c.ObservePeriod - c.Interval; d > time.Microsecond {
+	if d := c.ObservePeriod - 2*c.Interval; d > time.Microsecond {
 		return d
 	}
 	return time.Microsecond

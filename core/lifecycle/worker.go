@@ -42,7 +42,7 @@
 //   - Each pass also pages the node's running allocations with settled
 //     creation (its own wrapping cursor, 32 rows, node filter before the
 //     limit) and observes each whose last observation is older than
-//     ObservePeriod less one Interval (GetInfo, bounded, inside the
+//     ObservePeriod less two Intervals (GetInfo, bounded, inside the
 //     worker's serial pass and outside any transaction), so external
 //     removal or a stop is recorded within one ObservePeriod. What it
 //     found is recorded with a fixed code (store.RecordObservation: the
