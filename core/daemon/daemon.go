@@ -267,6 +267,7 @@ func (c *core) setupTurns(context.Context) error {
 func (c *core) setupLifecycle(context.Context) error {
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
 		Store: c.owned, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
+		ObservePeriod: DefaultObservePeriod, KeepaliveInterval: DefaultComputeKeepalive,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
 	})
 	c.group.onStop(coordinator.Close)

@@ -52,6 +52,19 @@ const (
 	// when a lifecycle.Config leaves Interval zero, is the same value.
 	DefaultLifecycleInterval = lifecycle.DefaultInterval
 
+	// DefaultObservePeriod bounds how long a running Session's compute goes
+	// unobserved, so how long a container stopped or removed from outside
+	// is still reported available: at most this long (10 s, see
+	// lifecycle.DefaultObservePeriod for why). It is the lifecycle
+	// package's own default, so the two cannot disagree.
+	DefaultObservePeriod = lifecycle.DefaultObservePeriod
+
+	// DefaultComputeKeepalive is the wait between service keepalives
+	// (provider Renew) to connected, running compute between Turns (5 min,
+	// see lifecycle.DefaultKeepaliveInterval): well inside the one-hour
+	// lapse after which keepalives stop for good.
+	DefaultComputeKeepalive = lifecycle.DefaultKeepaliveInterval
+
 	// DefaultRuntimeKeepalive is the interval of the gateway's keepalives
 	// to idle Runtimes, the gateway's own default (gateway.DefaultKeepalive,
 	// 15 s): a Runtime that leaves three unanswered is disconnected, so a

@@ -58,6 +58,13 @@ type env struct {
 
 func newEnv(t *testing.T, nodes int) *env {
 	t.Helper()
+	return newEnvMax(t, nodes, 8)
+}
+
+// newEnvMax is newEnv with a deployment that allows maxActive allocations
+// per node.
+func newEnvMax(t *testing.T, nodes int, maxActive int32) *env {
+	t.Helper()
 	ctx := context.Background()
 	base := storetest.New(t)
 	inst, err := base.ClaimInstallation(ctx, uuid.New(), "https://core.example:8443")
@@ -67,7 +74,7 @@ func newEnv(t *testing.T, nodes int) *env {
 	must(t, err)
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
-		Specification: sandbox.Specification{Resources: resources, MaxActive: 8, MaxRetained: 8},
+		Specification: sandbox.Specification{Resources: resources, MaxActive: maxActive, MaxRetained: maxActive},
 	})
 	must(t, err)
 	e := &env{st: st, inst: inst, nodes: map[uuid.UUID]*node{}}

@@ -36,6 +36,56 @@
 //   - Every store write is fenced by Core's owner epoch (the Store is bound
 //     with store.Store.AsOwner): once another Core holds the execution
 //     lease a write is store.ErrSuperseded, and the pass stops there.
+//
+// Running compute (observe.go; the guide's "Four distinct readiness facts"
+// and the GetInfo and Renew rows):
+//   - Each pass also pages the node's running allocations with settled
+//     creation (its own wrapping cursor, 32 rows, node filter before the
+//     limit) and observes each whose last observation is older than
+//     ObservePeriod less two Intervals (GetInfo, bounded, inside the
+//     worker's serial pass and outside any transaction), so external
+//     removal or a stop is recorded within one ObservePeriod. What it
+//     found is recorded with a fixed code (store.RecordObservation: the
+//     database clock, fenced by the owner epoch and the revision read):
+//     running, stopped, missing (ErrNotFound or an absent state) or
+//     unavailable (any other failure). An observation is evidence only:
+//     it never moves the allocation's state, requests cleanup, discards
+//     volumes, starts or recreates compute. The Session API reports
+//     compute_available false with that code (sessions.ComputeReason), and
+//     the Turn sweep (core/turns) ends running Turns on compute observed
+//     stopped or missing after their dispatch.
+//   - Connected (an open Runtime connection of the lease holder), observed
+//     running compute with no running Turn gets a keepalive (Renew) every
+//     KeepaliveInterval instead of the GetInfo; its Info is recorded as the
+//     observation (for Docker, Renew only reads state). A failed Renew is
+//     followed by a GetInfo and confirms nothing. A keepalive lapse (none
+//     confirmed for an hour) is never revived, and an allocation in
+//     cleanup is never in the scan.
+//   - Expiry: nothing moves an Environment to expired today. A node
+//     allocation never expires because its keepalive is an hour old (the
+//     guide); deletion authorizes its cleanup, and the snapshot retention
+//     that would also do so does not exist yet (no provider here declares
+//     checkpoint support). Direct providers with native leases (E2B) are
+//     not wired. A lapse only stops keepalives.
+//   - Engine restart (Docker): a Session's container has no restart
+//     policy, so after an engine restart it is exited. Core never starts
+//     it again (GetInfo and Renew only read): the next observation records
+//     it stopped and the Session reports compute_available false with
+//     compute_stopped, within one ObservePeriod of the worker's first pass
+//     after the node is reachable again; until then a failed observation
+//     reports observation_unavailable. Its volumes (workspace, home) are
+//     kept. With the engine's live-restore, or when something outside Core
+//     starts the same container again, the container's command is the
+//     Runtime daemon with its bootstrap file on the home volume: the next
+//     observation finds it running, the Session reports it available and
+//     its Runtime reconnects with its own credential (each readiness fact
+//     keeps its own evidence). So after an engine restart every Session
+//     either runs again with its workspace intact and its Runtime
+//     reconnected, or is reported unavailable with compute_stopped (or
+//     compute_missing, observation_unavailable); it is never reported
+//     available while its container is stopped, for longer than one
+//     ObservePeriod. A Session whose container stays stopped stays
+//     unavailable until it is deleted.
 package lifecycle
 
 import (
@@ -68,6 +118,8 @@ type Store interface {
 	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
 	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
 	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+	ListObservableForNode(ctx context.Context, sc store.ObservableScan) ([]store.Observable, error)
+	RecordObservation(ctx context.Context, p store.RecordObservationParams) (store.Allocation, error)
 }
 
 // Defaults of Config.
@@ -99,6 +151,13 @@ type Config struct {
 	CallTimeout time.Duration
 	// Interval is the wait between passes (DefaultInterval when 0).
 	Interval time.Duration
+	// ObservePeriod bounds how long running compute goes unobserved
+	// (DefaultObservePeriod when 0; observe.go).
+	ObservePeriod time.Duration
+	// KeepaliveInterval is the wait between keepalives (Renew) to
+	// connected, observed, running compute between Turns
+	// (DefaultKeepaliveInterval when 0).
+	KeepaliveInterval time.Duration
 	// NewID makes the ids of new allocations (uuid.New when nil).
 	NewID func() uuid.UUID
 	Log   *slog.Logger
@@ -110,6 +169,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
+	}
+	if c.ObservePeriod <= 0 {
+		c.ObservePeriod = DefaultObservePeriod
+	}
+	if c.KeepaliveInterval <= 0 {
+		c.KeepaliveInterval = DefaultKeepaliveInterval
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -125,10 +190,12 @@ func (c Config) withDefaults() Config {
 type Worker struct {
 	cfg  Config
 	node uuid.UUID
-	// pendingAfter and allocAfter are the per-node cursors of the pending
-	// and the allocation scans; uuid.Nil is the start.
+	// pendingAfter, allocAfter and observeAfter are the per-node cursors of
+	// the pending, the allocation and the observation scans; uuid.Nil is
+	// the start.
 	pendingAfter uuid.UUID
 	allocAfter   uuid.UUID
+	observeAfter uuid.UUID
 	wake         chan struct{}
 }
 
@@ -167,18 +234,28 @@ func (w *Worker) Run(ctx context.Context) {
 }
 
 // Pass runs one bounded pass: one page (store.NodePageSize) of the node's
-// pending allocations, then one page of its unreleased allocations. Each
-// scan advances its own cursor and wraps to the start after its last page.
+// pending allocations, then one page of its unreleased allocations, then
+// one page of its running allocations to observe (observePage). Each scan
+// advances its own cursor and wraps to the start after its last page.
 // A failure of one allocation is logged and does not stop the page.
 func (w *Worker) Pass(ctx context.Context) error {
 	p, err := w.cfg.Provider(w.node)
 	if err != nil {
+		// Nothing is claimed or cleaned, but the node's running compute is
+		// now unobservable, and is reported so (observePage with no
+		// provider records observation_unavailable).
+		if oerr := w.observePage(ctx, nil); errors.Is(oerr, store.ErrSuperseded) {
+			return oerr
+		}
 		return err
 	}
 	if err := w.pendingPage(ctx, p); err != nil {
 		return err
 	}
-	return w.allocationPage(ctx, p)
+	if err := w.allocationPage(ctx, p); err != nil {
+		return err
+	}
+	return w.observePage(ctx, p)
 }
 
 func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) error {

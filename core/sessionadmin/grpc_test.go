@@ -141,6 +141,24 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 		!proto.Equal(s.GetEnvironment(), &adminv1.Environment{ComputeAvailable: true}) {
 		t.Fatalf("running session %v", s)
 	}
+	// Observed missing (removed from outside): still ACTIVE, compute not
+	// available, with the observation's fixed code; running again: back.
+	for _, o := range []struct {
+		compute store.ObservedCompute
+		reason  string
+		want    *adminv1.Environment
+	}{
+		{store.ObservedMissing, "compute_missing", &adminv1.Environment{ComputeReason: "compute_missing"}},
+		{store.ObservedRunning, "compute_running", &adminv1.Environment{ComputeAvailable: true}},
+	} {
+		_, err = f.St.RecordObservation(f.Ctx, store.RecordObservationParams{ID: a.ID, Revision: a.Revision, Compute: o.compute, Reason: o.reason})
+		errdefstest.Must(t, err)
+		got, err = c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
+		errdefstest.Must(t, err)
+		if s := got.GetSession(); s.GetState() != adminv1.Session_STATE_ACTIVE || !proto.Equal(s.GetEnvironment(), o.want) {
+			t.Fatalf("session observed %s: %v", o.compute, s)
+		}
+	}
 	ga, err := c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: allocs[0]})
 	errdefstest.Must(t, err)
 	al := ga.GetAllocation()

@@ -27,6 +27,7 @@ func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Sess
 			CapabilitiesPrepared: env.CapabilitiesPrepared,
 			ExecutionAdmitted:    env.ExecutionAdmitted,
 			FailureCode:          env.FailureCode,
+			ComputeReason:        env.ComputeReason,
 		},
 	}
 	if b.Placement.NodeID != uuid.Nil {

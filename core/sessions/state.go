@@ -39,7 +39,10 @@ func (s State) String() string {
 //   - deletion requested, allocation released: StateDeleted;
 //   - deletion requested, allocation still owned: StateDeleting;
 //   - Environment recorded failed or expired: StateFailed;
-//   - compute available (ComputeAvailable): StateActive;
+//   - compute created (running allocation with settled creation):
+//     StateActive, also when the last observation found it stopped or
+//     missing (ComputeAvailable and ComputeReason report that: a Session
+//     whose container went away is not provisioning again);
 //   - otherwise StateProvisioning, also while a Create's outcome is
 //     unknown.
 //
@@ -58,7 +61,7 @@ func StateOf(b store.SessionBundle) State {
 		return StateDeleting
 	case b.Environment.State == store.EnvironmentFailed || b.Environment.State == store.EnvironmentExpired:
 		return StateFailed
-	case ComputeAvailable(b):
+	case computeCreated(b.Allocation):
 		return StateActive
 	}
 	return StateProvisioning
@@ -66,10 +69,33 @@ func StateOf(b store.SessionBundle) State {
 
 // ComputeAvailable reports whether the Session's compute is available:
 // its unreleased allocation is running with settled creation (a matching
-// resource with completed bootstrap was observed).
+// resource with completed bootstrap was observed) and the lifecycle
+// worker's last observation of it, if any, found it running. A stopped or
+// missing container, or a failed last observation, makes it unavailable
+// (ComputeReason says why) until an observation finds it running again.
 func ComputeAvailable(b store.SessionBundle) bool {
 	a := b.Allocation
+	return computeCreated(a) && (a.Observation.At == nil || a.Observation.Compute == store.ObservedRunning)
+}
+
+// computeCreated: a's creation settled with a running resource and its
+// cleanup was not requested.
+func computeCreated(a store.Allocation) bool {
 	return a.ID != uuid.Nil && a.State == store.AllocationRunning && a.CreateSettled
+}
+
+// ComputeReason is the fixed code of why the running allocation's compute
+// is not available: the reason its last observation recorded
+// (lifecycle.ReasonStopped, ReasonMissing, ...) when that observation did
+// not find it running. It is empty while compute is available, and for a
+// Session whose compute was never created or is being cleaned up (its
+// state says so).
+func ComputeReason(b store.SessionBundle) string {
+	a := b.Allocation
+	if !computeCreated(a) || a.Observation.At == nil || a.Observation.Compute == store.ObservedRunning {
+		return ""
+	}
+	return a.Observation.Reason
 }
 
 // Environment is what the records prove about a Session's Environment.
@@ -87,6 +113,8 @@ type Environment struct {
 	// FailureCode is the recorded reason of a failed Environment; empty
 	// otherwise.
 	FailureCode string
+	// ComputeReason: see ComputeReason.
+	ComputeReason string
 }
 
 // EnvironmentOf is the Environment of the Session b, with r the Runtime
@@ -101,6 +129,7 @@ func EnvironmentOf(b store.SessionBundle, r store.RuntimeReadiness) Environment 
 		CapabilitiesPrepared: r.Connected && r.Prepared,
 		ExecutionAdmitted:    r.Connected && r.Prepared && compute && b.Session.State == store.SessionActive,
 		FailureCode:          b.Environment.FailureCode,
+		ComputeReason:        ComputeReason(b),
 	}
 }
 

@@ -36,6 +36,12 @@ func TestStateOf(t *testing.T) {
 		"delete requested, owned":      {bundle(store.SessionDeleteRequested, store.EnvironmentReady, alloc(store.AllocationCleanupRequested, true)), sessions.StateDeleting},
 		"delete requested, failed":     {bundle(store.SessionDeleteRequested, store.EnvironmentFailed, alloc(store.AllocationCleanupRequested, false)), sessions.StateDeleting},
 		"delete requested, released":   {bundle(store.SessionDeleteRequested, store.EnvironmentReady, store.Allocation{}), sessions.StateDeleted},
+		// A Session whose container went away is not provisioning again:
+		// its Environment reports the compute unavailable.
+		"observed stopped": {bundle(store.SessionActive, store.EnvironmentReady, store.Allocation{
+			ID: uuid.New(), State: store.AllocationRunning, CreateSettled: true,
+			Observation: store.Observation{At: new(time.Time), Compute: store.ObservedStopped, Reason: "compute_stopped"},
+		}), sessions.StateActive},
 	} {
 		if got := sessions.StateOf(c.b); got != c.want {
 			t.Errorf("%s: %v, want %v", name, got, c.want)
@@ -53,6 +59,13 @@ func TestEnvironmentOf(t *testing.T) {
 	deleting := running
 	deleting.Session.State = store.SessionDeleteRequested
 	failed := store.SessionBundle{Environment: store.Environment{State: store.EnvironmentFailed, FailureCode: store.FailureCreateFailed}}
+	observed := func(c store.ObservedCompute, reason string) store.SessionBundle {
+		b := running
+		b.Allocation.Observation = store.Observation{At: new(time.Time), Compute: c, Reason: reason}
+		return b
+	}
+	missingWhileDeleting := observed(store.ObservedMissing, "compute_missing")
+	missingWhileDeleting.Allocation.State = store.AllocationCleanupRequested
 	connected := store.RuntimeReadiness{Connected: true, Generation: 1}
 	prepared := store.RuntimeReadiness{Connected: true, Prepared: true, Generation: 1}
 	for name, c := range map[string]struct {
@@ -69,6 +82,12 @@ func TestEnvironmentOf(t *testing.T) {
 		"prepared without compute":      {unsettled, prepared, sessions.Environment{RuntimeConnected: true, CapabilitiesPrepared: true}},
 		"prepared while deleting":       {deleting, prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true}},
 		"failed":                        {failed, store.RuntimeReadiness{}, sessions.Environment{FailureCode: store.FailureCreateFailed}},
+		// What the last observation found.
+		"observed running":    {observed(store.ObservedRunning, "compute_running"), prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ExecutionAdmitted: true}},
+		"observed stopped":    {observed(store.ObservedStopped, "compute_stopped"), store.RuntimeReadiness{}, sessions.Environment{ComputeReason: "compute_stopped"}},
+		"observed missing":    {observed(store.ObservedMissing, "compute_missing"), prepared, sessions.Environment{RuntimeConnected: true, CapabilitiesPrepared: true, ComputeReason: "compute_missing"}},
+		"observation failed":  {observed(store.ObservedUnavailable, "observation_unavailable"), store.RuntimeReadiness{}, sessions.Environment{ComputeReason: "observation_unavailable"}},
+		"missing, in cleanup": {missingWhileDeleting, store.RuntimeReadiness{}, sessions.Environment{}},
 	} {
 		if got := sessions.EnvironmentOf(c.b, c.r); got != c.want {
 			t.Errorf("%s: %+v, want %+v", name, got, c.want)

@@ -75,6 +75,9 @@ type Allocation struct {
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 	ReleasedAt         *time.Time
+	// Observation is what the lifecycle worker last observed of the running
+	// compute (RecordObservation); the zero value before the first.
+	Observation Observation
 }
 
 // Reference returns the allocation's exact provider Reference.
@@ -725,6 +728,7 @@ func allocationFromRow(r db.Allocation) Allocation {
 		CreatedAt:          r.CreatedAt,
 		UpdatedAt:          r.UpdatedAt,
 		ReleasedAt:         r.ReleasedAt,
+		Observation:        observationFromRow(r),
 	}
 }
 

@@ -37,6 +37,7 @@ type Store interface {
 	FinishTurn(ctx context.Context, id, connectionID uuid.UUID, r store.TurnResult) (store.Turn, error)
 	ExpireQueuedTurns(ctx context.Context) ([]store.TurnRef, error)
 	UnconfirmOrphanedTurns(ctx context.Context) ([]store.TurnRef, error)
+	EndTurnsOnLostCompute(ctx context.Context) ([]store.TurnRef, error)
 }
 
 // Bounds and defaults of a Turn.
@@ -360,13 +361,19 @@ func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID,
 }
 
 // Sweep fails queued Turns no Runtime picked up in time (or whose Session
-// is being deleted) and ends running Turns whose connection is gone, as
-// the store's owner epoch, every second until ctx ends.
+// is being deleted), ends running Turns whose connection is gone
+// (runtime_disconnected) and running Turns whose compute the lifecycle
+// worker observed stopped or missing after they were dispatched (the
+// observation's code, compute_stopped or compute_missing: their result
+// can no longer arrive), as the store's owner epoch, every second until
+// ctx ends. Queued Turns of such a Session are left to their queue
+// deadline: an observation is not proof that the compute is gone for
+// good.
 func (s *Service) Sweep(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
 	for {
-		for _, f := range []func(context.Context) ([]store.TurnRef, error){s.store.ExpireQueuedTurns, s.store.UnconfirmOrphanedTurns} {
+		for _, f := range []func(context.Context) ([]store.TurnRef, error){s.store.ExpireQueuedTurns, s.store.UnconfirmOrphanedTurns, s.store.EndTurnsOnLostCompute} {
 			refs, err := f(ctx)
 			if err != nil {
 				if ctx.Err() == nil {

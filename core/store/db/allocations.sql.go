@@ -18,7 +18,7 @@ UPDATE allocations
 SET state = 'create_dispatched', create_dispatched_at = now(),
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND create_receipt = $2 AND state = 'allocated'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at
 `
 
 type ClaimCreateParams struct {
@@ -56,6 +56,10 @@ func (q *Queries) ClaimCreate(ctx context.Context, arg ClaimCreateParams) (Alloc
 		&i.ReleasedAt,
 		&i.CredentialCiphertext,
 		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
 	)
 	return i, err
 }
@@ -75,7 +79,7 @@ func (q *Queries) CountCreateFailures(ctx context.Context, environmentID uuid.UU
 }
 
 const getAllocation = `-- name: GetAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations WHERE id = $1
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at FROM allocations WHERE id = $1
 `
 
 func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
@@ -105,6 +109,10 @@ func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, 
 		&i.ReleasedAt,
 		&i.CredentialCiphertext,
 		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
 	)
 	return i, err
 }
@@ -128,7 +136,7 @@ func (q *Queries) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Ge
 }
 
 const getAllocationWithSession = `-- name: GetAllocationWithSession :one
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE a.id = $1
@@ -166,13 +174,17 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 		&i.Allocation.ReleasedAt,
 		&i.Allocation.CredentialCiphertext,
 		&i.Allocation.CredentialNonce,
+		&i.Allocation.ObservedAt,
+		&i.Allocation.ObservedCompute,
+		&i.Allocation.ObservedReason,
+		&i.Allocation.KeepaliveAt,
 		&i.SessionID,
 	)
 	return i, err
 }
 
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations WHERE environment_id = $1 AND state <> 'released'
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at FROM allocations WHERE environment_id = $1 AND state <> 'released'
 `
 
 func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, environmentID uuid.UUID) (Allocation, error) {
@@ -202,6 +214,10 @@ func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, env
 		&i.ReleasedAt,
 		&i.CredentialCiphertext,
 		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
 	)
 	return i, err
 }
@@ -213,7 +229,7 @@ INSERT INTO allocations (id, environment_id, tenant_id, node_id, generation,
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8,
         $9, $10)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at
 `
 
 type InsertAllocationParams struct {
@@ -267,12 +283,16 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		&i.ReleasedAt,
 		&i.CredentialCiphertext,
 		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
 	)
 	return i, err
 }
 
 const listAllocationsByAge = `-- name: ListAllocationsByAge :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE ($1::boolean
@@ -338,6 +358,10 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 			&i.Allocation.ReleasedAt,
 			&i.Allocation.CredentialCiphertext,
 			&i.Allocation.CredentialNonce,
+			&i.Allocation.ObservedAt,
+			&i.Allocation.ObservedCompute,
+			&i.Allocation.ObservedReason,
+			&i.Allocation.KeepaliveAt,
 			&i.SessionID,
 		); err != nil {
 			return nil, err
@@ -351,7 +375,7 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 }
 
 const listAllocationsForNode = `-- name: ListAllocationsForNode :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at FROM allocations
 WHERE node_id = $1 AND state <> 'released' AND id > $2
 ORDER BY id
 LIMIT $3
@@ -398,6 +422,112 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 			&i.ReleasedAt,
 			&i.CredentialCiphertext,
 			&i.CredentialNonce,
+			&i.ObservedAt,
+			&i.ObservedCompute,
+			&i.ObservedReason,
+			&i.KeepaliveAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listObservableForNode = `-- name: ListObservableForNode :many
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at,
+       (a.observed_at IS NULL
+        OR a.observed_at <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
+       (a.keepalive_at IS NULL
+        OR a.keepalive_at <= now() - $2::bigint * interval '1 microsecond')::boolean AS keepalive_due,
+       (coalesce(a.keepalive_at, a.updated_at) <= now() - interval '1 hour')::boolean AS keepalive_lapsed,
+       EXISTS (SELECT 1 FROM runtime_connections c
+               JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
+               WHERE c.allocation_id = a.id AND c.disconnected_at IS NULL)::boolean AS runtime_connected,
+       EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
+               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
+FROM allocations a
+WHERE a.node_id = $3 AND a.state = 'running' AND a.create_settled AND a.id > $4
+ORDER BY a.id
+LIMIT $5
+`
+
+type ListObservableForNodeParams struct {
+	ObserveAfterMicros   int64
+	KeepaliveAfterMicros int64
+	NodeID               uuid.UUID
+	After                uuid.UUID
+	PageSize             int32
+}
+
+type ListObservableForNodeRow struct {
+	Allocation       Allocation
+	ObservationDue   bool
+	KeepaliveDue     bool
+	KeepaliveLapsed  bool
+	RuntimeConnected bool
+	TurnRunning      bool
+}
+
+// ListObservableForNode pages, by id (keyset), the running allocations of
+// node @node_id whose creation settled: the ones the observation scan
+// reads. The node filter applies before the limit. Each row says, by the
+// database clock, whether its observation and its keepalive are due,
+// whether its keepalive lapsed (none confirmed for an hour, counted from
+// the last keepalive or, before the first, from its last lifecycle
+// transition), whether an open Runtime connection of the lease holder's
+// epoch serves it and whether one of its Session's Turns is running.
+func (q *Queries) ListObservableForNode(ctx context.Context, arg ListObservableForNodeParams) ([]ListObservableForNodeRow, error) {
+	rows, err := q.db.Query(ctx, listObservableForNode,
+		arg.ObserveAfterMicros,
+		arg.KeepaliveAfterMicros,
+		arg.NodeID,
+		arg.After,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListObservableForNodeRow
+	for rows.Next() {
+		var i ListObservableForNodeRow
+		if err := rows.Scan(
+			&i.Allocation.ID,
+			&i.Allocation.EnvironmentID,
+			&i.Allocation.TenantID,
+			&i.Allocation.NodeID,
+			&i.Allocation.Generation,
+			&i.Allocation.CredentialDigest,
+			&i.Allocation.DeviceID,
+			&i.Allocation.State,
+			&i.Allocation.CreateReceipt,
+			&i.Allocation.CreateDispatchedAt,
+			&i.Allocation.CreateSettled,
+			&i.Allocation.AbsenceReceipt,
+			&i.Allocation.BootstrapComplete,
+			&i.Allocation.ProviderID,
+			&i.Allocation.ComputePhase,
+			&i.Allocation.Revision,
+			&i.Allocation.CleanupRequestedAt,
+			&i.Allocation.CleanupConfirmedAt,
+			&i.Allocation.CreatedAt,
+			&i.Allocation.UpdatedAt,
+			&i.Allocation.ReleasedAt,
+			&i.Allocation.CredentialCiphertext,
+			&i.Allocation.CredentialNonce,
+			&i.Allocation.ObservedAt,
+			&i.Allocation.ObservedCompute,
+			&i.Allocation.ObservedReason,
+			&i.Allocation.KeepaliveAt,
+			&i.ObservationDue,
+			&i.KeepaliveDue,
+			&i.KeepaliveLapsed,
+			&i.RuntimeConnected,
+			&i.TurnRunning,
 		); err != nil {
 			return nil, err
 		}
@@ -471,7 +601,7 @@ func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNode
 }
 
 const lockAllocation = `-- name: LockAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce FROM allocations WHERE id = $1 FOR UPDATE
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at FROM allocations WHERE id = $1 FOR UPDATE
 `
 
 // LockAllocation reads an allocation and locks its row until the
@@ -503,6 +633,74 @@ func (q *Queries) LockAllocation(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.ReleasedAt,
 		&i.CredentialCiphertext,
 		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
+	)
+	return i, err
+}
+
+const recordObservation = `-- name: RecordObservation :one
+UPDATE allocations
+SET observed_at      = now(),
+    observed_compute = $1::text,
+    observed_reason  = $2::text,
+    keepalive_at     = CASE WHEN $3::boolean THEN now() ELSE keepalive_at END
+WHERE id = $4 AND revision = $5 AND state = 'running'
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at
+`
+
+type RecordObservationParams struct {
+	ObservedCompute string
+	ObservedReason  string
+	Keepalive       bool
+	ID              uuid.UUID
+	Revision        int64
+}
+
+// RecordObservation records an observation of a running allocation's
+// compute at the database time, and with @keepalive also the keepalive the
+// provider confirmed; no row unless the allocation is still running at
+// revision @revision. It changes neither the state nor the revision: an
+// observation is evidence, not a lifecycle transition.
+func (q *Queries) RecordObservation(ctx context.Context, arg RecordObservationParams) (Allocation, error) {
+	row := q.db.QueryRow(ctx, recordObservation,
+		arg.ObservedCompute,
+		arg.ObservedReason,
+		arg.Keepalive,
+		arg.ID,
+		arg.Revision,
+	)
+	var i Allocation
+	err := row.Scan(
+		&i.ID,
+		&i.EnvironmentID,
+		&i.TenantID,
+		&i.NodeID,
+		&i.Generation,
+		&i.CredentialDigest,
+		&i.DeviceID,
+		&i.State,
+		&i.CreateReceipt,
+		&i.CreateDispatchedAt,
+		&i.CreateSettled,
+		&i.AbsenceReceipt,
+		&i.BootstrapComplete,
+		&i.ProviderID,
+		&i.ComputePhase,
+		&i.Revision,
+		&i.CleanupRequestedAt,
+		&i.CleanupConfirmedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
 	)
 	return i, err
 }
@@ -522,7 +720,7 @@ SET state                = $1,
     revision             = revision + 1,
     updated_at           = now()
 WHERE id = $6 AND revision = $7
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at
 `
 
 type UpdateAllocationParams struct {
@@ -573,6 +771,10 @@ func (q *Queries) UpdateAllocation(ctx context.Context, arg UpdateAllocationPara
 		&i.ReleasedAt,
 		&i.CredentialCiphertext,
 		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
 	)
 	return i, err
 }

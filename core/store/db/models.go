@@ -35,6 +35,10 @@ type Allocation struct {
 	ReleasedAt           *time.Time
 	CredentialCiphertext []byte
 	CredentialNonce      []byte
+	ObservedAt           *time.Time
+	ObservedCompute      pgtype.Text
+	ObservedReason       pgtype.Text
+	KeepaliveAt          *time.Time
 }
 
 type Deployment struct {

@@ -139,6 +139,47 @@ func (q *Queries) ClaimNextTurn(ctx context.Context, arg ClaimNextTurnParams) (T
 	return i, err
 }
 
+const endTurnsOnLostCompute = `-- name: EndTurnsOnLostCompute :many
+UPDATE turns t
+SET state = 'unconfirmed', failure_code = a.observed_reason, ended_at = now()
+FROM environments e, allocations a, execution_lease l
+WHERE t.session_id = e.session_id AND a.environment_id = e.id AND t.state = 'running'
+  AND a.state = 'running' AND a.observed_compute IN ('stopped', 'missing')
+  AND a.observed_at >= t.dispatched_at
+  AND l.owner_epoch = $1 AND l.expires_at > now()
+RETURNING t.id, t.session_id
+`
+
+type EndTurnsOnLostComputeRow struct {
+	ID        uuid.UUID
+	SessionID uuid.UUID
+}
+
+// EndTurnsOnLostCompute ends running Turns whose Session's running
+// allocation was observed stopped or missing after the Turn was
+// dispatched: their result can no longer arrive. The failure code is the
+// observation's fixed reason. Only the lease holder (@owner_epoch) does
+// this.
+func (q *Queries) EndTurnsOnLostCompute(ctx context.Context, ownerEpoch int64) ([]EndTurnsOnLostComputeRow, error) {
+	rows, err := q.db.Query(ctx, endTurnsOnLostCompute, ownerEpoch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EndTurnsOnLostComputeRow
+	for rows.Next() {
+		var i EndTurnsOnLostComputeRow
+		if err := rows.Scan(&i.ID, &i.SessionID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const expireQueuedTurns = `-- name: ExpireQueuedTurns :many
 UPDATE turns t
 SET state = 'failed', ended_at = now(),

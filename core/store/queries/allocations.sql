@@ -104,3 +104,42 @@ WHERE a.id = @id;
 -- was sent and settled by an explicit absence receipt.
 SELECT count(*)::bigint FROM allocations
 WHERE environment_id = @environment_id AND absence_receipt AND create_dispatched_at IS NOT NULL;
+
+-- name: ListObservableForNode :many
+-- ListObservableForNode pages, by id (keyset), the running allocations of
+-- node @node_id whose creation settled: the ones the observation scan
+-- reads. The node filter applies before the limit. Each row says, by the
+-- database clock, whether its observation and its keepalive are due,
+-- whether its keepalive lapsed (none confirmed for an hour, counted from
+-- the last keepalive or, before the first, from its last lifecycle
+-- transition), whether an open Runtime connection of the lease holder's
+-- epoch serves it and whether one of its Session's Turns is running.
+SELECT sqlc.embed(a),
+       (a.observed_at IS NULL
+        OR a.observed_at <= now() - sqlc.arg(observe_after_micros)::bigint * interval '1 microsecond')::boolean AS observation_due,
+       (a.keepalive_at IS NULL
+        OR a.keepalive_at <= now() - sqlc.arg(keepalive_after_micros)::bigint * interval '1 microsecond')::boolean AS keepalive_due,
+       (coalesce(a.keepalive_at, a.updated_at) <= now() - interval '1 hour')::boolean AS keepalive_lapsed,
+       EXISTS (SELECT 1 FROM runtime_connections c
+               JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
+               WHERE c.allocation_id = a.id AND c.disconnected_at IS NULL)::boolean AS runtime_connected,
+       EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
+               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
+FROM allocations a
+WHERE a.node_id = @node_id AND a.state = 'running' AND a.create_settled AND a.id > @after
+ORDER BY a.id
+LIMIT @page_size;
+
+-- name: RecordObservation :one
+-- RecordObservation records an observation of a running allocation's
+-- compute at the database time, and with @keepalive also the keepalive the
+-- provider confirmed; no row unless the allocation is still running at
+-- revision @revision. It changes neither the state nor the revision: an
+-- observation is evidence, not a lifecycle transition.
+UPDATE allocations
+SET observed_at      = now(),
+    observed_compute = sqlc.arg(observed_compute)::text,
+    observed_reason  = sqlc.arg(observed_reason)::text,
+    keepalive_at     = CASE WHEN sqlc.arg(keepalive)::boolean THEN now() ELSE keepalive_at END
+WHERE id = @id AND revision = @revision AND state = 'running'
+RETURNING *;

@@ -126,3 +126,18 @@ UPDATE turns
 SET state = 'unconfirmed', failure_code = 'runtime_disconnected', ended_at = now()
 WHERE connection_id = @connection_id AND state = 'running'
 RETURNING id;
+
+-- name: EndTurnsOnLostCompute :many
+-- EndTurnsOnLostCompute ends running Turns whose Session's running
+-- allocation was observed stopped or missing after the Turn was
+-- dispatched: their result can no longer arrive. The failure code is the
+-- observation's fixed reason. Only the lease holder (@owner_epoch) does
+-- this.
+UPDATE turns t
+SET state = 'unconfirmed', failure_code = a.observed_reason, ended_at = now()
+FROM environments e, allocations a, execution_lease l
+WHERE t.session_id = e.session_id AND a.environment_id = e.id AND t.state = 'running'
+  AND a.state = 'running' AND a.observed_compute IN ('stopped', 'missing')
+  AND a.observed_at >= t.dispatched_at
+  AND l.owner_epoch = @owner_epoch AND l.expires_at > now()
+RETURNING t.id, t.session_id;

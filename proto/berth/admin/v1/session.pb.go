@@ -30,8 +30,9 @@ const (
 	Session_STATE_UNSPECIFIED Session_State = 0
 	// STATE_PROVISIONING is committed; its compute is not available yet.
 	Session_STATE_PROVISIONING Session_State = 1
-	// STATE_ACTIVE has available compute; environment tells how far the
-	// Runtime is.
+	// STATE_ACTIVE has created compute; environment tells whether the last
+	// observation found it available (compute_available, compute_reason)
+	// and how far the Runtime is.
 	Session_STATE_ACTIVE Session_State = 2
 	// STATE_DELETING was deleted; cleanup is not confirmed yet.
 	Session_STATE_DELETING Session_State = 3
@@ -219,7 +220,17 @@ type Environment struct {
 	// failure_code is the recorded reason of a failed Environment (Session
 	// state FAILED), for example "create_failed" after repeated settled
 	// Create failures; empty otherwise.
-	FailureCode   string `protobuf:"bytes,5,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	FailureCode string `protobuf:"bytes,5,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	// compute_reason is the fixed code of what the last provider observation
+	// found when it makes compute_available false: "compute_stopped" (the
+	// owned compute exists and is not running, for example after an engine
+	// restart), "compute_paused", "compute_missing" (the provider did not
+	// find it; not proof of absence, and retained workspace is kept),
+	// "compute_replaced" (another native instance answers for the
+	// allocation) or "observation_unavailable" (the last observation
+	// failed, so nothing current proves the compute). Empty while compute is
+	// available or before it was first observed running.
+	ComputeReason string `protobuf:"bytes,6,opt,name=compute_reason,json=computeReason,proto3" json:"compute_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +296,13 @@ func (x *Environment) GetExecutionAdmitted() bool {
 func (x *Environment) GetFailureCode() string {
 	if x != nil {
 		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *Environment) GetComputeReason() string {
+	if x != nil {
+		return x.ComputeReason
 	}
 	return ""
 }
@@ -721,13 +739,14 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\fSTATE_ACTIVE\x10\x02\x12\x12\n" +
 	"\x0eSTATE_DELETING\x10\x03\x12\x11\n" +
 	"\rSTATE_DELETED\x10\x04\x12\x10\n" +
-	"\fSTATE_FAILED\x10\x05\"\xee\x01\n" +
+	"\fSTATE_FAILED\x10\x05\"\x95\x02\n" +
 	"\vEnvironment\x12+\n" +
 	"\x11compute_available\x18\x01 \x01(\bR\x10computeAvailable\x12+\n" +
 	"\x11runtime_connected\x18\x02 \x01(\bR\x10runtimeConnected\x123\n" +
 	"\x15capabilities_prepared\x18\x03 \x01(\bR\x14capabilitiesPrepared\x12-\n" +
 	"\x12execution_admitted\x18\x04 \x01(\bR\x11executionAdmitted\x12!\n" +
-	"\ffailure_code\x18\x05 \x01(\tR\vfailureCode\"h\n" +
+	"\ffailure_code\x18\x05 \x01(\tR\vfailureCode\x12%\n" +
+	"\x0ecompute_reason\x18\x06 \x01(\tR\rcomputeReason\"h\n" +
 	"\x14CreateSessionRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +

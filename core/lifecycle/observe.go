@@ -1,0 +1,184 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/store"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+// Defaults of the observation of running compute.
+const (
+	// DefaultObservePeriod bounds how long running compute goes without an
+	// observation: a container stopped or removed from outside is reported
+	// (compute_available false) at most this long after it happened, at
+	// one GetInfo per running allocation every 6 to 8 seconds (see
+	// observeWait). Ten seconds keeps that bound well inside a client's
+	// patience for a dead Session while a node with a full page of 32
+	// running allocations costs about four small engine reads per second.
+	// It holds while a pass visits each of the node's pages at least
+	// every 8 seconds: up to 4 pages (128 running allocations on one node)
+	// with 2-second passes; beyond that the bound grows with the page
+	// count (the deployment's max_active bounds it).
+	DefaultObservePeriod = 10 * time.Second
+	// DefaultKeepaliveInterval is the wait between service keepalives
+	// (Renew) to connected, observed, running compute between Turns. Five
+	// minutes gives a backend with a native lease twelve chances before
+	// the one-hour lapse after which keepalives stop for good, and costs
+	// Docker (whose Renew only reads state) nothing the observation does
+	// not already.
+	DefaultKeepaliveInterval = 5 * time.Minute
+)
+
+// The fixed reason codes of an observation (store.Observation.Reason),
+// which the Session API reports as compute_reason and the Turn sweep as a
+// running Turn's failure code. They never carry a provider's message.
+const (
+	ReasonRunning = "compute_running"
+	// ReasonStopped: the owned compute exists and is not running (exited,
+	// created and never started, or stopped by an engine restart).
+	ReasonStopped = "compute_stopped"
+	// ReasonPaused: the owned compute is paused.
+	ReasonPaused = "compute_paused"
+	// ReasonMissing: the provider did not find the compute (ErrNotFound, or
+	// an absent state). Only a missing observation: it proves no absence
+	// and authorizes no cleanup.
+	ReasonMissing = "compute_missing"
+	// ReasonReplaced: another native instance answers for the allocation's
+	// Reference than the one its Create settled with.
+	ReasonReplaced = "compute_replaced"
+	// ReasonUnavailable: the observation failed (timeout, unreachable node,
+	// ownership mismatch, a contradictory Info): nothing was observed.
+	ReasonUnavailable = "observation_unavailable"
+)
+
+// observeWait is how old an observation may be before the scan repeats
+// it: the period less two pass intervals. A due observation waits for the
+// next pass, which starts up to one Interval after the previous pass
+// ended, and the pass itself takes time; the second Interval is that
+// margin, so every running allocation is observed within one period.
+func (c Config) observeWait() time.Duration {
+	if d := c.ObservePeriod - 2*c.Interval; d > time.Microsecond {
+		return d
+	}
+	return time.Microsecond
+}
+
+// observePage runs one page (store.NodePageSize) of the observation scan:
+// the node's running allocations with settled creation, in id order, with
+// its own cursor that wraps after the last page. For each allocation whose
+// observation is due it reads the compute (GetInfo) and records what it
+// found; to connected, observed, running compute between Turns whose
+// keepalive is due and has not lapsed it sends a keepalive (Renew)
+// instead, whose Info is the observation. Each call is bounded and made
+// outside any transaction; each record is its own owner-fenced write.
+// With no provider (the node is not connected) a due observation is
+// recorded unavailable without a call, so a Session on an unreachable
+// node is not reported available on the strength of an old observation.
+func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) error {
+	page, err := w.cfg.Store.ListObservableForNode(ctx, store.ObservableScan{
+		NodeID: w.node, After: w.observeAfter, Limit: store.NodePageSize,
+		ObserveAfter: w.cfg.observeWait(), KeepaliveAfter: w.cfg.KeepaliveInterval,
+	})
+	if err != nil {
+		return err
+	}
+	w.observeAfter = nextCursor(len(page), func() uuid.UUID { return page[len(page)-1].ID })
+	for _, o := range page {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := w.observeRunning(ctx, p, o); err != nil {
+			if errors.Is(err, store.ErrSuperseded) {
+				return err
+			}
+			if !errors.Is(err, errdefs.ErrFenced) { // fenced: cleanup or another transition won
+				w.cfg.Log.Warn("lifecycle observe", "node", w.node, "allocation", o.ID, "error", err)
+			}
+		}
+	}
+	return nil
+}
+
+// keepaliveWanted reports whether o gets a keepalive now: its Runtime is
+// connected, no Turn of its Session runs, its last observation found it
+// running, and a keepalive is due and has not lapsed. A lapse (no
+// keepalive confirmed for an hour) is never revived, and an allocation in
+// cleanup is never in the scan.
+func keepaliveWanted(o store.Observable) bool {
+	return o.RuntimeConnected && !o.TurnRunning && o.Observation.Compute == store.ObservedRunning &&
+		o.KeepaliveDue && !o.KeepaliveLapsed
+}
+
+func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable) error {
+	keepalive := p != nil && keepaliveWanted(o)
+	if !keepalive && !o.ObservationDue {
+		return nil
+	}
+	ref := o.Reference()
+	var (
+		info    sandbox.Info
+		callErr error
+	)
+	switch {
+	case p == nil:
+		callErr = errdefs.ErrObservationUnavailable
+	case keepalive:
+		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+		info, callErr = p.Renew(callCtx, ref)
+		cancel()
+		if callErr != nil && !errors.Is(callErr, errdefs.ErrNotFound) {
+			// A failed Renew may hide an extension and observed nothing:
+			// observe, and let a later pass renew the same allocation.
+			keepalive = false
+			info, callErr = w.getInfo(ctx, p, ref)
+		}
+	default:
+		info, callErr = w.getInfo(ctx, p, ref)
+	}
+	compute, reason := observed(o.Allocation, info, callErr)
+	rctx, rcancel := recordContext(ctx)
+	defer rcancel()
+	_, err := w.cfg.Store.RecordObservation(rctx, store.RecordObservationParams{
+		ID: o.ID, Revision: o.Revision, Compute: compute, Reason: reason,
+		Keepalive: keepalive && compute == store.ObservedRunning,
+	})
+	if err == nil && compute != o.Observation.Compute {
+		w.cfg.Log.Info("lifecycle observed compute", "node", w.node, "allocation", o.ID, "reason", reason)
+	}
+	return err
+}
+
+func (w *Worker) getInfo(ctx context.Context, p sandbox.SandboxProvider, ref sandbox.Reference) (sandbox.Info, error) {
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	return p.GetInfo(callCtx, ref)
+}
+
+// observed classifies one observation of a's running compute. ErrNotFound
+// is a missing observation and any other error an unavailable one: never
+// proof of absence, never a reason to clean up. Running needs the
+// matching Reference and the native identity the Create settled with.
+func observed(a store.Allocation, info sandbox.Info, err error) (store.ObservedCompute, string) {
+	ref := a.Reference()
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return store.ObservedMissing, ReasonMissing
+	case err != nil, info == (sandbox.Info{}), info.CheckFor(ref) != nil:
+		return store.ObservedUnavailable, ReasonUnavailable
+	case info.State == sandbox.StateAbsent:
+		return store.ObservedMissing, ReasonMissing
+	case info.ProviderID != "" && a.ProviderID != "" && info.ProviderID != a.ProviderID:
+		return store.ObservedMissing, ReasonReplaced
+	case info.State == sandbox.StateRunning && info.ProviderID != "":
+		return store.ObservedRunning, ReasonRunning
+	case info.State == sandbox.StatePaused:
+		return store.ObservedStopped, ReasonPaused
+	}
+	return store.ObservedStopped, ReasonStopped
+}

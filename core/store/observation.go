@@ -1,0 +1,196 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/core/store/db"
+	"berth.dev/sandbox/errdefs"
+)
+
+// ObservedCompute is what an observation of running compute found (see
+// migrations/0010_allocation_observation.sql).
+type ObservedCompute string
+
+// The observed compute states. Only ObservedRunning is evidence that the
+// compute is available; none of them authorizes cleanup, and
+// ObservedMissing is only a missing observation, never proof of absence.
+const (
+	ObservedRunning     ObservedCompute = "running"
+	ObservedStopped     ObservedCompute = "stopped"
+	ObservedMissing     ObservedCompute = "missing"
+	ObservedUnavailable ObservedCompute = "unavailable"
+)
+
+// Valid reports whether c is one of the observed compute states.
+func (c ObservedCompute) Valid() bool {
+	switch c {
+	case ObservedRunning, ObservedStopped, ObservedMissing, ObservedUnavailable:
+		return true
+	}
+	return false
+}
+
+// Observation is the last observation of an allocation's running compute.
+// At is the database time it was recorded (nil before the first);
+// KeepaliveAt the database time of the last keepalive the provider
+// confirmed (nil before the first).
+type Observation struct {
+	At          *time.Time
+	Compute     ObservedCompute
+	Reason      string
+	KeepaliveAt *time.Time
+}
+
+func observationFromRow(r db.Allocation) Observation {
+	return Observation{
+		At:          r.ObservedAt,
+		Compute:     ObservedCompute(r.ObservedCompute.String),
+		Reason:      r.ObservedReason.String,
+		KeepaliveAt: r.KeepaliveAt,
+	}
+}
+
+var reasonCode = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// RecordObservationParams is one observation of allocation ID's compute,
+// made after reading the allocation at Revision. Keepalive says the
+// observation is the Info of a keepalive (Renew) the provider confirmed.
+type RecordObservationParams struct {
+	ID       uuid.UUID
+	Revision int64
+	Compute  ObservedCompute
+	// Reason is a fixed code (lower case, digits and underscores), never a
+	// provider's message.
+	Reason    string
+	Keepalive bool
+}
+
+// RecordObservation records p at the database time, fenced by the owner
+// epoch (ErrSuperseded) and by the revision the observer read: it is
+// ErrFenced unless the allocation is still running at p.Revision, so an
+// observation never lands on an allocation whose cleanup was requested (or
+// that otherwise moved on) while the provider was being asked. It changes
+// neither the allocation's state nor its revision, and it authorizes
+// nothing: it is evidence for what the Session API reports and for the
+// Turn sweep. ErrNotFound when there is no such allocation; ErrInvalid for
+// an unknown state or a malformed reason, and for a keepalive whose
+// observation is not running (a keepalive is confirmed only by running
+// compute).
+func (s *Owner) RecordObservation(ctx context.Context, p RecordObservationParams) (Allocation, error) {
+	const op = "record observation"
+	switch {
+	case !p.Compute.Valid():
+		return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("compute", "unknown observed state"))
+	case !reasonCode.MatchString(p.Reason):
+		return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("reason", "must be a fixed code"))
+	case p.Keepalive && p.Compute != ObservedRunning:
+		return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("keepalive", "only running compute confirms a keepalive"))
+	}
+	var out Allocation
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		row, err := q.RecordObservation(ctx, db.RecordObservationParams{
+			ID: p.ID, Revision: p.Revision, ObservedCompute: string(p.Compute),
+			ObservedReason: p.Reason, Keepalive: p.Keepalive,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := q.GetAllocation(ctx, p.ID); err != nil {
+				return err
+			}
+			return fmt.Errorf("allocation is not running at the observed revision: %w", errdefs.ErrFenced)
+		}
+		if err != nil {
+			return err
+		}
+		out = allocationFromRow(row)
+		return nil
+	})
+	if err != nil {
+		return Allocation{}, wrap(op, err)
+	}
+	return out, nil
+}
+
+// Observable is a running allocation of the observation scan, with what
+// the database clock says about it.
+type Observable struct {
+	Allocation
+	// ObservationDue: never observed, or last observed at least the
+	// scan's observation wait ago.
+	ObservationDue bool
+	// KeepaliveDue: no keepalive yet, or the last one at least the scan's
+	// keepalive wait ago.
+	KeepaliveDue bool
+	// KeepaliveLapsed: no keepalive confirmed for an hour (counted from
+	// the allocation's last lifecycle transition before the first). A
+	// lapse is never revived.
+	KeepaliveLapsed bool
+	// RuntimeConnected: an open Runtime connection accepted under the
+	// owner epoch that holds the execution lease serves the allocation.
+	RuntimeConnected bool
+	// TurnRunning: one of its Session's Turns is running.
+	TurnRunning bool
+}
+
+// ObservableScan is a page request of ListObservableForNode.
+type ObservableScan struct {
+	NodeID uuid.UUID
+	// After is the keyset cursor (uuid.Nil for the start).
+	After uuid.UUID
+	// Limit is 1 to NodePageSize.
+	Limit int
+	// ObserveAfter and KeepaliveAfter are the waits after which an
+	// observation or a keepalive is due (at least a microsecond).
+	ObserveAfter, KeepaliveAfter time.Duration
+}
+
+// ListObservableForNode returns up to s.Limit running allocations with
+// settled creation of node s.NodeID with ids after s.After, in id order:
+// the observation scan's page. Like ListAllocationsForNode it filters by
+// node before the limit, and an empty page means the end.
+func (s *Store) ListObservableForNode(ctx context.Context, sc ObservableScan) ([]Observable, error) {
+	const op = "list observable for node"
+	n, err := nodePageParam(op, sc.Limit)
+	if err != nil {
+		return nil, err
+	}
+	obs, err := ttlMicros("observe_after", sc.ObserveAfter)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	keep, err := ttlMicros("keepalive_after", sc.KeepaliveAfter)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return fetchRows(op, func() ([]db.ListObservableForNodeRow, error) {
+		return s.q.ListObservableForNode(ctx, db.ListObservableForNodeParams{
+			ObserveAfterMicros: obs, KeepaliveAfterMicros: keep,
+			NodeID: sc.NodeID, After: sc.After, PageSize: n,
+		})
+	}, func(r db.ListObservableForNodeRow) Observable {
+		return Observable{
+			Allocation:       allocationFromRow(r.Allocation),
+			ObservationDue:   r.ObservationDue,
+			KeepaliveDue:     r.KeepaliveDue,
+			KeepaliveLapsed:  r.KeepaliveLapsed,
+			RuntimeConnected: r.RuntimeConnected,
+			TurnRunning:      r.TurnRunning,
+		}
+	})
+}
+
+// EndTurnsOnLostCompute ends (unconfirmed) the running Turns whose
+// Session's running allocation was observed stopped or missing after the
+// Turn was dispatched, with the observation's fixed reason as failure
+// code, and returns them. Only the current owner acts. The Turn logic
+// (core/turns) is its only caller.
+func (s *Owner) EndTurnsOnLostCompute(ctx context.Context) ([]TurnRef, error) {
+	return sweepTurns(ctx, "end turns on lost compute", s.epoch, s.q.EndTurnsOnLostCompute,
+		func(r db.EndTurnsOnLostComputeRow) TurnRef { return TurnRef{ID: r.ID, SessionID: r.SessionID} })
+}
