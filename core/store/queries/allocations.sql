@@ -104,3 +104,12 @@ WHERE a.id = @id;
 -- was sent and settled by an explicit absence receipt.
 SELECT count(*)::bigint FROM allocations
 WHERE environment_id = @environment_id AND absence_receipt AND create_dispatched_at IS NOT NULL;
+
+-- name: RevokeEnvironmentDevice :many
+-- RevokeEnvironmentDevice revokes the device of the Environment's
+-- unreleased allocation (terminal cleanup); the first time is kept.
+UPDATE allocations
+SET device_revoked_at = coalesce(device_revoked_at, now()),
+    updated_at = CASE WHEN device_revoked_at IS NULL THEN now() ELSE updated_at END
+WHERE environment_id = @environment_id AND state <> 'released'
+RETURNING id;

@@ -66,3 +66,18 @@ LIMIT @page_size;
 -- its deletion waits for the transaction (a Turn is never queued to a
 -- Session whose deletion committed first).
 SELECT * FROM sessions WHERE id = @id FOR SHARE;
+
+-- name: LockEnvironment :one
+-- LockEnvironment reads an Environment and locks its row until the
+-- transaction ends.
+SELECT * FROM environments WHERE id = @id FOR UPDATE;
+
+-- name: RecordEnvironmentTerminal :one
+-- RecordEnvironmentTerminal writes an Environment's end as terminal
+-- cleanup decided it: its state, failure code and terminal cause, the
+-- time on the database clock (the first one kept).
+UPDATE environments
+SET state = @state, failure_code = sqlc.narg(failure_code),
+    terminal_cause = @terminal_cause, terminated_at = coalesce(terminated_at, now())
+WHERE id = @id
+RETURNING *;
