@@ -145,11 +145,16 @@ func (s *Store) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Seal
 // claims again with hope. A wrong or spent receipt, or an allocation whose
 // cleanup was requested first, is ErrFenced, and so is a Store whose owner
 // epoch no longer holds the execution lease (ErrSuperseded, see
-// Owner); ErrNotFound when there is no such allocation.
+// Owner); ErrNotFound when there is no such allocation. While the provider
+// is disabled it is ErrProviderDisabled and the receipt stays fresh: the
+// allocation waits.
 func (s *Owner) ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (Allocation, error) {
 	const op = "claim create"
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		if err := admitProvider(ctx, q); err != nil {
+			return err
+		}
 		row, err := q.ClaimCreate(ctx, db.ClaimCreateParams{ID: id, CreateReceipt: receipt})
 		if errors.Is(err, pgx.ErrNoRows) {
 			if _, err := q.GetAllocation(ctx, id); err != nil {

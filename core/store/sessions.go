@@ -179,6 +179,10 @@ func (p CreateSessionParams) validate() error {
 // It is a lifecycle write: ErrSuperseded (ErrFenced) unless the Store's
 // owner epoch holds the execution lease (see Owner).
 //
+// While the provider is disabled (SetProviderDisabled) a new Session is
+// ErrProviderDisabled and nothing is written; a retry of a committed
+// request still returns its rows.
+//
 // It is idempotent by RequestID: a retry, also one that races the
 // original, returns the rows the first call committed (Created false) and
 // writes nothing, whatever ids it carries, so a retry keeps its original
@@ -212,6 +216,11 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 			return err
 		}
 
+		// A retry of a committed request returned above; a new Session
+		// needs the provider enabled.
+		if err := admitProvider(ctx, q); err != nil {
+			return err
+		}
 		chosen, err := q.ChoosePlacementNode(ctx, db.ChoosePlacementNodeParams{
 			Generation:  p.Generation,
 			MaxActive:   int64(p.MaxActive),
