@@ -104,7 +104,9 @@ var ErrNoDeployment error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_de
 // made for the retry is discarded unused. A retry with another
 // DisplayName is errdefs.ErrExists. An invalid request
 // (errdefs.ErrInvalid naming "request_id" or "display_name"), a Create
-// before any deployment (ErrNoDeployment) and one that finds no node with
+// before any deployment (ErrNoDeployment), one while the provider is
+// disabled (store.ErrProviderDisabled, reason provider_disabled: enable it
+// with DeploymentService.EnableProvider) and one that finds no node with
 // room (store.ErrNoCapacity: enabled, present by its durable record,
 // ready for the generation, within capacity) create nothing.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionBundle, error) {
@@ -144,9 +146,14 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionB
 	return b, nil
 }
 
-// Delete requests the Session's deletion and its allocation's cleanup; the
-// lifecycle worker kills its compute and releases the allocation only
-// after confirmed cleanup and settled creation. Deleting again changes
+// Delete requests the Session's deletion: one terminal cleanup
+// transaction (store.Termination) revokes the device, records the
+// Environment deleted, ends queued Turns (session_deleted), requests
+// cancellation of the running Turn (the gateway forwards it and keeps its
+// result) and requests the allocation's cleanup; only then does the
+// lifecycle worker kill its compute, and it releases the allocation only
+// after confirmed cleanup and settled creation. A disabled provider never
+// blocks it. Deleting again changes
 // nothing and returns the Session as it is; an unknown Session is
 // errdefs.ErrNotFound.
 func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.SessionBundle, error) {
