@@ -629,6 +629,15 @@ func TestRepeatedSettledCreateFailuresFailTheEnvironment(t *testing.T) {
 		got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
 		t.Fatalf("after %d failures: %+v", store.MaxCreateAttempts, got)
 	}
+	// The last failure was the Environment's terminal cleanup: its cause is
+	// recorded and the last allocation's device was revoked before Kill.
+	if got.Environment.TerminalCause != store.TerminalFailed || got.Environment.TerminatedAt == nil {
+		t.Fatalf("terminal cause %q", got.Environment.TerminalCause)
+	}
+	last := uuid.MustParse(p.requests()[len(p.requests())-1].Reference.AllocationID)
+	if a := e.alloc(t, last); a.DeviceRevokedAt == nil {
+		t.Fatal("the last allocation's device is not revoked")
+	}
 	seen := map[uuid.UUID]bool{}
 	for _, r := range p.requests() {
 		id := uuid.MustParse(r.Reference.AllocationID)
