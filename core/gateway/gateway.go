@@ -48,7 +48,7 @@ const (
 	// the result of its cancelled Turn (from the Turn's
 	// cancel_requested_at).
 	revocationDrain = 20 * time.Second
-	maxCredential = 512
+	maxCredential   = 512
 )
 
 // Config configures a Gateway.

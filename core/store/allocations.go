@@ -76,8 +76,8 @@ type Allocation struct {
 	// Termination); nil while the device may authenticate.
 	DeviceRevokedAt *time.Time
 	CreatedAt       time.Time
-	UpdatedAt          time.Time
-	ReleasedAt         *time.Time
+	UpdatedAt       time.Time
+	ReleasedAt      *time.Time
 }
 
 // Reference returns the allocation's exact provider Reference.

@@ -389,10 +389,10 @@ func sessionFromRow(r db.Session) Session {
 
 func environmentFromRow(r db.Environment) Environment {
 	return Environment{
-		ID:          r.ID,
-		SessionID:   r.SessionID,
-		TenantID:    r.TenantID,
-		State:       EnvironmentState(r.State),
+		ID:            r.ID,
+		SessionID:     r.SessionID,
+		TenantID:      r.TenantID,
+		State:         EnvironmentState(r.State),
 		FailureCode:   r.FailureCode.String,
 		TerminalCause: TerminalCause(r.TerminalCause.String),
 		TerminatedAt:  r.TerminatedAt,
