@@ -37,8 +37,13 @@ func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
 	if _, err := f.Svc.Get(f.Ctx, b.Session.ID); err != nil {
 		t.Fatalf("get while disabled: %v", err)
 	}
+	var told store.Termination
+	f.Svc.NotifyTerminations(func(t store.Termination) { told = t })
 	deleted, err := f.Svc.Delete(f.Ctx, b.Session.ID)
 	must(t, err)
+	if told.SessionID != b.Session.ID || told.Cause != store.TerminalDeleted || told.Cleanup.ID != b.Allocation.ID {
+		t.Fatalf("told %+v", told)
+	}
 	if deleted.Session.State != store.SessionDeleteRequested ||
 		deleted.Allocation.State != store.AllocationCleanupRequested ||
 		deleted.Environment.TerminalCause != store.TerminalDeleted {

@@ -24,7 +24,7 @@ type Store interface {
 	Reader
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
-	RequestSessionDeletion(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+	DeleteSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
 }
 
 // Reader is what the Service reads: plain, unfenced reads.
@@ -47,7 +47,16 @@ type Service struct {
 	key          secrets.Key
 	installation uuid.UUID
 	newID        func() uuid.UUID
+	// terminated is told what each deletion's terminal cleanup changed
+	// (NotifyTerminations); nil tells no one.
+	terminated func(store.Termination)
 }
+
+// NotifyTerminations makes Delete tell fn what its committed terminal
+// cleanup changed (Core passes turns.Service.Terminated, so the gateway
+// forwards the cancellation at once instead of at its next keepalive).
+// Call it before the Service serves.
+func (s *Service) NotifyTerminations(fn func(store.Termination)) { s.terminated = fn }
 
 // New returns a Service. st must act for Core's owner epoch
 // (a *store.Owner, store.Store.AsOwner): creation and deletion are fenced
@@ -157,9 +166,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionB
 // nothing and returns the Session as it is; an unknown Session is
 // errdefs.ErrNotFound.
 func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.SessionBundle, error) {
-	b, err := s.store.RequestSessionDeletion(ctx, sessionID)
+	b, term, err := s.store.DeleteSession(ctx, sessionID)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
+	}
+	if s.terminated != nil {
+		s.terminated(term)
 	}
 	return b, nil
 }
