@@ -13,35 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const failEnvironment = `-- name: FailEnvironment :one
-UPDATE environments SET state = 'failed', failure_code = $1
-WHERE id = $2 AND state = 'pending'
-RETURNING id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at
-`
-
-type FailEnvironmentParams struct {
-	FailureCode pgtype.Text
-	ID          uuid.UUID
-}
-
-// FailEnvironment records a pending Environment's failure with its code;
-// no row when the Environment is not pending.
-func (q *Queries) FailEnvironment(ctx context.Context, arg FailEnvironmentParams) (Environment, error) {
-	row := q.db.QueryRow(ctx, failEnvironment, arg.FailureCode, arg.ID)
-	var i Environment
-	err := row.Scan(
-		&i.ID,
-		&i.SessionID,
-		&i.TenantID,
-		&i.State,
-		&i.CreatedAt,
-		&i.FailureCode,
-		&i.TerminalCause,
-		&i.TerminatedAt,
-	)
-	return i, err
-}
-
 const getEnvironment = `-- name: GetEnvironment :one
 SELECT id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at FROM environments WHERE id = $1
 `

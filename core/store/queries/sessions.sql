@@ -35,13 +35,6 @@ RETURNING *;
 -- name: GetEnvironment :one
 SELECT * FROM environments WHERE id = @id;
 
--- name: FailEnvironment :one
--- FailEnvironment records a pending Environment's failure with its code;
--- no row when the Environment is not pending.
-UPDATE environments SET state = 'failed', failure_code = @failure_code
-WHERE id = @id AND state = 'pending'
-RETURNING *;
-
 -- name: GetEnvironmentBySession :one
 SELECT * FROM environments WHERE session_id = @session_id;
 
