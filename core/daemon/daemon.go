@@ -334,6 +334,7 @@ func (c *core) setupAdmin(context.Context) error {
 		return fmt.Errorf("deployment service: %w", err)
 	}
 	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
+	sessionSvc.NotifyTerminations(c.turns.Terminated)
 	sessionServer, err := sessionadmin.NewSessionServer(sessionSvc, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)

@@ -28,6 +28,12 @@
 //     "configuration.credential.*", the specification's "resources.*",
 //     "specification.*", "suspension.*"); the adapter maps them to request
 //     paths.
+//   - The provider switch (Disable, Enable) is durable state of the
+//     deployment row, written only here. While it is disabled the store
+//     refuses new hosted admission (CreateSession, reason
+//     provider_disabled) and every new Create (ClaimCreate), so pending
+//     allocations wait; it never blocks deletion, cleanup, Turn
+//     cancellation, Turn results or reads. Enable is the way back.
 //   - Out of scope here: replacing a committed deployment's backend (the
 //     deployment mutation gate, draining, node retirement),
 //     ResolveChange-based inheritance of omitted values, selection

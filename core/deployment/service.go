@@ -23,6 +23,8 @@ import (
 type Store interface {
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CommitGeneration(ctx context.Context, expectedCurrent uint64, g store.NewGeneration) (store.Generation, error)
+	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
+	SetProviderDisabled(ctx context.Context, disabled bool) (store.ProviderSwitch, error)
 }
 
 // errGenerationMoved refuses a commit whose expected generation is no
@@ -59,6 +61,11 @@ type Deployment struct {
 	// CommitTime is when the generation was committed; zero in a preview
 	// and before the first commit.
 	CommitTime time.Time
+	// ProviderDisabled reports the provider switch (Disable, Enable) and
+	// ProviderDisabledAt when it was set (zero while enabled). A preview
+	// does not report it.
+	ProviderDisabled   bool
+	ProviderDisabledAt time.Time
 }
 
 // Preview is what a commit of a candidate would store.
@@ -110,10 +117,16 @@ func OpenCredential(key secrets.Key, installationID uuid.UUID, g store.Generatio
 // generation is 0 and its provider kind empty.
 func (s *Service) Get(ctx context.Context) (Deployment, error) {
 	cur, ok, err := s.current(ctx)
-	if err != nil || !ok {
+	if err != nil {
 		return Deployment{}, err
 	}
-	return s.describe(cur)
+	var d Deployment
+	if ok {
+		if d, err = s.describe(cur); err != nil {
+			return Deployment{}, err
+		}
+	}
+	return s.withSwitch(ctx, d)
 }
 
 // Preview prepares and validates c and compares it with the current
@@ -173,7 +186,7 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 			return Deployment{}, err
 		}
 		if same {
-			return s.describe(cur)
+			return s.describeWithSwitch(ctx, cur)
 		}
 	}
 	next := store.NewGeneration{
@@ -193,7 +206,7 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 	if err != nil {
 		return Deployment{}, err
 	}
-	return s.describe(g)
+	return s.describeWithSwitch(ctx, g)
 }
 
 // current returns the current generation; ok is false (and the zero

@@ -100,6 +100,36 @@ func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploy
 
 // candidateFromProto converts a request's candidate. An absent or empty
 // credential object means no credential.
+func (g *server) DisableProvider(ctx context.Context, req *adminv1.DisableProviderRequest) (*adminv1.DisableProviderResponse, error) {
+	if _, err := admin.ValidateName("name", req.GetName(), admin.DeploymentName); err != nil {
+		return nil, err
+	}
+	d, err := g.svc.Disable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := deploymentProto(d)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.DisableProviderResponse{Deployment: pb}, nil
+}
+
+func (g *server) EnableProvider(ctx context.Context, req *adminv1.EnableProviderRequest) (*adminv1.EnableProviderResponse, error) {
+	if _, err := admin.ValidateName("name", req.GetName(), admin.DeploymentName); err != nil {
+		return nil, err
+	}
+	d, err := g.svc.Enable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := deploymentProto(d)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.EnableProviderResponse{Deployment: pb}, nil
+}
+
 func candidateFromProto(c *adminv1.DeploymentCandidate) (deployment.Candidate, error) {
 	if c == nil {
 		return deployment.Candidate{}, errdefs.Invalid("candidate", "required")
@@ -175,6 +205,11 @@ func deploymentProto(d deployment.Deployment) (*adminv1.Deployment, error) {
 		Generation:    d.Generation,
 		ProviderKind:  d.ProviderKind,
 		HasCredential: d.HasCredential,
+
+		ProviderDisabled: d.ProviderDisabled,
+	}
+	if !d.ProviderDisabledAt.IsZero() {
+		pb.ProviderDisableTime = timestamppb.New(d.ProviderDisabledAt)
 	}
 	if d.ProviderKind == "" {
 		// Before the first commit: nothing is selected.

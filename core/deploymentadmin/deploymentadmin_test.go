@@ -176,3 +176,44 @@ func serve(t *testing.T, f deploymenttest.Fixture) client {
 
 // authed returns ctx carrying the admin bearer token.
 func (c client) authed(ctx context.Context) context.Context { return admintest.Authed(ctx, c.token) }
+
+func TestGRPCDisableAndEnableProvider(t *testing.T) {
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
+	_, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
+		ProviderKind: "docker", Specification: specProto(),
+	}})
+	errdefstest.Must(t, err)
+
+	// The resource name is checked first.
+	_, err = c.DisableProvider(ctx, &adminv1.DisableProviderRequest{Name: "deployments/1"})
+	admintest.WantInvalidField(t, err, "name")
+	_, err = c.EnableProvider(ctx, &adminv1.EnableProviderRequest{})
+	admintest.WantInvalidField(t, err, "name")
+	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	errdefstest.Must(t, err)
+	if got.GetDeployment().GetProviderDisabled() || got.GetDeployment().GetProviderDisableTime() != nil {
+		t.Fatalf("a refused request changed the switch: %v", got.GetDeployment())
+	}
+
+	dis, err := c.DisableProvider(ctx, &adminv1.DisableProviderRequest{Name: "deployment"})
+	errdefstest.Must(t, err)
+	d := dis.GetDeployment()
+	if !d.GetProviderDisabled() || d.GetProviderDisableTime() == nil || d.GetGeneration() != 1 || d.GetProviderKind() != "docker" {
+		t.Fatalf("disabled %v", d)
+	}
+	got, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	errdefstest.Must(t, err)
+	if !got.GetDeployment().GetProviderDisabled() {
+		t.Fatalf("read after disable %v", got.GetDeployment())
+	}
+	en, err := c.EnableProvider(ctx, &adminv1.EnableProviderRequest{Name: "deployment"})
+	errdefstest.Must(t, err)
+	if en.GetDeployment().GetProviderDisabled() || en.GetDeployment().GetProviderDisableTime() != nil {
+		t.Fatalf("enabled %v", en.GetDeployment())
+	}
+	// Without the admin token nothing is changed.
+	_, err = c.DisableProvider(f.Ctx, &adminv1.DisableProviderRequest{Name: "deployment"})
+	admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+}

@@ -11,6 +11,13 @@
 //   - Turns go only to a connection that reported its preparation; a Turn
 //     is claimed in the database before it is sent and never sent again:
 //     when the connection ends first it becomes unconfirmed.
+//   - Terminal cleanup (store.Termination) revokes the device: a new
+//     hello is refused (runtime revoked) and no new Turn is claimed. The
+//     open connection forwards the cancellation terminal cleanup requested
+//     for its running Turn and keeps taking that Turn's output and result
+//     for at most 20 seconds from its cancel_requested_at, then ends; a
+//     result that did not arrive leaves the Turn unconfirmed, never a
+//     fabricated cancelled outcome.
 //   - Core sends service keepalives (between Turns and during them); a
 //     Runtime that stops answering is disconnected.
 //   - Errors on the wire carry only fixed reasons (runtimev1 Reason*),

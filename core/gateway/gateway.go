@@ -44,7 +44,11 @@ const (
 	// Runtime's result before it cancels, and then ends the connection.
 	timeoutGrace  = 30 * time.Second
 	recordTimeout = 10 * time.Second
-	maxCredential = 512
+	// revocationDrain bounds how long a revoked connection stays open for
+	// the result of its cancelled Turn (from the Turn's
+	// cancel_requested_at).
+	revocationDrain = 20 * time.Second
+	maxCredential   = 512
 )
 
 // Config configures a Gateway.
@@ -423,8 +427,11 @@ func (c *conn) housekeeping(ctx context.Context) error {
 	if err != nil {
 		return c.storeErr("read session", err)
 	}
-	if sess.Session.State != store.SessionActive {
-		return errRevoked
+	if sess.Session.State != store.SessionActive || sess.Allocation.ID != c.grant.Connection.AllocationID ||
+		sess.Allocation.DeviceRevokedAt != nil {
+		if done, err := c.drainRevoked(ctx); done || err != nil {
+			return err
+		}
 	}
 	if c.current != nil && c.current.DispatchedAt != nil {
 		over := time.Since(*c.current.DispatchedAt) - c.current.Timeout
@@ -446,6 +453,33 @@ func (c *conn) housekeeping(ctx context.Context) error {
 		return io.EOF
 	}
 	return nil
+}
+
+// drainRevoked handles a connection whose device terminal cleanup revoked
+// (store.Termination): no new Turn is claimed for it (the store refuses
+// the claim), and the Turn running on it, whose cancellation terminal
+// cleanup requested, is asked to cancel and may still report its result
+// for revocationDrain from its cancel_requested_at. done is true (with
+// errRevoked) when nothing runs any more or the drain is over: the
+// connection ends and a result that did not arrive leaves the Turn
+// unconfirmed.
+func (c *conn) drainRevoked(ctx context.Context) (done bool, err error) {
+	if c.current == nil {
+		return true, errRevoked
+	}
+	t, err := c.g.cfg.Turns.Current(ctx, c.current.ID)
+	if err != nil {
+		return true, c.storeErr("read turn", err)
+	}
+	if t.State.Terminal() || t.CancelRequestedAt == nil || time.Since(*t.CancelRequestedAt) > revocationDrain {
+		return true, errRevoked
+	}
+	if !c.cancelSent {
+		if err := c.sendCancel(); err != nil {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // close records the end of the connection; a Turn still running on it

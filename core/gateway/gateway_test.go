@@ -316,6 +316,47 @@ func TestDeletedSessionRevokesTheRuntime(t *testing.T) {
 	endsWith(t, s2, codes.PermissionDenied, runtimev1.ReasonRevoked)
 }
 
+func TestDeletionCancelsTheRunningTurnAndKeepsItsResult(t *testing.T) {
+	f := newFixture(t, 100*time.Millisecond)
+	turn := f.submit(t, "sleep 60", nil, nil)
+	s, _ := f.connect(t)
+	send(t, s, prepared())
+	if m := next(t, s); m.GetRunTurn().GetTurnId() != turn.ID.String() {
+		t.Fatalf("got %v, want the turn", m)
+	}
+	if _, err := f.st.RequestSessionDeletion(context.Background(), f.session.Session.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway forwards the cancellation terminal cleanup requested
+	// (answering keepalives meanwhile), then takes the result.
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatalf("connection ended before the cancellation: %v", err)
+		}
+		if k := m.GetKeepalive(); k != nil {
+			send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_KeepaliveAck{KeepaliveAck: &runtimev1.KeepaliveAck{Sequence: k.GetSequence()}}})
+			continue
+		}
+		if m.GetCancelTurn().GetTurnId() != turn.ID.String() {
+			t.Fatalf("got %v, want the cancellation", m)
+		}
+		break
+	}
+	send(t, s, &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_TurnResult{TurnResult: &runtimev1.TurnResult{
+		TurnId: turn.ID.String(), Outcome: runtimev1.TurnResult_OUTCOME_CANCELLED, Signal: 15}}})
+	// With the result recorded nothing runs any more: the revoked
+	// connection ends.
+	endsWith(t, s, codes.PermissionDenied, runtimev1.ReasonRevoked)
+	got, err := f.st.GetTurn(context.Background(), turn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.TurnCancelled {
+		t.Fatalf("turn = %s, want cancelled by its result", got.State)
+	}
+}
+
 func TestQuietTurnKeepsItsConnection(t *testing.T) {
 	f := newFixture(t, 100*time.Millisecond)
 	turn := f.submit(t, "sleep 60", nil, nil)

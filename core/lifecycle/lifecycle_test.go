@@ -636,6 +636,15 @@ func TestRepeatedSettledCreateFailuresFailTheEnvironment(t *testing.T) {
 		got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
 		t.Fatalf("after %d failures: %+v", store.MaxCreateAttempts, got)
 	}
+	// The last failure was the Environment's terminal cleanup: its cause is
+	// recorded and the last allocation's device was revoked before Kill.
+	if got.Environment.TerminalCause != store.TerminalFailed || got.Environment.TerminatedAt == nil {
+		t.Fatalf("terminal cause %q", got.Environment.TerminalCause)
+	}
+	last := uuid.MustParse(p.requests()[len(p.requests())-1].Reference.AllocationID)
+	if a := e.alloc(t, last); a.DeviceRevokedAt == nil {
+		t.Fatal("the last allocation's device is not revoked")
+	}
 	seen := map[uuid.UUID]bool{}
 	for _, r := range p.requests() {
 		id := uuid.MustParse(r.Reference.AllocationID)
@@ -929,4 +938,52 @@ func (r *recordingCreate) Create(ctx context.Context, req sandbox.CreateRequest)
 func brief(a store.Allocation) string {
 	return fmt.Sprintf("%s settled=%v absence=%v bootstrap=%v provider_id=%q revision=%d",
 		a.State, a.CreateSettled, a.AbsenceReceipt, a.BootstrapComplete, a.ProviderID, a.Revision)
+}
+
+func TestDisabledProviderSendsNoCreateAndStillCleansUp(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	w := lifecycle.NewWorker(e.cfg, n.id)
+
+	running := e.createBundle(t, n.id)
+	pass(t, w)
+	if got := e.alloc(t, running.Allocation.ID); got.State != store.AllocationRunning {
+		t.Fatalf("running allocation %s", got.State)
+	}
+	pending := e.createBundle(t, n.id)
+	_, err := e.st.SetProviderDisabled(ctx, true)
+	must(t, err)
+	creates := count(n.srv, dockertest.CallContainerCreate) + count(n.srv, dockertest.CallVolumeCreate)
+
+	// Disabled: the pending allocation waits with its fresh receipt, and a
+	// deleted Session's compute is still killed and released.
+	_, err = e.svc.Delete(ctx, running.Session.ID)
+	must(t, err)
+	for range 2 {
+		pass(t, w)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate) + count(n.srv, dockertest.CallVolumeCreate); c != creates {
+		t.Fatalf("%d creating calls while disabled", c-creates)
+	}
+	if got := e.alloc(t, pending.Allocation.ID); got.State != store.AllocationAllocated || got.CreateDispatchedAt != nil {
+		t.Fatalf("pending allocation while disabled: %s", got.State)
+	}
+	if got := e.alloc(t, running.Allocation.ID); got.State != store.AllocationReleased {
+		t.Fatalf("deleted allocation while disabled: %s", got.State)
+	}
+	if len(n.srv.Containers()) != 0 {
+		t.Fatal("the deleted Session's container is left")
+	}
+
+	// Enabled again: the waiting allocation gets its one Create.
+	_, err = e.st.SetProviderDisabled(ctx, false)
+	must(t, err)
+	pass(t, w)
+	if got := e.alloc(t, pending.Allocation.ID); got.State != store.AllocationRunning {
+		t.Fatalf("pending allocation after enabling: %s", got.State)
+	}
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 2 {
+		t.Fatalf("container.create %d times, want one per allocation", c)
+	}
 }

@@ -33,6 +33,18 @@
 //     path. A create_failed allocation is cleaned up and released first
 //     (store.ResolveCreateFailure), and after store.MaxCreateAttempts
 //     settled failures the Environment is recorded failed instead.
+//   - While the provider is disabled (store.ProviderSwitch, set by
+//     DeploymentService.DisableProvider) the pending scan sends no new
+//     Create and allocates nothing: pending allocations keep their fresh
+//     receipts and wait until the provider is enabled again, and
+//     store.ClaimCreate refuses a claim that races the switch. The
+//     allocation scan goes on: cleanup (Kill, release) and the
+//     observation of unknown creations are never blocked.
+//   - Kill follows terminal cleanup only: an allocation's cleanup is
+//     requested in the same transaction that revokes its device, records
+//     the Environment's end, settles its queued Turns and requests
+//     cancellation of the running one (store.Termination), so the worker
+//     kills only what that transaction handed over.
 //   - Every store write is fenced by Core's owner epoch (the Store is bound
 //     with store.Store.AsOwner): once another Core holds the execution
 //     lease a write is store.ErrSuperseded, and the pass stops there.
@@ -108,6 +120,7 @@ import (
 // store, because every lifecycle write is fenced by the owner epoch.
 type Store interface {
 	GetGeneration(ctx context.Context, n uint64) (store.Generation, error)
+	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
 	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
 	GetAllocationCredential(ctx context.Context, id uuid.UUID) (store.SealedCredential, error)
 	ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Allocation, error)
@@ -259,6 +272,17 @@ func (w *Worker) Pass(ctx context.Context) error {
 }
 
 func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) error {
+	// A disabled provider gets no new Create: the pending allocations keep
+	// their fresh receipts and wait (the cursor stays), and the allocation
+	// scan (cleanup, observation) goes on. ClaimCreate refuses too, for a
+	// switch that flips during the page.
+	sw, err := w.cfg.Store.GetProviderSwitch(ctx)
+	if err != nil {
+		return err
+	}
+	if sw.Disabled {
+		return nil
+	}
 	page, err := w.cfg.Store.ListPendingForNode(ctx, w.node, w.pendingAfter, store.NodePageSize)
 	if err != nil {
 		return err
@@ -355,9 +379,11 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 
 	claimed, err := w.cfg.Store.ClaimCreate(ctx, a.ID, a.CreateReceipt)
 	if err != nil {
-		// Fenced (spent receipt, cleanup first, or a superseded owner) or
-		// an unknown claim: no Create without a fresh claim.
-		if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
+		// Fenced (spent receipt, cleanup first, or a superseded owner), a
+		// disabled provider (the receipt stays fresh: it waits) or an
+		// unknown claim: no Create without a fresh claim.
+		if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) ||
+			errors.Is(err, store.ErrProviderDisabled) {
 			return nil
 		}
 		return err

@@ -111,6 +111,18 @@ func TestGRPCCreateSession(t *testing.T) {
 	_, err = c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "a\nb"}})
 	admintest.WantInvalidField(t, err, "session.display_name")
 
+	// A disabled provider refuses creation with its reason and what to do;
+	// deletion goes on.
+	_, err = f.St.SetProviderDisabled(f.Ctx, true)
+	errdefstest.Must(t, err)
+	_, err = c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
+	if s := admintest.WantStatus(t, err, codes.FailedPrecondition, "provider_disabled"); s.Message() != "the sandbox provider is disabled: enable it with DeploymentService.EnableProvider" {
+		t.Fatalf("message %q", s.Message())
+	}
+	if _, err := c.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: s.GetName()}); err != nil {
+		t.Fatalf("delete while disabled: %v", err)
+	}
+
 }
 
 func TestGRPCSessionLifecycleAndLists(t *testing.T) {

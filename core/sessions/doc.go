@@ -26,9 +26,14 @@
 //   - Every Session belongs to the tenant its CreateRequest names; the
 //     caller decides which (Core's admin API passes its one default
 //     tenant).
+//   - Deletion is one terminal cleanup transaction (store.Termination):
+//     device revoked, Environment recorded deleted, queued Turns ended
+//     (session_deleted), the running Turn asked to cancel, cleanup
+//     requested. Only then does the lifecycle worker kill the compute.
+//     Nothing refuses it: not a disabled provider, not a missing node.
 //   - Errors are errdefs classes. An invalid request names the logic's
 //     field ("request_id", "display_name"); the adapter maps it to a
-//     request path. No deployment (ErrNoDeployment) or no capacity
-//     (store.ErrNoCapacity) is a refusal whose message says what to do,
-//     and creates nothing.
+//     request path. No deployment (ErrNoDeployment), a disabled provider
+//     (store.ErrProviderDisabled) or no capacity (store.ErrNoCapacity) is
+//     a refusal whose message says what to do, and creates nothing.
 package sessions

@@ -24,7 +24,7 @@ type Store interface {
 	Reader
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
-	RequestSessionDeletion(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+	DeleteSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
 }
 
 // Reader is what the Service reads: plain, unfenced reads.
@@ -47,7 +47,16 @@ type Service struct {
 	key          secrets.Key
 	installation uuid.UUID
 	newID        func() uuid.UUID
+	// terminated is told what each deletion's terminal cleanup changed
+	// (NotifyTerminations); nil tells no one.
+	terminated func(store.Termination)
 }
+
+// NotifyTerminations makes Delete tell fn what its committed terminal
+// cleanup changed (Core passes turns.Service.Terminated, so the gateway
+// forwards the cancellation at once instead of at its next keepalive).
+// Call it before the Service serves.
+func (s *Service) NotifyTerminations(fn func(store.Termination)) { s.terminated = fn }
 
 // New returns a Service. st must act for Core's owner epoch
 // (a *store.Owner, store.Store.AsOwner): creation and deletion are fenced
@@ -104,7 +113,9 @@ var ErrNoDeployment error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_de
 // made for the retry is discarded unused. A retry with another
 // DisplayName is errdefs.ErrExists. An invalid request
 // (errdefs.ErrInvalid naming "request_id" or "display_name"), a Create
-// before any deployment (ErrNoDeployment) and one that finds no node with
+// before any deployment (ErrNoDeployment), one while the provider is
+// disabled (store.ErrProviderDisabled, reason provider_disabled: enable it
+// with DeploymentService.EnableProvider) and one that finds no node with
 // room (store.ErrNoCapacity: enabled, present by its durable record,
 // ready for the generation, within capacity) create nothing.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionBundle, error) {
@@ -144,15 +155,23 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionB
 	return b, nil
 }
 
-// Delete requests the Session's deletion and its allocation's cleanup; the
-// lifecycle worker kills its compute and releases the allocation only
-// after confirmed cleanup and settled creation. Deleting again changes
+// Delete requests the Session's deletion: one terminal cleanup
+// transaction (store.Termination) revokes the device, records the
+// Environment deleted, ends queued Turns (session_deleted), requests
+// cancellation of the running Turn (the gateway forwards it and keeps its
+// result) and requests the allocation's cleanup; only then does the
+// lifecycle worker kill its compute, and it releases the allocation only
+// after confirmed cleanup and settled creation. A disabled provider never
+// blocks it. Deleting again changes
 // nothing and returns the Session as it is; an unknown Session is
 // errdefs.ErrNotFound.
 func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.SessionBundle, error) {
-	b, err := s.store.RequestSessionDeletion(ctx, sessionID)
+	b, term, err := s.store.DeleteSession(ctx, sessionID)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
+	}
+	if s.terminated != nil {
+		s.terminated(term)
 	}
 	return b, nil
 }

@@ -72,9 +72,12 @@ type Allocation struct {
 	Revision           int64
 	CleanupRequestedAt *time.Time
 	CleanupConfirmedAt *time.Time
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	ReleasedAt         *time.Time
+	// DeviceRevokedAt is when terminal cleanup revoked the device (see
+	// Termination); nil while the device may authenticate.
+	DeviceRevokedAt *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	ReleasedAt      *time.Time
 	// Observation is what the lifecycle worker last observed of the running
 	// compute (RecordObservation); the zero value before the first.
 	Observation Observation
@@ -145,11 +148,16 @@ func (s *Store) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Seal
 // claims again with hope. A wrong or spent receipt, or an allocation whose
 // cleanup was requested first, is ErrFenced, and so is a Store whose owner
 // epoch no longer holds the execution lease (ErrSuperseded, see
-// Owner); ErrNotFound when there is no such allocation.
+// Owner); ErrNotFound when there is no such allocation. While the provider
+// is disabled it is ErrProviderDisabled and the receipt stays fresh: the
+// allocation waits.
 func (s *Owner) ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (Allocation, error) {
 	const op = "claim create"
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		if err := admitProvider(ctx, q); err != nil {
+			return err
+		}
 		row, err := q.ClaimCreate(ctx, db.ClaimCreateParams{ID: id, CreateReceipt: receipt})
 		if errors.Is(err, pgx.ErrNoRows) {
 			if _, err := q.GetAllocation(ctx, id); err != nil {
@@ -433,14 +441,42 @@ const FailureCreateFailed = "create_failed"
 // (ErrFenced when it moved on), so the owned cleanup runs (Kill removes
 // any partial resources) before the allocation is released. When the
 // Environment has had MaxCreateAttempts such failures, this one included,
-// the same transaction records the Environment failed with
-// FailureCreateFailed; otherwise the Environment stays pending and, once
-// the allocation is released, gets a new allocation (new credential, new
+// the same transaction is the Environment's terminal cleanup with cause
+// TerminalFailed and FailureCreateFailed (see Termination: the device is
+// revoked, queued Turns end environment_failed, a running one is asked to
+// cancel); otherwise the Environment stays pending and, once the
+// allocation is released, gets a new allocation (new credential, new
 // receipt) from the pending scan on the same node. ErrFailedPrecondition
 // unless the allocation is create_failed.
 func (s *Owner) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (Allocation, error) {
-	return s.transition(ctx, "resolve create failure", id, &revision, func(q *db.Queries, a *Allocation) error {
-		if a.State != AllocationCreateFailed {
+	const op = "resolve create failure"
+	var out Allocation
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		peek, err := q.GetAllocation(ctx, id)
+		if err != nil {
+			return err
+		}
+		env, err := q.GetEnvironment(ctx, peek.EnvironmentID)
+		if err != nil {
+			return err
+		}
+		// Session, Environment, allocation: the lock order of terminal
+		// cleanup.
+		if _, err := q.LockSession(ctx, env.SessionID); err != nil {
+			return err
+		}
+		if _, err := q.LockEnvironment(ctx, env.ID); err != nil {
+			return err
+		}
+		row, err := q.LockAllocation(ctx, id)
+		if err != nil {
+			return err
+		}
+		a := allocationFromRow(row)
+		switch {
+		case a.Revision != revision:
+			return fmt.Errorf("allocation revision moved: %w", errdefs.ErrFenced)
+		case a.State != AllocationCreateFailed:
 			return fmt.Errorf("allocation is not create_failed: %w", errdefs.ErrFailedPrecondition)
 		}
 		n, err := q.CountCreateFailures(ctx, a.EnvironmentID)
@@ -448,16 +484,18 @@ func (s *Owner) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision
 			return err
 		}
 		if n >= MaxCreateAttempts {
-			_, err := q.FailEnvironment(ctx, db.FailEnvironmentParams{
-				ID: a.EnvironmentID, FailureCode: pgtype.Text{String: FailureCreateFailed, Valid: true},
-			})
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) { // no row: not pending any more
-				return err
-			}
+			term, err := terminate(ctx, q, env.ID, TerminalFailed, FailureCreateFailed)
+			out = term.Cleanup
+			return err
 		}
 		a.State = AllocationCleanupRequested
-		return nil
+		out, err = update(ctx, q, a, a.Revision)
+		return err
 	})
+	if err != nil {
+		return Allocation{}, wrap(op, err)
+	}
+	return out, nil
 }
 
 // PendingAllocationParams is the input of AllocatePending. Every id, the
@@ -725,6 +763,7 @@ func allocationFromRow(r db.Allocation) Allocation {
 		Revision:           r.Revision,
 		CleanupRequestedAt: r.CleanupRequestedAt,
 		CleanupConfirmedAt: r.CleanupConfirmedAt,
+		DeviceRevokedAt:    r.DeviceRevokedAt,
 		CreatedAt:          r.CreatedAt,
 		UpdatedAt:          r.UpdatedAt,
 		ReleasedAt:         r.ReleasedAt,

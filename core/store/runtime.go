@@ -22,7 +22,8 @@ var (
 	// ErrRuntimeCredential: no allocation has this device, or the
 	// credential's digest does not match. The Runtime must stop.
 	ErrRuntimeCredential = fmt.Errorf("runtime credential rejected: %w", errdefs.ErrOwnership)
-	// ErrRuntimeRevoked: the device's Session is being deleted or its
+	// ErrRuntimeRevoked: terminal cleanup revoked the device (see
+	// Termination), the device's Session is being deleted or its
 	// allocation is in cleanup. The Runtime must stop.
 	ErrRuntimeRevoked = fmt.Errorf("runtime revoked: %w", errdefs.ErrFailedPrecondition)
 	// ErrRuntimeNotAdmitted: the allocation's creation is not settled with
@@ -109,7 +110,8 @@ func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (Runti
 			return ErrRuntimeCredential
 		}
 		state := AllocationState(a.State)
-		if SessionState(a.SessionState) != SessionActive || state.inCleanup() || state == AllocationReleased {
+		if SessionState(a.SessionState) != SessionActive || a.DeviceRevokedAt != nil ||
+			state.inCleanup() || state == AllocationReleased {
 			return ErrRuntimeRevoked
 		}
 		if state != AllocationRunning || !a.CreateSettled || !a.BootstrapComplete {

@@ -70,7 +70,11 @@ type Environment struct {
 	// FailureCode is the recorded reason of a failed Environment (for
 	// example FailureCreateFailed); empty otherwise.
 	FailureCode string
-	CreatedAt   time.Time
+	// TerminalCause is why the Environment ended (terminal cleanup, see
+	// Termination); empty while it lives. TerminatedAt is when.
+	TerminalCause TerminalCause
+	TerminatedAt  *time.Time
+	CreatedAt     time.Time
 }
 
 // SessionBundle is what CreateSession commits together.
@@ -175,6 +179,10 @@ func (p CreateSessionParams) validate() error {
 // It is a lifecycle write: ErrSuperseded (ErrFenced) unless the Store's
 // owner epoch holds the execution lease (see Owner).
 //
+// While the provider is disabled (SetProviderDisabled) a new Session is
+// ErrProviderDisabled and nothing is written; a retry of a committed
+// request still returns its rows.
+//
 // It is idempotent by RequestID: a retry, also one that races the
 // original, returns the rows the first call committed (Created false) and
 // writes nothing, whatever ids it carries, so a retry keeps its original
@@ -208,6 +216,11 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 			return err
 		}
 
+		// A retry of a committed request returned above; a new Session
+		// needs the provider enabled.
+		if err := admitProvider(ctx, q); err != nil {
+			return err
+		}
 		chosen, err := q.ChoosePlacementNode(ctx, db.ChoosePlacementNodeParams{
 			Generation:  p.Generation,
 			MaxActive:   int64(p.MaxActive),
@@ -317,16 +330,30 @@ func (s *Store) GetSession(ctx context.Context, id uuid.UUID) (SessionBundle, er
 }
 
 // RequestSessionDeletion marks the Session delete_requested and, in the
-// same transaction, requests cleanup of its unreleased allocation, which
-// also spends an unclaimed create receipt: a deletion committed first wins
-// over any later ClaimCreate. The rows stay; the allocation is released
-// only after confirmed cleanup and settled creation (Release). When the
-// Environment has no unreleased allocation its placement is released at
-// once. Calling it again changes nothing. It is a lifecycle write, fenced
-// like CreateSession.
+// same transaction, runs terminal cleanup of its Environment with cause
+// TerminalDeleted (see Termination): the device is revoked, the queued
+// Turns end session_deleted, the running Turn's cancellation is requested
+// and cleanup of the unreleased allocation is requested, which also spends
+// an unclaimed create receipt: a deletion committed first wins over any
+// later ClaimCreate. All of it commits or none of it does. The rows stay;
+// the allocation is released only after confirmed cleanup and settled
+// creation (Release). When the Environment has no unreleased allocation
+// its placement is released at once. Calling it again changes nothing. It
+// is a lifecycle write, fenced like CreateSession.
 func (s *Owner) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (SessionBundle, error) {
+	b, _, err := s.DeleteSession(ctx, id)
+	return b, err
+}
+
+// DeleteSession is RequestSessionDeletion that also returns what its
+// terminal cleanup recorded, so the caller can wake the Turns it settled
+// or asked to cancel.
+func (s *Owner) DeleteSession(ctx context.Context, id uuid.UUID) (SessionBundle, Termination, error) {
 	const op = "request session deletion"
-	var out SessionBundle
+	var (
+		out  SessionBundle
+		term Termination
+	)
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
 		sess, err := q.RequestSessionDeletion(ctx, id)
 		if err != nil {
@@ -336,28 +363,16 @@ func (s *Owner) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (Sessi
 		if err != nil {
 			return err
 		}
-		alloc, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			// No compute is owned (the last allocation was released while
-			// the Environment waited for another): the reservation ends.
-			if err := q.ReleasePlacement(ctx, env.ID); err != nil {
-				return err
-			}
-		case err != nil:
+		if term, err = terminate(ctx, q, env.ID, TerminalDeleted, ""); err != nil {
 			return err
-		default:
-			if _, err := requestCleanup(ctx, q, alloc.ID); err != nil {
-				return err
-			}
 		}
 		out, err = loadBundle(ctx, q, sess)
 		return err
 	})
 	if err != nil {
-		return SessionBundle{}, wrap(op, err)
+		return SessionBundle{}, Termination{}, wrap(op, err)
 	}
-	return out, nil
+	return out, term, nil
 }
 
 func sessionFromRow(r db.Session) Session {
@@ -374,12 +389,14 @@ func sessionFromRow(r db.Session) Session {
 
 func environmentFromRow(r db.Environment) Environment {
 	return Environment{
-		ID:          r.ID,
-		SessionID:   r.SessionID,
-		TenantID:    r.TenantID,
-		State:       EnvironmentState(r.State),
-		FailureCode: r.FailureCode.String,
-		CreatedAt:   r.CreatedAt,
+		ID:            r.ID,
+		SessionID:     r.SessionID,
+		TenantID:      r.TenantID,
+		State:         EnvironmentState(r.State),
+		FailureCode:   r.FailureCode.String,
+		TerminalCause: TerminalCause(r.TerminalCause.String),
+		TerminatedAt:  r.TerminatedAt,
+		CreatedAt:     r.CreatedAt,
 	}
 }
 

@@ -47,6 +47,13 @@ const MaxOutputChunk = 64 << 10
 var ErrSessionNotActive error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "session_deleting",
 	"the session is being deleted: create a new session")
 
+// ErrEnvironmentEnded is the class (errdefs.ErrFailedPrecondition) of a
+// SubmitTurn to a Session whose Environment ended (failed or expired,
+// see Termination): a refusal (reason environment_ended) that tells the
+// caller what to do.
+var ErrEnvironmentEnded error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "environment_ended",
+	"the session's environment has ended: delete the session and create a new one")
+
 // ErrTurnProtocol is the class (errdefs.ErrFailedPrecondition) of a
 // Runtime report that does not fit the Turn: not running on that
 // connection, output out of order or beyond its bound.
@@ -179,6 +186,13 @@ func (s *Store) SubmitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 		}
 		if SessionState(sess.State) != SessionActive {
 			return ErrSessionNotActive
+		}
+		env, err := q.GetEnvironmentBySession(ctx, p.SessionID)
+		if err != nil {
+			return err
+		}
+		if env.TerminalCause.Valid {
+			return ErrEnvironmentEnded
 		}
 		var script pgtype.Text
 		if p.ShellScript != nil {

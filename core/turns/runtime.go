@@ -64,3 +64,12 @@ func (s *Service) Finish(ctx context.Context, id, conn uuid.UUID, r store.TurnRe
 // transaction as the connection's end, store.AcceptRuntime and
 // store.CloseRuntimeConnection), and their Sessions.
 func (s *Service) Unconfirmed(ids ...uuid.UUID) { s.hub.Notify(ids...) }
+
+// Terminated wakes whoever waits on what a terminal cleanup changed
+// (store.Termination): the Session's gateway connection, so it forwards
+// the requested cancellation of the running Turn at once, and the readers
+// of the Turns it ended or asked to cancel.
+func (s *Service) Terminated(t store.Termination) {
+	ids := append([]uuid.UUID{t.SessionID}, t.SettledTurns...)
+	s.hub.Notify(append(ids, t.CancelRequested...)...)
+}

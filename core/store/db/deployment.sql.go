@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -62,6 +63,23 @@ func (q *Queries) GetDeploymentGeneration(ctx context.Context, generation int64)
 		&i.SuspensionRetentionSeconds,
 		&i.CreatedAt,
 	)
+	return i, err
+}
+
+const getProviderSwitch = `-- name: GetProviderSwitch :one
+SELECT provider_disabled, provider_disabled_at FROM deployment
+`
+
+type GetProviderSwitchRow struct {
+	ProviderDisabled   bool
+	ProviderDisabledAt *time.Time
+}
+
+// GetProviderSwitch reads whether the provider is disabled.
+func (q *Queries) GetProviderSwitch(ctx context.Context) (GetProviderSwitchRow, error) {
+	row := q.db.QueryRow(ctx, getProviderSwitch)
+	var i GetProviderSwitchRow
+	err := row.Scan(&i.ProviderDisabled, &i.ProviderDisabledAt)
 	return i, err
 }
 
@@ -146,6 +164,21 @@ func (q *Queries) LockDeployment(ctx context.Context) (int64, error) {
 	return current_generation, err
 }
 
+const lockProviderSwitchShared = `-- name: LockProviderSwitchShared :one
+SELECT provider_disabled FROM deployment FOR SHARE
+`
+
+// LockProviderSwitchShared reads whether the provider is disabled and
+// holds a share lock on the deployment row, so a concurrent
+// SetProviderDisabled waits for the transaction: an admission that saw the
+// provider enabled commits before the switch does.
+func (q *Queries) LockProviderSwitchShared(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, lockProviderSwitchShared)
+	var provider_disabled bool
+	err := row.Scan(&provider_disabled)
+	return provider_disabled, err
+}
+
 const setCurrentGeneration = `-- name: SetCurrentGeneration :execrows
 UPDATE deployment
 SET current_generation = $1, updated_at = now()
@@ -165,4 +198,26 @@ func (q *Queries) SetCurrentGeneration(ctx context.Context, arg SetCurrentGenera
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const setProviderDisabled = `-- name: SetProviderDisabled :one
+UPDATE deployment
+SET provider_disabled = $1::boolean,
+    provider_disabled_at = CASE WHEN $1::boolean THEN coalesce(provider_disabled_at, now()) END,
+    updated_at = now()
+RETURNING provider_disabled, provider_disabled_at
+`
+
+type SetProviderDisabledRow struct {
+	ProviderDisabled   bool
+	ProviderDisabledAt *time.Time
+}
+
+// SetProviderDisabled sets or clears the provider switch; disabling again
+// keeps the first time.
+func (q *Queries) SetProviderDisabled(ctx context.Context, disabled bool) (SetProviderDisabledRow, error) {
+	row := q.db.QueryRow(ctx, setProviderDisabled, disabled)
+	var i SetProviderDisabledRow
+	err := row.Scan(&i.ProviderDisabled, &i.ProviderDisabledAt)
+	return i, err
 }

@@ -39,12 +39,15 @@ type Allocation struct {
 	ObservedCompute      pgtype.Text
 	ObservedReason       pgtype.Text
 	KeepaliveAt          *time.Time
+	DeviceRevokedAt      *time.Time
 }
 
 type Deployment struct {
-	Singleton         bool
-	CurrentGeneration pgtype.Int8
-	UpdatedAt         time.Time
+	Singleton          bool
+	CurrentGeneration  pgtype.Int8
+	UpdatedAt          time.Time
+	ProviderDisabled   bool
+	ProviderDisabledAt *time.Time
 }
 
 type DeploymentGeneration struct {
@@ -77,12 +80,14 @@ type EnrollmentToken struct {
 }
 
 type Environment struct {
-	ID          uuid.UUID
-	SessionID   uuid.UUID
-	TenantID    uuid.UUID
-	State       string
-	CreatedAt   time.Time
-	FailureCode pgtype.Text
+	ID            uuid.UUID
+	SessionID     uuid.UUID
+	TenantID      uuid.UUID
+	State         string
+	CreatedAt     time.Time
+	FailureCode   pgtype.Text
+	TerminalCause pgtype.Text
+	TerminatedAt  *time.Time
 }
 
 type ExecutionLease struct {

@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -55,7 +56,7 @@ func (q *Queries) CloseRuntimeConnection(ctx context.Context, id uuid.UUID) (int
 
 const getDeviceAllocation = `-- name: GetDeviceAllocation :one
 SELECT a.id, a.environment_id, a.state, a.credential_digest, a.create_settled,
-       a.bootstrap_complete, e.session_id, s.state AS session_state
+       a.bootstrap_complete, a.device_revoked_at, e.session_id, s.state AS session_state
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
@@ -70,6 +71,7 @@ type GetDeviceAllocationRow struct {
 	CredentialDigest  []byte
 	CreateSettled     bool
 	BootstrapComplete bool
+	DeviceRevokedAt   *time.Time
 	SessionID         uuid.UUID
 	SessionState      string
 }
@@ -87,6 +89,7 @@ func (q *Queries) GetDeviceAllocation(ctx context.Context, deviceID uuid.UUID) (
 		&i.CredentialDigest,
 		&i.CreateSettled,
 		&i.BootstrapComplete,
+		&i.DeviceRevokedAt,
 		&i.SessionID,
 		&i.SessionState,
 	)

@@ -13,35 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const failEnvironment = `-- name: FailEnvironment :one
-UPDATE environments SET state = 'failed', failure_code = $1
-WHERE id = $2 AND state = 'pending'
-RETURNING id, session_id, tenant_id, state, created_at, failure_code
-`
-
-type FailEnvironmentParams struct {
-	FailureCode pgtype.Text
-	ID          uuid.UUID
-}
-
-// FailEnvironment records a pending Environment's failure with its code;
-// no row when the Environment is not pending.
-func (q *Queries) FailEnvironment(ctx context.Context, arg FailEnvironmentParams) (Environment, error) {
-	row := q.db.QueryRow(ctx, failEnvironment, arg.FailureCode, arg.ID)
-	var i Environment
-	err := row.Scan(
-		&i.ID,
-		&i.SessionID,
-		&i.TenantID,
-		&i.State,
-		&i.CreatedAt,
-		&i.FailureCode,
-	)
-	return i, err
-}
-
 const getEnvironment = `-- name: GetEnvironment :one
-SELECT id, session_id, tenant_id, state, created_at, failure_code FROM environments WHERE id = $1
+SELECT id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at FROM environments WHERE id = $1
 `
 
 func (q *Queries) GetEnvironment(ctx context.Context, id uuid.UUID) (Environment, error) {
@@ -54,12 +27,14 @@ func (q *Queries) GetEnvironment(ctx context.Context, id uuid.UUID) (Environment
 		&i.State,
 		&i.CreatedAt,
 		&i.FailureCode,
+		&i.TerminalCause,
+		&i.TerminatedAt,
 	)
 	return i, err
 }
 
 const getEnvironmentBySession = `-- name: GetEnvironmentBySession :one
-SELECT id, session_id, tenant_id, state, created_at, failure_code FROM environments WHERE session_id = $1
+SELECT id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at FROM environments WHERE session_id = $1
 `
 
 func (q *Queries) GetEnvironmentBySession(ctx context.Context, sessionID uuid.UUID) (Environment, error) {
@@ -72,6 +47,8 @@ func (q *Queries) GetEnvironmentBySession(ctx context.Context, sessionID uuid.UU
 		&i.State,
 		&i.CreatedAt,
 		&i.FailureCode,
+		&i.TerminalCause,
+		&i.TerminatedAt,
 	)
 	return i, err
 }
@@ -117,7 +94,7 @@ func (q *Queries) GetSessionByRequestID(ctx context.Context, requestID uuid.UUID
 const insertEnvironment = `-- name: InsertEnvironment :one
 INSERT INTO environments (id, session_id, tenant_id)
 VALUES ($1, $2, $3)
-RETURNING id, session_id, tenant_id, state, created_at, failure_code
+RETURNING id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at
 `
 
 type InsertEnvironmentParams struct {
@@ -136,6 +113,8 @@ func (q *Queries) InsertEnvironment(ctx context.Context, arg InsertEnvironmentPa
 		&i.State,
 		&i.CreatedAt,
 		&i.FailureCode,
+		&i.TerminalCause,
+		&i.TerminatedAt,
 	)
 	return i, err
 }
@@ -232,6 +211,28 @@ func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgePa
 	return items, nil
 }
 
+const lockEnvironment = `-- name: LockEnvironment :one
+SELECT id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at FROM environments WHERE id = $1 FOR UPDATE
+`
+
+// LockEnvironment reads an Environment and locks its row until the
+// transaction ends.
+func (q *Queries) LockEnvironment(ctx context.Context, id uuid.UUID) (Environment, error) {
+	row := q.db.QueryRow(ctx, lockEnvironment, id)
+	var i Environment
+	err := row.Scan(
+		&i.ID,
+		&i.SessionID,
+		&i.TenantID,
+		&i.State,
+		&i.CreatedAt,
+		&i.FailureCode,
+		&i.TerminalCause,
+		&i.TerminatedAt,
+	)
+	return i, err
+}
+
 const lockPlacement = `-- name: LockPlacement :exec
 SELECT pg_advisory_xact_lock(7090199032657830256)
 `
@@ -283,6 +284,45 @@ func (q *Queries) LockSessionShared(ctx context.Context, id uuid.UUID) (Session,
 		&i.RequestID,
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
+	)
+	return i, err
+}
+
+const recordEnvironmentTerminal = `-- name: RecordEnvironmentTerminal :one
+UPDATE environments
+SET state = $1, failure_code = $2,
+    terminal_cause = $3, terminated_at = coalesce(terminated_at, now())
+WHERE id = $4
+RETURNING id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at
+`
+
+type RecordEnvironmentTerminalParams struct {
+	State         string
+	FailureCode   pgtype.Text
+	TerminalCause pgtype.Text
+	ID            uuid.UUID
+}
+
+// RecordEnvironmentTerminal writes an Environment's end as terminal
+// cleanup decided it: its state, failure code and terminal cause, the
+// time on the database clock (the first one kept).
+func (q *Queries) RecordEnvironmentTerminal(ctx context.Context, arg RecordEnvironmentTerminalParams) (Environment, error) {
+	row := q.db.QueryRow(ctx, recordEnvironmentTerminal,
+		arg.State,
+		arg.FailureCode,
+		arg.TerminalCause,
+		arg.ID,
+	)
+	var i Environment
+	err := row.Scan(
+		&i.ID,
+		&i.SessionID,
+		&i.TenantID,
+		&i.State,
+		&i.CreatedAt,
+		&i.FailureCode,
+		&i.TerminalCause,
+		&i.TerminatedAt,
 	)
 	return i, err
 }

@@ -85,6 +85,7 @@ WHERE turns.id = (SELECT q.id FROM turns q
   AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = $2 AND r.state = 'running')
   AND EXISTS (SELECT 1 FROM runtime_connections c
               JOIN execution_lease l ON l.owner_epoch = c.owner_epoch
+              JOIN allocations a ON a.id = c.allocation_id AND a.device_revoked_at IS NULL
               WHERE c.id = $1 AND c.disconnected_at IS NULL
                 AND c.prepared_at IS NOT NULL AND l.owner_epoch = $3
                 AND l.expires_at > now())
@@ -101,7 +102,7 @@ type ClaimNextTurnParams struct {
 // ClaimNextTurn moves the Session's first queued Turn to running on the
 // connection: only while nothing else of the Session runs, the connection
 // is open and prepared under @owner_epoch, which holds the unexpired
-// execution lease, and
+// execution lease, its device is not revoked (terminal cleanup) and
 // the Session is active. A Turn claimed once is never claimed again.
 func (q *Queries) ClaimNextTurn(ctx context.Context, arg ClaimNextTurnParams) (Turn, error) {
 	row := q.db.QueryRow(ctx, claimNextTurn, arg.ConnectionID, arg.SessionID, arg.OwnerEpoch)
@@ -624,6 +625,37 @@ func (q *Queries) ReadTurnOutput(ctx context.Context, arg ReadTurnOutputParams) 
 	return items, nil
 }
 
+const requestCancelRunningTurnsOfSession = `-- name: RequestCancelRunningTurnsOfSession :many
+UPDATE turns
+SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE session_id = $1 AND state = 'running'
+RETURNING id
+`
+
+// RequestCancelRunningTurnsOfSession records a cancellation request (the
+// first time kept) for the Session's running Turn in terminal cleanup;
+// the gateway forwards it and the Turn keeps running until its Runtime
+// reports (or its connection ends: unconfirmed).
+func (q *Queries) RequestCancelRunningTurnsOfSession(ctx context.Context, sessionID uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, requestCancelRunningTurnsOfSession, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const requestTurnCancel = `-- name: RequestTurnCancel :one
 UPDATE turns
 SET cancel_requested_at = coalesce(cancel_requested_at, now()),
@@ -670,6 +702,43 @@ func (q *Queries) RequestTurnCancel(ctx context.Context, id uuid.UUID) (Turn, er
 		&i.CancelRequestedAt,
 	)
 	return i, err
+}
+
+const settleQueuedTurnsOfSession = `-- name: SettleQueuedTurnsOfSession :many
+UPDATE turns
+SET state = 'failed', ended_at = now(),
+    failure_code = CASE WHEN queue_deadline <= now() THEN 'runtime_not_ready' ELSE $1::text END
+WHERE session_id = $2 AND state = 'queued'
+RETURNING id
+`
+
+type SettleQueuedTurnsOfSessionParams struct {
+	FailureCode string
+	SessionID   uuid.UUID
+}
+
+// SettleQueuedTurnsOfSession ends the Session's queued Turns in terminal
+// cleanup with @failure_code, keeping what their deadlines meant: a Turn
+// whose queue deadline had already passed ends runtime_not_ready, as the
+// expiry sweep would have ended it.
+func (q *Queries) SettleQueuedTurnsOfSession(ctx context.Context, arg SettleQueuedTurnsOfSessionParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, settleQueuedTurnsOfSession, arg.FailureCode, arg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const unconfirmOrphanedTurns = `-- name: UnconfirmOrphanedTurns :many

@@ -143,3 +143,11 @@ SET observed_at      = now(),
     keepalive_at     = CASE WHEN sqlc.arg(keepalive)::boolean THEN now() ELSE keepalive_at END
 WHERE id = @id AND revision = @revision AND state = 'running'
 RETURNING *;
+-- name: RevokeEnvironmentDevice :many
+-- RevokeEnvironmentDevice revokes the device of the Environment's
+-- unreleased allocation (terminal cleanup); the first time is kept.
+UPDATE allocations
+SET device_revoked_at = coalesce(device_revoked_at, now()),
+    updated_at = CASE WHEN device_revoked_at IS NULL THEN now() ELSE updated_at END
+WHERE environment_id = @environment_id AND state <> 'released'
+RETURNING id;

@@ -32,3 +32,23 @@ JOIN deployment_generations g ON g.generation = d.current_generation;
 
 -- name: GetDeploymentGeneration :one
 SELECT * FROM deployment_generations WHERE generation = @generation;
+
+-- name: GetProviderSwitch :one
+-- GetProviderSwitch reads whether the provider is disabled.
+SELECT provider_disabled, provider_disabled_at FROM deployment;
+
+-- name: LockProviderSwitchShared :one
+-- LockProviderSwitchShared reads whether the provider is disabled and
+-- holds a share lock on the deployment row, so a concurrent
+-- SetProviderDisabled waits for the transaction: an admission that saw the
+-- provider enabled commits before the switch does.
+SELECT provider_disabled FROM deployment FOR SHARE;
+
+-- name: SetProviderDisabled :one
+-- SetProviderDisabled sets or clears the provider switch; disabling again
+-- keeps the first time.
+UPDATE deployment
+SET provider_disabled = @disabled::boolean,
+    provider_disabled_at = CASE WHEN @disabled::boolean THEN coalesce(provider_disabled_at, now()) END,
+    updated_at = now()
+RETURNING provider_disabled, provider_disabled_at;

@@ -35,13 +35,6 @@ RETURNING *;
 -- name: GetEnvironment :one
 SELECT * FROM environments WHERE id = @id;
 
--- name: FailEnvironment :one
--- FailEnvironment records a pending Environment's failure with its code;
--- no row when the Environment is not pending.
-UPDATE environments SET state = 'failed', failure_code = @failure_code
-WHERE id = @id AND state = 'pending'
-RETURNING *;
-
 -- name: GetEnvironmentBySession :one
 SELECT * FROM environments WHERE session_id = @session_id;
 
@@ -66,3 +59,18 @@ LIMIT @page_size;
 -- its deletion waits for the transaction (a Turn is never queued to a
 -- Session whose deletion committed first).
 SELECT * FROM sessions WHERE id = @id FOR SHARE;
+
+-- name: LockEnvironment :one
+-- LockEnvironment reads an Environment and locks its row until the
+-- transaction ends.
+SELECT * FROM environments WHERE id = @id FOR UPDATE;
+
+-- name: RecordEnvironmentTerminal :one
+-- RecordEnvironmentTerminal writes an Environment's end as terminal
+-- cleanup decided it: its state, failure code and terminal cause, the
+-- time on the database clock (the first one kept).
+UPDATE environments
+SET state = @state, failure_code = sqlc.narg(failure_code),
+    terminal_cause = @terminal_cause, terminated_at = coalesce(terminated_at, now())
+WHERE id = @id
+RETURNING *;

@@ -25,7 +25,7 @@ LIMIT @page_size;
 -- ClaimNextTurn moves the Session's first queued Turn to running on the
 -- connection: only while nothing else of the Session runs, the connection
 -- is open and prepared under @owner_epoch, which holds the unexpired
--- execution lease, and
+-- execution lease, its device is not revoked (terminal cleanup) and
 -- the Session is active. A Turn claimed once is never claimed again.
 UPDATE turns
 SET state = 'running', connection_id = @connection_id, dispatched_at = now()
@@ -36,6 +36,7 @@ WHERE turns.id = (SELECT q.id FROM turns q
   AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = @session_id AND r.state = 'running')
   AND EXISTS (SELECT 1 FROM runtime_connections c
               JOIN execution_lease l ON l.owner_epoch = c.owner_epoch
+              JOIN allocations a ON a.id = c.allocation_id AND a.device_revoked_at IS NULL
               WHERE c.id = @connection_id AND c.disconnected_at IS NULL
                 AND c.prepared_at IS NOT NULL AND l.owner_epoch = @owner_epoch
                 AND l.expires_at > now())
@@ -141,3 +142,23 @@ WHERE t.session_id = e.session_id AND a.environment_id = e.id AND t.state = 'run
   AND a.observed_at >= t.dispatched_at
   AND l.owner_epoch = @owner_epoch AND l.expires_at > now()
 RETURNING t.id, t.session_id;
+-- name: SettleQueuedTurnsOfSession :many
+-- SettleQueuedTurnsOfSession ends the Session's queued Turns in terminal
+-- cleanup with @failure_code, keeping what their deadlines meant: a Turn
+-- whose queue deadline had already passed ends runtime_not_ready, as the
+-- expiry sweep would have ended it.
+UPDATE turns
+SET state = 'failed', ended_at = now(),
+    failure_code = CASE WHEN queue_deadline <= now() THEN 'runtime_not_ready' ELSE @failure_code::text END
+WHERE session_id = @session_id AND state = 'queued'
+RETURNING id;
+
+-- name: RequestCancelRunningTurnsOfSession :many
+-- RequestCancelRunningTurnsOfSession records a cancellation request (the
+-- first time kept) for the Session's running Turn in terminal cleanup;
+-- the gateway forwards it and the Turn keeps running until its Runtime
+-- reports (or its connection ends: unconfirmed).
+UPDATE turns
+SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE session_id = @session_id AND state = 'running'
+RETURNING id;

@@ -49,9 +49,15 @@ type Deployment struct {
 	// specification sizes every sandbox and every node.
 	Specification *Specification `protobuf:"bytes,7,opt,name=specification,proto3" json:"specification,omitempty"`
 	// commit_time is when the generation was committed. Output only.
-	CommitTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=commit_time,json=commitTime,proto3" json:"commit_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CommitTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=commit_time,json=commitTime,proto3" json:"commit_time,omitempty"`
+	// provider_disabled reports whether the provider is disabled
+	// (DisableProvider). Output only.
+	ProviderDisabled bool `protobuf:"varint,9,opt,name=provider_disabled,json=providerDisabled,proto3" json:"provider_disabled,omitempty"`
+	// provider_disable_time is when the provider was disabled; unset while it
+	// is enabled. Output only.
+	ProviderDisableTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=provider_disable_time,json=providerDisableTime,proto3" json:"provider_disable_time,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Deployment) Reset() {
@@ -136,6 +142,20 @@ func (x *Deployment) GetSpecification() *Specification {
 func (x *Deployment) GetCommitTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CommitTime
+	}
+	return nil
+}
+
+func (x *Deployment) GetProviderDisabled() bool {
+	if x != nil {
+		return x.ProviderDisabled
+	}
+	return false
+}
+
+func (x *Deployment) GetProviderDisableTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProviderDisableTime
 	}
 	return nil
 }
@@ -671,11 +691,196 @@ func (x *CommitDeploymentResponse) GetDeployment() *Deployment {
 	return nil
 }
 
+// DisableProviderRequest disables the deployment's provider.
+type DisableProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name must be "deployment".
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableProviderRequest) Reset() {
+	*x = DisableProviderRequest{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableProviderRequest) ProtoMessage() {}
+
+func (x *DisableProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableProviderRequest.ProtoReflect.Descriptor instead.
+func (*DisableProviderRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DisableProviderRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DisableProviderResponse carries the deployment with the provider
+// disabled.
+type DisableProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deployment after the change.
+	Deployment    *Deployment `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableProviderResponse) Reset() {
+	*x = DisableProviderResponse{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableProviderResponse) ProtoMessage() {}
+
+func (x *DisableProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableProviderResponse.ProtoReflect.Descriptor instead.
+func (*DisableProviderResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DisableProviderResponse) GetDeployment() *Deployment {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
+// EnableProviderRequest enables the deployment's provider again.
+type EnableProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name must be "deployment".
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableProviderRequest) Reset() {
+	*x = EnableProviderRequest{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableProviderRequest) ProtoMessage() {}
+
+func (x *EnableProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableProviderRequest.ProtoReflect.Descriptor instead.
+func (*EnableProviderRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *EnableProviderRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// EnableProviderResponse carries the deployment with the provider enabled.
+type EnableProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deployment after the change.
+	Deployment    *Deployment `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableProviderResponse) Reset() {
+	*x = EnableProviderResponse{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableProviderResponse) ProtoMessage() {}
+
+func (x *EnableProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableProviderResponse.ProtoReflect.Descriptor instead.
+func (*EnableProviderResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *EnableProviderResponse) GetDeployment() *Deployment {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
 var File_berth_admin_v1_deployment_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\n" +
-	"\x1fberth/admin/v1/deployment.proto\x12\x0eberth.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8a\x03\n" +
+	"\x1fberth/admin/v1/deployment.proto\x12\x0eberth.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x04\n" +
 	"\n" +
 	"Deployment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -688,7 +893,10 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\x0ehas_credential\x18\x06 \x01(\bR\rhasCredential\x12C\n" +
 	"\rspecification\x18\a \x01(\v2\x1d.berth.admin.v1.SpecificationR\rspecification\x12;\n" +
 	"\vcommit_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"commitTime\"\xf4\x01\n" +
+	"commitTime\x12+\n" +
+	"\x11provider_disabled\x18\t \x01(\bR\x10providerDisabled\x12N\n" +
+	"\x15provider_disable_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x13providerDisableTime\"\xf4\x01\n" +
 	"\rSpecification\x12\x1d\n" +
 	"\n" +
 	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
@@ -731,11 +939,25 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\x18CommitDeploymentResponse\x12:\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\v2\x1a.berth.admin.v1.DeploymentR\n" +
-	"deployment2\xc2\x02\n" +
+	"deployment\",\n" +
+	"\x16DisableProviderRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"U\n" +
+	"\x17DisableProviderResponse\x12:\n" +
+	"\n" +
+	"deployment\x18\x01 \x01(\v2\x1a.berth.admin.v1.DeploymentR\n" +
+	"deployment\"+\n" +
+	"\x15EnableProviderRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"T\n" +
+	"\x16EnableProviderResponse\x12:\n" +
+	"\n" +
+	"deployment\x18\x01 \x01(\v2\x1a.berth.admin.v1.DeploymentR\n" +
+	"deployment2\x87\x04\n" +
 	"\x11DeploymentService\x12\\\n" +
 	"\rGetDeployment\x12$.berth.admin.v1.GetDeploymentRequest\x1a%.berth.admin.v1.GetDeploymentResponse\x12h\n" +
 	"\x11PreviewDeployment\x12(.berth.admin.v1.PreviewDeploymentRequest\x1a).berth.admin.v1.PreviewDeploymentResponse\x12e\n" +
-	"\x10CommitDeployment\x12'.berth.admin.v1.CommitDeploymentRequest\x1a(.berth.admin.v1.CommitDeploymentResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
+	"\x10CommitDeployment\x12'.berth.admin.v1.CommitDeploymentRequest\x1a(.berth.admin.v1.CommitDeploymentResponse\x12b\n" +
+	"\x0fDisableProvider\x12&.berth.admin.v1.DisableProviderRequest\x1a'.berth.admin.v1.DisableProviderResponse\x12_\n" +
+	"\x0eEnableProvider\x12%.berth.admin.v1.EnableProviderRequest\x1a&.berth.admin.v1.EnableProviderResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_berth_admin_v1_deployment_proto_rawDescOnce sync.Once
@@ -749,7 +971,7 @@ func file_berth_admin_v1_deployment_proto_rawDescGZIP() []byte {
 	return file_berth_admin_v1_deployment_proto_rawDescData
 }
 
-var file_berth_admin_v1_deployment_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_berth_admin_v1_deployment_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_berth_admin_v1_deployment_proto_goTypes = []any{
 	(*Deployment)(nil),                // 0: berth.admin.v1.Deployment
 	(*Specification)(nil),             // 1: berth.admin.v1.Specification
@@ -761,37 +983,48 @@ var file_berth_admin_v1_deployment_proto_goTypes = []any{
 	(*PreviewDeploymentResponse)(nil), // 7: berth.admin.v1.PreviewDeploymentResponse
 	(*CommitDeploymentRequest)(nil),   // 8: berth.admin.v1.CommitDeploymentRequest
 	(*CommitDeploymentResponse)(nil),  // 9: berth.admin.v1.CommitDeploymentResponse
-	(*structpb.Struct)(nil),           // 10: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),     // 11: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 12: google.protobuf.Duration
+	(*DisableProviderRequest)(nil),    // 10: berth.admin.v1.DisableProviderRequest
+	(*DisableProviderResponse)(nil),   // 11: berth.admin.v1.DisableProviderResponse
+	(*EnableProviderRequest)(nil),     // 12: berth.admin.v1.EnableProviderRequest
+	(*EnableProviderResponse)(nil),    // 13: berth.admin.v1.EnableProviderResponse
+	(*structpb.Struct)(nil),           // 14: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 16: google.protobuf.Duration
 }
 var file_berth_admin_v1_deployment_proto_depIdxs = []int32{
-	10, // 0: berth.admin.v1.Deployment.configuration:type_name -> google.protobuf.Struct
-	10, // 1: berth.admin.v1.Deployment.observations:type_name -> google.protobuf.Struct
+	14, // 0: berth.admin.v1.Deployment.configuration:type_name -> google.protobuf.Struct
+	14, // 1: berth.admin.v1.Deployment.observations:type_name -> google.protobuf.Struct
 	1,  // 2: berth.admin.v1.Deployment.specification:type_name -> berth.admin.v1.Specification
-	11, // 3: berth.admin.v1.Deployment.commit_time:type_name -> google.protobuf.Timestamp
-	2,  // 4: berth.admin.v1.Specification.suspension:type_name -> berth.admin.v1.SuspensionPolicy
-	12, // 5: berth.admin.v1.SuspensionPolicy.idle:type_name -> google.protobuf.Duration
-	12, // 6: berth.admin.v1.SuspensionPolicy.retention:type_name -> google.protobuf.Duration
-	0,  // 7: berth.admin.v1.GetDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	10, // 8: berth.admin.v1.DeploymentCandidate.configuration:type_name -> google.protobuf.Struct
-	10, // 9: berth.admin.v1.DeploymentCandidate.credential:type_name -> google.protobuf.Struct
-	1,  // 10: berth.admin.v1.DeploymentCandidate.specification:type_name -> berth.admin.v1.Specification
-	5,  // 11: berth.admin.v1.PreviewDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	0,  // 12: berth.admin.v1.PreviewDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	5,  // 13: berth.admin.v1.CommitDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	0,  // 14: berth.admin.v1.CommitDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	3,  // 15: berth.admin.v1.DeploymentService.GetDeployment:input_type -> berth.admin.v1.GetDeploymentRequest
-	6,  // 16: berth.admin.v1.DeploymentService.PreviewDeployment:input_type -> berth.admin.v1.PreviewDeploymentRequest
-	8,  // 17: berth.admin.v1.DeploymentService.CommitDeployment:input_type -> berth.admin.v1.CommitDeploymentRequest
-	4,  // 18: berth.admin.v1.DeploymentService.GetDeployment:output_type -> berth.admin.v1.GetDeploymentResponse
-	7,  // 19: berth.admin.v1.DeploymentService.PreviewDeployment:output_type -> berth.admin.v1.PreviewDeploymentResponse
-	9,  // 20: berth.admin.v1.DeploymentService.CommitDeployment:output_type -> berth.admin.v1.CommitDeploymentResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	15, // 3: berth.admin.v1.Deployment.commit_time:type_name -> google.protobuf.Timestamp
+	15, // 4: berth.admin.v1.Deployment.provider_disable_time:type_name -> google.protobuf.Timestamp
+	2,  // 5: berth.admin.v1.Specification.suspension:type_name -> berth.admin.v1.SuspensionPolicy
+	16, // 6: berth.admin.v1.SuspensionPolicy.idle:type_name -> google.protobuf.Duration
+	16, // 7: berth.admin.v1.SuspensionPolicy.retention:type_name -> google.protobuf.Duration
+	0,  // 8: berth.admin.v1.GetDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	14, // 9: berth.admin.v1.DeploymentCandidate.configuration:type_name -> google.protobuf.Struct
+	14, // 10: berth.admin.v1.DeploymentCandidate.credential:type_name -> google.protobuf.Struct
+	1,  // 11: berth.admin.v1.DeploymentCandidate.specification:type_name -> berth.admin.v1.Specification
+	5,  // 12: berth.admin.v1.PreviewDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	0,  // 13: berth.admin.v1.PreviewDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	5,  // 14: berth.admin.v1.CommitDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	0,  // 15: berth.admin.v1.CommitDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	0,  // 16: berth.admin.v1.DisableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
+	0,  // 17: berth.admin.v1.EnableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
+	3,  // 18: berth.admin.v1.DeploymentService.GetDeployment:input_type -> berth.admin.v1.GetDeploymentRequest
+	6,  // 19: berth.admin.v1.DeploymentService.PreviewDeployment:input_type -> berth.admin.v1.PreviewDeploymentRequest
+	8,  // 20: berth.admin.v1.DeploymentService.CommitDeployment:input_type -> berth.admin.v1.CommitDeploymentRequest
+	10, // 21: berth.admin.v1.DeploymentService.DisableProvider:input_type -> berth.admin.v1.DisableProviderRequest
+	12, // 22: berth.admin.v1.DeploymentService.EnableProvider:input_type -> berth.admin.v1.EnableProviderRequest
+	4,  // 23: berth.admin.v1.DeploymentService.GetDeployment:output_type -> berth.admin.v1.GetDeploymentResponse
+	7,  // 24: berth.admin.v1.DeploymentService.PreviewDeployment:output_type -> berth.admin.v1.PreviewDeploymentResponse
+	9,  // 25: berth.admin.v1.DeploymentService.CommitDeployment:output_type -> berth.admin.v1.CommitDeploymentResponse
+	11, // 26: berth.admin.v1.DeploymentService.DisableProvider:output_type -> berth.admin.v1.DisableProviderResponse
+	13, // 27: berth.admin.v1.DeploymentService.EnableProvider:output_type -> berth.admin.v1.EnableProviderResponse
+	23, // [23:28] is the sub-list for method output_type
+	18, // [18:23] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_deployment_proto_init() }
@@ -805,7 +1038,7 @@ func file_berth_admin_v1_deployment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_deployment_proto_rawDesc), len(file_berth_admin_v1_deployment_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

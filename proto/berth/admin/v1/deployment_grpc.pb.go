@@ -22,6 +22,8 @@ const (
 	DeploymentService_GetDeployment_FullMethodName     = "/berth.admin.v1.DeploymentService/GetDeployment"
 	DeploymentService_PreviewDeployment_FullMethodName = "/berth.admin.v1.DeploymentService/PreviewDeployment"
 	DeploymentService_CommitDeployment_FullMethodName  = "/berth.admin.v1.DeploymentService/CommitDeployment"
+	DeploymentService_DisableProvider_FullMethodName   = "/berth.admin.v1.DeploymentService/DisableProvider"
+	DeploymentService_EnableProvider_FullMethodName    = "/berth.admin.v1.DeploymentService/EnableProvider"
 )
 
 // DeploymentServiceClient is the client API for DeploymentService service.
@@ -45,6 +47,17 @@ type DeploymentServiceClient interface {
 	// leaves the current deployment unchanged. A candidate equal to the
 	// current deployment creates no generation and returns the current one.
 	CommitDeployment(ctx context.Context, in *CommitDeploymentRequest, opts ...grpc.CallOption) (*CommitDeploymentResponse, error)
+	// DisableProvider disables the sandbox provider, durably: from then on
+	// CreateSession is refused with FAILED_PRECONDITION (reason
+	// provider_disabled) and Core sends no new Create, so pending
+	// allocations wait. Deleting Sessions, cleaning up their compute,
+	// cancelling Turns, results of running Turns and every read go on.
+	// Disabling again changes nothing. EnableProvider is the way back.
+	DisableProvider(ctx context.Context, in *DisableProviderRequest, opts ...grpc.CallOption) (*DisableProviderResponse, error)
+	// EnableProvider enables the sandbox provider again: Session creation
+	// and the pending allocations' Creates resume. Enabling an enabled
+	// provider changes nothing.
+	EnableProvider(ctx context.Context, in *EnableProviderRequest, opts ...grpc.CallOption) (*EnableProviderResponse, error)
 }
 
 type deploymentServiceClient struct {
@@ -85,6 +98,26 @@ func (c *deploymentServiceClient) CommitDeployment(ctx context.Context, in *Comm
 	return out, nil
 }
 
+func (c *deploymentServiceClient) DisableProvider(ctx context.Context, in *DisableProviderRequest, opts ...grpc.CallOption) (*DisableProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DisableProviderResponse)
+	err := c.cc.Invoke(ctx, DeploymentService_DisableProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *deploymentServiceClient) EnableProvider(ctx context.Context, in *EnableProviderRequest, opts ...grpc.CallOption) (*EnableProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnableProviderResponse)
+	err := c.cc.Invoke(ctx, DeploymentService_EnableProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DeploymentServiceServer is the server API for DeploymentService service.
 // All implementations must embed UnimplementedDeploymentServiceServer
 // for forward compatibility.
@@ -106,6 +139,17 @@ type DeploymentServiceServer interface {
 	// leaves the current deployment unchanged. A candidate equal to the
 	// current deployment creates no generation and returns the current one.
 	CommitDeployment(context.Context, *CommitDeploymentRequest) (*CommitDeploymentResponse, error)
+	// DisableProvider disables the sandbox provider, durably: from then on
+	// CreateSession is refused with FAILED_PRECONDITION (reason
+	// provider_disabled) and Core sends no new Create, so pending
+	// allocations wait. Deleting Sessions, cleaning up their compute,
+	// cancelling Turns, results of running Turns and every read go on.
+	// Disabling again changes nothing. EnableProvider is the way back.
+	DisableProvider(context.Context, *DisableProviderRequest) (*DisableProviderResponse, error)
+	// EnableProvider enables the sandbox provider again: Session creation
+	// and the pending allocations' Creates resume. Enabling an enabled
+	// provider changes nothing.
+	EnableProvider(context.Context, *EnableProviderRequest) (*EnableProviderResponse, error)
 	mustEmbedUnimplementedDeploymentServiceServer()
 }
 
@@ -124,6 +168,12 @@ func (UnimplementedDeploymentServiceServer) PreviewDeployment(context.Context, *
 }
 func (UnimplementedDeploymentServiceServer) CommitDeployment(context.Context, *CommitDeploymentRequest) (*CommitDeploymentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitDeployment not implemented")
+}
+func (UnimplementedDeploymentServiceServer) DisableProvider(context.Context, *DisableProviderRequest) (*DisableProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DisableProvider not implemented")
+}
+func (UnimplementedDeploymentServiceServer) EnableProvider(context.Context, *EnableProviderRequest) (*EnableProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EnableProvider not implemented")
 }
 func (UnimplementedDeploymentServiceServer) mustEmbedUnimplementedDeploymentServiceServer() {}
 func (UnimplementedDeploymentServiceServer) testEmbeddedByValue()                           {}
@@ -200,6 +250,42 @@ func _DeploymentService_CommitDeployment_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DeploymentService_DisableProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DisableProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeploymentServiceServer).DisableProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DeploymentService_DisableProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeploymentServiceServer).DisableProvider(ctx, req.(*DisableProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DeploymentService_EnableProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EnableProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeploymentServiceServer).EnableProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DeploymentService_EnableProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeploymentServiceServer).EnableProvider(ctx, req.(*EnableProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DeploymentService_ServiceDesc is the grpc.ServiceDesc for DeploymentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -218,6 +304,14 @@ var DeploymentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitDeployment",
 			Handler:    _DeploymentService_CommitDeployment_Handler,
+		},
+		{
+			MethodName: "DisableProvider",
+			Handler:    _DeploymentService_DisableProvider_Handler,
+		},
+		{
+			MethodName: "EnableProvider",
+			Handler:    _DeploymentService_EnableProvider_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,58 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+
+	"berth.dev/core/store"
+)
+
+// Disable disables the sandbox provider, durably (store.SetProviderDisabled),
+// and returns the deployment with the switch. While it is disabled Core
+// admits no new hosted Session (CreateSession is refused with the
+// store.ErrProviderDisabled refusal, reason provider_disabled) and sends
+// no new Create: pending allocations keep their fresh receipts and wait.
+// Deletion and cleanup, Turn cancellation, results of running Turns and
+// reads are never blocked. Disabling again changes nothing. The switch
+// belongs to the deployment resource, which exists before the first
+// commit too, so an operator may disable the provider before committing
+// one. Enable is the way back.
+func (s *Service) Disable(ctx context.Context) (Deployment, error) {
+	return s.setSwitch(ctx, "disable provider", true)
+}
+
+// Enable enables the sandbox provider again: Session creation and the
+// pending allocations' Creates resume. Enabling an enabled provider
+// changes nothing.
+func (s *Service) Enable(ctx context.Context) (Deployment, error) {
+	return s.setSwitch(ctx, "enable provider", false)
+}
+
+func (s *Service) setSwitch(ctx context.Context, op string, disabled bool) (Deployment, error) {
+	if _, err := s.store.SetProviderDisabled(ctx, disabled); err != nil {
+		return Deployment{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return s.Get(ctx)
+}
+
+// describeWithSwitch is describe with the provider switch.
+func (s *Service) describeWithSwitch(ctx context.Context, g store.Generation) (Deployment, error) {
+	d, err := s.describe(g)
+	if err != nil {
+		return Deployment{}, err
+	}
+	return s.withSwitch(ctx, d)
+}
+
+// withSwitch adds the provider switch to d.
+func (s *Service) withSwitch(ctx context.Context, d Deployment) (Deployment, error) {
+	sw, err := s.store.GetProviderSwitch(ctx)
+	if err != nil {
+		return Deployment{}, err
+	}
+	d.ProviderDisabled = sw.Disabled
+	if sw.DisabledAt != nil {
+		d.ProviderDisabledAt = *sw.DisabledAt
+	}
+	return d, nil
+}

@@ -1,0 +1,58 @@
+package sessions_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/sessions"
+	"berth.dev/core/sessions/sessionstest"
+	"berth.dev/core/store"
+	"berth.dev/sandbox/errdefs"
+)
+
+func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
+	f := sessionstest.New(t)
+	f.Deploy(t, 5)
+	first := sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "before"}
+	b, err := f.Svc.Create(f.Ctx, first)
+	must(t, err)
+
+	_, err = f.St.SetProviderDisabled(f.Ctx, true)
+	must(t, err)
+	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant})
+	r, ok := errdefs.AsRefusal(err)
+	if !errors.Is(err, store.ErrProviderDisabled) || !errors.Is(err, errdefs.ErrFailedPrecondition) || !ok ||
+		r.Reason != "provider_disabled" || r.Message != "the sandbox provider is disabled: enable it with DeploymentService.EnableProvider" {
+		t.Fatalf("create while disabled: %v", err)
+	}
+	// A retry of the committed request still answers with its Session.
+	again, err := f.Svc.Create(f.Ctx, first)
+	must(t, err)
+	if again.Session.ID != b.Session.ID || again.Created {
+		t.Fatalf("retry while disabled: %+v", again.Session)
+	}
+	// Reads and deletion are never blocked.
+	if _, err := f.Svc.Get(f.Ctx, b.Session.ID); err != nil {
+		t.Fatalf("get while disabled: %v", err)
+	}
+	var told store.Termination
+	f.Svc.NotifyTerminations(func(t store.Termination) { told = t })
+	deleted, err := f.Svc.Delete(f.Ctx, b.Session.ID)
+	must(t, err)
+	if told.SessionID != b.Session.ID || told.Cause != store.TerminalDeleted || told.Cleanup.ID != b.Allocation.ID {
+		t.Fatalf("told %+v", told)
+	}
+	if deleted.Session.State != store.SessionDeleteRequested ||
+		deleted.Allocation.State != store.AllocationCleanupRequested ||
+		deleted.Environment.TerminalCause != store.TerminalDeleted {
+		t.Fatalf("deleted while disabled: %+v", deleted)
+	}
+
+	_, err = f.St.SetProviderDisabled(f.Ctx, false)
+	must(t, err)
+	if _, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant}); err != nil {
+		t.Fatalf("create after enabling: %v", err)
+	}
+}

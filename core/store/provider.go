@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"berth.dev/core/store/db"
+	"berth.dev/sandbox/errdefs"
+)
+
+// ErrProviderDisabled is the class (errdefs.ErrFailedPrecondition) of a
+// CreateSession or ClaimCreate while the provider is disabled
+// (SetProviderDisabled): nothing was written, and the same request may
+// succeed once the provider is enabled again. It is a refusal (reason
+// provider_disabled) whose message tells the operator what to do.
+var ErrProviderDisabled error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "provider_disabled",
+	"the sandbox provider is disabled: enable it with DeploymentService.EnableProvider")
+
+// ProviderSwitch is the deployment's provider switch. While Disabled, Core
+// admits no new hosted Session (CreateSession) and sends no new Create
+// (ClaimCreate): pending allocations wait. Deletion and cleanup, Turn
+// cancellation, results of running Turns and reads are never blocked.
+type ProviderSwitch struct {
+	Disabled bool
+	// DisabledAt is when the provider was disabled (database clock, the
+	// first time of a repeated disable); nil while enabled.
+	DisabledAt *time.Time
+}
+
+// GetProviderSwitch reads the provider switch.
+func (s *Store) GetProviderSwitch(ctx context.Context) (ProviderSwitch, error) {
+	row, err := s.q.GetProviderSwitch(ctx)
+	if err != nil {
+		return ProviderSwitch{}, wrap("get provider switch", err)
+	}
+	return ProviderSwitch{Disabled: row.ProviderDisabled, DisabledAt: row.ProviderDisabledAt}, nil
+}
+
+// SetProviderDisabled sets (disabled) or clears the provider switch,
+// durably, and returns it. Disabling or enabling again changes nothing.
+// It waits for admissions that read the switch in their own transaction
+// (CreateSession, ClaimCreate), so once it returns no admission that saw
+// the provider enabled is still to commit.
+func (s *Store) SetProviderDisabled(ctx context.Context, disabled bool) (ProviderSwitch, error) {
+	row, err := s.q.SetProviderDisabled(ctx, disabled)
+	if err != nil {
+		return ProviderSwitch{}, wrap("set provider disabled", err)
+	}
+	return ProviderSwitch{Disabled: row.ProviderDisabled, DisabledAt: row.ProviderDisabledAt}, nil
+}
+
+// admitProvider is ErrProviderDisabled while the provider is disabled. It
+// holds a share lock on the deployment row until the caller's transaction
+// ends, so SetProviderDisabled waits for it.
+func admitProvider(ctx context.Context, q *db.Queries) error {
+	disabled, err := q.LockProviderSwitchShared(ctx)
+	if err != nil {
+		return err
+	}
+	if disabled {
+		return fmt.Errorf("provider switch: %w", ErrProviderDisabled)
+	}
+	return nil
+}
