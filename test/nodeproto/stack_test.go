@@ -92,7 +92,9 @@ func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
 }
 
 // TestDeploymentThroughCore: the admin previews and commits the initial
-// provider selection through berth-core; a stale commit is refused.
+// provider selection through berth-core; a stale commit is refused, and so
+// is a changed selection at the current generation (replacing a committed
+// deployment is not built); the same candidate again changes nothing.
 func TestDeploymentThroughCore(t *testing.T) {
 	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
 	cc, ctx := c.AdminClient(t)
@@ -116,8 +118,14 @@ func TestDeploymentThroughCore(t *testing.T) {
 	}
 	bigger := proto.Clone(candidate).(*adminv1.DeploymentCandidate)
 	bigger.Specification.MaxActive = 8
-	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: preview.GetExpectedGeneration()}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: preview.GetExpectedGeneration()}); status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "deployment_generation_moved" {
 		t.Fatalf("stale commit: %v", err)
+	}
+	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: 1}); status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "deployment_replacement_unsupported" {
+		t.Fatalf("changed selection: %v", err)
+	}
+	if again, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: candidate, ExpectedGeneration: 1}); err != nil || again.GetDeployment().GetGeneration() != 1 {
+		t.Fatalf("the same candidate again: %v, %v", again, err)
 	}
 	got, err := api.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
 	if err != nil || got.GetDeployment().GetGeneration() != 1 {
