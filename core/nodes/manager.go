@@ -25,6 +25,10 @@ type Store interface {
 	Epoch() uint64
 	ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (page []store.Node, next uuid.UUID, err error)
 	RecordNodePresence(ctx context.Context, p store.NodePresence) error
+	// CurrentGeneration is the committed deployment generation every
+	// node's Hello is checked against (errdefs.ErrNotFound before the
+	// first commit).
+	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error
 }
 
@@ -39,6 +43,11 @@ type Presence struct {
 	LastReport   time.Time
 	Report       *pb.ConnectResponse
 	Hello        *pb.HelloResponse
+	// Mismatch is the diagnostic code of the Hello's mismatch with the
+	// committed generation (Binding.Check) when presence was last
+	// recorded: the node is not ready whatever its report says. Empty
+	// when it matches or nothing is committed.
+	Mismatch string
 }
 
 // Present reports whether the node counts as present at now.
@@ -73,6 +82,7 @@ type nodeLoop struct {
 	conn     *Connection
 	proxy    *Proxy
 	hello    *pb.HelloResponse
+	mismatch string
 	attempts int
 }
 
@@ -179,7 +189,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		l.conn, l.hello, l.proxy = conn, hello, proxy
 		l.mu.Unlock()
 		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID, "generation", hello.GetGeneration())
-		m.recordPresence(ctx, n.ID, conn)
+		m.recordPresence(ctx, l, n.ID, conn)
 		tick := time.NewTicker(presenceEvery)
 	wait:
 		for {
@@ -191,7 +201,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 				m.log.Info("node connection ended", "node", n.ID.String(), "error", errString(conn.Err()))
 				break wait
 			case <-tick.C:
-				if errdefs.IsFenced(m.recordPresence(ctx, n.ID, conn)) {
+				if errdefs.IsFenced(m.recordPresence(ctx, l, n.ID, conn)) {
 					m.log.Warn("a newer Core owns the node; closing this connection", "node", n.ID.String())
 					conn.Close()
 					break wait
@@ -200,7 +210,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		}
 		tick.Stop()
 		l.mu.Lock()
-		l.conn, l.proxy = nil, nil
+		l.conn, l.proxy, l.mismatch = nil, nil, ""
 		l.mu.Unlock()
 		m.recordDisconnect(ctx, n.ID, conn)
 	}
@@ -211,24 +221,56 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 const presenceEvery = 5 * time.Second
 
 // recordPresence records the connection's latest health report, bounded.
-func (m *Manager) recordPresence(ctx context.Context, node uuid.UUID, conn *Connection) error {
+// The node's Hello is checked against the committed generation first
+// (Binding.Check): a node that does not serve it is recorded not ready
+// with the mismatch's diagnostic code, whatever its report says. Before
+// the first commit there is nothing to check against.
+func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUID, conn *Connection) error {
 	report, _ := conn.Last()
 	if report == nil {
 		return nil
 	}
-	r := report.GetReadiness()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	l.mu.Lock()
+	hello := l.hello
+	l.mu.Unlock()
+	mismatch, err := m.mismatch(rctx, hello)
+	if err != nil {
+		m.log.Warn("read the committed deployment generation", "node", node.String(), "error", err.Error())
+		return err
+	}
+	l.mu.Lock()
+	l.mismatch = mismatch
+	l.mu.Unlock()
+	r := report.GetReadiness()
+	ready, code := r.GetReady(), r.GetDiagnosticCode()
+	if mismatch != "" {
+		ready, code = false, mismatch
+	}
 	c := report.GetCapacity()
-	err := m.store.RecordNodePresence(rctx, store.NodePresence{
+	err = m.store.RecordNodePresence(rctx, store.NodePresence{
 		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID),
-		Generation: conn.Generation, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
+		Generation: conn.Generation, Ready: ready, DiagnosticCode: code,
 		CPUMillis: c.GetCpuMillis(), MemoryBytes: c.GetMemoryBytes(), DiskFreeBytes: c.GetDiskFreeBytes(),
 	})
 	if err != nil && !errdefs.IsFenced(err) {
 		m.log.Warn("record node presence", "node", node.String(), "error", err.Error())
 	}
 	return err
+}
+
+// mismatch returns the diagnostic code of hello's mismatch with the
+// committed generation, "" when it matches or nothing is committed yet.
+func (m *Manager) mismatch(ctx context.Context, hello *pb.HelloResponse) (string, error) {
+	g, err := m.store.CurrentGeneration(ctx)
+	if errdefs.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return BindingOf(g).Check(hello), nil
 }
 
 // recordDisconnect marks the ended connection's presence record
@@ -303,7 +345,7 @@ func (m *Manager) Presence(id uuid.UUID) Presence {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := Presence{Hello: l.hello}
+	p := Presence{Hello: l.hello, Mismatch: l.mismatch}
 	if l.conn != nil && l.conn.Err() == nil {
 		p.Connected = true
 		p.ConnectionID = l.conn.ConnectionID
