@@ -303,4 +303,3 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 func TestCandidateRedactsCredential(t *testing.T) {
 	redacttest.Check(t, deploymenttest.DirectCandidate("eu", "tok-s3cret-never-printed"), []byte("tok-s3cret-never-printed"))
 }
-

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 
@@ -29,6 +30,9 @@ type Store interface {
 	// node's Hello is checked against (errdefs.ErrNotFound before the
 	// first commit).
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
+	// GetAllocation gives the committed generation of the allocation a
+	// proxied call is about.
+	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
 	MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error
 }
 
@@ -327,12 +331,32 @@ func (m *Manager) connect(ctx context.Context, n store.Node) (*Connection, *pb.H
 			return nil, errdefs.ErrObservationUnavailable
 		}
 		return &conn.Session, nil
-	})
+	}, m.allocationGeneration(n.ID))
 	if err != nil {
 		conn.Close()
 		return nil, nil, nil, err
 	}
 	return conn, hello, proxy, nil
+}
+
+// allocationGeneration returns the GenerationFunc of node's proxy: the
+// committed generation of the allocation a call names, which must be one
+// of node's, under exactly that reference. Anything else sends nothing.
+func (m *Manager) allocationGeneration(node uuid.UUID) GenerationFunc {
+	return func(ctx context.Context, ref sandbox.Reference) (uint64, error) {
+		id, err := uuid.Parse(ref.AllocationID)
+		if err != nil {
+			return 0, errdefs.Invalid("reference.allocation_id", "must be a canonical lowercase UUID")
+		}
+		a, err := m.store.GetAllocation(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if a.NodeID != node || a.Reference() != ref || a.Generation <= 0 {
+			return 0, errdefs.Invalid("reference", "is not an allocation of this node")
+		}
+		return uint64(a.Generation), nil
+	}
 }
 
 // Presence returns what Core knows of node id's connection.

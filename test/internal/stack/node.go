@@ -292,7 +292,7 @@ func (n *Node) Connect(t testing.TB, cc *grpc.ClientConn, epoch uint64) (*nodes.
 		t.Fatalf("open connection: %v", err)
 	}
 	t.Cleanup(conn.Close)
-	proxy, err := nodes.NewProxy(ops, func(context.Context) (*nodes.Session, error) { return &conn.Session, nil })
+	proxy, err := nodes.NewProxy(ops, func(context.Context) (*nodes.Session, error) { return &conn.Session, nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
