@@ -132,3 +132,48 @@ func TestDeploymentThroughCore(t *testing.T) {
 		t.Fatalf("GetDeployment: %v, %v", got, err)
 	}
 }
+
+// TestNodeServingAnotherSpecificationIsNotReady: a node agent configured
+// with another specification (another memory limit) than the committed
+// deployment stays connected, but Core records it not ready with
+// specification_mismatch, GetNode shows the code, and CreateSession is
+// refused while it is the only node. Before the first commit the same node
+// is ready: there is nothing to compare it with.
+func TestNodeServingAnotherSpecificationIsNotReady(t *testing.T) {
+	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
+	cc, ctx := c.AdminClient(t)
+	installationID := stack.InstallationID(t, ctx, cc)
+	configured := stack.DefaultSpecification()
+	stack.EnrollAndStart(t, c, ctx, cc, installationID, stack.NodeOptions{
+		Socket: stack.FixtureEngine(t).Addr(), Image: stack.FixtureImage, Specification: configured,
+	}, "")
+	name := stack.EnableAll(t, ctx, cc)[0]
+	nodesAPI := adminv1.NewNodeServiceClient(cc)
+	stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetReady()
+	})
+
+	committed := proto.Clone(configured).(*adminv1.Specification)
+	committed.MemoryBytes *= 2
+	stack.CommitDockerDeployment(t, ctx, cc, committed)
+
+	got := stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return n.GetReadiness().GetDiagnosticCode() == "specification_mismatch"
+	})
+	if !stack.Connected(got) || got.GetReadiness().GetReady() {
+		t.Fatalf("a node serving another specification: %v", got)
+	}
+	nodeID := uuid.MustParse(got.GetId())
+	st := c.Store(t)
+	stack.WaitFor(t, 15*time.Second, "the mismatch recorded in the node's presence", func() bool {
+		p, err := st.GetNodePresence(context.Background(), nodeID)
+		return err == nil && p.Present && !p.Ready && p.DiagnosticCode == "specification_mismatch"
+	})
+
+	_, err := adminv1.NewSessionServiceClient(cc).CreateSession(ctx, &adminv1.CreateSessionRequest{
+		RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "nowhere"},
+	})
+	if status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "no_ready_node_with_capacity" {
+		t.Fatalf("CreateSession with only a mismatched node: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 
+	adminv1 "berth.dev/proto/berth/admin/v1"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
@@ -77,6 +78,20 @@ type NodeOptions struct {
 	Generation uint64 // default 1
 	Listen     string // default 127.0.0.1:0
 	Network    string // the containers' network; default "none"
+	// Specification is the deployment specification in the node's
+	// configuration (default DefaultSpecification). A node is ready only
+	// when it equals the committed deployment's: give the one the test
+	// commits.
+	Specification *adminv1.Specification
+}
+
+// DefaultSpecification is the specification a node is configured with
+// when its NodeOptions give none.
+func DefaultSpecification() *adminv1.Specification {
+	return &adminv1.Specification{
+		CpuMillis: Resources.CPUMillis, MemoryBytes: Resources.MemoryBytes, DiskBytes: Resources.DiskBytes,
+		MaxActive: 8, MaxRetained: 8,
+	}
 }
 
 // Resources are the sandbox resources the node tests request.
@@ -146,6 +161,10 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	if o.Network == "" {
 		o.Network = "none"
 	}
+	spec := o.Specification
+	if spec == nil {
+		spec = DefaultSpecification()
+	}
 	dir, err := os.MkdirTemp("", "bnode")
 	if err != nil {
 		t.Fatal(err)
@@ -164,8 +183,8 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 		"generation": map[string]any{
 			"number": o.Generation, "installation_id": inst.ID,
 			"specification": map[string]any{
-				"cpu_millis": Resources.CPUMillis, "memory_bytes": Resources.MemoryBytes,
-				"disk_bytes": Resources.DiskBytes, "max_active": 8, "max_retained": 8,
+				"cpu_millis": spec.GetCpuMillis(), "memory_bytes": spec.GetMemoryBytes(),
+				"disk_bytes": spec.GetDiskBytes(), "max_active": spec.GetMaxActive(), "max_retained": spec.GetMaxRetained(),
 			},
 		},
 		"health_interval": "1m",
