@@ -22,6 +22,11 @@ const (
 	// generation's number with another selection (its deployment digest
 	// differs from the committed generation's).
 	DiagnosticSpecificationMismatch = "specification_mismatch"
+	// DiagnosticBackendFingerprintMismatch: the node reports another
+	// native backend than the one it was bound to when it first served
+	// the committed generation (store.Owner.BindNodeBackend): its
+	// allocations resolve to the bound backend and are never repointed.
+	DiagnosticBackendFingerprintMismatch = "backend_fingerprint_mismatch"
 )
 
 // Binding is what a node must serve to be ready: the committed deployment
@@ -54,6 +59,16 @@ func (b Binding) Check(hello *pb.HelloResponse) string {
 		return DiagnosticGenerationMismatch
 	case hello.GetDeploymentDigest() != b.DeploymentDigest:
 		return DiagnosticSpecificationMismatch
+	}
+	return ""
+}
+
+// CheckBackend returns DiagnosticBackendFingerprintMismatch unless hello
+// reports the backend the node is bound to (bound, never empty once the
+// node has been bound), "" when it does.
+func CheckBackend(hello *pb.HelloResponse, bound string) string {
+	if fp := hello.GetBackendFingerprint(); fp == "" || fp != bound {
+		return DiagnosticBackendFingerprintMismatch
 	}
 	return ""
 }

@@ -48,3 +48,24 @@ func TestBindingCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBackend: a node serving the committed generation must report
+// the backend it is bound to.
+func TestCheckBackend(t *testing.T) {
+	cases := []struct {
+		name  string
+		hello *pb.HelloResponse
+		bound string
+		want  string
+	}{
+		{"the bound backend", &pb.HelloResponse{BackendFingerprint: "docker:a"}, "docker:a", ""},
+		{"another backend", &pb.HelloResponse{BackendFingerprint: "docker:b"}, "docker:a", nodes.DiagnosticBackendFingerprintMismatch},
+		{"no fingerprint", &pb.HelloResponse{}, "docker:a", nodes.DiagnosticBackendFingerprintMismatch},
+		{"not bound (never matches)", &pb.HelloResponse{BackendFingerprint: "docker:a"}, "", nodes.DiagnosticBackendFingerprintMismatch},
+	}
+	for _, tc := range cases {
+		if got := nodes.CheckBackend(tc.hello, tc.bound); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -43,6 +43,11 @@
 //     (provider_kind_mismatch, generation_mismatch,
 //     specification_mismatch), so placement never chooses it. Before the
 //     first commit there is nothing to check against.
+//   - A node is bound to its native backend when it first serves the
+//     committed generation (store.Owner.BindNodeBackend, once per node
+//     identity); a later Hello with another backend fingerprint is
+//     backend_fingerprint_mismatch: the node's allocations resolve to the
+//     bound backend and are never repointed at a replacement.
 //   - A call about an allocation carries the allocation's own committed
 //     generation, not the node's: the node's generation fence refuses it
 //     when the node serves another.

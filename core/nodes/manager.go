@@ -33,6 +33,9 @@ type Store interface {
 	// GetAllocation gives the committed generation of the allocation a
 	// proxied call is about.
 	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+	// BindNodeBackend binds a node serving the committed generation to
+	// the backend it reports, once, and returns the bound one.
+	BindNodeBackend(ctx context.Context, nodeID uuid.UUID, fingerprint string) (string, error)
 	MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error
 }
 
@@ -87,6 +90,9 @@ type nodeLoop struct {
 	proxy    *Proxy
 	hello    *pb.HelloResponse
 	mismatch string
+	// backend is the node's bound backend fingerprint once read: the
+	// binding never changes for the node's identity.
+	backend  string
 	attempts int
 }
 
@@ -236,12 +242,11 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	l.mu.Lock()
-	hello := l.hello
-	l.mu.Unlock()
-	mismatch, err := m.mismatch(rctx, hello)
+	mismatch, err := m.mismatch(rctx, l, node)
 	if err != nil {
-		m.log.Warn("read the committed deployment generation", "node", node.String(), "error", err.Error())
+		if !errdefs.IsFenced(err) {
+			m.log.Warn("check the node against the committed deployment", "node", node.String(), "error", err.Error())
+		}
 		return err
 	}
 	l.mu.Lock()
@@ -264,9 +269,15 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 	return err
 }
 
-// mismatch returns the diagnostic code of hello's mismatch with the
-// committed generation, "" when it matches or nothing is committed yet.
-func (m *Manager) mismatch(ctx context.Context, hello *pb.HelloResponse) (string, error) {
+// mismatch returns the diagnostic code of the mismatch of l's Hello with
+// the committed generation (Binding.Check) or, when it serves that
+// generation, with the backend the node is bound to (CheckBackend; the
+// first such Hello binds it); "" when it matches or nothing is committed
+// yet.
+func (m *Manager) mismatch(ctx context.Context, l *nodeLoop, node uuid.UUID) (string, error) {
+	l.mu.Lock()
+	hello, backend := l.hello, l.backend
+	l.mu.Unlock()
 	g, err := m.store.CurrentGeneration(ctx)
 	if errdefs.IsNotFound(err) {
 		return "", nil
@@ -274,7 +285,18 @@ func (m *Manager) mismatch(ctx context.Context, hello *pb.HelloResponse) (string
 	if err != nil {
 		return "", err
 	}
-	return BindingOf(g).Check(hello), nil
+	if code := BindingOf(g).Check(hello); code != "" {
+		return code, nil
+	}
+	if backend == "" && hello.GetBackendFingerprint() != "" {
+		if backend, err = m.store.BindNodeBackend(ctx, node, hello.GetBackendFingerprint()); err != nil {
+			return "", err
+		}
+		l.mu.Lock()
+		l.backend = backend
+		l.mu.Unlock()
+	}
+	return CheckBackend(hello, backend), nil
 }
 
 // recordDisconnect marks the ended connection's presence record
