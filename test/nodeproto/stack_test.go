@@ -2,6 +2,9 @@ package nodeproto
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/docker/dockertest"
+	"berth.dev/sandbox/testenv"
 
 	"berth.dev/test/internal/stack"
 )
@@ -175,5 +180,67 @@ func TestNodeServingAnotherSpecificationIsNotReady(t *testing.T) {
 	})
 	if status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "no_ready_node_with_capacity" {
 		t.Fatalf("CreateSession with only a mismatched node: %v", err)
+	}
+}
+
+// TestNodeOnAnotherBackendIsNotReady: a node is bound to the engine it
+// served the committed generation on; restarted against another engine
+// (another backend fingerprint) it stays connected but is not ready with
+// backend_fingerprint_mismatch, and the database keeps the first binding.
+func TestNodeOnAnotherBackendIsNotReady(t *testing.T) {
+	other := strings.TrimPrefix(testenv.DockerHost(t), "unix://")
+	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
+	cc, ctx := c.AdminClient(t)
+	installationID := stack.InstallationID(t, ctx, cc)
+	n := stack.EnrollAndStart(t, c, ctx, cc, installationID, stack.NodeOptions{
+		Socket: stack.FixtureEngine(t).Addr(), Image: stack.FixtureImage,
+	}, "")
+	name := stack.EnableAll(t, ctx, cc)[0]
+	stack.CommitDockerDeployment(t, ctx, cc, stack.DefaultSpecification())
+	nodesAPI := adminv1.NewNodeServiceClient(cc)
+	got := stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetReady()
+	})
+	st := c.Store(t)
+	// bound reads the node's backend binding ("" before there is one).
+	bound := func() string {
+		var fp string
+		_ = st.Pool().QueryRow(context.Background(),
+			"SELECT backend_fingerprint FROM node_backends WHERE node_id = $1", uuid.MustParse(got.GetId())).Scan(&fp)
+		return fp
+	}
+	const fixture = "docker:" + dockertest.EngineID
+	stack.WaitFor(t, 15*time.Second, "the node bound to the fixture engine", func() bool { return bound() == fixture })
+
+	// The same node, restarted against another engine.
+	n.Stop()
+	var cfg map[string]any
+	data, err := os.ReadFile(n.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["node"].(map[string]any)["socket"] = other
+	if data, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(n.Config, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	got = stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetDiagnosticCode() == "backend_fingerprint_mismatch"
+	})
+	if got.GetReadiness().GetReady() {
+		t.Fatalf("a node on another backend: %v", got)
+	}
+	stack.WaitFor(t, 15*time.Second, "the mismatch recorded in the node's presence", func() bool {
+		p, err := st.GetNodePresence(context.Background(), uuid.MustParse(got.GetId()))
+		return err == nil && p.Present && !p.Ready && p.DiagnosticCode == "backend_fingerprint_mismatch"
+	})
+	if fp := bound(); fp != fixture {
+		t.Fatalf("the binding moved to %q", fp)
 	}
 }
