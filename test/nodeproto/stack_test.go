@@ -2,8 +2,6 @@ package nodeproto
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -214,21 +212,7 @@ func TestNodeOnAnotherBackendIsNotReady(t *testing.T) {
 
 	// The same node, restarted against another engine.
 	n.Stop()
-	var cfg map[string]any
-	data, err := os.ReadFile(n.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["node"].(map[string]any)["socket"] = other
-	if data, err = json.Marshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(n.Config, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	n.EditConfig(func(cfg map[string]any) { cfg["node"].(map[string]any)["socket"] = other })
 	n.Start()
 	got = stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
 		return stack.Connected(n) && n.GetReadiness().GetDiagnosticCode() == "backend_fingerprint_mismatch"

@@ -196,6 +196,27 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	return n
 }
 
+// EditConfig rewrites the node's configuration file with edit (a stopped
+// node reads it at its next Start).
+func (n *Node) EditConfig(edit func(cfg map[string]any)) {
+	n.t.Helper()
+	data, err := os.ReadFile(n.Config)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		n.t.Fatal(err)
+	}
+	edit(cfg)
+	if data, err = json.Marshal(cfg); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(n.Config, data, 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
 // Start runs the agent and waits for it to report its address.
 func (n *Node) Start() {
 	n.t.Helper()
