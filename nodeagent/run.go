@@ -166,6 +166,7 @@ func (p *process) setupServer(ctx context.Context) error {
 		Generation:          gen,
 		BackendFingerprint:  p.built.BackendFingerprint,
 		SpecificationDigest: p.built.SpecificationDigest,
+		DeploymentDigest:    providers.DeploymentDigest(p.cfg.Provider, p.cfg.Generation.Specification.Specification()),
 	}, p.built.Probe, p.cfg.StateDir, p.cfg.Interval())
 
 	if err := p.built.Probe(ctx); err != nil {

@@ -25,6 +25,9 @@ type Description struct {
 	Generation          uint64
 	BackendFingerprint  string
 	SpecificationDigest string
+	// DeploymentDigest is providers.DeploymentDigest of the configured
+	// generation's kind and specification.
+	DeploymentDigest string
 }
 
 // Server is the gRPC NodeService: a thin layer that checks every call's
@@ -158,6 +161,7 @@ func (s *Server) Hello(ctx context.Context, _ *pb.HelloRequest) (*pb.HelloRespon
 		Generation:          s.desc.Generation,
 		BackendFingerprint:  s.desc.BackendFingerprint,
 		SpecificationDigest: s.desc.SpecificationDigest,
+		DeploymentDigest:    s.desc.DeploymentDigest,
 		Operations:          ops,
 		Readiness:           s.checkReadiness(ctx),
 		Capacity:            capacityToWire(c),

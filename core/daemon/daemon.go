@@ -398,6 +398,10 @@ func liveness(m *nodes.Manager) nodeadmin.Liveness {
 			l.Generation, l.Ready, l.DiagnosticCode = r.GetGeneration(), r.GetReady(), r.GetDiagnosticCode()
 			l.CheckTime = r.GetCheckedAt().AsTime()
 		}
+		if p.Mismatch != "" {
+			// The node does not serve the committed generation.
+			l.Ready, l.DiagnosticCode = false, p.Mismatch
+		}
 		c := p.Report.GetCapacity()
 		if c == nil {
 			c = p.Hello.GetCapacity()

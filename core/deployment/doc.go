@@ -17,6 +17,15 @@
 //     (deployment_generation_moved) unless the expected generation is
 //     still current when the commit locks the deployment. A candidate
 //     equal to the current deployment creates no generation.
+//   - Only the first commit creates a generation. Nodes serve, and
+//     allocations are bound to, the committed generation; after it, a
+//     candidate with another selection (kind, configuration or
+//     specification) is refused (deployment_replacement_unsupported), and
+//     one that differs only by its credential too
+//     (deployment_credential_replacement_unsupported): both need work
+//     that is not built (the deployment mutation gate; verification of
+//     the retained generations before a key is replaced). Preview still
+//     reports such a candidate as a change.
 //   - The credential is write-only. Its bytes (the adapter's
 //     EncodedConfiguration.Secret) are sealed with the master key and
 //     additional data binding the installation and the new generation

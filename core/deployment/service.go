@@ -32,6 +32,22 @@ type Store interface {
 var errGenerationMoved = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_generation_moved",
 	"the expected generation is not the current one: read the deployment with GetDeployment and preview again")
 
+// errReplacementUnsupported refuses a commit that would change the
+// committed selection (provider kind, configuration or specification).
+// Nodes and allocations are bound to the committed generation; moving
+// them to another needs the deployment mutation gate (pause admission,
+// drain, retire the old nodes, commit together), which is not built.
+var errReplacementUnsupported = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported",
+	"replacing a committed provider, configuration or specification needs the deployment mutation gate, not built yet: commit the current selection (GetDeployment)")
+
+// errCredentialReplacementUnsupported refuses a commit that keeps the
+// committed selection but brings another credential. A credential
+// replacement must verify every retained generation and fence the calls
+// that use the old key; committing it as a new generation would leave the
+// allocations of the old one on the old key.
+var errCredentialReplacementUnsupported = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_credential_replacement_unsupported",
+	"replacing a committed credential needs verification of the retained generations, not built yet: keep the committed credential")
+
 // Candidate is a requested deployment.
 type Candidate struct {
 	ProviderKind string
@@ -141,11 +157,11 @@ func (s *Service) Preview(ctx context.Context, c Candidate) (Preview, error) {
 		return Preview{}, err
 	}
 	if ok {
-		same, err := s.same(p, cur)
+		d, err := s.compare(p, cur)
 		if err != nil {
 			return Preview{}, err
 		}
-		if same {
+		if d.same() {
 			d, err := s.describe(cur)
 			if err != nil {
 				return Preview{}, err
@@ -160,11 +176,13 @@ func (s *Service) Preview(ctx context.Context, c Candidate) (Preview, error) {
 	}, nil
 }
 
-// Commit prepares and validates c again and commits it as generation
-// expected+1 when expected (0 for the first commit) is still current;
-// otherwise it writes nothing and is refused (errGenerationMoved). A
+// Commit prepares and validates c again and commits it as generation 1
+// when expected is 0 and nothing is committed yet; a stale expected
+// generation is refused (errGenerationMoved). After the first commit a
 // candidate equal to the current deployment creates no generation and
-// returns the current one.
+// returns the current one, and any other is refused and writes nothing:
+// another selection (errReplacementUnsupported) or only another
+// credential (errCredentialReplacementUnsupported).
 func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Deployment, error) {
 	p, err := s.prepare(c)
 	if err != nil {
@@ -181,13 +199,16 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 		return Deployment{}, fmt.Errorf("commit deployment: %w", errGenerationMoved)
 	}
 	if ok {
-		same, err := s.same(p, cur)
-		if err != nil {
+		d, err := s.compare(p, cur)
+		switch {
+		case err != nil:
 			return Deployment{}, err
+		case !d.selection:
+			return Deployment{}, fmt.Errorf("commit deployment: %w", errReplacementUnsupported)
+		case !d.credential:
+			return Deployment{}, fmt.Errorf("commit deployment: %w", errCredentialReplacementUnsupported)
 		}
-		if same {
-			return s.describeWithSwitch(ctx, cur)
-		}
+		return s.describeWithSwitch(ctx, cur)
 	}
 	next := store.NewGeneration{
 		ProviderKind:  p.kind,
@@ -272,31 +293,42 @@ func (s *Service) prepare(c Candidate) (prepared, error) {
 	return prepared{kind: c.ProviderKind, reg: reg, enc: enc, spec: spec}, nil
 }
 
-// same reports whether p equals the current generation cur: the same
-// kind, specification and selectors (the adapter's Equal over normalized
-// configurations) and the same credential.
-func (s *Service) same(p prepared, cur store.Generation) (bool, error) {
+// sameness is how a prepared candidate compares with the current
+// generation.
+type sameness struct {
+	// selection: the same kind, specification and selectors (the
+	// adapter's Equal over normalized configurations).
+	selection bool
+	// credential: the same credential, or none on both sides.
+	credential bool
+}
+
+func (d sameness) same() bool { return d.selection && d.credential }
+
+// compare compares p with the current generation cur. The credential is
+// compared only for an equal selection.
+func (s *Service) compare(p prepared, cur store.Generation) (sameness, error) {
 	if cur.ProviderKind != p.kind || cur.Specification != p.spec {
-		return false, nil
+		return sameness{}, nil
 	}
 	a, err := p.reg.Configuration.Decode(sandbox.EncodedConfiguration{Public: cur.PublicConfig, Observations: cur.Observations})
 	if err != nil {
 		// A stored configuration the adapter no longer restores is not
 		// the candidate's.
-		return false, nil
+		return sameness{}, nil
 	}
 	b, err := p.reg.Configuration.Decode(sandbox.EncodedConfiguration{Public: p.enc.Public, Observations: p.enc.Observations})
 	if err != nil || !p.reg.Configuration.Equal(a, b) {
-		return false, nil
+		return sameness{}, nil
 	}
 	if !cur.HasCredential() || p.enc.Secret.Len() == 0 {
-		return cur.HasCredential() == (p.enc.Secret.Len() > 0), nil
+		return sameness{selection: true, credential: cur.HasCredential() == (p.enc.Secret.Len() > 0)}, nil
 	}
 	stored, err := OpenCredential(s.key, s.installationID, cur)
 	if err != nil {
-		return false, fmt.Errorf("open the current deployment credential: %w", err)
+		return sameness{}, fmt.Errorf("open the current deployment credential: %w", err)
 	}
-	return subtle.ConstantTimeCompare(stored, p.enc.Secret.Reveal()) == 1, nil
+	return sameness{selection: true, credential: subtle.ConstantTimeCompare(stored, p.enc.Secret.Reveal()) == 1}, nil
 }
 
 // describe shows a stored generation through its adapter

@@ -65,7 +65,8 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 		t.Fatalf("equal commit made generation %d (%d stored)", again.Generation, f.Generations(t))
 	}
 
-	// A different specification is a change.
+	// A different specification is a change a preview shows, and a commit
+	// refuses: replacing a committed deployment is not built.
 	c := deploymenttest.DockerCandidate()
 	c.Specification.MaxActive = 8
 	p, err = f.Svc.Preview(f.Ctx, c)
@@ -73,11 +74,59 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	if !p.Changed || p.Deployment.Generation != 2 || p.ExpectedGeneration != 1 {
 		t.Fatalf("preview of a change %+v", p)
 	}
-	d2, err := f.Svc.Commit(f.Ctx, c, p.ExpectedGeneration)
-	errdefstest.Must(t, err)
-	if d2.Generation != 2 || d2.Specification.MaxActive != 8 {
-		t.Fatalf("second commit %+v", d2)
+	_, err = f.Svc.Commit(f.Ctx, c, p.ExpectedGeneration)
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
+	if n := f.Generations(t); n != 1 {
+		t.Fatalf("refused commit stored %d generations, want 1", n)
 	}
+}
+
+// TestCommitRefusesChangedSelection: after the first commit, every change
+// of the selection (provider kind, configuration or specification) is
+// refused with deployment_replacement_unsupported and writes nothing; the
+// committed deployment is unchanged.
+func TestCommitRefusesChangedSelection(t *testing.T) {
+	withSpec := func(mutate func(*sandbox.Specification)) deployment.Candidate {
+		c := deploymenttest.DockerCandidate()
+		mutate(&c.Specification)
+		return c
+	}
+	docker := []struct {
+		name string
+		c    deployment.Candidate
+	}{
+		{"memory", withSpec(func(s *sandbox.Specification) { s.Resources.MemoryBytes *= 2 })},
+		{"cpu", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis += 500 })},
+		{"max retained", withSpec(func(s *sandbox.Specification) { s.MaxRetained++ })},
+		{"provider kind", deploymenttest.DirectCandidate("eu", "tok")},
+	}
+	for _, tc := range docker {
+		t.Run(tc.name, func(t *testing.T) {
+			f := deploymenttest.New(t)
+			first, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
+			errdefstest.Must(t, err)
+			_, err = f.Svc.Commit(f.Ctx, tc.c, 1)
+			errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
+			if n := f.Generations(t); n != 1 {
+				t.Fatalf("%d generations stored, want 1", n)
+			}
+			got, err := f.Svc.Get(f.Ctx)
+			errdefstest.Must(t, err)
+			if got.Generation != 1 || got.ProviderKind != "docker" || got.Specification != first.Specification {
+				t.Fatalf("current deployment after a refused commit: %+v", got)
+			}
+		})
+	}
+	t.Run("direct configuration", func(t *testing.T) {
+		f := deploymenttest.New(t)
+		_, err := f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), 0)
+		errdefstest.Must(t, err)
+		_, err = f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("us", "tok"), 1)
+		errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
+		if n := f.Generations(t); n != 1 {
+			t.Fatalf("%d generations stored, want 1", n)
+		}
+	})
 }
 
 func TestCommitStaleExpectedGenerationWritesNothing(t *testing.T) {
@@ -209,12 +258,18 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 	_, err = f.Key.Open(g.CredentialNonce, g.CredentialCiphertext, secrets.DeviceCredential(f.InstallationID, uuid.New()))
 	errdefstest.WantClass(t, err, secrets.ErrOpen)
 
-	// The same selectors and credential: no change. Another credential or
-	// region: a new generation, sealed for generation 2.
+	// The same selectors and credential: no change. Another credential is
+	// a change a preview shows and a commit refuses: a credential
+	// replacement must first verify the retained generations (not built).
 	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DirectCandidate("eu", token))
 	errdefstest.Must(t, err)
 	if p.Changed {
 		t.Fatalf("equal candidate previewed as a change")
+	}
+	again, err := f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", token), 1)
+	errdefstest.Must(t, err)
+	if again.Generation != 1 || f.Generations(t) != 1 {
+		t.Fatalf("equal commit made generation %d (%d stored)", again.Generation, f.Generations(t))
 	}
 	p, err = f.Svc.Preview(f.Ctx, deploymenttest.DirectCandidate("eu", "another-token"))
 	errdefstest.Must(t, err)
@@ -222,13 +277,12 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 		t.Fatalf("new credential previewed as no change")
 	}
 	_, err = f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", "another-token"), 1)
-	errdefstest.Must(t, err)
-	g2, err := f.St.GetGeneration(f.Ctx, 2)
-	errdefstest.Must(t, err)
-	plain, err = deployment.OpenCredential(f.Key, f.InstallationID, g2)
-	errdefstest.Must(t, err)
-	if string(plain) != "another-token" {
-		t.Fatalf("generation 2 credential differs")
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_credential_replacement_unsupported")
+	if strings.Contains(err.Error(), "another-token") {
+		t.Fatalf("refusal echoes the credential")
+	}
+	if n := f.Generations(t); n != 1 {
+		t.Fatalf("%d generations stored, want 1", n)
 	}
 	// Generation 1 keeps its own credential.
 	plain, err = deployment.OpenCredential(f.Key, f.InstallationID, g)

@@ -79,6 +79,22 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 		t.Fatalf("%d generations, want 1", n)
 	}
 
+	// The same candidate at the current generation changes nothing; a
+	// changed specification is refused and writes nothing: replacing a
+	// committed deployment needs the deployment mutation gate.
+	same, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: 1})
+	errdefstest.Must(t, err)
+	if same.GetDeployment().GetGeneration() != 1 {
+		t.Fatalf("equal commit %v", same.GetDeployment())
+	}
+	bigger := &adminv1.DeploymentCandidate{ProviderKind: "docker", Configuration: object(t, nil), Specification: specProto()}
+	bigger.Specification.MaxActive++
+	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: 1})
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_replacement_unsupported")
+	if n := f.Generations(t); n != 1 {
+		t.Fatalf("%d generations, want 1", n)
+	}
+
 	_, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployments"})
 	admintest.WantInvalidField(t, err, "name")
 }
@@ -156,6 +172,20 @@ func TestGRPCCredentialIsWriteOnly(t *testing.T) {
 			t.Fatalf("a response carries the credential")
 		}
 	}
+	// Another credential for the same selection is refused, without the
+	// credential in the answer.
+	other := &adminv1.DeploymentCandidate{
+		ProviderKind:  deploymenttest.DirectKind,
+		Configuration: object(t, map[string]any{"region": "eu"}),
+		Credential:    object(t, map[string]any{"token": "tok-other-s3cret"}),
+		Specification: specProto(),
+	}
+	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: other, ExpectedGeneration: 1})
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_credential_replacement_unsupported")
+	if strings.Contains(err.Error(), "tok-other-s3cret") || f.Generations(t) != 1 {
+		t.Fatalf("refused credential replacement: %v", err)
+	}
+
 	// Without the admin token nothing is served.
 	_, err = c.GetDeployment(f.Ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
 	admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)

@@ -19,7 +19,7 @@ const constructTimeout = 30 * time.Second
 func (p *Proxy) Initial(ref sandbox.Reference) (sandbox.Compute, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), constructTimeout)
 	defer cancel()
-	return call(ctx, p, sandbox.OpInitial,
+	return call(ctx, p, sandbox.OpInitial, ref,
 		request(&pb.InitialRequest{Reference: nodewire.ReferenceToWire(ref)}),
 		pb.NodeServiceClient.Initial,
 		func(r *pb.InitialResponse) (sandbox.Compute, error) { return nodewire.ComputeFromWire(r.GetCompute()) })
@@ -29,7 +29,7 @@ func (p *Proxy) Initial(ref sandbox.Reference) (sandbox.Compute, error) {
 func (p *Proxy) NewCompute(previous sandbox.Compute) (sandbox.Compute, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), constructTimeout)
 	defer cancel()
-	return call(ctx, p, sandbox.OpNewCompute,
+	return call(ctx, p, sandbox.OpNewCompute, previous.Reference,
 		request(nodewire.NewComputeRequestToWire(previous)),
 		pb.NodeServiceClient.NewCompute,
 		func(r *pb.NewComputeResponse) (sandbox.Compute, error) {
@@ -39,7 +39,7 @@ func (p *Proxy) NewCompute(previous sandbox.Compute) (sandbox.Compute, error) {
 
 // GetCompute forwards GetCompute.
 func (p *Proxy) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
-	return call(ctx, p, sandbox.OpGetCompute,
+	return call(ctx, p, sandbox.OpGetCompute, c.Reference,
 		request(&pb.GetComputeRequest{Compute: nodewire.ComputeToWire(c)}),
 		pb.NodeServiceClient.GetCompute,
 		func(r *pb.GetComputeResponse) (sandbox.ComputeInfo, error) {
@@ -49,19 +49,19 @@ func (p *Proxy) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.Comp
 
 // Suspend forwards Suspend.
 func (p *Proxy) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbox.SuspendResult, error) {
-	return call(ctx, p, sandbox.OpSuspend,
+	return call(ctx, p, sandbox.OpSuspend, req.Compute.Reference,
 		request(nodewire.SuspendRequestToWire(req)), pb.NodeServiceClient.Suspend, nodewire.SuspendResultFromWire)
 }
 
 // Resume forwards Resume.
 func (p *Proxy) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandbox.ResumeResult, error) {
-	return call(ctx, p, sandbox.OpResume,
+	return call(ctx, p, sandbox.OpResume, req.Target.Reference,
 		request(nodewire.ResumeRequestToWire(req)), pb.NodeServiceClient.Resume, nodewire.ResumeResultFromWire)
 }
 
 // ResumeCompute forwards ResumeCompute.
 func (p *Proxy) ResumeCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
-	return call(ctx, p, sandbox.OpResumeCompute,
+	return call(ctx, p, sandbox.OpResumeCompute, c.Reference,
 		request(&pb.ResumeComputeRequest{Compute: nodewire.ComputeToWire(c)}),
 		pb.NodeServiceClient.ResumeCompute,
 		func(r *pb.ResumeComputeResponse) (sandbox.ComputeInfo, error) {
@@ -71,7 +71,7 @@ func (p *Proxy) ResumeCompute(ctx context.Context, c sandbox.Compute) (sandbox.C
 
 // KillCompute forwards KillCompute.
 func (p *Proxy) KillCompute(ctx context.Context, c sandbox.Compute) error {
-	_, err := call(ctx, p, sandbox.OpKillCompute,
+	_, err := call(ctx, p, sandbox.OpKillCompute, c.Reference,
 		request(&pb.KillComputeRequest{Compute: nodewire.ComputeToWire(c)}),
 		pb.NodeServiceClient.KillCompute, done[*pb.KillComputeResponse])
 	return err
@@ -79,7 +79,7 @@ func (p *Proxy) KillCompute(ctx context.Context, c sandbox.Compute) error {
 
 // DeleteSnapshot forwards DeleteSnapshot.
 func (p *Proxy) DeleteSnapshot(ctx context.Context, ref sandbox.Reference, snap sandbox.SnapshotIdentity) error {
-	_, err := call(ctx, p, sandbox.OpDeleteSnapshot,
+	_, err := call(ctx, p, sandbox.OpDeleteSnapshot, ref,
 		request(&pb.DeleteSnapshotRequest{Reference: nodewire.ReferenceToWire(ref), Snapshot: nodewire.SnapshotToWire(snap)}),
 		pb.NodeServiceClient.DeleteSnapshot, done[*pb.DeleteSnapshotResponse])
 	return err
@@ -87,7 +87,7 @@ func (p *Proxy) DeleteSnapshot(ctx context.Context, ref sandbox.Reference, snap 
 
 // RunCommandCompute forwards RunCommandCompute.
 func (p *Proxy) RunCommandCompute(ctx context.Context, c sandbox.Compute, cmd sandbox.Command) (sandbox.CommandResult, error) {
-	return call(ctx, p, sandbox.OpRunCommandCompute,
+	return call(ctx, p, sandbox.OpRunCommandCompute, c.Reference,
 		func() (*pb.RunCommandComputeRequest, error) {
 			wire, err := nodewire.CommandToWire(cmd)
 			return &pb.RunCommandComputeRequest{Compute: nodewire.ComputeToWire(c), Command: wire}, err

@@ -80,7 +80,7 @@ func Open(ctx context.Context, client pb.NodeServiceClient, ownerEpoch, generati
 	}
 	streamCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	stream, err := client.Connect(c.outgoing(streamCtx), &pb.ConnectRequest{})
+	stream, err := client.Connect(c.outgoing(streamCtx, c.Generation), &pb.ConnectRequest{})
 	if err != nil {
 		cancel()
 		return nil, nodewire.FromError("Connect", err)

@@ -34,6 +34,23 @@
 //     (retire before removing), node_holds_allocations (a node that still
 //     holds an allocation, placement or cleanup is not removed: offline
 //     ownership is kept).
+//   - A node is ready only for the committed deployment generation: every
+//     time Core records a node's presence it checks the node's Hello
+//     against store.CurrentGeneration (Binding.Check: provider kind,
+//     generation number, and the deployment digest both sides compute
+//     with providers.DeploymentDigest). A mismatch keeps the node
+//     connected but records it not ready with a fixed diagnostic code
+//     (provider_kind_mismatch, generation_mismatch,
+//     specification_mismatch), so placement never chooses it. Before the
+//     first commit there is nothing to check against.
+//   - A node is bound to its native backend when it first serves the
+//     committed generation (store.Owner.BindNodeBackend, once per node
+//     identity); a later Hello with another backend fingerprint is
+//     backend_fingerprint_mismatch: the node's allocations resolve to the
+//     bound backend and are never repointed at a replacement.
+//   - A call about an allocation carries the allocation's own committed
+//     generation, not the node's: the node's generation fence refuses it
+//     when the node serves another.
 //   - A Registry Node carries no presence, readiness or capacity; those
 //     are the Manager's observations, added by the adapter.
 package nodes

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 
@@ -25,6 +26,16 @@ type Store interface {
 	Epoch() uint64
 	ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (page []store.Node, next uuid.UUID, err error)
 	RecordNodePresence(ctx context.Context, p store.NodePresence) error
+	// CurrentGeneration is the committed deployment generation every
+	// node's Hello is checked against (errdefs.ErrNotFound before the
+	// first commit).
+	CurrentGeneration(ctx context.Context) (store.Generation, error)
+	// GetAllocation gives the committed generation of the allocation a
+	// proxied call is about.
+	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+	// BindNodeBackend binds a node serving the committed generation to
+	// the backend it reports, once, and returns the bound one.
+	BindNodeBackend(ctx context.Context, nodeID uuid.UUID, fingerprint string) (string, error)
 	MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error
 }
 
@@ -39,6 +50,11 @@ type Presence struct {
 	LastReport   time.Time
 	Report       *pb.ConnectResponse
 	Hello        *pb.HelloResponse
+	// Mismatch is the diagnostic code of the Hello's mismatch with the
+	// committed generation (Binding.Check) when presence was last
+	// recorded: the node is not ready whatever its report says. Empty
+	// when it matches or nothing is committed.
+	Mismatch string
 }
 
 // Present reports whether the node counts as present at now.
@@ -73,6 +89,10 @@ type nodeLoop struct {
 	conn     *Connection
 	proxy    *Proxy
 	hello    *pb.HelloResponse
+	mismatch string
+	// backend is the node's bound backend fingerprint once read: the
+	// binding never changes for the node's identity.
+	backend  string
 	attempts int
 }
 
@@ -179,7 +199,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		l.conn, l.hello, l.proxy = conn, hello, proxy
 		l.mu.Unlock()
 		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID, "generation", hello.GetGeneration())
-		m.recordPresence(ctx, n.ID, conn)
+		m.recordPresence(ctx, l, n.ID, conn)
 		tick := time.NewTicker(presenceEvery)
 	wait:
 		for {
@@ -191,7 +211,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 				m.log.Info("node connection ended", "node", n.ID.String(), "error", errString(conn.Err()))
 				break wait
 			case <-tick.C:
-				if errdefs.IsFenced(m.recordPresence(ctx, n.ID, conn)) {
+				if errdefs.IsFenced(m.recordPresence(ctx, l, n.ID, conn)) {
 					m.log.Warn("a newer Core owns the node; closing this connection", "node", n.ID.String())
 					conn.Close()
 					break wait
@@ -200,7 +220,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		}
 		tick.Stop()
 		l.mu.Lock()
-		l.conn, l.proxy = nil, nil
+		l.conn, l.proxy, l.mismatch = nil, nil, ""
 		l.mu.Unlock()
 		m.recordDisconnect(ctx, n.ID, conn)
 	}
@@ -211,24 +231,72 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 const presenceEvery = 5 * time.Second
 
 // recordPresence records the connection's latest health report, bounded.
-func (m *Manager) recordPresence(ctx context.Context, node uuid.UUID, conn *Connection) error {
+// The node's Hello is checked against the committed generation first
+// (Binding.Check): a node that does not serve it is recorded not ready
+// with the mismatch's diagnostic code, whatever its report says. Before
+// the first commit there is nothing to check against.
+func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUID, conn *Connection) error {
 	report, _ := conn.Last()
 	if report == nil {
 		return nil
 	}
-	r := report.GetReadiness()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	mismatch, err := m.mismatch(rctx, l, node)
+	if err != nil {
+		if !errdefs.IsFenced(err) {
+			m.log.Warn("check the node against the committed deployment", "node", node.String(), "error", err.Error())
+		}
+		return err
+	}
+	l.mu.Lock()
+	l.mismatch = mismatch
+	l.mu.Unlock()
+	r := report.GetReadiness()
+	ready, code := r.GetReady(), r.GetDiagnosticCode()
+	if mismatch != "" {
+		ready, code = false, mismatch
+	}
 	c := report.GetCapacity()
-	err := m.store.RecordNodePresence(rctx, store.NodePresence{
+	err = m.store.RecordNodePresence(rctx, store.NodePresence{
 		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID),
-		Generation: conn.Generation, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
+		Generation: conn.Generation, Ready: ready, DiagnosticCode: code,
 		CPUMillis: c.GetCpuMillis(), MemoryBytes: c.GetMemoryBytes(), DiskFreeBytes: c.GetDiskFreeBytes(),
 	})
 	if err != nil && !errdefs.IsFenced(err) {
 		m.log.Warn("record node presence", "node", node.String(), "error", err.Error())
 	}
 	return err
+}
+
+// mismatch returns the diagnostic code of the mismatch of l's Hello with
+// the committed generation (Binding.Check) or, when it serves that
+// generation, with the backend the node is bound to (CheckBackend; the
+// first such Hello binds it); "" when it matches or nothing is committed
+// yet.
+func (m *Manager) mismatch(ctx context.Context, l *nodeLoop, node uuid.UUID) (string, error) {
+	l.mu.Lock()
+	hello, backend := l.hello, l.backend
+	l.mu.Unlock()
+	g, err := m.store.CurrentGeneration(ctx)
+	if errdefs.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if code := BindingOf(g).Check(hello); code != "" {
+		return code, nil
+	}
+	if backend == "" && hello.GetBackendFingerprint() != "" {
+		if backend, err = m.store.BindNodeBackend(ctx, node, hello.GetBackendFingerprint()); err != nil {
+			return "", err
+		}
+		l.mu.Lock()
+		l.backend = backend
+		l.mu.Unlock()
+	}
+	return CheckBackend(hello, backend), nil
 }
 
 // recordDisconnect marks the ended connection's presence record
@@ -285,12 +353,32 @@ func (m *Manager) connect(ctx context.Context, n store.Node) (*Connection, *pb.H
 			return nil, errdefs.ErrObservationUnavailable
 		}
 		return &conn.Session, nil
-	})
+	}, m.allocationGeneration(n.ID))
 	if err != nil {
 		conn.Close()
 		return nil, nil, nil, err
 	}
 	return conn, hello, proxy, nil
+}
+
+// allocationGeneration returns the GenerationFunc of node's proxy: the
+// committed generation of the allocation a call names, which must be one
+// of node's, under exactly that reference. Anything else sends nothing.
+func (m *Manager) allocationGeneration(node uuid.UUID) GenerationFunc {
+	return func(ctx context.Context, ref sandbox.Reference) (uint64, error) {
+		id, err := uuid.Parse(ref.AllocationID)
+		if err != nil {
+			return 0, errdefs.Invalid("reference.allocation_id", "must be a canonical lowercase UUID")
+		}
+		a, err := m.store.GetAllocation(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if a.NodeID != node || a.Reference() != ref || a.Generation <= 0 {
+			return 0, errdefs.Invalid("reference", "is not an allocation of this node")
+		}
+		return uint64(a.Generation), nil
+	}
 }
 
 // Presence returns what Core knows of node id's connection.
@@ -303,7 +391,7 @@ func (m *Manager) Presence(id uuid.UUID) Presence {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := Presence{Hello: l.hello}
+	p := Presence{Hello: l.hello, Mismatch: l.mismatch}
 	if l.conn != nil && l.conn.Err() == nil {
 		p.Connected = true
 		p.ConnectionID = l.conn.ConnectionID

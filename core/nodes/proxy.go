@@ -44,19 +44,32 @@ type Session struct {
 	Generation   uint64
 }
 
-func (s *Session) outgoing(ctx context.Context) context.Context {
+// outgoing is ctx with the metadata of a call on s for generation: the
+// Connect stream's is the node's own generation (s.Generation), a call
+// about an allocation's is the allocation's.
+func (s *Session) outgoing(ctx context.Context, generation uint64) context.Context {
 	return metadata.NewOutgoingContext(ctx, metadata.Pairs(
 		pb.MetadataProtocolVersion, pb.ProtocolVersion,
 		pb.MetadataConnectionID, s.ConnectionID,
 		pb.MetadataOwnerEpoch, strconv.FormatUint(s.OwnerEpoch, 10),
-		pb.MetadataGeneration, strconv.FormatUint(s.Generation, 10),
+		pb.MetadataGeneration, strconv.FormatUint(generation, 10),
 	))
 }
 
-// Proxy is a remote node as a sandbox provider.
+// GenerationFunc returns the committed deployment generation of the
+// allocation ref names (Core reads the allocation from its store). An
+// error sends nothing.
+type GenerationFunc func(ctx context.Context, ref sandbox.Reference) (uint64, error)
+
+// Proxy is a remote node as a sandbox provider. Every call is about one
+// allocation (its reference, or the reference of its compute) and carries
+// that allocation's committed generation, not the node's own: a node that
+// serves another generation refuses the call at its generation fence
+// before its adapter is touched.
 type Proxy struct {
-	ops     providercontract.Operations
-	resolve func(context.Context) (*Session, error)
+	ops          providercontract.Operations
+	resolve      func(context.Context) (*Session, error)
+	generationOf GenerationFunc
 }
 
 var (
@@ -67,14 +80,16 @@ var (
 )
 
 // NewProxy returns a proxy for a node that declared nodeOps (from its
-// Hello). It resolves the node's current session with resolve for every
-// call.
-func NewProxy(nodeOps providercontract.Operations, resolve func(context.Context) (*Session, error)) (*Proxy, error) {
+// Hello). It resolves the node's current session with resolve and the
+// generation of the allocation a call is about with generationOf for
+// every call. Core's manager always passes generationOf; nil (a harness
+// without Core's store) makes calls carry the session's generation.
+func NewProxy(nodeOps providercontract.Operations, resolve func(context.Context) (*Session, error), generationOf GenerationFunc) (*Proxy, error) {
 	ops, err := ProxyOperations(nodeOps)
 	if err != nil {
 		return nil, err
 	}
-	return &Proxy{ops: ops, resolve: resolve}, nil
+	return &Proxy{ops: ops, resolve: resolve, generationOf: generationOf}, nil
 }
 
 // ProviderOperations returns the proxy's declaration.
@@ -93,6 +108,19 @@ func (p *Proxy) session(ctx context.Context, op providercontract.Operation) (*Se
 	return s, nil
 }
 
+// outgoing is the metadata of a call on s about ref: the generation is
+// ref's allocation's (generationOf).
+func (p *Proxy) outgoing(ctx context.Context, s *Session, ref sandbox.Reference) (context.Context, error) {
+	if p.generationOf == nil {
+		return s.outgoing(ctx, s.Generation), nil
+	}
+	g, err := p.generationOf(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.outgoing(ctx, g), nil
+}
+
 // Create forwards Create. A failure may carry reference-bound settlement
 // evidence, returned with the error; a transport failure is an unknown
 // outcome and Create is never resent.
@@ -108,7 +136,11 @@ func (p *Proxy) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	resp, err := s.Client.Create(s.outgoing(ctx), wire)
+	octx, err := p.outgoing(ctx, s, req.Reference)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	resp, err := s.Client.Create(octx, wire)
 	if err != nil {
 		info, _ := nodewire.CreateFailureInfo(err)
 		if info.CheckFor(req.Reference) != nil {
@@ -139,14 +171,15 @@ func infoFor(ref sandbox.Reference, m *pb.Info) (sandbox.Info, error) {
 	return info, nil
 }
 
-// call makes one call of op on the node's current session, in the order
-// every forwarded operation keeps: the declaration and the session first
-// (an unsupported or unreachable operation sends nothing), then the
-// request (an invalid one sends nothing), then one send, whose failure is
+// call makes one call of op about ref on the node's current session, in
+// the order every forwarded operation keeps: the declaration and the
+// session first (an unsupported or unreachable operation sends nothing),
+// then the request (an invalid one sends nothing), then ref's generation
+// (an unknown allocation sends nothing), then one send, whose failure is
 // converted once (nodewire.FromError), and the read of its response, whose
 // failure is op's unknown outcome (nodewire.MalformedResponse), never the
 // caller's fault. Create does not use it: its failure carries evidence.
-func call[Req, Resp, Out any](ctx context.Context, p *Proxy, op providercontract.Operation,
+func call[Req, Resp, Out any](ctx context.Context, p *Proxy, op providercontract.Operation, ref sandbox.Reference,
 	req func() (Req, error), send func(pb.NodeServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
 	read func(Resp) (Out, error),
 ) (Out, error) {
@@ -159,7 +192,11 @@ func call[Req, Resp, Out any](ctx context.Context, p *Proxy, op providercontract
 	if err != nil {
 		return zero, err
 	}
-	resp, err := send(s.Client, s.outgoing(ctx), r)
+	octx, err := p.outgoing(ctx, s, ref)
+	if err != nil {
+		return zero, err
+	}
+	resp, err := send(s.Client, octx, r)
 	if err != nil {
 		return zero, nodewire.FromError(op, err)
 	}
@@ -186,7 +223,7 @@ func done[Resp any](Resp) (struct{}, error) { return struct{}{}, nil }
 
 // GetInfo forwards GetInfo.
 func (p *Proxy) GetInfo(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
-	return call(ctx, p, sandbox.OpGetInfo,
+	return call(ctx, p, sandbox.OpGetInfo, ref,
 		onRef(ref, func(r *pb.Reference) *pb.GetInfoRequest { return &pb.GetInfoRequest{Reference: r} }),
 		pb.NodeServiceClient.GetInfo,
 		func(r *pb.GetInfoResponse) (sandbox.Info, error) { return infoFor(ref, r.GetInfo()) })
@@ -194,7 +231,7 @@ func (p *Proxy) GetInfo(ctx context.Context, ref sandbox.Reference) (sandbox.Inf
 
 // Renew forwards Renew.
 func (p *Proxy) Renew(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
-	return call(ctx, p, sandbox.OpRenew,
+	return call(ctx, p, sandbox.OpRenew, ref,
 		onRef(ref, func(r *pb.Reference) *pb.RenewRequest { return &pb.RenewRequest{Reference: r} }),
 		pb.NodeServiceClient.Renew,
 		func(r *pb.RenewResponse) (sandbox.Info, error) { return infoFor(ref, r.GetInfo()) })
@@ -202,7 +239,7 @@ func (p *Proxy) Renew(ctx context.Context, ref sandbox.Reference) (sandbox.Info,
 
 // Kill forwards Kill.
 func (p *Proxy) Kill(ctx context.Context, ref sandbox.Reference) error {
-	_, err := call(ctx, p, sandbox.OpKill,
+	_, err := call(ctx, p, sandbox.OpKill, ref,
 		onRef(ref, func(r *pb.Reference) *pb.KillRequest { return &pb.KillRequest{Reference: r} }),
 		pb.NodeServiceClient.Kill, done[*pb.KillResponse])
 	return err
@@ -210,7 +247,7 @@ func (p *Proxy) Kill(ctx context.Context, ref sandbox.Reference) error {
 
 // RunCommand forwards RunCommand; stdin travels only in the request body.
 func (p *Proxy) RunCommand(ctx context.Context, ref sandbox.Reference, cmd sandbox.Command) (sandbox.CommandResult, error) {
-	return call(ctx, p, sandbox.OpRunCommand,
+	return call(ctx, p, sandbox.OpRunCommand, ref,
 		func() (*pb.RunCommandRequest, error) {
 			if err := ref.Validate(); err != nil {
 				return nil, err
@@ -226,7 +263,7 @@ func (p *Proxy) RunCommand(ctx context.Context, ref sandbox.Reference, cmd sandb
 
 // Observe forwards Observe.
 func (p *Proxy) Observe(ctx context.Context, ref sandbox.Reference) (sandbox.Observation, error) {
-	return call(ctx, p, sandbox.OpObserve,
+	return call(ctx, p, sandbox.OpObserve, ref,
 		onRef(ref, func(r *pb.Reference) *pb.ObserveRequest { return &pb.ObserveRequest{Reference: r} }),
 		pb.NodeServiceClient.Observe,
 		func(r *pb.ObserveResponse) (sandbox.Observation, error) {

@@ -95,3 +95,32 @@ func (s *Store) MarkNodeDisconnected(ctx context.Context, nodeID, connectionID u
 	}
 	return nil
 }
+
+// MaxBackendFingerprint bounds a backend fingerprint's length.
+const MaxBackendFingerprint = 256
+
+// BindNodeBackend binds the node to the native backend identified by
+// fingerprint unless it is bound already, and returns the fingerprint it
+// is bound to: the first one bound, which never changes for the node's
+// identity. Only an Owner whose epoch holds the execution lease binds
+// (ErrSuperseded otherwise); ErrNotFound-class failures come from a node
+// that does not exist.
+func (s *Owner) BindNodeBackend(ctx context.Context, nodeID uuid.UUID, fingerprint string) (string, error) {
+	const op = "bind node backend"
+	if fingerprint == "" || len(fingerprint) > MaxBackendFingerprint {
+		return "", fmt.Errorf("%s: %w", op, errdefs.Invalid("backend_fingerprint", "required, at most 256 bytes"))
+	}
+	epoch, err := epochParam(s.epoch)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, ErrSuperseded)
+	}
+	var bound string
+	err = s.ownedTx(ctx, func(q *db.Queries) error {
+		bound, err = q.BindNodeBackend(ctx, db.BindNodeBackendParams{NodeID: nodeID, BackendFingerprint: fingerprint, OwnerEpoch: epoch})
+		return err
+	})
+	if err != nil {
+		return "", wrap(op, err)
+	}
+	return bound, nil
+}

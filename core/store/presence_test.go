@@ -115,3 +115,40 @@ func fmtHex(b []byte) string {
 	}
 	return string(out)
 }
+
+// TestNodeBackendBindsOnce: the first fingerprint bound stays the node's;
+// a later, different one is not written and the bound one comes back; only
+// the owner holding the execution lease binds.
+func TestNodeBackendBindsOnce(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.test"); err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := st.NextOwnerEpoch(ctx)
+	epoch, _ := st.NextOwnerEpoch(ctx)
+	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch, time.Hour); err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	nodeID := uuid.New()
+	key := sha256.Sum256([]byte(nodeID.String()))
+	if _, err := st.CreateNode(ctx, nodeID, "n1.test:7443", []byte("der"), "sha256:"+fmtHex(key[:]), key[:]); err != nil {
+		t.Fatal(err)
+	}
+	owner := st.AsOwner(epoch)
+	if _, err := st.AsOwner(stale).BindNodeBackend(ctx, nodeID, "docker:other"); !errdefs.IsFenced(err) {
+		t.Fatalf("an owner without the lease binds: %v", err)
+	}
+	for _, fp := range []string{"docker:engine-a", "docker:engine-a", "docker:engine-b"} {
+		bound, err := owner.BindNodeBackend(ctx, nodeID, fp)
+		if err != nil || bound != "docker:engine-a" {
+			t.Fatalf("bind %q: bound %q, %v", fp, bound, err)
+		}
+	}
+	if _, err := owner.BindNodeBackend(ctx, nodeID, ""); !errdefs.IsInvalid(err) {
+		t.Fatalf("empty fingerprint: %v", err)
+	}
+	if _, err := owner.BindNodeBackend(ctx, uuid.New(), "docker:engine-a"); err == nil {
+		t.Fatal("bound a node that does not exist")
+	}
+}

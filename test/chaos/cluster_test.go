@@ -85,6 +85,9 @@ type cluster struct {
 	// containers' network ("none" unless the cluster runs Turns).
 	coreOpts stack.CoreOptions
 	network  string
+	// spec is the committed deployment specification, which every node
+	// is configured with (a node with another is not ready).
+	spec *adminv1.Specification
 	// captured, when set, collects violations instead of failing the test
 	// (the harness's self-test).
 	captured *[]string
@@ -122,7 +125,7 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}, network: "none"}
+	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}, network: "none", spec: spec(o.maxActive)}
 	if o.turns {
 		c.coreOpts, _ = stack.RuntimeGateway(t, cli)
 		c.network = "bridge"
@@ -138,7 +141,7 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 		c.addNode(socketPath(host), i == o.proxied)
 	}
 	stack.EnableAll(t, c.ctx, c.cc)
-	stack.CommitDockerDeployment(t, c.ctx, c.cc, spec(o.maxActive))
+	stack.CommitDockerDeployment(t, c.ctx, c.cc, c.spec)
 	c.addForeign("")
 	return c
 }
@@ -158,7 +161,7 @@ func (c *cluster) addNode(socket string, proxied bool) *node {
 	}
 	token := stack.CreateEnrollmentToken(t, c.ctx, c.cc)
 	addSecret(token)
-	n.Node = stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socket, Image: c.image, Listen: listen, Network: c.network})
+	n.Node = stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socket, Image: c.image, Listen: listen, Network: c.network, Specification: c.spec})
 	out, code := stack.EnrollCmd(t, n.Node, c.core.PublicAddr(), token, advertise)
 	c.outputs = append(c.outputs, out)
 	if code != 0 {

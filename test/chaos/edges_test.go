@@ -156,7 +156,7 @@ func TestEnrollmentTokenReplay(t *testing.T) {
 		c := newCluster(t, r, options{proxied: -1, nodes: 1})
 		before := len(c.listNodes())
 		prepare := func() *stack.Node {
-			return stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socketPath(os.Getenv("BERTH_TEST_DOCKER_HOST")), Image: c.image})
+			return stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socketPath(os.Getenv("BERTH_TEST_DOCKER_HOST")), Image: c.image, Specification: c.spec})
 		}
 		token := stack.CreateEnrollmentToken(t, c.ctx, c.cc)
 		addSecret(token)

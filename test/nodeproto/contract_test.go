@@ -47,7 +47,7 @@ func TestProxyDeclarationAndUnsupported(t *testing.T) {
 	contracttest.RunUnsupported(t, func(*testing.T) sandbox.SandboxProvider {
 		p, err := nodes.NewProxy(proxy.ProviderOperations(), func(context.Context) (*nodes.Session, error) {
 			return nil, noNode
-		})
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,7 +35,8 @@ func TestCoreKilledDuringCreate(t *testing.T) {
 	}
 	engine := stack.FixtureEngine(t)
 	listen := stack.FreeAddr(t)
-	n := stack.PrepareNode(t, &stack.Installation{ID: inst.GetInstallation().GetId()}, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage, Listen: listen})
+	spec := &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4}
+	n := stack.PrepareNode(t, &stack.Installation{ID: inst.GetInstallation().GetId()}, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage, Listen: listen, Specification: spec})
 	public := c.PublicAddr()
 	if out, code := stack.EnrollCmd(t, n, public, tok.GetTokenText(), listen); code != 0 {
 		t.Fatalf("enroll: %s", out)
@@ -53,7 +54,7 @@ func TestCoreKilledDuringCreate(t *testing.T) {
 	stack.WaitNode(t, ctx, nodesAPI, nodeName, func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
 	if _, err := adminv1.NewDeploymentServiceClient(cc).CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
 		ProviderKind:  "docker",
-		Specification: &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4},
+		Specification: spec,
 	}}); err != nil {
 		t.Fatal(err)
 	}

@@ -30,11 +30,10 @@ func TestSessionDeletedWhileCreatingIsReleased(t *testing.T) {
 	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
 	cc, ctx := c.AdminClient(t)
 	inst := stack.InstallationID(t, ctx, cc)
-	stack.EnrollAndStart(t, c, ctx, cc, inst, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image}, "")
+	spec := &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 1, MaxRetained: 1}
+	stack.EnrollAndStart(t, c, ctx, cc, inst, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Specification: spec}, "")
 	stack.EnableAll(t, ctx, cc)
-	stack.CommitDockerDeployment(t, ctx, cc, &adminv1.Specification{
-		CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 1, MaxRetained: 1,
-	})
+	stack.CommitDockerDeployment(t, ctx, cc, spec)
 	st := c.Store(t)
 	cli, err := docker.NewClient(host)
 	if err != nil {

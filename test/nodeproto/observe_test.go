@@ -46,8 +46,11 @@ func runningTurn(t *testing.T, coreArgs ...string) observed {
 		t.Fatal(err)
 	}
 	listen := stack.FreeAddr(t)
+	// The node serves the specification Core commits below: a node
+	// configured otherwise is never ready.
+	spec := &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 2, MaxRetained: 2}
 	n := stack.PrepareNode(t, &stack.Installation{ID: installationID}, stack.NodeOptions{
-		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge",
+		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge", Specification: spec,
 	})
 	if out, code := stack.EnrollCmd(t, n, c.PublicAddr(), tok.GetTokenText(), listen); code != 0 {
 		t.Fatalf("enroll: %s", out)
@@ -57,9 +60,7 @@ func runningTurn(t *testing.T, coreArgs ...string) observed {
 	for _, name := range stack.EnableAll(t, ctx, cc) {
 		stack.WaitNode(t, ctx, nodesAPI, name, stack.Connected)
 	}
-	stack.CommitDockerDeployment(t, ctx, cc, &adminv1.Specification{
-		CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 2, MaxRetained: 2,
-	})
+	stack.CommitDockerDeployment(t, ctx, cc, spec)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("berth-core log:\n%s", c.Logs())

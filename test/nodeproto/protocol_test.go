@@ -24,6 +24,7 @@ import (
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 	"berth.dev/sandbox/nodewire"
+	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/nodes"
 
@@ -284,6 +285,16 @@ func TestReadinessAndHealth(t *testing.T) {
 	}
 	if hello.GetProviderKind() != "docker" || hello.GetBackendFingerprint() == "" || hello.GetSpecificationDigest() == "" {
 		t.Fatalf("description = %v", hello)
+	}
+	// The deployment digest is the one Core computes for the configured
+	// kind and specification (providers.DeploymentDigest).
+	spec := stack.DefaultSpecification()
+	want := providers.DeploymentDigest("docker", sandbox.Specification{
+		Resources: sandbox.Resources{CPUMillis: spec.GetCpuMillis(), MemoryBytes: spec.GetMemoryBytes(), DiskBytes: spec.GetDiskBytes()},
+		MaxActive: spec.GetMaxActive(), MaxRetained: spec.GetMaxRetained(),
+	})
+	if hello.GetDeploymentDigest() != want {
+		t.Fatalf("deployment digest %q, want %q", hello.GetDeploymentDigest(), want)
 	}
 
 	// The engine loses the pinned Image: the next report says so.

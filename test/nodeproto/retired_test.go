@@ -35,7 +35,8 @@ func TestRetiredNodeCleansUpAcrossCoreRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	listen := stack.FreeAddr(t)
-	n := stack.PrepareNode(t, &stack.Installation{ID: installationID}, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen})
+	spec := &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4}
+	n := stack.PrepareNode(t, &stack.Installation{ID: installationID}, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Specification: spec})
 	if out, code := stack.EnrollCmd(t, n, c.PublicAddr(), tok.GetTokenText(), listen); code != 0 {
 		t.Fatalf("enroll: %s", out)
 	}
@@ -43,7 +44,7 @@ func TestRetiredNodeCleansUpAcrossCoreRestart(t *testing.T) {
 	t.Cleanup(n.Stop)
 	nodeName := stack.EnableAll(t, ctx, cc)[0]
 	stack.WaitNode(t, ctx, nodesAPI, nodeName, stack.Connected)
-	stack.CommitDockerDeployment(t, ctx, cc, &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4})
+	stack.CommitDockerDeployment(t, ctx, cc, spec)
 
 	sessionsAPI := adminv1.NewSessionServiceClient(cc)
 	var names []string

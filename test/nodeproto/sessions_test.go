@@ -37,6 +37,7 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 	nodesAPI := adminv1.NewNodeServiceClient(cc)
 	public := c.PublicAddr()
 
+	spec := &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 10, MaxRetained: 10}
 	// Two nodes over the same engine (two hosts' worth of agents).
 	var nodeNames []string
 	for range 2 {
@@ -45,7 +46,7 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		listen := stack.FreeAddr(t)
-		n := stack.PrepareNode(t, &stack.Installation{ID: installationID}, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen})
+		n := stack.PrepareNode(t, &stack.Installation{ID: installationID}, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Specification: spec})
 		if out, code := stack.EnrollCmd(t, n, public, tok.GetTokenText(), listen); code != 0 {
 			t.Fatalf("enroll: %s", out)
 		}
@@ -68,7 +69,7 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 	deploy := adminv1.NewDeploymentServiceClient(cc)
 	if _, err := deploy.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
 		ProviderKind:  "docker",
-		Specification: &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 10, MaxRetained: 10},
+		Specification: spec,
 	}}); err != nil {
 		t.Fatalf("CommitDeployment: %v", err)
 	}

@@ -2,6 +2,7 @@ package nodeproto
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/docker/dockertest"
+	"berth.dev/sandbox/testenv"
 
 	"berth.dev/test/internal/stack"
 )
@@ -92,7 +95,9 @@ func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
 }
 
 // TestDeploymentThroughCore: the admin previews and commits the initial
-// provider selection through berth-core; a stale commit is refused.
+// provider selection through berth-core; a stale commit is refused, and so
+// is a changed selection at the current generation (replacing a committed
+// deployment is not built); the same candidate again changes nothing.
 func TestDeploymentThroughCore(t *testing.T) {
 	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
 	cc, ctx := c.AdminClient(t)
@@ -116,11 +121,110 @@ func TestDeploymentThroughCore(t *testing.T) {
 	}
 	bigger := proto.Clone(candidate).(*adminv1.DeploymentCandidate)
 	bigger.Specification.MaxActive = 8
-	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: preview.GetExpectedGeneration()}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: preview.GetExpectedGeneration()}); status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "deployment_generation_moved" {
 		t.Fatalf("stale commit: %v", err)
+	}
+	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: 1}); status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "deployment_replacement_unsupported" {
+		t.Fatalf("changed selection: %v", err)
+	}
+	if again, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: candidate, ExpectedGeneration: 1}); err != nil || again.GetDeployment().GetGeneration() != 1 {
+		t.Fatalf("the same candidate again: %v, %v", again, err)
 	}
 	got, err := api.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
 	if err != nil || got.GetDeployment().GetGeneration() != 1 {
 		t.Fatalf("GetDeployment: %v, %v", got, err)
+	}
+}
+
+// TestNodeServingAnotherSpecificationIsNotReady: a node agent configured
+// with another specification (another memory limit) than the committed
+// deployment stays connected, but Core records it not ready with
+// specification_mismatch, GetNode shows the code, and CreateSession is
+// refused while it is the only node. Before the first commit the same node
+// is ready: there is nothing to compare it with.
+func TestNodeServingAnotherSpecificationIsNotReady(t *testing.T) {
+	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
+	cc, ctx := c.AdminClient(t)
+	installationID := stack.InstallationID(t, ctx, cc)
+	configured := stack.DefaultSpecification()
+	stack.EnrollAndStart(t, c, ctx, cc, installationID, stack.NodeOptions{
+		Socket: stack.FixtureEngine(t).Addr(), Image: stack.FixtureImage, Specification: configured,
+	}, "")
+	name := stack.EnableAll(t, ctx, cc)[0]
+	nodesAPI := adminv1.NewNodeServiceClient(cc)
+	stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetReady()
+	})
+
+	committed := proto.Clone(configured).(*adminv1.Specification)
+	committed.MemoryBytes *= 2
+	stack.CommitDockerDeployment(t, ctx, cc, committed)
+
+	got := stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return n.GetReadiness().GetDiagnosticCode() == "specification_mismatch"
+	})
+	if !stack.Connected(got) || got.GetReadiness().GetReady() {
+		t.Fatalf("a node serving another specification: %v", got)
+	}
+	nodeID := uuid.MustParse(got.GetId())
+	st := c.Store(t)
+	stack.WaitFor(t, 15*time.Second, "the mismatch recorded in the node's presence", func() bool {
+		p, err := st.GetNodePresence(context.Background(), nodeID)
+		return err == nil && p.Present && !p.Ready && p.DiagnosticCode == "specification_mismatch"
+	})
+
+	_, err := adminv1.NewSessionServiceClient(cc).CreateSession(ctx, &adminv1.CreateSessionRequest{
+		RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "nowhere"},
+	})
+	if status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "no_ready_node_with_capacity" {
+		t.Fatalf("CreateSession with only a mismatched node: %v", err)
+	}
+}
+
+// TestNodeOnAnotherBackendIsNotReady: a node is bound to the engine it
+// served the committed generation on; restarted against another engine
+// (another backend fingerprint) it stays connected but is not ready with
+// backend_fingerprint_mismatch, and the database keeps the first binding.
+func TestNodeOnAnotherBackendIsNotReady(t *testing.T) {
+	other := strings.TrimPrefix(testenv.DockerHost(t), "unix://")
+	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
+	cc, ctx := c.AdminClient(t)
+	installationID := stack.InstallationID(t, ctx, cc)
+	n := stack.EnrollAndStart(t, c, ctx, cc, installationID, stack.NodeOptions{
+		Socket: stack.FixtureEngine(t).Addr(), Image: stack.FixtureImage,
+	}, "")
+	name := stack.EnableAll(t, ctx, cc)[0]
+	stack.CommitDockerDeployment(t, ctx, cc, stack.DefaultSpecification())
+	nodesAPI := adminv1.NewNodeServiceClient(cc)
+	got := stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetReady()
+	})
+	st := c.Store(t)
+	// bound reads the node's backend binding ("" before there is one).
+	bound := func() string {
+		var fp string
+		_ = st.Pool().QueryRow(context.Background(),
+			"SELECT backend_fingerprint FROM node_backends WHERE node_id = $1", uuid.MustParse(got.GetId())).Scan(&fp)
+		return fp
+	}
+	const fixture = "docker:" + dockertest.EngineID
+	stack.WaitFor(t, 15*time.Second, "the node bound to the fixture engine", func() bool { return bound() == fixture })
+
+	// The same node, restarted against another engine.
+	n.Stop()
+	n.EditConfig(func(cfg map[string]any) { cfg["node"].(map[string]any)["socket"] = other })
+	n.Start()
+	got = stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetDiagnosticCode() == "backend_fingerprint_mismatch"
+	})
+	if got.GetReadiness().GetReady() {
+		t.Fatalf("a node on another backend: %v", got)
+	}
+	stack.WaitFor(t, 15*time.Second, "the mismatch recorded in the node's presence", func() bool {
+		p, err := st.GetNodePresence(context.Background(), uuid.MustParse(got.GetId()))
+		return err == nil && p.Present && !p.Ready && p.DiagnosticCode == "backend_fingerprint_mismatch"
+	})
+	if fp := bound(); fp != fixture {
+		t.Fatalf("the binding moved to %q", fp)
 	}
 }

@@ -60,8 +60,9 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	listen := stack.FreeAddr(t)
+	spec := &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4}
 	e.node = stack.PrepareNode(t, &stack.Installation{ID: e.installationID}, stack.NodeOptions{
-		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge",
+		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge", Specification: spec,
 	})
 	if out, code := stack.EnrollCmd(t, e.node, e.core.PublicAddr(), tok.GetTokenText(), listen); code != 0 {
 		t.Fatalf("enroll: %s", out)
@@ -71,9 +72,7 @@ func newEnv(t testing.TB) *env {
 	for _, name := range stack.EnableAll(t, e.ctx, e.cc) {
 		stack.WaitNode(t, e.ctx, nodesAPI, name, stack.Connected)
 	}
-	stack.CommitDockerDeployment(t, e.ctx, e.cc, &adminv1.Specification{
-		CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4,
-	})
+	stack.CommitDockerDeployment(t, e.ctx, e.cc, spec)
 	e.sessions = adminv1.NewSessionServiceClient(e.cc)
 	e.turns = adminv1.NewTurnServiceClient(e.cc)
 	t.Cleanup(func() {

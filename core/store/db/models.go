@@ -126,6 +126,13 @@ type Node struct {
 	UpdatedAt              time.Time
 }
 
+type NodeBackend struct {
+	NodeID             uuid.UUID
+	BackendFingerprint string
+	OwnerEpoch         int64
+	BoundAt            time.Time
+}
+
 type NodePresence struct {
 	NodeID         uuid.UUID
 	ConnectionID   uuid.UUID

@@ -12,6 +12,29 @@ import (
 	"github.com/google/uuid"
 )
 
+const bindNodeBackend = `-- name: BindNodeBackend :one
+INSERT INTO node_backends (node_id, backend_fingerprint, owner_epoch)
+VALUES ($1, $2, $3)
+ON CONFLICT (node_id) DO UPDATE SET node_id = node_backends.node_id
+RETURNING backend_fingerprint
+`
+
+type BindNodeBackendParams struct {
+	NodeID             uuid.UUID
+	BackendFingerprint string
+	OwnerEpoch         int64
+}
+
+// BindNodeBackend binds the node to @backend_fingerprint unless it is bound
+// already (the first binding stays), and returns the bound fingerprint. The
+// caller has passed the owner fence in the same transaction.
+func (q *Queries) BindNodeBackend(ctx context.Context, arg BindNodeBackendParams) (string, error) {
+	row := q.db.QueryRow(ctx, bindNodeBackend, arg.NodeID, arg.BackendFingerprint, arg.OwnerEpoch)
+	var backend_fingerprint string
+	err := row.Scan(&backend_fingerprint)
+	return backend_fingerprint, err
+}
+
 const getNodePresence = `-- name: GetNodePresence :one
 SELECT p.node_id, p.connection_id, p.owner_epoch, p.generation, p.ready, p.diagnostic_code, p.reported_at, p.connected, p.cpu_millis, p.memory_bytes, p.disk_free_bytes,
        (p.connected

@@ -39,3 +39,12 @@ WHERE p.node_id = @node_id;
 -- seconds. A record of a newer connection is left alone.
 UPDATE node_presence SET connected = false
 WHERE node_id = @node_id AND connection_id = @connection_id;
+
+-- name: BindNodeBackend :one
+-- BindNodeBackend binds the node to @backend_fingerprint unless it is bound
+-- already (the first binding stays), and returns the bound fingerprint. The
+-- caller has passed the owner fence in the same transaction.
+INSERT INTO node_backends (node_id, backend_fingerprint, owner_epoch)
+VALUES (@node_id, @backend_fingerprint, @owner_epoch)
+ON CONFLICT (node_id) DO UPDATE SET node_id = node_backends.node_id
+RETURNING backend_fingerprint;

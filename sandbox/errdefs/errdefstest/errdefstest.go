@@ -34,3 +34,13 @@ func WantField(t testing.TB, err error, field string) {
 		t.Fatalf("error %v, want invalid %s", err, field)
 	}
 }
+
+// WantRefusal fails the test unless err is a refusal (errdefs.Refuse) of
+// class class with the fixed reason reason.
+func WantRefusal(t testing.TB, err, class error, reason string) {
+	t.Helper()
+	var r *errdefs.Refusal
+	if !errors.As(err, &r) || !errors.Is(err, class) || r.Reason != reason {
+		t.Fatalf("error %v, want a %v refusal %s", err, class, reason)
+	}
+}

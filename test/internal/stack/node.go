@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 
+	adminv1 "berth.dev/proto/berth/admin/v1"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
@@ -77,6 +78,20 @@ type NodeOptions struct {
 	Generation uint64 // default 1
 	Listen     string // default 127.0.0.1:0
 	Network    string // the containers' network; default "none"
+	// Specification is the deployment specification in the node's
+	// configuration (default DefaultSpecification). A node is ready only
+	// when it equals the committed deployment's: give the one the test
+	// commits.
+	Specification *adminv1.Specification
+}
+
+// DefaultSpecification is the specification a node is configured with
+// when its NodeOptions give none.
+func DefaultSpecification() *adminv1.Specification {
+	return &adminv1.Specification{
+		CpuMillis: Resources.CPUMillis, MemoryBytes: Resources.MemoryBytes, DiskBytes: Resources.DiskBytes,
+		MaxActive: 8, MaxRetained: 8,
+	}
 }
 
 // Resources are the sandbox resources the node tests request.
@@ -146,6 +161,10 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	if o.Network == "" {
 		o.Network = "none"
 	}
+	spec := o.Specification
+	if spec == nil {
+		spec = DefaultSpecification()
+	}
 	dir, err := os.MkdirTemp("", "bnode")
 	if err != nil {
 		t.Fatal(err)
@@ -164,8 +183,8 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 		"generation": map[string]any{
 			"number": o.Generation, "installation_id": inst.ID,
 			"specification": map[string]any{
-				"cpu_millis": Resources.CPUMillis, "memory_bytes": Resources.MemoryBytes,
-				"disk_bytes": Resources.DiskBytes, "max_active": 8, "max_retained": 8,
+				"cpu_millis": spec.GetCpuMillis(), "memory_bytes": spec.GetMemoryBytes(),
+				"disk_bytes": spec.GetDiskBytes(), "max_active": spec.GetMaxActive(), "max_retained": spec.GetMaxRetained(),
 			},
 		},
 		"health_interval": "1m",
@@ -175,6 +194,27 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// EditConfig rewrites the node's configuration file with edit (a stopped
+// node reads it at its next Start).
+func (n *Node) EditConfig(edit func(cfg map[string]any)) {
+	n.t.Helper()
+	data, err := os.ReadFile(n.Config)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		n.t.Fatal(err)
+	}
+	edit(cfg)
+	if data, err = json.Marshal(cfg); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(n.Config, data, 0o600); err != nil {
+		n.t.Fatal(err)
+	}
 }
 
 // Start runs the agent and waits for it to report its address.
@@ -292,7 +332,7 @@ func (n *Node) Connect(t testing.TB, cc *grpc.ClientConn, epoch uint64) (*nodes.
 		t.Fatalf("open connection: %v", err)
 	}
 	t.Cleanup(conn.Close)
-	proxy, err := nodes.NewProxy(ops, func(context.Context) (*nodes.Session, error) { return &conn.Session, nil })
+	proxy, err := nodes.NewProxy(ops, func(context.Context) (*nodes.Session, error) { return &conn.Session, nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

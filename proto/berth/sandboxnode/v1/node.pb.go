@@ -231,8 +231,15 @@ type HelloResponse struct {
 	Capacity *Capacity `protobuf:"bytes,9,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// highest_owner_epoch is the highest owner epoch the node has seen.
 	HighestOwnerEpoch uint64 `protobuf:"varint,10,opt,name=highest_owner_epoch,json=highestOwnerEpoch,proto3" json:"highest_owner_epoch,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// deployment_digest identifies the deployment selection (provider kind and
+	// specification) of the generation the node was configured with, computed
+	// by providers.DeploymentDigest. Core computes the same for its committed
+	// generation and keeps a node whose digest differs from placement.
+	// specification_digest, by contrast, also covers node-local settings that
+	// Core does not know.
+	DeploymentDigest string `protobuf:"bytes,11,opt,name=deployment_digest,json=deploymentDigest,proto3" json:"deployment_digest,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HelloResponse) Reset() {
@@ -333,6 +340,13 @@ func (x *HelloResponse) GetHighestOwnerEpoch() uint64 {
 		return x.HighestOwnerEpoch
 	}
 	return 0
+}
+
+func (x *HelloResponse) GetDeploymentDigest() string {
+	if x != nil {
+		return x.DeploymentDigest
+	}
+	return ""
 }
 
 // OperationDecision is one entry of a provider's operation declaration.
@@ -2817,7 +2831,7 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\n" +
 	"\x1fberth/sandboxnode/v1/node.proto\x12\x14berth.sandboxnode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n" +
 	"\fHelloRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\"\xf0\x03\n" +
+	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\"\x9d\x04\n" +
 	"\rHelloResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12#\n" +
@@ -2833,7 +2847,8 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\treadiness\x18\b \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessR\treadiness\x12:\n" +
 	"\bcapacity\x18\t \x01(\v2\x1e.berth.sandboxnode.v1.CapacityR\bcapacity\x12.\n" +
 	"\x13highest_owner_epoch\x18\n" +
-	" \x01(\x04R\x11highestOwnerEpoch\"g\n" +
+	" \x01(\x04R\x11highestOwnerEpoch\x12+\n" +
+	"\x11deployment_digest\x18\v \x01(\tR\x10deploymentDigest\"g\n" +
 	"\x11OperationDecision\x12\x1c\n" +
 	"\toperation\x18\x01 \x01(\tR\toperation\x12\x1c\n" +
 	"\tsupported\x18\x02 \x01(\bR\tsupported\x12\x16\n" +
