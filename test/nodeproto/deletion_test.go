@@ -9,8 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
-	"berth.dev/sandbox/docker"
-	"berth.dev/sandbox/testenv"
 
 	"berth.dev/core/store"
 
@@ -25,22 +23,10 @@ import (
 // installation (read from the engine). Each next CreateSession on the
 // single node, whose max_active is 1, succeeds: no slot is held for ever.
 func TestSessionDeletedWhileCreatingIsReleased(t *testing.T) {
-	host := testenv.DockerHost(t)
-	image := testenv.RuntimeImage(t)
-	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
-	cc, ctx := c.AdminClient(t)
-	inst := stack.InstallationID(t, ctx, cc)
-	spec := &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 1, MaxRetained: 1}
-	stack.EnrollAndStart(t, c, ctx, cc, inst, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Specification: spec}, "")
-	stack.EnableAll(t, ctx, cc)
-	stack.CommitDockerDeployment(t, ctx, cc, spec)
+	cl := stack.OneNodeCluster(t, &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 1, MaxRetained: 1},
+		stack.CoreOptions{}, stack.NodeOptions{})
+	c, cc, ctx, inst, cli := cl.Core, cl.CC, cl.Ctx, cl.Installation, cl.Engine
 	st := c.Store(t)
-	cli, err := docker.NewClient(host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	t.Cleanup(func() { stack.RemoveOwned(t, cli, inst) })
 	sessionsAPI := adminv1.NewSessionServiceClient(cc)
 
 	create := func() (string, uuid.UUID) {

@@ -9,8 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
-	"berth.dev/sandbox/docker"
-	"berth.dev/sandbox/testenv"
 
 	"berth.dev/core/store"
 	"berth.dev/test/internal/stack"
@@ -24,24 +22,12 @@ import (
 // engine and the cleanup stays unknown. Back on the allocation's
 // generation, the cleanup completes.
 func TestAllocationCallsCarryTheirGeneration(t *testing.T) {
-	host := testenv.DockerHost(t)
-	image := testenv.RuntimeImage(t)
-	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
-	cc, ctx := c.AdminClient(t)
-	inst := stack.InstallationID(t, ctx, cc)
-	spec := &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 2, MaxRetained: 2}
-	n := stack.EnrollAndStart(t, c, ctx, cc, inst, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Specification: spec}, "")
-	name := stack.EnableAll(t, ctx, cc)[0]
-	stack.CommitDockerDeployment(t, ctx, cc, spec)
+	cl := stack.OneNodeCluster(t, &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 2, MaxRetained: 2},
+		stack.CoreOptions{}, stack.NodeOptions{})
+	c, cc, ctx, inst, cli, n, name := cl.Core, cl.CC, cl.Ctx, cl.Installation, cl.Engine, cl.Node, cl.NodeName
 	nodesAPI := adminv1.NewNodeServiceClient(cc)
 	stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool { return stack.Connected(n) && n.GetReadiness().GetReady() })
 	st := c.Store(t)
-	cli, err := docker.NewClient(host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	t.Cleanup(func() { stack.RemoveOwned(t, cli, inst) })
 
 	sessionsAPI := adminv1.NewSessionServiceClient(cc)
 	resp, err := sessionsAPI.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "bound"}})

@@ -2,13 +2,11 @@ package nodeproto
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/moby/moby/client"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/testenv"
@@ -28,45 +26,19 @@ type observed struct {
 // coreArgs are extra berth-core serve arguments.
 func runningTurn(t *testing.T, coreArgs ...string) observed {
 	t.Helper()
-	host := testenv.DockerHost(t)
-	image := testenv.RuntimeImage(t)
-	cli, err := client.New(client.WithHost(host))
+	cli, err := client.New(client.WithHost(testenv.DockerHost(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
 	opts, _ := stack.RuntimeGateway(t, cli)
 	opts.Args = append(opts.Args, coreArgs...)
-	c := stack.StartCoreWith(t, storetestDatabase(t), stack.CoreStateDir(t), true, opts)
-	cc, ctx := c.AdminClient(t)
-	installationID := stack.InstallationID(t, ctx, cc)
-	nodesAPI := adminv1.NewNodeServiceClient(cc)
-	tok, err := nodesAPI.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := stack.FreeAddr(t)
-	// The node serves the specification Core commits below: a node
-	// configured otherwise is never ready.
-	spec := &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 2, MaxRetained: 2}
-	n := stack.PrepareNode(t, &stack.Installation{ID: installationID}, stack.NodeOptions{
-		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge", Specification: spec,
-	})
-	if out, code := stack.EnrollCmd(t, n, c.PublicAddr(), tok.GetTokenText(), listen); code != 0 {
-		t.Fatalf("enroll: %s", out)
-	}
-	n.Start()
-	t.Cleanup(n.Stop)
-	for _, name := range stack.EnableAll(t, ctx, cc) {
-		stack.WaitNode(t, ctx, nodesAPI, name, stack.Connected)
-	}
-	stack.CommitDockerDeployment(t, ctx, cc, spec)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("berth-core log:\n%s", c.Logs())
-		}
-		stack.RemoveOwned(t, cli, installationID)
-	})
+	// The node serves the specification Core commits: a node configured
+	// otherwise is never ready. Its containers are on the bridge, where
+	// the Runtime gateway listens.
+	cl := stack.OneNodeCluster(t, &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 2, MaxRetained: 2},
+		opts, stack.NodeOptions{Network: "bridge"})
+	cc, ctx, installationID := cl.CC, cl.Ctx, cl.Installation
 
 	sessionsAPI := adminv1.NewSessionServiceClient(cc)
 	turnsAPI := adminv1.NewTurnServiceClient(cc)

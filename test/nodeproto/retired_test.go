@@ -1,16 +1,12 @@
 package nodeproto
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
-	"berth.dev/sandbox/docker"
-	"berth.dev/sandbox/testenv"
 
 	"berth.dev/test/internal/stack"
 )
@@ -22,29 +18,10 @@ import (
 // engine (counted from the engine) and every allocation released, and then
 // the node can be removed.
 func TestRetiredNodeCleansUpAcrossCoreRestart(t *testing.T) {
-	host := testenv.DockerHost(t)
-	image := testenv.RuntimeImage(t)
-	dsn := storetestDatabase(t)
-	state := stack.CoreStateDir(t)
-	c := stack.StartCore(t, dsn, state, true)
-	cc, ctx := c.AdminClient(t)
-	installationID := stack.InstallationID(t, ctx, cc)
+	cl := stack.OneNodeCluster(t, &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4},
+		stack.CoreOptions{}, stack.NodeOptions{})
+	c, cc, ctx, installationID, cli, nodeName := cl.Core, cl.CC, cl.Ctx, cl.Installation, cl.Engine, cl.NodeName
 	nodesAPI := adminv1.NewNodeServiceClient(cc)
-	tok, err := nodesAPI.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := stack.FreeAddr(t)
-	spec := &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4}
-	n := stack.PrepareNode(t, &stack.Installation{ID: installationID}, stack.NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Specification: spec})
-	if out, code := stack.EnrollCmd(t, n, c.PublicAddr(), tok.GetTokenText(), listen); code != 0 {
-		t.Fatalf("enroll: %s", out)
-	}
-	n.Start()
-	t.Cleanup(n.Stop)
-	nodeName := stack.EnableAll(t, ctx, cc)[0]
-	stack.WaitNode(t, ctx, nodesAPI, nodeName, stack.Connected)
-	stack.CommitDockerDeployment(t, ctx, cc, spec)
 
 	sessionsAPI := adminv1.NewSessionServiceClient(cc)
 	var names []string
@@ -69,11 +46,6 @@ func TestRetiredNodeCleansUpAcrossCoreRestart(t *testing.T) {
 		}
 		return active == 2
 	})
-	cli, err := docker.NewClient(host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	if containers, volumes := stack.Owned(t, cli, installationID); containers != 2 || volumes != 4 {
 		t.Fatalf("engine holds %d containers and %d volumes, want 2 and 4", containers, volumes)
 	}
@@ -88,7 +60,7 @@ func TestRetiredNodeCleansUpAcrossCoreRestart(t *testing.T) {
 
 	// Core dies; the new Core connects to the retired node again.
 	c.Kill()
-	c2 := stack.StartCore(t, dsn, state, true)
+	c2 := stack.StartCore(t, c.DSN, c.StateDir, true)
 	cc2, ctx2 := c2.AdminClient(t)
 	nodes2 := adminv1.NewNodeServiceClient(cc2)
 	stack.WaitNode(t, ctx2, nodes2, nodeName, func(n *adminv1.Node) bool {
