@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -157,8 +158,10 @@ func TestRetiredNodeAgentKilledDuringDeletion(t *testing.T) {
 				c.violation("placement", "allocation %s of Session %s was placed on the retired node", a.ID, a.SessionID)
 			}
 		}
-		if _, err := c.nodesAPI().RemoveNode(c.ctx, &adminv1.RemoveNodeRequest{Name: victim.name}); err != nil {
+		if resp, err := c.nodesAPI().RemoveNode(c.ctx, &adminv1.RemoveNodeRequest{Name: victim.name}); err != nil {
 			t.Errorf("RemoveNode of the emptied retired node: %v", err)
+		} else if st := resp.GetNode().GetState(); st != adminv1.Node_STATE_REMOVED {
+			t.Errorf("RemoveNode returned the node in state %v", st)
 		} else {
 			t.Logf("RemoveNode %s succeeded", victim.name)
 		}
@@ -332,6 +335,7 @@ func TestEngineRestartUnderRunningSessions(t *testing.T) {
 		// is back, is a violation.
 		stale := back.Add(daemon.DefaultObservePeriod + 2*time.Second)
 		reported := map[string]time.Duration{}
+		last := map[string]string{} // what each Session last reported, logged on change
 		end := back.Add(observeDeadline)
 		for len(reported) < len(names) {
 			if time.Now().After(end) {
@@ -346,6 +350,10 @@ func TestEngineRestartUnderRunningSessions(t *testing.T) {
 				}
 				running, ok := containers[h.container]
 				env := s.GetEnvironment()
+				if now := fmt.Sprintf("available=%v %q (container running=%v)", env.GetComputeAvailable(), env.GetComputeReason(), running); now != last[n] {
+					last[n] = now
+					t.Logf("%s: %s %v after the engine came back", n, now, time.Since(back).Round(time.Millisecond))
+				}
 				switch {
 				case !ok:
 					c.violation("retention", "%s's container %s is gone after the engine restart", n, h.container)
@@ -356,7 +364,6 @@ func TestEngineRestartUnderRunningSessions(t *testing.T) {
 					env.GetComputeAvailable() && running:
 					if _, seen := reported[n]; !seen {
 						reported[n] = time.Since(back)
-						t.Logf("%s: container running=%v, reported available=%v %q %v after the engine came back", n, running, env.GetComputeAvailable(), env.GetComputeReason(), reported[n].Round(time.Millisecond))
 					}
 				}
 			}
