@@ -30,7 +30,9 @@ import (
 const observeDeadline = daemon.DefaultObservePeriod + 50*time.Second
 
 // allocationID is the id of "allocations/{id}".
-func allocationID(a *adminv1.Allocation) string { return strings.TrimPrefix(a.GetName(), "allocations/") }
+func allocationID(a *adminv1.Allocation) string {
+	return strings.TrimPrefix(a.GetName(), "allocations/")
+}
 
 // allocationFilter selects the engine's resources of one allocation.
 func (c *cluster) allocationFilter(id string) client.Filters {
@@ -197,7 +199,7 @@ func TestExternalContainerRemoval(t *testing.T) {
 		if len(containers) != 1 || volumes != 2 {
 			t.Fatalf("allocation %s: %d containers and %d volumes on the engine, want 1 and 2", id, len(containers), volumes)
 		}
-		time.Sleep(time.Duration(r.rng.IntN(int(daemon.DefaultObservePeriod / time.Millisecond))) * time.Millisecond)
+		time.Sleep(time.Duration(r.rng.IntN(int(daemon.DefaultObservePeriod/time.Millisecond))) * time.Millisecond)
 		removed := time.Now()
 		for ct := range containers {
 			if _, err := c.cli.ContainerRemove(context.Background(), ct, client.ContainerRemoveOptions{Force: true}); err != nil {
