@@ -139,6 +139,13 @@ func TestRetiredNodeAgentKilledDuringDeletion(t *testing.T) {
 		during := c.mustCreate(1)
 		placedOnRetired(during)
 		time.Sleep(time.Duration(r.rng.IntN(2000)) * time.Millisecond)
+		pending := 0
+		for _, a := range c.allocations() {
+			if a.GetNode() == victim.name {
+				pending++
+			}
+		}
+		t.Logf("%d allocation(s) on the retired node not released while its agent is down", pending)
 		repaired := time.Now()
 		victim.restart()
 		c.waitConnected(victim, true)
