@@ -54,6 +54,9 @@ type options struct {
 	// turns serves Core's Runtime gateway on the engine's bridge and puts
 	// the containers on the bridge network, so Sessions run Turns.
 	turns bool
+	// coreArgs are extra berth-core serve arguments (the last of a flag
+	// given twice wins over the harness's shortened defaults).
+	coreArgs []string
 }
 
 // node is one node agent of a cluster.
@@ -130,6 +133,7 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 		c.coreOpts, _ = stack.RuntimeGateway(t, cli)
 		c.network = "bridge"
 	}
+	c.coreOpts.Args = append(c.coreOpts.Args, o.coreArgs...)
 	t.Cleanup(c.cleanup)
 	c.core = stack.StartCoreWith(t, c.dsn, c.state, true, c.coreOpts)
 	c.cores = append(c.cores, c.core)

@@ -24,6 +24,20 @@
 //     clear failure (a failure code, cancelled, timed out, unconfirmed),
 //     within its deadline (TestTurnsAcrossFaults and the soak).
 //
+// Issue 12's scenarios check, besides I1-I3, what Core reports and keeps
+// (their violations are named placement, observation and retention):
+// TestRetiredNodeAgentKilledDuringDeletion retires a node holding
+// Sessions and SIGKILLs its agent during their deletion (every allocation
+// ends RELEASED, nothing is placed on the retired node, RemoveNode then
+// succeeds); TestExternalContainerRemoval removes a running Session's
+// container through the Engine API (compute_available false with
+// compute_missing before a generous deadline, the time recorded as the
+// scenario's recovery at Core's default intervals; volumes kept until
+// deletion); TestEngineRestartUnderRunningSessions restarts a private
+// engine under running Sessions (compute_stopped, never available while
+// the container is stopped for longer than one observation period after
+// the engine is back; volumes and workspace kept).
+//
 // TestAgentKilledDuringRunCommand drives RunCommand through Core's node
 // proxy to a standalone node agent (Core itself never calls RunCommand:
 // Turns go through the Runtime gateway), and TestTurnsAcrossFaults kills
