@@ -52,18 +52,8 @@ type server struct {
 }
 
 func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRequest) (*adminv1.GetDeploymentResponse, error) {
-	if _, err := admin.ValidateName("name", req.GetName(), admin.DeploymentName); err != nil {
-		return nil, err
-	}
-	d, err := g.svc.Get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	pb, err := deploymentProto(d)
-	if err != nil {
-		return nil, err
-	}
-	return &adminv1.GetDeploymentResponse{Deployment: pb}, nil
+	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Get(ctx) },
+		func(pb *adminv1.Deployment) *adminv1.GetDeploymentResponse { return &adminv1.GetDeploymentResponse{Deployment: pb} })
 }
 
 func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDeploymentRequest) (*adminv1.PreviewDeploymentResponse, error) {
@@ -72,14 +62,9 @@ func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDepl
 		return nil, err
 	}
 	p, err := g.svc.Preview(ctx, c)
-	if err != nil {
-		return nil, requestPaths.Map(err)
-	}
-	pb, err := deploymentProto(p.Deployment)
-	if err != nil {
-		return nil, err
-	}
-	return &adminv1.PreviewDeploymentResponse{Deployment: pb, Changed: p.Changed, ExpectedGeneration: p.ExpectedGeneration}, nil
+	return reply(p.Deployment, err, func(pb *adminv1.Deployment) *adminv1.PreviewDeploymentResponse {
+		return &adminv1.PreviewDeploymentResponse{Deployment: pb, Changed: p.Changed, ExpectedGeneration: p.ExpectedGeneration}
+	})
 }
 
 func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploymentRequest) (*adminv1.CommitDeploymentResponse, error) {
@@ -88,48 +73,49 @@ func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploy
 		return nil, err
 	}
 	d, err := g.svc.Commit(ctx, c, req.GetExpectedGeneration())
+	return reply(d, err, func(pb *adminv1.Deployment) *adminv1.CommitDeploymentResponse {
+		return &adminv1.CommitDeploymentResponse{Deployment: pb}
+	})
+}
+
+func (g *server) DisableProvider(ctx context.Context, req *adminv1.DisableProviderRequest) (*adminv1.DisableProviderResponse, error) {
+	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Disable(ctx) },
+		func(pb *adminv1.Deployment) *adminv1.DisableProviderResponse { return &adminv1.DisableProviderResponse{Deployment: pb} })
+}
+
+func (g *server) EnableProvider(ctx context.Context, req *adminv1.EnableProviderRequest) (*adminv1.EnableProviderResponse, error) {
+	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Enable(ctx) },
+		func(pb *adminv1.Deployment) *adminv1.EnableProviderResponse { return &adminv1.EnableProviderResponse{Deployment: pb} })
+}
+
+// onDeployment serves a call on the resource name ("deployment"): it
+// checks the name, runs call and replies with its Deployment.
+func onDeployment[R any](name string, call func() (deployment.Deployment, error), wrap func(*adminv1.Deployment) R) (R, error) {
+	if _, err := admin.ValidateName("name", name, admin.DeploymentName); err != nil {
+		var zero R
+		return zero, err
+	}
+	d, err := call()
+	return reply(d, err, wrap)
+}
+
+// reply converts the logic's answer: its error with the logic's field
+// names mapped to request paths, or its Deployment wrapped in the
+// response.
+func reply[R any](d deployment.Deployment, err error, wrap func(*adminv1.Deployment) R) (R, error) {
+	var zero R
 	if err != nil {
-		return nil, requestPaths.Map(err)
+		return zero, requestPaths.Map(err)
 	}
 	pb, err := deploymentProto(d)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	return &adminv1.CommitDeploymentResponse{Deployment: pb}, nil
+	return wrap(pb), nil
 }
 
 // candidateFromProto converts a request's candidate. An absent or empty
 // credential object means no credential.
-func (g *server) DisableProvider(ctx context.Context, req *adminv1.DisableProviderRequest) (*adminv1.DisableProviderResponse, error) {
-	if _, err := admin.ValidateName("name", req.GetName(), admin.DeploymentName); err != nil {
-		return nil, err
-	}
-	d, err := g.svc.Disable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	pb, err := deploymentProto(d)
-	if err != nil {
-		return nil, err
-	}
-	return &adminv1.DisableProviderResponse{Deployment: pb}, nil
-}
-
-func (g *server) EnableProvider(ctx context.Context, req *adminv1.EnableProviderRequest) (*adminv1.EnableProviderResponse, error) {
-	if _, err := admin.ValidateName("name", req.GetName(), admin.DeploymentName); err != nil {
-		return nil, err
-	}
-	d, err := g.svc.Enable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	pb, err := deploymentProto(d)
-	if err != nil {
-		return nil, err
-	}
-	return &adminv1.EnableProviderResponse{Deployment: pb}, nil
-}
-
 func candidateFromProto(c *adminv1.DeploymentCandidate) (deployment.Candidate, error) {
 	if c == nil {
 		return deployment.Candidate{}, errdefs.Invalid("candidate", "required")

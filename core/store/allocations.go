@@ -159,22 +159,29 @@ func (s *Owner) ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (Allocat
 			return err
 		}
 		row, err := q.ClaimCreate(ctx, db.ClaimCreateParams{ID: id, CreateReceipt: receipt})
-		if errors.Is(err, pgx.ErrNoRows) {
-			if _, err := q.GetAllocation(ctx, id); err != nil {
-				return err
-			}
-			return fmt.Errorf("create receipt is not fresh: %w", errdefs.ErrFenced)
-		}
-		if err != nil {
-			return err
-		}
-		out = allocationFromRow(row)
-		return nil
+		out, err = swapped(ctx, q, id, row, err, "create receipt is not fresh")
+		return err
 	})
 	if err != nil {
 		return Allocation{}, wrap(op, err)
 	}
 	return out, nil
+}
+
+// swapped reads the answer of a compare-and-swap on allocation id: no row
+// is ErrFenced (why names the condition that failed) when the allocation
+// exists, ErrNotFound when it does not.
+func swapped(ctx context.Context, q *db.Queries, id uuid.UUID, row db.Allocation, err error, why string) (Allocation, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.GetAllocation(ctx, id); err != nil {
+			return Allocation{}, err
+		}
+		return Allocation{}, fmt.Errorf("%s: %w", why, errdefs.ErrFenced)
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	return allocationFromRow(row), nil
 }
 
 // CreateOutcomeKind is what an observation of a dispatched Create found.

@@ -2,13 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"berth.dev/core/store/db"
 	"berth.dev/sandbox/errdefs"
@@ -99,17 +97,8 @@ func (s *Owner) RecordObservation(ctx context.Context, p RecordObservationParams
 			ID: p.ID, Revision: p.Revision, ObservedCompute: string(p.Compute),
 			ObservedReason: p.Reason, Keepalive: p.Keepalive,
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			if _, err := q.GetAllocation(ctx, p.ID); err != nil {
-				return err
-			}
-			return fmt.Errorf("allocation is not running at the observed revision: %w", errdefs.ErrFenced)
-		}
-		if err != nil {
-			return err
-		}
-		out = allocationFromRow(row)
-		return nil
+		out, err = swapped(ctx, q, p.ID, row, err, "allocation is not running at the observed revision")
+		return err
 	})
 	if err != nil {
 		return Allocation{}, wrap(op, err)
