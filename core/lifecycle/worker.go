@@ -483,9 +483,14 @@ func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store
 // cleanup kills the allocation's compute and, once cleanup is confirmed
 // and creation settled, releases it. An unsettled creation is observed
 // after the confirmed cleanup; until it settles the allocation keeps its
-// cleanup ownership (and its reservation).
+// cleanup ownership (and its reservation), and each pass kills again
+// before it observes: Kill is the only call that may mutate to settle a
+// creation (the Docker adapter claims the Reference's names with a
+// tombstone when it finds no container, and GetInfo then returns the
+// absence receipt), and a Kill that removed a container settles nothing
+// by itself.
 func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
-	if a.State != store.AllocationCleanupConfirmed {
+	if a.State != store.AllocationCleanupConfirmed || !a.CreationSettled() {
 		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 		killErr := p.Kill(callCtx, a.Reference())
 		cancel()
