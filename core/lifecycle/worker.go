@@ -491,9 +491,18 @@ func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store
 // by itself.
 func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
 	if a.State != store.AllocationCleanupConfirmed || !a.CreationSettled() {
-		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-		killErr := p.Kill(callCtx, a.Reference())
-		cancel()
+		var killErr error
+		if a.CreateDispatchedAt != nil {
+			callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+			killErr = p.Kill(callCtx, a.Reference())
+			cancel()
+		}
+		// Otherwise no Create was ever sent: Create follows only a
+		// successful ClaimCreate, which records the dispatch in the same
+		// compare-and-swap, and RequestCleanup spent the receipt, so none
+		// ever will be. The Reference is fresh, so nothing of it exists;
+		// a Kill could only claim its names (a Docker tombstone) for
+		// nothing.
 		rctx, rcancel := recordContext(ctx)
 		var err error
 		a, err = w.cfg.Store.RecordCleanup(rctx, a.ID, a.Revision, killErr == nil)
