@@ -205,12 +205,22 @@ func (p *Provider) hostConfig(ref sandbox.Reference, res sandbox.Resources) *con
 			"apparmor=unconfined",
 		},
 		Tmpfs: map[string]string{"/tmp": TmpfsOptions},
+		// The mounts carry the ownership labels: a volume that a Kill
+		// racing this Create removed between the volume creates and the
+		// container create is created again by the engine, and must then
+		// still be owned, so that the next Kill can remove it.
 		Mounts: []mount.Mount{
-			{Type: mount.TypeVolume, Source: p.HomeVolume(ref), Target: HomeMount},
-			{Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: EnvironmentPath},
+			{
+				Type: mount.TypeVolume, Source: p.HomeVolume(ref), Target: HomeMount,
+				VolumeOptions: &mount.VolumeOptions{Labels: p.Labels(ref)},
+			},
+			{
+				Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: EnvironmentPath,
+				VolumeOptions: &mount.VolumeOptions{Labels: p.Labels(ref)},
+			},
 			{
 				Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: WorkspacePath,
-				VolumeOptions: &mount.VolumeOptions{Subpath: WorkspaceSubpath},
+				VolumeOptions: &mount.VolumeOptions{Subpath: WorkspaceSubpath, Labels: p.Labels(ref)},
 			},
 		},
 		Resources: container.Resources{
