@@ -19,7 +19,19 @@
 //     deleted while its Create is in flight keeps both the deletion and the
 //     outcome, and is released after cleanup once creation settled.
 //   - An allocation is released only after confirmed cleanup and settled
-//     creation (the store enforces it too).
+//     creation (the store enforces it too). While creation is unsettled,
+//     each pass of a deleted Session's allocation kills again and then
+//     observes: Kill is owned cleanup, the one call allowed to mutate to
+//     settle a creation (the Docker adapter claims the Reference's names
+//     with a tombstone when it finds no container, and GetInfo then
+//     returns the absence receipt, recorded as store.CreateAbsent), and a
+//     Kill that removed a container proves nothing by itself. A cleanup
+//     whose Create was never sent (never claimed) sends no Kill: nothing
+//     of the fresh Reference exists or ever will.
+//   - An unknown creation of a live Session is only observed, never killed
+//     to settle it: Kill is terminal cleanup, which follows deletion
+//     (below), and the Create may still turn out running. Such an
+//     allocation keeps its reservation until the Session is deleted.
 //   - Every provider call gets a bounded context; no database transaction
 //     is held across a provider call (each store call is its own).
 //   - A dispatched Create's outcome is recorded even when the pass's context

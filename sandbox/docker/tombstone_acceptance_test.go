@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"berth.dev/sandbox"
@@ -83,11 +84,21 @@ func TestAcceptanceKillOfNeverCreatedReferenceLeavesTombstoneAndReceipt(t *testi
 	if err != nil || v.Volume.Labels[docker.LabelTombstone] != "1" {
 		t.Fatalf("late volume create = %+v, %v; want the tombstone's volume unchanged", v.Volume, err)
 	}
+	// The refused container create reserves the name before it creates
+	// its mounts' volumes: a volume it would create does not appear.
+	probe := e.p.Name(ref) + "-probe"
 	if _, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:   e.p.Name(ref),
 		Config: &container.Config{Image: e.image, Labels: e.p.Labels(ref)},
+		HostConfig: &container.HostConfig{Mounts: []mount.Mount{{
+			Type: mount.TypeVolume, Source: probe, Target: "/probe",
+			VolumeOptions: &mount.VolumeOptions{Labels: e.p.Labels(ref)},
+		}}},
 	}); err == nil {
 		t.Fatal("the engine created a second container under the tombstone's name")
+	}
+	if _, err := e.cli.VolumeInspect(ctx, probe, client.VolumeInspectOptions{}); err == nil {
+		t.Fatal("a refused container create created its mount's volume")
 	}
 	if _, err := e.cli.VolumeRemove(ctx, e.p.EnvironmentVolume(ref), client.VolumeRemoveOptions{}); err == nil {
 		t.Fatal("the engine removed a volume the tombstone holds")
