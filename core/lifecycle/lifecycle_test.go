@@ -317,51 +317,135 @@ func TestDeletionKillsAndReleasesOnlyAfterConfirmedCleanupAndSettlement(t *testi
 		t.Fatalf("placement %s", pl.State)
 	}
 
-	// An unknown creation: Kill confirms cleanup, but the allocation stays
-	// (unsettled) until an observation settles it; a late resource is
-	// killed again before the release.
-	bb := e.createBundle(t, n.id)
-	b := bb.Allocation
+}
+
+// TestLostCreateSettlesByTombstoneReceiptAfterDeletion is issue 12's
+// unknown creation that never settled: Create's answer is lost and its
+// container never appeared. While the Session lives it stays unknown
+// (observation only, Create never replayed). Once the Session is deleted,
+// Kill removes the partial volumes and claims the Reference's names with a
+// tombstone, GetInfo returns the absence receipt, and the allocation is
+// released with its creation settled by that receipt: only the tombstone is
+// left, and the node's one max_active slot serves the next Session.
+func TestLostCreateSettlesByTombstoneReceiptAfterDeletion(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	e.commitMaxActive(t, 1)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+
+	b := e.createBundle(t, n.id)
+	a := b.Allocation
 	n.srv.Arm(dockertest.CallContainerCreate, dockertest.FaultDrop, nil)
 	pass(t, w)
-	if got := e.alloc(t, b.ID); got.State != store.AllocationCreateUnknown {
-		t.Fatalf("dropped create: %s", got.State)
-	}
-	_, err = e.svc.Delete(ctx, bb.Session.ID)
-	must(t, err)
 	for range 2 {
 		pass(t, w)
 	}
-	got = e.alloc(t, b.ID)
-	if got.State != store.AllocationCleanupConfirmed || got.CreationSettled() {
-		t.Fatalf("unsettled creation after cleanup: %+v", got)
+	if got := e.alloc(t, a.ID); got.State != store.AllocationCreateUnknown || got.CreationSettled() {
+		t.Fatalf("lost create: %s", brief(got))
 	}
-	if len(n.srv.Volumes()) != 0 {
-		t.Fatal("volumes of the partial create left")
+	if len(n.srv.Containers()) != 0 || len(n.srv.Volumes()) != 2 {
+		t.Fatalf("the lost Create left %d containers and %d volumes, want its two volumes", len(n.srv.Containers()), len(n.srv.Volumes()))
+	}
+	// A live Session's unknown creation is only observed: nothing kills it
+	// to settle it.
+	if c := count(n.srv, dockertest.CallContainerRemove) + count(n.srv, dockertest.CallVolumeRemove); c != 0 {
+		t.Fatalf("%d removals before deletion", c)
 	}
 	held, err := e.st.NodeHeld(ctx, n.id)
 	must(t, err)
 	if held != 1 {
-		t.Fatalf("node holds %d, want the unsettled allocation's reservation", held)
+		t.Fatalf("node holds %d, want the unknown allocation", held)
 	}
 
-	// The dropped Create's container appears late, running.
-	n.srv.PutContainer(n.p.Name(b.Reference()), n.p.Labels(b.Reference()), dockertest.StateRunning)
-	pass(t, w) // observes it: settled, cleanup no longer confirmed
-	got = e.alloc(t, b.ID)
-	if got.State != store.AllocationCleanupUnknown || !got.CreateSettled {
-		t.Fatalf("after the late resource: %+v", got)
+	_, err = e.svc.Delete(ctx, b.Session.ID)
+	must(t, err)
+	pass(t, w)
+	got := e.alloc(t, a.ID)
+	if got.State != store.AllocationReleased || !got.AbsenceReceipt || got.CreateSettled || got.ProviderID != "" {
+		t.Fatalf("after deletion: %s", brief(got))
 	}
-	pass(t, w) // kills it and releases
-	got = e.alloc(t, b.ID)
-	if got.State != store.AllocationReleased {
-		t.Fatalf("late resource not cleaned up: %+v", got)
+	cs := n.srv.Containers()
+	if len(cs) != 1 || cs[0].Name != n.p.Name(a.Reference()) || cs[0].Labels[docker.LabelTombstone] != "1" ||
+		cs[0].Labels[docker.LabelAllocation] != a.ID.String() || cs[0].State != dockertest.StateCreated {
+		t.Fatalf("containers %+v, want only the allocation's never-started tombstone", cs)
 	}
-	if len(n.srv.Containers()) != 0 {
-		t.Fatal("late container left")
+	for _, v := range n.srv.Volumes() {
+		if v.Labels[docker.LabelTombstone] != "1" || v.Labels[docker.LabelAllocation] != a.ID.String() {
+			t.Fatalf("volume %+v is not the tombstone's", v)
+		}
 	}
+	if c := count(n.srv, dockertest.CallContainerStart); c != 0 {
+		t.Fatalf("container.start %d times", c)
+	}
+	// One Runtime container create (the lost one) and the tombstone.
 	if c := count(n.srv, dockertest.CallContainerCreate); c != 2 {
-		t.Fatalf("container.create %d times, want one per allocation", c)
+		t.Fatalf("container.create %d times, want the lost Create and the tombstone", c)
+	}
+	held, err = e.st.NodeHeld(ctx, n.id)
+	must(t, err)
+	if held != 0 {
+		t.Fatalf("node holds %d after the release", held)
+	}
+	sess, err := e.st.GetSession(ctx, b.Session.ID)
+	must(t, err)
+	if sess.Placement.State != store.PlacementReleased {
+		t.Fatalf("placement %s", sess.Placement.State)
+	}
+
+	// Later passes change nothing.
+	calls := len(n.srv.CallNames())
+	pass(t, w)
+	if len(n.srv.CallNames()) != calls {
+		t.Fatalf("a released allocation got calls: %v", n.srv.CallNames()[calls:])
+	}
+
+	// The node's one slot is free: the next Session is placed there and
+	// runs.
+	next := e.createSession(t, n.id)
+	pass(t, w)
+	if got := e.alloc(t, next.ID); got.State != store.AllocationRunning || !got.CreateSettled {
+		t.Fatalf("the next Session's allocation: %s", brief(got))
+	}
+}
+
+// TestLostCreateWhoseContainerAppearedSettlesAfterTwoKills: the lost
+// Create's container was created but never started (its start never
+// came). The first Kill removes it and its volumes; it proves nothing, so
+// the next pass kills again, which claims the names, and the receipt
+// settles the creation.
+func TestLostCreateWhoseContainerAppearedSettlesAfterTwoKills(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	b := e.createBundle(t, n.id)
+	a := b.Allocation
+	n.srv.Arm(dockertest.CallContainerStart, dockertest.FaultDrop, nil)
+	pass(t, w)
+	if got := e.alloc(t, a.ID); got.State != store.AllocationCreateUnknown {
+		t.Fatalf("lost start: %s", brief(got))
+	}
+	_, err := e.svc.Delete(ctx, b.Session.ID)
+	must(t, err)
+	pass(t, w)
+	got := e.alloc(t, a.ID)
+	if got.State != store.AllocationCleanupConfirmed || got.CreationSettled() {
+		t.Fatalf("after the first Kill: %s", brief(got))
+	}
+	if len(n.srv.Containers()) != 0 || len(n.srv.Volumes()) != 0 {
+		t.Fatal("the first Kill left resources")
+	}
+	pass(t, w)
+	got = e.alloc(t, a.ID)
+	if got.State != store.AllocationReleased || !got.AbsenceReceipt {
+		t.Fatalf("after the second Kill: %s", brief(got))
+	}
+	if cs := n.srv.Containers(); len(cs) != 1 || cs[0].Labels[docker.LabelTombstone] != "1" {
+		t.Fatalf("containers %+v, want only the tombstone", cs)
+	}
+	if c := count(n.srv, dockertest.CallContainerStart); c != 1 {
+		t.Fatalf("container.start %d times, want only the lost one", c)
 	}
 }
 
@@ -603,8 +687,11 @@ func TestSettledCreateFailureGetsANewAllocation(t *testing.T) {
 		reqs[1].Bootstrap.DeviceID != second.DeviceID.String() {
 		t.Fatal("the new allocation does not carry its own new credential and device")
 	}
-	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 {
-		t.Fatalf("container.create %d times, want 1", c)
+	// The fake failure made nothing on the engine, so its cleanup's Kill
+	// found no container and claimed the names with a tombstone; the one
+	// Runtime container is the second allocation's.
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 2 || runtimeContainers(n) != 1 {
+		t.Fatalf("container.create %d times, %d Runtime containers; want the first allocation's tombstone and one Runtime container", c, runtimeContainers(n))
 	}
 	// Later passes send nothing more.
 	pass(t, w)
@@ -805,8 +892,13 @@ func TestDeletionRacingCreateIsReleased(t *testing.T) {
 				got.CreateSettled == tc.absent || (got.ProviderID == "") != tc.absent {
 				t.Fatalf("after the pass: %s", brief(got))
 			}
-			if c, v := len(n.srv.Containers()), len(n.srv.Volumes()); c+v != 0 {
+			// Only a tombstone may be left: the fake absent Create made
+			// nothing, so Kill found no container and claimed the names.
+			if c, v := runtimeContainers(n), runtimeVolumes(n); c+v != 0 {
 				t.Fatalf("left %d containers and %d volumes", c, v)
+			}
+			if tombs := len(n.srv.Containers()) - runtimeContainers(n); tombs != 0 && !tc.absent {
+				t.Fatalf("%d tombstones after a Create that made a container", tombs)
 			}
 			sess, err := e.st.GetSession(ctx, b.Session.ID)
 			must(t, err)
@@ -935,6 +1027,28 @@ func (r *recordingCreate) Create(ctx context.Context, req sandbox.CreateRequest)
 }
 
 // brief is an allocation's lifecycle fields, for failure messages.
+// runtimeContainers and runtimeVolumes count the node's containers and
+// volumes that are not tombstones.
+func runtimeContainers(n *node) int {
+	c := 0
+	for _, x := range n.srv.Containers() {
+		if x.Labels[docker.LabelTombstone] != "1" {
+			c++
+		}
+	}
+	return c
+}
+
+func runtimeVolumes(n *node) int {
+	c := 0
+	for _, x := range n.srv.Volumes() {
+		if x.Labels[docker.LabelTombstone] != "1" {
+			c++
+		}
+	}
+	return c
+}
+
 func brief(a store.Allocation) string {
 	return fmt.Sprintf("%s settled=%v absence=%v bootstrap=%v provider_id=%q revision=%d",
 		a.State, a.CreateSettled, a.AbsenceReceipt, a.BootstrapComplete, a.ProviderID, a.Revision)

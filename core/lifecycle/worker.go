@@ -19,7 +19,19 @@
 //     deleted while its Create is in flight keeps both the deletion and the
 //     outcome, and is released after cleanup once creation settled.
 //   - An allocation is released only after confirmed cleanup and settled
-//     creation (the store enforces it too).
+//     creation (the store enforces it too). While creation is unsettled,
+//     each pass of a deleted Session's allocation kills again and then
+//     observes: Kill is owned cleanup, the one call allowed to mutate to
+//     settle a creation (the Docker adapter claims the Reference's names
+//     with a tombstone when it finds no container, and GetInfo then
+//     returns the absence receipt, recorded as store.CreateAbsent), and a
+//     Kill that removed a container proves nothing by itself. A cleanup
+//     whose Create was never sent (never claimed) sends no Kill: nothing
+//     of the fresh Reference exists or ever will.
+//   - An unknown creation of a live Session is only observed, never killed
+//     to settle it: Kill is terminal cleanup, which follows deletion
+//     (below), and the Create may still turn out running. Such an
+//     allocation keeps its reservation until the Session is deleted.
 //   - Every provider call gets a bounded context; no database transaction
 //     is held across a provider call (each store call is its own).
 //   - A dispatched Create's outcome is recorded even when the pass's context
@@ -483,12 +495,26 @@ func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store
 // cleanup kills the allocation's compute and, once cleanup is confirmed
 // and creation settled, releases it. An unsettled creation is observed
 // after the confirmed cleanup; until it settles the allocation keeps its
-// cleanup ownership (and its reservation).
+// cleanup ownership (and its reservation), and each pass kills again
+// before it observes: Kill is the only call that may mutate to settle a
+// creation (the Docker adapter claims the Reference's names with a
+// tombstone when it finds no container, and GetInfo then returns the
+// absence receipt), and a Kill that removed a container settles nothing
+// by itself.
 func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
-	if a.State != store.AllocationCleanupConfirmed {
-		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-		killErr := p.Kill(callCtx, a.Reference())
-		cancel()
+	if a.State != store.AllocationCleanupConfirmed || !a.CreationSettled() {
+		var killErr error
+		if a.CreateDispatchedAt != nil {
+			callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+			killErr = p.Kill(callCtx, a.Reference())
+			cancel()
+		}
+		// Otherwise no Create was ever sent: Create follows only a
+		// successful ClaimCreate, which records the dispatch in the same
+		// compare-and-swap, and RequestCleanup spent the receipt, so none
+		// ever will be. The Reference is fresh, so nothing of it exists;
+		// a Kill could only claim its names (a Docker tombstone) for
+		// nothing.
 		rctx, rcancel := recordContext(ctx)
 		var err error
 		a, err = w.cfg.Store.RecordCleanup(rctx, a.ID, a.Revision, killErr == nil)

@@ -351,7 +351,10 @@ func requestCleanup(ctx context.Context, q *db.Queries, id uuid.UUID) (Allocatio
 // RecordCleanup records the outcome of a cleanup attempt at revision
 // revision (ErrFenced when the allocation moved on): confirmed means the
 // provider confirmed every owned resource absent by exact ownership, not
-// an empty listing or ErrNotFound; otherwise the cleanup is unknown, also
+// an empty listing or ErrNotFound (or, for an allocation whose Create was
+// never claimed, that no Create was ever sent, so nothing of its
+// Reference exists: core/lifecycle sends no Kill then); otherwise the
+// cleanup is unknown, also
 // after an earlier confirmation (a late resource appeared), which takes
 // the confirmation back. ErrFailedPrecondition unless cleanup was
 // requested and the allocation is not released.

@@ -60,8 +60,8 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 	if err != nil {
 		return sandbox.Info{}, errdefs.Invalid("bootstrap", "invalid runtime bootstrap file")
 	}
-	if err := p.refuseExisting(ctx, ref); err != nil {
-		return sandbox.Info{}, err
+	if info, err := p.refuseExisting(ctx, ref); err != nil {
+		return info, err
 	}
 
 	// From here on, a failure may leave resources: return the Reference so
@@ -143,24 +143,29 @@ func createErr(step string, err error) error {
 
 // refuseExisting checks that neither the container nor a retained volume of
 // ref exists; an existing one is ErrExists when owned, ErrOwnership when not.
-func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) error {
+// When ref's name is held by its tombstone it also returns the absence
+// receipt: no Create of ref can make anything any more.
+func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
 	c, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{})
 	switch {
+	case err == nil && p.isTombstone(ref, c.Container):
+		return sandbox.Info{Reference: ref, State: sandbox.StateAbsent, CreateSettled: true},
+			fmt.Errorf("create: name held by the allocation's tombstone: %w", errdefs.ErrExists)
 	case err == nil:
-		return existsErr(p.owns(ref, labelsOf(c.Container)))
+		return sandbox.Info{}, existsErr(p.owns(ref, labelsOf(c.Container)))
 	case classify(err) != outcomeNotFound:
-		return fmt.Errorf("create: check existing container: %w", errdefs.ErrObservationUnavailable)
+		return sandbox.Info{}, fmt.Errorf("create: check existing container: %w", errdefs.ErrObservationUnavailable)
 	}
 	for _, name := range []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)} {
 		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 		switch {
 		case err == nil:
-			return existsErr(p.owns(ref, v.Volume.Labels))
+			return sandbox.Info{}, existsErr(p.owns(ref, v.Volume.Labels))
 		case classify(err) != outcomeNotFound:
-			return fmt.Errorf("create: check retained volumes: %w", errdefs.ErrObservationUnavailable)
+			return sandbox.Info{}, fmt.Errorf("create: check retained volumes: %w", errdefs.ErrObservationUnavailable)
 		}
 	}
-	return nil
+	return sandbox.Info{}, nil
 }
 
 func existsErr(owned bool) error {
@@ -200,12 +205,22 @@ func (p *Provider) hostConfig(ref sandbox.Reference, res sandbox.Resources) *con
 			"apparmor=unconfined",
 		},
 		Tmpfs: map[string]string{"/tmp": TmpfsOptions},
+		// The mounts carry the ownership labels: a volume that a Kill
+		// racing this Create removed between the volume creates and the
+		// container create is created again by the engine, and must then
+		// still be owned, so that the next Kill can remove it.
 		Mounts: []mount.Mount{
-			{Type: mount.TypeVolume, Source: p.HomeVolume(ref), Target: HomeMount},
-			{Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: EnvironmentPath},
+			{
+				Type: mount.TypeVolume, Source: p.HomeVolume(ref), Target: HomeMount,
+				VolumeOptions: &mount.VolumeOptions{Labels: p.Labels(ref)},
+			},
+			{
+				Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: EnvironmentPath,
+				VolumeOptions: &mount.VolumeOptions{Labels: p.Labels(ref)},
+			},
 			{
 				Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: WorkspacePath,
-				VolumeOptions: &mount.VolumeOptions{Subpath: WorkspaceSubpath},
+				VolumeOptions: &mount.VolumeOptions{Subpath: WorkspaceSubpath, Labels: p.Labels(ref)},
 			},
 		},
 		Resources: container.Resources{

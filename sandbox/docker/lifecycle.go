@@ -11,10 +11,26 @@ import (
 	"berth.dev/sandbox/errdefs"
 )
 
-// inspectOwned reads ref's container and checks its ownership. It returns
-// ErrNotFound, ErrOwnership, or ErrObservationUnavailable for an unknown
+// inspectOwned reads ref's live container (not its tombstone) and checks
+// its ownership. It returns ErrNotFound (also for a tombstone, which is no
+// compute), ErrOwnership, or ErrObservationUnavailable for an unknown
 // outcome.
 func (p *Provider) inspectOwned(ctx context.Context, ref sandbox.Reference) (container.InspectResponse, error) {
+	c, err := p.inspectName(ctx, ref)
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	if p.isTombstone(ref, c) {
+		return container.InspectResponse{}, errdefs.ErrNotFound
+	}
+	return c, nil
+}
+
+// inspectName reads the container holding ref's name, which is ref's
+// container or its tombstone, and checks its ownership. It returns
+// ErrNotFound, ErrOwnership, or ErrObservationUnavailable for an unknown
+// outcome.
+func (p *Provider) inspectName(ctx context.Context, ref sandbox.Reference) (container.InspectResponse, error) {
 	res, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{})
 	switch {
 	case err == nil:
@@ -31,8 +47,12 @@ func (p *Provider) inspectOwned(ctx context.Context, ref sandbox.Reference) (con
 
 // info translates an owned container into Info. A container that has been
 // started has passed the bootstrap's final mutating step, and its creation
-// can no longer change anything.
+// can no longer change anything. ref's tombstone is the absence receipt:
+// no compute, creation settled (tombstone.go).
 func (p *Provider) info(ref sandbox.Reference, c container.InspectResponse) sandbox.Info {
+	if p.isTombstone(ref, c) {
+		return sandbox.Info{Reference: ref, State: sandbox.StateAbsent, CreateSettled: true}
+	}
 	info := sandbox.Info{Reference: ref, ProviderID: c.ID, State: sandbox.StateStopped}
 	if c.State == nil {
 		return info
@@ -51,7 +71,9 @@ func (p *Provider) info(ref sandbox.Reference, c container.InspectResponse) sand
 	return info
 }
 
-// GetInfo observes ref's container without changing it.
+// GetInfo observes ref's container without changing it. When ref's name
+// is held by its tombstone it returns the absence receipt (State absent,
+// CreateSettled, no native id).
 func (p *Provider) GetInfo(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
 	if err := p.ops.Check(sandbox.OpGetInfo); err != nil {
 		return sandbox.Info{}, err
@@ -59,7 +81,7 @@ func (p *Provider) GetInfo(ctx context.Context, ref sandbox.Reference) (sandbox.
 	if err := ref.Validate(); err != nil {
 		return sandbox.Info{}, err
 	}
-	c, err := p.inspectOwned(ctx, ref)
+	c, err := p.inspectName(ctx, ref)
 	if err != nil {
 		return sandbox.Info{}, fmt.Errorf("get info: %w", err)
 	}
@@ -75,7 +97,7 @@ func (p *Provider) Renew(ctx context.Context, ref sandbox.Reference) (sandbox.In
 	if err := ref.Validate(); err != nil {
 		return sandbox.Info{}, err
 	}
-	c, err := p.inspectOwned(ctx, ref)
+	c, err := p.inspectName(ctx, ref)
 	if err != nil {
 		return sandbox.Info{}, fmt.Errorf("renew: %w", renewErr(err))
 	}
@@ -93,8 +115,12 @@ func renewErr(err error) error {
 }
 
 // Kill checks the ownership labels of the container and both volumes
-// before removing any of them, removes what exists, then confirms that all
-// three are gone. Confirmed absence succeeds, so a repeated Kill does too.
+// before removing any of them, and removes what exists. When ref's
+// container existed it then confirms that all three are gone. When it did
+// not, Create may still be in flight, so Kill claims ref's names with a
+// tombstone (tombstone.go) and confirms that the tombstone holds them; a
+// Kill that finds the tombstone has nothing left to do. Confirmed cleanup
+// succeeds, so a repeated Kill does too.
 func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	if err := p.ops.Check(sandbox.OpKill); err != nil {
 		return err
@@ -104,7 +130,10 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	}
 	// Check everything first: a foreign resource stops the whole cleanup.
 	var containerID string
-	switch c, err := p.inspectOwned(ctx, ref); {
+	tombstone := false
+	switch c, err := p.inspectName(ctx, ref); {
+	case err == nil && p.isTombstone(ref, c):
+		tombstone = true
 	case err == nil:
 		containerID = c.ID
 	case errdefs.IsNotFound(err):
@@ -126,6 +155,12 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 			present = append(present, name)
 		}
 	}
+	if tombstone {
+		// The names are claimed: no Create of ref can make anything any
+		// more, and the volumes present are the tombstone's, empty and
+		// pinned by it.
+		return nil
+	}
 
 	// Remove by the inspected id, never by name, so a container that took
 	// the name since the check is never touched.
@@ -140,6 +175,14 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		if err != nil && classify(err) != outcomeNotFound {
 			return fmt.Errorf("kill: remove volume: %w", errdefs.ErrComputeUnconfirmed)
 		}
+	}
+
+	if containerID == "" {
+		// No container: Create may still be in flight. Claim the names.
+		if err := p.placeTombstone(ctx, ref); err != nil {
+			return fmt.Errorf("kill: %w", err)
+		}
+		return p.confirmTombstone(ctx, ref)
 	}
 
 	// Confirm absence of all three.

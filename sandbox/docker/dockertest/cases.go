@@ -50,6 +50,10 @@ func ContractCases() []contracttest.Case {
 		{Operation: sandbox.OpKill, Fault: X, At: cRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove)},
 		{Operation: sandbox.OpKill, Fault: X, At: vRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove, vRemove)},
 		{Operation: sandbox.OpKill, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
+		// No container: Kill claims the names with a tombstone; a lost
+		// answer to that create is unknown and never resent.
+		{Operation: sandbox.OpKill, Fault: T, At: cCreate, WantErr: unconfirmed, WantCalls: append(killChecks, cCreate)},
+		{Operation: sandbox.OpKill, Fault: C, At: cCreate, WantErr: unconfirmed, WantCalls: append(killChecks, cCreate)},
 
 		{Operation: sandbox.OpRunCommand, Fault: T, At: eCreate, Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{cInspect, eCreate}},
 		{Operation: sandbox.OpRunCommand, Fault: T, At: eStart, Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{cInspect, eCreate, eStart}},

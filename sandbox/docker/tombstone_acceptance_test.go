@@ -1,0 +1,157 @@
+package docker_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/contracttest"
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/errdefs"
+)
+
+// An unknown Create whose container never appeared: before Kill nothing
+// settles it; Kill claims the Reference's names with a never-started
+// tombstone, GetInfo then returns the absence receipt, and neither the
+// original Create's late steps nor a repeated Kill change anything.
+func TestAcceptanceKillOfNeverCreatedReferenceLeavesTombstoneAndReceipt(t *testing.T) {
+	e := newEngine(t, false)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+
+	// Nothing proves absence before Kill: ErrNotFound is only a missing
+	// observation.
+	if info, err := e.p.GetInfo(ctx, ref); !errdefs.IsNotFound(err) || info.CreateSettled {
+		t.Fatalf("GetInfo before Kill = %+v, %v; want ErrNotFound and nothing settled", info, err)
+	}
+
+	e.kill(ref)
+	tombs, tombVols := e.tombstones()
+	all, allVols := e.owned()
+	if len(tombs) != 1 || len(tombVols) != 2 || len(all) != 1 || len(allVols) != 2 {
+		t.Fatalf("after Kill: tombstones %v %v, owned %v %v; want one tombstone holding both volume names", tombs, tombVols, all, allVols)
+	}
+	slices.Sort(tombVols)
+	if want := []string{e.p.EnvironmentVolume(ref), e.p.HomeVolume(ref)}; !slices.Equal(tombVols, want) {
+		t.Fatalf("tombstone volumes %v, want %v", tombVols, want)
+	}
+	tomb, err := e.cli.ContainerInspect(ctx, e.p.Name(ref), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tomb.Container
+	if c.ID != tombs[0] || c.State == nil || c.State.Status != container.StateCreated ||
+		(c.State.StartedAt != "" && c.State.StartedAt != "0001-01-01T00:00:00Z") {
+		t.Fatalf("tombstone is not a never-started container: %+v", c.State)
+	}
+	wantLabels := e.p.Labels(ref)
+	wantLabels[docker.LabelTombstone] = "1"
+	if !maps.Equal(c.Config.Labels, wantLabels) {
+		t.Fatalf("tombstone labels %v, want %v", c.Config.Labels, wantLabels)
+	}
+	if c.HostConfig == nil || c.HostConfig.NetworkMode != "none" || !c.HostConfig.ReadonlyRootfs {
+		t.Fatalf("tombstone host config %+v", c.HostConfig)
+	}
+
+	// The receipt: absent, settled, no native id, no bootstrap. Renew only
+	// observes, and says the same.
+	info, err := e.p.GetInfo(ctx, ref)
+	if err != nil || !info.IsAbsenceReceipt(ref) {
+		t.Fatalf("GetInfo = %+v, %v; want the absence receipt", info, err)
+	}
+	if info, err := e.p.Renew(ctx, ref); err != nil || !info.IsAbsenceReceipt(ref) {
+		t.Fatalf("Renew = %+v, %v; want the absence receipt", info, err)
+	}
+	// A tombstone is no compute.
+	if _, err := e.p.RunCommand(ctx, ref, sh("true")); !errdefs.IsNotFound(err) {
+		t.Errorf("RunCommand in a tombstone: %v", err)
+	}
+	if _, err := e.p.Observe(ctx, ref); !errdefs.IsNotFound(err) {
+		t.Errorf("Observe of a tombstone: %v", err)
+	}
+
+	// The original Create's late steps, as the engine answers them: its
+	// volume create returns the tombstone's volume unchanged, its container
+	// create is refused, and the pinned volumes cannot be removed.
+	v, err := e.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: e.p.HomeVolume(ref), Driver: "local", Labels: e.p.Labels(ref)})
+	if err != nil || v.Volume.Labels[docker.LabelTombstone] != "1" {
+		t.Fatalf("late volume create = %+v, %v; want the tombstone's volume unchanged", v.Volume, err)
+	}
+	// The refused container create reserves the name before it creates
+	// its mounts' volumes: a volume it would create does not appear.
+	probe := e.p.Name(ref) + "-probe"
+	if _, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:   e.p.Name(ref),
+		Config: &container.Config{Image: e.image, Labels: e.p.Labels(ref)},
+		HostConfig: &container.HostConfig{Mounts: []mount.Mount{{
+			Type: mount.TypeVolume, Source: probe, Target: "/probe",
+			VolumeOptions: &mount.VolumeOptions{Labels: e.p.Labels(ref)},
+		}}},
+	}); err == nil {
+		t.Fatal("the engine created a second container under the tombstone's name")
+	}
+	if _, err := e.cli.VolumeInspect(ctx, probe, client.VolumeInspectOptions{}); err == nil {
+		t.Fatal("a refused container create created its mount's volume")
+	}
+	if _, err := e.cli.VolumeRemove(ctx, e.p.EnvironmentVolume(ref), client.VolumeRemoveOptions{}); err == nil {
+		t.Fatal("the engine removed a volume the tombstone holds")
+	}
+
+	// The adapter's Create fails cleanly, with the receipt, and touches
+	// nothing; a repeated Kill succeeds and changes nothing either.
+	got, err := e.p.Create(ctx, contracttest.CreateRequest(ref, resources))
+	if !errdefs.IsExists(err) || !got.IsAbsenceReceipt(ref) {
+		t.Fatalf("Create over the tombstone = %+v, %v; want ErrExists with the receipt", got, err)
+	}
+	e.kill(ref)
+	after, afterVols := e.owned()
+	if !slices.Equal(after, all) || len(afterVols) != 2 {
+		t.Fatalf("resources changed: %v %v -> %v %v", all, allVols, after, afterVols)
+	}
+	again, err := e.cli.ContainerInspect(ctx, e.p.Name(ref), client.ContainerInspectOptions{})
+	if err != nil || again.Container.ID != c.ID || again.Container.State.Status != container.StateCreated {
+		t.Fatalf("tombstone after Create and Kill: %+v, %v", again.Container.State, err)
+	}
+}
+
+// A container that carries the tombstone label under the Reference's name
+// but another tenant's labels is foreign: it is never read as a receipt,
+// never removed and never claimed.
+func TestAcceptanceForeignTombstoneIsNeverTrusted(t *testing.T) {
+	e := newEngine(t, false)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+	foreign := e.p.Labels(ref)
+	foreign[docker.LabelTenant] = uuid.NewString()
+	foreign[docker.LabelTombstone] = "1"
+	cc, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:   e.p.Name(ref),
+		Config: &container.Config{Image: e.image, Cmd: []string{"true"}, Labels: foreign},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.cli.ContainerRemove(ctx, cc.ID, client.ContainerRemoveOptions{Force: true}) })
+	if info, err := e.p.GetInfo(ctx, ref); !errdefs.IsOwnership(err) || info != (sandbox.Info{}) {
+		t.Errorf("GetInfo of a foreign tombstone = %+v, %v", info, err)
+	}
+	if err := e.p.Kill(ctx, ref); !errdefs.IsOwnership(err) {
+		t.Errorf("Kill over a foreign tombstone: %v", err)
+	}
+	if info, err := e.p.Create(ctx, contracttest.CreateRequest(ref, resources)); !errdefs.IsOwnership(err) || info.CreateSettled {
+		t.Errorf("Create over a foreign tombstone = %+v, %v", info, err)
+	}
+	if got, err := e.cli.ContainerInspect(ctx, cc.ID, client.ContainerInspectOptions{}); err != nil || got.Container.Name != "/"+e.p.Name(ref) {
+		t.Errorf("foreign container changed: %v", err)
+	}
+	if _, vols := e.owned(); len(vols) != 0 {
+		t.Errorf("volumes created under a foreign name: %v", vols)
+	}
+}
