@@ -535,13 +535,27 @@ func (c *cluster) checkCreates() {
 	creates := c.createEvents()
 	for n := range creates {
 		name, isContainer := strings.CutPrefix(n, "container:")
+		if strings.HasPrefix(n, "tombstone:") {
+			if _, ok := names[strings.TrimPrefix(n, "tombstone:")]; !ok {
+				c.violation("I1", "a tombstone was created outside any allocation: %s", n)
+			}
+			continue
+		}
 		if _, ok := names[name]; isContainer && !ok {
 			c.violation("I1", "a container labelled with the installation was created outside any allocation: %s", name)
 		}
 	}
 	for n, id := range names {
 		for _, kind := range []string{"container:", "volume:"} {
-			if k := creates[kind+n]; k > 1 {
+			// A tombstone mounts the allocation's two volume names, so the
+			// engine creates each once more for it (after Kill removed the
+			// ones the original attempt made): that is the receipt, not a
+			// second Create.
+			allowed := 1
+			if base := strings.TrimSuffix(strings.TrimSuffix(n, "-home"), "-environment"); kind == "volume:" && creates["tombstone:"+base] > 0 {
+				allowed = 2
+			}
+			if k := creates[kind+n]; k > allowed {
 				c.violation("I1", "allocation %s: %s%s created %d times", id, kind, n, k)
 			}
 		}
@@ -572,6 +586,12 @@ func (c *cluster) recordCreates() {
 					since = fmt.Sprintf("%d.%09d", next/1e9, next%1e9)
 					c.mu.Lock()
 					switch {
+					case m.Type == events.ContainerEventType && m.Actor.Attributes[docker.LabelInstallation] == c.inst &&
+						m.Actor.Attributes[docker.LabelTombstone] != "":
+						// The adapter's absence receipt (Kill claims the
+						// name of a container that never appeared), not a
+						// Create: counted apart.
+						c.creates["tombstone:"+m.Actor.Attributes["name"]]++
 					case m.Type == events.ContainerEventType && m.Actor.Attributes[docker.LabelInstallation] == c.inst:
 						c.creates["container:"+m.Actor.Attributes["name"]]++
 					case m.Type == events.VolumeEventType:

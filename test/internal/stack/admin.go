@@ -147,8 +147,25 @@ func InstallationFilter(installationID string) client.Filters {
 }
 
 // Owned counts the containers (running or not) and volumes the engine
-// holds under the installation's label.
+// holds under the installation's label, less the Docker adapter's
+// tombstones (label io.berth.tombstone: a never-started container holding
+// the name of an allocation whose Create never produced one, and its
+// empty volumes), which the adapter keeps by design as the proof behind
+// an absence receipt (sandbox/docker/doc.go). Tombstones counts those.
 func Owned(t testing.TB, cli *client.Client, installationID string) (containers, volumes int) {
+	t.Helper()
+	c, v, _, _ := owned(t, cli, installationID)
+	return c, v
+}
+
+// Tombstones counts the installation's tombstone containers and volumes.
+func Tombstones(t testing.TB, cli *client.Client, installationID string) (containers, volumes int) {
+	t.Helper()
+	_, _, c, v := owned(t, cli, installationID)
+	return c, v
+}
+
+func owned(t testing.TB, cli *client.Client, installationID string) (containers, volumes, tombContainers, tombVolumes int) {
 	t.Helper()
 	f := InstallationFilter(installationID)
 	cs, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
@@ -159,7 +176,21 @@ func Owned(t testing.TB, cli *client.Client, installationID string) (containers,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(cs.Items), len(vs.Items)
+	for _, c := range cs.Items {
+		if c.Labels[docker.LabelTombstone] != "" {
+			tombContainers++
+		} else {
+			containers++
+		}
+	}
+	for _, v := range vs.Items {
+		if v.Labels[docker.LabelTombstone] != "" {
+			tombVolumes++
+		} else {
+			volumes++
+		}
+	}
+	return containers, volumes, tombContainers, tombVolumes
 }
 
 // RemoveOwned force-removes everything labelled with the installation and
