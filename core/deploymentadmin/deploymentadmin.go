@@ -53,7 +53,9 @@ type server struct {
 
 func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRequest) (*adminv1.GetDeploymentResponse, error) {
 	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Get(ctx) },
-		func(pb *adminv1.Deployment) *adminv1.GetDeploymentResponse { return &adminv1.GetDeploymentResponse{Deployment: pb} })
+		func(pb *adminv1.Deployment) *adminv1.GetDeploymentResponse {
+			return &adminv1.GetDeploymentResponse{Deployment: pb}
+		})
 }
 
 func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDeploymentRequest) (*adminv1.PreviewDeploymentResponse, error) {
@@ -80,12 +82,16 @@ func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploy
 
 func (g *server) DisableProvider(ctx context.Context, req *adminv1.DisableProviderRequest) (*adminv1.DisableProviderResponse, error) {
 	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Disable(ctx) },
-		func(pb *adminv1.Deployment) *adminv1.DisableProviderResponse { return &adminv1.DisableProviderResponse{Deployment: pb} })
+		func(pb *adminv1.Deployment) *adminv1.DisableProviderResponse {
+			return &adminv1.DisableProviderResponse{Deployment: pb}
+		})
 }
 
 func (g *server) EnableProvider(ctx context.Context, req *adminv1.EnableProviderRequest) (*adminv1.EnableProviderResponse, error) {
 	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Enable(ctx) },
-		func(pb *adminv1.Deployment) *adminv1.EnableProviderResponse { return &adminv1.EnableProviderResponse{Deployment: pb} })
+		func(pb *adminv1.Deployment) *adminv1.EnableProviderResponse {
+			return &adminv1.EnableProviderResponse{Deployment: pb}
+		})
 }
 
 // onDeployment serves a call on the resource name ("deployment"): it
