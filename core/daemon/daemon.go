@@ -271,6 +271,12 @@ func (c *core) setupLifecycle(context.Context) error {
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
 	})
 	c.group.onStop(coordinator.Close)
+	// A node's worker starts, or passes again, as soon as Core's connection
+	// to it is established (at start, after enabling, after a reconnect).
+	c.manager.OnServe(func(id uuid.UUID) {
+		coordinator.Ensure(context.Background(), id)
+		coordinator.Wake(id)
+	})
 	c.group.addWorker(func(ctx context.Context) error {
 		t := time.NewTicker(c.cfg.NodeInterval)
 		defer t.Stop()
@@ -280,6 +286,26 @@ func (c *core) setupLifecycle(context.Context) error {
 			case <-ctx.Done():
 				return nil
 			case <-t.C:
+			}
+		}
+	})
+	// Committed work wakes its node's worker at once (store.NodeWorkChannel,
+	// also for writes another Core made); the scan every LifecycleInterval
+	// is the safety net. A failed listen is retried after a pause.
+	c.group.addWorker(func(ctx context.Context) error {
+		for {
+			if err := c.st.ListenNodeWork(ctx, func(id uuid.UUID) {
+				coordinator.Wake(id)
+				if !c.manager.Serves(id) {
+					c.manager.Wake() // a node Core does not serve yet (just enabled)
+				}
+			}); err != nil {
+				c.log.Warn("listen for node work", "error", err)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(listenRetry):
 			}
 		}
 	})

@@ -16,6 +16,11 @@ import (
 // wait, Turn timeouts, the admin API's unary deadline, the node presence
 // window) stay with their package.
 
+// listenRetry is the pause before listening for node work again after
+// the listening connection failed (a database restart): the periodic
+// scan covers the gap.
+const listenRetry = time.Second
+
 // Defaults of Config (and of the flags of the same name).
 const (
 	// DefaultStateDir is where a packaged Core keeps its admin token, master

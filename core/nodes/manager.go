@@ -77,6 +77,11 @@ type Manager struct {
 	log      *slog.Logger
 	interval time.Duration
 
+	// wake asks Run for a reconcile now (Wake); serving is called with a
+	// node whose loop just started (OnServe).
+	wake    chan struct{}
+	serving func(uuid.UUID)
+
 	mu    sync.Mutex
 	loops map[uuid.UUID]*nodeLoop
 }
@@ -100,7 +105,30 @@ type nodeLoop struct {
 func NewManager(st Store, coreCert tls.Certificate, ca *x509.Certificate, log *slog.Logger, interval time.Duration) *Manager {
 	return &Manager{
 		store: st, coreCert: coreCert, ca: ca, epoch: st.Epoch(), log: log, interval: interval,
-		loops: map[uuid.UUID]*nodeLoop{},
+		loops: map[uuid.UUID]*nodeLoop{}, wake: make(chan struct{}, 1), serving: func(uuid.UUID) {},
+	}
+}
+
+// OnServe sets fn, called (without the manager's lock) with a node each
+// time Core's connection to it is established, so the node's lifecycle
+// worker starts, or passes again, at once rather than at its next
+// periodic sync or scan. Call it before Run.
+func (m *Manager) OnServe(fn func(uuid.UUID)) { m.serving = fn }
+
+// Serves reports whether the manager keeps a connection loop for node id.
+func (m *Manager) Serves(id uuid.UUID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.loops[id]
+	return ok
+}
+
+// Wake asks for a reconcile with the store now (a node was enabled,
+// retired or removed), not at the next interval. It never blocks.
+func (m *Manager) Wake() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -116,6 +144,7 @@ func (m *Manager) Run(ctx context.Context) {
 			m.stopAll()
 			return
 		case <-ticker.C:
+		case <-m.wake:
 		}
 	}
 }
@@ -199,6 +228,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		l.conn, l.hello, l.proxy = conn, hello, proxy
 		l.mu.Unlock()
 		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID, "generation", hello.GetGeneration())
+		m.serving(n.ID)
 		m.recordPresence(ctx, l, n.ID, conn)
 		tick := time.NewTicker(presenceEvery)
 	wait:

@@ -174,6 +174,10 @@ func (s *Store) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeSta
 	if err != nil {
 		return Node{}, wrap(op, err)
 	}
+	// Core connects to (or lets go of) the node at once, not at its next
+	// reconcile. The state change stands whether or not the notification
+	// goes out: the reconcile is the safety net.
+	_ = notifyNodeWork(ctx, s.q, id)
 	return nodeFromRow(row), nil
 }
 

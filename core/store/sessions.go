@@ -275,7 +275,9 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 			Allocation:  allocationFromRow(alloc),
 			Created:     true,
 		}
-		return nil
+		// The node's worker creates the compute at once, not at its next
+		// scan.
+		return notifyNodeWork(ctx, q, pl.NodeID)
 	})
 	if err != nil {
 		return SessionBundle{}, wrap(op, err)

@@ -191,7 +191,8 @@ func terminate(ctx context.Context, q *db.Queries, environmentID uuid.UUID, caus
 	if err != nil {
 		return Termination{}, err
 	}
-	return out, nil
+	// The node's worker cleans up at once, not at its next scan.
+	return out, notifyNodeWork(ctx, q, alloc.NodeID)
 }
 
 // validFailureCode reports whether code fits environments.failure_code.

@@ -188,6 +188,19 @@ func (q *Queries) ListNodesByAge(ctx context.Context, arg ListNodesByAgeParams) 
 	return items, nil
 }
 
+const notifyNodeWork = `-- name: NotifyNodeWork :exec
+SELECT pg_notify('berth_node_work', $1::text)
+`
+
+// NotifyNodeWork tells the lifecycle worker of node @node_id that it has
+// work now (a Session committed on it, a cleanup requested). PostgreSQL
+// delivers it to the listeners when the transaction commits and drops it
+// when it rolls back; the workers' periodic scan remains the safety net.
+func (q *Queries) NotifyNodeWork(ctx context.Context, nodeID string) error {
+	_, err := q.db.Exec(ctx, notifyNodeWork, nodeID)
+	return err
+}
+
 const setNodeState = `-- name: SetNodeState :one
 UPDATE nodes
 SET state = $1, updated_at = now()

@@ -37,3 +37,10 @@ WHERE (sqlc.arg(first_page)::boolean
   AND (sqlc.arg(include_removed)::boolean OR state <> 'removed')
 ORDER BY created_at, id
 LIMIT @page_size;
+
+-- name: NotifyNodeWork :exec
+-- NotifyNodeWork tells the lifecycle worker of node @node_id that it has
+-- work now (a Session committed on it, a cleanup requested). PostgreSQL
+-- delivers it to the listeners when the transaction commits and drops it
+-- when it rolls back; the workers' periodic scan remains the safety net.
+SELECT pg_notify('berth_node_work', sqlc.arg(node_id)::text);
