@@ -80,8 +80,9 @@ type CapacityPolicy struct {
 	ReserveCPUMillis   *int64
 	ReserveMemoryBytes *int64
 	ReserveDiskBytes   *int64
-	// CPUOvercommit is in [MinCPUOvercommit, MaxCPUOvercommit]; zero means
-	// DefaultCPUOvercommit.
+	// CPUOvercommit is held in [MinCPUOvercommit, MaxCPUOvercommit]; zero
+	// (or NaN) means DefaultCPUOvercommit. The configuration refuses what
+	// is out of bounds; Apply only never trusts it.
 	CPUOvercommit float64
 }
 
@@ -107,7 +108,7 @@ func (p CapacityPolicy) Apply(h HostResources) Capacity {
 	r := p.Reserve(h)
 	net := func(have, keep int64) int64 { return max(0, have-max(0, keep)) }
 	factor := p.CPUOvercommit
-	if factor == 0 {
+	if factor == 0 || math.IsNaN(factor) {
 		factor = DefaultCPUOvercommit
 	}
 	factor = min(max(factor, MinCPUOvercommit), MaxCPUOvercommit)

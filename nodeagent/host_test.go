@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"bytes"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,6 +73,10 @@ func TestCapacityPolicyArithmetic(t *testing.T) {
 		},
 		"overcommit below the bound is held at 1": {
 			CapacityPolicy{ReserveCPUMillis: ptr(int64(0)), CPUOvercommit: 0.25}, HostResources{CPUMillis: 1000},
+			Capacity{CPUMillis: 1000},
+		},
+		"NaN overcommit is the default": {
+			CapacityPolicy{ReserveCPUMillis: ptr(int64(0)), CPUOvercommit: math.NaN()}, HostResources{CPUMillis: 1000},
 			Capacity{CPUMillis: 1000},
 		},
 		"a negative reserve reserves nothing": {
