@@ -28,6 +28,61 @@ type Config struct {
 	// HealthInterval is the period of health reports, a Go duration such
 	// as "10s" (DefaultHealthInterval when empty).
 	HealthInterval string `json:"health_interval,omitempty"`
+	// Capacity tunes the capacity the node reports (the host reserve and
+	// the CPU overcommit); every field is optional (defaults.go).
+	Capacity CapacityConfig `json:"capacity,omitzero"`
+}
+
+// CapacityConfig is the capacity section of the configuration file.
+type CapacityConfig struct {
+	// Reserve is what the node keeps back for the host; a field left out
+	// takes its default rule (DefaultReserve), one set, even 0, is used.
+	Reserve ReserveConfig `json:"reserve,omitzero"`
+	// CPUOvercommit multiplies the CPU net of the reserve, between
+	// MinCPUOvercommit and MaxCPUOvercommit (DefaultCPUOvercommit when
+	// left out).
+	CPUOvercommit *float64 `json:"cpu_overcommit,omitempty"`
+}
+
+// ReserveConfig is the host reserve, each field optional and non-negative.
+type ReserveConfig struct {
+	CPUMillis   *int64 `json:"cpu_millis,omitempty"`
+	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
+	DiskBytes   *int64 `json:"disk_bytes,omitempty"`
+}
+
+// Policy converts the section to the measurement's policy.
+func (c CapacityConfig) Policy() CapacityPolicy {
+	p := CapacityPolicy{
+		ReserveCPUMillis:   c.Reserve.CPUMillis,
+		ReserveMemoryBytes: c.Reserve.MemoryBytes,
+		ReserveDiskBytes:   c.Reserve.DiskBytes,
+		CPUOvercommit:      DefaultCPUOvercommit,
+	}
+	if c.CPUOvercommit != nil {
+		p.CPUOvercommit = *c.CPUOvercommit
+	}
+	return p
+}
+
+// Validate refuses a negative reserve and an overcommit out of bounds.
+func (c CapacityConfig) Validate() error {
+	for _, r := range []struct {
+		field string
+		v     *int64
+	}{
+		{"config.capacity.reserve.cpu_millis", c.Reserve.CPUMillis},
+		{"config.capacity.reserve.memory_bytes", c.Reserve.MemoryBytes},
+		{"config.capacity.reserve.disk_bytes", c.Reserve.DiskBytes},
+	} {
+		if r.v != nil && *r.v < 0 {
+			return errdefs.Invalid(r.field, "must not be negative")
+		}
+	}
+	if f := c.CPUOvercommit; f != nil && !(*f >= MinCPUOvercommit && *f <= MaxCPUOvercommit) {
+		return errdefs.Invalid("config.capacity.cpu_overcommit", "must be between 1 and 16")
+	}
+	return nil
 }
 
 // GenerationConfig is the deployment generation the adapter is built for.
@@ -110,6 +165,9 @@ func (c Config) Validate() error {
 		if d, err := time.ParseDuration(c.HealthInterval); err != nil || d < 100*time.Millisecond || d > time.Minute {
 			return errdefs.Invalid("config.health_interval", "must be a duration between 100ms and 1m")
 		}
+	}
+	if err := c.Capacity.Validate(); err != nil {
+		return err
 	}
 	return c.Generation.Specification.Specification().Validate()
 }

@@ -47,3 +47,51 @@ const (
 	// long operation to end.
 	gracefulStopTimeout = 10 * time.Second
 )
+
+// The host reserve: what the node keeps back from sandboxes for the kernel,
+// the engine (dockerd, containerd and one shim per sandbox), the node agent
+// and the host's own daemons. A reserve the configuration does not set
+// (capacity.reserve.*) is DefaultReserve of its floor and the host's total:
+// the larger of a fixed floor, which covers what a host needs however small
+// it is, and DefaultReservePercent of the total, which covers what grows
+// with the host (more sandboxes per host mean more shims, more page tables,
+// more engine metadata). A reserve set explicitly, even 0, is used as is.
+const (
+	// DefaultReserveCPUMillis: half a core. The engine and the agent idle
+	// well below it, but container starts, image unpacking and health
+	// probes burst; without it sandboxes at their quota starve the engine
+	// and its calls time out, which Core sees as unknown outcomes.
+	DefaultReserveCPUMillis = 500
+	// DefaultReserveMemoryBytes: 1 GiB. The kernel, dockerd and containerd
+	// (a few hundred MiB together), the agent and the shims; memory is the
+	// one resource whose exhaustion is not slowness but the OOM killer,
+	// which may pick the engine.
+	DefaultReserveMemoryBytes = 1 << 30
+	// DefaultReserveDiskBytes: 5 GiB of the measured filesystem. Images,
+	// container logs and the engine's metadata grow outside any sandbox's
+	// quota, and an engine that hits ENOSPC fails every sandbox's writes
+	// at once and may corrupt its own state.
+	DefaultReserveDiskBytes = 5 << 30
+	// DefaultReservePercent is the share of the host's total CPU, memory
+	// and disk size (not free space) kept back when it exceeds the floor.
+	DefaultReservePercent = 10
+)
+
+// DefaultReserve is the default reserve of a resource whose host total is
+// total: the larger of floor and DefaultReservePercent of total.
+func DefaultReserve(floor, total int64) int64 {
+	return max(floor, total/100*DefaultReservePercent)
+}
+
+// CPU overcommit (capacity.cpu_overcommit): the reported CPU is the CPU
+// net of the reserve times the factor. Sandboxes are mostly idle between
+// Turns and their CPU is a CFS quota (a ceiling, not a reservation), so an
+// operator may trade latency under contention for density. The default
+// promises only real CPU; the bounds keep a typo from promising a hundred
+// times the host. Memory has no such factor: an overcommitted memory limit
+// is paid for with the OOM killer, not with slowness.
+const (
+	DefaultCPUOvercommit = 1.0
+	MinCPUOvercommit     = 1.0
+	MaxCPUOvercommit     = 16.0
+)

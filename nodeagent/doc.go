@@ -8,8 +8,30 @@
 // identity.go), enrollment (enroll.go), the per-call fence (fence.go), the
 // Agent that runs operations on the adapter (agent.go), the gRPC service
 // (server.go, checkpoint_server.go), Serve, which composes the process from
-// named steps with one shutdown path (run.go), and every default of the
-// process and its command (defaults.go).
+// named steps with one shutdown path (run.go), the capacity it reports
+// (host.go), and every default of the process and its command
+// (defaults.go).
+//
+// The capacity section of the configuration file (every field optional):
+//
+//	"capacity": {
+//	  "reserve": {"cpu_millis": 500, "memory_bytes": 1073741824, "disk_bytes": 5368709120},
+//	  "cpu_overcommit": 1.0
+//	}
+//
+// reserve.* is kept back from sandboxes for the kernel, the engine and the
+// agent; a field left out is the larger of its floor (500 millis, 1 GiB,
+// 5 GiB) and 10 % of the host's total (CPU, MemTotal, the disk
+// filesystem's size); a field set, even to 0, is used as is; negative is
+// refused. cpu_overcommit (1 to 16, default 1) multiplies the CPU left
+// after the reserve. Memory and disk are never overcommitted. Hello and
+// every health report carry cpu_millis = (host - reserve) x factor,
+// memory_bytes = MemTotal - reserve and disk_free_bytes = free - reserve,
+// each at least 0. Disk is measured on the engine's data root (the Docker
+// engine's DockerRootDir) when the agent can see that directory, else on
+// the state directory, and the agent logs the diagnostic
+// disk_data_root_not_visible (at start and at each change, never failing):
+// an agent in a container should mount the data root at the same path.
 //
 // Rules:
 //   - Every call is checked before the adapter is touched: exact protocol
@@ -22,5 +44,8 @@
 //     context bounded by the caller's deadline. Nothing is ever resent,
 //     after a reconnect or otherwise: an unknown outcome stays unknown.
 //   - Errors cross the wire only as the fixed codes of sandbox/nodewire.
+//   - Measuring capacity never fails: a figure that cannot be read is
+//     reported as zero, never guessed, and a reserve larger than the host
+//     leaves zero, never a negative figure.
 //   - nodeagent imports sandbox and proto only; nothing imports nodeagent.
 package nodeagent

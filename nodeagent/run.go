@@ -167,7 +167,7 @@ func (p *process) setupServer(ctx context.Context) error {
 		BackendFingerprint:  p.built.BackendFingerprint,
 		SpecificationDigest: p.built.SpecificationDigest,
 		DeploymentDigest:    providers.DeploymentDigest(p.cfg.Provider, p.cfg.Generation.Specification.Specification()),
-	}, p.built.Probe, p.cfg.StateDir, p.cfg.Interval())
+	}, p.built.Probe, p.meter().Measure, p.cfg.Interval())
 
 	if err := p.built.Probe(ctx); err != nil {
 		p.log.Warn("adapter not ready", "diagnostic", sandbox.ProbeCode(err), "generation", gen)
@@ -194,6 +194,19 @@ func (p *process) setupServer(ctx context.Context) error {
 		_ = lis.Close() // in case it was never served
 	})
 	return nil
+}
+
+// meter is the node's capacity meter: the configured reserve and
+// overcommit, disk measured on the adapter's data root when the agent
+// sees it. Its first measure is made here, so that a data root the agent
+// cannot see is logged at start-up.
+func (p *process) meter() *CapacityMeter {
+	m := NewCapacityMeter(p.cfg.Capacity.Policy(), p.built.DataRoot, p.cfg.StateDir, p.log)
+	c := m.Measure()
+	dir, _ := m.DiskDir()
+	p.log.Info("capacity", "cpu_millis", c.CPUMillis, "memory_bytes", c.MemoryBytes,
+		"disk_free_bytes", c.DiskFreeBytes, "disk_measured_on", dir)
+	return m
 }
 
 // run serves under one errgroup until ctx ends or the server fails, then

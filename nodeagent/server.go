@@ -39,7 +39,7 @@ type Server struct {
 	fence    *Fence
 	desc     Description
 	probe    func(context.Context) error
-	stateDir string
+	capacity func() Capacity
 	interval time.Duration
 	now      func() time.Time
 
@@ -55,10 +55,11 @@ type Server struct {
 func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // NewServer returns the service for agent, admitting calls through fence.
-// probe is the adapter's readiness probe, run for every health report.
-func NewServer(agent *Agent, fence *Fence, desc Description, probe func(context.Context) error, stateDir string, interval time.Duration) *Server {
+// probe is the adapter's readiness probe and capacity the node's capacity
+// (CapacityMeter.Measure), both run for Hello and every health report.
+func NewServer(agent *Agent, fence *Fence, desc Description, probe func(context.Context) error, capacity func() Capacity, interval time.Duration) *Server {
 	return &Server{
-		agent: agent, fence: fence, desc: desc, probe: probe, stateDir: stateDir,
+		agent: agent, fence: fence, desc: desc, probe: probe, capacity: capacity,
 		interval: interval, now: time.Now, stopping: make(chan struct{}),
 	}
 }
@@ -153,7 +154,7 @@ func (s *Server) Hello(ctx context.Context, _ *pb.HelloRequest) (*pb.HelloRespon
 	if err != nil {
 		return nil, nodewire.ToStatus(err)
 	}
-	c := HostCapacity(s.stateDir)
+	c := s.capacity()
 	return &pb.HelloResponse{
 		ProtocolVersion:     pb.ProtocolVersion,
 		NodeId:              s.desc.NodeID,
@@ -183,7 +184,7 @@ func (s *Server) Connect(_ *pb.ConnectRequest, stream grpc.ServerStreamingServer
 		report := &pb.ConnectResponse{
 			ObservedAt:       timestamppb.New(s.now()),
 			Readiness:        s.checkReadiness(ctx),
-			Capacity:         capacityToWire(HostCapacity(s.stateDir)),
+			Capacity:         capacityToWire(s.capacity()),
 			ActiveOperations: uint32(s.agent.Active()),
 		}
 		if err := stream.Send(report); err != nil {

@@ -3,12 +3,16 @@ package docker_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/moby/moby/api/types/system"
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/providers"
 	"berth.dev/sandbox/testenv"
@@ -128,6 +132,9 @@ func TestBuildThroughTheRegistry(t *testing.T) {
 		!strings.HasPrefix(built.SpecificationDigest, "sha256:") {
 		t.Errorf("identity: %q %q", built.BackendFingerprint, built.SpecificationDigest)
 	}
+	if !filepath.IsAbs(built.DataRoot) {
+		t.Errorf("data root %q, want the engine's DockerRootDir", built.DataRoot)
+	}
 	// A profile other than the shipped one is refused before any client.
 	node, _ = json.Marshal(docker.NodeConfig{
 		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Network: "none",
@@ -140,5 +147,43 @@ func TestBuildThroughTheRegistry(t *testing.T) {
 	})
 	if !errdefs.IsInvalid(err) {
 		t.Errorf("foreign seccomp profile: %v", err)
+	}
+}
+
+// TestBuildNamesTheEnginesDataRoot: the built adapter names the engine's
+// DockerRootDir for the node agent's disk measure, and names none when the
+// engine's answer is not a clean absolute path.
+func TestBuildNamesTheEnginesDataRoot(t *testing.T) {
+	reg, err := providers.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for answer, want := range map[string]string{
+		"/var/lib/docker":        "/var/lib/docker",
+		"/srv/docker-data":       "/srv/docker-data",
+		"var/lib/docker":         "",
+		"/var/lib/../lib/docker": "",
+		"":                       "",
+	} {
+		sock := filepath.Join(t.TempDir(), "docker.sock")
+		srv := dockertest.StartUnix(t, sock)
+		srv.ConfigureInfo(func(i *system.Info) { i.DockerRootDir = answer })
+		node, _ := json.Marshal(docker.NodeConfig{
+			Socket: sock,
+			Image:  "sha256:" + strings.Repeat("a", 64), Network: "none", SeccompProfile: seccompProfilePath(),
+		})
+		built, err := reg.Build(context.Background(), docker.Kind, providers.LocalRequest{
+			Deployment:    sandbox.EncodedConfiguration{Public: json.RawMessage(`{}`)},
+			Node:          node,
+			Specification: sandbox.Specification{Resources: resources, MaxActive: 4},
+			Options:       providers.LocalOptions{Standalone: true, InstallationID: "0b6c3c3e-8a57-4d0e-9b53-2f7d3cf4c1aa"},
+		})
+		if err != nil {
+			t.Fatalf("%q: Build: %v", answer, err)
+		}
+		if built.DataRoot != want {
+			t.Errorf("engine root %q: data root %q, want %q", answer, built.DataRoot, want)
+		}
+		_ = built.Close()
 	}
 }

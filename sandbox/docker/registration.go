@@ -37,7 +37,9 @@ func Registration() providerapi.Registration {
 // buildLocal constructs the adapter from the node's configuration: it
 // verifies the shipped seccomp profile, connects to the configured socket
 // (never DOCKER_HOST) and reads the engine's identity for the backend
-// fingerprint. It creates nothing.
+// fingerprint and its data root (DockerRootDir, where containers' writable
+// layers and volumes live; kept only when it is a clean absolute path). It
+// creates nothing.
 func buildLocal(ctx context.Context, _ sandbox.NativeConfiguration, req providerapi.LocalRequest) (providerapi.Built, error) {
 	cfg, err := DecodeNodeConfig(req.Node)
 	if err != nil {
@@ -67,6 +69,7 @@ func buildLocal(ctx context.Context, _ sandbox.NativeConfiguration, req provider
 		InstallationID:      req.Options.InstallationID,
 		BackendFingerprint:  "docker:" + info.Info.ID,
 		SpecificationDigest: SpecificationDigest(cfg, req.Specification),
+		DataRoot:            dataRoot(info.Info.DockerRootDir),
 		Close:               cli.Close,
 	}, nil
 }
@@ -87,4 +90,14 @@ func SpecificationDigest(cfg NodeConfig, spec sandbox.Specification) string {
 	}{Kind, cfg.Image, cfg.Network, cfg.ExtraHosts, cfg.NestedSandbox, SeccompProfileSHA256, spec.Resources})
 	sum := sha256.Sum256(doc)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// dataRoot returns the engine's data root when it is a clean absolute path,
+// else "" (the engine's answer is outside input; the node agent then
+// measures disk on its state directory).
+func dataRoot(dir string) string {
+	if !cleanAbs(dir) {
+		return ""
+	}
+	return dir
 }

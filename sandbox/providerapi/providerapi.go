@@ -85,6 +85,11 @@ type Built struct {
 	InstallationID      string
 	BackendFingerprint  string
 	SpecificationDigest string
+	// DataRoot is the absolute directory, as the backend names it on its
+	// host, under which the backend keeps sandboxes' data (the Docker
+	// engine's DockerRootDir); empty when it has none on this host. The
+	// node agent measures free disk there when it can see it. Optional.
+	DataRoot string
 	// Close releases what construction acquired.
 	Close func() error
 }

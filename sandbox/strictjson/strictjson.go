@@ -1,7 +1,10 @@
 // Package strictjson decodes outside JSON documents strictly: one object,
-// bounded size, no unknown, duplicate or case-aliased keys (encoding/json
-// alone matches keys case-insensitively and keeps the last duplicate), no
-// trailing data. Errors are fixed phrases that never echo the input.
+// bounded size, no unknown, duplicate or case-aliased keys at any depth of
+// struct fields (encoding/json alone matches keys case-insensitively and
+// keeps the last duplicate), no trailing data. Errors are fixed phrases
+// that never echo the input. The key checks recurse only where the target
+// type has a struct field, so their depth is the type's, never the
+// input's.
 package strictjson
 
 import (
@@ -25,33 +28,9 @@ func Decode(raw []byte, v any, maxBytes int) error {
 	if len(raw) > maxBytes {
 		return ErrTooLarge
 	}
-	known := jsonKeys(reflect.TypeOf(v).Elem())
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return ErrMalformed
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ErrMalformed
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return ErrMalformed
-		}
-		if !known[key] || seen[key] {
-			return ErrKey
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return ErrMalformed
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return ErrMalformed
+	if err := checkObject(dec, reflect.TypeOf(v).Elem()); err != nil {
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return ErrMalformed // trailing data, valid or not
@@ -64,9 +43,67 @@ func Decode(raw []byte, v any, maxBytes int) error {
 	return nil
 }
 
-// jsonKeys returns the exact JSON names of a struct's exported fields.
-func jsonKeys(t reflect.Type) map[string]bool {
-	keys := map[string]bool{}
+// checkObject reads one JSON object from dec and checks its keys against
+// the struct type t: each key a field's exact JSON name, at most once. A
+// field whose type is a struct (or a pointer to one) that decodes itself
+// by its fields is checked the same way, so the rules hold at every depth;
+// any other value is only read past.
+func checkObject(dec *json.Decoder, t reflect.Type) error {
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return ErrMalformed
+	}
+	known := jsonKeys(t)
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ErrMalformed
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return ErrMalformed
+		}
+		ft, ok := known[key]
+		if !ok || seen[key] {
+			return ErrKey
+		}
+		seen[key] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return ErrMalformed
+		}
+		if nested := structOf(ft); nested != nil && bytes.HasPrefix(bytes.TrimSpace(value), []byte("{")) {
+			inner := json.NewDecoder(bytes.NewReader(value))
+			if err := checkObject(inner, nested); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return ErrMalformed
+	}
+	return nil
+}
+
+// structOf returns the struct type a field of type t decodes by its
+// fields (t or *t), or nil: any other type, or one with its own
+// UnmarshalJSON, is checked only by encoding/json.
+func structOf(t reflect.Type) reflect.Type {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	unmarshaler := reflect.TypeFor[json.Unmarshaler]()
+	if t.Kind() != reflect.Struct || t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler) {
+		return nil
+	}
+	return t
+}
+
+// jsonKeys returns the exact JSON names of a struct's exported fields,
+// with each field's type.
+func jsonKeys(t reflect.Type) map[string]reflect.Type {
+	keys := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -79,7 +116,7 @@ func jsonKeys(t reflect.Type) map[string]bool {
 		if name == "" {
 			name = f.Name
 		}
-		keys[name] = true
+		keys[name] = f.Type
 	}
 	return keys
 }

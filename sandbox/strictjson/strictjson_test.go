@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -47,6 +48,42 @@ func TestTrailingGarbageIsRejected(t *testing.T) {
 		var d doc
 		if err := Decode([]byte(in), &d, 1024); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
+
+type inner struct {
+	Size int `json:"size"`
+}
+
+type outer struct {
+	In  inner           `json:"in"`
+	Ptr *inner          `json:"ptr,omitempty"`
+	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// TestNestedObjectsAreStrictToo: the key rules hold in objects nested in
+// struct fields (by value or pointer); a raw field is left to its reader.
+func TestNestedObjectsAreStrictToo(t *testing.T) {
+	for _, in := range []string{
+		`{"in":{"size":1},"ptr":{"size":2},"raw":{"x":1,"x":2,"X":3}}`,
+		`{"in":{},"ptr":null}`,
+	} {
+		var o outer
+		if err := Decode([]byte(in), &o, 1024); err != nil {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+	for _, in := range []string{
+		`{"in":{"size":1,"size":2}}`,
+		`{"in":{"Size":1}}`,
+		`{"ptr":{"size":1,"size":2}}`,
+		`{"ptr":{"SIZE":1}}`,
+		`{"in":{"other":1}}`,
+	} {
+		var o outer
+		if err := Decode([]byte(in), &o, 1024); !errors.Is(err, ErrKey) {
+			t.Errorf("%s: %v, want %v", in, err, ErrKey)
 		}
 	}
 }

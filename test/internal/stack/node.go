@@ -83,6 +83,11 @@ type NodeOptions struct {
 	// when it equals the committed deployment's: give the one the test
 	// commits.
 	Specification *adminv1.Specification
+	// Capacity is the configuration's capacity section, written as given.
+	// Nil writes zero reserves: the node tests size their sandboxes
+	// against the whole host, as before the host reserve existed; give an
+	// empty map for the defaults.
+	Capacity map[string]any
 }
 
 // DefaultSpecification is the specification a node is configured with
@@ -165,6 +170,10 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	if spec == nil {
 		spec = DefaultSpecification()
 	}
+	capacity := o.Capacity
+	if capacity == nil {
+		capacity = map[string]any{"reserve": map[string]any{"cpu_millis": 0, "memory_bytes": 0, "disk_bytes": 0}}
+	}
 	dir, err := os.MkdirTemp("", "bnode")
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +197,7 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 			},
 		},
 		"health_interval": "1m",
+		"capacity":        capacity,
 	}
 	data, _ := json.Marshal(cfg)
 	if err := os.WriteFile(n.Config, data, 0o600); err != nil {

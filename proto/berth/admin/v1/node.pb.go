@@ -833,12 +833,14 @@ func (x *Readiness) GetCheckTime() *timestamppb.Timestamp {
 // Capacity is what a node may hold and what it holds.
 type Capacity struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// cpu_millis is the host's CPU capacity in millicores, as reported.
+	// cpu_millis is the CPU in millicores the node offers, as reported: the
+	// host's net of its reserve, times its CPU overcommit factor.
 	CpuMillis int64 `protobuf:"varint,1,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
-	// memory_bytes is the host's memory, as reported.
+	// memory_bytes is the memory the node offers, as reported: the host's
+	// net of its reserve.
 	MemoryBytes int64 `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	// disk_free_bytes is the free disk of the node's state directory, as
-	// reported.
+	// disk_free_bytes is the free disk the node offers, as reported: net of
+	// its reserve, on the engine's data root or the node's state directory.
 	DiskFreeBytes int64 `protobuf:"varint,3,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
 	// max_active is the deployment's per-node limit of active sandboxes.
 	MaxActive int32 `protobuf:"varint,4,opt,name=max_active,json=maxActive,proto3" json:"max_active,omitempty"`

@@ -486,14 +486,19 @@ func (x *Readiness) GetCheckedAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// Capacity is the host's capacity and current load.
+// Capacity is what the node offers to sandboxes: the host's resources net
+// of the node's configured host reserve, never negative.
 type Capacity struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// cpu_millis is the host's CPU capacity in millicores.
+	// cpu_millis is the host's CPU in millicores net of the reserve, times
+	// the node's CPU overcommit factor.
 	CpuMillis int64 `protobuf:"varint,1,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
-	// memory_bytes is the host's memory.
+	// memory_bytes is the host's memory net of the reserve (never
+	// overcommitted).
 	MemoryBytes int64 `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	// disk_free_bytes is free disk space in the node's state directory.
+	// disk_free_bytes is the free disk net of the reserve, measured on the
+	// engine's data root when the node agent sees it, else on its state
+	// directory.
 	DiskFreeBytes int64 `protobuf:"varint,3,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
