@@ -151,7 +151,7 @@ func (r *rig) engineListening() time.Duration {
 	ref := contracttest.NewReference()
 	opts := r.baseline.ContainerCreateOptions(ref, r.res)
 	gw, port, _ := net.SplitHostPort(r.listener.Addr().String())
-	opts.Config.Cmd = []string{"nc", gw, port}
+	opts.Config.Cmd = []string{"/bin/busybox", "nc", gw, port}
 	defer func() {
 		_, _ = cli.ContainerRemove(context.Background(), opts.Name, client.ContainerRemoveOptions{Force: true})
 		for _, v := range []string{r.baseline.HomeVolume(ref), r.baseline.EnvironmentVolume(ref)} {

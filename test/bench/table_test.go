@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"text/tabwriter"
 	"time"
 )
 
@@ -95,8 +94,12 @@ type report struct {
 // figures beside it.
 func printTable(w io.Writer, rep report) {
 	fmt.Fprintf(w, "\nBerth benchmarks: %d samples each, interleaved with their baselines; %s\n\n", rep.Samples, rep.Core)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "measure\tBerth median ms\tBerth p99 ms\tbaseline median ms\tratio\tgoal\t\tdocker CLI median ms\t")
+	width := len("measure")
+	for _, r := range rep.Measures {
+		width = max(width, len(r.ID)+1+len(r.Measure))
+	}
+	fmt.Fprintf(w, "%-*s  %12s  %12s  %15s  %6s  %6s  %-6s  %17s\n", width, "measure",
+		"Berth median", "Berth p99", "baseline median", "ratio", "goal", "", "docker CLI median")
 	for _, r := range rep.Measures {
 		verdict := "met"
 		if !r.MeetsGoal {
@@ -104,12 +107,11 @@ func printTable(w io.Writer, rep report) {
 		}
 		cli := "-"
 		if r.DockerCLIMedianMS > 0 {
-			cli = fmt.Sprintf("%.1f", r.DockerCLIMedianMS)
+			cli = fmt.Sprintf("%.1f ms", r.DockerCLIMedianMS)
 		}
-		fmt.Fprintf(tw, "%s %s\t%.1f\t%.1f\t%.1f\t%.2f\t≤ %.2f\t%s\t%s\t\n", r.ID, r.Measure, r.BerthMedianMS, r.BerthP99MS,
-			r.BaselineMedianMS, r.Ratio, r.Goal, verdict, cli)
+		fmt.Fprintf(w, "%-*s  %9.1f ms  %9.1f ms  %12.1f ms  %6.2f  %6s  %-6s  %17s\n", width, r.ID+" "+r.Measure,
+			r.BerthMedianMS, r.BerthP99MS, r.BaselineMedianMS, r.Ratio, fmt.Sprintf("≤%.2f", r.Goal), verdict, cli)
 	}
-	_ = tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range rep.Measures {
 		fmt.Fprintf(w, "  %s baseline: %s\n", r.ID, r.Baseline)
