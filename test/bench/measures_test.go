@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os/exec"
@@ -210,7 +211,7 @@ func (r *rig) turnTrue(session string) time.Duration {
 		r.t.Fatalf("StreamTurnOutput: %v", err)
 	}
 	for {
-		if _, err := st.Recv(); err == io.EOF {
+		if _, err := st.Recv(); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			r.t.Fatalf("StreamTurnOutput: %v", err)
