@@ -53,7 +53,11 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s: %d Berth and %d baseline samples, want 1 each", r.ID, len(r.berth), len(r.baseline))
 		}
 	}
+	rep := report{Samples: 1, Core: coreSettings(false), Measures: rows}
 	var w strings.Builder
-	printTable(&w, report{Samples: 1, Core: coreSettings(false), Measures: rows})
+	printTable(&w, rep)
 	t.Log(w.String())
+	if err := writeJSON(filepath.Join(t.TempDir(), "bench.json"), rep); err != nil {
+		t.Errorf("writeJSON: %v", err)
+	}
 }

@@ -62,8 +62,8 @@ type Core struct {
 }
 
 // StartCore starts berth-core on database dsn with its own state directory
-// and the default options, and returns once it serves (or, with
-// wait=false, once it started).
+// and zero CoreOptions (so the tests' short intervals), and returns once it
+// serves (or, with wait=false, once it started).
 func StartCore(t testing.TB, dsn, stateDir string, wait bool) *Core {
 	t.Helper()
 	return StartCoreWith(t, dsn, stateDir, wait, CoreOptions{})
