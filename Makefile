@@ -165,9 +165,11 @@ soak: ## Mixed create/delete workload with random faults for DURATION (default 1
 		| tee .run/soak.log | grep --line-buffered -E '^(--- |ok|FAIL)|fault:|violated|^soak '; \
 		status=$${PIPESTATUS[0]}; echo "full log: .run/soak.log"; exit $$status
 
+BERTH_BENCH_SAMPLES ?= 20
 .PHONY: bench
-bench: ## Benchmarks as ratios against the raw engine, measured in the same run (needs the test services)
-	go test -run '^$$' -bench . -benchtime 1x -count=1 berth.dev/sandbox/docker/ berth.dev/test/nodeproto/ berth.dev/test/runtime/
+bench: ## P1-P3 against Engine API baselines in the same run, BERTH_BENCH_SAMPLES each (default 20): one table, also .run/bench.json (needs the test services)
+	BERTH_BENCH_SAMPLES=$(BERTH_BENCH_SAMPLES) BERTH_BENCH_JSON=$(CURDIR)/.run/bench.json \
+		go test -run '^$$' -bench '^BenchmarkBerth$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/bench/
 
 FUZZTIME ?= 1m
 FUZZ_TARGETS := \

@@ -79,11 +79,7 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		}
 	}
 
-	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:       p.Name(ref),
-		Config:     p.containerConfig(ref),
-		HostConfig: p.hostConfig(ref, req.Resources),
-	})
+	created, err := p.cli.ContainerCreate(ctx, p.ContainerCreateOptions(ref, req.Resources))
 	if err != nil {
 		return partial, createErr("create container", err)
 	}
@@ -180,6 +176,19 @@ func labelsOf(c container.InspectResponse) map[string]string {
 		return nil
 	}
 	return c.Config.Labels
+}
+
+// ContainerCreateOptions is the container request Create sends for ref
+// with res: name, image, user, command, labels, and every fixed setting
+// (read-only root, dropped capabilities, seccomp, limits, tmpfs, the
+// volume and subpath mounts, network). Benchmarks build their engine
+// baseline from it, so that the baseline creates the very same container.
+func (p *Provider) ContainerCreateOptions(ref sandbox.Reference, res sandbox.Resources) client.ContainerCreateOptions {
+	return client.ContainerCreateOptions{
+		Name:       p.Name(ref),
+		Config:     p.containerConfig(ref),
+		HostConfig: p.hostConfig(ref, res),
+	}
 }
 
 func (p *Provider) containerConfig(ref sandbox.Reference) *container.Config {

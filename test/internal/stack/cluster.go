@@ -39,7 +39,7 @@ type Cluster struct {
 // image, configured with spec, which Core commits. When the test ends the
 // engine's resources of the installation are removed and, if it failed,
 // Core's log is written.
-func OneNodeCluster(t *testing.T, spec *adminv1.Specification, core CoreOptions, node NodeOptions) *Cluster {
+func OneNodeCluster(t testing.TB, spec *adminv1.Specification, core CoreOptions, node NodeOptions) *Cluster {
 	t.Helper()
 	host := testenv.DockerHost(t)
 	node.Socket = strings.TrimPrefix(host, "unix://")
@@ -63,4 +63,27 @@ func OneNodeCluster(t *testing.T, spec *adminv1.Specification, core CoreOptions,
 		RemoveOwned(t, engine, inst)
 	})
 	return &Cluster{Core: c, CC: cc, Ctx: ctx, Installation: inst, Node: n, NodeName: name, Engine: engine, Spec: spec}
+}
+
+// EngineNode starts a node agent over the test engine for a fresh
+// installation (NewInstallation) whose Core is the test itself (Node.Connect
+// gives Core's proxy), and a client of the engine. When the test ends it
+// removes and reports anything labelled with the installation.
+func EngineNode(t testing.TB) (*Installation, *Node, *client.Client) {
+	t.Helper()
+	host := testenv.DockerHost(t)
+	image := testenv.RuntimeImage(t)
+	inst := NewInstallation(t)
+	n := StartNode(t, inst, NodeOptions{Socket: strings.TrimPrefix(host, "unix://"), Image: image})
+	cli, err := docker.NewClient(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c, v := RemoveOwned(t, cli, inst.ID); c+v > 0 {
+			t.Errorf("left behind %d containers and %d volumes", c, v)
+		}
+		_ = cli.Close()
+	})
+	return inst, n, cli
 }

@@ -35,6 +35,14 @@ type CoreOptions struct {
 	Args []string
 	// Env are extra environment entries (KEY=value).
 	Env []string
+	// RuntimeListen, when set, serves the Runtime gateway there
+	// (--runtime-listen); RuntimeGateway sets it.
+	RuntimeListen string
+	// Defaults runs Core with its own defaults for every interval and TTL
+	// (lease, node reconciliation, lifecycle passes, Runtime keepalives),
+	// as an operator would: what benchmarks measure. Without it Core runs
+	// with short ones so that tests finish quickly.
+	Defaults bool
 }
 
 // Core is one berth-core process.
@@ -54,8 +62,8 @@ type Core struct {
 }
 
 // StartCore starts berth-core on database dsn with its own state directory
-// and the default options, and returns once it serves (or, with
-// wait=false, once it started).
+// and zero CoreOptions (so the tests' short intervals), and returns once it
+// serves (or, with wait=false, once it started).
 func StartCore(t testing.TB, dsn, stateDir string, wait bool) *Core {
 	t.Helper()
 	return StartCoreWith(t, dsn, stateDir, wait, CoreOptions{})
@@ -69,8 +77,16 @@ func StartCoreWith(t testing.TB, dsn, stateDir string, wait bool, o CoreOptions)
 	}
 	c := &Core{t: t, DSN: dsn, StateDir: stateDir, Serving: make(chan struct{}), Exited: make(chan struct{})}
 	args := []string{"serve", "--migrate", "--public-url", o.PublicURL,
-		"--state-dir", stateDir, "--admin-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0",
-		"--lease-ttl", "3s", "--node-interval", "200ms", "--lifecycle-interval", "300ms"}
+		"--state-dir", stateDir, "--admin-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0"}
+	if !o.Defaults {
+		args = append(args, "--lease-ttl", "3s", "--node-interval", "200ms", "--lifecycle-interval", "300ms")
+	}
+	if o.RuntimeListen != "" {
+		args = append(args, "--runtime-listen", o.RuntimeListen)
+		if !o.Defaults {
+			args = append(args, "--runtime-keepalive", "2s")
+		}
+	}
 	c.Cmd = exec.Command(coreBin, append(args, o.Args...)...)
 	// The database URL travels in the environment, never in argv.
 	c.Cmd.Env = append(append(os.Environ(), "BERTH_DATABASE_URL="+dsn), o.Env...)

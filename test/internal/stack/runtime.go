@@ -27,9 +27,10 @@ func BridgeGateway(t testing.TB, cli *client.Client) string {
 }
 
 // RuntimeGateway picks a free port on the engine's bridge gateway and
-// returns Core options that serve the Runtime gateway there, with the
-// public URL naming it, and the gateway's host:port. Node agents must use
-// the "bridge" network for their containers to reach it.
+// returns Core options that serve the Runtime gateway there (with a 2 s
+// keepalive unless Defaults is set), with the public URL naming it, and the
+// gateway's host:port. Node agents must use the "bridge" network for their
+// containers to reach it.
 func RuntimeGateway(t testing.TB, cli *client.Client) (CoreOptions, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(BridgeGateway(t, cli), "0"))
@@ -38,8 +39,5 @@ func RuntimeGateway(t testing.TB, cli *client.Client) (CoreOptions, string) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	return CoreOptions{
-		PublicURL: "http://" + addr,
-		Args:      []string{"--runtime-listen", addr, "--runtime-keepalive", "2s"},
-	}, addr
+	return CoreOptions{PublicURL: "http://" + addr, RuntimeListen: addr}, addr
 }

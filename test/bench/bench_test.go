@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/sandbox/testenv"
+
+	"berth.dev/test/internal/stack"
+)
+
+func TestMain(m *testing.M) { stack.Main(m) }
+
+// BenchmarkBerth runs P1, P2 and P3 BERTH_BENCH_SAMPLES times each (default
+// 20) against a berth-core at its default settings, prints the table and
+// writes it as JSON to BERTH_BENCH_JSON (default .run/bench.json in the
+// repository). Run it with `make bench`, once (-benchtime 1x): the samples
+// are its own, not b.N.
+func BenchmarkBerth(b *testing.B) {
+	samples := samplesFromEnv(b, os.Getenv)
+	start := time.Now()
+	rows := measure(b, samples, true)
+	for _, r := range rows {
+		r.summarize()
+	}
+	rep := report{Time: start.UTC(), Samples: samples, Core: coreSettings(true), Measures: rows}
+	printTable(os.Stdout, rep)
+	path := os.Getenv("BERTH_BENCH_JSON")
+	if path == "" {
+		path = filepath.Join(stack.RepoRoot(), ".run", "bench.json")
+	}
+	if err := writeJSON(path, rep); err != nil {
+		b.Fatalf("write %s: %v", path, err)
+	}
+	b.Logf("wrote %s", path)
+	for _, r := range rows {
+		b.ReportMetric(r.Ratio, r.ID+"-ratio")
+	}
+}
+
+// TestBenchSmoke runs every measure of BenchmarkBerth once, with Core at
+// the tests' short intervals, so that the benchmark cannot rot. It asserts
+// nothing about time.
+func TestBenchSmoke(t *testing.T) {
+	testenv.SkipShort(t, "a Docker Engine, PostgreSQL and the runtime image")
+	rows := measure(t, 1, false)
+	for _, r := range rows {
+		r.summarize()
+		if len(r.berth) != 1 || len(r.baseline) != 1 {
+			t.Errorf("%s: %d Berth and %d baseline samples, want 1 each", r.ID, len(r.berth), len(r.baseline))
+		}
+	}
+	rep := report{Samples: 1, Core: coreSettings(false), Measures: rows}
+	var w strings.Builder
+	printTable(&w, rep)
+	t.Log(w.String())
+	if err := writeJSON(filepath.Join(t.TempDir(), "bench.json"), rep); err != nil {
+		t.Errorf("writeJSON: %v", err)
+	}
+}

@@ -1,0 +1,23 @@
+// Package bench measures Berth against the raw Docker Engine in the same
+// run and prints one table (`make bench`):
+//
+//   - P1: Session create until the Session API reports execution admitted,
+//     through a real berth-core at its default intervals and an enrolled
+//     berth-nodeagent, against the engine alone creating the adapter's two
+//     volumes and its exact container (Provider.ContainerCreateOptions)
+//     and starting it until its first process reaches a TCP listener on
+//     this host;
+//   - P2: a Turn round trip for `true` (SubmitTurn until its output stream
+//     ends and GetTurn reads the result) against an Engine API exec of
+//     `true` in the same container (create, start attached, exit code);
+//   - P3: RunCommand(`true`) through Core's node proxy and a node agent
+//     against the Docker adapter in this process.
+//
+// Rules: every baseline does the same work through the Engine API from Go
+// with the adapter's own client (docker.NewClient), never through a CLI
+// process; the docker CLI's figures are printed beside, never divided by.
+// Berth runs at its default settings. Samples are interleaved, Berth then
+// baseline, and everything a sample creates is deleted before the next
+// one. Nothing here asserts a time: the smoke test runs each measure once
+// so that the benchmark cannot rot, and the goals are only reported.
+package bench

@@ -1,0 +1,361 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/moby/moby/client"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/contracttest"
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/testenv"
+
+	"berth.dev/test/internal/stack"
+)
+
+// spec is the deployment of the measured cluster.
+var spec = &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4}
+
+// sampleTimeout bounds one sample of any measure.
+const sampleTimeout = 2 * time.Minute
+
+// rig is a real berth-core serving the Runtime gateway on the engine's
+// bridge, one enrolled node agent whose containers use the bridge, and the
+// baseline's own adapter configuration.
+type rig struct {
+	t        testing.TB
+	ctx      context.Context
+	cluster  *stack.Cluster
+	sessions adminv1.SessionServiceClient
+	turns    adminv1.TurnServiceClient
+	// baseline is the Docker adapter configured as the node agent
+	// configures it, under an installation of its own so that nothing of
+	// Berth's sees its resources; only its ContainerCreateOptions is used.
+	baseline *docker.Provider
+	res      sandbox.Resources
+	// listener is where the baseline's container connects: the bridge
+	// gateway, as the Runtime reaches Core's gateway.
+	listener  net.Listener
+	host      string
+	dockerCLI string // "" without the docker CLI on PATH
+}
+
+// newRig starts the cluster; defaults runs Core at its default intervals
+// (the benchmark), otherwise at the tests' short ones (the smoke test).
+func newRig(t testing.TB, defaults bool) *rig {
+	t.Helper()
+	host := testenv.DockerHost(t)
+	engine, err := docker.NewClient(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = engine.Close() })
+	coreOpts, _ := stack.RuntimeGateway(t, engine)
+	coreOpts.Defaults = defaults
+	c := stack.OneNodeCluster(t, spec, coreOpts, stack.NodeOptions{Network: "bridge"})
+	profile, err := docker.LoadSeccompProfile(filepath.Join(stack.RepoRoot(), "deploy", "runtime", "seccomp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{
+		t: t, ctx: c.Ctx, cluster: c, host: host,
+		sessions: adminv1.NewSessionServiceClient(c.CC),
+		turns:    adminv1.NewTurnServiceClient(c.CC),
+		res:      sandbox.Resources{CPUMillis: spec.GetCpuMillis(), MemoryBytes: spec.GetMemoryBytes(), DiskBytes: spec.GetDiskBytes()},
+	}
+	baselineInst := uuid.NewString()
+	r.baseline = docker.New(c.Engine, docker.Options{
+		InstallationID: baselineInst,
+		Config: docker.NodeConfig{
+			Socket: strings.TrimPrefix(host, "unix://"), Image: testenv.RuntimeImage(t), Network: "bridge",
+			SeccompProfile: filepath.Join(stack.RepoRoot(), "deploy", "runtime", "seccomp.json"),
+		},
+		Seccomp: profile,
+	})
+	t.Cleanup(func() {
+		if n, v := stack.RemoveOwned(t, c.Engine, baselineInst); n+v > 0 {
+			t.Errorf("the baseline left %d containers and %d volumes", n, v)
+		}
+	})
+	r.listener, err = net.Listen("tcp", net.JoinHostPort(stack.BridgeGateway(t, c.Engine), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.listener.Close() })
+	if p, err := exec.LookPath("docker"); err == nil {
+		r.dockerCLI = p
+	}
+	return r
+}
+
+// admitted is P1's Berth side: CreateSession until GetSession reports
+// execution admitted. It returns the time and the Session's name.
+func (r *rig) admitted() (time.Duration, string) {
+	r.t.Helper()
+	start := time.Now()
+	resp, err := r.sessions.CreateSession(r.ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
+	if err != nil {
+		r.t.Fatalf("CreateSession: %v", err)
+	}
+	name := resp.GetSession().GetName()
+	for {
+		g, err := r.sessions.GetSession(r.ctx, &adminv1.GetSessionRequest{Name: name})
+		if err != nil {
+			r.t.Fatalf("GetSession: %v", err)
+		}
+		if g.GetSession().GetEnvironment().GetExecutionAdmitted() {
+			return time.Since(start), name
+		}
+		if s := g.GetSession().GetState(); s == adminv1.Session_STATE_FAILED || time.Since(start) > sampleTimeout {
+			r.t.Fatalf("%s not admitted: %v", name, g.GetSession())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// deleteSession deletes a Session and waits until its cleanup is
+// confirmed (state DELETED), so that the next sample starts from nothing.
+func (r *rig) deleteSession(name string) {
+	r.t.Helper()
+	if _, err := r.sessions.DeleteSession(r.ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
+		r.t.Fatalf("DeleteSession: %v", err)
+	}
+	stack.WaitFor(r.t, sampleTimeout, name+" deleted", func() bool {
+		g, err := r.sessions.GetSession(r.ctx, &adminv1.GetSessionRequest{Name: name})
+		if err != nil {
+			r.t.Fatalf("GetSession: %v", err)
+		}
+		return g.GetSession().GetState() == adminv1.Session_STATE_DELETED
+	})
+}
+
+// engineListening is P1's baseline: the adapter's two volumes and exact
+// container (its own ContainerCreateOptions, with busybox nc as the first
+// process in place of the Runtime), started, until that process connects
+// to a listener on this host. Everything is removed afterwards, untimed.
+func (r *rig) engineListening() time.Duration {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), sampleTimeout)
+	defer cancel()
+	cli := r.cluster.Engine
+	ref := contracttest.NewReference()
+	opts := r.baseline.ContainerCreateOptions(ref, r.res)
+	gw, port, _ := net.SplitHostPort(r.listener.Addr().String())
+	opts.Config.Cmd = []string{"/bin/busybox", "nc", gw, port}
+	defer func() {
+		_, _ = cli.ContainerRemove(context.Background(), opts.Name, client.ContainerRemoveOptions{Force: true})
+		for _, v := range []string{r.baseline.HomeVolume(ref), r.baseline.EnvironmentVolume(ref)} {
+			_, _ = cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+		}
+	}()
+	accepted := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		conn, err := r.listener.Accept()
+		if err == nil {
+			_ = conn.Close()
+		}
+		accepted <- err
+	}()
+	for _, v := range []string{r.baseline.HomeVolume(ref), r.baseline.EnvironmentVolume(ref)} {
+		if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: v, Driver: "local", Labels: r.baseline.Labels(ref)}); err != nil {
+			r.t.Fatalf("baseline volume: %v", err)
+		}
+	}
+	created, err := cli.ContainerCreate(ctx, opts)
+	if err != nil {
+		r.t.Fatalf("baseline container: %v", err)
+	}
+	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		r.t.Fatalf("baseline start: %v", err)
+	}
+	select {
+	case err := <-accepted:
+		if err != nil {
+			r.t.Fatalf("baseline accept: %v", err)
+		}
+	case <-ctx.Done():
+		_ = r.listener.Close() // ends the Accept; the rig is unusable now
+		r.t.Fatal("the baseline container never connected")
+	}
+	return time.Since(start)
+}
+
+// turnTrue is P2's Berth side: SubmitTurn of `true`, its output stream to
+// the end, and GetTurn's result.
+func (r *rig) turnTrue(session string) time.Duration {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(r.ctx, sampleTimeout)
+	defer cancel()
+	start := time.Now()
+	sub, err := r.turns.SubmitTurn(ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: &adminv1.Turn{
+		Command: &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: []string{"true"}}}},
+	}})
+	if err != nil {
+		r.t.Fatalf("SubmitTurn: %v", err)
+	}
+	name := sub.GetTurn().GetName()
+	st, err := r.turns.StreamTurnOutput(ctx, &adminv1.StreamTurnOutputRequest{Name: name})
+	if err != nil {
+		r.t.Fatalf("StreamTurnOutput: %v", err)
+	}
+	for {
+		if _, err := st.Recv(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			r.t.Fatalf("StreamTurnOutput: %v", err)
+		}
+	}
+	got, err := r.turns.GetTurn(ctx, &adminv1.GetTurnRequest{Name: name})
+	if err != nil {
+		r.t.Fatalf("GetTurn: %v", err)
+	}
+	d := time.Since(start)
+	if got.GetTurn().GetState() != adminv1.Turn_STATE_COMPLETED || got.GetTurn().GetExitCode() != 0 {
+		r.t.Fatalf("turn: %v", got.GetTurn())
+	}
+	return d
+}
+
+// sessionContainer is the engine's id of a Session's container.
+func (r *rig) sessionContainer(session string) string {
+	r.t.Helper()
+	g, err := r.sessions.GetSession(r.ctx, &adminv1.GetSessionRequest{Name: session})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	allocation := strings.TrimPrefix(g.GetSession().GetAllocation(), "allocations/")
+	cs, err := r.cluster.Engine.ContainerList(r.ctx, client.ContainerListOptions{
+		Filters: client.Filters{}.Add("label", docker.LabelAllocation+"="+allocation),
+	})
+	if err != nil || len(cs.Items) != 1 {
+		r.t.Fatalf("the Session's container: %d found, %v", len(cs.Items), err)
+	}
+	return cs.Items[0].ID
+}
+
+// engineExec is P2's baseline: an Engine API exec of `true` in container
+// as the Runtime user, created, started attached, read to its end, and its
+// exit code read.
+func engineExec(t testing.TB, cli *client.Client, container string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), sampleTimeout)
+	defer cancel()
+	start := time.Now()
+	created, err := cli.ExecCreate(ctx, container, client.ExecCreateOptions{
+		User: docker.RuntimeUser, AttachStdout: true, AttachStderr: true, Cmd: []string{"true"},
+	})
+	if err != nil {
+		t.Fatalf("exec create: %v", err)
+	}
+	attached, err := cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		t.Fatalf("exec start: %v", err)
+	}
+	_, err = io.Copy(io.Discard, attached.Reader)
+	attached.Close()
+	if err != nil {
+		t.Fatalf("exec output: %v", err)
+	}
+	for {
+		res, err := cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+		if err != nil {
+			t.Fatalf("exec inspect: %v", err)
+		}
+		if !res.Running {
+			if res.ExitCode != 0 {
+				t.Fatalf("exec exit code %d", res.ExitCode)
+			}
+			return time.Since(start)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// cliExec is `docker exec -u RUNTIME_USER container true`, printed beside
+// the table, never a ratio's denominator. Without the CLI it is zero.
+func cliExec(t testing.TB, dockerCLI, host, container string) time.Duration {
+	t.Helper()
+	if dockerCLI == "" {
+		return 0
+	}
+	start := time.Now()
+	if out, err := exec.Command(dockerCLI, "-H", host, "exec", "-u", docker.RuntimeUser, container, "true").CombinedOutput(); err != nil {
+		t.Fatalf("docker exec: %v: %s", err, out)
+	}
+	return time.Since(start)
+}
+
+// measure runs P1, P2 and P3 with samples samples each and returns their
+// rows; defaults starts Core at its default intervals.
+func measure(t testing.TB, samples int, defaults bool) []*row {
+	t.Helper()
+	r := newRig(t, defaults)
+	p1 := &row{ID: "P1", Measure: "Session create to execution admitted", Baseline: "engine: volumes, container, start, first process reaches a host listener", Goal: 1.15}
+	for range samples {
+		d, name := r.admitted()
+		p1.add(d, r.engineListening(), 0)
+		r.deleteSession(name)
+	}
+
+	p2 := &row{ID: "P2", Measure: "Turn round trip (true)", Baseline: "engine: exec create, start, exit code in the same container", Goal: 0.25}
+	_, session := r.admitted()
+	container := r.sessionContainer(session)
+	for range samples {
+		p2.add(r.turnTrue(session), engineExec(t, r.cluster.Engine, container), cliExec(t, r.dockerCLI, r.host, container))
+	}
+	r.deleteSession(session)
+
+	p3 := &row{ID: "P3", Measure: "RunCommand(true) via Core's proxy and a node agent", Baseline: "the Docker adapter in process", Goal: 1.10}
+	inst, n, cli := stack.EngineNode(t)
+	_, proxy := n.Connect(t, n.Dial(t), 1)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+	info, err := proxy.Create(ctx, contracttest.CreateRequest(ref, stack.Resources))
+	if err != nil {
+		t.Fatalf("Create via the node: %v", err)
+	}
+	direct := docker.New(cli, docker.Options{InstallationID: inst.ID, Config: docker.NodeConfig{Image: testenv.RuntimeImage(t), Network: "none"}})
+	cmd := sandbox.Command{Args: []string{"true"}}
+	run := func(p interface {
+		RunCommand(context.Context, sandbox.Reference, sandbox.Command) (sandbox.CommandResult, error)
+	}) time.Duration {
+		start := time.Now()
+		res, err := p.RunCommand(ctx, ref, cmd)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("RunCommand: %+v, %v", res, err)
+		}
+		return time.Since(start)
+	}
+	for range samples {
+		p3.add(run(proxy), run(direct), cliExec(t, r.dockerCLI, r.host, info.ProviderID))
+	}
+	if err := proxy.Kill(ctx, ref); err != nil {
+		t.Fatalf("Kill via the node: %v", err)
+	}
+	return []*row{p1, p2, p3}
+}
+
+// samplesFromEnv is BERTH_BENCH_SAMPLES, default 20.
+func samplesFromEnv(t testing.TB, getenv func(string) string) int {
+	v := getenv("BERTH_BENCH_SAMPLES")
+	if v == "" {
+		return 20
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("BERTH_BENCH_SAMPLES=%q: want a positive number", v)
+	}
+	return n
+}

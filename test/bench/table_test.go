@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// row is one measure: Berth's samples, the baseline's, interleaved, and
+// the docker CLI's where it has a counterpart (printed beside only).
+type row struct {
+	ID       string  `json:"id"`
+	Measure  string  `json:"measure"`
+	Baseline string  `json:"baseline"`
+	Goal     float64 `json:"goal"`
+
+	BerthMedianMS    float64 `json:"berth_median_ms"`
+	BerthP99MS       float64 `json:"berth_p99_ms"`
+	BaselineMedianMS float64 `json:"baseline_median_ms"`
+	Ratio            float64 `json:"ratio"`
+	MeetsGoal        bool    `json:"meets_goal"`
+	// DockerCLIMedianMS is the docker CLI doing the baseline's work, for
+	// reference only; 0 where there is none.
+	DockerCLIMedianMS float64 `json:"docker_cli_median_ms,omitempty"`
+
+	BerthMS    []float64 `json:"berth_samples_ms"`
+	BaselineMS []float64 `json:"baseline_samples_ms"`
+
+	berth, baseline, cli []time.Duration
+}
+
+// add records one interleaved sample; cli is zero when not measured.
+func (r *row) add(berth, baseline, cli time.Duration) {
+	r.berth = append(r.berth, berth)
+	r.baseline = append(r.baseline, baseline)
+	if cli > 0 {
+		r.cli = append(r.cli, cli)
+	}
+}
+
+// summarize fills the figures from the samples.
+func (r *row) summarize() {
+	r.BerthMedianMS = millis(percentile(r.berth, 50))
+	r.BerthP99MS = millis(percentile(r.berth, 99))
+	r.BaselineMedianMS = millis(percentile(r.baseline, 50))
+	r.Ratio = r.BerthMedianMS / r.BaselineMedianMS
+	r.MeetsGoal = r.Ratio <= r.Goal
+	if len(r.cli) > 0 {
+		r.DockerCLIMedianMS = millis(percentile(r.cli, 50))
+	}
+	r.BerthMS, r.BaselineMS = allMillis(r.berth), allMillis(r.baseline)
+}
+
+// percentile is the nearest-rank percentile p (0 < p <= 100) of samples;
+// the median of an even count is the mean of the two middle samples.
+func percentile(samples []time.Duration, p float64) time.Duration {
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if p == 50 && len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(rank, 1)-1]
+}
+
+func millis(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+func allMillis(d []time.Duration) []float64 {
+	out := make([]float64, len(d))
+	for i, v := range d {
+		out[i] = millis(v)
+	}
+	return out
+}
+
+// report is the JSON form of one run.
+type report struct {
+	Time    time.Time `json:"time"`
+	Samples int       `json:"samples"`
+	// Core names the settings Berth ran with.
+	Core     string `json:"core"`
+	Measures []*row `json:"measures"`
+}
+
+// printTable writes the one table, then the baselines and the docker CLI
+// figures beside it.
+func printTable(w io.Writer, rep report) {
+	fmt.Fprintf(w, "\nBerth benchmarks: %d samples each, interleaved with their baselines; %s\n\n", rep.Samples, rep.Core)
+	width := len("measure")
+	for _, r := range rep.Measures {
+		width = max(width, len(r.ID)+1+len(r.Measure))
+	}
+	fmt.Fprintf(w, "%-*s  %12s  %12s  %15s  %6s  %6s  %-6s  %17s\n", width, "measure",
+		"Berth median", "Berth p99", "baseline median", "ratio", "goal", "", "docker CLI median")
+	for _, r := range rep.Measures {
+		verdict := "met"
+		if !r.MeetsGoal {
+			verdict = "missed"
+		}
+		cli := "-"
+		if r.DockerCLIMedianMS > 0 {
+			cli = fmt.Sprintf("%.1f ms", r.DockerCLIMedianMS)
+		}
+		fmt.Fprintf(w, "%-*s  %9.1f ms  %9.1f ms  %12.1f ms  %6.2f  %6s  %-6s  %17s\n", width, r.ID+" "+r.Measure,
+			r.BerthMedianMS, r.BerthP99MS, r.BaselineMedianMS, r.Ratio, fmt.Sprintf("≤%.2f", r.Goal), verdict, cli)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rep.Measures {
+		fmt.Fprintf(w, "  %s baseline: %s\n", r.ID, r.Baseline)
+	}
+	fmt.Fprintln(w, "  docker CLI: the same exec through `docker exec`, for reference only (never a ratio's denominator)")
+	fmt.Fprintln(w)
+}
+
+// writeJSON writes rep to path, creating its folder.
+func writeJSON(path string, rep report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// TestPercentile: the median of an even count is the mean of the middle
+// two, p99 is the nearest rank (the maximum below 100 samples).
+func TestPercentile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	for _, c := range []struct {
+		samples []time.Duration
+		p       float64
+		want    time.Duration
+	}{
+		{ms(3, 1, 2), 50, 2 * time.Millisecond},
+		{ms(4, 1, 3, 2), 50, 2500 * time.Microsecond},
+		{ms(5), 99, 5 * time.Millisecond},
+		{ms(9, 1, 5, 7, 3), 99, 9 * time.Millisecond},
+		{nil, 50, 0},
+	} {
+		if got := percentile(c.samples, c.p); got != c.want {
+			t.Errorf("percentile(%v, %v) = %v, want %v", c.samples, c.p, got, c.want)
+		}
+	}
+}
+
+// coreSettings names what Core ran with, for the report.
+func coreSettings(defaults bool) string {
+	if defaults {
+		return "berth-core at its default intervals and TTLs (no interval flag given)"
+	}
+	return "berth-core at the tests' short intervals (smoke run)"
+}
