@@ -17,15 +17,15 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 )
 
-// MaxMessageBytes bounds one protocol message: a command result carries up
-// to two streams of sandbox.MaxOutputLimit bytes, a request up to
-// sandbox.MaxCommandStdin of stdin.
-const MaxMessageBytes = 2*sandbox.MaxOutputLimit + 8<<20
+// MaxMessageBytes bounds one node protocol message (nodewire's).
+const MaxMessageBytes = nodewire.MaxMessageBytes
 
 // Serve runs the node agent with cfg until ctx ends (nil) or the server
 // fails. It is built from named steps, in order: openState (the state
@@ -180,7 +180,9 @@ func (p *process) setupServer(ctx context.Context) error {
 	p.lis = lis
 	p.gs = grpc.NewServer(append(p.server.Options(),
 		grpc.Creds(credentials.NewTLS(p.tls)),
-		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))...)
+		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		// Core pings every nodewire.KeepaliveTime to notice a stopped node.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: nodewire.KeepaliveMinTime, PermitWithoutStream: true}))...)
 	p.server.Register(p.gs)
 	p.onStop(func() {
 		p.server.Shutdown()

@@ -11,18 +11,17 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
-	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providercontract"
 )
 
-// MaxMessageBytes bounds one protocol message: a command result carries up
-// to two streams of sandbox.MaxOutputLimit bytes.
-const MaxMessageBytes = 2*sandbox.MaxOutputLimit + 8<<20
+// MaxMessageBytes bounds one node protocol message (nodewire's).
+const MaxMessageBytes = nodewire.MaxMessageBytes
 
 // Dial returns a client connection to the node agent at addr that
 // authenticates with Core's client certificate and verifies the node's
@@ -30,7 +29,12 @@ const MaxMessageBytes = 2*sandbox.MaxOutputLimit + 8<<20
 func Dial(addr string, tlsCfg *tls.Config) (*grpc.ClientConn, error) {
 	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		// A stopped or cut-off node is noticed by its silence, not at the
+		// end of the presence window (nodewire.KeepaliveTime).
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: nodewire.KeepaliveTime, Timeout: nodewire.KeepaliveTimeout, PermitWithoutStream: true,
+		}))
 	if err != nil {
 		return nil, errdefs.Invalid("node.address", "cannot dial")
 	}

@@ -1,0 +1,31 @@
+package nodewire
+
+import (
+	"time"
+
+	"berth.dev/sandbox"
+)
+
+// The node protocol's transport parameters, the same on both sides.
+const (
+	// MaxMessageBytes bounds one message: a command result of two full
+	// output streams and room for the rest.
+	MaxMessageBytes = 2*sandbox.MaxOutputLimit + 8<<20
+
+	// KeepaliveTime is how long Core's connection to a node may go without
+	// a frame before Core pings it (grpc-go's floor for a client is ten
+	// seconds). The Connect stream's health reports (every ten seconds by
+	// default) count as frames.
+	KeepaliveTime = 10 * time.Second
+	// KeepaliveTimeout is how long Core waits for the ping's answer before
+	// it closes the connection: a stopped (SIGSTOP) or cut-off node agent
+	// is then noticed within KeepaliveTime+KeepaliveTimeout of its last
+	// frame, the connection's presence is recorded disconnected and
+	// placement stops choosing the node at once, instead of when its last
+	// health report ages past the 45-second presence window.
+	KeepaliveTimeout = 5 * time.Second
+	// KeepaliveMinTime is the shortest ping interval a node agent accepts
+	// (below it, it would close the connection as abusive): half of
+	// KeepaliveTime, for slack.
+	KeepaliveMinTime = KeepaliveTime / 2
+)
