@@ -24,9 +24,6 @@ import (
 	"berth.dev/sandbox/providers"
 )
 
-// MaxMessageBytes bounds one node protocol message (nodewire's).
-const MaxMessageBytes = nodewire.MaxMessageBytes
-
 // Serve runs the node agent with cfg until ctx ends (nil) or the server
 // fails. It is built from named steps, in order: openState (the state
 // directory and its lock), loadIdentity (the enrolled identity and its
@@ -180,7 +177,7 @@ func (p *process) setupServer(ctx context.Context) error {
 	p.lis = lis
 	p.gs = grpc.NewServer(append(p.server.Options(),
 		grpc.Creds(credentials.NewTLS(p.tls)),
-		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.MaxRecvMsgSize(nodewire.MaxMessageBytes), grpc.MaxSendMsgSize(nodewire.MaxMessageBytes),
 		// Core pings every nodewire.KeepaliveTime to notice a stopped node.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: nodewire.KeepaliveMinTime, PermitWithoutStream: true}))...)
 	p.server.Register(p.gs)

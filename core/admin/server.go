@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errgrpc"
 )
 
 // DefaultUnaryTimeout bounds a unary call that arrives without a deadline.
@@ -59,8 +60,8 @@ func NewServer(opts Options) *grpc.Server {
 		timeout = DefaultUnaryTimeout
 	}
 	sopts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(auth.unary, deadlinePolicy(timeout), mapUnaryErrors),
-		grpc.ChainStreamInterceptor(auth.stream, mapStreamErrors),
+		grpc.ChainUnaryInterceptor(auth.unary, deadlinePolicy(timeout), errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod)),
+		grpc.ChainStreamInterceptor(auth.stream, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod)),
 		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error { return unimplemented() }),
 	}
 	if opts.Creds != nil {
@@ -113,18 +114,6 @@ func deadlinePolicy(d time.Duration) grpc.UnaryServerInterceptor {
 	}
 }
 
-func mapUnaryErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	resp, err := handler(ctx, req)
-	if err != nil && strings.HasPrefix(info.FullMethod, adminPrefix) {
-		return nil, ToStatus(err)
-	}
-	return resp, err
-}
-
-func mapStreamErrors(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	err := handler(srv, ss)
-	if err != nil && strings.HasPrefix(info.FullMethod, adminPrefix) {
-		return ToStatus(err)
-	}
-	return err
-}
+// isAdminMethod reports whether fullMethod is a berth.admin.v1 method,
+// whose errors ToStatus converts (health and reflection keep theirs).
+func isAdminMethod(fullMethod string) bool { return strings.HasPrefix(fullMethod, adminPrefix) }

@@ -20,16 +20,13 @@ import (
 	"berth.dev/sandbox/providercontract"
 )
 
-// MaxMessageBytes bounds one node protocol message (nodewire's).
-const MaxMessageBytes = nodewire.MaxMessageBytes
-
 // Dial returns a client connection to the node agent at addr that
 // authenticates with Core's client certificate and verifies the node's
 // (tlsCfg from nodetls.ClientConfig). No I/O happens until the first call.
 func Dial(addr string, tlsCfg *tls.Config) (*grpc.ClientConn, error) {
 	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(nodewire.MaxMessageBytes), grpc.MaxCallSendMsgSize(nodewire.MaxMessageBytes)),
 		// A stopped or cut-off node is noticed by its silence, not at the
 		// end of the presence window (nodewire.KeepaliveTime).
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{

@@ -110,10 +110,16 @@ var errRequiredUnsupported = fmt.Errorf("unsupported answer for a required opera
 
 // unknownRow is the row of an error of no known class in op.
 func unknownRow(op providercontract.Operation) errgrpc.Row {
-	code := CodeComputeUnconfirmed
 	if IsCommand(op) {
-		code = CodeCommandUnconfirmed
+		return commandUnconfirmedRow
 	}
+	return computeUnconfirmedRow
+}
+
+// The two unknown-outcome rows, found once in the shared table.
+var computeUnconfirmedRow, commandUnconfirmedRow = sharedRow(CodeComputeUnconfirmed), sharedRow(CodeCommandUnconfirmed)
+
+func sharedRow(code Code) errgrpc.Row {
 	for _, r := range errgrpc.Common() {
 		if r.Reason == string(code) {
 			return r

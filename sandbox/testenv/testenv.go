@@ -53,6 +53,18 @@ func SkipShort(t testing.TB, what string) {
 	}
 }
 
+// Unavailable ends a test whose host lacks what it needs (why): a skip on
+// a developer machine, a failure under CI=true, where a skipped test would
+// look like a passing one.
+func Unavailable(t testing.TB, why string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("%s, and CI=true forbids skipping this test", why)
+		return
+	}
+	t.Skipf("%s: skipping", why)
+}
+
 // short is testing.Short, a variable so that this package's own tests can
 // run both ways.
 var short = testing.Short

@@ -117,3 +117,19 @@ func TestShort(t *testing.T) {
 		t.Errorf("SkipShort skipped without -short: %q", r.skip)
 	}
 }
+
+// TestUnavailable: a host that lacks what a test needs skips it on a
+// developer machine and fails it under CI=true.
+func TestUnavailable(t *testing.T) {
+	for _, ci := range []string{"true", ""} {
+		t.Setenv("CI", ci)
+		r := &recorder{TB: t}
+		Unavailable(r, "no /dev/shm here")
+		if ci == "true" && (r.fatal == "" || r.skip != "") {
+			t.Errorf("CI=true: fatal %q, skip %q", r.fatal, r.skip)
+		}
+		if ci == "" && (r.skip == "" || r.fatal != "") {
+			t.Errorf("outside CI: fatal %q, skip %q", r.fatal, r.skip)
+		}
+	}
+}

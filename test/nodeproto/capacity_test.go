@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/api/types/system"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox/testenv"
 
 	"berth.dev/core/nodes"
 
@@ -27,7 +28,7 @@ func hostMemTotal(t *testing.T) int64 {
 	t.Helper()
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
-		t.Skip("no /proc/meminfo")
+		testenv.Unavailable(t, "no /proc/meminfo")
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -81,7 +82,7 @@ func helloAndReport(t *testing.T, n *stack.Node) (hello, report *pb.Capacity) {
 func TestCapacityReflectsReserveAndOvercommit(t *testing.T) {
 	const dataRoot = "/dev/shm" // another filesystem than the state directory's
 	if fi, err := os.Stat(dataRoot); err != nil || !fi.IsDir() {
-		t.Skip("no /dev/shm to stand for the engine's data root")
+		testenv.Unavailable(t, "no /dev/shm to stand for the engine's data root")
 	}
 	inst := stack.NewInstallation(t)
 	engine := stack.FixtureEngine(t)
@@ -95,7 +96,7 @@ func TestCapacityReflectsReserveAndOvercommit(t *testing.T) {
 	rootFree, _ := diskOf(t, dataRoot)
 	stateFree, _ := diskOf(t, n.Dir)
 	if near(rootFree, stateFree) {
-		t.Skip("the data root and the state directory have the same free space here")
+		testenv.Unavailable(t, "the data root and the state directory have the same free space here")
 	}
 	hello, report := helloAndReport(t, n)
 	for name, c := range map[string]*pb.Capacity{"hello": hello, "health report": report} {

@@ -151,21 +151,8 @@ func InstallationFilter(installationID string) client.Filters {
 // tombstones (label io.berth.tombstone: a never-started container holding
 // the name of an allocation whose Create never produced one, and its
 // empty volumes), which the adapter keeps by design as the proof behind
-// an absence receipt (sandbox/docker/doc.go). Tombstones counts those.
+// an absence receipt (sandbox/docker/doc.go).
 func Owned(t testing.TB, cli *client.Client, installationID string) (containers, volumes int) {
-	t.Helper()
-	c, v, _, _ := owned(t, cli, installationID)
-	return c, v
-}
-
-// Tombstones counts the installation's tombstone containers and volumes.
-func Tombstones(t testing.TB, cli *client.Client, installationID string) (containers, volumes int) {
-	t.Helper()
-	_, _, c, v := owned(t, cli, installationID)
-	return c, v
-}
-
-func owned(t testing.TB, cli *client.Client, installationID string) (containers, volumes, tombContainers, tombVolumes int) {
 	t.Helper()
 	f := InstallationFilter(installationID)
 	cs, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
@@ -177,20 +164,16 @@ func owned(t testing.TB, cli *client.Client, installationID string) (containers,
 		t.Fatal(err)
 	}
 	for _, c := range cs.Items {
-		if c.Labels[docker.LabelTombstone] != "" {
-			tombContainers++
-		} else {
+		if c.Labels[docker.LabelTombstone] == "" {
 			containers++
 		}
 	}
 	for _, v := range vs.Items {
-		if v.Labels[docker.LabelTombstone] != "" {
-			tombVolumes++
-		} else {
+		if v.Labels[docker.LabelTombstone] == "" {
 			volumes++
 		}
 	}
-	return containers, volumes, tombContainers, tombVolumes
+	return containers, volumes
 }
 
 // RemoveOwned force-removes everything labelled with the installation and
