@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -31,7 +32,8 @@ var spec = &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBy
 const sampleTimeout = 2 * time.Minute
 
 // rig is a real berth-core serving the Runtime gateway on the engine's
-// bridge, one enrolled node agent whose containers use the bridge, and the
+// bridge, fleetNodes enrolled node agents on the one engine whose
+// containers use the bridge (the last reached through a proxy), and the
 // baseline's own adapter configuration.
 type rig struct {
 	t        testing.TB
@@ -49,6 +51,8 @@ type rig struct {
 	listener  net.Listener
 	host      string
 	dockerCLI string // "" without the docker CLI on PATH
+	// victim is the fleet's node behind a proxy, which P6 harms.
+	victim *victim
 }
 
 // newRig starts the cluster; defaults runs Core at its default intervals
@@ -63,7 +67,10 @@ func newRig(t testing.TB, defaults bool) *rig {
 	t.Cleanup(func() { _ = engine.Close() })
 	coreOpts, _ := stack.RuntimeGateway(t, engine)
 	coreOpts.Defaults = defaults
-	c := stack.OneNodeCluster(t, spec, coreOpts, stack.NodeOptions{Network: "bridge"})
+	// The nodes run at their default capacity (host reserve, no CPU
+	// overcommit), as installed.
+	nodeOpts := stack.NodeOptions{Network: "bridge", Capacity: map[string]any{}}
+	c := stack.OneNodeCluster(t, spec, coreOpts, nodeOpts)
 	profile, err := docker.LoadSeccompProfile(filepath.Join(stack.RepoRoot(), "deploy", "runtime", "seccomp.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +103,8 @@ func newRig(t testing.TB, defaults bool) *rig {
 	if p, err := exec.LookPath("docker"); err == nil {
 		r.dockerCLI = p
 	}
+	nodeOpts.Socket, nodeOpts.Image, nodeOpts.Specification = strings.TrimPrefix(host, "unix://"), testenv.RuntimeImage(t), spec
+	r.victim = r.addFleet(nodeOpts)
 	return r
 }
 
@@ -131,6 +140,12 @@ func (r *rig) deleteSession(name string) {
 	if _, err := r.sessions.DeleteSession(r.ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
 		r.t.Fatalf("DeleteSession: %v", err)
 	}
+	r.deleted(name)
+}
+
+// deleted waits until a deleted Session's cleanup is confirmed.
+func (r *rig) deleted(name string) {
+	r.t.Helper()
 	stack.WaitFor(r.t, sampleTimeout, name+" deleted", func() bool {
 		g, err := r.sessions.GetSession(r.ctx, &adminv1.GetSessionRequest{Name: name})
 		if err != nil {
@@ -140,45 +155,49 @@ func (r *rig) deleteSession(name string) {
 	})
 }
 
-// engineListening is P1's baseline: the adapter's two volumes and exact
-// container (its own ContainerCreateOptions, with busybox nc as the first
-// process in place of the Runtime), started, until that process connects
-// to a listener on this host. Everything is removed afterwards, untimed.
+// engineListening is P1's baseline: one engineStart until its first
+// process reaches the listener. Everything is removed afterwards, untimed.
 func (r *rig) engineListening() time.Duration {
+	r.t.Helper()
+	return r.engineBatch(1)
+}
+
+// engineBatch is the engine alone doing what n Sessions need at once, with
+// n goroutines: each creates the adapter's two volumes and its exact
+// container (its own ContainerCreateOptions, with busybox nc as the first
+// process in place of the Runtime) and starts it. It returns the time
+// until every container's first process has connected to the listener on
+// this host; everything is removed afterwards, untimed.
+func (r *rig) engineBatch(n int) time.Duration {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), sampleTimeout)
 	defer cancel()
-	cli := r.cluster.Engine
-	ref := contracttest.NewReference()
-	opts := r.baseline.ContainerCreateOptions(ref, r.res)
-	gw, port, _ := net.SplitHostPort(r.listener.Addr().String())
-	opts.Config.Cmd = []string{"/bin/busybox", "nc", gw, port}
-	defer func() {
-		_, _ = cli.ContainerRemove(context.Background(), opts.Name, client.ContainerRemoveOptions{Force: true})
-		for _, v := range []string{r.baseline.HomeVolume(ref), r.baseline.EnvironmentVolume(ref)} {
-			_, _ = cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
-		}
-	}()
+	refs := make([]sandbox.Reference, n)
+	for i := range refs {
+		refs[i] = contracttest.NewReference()
+	}
+	defer r.removeBaseline(refs)
 	accepted := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		conn, err := r.listener.Accept()
-		if err == nil {
+		for range n {
+			conn, err := r.listener.Accept()
+			if err != nil {
+				accepted <- err
+				return
+			}
 			_ = conn.Close()
 		}
-		accepted <- err
+		accepted <- nil
 	}()
-	for _, v := range []string{r.baseline.HomeVolume(ref), r.baseline.EnvironmentVolume(ref)} {
-		if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: v, Driver: "local", Labels: r.baseline.Labels(ref)}); err != nil {
-			r.t.Fatalf("baseline volume: %v", err)
+	started := make(chan error, n)
+	for _, ref := range refs {
+		go func() { started <- r.engineStart(ctx, ref) }()
+	}
+	for range n {
+		if err := <-started; err != nil {
+			r.t.Fatalf("baseline: %v", err)
 		}
-	}
-	created, err := cli.ContainerCreate(ctx, opts)
-	if err != nil {
-		r.t.Fatalf("baseline container: %v", err)
-	}
-	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		r.t.Fatalf("baseline start: %v", err)
 	}
 	select {
 	case err := <-accepted:
@@ -187,9 +206,43 @@ func (r *rig) engineListening() time.Duration {
 		}
 	case <-ctx.Done():
 		_ = r.listener.Close() // ends the Accept; the rig is unusable now
-		r.t.Fatal("the baseline container never connected")
+		r.t.Fatal("the baseline containers never connected")
 	}
 	return time.Since(start)
+}
+
+// engineStart creates ref's two volumes and container as the adapter
+// would and starts the container, whose first process connects to the
+// rig's listener.
+func (r *rig) engineStart(ctx context.Context, ref sandbox.Reference) error {
+	cli := r.cluster.Engine
+	opts := r.baseline.ContainerCreateOptions(ref, r.res)
+	gw, port, _ := net.SplitHostPort(r.listener.Addr().String())
+	opts.Config.Cmd = []string{"/bin/busybox", "nc", gw, port}
+	for _, v := range []string{r.baseline.HomeVolume(ref), r.baseline.EnvironmentVolume(ref)} {
+		if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: v, Driver: "local", Labels: r.baseline.Labels(ref)}); err != nil {
+			return fmt.Errorf("volume: %w", err)
+		}
+	}
+	created, err := cli.ContainerCreate(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("container: %w", err)
+	}
+	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	return nil
+}
+
+// removeBaseline removes the baseline's containers and volumes of refs.
+func (r *rig) removeBaseline(refs []sandbox.Reference) {
+	cli := r.cluster.Engine
+	for _, ref := range refs {
+		_, _ = cli.ContainerRemove(context.Background(), r.baseline.ContainerCreateOptions(ref, r.res).Name, client.ContainerRemoveOptions{Force: true})
+		for _, v := range []string{r.baseline.HomeVolume(ref), r.baseline.EnvironmentVolume(ref)} {
+			_, _ = cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+		}
+	}
 }
 
 // turnTrue is P2's Berth side: SubmitTurn of `true`, its output stream to
@@ -302,14 +355,14 @@ func cliExec(t testing.TB, dockerCLI, host, container string) time.Duration {
 func measure(t testing.TB, samples int, defaults bool) []*row {
 	t.Helper()
 	r := newRig(t, defaults)
-	p1 := &row{ID: "P1", Measure: "Session create to execution admitted", Baseline: "engine: volumes, container, start, first process reaches a host listener", Goal: 1.15}
+	p1 := &row{ID: "P1", Kind: latency, Measure: "Session create to execution admitted", Baseline: "engine: volumes, container, start, first process reaches a host listener", Goal: 1.15}
 	for range samples {
 		d, name := r.admitted()
 		p1.add(d, r.engineListening(), 0)
 		r.deleteSession(name)
 	}
 
-	p2 := &row{ID: "P2", Measure: "Turn round trip (true)", Baseline: "engine: exec create, start, exit code in the same container", Goal: 0.25}
+	p2 := &row{ID: "P2", Kind: latency, Measure: "Turn round trip (true)", Baseline: "engine: exec create, start, exit code in the same container", Goal: 0.25}
 	_, session := r.admitted()
 	container := r.sessionContainer(session)
 	for range samples {
@@ -317,7 +370,7 @@ func measure(t testing.TB, samples int, defaults bool) []*row {
 	}
 	r.deleteSession(session)
 
-	p3 := &row{ID: "P3", Measure: "RunCommand(true) via Core's proxy and a node agent", Baseline: "the Docker adapter in process", Goal: 1.10}
+	p3 := &row{ID: "P3", Kind: latency, Measure: "RunCommand(true) via Core's proxy and a node agent", Baseline: "the Docker adapter in process", Goal: 1.10}
 	inst, n, cli := stack.EngineNode(t)
 	_, proxy := n.Connect(t, n.Dial(t), 1)
 	ctx := context.Background()
@@ -344,8 +397,31 @@ func measure(t testing.TB, samples int, defaults bool) []*row {
 	if err := proxy.Kill(ctx, ref); err != nil {
 		t.Fatalf("Kill via the node: %v", err)
 	}
-	return []*row{p1, p2, p3}
+
+	p4 := &row{ID: "P4", Kind: throughput, Batch: fleetSize, Goal: 0.9,
+		Measure:  fmt.Sprintf("Sessions per second, %d at once over %d node agents", fleetSize, fleetNodes),
+		Baseline: fmt.Sprintf("engine: P1's baseline for %d containers at once", fleetSize)}
+	for range samples {
+		d, names := r.fleetAdmitted()
+		p4.add(d, r.engineBatch(fleetSize), 0)
+		r.deleteAll(names)
+	}
+
+	rows := []*row{p1, p2, p3, p4}
+	for _, f := range faults {
+		p6 := &row{ID: f.id, Kind: bound, Goal: 15, Measure: "node not connected (so not placed on): " + f.what,
+			Baseline: fmt.Sprintf("none, a bound: %d samples (each costs a keepalive timeout and a reconnection)", min(samples, p6Samples))}
+		for range min(samples, p6Samples) {
+			p6.add(r.detect(r.victim, f), 0, 0)
+		}
+		rows = append(rows, p6)
+	}
+	return rows
 }
+
+// p6Samples caps P6's samples per fault: a stopped or cut-off node costs
+// a keepalive timeout and a reconnection each.
+const p6Samples = 5
 
 // samplesFromEnv is BERTH_BENCH_SAMPLES, default 20.
 func samplesFromEnv(t testing.TB, getenv func(string) string) int {

@@ -12,13 +12,32 @@ import (
 	"time"
 )
 
+// The kinds of measure.
+const (
+	// latency: Berth's median over the baseline's, at most Goal.
+	latency = "latency"
+	// throughput: Batch units per sample; the ratio is Berth's rate over
+	// the baseline's (the baseline's median over Berth's), at least Goal.
+	throughput = "throughput"
+	// bound: no baseline; Berth's p99 at most Goal seconds.
+	bound = "bound"
+)
+
 // row is one measure: Berth's samples, the baseline's, interleaved, and
 // the docker CLI's where it has a counterpart (printed beside only).
 type row struct {
 	ID       string  `json:"id"`
+	Kind     string  `json:"kind"`
 	Measure  string  `json:"measure"`
 	Baseline string  `json:"baseline"`
 	Goal     float64 `json:"goal"`
+	// Batch is how many units (Sessions, containers) one throughput
+	// sample completes.
+	Batch int `json:"batch,omitempty"`
+	// BerthPerSecond and BaselinePerSecond are a throughput row's rates at
+	// the medians.
+	BerthPerSecond    float64 `json:"berth_per_second,omitempty"`
+	BaselinePerSecond float64 `json:"baseline_per_second,omitempty"`
 
 	BerthMedianMS    float64 `json:"berth_median_ms"`
 	BerthP99MS       float64 `json:"berth_p99_ms"`
@@ -35,10 +54,13 @@ type row struct {
 	berth, baseline, cli []time.Duration
 }
 
-// add records one interleaved sample; cli is zero when not measured.
+// add records one interleaved sample; cli is zero when not measured, and
+// baseline is zero in a bound row.
 func (r *row) add(berth, baseline, cli time.Duration) {
 	r.berth = append(r.berth, berth)
-	r.baseline = append(r.baseline, baseline)
+	if baseline > 0 {
+		r.baseline = append(r.baseline, baseline)
+	}
 	if cli > 0 {
 		r.cli = append(r.cli, cli)
 	}
@@ -49,8 +71,19 @@ func (r *row) summarize() {
 	r.BerthMedianMS = millis(percentile(r.berth, 50))
 	r.BerthP99MS = millis(percentile(r.berth, 99))
 	r.BaselineMedianMS = millis(percentile(r.baseline, 50))
-	r.Ratio = r.BerthMedianMS / r.BaselineMedianMS
-	r.MeetsGoal = r.Ratio <= r.Goal
+	switch r.Kind {
+	case throughput:
+		r.Ratio = r.BaselineMedianMS / r.BerthMedianMS
+		r.MeetsGoal = r.Ratio >= r.Goal
+		r.BerthPerSecond = float64(r.Batch) / (r.BerthMedianMS / 1000)
+		r.BaselinePerSecond = float64(r.Batch) / (r.BaselineMedianMS / 1000)
+	case bound:
+		r.Ratio = 0
+		r.MeetsGoal = r.BerthP99MS <= r.Goal*1000
+	default:
+		r.Ratio = r.BerthMedianMS / r.BaselineMedianMS
+		r.MeetsGoal = r.Ratio <= r.Goal
+	}
 	if len(r.cli) > 0 {
 		r.DockerCLIMedianMS = millis(percentile(r.cli, 50))
 	}
@@ -110,12 +143,22 @@ func printTable(w io.Writer, rep report) {
 		if r.DockerCLIMedianMS > 0 {
 			cli = fmt.Sprintf("%.1f ms", r.DockerCLIMedianMS)
 		}
-		fmt.Fprintf(w, "%-*s  %9.1f ms  %9.1f ms  %12.1f ms  %6.2f  %6s  %-6s  %17s\n", width, r.ID+" "+r.Measure,
-			r.BerthMedianMS, r.BerthP99MS, r.BaselineMedianMS, r.Ratio, fmt.Sprintf("≤%.2f", r.Goal), verdict, cli)
+		base, ratio, goal := fmt.Sprintf("%12.1f ms", r.BaselineMedianMS), fmt.Sprintf("%6.2f", r.Ratio), fmt.Sprintf("≤%.2f", r.Goal)
+		switch r.Kind {
+		case throughput:
+			goal = fmt.Sprintf("≥%.2f", r.Goal)
+		case bound:
+			base, ratio, goal = fmt.Sprintf("%15s", "-"), fmt.Sprintf("%6s", "-"), fmt.Sprintf("≤%gs", r.Goal)
+		}
+		fmt.Fprintf(w, "%-*s  %9.1f ms  %9.1f ms  %s  %s  %6s  %-6s  %17s\n", width, r.ID+" "+r.Measure,
+			r.BerthMedianMS, r.BerthP99MS, base, ratio, goal, verdict, cli)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rep.Measures {
 		fmt.Fprintf(w, "  %s baseline: %s\n", r.ID, r.Baseline)
+		if r.Kind == throughput {
+			fmt.Fprintf(w, "  %s rates: Berth %.1f/s, baseline %.1f/s (%d per sample, at the medians)\n", r.ID, r.BerthPerSecond, r.BaselinePerSecond, r.Batch)
+		}
 	}
 	fmt.Fprintln(w, "  docker CLI: the same exec through `docker exec`, for reference only (never a ratio's denominator)")
 	fmt.Fprintln(w)

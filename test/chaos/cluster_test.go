@@ -26,6 +26,7 @@ import (
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 
+	"berth.dev/test/internal/faultnet"
 	"berth.dev/test/internal/stack"
 )
 
@@ -46,7 +47,7 @@ func spec(maxActive int32) *adminv1.Specification {
 // options shape a cluster.
 type options struct {
 	nodes     int    // node agents (default 3)
-	proxied   int    // index of the node reached through a tcpProxy; -1 for none
+	proxied   int    // index of the node reached through a faultnet.Proxy; -1 for none
 	dsn       string // database URL (default: a fresh database on the shared server)
 	maxActive int32  // per node (default 8)
 	engine    string // Docker Engine address (default the test engine)
@@ -62,8 +63,8 @@ type options struct {
 // node is one node agent of a cluster.
 type node struct {
 	*stack.Node
-	name  string    // "nodes/{id}"
-	proxy *tcpProxy // nil unless the node is reached through a proxy
+	name  string          // "nodes/{id}"
+	proxy *faultnet.Proxy // nil unless the node is reached through a proxy
 }
 
 // cluster is one installation under test: berth-core on its own database,
@@ -160,7 +161,7 @@ func (c *cluster) addNode(socket string, proxied bool) *node {
 	n := &node{}
 	advertise := listen
 	if proxied {
-		n.proxy = newProxy(t, stack.FreeAddr(t), listen)
+		n.proxy = faultnet.New(t, stack.FreeAddr(t), listen)
 		advertise = n.proxy.Addr()
 	}
 	token := stack.CreateEnrollmentToken(t, c.ctx, c.cc)
