@@ -183,17 +183,28 @@ func (c *Core) PublicAddr() string {
 
 // Stop ends Core with SIGTERM, killing it after 20 s.
 func (c *Core) Stop() {
+	if !Terminate(c.Cmd, c.Exited, 20*time.Second) {
+		c.t.Errorf("berth-core ignored SIGTERM")
+	}
+}
+
+// Terminate ends a started process with SIGTERM and waits up to grace for
+// exited to close; past that it kills the process. It reports whether the
+// process ended by itself: before the call, or on SIGTERM. Core, the node
+// agents and the chaos suite's private engine stop this way.
+func Terminate(cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration) bool {
 	select {
-	case <-c.Exited:
-		return
+	case <-exited:
+		return true
 	default:
 	}
-	_ = c.Cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-c.Exited:
-	case <-time.After(20 * time.Second):
-		_ = c.Cmd.Process.Kill()
-		c.t.Errorf("berth-core ignored SIGTERM")
+	case <-exited:
+		return true
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		return false
 	}
 }
 

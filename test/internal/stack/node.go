@@ -276,18 +276,13 @@ func (n *Node) Stop() {
 	}
 	select {
 	case <-n.Exited:
-		return
+		return // a Kill or a crash: the test has seen to it
 	default:
 	}
-	_ = n.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.Exited:
-		if n.ExitCode != 0 {
-			n.t.Errorf("berth-nodeagent exited with %d:\n%s", n.ExitCode, n.Logs())
-		}
-	case <-time.After(20 * time.Second):
-		_ = n.Cmd.Process.Kill()
+	if !Terminate(n.Cmd, n.Exited, 20*time.Second) {
 		n.t.Errorf("berth-nodeagent ignored SIGTERM")
+	} else if n.ExitCode != 0 {
+		n.t.Errorf("berth-nodeagent exited with %d:\n%s", n.ExitCode, n.Logs())
 	}
 }
 
