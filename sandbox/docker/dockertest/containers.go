@@ -347,22 +347,24 @@ func (s *Server) containerStart(r *http.Request) *reply {
 }
 
 func (s *Server) containerStop(r *http.Request) *reply {
-	return s.withContainer(r, func(c *ctr) *reply {
-		if c.State != StateRunning {
-			return &reply{status: http.StatusNotModified}
-		}
-		c.ExitCode = 143
-		s.setState(c, StateExited, time.Now().UTC())
-		return &reply{status: http.StatusNoContent}
-	})
+	return s.exitContainer(r, 143, func(*ctr) *reply { return &reply{status: http.StatusNotModified} })
 }
 
 func (s *Server) containerKill(r *http.Request) *reply {
+	return s.exitContainer(r, 137, func(c *ctr) *reply {
+		return errReply(http.StatusConflict, "cannot kill container: %s: container %s is not running", r.PathValue("id"), c.ID)
+	})
+}
+
+// exitContainer ends the running container the request names with the
+// exit code a stop (143, SIGTERM) or a kill (137, SIGKILL) leaves;
+// notRunning is the engine's answer for a container that does not run.
+func (s *Server) exitContainer(r *http.Request, code int, notRunning func(c *ctr) *reply) *reply {
 	return s.withContainer(r, func(c *ctr) *reply {
 		if c.State != StateRunning {
-			return errReply(http.StatusConflict, "cannot kill container: %s: container %s is not running", r.PathValue("id"), c.ID)
+			return notRunning(c)
 		}
-		c.ExitCode = 137
+		c.ExitCode = code
 		s.setState(c, StateExited, time.Now().UTC())
 		return &reply{status: http.StatusNoContent}
 	})
