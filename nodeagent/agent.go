@@ -205,125 +205,91 @@ func (a *Agent) Observe(ctx context.Context, ref sandbox.Reference) (obs sandbox
 	return obs, err
 }
 
-// checkpoint returns the adapter as a CheckpointProvider; every adapter
-// implements it (support is decided by the declaration, checked first).
-func (a *Agent) checkpoint() (sandbox.CheckpointProvider, error) {
-	cp, ok := a.provider.(sandbox.CheckpointProvider)
-	if !ok {
-		return nil, errdefs.ErrContract
-	}
-	return cp, nil
+// runCheckpoint runs f under run's rules with the adapter as a
+// CheckpointProvider; every adapter implements it (support is decided by
+// the declaration, checked first), so one that does not breaks the
+// contract.
+func (a *Agent) runCheckpoint(ctx context.Context, op providercontract.Operation, allocation string, f func(context.Context, sandbox.CheckpointProvider) error) error {
+	return a.run(ctx, op, allocation, func(ctx context.Context) error {
+		cp, ok := a.provider.(sandbox.CheckpointProvider)
+		if !ok {
+			return errdefs.ErrContract
+		}
+		return f(ctx, cp)
+	})
+}
+
+// forwardCheckpoint is runCheckpoint for a checkpoint operation with a
+// result: the forwarding methods below are each one call.
+func forwardCheckpoint[T any](ctx context.Context, a *Agent, op providercontract.Operation, allocation string, f func(context.Context, sandbox.CheckpointProvider) (T, error)) (T, error) {
+	var out T
+	err := a.runCheckpoint(ctx, op, allocation, func(ctx context.Context, cp sandbox.CheckpointProvider) error {
+		var err error
+		out, err = f(ctx, cp)
+		return err
+	})
+	return out, err
 }
 
 // Initial forwards Initial.
-func (a *Agent) Initial(ctx context.Context, ref sandbox.Reference) (c sandbox.Compute, err error) {
-	err = a.run(ctx, sandbox.OpInitial, ref.AllocationID, func(context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
-		c, err = cp.Initial(ref)
-		return err
+func (a *Agent) Initial(ctx context.Context, ref sandbox.Reference) (sandbox.Compute, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpInitial, ref.AllocationID, func(_ context.Context, cp sandbox.CheckpointProvider) (sandbox.Compute, error) {
+		return cp.Initial(ref)
 	})
-	return c, err
 }
 
 // NewCompute forwards NewCompute.
-func (a *Agent) NewCompute(ctx context.Context, prev sandbox.Compute) (c sandbox.Compute, err error) {
-	err = a.run(ctx, sandbox.OpNewCompute, prev.Reference.AllocationID, func(context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
-		c, err = cp.NewCompute(prev)
-		return err
+func (a *Agent) NewCompute(ctx context.Context, prev sandbox.Compute) (sandbox.Compute, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpNewCompute, prev.Reference.AllocationID, func(_ context.Context, cp sandbox.CheckpointProvider) (sandbox.Compute, error) {
+		return cp.NewCompute(prev)
 	})
-	return c, err
 }
 
 // GetCompute forwards GetCompute.
-func (a *Agent) GetCompute(ctx context.Context, c sandbox.Compute) (info sandbox.ComputeInfo, err error) {
-	err = a.run(ctx, sandbox.OpGetCompute, c.Reference.AllocationID, func(ctx context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
-		info, err = cp.GetCompute(ctx, c)
-		return err
+func (a *Agent) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpGetCompute, c.Reference.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) (sandbox.ComputeInfo, error) {
+		return cp.GetCompute(ctx, c)
 	})
-	return info, err
 }
 
 // Suspend forwards Suspend.
-func (a *Agent) Suspend(ctx context.Context, req sandbox.SuspendRequest) (res sandbox.SuspendResult, err error) {
-	err = a.run(ctx, sandbox.OpSuspend, req.Compute.Reference.AllocationID, func(ctx context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
-		res, err = cp.Suspend(ctx, req)
-		return err
+func (a *Agent) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbox.SuspendResult, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpSuspend, req.Compute.Reference.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) (sandbox.SuspendResult, error) {
+		return cp.Suspend(ctx, req)
 	})
-	return res, err
 }
 
 // Resume forwards Resume.
-func (a *Agent) Resume(ctx context.Context, req sandbox.ResumeRequest) (res sandbox.ResumeResult, err error) {
-	err = a.run(ctx, sandbox.OpResume, req.Target.Reference.AllocationID, func(ctx context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
-		res, err = cp.Resume(ctx, req)
-		return err
+func (a *Agent) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandbox.ResumeResult, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpResume, req.Target.Reference.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) (sandbox.ResumeResult, error) {
+		return cp.Resume(ctx, req)
 	})
-	return res, err
 }
 
 // ResumeCompute forwards ResumeCompute.
-func (a *Agent) ResumeCompute(ctx context.Context, c sandbox.Compute) (info sandbox.ComputeInfo, err error) {
-	err = a.run(ctx, sandbox.OpResumeCompute, c.Reference.AllocationID, func(ctx context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
-		info, err = cp.ResumeCompute(ctx, c)
-		return err
+func (a *Agent) ResumeCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpResumeCompute, c.Reference.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) (sandbox.ComputeInfo, error) {
+		return cp.ResumeCompute(ctx, c)
 	})
-	return info, err
 }
 
 // KillCompute forwards KillCompute.
 func (a *Agent) KillCompute(ctx context.Context, c sandbox.Compute) error {
-	return a.run(ctx, sandbox.OpKillCompute, c.Reference.AllocationID, func(ctx context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
+	return a.runCheckpoint(ctx, sandbox.OpKillCompute, c.Reference.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) error {
 		return cp.KillCompute(ctx, c)
 	})
 }
 
 // DeleteSnapshot forwards DeleteSnapshot.
 func (a *Agent) DeleteSnapshot(ctx context.Context, ref sandbox.Reference, s sandbox.SnapshotIdentity) error {
-	return a.run(ctx, sandbox.OpDeleteSnapshot, ref.AllocationID, func(ctx context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
+	return a.runCheckpoint(ctx, sandbox.OpDeleteSnapshot, ref.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) error {
 		return cp.DeleteSnapshot(ctx, ref, s)
 	})
 }
 
 // RunCommandCompute forwards RunCommandCompute.
-func (a *Agent) RunCommandCompute(ctx context.Context, c sandbox.Compute, cmd sandbox.Command) (res sandbox.CommandResult, err error) {
-	err = a.run(ctx, sandbox.OpRunCommandCompute, c.Reference.AllocationID, func(ctx context.Context) error {
-		cp, err := a.checkpoint()
-		if err != nil {
-			return err
-		}
-		res, err = cp.RunCommandCompute(ctx, c, cmd)
-		return err
+func (a *Agent) RunCommandCompute(ctx context.Context, c sandbox.Compute, cmd sandbox.Command) (sandbox.CommandResult, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpRunCommandCompute, c.Reference.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) (sandbox.CommandResult, error) {
+		return cp.RunCommandCompute(ctx, c, cmd)
 	})
-	return res, err
 }

@@ -37,7 +37,11 @@ func (m *overlapMeter) GetInfo(ctx context.Context, ref sandbox.Reference) (sand
 	return m.Provider.GetInfo(ctx, ref)
 }
 
-func newMeteredAgent(t *testing.T) (*Agent, *overlapMeter) {
+// fixtureProvider is the Docker adapter on a dockertest engine that holds
+// the fixture image, for the agent tests that wrap it; it returns the
+// engine too, for the calls it saw.
+func fixtureProvider(t *testing.T) (*dockertest.Server, *docker.Provider) {
+	t.Helper()
 	srv := dockertest.Start(t)
 	srv.PutImage(fixtureImage)
 	cli, err := docker.NewClient(srv.Host())
@@ -45,7 +49,11 @@ func newMeteredAgent(t *testing.T) (*Agent, *overlapMeter) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
-	p := docker.New(cli, docker.Options{InstallationID: "inst", Config: docker.NodeConfig{Image: fixtureImage, Network: "none"}, Seccomp: []byte(`{}`)})
+	return srv, docker.New(cli, docker.Options{InstallationID: "inst", Config: docker.NodeConfig{Image: fixtureImage, Network: "none"}, Seccomp: []byte(`{}`)})
+}
+
+func newMeteredAgent(t *testing.T) (*Agent, *overlapMeter) {
+	_, p := fixtureProvider(t)
 	m := &overlapMeter{Provider: p, inside: map[string]int{}, max: map[string]int{}}
 	a, err := NewAgent(m)
 	if err != nil {
@@ -130,14 +138,7 @@ func (g *gatedCreate) Create(ctx context.Context, req sandbox.CreateRequest) (sa
 // settled, running result: nothing is left half done and nothing is
 // replayed.
 func TestCreateOutlivesItsCaller(t *testing.T) {
-	srv := dockertest.Start(t)
-	srv.PutImage(fixtureImage)
-	cli, err := docker.NewClient(srv.Host())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	p := docker.New(cli, docker.Options{InstallationID: "inst", Config: docker.NodeConfig{Image: fixtureImage, Network: "none"}, Seccomp: []byte(`{}`)})
+	srv, p := fixtureProvider(t)
 	g := &gatedCreate{Provider: p, gate: make(chan struct{}), cancelled: make(chan error, 1), result: make(chan error, 1)}
 	a, err := NewAgent(g)
 	if err != nil {

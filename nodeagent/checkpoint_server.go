@@ -15,96 +15,58 @@ import (
 
 // Initial forwards Initial.
 func (s *Server) Initial(ctx context.Context, req *pb.InitialRequest) (*pb.InitialResponse, error) {
-	ref, err := nodewire.ReferenceFromWire(req.GetReference())
-	if err != nil {
-		return nil, fail(sandbox.OpInitial, err)
-	}
-	c, err := s.agent.Initial(ctx, ref)
-	if err != nil {
-		return nil, fail(sandbox.OpInitial, err)
-	}
-	return &pb.InitialResponse{Compute: nodewire.ComputeToWire(c)}, nil
+	return forward(ctx, sandbox.OpInitial,
+		func() (sandbox.Reference, error) { return nodewire.ReferenceFromWire(req.GetReference()) },
+		s.agent.Initial,
+		func(c sandbox.Compute) (*pb.InitialResponse, error) {
+			return &pb.InitialResponse{Compute: nodewire.ComputeToWire(c)}, nil
+		})
 }
 
 // NewCompute forwards NewCompute.
 func (s *Server) NewCompute(ctx context.Context, req *pb.NewComputeRequest) (*pb.NewComputeResponse, error) {
-	prev, err := nodewire.NewComputeRequestFromWire(req)
-	if err != nil {
-		return nil, fail(sandbox.OpNewCompute, err)
-	}
-	c, err := s.agent.NewCompute(ctx, prev)
-	if err != nil {
-		return nil, fail(sandbox.OpNewCompute, err)
-	}
-	return &pb.NewComputeResponse{Compute: nodewire.ComputeToWire(c)}, nil
+	return forward(ctx, sandbox.OpNewCompute,
+		func() (sandbox.Compute, error) { return nodewire.NewComputeRequestFromWire(req) },
+		s.agent.NewCompute,
+		func(c sandbox.Compute) (*pb.NewComputeResponse, error) {
+			return &pb.NewComputeResponse{Compute: nodewire.ComputeToWire(c)}, nil
+		})
 }
 
 // GetCompute forwards GetCompute.
 func (s *Server) GetCompute(ctx context.Context, req *pb.GetComputeRequest) (*pb.GetComputeResponse, error) {
-	c, err := nodewire.ComputeFromWire(req.GetCompute())
-	if err != nil {
-		return nil, fail(sandbox.OpGetCompute, err)
-	}
-	info, err := s.agent.GetCompute(ctx, c)
-	if err != nil {
-		return nil, fail(sandbox.OpGetCompute, err)
-	}
-	out, err := nodewire.ComputeInfoToWire(info)
-	if err != nil {
-		return nil, fail(sandbox.OpGetCompute, errdefs.ErrContract)
-	}
-	return &pb.GetComputeResponse{Info: out}, nil
+	return forward(ctx, sandbox.OpGetCompute,
+		func() (sandbox.Compute, error) { return nodewire.ComputeFromWire(req.GetCompute()) },
+		s.agent.GetCompute,
+		func(info sandbox.ComputeInfo) (*pb.GetComputeResponse, error) {
+			out, err := nodewire.ComputeInfoToWire(info)
+			return &pb.GetComputeResponse{Info: out}, err
+		})
 }
 
 // Suspend forwards Suspend.
 func (s *Server) Suspend(ctx context.Context, req *pb.SuspendRequest) (*pb.SuspendResponse, error) {
-	r, err := nodewire.SuspendRequestFromWire(req)
-	if err != nil {
-		return nil, fail(sandbox.OpSuspend, err)
-	}
-	res, err := s.agent.Suspend(ctx, r)
-	if err != nil {
-		return nil, fail(sandbox.OpSuspend, err)
-	}
-	out, err := nodewire.SuspendResultToWire(res)
-	if err != nil {
-		return nil, fail(sandbox.OpSuspend, errdefs.ErrContract)
-	}
-	return out, nil
+	return forward(ctx, sandbox.OpSuspend,
+		func() (sandbox.SuspendRequest, error) { return nodewire.SuspendRequestFromWire(req) },
+		s.agent.Suspend, nodewire.SuspendResultToWire)
 }
 
 // Resume forwards Resume.
 func (s *Server) Resume(ctx context.Context, req *pb.ResumeRequest) (*pb.ResumeResponse, error) {
-	r, err := nodewire.ResumeRequestFromWire(req)
-	if err != nil {
-		return nil, fail(sandbox.OpResume, err)
-	}
-	res, err := s.agent.Resume(ctx, r)
-	if err != nil {
-		return nil, fail(sandbox.OpResume, err)
-	}
-	out, err := nodewire.ResumeResultToWire(res)
-	if err != nil {
-		return nil, fail(sandbox.OpResume, errdefs.ErrContract)
-	}
-	return out, nil
+	return forward(ctx, sandbox.OpResume,
+		func() (sandbox.ResumeRequest, error) { return nodewire.ResumeRequestFromWire(req) },
+		s.agent.Resume, nodewire.ResumeResultToWire)
 }
 
 // ResumeCompute forwards ResumeCompute.
 func (s *Server) ResumeCompute(ctx context.Context, req *pb.ResumeComputeRequest) (*pb.ResumeComputeResponse, error) {
-	c, err := nodewire.ComputeFromWire(req.GetCompute())
-	if err != nil {
-		return nil, fail(sandbox.OpResumeCompute, err)
-	}
-	info, err := s.agent.ResumeCompute(ctx, c)
-	if err != nil {
-		return nil, fail(sandbox.OpResumeCompute, err)
-	}
-	out, err := nodewire.ComputeInfoToWire(info)
-	if err != nil {
-		return nil, fail(sandbox.OpResumeCompute, errdefs.ErrContract)
-	}
-	return &pb.ResumeComputeResponse{Info: out}, nil
+	return forward(ctx, sandbox.OpResumeCompute,
+		func() (sandbox.Compute, error) { return nodewire.ComputeFromWire(req.GetCompute()) },
+		s.agent.ResumeCompute,
+		func(info sandbox.ComputeInfo) (*pb.ResumeComputeResponse, error) {
+			out, err := nodewire.ComputeInfoToWire(info)
+			return &pb.ResumeComputeResponse{Info: out}, err
+		})
 }
 
 // KillCompute forwards KillCompute.

@@ -244,19 +244,29 @@ func (s *Server) Create(ctx context.Context, req *pb.CreateRequest) (*pb.CreateR
 
 func (s *Server) observeInfo(ctx context.Context, op providercontract.Operation, ref *pb.Reference,
 	call func(context.Context, sandbox.Reference) (sandbox.Info, error)) (*pb.Info, error) {
-	r, err := nodewire.ReferenceFromWire(ref)
+	return forward(ctx, op, func() (sandbox.Reference, error) { return nodewire.ReferenceFromWire(ref) }, call, nodewire.InfoToWire)
+}
+
+// forward is the shape of the forwarding RPCs: decode the request, call
+// the Agent, encode its answer. A request that does not decode and a
+// failed call are op's errors; an answer that does not encode is the
+// adapter breaking the contract.
+func forward[In, Out, Resp any](ctx context.Context, op providercontract.Operation, decode func() (In, error),
+	call func(context.Context, In) (Out, error), encode func(Out) (Resp, error)) (Resp, error) {
+	var none Resp
+	in, err := decode()
 	if err != nil {
-		return nil, fail(op, err)
+		return none, fail(op, err)
 	}
-	info, err := call(ctx, r)
+	out, err := call(ctx, in)
 	if err != nil {
-		return nil, fail(op, err)
+		return none, fail(op, err)
 	}
-	out, err := nodewire.InfoToWire(info)
+	resp, err := encode(out)
 	if err != nil {
-		return nil, fail(op, errdefs.ErrContract)
+		return none, fail(op, errdefs.ErrContract)
 	}
-	return out, nil
+	return resp, nil
 }
 
 // GetInfo forwards GetInfo.
@@ -312,17 +322,7 @@ func (s *Server) RunCommand(ctx context.Context, req *pb.RunCommandRequest) (*pb
 
 // Observe forwards Observe.
 func (s *Server) Observe(ctx context.Context, req *pb.ObserveRequest) (*pb.ObserveResponse, error) {
-	r, err := nodewire.ReferenceFromWire(req.GetReference())
-	if err != nil {
-		return nil, fail(sandbox.OpObserve, err)
-	}
-	obs, err := s.agent.Observe(ctx, r)
-	if err != nil {
-		return nil, fail(sandbox.OpObserve, err)
-	}
-	out, err := nodewire.ObservationToWire(obs)
-	if err != nil {
-		return nil, fail(sandbox.OpObserve, errdefs.ErrContract)
-	}
-	return out, nil
+	return forward(ctx, sandbox.OpObserve,
+		func() (sandbox.Reference, error) { return nodewire.ReferenceFromWire(req.GetReference()) },
+		s.agent.Observe, nodewire.ObservationToWire)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 	"berth.dev/runtimebootstrap"
+	"berth.dev/runtimebootstrap/internal/gatewaytest"
 	"berth.dev/runtimebootstrap/turnexec"
 )
 
@@ -73,17 +73,9 @@ func (f *fakeCore) Connect(stream grpc.BidiStreamingServer[runtimev1.ConnectRequ
 
 func startCore(t *testing.T) (*fakeCore, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	core := &fakeCore{conns: make(chan *coreConn, 16)}
-	srv := grpc.NewServer()
-	runtimev1.RegisterRuntimeGatewayServiceServer(srv, core)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
 	// The path must be ignored by the client.
-	return core, "http://" + lis.Addr().String() + "/ignored/path"
+	return core, "http://" + gatewaytest.Serve(t, core) + "/ignored/path"
 }
 
 // syncBuffer is a log sink shared by the client's goroutines.

@@ -72,30 +72,19 @@ var resources = sandbox.Resources{CPUMillis: 500, MemoryBytes: 256 << 20, DiskBy
 // owned lists the containers and volumes carrying this test's installation
 // label.
 func (e *engine) owned() (containers, volumes []string) {
-	ctx := context.Background()
-	f := client.Filters{}.Add("label", docker.LabelInstallation+"="+e.installation)
-	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		e.t.Fatalf("list containers: %v", err)
-	}
-	for _, c := range cs.Items {
-		containers = append(containers, c.ID)
-	}
-	vs, err := e.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
-	if err != nil {
-		e.t.Fatalf("list volumes: %v", err)
-	}
-	for _, v := range vs.Items {
-		volumes = append(volumes, v.Name)
-	}
-	return containers, volumes
+	return e.labelled(client.Filters{}.Add("label", docker.LabelInstallation+"="+e.installation))
 }
 
 // tombstones lists the containers and volumes carrying this test's
 // installation label and the tombstone label.
 func (e *engine) tombstones() (containers, volumes []string) {
+	return e.labelled(client.Filters{}.Add("label", docker.LabelInstallation+"="+e.installation).Add("label", docker.LabelTombstone+"=1"))
+}
+
+// labelled lists the containers, stopped ones included, and the volumes
+// that match the label filters f.
+func (e *engine) labelled(f client.Filters) (containers, volumes []string) {
 	ctx := context.Background()
-	f := client.Filters{}.Add("label", docker.LabelInstallation+"="+e.installation).Add("label", docker.LabelTombstone+"=1")
 	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		e.t.Fatalf("list containers: %v", err)

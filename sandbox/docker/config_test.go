@@ -101,6 +101,22 @@ func TestSpecificationDigestTracksWhatShapesASandbox(t *testing.T) {
 	}
 }
 
+// buildStandalone builds the adapter through the registration table the way
+// a standalone node does, from the node configuration node, for an empty
+// deployment configuration.
+func buildStandalone(reg *providers.Registry, node docker.NodeConfig, installation string) (providers.Built, error) {
+	raw, err := json.Marshal(node)
+	if err != nil {
+		return providers.Built{}, err
+	}
+	return reg.Build(context.Background(), docker.Kind, providers.LocalRequest{
+		Deployment:    sandbox.EncodedConfiguration{Public: json.RawMessage(`{}`)},
+		Node:          raw,
+		Specification: sandbox.Specification{Resources: resources, MaxActive: 4},
+		Options:       providers.LocalOptions{Standalone: true, InstallationID: installation},
+	})
+}
+
 // TestBuildThroughTheRegistry constructs the adapter the way a node does:
 // through the registration table, from a node configuration, against the
 // real engine.
@@ -111,16 +127,10 @@ func TestBuildThroughTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, _ := json.Marshal(docker.NodeConfig{
+	built, err := buildStandalone(reg, docker.NodeConfig{
 		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Network: "none",
 		SeccompProfile: seccompProfilePath(),
-	})
-	built, err := reg.Build(context.Background(), docker.Kind, providers.LocalRequest{
-		Deployment:    sandbox.EncodedConfiguration{Public: json.RawMessage(`{}`)},
-		Node:          node,
-		Specification: sandbox.Specification{Resources: resources, MaxActive: 4},
-		Options:       providers.LocalOptions{Standalone: true, InstallationID: "0b6c3c3e-8a57-4d0e-9b53-2f7d3cf4c1aa"},
-	})
+	}, "0b6c3c3e-8a57-4d0e-9b53-2f7d3cf4c1aa")
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -136,15 +146,10 @@ func TestBuildThroughTheRegistry(t *testing.T) {
 		t.Errorf("data root %q, want the engine's DockerRootDir", built.DataRoot)
 	}
 	// A profile other than the shipped one is refused before any client.
-	node, _ = json.Marshal(docker.NodeConfig{
+	_, err = buildStandalone(reg, docker.NodeConfig{
 		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Network: "none",
 		SeccompProfile: "/etc/hostname",
-	})
-	_, err = reg.Build(context.Background(), docker.Kind, providers.LocalRequest{
-		Deployment: sandbox.EncodedConfiguration{Public: json.RawMessage(`{}`)}, Node: node,
-		Specification: sandbox.Specification{Resources: resources, MaxActive: 4},
-		Options:       providers.LocalOptions{Standalone: true, InstallationID: "i"},
-	})
+	}, "i")
 	if !errdefs.IsInvalid(err) {
 		t.Errorf("foreign seccomp profile: %v", err)
 	}
@@ -168,16 +173,10 @@ func TestBuildNamesTheEnginesDataRoot(t *testing.T) {
 		sock := filepath.Join(t.TempDir(), "docker.sock")
 		srv := dockertest.StartUnix(t, sock)
 		srv.ConfigureInfo(func(i *system.Info) { i.DockerRootDir = answer })
-		node, _ := json.Marshal(docker.NodeConfig{
+		built, err := buildStandalone(reg, docker.NodeConfig{
 			Socket: sock,
 			Image:  "sha256:" + strings.Repeat("a", 64), Network: "none", SeccompProfile: seccompProfilePath(),
-		})
-		built, err := reg.Build(context.Background(), docker.Kind, providers.LocalRequest{
-			Deployment:    sandbox.EncodedConfiguration{Public: json.RawMessage(`{}`)},
-			Node:          node,
-			Specification: sandbox.Specification{Resources: resources, MaxActive: 4},
-			Options:       providers.LocalOptions{Standalone: true, InstallationID: "0b6c3c3e-8a57-4d0e-9b53-2f7d3cf4c1aa"},
-		})
+		}, "0b6c3c3e-8a57-4d0e-9b53-2f7d3cf4c1aa")
 		if err != nil {
 			t.Fatalf("%q: Build: %v", answer, err)
 		}

@@ -141,38 +141,17 @@ func rogueServer(cert tls.Certificate) *tls.Config {
 // surfaces as a client error.
 func handshake(t *testing.T, server, client *tls.Config) (state tls.ConnectionState, serverErr, clientErr error) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	done := make(chan error, 1)
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			done <- err
-			return
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn, done := connectOnce(t, func(conn net.Conn) error {
 		tc := tls.Server(conn, server)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			done <- err
-			return
+			return err
 		}
-		_, err = tc.Write([]byte("ok"))
-		done <- err
-	}()
-
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err := tc.Write([]byte("ok"))
+		return err
+	})
 	tc := tls.Client(conn, client)
 	clientErr = tc.HandshakeContext(ctx)
 	if clientErr == nil {
@@ -186,6 +165,79 @@ func handshake(t *testing.T, server, client *tls.Config) (state tls.ConnectionSt
 	}
 	serverErr = <-done
 	return state, serverErr, clientErr
+}
+
+// connectOnce listens on a loopback port, hands the one connection it
+// accepts to serve, and returns the client's end of it; both ends have a
+// ten-second deadline and are closed at the end of the test. done carries
+// serve's error, or the accept's.
+func connectOnce(t *testing.T, serve func(net.Conn) error) (conn net.Conn, done <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	served := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		served <- serve(conn)
+	}()
+	conn, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return conn, served
+}
+
+// newParsedToken issues an hour's enrollment token for ca and parses it
+// back; it returns the token's text and secret hash with the parsed token.
+func newParsedToken(t *testing.T, ca *CA) (text string, hash []byte, tok Token) {
+	t.Helper()
+	text, _, hash, _, err := NewToken(ca.Fingerprint(), time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err = ParseToken(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text, hash, tok
+}
+
+// signNode signs csr for nodeID and parses the certificate the CA returns.
+func signNode(t *testing.T, ca *CA, csr []byte, nodeID string, now time.Time, validity time.Duration) *x509.Certificate {
+	t.Helper()
+	der, err := ca.SignNodeCSR(csr, nodeID, now, validity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// wantOutcome asserts the handshake succeeded when want is empty (a control
+// case) and was otherwise rejected by rejecter with an error mentioning want.
+func wantOutcome(t *testing.T, serverErr, clientErr error, rejecter, want string) {
+	t.Helper()
+	if want == "" {
+		if serverErr != nil || clientErr != nil {
+			t.Fatalf("control case failed: %v / %v", serverErr, clientErr)
+		}
+		return
+	}
+	wantRejected(t, serverErr, clientErr, rejecter, want)
 }
 
 // wantRejected asserts that the handshake failed on both ends and that the

@@ -31,14 +31,7 @@ func TestSignNodeCSR(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	der, err := ca.SignNodeCSR(csr, nodeID, now, 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := signNode(t, ca, csr, nodeID, now, 24*time.Hour)
 	checkLeaf(t, c, ca, NodeURI(nodeID), x509.ExtKeyUsageServerAuth)
 	if !c.NotAfter.Equal(now.Add(24*time.Hour).Truncate(time.Second)) || c.NotBefore.After(now) {
 		t.Errorf("validity [%s, %s], issued at %s", c.NotBefore, c.NotAfter, now)
@@ -52,20 +45,16 @@ func TestSignNodeCSR(t *testing.T) {
 	if _, err := CoreIdentity(c); err == nil {
 		t.Error("a node certificate has a Core identity")
 	}
-	if _, err := TLSCertificate(der, key); err != nil {
+	if _, err := TLSCertificate(c.Raw, key); err != nil {
 		t.Errorf("TLSCertificate: %v", err)
 	}
 	otherKey, _ := NewNodeKey()
-	if _, err := TLSCertificate(der, otherKey); err == nil {
+	if _, err := TLSCertificate(c.Raw, otherKey); err == nil {
 		t.Error("TLSCertificate accepted a key that is not the certificate's")
 	}
 
 	// Serials are random.
-	der2, err := ca.SignNodeCSR(csr, nodeID, now, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, _ := x509.ParseCertificate(der2)
+	c2 := signNode(t, ca, csr, nodeID, now, time.Hour)
 	if c2.SerialNumber.Cmp(c.SerialNumber) == 0 {
 		t.Error("two certificates share a serial number")
 	}
@@ -154,14 +143,7 @@ func TestSignNodeCSRIgnoresRequestedNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := ca.SignNodeCSR(csr, nodeID, time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := signNode(t, ca, csr, nodeID, time.Now(), time.Hour)
 	checkLeaf(t, c, ca, NodeURI(nodeID), x509.ExtKeyUsageServerAuth)
 	if strings.Contains(c.Subject.String(), "admin") || strings.Contains(c.Subject.String(), "Core") {
 		t.Errorf("subject %q came from the CSR", c.Subject)

@@ -5,7 +5,6 @@ import (
 	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	"berth.dev/sandbox/redacttest"
 )
@@ -14,14 +13,7 @@ import (
 // through fmt and slog, alone and held, and looks for the secret.
 func TestSecretTypesNeverPrint(t *testing.T) {
 	ca := newTestCA(t)
-	text, _, _, _, err := NewToken(ca.Fingerprint(), time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := ParseToken(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	text, _, tok := newParsedToken(t, ca)
 	tokenSecret, err := base64.RawURLEncoding.DecodeString(strings.Split(text, ".")[2])
 	if err != nil {
 		t.Fatal(err)

@@ -142,14 +142,7 @@ func TestParseTokenStrict(t *testing.T) {
 
 func TestTokenNeverPrintsSecret(t *testing.T) {
 	ca := newTestCA(t)
-	text, _, _, _, err := NewToken(ca.Fingerprint(), time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := ParseToken(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	text, _, tok := newParsedToken(t, ca)
 	encoded := strings.Split(text, ".")[2]
 	raw, _ := base64.RawURLEncoding.DecodeString(encoded)
 	forbidden := []string{
@@ -190,14 +183,7 @@ func TestTokenNeverPrintsSecret(t *testing.T) {
 
 func TestSecretHashIsWhatNewTokenReturned(t *testing.T) {
 	ca := newTestCA(t)
-	text, _, hash, _, err := NewToken(ca.Fingerprint(), time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := ParseToken(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, hash, tok := newParsedToken(t, ca)
 	if !bytes.Equal(tok.SecretHash(), hash) || !tok.Matches(tok.SecretHash()) {
 		t.Fatal("SecretHash differs from the hash NewToken returned")
 	}

@@ -146,16 +146,8 @@ func (d *dockerd) crash() {
 
 // stop ends dockerd with SIGTERM.
 func (d *dockerd) stop() {
-	select {
-	case <-d.exit:
-		return
-	default:
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.exit:
-	case <-time.After(30 * time.Second):
-		d.crash()
+	if !stack.Terminate(d.cmd, d.exit, 30*time.Second) {
+		<-d.exit // killed
 	}
 }
 

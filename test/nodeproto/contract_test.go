@@ -21,9 +21,7 @@ import (
 // injected at the native boundary (the Docker API fixture).
 func TestContractSuiteThroughTheNode(t *testing.T) {
 	factory := func(t *testing.T) contracttest.Harness {
-		inst := stack.NewInstallation(t)
-		engine := stack.FixtureEngine(t)
-		n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+		inst, engine, n := startFixtureNode(t)
 		_, proxy := n.Connect(t, n.Dial(t), 1)
 		return contracttest.Harness{Provider: proxy, Native: dockertest.NewNative(engine, inst.ID), Resources: stack.Resources}
 	}
@@ -31,9 +29,7 @@ func TestContractSuiteThroughTheNode(t *testing.T) {
 }
 
 func TestProxyDeclarationAndUnsupported(t *testing.T) {
-	inst := stack.NewInstallation(t)
-	engine := stack.FixtureEngine(t)
-	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	_, _, n := startFixtureNode(t)
 	_, proxy := n.Connect(t, n.Dial(t), 1)
 	contracttest.RunDeclaration(t, proxy)
 	for _, op := range []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential} {

@@ -20,6 +20,7 @@ import (
 
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollmentgrpc"
+	"berth.dev/core/nodes"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 
@@ -87,6 +88,22 @@ func enrollCmd(t *testing.T, n *stack.Node, coreAddr, token string) (string, int
 	return stack.EnrollCmd(t, n, coreAddr, token, "127.0.0.1:7443")
 }
 
+// startEnrolled checks that Core recorded exactly one node, the one the
+// enroll output out names, then starts n under that identity and connects
+// to it.
+func (c *core) startEnrolled(t *testing.T, n *stack.Node, out string) *nodes.Proxy {
+	t.Helper()
+	recorded, _, err := c.store.ListNodes(context.Background(), 10, uuid.Nil)
+	if err != nil || len(recorded) != 1 || !strings.Contains(out, recorded[0].ID.String()) {
+		t.Fatalf("recorded nodes %+v (%v); enroll said %q", recorded, err, out)
+	}
+	n.ID = recorded[0].ID.String()
+	n.Start()
+	t.Cleanup(n.Stop)
+	_, proxy := n.Connect(t, n.Dial(t), 1)
+	return proxy
+}
+
 func TestEnrollThenServe(t *testing.T) {
 	inst := stack.NewInstallation(t)
 	c := startEnrollment(t, inst, false)
@@ -100,15 +117,7 @@ func TestEnrollThenServe(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("identity file: %v %v", fi, err)
 	}
-	nodes, _, err := c.store.ListNodes(context.Background(), 10, uuid.Nil)
-	if err != nil || len(nodes) != 1 || !strings.Contains(out, nodes[0].ID.String()) {
-		t.Fatalf("recorded nodes %+v (%v); enroll said %q", nodes, err, out)
-	}
-	n.ID = nodes[0].ID.String()
-	n.Start()
-	t.Cleanup(n.Stop)
-	_, proxy := n.Connect(t, n.Dial(t), 1)
-	if proxy == nil {
+	if proxy := c.startEnrolled(t, n, out); proxy == nil {
 		t.Fatal("no proxy")
 	}
 	// Enrolling a serving node is refused (its state directory is held),
@@ -171,12 +180,5 @@ func TestLostEnrollmentResponseIsRecoverable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("retry with the same token: %d %s", code, out)
 	}
-	nodes, _, err := c.store.ListNodes(context.Background(), 10, uuid.Nil)
-	if err != nil || len(nodes) != 1 || !strings.Contains(out, nodes[0].ID.String()) {
-		t.Fatalf("after the retry: nodes %+v (%v), output %q", nodes, err, out)
-	}
-	n.ID = nodes[0].ID.String()
-	n.Start()
-	t.Cleanup(n.Stop)
-	n.Connect(t, n.Dial(t), 1)
+	c.startEnrolled(t, n, out)
 }

@@ -20,14 +20,17 @@ import (
 // Core observes the original Reference (the container exists) without any
 // Create being resent, and owned cleanup removes everything.
 func TestLostCreateResponse(t *testing.T) {
-	inst := stack.NewInstallation(t)
-	engine := stack.FixtureEngine(t)
-	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	_, engine, n := startFixtureNode(t)
 	cc := n.Dial(t)
 	_, proxy := n.Connect(t, cc, 1)
 	ref := contracttest.NewReference()
 	engine.ResetCalls()
-	engine.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, func() { go n.Kill() })
+	// The restart below waits for the kill itself, not only for the exit:
+	// Kill reads the node's process fields, which Start replaces.
+	killed := make(chan struct{})
+	engine.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, func() {
+		go func() { n.Kill(); close(killed) }()
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -38,7 +41,7 @@ func TestLostCreateResponse(t *testing.T) {
 	if info.CreateSettled || info.BootstrapComplete {
 		t.Fatalf("a lost Create claimed settlement: %+v", info)
 	}
-	<-n.Exited
+	<-killed
 
 	n.Start()
 	cc2 := n.Dial(t)
@@ -69,9 +72,7 @@ func TestLostCreateResponse(t *testing.T) {
 // after the engine performed the call): the outcome is unknown, and the
 // next call on a fresh connection observes without resending.
 func TestCutConnectionMidCall(t *testing.T) {
-	inst := stack.NewInstallation(t)
-	engine := stack.FixtureEngine(t)
-	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	_, engine, n := startFixtureNode(t)
 	cc := n.Dial(t)
 	conn, proxy := n.Connect(t, cc, 1)
 	ref := contracttest.NewReference()

@@ -68,9 +68,7 @@ func wireCode(t *testing.T, err error) nodewire.Code {
 // generation: each is rejected with its fixed code and the adapter (the
 // engine fixture) sees nothing.
 func TestProtocolRejectsBeforeTheAdapter(t *testing.T) {
-	inst := stack.NewInstallation(t)
-	engine := stack.FixtureEngine(t)
-	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	_, engine, n := startFixtureNode(t)
 	cc := n.Dial(t)
 	client := pb.NewNodeServiceClient(cc)
 	conn, proxy := n.Connect(t, cc, 5)
@@ -126,9 +124,7 @@ func TestProtocolRejectsBeforeTheAdapter(t *testing.T) {
 // the old one on the node, and a new owner epoch fences every older owner,
 // also across a node restart.
 func TestReconnectFencesTheOldConnection(t *testing.T) {
-	inst := stack.NewInstallation(t)
-	engine := stack.FixtureEngine(t)
-	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	_, engine, n := startFixtureNode(t)
 	cc := n.Dial(t)
 	_, oldProxy := n.Connect(t, cc, 1)
 	ref := contracttest.NewReference()
@@ -169,9 +165,7 @@ func TestReconnectFencesTheOldConnection(t *testing.T) {
 // installation CA and name its Core; the node must be exactly the node
 // Core expects; plaintext is refused. None of it reaches the adapter.
 func TestCertificatesAreChecked(t *testing.T) {
-	inst := stack.NewInstallation(t)
-	engine := stack.FixtureEngine(t)
-	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	inst, engine, n := startFixtureNode(t)
 	engine.ResetCalls()
 
 	hello := func(creds credentials.TransportCredentials) error {
@@ -231,9 +225,7 @@ func TestCertificatesAreChecked(t *testing.T) {
 // with the typed unsupported code and its reason, even for a request it
 // could not decode, without touching the adapter.
 func TestUnsupportedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
-	inst := stack.NewInstallation(t)
-	engine := stack.FixtureEngine(t)
-	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage})
+	_, engine, n := startFixtureNode(t)
 	cc := n.Dial(t)
 	conn, _ := n.Connect(t, cc, 1)
 	client := pb.NewNodeServiceClient(cc)

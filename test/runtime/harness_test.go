@@ -150,11 +150,32 @@ type result struct {
 // run submits a Turn, streams its output and returns it once terminal.
 func (e *env) run(session string, t *adminv1.Turn) result {
 	e.t.Helper()
+	return e.wait(e.submit(session, t))
+}
+
+// submit submits a Turn to session and returns its name.
+func (e *env) submit(session string, t *adminv1.Turn) string {
+	e.t.Helper()
 	sub, err := e.turns.SubmitTurn(e.ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: t})
 	if err != nil {
 		e.t.Fatalf("SubmitTurn: %v", err)
 	}
-	return e.wait(sub.GetTurn().GetName())
+	return sub.GetTurn().GetName()
+}
+
+// startLongTurn submits a Turn that prints and then sleeps a minute, and
+// returns its name once it runs, for the tests that end it early.
+func (e *env) startLongTurn(session string) string {
+	e.t.Helper()
+	name := e.submit(session, shell("echo go; sleep 60"))
+	stack.WaitFor(e.t, time.Minute, "turn running", func() bool {
+		g, err := e.turns.GetTurn(e.ctx, &adminv1.GetTurnRequest{Name: name})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return g.GetTurn().GetState() == adminv1.Turn_STATE_RUNNING && g.GetTurn().GetStdoutBytes() >= 0 && g.GetTurn().GetStartTime() != nil
+	})
+	return name
 }
 
 // wait streams a Turn's output to its end and reads the outcome.

@@ -26,23 +26,8 @@ func TestDeletionIsTerminalCleanupWhileProviderDisabled(t *testing.T) {
 	session := e.createSession()
 	deployments := adminv1.NewDeploymentServiceClient(e.cc)
 
-	sub, err := e.turns.SubmitTurn(e.ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: shell("echo go; sleep 60")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	running := sub.GetTurn().GetName()
-	stack.WaitFor(t, time.Minute, "turn running", func() bool {
-		g, err := e.turns.GetTurn(e.ctx, &adminv1.GetTurnRequest{Name: running})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g.GetTurn().GetState() == adminv1.Turn_STATE_RUNNING && g.GetTurn().GetStartTime() != nil
-	})
-	sub, err = e.turns.SubmitTurn(e.ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: shell("echo never")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	queued := sub.GetTurn().GetName()
+	running := e.startLongTurn(session)
+	queued := e.submit(session, shell("echo never"))
 
 	dis, err := deployments.DisableProvider(e.ctx, &adminv1.DisableProviderRequest{Name: "deployment"})
 	if err != nil || !dis.GetDeployment().GetProviderDisabled() {

@@ -71,18 +71,7 @@ func TestSessionRunsTurns(t *testing.T) {
 	t.Logf("timeout 2s reported after %v", time.Since(start).Round(time.Millisecond))
 
 	// Cancellation kills a running Turn.
-	sub, err := e.turns.SubmitTurn(e.ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: shell("echo go; sleep 60")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := sub.GetTurn().GetName()
-	stack.WaitFor(t, time.Minute, "turn running", func() bool {
-		g, err := e.turns.GetTurn(e.ctx, &adminv1.GetTurnRequest{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g.GetTurn().GetState() == adminv1.Turn_STATE_RUNNING && g.GetTurn().GetStdoutBytes() >= 0 && g.GetTurn().GetStartTime() != nil
-	})
+	name := e.startLongTurn(session)
 	if _, err := e.turns.CancelTurn(e.ctx, &adminv1.CancelTurnRequest{Name: name}); err != nil {
 		t.Fatal(err)
 	}

@@ -49,10 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 0 {
 			return 2
 		}
-		log := slog.New(slog.NewJSONHandler(stderr, nil))
-		cfg, err := nodeagent.LoadConfig(*config)
-		if err != nil {
-			log.Error("configuration", "error", err.Error())
+		log, cfg, ok := loadConfig(*config, stderr)
+		if !ok {
 			return 1
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -68,6 +66,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// loadConfig makes the JSON logger on stderr that serve and enroll log
+// with, and loads the configuration file at path; it returns false, having
+// logged why, when the file is unusable.
+func loadConfig(path string, stderr io.Writer) (*slog.Logger, nodeagent.Config, bool) {
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	cfg, err := nodeagent.LoadConfig(path)
+	if err != nil {
+		log.Error("configuration", "error", err.Error())
+		return log, nodeagent.Config{}, false
+	}
+	return log, cfg, true
+}
+
 func enroll(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enroll", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -79,13 +90,12 @@ func enroll(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: berth-nodeagent enroll --config FILE --core HOST:PORT --token-file FILE|- --advertise HOST:PORT")
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	cfg, err := nodeagent.LoadConfig(*config)
-	if err != nil {
-		log.Error("configuration", "error", err.Error())
+	log, cfg, ok := loadConfig(*config, stderr)
+	if !ok {
 		return 1
 	}
 	var token []byte
+	var err error
 	if *tokenFile == "-" {
 		token, err = io.ReadAll(io.LimitReader(os.Stdin, 4096))
 	} else {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
+	"berth.dev/runtimebootstrap/internal/gatewaytest"
 )
 
 const (
@@ -112,16 +113,8 @@ func (f *fakeCore) Connect(stream grpc.BidiStreamingServer[runtimev1.ConnectRequ
 // startCore serves a fakeCore on loopback and returns it with its URL.
 func startCore(t *testing.T) (*fakeCore, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	core := &fakeCore{streams: make(chan grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse], 8), end: make(chan error, 1)}
-	srv := grpc.NewServer()
-	runtimev1.RegisterRuntimeGatewayServiceServer(srv, core)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return core, "http://" + lis.Addr().String()
+	return core, "http://" + gatewaytest.Serve(t, core)
 }
 
 // daemon is a running berth-runtime connect; its stdout and stderr go to

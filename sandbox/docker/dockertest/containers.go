@@ -233,14 +233,23 @@ func (c *ctr) inspect() container.InspectResponse {
 	}
 }
 
-func (s *Server) containerInspect(r *http.Request) *reply {
+// withContainer answers with f, run under s.mu, for the container the
+// request's {id} names, or with the engine's "No such container" when
+// none matches: the start of every per-container handler.
+func (s *Server) withContainer(r *http.Request, f func(c *ctr) *reply) *reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.findContainer(r.PathValue("id"))
 	if c == nil {
 		return noSuchContainer(r.PathValue("id"))
 	}
-	return jsonReply(http.StatusOK, c.inspect())
+	return f(c)
+}
+
+func (s *Server) containerInspect(r *http.Request) *reply {
+	return s.withContainer(r, func(c *ctr) *reply {
+		return jsonReply(http.StatusOK, c.inspect())
+	})
 }
 
 func (s *Server) containerArchive(r *http.Request) *reply {
@@ -258,23 +267,19 @@ func (s *Server) containerArchive(r *http.Request) *reply {
 		return errReply(http.StatusBadRequest, "Error processing tar file: %v", err)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.findContainer(r.PathValue("id"))
-	if c == nil {
-		return noSuchContainer(r.PathValue("id"))
-	}
-	if rep := c.checkWritable(dst); rep != nil {
-		return rep
-	}
-	c.Archives = append(c.Archives, Archive{
-		Path:                 dst,
-		NoOverwriteDirNonDir: boolValue(q, "noOverwriteDirNonDir"),
-		CopyUIDGID:           boolValue(q, "copyUIDGID"),
-		Entries:              entries,
-		Data:                 data,
+	return s.withContainer(r, func(c *ctr) *reply {
+		if rep := c.checkWritable(dst); rep != nil {
+			return rep
+		}
+		c.Archives = append(c.Archives, Archive{
+			Path:                 dst,
+			NoOverwriteDirNonDir: boolValue(q, "noOverwriteDirNonDir"),
+			CopyUIDGID:           boolValue(q, "copyUIDGID"),
+			Entries:              entries,
+			Data:                 data,
+		})
+		return &reply{status: http.StatusOK}
 	})
-	return &reply{status: http.StatusOK}
 }
 
 // checkWritable refuses an extraction the engine would refuse: into a
@@ -323,70 +328,56 @@ func readTar(data []byte) ([]ArchiveEntry, error) {
 }
 
 func (s *Server) containerStart(r *http.Request) *reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.findContainer(r.PathValue("id"))
-	if c == nil {
-		return noSuchContainer(r.PathValue("id"))
-	}
-	if c.State == StateRunning {
-		return &reply{status: http.StatusNotModified}
-	}
-	for _, m := range c.HostConfig.Mounts {
-		if m.Type == mount.TypeVolume && m.Source != "" {
-			if _, ok := s.volumes[m.Source]; !ok {
-				// The engine recreates a missing named volume on start.
-				s.volumes[m.Source] = newVol(m.Source, "local", nil, nil)
+	return s.withContainer(r, func(c *ctr) *reply {
+		if c.State == StateRunning {
+			return &reply{status: http.StatusNotModified}
+		}
+		for _, m := range c.HostConfig.Mounts {
+			if m.Type == mount.TypeVolume && m.Source != "" {
+				if _, ok := s.volumes[m.Source]; !ok {
+					// The engine recreates a missing named volume on start.
+					s.volumes[m.Source] = newVol(m.Source, "local", nil, nil)
+				}
 			}
 		}
-	}
-	c.ExitCode = 0
-	s.setState(c, StateRunning, time.Now().UTC())
-	return &reply{status: http.StatusNoContent}
+		c.ExitCode = 0
+		s.setState(c, StateRunning, time.Now().UTC())
+		return &reply{status: http.StatusNoContent}
+	})
 }
 
 func (s *Server) containerStop(r *http.Request) *reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.findContainer(r.PathValue("id"))
-	if c == nil {
-		return noSuchContainer(r.PathValue("id"))
-	}
-	if c.State != StateRunning {
-		return &reply{status: http.StatusNotModified}
-	}
-	c.ExitCode = 143
-	s.setState(c, StateExited, time.Now().UTC())
-	return &reply{status: http.StatusNoContent}
+	return s.exitContainer(r, 143, func(*ctr) *reply { return &reply{status: http.StatusNotModified} })
 }
 
 func (s *Server) containerKill(r *http.Request) *reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.findContainer(r.PathValue("id"))
-	if c == nil {
-		return noSuchContainer(r.PathValue("id"))
-	}
-	if c.State != StateRunning {
+	return s.exitContainer(r, 137, func(c *ctr) *reply {
 		return errReply(http.StatusConflict, "cannot kill container: %s: container %s is not running", r.PathValue("id"), c.ID)
-	}
-	c.ExitCode = 137
-	s.setState(c, StateExited, time.Now().UTC())
-	return &reply{status: http.StatusNoContent}
+	})
+}
+
+// exitContainer ends the running container the request names with the
+// exit code a stop (143, SIGTERM) or a kill (137, SIGKILL) leaves;
+// notRunning is the engine's answer for a container that does not run.
+func (s *Server) exitContainer(r *http.Request, code int, notRunning func(c *ctr) *reply) *reply {
+	return s.withContainer(r, func(c *ctr) *reply {
+		if c.State != StateRunning {
+			return notRunning(c)
+		}
+		c.ExitCode = code
+		s.setState(c, StateExited, time.Now().UTC())
+		return &reply{status: http.StatusNoContent}
+	})
 }
 
 func (s *Server) containerRemove(r *http.Request) *reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.findContainer(r.PathValue("id"))
-	if c == nil {
-		return noSuchContainer(r.PathValue("id"))
-	}
-	if c.State == StateRunning && !boolValue(r.URL.Query(), "force") {
-		return errReply(http.StatusConflict, "cannot remove container \"/%s\": container is running: stop the container before removing or force remove", c.Name)
-	}
-	s.deleteContainer(c)
-	return &reply{status: http.StatusNoContent}
+	return s.withContainer(r, func(c *ctr) *reply {
+		if c.State == StateRunning && !boolValue(r.URL.Query(), "force") {
+			return errReply(http.StatusConflict, "cannot remove container \"/%s\": container is running: stop the container before removing or force remove", c.Name)
+		}
+		s.deleteContainer(c)
+		return &reply{status: http.StatusNoContent}
+	})
 }
 
 func (s *Server) containerStats(r *http.Request) *reply {
@@ -394,60 +385,56 @@ func (s *Server) containerStats(r *http.Request) *reply {
 	if q.Get("stream") == "" || boolValue(q, "stream") {
 		return errReply(http.StatusNotImplemented, "dockertest: streaming stats are not modelled; send stream=false")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.findContainer(r.PathValue("id"))
-	if c == nil {
-		return noSuchContainer(r.PathValue("id"))
-	}
-	st := container.StatsResponse{ID: c.ID, Name: "/" + c.Name, OSType: "linux"}
-	if c.State != StateRunning {
-		return jsonReply(http.StatusOK, st)
-	}
-	now := time.Now().UTC()
-	c.statsRead++
-	prev := c.cpuNanos
-	c.cpuNanos += 25_000_000 // 25ms of CPU per sample
-	sys := uint64(now.UnixNano()) * uint64(s.info.NCPU)
-	cpu := func(total, system uint64) container.CPUStats {
-		return container.CPUStats{
-			CPUUsage: container.CPUUsage{
-				TotalUsage:        total,
-				UsageInUsermode:   total / 5 * 4,
-				UsageInKernelmode: total / 5,
-			},
-			SystemUsage:    system,
-			OnlineCPUs:     uint32(s.info.NCPU),
-			ThrottlingData: container.ThrottlingData{Periods: uint64(c.statsRead) * 10},
+	return s.withContainer(r, func(c *ctr) *reply {
+		st := container.StatsResponse{ID: c.ID, Name: "/" + c.Name, OSType: "linux"}
+		if c.State != StateRunning {
+			return jsonReply(http.StatusOK, st)
 		}
-	}
-	memLimit := uint64(s.info.MemTotal)
-	if c.HostConfig.Memory > 0 {
-		memLimit = uint64(c.HostConfig.Memory)
-	}
-	var pidsLimit uint64
-	if c.HostConfig.PidsLimit != nil && *c.HostConfig.PidsLimit > 0 {
-		pidsLimit = uint64(*c.HostConfig.PidsLimit)
-	}
-	st.Read = now
-	st.CPUStats = cpu(c.cpuNanos, sys)
-	st.MemoryStats = container.MemoryStats{
-		Usage: 48 << 20,
-		Limit: memLimit,
-		Stats: map[string]uint64{
-			"anon":          40 << 20,
-			"file":          8 << 20,
-			"inactive_file": 4 << 20,
-			"active_file":   4 << 20,
-		},
-	}
-	st.PidsStats = container.PidsStats{Current: 3, Limit: pidsLimit}
-	st.Networks = map[string]container.NetworkStats{"eth0": {RxBytes: 1024, RxPackets: 8, TxBytes: 512, TxPackets: 4}}
-	if !boolValue(q, "one-shot") {
-		st.PreRead = now.Add(-time.Second)
-		st.PreCPUStats = cpu(prev, sys-uint64(time.Second)*uint64(s.info.NCPU))
-	}
-	return jsonReply(http.StatusOK, st)
+		now := time.Now().UTC()
+		c.statsRead++
+		prev := c.cpuNanos
+		c.cpuNanos += 25_000_000 // 25ms of CPU per sample
+		sys := uint64(now.UnixNano()) * uint64(s.info.NCPU)
+		cpu := func(total, system uint64) container.CPUStats {
+			return container.CPUStats{
+				CPUUsage: container.CPUUsage{
+					TotalUsage:        total,
+					UsageInUsermode:   total / 5 * 4,
+					UsageInKernelmode: total / 5,
+				},
+				SystemUsage:    system,
+				OnlineCPUs:     uint32(s.info.NCPU),
+				ThrottlingData: container.ThrottlingData{Periods: uint64(c.statsRead) * 10},
+			}
+		}
+		memLimit := uint64(s.info.MemTotal)
+		if c.HostConfig.Memory > 0 {
+			memLimit = uint64(c.HostConfig.Memory)
+		}
+		var pidsLimit uint64
+		if c.HostConfig.PidsLimit != nil && *c.HostConfig.PidsLimit > 0 {
+			pidsLimit = uint64(*c.HostConfig.PidsLimit)
+		}
+		st.Read = now
+		st.CPUStats = cpu(c.cpuNanos, sys)
+		st.MemoryStats = container.MemoryStats{
+			Usage: 48 << 20,
+			Limit: memLimit,
+			Stats: map[string]uint64{
+				"anon":          40 << 20,
+				"file":          8 << 20,
+				"inactive_file": 4 << 20,
+				"active_file":   4 << 20,
+			},
+		}
+		st.PidsStats = container.PidsStats{Current: 3, Limit: pidsLimit}
+		st.Networks = map[string]container.NetworkStats{"eth0": {RxBytes: 1024, RxPackets: 8, TxBytes: 512, TxPackets: 4}}
+		if !boolValue(q, "one-shot") {
+			st.PreRead = now.Add(-time.Second)
+			st.PreCPUStats = cpu(prev, sys-uint64(time.Second)*uint64(s.info.NCPU))
+		}
+		return jsonReply(http.StatusOK, st)
+	})
 }
 
 func (s *Server) containerList(r *http.Request) *reply {

@@ -44,31 +44,27 @@ func (s *Server) execCreate(r *http.Request) *reply {
 	if len(req.Cmd) == 0 {
 		return errReply(http.StatusBadRequest, "No exec command specified")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.findContainer(r.PathValue("id"))
-	if c == nil {
-		return noSuchContainer(r.PathValue("id"))
-	}
-	if c.State != StateRunning {
-		return errReply(http.StatusConflict, "container %s is not running", c.ID)
-	}
-	e := &execInst{Exec: Exec{
-		ID:           newID(),
-		ContainerID:  c.ID,
-		Cmd:          slices.Clone(req.Cmd),
-		User:         req.User,
-		WorkingDir:   req.WorkingDir,
-		Env:          slices.Clone(req.Env),
-		Privileged:   req.Privileged,
-		Tty:          req.Tty,
-		AttachStdin:  req.AttachStdin,
-		AttachStdout: req.AttachStdout,
-		AttachStderr: req.AttachStderr,
-	}}
-	s.execs[e.ID] = e
-	s.issued = append(s.issued, e.ID)
-	return jsonReply(http.StatusCreated, common.IDResponse{ID: e.ID})
+	return s.withContainer(r, func(c *ctr) *reply {
+		if c.State != StateRunning {
+			return errReply(http.StatusConflict, "container %s is not running", c.ID)
+		}
+		e := &execInst{Exec: Exec{
+			ID:           newID(),
+			ContainerID:  c.ID,
+			Cmd:          slices.Clone(req.Cmd),
+			User:         req.User,
+			WorkingDir:   req.WorkingDir,
+			Env:          slices.Clone(req.Env),
+			Privileged:   req.Privileged,
+			Tty:          req.Tty,
+			AttachStdin:  req.AttachStdin,
+			AttachStdout: req.AttachStdout,
+			AttachStderr: req.AttachStderr,
+		}}
+		s.execs[e.ID] = e
+		s.issued = append(s.issued, e.ID)
+		return jsonReply(http.StatusCreated, common.IDResponse{ID: e.ID})
+	})
 }
 
 func (s *Server) execInspect(r *http.Request) *reply {
@@ -152,16 +148,8 @@ func (s *Server) SetExecInspectLag(n int) {
 }
 
 func (s *Server) execStart(w http.ResponseWriter, r *http.Request) {
-	a := s.begin(CallExecStart, r)
-	switch a.fault {
-	case FaultDrop:
-		panic(http.ErrAbortHandler)
-	case FaultServerError:
-		writeReply(w, errReply(http.StatusInternalServerError, "%s", ServerErrorMessage))
-		return
-	}
-	if rep := checkVersion(r); rep != nil {
-		writeReply(w, rep)
+	a, ok := s.admit(CallExecStart, w, r)
+	if !ok {
 		return
 	}
 	var req container.ExecStartRequest

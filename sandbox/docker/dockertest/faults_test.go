@@ -130,6 +130,17 @@ func TestExecStartFaults(t *testing.T) {
 		}
 		return created.ID
 	}
+	// attachHeld attaches to a new exec whose start is armed to be held
+	// after dispatch; the fixture cancels the context it returns.
+	attachHeld := func(t *testing.T, stdin bool) (string, context.Context, client.ExecAttachResult, error) {
+		t.Helper()
+		id := newExec(stdin)
+		cctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		s.Arm(dockertest.CallExecStart, dockertest.FaultCancelAfterDispatch, cancel)
+		att, err := c.ExecAttach(cctx, id, client.ExecAttachOptions{})
+		return id, cctx, att, err
+	}
 
 	t.Run("drop before the upgrade", func(t *testing.T) {
 		id := newExec(false)
@@ -155,11 +166,7 @@ func TestExecStartFaults(t *testing.T) {
 	})
 
 	t.Run("cancel after dispatch holds the stream", func(t *testing.T) {
-		id := newExec(false)
-		cctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		s.Arm(dockertest.CallExecStart, dockertest.FaultCancelAfterDispatch, cancel)
-		att, err := c.ExecAttach(cctx, id, client.ExecAttachOptions{})
+		id, cctx, att, err := attachHeld(t, false)
 		if err != nil {
 			// Cancellation may win the race with the end of the handshake.
 			if !errors.Is(err, context.Canceled) {
@@ -171,12 +178,7 @@ func TestExecStartFaults(t *testing.T) {
 			// The client does not tie the hijacked connection to the
 			// context: the stream stays open and silent until the caller
 			// closes it.
-			_ = att.Conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			n, rerr := att.Reader.Read(make([]byte, 1))
-			var ne net.Error
-			if n != 0 || !errors.As(rerr, &ne) || !ne.Timeout() {
-				t.Errorf("read from a held stream = %d, %v; want a timeout", n, rerr)
-			}
+			wantSilent(t, att)
 		}
 		if !errors.Is(cctx.Err(), context.Canceled) {
 			t.Errorf("context = %v, want cancelled", cctx.Err())
@@ -188,11 +190,7 @@ func TestExecStartFaults(t *testing.T) {
 	})
 
 	t.Run("cancel after dispatch with stdin", func(t *testing.T) {
-		id := newExec(true)
-		cctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		s.Arm(dockertest.CallExecStart, dockertest.FaultCancelAfterDispatch, cancel)
-		att, err := c.ExecAttach(cctx, id, client.ExecAttachOptions{})
+		id, cctx, att, err := attachHeld(t, true)
 		if err != nil {
 			t.Fatalf("attach = %v", err)
 		}
@@ -204,12 +202,7 @@ func TestExecStartFaults(t *testing.T) {
 		if e, _ := s.Exec(id); !e.Started || e.Running || e.ExitCode != 5 || string(e.Stdin) != "input" {
 			t.Errorf("a dispatched exec start was not performed: %+v", e)
 		}
-		_ = att.Conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		n, rerr := att.Reader.Read(make([]byte, 1))
-		var ne net.Error
-		if n != 0 || !errors.As(rerr, &ne) || !ne.Timeout() {
-			t.Errorf("read from a held stream = %d, %v; want a timeout", n, rerr)
-		}
+		wantSilent(t, att)
 	})
 
 	wantCalls(t, s,
@@ -217,6 +210,18 @@ func TestExecStartFaults(t *testing.T) {
 		dockertest.CallExecCreate, dockertest.CallExecStart,
 		dockertest.CallExecCreate, dockertest.CallExecStart,
 		dockertest.CallExecCreate, dockertest.CallExecStart)
+}
+
+// wantSilent checks that a held exec stream stays open and answers
+// nothing: a short read times out.
+func wantSilent(t *testing.T, att client.ExecAttachResult) {
+	t.Helper()
+	_ = att.Conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	n, rerr := att.Reader.Read(make([]byte, 1))
+	var ne net.Error
+	if n != 0 || !errors.As(rerr, &ne) || !ne.Timeout() {
+		t.Errorf("read from a held stream = %d, %v; want a timeout", n, rerr)
+	}
 }
 
 func TestCloseReleasesHeldCalls(t *testing.T) {

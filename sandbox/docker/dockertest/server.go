@@ -431,20 +431,32 @@ func errReply(status int, format string, args ...any) *reply {
 
 func jsonReply(status int, body any) *reply { return &reply{status: status, body: body} }
 
+// admit records the call and takes the fault armed for it. It answers the
+// request itself, and returns false, where the fault drops or fails the
+// call before dispatch or the API version is refused; every handler, the
+// hijacking exec start included, begins the same way.
+func (s *Server) admit(name string, w http.ResponseWriter, r *http.Request) (armed, bool) {
+	a := s.begin(name, r)
+	switch a.fault {
+	case FaultDrop:
+		// The standard way to end a handler without an answer: the
+		// server closes the connection and logs nothing.
+		panic(http.ErrAbortHandler)
+	case FaultServerError:
+		writeReply(w, errReply(http.StatusInternalServerError, "%s", ServerErrorMessage))
+		return a, false
+	}
+	if rep := checkVersion(r); rep != nil {
+		writeReply(w, rep)
+		return a, false
+	}
+	return a, true
+}
+
 func (s *Server) handle(name string, h func(*http.Request) *reply) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		a := s.begin(name, r)
-		switch a.fault {
-		case FaultDrop:
-			// The standard way to end a handler without an answer: the
-			// server closes the connection and logs nothing.
-			panic(http.ErrAbortHandler)
-		case FaultServerError:
-			writeReply(w, errReply(http.StatusInternalServerError, "%s", ServerErrorMessage))
-			return
-		}
-		if rep := checkVersion(r); rep != nil {
-			writeReply(w, rep)
+		a, ok := s.admit(name, w, r)
+		if !ok {
 			return
 		}
 		rep := h(r)

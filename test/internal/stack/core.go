@@ -58,7 +58,39 @@ type Core struct {
 	mu      sync.Mutex
 	admin   string
 	public  string
-	log     strings.Builder
+	log     processLog
+}
+
+// processLog keeps what a started binary writes to stderr, so that a
+// test can show it on failure; Core and the node agents log the same way.
+type processLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+// follow reads r to its end in the background, keeping each line and then
+// handing it to watch, which looks for the line announcing the process
+// serves.
+func (l *processLog) follow(r io.Reader, watch func(line string)) {
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			l.mu.Lock()
+			l.buf.WriteString(line + "\n")
+			l.mu.Unlock()
+			watch(line)
+		}
+		_, _ = io.Copy(io.Discard, r)
+	}()
+}
+
+// String is everything kept so far.
+func (l *processLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // StartCore starts berth-core on database dsn with its own state directory
@@ -97,28 +129,19 @@ func StartCoreWith(t testing.TB, dsn, stateDir string, wait bool, o CoreOptions)
 	if err := c.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			c.mu.Lock()
-			c.log.WriteString(line + "\n")
-			c.mu.Unlock()
-			var e struct {
-				Msg    string `json:"msg"`
-				Admin  string `json:"admin"`
-				Public string `json:"public"`
-			}
-			if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "serving" {
-				c.mu.Lock()
-				c.admin, c.public = e.Admin, e.Public
-				c.mu.Unlock()
-				close(c.Serving)
-			}
+	c.log.follow(stderr, func(line string) {
+		var e struct {
+			Msg    string `json:"msg"`
+			Admin  string `json:"admin"`
+			Public string `json:"public"`
 		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "serving" {
+			c.mu.Lock()
+			c.admin, c.public = e.Admin, e.Public
+			c.mu.Unlock()
+			close(c.Serving)
+		}
+	})
 	go func() { _ = c.Cmd.Wait(); close(c.Exited) }()
 	t.Cleanup(c.Stop)
 	if wait {
@@ -141,11 +164,7 @@ func (c *Core) WaitServing(d time.Duration) {
 }
 
 // Logs is everything Core wrote to stderr.
-func (c *Core) Logs() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.log.String()
-}
+func (c *Core) Logs() string { return c.log.String() }
 
 // AdminAddr is the admin API's address from the `serving` line.
 func (c *Core) AdminAddr() string {
@@ -164,17 +183,28 @@ func (c *Core) PublicAddr() string {
 
 // Stop ends Core with SIGTERM, killing it after 20 s.
 func (c *Core) Stop() {
+	if !Terminate(c.Cmd, c.Exited, 20*time.Second) {
+		c.t.Errorf("berth-core ignored SIGTERM")
+	}
+}
+
+// Terminate ends a started process with SIGTERM and waits up to grace for
+// exited to close; past that it kills the process. It reports whether the
+// process ended by itself: before the call, or on SIGTERM. Core, the node
+// agents and the chaos suite's private engine stop this way.
+func Terminate(cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration) bool {
 	select {
-	case <-c.Exited:
-		return
+	case <-exited:
+		return true
 	default:
 	}
-	_ = c.Cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-c.Exited:
-	case <-time.After(20 * time.Second):
-		_ = c.Cmd.Process.Kill()
-		c.t.Errorf("berth-core ignored SIGTERM")
+	case <-exited:
+		return true
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		return false
 	}
 }
 

@@ -1,17 +1,14 @@
 package stack
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,8 +64,7 @@ type Node struct {
 	// then its exit code.
 	Exited   chan struct{}
 	ExitCode int
-	logMu    sync.Mutex
-	log      strings.Builder
+	log      processLog
 }
 
 // NodeOptions shape a node's configuration.
@@ -240,24 +236,15 @@ func (n *Node) Start() {
 	}
 	n.Exited = make(chan struct{})
 	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			n.logMu.Lock()
-			n.log.WriteString(line + "\n")
-			n.logMu.Unlock()
-			var entry struct {
-				Msg     string `json:"msg"`
-				Address string `json:"address"`
-			}
-			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "serving the node protocol" {
-				addr <- entry.Address
-			}
+	n.log.follow(stderr, func(line string) {
+		var entry struct {
+			Msg     string `json:"msg"`
+			Address string `json:"address"`
 		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "serving the node protocol" {
+			addr <- entry.Address
+		}
+	})
 	cmd, exited := n.Cmd, n.Exited
 	go func() {
 		_ = cmd.Wait()
@@ -274,11 +261,7 @@ func (n *Node) Start() {
 }
 
 // Logs is everything the agent wrote to stderr, across its starts.
-func (n *Node) Logs() string {
-	n.logMu.Lock()
-	defer n.logMu.Unlock()
-	return n.log.String()
-}
+func (n *Node) Logs() string { return n.log.String() }
 
 // Kill ends the agent with SIGKILL: no cleanup, no graceful stop.
 func (n *Node) Kill() {
@@ -293,18 +276,13 @@ func (n *Node) Stop() {
 	}
 	select {
 	case <-n.Exited:
-		return
+		return // a Kill or a crash: the test has seen to it
 	default:
 	}
-	_ = n.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.Exited:
-		if n.ExitCode != 0 {
-			n.t.Errorf("berth-nodeagent exited with %d:\n%s", n.ExitCode, n.Logs())
-		}
-	case <-time.After(20 * time.Second):
-		_ = n.Cmd.Process.Kill()
+	if !Terminate(n.Cmd, n.Exited, 20*time.Second) {
 		n.t.Errorf("berth-nodeagent ignored SIGTERM")
+	} else if n.ExitCode != 0 {
+		n.t.Errorf("berth-nodeagent exited with %d:\n%s", n.ExitCode, n.Logs())
 	}
 }
 
