@@ -289,19 +289,10 @@ func TestGRPCNodes(t *testing.T) {
 
 	// More nodes than a page, in enrollment order; the removed one only
 	// when asked for.
-	list := func(showRemoved bool) []string {
-		got, _ := admintest.Pages(t, func(token string) ([]*adminv1.Node, string, error) {
-			resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: token, ShowRemoved: showRemoved})
-			return resp.GetNodes(), resp.GetNextPageToken(), err
-		})
-		return got
-	}
-	if got := list(true); strings.Join(got, ",") != strings.Join(names, ",") {
-		t.Fatalf("listed %v\nwant %v", got, names)
-	}
-	if got := list(false); strings.Join(got, ",") != strings.Join(names[1:], ",") {
-		t.Fatalf("listed %v without removed\nwant %v", got, names[1:])
-	}
+	admintest.WantListed(t, func(showRemoved bool, token string) ([]*adminv1.Node, string, error) {
+		resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: token, ShowRemoved: showRemoved})
+		return resp.GetNodes(), resp.GetNextPageToken(), err
+	}, names, names[1:], "removed")
 	_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: -1})
 	admintest.WantInvalidField(t, err, "page_size")
 }

@@ -219,33 +219,15 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	wantNoProviderID(t, ga)
 
 	// Lists over more than a page, in creation order.
-	listSessions := func(showDeleted bool) []string {
-		got, _ := admintest.Pages(t, func(token string) ([]*adminv1.Session, string, error) {
-			r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2, PageToken: token, ShowDeleted: showDeleted})
-			return r.GetSessions(), r.GetNextPageToken(), err
-		})
-		return got
-	}
-	if got := listSessions(true); strings.Join(got, ",") != strings.Join(names, ",") {
-		t.Fatalf("listed %v\nwant %v", got, names)
-	}
-	if got := listSessions(false); strings.Join(got, ",") != strings.Join(names[1:], ",") {
-		t.Fatalf("listed %v without deleted\nwant %v", got, names[1:])
-	}
-	listAllocs := func(showReleased bool) []string {
-		got, _ := admintest.Pages(t, func(token string) ([]*adminv1.Allocation, string, error) {
-			r, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 2, PageToken: token, ShowReleased: showReleased})
-			wantNoProviderID(t, r)
-			return r.GetAllocations(), r.GetNextPageToken(), err
-		})
-		return got
-	}
-	if got := listAllocs(true); strings.Join(got, ",") != strings.Join(allocs, ",") {
-		t.Fatalf("listed %v\nwant %v", got, allocs)
-	}
-	if got := listAllocs(false); strings.Join(got, ",") != strings.Join(allocs[1:], ",") {
-		t.Fatalf("listed %v without released\nwant %v", got, allocs[1:])
-	}
+	admintest.WantListed(t, func(showDeleted bool, token string) ([]*adminv1.Session, string, error) {
+		r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2, PageToken: token, ShowDeleted: showDeleted})
+		return r.GetSessions(), r.GetNextPageToken(), err
+	}, names, names[1:], "deleted")
+	admintest.WantListed(t, func(showReleased bool, token string) ([]*adminv1.Allocation, string, error) {
+		r, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: 2, PageToken: token, ShowReleased: showReleased})
+		wantNoProviderID(t, r)
+		return r.GetAllocations(), r.GetNextPageToken(), err
+	}, allocs, allocs[1:], "released")
 
 	// A token is bound to its method and filter.
 	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 2})

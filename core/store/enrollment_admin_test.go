@@ -152,27 +152,14 @@ func TestListEnrollmentTokensByAge(t *testing.T) {
 	}
 	slices.SortFunc(all, byAge)
 	ids := func(toks []store.EnrollmentToken) []string {
-		out := make([]string, len(toks))
-		for i, tok := range toks {
-			out[i] = tok.ID
-		}
-		return out
+		return idsOf(toks, func(tok store.EnrollmentToken) string { return tok.ID })
 	}
 	list := func(includeInactive bool) ([]string, []int) {
-		var got []string
-		var sizes []int
-		var after store.TokenCursor
-		for {
-			page, err := st.ListEnrollmentTokensByAge(ctx, size, after, includeInactive)
-			must(t, err)
-			sizes = append(sizes, len(page))
-			got = append(got, ids(page)...)
-			if len(page) < size {
-				return got, sizes
-			}
-			last := page[len(page)-1]
-			after = store.TokenCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
+		return pagedIDs(t, size, func(after store.TokenCursor) ([]store.EnrollmentToken, error) {
+			return st.ListEnrollmentTokensByAge(ctx, size, after, includeInactive)
+		}, func(last store.EnrollmentToken) store.TokenCursor {
+			return store.TokenCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		}, ids)
 	}
 	got, sizes := list(false)
 	if !slices.Equal(got, ids(all)) || !slices.Equal(sizes, []int{10, 10, 5}) {

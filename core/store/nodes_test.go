@@ -210,27 +210,14 @@ func TestListNodesByAge(t *testing.T) {
 		return bytes.Compare(a.ID[:], b.ID[:])
 	})
 	ids := func(nodes []store.Node) []uuid.UUID {
-		out := make([]uuid.UUID, len(nodes))
-		for i, n := range nodes {
-			out[i] = n.ID
-		}
-		return out
+		return idsOf(nodes, func(n store.Node) uuid.UUID { return n.ID })
 	}
 	list := func(includeRemoved bool) ([]uuid.UUID, []int) {
-		var got []uuid.UUID
-		var sizes []int
-		var after store.NodeCursor
-		for {
-			page, err := st.ListNodesByAge(ctx, size, after, includeRemoved)
-			must(t, err)
-			sizes = append(sizes, len(page))
-			got = append(got, ids(page)...)
-			if len(page) < size {
-				return got, sizes
-			}
-			last := page[len(page)-1]
-			after = store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
+		return pagedIDs(t, size, func(after store.NodeCursor) ([]store.Node, error) {
+			return st.ListNodesByAge(ctx, size, after, includeRemoved)
+		}, func(last store.Node) store.NodeCursor {
+			return store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		}, ids)
 	}
 	got, sizes := list(false)
 	if !slices.Equal(got, ids(all)) || !slices.Equal(sizes, []int{20, 20, 5}) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -104,6 +105,26 @@ func Pages[T Named](t testing.TB, page func(token string) ([]T, string, error)) 
 		}
 		if token = next; token == "" {
 			return names, pages
+		}
+	}
+}
+
+// WantListed checks a listing with a show flag (show_removed,
+// show_deleted, ...) over every page: shown, it lists all; not shown, it
+// lists visible, each in order. page lists the page of token with the
+// flag; hidden names what the flag hides, for the failure.
+func WantListed[T Named](t testing.TB, page func(show bool, token string) ([]T, string, error),
+	all, visible []string, hidden string,
+) {
+	t.Helper()
+	for _, show := range []bool{true, false} {
+		got, _ := Pages(t, func(token string) ([]T, string, error) { return page(show, token) })
+		want, without := all, ""
+		if !show {
+			want, without = visible, " without "+hidden
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("listed %v%s\nwant %v", got, without, want)
 		}
 	}
 }
