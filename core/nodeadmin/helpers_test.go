@@ -12,24 +12,14 @@ import (
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/nodeadmin"
-	"berth.dev/core/nodes"
 	"berth.dev/core/store"
 )
 
 // fixture is the enrollment token logic and the node registry on a fresh
 // database, with the enrollment service that consumes the tokens.
-type fixture struct {
-	enrollmenttest.Fixture
-	registry *nodes.Registry
-}
+type fixture struct{ enrollmenttest.Fixture }
 
-func newFixture(t *testing.T) fixture {
-	t.Helper()
-	f := enrollmenttest.New(t)
-	registry, err := nodes.NewRegistry(f.St)
-	errdefstest.Must(t, err)
-	return fixture{Fixture: f, registry: registry}
-}
+func newFixture(t *testing.T) fixture { return fixture{enrollmenttest.New(t)} }
 
 // allTokens lists every stored token, used, revoked and expired ones too.
 func (f fixture) allTokens(t *testing.T) []store.EnrollmentToken {
@@ -53,7 +43,7 @@ func (f fixture) serve(t *testing.T) client {
 	errdefstest.Must(t, err)
 	pages, err := admin.NewPageTokens(key)
 	errdefstest.Must(t, err)
-	srv, err := nodeadmin.NewServer(f.Tokens, f.registry, pages, nil)
+	srv, err := nodeadmin.NewServer(f.Tokens, f.Registry, pages, nil)
 	errdefstest.Must(t, err)
 	cc, token := admintest.Serve(t, admin.Options{Nodes: srv})
 	return client{NodeServiceClient: adminv1.NewNodeServiceClient(cc), token: token}
