@@ -13,8 +13,8 @@ import (
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/nodes"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 )
-
 
 // Names of nodes are the admin adapter's to check (core/nodeadmin's
 // tests); the Registry takes ids.
@@ -168,25 +168,19 @@ func TestListNodes(t *testing.T) {
 	}
 	list := func(includeRemoved bool) ([]uuid.UUID, []int) {
 		t.Helper()
+		listed, sizes := storetest.Pages(t, size, func(after store.NodeCursor) ([]nodes.Node, error) {
+			return f.Registry.List(f.Ctx, after, size, includeRemoved)
+		}, func(last nodes.Node) store.NodeCursor {
+			return store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		})
 		var got []uuid.UUID
-		var sizes []int
-		var after store.NodeCursor
-		for {
-			page, err := f.Registry.List(f.Ctx, after, size, includeRemoved)
-			errdefstest.Must(t, err)
-			sizes = append(sizes, len(page))
-			for _, n := range page {
-				if n.EnrollmentTokenID == "" {
-					t.Errorf("listed node %s without its enrollment token", n.ID)
-				}
-				got = append(got, n.ID)
+		for _, n := range listed {
+			if n.EnrollmentTokenID == "" {
+				t.Errorf("listed node %s without its enrollment token", n.ID)
 			}
-			if len(page) < size {
-				return got, sizes
-			}
-			last := page[len(page)-1]
-			after = store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			got = append(got, n.ID)
 		}
+		return got, sizes
 	}
 	// Enrollment order, whatever the random ids.
 	got, sizes := list(false)

@@ -93,25 +93,12 @@ func idsOf[T, ID any](items []T, id func(T) ID) []ID {
 	return out
 }
 
-// pagedIDs reads a by-age listing to its end as a client pages it: page
-// reads up to size items after a cursor, next is the cursor after the last
-// item of a full page. It returns the ids (ids of each page) in order and
-// each page's size, so a test checks both the order and the paging.
+// pagedIDs reads a by-age listing to its end (storetest.Pages) and returns
+// the ids of what it listed, in order, and each page's size.
 func pagedIDs[T, C, ID any](t testing.TB, size int, page func(after C) ([]T, error),
 	next func(last T) C, ids func([]T) []ID,
 ) ([]ID, []int) {
 	t.Helper()
-	var got []ID
-	var sizes []int
-	var after C
-	for {
-		p, err := page(after)
-		must(t, err)
-		sizes = append(sizes, len(p))
-		got = append(got, ids(p)...)
-		if len(p) < size {
-			return got, sizes
-		}
-		after = next(p[len(p)-1])
-	}
+	items, sizes := storetest.Pages(t, size, page, next)
+	return ids(items), sizes
 }

@@ -28,9 +28,9 @@ type Fixture struct {
 	Tokens   *enrollment.Tokens
 	Enroll   *enrollment.Service
 	Registry *nodes.Registry
-	St     *store.Store
-	CA     *nodetls.CA
-	Ctx    context.Context
+	St       *store.Store
+	CA       *nodetls.CA
+	Ctx      context.Context
 }
 
 // New returns a Fixture for a parallel test.
