@@ -230,24 +230,9 @@ func TestListEnrollmentTokensPages(t *testing.T) {
 		want = append(want, id)
 	}
 	slices.Sort(want)
-	var got []string
-	var sizes []int
-	after := ""
-	for {
-		page, next, err := st.ListEnrollmentTokens(ctx, size, after)
-		must(t, err)
-		sizes = append(sizes, len(page))
-		for _, tok := range page {
-			got = append(got, tok.ID)
-		}
-		if next == "" {
-			break
-		}
-		if next != page[len(page)-1].ID {
-			t.Fatalf("next cursor %q is not the page's last id", next)
-		}
-		after = next
-	}
+	got, sizes := idPages(t, func(after string) ([]store.EnrollmentToken, string, error) {
+		return st.ListEnrollmentTokens(ctx, size, after)
+	}, func(tok store.EnrollmentToken) string { return tok.ID })
 	if !slices.Equal(got, want) {
 		t.Errorf("listed %v, want %v", got, want)
 	}

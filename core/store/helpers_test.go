@@ -102,3 +102,27 @@ func pagedIDs[T, C, ID any](t testing.TB, size int, page func(after C) ([]T, err
 	items, sizes := storetest.Pages(t, size, page, next)
 	return ids(items), sizes
 }
+
+// idPages reads an id-keyed listing (ListNodes, ListEnrollmentTokens) to
+// its end: page reads the page after an id (the zero id first) and returns
+// the next cursor, the zero id after the last page, which must be the
+// page's last id. It returns the listed ids in order and each page's size.
+func idPages[T any, ID comparable](t testing.TB, page func(after ID) ([]T, ID, error), id func(T) ID) ([]ID, []int) {
+	t.Helper()
+	var got []ID
+	var sizes []int
+	var after, none ID
+	for {
+		p, next, err := page(after)
+		must(t, err)
+		sizes = append(sizes, len(p))
+		got = append(got, idsOf(p, id)...)
+		if next == none {
+			return got, sizes
+		}
+		if last := id(p[len(p)-1]); next != last {
+			t.Fatalf("next cursor %v is not the page's last id %v", next, last)
+		}
+		after = next
+	}
+}

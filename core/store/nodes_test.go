@@ -99,21 +99,9 @@ func TestListNodesPages(t *testing.T) {
 		want = append(want, createNode(t, ctx, st, newUUID(t)).ID)
 	}
 	slices.SortFunc(want, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	var got []uuid.UUID
-	var sizes []int
-	after := uuid.Nil
-	for {
-		page, next, err := st.ListNodes(ctx, size, after)
-		must(t, err)
-		sizes = append(sizes, len(page))
-		for _, n := range page {
-			got = append(got, n.ID)
-		}
-		if next == uuid.Nil {
-			break
-		}
-		after = next
-	}
+	got, sizes := idPages(t, func(after uuid.UUID) ([]store.Node, uuid.UUID, error) {
+		return st.ListNodes(ctx, size, after)
+	}, func(n store.Node) uuid.UUID { return n.ID })
 	if !slices.Equal(got, want) {
 		t.Errorf("listed %v\nwant %v", got, want)
 	}
