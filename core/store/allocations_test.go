@@ -17,11 +17,9 @@ import (
 func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
 	st, ctx := ownedStore(t)
 	presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, _ := newSession(t, ctx, st)
 
-	_, err = st.ClaimCreate(ctx, p.AllocationID, newUUID(t))
+	_, err := st.ClaimCreate(ctx, p.AllocationID, newUUID(t))
 	wantClass(t, err, errdefs.ErrFenced)
 	_, err = st.ClaimCreate(ctx, newUUID(t), p.CreateReceipt)
 	wantClass(t, err, errdefs.ErrNotFound)
@@ -66,9 +64,7 @@ func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
 func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, _ := newSession(t, ctx, st)
 	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
 	must(t, err)
 
@@ -329,9 +325,7 @@ func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
 func TestNodeHolds(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node, empty := presentNode(t, ctx, st), enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	newSession(t, ctx, st)
 	for n, want := range map[uuid.UUID]bool{node: true, empty: false, newUUID(t): false} {
 		got, err := st.NodeHolds(ctx, n)
 		must(t, err)
@@ -352,9 +346,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
 	other := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	b, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, b := newSession(t, ctx, st)
 	env := b.Environment.ID
 
 	pendingParams := func(on uuid.UUID) store.PendingAllocationParams {
@@ -365,7 +357,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 		}
 	}
 	// An existing allocation never re-enters the pending path.
-	_, err = st.AllocatePending(ctx, pendingParams(node))
+	_, err := st.AllocatePending(ctx, pendingParams(node))
 	wantClass(t, err, errdefs.ErrExists)
 
 	// fail claims a, records an absence receipt, resolves and releases it.
@@ -462,9 +454,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 func TestDeletionEndsAPendingEnvironmentWithoutAllocation(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	b, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, b := newSession(t, ctx, st)
 	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
 	must(t, err)
 	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
@@ -567,9 +557,7 @@ func TestCreateOutcomeAfterDeletionStands(t *testing.T) {
 func TestRunningOutcomeTakesBackConfirmedCleanup(t *testing.T) {
 	st, ctx := ownedStore(t)
 	presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, _ := newSession(t, ctx, st)
 	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
 	must(t, err)
 	a, err = st.RequestCleanup(ctx, a.ID)
