@@ -19,6 +19,7 @@ import (
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 )
 
 func TestGRPCRefusesUnauthenticated(t *testing.T) {
@@ -202,10 +203,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	// Cleanup confirmed and released: DELETED, hidden unless asked for.
 	a, err = f.St.GetAllocation(f.Ctx, allocID)
 	errdefstest.Must(t, err)
-	a, err = f.St.RecordCleanup(f.Ctx, a.ID, a.Revision, true)
-	errdefstest.Must(t, err)
-	_, err = f.St.Release(f.Ctx, a.ID)
-	errdefstest.Must(t, err)
+	storetest.Release(t, f.St, a)
 	got, err = c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
 	errdefstest.Must(t, err)
 	if s := got.GetSession(); s.GetState() != adminv1.Session_STATE_DELETED || s.GetAllocation() != "" {
@@ -322,10 +320,7 @@ func TestGRPCSettledCreateFailureStates(t *testing.T) {
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_CLEANING_UP || !al.GetCreateFailed() {
 			t.Fatalf("attempt %d: cleaning up %v", attempt, al)
 		}
-		a, err = f.St.RecordCleanup(f.Ctx, a.ID, a.Revision, true)
-		errdefstest.Must(t, err)
-		a, err = f.St.Release(f.Ctx, a.ID)
-		errdefstest.Must(t, err)
+		a = storetest.Release(t, f.St, a)
 		if al := getAlloc(a.ID); al.GetState() != adminv1.Allocation_STATE_RELEASED || !al.GetCreateFailed() || al.GetReleaseTime() == nil {
 			t.Fatalf("attempt %d: released %v", attempt, al)
 		}

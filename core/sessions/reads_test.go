@@ -11,6 +11,7 @@ import (
 	"berth.dev/core/sessions"
 	"berth.dev/core/sessions/sessionstest"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox/errdefs"
 )
@@ -31,10 +32,7 @@ func (f fixture) release(t *testing.T, id uuid.UUID) {
 	t.Helper()
 	a, err := f.St.GetAllocation(f.Ctx, id)
 	must(t, err)
-	a, err = f.St.RecordCleanup(f.Ctx, a.ID, a.Revision, true)
-	must(t, err)
-	_, err = f.St.Release(f.Ctx, a.ID)
-	must(t, err)
+	storetest.Release(t, f.St, a)
 }
 
 func wantField(t *testing.T, err error, field string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -116,10 +117,7 @@ func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	}
 	_, err = st.Release(ctx, a.ID)
 	wantClass(t, err, errdefs.ErrFailedPrecondition) // cleanup not confirmed
-	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-	must(t, err)
-	a, err = st.Release(ctx, a.ID)
-	must(t, err)
+	a = storetest.Release(t, st, a)
 	if a.State != store.AllocationReleased || a.ReleasedAt == nil {
 		t.Fatalf("released = %+v", a)
 	}
@@ -211,10 +209,7 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	a, err = st.RequestCleanup(ctx, a.ID)
 	must(t, err)
-	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-	must(t, err)
-	_, err = st.Release(ctx, a.ID)
-	must(t, err)
+	storetest.Release(t, st, a)
 
 	// Malformed outcomes.
 	a = claimed()
@@ -382,10 +377,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 		// Not released before cleanup is confirmed.
 		_, err = st.Release(ctx, a.ID)
 		wantClass(t, err, errdefs.ErrFailedPrecondition)
-		a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-		must(t, err)
-		a, err = st.Release(ctx, a.ID)
-		must(t, err)
+		a = storetest.Release(t, st, a)
 		return a
 	}
 
@@ -461,10 +453,7 @@ func TestDeletionEndsAPendingEnvironmentWithoutAllocation(t *testing.T) {
 	must(t, err)
 	a, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
 	must(t, err)
-	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-	must(t, err)
-	_, err = st.Release(ctx, a.ID)
-	must(t, err)
+	storetest.Release(t, st, a)
 	got, err := st.RequestSessionDeletion(ctx, p.SessionID)
 	must(t, err)
 	if got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
@@ -571,10 +560,7 @@ func TestRunningOutcomeTakesBackConfirmedCleanup(t *testing.T) {
 	}
 	_, err = st.Release(ctx, a.ID)
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
-	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-	must(t, err)
-	_, err = st.Release(ctx, a.ID)
-	must(t, err)
+	storetest.Release(t, st, a)
 }
 
 // TestRefusedCreateOutcomeChangesNothing: an outcome of another attempt
@@ -632,10 +618,7 @@ func TestRefusedCreateOutcomeChangesNothing(t *testing.T) {
 	prev := record(claim(pp), absent)
 	prev, err := st.ResolveCreateFailure(ctx, prev.ID, prev.Revision)
 	must(t, err)
-	prev, err = st.RecordCleanup(ctx, prev.ID, prev.Revision, true)
-	must(t, err)
-	prev, err = st.Release(ctx, prev.ID)
-	must(t, err)
+	prev = storetest.Release(t, st, prev)
 	next, err := st.AllocatePending(ctx, store.PendingAllocationParams{
 		EnvironmentID: pp.EnvironmentID, NodeID: node, AllocationID: newUUID(t), DeviceID: newUUID(t),
 		CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
@@ -652,10 +635,7 @@ func TestRefusedCreateOutcomeChangesNothing(t *testing.T) {
 	must(t, err)
 	done, err = st.GetAllocation(ctx, done.ID)
 	must(t, err)
-	done, err = st.RecordCleanup(ctx, done.ID, done.Revision, true)
-	must(t, err)
-	done, err = st.Release(ctx, done.ID)
-	must(t, err)
+	done = storetest.Release(t, st, done)
 	add("a released allocation that ran", done, errdefs.ErrFailedPrecondition, running, unbooted, absent, unknown)
 
 	// Never claimed: Create was never sent (also when a deletion spent the

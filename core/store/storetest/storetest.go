@@ -254,3 +254,19 @@ func Pages[T, C any](t testing.TB, size int, page func(after C) ([]T, error), ne
 		after = next(p[len(p)-1])
 	}
 }
+
+// Release records a's cleanup as confirmed, at a's revision (its cleanup
+// requested), and releases it, as a node's worker does once the compute is
+// gone. It returns the released allocation.
+func Release(t testing.TB, owned *store.Owner, a store.Allocation) store.Allocation {
+	t.Helper()
+	ctx := context.Background()
+	a, err := owned.RecordCleanup(ctx, a.ID, a.Revision, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = owned.Release(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
