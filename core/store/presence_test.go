@@ -14,22 +14,27 @@ import (
 	"berth.dev/core/store/storetest"
 )
 
-func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
-	st := storetest.New(t)
-	ctx := context.Background()
-	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.test"); err != nil {
-		t.Fatal(err)
-	}
-	epoch1, _ := st.NextOwnerEpoch(ctx)
-	epoch2, _ := st.NextOwnerEpoch(ctx)
-	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch2, time.Hour); err != nil || !ok {
+// presenceFixture claims the installation, issues two owner epochs, the
+// second holding the execution lease, and creates a node: where the
+// presence and backend binding tests start.
+func presenceFixture(t *testing.T) (st *store.Store, ctx context.Context, stale, leased uint64, nodeID uuid.UUID) {
+	t.Helper()
+	st = storetest.New(t)
+	ctx = context.Background()
+	epochs := claim(t, ctx, st, 2)
+	if ok, err := st.AcquireLease(ctx, uuid.New(), epochs[1], time.Hour); err != nil || !ok {
 		t.Fatalf("lease: %v %v", ok, err)
 	}
-	nodeID := uuid.New()
+	nodeID = uuid.New()
 	key := sha256.Sum256([]byte(nodeID.String()))
 	if _, err := st.CreateNode(ctx, nodeID, "n1.test:7443", []byte("der"), "sha256:"+fmtHex(key[:]), key[:]); err != nil {
 		t.Fatal(err)
 	}
+	return st, ctx, epochs[0], epochs[1], nodeID
+}
+
+func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
+	st, ctx, epoch1, epoch2, nodeID := presenceFixture(t)
 	if _, err := st.GetNodePresence(ctx, nodeID); !errdefs.IsNotFound(err) {
 		t.Fatalf("before any report: %v", err)
 	}
@@ -120,21 +125,7 @@ func fmtHex(b []byte) string {
 // a later, different one is not written and the bound one comes back; only
 // the owner holding the execution lease binds.
 func TestNodeBackendBindsOnce(t *testing.T) {
-	st := storetest.New(t)
-	ctx := context.Background()
-	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.test"); err != nil {
-		t.Fatal(err)
-	}
-	stale, _ := st.NextOwnerEpoch(ctx)
-	epoch, _ := st.NextOwnerEpoch(ctx)
-	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch, time.Hour); err != nil || !ok {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
-	nodeID := uuid.New()
-	key := sha256.Sum256([]byte(nodeID.String()))
-	if _, err := st.CreateNode(ctx, nodeID, "n1.test:7443", []byte("der"), "sha256:"+fmtHex(key[:]), key[:]); err != nil {
-		t.Fatal(err)
-	}
+	st, ctx, stale, epoch, nodeID := presenceFixture(t)
 	owner := st.AsOwner(epoch)
 	if _, err := st.AsOwner(stale).BindNodeBackend(ctx, nodeID, "docker:other"); !errdefs.IsFenced(err) {
 		t.Fatalf("an owner without the lease binds: %v", err)
