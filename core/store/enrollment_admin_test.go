@@ -103,13 +103,7 @@ func TestRevokeActiveEnrollmentToken(t *testing.T) {
 	wantClass(t, err, errdefs.ErrNotFound)
 
 	active, _ := create(time.Hour)
-	first, err := st.RevokeActiveEnrollmentToken(ctx, active)
-	must(t, err)
-	again, err := st.RevokeActiveEnrollmentToken(ctx, active)
-	must(t, err)
-	if first.RevokedAt == nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*first.RevokedAt) {
-		t.Errorf("revoked at %v then %v, want the first time kept", first.RevokedAt, again.RevokedAt)
-	}
+	wantRevokedOnce(t, func() (store.EnrollmentToken, error) { return st.RevokeActiveEnrollmentToken(ctx, active) })
 
 	expired, _ := create(time.Microsecond)
 	tok, err := st.RevokeActiveEnrollmentToken(ctx, expired)
@@ -192,11 +186,9 @@ func TestListEnrollmentTokensByAge(t *testing.T) {
 
 func TestEnrollmentTokensOfNodes(t *testing.T) {
 	st, ctx := newStore(t)
-	id, secret := tokenID(t), randomBytes(t, 32)
-	_, err := st.CreateEnrollmentToken(ctx, id, hash(secret), time.Hour)
-	must(t, err)
+	id, secret := newToken(t, ctx, st)
 	enrolled, other := newUUID(t), newUUID(t)
-	_, err = st.ConsumeEnrollmentToken(ctx, id, hash(secret), enrolled, hash(randomBytes(t, 65)))
+	_, err := st.ConsumeEnrollmentToken(ctx, id, hash(secret), enrolled, hash(randomBytes(t, 65)))
 	must(t, err)
 	got, err := st.EnrollmentTokensOfNodes(ctx, []uuid.UUID{enrolled, other})
 	must(t, err)

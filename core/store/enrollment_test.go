@@ -146,9 +146,7 @@ func TestConsumeEnrollmentTokenRejects(t *testing.T) {
 
 func TestConsumeEnrollmentTokenRace(t *testing.T) {
 	st, ctx := newStore(t)
-	id, secret := tokenID(t), randomBytes(t, 32)
-	_, err := st.CreateEnrollmentToken(ctx, id, hash(secret), time.Hour)
-	must(t, err)
+	id, secret := newToken(t, ctx, st)
 	const nodes = 8
 	ids, keys := make([]uuid.UUID, nodes), make([][]byte, nodes)
 	for i := range nodes {
@@ -179,9 +177,7 @@ func TestConsumeEnrollmentTokenRace(t *testing.T) {
 
 func TestCreateEnrollmentTokenValidates(t *testing.T) {
 	st, ctx := newStore(t)
-	id, secret := tokenID(t), randomBytes(t, 32)
-	_, err := st.CreateEnrollmentToken(ctx, id, hash(secret), time.Hour)
-	must(t, err)
+	id, secret := newToken(t, ctx, st)
 	for _, tt := range []struct {
 		name  string
 		id    string
@@ -207,12 +203,17 @@ func TestRevokeEnrollmentToken(t *testing.T) {
 	st, ctx := newStore(t)
 	_, err := st.RevokeEnrollmentToken(ctx, tokenID(t))
 	wantClass(t, err, errdefs.ErrNotFound)
-	id := tokenID(t)
-	_, err = st.CreateEnrollmentToken(ctx, id, hash(randomBytes(t, 32)), time.Hour)
+	id, _ := newToken(t, ctx, st)
+	wantRevokedOnce(t, func() (store.EnrollmentToken, error) { return st.RevokeEnrollmentToken(ctx, id) })
+}
+
+// wantRevokedOnce revokes a token twice through revoke and fails the test
+// unless both succeed and the second keeps the first revocation time.
+func wantRevokedOnce(t *testing.T, revoke func() (store.EnrollmentToken, error)) {
+	t.Helper()
+	first, err := revoke()
 	must(t, err)
-	first, err := st.RevokeEnrollmentToken(ctx, id)
-	must(t, err)
-	again, err := st.RevokeEnrollmentToken(ctx, id)
+	again, err := revoke()
 	must(t, err)
 	if first.RevokedAt == nil || again.RevokedAt == nil || !first.RevokedAt.Equal(*again.RevokedAt) {
 		t.Errorf("revoked at %v then %v, want the first time kept", first.RevokedAt, again.RevokedAt)

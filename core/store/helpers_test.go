@@ -136,3 +136,13 @@ func newSession(t *testing.T, ctx context.Context, st *store.Owner) (store.Creat
 	must(t, err)
 	return p, b
 }
+
+// newToken stores an enrollment token of a new id and secret that expires
+// in an hour, and returns the id and the secret.
+func newToken(t testing.TB, ctx context.Context, st *store.Store) (string, []byte) {
+	t.Helper()
+	id, secret := tokenID(t), randomBytes(t, 32)
+	_, err := st.CreateEnrollmentToken(ctx, id, hash(secret), time.Hour)
+	must(t, err)
+	return id, secret
+}
