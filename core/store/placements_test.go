@@ -31,18 +31,19 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 			CPUMillis: storetest.Ample, MemoryBytes: storetest.Ample, DiskFreeBytes: storetest.Ample,
 		}))
 	}
-	fresh := enabledNode(t, ctx, st)
-	report(fresh, cur, 1, true)
-	stale := enabledNode(t, ctx, st)
-	report(stale, cur, 1, true)
-	otherEpoch := enabledNode(t, ctx, st)
-	report(otherEpoch, old, 1, true)
-	notReady := enabledNode(t, ctx, st)
-	report(notReady, cur, 1, false)
-	otherGeneration := enabledNode(t, ctx, st)
-	report(otherGeneration, cur, 2, true)
-	disconnected := enabledNode(t, ctx, st)
-	report(disconnected, cur, 1, true)
+	// reported is a new enabled node with one report.
+	reported := func(epoch, generation uint64, ready bool) uuid.UUID {
+		t.Helper()
+		node := enabledNode(t, ctx, st)
+		report(node, epoch, generation, ready)
+		return node
+	}
+	fresh := reported(cur, 1, true)
+	stale := reported(cur, 1, true)
+	otherEpoch := reported(old, 1, true)
+	notReady := reported(cur, 1, false)
+	otherGeneration := reported(cur, 2, true)
+	disconnected := reported(cur, 1, true)
 	storetest.Absent(t, st, disconnected)
 	enabledNode(t, ctx, st) // never reported
 	// 46 seconds old by the database clock.
