@@ -146,3 +146,15 @@ func newToken(t testing.TB, ctx context.Context, st *store.Store) (string, []byt
 	must(t, err)
 	return id, secret
 }
+
+// wantLease asks for the execution lease for holder under epoch for ttl
+// and fails the test unless the answer is want; what names the step, for
+// the failure.
+func wantLease(t testing.TB, ctx context.Context, st *store.Store, holder uuid.UUID, epoch uint64, ttl time.Duration,
+	want bool, what string,
+) {
+	t.Helper()
+	if ok, err := st.AcquireLease(ctx, holder, epoch, ttl); err != nil || ok != want {
+		t.Fatalf("%s: %v, %v", what, ok, err)
+	}
+}

@@ -18,10 +18,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	st, ctx := newStore(t)
 	epochs := claim(t, ctx, st, 2)
 	old, cur := epochs[0], epochs[1]
-	ok, err := st.AcquireLease(ctx, newUUID(t), cur, time.Hour)
-	if err != nil || !ok {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
+	wantLease(t, ctx, st, newUUID(t), cur, time.Hour, true, "lease")
 	owned := st.AsOwner(cur)
 
 	report := func(node uuid.UUID, epoch, generation uint64, ready bool) {
@@ -81,7 +78,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	if _, err := st.Pool().Exec(ctx, "UPDATE node_presence SET reported_at = now() - interval '46 seconds' WHERE node_id = $1", fresh); err != nil {
 		t.Fatal(err)
 	}
-	_, err = owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	_, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
 	wantClass(t, err, store.ErrNoCapacity)
 
 	// A fresh report of the stale node brings it back.

@@ -22,9 +22,7 @@ func presenceFixture(t *testing.T) (st *store.Store, ctx context.Context, stale,
 	st = storetest.New(t)
 	ctx = context.Background()
 	epochs := claim(t, ctx, st, 2)
-	if ok, err := st.AcquireLease(ctx, uuid.New(), epochs[1], time.Hour); err != nil || !ok {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
+	wantLease(t, ctx, st, uuid.New(), epochs[1], time.Hour, true, "lease")
 	nodeID = uuid.New()
 	key := sha256.Sum256([]byte(nodeID.String()))
 	if _, err := st.CreateNode(ctx, nodeID, "n1.test:7443", []byte("der"), "sha256:"+fmtHex(key[:]), key[:]); err != nil {
@@ -104,9 +102,7 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present {
 		t.Fatalf("presence counts while no lease is held: %+v", p)
 	}
-	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch3, time.Hour); err != nil || !ok {
-		t.Fatalf("takeover: %v %v", ok, err)
-	}
+	wantLease(t, ctx, st, uuid.New(), epoch3, time.Hour, true, "takeover")
 	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present || p.OwnerEpoch != epoch2 {
 		t.Fatalf("presence under a superseded owner epoch counts: %+v", p)
 	}
