@@ -30,6 +30,16 @@ func createNode(t *testing.T, ctx context.Context, st nodeWriter, id uuid.UUID) 
 	return n
 }
 
+// createNodes creates n nodes of new ids, in creation order.
+func createNodes(t *testing.T, ctx context.Context, st nodeWriter, n int) []store.Node {
+	t.Helper()
+	nodes := make([]store.Node, n)
+	for i := range nodes {
+		nodes[i] = createNode(t, ctx, st, newUUID(t))
+	}
+	return nodes
+}
+
 func TestCreateNode(t *testing.T) {
 	st, ctx := newStore(t)
 	id, der, key := newUUID(t), randomBytes(t, 300), hash(randomBytes(t, 65))
@@ -94,10 +104,7 @@ func TestCreateNodeValidates(t *testing.T) {
 func TestListNodesPages(t *testing.T) {
 	st, ctx := newStore(t)
 	const total, size = 45, 20
-	var want []uuid.UUID
-	for range total {
-		want = append(want, createNode(t, ctx, st, newUUID(t)).ID)
-	}
+	want := idsOf(createNodes(t, ctx, st, total), func(n store.Node) uuid.UUID { return n.ID })
 	slices.SortFunc(want, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	got, sizes := idPages(t, func(after uuid.UUID) ([]store.Node, uuid.UUID, error) {
 		return st.ListNodes(ctx, size, after)
@@ -187,10 +194,7 @@ func TestRemovedNodeIsFinal(t *testing.T) {
 func TestListNodesByAge(t *testing.T) {
 	st, ctx := newStore(t)
 	const total, size = 45, 20
-	var all []store.Node
-	for range total {
-		all = append(all, createNode(t, ctx, st, newUUID(t)))
-	}
+	all := createNodes(t, ctx, st, total)
 	slices.SortFunc(all, func(a, b store.Node) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
