@@ -55,8 +55,8 @@ func wantNoSecret(t *testing.T, what string, msg proto.Message, err error, texts
 }
 
 func TestGRPCRefusesUnauthenticated(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	for name, ctx := range map[string]context.Context{
 		"no token":    f.Ctx,
 		"wrong token": metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
@@ -72,14 +72,14 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 			t.Fatalf("%s: the refusal carries the admin token", name)
 		}
 	}
-	if page := f.allTokens(t); len(page) != 0 {
+	if page := allTokens(t, f); len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d tokens", len(page))
 	}
 }
 
 func TestGRPCEnrollmentTokens(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	ctx := c.authed(f.Ctx)
 
 	// Create with ttl unset: one hour.
@@ -210,8 +210,8 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 }
 
 func TestGRPCNodes(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	ctx := c.authed(f.Ctx)
 	const total = 5
 	var names []string
@@ -299,8 +299,8 @@ func TestGRPCNodes(t *testing.T) {
 
 // The status of every refusal is the admin API's fixed form.
 func TestGRPCErrorsAreFixed(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	_, err := c.GetNode(c.authed(f.Ctx), &adminv1.GetNodeRequest{Name: "nodes/" + uuid.NewString()})
 	s, _ := status.FromError(err)
 	if s.Message() != "not found" {
@@ -312,8 +312,8 @@ func TestGRPCErrorsAreFixed(t *testing.T) {
 // the adapter's to check: each refusal names its field, and a refused
 // creation stores nothing.
 func TestGRPCValidatesRequests(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	ctx := c.authed(f.Ctx)
 
 	for name, id := range map[string]string{
@@ -328,7 +328,7 @@ func TestGRPCValidatesRequests(t *testing.T) {
 		}
 		admintest.WantInvalidField(t, err, "request_id")
 	}
-	if page := f.allTokens(t); len(page) != 0 {
+	if page := allTokens(t, f); len(page) != 0 {
 		t.Fatalf("%d tokens stored by refused requests", len(page))
 	}
 

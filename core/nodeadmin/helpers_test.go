@@ -15,14 +15,8 @@ import (
 	"berth.dev/core/store"
 )
 
-// fixture is the enrollment token logic and the node registry on a fresh
-// database, with the enrollment service that consumes the tokens.
-type fixture struct{ enrollmenttest.Fixture }
-
-func newFixture(t *testing.T) fixture { return fixture{enrollmenttest.New(t)} }
-
 // allTokens lists every stored token, used, revoked and expired ones too.
-func (f fixture) allTokens(t *testing.T) []store.EnrollmentToken {
+func allTokens(t *testing.T, f enrollmenttest.Fixture) []store.EnrollmentToken {
 	t.Helper()
 	page, err := f.Tokens.List(f.Ctx, store.TokenCursor{}, store.MaxPageSize, true)
 	errdefstest.Must(t, err)
@@ -36,7 +30,7 @@ type client struct {
 	token string
 }
 
-func (f fixture) serve(t *testing.T) client {
+func serve(t *testing.T, f enrollmenttest.Fixture) client {
 	t.Helper()
 	key := make([]byte, admin.MinPageTokenKeyBytes)
 	_, err := rand.Read(key)
