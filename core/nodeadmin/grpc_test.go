@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -57,21 +56,12 @@ func wantNoSecret(t *testing.T, what string, msg proto.Message, err error, texts
 func TestGRPCRefusesUnauthenticated(t *testing.T) {
 	f := enrollmenttest.New(t)
 	c := serve(t, f)
-	for name, ctx := range map[string]context.Context{
-		"no token":    f.Ctx,
-		"wrong token": metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
-		"not bearer":  metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Basic "+c.token),
-	} {
-		_, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString()})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		if strings.Contains(err.Error(), c.token) {
-			t.Fatalf("%s: the refusal carries the admin token", name)
-		}
-	}
+	admintest.WantUnauthenticated(t, f.Ctx, c.token, func(ctx context.Context) []error {
+		_, createErr := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString()})
+		_, nodesErr := c.ListNodes(ctx, &adminv1.ListNodesRequest{})
+		_, tokensErr := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
+		return []error{createErr, nodesErr, tokensErr}
+	})
 	if page := allTokens(t, f); len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d tokens", len(page))
 	}

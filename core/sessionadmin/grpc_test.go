@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -26,20 +25,12 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 	f := newFixture(t)
 	f.Deploy(t, 4)
 	c := f.serve(t)
-	for name, ctx := range map[string]context.Context{
-		"no token":    f.Ctx,
-		"wrong token": metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
-	} {
-		_, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		_, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		_, err = c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		if strings.Contains(err.Error(), c.token) {
-			t.Fatalf("%s: the refusal carries the admin token", name)
-		}
-	}
+	admintest.WantUnauthenticated(t, f.Ctx, c.token, func(ctx context.Context) []error {
+		_, createErr := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
+		_, sessionsErr := c.ListSessions(ctx, &adminv1.ListSessionsRequest{})
+		_, allocationsErr := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{})
+		return []error{createErr, sessionsErr, allocationsErr}
+	})
 	page, err := f.Svc.List(f.Ctx, store.AgeCursor{}, admin.DefaultPageSize, true)
 	errdefstest.Must(t, err)
 	if len(page) != 0 {

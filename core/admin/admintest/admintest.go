@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -125,6 +126,26 @@ func WantListed[T Named](t testing.TB, page func(show bool, token string) ([]T, 
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("listed %v%s\nwant %v", got, without, want)
+		}
+	}
+}
+
+// WantUnauthenticated makes calls without the admin token: with none, with
+// a wrong one, and with token itself in a Basic header. calls makes every
+// call of the test with the context it gets and returns their errors; each
+// must be refused as unauthenticated, and no refusal may carry token.
+func WantUnauthenticated(t testing.TB, ctx context.Context, token string, calls func(context.Context) []error) {
+	t.Helper()
+	for name, ctx := range map[string]context.Context{
+		"no token":    ctx,
+		"wrong token": metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
+		"not bearer":  metadata.AppendToOutgoingContext(ctx, "authorization", "Basic "+token),
+	} {
+		for _, err := range calls(ctx) {
+			WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+			if strings.Contains(err.Error(), token) {
+				t.Fatalf("%s: the refusal carries the admin token", name)
+			}
 		}
 	}
 }
