@@ -70,3 +70,13 @@ func Paginate[T, K any](ctx context.Context, pages *PageTokens, pageSize int32, 
 	}
 	return rows, pages.Encode(cursor, ks.Scope...), nil
 }
+
+// Protos converts a page of rows into their messages, in order, for a list
+// response (nil for an empty page, as the response had no rows).
+func Protos[T, P any](rows []T, proto func(T) P) []P {
+	var out []P
+	for _, r := range rows {
+		out = append(out, proto(r))
+	}
+	return out
+}

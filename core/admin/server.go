@@ -71,28 +71,21 @@ func NewServer(opts Options) *grpc.Server {
 
 	hs := health.NewServer()
 	var names []string
+	// register serves impl, unless it is nil (the service is not served);
+	// each field of opts is an interface, so a nil field is a nil impl.
 	register := func(desc *grpc.ServiceDesc, impl any) {
+		if impl == nil {
+			return
+		}
 		s.RegisterService(desc, impl)
 		names = append(names, desc.ServiceName)
 	}
-	if opts.Installation != nil {
-		register(&adminv1.InstallationService_ServiceDesc, opts.Installation)
-	}
-	if opts.Deployment != nil {
-		register(&adminv1.DeploymentService_ServiceDesc, opts.Deployment)
-	}
-	if opts.Nodes != nil {
-		register(&adminv1.NodeService_ServiceDesc, opts.Nodes)
-	}
-	if opts.Sessions != nil {
-		register(&adminv1.SessionService_ServiceDesc, opts.Sessions)
-	}
-	if opts.Turns != nil {
-		register(&adminv1.TurnService_ServiceDesc, opts.Turns)
-	}
-	if opts.Allocations != nil {
-		register(&adminv1.AllocationService_ServiceDesc, opts.Allocations)
-	}
+	register(&adminv1.InstallationService_ServiceDesc, opts.Installation)
+	register(&adminv1.DeploymentService_ServiceDesc, opts.Deployment)
+	register(&adminv1.NodeService_ServiceDesc, opts.Nodes)
+	register(&adminv1.SessionService_ServiceDesc, opts.Sessions)
+	register(&adminv1.TurnService_ServiceDesc, opts.Turns)
+	register(&adminv1.AllocationService_ServiceDesc, opts.Allocations)
 	for _, n := range names {
 		hs.SetServingStatus(n, healthpb.HealthCheckResponse_SERVING)
 	}

@@ -34,9 +34,7 @@ func TestPreviewDockerBeforeFirstCommit(t *testing.T) {
 		p.Deployment.HasCredential || p.Deployment.Specification != deploymenttest.DefaultSpec() {
 		t.Fatalf("preview %+v", p)
 	}
-	if n := f.Generations(t); n != 0 {
-		t.Fatalf("preview wrote %d generations", n)
-	}
+	f.WantGenerations(t, 0, "after the preview")
 }
 
 func TestCommitDockerCreatesGenerationOne(t *testing.T) {
@@ -76,9 +74,15 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	}
 	_, err = f.Svc.Commit(f.Ctx, c, p.ExpectedGeneration)
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
-	if n := f.Generations(t); n != 1 {
-		t.Fatalf("refused commit stored %d generations, want 1", n)
-	}
+	f.WantGenerations(t, 1, "after the refused commit")
+}
+
+// dockerWithSpec is the docker selection with DefaultSpec changed by
+// mutate.
+func dockerWithSpec(mutate func(*sandbox.Specification)) deployment.Candidate {
+	c := deploymenttest.DockerCandidate()
+	mutate(&c.Specification)
+	return c
 }
 
 // TestCommitRefusesChangedSelection: after the first commit, every change
@@ -86,18 +90,13 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 // refused with deployment_replacement_unsupported and writes nothing; the
 // committed deployment is unchanged.
 func TestCommitRefusesChangedSelection(t *testing.T) {
-	withSpec := func(mutate func(*sandbox.Specification)) deployment.Candidate {
-		c := deploymenttest.DockerCandidate()
-		mutate(&c.Specification)
-		return c
-	}
 	docker := []struct {
 		name string
 		c    deployment.Candidate
 	}{
-		{"memory", withSpec(func(s *sandbox.Specification) { s.Resources.MemoryBytes *= 2 })},
-		{"cpu", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis += 500 })},
-		{"max retained", withSpec(func(s *sandbox.Specification) { s.MaxRetained++ })},
+		{"memory", dockerWithSpec(func(s *sandbox.Specification) { s.Resources.MemoryBytes *= 2 })},
+		{"cpu", dockerWithSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis += 500 })},
+		{"max retained", dockerWithSpec(func(s *sandbox.Specification) { s.MaxRetained++ })},
 		{"provider kind", deploymenttest.DirectCandidate("eu", "tok")},
 	}
 	for _, tc := range docker {
@@ -107,9 +106,7 @@ func TestCommitRefusesChangedSelection(t *testing.T) {
 			errdefstest.Must(t, err)
 			_, err = f.Svc.Commit(f.Ctx, tc.c, 1)
 			errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
-			if n := f.Generations(t); n != 1 {
-				t.Fatalf("%d generations stored, want 1", n)
-			}
+			f.WantGenerations(t, 1, "after the refused replacement")
 			got, err := f.Svc.Get(f.Ctx)
 			errdefstest.Must(t, err)
 			if got.Generation != 1 || got.ProviderKind != "docker" || got.Specification != first.Specification {
@@ -123,9 +120,7 @@ func TestCommitRefusesChangedSelection(t *testing.T) {
 		errdefstest.Must(t, err)
 		_, err = f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("us", "tok"), 1)
 		errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
-		if n := f.Generations(t); n != 1 {
-			t.Fatalf("%d generations stored, want 1", n)
-		}
+		f.WantGenerations(t, 1, "after the refused replacement")
 	})
 }
 
@@ -143,9 +138,7 @@ func TestCommitStaleExpectedGenerationWritesNothing(t *testing.T) {
 	// even though it equals the current deployment.
 	_, err = f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
 	errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
-	if n := f.Generations(t); n != 1 {
-		t.Fatalf("%d generations stored, want 1", n)
-	}
+	f.WantGenerations(t, 1, "after the stale commit")
 	d, err := f.Svc.Get(f.Ctx)
 	errdefstest.Must(t, err)
 	if d.Generation != 1 || d.Specification.MaxActive != deploymenttest.DefaultSpec().MaxActive {
@@ -155,11 +148,6 @@ func TestCommitStaleExpectedGenerationWritesNothing(t *testing.T) {
 
 func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 	f := deploymenttest.New(t)
-	withSpec := func(mutate func(*sandbox.Specification)) deployment.Candidate {
-		c := deploymenttest.DockerCandidate()
-		mutate(&c.Specification)
-		return c
-	}
 	cases := []struct {
 		name  string
 		c     deployment.Candidate
@@ -167,19 +155,19 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 	}{
 		{"no kind", deployment.Candidate{Specification: deploymenttest.DefaultSpec()}, "provider.kind"},
 		{"unknown kind", deployment.Candidate{ProviderKind: "nope", Specification: deploymenttest.DefaultSpec()}, "provider.kind"},
-		{"cpu low", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = 10 }), "resources.cpu_millis"},
-		{"cpu high", withSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = sandbox.MaxCPUMillis + 1 }), "resources.cpu_millis"},
-		{"memory", withSpec(func(s *sandbox.Specification) { s.Resources.MemoryBytes = 1 }), "resources.memory_bytes"},
-		{"disk", withSpec(func(s *sandbox.Specification) { s.Resources.DiskBytes = sandbox.MaxDiskBytes + 1 }), "resources.disk_bytes"},
-		{"max active", withSpec(func(s *sandbox.Specification) { s.MaxActive = 0 }), "specification.max_active"},
-		{"max retained", withSpec(func(s *sandbox.Specification) { s.MaxRetained = -1 }), "specification.max_retained"},
-		{"idle", withSpec(func(s *sandbox.Specification) {
+		{"cpu low", dockerWithSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = 10 }), "resources.cpu_millis"},
+		{"cpu high", dockerWithSpec(func(s *sandbox.Specification) { s.Resources.CPUMillis = sandbox.MaxCPUMillis + 1 }), "resources.cpu_millis"},
+		{"memory", dockerWithSpec(func(s *sandbox.Specification) { s.Resources.MemoryBytes = 1 }), "resources.memory_bytes"},
+		{"disk", dockerWithSpec(func(s *sandbox.Specification) { s.Resources.DiskBytes = sandbox.MaxDiskBytes + 1 }), "resources.disk_bytes"},
+		{"max active", dockerWithSpec(func(s *sandbox.Specification) { s.MaxActive = 0 }), "specification.max_active"},
+		{"max retained", dockerWithSpec(func(s *sandbox.Specification) { s.MaxRetained = -1 }), "specification.max_retained"},
+		{"idle", dockerWithSpec(func(s *sandbox.Specification) {
 			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Second, Retention: 2 * time.Hour}
 		}), "suspension.idle"},
-		{"retention", withSpec(func(s *sandbox.Specification) {
+		{"retention", dockerWithSpec(func(s *sandbox.Specification) {
 			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: time.Hour + time.Millisecond}
 		}), "suspension.retention"},
-		{"suspension without checkpoint support", withSpec(func(s *sandbox.Specification) {
+		{"suspension without checkpoint support", dockerWithSpec(func(s *sandbox.Specification) {
 			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: 2 * time.Hour}
 		}), "specification.suspension"},
 		{"docker public object", deployment.Candidate{ProviderKind: "docker", Public: json.RawMessage(`{"socket":"/x"}`), Specification: deploymenttest.DefaultSpec()}, "configuration.public"},
@@ -214,9 +202,7 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 			t.Fatalf("%s: error echoes the credential", tc.name)
 		}
 	}
-	if n := f.Generations(t); n != 0 {
-		t.Fatalf("rejected candidates wrote %d generations", n)
-	}
+	f.WantGenerations(t, 0, "after rejected candidates")
 	d, err := f.Svc.Get(f.Ctx)
 	errdefstest.Must(t, err)
 	if d.Generation != 0 {
@@ -281,9 +267,7 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 	if strings.Contains(err.Error(), "another-token") {
 		t.Fatalf("refusal echoes the credential")
 	}
-	if n := f.Generations(t); n != 1 {
-		t.Fatalf("%d generations stored, want 1", n)
-	}
+	f.WantGenerations(t, 1, "after the refused commit")
 	// Generation 1 keeps its own credential.
 	plain, err = deployment.OpenCredential(f.Key, f.InstallationID, g)
 	errdefstest.Must(t, err)

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox"
@@ -198,10 +197,8 @@ func deploymentProto(d deployment.Deployment) (*adminv1.Deployment, error) {
 		ProviderKind:  d.ProviderKind,
 		HasCredential: d.HasCredential,
 
-		ProviderDisabled: d.ProviderDisabled,
-	}
-	if !d.ProviderDisabledAt.IsZero() {
-		pb.ProviderDisableTime = timestamppb.New(d.ProviderDisabledAt)
+		ProviderDisabled:    d.ProviderDisabled,
+		ProviderDisableTime: admin.Timestamp(&d.ProviderDisabledAt),
 	}
 	if d.ProviderKind == "" {
 		// Before the first commit: nothing is selected.
@@ -228,9 +225,7 @@ func deploymentProto(d deployment.Deployment) (*adminv1.Deployment, error) {
 			Retention: durationpb.New(spec.Suspension.Retention),
 		}
 	}
-	if !d.CommitTime.IsZero() {
-		pb.CommitTime = timestamppb.New(d.CommitTime)
-	}
+	pb.CommitTime = admin.Timestamp(&d.CommitTime)
 	return pb, nil
 }
 

@@ -75,9 +75,7 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	// A retry with the stale expectation is refused and writes nothing.
 	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: 0})
 	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_generation_moved")
-	if n := f.Generations(t); n != 1 {
-		t.Fatalf("%d generations, want 1", n)
-	}
+	f.WantGenerations(t, 1, "after the stale retry")
 
 	// The same candidate at the current generation changes nothing; a
 	// changed specification is refused and writes nothing: replacing a
@@ -91,9 +89,7 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	bigger.Specification.MaxActive++
 	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: 1})
 	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_replacement_unsupported")
-	if n := f.Generations(t); n != 1 {
-		t.Fatalf("%d generations, want 1", n)
-	}
+	f.WantGenerations(t, 1, "after the refused replacement")
 
 	_, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployments"})
 	admintest.WantInvalidField(t, err, "name")
@@ -139,9 +135,7 @@ func TestGRPCRejectsInvalidCandidates(t *testing.T) {
 			t.Fatalf("status echoes the credential: %v", err)
 		}
 	}
-	if n := f.Generations(t); n != 0 {
-		t.Fatalf("rejected candidates wrote %d generations", n)
-	}
+	f.WantGenerations(t, 0, "after rejected candidates")
 }
 
 func TestGRPCCredentialIsWriteOnly(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 )
 
 func TestCreateEnrollmentToken(t *testing.T) {
@@ -173,22 +174,16 @@ func TestListEnrollmentTokens(t *testing.T) {
 	}
 	list := func(includeInactive bool) ([]string, []int) {
 		t.Helper()
+		toks, sizes := storetest.Pages(t, size, func(after store.TokenCursor) ([]store.EnrollmentToken, error) {
+			return f.Tokens.List(f.Ctx, after, size, includeInactive)
+		}, func(last store.EnrollmentToken) store.TokenCursor {
+			return store.TokenCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		})
 		var got []string
-		var sizes []int
-		var after store.TokenCursor
-		for {
-			page, err := f.Tokens.List(f.Ctx, after, size, includeInactive)
-			errdefstest.Must(t, err)
-			sizes = append(sizes, len(page))
-			for _, tok := range page {
-				got = append(got, tok.ID)
-			}
-			if len(page) < size {
-				return got, sizes
-			}
-			last := page[len(page)-1]
-			after = store.TokenCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		for _, tok := range toks {
+			got = append(got, tok.ID)
 		}
+		return got, sizes
 	}
 	// Oldest first: creation order, whatever the random ids.
 	got, sizes := list(false)

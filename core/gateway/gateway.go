@@ -275,18 +275,12 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 		c.log.Info("runtime prepared")
 		return nil
 	case *runtimev1.ConnectRequest_KeepaliveAck:
-		if err := st.TouchRuntimeConnection(ctx, c.id()); err != nil {
-			return c.storeErr("keepalive", err)
-		}
-		return nil
+		return c.storeErr("keepalive", st.TouchRuntimeConnection(ctx, c.id()))
 	case *runtimev1.ConnectRequest_TurnStarted:
 		if !c.isCurrent(m.GetTurnStarted().GetTurnId()) {
 			return errInvalid
 		}
-		if err := c.g.cfg.Turns.Started(ctx, c.current.ID, c.id()); err != nil {
-			return c.storeErr("turn started", err)
-		}
-		return nil
+		return c.storeErr("turn started", c.g.cfg.Turns.Started(ctx, c.current.ID, c.id()))
 	case *runtimev1.ConnectRequest_TurnOutput:
 		o := m.GetTurnOutput()
 		if !c.isCurrent(o.GetTurnId()) {
@@ -301,10 +295,7 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 		default:
 			return errInvalid
 		}
-		if err := c.g.cfg.Turns.Output(ctx, c.current.ID, c.id(), sid, o.GetOffset(), o.GetData()); err != nil {
-			return c.storeErr("turn output", err)
-		}
-		return nil
+		return c.storeErr("turn output", c.g.cfg.Turns.Output(ctx, c.current.ID, c.id(), sid, o.GetOffset(), o.GetData()))
 	case *runtimev1.ConnectRequest_TurnResult:
 		r := m.GetTurnResult()
 		if !c.isCurrent(r.GetTurnId()) {
@@ -330,10 +321,13 @@ func (c *conn) isCurrent(id string) bool {
 	return c.current != nil && id == c.current.ID.String()
 }
 
-// storeErr ends the connection after a failed record: a report that does
-// not fit the Turn is a protocol error; anything else is Core's problem,
-// and the Runtime retries.
+// storeErr ends the connection after a failed record (nil after one that
+// succeeded): a report that does not fit the Turn is a protocol error;
+// anything else is Core's problem, and the Runtime retries.
 func (c *conn) storeErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, store.ErrTurnProtocol) {
 		c.log.Warn("runtime report out of protocol", "op", op)
 		return errInvalid

@@ -16,10 +16,9 @@ import (
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 
 	"berth.dev/core/gateway"
-	"berth.dev/core/secrets"
 	"berth.dev/core/store"
-	"berth.dev/core/store/storetest"
 	"berth.dev/core/turns"
+	"berth.dev/core/turns/turnstest"
 )
 
 // fixture is a gateway over a real PostgreSQL with one running Session,
@@ -35,20 +34,9 @@ type fixture struct {
 
 func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	t.Helper()
-	st := storetest.Owner(t, storetest.New(t))
-	ctx := context.Background()
-	inst, err := st.GetInstallation(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := secrets.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, cred := storetest.RunningSession(t, st)
-	ts := turns.New(st, key, inst.ID, uuid.New, turns.NewHub())
+	tf := turnstest.New(t)
 	srv := grpc.NewServer()
-	gateway.New(gateway.Config{Store: st, Turns: ts, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
+	gateway.New(gateway.Config{Store: tf.St, Turns: tf.Svc, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +48,10 @@ func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return &fixture{st: st, turns: ts, client: runtimev1.NewRuntimeGatewayServiceClient(cc), session: b, cred: cred, epoch: st.Epoch()}
+	return &fixture{
+		st: tf.St, turns: tf.Svc, client: runtimev1.NewRuntimeGatewayServiceClient(cc),
+		session: tf.Session, cred: tf.Cred, epoch: tf.St.Epoch(),
+	}
 }
 
 type rt = grpc.BidiStreamingClient[runtimev1.ConnectRequest, runtimev1.ConnectResponse]

@@ -7,8 +7,6 @@ package installationadmin
 import (
 	"context"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
 	"berth.dev/core/admin"
@@ -44,9 +42,7 @@ func (s *server) GetInstallation(ctx context.Context, req *adminv1.GetInstallati
 		CaFingerprint:        inst.CAFingerprint,
 		DeploymentGeneration: inst.DeploymentGeneration,
 		CoreVersion:          inst.CoreVersion,
-	}
-	if !inst.CreateTime.IsZero() {
-		pb.CreateTime = timestamppb.New(inst.CreateTime)
+		CreateTime:           admin.Timestamp(&inst.CreateTime),
 	}
 	return &adminv1.GetInstallationResponse{Installation: pb}, nil
 }

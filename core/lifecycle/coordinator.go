@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/google/uuid"
@@ -79,11 +81,7 @@ func (c *Coordinator) Sync(ctx context.Context, nodes ...uuid.UUID) {
 func (c *Coordinator) Nodes() []uuid.UUID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]uuid.UUID, 0, len(c.workers))
-	for n := range c.workers {
-		out = append(out, n)
-	}
-	return out
+	return slices.Collect(maps.Keys(c.workers))
 }
 
 // Wake asks node's worker for a pass now.

@@ -139,6 +139,29 @@ func (e *env) alloc(t *testing.T, id uuid.UUID) store.Allocation {
 	return a
 }
 
+// wantHeld fails the test unless node holds want Environments (unreleased
+// placements or allocations, what max_active bounds); when says at which
+// point, for the failure.
+func (e *env) wantHeld(t *testing.T, node uuid.UUID, want int64, when string) {
+	t.Helper()
+	held, err := e.st.NodeHeld(context.Background(), node)
+	must(t, err)
+	if held != want {
+		t.Fatalf("node holds %d %s, want %d", held, when, want)
+	}
+}
+
+// wantNextSessionRuns checks that node's freed max_active slot serves
+// again: a next Session is placed on node and w's pass runs it.
+func (e *env) wantNextSessionRuns(t *testing.T, w *lifecycle.Worker, node uuid.UUID) {
+	t.Helper()
+	next := e.createSession(t, node)
+	pass(t, w)
+	if got := e.alloc(t, next.ID); got.State != store.AllocationRunning || !got.CreateSettled {
+		t.Fatalf("the next Session's allocation: %s", brief(got))
+	}
+}
+
 func count(srv *dockertest.Server, call string) int {
 	n := 0
 	for _, c := range srv.CallNames() {
@@ -352,13 +375,9 @@ func TestLostCreateSettlesByTombstoneReceiptAfterDeletion(t *testing.T) {
 	if c := count(n.srv, dockertest.CallContainerRemove) + count(n.srv, dockertest.CallVolumeRemove); c != 0 {
 		t.Fatalf("%d removals before deletion", c)
 	}
-	held, err := e.st.NodeHeld(ctx, n.id)
-	must(t, err)
-	if held != 1 {
-		t.Fatalf("node holds %d, want the unknown allocation", held)
-	}
+	e.wantHeld(t, n.id, 1, "with the unknown allocation")
 
-	_, err = e.svc.Delete(ctx, b.Session.ID)
+	_, err := e.svc.Delete(ctx, b.Session.ID)
 	must(t, err)
 	pass(t, w)
 	got := e.alloc(t, a.ID)
@@ -382,11 +401,7 @@ func TestLostCreateSettlesByTombstoneReceiptAfterDeletion(t *testing.T) {
 	if c := count(n.srv, dockertest.CallContainerCreate); c != 2 {
 		t.Fatalf("container.create %d times, want the lost Create and the tombstone", c)
 	}
-	held, err = e.st.NodeHeld(ctx, n.id)
-	must(t, err)
-	if held != 0 {
-		t.Fatalf("node holds %d after the release", held)
-	}
+	e.wantHeld(t, n.id, 0, "after the release")
 	sess, err := e.st.GetSession(ctx, b.Session.ID)
 	must(t, err)
 	if sess.Placement.State != store.PlacementReleased {
@@ -402,11 +417,7 @@ func TestLostCreateSettlesByTombstoneReceiptAfterDeletion(t *testing.T) {
 
 	// The node's one slot is free: the next Session is placed there and
 	// runs.
-	next := e.createSession(t, n.id)
-	pass(t, w)
-	if got := e.alloc(t, next.ID); got.State != store.AllocationRunning || !got.CreateSettled {
-		t.Fatalf("the next Session's allocation: %s", brief(got))
-	}
+	e.wantNextSessionRuns(t, w, n.id)
 }
 
 // TestLostCreateWhoseContainerAppearedSettlesAfterTwoKills: the lost
@@ -905,11 +916,7 @@ func TestDeletionRacingCreateIsReleased(t *testing.T) {
 			if sess.Session.State != store.SessionDeleteRequested || sess.Placement.State != store.PlacementReleased {
 				t.Fatalf("session after cleanup: %+v", sess)
 			}
-			held, err := e.st.NodeHeld(ctx, n.id)
-			must(t, err)
-			if held != 0 {
-				t.Fatalf("node holds %d after the release", held)
-			}
+			e.wantHeld(t, n.id, 0, "after the release")
 			if c := count(n.srv, dockertest.CallContainerCreate); c > 1 {
 				t.Fatalf("container.create %d times", c)
 			}
@@ -917,12 +924,7 @@ func TestDeletionRacingCreateIsReleased(t *testing.T) {
 			// The node's one slot is free: the next Session is placed there
 			// and runs.
 			e.cfg.Provider = func(id uuid.UUID) (sandbox.SandboxProvider, error) { return e.nodes[id].p, nil }
-			w = lifecycle.NewWorker(e.cfg, n.id)
-			next := e.createSession(t, n.id)
-			pass(t, w)
-			if a := e.alloc(t, next.ID); a.State != store.AllocationRunning || !a.CreateSettled {
-				t.Fatalf("the next Session's allocation: %s", brief(a))
-			}
+			e.wantNextSessionRuns(t, lifecycle.NewWorker(e.cfg, n.id), n.id)
 		})
 	}
 }

@@ -88,21 +88,13 @@ func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) err
 	if err != nil {
 		return err
 	}
-	w.observeAfter = nextCursor(len(page), func() uuid.UUID { return page[len(page)-1].ID })
-	for _, o := range page {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	return scan(ctx, &w.observeAfter, page, func(o store.Observable) uuid.UUID { return o.ID }, func(o store.Observable) error {
+		err := w.observeRunning(ctx, p, o)
+		if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
+			return nil // fenced: cleanup or another transition won
 		}
-		if err := w.observeRunning(ctx, p, o); err != nil {
-			if errors.Is(err, store.ErrSuperseded) {
-				return err
-			}
-			if !errors.Is(err, errdefs.ErrFenced) { // fenced: cleanup or another transition won
-				w.cfg.Log.Warn("lifecycle observe", "node", w.node, "allocation", o.ID, "error", err)
-			}
-		}
-	}
-	return nil
+		return w.passOn(err, "lifecycle observe", "allocation", o.ID)
+	})
 }
 
 // keepaliveWanted reports whether o gets a keepalive now: its Runtime is

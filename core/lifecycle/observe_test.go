@@ -60,8 +60,9 @@ func (c *counting) reset() {
 }
 
 // observing is an env whose single node's provider is counted and whose
-// workers observe on every pass unless period says otherwise.
-func observing(t *testing.T, maxActive int32, period, keepalive time.Duration) (*env, *node, *counting) {
+// workers observe on every pass unless period says otherwise, with a
+// worker of that node.
+func observing(t *testing.T, maxActive int32, period, keepalive time.Duration) (*env, *node, *counting, *lifecycle.Worker) {
 	t.Helper()
 	e := newEnvMax(t, 1, maxActive)
 	n := e.only(t)
@@ -69,7 +70,7 @@ func observing(t *testing.T, maxActive int32, period, keepalive time.Duration) (
 	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return c, nil }
 	e.cfg.ObservePeriod = period
 	e.cfg.KeepaliveInterval = keepalive
-	return e, n, c
+	return e, n, c, lifecycle.NewWorker(e.cfg, n.id)
 }
 
 // running commits a Session on n and passes w until its allocation runs.
@@ -147,8 +148,7 @@ func nothingCleaned(t *testing.T, n *node, a store.Allocation) {
 }
 
 func TestRemovedContainerIsObservedMissingAndSessionComputeUnavailable(t *testing.T) {
-	e, n, _ := observing(t, 8, time.Millisecond, time.Hour)
-	w := lifecycle.NewWorker(e.cfg, n.id)
+	e, n, _, w := observing(t, 8, time.Millisecond, time.Hour)
 	b := e.running(t, w, n)
 	e.wantObserved(t, b, store.ObservedRunning, lifecycle.ReasonRunning)
 
@@ -171,8 +171,7 @@ func TestRemovedContainerIsObservedMissingAndSessionComputeUnavailable(t *testin
 }
 
 func TestStoppedContainerIsObservedStoppedAndRunsAgainWhenRestarted(t *testing.T) {
-	e, n, _ := observing(t, 8, time.Millisecond, time.Hour)
-	w := lifecycle.NewWorker(e.cfg, n.id)
+	e, n, _, w := observing(t, 8, time.Millisecond, time.Hour)
 	b := e.running(t, w, n)
 
 	// An engine restart leaves a container without restart policy exited.
@@ -193,8 +192,7 @@ func TestStoppedContainerIsObservedStoppedAndRunsAgainWhenRestarted(t *testing.T
 }
 
 func TestFailedObservationIsUnavailableAndCleansNothing(t *testing.T) {
-	e, n, _ := observing(t, 8, time.Millisecond, time.Hour)
-	w := lifecycle.NewWorker(e.cfg, n.id)
+	e, n, _, w := observing(t, 8, time.Millisecond, time.Hour)
 	b := e.running(t, w, n)
 
 	n.srv.ResetCalls()
@@ -241,8 +239,7 @@ func (e *env) connect(t *testing.T, n *node, b store.SessionBundle) store.Runtim
 }
 
 func TestKeepaliveGoesOnlyToConnectedRunningComputeBetweenTurns(t *testing.T) {
-	e, n, c := observing(t, 8, time.Hour, time.Hour)
-	w := lifecycle.NewWorker(e.cfg, n.id)
+	e, n, c, w := observing(t, 8, time.Hour, time.Hour)
 	connected := e.running(t, w, n)
 	idle := e.running(t, w, n) // never connected
 	stopped := e.running(t, w, n)
@@ -303,8 +300,7 @@ func TestKeepaliveGoesOnlyToConnectedRunningComputeBetweenTurns(t *testing.T) {
 
 func TestObservationPagesWrap(t *testing.T) {
 	const sessions = store.NodePageSize + 2
-	e, n, c := observing(t, sessions, time.Hour, time.Hour)
-	w := lifecycle.NewWorker(e.cfg, n.id)
+	e, n, c, w := observing(t, sessions, time.Hour, time.Hour)
 	var ids []uuid.UUID
 	for range sessions {
 		ids = append(ids, e.createBundle(t, n.id).Allocation.ID)
@@ -357,8 +353,7 @@ func TestObservationPagesWrap(t *testing.T) {
 }
 
 func TestUnreachableNodeIsReportedUnavailableNotAvailable(t *testing.T) {
-	e, n, c := observing(t, 8, time.Millisecond, time.Hour)
-	w := lifecycle.NewWorker(e.cfg, n.id)
+	e, n, c, w := observing(t, 8, time.Millisecond, time.Hour)
 	b := e.running(t, w, n)
 	e.wantObserved(t, b, store.ObservedRunning, lifecycle.ReasonRunning)
 
@@ -382,8 +377,7 @@ func TestUnreachableNodeIsReportedUnavailableNotAvailable(t *testing.T) {
 }
 
 func TestNoKeepaliveWhileATurnRuns(t *testing.T) {
-	e, n, c := observing(t, 8, time.Hour, time.Hour)
-	w := lifecycle.NewWorker(e.cfg, n.id)
+	e, n, c, w := observing(t, 8, time.Hour, time.Hour)
 	b := e.running(t, w, n)
 	g := e.connect(t, n, b)
 	ctx := context.Background()
@@ -413,8 +407,7 @@ func TestNoKeepaliveWhileATurnRuns(t *testing.T) {
 }
 
 func TestFailedKeepaliveIsFollowedByAnObservationAndConfirmsNothing(t *testing.T) {
-	e, n, c := observing(t, 8, time.Hour, time.Hour)
-	w := lifecycle.NewWorker(e.cfg, n.id)
+	e, n, c, w := observing(t, 8, time.Hour, time.Hour)
 	b := e.running(t, w, n)
 	e.connect(t, n, b)
 

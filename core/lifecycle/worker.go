@@ -299,36 +299,22 @@ func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) err
 	if err != nil {
 		return err
 	}
-	w.pendingAfter = nextCursor(len(page), func() uuid.UUID { return page[len(page)-1].EnvironmentID })
-	for _, pe := range page {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	return scan(ctx, &w.pendingAfter, page, func(pe store.Pending) uuid.UUID { return pe.EnvironmentID }, func(pe store.Pending) error {
 		// An Environment whose Session is being deleted gets no Create here
 		// (deletion already spent the receipt).
 		if pe.SessionState != store.SessionActive {
-			continue
+			return nil
 		}
 		id := pe.AllocationID
 		if id == uuid.Nil {
 			a, err := w.allocate(ctx, pe)
 			if err != nil {
-				if errors.Is(err, store.ErrSuperseded) {
-					return err
-				}
-				w.cfg.Log.Warn("lifecycle allocate", "node", w.node, "environment", pe.EnvironmentID, "error", err)
-				continue
+				return w.passOn(err, "lifecycle allocate", "environment", pe.EnvironmentID)
 			}
 			id = a.ID
 		}
-		if err := w.create(ctx, p, id); err != nil {
-			if errors.Is(err, store.ErrSuperseded) {
-				return err
-			}
-			w.cfg.Log.Warn("lifecycle create", "node", w.node, "allocation", id, "error", err)
-		}
-	}
-	return nil
+		return w.passOn(w.create(ctx, p, id), "lifecycle create", "allocation", id)
+	})
 }
 
 // allocate commits a new allocation, with a new device credential and
@@ -442,11 +428,7 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 	if err != nil {
 		return err
 	}
-	w.allocAfter = nextCursor(len(page), func() uuid.UUID { return page[len(page)-1].ID })
-	for _, a := range page {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	return scan(ctx, &w.allocAfter, page, func(a store.Allocation) uuid.UUID { return a.ID }, func(a store.Allocation) error {
 		var err error
 		switch a.State {
 		case store.AllocationCleanupRequested, store.AllocationCleanupUnknown, store.AllocationCleanupConfirmed:
@@ -464,14 +446,8 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 				err = w.cleanup(ctx, p, resolved)
 			}
 		}
-		if err != nil {
-			if errors.Is(err, store.ErrSuperseded) {
-				return err
-			}
-			w.cfg.Log.Warn("lifecycle allocation", "node", w.node, "allocation", a.ID, "error", err)
-		}
-	}
-	return nil
+		return w.passOn(err, "lifecycle allocation", "allocation", a.ID)
+	})
 }
 
 // observe reads the allocation's compute (GetInfo, bounded) and records
@@ -550,11 +526,35 @@ func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 }
 
-// nextCursor is the cursor after a page of n rows: the last row's id, or
-// the start (wrap) after the last page.
-func nextCursor(n int, last func() uuid.UUID) uuid.UUID {
-	if n < store.NodePageSize {
-		return uuid.Nil
+// scan moves *cursor past page, a page of up to store.NodePageSize rows
+// keyed by id: to its last row's key, or back to the start (wrap) after the
+// last page. It then hands the rows to do in order, until ctx ends or do
+// returns an error: the shared shape of the pending, allocation and
+// observation scans.
+func scan[T any](ctx context.Context, cursor *uuid.UUID, page []T, id func(T) uuid.UUID, do func(T) error) error {
+	*cursor = uuid.Nil
+	if len(page) >= store.NodePageSize {
+		*cursor = id(page[len(page)-1])
 	}
-	return last()
+	for _, row := range page {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := do(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// passOn is what a scan does with a row's error: ErrSuperseded comes back
+// (this owner epoch lost the lease, so the pass stops there); any other is
+// logged as msg with the node, args and the error, and the scan goes on
+// with the next row.
+func (w *Worker) passOn(err error, msg string, args ...any) error {
+	if err == nil || errors.Is(err, store.ErrSuperseded) {
+		return err
+	}
+	w.cfg.Log.Warn(msg, append(append([]any{"node", w.node}, args...), "error", err)...)
+	return nil
 }

@@ -87,11 +87,7 @@ func (g *server) ListEnrollmentTokens(ctx context.Context, req *adminv1.ListEnro
 	if err != nil {
 		return nil, err
 	}
-	resp := &adminv1.ListEnrollmentTokensResponse{NextPageToken: next}
-	for _, t := range page {
-		resp.EnrollmentTokens = append(resp.EnrollmentTokens, tokenProto(t))
-	}
-	return resp, nil
+	return &adminv1.ListEnrollmentTokensResponse{EnrollmentTokens: admin.Protos(page, tokenProto), NextPageToken: next}, nil
 }
 
 func (g *server) RevokeEnrollmentToken(ctx context.Context, req *adminv1.RevokeEnrollmentTokenRequest) (*adminv1.RevokeEnrollmentTokenResponse, error) {
@@ -111,11 +107,7 @@ func (g *server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 	if err != nil {
 		return nil, err
 	}
-	resp := &adminv1.ListNodesResponse{NextPageToken: next}
-	for _, n := range page {
-		resp.Nodes = append(resp.Nodes, g.nodeProto(n))
-	}
-	return resp, nil
+	return &adminv1.ListNodesResponse{Nodes: admin.Protos(page, g.nodeProto), NextPageToken: next}, nil
 }
 
 func (g *server) GetNode(ctx context.Context, req *adminv1.GetNodeRequest) (*adminv1.GetNodeResponse, error) {

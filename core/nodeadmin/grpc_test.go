@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -55,31 +54,22 @@ func wantNoSecret(t *testing.T, what string, msg proto.Message, err error, texts
 }
 
 func TestGRPCRefusesUnauthenticated(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
-	for name, ctx := range map[string]context.Context{
-		"no token":    f.Ctx,
-		"wrong token": metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
-		"not bearer":  metadata.AppendToOutgoingContext(f.Ctx, "authorization", "Basic "+c.token),
-	} {
-		_, err := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString()})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		_, err = c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
-		admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
-		if strings.Contains(err.Error(), c.token) {
-			t.Fatalf("%s: the refusal carries the admin token", name)
-		}
-	}
-	if page := f.allTokens(t); len(page) != 0 {
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
+	admintest.WantUnauthenticated(t, f.Ctx, c.token, func(ctx context.Context) []error {
+		_, createErr := c.CreateEnrollmentToken(ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString()})
+		_, nodesErr := c.ListNodes(ctx, &adminv1.ListNodesRequest{})
+		_, tokensErr := c.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{})
+		return []error{createErr, nodesErr, tokensErr}
+	})
+	if page := allTokens(t, f); len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d tokens", len(page))
 	}
 }
 
 func TestGRPCEnrollmentTokens(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	ctx := c.authed(f.Ctx)
 
 	// Create with ttl unset: one hour.
@@ -210,8 +200,8 @@ func TestGRPCEnrollmentTokens(t *testing.T) {
 }
 
 func TestGRPCNodes(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	ctx := c.authed(f.Ctx)
 	const total = 5
 	var names []string
@@ -289,27 +279,18 @@ func TestGRPCNodes(t *testing.T) {
 
 	// More nodes than a page, in enrollment order; the removed one only
 	// when asked for.
-	list := func(showRemoved bool) []string {
-		got, _ := admintest.Pages(t, func(token string) ([]*adminv1.Node, string, error) {
-			resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: token, ShowRemoved: showRemoved})
-			return resp.GetNodes(), resp.GetNextPageToken(), err
-		})
-		return got
-	}
-	if got := list(true); strings.Join(got, ",") != strings.Join(names, ",") {
-		t.Fatalf("listed %v\nwant %v", got, names)
-	}
-	if got := list(false); strings.Join(got, ",") != strings.Join(names[1:], ",") {
-		t.Fatalf("listed %v without removed\nwant %v", got, names[1:])
-	}
+	admintest.WantListed(t, func(showRemoved bool, token string) ([]*adminv1.Node, string, error) {
+		resp, err := c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 2, PageToken: token, ShowRemoved: showRemoved})
+		return resp.GetNodes(), resp.GetNextPageToken(), err
+	}, names, names[1:], "removed")
 	_, err = c.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: -1})
 	admintest.WantInvalidField(t, err, "page_size")
 }
 
 // The status of every refusal is the admin API's fixed form.
 func TestGRPCErrorsAreFixed(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	_, err := c.GetNode(c.authed(f.Ctx), &adminv1.GetNodeRequest{Name: "nodes/" + uuid.NewString()})
 	s, _ := status.FromError(err)
 	if s.Message() != "not found" {
@@ -321,8 +302,8 @@ func TestGRPCErrorsAreFixed(t *testing.T) {
 // the adapter's to check: each refusal names its field, and a refused
 // creation stores nothing.
 func TestGRPCValidatesRequests(t *testing.T) {
-	f := newFixture(t)
-	c := f.serve(t)
+	f := enrollmenttest.New(t)
+	c := serve(t, f)
 	ctx := c.authed(f.Ctx)
 
 	for name, id := range map[string]string{
@@ -337,7 +318,7 @@ func TestGRPCValidatesRequests(t *testing.T) {
 		}
 		admintest.WantInvalidField(t, err, "request_id")
 	}
-	if page := f.allTokens(t); len(page) != 0 {
+	if page := allTokens(t, f); len(page) != 0 {
 		t.Fatalf("%d tokens stored by refused requests", len(page))
 	}
 

@@ -12,27 +12,11 @@ import (
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/nodeadmin"
-	"berth.dev/core/nodes"
 	"berth.dev/core/store"
 )
 
-// fixture is the enrollment token logic and the node registry on a fresh
-// database, with the enrollment service that consumes the tokens.
-type fixture struct {
-	enrollmenttest.Fixture
-	registry *nodes.Registry
-}
-
-func newFixture(t *testing.T) fixture {
-	t.Helper()
-	f := enrollmenttest.New(t)
-	registry, err := nodes.NewRegistry(f.St)
-	errdefstest.Must(t, err)
-	return fixture{Fixture: f, registry: registry}
-}
-
 // allTokens lists every stored token, used, revoked and expired ones too.
-func (f fixture) allTokens(t *testing.T) []store.EnrollmentToken {
+func allTokens(t *testing.T, f enrollmenttest.Fixture) []store.EnrollmentToken {
 	t.Helper()
 	page, err := f.Tokens.List(f.Ctx, store.TokenCursor{}, store.MaxPageSize, true)
 	errdefstest.Must(t, err)
@@ -46,14 +30,14 @@ type client struct {
 	token string
 }
 
-func (f fixture) serve(t *testing.T) client {
+func serve(t *testing.T, f enrollmenttest.Fixture) client {
 	t.Helper()
 	key := make([]byte, admin.MinPageTokenKeyBytes)
 	_, err := rand.Read(key)
 	errdefstest.Must(t, err)
 	pages, err := admin.NewPageTokens(key)
 	errdefstest.Must(t, err)
-	srv, err := nodeadmin.NewServer(f.Tokens, f.registry, pages, nil)
+	srv, err := nodeadmin.NewServer(f.Tokens, f.Registry, pages, nil)
 	errdefstest.Must(t, err)
 	cc, token := admintest.Serve(t, admin.Options{Nodes: srv})
 	return client{NodeServiceClient: adminv1.NewNodeServiceClient(cc), token: token}

@@ -41,10 +41,7 @@ func (p *Proxy) NewCompute(previous sandbox.Compute) (sandbox.Compute, error) {
 func (p *Proxy) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
 	return call(ctx, p, sandbox.OpGetCompute, c.Reference,
 		request(&pb.GetComputeRequest{Compute: nodewire.ComputeToWire(c)}),
-		pb.NodeServiceClient.GetCompute,
-		func(r *pb.GetComputeResponse) (sandbox.ComputeInfo, error) {
-			return nodewire.ComputeInfoFromWire(r.GetInfo())
-		})
+		pb.NodeServiceClient.GetCompute, computeInfo[*pb.GetComputeResponse])
 }
 
 // Suspend forwards Suspend.
@@ -63,10 +60,13 @@ func (p *Proxy) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandbox.
 func (p *Proxy) ResumeCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
 	return call(ctx, p, sandbox.OpResumeCompute, c.Reference,
 		request(&pb.ResumeComputeRequest{Compute: nodewire.ComputeToWire(c)}),
-		pb.NodeServiceClient.ResumeCompute,
-		func(r *pb.ResumeComputeResponse) (sandbox.ComputeInfo, error) {
-			return nodewire.ComputeInfoFromWire(r.GetInfo())
-		})
+		pb.NodeServiceClient.ResumeCompute, computeInfo[*pb.ResumeComputeResponse])
+}
+
+// computeInfo reads the compute info of a GetCompute or ResumeCompute
+// response.
+func computeInfo[R interface{ GetInfo() *pb.ComputeInfo }](r R) (sandbox.ComputeInfo, error) {
+	return nodewire.ComputeInfoFromWire(r.GetInfo())
 }
 
 // KillCompute forwards KillCompute.

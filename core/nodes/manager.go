@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -451,9 +453,5 @@ func (m *Manager) Provider(id uuid.UUID) (*Proxy, error) {
 func (m *Manager) Nodes() []uuid.UUID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]uuid.UUID, 0, len(m.loops))
-	for id := range m.loops {
-		out = append(out, id)
-	}
-	return out
+	return slices.Collect(maps.Keys(m.loops))
 }

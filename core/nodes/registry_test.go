@@ -13,44 +13,30 @@ import (
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/nodes"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 )
-
-// fixture is a Registry on a fresh database, with the enrollment token
-// logic and the enrollment service that put nodes in it.
-type fixture struct {
-	enrollmenttest.Fixture
-	reg *nodes.Registry
-}
-
-func newFixture(t *testing.T) fixture {
-	t.Helper()
-	f := enrollmenttest.New(t)
-	reg, err := nodes.NewRegistry(f.St)
-	errdefstest.Must(t, err)
-	return fixture{Fixture: f, reg: reg}
-}
 
 // Names of nodes are the admin adapter's to check (core/nodeadmin's
 // tests); the Registry takes ids.
 func TestGetNode(t *testing.T) {
-	f := newFixture(t)
+	f := enrollmenttest.New(t)
 	id, tokenID := f.EnrollNode(t)
-	n, err := f.reg.Get(f.Ctx, id)
+	n, err := f.Registry.Get(f.Ctx, id)
 	errdefstest.Must(t, err)
 	if n.ID != id || n.State != store.NodeEnrolled || n.AdvertiseAddress != "node.test:7443" ||
 		n.EnrollmentTokenID != tokenID || n.CreatedAt.IsZero() {
 		t.Fatalf("node %+v, want %s enrolled with token %s", n, id, tokenID)
 	}
-	_, err = f.reg.Get(f.Ctx, uuid.New())
+	_, err = f.Registry.Get(f.Ctx, uuid.New())
 	errdefstest.WantClass(t, err, errdefs.ErrNotFound)
 }
 
 func TestNodeLifecycle(t *testing.T) {
-	f := newFixture(t)
+	f := enrollmenttest.New(t)
 	id, _ := f.EnrollNode(t)
-	enable := func() (nodes.Node, error) { return f.reg.Enable(f.Ctx, id) }
-	retire := func() (nodes.Node, error) { return f.reg.Retire(f.Ctx, id) }
-	remove := func() (nodes.Node, error) { return f.reg.Remove(f.Ctx, id) }
+	enable := func() (nodes.Node, error) { return f.Registry.Enable(f.Ctx, id) }
+	retire := func() (nodes.Node, error) { return f.Registry.Retire(f.Ctx, id) }
+	remove := func() (nodes.Node, error) { return f.Registry.Remove(f.Ctx, id) }
 	var last nodes.Node
 	for _, st := range []struct {
 		what string
@@ -80,7 +66,7 @@ func TestNodeLifecycle(t *testing.T) {
 				t.Fatalf("%s: node %s is %s, want %s", st.what, n.ID, n.State, st.want)
 			}
 		}
-		got, err := f.reg.Get(f.Ctx, id)
+		got, err := f.Registry.Get(f.Ctx, id)
 		errdefstest.Must(t, err)
 		if got.State != st.want {
 			t.Fatalf("%s: stored state %s, want %s", st.what, got.State, st.want)
@@ -97,23 +83,23 @@ func TestNodeLifecycle(t *testing.T) {
 }
 
 func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
-	f := newFixture(t)
+	f := enrollmenttest.New(t)
 	a, _ := f.EnrollNode(t)
 	b, _ := f.EnrollNode(t)
-	n, err := f.reg.Retire(f.Ctx, a)
+	n, err := f.Registry.Retire(f.Ctx, a)
 	errdefstest.Must(t, err)
 	if n.State != store.NodeRetired {
 		t.Errorf("retired enrolled node is %s", n.State)
 	}
-	n, err = f.reg.Remove(f.Ctx, b)
+	n, err = f.Registry.Remove(f.Ctx, b)
 	errdefstest.Must(t, err)
 	if n.State != store.NodeRemoved {
 		t.Errorf("removed enrolled node is %s", n.State)
 	}
 	for _, call := range []func() (nodes.Node, error){
-		func() (nodes.Node, error) { return f.reg.Enable(f.Ctx, uuid.New()) },
-		func() (nodes.Node, error) { return f.reg.Retire(f.Ctx, uuid.New()) },
-		func() (nodes.Node, error) { return f.reg.Remove(f.Ctx, uuid.New()) },
+		func() (nodes.Node, error) { return f.Registry.Enable(f.Ctx, uuid.New()) },
+		func() (nodes.Node, error) { return f.Registry.Retire(f.Ctx, uuid.New()) },
+		func() (nodes.Node, error) { return f.Registry.Remove(f.Ctx, uuid.New()) },
 	} {
 		_, err := call()
 		errdefstest.WantClass(t, err, errdefs.ErrNotFound)
@@ -124,9 +110,9 @@ func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 // finds, a lost compare-and-swap is read again, and each call ends in its
 // own target state or a refusal of the state it found.
 func TestConcurrentNodeChanges(t *testing.T) {
-	f := newFixture(t)
+	f := enrollmenttest.New(t)
 	id, _ := f.EnrollNode(t)
-	_, err := f.reg.Enable(f.Ctx, id)
+	_, err := f.Registry.Enable(f.Ctx, id)
 	errdefstest.Must(t, err)
 	const admins = 8
 	errs := make([]error, admins)
@@ -135,9 +121,9 @@ func TestConcurrentNodeChanges(t *testing.T) {
 	for i := range admins {
 		wg.Go(func() {
 			if i%2 == 0 {
-				got[i], errs[i] = f.reg.Retire(f.Ctx, id)
+				got[i], errs[i] = f.Registry.Retire(f.Ctx, id)
 			} else {
-				got[i], errs[i] = f.reg.Enable(f.Ctx, id)
+				got[i], errs[i] = f.Registry.Enable(f.Ctx, id)
 			}
 		})
 	}
@@ -159,7 +145,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 
 	// Retiring together: all succeed, one of them writes.
 	for i := range admins {
-		wg.Go(func() { got[i], errs[i] = f.reg.Retire(f.Ctx, id) })
+		wg.Go(func() { got[i], errs[i] = f.Registry.Retire(f.Ctx, id) })
 	}
 	wg.Wait()
 	for i := range admins {
@@ -173,7 +159,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 // Page sizes and page tokens are the admin adapter's (core/nodeadmin's
 // tests); the Registry lists by keyset cursor and limit.
 func TestListNodes(t *testing.T) {
-	f := newFixture(t)
+	f := enrollmenttest.New(t)
 	const total, size = 7, 3
 	var want []uuid.UUID
 	for range total {
@@ -182,32 +168,26 @@ func TestListNodes(t *testing.T) {
 	}
 	list := func(includeRemoved bool) ([]uuid.UUID, []int) {
 		t.Helper()
+		listed, sizes := storetest.Pages(t, size, func(after store.NodeCursor) ([]nodes.Node, error) {
+			return f.Registry.List(f.Ctx, after, size, includeRemoved)
+		}, func(last nodes.Node) store.NodeCursor {
+			return store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		})
 		var got []uuid.UUID
-		var sizes []int
-		var after store.NodeCursor
-		for {
-			page, err := f.reg.List(f.Ctx, after, size, includeRemoved)
-			errdefstest.Must(t, err)
-			sizes = append(sizes, len(page))
-			for _, n := range page {
-				if n.EnrollmentTokenID == "" {
-					t.Errorf("listed node %s without its enrollment token", n.ID)
-				}
-				got = append(got, n.ID)
+		for _, n := range listed {
+			if n.EnrollmentTokenID == "" {
+				t.Errorf("listed node %s without its enrollment token", n.ID)
 			}
-			if len(page) < size {
-				return got, sizes
-			}
-			last := page[len(page)-1]
-			after = store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			got = append(got, n.ID)
 		}
+		return got, sizes
 	}
 	// Enrollment order, whatever the random ids.
 	got, sizes := list(false)
 	if !slices.Equal(got, want) || !slices.Equal(sizes, []int{3, 3, 1}) {
 		t.Fatalf("listed %v in pages %v\nwant %v in [3 3 1]", got, sizes, want)
 	}
-	_, err := f.reg.Remove(f.Ctx, want[2])
+	_, err := f.Registry.Remove(f.Ctx, want[2])
 	errdefstest.Must(t, err)
 	got, _ = list(false)
 	if w := slices.Delete(slices.Clone(want), 2, 3); !slices.Equal(got, w) {
@@ -219,7 +199,7 @@ func TestListNodes(t *testing.T) {
 	}
 	// A limit outside the store's bounds is refused, naming it.
 	for _, limit := range []int{0, -5} {
-		_, err = f.reg.List(f.Ctx, store.NodeCursor{}, limit, false)
+		_, err = f.Registry.List(f.Ctx, store.NodeCursor{}, limit, false)
 		errdefstest.WantField(t, err, "limit")
 	}
 }

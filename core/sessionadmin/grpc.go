@@ -137,15 +137,16 @@ func (g *sessionServer) ListSessions(ctx context.Context, req *adminv1.ListSessi
 	if err != nil {
 		return nil, err
 	}
-	resp := &adminv1.ListSessionsResponse{NextPageToken: next}
 	ready, err := g.svc.Readiness(ctx, page...)
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range page {
-		resp.Sessions = append(resp.Sessions, SessionProto(b, ready[b.Allocation.ID]))
-	}
-	return resp, nil
+	return &adminv1.ListSessionsResponse{
+		Sessions: admin.Protos(page, func(b store.SessionBundle) *adminv1.Session {
+			return SessionProto(b, ready[b.Allocation.ID])
+		}),
+		NextPageToken: next,
+	}, nil
 }
 
 func (g *sessionServer) DeleteSession(ctx context.Context, req *adminv1.DeleteSessionRequest) (*adminv1.DeleteSessionResponse, error) {
@@ -181,11 +182,7 @@ func (g *allocationServer) ListAllocations(ctx context.Context, req *adminv1.Lis
 	if err != nil {
 		return nil, err
 	}
-	resp := &adminv1.ListAllocationsResponse{NextPageToken: next}
-	for _, a := range page {
-		resp.Allocations = append(resp.Allocations, AllocationProto(a))
-	}
-	return resp, nil
+	return &adminv1.ListAllocationsResponse{Allocations: admin.Protos(page, AllocationProto), NextPageToken: next}, nil
 }
 
 func (g *allocationServer) GetAllocation(ctx context.Context, req *adminv1.GetAllocationRequest) (*adminv1.GetAllocationResponse, error) {

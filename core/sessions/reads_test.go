@@ -11,6 +11,7 @@ import (
 	"berth.dev/core/sessions"
 	"berth.dev/core/sessions/sessionstest"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox/errdefs"
 )
@@ -31,10 +32,7 @@ func (f fixture) release(t *testing.T, id uuid.UUID) {
 	t.Helper()
 	a, err := f.St.GetAllocation(f.Ctx, id)
 	must(t, err)
-	a, err = f.St.RecordCleanup(f.Ctx, a.ID, a.Revision, true)
-	must(t, err)
-	_, err = f.St.Release(f.Ctx, a.ID)
-	must(t, err)
+	storetest.Release(t, f.St, a)
 }
 
 func wantField(t *testing.T, err error, field string) {
@@ -119,47 +117,32 @@ func TestReadsListInCreationOrder(t *testing.T) {
 	must(t, err)
 	f.release(t, allocs[0])
 
-	listSessions := func(includeDeleted bool) []uuid.UUID {
-		var got []uuid.UUID
-		var after store.AgeCursor
-		for {
-			page, err := f.Svc.List(f.Ctx, after, 2, includeDeleted)
-			must(t, err)
-			for _, b := range page {
-				got = append(got, b.Session.ID)
-			}
-			if len(page) < 2 {
-				return got
-			}
-			after = sessions.Cursor(page[len(page)-1])
+	// Both listings over pages of two, the deleted Session and the released
+	// allocation only when asked for.
+	for _, l := range []struct {
+		hidden string
+		want   []uuid.UUID
+		list   func(include bool) []uuid.UUID
+	}{
+		{"deleted", ids, func(include bool) []uuid.UUID {
+			page, _ := storetest.Pages(t, 2, func(after store.AgeCursor) ([]store.SessionBundle, error) {
+				return f.Svc.List(f.Ctx, after, 2, include)
+			}, sessions.Cursor)
+			return idsOf(page, func(b store.SessionBundle) uuid.UUID { return b.Session.ID })
+		}},
+		{"released", allocs, func(include bool) []uuid.UUID {
+			page, _ := storetest.Pages(t, 2, func(after store.AgeCursor) ([]store.SessionAllocation, error) {
+				return f.Svc.ListAllocations(f.Ctx, after, 2, include)
+			}, sessions.AllocationCursor)
+			return idsOf(page, func(a store.SessionAllocation) uuid.UUID { return a.ID })
+		}},
+	} {
+		if got := l.list(true); !equalIDs(got, l.want) {
+			t.Fatalf("listed %v\nwant %v", got, l.want)
 		}
-	}
-	if got := listSessions(true); !equalIDs(got, ids) {
-		t.Fatalf("listed %v\nwant %v", got, ids)
-	}
-	if got := listSessions(false); !equalIDs(got, ids[1:]) {
-		t.Fatalf("listed %v without deleted\nwant %v", got, ids[1:])
-	}
-	listAllocs := func(includeReleased bool) []uuid.UUID {
-		var got []uuid.UUID
-		var after store.AgeCursor
-		for {
-			page, err := f.Svc.ListAllocations(f.Ctx, after, 2, includeReleased)
-			must(t, err)
-			for _, a := range page {
-				got = append(got, a.ID)
-			}
-			if len(page) < 2 {
-				return got
-			}
-			after = sessions.AllocationCursor(page[len(page)-1])
+		if got := l.list(false); !equalIDs(got, l.want[1:]) {
+			t.Fatalf("listed %v without %s\nwant %v", got, l.hidden, l.want[1:])
 		}
-	}
-	if got := listAllocs(true); !equalIDs(got, allocs) {
-		t.Fatalf("listed %v\nwant %v", got, allocs)
-	}
-	if got := listAllocs(false); !equalIDs(got, allocs[1:]) {
-		t.Fatalf("listed %v without released\nwant %v", got, allocs[1:])
 	}
 
 	// Unknown ids are not found.
@@ -172,6 +155,15 @@ func TestReadsListInCreationOrder(t *testing.T) {
 	if _, err := f.Svc.GetAllocation(f.Ctx, uuid.New()); !errdefs.IsNotFound(err) {
 		t.Fatalf("get unknown allocation: %v", err)
 	}
+}
+
+// idsOf returns the id of each item, in order.
+func idsOf[T any](items []T, id func(T) uuid.UUID) []uuid.UUID {
+	out := make([]uuid.UUID, len(items))
+	for i, item := range items {
+		out[i] = id(item)
+	}
+	return out
 }
 
 func equalIDs(a, b []uuid.UUID) bool {

@@ -389,15 +389,7 @@ func (s *Owner) Release(ctx context.Context, id uuid.UUID) (Allocation, error) {
 	const op = "release"
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
-		peek, err := q.GetAllocation(ctx, id)
-		if err != nil {
-			return err
-		}
-		env, err := q.GetEnvironment(ctx, peek.EnvironmentID)
-		if err != nil {
-			return err
-		}
-		sess, err := q.LockSession(ctx, env.SessionID)
+		sess, env, err := lockSessionOf(ctx, q, id)
 		if err != nil {
 			return err
 		}
@@ -435,6 +427,23 @@ func (s *Owner) Release(ctx context.Context, id uuid.UUID) (Allocation, error) {
 	return out, nil
 }
 
+// lockSessionOf reads the Environment of allocation id and locks its
+// Session row, the first lock of a transition that may end the allocation
+// (Release, ResolveCreateFailure): the order RequestSessionDeletion and
+// terminal cleanup take too, so neither sees half of the other.
+func lockSessionOf(ctx context.Context, q *db.Queries, id uuid.UUID) (db.Session, db.Environment, error) {
+	peek, err := q.GetAllocation(ctx, id)
+	if err != nil {
+		return db.Session{}, db.Environment{}, err
+	}
+	env, err := q.GetEnvironment(ctx, peek.EnvironmentID)
+	if err != nil {
+		return db.Session{}, db.Environment{}, err
+	}
+	sess, err := q.LockSession(ctx, env.SessionID)
+	return sess, env, err
+}
+
 // MaxCreateAttempts bounds the settled Create failures of one Environment:
 // after that many allocations of it ended in an explicit absence receipt,
 // ResolveCreateFailure records the Environment failed (failure code
@@ -462,17 +471,10 @@ func (s *Owner) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision
 	const op = "resolve create failure"
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
-		peek, err := q.GetAllocation(ctx, id)
-		if err != nil {
-			return err
-		}
-		env, err := q.GetEnvironment(ctx, peek.EnvironmentID)
-		if err != nil {
-			return err
-		}
 		// Session, Environment, allocation: the lock order of terminal
 		// cleanup.
-		if _, err := q.LockSession(ctx, env.SessionID); err != nil {
+		_, env, err := lockSessionOf(ctx, q, id)
+		if err != nil {
 			return err
 		}
 		if _, err := q.LockEnvironment(ctx, env.ID); err != nil {
@@ -565,6 +567,28 @@ func validateNewAllocation(environment, allocation, device, receipt uuid.UUID, d
 	return nil
 }
 
+// insertAllocation inserts a new allocation of env on pl's node and
+// generation with the caller's ids, credential digest, sealed credential
+// and create receipt (as validateNewAllocation checked them): the one
+// insert of CreateSession and AllocatePending.
+func insertAllocation(ctx context.Context, q *db.Queries, env db.Environment, pl db.Placement,
+	allocation, device, receipt uuid.UUID, digest, nonce, ciphertext []byte,
+) (db.Allocation, error) {
+	return q.InsertAllocation(ctx, db.InsertAllocationParams{
+		ID:               allocation,
+		EnvironmentID:    env.ID,
+		TenantID:         env.TenantID,
+		NodeID:           pl.NodeID,
+		Generation:       pl.Generation,
+		CredentialDigest: digest,
+		DeviceID:         device,
+		CreateReceipt:    receipt,
+
+		CredentialCiphertext: ciphertext,
+		CredentialNonce:      nonce,
+	})
+}
+
 // AllocatePending commits a new allocation (fresh Reference, device,
 // credential digest and sealed credential, fresh create receipt) for a
 // pending Environment of an active Session that has an unreleased
@@ -616,19 +640,8 @@ func (s *Owner) AllocatePending(ctx context.Context, p PendingAllocationParams) 
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		row, err := q.InsertAllocation(ctx, db.InsertAllocationParams{
-			ID:               p.AllocationID,
-			EnvironmentID:    env.ID,
-			TenantID:         env.TenantID,
-			NodeID:           pl.NodeID,
-			Generation:       pl.Generation,
-			CredentialDigest: p.CredentialDigest,
-			DeviceID:         p.DeviceID,
-			CreateReceipt:    p.CreateReceipt,
-
-			CredentialCiphertext: p.CredentialCiphertext,
-			CredentialNonce:      p.CredentialNonce,
-		})
+		row, err := insertAllocation(ctx, q, env, pl, p.AllocationID, p.DeviceID, p.CreateReceipt,
+			p.CredentialDigest, p.CredentialNonce, p.CredentialCiphertext)
 		if err != nil {
 			return err
 		}

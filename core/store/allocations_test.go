@@ -11,17 +11,16 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/sandbox/errdefs"
 )
 
 func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
 	st, ctx := ownedStore(t)
 	presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, _ := newSession(t, ctx, st)
 
-	_, err = st.ClaimCreate(ctx, p.AllocationID, newUUID(t))
+	_, err := st.ClaimCreate(ctx, p.AllocationID, newUUID(t))
 	wantClass(t, err, errdefs.ErrFenced)
 	_, err = st.ClaimCreate(ctx, newUUID(t), p.CreateReceipt)
 	wantClass(t, err, errdefs.ErrNotFound)
@@ -66,9 +65,7 @@ func TestClaimCreateWinsOnceWithTheFreshReceipt(t *testing.T) {
 func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, _ := newSession(t, ctx, st)
 	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
 	must(t, err)
 
@@ -120,10 +117,7 @@ func TestReleaseNeedsConfirmedCleanupAndSettledCreation(t *testing.T) {
 	}
 	_, err = st.Release(ctx, a.ID)
 	wantClass(t, err, errdefs.ErrFailedPrecondition) // cleanup not confirmed
-	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-	must(t, err)
-	a, err = st.Release(ctx, a.ID)
-	must(t, err)
+	a = storetest.Release(t, st, a)
 	if a.State != store.AllocationReleased || a.ReleasedAt == nil {
 		t.Fatalf("released = %+v", a)
 	}
@@ -215,10 +209,7 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	a, err = st.RequestCleanup(ctx, a.ID)
 	must(t, err)
-	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-	must(t, err)
-	_, err = st.Release(ctx, a.ID)
-	must(t, err)
+	storetest.Release(t, st, a)
 
 	// Malformed outcomes.
 	a = claimed()
@@ -329,9 +320,7 @@ func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
 func TestNodeHolds(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node, empty := presentNode(t, ctx, st), enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	newSession(t, ctx, st)
 	for n, want := range map[uuid.UUID]bool{node: true, empty: false, newUUID(t): false} {
 		got, err := st.NodeHolds(ctx, n)
 		must(t, err)
@@ -352,9 +341,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
 	other := enabledNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	b, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, b := newSession(t, ctx, st)
 	env := b.Environment.ID
 
 	pendingParams := func(on uuid.UUID) store.PendingAllocationParams {
@@ -365,7 +352,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 		}
 	}
 	// An existing allocation never re-enters the pending path.
-	_, err = st.AllocatePending(ctx, pendingParams(node))
+	_, err := st.AllocatePending(ctx, pendingParams(node))
 	wantClass(t, err, errdefs.ErrExists)
 
 	// fail claims a, records an absence receipt, resolves and releases it.
@@ -390,10 +377,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 		// Not released before cleanup is confirmed.
 		_, err = st.Release(ctx, a.ID)
 		wantClass(t, err, errdefs.ErrFailedPrecondition)
-		a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-		must(t, err)
-		a, err = st.Release(ctx, a.ID)
-		must(t, err)
+		a = storetest.Release(t, st, a)
 		return a
 	}
 
@@ -462,19 +446,14 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 func TestDeletionEndsAPendingEnvironmentWithoutAllocation(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	b, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, b := newSession(t, ctx, st)
 	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
 	must(t, err)
 	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
 	must(t, err)
 	a, err = st.ResolveCreateFailure(ctx, a.ID, a.Revision)
 	must(t, err)
-	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-	must(t, err)
-	_, err = st.Release(ctx, a.ID)
-	must(t, err)
+	storetest.Release(t, st, a)
 	got, err := st.RequestSessionDeletion(ctx, p.SessionID)
 	must(t, err)
 	if got.Placement.State != store.PlacementReleased || got.Allocation.ID != uuid.Nil {
@@ -567,9 +546,7 @@ func TestCreateOutcomeAfterDeletionStands(t *testing.T) {
 func TestRunningOutcomeTakesBackConfirmedCleanup(t *testing.T) {
 	st, ctx := ownedStore(t)
 	presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, _ := newSession(t, ctx, st)
 	a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
 	must(t, err)
 	a, err = st.RequestCleanup(ctx, a.ID)
@@ -583,10 +560,7 @@ func TestRunningOutcomeTakesBackConfirmedCleanup(t *testing.T) {
 	}
 	_, err = st.Release(ctx, a.ID)
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
-	a, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
-	must(t, err)
-	_, err = st.Release(ctx, a.ID)
-	must(t, err)
+	storetest.Release(t, st, a)
 }
 
 // TestRefusedCreateOutcomeChangesNothing: an outcome of another attempt
@@ -644,10 +618,7 @@ func TestRefusedCreateOutcomeChangesNothing(t *testing.T) {
 	prev := record(claim(pp), absent)
 	prev, err := st.ResolveCreateFailure(ctx, prev.ID, prev.Revision)
 	must(t, err)
-	prev, err = st.RecordCleanup(ctx, prev.ID, prev.Revision, true)
-	must(t, err)
-	prev, err = st.Release(ctx, prev.ID)
-	must(t, err)
+	prev = storetest.Release(t, st, prev)
 	next, err := st.AllocatePending(ctx, store.PendingAllocationParams{
 		EnvironmentID: pp.EnvironmentID, NodeID: node, AllocationID: newUUID(t), DeviceID: newUUID(t),
 		CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
@@ -664,10 +635,7 @@ func TestRefusedCreateOutcomeChangesNothing(t *testing.T) {
 	must(t, err)
 	done, err = st.GetAllocation(ctx, done.ID)
 	must(t, err)
-	done, err = st.RecordCleanup(ctx, done.ID, done.Revision, true)
-	must(t, err)
-	done, err = st.Release(ctx, done.ID)
-	must(t, err)
+	done = storetest.Release(t, st, done)
 	add("a released allocation that ran", done, errdefs.ErrFailedPrecondition, running, unbooted, absent, unknown)
 
 	// Never claimed: Create was never sent (also when a deletion spent the

@@ -103,13 +103,7 @@ func TestRevokeActiveEnrollmentToken(t *testing.T) {
 	wantClass(t, err, errdefs.ErrNotFound)
 
 	active, _ := create(time.Hour)
-	first, err := st.RevokeActiveEnrollmentToken(ctx, active)
-	must(t, err)
-	again, err := st.RevokeActiveEnrollmentToken(ctx, active)
-	must(t, err)
-	if first.RevokedAt == nil || again.RevokedAt == nil || !again.RevokedAt.Equal(*first.RevokedAt) {
-		t.Errorf("revoked at %v then %v, want the first time kept", first.RevokedAt, again.RevokedAt)
-	}
+	wantRevokedOnce(t, func() (store.EnrollmentToken, error) { return st.RevokeActiveEnrollmentToken(ctx, active) })
 
 	expired, _ := create(time.Microsecond)
 	tok, err := st.RevokeActiveEnrollmentToken(ctx, expired)
@@ -152,27 +146,14 @@ func TestListEnrollmentTokensByAge(t *testing.T) {
 	}
 	slices.SortFunc(all, byAge)
 	ids := func(toks []store.EnrollmentToken) []string {
-		out := make([]string, len(toks))
-		for i, tok := range toks {
-			out[i] = tok.ID
-		}
-		return out
+		return idsOf(toks, func(tok store.EnrollmentToken) string { return tok.ID })
 	}
 	list := func(includeInactive bool) ([]string, []int) {
-		var got []string
-		var sizes []int
-		var after store.TokenCursor
-		for {
-			page, err := st.ListEnrollmentTokensByAge(ctx, size, after, includeInactive)
-			must(t, err)
-			sizes = append(sizes, len(page))
-			got = append(got, ids(page)...)
-			if len(page) < size {
-				return got, sizes
-			}
-			last := page[len(page)-1]
-			after = store.TokenCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
+		return pagedIDs(t, size, func(after store.TokenCursor) ([]store.EnrollmentToken, error) {
+			return st.ListEnrollmentTokensByAge(ctx, size, after, includeInactive)
+		}, func(last store.EnrollmentToken) store.TokenCursor {
+			return store.TokenCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		}, ids)
 	}
 	got, sizes := list(false)
 	if !slices.Equal(got, ids(all)) || !slices.Equal(sizes, []int{10, 10, 5}) {
@@ -205,11 +186,9 @@ func TestListEnrollmentTokensByAge(t *testing.T) {
 
 func TestEnrollmentTokensOfNodes(t *testing.T) {
 	st, ctx := newStore(t)
-	id, secret := tokenID(t), randomBytes(t, 32)
-	_, err := st.CreateEnrollmentToken(ctx, id, hash(secret), time.Hour)
-	must(t, err)
+	id, secret := newToken(t, ctx, st)
 	enrolled, other := newUUID(t), newUUID(t)
-	_, err = st.ConsumeEnrollmentToken(ctx, id, hash(secret), enrolled, hash(randomBytes(t, 65)))
+	_, err := st.ConsumeEnrollmentToken(ctx, id, hash(secret), enrolled, hash(randomBytes(t, 65)))
 	must(t, err)
 	got, err := st.EnrollmentTokensOfNodes(ctx, []uuid.UUID{enrolled, other})
 	must(t, err)

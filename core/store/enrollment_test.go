@@ -146,9 +146,7 @@ func TestConsumeEnrollmentTokenRejects(t *testing.T) {
 
 func TestConsumeEnrollmentTokenRace(t *testing.T) {
 	st, ctx := newStore(t)
-	id, secret := tokenID(t), randomBytes(t, 32)
-	_, err := st.CreateEnrollmentToken(ctx, id, hash(secret), time.Hour)
-	must(t, err)
+	id, secret := newToken(t, ctx, st)
 	const nodes = 8
 	ids, keys := make([]uuid.UUID, nodes), make([][]byte, nodes)
 	for i := range nodes {
@@ -179,9 +177,7 @@ func TestConsumeEnrollmentTokenRace(t *testing.T) {
 
 func TestCreateEnrollmentTokenValidates(t *testing.T) {
 	st, ctx := newStore(t)
-	id, secret := tokenID(t), randomBytes(t, 32)
-	_, err := st.CreateEnrollmentToken(ctx, id, hash(secret), time.Hour)
-	must(t, err)
+	id, secret := newToken(t, ctx, st)
 	for _, tt := range []struct {
 		name  string
 		id    string
@@ -207,12 +203,17 @@ func TestRevokeEnrollmentToken(t *testing.T) {
 	st, ctx := newStore(t)
 	_, err := st.RevokeEnrollmentToken(ctx, tokenID(t))
 	wantClass(t, err, errdefs.ErrNotFound)
-	id := tokenID(t)
-	_, err = st.CreateEnrollmentToken(ctx, id, hash(randomBytes(t, 32)), time.Hour)
+	id, _ := newToken(t, ctx, st)
+	wantRevokedOnce(t, func() (store.EnrollmentToken, error) { return st.RevokeEnrollmentToken(ctx, id) })
+}
+
+// wantRevokedOnce revokes a token twice through revoke and fails the test
+// unless both succeed and the second keeps the first revocation time.
+func wantRevokedOnce(t *testing.T, revoke func() (store.EnrollmentToken, error)) {
+	t.Helper()
+	first, err := revoke()
 	must(t, err)
-	first, err := st.RevokeEnrollmentToken(ctx, id)
-	must(t, err)
-	again, err := st.RevokeEnrollmentToken(ctx, id)
+	again, err := revoke()
 	must(t, err)
 	if first.RevokedAt == nil || again.RevokedAt == nil || !first.RevokedAt.Equal(*again.RevokedAt) {
 		t.Errorf("revoked at %v then %v, want the first time kept", first.RevokedAt, again.RevokedAt)
@@ -230,24 +231,9 @@ func TestListEnrollmentTokensPages(t *testing.T) {
 		want = append(want, id)
 	}
 	slices.Sort(want)
-	var got []string
-	var sizes []int
-	after := ""
-	for {
-		page, next, err := st.ListEnrollmentTokens(ctx, size, after)
-		must(t, err)
-		sizes = append(sizes, len(page))
-		for _, tok := range page {
-			got = append(got, tok.ID)
-		}
-		if next == "" {
-			break
-		}
-		if next != page[len(page)-1].ID {
-			t.Fatalf("next cursor %q is not the page's last id", next)
-		}
-		after = next
-	}
+	got, sizes := idPages(t, func(after string) ([]store.EnrollmentToken, string, error) {
+		return st.ListEnrollmentTokens(ctx, size, after)
+	}, func(tok store.EnrollmentToken) string { return tok.ID })
 	if !slices.Equal(got, want) {
 		t.Errorf("listed %v, want %v", got, want)
 	}

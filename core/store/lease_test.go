@@ -27,21 +27,15 @@ func TestLeaseExclusiveByDatabaseClock(t *testing.T) {
 	if !ok {
 		t.Fatal("A could not take a free lease")
 	}
-	if ok, err := st.AcquireLease(ctx, b, epochs[1], time.Hour); err != nil || ok {
-		t.Fatalf("B took A's unexpired lease: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, b, epochs[1], time.Hour, false, "B took A's unexpired lease")
 	// A renews; then renews with a lifetime that is over at once.
-	if ok, err := st.AcquireLease(ctx, a, epochs[0], time.Hour); err != nil || !ok {
-		t.Fatalf("A could not renew: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, a, epochs[0], time.Hour, true, "A could not renew")
 	lease, err := st.GetLease(ctx)
 	must(t, err)
 	if lease.Holder != a || lease.OwnerEpoch != epochs[0] || lease.Expired || !lease.ExpiresAt.After(lease.RenewedAt) {
 		t.Fatalf("lease after renewal = %+v", lease)
 	}
-	if ok, err := st.AcquireLease(ctx, a, epochs[0], expireNow); err != nil || !ok {
-		t.Fatalf("A could not renew: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, a, epochs[0], expireNow, true, "A could not renew")
 	lease, err = st.GetLease(ctx)
 	must(t, err)
 	if !lease.Expired {
@@ -49,21 +43,15 @@ func TestLeaseExclusiveByDatabaseClock(t *testing.T) {
 	}
 
 	// Expired: B, with the newer epoch, takes it.
-	if ok, err := st.AcquireLease(ctx, b, epochs[1], time.Hour); err != nil || !ok {
-		t.Fatalf("B could not take the expired lease: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, b, epochs[1], time.Hour, true, "B could not take the expired lease")
 	// A's epoch is superseded for good, expired lease or not.
 	_, err = st.AcquireLease(ctx, a, epochs[0], time.Hour)
 	wantClass(t, err, errdefs.ErrFenced)
-	if ok, err := st.AcquireLease(ctx, b, epochs[1], expireNow); err != nil || !ok {
-		t.Fatalf("B could not renew: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, b, epochs[1], expireNow, true, "B could not renew")
 	_, err = st.AcquireLease(ctx, a, epochs[0], time.Hour)
 	wantClass(t, err, errdefs.ErrFenced)
 	// The holder of an expired lease that nobody took gets it back.
-	if ok, err := st.AcquireLease(ctx, b, epochs[1], time.Hour); err != nil || !ok {
-		t.Fatalf("B could not take back its own expired lease: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, b, epochs[1], time.Hour, true, "B could not take back its own expired lease")
 }
 
 func TestLeaseRelease(t *testing.T) {
@@ -73,25 +61,17 @@ func TestLeaseRelease(t *testing.T) {
 	_, err := st.GetLease(ctx)
 	wantClass(t, err, errdefs.ErrNotFound)
 
-	if ok, err := st.AcquireLease(ctx, a, epochs[0], time.Hour); err != nil || !ok {
-		t.Fatalf("A: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, a, epochs[0], time.Hour, true, "A")
 	must(t, st.ReleaseLease(ctx, b, epochs[1])) // not B's: nothing happens
-	if ok, err := st.AcquireLease(ctx, b, epochs[1], time.Hour); err != nil || ok {
-		t.Fatalf("B took A's lease after B's release: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, b, epochs[1], time.Hour, false, "B took A's lease after B's release")
 	must(t, st.ReleaseLease(ctx, a, epochs[0]))
 	must(t, st.ReleaseLease(ctx, a, epochs[0])) // again: nothing to do
-	if ok, err := st.AcquireLease(ctx, b, epochs[1], time.Hour); err != nil || !ok {
-		t.Fatalf("B could not take a released lease: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, b, epochs[1], time.Hour, true, "B could not take a released lease")
 	must(t, st.ReleaseLease(ctx, b, epochs[1]))
 	// The released row remembers epoch 2: epoch 1 stays fenced, 3 may take it.
 	_, err = st.AcquireLease(ctx, a, epochs[0], time.Hour)
 	wantClass(t, err, errdefs.ErrFenced)
-	if ok, err := st.AcquireLease(ctx, a, epochs[2], time.Hour); err != nil || !ok {
-		t.Fatalf("A with a new epoch: %v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, a, epochs[2], time.Hour, true, "A with a new epoch")
 }
 
 func TestLeaseRefusesBadInput(t *testing.T) {
@@ -119,9 +99,7 @@ func TestLeaseRefusesBadInput(t *testing.T) {
 	}
 	// One holder, one epoch: another holder cannot use the same epoch.
 	h := newUUID(t)
-	if ok, err := st.AcquireLease(ctx, h, epochs[0], expireNow); err != nil || !ok {
-		t.Fatalf("%v, %v", ok, err)
-	}
+	wantLease(t, ctx, st, h, epochs[0], expireNow, true, "the first holder")
 	_, err = st.AcquireLease(ctx, newUUID(t), epochs[0], time.Hour)
 	wantClass(t, err, errdefs.ErrFenced)
 }

@@ -30,6 +30,16 @@ func createNode(t *testing.T, ctx context.Context, st nodeWriter, id uuid.UUID) 
 	return n
 }
 
+// createNodes creates n nodes of new ids, in creation order.
+func createNodes(t *testing.T, ctx context.Context, st nodeWriter, n int) []store.Node {
+	t.Helper()
+	nodes := make([]store.Node, n)
+	for i := range nodes {
+		nodes[i] = createNode(t, ctx, st, newUUID(t))
+	}
+	return nodes
+}
+
 func TestCreateNode(t *testing.T) {
 	st, ctx := newStore(t)
 	id, der, key := newUUID(t), randomBytes(t, 300), hash(randomBytes(t, 65))
@@ -94,26 +104,11 @@ func TestCreateNodeValidates(t *testing.T) {
 func TestListNodesPages(t *testing.T) {
 	st, ctx := newStore(t)
 	const total, size = 45, 20
-	var want []uuid.UUID
-	for range total {
-		want = append(want, createNode(t, ctx, st, newUUID(t)).ID)
-	}
+	want := idsOf(createNodes(t, ctx, st, total), func(n store.Node) uuid.UUID { return n.ID })
 	slices.SortFunc(want, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	var got []uuid.UUID
-	var sizes []int
-	after := uuid.Nil
-	for {
-		page, next, err := st.ListNodes(ctx, size, after)
-		must(t, err)
-		sizes = append(sizes, len(page))
-		for _, n := range page {
-			got = append(got, n.ID)
-		}
-		if next == uuid.Nil {
-			break
-		}
-		after = next
-	}
+	got, sizes := idPages(t, func(after uuid.UUID) ([]store.Node, uuid.UUID, error) {
+		return st.ListNodes(ctx, size, after)
+	}, func(n store.Node) uuid.UUID { return n.ID })
 	if !slices.Equal(got, want) {
 		t.Errorf("listed %v\nwant %v", got, want)
 	}
@@ -199,10 +194,7 @@ func TestRemovedNodeIsFinal(t *testing.T) {
 func TestListNodesByAge(t *testing.T) {
 	st, ctx := newStore(t)
 	const total, size = 45, 20
-	var all []store.Node
-	for range total {
-		all = append(all, createNode(t, ctx, st, newUUID(t)))
-	}
+	all := createNodes(t, ctx, st, total)
 	slices.SortFunc(all, func(a, b store.Node) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
@@ -210,27 +202,14 @@ func TestListNodesByAge(t *testing.T) {
 		return bytes.Compare(a.ID[:], b.ID[:])
 	})
 	ids := func(nodes []store.Node) []uuid.UUID {
-		out := make([]uuid.UUID, len(nodes))
-		for i, n := range nodes {
-			out[i] = n.ID
-		}
-		return out
+		return idsOf(nodes, func(n store.Node) uuid.UUID { return n.ID })
 	}
 	list := func(includeRemoved bool) ([]uuid.UUID, []int) {
-		var got []uuid.UUID
-		var sizes []int
-		var after store.NodeCursor
-		for {
-			page, err := st.ListNodesByAge(ctx, size, after, includeRemoved)
-			must(t, err)
-			sizes = append(sizes, len(page))
-			got = append(got, ids(page)...)
-			if len(page) < size {
-				return got, sizes
-			}
-			last := page[len(page)-1]
-			after = store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
+		return pagedIDs(t, size, func(after store.NodeCursor) ([]store.Node, error) {
+			return st.ListNodesByAge(ctx, size, after, includeRemoved)
+		}, func(last store.Node) store.NodeCursor {
+			return store.NodeCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		}, ids)
 	}
 	got, sizes := list(false)
 	if !slices.Equal(got, ids(all)) || !slices.Equal(sizes, []int{20, 20, 5}) {

@@ -18,10 +18,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	st, ctx := newStore(t)
 	epochs := claim(t, ctx, st, 2)
 	old, cur := epochs[0], epochs[1]
-	ok, err := st.AcquireLease(ctx, newUUID(t), cur, time.Hour)
-	if err != nil || !ok {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
+	wantLease(t, ctx, st, newUUID(t), cur, time.Hour, true, "lease")
 	owned := st.AsOwner(cur)
 
 	report := func(node uuid.UUID, epoch, generation uint64, ready bool) {
@@ -31,18 +28,19 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 			CPUMillis: storetest.Ample, MemoryBytes: storetest.Ample, DiskFreeBytes: storetest.Ample,
 		}))
 	}
-	fresh := enabledNode(t, ctx, st)
-	report(fresh, cur, 1, true)
-	stale := enabledNode(t, ctx, st)
-	report(stale, cur, 1, true)
-	otherEpoch := enabledNode(t, ctx, st)
-	report(otherEpoch, old, 1, true)
-	notReady := enabledNode(t, ctx, st)
-	report(notReady, cur, 1, false)
-	otherGeneration := enabledNode(t, ctx, st)
-	report(otherGeneration, cur, 2, true)
-	disconnected := enabledNode(t, ctx, st)
-	report(disconnected, cur, 1, true)
+	// reported is a new enabled node with one report.
+	reported := func(epoch, generation uint64, ready bool) uuid.UUID {
+		t.Helper()
+		node := enabledNode(t, ctx, st)
+		report(node, epoch, generation, ready)
+		return node
+	}
+	fresh := reported(cur, 1, true)
+	stale := reported(cur, 1, true)
+	otherEpoch := reported(old, 1, true)
+	notReady := reported(cur, 1, false)
+	otherGeneration := reported(cur, 2, true)
+	disconnected := reported(cur, 1, true)
 	storetest.Absent(t, st, disconnected)
 	enabledNode(t, ctx, st) // never reported
 	// 46 seconds old by the database clock.
@@ -80,7 +78,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	if _, err := st.Pool().Exec(ctx, "UPDATE node_presence SET reported_at = now() - interval '46 seconds' WHERE node_id = $1", fresh); err != nil {
 		t.Fatal(err)
 	}
-	_, err = owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	_, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
 	wantClass(t, err, store.ErrNoCapacity)
 
 	// A fresh report of the stale node brings it back.

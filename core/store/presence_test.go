@@ -14,22 +14,25 @@ import (
 	"berth.dev/core/store/storetest"
 )
 
-func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
-	st := storetest.New(t)
-	ctx := context.Background()
-	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.test"); err != nil {
-		t.Fatal(err)
-	}
-	epoch1, _ := st.NextOwnerEpoch(ctx)
-	epoch2, _ := st.NextOwnerEpoch(ctx)
-	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch2, time.Hour); err != nil || !ok {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
-	nodeID := uuid.New()
+// presenceFixture claims the installation, issues two owner epochs, the
+// second holding the execution lease, and creates a node: where the
+// presence and backend binding tests start.
+func presenceFixture(t *testing.T) (st *store.Store, ctx context.Context, stale, leased uint64, nodeID uuid.UUID) {
+	t.Helper()
+	st = storetest.New(t)
+	ctx = context.Background()
+	epochs := claim(t, ctx, st, 2)
+	wantLease(t, ctx, st, uuid.New(), epochs[1], time.Hour, true, "lease")
+	nodeID = uuid.New()
 	key := sha256.Sum256([]byte(nodeID.String()))
 	if _, err := st.CreateNode(ctx, nodeID, "n1.test:7443", []byte("der"), "sha256:"+fmtHex(key[:]), key[:]); err != nil {
 		t.Fatal(err)
 	}
+	return st, ctx, epochs[0], epochs[1], nodeID
+}
+
+func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
+	st, ctx, epoch1, epoch2, nodeID := presenceFixture(t)
 	if _, err := st.GetNodePresence(ctx, nodeID); !errdefs.IsNotFound(err) {
 		t.Fatalf("before any report: %v", err)
 	}
@@ -99,9 +102,7 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present {
 		t.Fatalf("presence counts while no lease is held: %+v", p)
 	}
-	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch3, time.Hour); err != nil || !ok {
-		t.Fatalf("takeover: %v %v", ok, err)
-	}
+	wantLease(t, ctx, st, uuid.New(), epoch3, time.Hour, true, "takeover")
 	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present || p.OwnerEpoch != epoch2 {
 		t.Fatalf("presence under a superseded owner epoch counts: %+v", p)
 	}
@@ -120,21 +121,7 @@ func fmtHex(b []byte) string {
 // a later, different one is not written and the bound one comes back; only
 // the owner holding the execution lease binds.
 func TestNodeBackendBindsOnce(t *testing.T) {
-	st := storetest.New(t)
-	ctx := context.Background()
-	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.test"); err != nil {
-		t.Fatal(err)
-	}
-	stale, _ := st.NextOwnerEpoch(ctx)
-	epoch, _ := st.NextOwnerEpoch(ctx)
-	if ok, err := st.AcquireLease(ctx, uuid.New(), epoch, time.Hour); err != nil || !ok {
-		t.Fatalf("lease: %v %v", ok, err)
-	}
-	nodeID := uuid.New()
-	key := sha256.Sum256([]byte(nodeID.String()))
-	if _, err := st.CreateNode(ctx, nodeID, "n1.test:7443", []byte("der"), "sha256:"+fmtHex(key[:]), key[:]); err != nil {
-		t.Fatal(err)
-	}
+	st, ctx, stale, epoch, nodeID := presenceFixture(t)
 	owner := st.AsOwner(epoch)
 	if _, err := st.AsOwner(stale).BindNodeBackend(ctx, nodeID, "docker:other"); !errdefs.IsFenced(err) {
 		t.Fatalf("an owner without the lease binds: %v", err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -50,10 +51,7 @@ func TestProviderSwitchRefusesAdmissionOnly(t *testing.T) {
 	if b.Allocation.State != store.AllocationCleanupRequested {
 		t.Fatalf("allocation after deletion = %s", b.Allocation.State)
 	}
-	_, err = st.RecordCleanup(ctx, b.Allocation.ID, b.Allocation.Revision, true)
-	must(t, err)
-	_, err = st.Release(ctx, b.Allocation.ID)
-	must(t, err)
+	storetest.Release(t, st, b.Allocation)
 
 	// Enabled again: admission resumes.
 	sw, err = st.SetProviderDisabled(ctx, false)

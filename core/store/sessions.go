@@ -252,19 +252,8 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 		if err != nil {
 			return err
 		}
-		alloc, err := q.InsertAllocation(ctx, db.InsertAllocationParams{
-			ID:               p.AllocationID,
-			EnvironmentID:    env.ID,
-			TenantID:         env.TenantID,
-			NodeID:           pl.NodeID,
-			Generation:       pl.Generation,
-			CredentialDigest: p.CredentialDigest,
-			DeviceID:         p.DeviceID,
-			CreateReceipt:    p.CreateReceipt,
-
-			CredentialCiphertext: p.CredentialCiphertext,
-			CredentialNonce:      p.CredentialNonce,
-		})
+		alloc, err := insertAllocation(ctx, q, env, pl, p.AllocationID, p.DeviceID, p.CreateReceipt,
+			p.CredentialDigest, p.CredentialNonce, p.CredentialCiphertext)
 		if err != nil {
 			return err
 		}

@@ -65,9 +65,7 @@ func sessionParams(t testing.TB, tenant uuid.UUID, maxActive int) store.CreateSe
 func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	b, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, b := newSession(t, ctx, st)
 	a := b.Allocation
 	switch {
 	case !b.Created, b.Session.ID != p.SessionID, b.Session.State != store.SessionActive,
@@ -258,9 +256,7 @@ func TestCreateSessionConcurrentRetriesCreateOnce(t *testing.T) {
 func TestRequestSessionDeletionSpendsTheCreateReceipt(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	_, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, _ := newSession(t, ctx, st)
 	b, err := st.RequestSessionDeletion(ctx, p.SessionID)
 	must(t, err)
 	if b.Session.State != store.SessionDeleteRequested || b.Session.DeleteRequestedAt == nil ||
@@ -295,9 +291,7 @@ func TestRequestSessionDeletionSpendsTheCreateReceipt(t *testing.T) {
 func TestCreateSessionKeepsTheOriginalSealedCredential(t *testing.T) {
 	st, ctx := ownedStore(t)
 	presentNode(t, ctx, st)
-	p := sessionParams(t, newUUID(t), 5)
-	b, err := st.CreateSession(ctx, p)
-	must(t, err)
+	p, b := newSession(t, ctx, st)
 	got, err := st.GetAllocationCredential(ctx, b.Allocation.ID)
 	must(t, err)
 	if !bytes.Equal(got.Ciphertext, p.CredentialCiphertext) || !bytes.Equal(got.Nonce, p.CredentialNonce) {

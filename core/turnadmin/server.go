@@ -82,11 +82,7 @@ func (g *Server) ListTurns(ctx context.Context, req *adminv1.ListTurnsRequest) (
 	if err != nil {
 		return nil, err
 	}
-	resp := &adminv1.ListTurnsResponse{NextPageToken: next}
-	for _, t := range page {
-		resp.Turns = append(resp.Turns, Proto(t))
-	}
-	return resp, nil
+	return &adminv1.ListTurnsResponse{Turns: admin.Protos(page, Proto), NextPageToken: next}, nil
 }
 
 // StreamTurnOutput streams a Turn's output.

@@ -10,10 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"berth.dev/core/secrets"
 	"berth.dev/core/store"
-	"berth.dev/core/store/storetest"
 	"berth.dev/core/turns"
+	"berth.dev/core/turns/turnstest"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox/errdefs"
 )
@@ -72,23 +71,9 @@ func TestValidateNamesTheField(t *testing.T) {
 	}
 }
 
-func newService(t *testing.T) (*turns.Service, *store.Owner, store.SessionBundle, secrets.Key, uuid.UUID) {
-	t.Helper()
-	st := storetest.Owner(t, storetest.New(t))
-	inst, err := st.GetInstallation(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := secrets.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := storetest.RunningSession(t, st)
-	return turns.New(st, key, inst.ID, uuid.New, turns.NewHub()), st, b, key, inst.ID
-}
-
 func TestSubmitSealsInputAndRetriesAreIdempotent(t *testing.T) {
-	svc, st, b, _, _ := newService(t)
+	f := turnstest.New(t)
+	svc, st, b := f.Svc, f.St, f.Session
 	ctx := context.Background()
 	req := turns.SubmitRequest{
 		SessionID: b.Session.ID, RequestID: uuid.New(), Command: script("printenv TOKEN"),
@@ -127,7 +112,8 @@ func TestSubmitSealsInputAndRetriesAreIdempotent(t *testing.T) {
 }
 
 func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
-	svc, st, b, _, _ := newService(t)
+	f := turnstest.New(t)
+	svc, st, b := f.Svc, f.St, f.Session
 	ctx := context.Background()
 	turn, err := svc.Submit(ctx, turns.SubmitRequest{SessionID: b.Session.ID, RequestID: uuid.New(), Command: script("x")})
 	if err != nil {

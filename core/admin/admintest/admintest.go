@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -104,6 +106,46 @@ func Pages[T Named](t testing.TB, page func(token string) ([]T, string, error)) 
 		}
 		if token = next; token == "" {
 			return names, pages
+		}
+	}
+}
+
+// WantListed checks a listing with a show flag (show_removed,
+// show_deleted, ...) over every page: shown, it lists all; not shown, it
+// lists visible, each in order. page lists the page of token with the
+// flag; hidden names what the flag hides, for the failure.
+func WantListed[T Named](t testing.TB, page func(show bool, token string) ([]T, string, error),
+	all, visible []string, hidden string,
+) {
+	t.Helper()
+	for _, show := range []bool{true, false} {
+		got, _ := Pages(t, func(token string) ([]T, string, error) { return page(show, token) })
+		want, without := all, ""
+		if !show {
+			want, without = visible, " without "+hidden
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("listed %v%s\nwant %v", got, without, want)
+		}
+	}
+}
+
+// WantUnauthenticated makes calls without the admin token: with none, with
+// a wrong one, and with token itself in a Basic header. calls makes every
+// call of the test with the context it gets and returns their errors; each
+// must be refused as unauthenticated, and no refusal may carry token.
+func WantUnauthenticated(t testing.TB, ctx context.Context, token string, calls func(context.Context) []error) {
+	t.Helper()
+	for name, ctx := range map[string]context.Context{
+		"no token":    ctx,
+		"wrong token": metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+admin.TokenPrefix+"AAAA"),
+		"not bearer":  metadata.AppendToOutgoingContext(ctx, "authorization", "Basic "+token),
+	} {
+		for _, err := range calls(ctx) {
+			WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+			if strings.Contains(err.Error(), token) {
+				t.Fatalf("%s: the refusal carries the admin token", name)
+			}
 		}
 	}
 }

@@ -69,15 +69,8 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	databaseURL := fs.String("database-url", "", "PostgreSQL connection URL (default $"+databaseURLEnv+")")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "berth-core migrate: unexpected arguments\n%s", usage)
-		return 2
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
 	}
 	dsn := *databaseURL
 	if dsn == "" {
@@ -94,6 +87,23 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	fmt.Fprintf(stdout, "schema at version %d\n", store.SchemaVersion())
 	return 0
+}
+
+// parse parses the flags of subcommand fs, which takes no arguments. When
+// it is not ok the command ends with code: 0 after --help, 2 after a bad
+// flag (which fs reported) or an argument.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "berth-core %s: unexpected arguments\n%s", fs.Name(), usage)
+		return 2, false
+	}
+	return 0, true
 }
 
 // serveFlags is serve's flag set, writing into cfg. Every default comes
@@ -119,15 +129,8 @@ func serveFlags(cfg *daemon.Config, stderr io.Writer) *flag.FlagSet {
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	var cfg daemon.Config
 	fs := serveFlags(&cfg, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "berth-core serve: unexpected arguments\n%s", usage)
-		return 2
+	if code, ok := parse(fs, args, stderr); !ok {
+		return code
 	}
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = getenv(databaseURLEnv)

@@ -64,6 +64,15 @@ func (f Fixture) Generations(t *testing.T) int {
 	return n
 }
 
+// WantGenerations fails the test unless want deployment generations are
+// stored; after says after what, for the failure.
+func (f Fixture) WantGenerations(t *testing.T, want int, after string) {
+	t.Helper()
+	if n := f.Generations(t); n != want {
+		t.Fatalf("%d generations stored %s, want %d", n, after, want)
+	}
+}
+
 // DefaultSpec is a specification every test provider accepts.
 func DefaultSpec() sandbox.Specification {
 	return sandbox.Specification{

@@ -16,18 +16,21 @@ import (
 	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/enrollment"
+	"berth.dev/core/nodes"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
 
 // Fixture is the enrollment token logic on a fresh database, with the
-// enrollment service that consumes its tokens.
+// enrollment service that consumes its tokens and the node registry that
+// holds the nodes it enrolls.
 type Fixture struct {
-	Tokens *enrollment.Tokens
-	Enroll *enrollment.Service
-	St     *store.Store
-	CA     *nodetls.CA
-	Ctx    context.Context
+	Tokens   *enrollment.Tokens
+	Enroll   *enrollment.Service
+	Registry *nodes.Registry
+	St       *store.Store
+	CA       *nodetls.CA
+	Ctx      context.Context
 }
 
 // New returns a Fixture for a parallel test.
@@ -38,7 +41,12 @@ func New(t *testing.T) Fixture {
 	errdefstest.Must(t, err)
 	tokens, err := enrollment.NewTokens(st, ca.Fingerprint(), time.Now)
 	errdefstest.Must(t, err)
-	return Fixture{Tokens: tokens, Enroll: enrollment.NewService(st, ca, time.Now, uuid.New), St: st, CA: ca, Ctx: ctx}
+	registry, err := nodes.NewRegistry(st)
+	errdefstest.Must(t, err)
+	return Fixture{
+		Tokens: tokens, Enroll: enrollment.NewService(st, ca, time.Now, uuid.New), Registry: registry,
+		St: st, CA: ca, Ctx: ctx,
+	}
 }
 
 // Issue creates a token of lifetime ttl under a new request id.

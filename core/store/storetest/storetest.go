@@ -231,3 +231,42 @@ func RunningSession(t testing.TB, owned *store.Owner) (store.SessionBundle, []by
 	b.Allocation = a
 	return b, cred
 }
+
+// Pages reads a by-age listing (nodes, enrollment tokens) to its end as a
+// client pages it, for the tests of the store and of the packages that list
+// through it: page reads up to size items after a cursor (the zero cursor
+// first), next is the cursor after the last item of a full page. It
+// returns every item in order and each page's size, so a test checks both
+// the order and the paging; a failed read fails the test.
+func Pages[T, C any](t testing.TB, size int, page func(after C) ([]T, error), next func(last T) C) (items []T, sizes []int) {
+	t.Helper()
+	var after C
+	for {
+		p, err := page(after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(p))
+		items = append(items, p...)
+		if len(p) < size {
+			return items, sizes
+		}
+		after = next(p[len(p)-1])
+	}
+}
+
+// Release records a's cleanup as confirmed, at a's revision (its cleanup
+// requested), and releases it, as a node's worker does once the compute is
+// gone. It returns the released allocation.
+func Release(t testing.TB, owned *store.Owner, a store.Allocation) store.Allocation {
+	t.Helper()
+	ctx := context.Background()
+	a, err := owned.RecordCleanup(ctx, a.ID, a.Revision, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = owned.Release(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

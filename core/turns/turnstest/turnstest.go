@@ -1,0 +1,42 @@
+// Package turnstest gives the tests of Turns (core/turns) and of the
+// Runtime gateway (core/gateway) the Turn service over a fresh database
+// with one running Session. It is imported only by tests.
+package turnstest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/secrets"
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+	"berth.dev/core/turns"
+)
+
+// Fixture is a Turn service acting for the lease-holding owner epoch, with
+// a Session whose allocation runs (storetest.RunningSession).
+type Fixture struct {
+	Svc     *turns.Service
+	St      *store.Owner
+	Session store.SessionBundle
+	// Cred is the Session's device credential, as its Runtime presents it.
+	Cred []byte
+}
+
+// New returns a Fixture on a fresh database.
+func New(t *testing.T) Fixture {
+	t.Helper()
+	st := storetest.Owner(t, storetest.New(t))
+	inst, err := st.GetInstallation(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := secrets.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, cred := storetest.RunningSession(t, st)
+	return Fixture{Svc: turns.New(st, key, inst.ID, uuid.New, turns.NewHub()), St: st, Session: b, Cred: cred}
+}
