@@ -167,7 +167,7 @@ soak: ## Mixed create/delete workload with random faults for DURATION (default 1
 
 BERTH_BENCH_SAMPLES ?= 20
 .PHONY: bench
-bench: ## P1-P3 against Engine API baselines in the same run, BERTH_BENCH_SAMPLES each (default 20): one table, also .run/bench.json (needs the test services)
+bench: ## P1-P4 against Engine API baselines in the same run and P6 failure detection, BERTH_BENCH_SAMPLES each (default 20; P6 at most 5): one table, also .run/bench.json (needs the test services)
 	BERTH_BENCH_SAMPLES=$(BERTH_BENCH_SAMPLES) BERTH_BENCH_JSON=$(CURDIR)/.run/bench.json \
 		go test -run '^$$' -bench '^BenchmarkBerth$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/bench/
 

@@ -11,7 +11,20 @@
 //     ends and GetTurn reads the result) against an Engine API exec of
 //     `true` in the same container (create, start attached, exit code);
 //   - P3: RunCommand(`true`) through Core's node proxy and a node agent
-//     against the Docker adapter in this process.
+//     against the Docker adapter in this process;
+//   - P4: throughput, 16 Sessions created at once over four node agents on
+//     the one engine until all are execution admitted, against the engine
+//     alone doing P1's baseline for 16 containers with the same
+//     parallelism; the ratio is Sessions per second over containers per
+//     second;
+//   - P6: failure detection, a bound with no baseline: the time from a
+//     node agent killed, stopped (SIGSTOP) or cut off (its path
+//     black-holed by a faultnet.Proxy: connections stay open, bytes are
+//     dropped) until the admin API reports it not connected, which is when
+//     placement stops choosing it. At most 5 samples per fault, each
+//     costing a keepalive timeout and a reconnection.
+//
+// P5, the 1,000-node scale simulator, is test/scale (`make bench-scale`).
 //
 // Rules: every baseline does the same work through the Engine API from Go
 // with the adapter's own client (docker.NewClient), never through a CLI
