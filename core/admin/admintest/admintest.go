@@ -107,3 +107,15 @@ func Pages[T Named](t testing.TB, page func(token string) ([]T, string, error)) 
 		}
 	}
 }
+
+// Field returns the field an admin API error names in its ErrorInfo ("" when
+// it names none or is not of the admin domain).
+func Field(err error) string {
+	s, _ := status.FromError(err)
+	for _, d := range s.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == admin.ErrorDomain {
+			return info.GetMetadata()[admin.MetadataField]
+		}
+	}
+	return ""
+}
