@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -334,7 +335,10 @@ func TestDecoderForgetsWhatItChecked(t *testing.T) {
 // answer is success or a status of the admin API's form (its ErrorInfo, a
 // fixed code other than INTERNAL), never grpc-go's or the parser's text,
 // and the server keeps serving. The seeds (valid, truncated, invalid
-// UTF-8, nested past either bound) run as a normal test.
+// UTF-8, nested past either bound) run as a normal test. grpc-go's
+// goroutines make coverage vary between runs of one input, so the engine
+// spends much of a coverage-guided run minimizing (-fuzzminimizetime
+// bounds that).
 func FuzzAdminServerDecoding(f *testing.F) {
 	token, digest, err := NewAdminToken()
 	if err != nil {
@@ -364,6 +368,8 @@ func FuzzAdminServerDecoding(f *testing.F) {
 	f.Add(previewWith(nestedObjects(MaxMessageDepth)))
 	f.Add(mustMarshal(f, &adminv1.StreamTurnOutputRequest{Name: "sessions/x/turns/y"}))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		check := func(method string, err error) {
 			if err == nil {
 				return
