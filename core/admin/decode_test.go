@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -297,36 +296,6 @@ func TestHeaderListBound(t *testing.T) {
 	}
 	if calls, _ := r.last(); calls != 1 {
 		t.Fatalf("the handler ran %d times, want 1", calls)
-	}
-}
-
-// TestDecoderForgetsWhatItChecked: the decoder's record of a malformed
-// message lasts until its one check, so nothing accumulates.
-func TestDecoderForgetsWhatItChecked(t *testing.T) {
-	d := newDecoder()
-	good, bad := new(adminv1.GetInstallationRequest), new(adminv1.GetInstallationRequest)
-	if err := d.Unmarshal(mem.BufferSlice{mem.SliceBuffer(mustMarshal(t, &adminv1.GetInstallationRequest{Name: "installation"}))}, good); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0x0a, 0x7f})}, bad); err != nil {
-		t.Fatal(err)
-	}
-	if good.GetName() != "installation" || bad.GetName() != "" {
-		t.Fatalf("decoded %q and %q", good.GetName(), bad.GetName())
-	}
-	handler := func(context.Context, any) (any, error) { return "served", nil }
-	if _, err := d.unary(context.Background(), good, nil, handler); err != nil {
-		t.Fatal(err)
-	}
-	_, err := d.unary(context.Background(), bad, nil, handler)
-	wantMalformed(t, err)
-	n := 0
-	d.rejected.Range(func(any, any) bool { n++; return true })
-	if n != 0 {
-		t.Fatalf("%d records left after their checks", n)
-	}
-	if err := d.Unmarshal(nil, "not a message"); err == nil {
-		t.Fatal("decoded into a non-message")
 	}
 }
 

@@ -68,8 +68,8 @@ func NewServer(opts Options) *grpc.Server {
 		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
 		grpc.ForceServerCodecV2(dec),
-		grpc.ChainUnaryInterceptor(dec.unary, deadlinePolicy(timeout), errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod)),
-		grpc.ChainStreamInterceptor(dec.stream, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod)),
+		grpc.ChainUnaryInterceptor(dec.UnaryServerInterceptor, deadlinePolicy(timeout), errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod)),
+		grpc.ChainStreamInterceptor(dec.StreamServerInterceptor, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod)),
 		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error { return unimplemented() }),
 	}
 	if opts.Creds != nil {

@@ -320,9 +320,9 @@ func (c *core) setupGateway(context.Context) error {
 	if c.cfg.RuntimeListen == "" {
 		return nil
 	}
-	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+	srv := grpc.NewServer(append(gateway.ServerOptions(), grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 		MinTime: runtimePingMinTime, PermitWithoutStream: true,
-	}), grpc.MaxHeaderListSize(runtimeMaxHeaderListBytes), grpc.MaxRecvMsgSize(runtimeMaxRecvMsgBytes))
+	}), grpc.MaxHeaderListSize(runtimeMaxHeaderListBytes), grpc.MaxRecvMsgSize(runtimeMaxRecvMsgBytes))...)
 	gateway.New(gateway.Config{
 		Store: c.owned, Turns: c.turns, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
 		Log: c.log.With("component", "gateway"),
@@ -389,8 +389,8 @@ func (c *core) setupEnrollment(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("public TLS: %w", err)
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(publicTLS)),
-		grpc.MaxHeaderListSize(publicMaxHeaderListBytes), grpc.MaxRecvMsgSize(publicMaxRecvMsgBytes))
+	srv := grpc.NewServer(append(enrollmentgrpc.ServerOptions(), grpc.Creds(credentials.NewTLS(publicTLS)),
+		grpc.MaxHeaderListSize(publicMaxHeaderListBytes), grpc.MaxRecvMsgSize(publicMaxRecvMsgBytes))...)
 	enrollmentv1.RegisterEnrollmentServiceServer(srv,
 		enrollmentgrpc.NewServer(enrollment.NewService(c.st, c.ca, time.Now, uuid.New)))
 	c.publicLis, err = c.group.listen("public", c.cfg.Listen, "enrollment", srv, srv.GracefulStop)
