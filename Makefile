@@ -179,6 +179,7 @@ FUZZ_TARGETS := \
 	berth.dev/sandbox/nodewire:FuzzInfoFromWire \
 	berth.dev/nodeagent:FuzzDecodeConfig \
 	berth.dev/runtimebootstrap/turnexec:FuzzPrepare \
+	berth.dev/core/admin:FuzzAdminServerDecoding \
 	berth.dev/core/turnadmin:FuzzSubmitRequest \
 	berth.dev/core/gateway:FuzzResultFromWire
 

@@ -178,6 +178,7 @@ func (p *process) setupServer(ctx context.Context) error {
 	p.gs = grpc.NewServer(append(p.server.Options(),
 		grpc.Creds(credentials.NewTLS(p.tls)),
 		grpc.MaxRecvMsgSize(nodewire.MaxMessageBytes), grpc.MaxSendMsgSize(nodewire.MaxMessageBytes),
+		grpc.MaxHeaderListSize(nodewire.MaxHeaderListBytes),
 		// Core pings every nodewire.KeepaliveTime to notice a stopped node.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: nodewire.KeepaliveMinTime, PermitWithoutStream: true}))...)
 	p.server.Register(p.gs)

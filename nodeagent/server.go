@@ -14,6 +14,7 @@ import (
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errgrpc"
 	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providercontract"
 )
@@ -68,13 +69,20 @@ func NewServer(agent *Agent, fence *Fence, desc Description, probe func(context.
 // caller must build gs with Server.Options.
 func (s *Server) Register(gs *grpc.Server) { pb.RegisterNodeServiceServer(gs, s) }
 
-// Options are the grpc.Server options that check every call's metadata
-// before any handler runs.
+// errMalformed answers a request body that is not a well-formed message
+// of the method's request type.
+var errMalformed = errdefs.Invalid("request", "not a well-formed protobuf message of the method's request type")
+
+// Options are the grpc.Server options that refuse a malformed body with
+// the node protocol's invalid code (errgrpc.Decoder; its interceptors come
+// first, so no refusal leaves a record behind) and check every call's
+// metadata before any handler runs.
 func (s *Server) Options() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.UnaryInterceptor(s.unaryCheck),
-		grpc.StreamInterceptor(s.streamCheck),
-	}
+	dec := errgrpc.NewDecoder(0, func() error { return nodewire.ToStatus(errMalformed) })
+	return append(dec.ServerOptions(),
+		grpc.ChainUnaryInterceptor(s.unaryCheck),
+		grpc.ChainStreamInterceptor(s.streamCheck),
+	)
 }
 
 type callMeta struct {

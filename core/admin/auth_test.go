@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 func TestNewAdminToken(t *testing.T) {
@@ -41,14 +41,14 @@ func TestNewAdminToken(t *testing.T) {
 	}
 }
 
-// incoming returns a server-side context with the given authorization
+// incoming returns a call's header metadata with the given authorization
 // values.
-func incoming(values ...string) context.Context {
+func incoming(values ...string) metadata.MD {
 	md := metadata.MD{}
 	for _, v := range values {
 		md.Append("authorization", v)
 	}
-	return metadata.NewIncomingContext(context.Background(), md)
+	return md
 }
 
 func TestAuthenticatorCheck(t *testing.T) {
@@ -63,13 +63,13 @@ func TestAuthenticatorCheck(t *testing.T) {
 	a := newAuthenticator(digest)
 	cases := []struct {
 		name    string
-		ctx     context.Context
+		md      metadata.MD
 		message string // "" accepts
 	}{
 		{"right token", incoming("Bearer " + token), ""},
 		{"scheme case-insensitive", incoming("bearer " + token), ""},
 		{"extra spaces after scheme", incoming("Bearer   " + token), ""},
-		{"no metadata", context.Background(), msgMissingToken},
+		{"no metadata", nil, msgMissingToken},
 		{"no authorization", incoming(), msgMissingToken},
 		{"wrong token", incoming("Bearer " + other), msgInvalidToken},
 		{"token without scheme", incoming(token), msgInvalidToken},
@@ -82,7 +82,7 @@ func TestAuthenticatorCheck(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := a.check(tc.ctx)
+			err := a.check(tc.md)
 			if tc.message == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -131,15 +131,15 @@ func TestAuthenticatorFailsClosedWithoutDigest(t *testing.T) {
 	}
 }
 
-func TestInterceptorsExemptOnlyHealthAndReflection(t *testing.T) {
+// TestTapExemptsOnlyHealthAndReflection: the tap handle lets the health
+// service and reflection through without a token and refuses every other
+// method, registered or not, with the admin API's UNAUTHENTICATED.
+func TestTapExemptsOnlyHealthAndReflection(t *testing.T) {
 	_, digest, err := NewAdminToken()
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := newAuthenticator(digest)
-	called := false
-	unaryHandler := func(context.Context, any) (any, error) { called = true; return "ok", nil }
-	streamHandler := func(any, grpc.ServerStream) error { called = true; return nil }
 	cases := []struct {
 		method string
 		exempt bool
@@ -157,23 +157,21 @@ func TestInterceptorsExemptOnlyHealthAndReflection(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.method, func(t *testing.T) {
-			called = false
-			_, err := a.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: tc.method}, unaryHandler)
-			if (err == nil) != tc.exempt || called != tc.exempt {
-				t.Fatalf("unary: err=%v called=%v", err, called)
+			ctx := context.Background()
+			got, err := a.tap(ctx, &tap.Info{FullMethodName: tc.method, Header: metadata.MD{}})
+			if got != ctx {
+				t.Fatal("tap replaced the context")
 			}
-			called = false
-			err = a.stream(nil, fakeStream{ctx: context.Background()}, &grpc.StreamServerInfo{FullMethod: tc.method}, streamHandler)
-			if (err == nil) != tc.exempt || called != tc.exempt {
-				t.Fatalf("stream: err=%v called=%v", err, called)
+			if tc.exempt {
+				if err != nil {
+					t.Fatalf("refused an exempt method: %v", err)
+				}
+				return
+			}
+			s, info, _ := decode(t, err)
+			if s.Code() != codes.Unauthenticated || info.GetReason() != string(ReasonUnauthenticated) {
+				t.Fatalf("got %v %q", s.Code(), info.GetReason())
 			}
 		})
 	}
 }
-
-type fakeStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s fakeStream) Context() context.Context { return s.ctx }

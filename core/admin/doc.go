@@ -13,6 +13,11 @@
 //     two are open). Core stores and configures
 //     only the token's SHA-256 (TokenDigest); the token itself is never
 //     logged, put in an error or passed on a command line.
+//   - The token is checked from a call's headers (a tap handle), before
+//     grpc-go reads its body; header lists, messages and message nesting
+//     are bounded (limits.go), so an unauthenticated caller costs Core
+//     one bounded header block. A body that does not decode is
+//     INVALID_ARGUMENT naming "request" (decode.go), never grpc-go's text.
 //   - Only implemented services are registered: the server never answers a
 //     whole service with UNIMPLEMENTED stubs.
 //   - Every list method pages through Paginate (a keyset pager: page_size

@@ -48,20 +48,28 @@ type Options struct {
 }
 
 // NewServer returns the admin gRPC server: bearer-token authentication
-// first (the health service exempt), then the deadline policy, then the
-// error mapping of the berth.admin.v1 services; the standard health
+// as soon as a call's headers arrive, before its body is read (the health
+// service and reflection exempt), header blocks bounded by
+// MaxHeaderListBytes and messages by MaxRecvMsgBytes, a malformed body
+// refused as INVALID_ARGUMENT (decoder), then the deadline policy, then
+// the error mapping of the berth.admin.v1 services; the standard health
 // service (SERVING overall and for each registered service), server
 // reflection and the services set in opts. A method it does not serve is
 // UNIMPLEMENTED, and only after authentication.
 func NewServer(opts Options) *grpc.Server {
 	auth := newAuthenticator(opts.TokenDigest)
+	dec := newDecoder()
 	timeout := opts.DefaultTimeout
 	if timeout <= 0 {
 		timeout = DefaultUnaryTimeout
 	}
 	sopts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(auth.unary, deadlinePolicy(timeout), errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod)),
-		grpc.ChainStreamInterceptor(auth.stream, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod)),
+		grpc.InTapHandle(auth.tap),
+		grpc.MaxHeaderListSize(MaxHeaderListBytes),
+		grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
+		grpc.ForceServerCodecV2(dec),
+		grpc.ChainUnaryInterceptor(dec.UnaryServerInterceptor, deadlinePolicy(timeout), errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod)),
+		grpc.ChainStreamInterceptor(dec.StreamServerInterceptor, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod)),
 		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error { return unimplemented() }),
 	}
 	if opts.Creds != nil {

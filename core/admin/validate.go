@@ -1,9 +1,11 @@
 package admin
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"berth.dev/sandbox/errdefs"
 )
@@ -183,4 +185,47 @@ func PageSize(field string, size int32) (int, error) {
 		return MaxPageSize, nil
 	}
 	return int(size), nil
+}
+
+// ValidateStruct refuses a google.protobuf.Struct nested deeper than
+// MaxStructDepth (objects and lists; s itself is depth 1), naming field.
+// The walk stops at the first level past the bound, so a refused value
+// costs no more than an accepted one.
+func ValidateStruct(field string, s *structpb.Struct) error {
+	if !structWithin(s, MaxStructDepth) {
+		return errdefs.Invalid(field, fmt.Sprintf("nested deeper than %d levels", MaxStructDepth))
+	}
+	return nil
+}
+
+// structWithin reports whether s nests at most depth levels.
+func structWithin(s *structpb.Struct, depth int) bool {
+	if depth < 1 {
+		return false
+	}
+	for _, v := range s.GetFields() {
+		if !valueWithin(v, depth) {
+			return false
+		}
+	}
+	return true
+}
+
+// valueWithin reports whether v, a member of a container at depth levels
+// of budget, fits in it.
+func valueWithin(v *structpb.Value, depth int) bool {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StructValue:
+		return structWithin(k.StructValue, depth-1)
+	case *structpb.Value_ListValue:
+		if depth-1 < 1 {
+			return false
+		}
+		for _, e := range k.ListValue.GetValues() {
+			if !valueWithin(e, depth-1) {
+				return false
+			}
+		}
+	}
+	return true
 }

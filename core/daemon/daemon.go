@@ -314,15 +314,15 @@ func (c *core) setupLifecycle(context.Context) error {
 
 // setupGateway serves the Runtime gateway on RuntimeListen, when set:
 // plaintext gRPC with keepalive enforcement loose enough for idle
-// Runtimes. Its streams never end by themselves, so it stops hard; their
+// Runtimes, headers and messages bounded (defaults.go). Its streams never end by themselves, so it stops hard; their
 // Turns become unconfirmed only if they were running.
 func (c *core) setupGateway(context.Context) error {
 	if c.cfg.RuntimeListen == "" {
 		return nil
 	}
-	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+	srv := grpc.NewServer(append(gateway.ServerOptions(), grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 		MinTime: runtimePingMinTime, PermitWithoutStream: true,
-	}))
+	}), grpc.MaxHeaderListSize(runtimeMaxHeaderListBytes), grpc.MaxRecvMsgSize(runtimeMaxRecvMsgBytes))...)
 	gateway.New(gateway.Config{
 		Store: c.owned, Turns: c.turns, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
 		Log: c.log.With("component", "gateway"),
@@ -383,13 +383,14 @@ func (c *core) setupAdmin(context.Context) error {
 }
 
 // setupEnrollment serves node enrollment on the public listener (TLS with
-// Core's server certificate).
+// Core's server certificate), headers and messages bounded (defaults.go).
 func (c *core) setupEnrollment(context.Context) error {
 	publicTLS, err := nodetls.EnrollmentServerConfig(c.coreServer, c.ca.Certificate())
 	if err != nil {
 		return fmt.Errorf("public TLS: %w", err)
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(publicTLS)))
+	srv := grpc.NewServer(append(enrollmentgrpc.ServerOptions(), grpc.Creds(credentials.NewTLS(publicTLS)),
+		grpc.MaxHeaderListSize(publicMaxHeaderListBytes), grpc.MaxRecvMsgSize(publicMaxRecvMsgBytes))...)
 	enrollmentv1.RegisterEnrollmentServiceServer(srv,
 		enrollmentgrpc.NewServer(enrollment.NewService(c.st, c.ca, time.Now, uuid.New)))
 	c.publicLis, err = c.group.listen("public", c.cfg.Listen, "enrollment", srv, srv.GracefulStop)

@@ -93,6 +93,28 @@ const (
 	// leaked certificate does not outlive a month.
 	certificateValidity = 30 * 24 * time.Hour
 
+	// publicMaxHeaderListBytes and runtimeMaxHeaderListBytes bound a call's
+	// header block on the public (enrollment) listener and the Runtime
+	// gateway, as admin.MaxHeaderListBytes does on the admin API (see it
+	// for why 16 KiB): both face callers Core has not authenticated yet,
+	// and grpc-go's own default is 16 MiB. Their legitimate headers are a
+	// few hundred bytes (the Runtime's device id and credential, grpc-go's
+	// own, a trace context).
+	publicMaxHeaderListBytes  = 16 << 10
+	runtimeMaxHeaderListBytes = 16 << 10
+
+	// publicMaxRecvMsgBytes bounds an enrollment request: a token, a CSR
+	// in DER (under 2 KiB for Core's key types) and an address. 64 KiB is
+	// far past that and keeps an unenrolled caller's message small
+	// (grpc-go's default is 4 MiB).
+	publicMaxRecvMsgBytes = 64 << 10
+
+	// runtimeMaxRecvMsgBytes bounds one Runtime message. The largest is a
+	// TurnOutput chunk of at most turnexec.MaxChunkBytes (64 KiB) of
+	// output; 1 MiB leaves room for a Turn result and framing while a
+	// Runtime cannot make Core buffer grpc-go's default 4 MiB per message.
+	runtimeMaxRecvMsgBytes = 1 << 20
+
 	// leaseReleaseTimeout bounds the release of the execution lease at
 	// shutdown. Releasing lets a standby take over at once instead of after
 	// the lease TTL, but the database may be why Core is stopping, so the

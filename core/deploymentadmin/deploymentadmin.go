@@ -145,7 +145,12 @@ func candidateFromProto(c *adminv1.DeploymentCandidate) (deployment.Candidate, e
 	return out, nil
 }
 
+// objectJSON converts a candidate's object to JSON once it is known to be
+// shallow enough (admin.ValidateStruct) and small enough (maxObjectBytes).
 func objectJSON(field string, s *structpb.Struct) (json.RawMessage, error) {
+	if err := admin.ValidateStruct(field, s); err != nil {
+		return nil, err
+	}
 	b, err := protojson.Marshal(s)
 	if err != nil {
 		return nil, errdefs.Invalid(field, "not a JSON object")

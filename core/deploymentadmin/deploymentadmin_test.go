@@ -2,6 +2,7 @@ package deploymentadmin_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,11 @@ func TestGRPCRejectsInvalidCandidates(t *testing.T) {
 		{with(func(c *adminv1.DeploymentCandidate) {
 			c.Credential = object(t, map[string]any{"token": "s3cret-value"})
 		}), "candidate.credential"},
+		// Nested one level past admin.MaxStructDepth: refused by validation
+		// on the field (the codec's recursion limit lets it through).
+		{with(func(c *adminv1.DeploymentCandidate) { c.Configuration = nested(admin.MaxStructDepth+1, false) }), "candidate.configuration"},
+		{with(func(c *adminv1.DeploymentCandidate) { c.Configuration = nested(admin.MaxStructDepth+1, true) }), "candidate.configuration"},
+		{with(func(c *adminv1.DeploymentCandidate) { c.Credential = nested(admin.MaxStructDepth+1, false) }), "candidate.credential"},
 	}
 	for _, tc := range cases {
 		_, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: tc.cand})
@@ -240,4 +246,34 @@ func TestGRPCDisableAndEnableProvider(t *testing.T) {
 	// Without the admin token nothing is changed.
 	_, err = c.DisableProvider(f.Ctx, &adminv1.DisableProviderRequest{Name: "deployment"})
 	admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+}
+
+// nested is a Struct depth levels deep: objects ({"a": {"a": ...}}), or,
+// with lists, an object holding lists ({"a": [[...]]}).
+func nested(depth int, lists bool) *structpb.Struct {
+	v := structpb.NewStringValue("leaf")
+	for range depth - 1 {
+		if lists {
+			v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+		} else {
+			v = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"a": v}})
+		}
+	}
+	return &structpb.Struct{Fields: map[string]*structpb.Value{"a": v}}
+}
+
+// TestGRPCAcceptsStructsAtTheDepthBound: a configuration nested exactly
+// admin.MaxStructDepth deep passes the depth rule (and the codec's
+// recursion limit); only the provider's own validation judges it.
+func TestGRPCAcceptsStructsAtTheDepthBound(t *testing.T) {
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
+	for _, lists := range []bool{false, true} {
+		cand := &adminv1.DeploymentCandidate{ProviderKind: "docker", Specification: specProto(), Configuration: nested(admin.MaxStructDepth, lists)}
+		_, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand})
+		if f := admintest.Field(err); f == "request" || strings.Contains(fmt.Sprint(err), "nested deeper") {
+			t.Fatalf("lists=%v: a Struct at the bound was refused for its depth: %v", lists, err)
+		}
+	}
 }

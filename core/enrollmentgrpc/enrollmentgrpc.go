@@ -8,9 +8,11 @@ package enrollmentgrpc
 import (
 	"context"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
+	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/errgrpc"
 
 	"berth.dev/core/enrollment"
@@ -34,6 +36,18 @@ var codec = errgrpc.New(enrollmentv1.ErrorDomain, append([]errgrpc.Row{{
 	Unknown:      errgrpc.Row{Code: codes.Internal, Reason: "internal", Message: "enrollment failed"},
 	FieldDetails: true,
 })
+
+// errMalformed answers a request body that is not a well-formed
+// EnrollRequest.
+var errMalformed = errdefs.Invalid("request", "not a well-formed protobuf message of the method's request type")
+
+// ServerOptions are the options of the server enrollment is served on,
+// before any other interceptor option: its codec refuses a malformed body
+// with enrollment's INVALID_ARGUMENT (errgrpc.Decoder) instead of grpc-go's
+// INTERNAL and parser text. The caller is not authenticated yet.
+func ServerOptions() []grpc.ServerOption {
+	return errgrpc.NewDecoder(0, func() error { return codec.ToStatus(errMalformed) }).ServerOptions()
+}
 
 // Enroll answers one enrollment. Its error crosses once, through codec,
 // with a fixed message.

@@ -88,6 +88,25 @@ func New(cfg Config) *Gateway {
 // Register registers the gateway on s.
 func (g *Gateway) Register(s *grpc.Server) { runtimev1.RegisterRuntimeGatewayServiceServer(s, g) }
 
+// refusedMessage is how a Connect stream ends after a failed receive: the
+// decoder's refusal of a malformed message crosses (invalid_message); a
+// Runtime that left or a broken transport ends the stream quietly.
+func refusedMessage(err error) error {
+	if codec.Owns(err) {
+		return err
+	}
+	return nil
+}
+
+// ServerOptions are the options of the server the gateway is registered
+// on, before any other interceptor option: its codec refuses a message
+// that does not decode as out of protocol (invalid_message), as the
+// gateway refuses a well-formed one out of order, instead of grpc-go's
+// INTERNAL and parser text.
+func ServerOptions() []grpc.ServerOption {
+	return errgrpc.NewDecoder(0, func() error { return codec.ToStatus(errInvalid) }).ServerOptions()
+}
+
 // stream is the Connect stream as the gateway uses it.
 type stream = grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
 
@@ -143,8 +162,8 @@ func (g *Gateway) connect(s stream) error {
 	select {
 	case m := <-in:
 		hello = m.GetHello()
-	case <-recvErr:
-		return nil
+	case err := <-recvErr:
+		return refusedMessage(err)
 	case <-time.After(DefaultHelloWait):
 		return errInvalid
 	case <-ctx.Done():
@@ -240,10 +259,11 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-recvErr:
-			// The Runtime left (EOF) or the transport broke: either way
-			// the connection is over and close records it.
-			return nil
+		case err := <-recvErr:
+			// The Runtime left (EOF), the transport broke or it sent a
+			// message that does not decode: either way the connection is
+			// over and close records it.
+			return refusedMessage(err)
 		case m := <-in:
 			c.lastAnswer = time.Now()
 			if err := c.handle(ctx, m); err != nil {

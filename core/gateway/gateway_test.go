@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 
@@ -27,6 +28,7 @@ type fixture struct {
 	st      *store.Owner
 	turns   *turns.Service
 	client  runtimev1.RuntimeGatewayServiceClient
+	cc      *grpc.ClientConn
 	session store.SessionBundle
 	cred    []byte
 	epoch   uint64
@@ -35,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	t.Helper()
 	tf := turnstest.New(t)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(gateway.ServerOptions()...)
 	gateway.New(gateway.Config{Store: tf.St, Turns: tf.Svc, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +51,7 @@ func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	}
 	t.Cleanup(func() { cc.Close() })
 	return &fixture{
-		st: tf.St, turns: tf.Svc, client: runtimev1.NewRuntimeGatewayServiceClient(cc),
+		st: tf.St, turns: tf.Svc, client: runtimev1.NewRuntimeGatewayServiceClient(cc), cc: cc,
 		session: tf.Session, cred: tf.Cred, epoch: tf.St.Epoch(),
 	}
 }
@@ -245,6 +247,80 @@ func TestProtocolViolationsEndTheConnection(t *testing.T) {
 	}
 	send(t, s, prepared())
 	endsWith(t, s, codes.InvalidArgument, runtimev1.ReasonInvalidMessage)
+}
+
+// rawBytes is a message in wire form; rawCodec sends it unchanged (a
+// hostile Runtime writes whatever bytes it likes).
+type rawBytes []byte
+
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.(rawBytes), nil }
+func (rawCodec) Unmarshal([]byte, any) error   { return nil }
+func (rawCodec) Name() string                  { return "proto" }
+
+// TestMalformedMessagesEndTheConnection: a message that does not decode,
+// as the first one or after the welcome, ends the connection as out of
+// protocol (invalid_message), never with grpc-go's INTERNAL and parser
+// text.
+func TestMalformedMessagesEndTheConnection(t *testing.T) {
+	f := newFixture(t, time.Minute)
+	for name, body := range map[string][]byte{
+		"truncated":     {0x0a, 0x7f, 0x01},
+		"invalid UTF-8": {0x0a, 0x04, 0x0a, 0x02, 0xff, 0xfe}, // hello.protocol_version
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := f.cc.NewStream(ctx, &runtimev1.RuntimeGatewayService_ServiceDesc.Streams[0],
+				"/berth.runtime.v1.RuntimeGatewayService/Connect", grpc.ForceCodec(rawCodec{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SendMsg(rawBytes(body)); err != nil {
+				t.Fatal(err)
+			}
+			var reply rawBytes
+			err = s.RecvMsg(&reply)
+			st := status.Convert(err)
+			if st.Code() != codes.InvalidArgument || reasonOf(err) != runtimev1.ReasonInvalidMessage {
+				t.Fatalf("first message: %v %q", st.Code(), st.Message())
+			}
+		})
+	}
+	// After the welcome.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw, err := f.cc.NewStream(ctx, &runtimev1.RuntimeGatewayService_ServiceDesc.Streams[0],
+		"/berth.runtime.v1.RuntimeGatewayService/Connect", grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello, err := proto.Marshal(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Hello{Hello: &runtimev1.Hello{
+		ProtocolVersion: runtimev1.ProtocolVersion, DeviceId: f.session.Allocation.DeviceID.String(),
+		Credential: string(f.cred), RuntimeVersion: "test",
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.SendMsg(rawBytes(hello)); err != nil {
+		t.Fatal(err)
+	}
+	var reply rawBytes
+	if err := raw.RecvMsg(&reply); err != nil {
+		t.Fatalf("no welcome: %v", err)
+	}
+	if err := raw.SendMsg(rawBytes{0x0a, 0x7f}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if err = raw.RecvMsg(&reply); err != nil {
+			break
+		}
+	}
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || reasonOf(err) != runtimev1.ReasonInvalidMessage {
+		t.Fatalf("after the welcome: %v %q", st.Code(), st.Message())
+	}
 }
 
 func TestIdleRuntimeGetsKeepalivesAndIsDroppedWhenSilent(t *testing.T) {

@@ -64,6 +64,12 @@ func TestCreateValidatesBeforeAnyRead(t *testing.T) {
 		"too many runes":    {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: strings.Repeat("é", sessions.MaxDisplayNameLen+1)}, "display_name"},
 		"control character": {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "tab\there"}, "display_name"},
 		"invalid UTF-8":     {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "\xff"}, "display_name"},
+		// Format characters (Cf) reorder or hide what a table shows.
+		"bidi override":     {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "invoice\u202Efdp.exe"}, "display_name"},
+		"bidi isolate":      {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "a\u2067b\u2069"}, "display_name"},
+		"zero-width joiner": {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "a\u200Db"}, "display_name"},
+		"byte order mark":   {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "\uFEFFname"}, "display_name"},
+		"C1 control":        {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "a\u0085b"}, "display_name"},
 	} {
 		_, err := f.Svc.Create(f.Ctx, c.req)
 		t.Run(name, func(t *testing.T) { wantField(t, err, c.field) })

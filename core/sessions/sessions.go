@@ -76,7 +76,8 @@ type CreateRequest struct {
 	// TenantID is the tenant the Session belongs to.
 	TenantID uuid.UUID
 	// DisplayName ("display_name") is optional: valid UTF-8 of at most
-	// MaxDisplayNameLen characters, no control characters.
+	// MaxDisplayNameLen characters, no control (Cc) or format (Cf)
+	// characters.
 	DisplayName string
 }
 
@@ -94,8 +95,11 @@ func (r CreateRequest) validate() error {
 		return errdefs.Invalid(field, fmt.Sprintf("must be valid UTF-8 of at most %d characters", MaxDisplayNameLen))
 	}
 	for _, c := range r.DisplayName {
-		if unicode.IsControl(c) {
-			return errdefs.Invalid(field, "must not contain control characters")
+		// A control (Cc) or format (Cf) character reorders or hides what a
+		// table or log shows: a bidi override (U+202E) spoofs the name, a
+		// zero-width one makes two names look alike.
+		if unicode.Is(unicode.Cc, c) || unicode.Is(unicode.Cf, c) {
+			return errdefs.Invalid(field, "must not contain control or format characters (bidi overrides, zero-width characters)")
 		}
 	}
 	return nil

@@ -164,10 +164,33 @@ func (p SubmitTurnParams) validate() error {
 // request id and digest returns the first Turn (created false) and writes
 // nothing; the same request id with another digest or Session is
 // ErrExists.
+//
+// A retry that races the first submission (both found no Turn, one insert
+// won) is a retry all the same: the loser's insert violates the request
+// id's uniqueness once the winner has committed, and SubmitTurn then runs
+// its transaction again, which finds the winner's Turn and compares it as
+// above. So concurrent identical submissions all return the one Turn.
 func (s *Store) SubmitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, created bool, err error) {
 	if err := p.validate(); err != nil {
 		return Turn{}, false, fmt.Errorf("submit turn: %w", err)
 	}
+	t, created, err = s.submitTurn(ctx, p)
+	if errors.Is(err, errInsertRaced) {
+		t, created, err = s.submitTurn(ctx, p)
+	}
+	if err != nil {
+		return Turn{}, false, fmt.Errorf("submit turn: %w", err)
+	}
+	return t, created, nil
+}
+
+// errInsertRaced marks a Turn insert that lost to a concurrent one (a
+// unique violation): the transaction had no effect and is run once more.
+// A second loss, which needs a row that vanished in between, is ErrExists.
+var errInsertRaced = fmt.Errorf("a concurrent submission inserted first: %w", errdefs.ErrExists)
+
+// submitTurn is one attempt of SubmitTurn.
+func (s *Store) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, created bool, err error) {
 	err = s.InTx(ctx, func(q *db.Queries) error {
 		prev, err := q.GetTurnByRequestID(ctx, p.RequestID)
 		switch {
@@ -205,16 +228,16 @@ func (s *Store) SubmitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 			TimeoutMs: p.Timeout.Milliseconds(), QueueTimeoutMs: p.QueueTimeout.Milliseconds(),
 			MaxOutputBytes: p.MaxOutputBytes,
 		})
+		if errors.Is(pgerr.Classify(err), errdefs.ErrExists) {
+			return errInsertRaced
+		}
 		if err != nil {
 			return err
 		}
 		t, created = turnFromRow(row), true
 		return nil
 	})
-	if err != nil {
-		return Turn{}, false, fmt.Errorf("submit turn: %w", err)
-	}
-	return t, created, nil
+	return t, created, err
 }
 
 // GetTurn returns a Turn; ErrNotFound when there is none.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,4 +191,48 @@ func credentialOf(t *testing.T, st *store.Owner, b store.SessionBundle) []byte {
 		t.Fatal(err)
 	}
 	return cred
+}
+
+// TestConcurrentIdenticalSubmitsAllGetOneTurn: fifty identical submissions
+// at once (one request id, one body) are one request and its retries:
+// every call succeeds with the same Turn, and exactly one Turn exists.
+// Another body under that request id is still refused.
+func TestConcurrentIdenticalSubmitsAllGetOneTurn(t *testing.T) {
+	f := turnstest.New(t)
+	svc, st := f.Svc, f.St
+	ctx := context.Background()
+	req := turns.SubmitRequest{SessionID: f.Session.Session.ID, RequestID: uuid.New(), Command: script("echo once"), Stdin: []byte("in")}
+	const callers = 50
+	got := make([]store.Turn, callers)
+	errs := make([]error, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = svc.Submit(ctx, req)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range callers {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v", i, errs[i])
+		}
+		if got[i].ID != got[0].ID {
+			t.Fatalf("caller %d got Turn %s, caller 0 %s", i, got[i].ID, got[0].ID)
+		}
+	}
+	var n int
+	if err := st.Pool().QueryRow(ctx, "SELECT count(*) FROM turns WHERE request_id = $1", req.RequestID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d Turns for one request id, want 1", n)
+	}
+	changed := req
+	changed.Stdin = []byte("other")
+	if _, err := svc.Submit(ctx, changed); !errdefs.IsExists(err) {
+		t.Fatalf("same request id, other body: %v, want ErrExists", err)
+	}
 }

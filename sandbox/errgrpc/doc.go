@@ -19,6 +19,10 @@
 //   - An error of no known class crosses as the boundary's unknown row;
 //     on the node protocol that is an unknown outcome, never permission to
 //     retry a mutation.
+//   - A body that does not decode is refused the same way: every server
+//     installs a Decoder (its codec and interceptors), whose refusal is
+//     the boundary's own status, so grpc-go's INTERNAL and the parser's
+//     text never cross either.
 //
 // errgrpc imports only errdefs and providercontract of Berth.
 package errgrpc

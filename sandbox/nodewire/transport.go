@@ -12,6 +12,15 @@ const (
 	// output streams and room for the rest.
 	MaxMessageBytes = 2*sandbox.MaxOutputLimit + 8<<20
 
+	// MaxHeaderListBytes bounds a call's header block on the node agent's
+	// server (grpc-go's default is 16 MiB). Core's calls carry the protocol
+	// version, connection id, owner epoch, generation and a trace context,
+	// a few hundred bytes; 16 KiB bounds what a peer can make the node
+	// buffer per stream. The TLS handshake already demands the
+	// installation's client certificate, so only a holder of one gets this
+	// far.
+	MaxHeaderListBytes = 16 << 10
+
 	// KeepaliveTime is how long Core's connection to a node may go without
 	// a frame before Core pings it (grpc-go's floor for a client is ten
 	// seconds). The Connect stream's health reports (every ten seconds by

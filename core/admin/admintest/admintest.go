@@ -149,3 +149,15 @@ func WantUnauthenticated(t testing.TB, ctx context.Context, token string, calls 
 		}
 	}
 }
+
+// Field returns the field an admin API error names in its ErrorInfo ("" when
+// it names none or is not of the admin domain).
+func Field(err error) string {
+	s, _ := status.FromError(err)
+	for _, d := range s.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == admin.ErrorDomain {
+			return info.GetMetadata()[admin.MetadataField]
+		}
+	}
+	return ""
+}

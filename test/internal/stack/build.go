@@ -12,6 +12,11 @@ import (
 // nodeAgentBin and coreBin are the binaries Main built for the test binary.
 var nodeAgentBin, coreBin string
 
+// CoreBinEnv names a berth-core binary to run instead of the one Main
+// builds from this tree: a before/after measurement runs the same probe
+// against a binary built from an older commit.
+const CoreBinEnv = "BERTH_TEST_CORE_BIN"
+
 // Main builds berth-nodeagent and berth-core into a temporary folder, runs
 // the tests and exits with their code. Call it from TestMain.
 func Main(m *testing.M) { os.Exit(Run(m)) }
@@ -37,6 +42,9 @@ func Run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
 			return 1
 		}
+	}
+	if bin := os.Getenv(CoreBinEnv); bin != "" {
+		coreBin = bin
 	}
 	return m.Run()
 }
