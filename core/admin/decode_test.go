@@ -2,8 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +9,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -19,54 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errgrpc/errgrpctest"
 )
-
-// raw is a request body in wire form; rawCodec sends it unchanged (a
-// hostile client writes whatever bytes it likes) and discards replies.
-type raw []byte
-
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return v.(raw), nil }
-func (rawCodec) Unmarshal([]byte, any) error   { return nil }
-func (rawCodec) Name() string                  { return "proto" }
-
-// invokeRaw calls a unary method with body in wire form.
-func invokeRaw(ctx context.Context, cc *grpc.ClientConn, method string, body []byte) error {
-	var reply raw
-	return cc.Invoke(ctx, method, raw(body), &reply, grpc.ForceCodec(rawCodec{}))
-}
-
-// streamRaw opens a server stream to method with body in wire form and
-// returns the error that ends it (nil when it ends cleanly).
-func streamRaw(ctx context.Context, cc *grpc.ClientConn, method string, body []byte) error {
-	desc := &grpc.StreamDesc{ServerStreams: true}
-	cs, err := cc.NewStream(ctx, desc, method, grpc.ForceCodec(rawCodec{}))
-	if err != nil {
-		return err
-	}
-	if err := cs.SendMsg(raw(body)); err != nil {
-		return err
-	}
-	if err := cs.CloseSend(); err != nil {
-		return err
-	}
-	for {
-		var reply raw
-		if err := cs.RecvMsg(&reply); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return err
-			}
-			if s, ok := status.FromError(err); ok && s.Code() == codes.OK {
-				return nil
-			}
-			if err.Error() == "EOF" {
-				return nil
-			}
-			return err
-		}
-	}
-}
 
 // The methods the tests call with hand-made bodies.
 const (
@@ -168,9 +119,9 @@ func TestMalformedBodiesAreInvalidArgument(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			call := invokeRaw
+			call := errgrpctest.Invoke
 			if tc.method == streamOutput {
-				call = streamRaw
+				call = errgrpctest.ServerStream
 			}
 			wantMalformed(t, call(f.authed(ctx), f.cc, tc.method, tc.body))
 			s, info, _ := decode(t, call(ctx, f.cc, tc.method, tc.body))
@@ -183,7 +134,7 @@ func TestMalformedBodiesAreInvalidArgument(t *testing.T) {
 		t.Fatalf("a handler ran %d times for malformed bodies", calls)
 	}
 	// A well-formed call on the same connection is served.
-	if err := invokeRaw(f.authed(ctx), f.cc, getInstallation, valid); err != nil {
+	if err := errgrpctest.Invoke(f.authed(ctx), f.cc, getInstallation, valid); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -197,12 +148,12 @@ func TestStructDepthBound(t *testing.T) {
 	if MaxMessageDepth < 3*MaxStructDepth+3 {
 		t.Fatalf("MaxMessageDepth %d cannot decode a Struct MaxStructDepth (%d) deep", MaxMessageDepth, MaxStructDepth)
 	}
-	err := invokeRaw(ctx, f.cc, preview, previewWith(nestedObjects(MaxStructDepth+1)))
+	err := errgrpctest.Invoke(ctx, f.cc, preview, previewWith(nestedObjects(MaxStructDepth+1)))
 	s, info, _ := decode(t, err)
 	if s.Code() != codes.InvalidArgument || info.GetMetadata()[MetadataField] != "candidate.configuration" {
 		t.Fatalf("one past the bound: %v %q %v", s.Code(), s.Message(), info)
 	}
-	if err := invokeRaw(ctx, f.cc, preview, previewWith(nestedObjects(MaxStructDepth))); err != nil {
+	if err := errgrpctest.Invoke(ctx, f.cc, preview, previewWith(nestedObjects(MaxStructDepth))); err != nil {
 		t.Fatalf("at the bound: %v", err)
 	}
 }
@@ -263,13 +214,13 @@ func TestUnauthenticatedBodyIsNeverRead(t *testing.T) {
 	ctx := testContext(t)
 	big := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), strings.Repeat("x", MaxRecvMsgBytes+1))
 	opt := grpc.MaxCallSendMsgSize(2 * MaxRecvMsgBytes)
-	var reply raw
-	err := f.cc.Invoke(ctx, getInstallation, raw(big), &reply, grpc.ForceCodec(rawCodec{}), opt)
+	var reply errgrpctest.Raw
+	err := f.cc.Invoke(ctx, getInstallation, errgrpctest.Raw(big), &reply, grpc.ForceCodec(errgrpctest.Codec{}), opt)
 	s, info, _ := decode(t, err)
 	if s.Code() != codes.Unauthenticated || info.GetReason() != string(ReasonUnauthenticated) || s.Message() != msgMissingToken {
 		t.Fatalf("without a token: %v %q %v", s.Code(), s.Message(), info)
 	}
-	err = f.cc.Invoke(f.authed(ctx), getInstallation, raw(big), &reply, grpc.ForceCodec(rawCodec{}), opt)
+	err = f.cc.Invoke(f.authed(ctx), getInstallation, errgrpctest.Raw(big), &reply, grpc.ForceCodec(errgrpctest.Codec{}), opt)
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("authenticated, past MaxRecvMsgBytes: %v", err)
 	}
@@ -313,18 +264,7 @@ func FuzzAdminServerDecoding(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	s := NewServer(Options{TokenDigest: digest, Installation: &reader{}, Deployment: deployments{}, Turns: &turns{}})
-	go func() { _ = s.Serve(lis) }()
-	f.Cleanup(s.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = cc.Close() })
+	cc := errgrpctest.Serve(f, NewServer(Options{TokenDigest: digest, Installation: &reader{}, Deployment: deployments{}, Turns: &turns{}}))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 
 	valid := mustMarshal(f, &adminv1.GetInstallationRequest{Name: "installation"})
@@ -361,10 +301,10 @@ func FuzzAdminServerDecoding(f *testing.F) {
 			}
 		}
 		for _, m := range []string{getInstallation, preview} {
-			check(m, invokeRaw(ctx, cc, m, body))
+			check(m, errgrpctest.Invoke(ctx, cc, m, body))
 		}
-		check(streamOutput, streamRaw(ctx, cc, streamOutput, body))
-		if err := invokeRaw(ctx, cc, getInstallation, valid); err != nil {
+		check(streamOutput, errgrpctest.ServerStream(ctx, cc, streamOutput, body))
+		if err := errgrpctest.Invoke(ctx, cc, getInstallation, valid); err != nil {
 			t.Fatalf("the server stopped serving: %v", err)
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -21,6 +19,7 @@ import (
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errgrpc/errgrpctest"
 )
 
 // testInstallation is what the reader returns unless told otherwise.
@@ -102,25 +101,7 @@ func start(t *testing.T, opts Options, r *reader) fixture {
 	if r != nil {
 		opts.Installation = r
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServer(opts)
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(lis) }()
-	t.Cleanup(func() {
-		s.Stop()
-		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return fixture{token: token, cc: cc, read: r}
+	return fixture{token: token, cc: errgrpctest.Serve(t, NewServer(opts)), read: r}
 }
 
 // authed returns ctx carrying the admin token.

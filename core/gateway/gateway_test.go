@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -10,11 +9,11 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
+	"berth.dev/sandbox/errgrpc/errgrpctest"
 
 	"berth.dev/core/gateway"
 	"berth.dev/core/store"
@@ -39,17 +38,7 @@ func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	tf := turnstest.New(t)
 	srv := grpc.NewServer(gateway.ServerOptions()...)
 	gateway.New(gateway.Config{Store: tf.St, Turns: tf.Svc, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
+	cc := errgrpctest.Serve(t, srv)
 	return &fixture{
 		st: tf.St, turns: tf.Svc, client: runtimev1.NewRuntimeGatewayServiceClient(cc), cc: cc,
 		session: tf.Session, cred: tf.Cred, epoch: tf.St.Epoch(),
@@ -249,16 +238,6 @@ func TestProtocolViolationsEndTheConnection(t *testing.T) {
 	endsWith(t, s, codes.InvalidArgument, runtimev1.ReasonInvalidMessage)
 }
 
-// rawBytes is a message in wire form; rawCodec sends it unchanged (a
-// hostile Runtime writes whatever bytes it likes).
-type rawBytes []byte
-
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return v.(rawBytes), nil }
-func (rawCodec) Unmarshal([]byte, any) error   { return nil }
-func (rawCodec) Name() string                  { return "proto" }
-
 // TestMalformedMessagesEndTheConnection: a message that does not decode,
 // as the first one or after the welcome, ends the connection as out of
 // protocol (invalid_message), never with grpc-go's INTERNAL and parser
@@ -273,14 +252,14 @@ func TestMalformedMessagesEndTheConnection(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			s, err := f.cc.NewStream(ctx, &runtimev1.RuntimeGatewayService_ServiceDesc.Streams[0],
-				"/berth.runtime.v1.RuntimeGatewayService/Connect", grpc.ForceCodec(rawCodec{}))
+				"/berth.runtime.v1.RuntimeGatewayService/Connect", grpc.ForceCodec(errgrpctest.Codec{}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.SendMsg(rawBytes(body)); err != nil {
+			if err := s.SendMsg(errgrpctest.Raw(body)); err != nil {
 				t.Fatal(err)
 			}
-			var reply rawBytes
+			var reply errgrpctest.Raw
 			err = s.RecvMsg(&reply)
 			st := status.Convert(err)
 			if st.Code() != codes.InvalidArgument || reasonOf(err) != runtimev1.ReasonInvalidMessage {
@@ -292,7 +271,7 @@ func TestMalformedMessagesEndTheConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	raw, err := f.cc.NewStream(ctx, &runtimev1.RuntimeGatewayService_ServiceDesc.Streams[0],
-		"/berth.runtime.v1.RuntimeGatewayService/Connect", grpc.ForceCodec(rawCodec{}))
+		"/berth.runtime.v1.RuntimeGatewayService/Connect", grpc.ForceCodec(errgrpctest.Codec{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,14 +282,14 @@ func TestMalformedMessagesEndTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := raw.SendMsg(rawBytes(hello)); err != nil {
+	if err := raw.SendMsg(errgrpctest.Raw(hello)); err != nil {
 		t.Fatal(err)
 	}
-	var reply rawBytes
+	var reply errgrpctest.Raw
 	if err := raw.RecvMsg(&reply); err != nil {
 		t.Fatalf("no welcome: %v", err)
 	}
-	if err := raw.SendMsg(rawBytes{0x0a, 0x7f}); err != nil {
+	if err := raw.SendMsg(errgrpctest.Raw{0x0a, 0x7f}); err != nil {
 		t.Fatal(err)
 	}
 	for {

@@ -4,8 +4,6 @@ package admintest
 
 import (
 	"context"
-	"errors"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -13,12 +11,12 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"berth.dev/core/admin"
 	"berth.dev/sandbox/errdefs/errdefstest"
+	"berth.dev/sandbox/errgrpc/errgrpctest"
 )
 
 // Serve starts a real admin server for opts (with a fresh admin token) on
@@ -29,21 +27,7 @@ func Serve(t testing.TB, opts admin.Options) (*grpc.ClientConn, string) {
 	token, digest, err := admin.NewAdminToken()
 	errdefstest.Must(t, err)
 	opts.TokenDigest = digest
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	errdefstest.Must(t, err)
-	s := admin.NewServer(opts)
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(lis) }()
-	t.Cleanup(func() {
-		s.Stop()
-		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	errdefstest.Must(t, err)
-	t.Cleanup(func() { _ = cc.Close() })
-	return cc, token
+	return errgrpctest.Serve(t, admin.NewServer(opts)), token
 }
 
 // Authed returns ctx carrying token as the admin bearer token.
