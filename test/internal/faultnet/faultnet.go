@@ -9,14 +9,16 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // Proxy forwards TCP connections from its own loopback address to a
 // target.
 type Proxy struct {
-	lis    net.Listener
-	target string
+	lis      net.Listener
+	target   string
+	accepted atomic.Int64
 
 	mu    sync.Mutex
 	cut   bool
@@ -41,12 +43,17 @@ func New(t testing.TB, addr, target string) *Proxy {
 // Addr is the proxy's listening address.
 func (p *Proxy) Addr() string { return p.lis.Addr().String() }
 
+// Accepted is how many connections the proxy has accepted: how often the
+// peer dialled, observed on the path rather than reported by the dialler.
+func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
+
 func (p *Proxy) serve() {
 	for {
 		in, err := p.lis.Accept()
 		if err != nil {
 			return
 		}
+		p.accepted.Add(1)
 		go p.forward(in)
 	}
 }
