@@ -21,7 +21,6 @@ import (
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox/docker"
 
-	"berth.dev/core/nodes"
 	"berth.dev/core/store/storetest"
 
 	"berth.dev/test/internal/stack"
@@ -95,8 +94,9 @@ func withAuth(value string) context.Context {
 // TestNodeAgentRefusesPlaintextAndUnknownCertificates dials an enrolled,
 // connected node agent as an attacker would: in plaintext, over TLS without
 // a client certificate, and with a Core certificate of another
-// installation. Each Hello fails, while Core (with the genuine
-// certificate) stays connected.
+// installation. Each Hello fails in the TLS handshake (UNAVAILABLE with no
+// node-protocol ErrorInfo: the service never saw the call), while Core
+// (with the genuine certificate) stays connected.
 func TestNodeAgentRefusesPlaintextAndUnknownCertificates(t *testing.T) {
 	r := &run{}
 	c := newCluster(t, r, options{proxied: -1, nodes: 1})
@@ -117,8 +117,10 @@ func TestNodeAgentRefusesPlaintextAndUnknownCertificates(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if _, _, err := nodes.Hello(ctx, pb.NewNodeServiceClient(cc)); err == nil {
-			t.Errorf("%s: Hello succeeded", what)
+		// The raw client: the handshake's status, not Core's mapping of it.
+		_, err = pb.NewNodeServiceClient(cc).Hello(ctx, &pb.HelloRequest{})
+		if st := status.Convert(err); err == nil || st.Code() != codes.Unavailable || len(st.Details()) != 0 {
+			t.Errorf("%s: Hello answered %v, want UNAVAILABLE from the handshake with no details", what, err)
 		}
 		cancel()
 		_ = cc.Close()
