@@ -86,8 +86,9 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 		sessionNames = append(sessionNames, resp.GetSession().GetName())
 	}
 	// A 21st does not fit (2 nodes x max_active 10).
-	if _, err := sessionsAPI.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}}); err == nil {
-		t.Fatal("a Session beyond capacity was placed")
+	_, err = sessionsAPI.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
+	if status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "no_ready_node_with_capacity" {
+		t.Fatalf("a Session beyond capacity: %v, want FAILED_PRECONDITION no_ready_node_with_capacity", err)
 	}
 	listed, err := sessionsAPI.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 100})
 	if err != nil || len(listed.GetSessions()) != 20 {
