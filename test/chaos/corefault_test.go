@@ -36,7 +36,7 @@ func TestCoreKilledBeforeCreate(t *testing.T) {
 		// observed afterwards (never replayed): it may stay CREATING.
 		got := c.waitActive(names, repaired, 10*time.Second)
 		t.Logf("%d of %d interrupted Sessions became ACTIVE", len(got), len(names))
-		reportStates(t, c, names)
+		requireOutcomes(t, c, names, activeDeadline)
 		c.invariants()
 	})
 }
@@ -126,7 +126,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		t.Logf("recovery (PostgreSQL back to a probe Session ACTIVE): %v", r.recovery)
 		got := c.waitActive(accepted, repaired, 15*time.Second)
 		t.Logf("%d of %d accepted Sessions ACTIVE after the restart", len(got), len(accepted))
-		reportStates(t, c, accepted)
+		requireOutcomes(t, c, accepted, activeDeadline)
 		c.invariants()
 	})
 }

@@ -57,8 +57,7 @@ func TestConnectionCutMidCall(t *testing.T) {
 		c.waitConnected(victim, true)
 		r.recovery = time.Since(repaired)
 		t.Logf("recovery (path restored to the node connected): %v", r.recovery)
-		c.waitActive(names, repaired, 8*time.Second)
-		reportStates(t, c, names)
+		requireOutcomes(t, c, names, activeDeadline)
 		c.invariants()
 	})
 }
@@ -99,7 +98,7 @@ func TestForeignCollidingNames(t *testing.T) {
 		r.fault(t, "foreign container %s and volumes %v take allocation %s's names", name, f.volumes, id)
 		thaw()
 		time.Sleep(3 * time.Second)
-		reportStates(t, c, names)
+		reportOutcomes(t, c, names)
 		if cs, vs := stack.Owned(t, c.cli, c.inst); cs+vs != 0 {
 			t.Logf("the engine holds %d containers and %d volumes of the installation", cs, vs)
 		}
@@ -110,7 +109,6 @@ func TestForeignCollidingNames(t *testing.T) {
 		c.settle()
 		c.checkCreates()
 		c.checkForeign()
-		reportStates(t, c, names)
 	})
 }
 

@@ -176,7 +176,7 @@ func TestDockerEngineRestart(t *testing.T) {
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (engine back to a probe Session ACTIVE): %v", r.recovery)
 		c.waitActive(names, repaired, 8*time.Second)
-		reportStates(t, c, names)
+		reportOutcomes(t, c, names)
 		c.invariants()
 	})
 }

@@ -82,25 +82,63 @@ func TestAgentKilledDuringCreate(t *testing.T) {
 		c.waitConnected(victim, true)
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (agent restart to a probe Session ACTIVE): %v", r.recovery)
-		reportStates(t, c, names)
+		requireOutcomes(t, c, names, activeDeadline)
 		c.invariants()
 	})
 }
 
-// reportStates logs the state of the named Sessions' allocations.
-func reportStates(t *testing.T, c *cluster, names []string) {
+// requireOutcomes is I6: every Session a fault touched ends, within
+// deadline of now, either ACTIVE (its allocation ACTIVE with its Create
+// settled) or FAILED with a recorded failure code; anything else (still
+// CREATING, unsettled, no allocation) is a violation. The final states are
+// logged either way.
+func requireOutcomes(t *testing.T, c *cluster, names []string, deadline time.Duration) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		parts, pending := outcomes(c, names)
+		if len(pending) == 0 || time.Now().After(end) {
+			t.Logf("outcomes of the faulted batch: %s", strings.Join(parts, ", "))
+			for _, p := range pending {
+				c.violation("I6", "not ACTIVE nor FAILED with a code %v after the repair: %s", deadline, p)
+			}
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// reportOutcomes logs what requireOutcomes would check, for the scenarios
+// where I6 does not hold yet (issue 14 lists the defect: a Create left
+// unsettled by a fault stays CREATING until its Session is deleted).
+func reportOutcomes(t *testing.T, c *cluster, names []string) {
+	t.Helper()
+	parts, pending := outcomes(c, names)
+	t.Logf("outcomes of the faulted batch: %s; not settled (I6 not asserted here): %d", strings.Join(parts, ", "), len(pending))
+}
+
+// outcomes reads each Session's outcome: parts for the log, and pending
+// the ones neither ACTIVE nor FAILED with a failure code.
+func outcomes(c *cluster, names []string) (parts, pending []string) {
 	m := bySession(c.allocations())
-	var parts []string
 	for _, n := range names {
-		a, ok := m[n]
-		if !ok {
-			s, err := c.sessions().GetSession(c.ctx, &adminv1.GetSessionRequest{Name: n})
-			parts = append(parts, fmt.Sprintf("no allocation (Session %v %v)", s.GetSession().GetState(), err))
+		if a, ok := m[n]; ok && active(a) {
+			parts = append(parts, "ACTIVE")
 			continue
 		}
-		parts = append(parts, strings.TrimPrefix(a.GetState().String(), "STATE_")+settledMark(a))
+		s, err := c.sessions().GetSession(c.ctx, &adminv1.GetSessionRequest{Name: n})
+		if code := s.GetSession().GetEnvironment().GetFailureCode(); err == nil && s.GetSession().GetState() == adminv1.Session_STATE_FAILED && code != "" {
+			parts = append(parts, "FAILED "+code)
+			continue
+		}
+		state := "no allocation"
+		if a, ok := m[n]; ok {
+			state = strings.TrimPrefix(a.GetState().String(), "STATE_") + settledMark(a)
+		}
+		pending = append(pending, fmt.Sprintf("%s: %s (Session %v, %v)", n, state, s.GetSession().GetState(), err))
+		parts = append(parts, state)
 	}
-	t.Logf("allocation states of the faulted batch: %s", strings.Join(parts, ", "))
+	return parts, pending
 }
 
 func settledMark(a *adminv1.Allocation) string {
