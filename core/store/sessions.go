@@ -423,7 +423,6 @@ func (s *Store) ListSessionsByAge(ctx context.Context, limit int, after AgeCurso
 	}
 	err = s.InTx(ctx, func(q *db.Queries) error {
 		rows, err := q.ListSessionsByAge(ctx, db.ListSessionsByAgeParams{
-			FirstPage:      after.CreatedAt.IsZero(),
 			AfterCreatedAt: after.CreatedAt,
 			AfterID:        after.ID,
 			IncludeDeleted: includeDeleted,

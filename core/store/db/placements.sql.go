@@ -23,24 +23,19 @@ func (q *Queries) ActivatePlacement(ctx context.Context, environmentID uuid.UUID
 }
 
 const choosePlacementNode = `-- name: ChoosePlacementNode :one
-SELECT n.id, count(h.environment_id)::bigint AS held
+SELECT n.id, coalesce(h.held, 0)::bigint AS held
 FROM nodes n
 JOIN node_presence p ON p.node_id = n.id
 JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
-LEFT JOIN (
-    SELECT node_id, environment_id FROM placements WHERE state <> 'released'
-    UNION
-    SELECT node_id, environment_id FROM allocations WHERE state <> 'released'
-) h ON h.node_id = n.id
+LEFT JOIN node_load h ON h.node_id = n.id
 WHERE n.state = 'enabled'
   AND p.connected AND p.ready AND p.generation = $1::bigint
   AND p.reported_at > now() - interval '45 seconds'
-GROUP BY n.id, p.cpu_millis, p.memory_bytes, p.disk_free_bytes
-HAVING count(h.environment_id) < $2::bigint
-   AND count(h.environment_id) < coalesce(p.cpu_millis / nullif($3::bigint, 0), $2::bigint)
-   AND count(h.environment_id) < coalesce(p.memory_bytes / nullif($4::bigint, 0), $2::bigint)
-   AND count(h.environment_id) < coalesce(p.disk_free_bytes / nullif($5::bigint, 0), $2::bigint)
-ORDER BY count(h.environment_id), n.id
+  AND coalesce(h.held, 0) < $2::bigint
+  AND coalesce(h.held, 0) < coalesce(p.cpu_millis / nullif($3::bigint, 0), $2::bigint)
+  AND coalesce(h.held, 0) < coalesce(p.memory_bytes / nullif($4::bigint, 0), $2::bigint)
+  AND coalesce(h.held, 0) < coalesce(p.disk_free_bytes / nullif($5::bigint, 0), $2::bigint)
+ORDER BY coalesce(h.held, 0), n.id
 LIMIT 1
 `
 
@@ -69,6 +64,11 @@ type ChoosePlacementNodeRow struct {
 // capacity fits: reported CPU / @cpu_millis, memory / @memory_bytes and
 // free disk / @disk_bytes sandboxes (a zero need bounds nothing). Ties go
 // to the lowest id. No row when none has room. Run it under LockPlacement.
+//
+// The count of what a node holds is node_load.held, which the database
+// keeps exact in every transaction that inserts or releases a placement
+// or an allocation (migration 0013): one row per node is read, not every
+// held Environment of the installation.
 //
 // max_retained is not counted here: nothing is retained (suspended with
 // its storage kept) before suspension exists, so there is no retained row

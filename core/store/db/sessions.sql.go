@@ -154,19 +154,17 @@ func (q *Queries) InsertSession(ctx context.Context, arg InsertSessionParams) (S
 
 const listSessionsByAge = `-- name: ListSessionsByAge :many
 SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at FROM sessions s
-WHERE ($1::boolean
-       OR (s.created_at, s.id) > ($2::timestamptz, $3::uuid))
-  AND ($4::boolean
+WHERE (s.created_at, s.id) > ($1::timestamptz, $2::uuid)
+  AND ($3::boolean
        OR s.state <> 'delete_requested'
        OR EXISTS (SELECT 1 FROM environments e
                   JOIN allocations a ON a.environment_id = e.id
                   WHERE e.session_id = s.id AND a.state <> 'released'))
 ORDER BY s.created_at, s.id
-LIMIT $5
+LIMIT $4
 `
 
 type ListSessionsByAgeParams struct {
-	FirstPage      bool
 	AfterCreatedAt time.Time
 	AfterID        uuid.UUID
 	IncludeDeleted bool
@@ -174,12 +172,14 @@ type ListSessionsByAgeParams struct {
 }
 
 // ListSessionsByAge pages Sessions in creation order by (created_at, id)
-// (keyset): the rows after the cursor, or from the start when @first_page.
+// (keyset): the rows after the cursor; the zero cursor (year 1, the nil
+// id) is before every row, so the first page needs no other condition,
+// which would keep the planner from seeking the index to the cursor (an
+// OR here made every page scan the index from its start).
 // A deleted Session (deletion requested and no unreleased allocation left
 // for its Environment) is listed only with @include_deleted.
 func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgeParams) ([]Session, error) {
 	rows, err := q.db.Query(ctx, listSessionsByAge,
-		arg.FirstPage,
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.IncludeDeleted,

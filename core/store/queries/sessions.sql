@@ -40,12 +40,14 @@ SELECT * FROM environments WHERE session_id = @session_id;
 
 -- name: ListSessionsByAge :many
 -- ListSessionsByAge pages Sessions in creation order by (created_at, id)
--- (keyset): the rows after the cursor, or from the start when @first_page.
+-- (keyset): the rows after the cursor; the zero cursor (year 1, the nil
+-- id) is before every row, so the first page needs no other condition,
+-- which would keep the planner from seeking the index to the cursor (an
+-- OR here made every page scan the index from its start).
 -- A deleted Session (deletion requested and no unreleased allocation left
 -- for its Environment) is listed only with @include_deleted.
 SELECT s.* FROM sessions s
-WHERE (sqlc.arg(first_page)::boolean
-       OR (s.created_at, s.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid))
+WHERE (s.created_at, s.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid)
   AND (sqlc.arg(include_deleted)::boolean
        OR s.state <> 'delete_requested'
        OR EXISTS (SELECT 1 FROM environments e
