@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -90,4 +91,63 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	if b.Placement.NodeID != stale {
 		t.Fatalf("after a fresh report placed on %s, want %s", b.Placement.NodeID, stale)
 	}
+}
+
+// wantNodeLoadExact checks that node_load and node_holdings (migration
+// 0013, kept by triggers) equal what they summarize: for every node, the
+// Environments with an unreleased placement or an unreleased allocation on
+// it, and their count (CountNodeHeld, the count placement used to make).
+func wantNodeLoadExact(t *testing.T, ctx context.Context, st *store.Store) {
+	t.Helper()
+	var diff int
+	err := st.Pool().QueryRow(ctx, `
+		SELECT count(*) FROM (
+			(SELECT node_id, environment_id FROM node_holdings
+			 EXCEPT
+			 (SELECT node_id, environment_id FROM placements WHERE state <> 'released'
+			  UNION SELECT node_id, environment_id FROM allocations WHERE state <> 'released'))
+			UNION ALL
+			((SELECT node_id, environment_id FROM placements WHERE state <> 'released'
+			  UNION SELECT node_id, environment_id FROM allocations WHERE state <> 'released')
+			 EXCEPT
+			 SELECT node_id, environment_id FROM node_holdings)
+		) d`).Scan(&diff)
+	must(t, err)
+	if diff != 0 {
+		t.Errorf("node_holdings differs from the held placements and allocations in %d rows", diff)
+	}
+	rows, err := st.Pool().Query(ctx, `SELECT node_id, held FROM node_load`)
+	must(t, err)
+	loads := map[uuid.UUID]int64{}
+	for rows.Next() {
+		var n uuid.UUID
+		var held int64
+		must(t, rows.Scan(&n, &held))
+		loads[n] = held
+	}
+	must(t, rows.Err())
+	for n, held := range loads {
+		want, err := st.NodeHeld(ctx, n)
+		must(t, err)
+		if held != want {
+			t.Errorf("node_load of %s = %d, want %d (CountNodeHeld)", n, held, want)
+		}
+	}
+}
+
+// TestNodeLoadFollowsPlacements: placements count in node_load as they
+// are made, and placement spreads them by that count.
+func TestNodeLoadFollowsPlacements(t *testing.T) {
+	owned, ctx := ownedStore(t)
+	a, b := presentNode(t, ctx, owned), presentNode(t, ctx, owned)
+	count := map[uuid.UUID]int{}
+	for range 6 {
+		bundle, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+		must(t, err)
+		count[bundle.Placement.NodeID]++
+	}
+	if count[a] != 3 || count[b] != 3 {
+		t.Errorf("placements %v, want 3 on each node", count)
+	}
+	wantNodeLoadExact(t, ctx, owned.Store)
 }
