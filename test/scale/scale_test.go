@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -114,6 +115,8 @@ func run(t testing.TB, cfg config) report {
 	rows = append(rows, value("Creates at the nodes, after the last CreateSession", time.Since(t0).Seconds(), "s", "", nil))
 
 	rows = append(rows, measureReads(t, actx, adminv1.NewSessionServiceClient(cc), pop, cfg.Reads)...)
+
+	rows = append(rows, measureObservationAge(t, ctx, pool))
 
 	rss, _ := procStatus(pid, "VmRSS")
 	hwm, _ := procStatus(pid, "VmHWM")
@@ -240,6 +243,26 @@ func measureReads(t testing.TB, ctx context.Context, api adminv1.SessionServiceC
 		latency("admin ListSessions (100), first page", first, 0),
 		latency("admin ListSessions (100), next pages", deeper, 0),
 	}
+}
+
+// measureObservationAge reads, from Core's database, how old the last
+// observation of every running allocation is right now: the lifecycle
+// workers' observation scans bound it by the observe period (10 s at
+// Core's defaults) while they keep up.
+func measureObservationAge(t testing.TB, ctx context.Context, pool *pgxpool.Pool) row {
+	t.Helper()
+	var p50, p99 float64
+	var n int
+	if err := pool.QueryRow(ctx, `
+		SELECT coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY age), 0),
+		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY age), 0), count(*)
+		FROM (SELECT extract(epoch FROM now() - observed_at) * 1000 AS age
+		      FROM allocations WHERE state = 'running' AND observed_at IS NOT NULL) a`).Scan(&p50, &p99, &n); err != nil {
+		t.Fatalf("observation age: %v", err)
+	}
+	ok := p99 <= 10000
+	return row{Measure: "age of the last observation (running)", P50MS: p50, P99MS: p99, Samples: n,
+		Goal: "≤ 10 s (observe period)", MeetsGoal: &ok}
 }
 
 // envInt reads a positive integer from the environment, def when unset.

@@ -4,6 +4,8 @@
 -- under the placement lock (measured by the scale simulator, test/scale:
 -- at 20,000 held Environments over 200 nodes ChoosePlacementNode made
 -- CreateSession take about 2 s at 32 concurrent callers, 14 per second).
+-- It also lets placement lock only the chosen node's node_load row
+-- instead of one advisory lock for the whole installation.
 --
 -- node_holdings has one row per (node, Environment) the node holds: an
 -- unreleased placement of the Environment on the node, or an unreleased
@@ -26,6 +28,8 @@ CREATE TABLE node_holdings (
     PRIMARY KEY (node_id, environment_id)
 );
 
+-- Every node has its node_load row from its creation on (the trigger on
+-- nodes below), so placement can lock the row of the node it chooses.
 CREATE TABLE node_load (
     node_id uuid   PRIMARY KEY REFERENCES nodes (id),
     held    bigint NOT NULL DEFAULT 0 CHECK (held >= 0)
@@ -56,6 +60,13 @@ BEGIN
 END;
 $$;
 
+CREATE FUNCTION node_load_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO node_load (node_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END;
+$$;
+
 CREATE FUNCTION node_hold_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'UPDATE' AND OLD.node_id IS DISTINCT FROM NEW.node_id THEN
@@ -67,6 +78,8 @@ END;
 $$;
 -- +goose StatementEnd
 
+CREATE TRIGGER nodes_node_load AFTER INSERT ON nodes
+    FOR EACH ROW EXECUTE FUNCTION node_load_row();
 CREATE TRIGGER placements_node_hold AFTER INSERT ON placements
     FOR EACH ROW EXECUTE FUNCTION node_hold_trigger();
 CREATE TRIGGER placements_node_hold_update AFTER UPDATE OF state, node_id ON placements
@@ -85,4 +98,4 @@ UNION
 SELECT node_id, environment_id FROM allocations WHERE state <> 'released';
 
 INSERT INTO node_load (node_id, held)
-SELECT node_id, count(*) FROM node_holdings GROUP BY node_id;
+SELECT n.id, (SELECT count(*) FROM node_holdings h WHERE h.node_id = n.id) FROM nodes n;
