@@ -86,6 +86,7 @@ func run(t testing.TB, cfg config) report {
 	t.Logf("%d nodes enabled, connected and ready in %v", cfg.Nodes, time.Since(t0).Round(time.Millisecond))
 
 	pid := c.Cmd.Process.Pid
+	rssConnected, _ := procStatus(pid, "VmRSS")
 	time.Sleep(cfg.Settle)
 	cpu0, _ := procCPUSeconds(pid)
 	time.Sleep(cfg.Steady)
@@ -122,6 +123,7 @@ func run(t testing.TB, cfg config) report {
 	hwm, _ := procStatus(pid, "VmHWM")
 	threads, _ := procStatus(pid, "Threads")
 	rows = append(rows,
+		value("Core RSS, every node just connected", float64(rssConnected)/1024, "MiB", "< 300 MB", ptr(rssConnected*1024 < goalCoreRSSBytes)),
 		value("Core RSS at the end", float64(rss)/1024, "MiB", "< 300 MB", ptr(rss*1024 < goalCoreRSSBytes)),
 		value("Core peak RSS (VmHWM)", float64(hwm)/1024, "MiB", "< 300 MB", ptr(hwm*1024 < goalCoreRSSBytes)),
 		value("Core CPU, steady (population only)", steadyCores, "cores", "", nil),
