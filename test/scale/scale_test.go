@@ -294,7 +294,7 @@ func BenchmarkScale(b *testing.B) {
 		Allocations: envInt(b, "BERTH_SCALE_ALLOCATIONS", 100000),
 		Creates:     envInt(b, "BERTH_SCALE_CREATES", 5000),
 		Clients:     envInt(b, "BERTH_SCALE_CLIENTS", 32),
-		Reads:       envInt(b, "BERTH_SCALE_READS", 500),
+		Reads:       envInt(b, "BERTH_SCALE_READS", 200),
 		Settle:      15 * time.Second,
 		Steady:      20 * time.Second,
 		Defaults:    true,
