@@ -171,6 +171,11 @@ bench: ## P1-P4 against Engine API baselines in the same run and P6 failure dete
 	BERTH_BENCH_SAMPLES=$(BERTH_BENCH_SAMPLES) BERTH_BENCH_JSON=$(CURDIR)/.run/bench.json \
 		go test -run '^$$' -bench '^BenchmarkBerth$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/bench/
 
+.PHONY: bench-scale
+bench-scale: ## P5 scale: 1,000 simulated node agents (real mTLS node protocol, in-memory adapter) against berth-core and PostgreSQL holding 100,000 allocations; one table, also .run/scale.json (BERTH_SCALE_NODES, _ALLOCATIONS, _CREATES, _CLIENTS)
+	BERTH_SCALE_JSON=$(CURDIR)/.run/scale.json \
+		go test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/scale/
+
 FUZZTIME ?= 1m
 FUZZ_TARGETS := \
 	berth.dev/runtimebootstrap:FuzzDecode \

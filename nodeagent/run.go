@@ -175,13 +175,7 @@ func (p *process) setupServer(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	p.lis = lis
-	p.gs = grpc.NewServer(append(p.server.Options(),
-		grpc.Creds(credentials.NewTLS(p.tls)),
-		grpc.MaxRecvMsgSize(nodewire.MaxMessageBytes), grpc.MaxSendMsgSize(nodewire.MaxMessageBytes),
-		grpc.MaxHeaderListSize(nodewire.MaxHeaderListBytes),
-		// Core pings every nodewire.KeepaliveTime to notice a stopped node.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: nodewire.KeepaliveMinTime, PermitWithoutStream: true}))...)
-	p.server.Register(p.gs)
+	p.gs = NewGRPCServer(p.server, p.tls)
 	p.onStop(func() {
 		p.server.Shutdown()
 		stopped := make(chan struct{})
@@ -234,4 +228,22 @@ func (p *process) run(ctx context.Context, ready func(addr string)) error {
 	err := eg.Wait()
 	p.log.Info("stopped")
 	return err
+}
+
+// NewGRPCServer returns the gRPC server of the node protocol for s, with
+// the node's mutual TLS (tlsCfg, Identity.ServerTLS), the protocol's
+// message bounds and keepalive enforcement, and s registered on it: what
+// Serve listens with. It is exported so that the scale simulator
+// (berth.dev/test/scale) serves many nodes from one process with exactly
+// the server berth-nodeagent runs, over an in-memory adapter instead of
+// one built through the registration table.
+func NewGRPCServer(s *Server, tlsCfg *tls.Config) *grpc.Server {
+	gs := grpc.NewServer(append(s.Options(),
+		grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.MaxRecvMsgSize(nodewire.MaxMessageBytes), grpc.MaxSendMsgSize(nodewire.MaxMessageBytes),
+		grpc.MaxHeaderListSize(nodewire.MaxHeaderListBytes),
+		// Core pings every nodewire.KeepaliveTime to notice a stopped node.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: nodewire.KeepaliveMinTime, PermitWithoutStream: true}))...)
+	s.Register(gs)
+	return gs
 }

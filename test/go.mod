@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	berth.dev/core v0.0.0-00010101000000-000000000000
+	berth.dev/nodeagent v0.0.0-00010101000000-000000000000
 	berth.dev/proto v0.0.0
 	berth.dev/sandbox v0.0.0
 	github.com/google/uuid v1.6.0

@@ -88,13 +88,58 @@ func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) err
 	if err != nil {
 		return err
 	}
+	// Compute found running again, as last recorded, is recorded for the
+	// whole page at its end, in one transaction (store.RecordObservations):
+	// that is nearly every observation, and one transaction per page
+	// instead of one per allocation is what keeps the scan up with many
+	// running allocations. Anything else (a change, a stop, a missing or
+	// unavailable observation, a keepalive) is recorded at once, on its
+	// own, as before: the Turn sweep and the Session API act on it.
+	var batch []pendingRecord
+	defer func() { w.recordBatch(ctx, batch) }()
 	return scan(ctx, &w.observeAfter, page, func(o store.Observable) uuid.UUID { return o.ID }, func(o store.Observable) error {
-		err := w.observeRunning(ctx, p, o)
+		rec, err := w.observeRunning(ctx, p, o)
+		if rec != nil {
+			batch = append(batch, *rec)
+		}
 		if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
 			return nil // fenced: cleanup or another transition won
 		}
 		return w.passOn(err, "lifecycle observe", "allocation", o.ID)
 	})
+}
+
+// pendingRecord is an observation of compute running as last recorded,
+// waiting for the page's one transaction.
+type pendingRecord struct {
+	params store.RecordObservationParams
+}
+
+// recordBatch records the page's unchanged running observations in one
+// transaction (detached from ctx's cancellation, like every record of a
+// provider outcome, and bounded).
+func (w *Worker) recordBatch(ctx context.Context, batch []pendingRecord) {
+	if len(batch) == 0 {
+		return
+	}
+	ps := make([]store.RecordObservationParams, len(batch))
+	for i, b := range batch {
+		ps[i] = b.params
+	}
+	rctx, rcancel := recordContext(ctx)
+	defer rcancel()
+	errs, err := w.cfg.Store.RecordObservations(rctx, ps)
+	if err != nil {
+		if !errors.Is(err, store.ErrSuperseded) {
+			w.cfg.Log.Warn("lifecycle observe", "node", w.node, "allocations", len(ps), "error", err)
+		}
+		return
+	}
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, errdefs.ErrFenced) {
+			w.cfg.Log.Warn("lifecycle observe", "node", w.node, "allocation", ps[i].ID, "error", err)
+		}
+	}
 }
 
 // keepaliveWanted reports whether o gets a keepalive now: its Runtime is
@@ -107,10 +152,13 @@ func keepaliveWanted(o store.Observable) bool {
 		o.KeepaliveDue && !o.KeepaliveLapsed
 }
 
-func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable) error {
+// observeRunning observes o when due. Compute found running as last
+// recorded, with no keepalive to confirm, is returned for the page's
+// batch instead of recorded here; everything else is recorded at once.
+func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable) (*pendingRecord, error) {
 	keepalive := p != nil && keepaliveWanted(o)
 	if !keepalive && !o.ObservationDue {
-		return nil
+		return nil, nil
 	}
 	ref := o.Reference()
 	var (
@@ -134,16 +182,21 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 		info, callErr = w.getInfo(ctx, p, ref)
 	}
 	compute, reason := observed(o.Allocation, info, callErr)
-	rctx, rcancel := recordContext(ctx)
-	defer rcancel()
-	_, err := w.cfg.Store.RecordObservation(rctx, store.RecordObservationParams{
+	params := store.RecordObservationParams{
 		ID: o.ID, Revision: o.Revision, Compute: compute, Reason: reason,
 		Keepalive: keepalive && compute == store.ObservedRunning,
-	})
+	}
+	if compute == store.ObservedRunning && !params.Keepalive &&
+		o.Observation.Compute == store.ObservedRunning && o.Observation.Reason == reason {
+		return &pendingRecord{params: params}, nil
+	}
+	rctx, rcancel := recordContext(ctx)
+	defer rcancel()
+	_, err := w.cfg.Store.RecordObservation(rctx, params)
 	if err == nil && compute != o.Observation.Compute {
 		w.cfg.Log.Info("lifecycle observed compute", "node", w.node, "allocation", o.ID, "reason", reason)
 	}
-	return err
+	return nil, err
 }
 
 func (w *Worker) getInfo(ctx context.Context, p sandbox.SandboxProvider, ref sandbox.Reference) (sandbox.Info, error) {

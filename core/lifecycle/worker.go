@@ -72,7 +72,11 @@
 //     found is recorded with a fixed code (store.RecordObservation: the
 //     database clock, fenced by the owner epoch and the revision read):
 //     running, stopped, missing (ErrNotFound or an absent state) or
-//     unavailable (any other failure). An observation is evidence only:
+//     unavailable (any other failure). Compute found running as last
+//     recorded (no keepalive) is recorded for the whole page in one
+//     transaction at the page's end (store.RecordObservations); a change,
+//     a stop, a missing or unavailable observation and a keepalive are
+//     recorded at once, each on its own. An observation is evidence only:
 //     it never moves the allocation's state, requests cleanup, discards
 //     volumes, starts or recreates compute. The Session API reports
 //     compute_available false with that code (sessions.ComputeReason), and
@@ -145,6 +149,7 @@ type Store interface {
 	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
 	ListObservableForNode(ctx context.Context, sc store.ObservableScan) ([]store.Observable, error)
 	RecordObservation(ctx context.Context, p store.RecordObservationParams) (store.Allocation, error)
+	RecordObservations(ctx context.Context, ps []store.RecordObservationParams) ([]error, error)
 }
 
 // Defaults of Config.

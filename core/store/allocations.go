@@ -818,7 +818,7 @@ func (s *Store) GetSessionAllocation(ctx context.Context, id uuid.UUID) (Session
 func (s *Store) ListAllocationsByAge(ctx context.Context, limit int, after AgeCursor, includeReleased bool) ([]SessionAllocation, error) {
 	return listPage("list allocations by age", limit, func(n int32) ([]db.ListAllocationsByAgeRow, error) {
 		return s.q.ListAllocationsByAge(ctx, db.ListAllocationsByAgeParams{
-			FirstPage: after.CreatedAt.IsZero(), AfterCreatedAt: after.CreatedAt, AfterID: after.ID,
+			AfterCreatedAt: after.CreatedAt, AfterID: after.ID,
 			IncludeReleased: includeReleased, PageSize: n,
 		})
 	}, func(r db.ListAllocationsByAgeRow) SessionAllocation {

@@ -438,6 +438,7 @@ func TestFailedCreateIsCleanedUpReleasedAndReallocated(t *testing.T) {
 	if holds {
 		t.Error("node holds after the Environment failed")
 	}
+	wantNodeLoadExact(t, ctx, st.Store)
 }
 
 // TestDeletionEndsAPendingEnvironmentWithoutAllocation: deleting a Session

@@ -21,9 +21,11 @@
 //   - The store keeps bytes it is given: token secrets arrive hashed and the
 //     CA key arrives encrypted; hashing, encryption and their keys are the
 //     caller's.
-//   - Placement and capacity changes serialize on one transaction-scoped
-//     advisory lock (LockPlacement in queries/sessions.sql), so concurrent
-//     Session creations never place past a node's max_active.
+//   - A placement locks the chosen node's load row (node_load, which
+//     triggers keep exact: migration 0013) until it commits, and its own
+//     insert raises that count, so concurrent Session creations never
+//     place past a node's max_active, while creations on different nodes
+//     run side by side (ChoosePlacementNode in queries/placements.sql).
 //   - Authority is in the types: the fenced lifecycle writes (Session
 //     creation and deletion, allocation claims, outcomes, cleanup and
 //     release, Turn claims and sweeps, Runtime admission, node presence)

@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"berth.dev/core/store/db"
 	"berth.dev/sandbox/errdefs"
@@ -104,6 +106,66 @@ func (s *Owner) RecordObservation(ctx context.Context, p RecordObservationParams
 		return Allocation{}, wrap(op, err)
 	}
 	return out, nil
+}
+
+// RecordObservations records a page of observations in one transaction,
+// behind one owner fence: each exactly as RecordObservation records it
+// (the database time, fenced by the revision the observer read), with its
+// own outcome in errs (nil, ErrFenced, ErrNotFound or ErrInvalid, which
+// leave the others recorded). The returned error is the transaction's
+// (ErrSuperseded, a database failure): then nothing is recorded. One
+// transaction per page instead of one per allocation is what lets the
+// observation scan keep up with a node full of running compute (measured
+// by the scale simulator, test/scale).
+func (s *Owner) RecordObservations(ctx context.Context, ps []RecordObservationParams) (errs []error, err error) {
+	const op = "record observations"
+	errs = make([]error, len(ps))
+	valid := 0
+	for i, p := range ps {
+		switch {
+		case !p.Compute.Valid():
+			errs[i] = fmt.Errorf("%s: %w", op, errdefs.Invalid("compute", "unknown observed state"))
+		case !reasonCode.MatchString(p.Reason):
+			errs[i] = fmt.Errorf("%s: %w", op, errdefs.Invalid("reason", "must be a fixed code"))
+		case p.Keepalive && p.Compute != ObservedRunning:
+			errs[i] = fmt.Errorf("%s: %w", op, errdefs.Invalid("keepalive", "only running compute confirms a keepalive"))
+		default:
+			valid++
+		}
+	}
+	if valid == 0 {
+		return errs, nil
+	}
+	recorded := make([]error, len(ps))
+	err = s.ownedTx(ctx, func(q *db.Queries) error {
+		for i, p := range ps {
+			if errs[i] != nil {
+				continue
+			}
+			row, err := q.RecordObservation(ctx, db.RecordObservationParams{
+				ID: p.ID, Revision: p.Revision, ObservedCompute: string(p.Compute),
+				ObservedReason: p.Reason, Keepalive: p.Keepalive,
+			})
+			_, err = swapped(ctx, q, p.ID, row, err, "allocation is not running at the observed revision")
+			switch {
+			case err == nil:
+			case errors.Is(err, errdefs.ErrFenced), errors.Is(err, pgx.ErrNoRows):
+				recorded[i] = wrap(op, err)
+			default:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	for i := range errs {
+		if errs[i] == nil {
+			errs[i] = recorded[i]
+		}
+	}
+	return errs, nil
 }
 
 // Observable is a running allocation of the observation scan, with what

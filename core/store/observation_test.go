@@ -233,3 +233,42 @@ func TestEndTurnsOnLostComputeEndsRunningTurnsOnlyOnStoppedOrMissing(t *testing.
 		t.Fatalf("ended again %v", refs)
 	}
 }
+
+// TestRecordObservationsRecordsAPageWithOneOutcomeEach: a page of
+// observations in one transaction, each fenced by its own revision; a
+// fenced, missing or invalid entry does not keep the others from being
+// recorded, and a superseded owner records nothing.
+func TestRecordObservationsRecordsAPageWithOneOutcomeEach(t *testing.T) {
+	st, ctx := ownedStore(t)
+	b1, _ := storetest.RunningSession(t, st)
+	b2, _ := storetest.RunningSession(t, st)
+	a1, a2 := b1.Allocation, b2.Allocation
+	running := func(id uuid.UUID, rev int64) store.RecordObservationParams {
+		return store.RecordObservationParams{ID: id, Revision: rev, Compute: store.ObservedRunning, Reason: "compute_running"}
+	}
+	// A superseded owner records nothing.
+	_, err := st.Store.AsOwner(st.Epoch()+1).RecordObservations(ctx, []store.RecordObservationParams{running(a1.ID, a1.Revision)})
+	wantClass(t, err, store.ErrSuperseded)
+
+	errs, err := st.RecordObservations(ctx, []store.RecordObservationParams{
+		running(a1.ID, a1.Revision),
+		running(a2.ID, a2.Revision+1), // another revision: fenced
+		running(newUUID(t), 1),        // no such allocation
+		{ID: a2.ID, Revision: a2.Revision, Compute: store.ObservedStopped, Reason: "compute_stopped", Keepalive: true},
+	})
+	must(t, err)
+	must(t, errs[0])
+	wantClass(t, errs[1], errdefs.ErrFenced)
+	wantClass(t, errs[2], errdefs.ErrNotFound)
+	wantClass(t, errs[3], errdefs.ErrInvalid)
+	got, err := st.GetAllocation(ctx, a1.ID)
+	must(t, err)
+	if got.Observation.At == nil || got.Observation.Compute != store.ObservedRunning || got.Revision != a1.Revision {
+		t.Fatalf("a1 after the page: %+v", got)
+	}
+	got, err = st.GetAllocation(ctx, a2.ID)
+	must(t, err)
+	if got.Observation.At != nil {
+		t.Fatalf("a2 observed although every entry of it was refused: %+v", got.Observation)
+	}
+}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -88,4 +89,116 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	if b.Placement.NodeID != stale {
 		t.Fatalf("after a fresh report placed on %s, want %s", b.Placement.NodeID, stale)
 	}
+}
+
+// wantNodeLoadExact checks that node_load and node_holdings (migration
+// 0013, kept by triggers) equal what they summarize: for every node, the
+// Environments with an unreleased placement or an unreleased allocation on
+// it, and their count (CountNodeHeld, the count placement used to make).
+func wantNodeLoadExact(t *testing.T, ctx context.Context, st *store.Store) {
+	t.Helper()
+	var diff int
+	err := st.Pool().QueryRow(ctx, `
+		SELECT count(*) FROM (
+			(SELECT node_id, environment_id FROM node_holdings
+			 EXCEPT
+			 (SELECT node_id, environment_id FROM placements WHERE state <> 'released'
+			  UNION SELECT node_id, environment_id FROM allocations WHERE state <> 'released'))
+			UNION ALL
+			((SELECT node_id, environment_id FROM placements WHERE state <> 'released'
+			  UNION SELECT node_id, environment_id FROM allocations WHERE state <> 'released')
+			 EXCEPT
+			 SELECT node_id, environment_id FROM node_holdings)
+		) d`).Scan(&diff)
+	must(t, err)
+	if diff != 0 {
+		t.Errorf("node_holdings differs from the held placements and allocations in %d rows", diff)
+	}
+	rows, err := st.Pool().Query(ctx, `SELECT node_id, held FROM node_load`)
+	must(t, err)
+	loads := map[uuid.UUID]int64{}
+	for rows.Next() {
+		var n uuid.UUID
+		var held int64
+		must(t, rows.Scan(&n, &held))
+		loads[n] = held
+	}
+	must(t, rows.Err())
+	for n, held := range loads {
+		want, err := st.NodeHeld(ctx, n)
+		must(t, err)
+		if held != want {
+			t.Errorf("node_load of %s = %d, want %d (CountNodeHeld)", n, held, want)
+		}
+	}
+}
+
+// TestNodeLoadFollowsPlacements: placements count in node_load as they
+// are made, and placement spreads them by that count.
+func TestNodeLoadFollowsPlacements(t *testing.T) {
+	owned, ctx := ownedStore(t)
+	a, b := presentNode(t, ctx, owned), presentNode(t, ctx, owned)
+	count := map[uuid.UUID]int{}
+	for range 6 {
+		bundle, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+		must(t, err)
+		count[bundle.Placement.NodeID]++
+	}
+	if count[a] != 3 || count[b] != 3 {
+		t.Errorf("placements %v, want 3 on each node", count)
+	}
+	wantNodeLoadExact(t, ctx, owned.Store)
+}
+
+// TestNodeLoadConcurrentReleases: one transaction releases an
+// Environment's placement while another releases its allocation. Each
+// sync runs under the node's load row lock and re-reads after the other
+// committed, so the node stops counting the Environment; without the lock
+// each would still see the other's row unreleased and keep it for ever.
+func TestNodeLoadConcurrentReleases(t *testing.T) {
+	owned, ctx := ownedStore(t)
+	node := presentNode(t, ctx, owned)
+	bundle, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	must(t, err)
+	env := bundle.Environment.ID
+	pool := owned.Pool()
+	t1, err := pool.Begin(ctx)
+	must(t, err)
+	defer func() { _ = t1.Rollback(ctx) }()
+	t2, err := pool.Begin(ctx)
+	must(t, err)
+	defer func() { _ = t2.Rollback(ctx) }()
+	_, err = t1.Exec(ctx, `UPDATE placements SET state = 'released', released_at = now() WHERE environment_id = $1`, env)
+	must(t, err)
+	var pid2 int
+	must(t, t2.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid2))
+	second := make(chan error, 1)
+	go func() {
+		_, err := t2.Exec(ctx, `UPDATE allocations SET state = 'released', cleanup_requested_at = now(), cleanup_confirmed_at = now(), released_at = now() WHERE environment_id = $1`, env)
+		second <- err
+	}()
+	// The second release runs before the first commits: it has finished
+	// (it did not wait) or it waits on a lock (the node's load row).
+	var done bool
+	for !done {
+		select {
+		case err := <-second:
+			must(t, err)
+			done = true
+			second <- nil
+		default:
+			var wait *string
+			must(t, pool.QueryRow(ctx, `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, pid2).Scan(&wait))
+			done = wait != nil && *wait == "Lock"
+		}
+	}
+	must(t, t1.Commit(ctx))
+	must(t, <-second)
+	must(t, t2.Commit(ctx))
+	held, err := owned.NodeHeld(ctx, node)
+	must(t, err)
+	if held != 0 {
+		t.Fatalf("the node holds %d after both releases, want 0", held)
+	}
+	wantNodeLoadExact(t, ctx, owned.Store)
 }

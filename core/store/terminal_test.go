@@ -177,6 +177,7 @@ CREATE TRIGGER refuse_cleanup BEFORE UPDATE ON allocations FOR EACH ROW
 	if got := snapshot(t, ctx, st.Store); got != mid {
 		t.Fatalf("a repeated deletion changed rows:\n%s\nwant\n%s", got, mid)
 	}
+	wantNodeLoadExact(t, ctx, st.Store)
 }
 
 func TestTerminateEnvironmentFailedOrExpired(t *testing.T) {

@@ -300,15 +300,13 @@ const listAllocationsByAge = `-- name: ListAllocationsByAge :many
 SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
-WHERE ($1::boolean
-       OR (a.created_at, a.id) > ($2::timestamptz, $3::uuid))
-  AND ($4::boolean OR a.state <> 'released')
+WHERE (a.created_at, a.id) > ($1::timestamptz, $2::uuid)
+  AND ($3::boolean OR a.state <> 'released')
 ORDER BY a.created_at, a.id
-LIMIT $5
+LIMIT $4
 `
 
 type ListAllocationsByAgeParams struct {
-	FirstPage       bool
 	AfterCreatedAt  time.Time
 	AfterID         uuid.UUID
 	IncludeReleased bool
@@ -322,11 +320,11 @@ type ListAllocationsByAgeRow struct {
 
 // ListAllocationsByAge pages allocations in creation order by
 // (created_at, id) (keyset), each with the Session its Environment serves:
-// the rows after the cursor, or from the start when @first_page. Released
+// the rows after the cursor (the zero cursor is before every row, as in
+// ListSessionsByAge). Released
 // allocations are listed only with @include_released.
 func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsByAgeParams) ([]ListAllocationsByAgeRow, error) {
 	rows, err := q.db.Query(ctx, listAllocationsByAge,
-		arg.FirstPage,
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.IncludeReleased,

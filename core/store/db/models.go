@@ -133,6 +133,16 @@ type NodeBackend struct {
 	BoundAt            time.Time
 }
 
+type NodeHolding struct {
+	NodeID        uuid.UUID
+	EnvironmentID uuid.UUID
+}
+
+type NodeLoad struct {
+	NodeID uuid.UUID
+	Held   int64
+}
+
 type NodePresence struct {
 	NodeID         uuid.UUID
 	ConnectionID   uuid.UUID

@@ -23,25 +23,21 @@ func (q *Queries) ActivatePlacement(ctx context.Context, environmentID uuid.UUID
 }
 
 const choosePlacementNode = `-- name: ChoosePlacementNode :one
-SELECT n.id, count(h.environment_id)::bigint AS held
+SELECT n.id, h.held
 FROM nodes n
 JOIN node_presence p ON p.node_id = n.id
 JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
-LEFT JOIN (
-    SELECT node_id, environment_id FROM placements WHERE state <> 'released'
-    UNION
-    SELECT node_id, environment_id FROM allocations WHERE state <> 'released'
-) h ON h.node_id = n.id
+JOIN node_load h ON h.node_id = n.id
 WHERE n.state = 'enabled'
   AND p.connected AND p.ready AND p.generation = $1::bigint
   AND p.reported_at > now() - interval '45 seconds'
-GROUP BY n.id, p.cpu_millis, p.memory_bytes, p.disk_free_bytes
-HAVING count(h.environment_id) < $2::bigint
-   AND count(h.environment_id) < coalesce(p.cpu_millis / nullif($3::bigint, 0), $2::bigint)
-   AND count(h.environment_id) < coalesce(p.memory_bytes / nullif($4::bigint, 0), $2::bigint)
-   AND count(h.environment_id) < coalesce(p.disk_free_bytes / nullif($5::bigint, 0), $2::bigint)
-ORDER BY count(h.environment_id), n.id
+  AND h.held < $2::bigint
+  AND h.held < coalesce(p.cpu_millis / nullif($3::bigint, 0), $2::bigint)
+  AND h.held < coalesce(p.memory_bytes / nullif($4::bigint, 0), $2::bigint)
+  AND h.held < coalesce(p.disk_free_bytes / nullif($5::bigint, 0), $2::bigint)
+ORDER BY h.held, n.id
 LIMIT 1
+FOR UPDATE OF h SKIP LOCKED
 `
 
 type ChoosePlacementNodeParams struct {
@@ -68,14 +64,25 @@ type ChoosePlacementNodeRow struct {
 // provided it holds fewer than @max_active and fewer than its reported
 // capacity fits: reported CPU / @cpu_millis, memory / @memory_bytes and
 // free disk / @disk_bytes sandboxes (a zero need bounds nothing). Ties go
-// to the lowest id. No row when none has room. Run it under LockPlacement.
+// to the lowest id. No row when none has room.
+//
+// What a node holds is node_load.held, which the database keeps exact in
+// every transaction that inserts or releases a placement or an allocation
+// (migration 0013): one row per node is read, not every held Environment
+// of the installation. The chosen node's node_load row stays locked until
+// the transaction ends (FOR UPDATE), and the placement's own insert
+// raises its count in the same transaction, so two concurrent placements
+// never both take a node's last free slot. Nodes whose row another
+// placement holds locked right now are skipped (SKIP LOCKED), so
+// concurrent creations spread over nodes instead of queueing on one;
+// when that leaves no row, ChoosePlacementNodeWait decides.
 //
 // max_retained is not counted here: nothing is retained (suspended with
 // its storage kept) before suspension exists, so there is no retained row
 // to count. When suspension lands, the retained allocations of a node
 // (compute_phase recording a suspended incarnation, still unreleased) get
 // their own count compared with the deployment's max_retained, both here
-// and in the suspended-to-restoring transition, under the same lock.
+// and in the suspended-to-restoring transition, under the same row lock.
 func (q *Queries) ChoosePlacementNode(ctx context.Context, arg ChoosePlacementNodeParams) (ChoosePlacementNodeRow, error) {
 	row := q.db.QueryRow(ctx, choosePlacementNode,
 		arg.Generation,
@@ -85,6 +92,56 @@ func (q *Queries) ChoosePlacementNode(ctx context.Context, arg ChoosePlacementNo
 		arg.DiskBytes,
 	)
 	var i ChoosePlacementNodeRow
+	err := row.Scan(&i.ID, &i.Held)
+	return i, err
+}
+
+const choosePlacementNodeWait = `-- name: ChoosePlacementNodeWait :one
+SELECT n.id, h.held
+FROM nodes n
+JOIN node_presence p ON p.node_id = n.id
+JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
+JOIN node_load h ON h.node_id = n.id
+WHERE n.state = 'enabled'
+  AND p.connected AND p.ready AND p.generation = $1::bigint
+  AND p.reported_at > now() - interval '45 seconds'
+  AND h.held < $2::bigint
+  AND h.held < coalesce(p.cpu_millis / nullif($3::bigint, 0), $2::bigint)
+  AND h.held < coalesce(p.memory_bytes / nullif($4::bigint, 0), $2::bigint)
+  AND h.held < coalesce(p.disk_free_bytes / nullif($5::bigint, 0), $2::bigint)
+ORDER BY h.held, n.id
+LIMIT 1
+FOR UPDATE OF h
+`
+
+type ChoosePlacementNodeWaitParams struct {
+	Generation  int64
+	MaxActive   int64
+	CPUMillis   int64
+	MemoryBytes int64
+	DiskBytes   int64
+}
+
+type ChoosePlacementNodeWaitRow struct {
+	ID   uuid.UUID
+	Held int64
+}
+
+// ChoosePlacementNodeWait is ChoosePlacementNode waiting for the rows
+// concurrent placements hold instead of skipping them: when every node
+// with room is being placed on, it waits for them and re-checks each
+// locked row's count once it is free (READ COMMITTED re-evaluates the
+// conditions on the row's new version), so a node that filled up meanwhile
+// is passed over and no creation is refused while a node still has room.
+func (q *Queries) ChoosePlacementNodeWait(ctx context.Context, arg ChoosePlacementNodeWaitParams) (ChoosePlacementNodeWaitRow, error) {
+	row := q.db.QueryRow(ctx, choosePlacementNodeWait,
+		arg.Generation,
+		arg.MaxActive,
+		arg.CPUMillis,
+		arg.MemoryBytes,
+		arg.DiskBytes,
+	)
+	var i ChoosePlacementNodeWaitRow
 	err := row.Scan(&i.ID, &i.Held)
 	return i, err
 }

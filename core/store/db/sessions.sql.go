@@ -152,21 +152,85 @@ func (q *Queries) InsertSession(ctx context.Context, arg InsertSessionParams) (S
 	return i, err
 }
 
+const listEnvironmentsBySessions = `-- name: ListEnvironmentsBySessions :many
+SELECT id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at FROM environments WHERE session_id = ANY($1::uuid[])
+`
+
+// ListEnvironmentsBySessions reads the Environments of a page of Sessions
+// at once (ListSessionsByAge's bundles), instead of one query per Session.
+func (q *Queries) ListEnvironmentsBySessions(ctx context.Context, sessionIds []uuid.UUID) ([]Environment, error) {
+	rows, err := q.db.Query(ctx, listEnvironmentsBySessions, sessionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Environment
+	for rows.Next() {
+		var i Environment
+		if err := rows.Scan(
+			&i.ID,
+			&i.SessionID,
+			&i.TenantID,
+			&i.State,
+			&i.CreatedAt,
+			&i.FailureCode,
+			&i.TerminalCause,
+			&i.TerminatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listPlacementsByEnvironments = `-- name: ListPlacementsByEnvironments :many
+SELECT environment_id, node_id, generation, state, created_at, released_at FROM placements WHERE environment_id = ANY($1::uuid[])
+`
+
+func (q *Queries) ListPlacementsByEnvironments(ctx context.Context, environmentIds []uuid.UUID) ([]Placement, error) {
+	rows, err := q.db.Query(ctx, listPlacementsByEnvironments, environmentIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Placement
+	for rows.Next() {
+		var i Placement
+		if err := rows.Scan(
+			&i.EnvironmentID,
+			&i.NodeID,
+			&i.Generation,
+			&i.State,
+			&i.CreatedAt,
+			&i.ReleasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listSessionsByAge = `-- name: ListSessionsByAge :many
 SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at FROM sessions s
-WHERE ($1::boolean
-       OR (s.created_at, s.id) > ($2::timestamptz, $3::uuid))
-  AND ($4::boolean
+WHERE (s.created_at, s.id) > ($1::timestamptz, $2::uuid)
+  AND ($3::boolean
        OR s.state <> 'delete_requested'
        OR EXISTS (SELECT 1 FROM environments e
                   JOIN allocations a ON a.environment_id = e.id
                   WHERE e.session_id = s.id AND a.state <> 'released'))
 ORDER BY s.created_at, s.id
-LIMIT $5
+LIMIT $4
 `
 
 type ListSessionsByAgeParams struct {
-	FirstPage      bool
 	AfterCreatedAt time.Time
 	AfterID        uuid.UUID
 	IncludeDeleted bool
@@ -174,12 +238,14 @@ type ListSessionsByAgeParams struct {
 }
 
 // ListSessionsByAge pages Sessions in creation order by (created_at, id)
-// (keyset): the rows after the cursor, or from the start when @first_page.
+// (keyset): the rows after the cursor; the zero cursor (year 1, the nil
+// id) is before every row, so the first page needs no other condition,
+// which would keep the planner from seeking the index to the cursor (an
+// OR here made every page scan the index from its start).
 // A deleted Session (deletion requested and no unreleased allocation left
 // for its Environment) is listed only with @include_deleted.
 func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgeParams) ([]Session, error) {
 	rows, err := q.db.Query(ctx, listSessionsByAge,
-		arg.FirstPage,
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.IncludeDeleted,
@@ -200,6 +266,59 @@ func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgePa
 			&i.RequestID,
 			&i.CreatedAt,
 			&i.DeleteRequestedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listUnreleasedAllocationsByEnvironments = `-- name: ListUnreleasedAllocationsByEnvironments :many
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at FROM allocations WHERE environment_id = ANY($1::uuid[]) AND state <> 'released'
+`
+
+func (q *Queries) ListUnreleasedAllocationsByEnvironments(ctx context.Context, environmentIds []uuid.UUID) ([]Allocation, error) {
+	rows, err := q.db.Query(ctx, listUnreleasedAllocationsByEnvironments, environmentIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Allocation
+	for rows.Next() {
+		var i Allocation
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Generation,
+			&i.CredentialDigest,
+			&i.DeviceID,
+			&i.State,
+			&i.CreateReceipt,
+			&i.CreateDispatchedAt,
+			&i.CreateSettled,
+			&i.AbsenceReceipt,
+			&i.BootstrapComplete,
+			&i.ProviderID,
+			&i.ComputePhase,
+			&i.Revision,
+			&i.CleanupRequestedAt,
+			&i.CleanupConfirmedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ReleasedAt,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
+			&i.ObservedAt,
+			&i.ObservedCompute,
+			&i.ObservedReason,
+			&i.KeepaliveAt,
+			&i.DeviceRevokedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -233,18 +352,6 @@ func (q *Queries) LockEnvironment(ctx context.Context, id uuid.UUID) (Environmen
 	return i, err
 }
 
-const lockPlacement = `-- name: LockPlacement :exec
-SELECT pg_advisory_xact_lock(7090199032657830256)
-`
-
-// LockPlacement takes the transaction-scoped advisory lock that serializes
-// every placement and capacity change (key: the ASCII of "berthcap"), so
-// two concurrent placements never both see the last free slot.
-func (q *Queries) LockPlacement(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, lockPlacement)
-	return err
-}
-
 const lockSession = `-- name: LockSession :one
 SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at FROM sessions WHERE id = $1 FOR UPDATE
 `
@@ -264,6 +371,20 @@ func (q *Queries) LockSession(ctx context.Context, id uuid.UUID) (Session, error
 		&i.DeleteRequestedAt,
 	)
 	return i, err
+}
+
+const lockSessionRequest = `-- name: LockSessionRequest :exec
+SELECT pg_advisory_xact_lock(1651733105, hashtext(CAST($1::uuid AS text)))
+`
+
+// LockSessionRequest takes the transaction-scoped advisory lock of one
+// CreateSession request id (class: the ASCII of "bsrq"; key: the id's
+// hash), so a retry that races the original waits for it and then finds
+// its rows. Requests with other ids do not wait: placement itself locks
+// only the chosen node's node_load row (ChoosePlacementNode).
+func (q *Queries) LockSessionRequest(ctx context.Context, requestID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, lockSessionRequest, requestID)
+	return err
 }
 
 const lockSessionShared = `-- name: LockSessionShared :one

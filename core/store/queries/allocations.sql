@@ -82,13 +82,13 @@ LIMIT @page_size;
 -- name: ListAllocationsByAge :many
 -- ListAllocationsByAge pages allocations in creation order by
 -- (created_at, id) (keyset), each with the Session its Environment serves:
--- the rows after the cursor, or from the start when @first_page. Released
+-- the rows after the cursor (the zero cursor is before every row, as in
+-- ListSessionsByAge). Released
 -- allocations are listed only with @include_released.
 SELECT sqlc.embed(a), e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
-WHERE (sqlc.arg(first_page)::boolean
-       OR (a.created_at, a.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid))
+WHERE (a.created_at, a.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid)
   AND (sqlc.arg(include_released)::boolean OR a.state <> 'released')
 ORDER BY a.created_at, a.id
 LIMIT @page_size;

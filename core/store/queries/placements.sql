@@ -10,33 +10,63 @@
 -- provided it holds fewer than @max_active and fewer than its reported
 -- capacity fits: reported CPU / @cpu_millis, memory / @memory_bytes and
 -- free disk / @disk_bytes sandboxes (a zero need bounds nothing). Ties go
--- to the lowest id. No row when none has room. Run it under LockPlacement.
+-- to the lowest id. No row when none has room.
+--
+-- What a node holds is node_load.held, which the database keeps exact in
+-- every transaction that inserts or releases a placement or an allocation
+-- (migration 0013): one row per node is read, not every held Environment
+-- of the installation. The chosen node's node_load row stays locked until
+-- the transaction ends (FOR UPDATE), and the placement's own insert
+-- raises its count in the same transaction, so two concurrent placements
+-- never both take a node's last free slot. Nodes whose row another
+-- placement holds locked right now are skipped (SKIP LOCKED), so
+-- concurrent creations spread over nodes instead of queueing on one;
+-- when that leaves no row, ChoosePlacementNodeWait decides.
 --
 -- max_retained is not counted here: nothing is retained (suspended with
 -- its storage kept) before suspension exists, so there is no retained row
 -- to count. When suspension lands, the retained allocations of a node
 -- (compute_phase recording a suspended incarnation, still unreleased) get
 -- their own count compared with the deployment's max_retained, both here
--- and in the suspended-to-restoring transition, under the same lock.
-SELECT n.id, count(h.environment_id)::bigint AS held
+-- and in the suspended-to-restoring transition, under the same row lock.
+SELECT n.id, h.held
 FROM nodes n
 JOIN node_presence p ON p.node_id = n.id
 JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
-LEFT JOIN (
-    SELECT node_id, environment_id FROM placements WHERE state <> 'released'
-    UNION
-    SELECT node_id, environment_id FROM allocations WHERE state <> 'released'
-) h ON h.node_id = n.id
+JOIN node_load h ON h.node_id = n.id
 WHERE n.state = 'enabled'
   AND p.connected AND p.ready AND p.generation = @generation::bigint
   AND p.reported_at > now() - interval '45 seconds'
-GROUP BY n.id, p.cpu_millis, p.memory_bytes, p.disk_free_bytes
-HAVING count(h.environment_id) < @max_active::bigint
-   AND count(h.environment_id) < coalesce(p.cpu_millis / nullif(@cpu_millis::bigint, 0), @max_active::bigint)
-   AND count(h.environment_id) < coalesce(p.memory_bytes / nullif(@memory_bytes::bigint, 0), @max_active::bigint)
-   AND count(h.environment_id) < coalesce(p.disk_free_bytes / nullif(@disk_bytes::bigint, 0), @max_active::bigint)
-ORDER BY count(h.environment_id), n.id
-LIMIT 1;
+  AND h.held < @max_active::bigint
+  AND h.held < coalesce(p.cpu_millis / nullif(@cpu_millis::bigint, 0), @max_active::bigint)
+  AND h.held < coalesce(p.memory_bytes / nullif(@memory_bytes::bigint, 0), @max_active::bigint)
+  AND h.held < coalesce(p.disk_free_bytes / nullif(@disk_bytes::bigint, 0), @max_active::bigint)
+ORDER BY h.held, n.id
+LIMIT 1
+FOR UPDATE OF h SKIP LOCKED;
+
+-- name: ChoosePlacementNodeWait :one
+-- ChoosePlacementNodeWait is ChoosePlacementNode waiting for the rows
+-- concurrent placements hold instead of skipping them: when every node
+-- with room is being placed on, it waits for them and re-checks each
+-- locked row's count once it is free (READ COMMITTED re-evaluates the
+-- conditions on the row's new version), so a node that filled up meanwhile
+-- is passed over and no creation is refused while a node still has room.
+SELECT n.id, h.held
+FROM nodes n
+JOIN node_presence p ON p.node_id = n.id
+JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
+JOIN node_load h ON h.node_id = n.id
+WHERE n.state = 'enabled'
+  AND p.connected AND p.ready AND p.generation = @generation::bigint
+  AND p.reported_at > now() - interval '45 seconds'
+  AND h.held < @max_active::bigint
+  AND h.held < coalesce(p.cpu_millis / nullif(@cpu_millis::bigint, 0), @max_active::bigint)
+  AND h.held < coalesce(p.memory_bytes / nullif(@memory_bytes::bigint, 0), @max_active::bigint)
+  AND h.held < coalesce(p.disk_free_bytes / nullif(@disk_bytes::bigint, 0), @max_active::bigint)
+ORDER BY h.held, n.id
+LIMIT 1
+FOR UPDATE OF h;
 
 -- name: CountNodeHeld :one
 -- CountNodeHeld counts the environments node @node_id holds: unreleased

@@ -1,8 +1,10 @@
--- name: LockPlacement :exec
--- LockPlacement takes the transaction-scoped advisory lock that serializes
--- every placement and capacity change (key: the ASCII of "berthcap"), so
--- two concurrent placements never both see the last free slot.
-SELECT pg_advisory_xact_lock(7090199032657830256);
+-- name: LockSessionRequest :exec
+-- LockSessionRequest takes the transaction-scoped advisory lock of one
+-- CreateSession request id (class: the ASCII of "bsrq"; key: the id's
+-- hash), so a retry that races the original waits for it and then finds
+-- its rows. Requests with other ids do not wait: placement itself locks
+-- only the chosen node's node_load row (ChoosePlacementNode).
+SELECT pg_advisory_xact_lock(1651733105, hashtext(CAST(sqlc.arg(request_id)::uuid AS text)));
 
 -- name: GetSessionByRequestID :one
 SELECT * FROM sessions WHERE request_id = @request_id;
@@ -40,12 +42,14 @@ SELECT * FROM environments WHERE session_id = @session_id;
 
 -- name: ListSessionsByAge :many
 -- ListSessionsByAge pages Sessions in creation order by (created_at, id)
--- (keyset): the rows after the cursor, or from the start when @first_page.
+-- (keyset): the rows after the cursor; the zero cursor (year 1, the nil
+-- id) is before every row, so the first page needs no other condition,
+-- which would keep the planner from seeking the index to the cursor (an
+-- OR here made every page scan the index from its start).
 -- A deleted Session (deletion requested and no unreleased allocation left
 -- for its Environment) is listed only with @include_deleted.
 SELECT s.* FROM sessions s
-WHERE (sqlc.arg(first_page)::boolean
-       OR (s.created_at, s.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid))
+WHERE (s.created_at, s.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid)
   AND (sqlc.arg(include_deleted)::boolean
        OR s.state <> 'delete_requested'
        OR EXISTS (SELECT 1 FROM environments e
@@ -74,3 +78,14 @@ SET state = @state, failure_code = sqlc.narg(failure_code),
     terminal_cause = @terminal_cause, terminated_at = coalesce(terminated_at, now())
 WHERE id = @id
 RETURNING *;
+
+-- name: ListEnvironmentsBySessions :many
+-- ListEnvironmentsBySessions reads the Environments of a page of Sessions
+-- at once (ListSessionsByAge's bundles), instead of one query per Session.
+SELECT * FROM environments WHERE session_id = ANY(@session_ids::uuid[]);
+
+-- name: ListPlacementsByEnvironments :many
+SELECT * FROM placements WHERE environment_id = ANY(@environment_ids::uuid[]);
+
+-- name: ListUnreleasedAllocationsByEnvironments :many
+SELECT * FROM allocations WHERE environment_id = ANY(@environment_ids::uuid[]) AND state <> 'released';

@@ -1,0 +1,135 @@
+package scale
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// row is one line of the table: a latency distribution (p50, p99), a
+// single value, or both.
+type row struct {
+	Measure string  `json:"measure"`
+	P50MS   float64 `json:"p50_ms,omitempty"`
+	P99MS   float64 `json:"p99_ms,omitempty"`
+	Samples int     `json:"samples,omitempty"`
+	Value   float64 `json:"value,omitempty"`
+	Unit    string  `json:"unit,omitempty"`
+	// Goal is the goal as text ("" when the measure has none); MeetsGoal
+	// is reported, never asserted.
+	Goal      string `json:"goal,omitempty"`
+	MeetsGoal *bool  `json:"meets_goal,omitempty"`
+}
+
+// latency is a row of samples' p50 and p99; goalP99 (0: none) is the goal
+// on p99.
+func latency(measure string, d []time.Duration, goalP99 time.Duration) row {
+	r := row{Measure: measure, P50MS: millis(percentile(d, 50)), P99MS: millis(percentile(d, 99)), Samples: len(d)}
+	if goalP99 > 0 {
+		ok := percentile(d, 99) < goalP99
+		r.Goal, r.MeetsGoal = "p99 < "+goalP99.String(), &ok
+	}
+	return r
+}
+
+// value is a row of one figure.
+func value(measure string, v float64, unit, goal string, meets *bool) row {
+	return row{Measure: measure, Value: v, Unit: unit, Goal: goal, MeetsGoal: meets}
+}
+
+func ptr(b bool) *bool { return &b }
+
+// percentile is the nearest-rank percentile p (0 < p <= 100) of samples.
+func percentile(samples []time.Duration, p float64) time.Duration {
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(rank, 1)-1]
+}
+
+func millis(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+// report is the JSON form of one run.
+type report struct {
+	Time     time.Time `json:"time"`
+	Machine  string    `json:"machine"`
+	Nodes    int       `json:"nodes"`
+	Seeded   int       `json:"seeded_allocations"`
+	Creates  int       `json:"creates"`
+	Clients  int       `json:"clients"`
+	Core     string    `json:"core"`
+	Elapsed  string    `json:"elapsed"`
+	Measures []row     `json:"measures"`
+}
+
+// printTable writes the one table.
+func printTable(w io.Writer, rep report) {
+	fmt.Fprintf(w, "\nBerth scale: %d simulated nodes, %d seeded allocations, %d CreateSession by %d clients; %s; %s\n\n",
+		rep.Nodes, rep.Seeded, rep.Creates, rep.Clients, rep.Core, rep.Machine)
+	width := len("measure")
+	for _, r := range rep.Measures {
+		width = max(width, len(r.Measure))
+	}
+	fmt.Fprintf(w, "%-*s  %10s  %10s  %16s  %-22s  %s\n", width, "measure", "p50", "p99", "value", "goal", "")
+	for _, r := range rep.Measures {
+		p50, p99, v := "-", "-", "-"
+		if r.Samples > 0 {
+			p50, p99 = fmt.Sprintf("%.2f ms", r.P50MS), fmt.Sprintf("%.2f ms", r.P99MS)
+		}
+		if r.Unit != "" {
+			v = strconv.FormatFloat(r.Value, 'f', 1, 64) + " " + r.Unit
+		} else if r.Samples > 0 {
+			v = fmt.Sprintf("n=%d", r.Samples)
+		}
+		verdict := ""
+		if r.MeetsGoal != nil {
+			verdict = "met"
+			if !*r.MeetsGoal {
+				verdict = "missed"
+			}
+		}
+		goal := r.Goal
+		if goal == "" {
+			goal = "-"
+		}
+		fmt.Fprintf(w, "%-*s  %10s  %10s  %16s  %-22s  %s\n", width, r.Measure, p50, p99, v, goal, verdict)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeJSON writes rep to path, creating its folder.
+func writeJSON(path string, rep report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// machine names the host: CPUs and memory.
+func machine() string {
+	mem := "?"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					mem = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs, %s", numCPU(), mem)
+}

@@ -1,0 +1,330 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/testenv"
+
+	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
+
+	"berth.dev/test/internal/stack"
+)
+
+func TestMain(m *testing.M) { stack.Main(m) }
+
+// config sizes one run.
+type config struct {
+	Nodes       int
+	Allocations int
+	Creates     int
+	Clients     int
+	// Reads is the number of samples of each admin read.
+	Reads int
+	// Settle is how long Core runs with the population before the
+	// measures; Steady the window over which its steady CPU is measured.
+	Settle, Steady time.Duration
+	// Defaults runs Core at its default intervals (the benchmark);
+	// otherwise at the tests' short ones (the smoke test).
+	Defaults bool
+}
+
+// Goals of issue 13, item P5: reported, never asserted.
+const (
+	goalScanP99      = 10 * time.Millisecond
+	goalCreateRate   = 500.0 // CreateSession per second
+	goalCoreRSSBytes = 300 << 20
+)
+
+// spec is the simulated deployment. max_active is the contract's maximum,
+// so that placement is bounded by it only far above the population.
+var spec = &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 1024, MaxRetained: 4}
+
+// run builds the whole scene and measures it.
+func run(t testing.TB, cfg config) report {
+	t.Helper()
+	start := time.Now()
+	ctx := context.Background()
+	c := stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true, stack.CoreOptions{Defaults: cfg.Defaults})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-core log:\n%s", c.Logs())
+		}
+	})
+	cc, actx := c.AdminClient(t)
+	inst := stack.InstallationID(t, actx, cc)
+	stack.CommitDockerDeployment(t, actx, cc, spec)
+	pool := openPool(t, c.DSN)
+	var gen int64
+	if err := pool.QueryRow(ctx, `SELECT max(generation) FROM deployment_generations`).Scan(&gen); err != nil {
+		t.Fatalf("committed generation: %v", err)
+	}
+
+	t0 := time.Now()
+	s := startSim(t, c, actx, cc, inst, cfg.Nodes, spec)
+	t.Logf("%d node agents enrolled and serving in %v", cfg.Nodes, time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	pop := seed(t, ctx, pool, s, cfg.Allocations, gen)
+	t.Logf("%d allocations seeded in %v", cfg.Allocations, time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	s.enableAll(t, actx, cc, c)
+	t.Logf("%d nodes enabled, connected and ready in %v", cfg.Nodes, time.Since(t0).Round(time.Millisecond))
+
+	pid := c.Cmd.Process.Pid
+	rssConnected, _ := procStatus(pid, "VmRSS")
+	time.Sleep(cfg.Settle)
+	cpu0, _ := procCPUSeconds(pid)
+	time.Sleep(cfg.Steady)
+	cpu1, _ := procCPUSeconds(pid)
+	steadyCores := (cpu1 - cpu0) / cfg.Steady.Seconds()
+
+	st := c.Store(t)
+	var rows []row
+	rows = append(rows, measureScan(t, ctx, st, s)...)
+
+	cpu0, _ = procCPUSeconds(pid)
+	createRows, created, wall := measureCreate(t, actx, adminv1.NewSessionServiceClient(cc), cfg)
+	cpu1, _ = procCPUSeconds(pid)
+	createCores := (cpu1 - cpu0) / wall.Seconds()
+	rows = append(rows, createRows...)
+
+	// Every created Session's Create reaches its node (the lifecycle
+	// workers, woken by the commit): the smoke test checks it.
+	t0 = time.Now()
+	deadline := time.Now().Add(time.Minute + time.Duration(created)*10*time.Millisecond)
+	for s.creates() < created && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := s.creates(); got != created {
+		t.Errorf("%d of %d created Sessions reached their node's adapter", got, created)
+	}
+	rows = append(rows, value("Creates at the nodes, after the last CreateSession", time.Since(t0).Seconds(), "s", "", nil))
+
+	rows = append(rows, measureReads(t, actx, adminv1.NewSessionServiceClient(cc), pop, cfg.Reads)...)
+
+	rows = append(rows, measureObservationAge(t, ctx, pool))
+
+	rss, _ := procStatus(pid, "VmRSS")
+	hwm, _ := procStatus(pid, "VmHWM")
+	threads, _ := procStatus(pid, "Threads")
+	rows = append(rows,
+		value("Core RSS, every node just connected", float64(rssConnected)/1024, "MiB", "< 300 MB", ptr(rssConnected*1024 < goalCoreRSSBytes)),
+		value("Core RSS at the end", float64(rss)/1024, "MiB", "< 300 MB", ptr(rss*1024 < goalCoreRSSBytes)),
+		value("Core peak RSS (VmHWM)", float64(hwm)/1024, "MiB", "< 300 MB", ptr(hwm*1024 < goalCoreRSSBytes)),
+		value("Core CPU, steady (population only)", steadyCores, "cores", "", nil),
+		value("Core CPU, during CreateSession", createCores, "cores", "", nil),
+		value("Core threads", float64(threads), "threads", "", nil),
+	)
+	coreDesc := "berth-core at its default intervals"
+	if !cfg.Defaults {
+		coreDesc = "berth-core at the tests' short intervals (smoke run)"
+	}
+	return report{
+		Time: start.UTC(), Machine: machine(), Nodes: cfg.Nodes, Seeded: cfg.Allocations, Creates: created,
+		Clients: cfg.Clients, Core: coreDesc, Elapsed: time.Since(start).Round(time.Second).String(), Measures: rows,
+	}
+}
+
+// measureScan times, for every node, the first page of each of the three
+// scans a lifecycle worker's pass runs (store.NodePageSize rows, the same
+// store methods and sqlc queries), against the live database while Core
+// runs; "pass" is the three together.
+func measureScan(t testing.TB, ctx context.Context, st *store.Store, s *sim) []row {
+	t.Helper()
+	var pending, allocs, observable, pass []time.Duration
+	for _, nd := range s.nodes {
+		t0 := time.Now()
+		if _, err := st.ListPendingForNode(ctx, nd.ID, uuid.Nil, store.NodePageSize); err != nil {
+			t.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := st.ListAllocationsForNode(ctx, nd.ID, uuid.Nil, store.NodePageSize); err != nil {
+			t.Fatal(err)
+		}
+		t2 := time.Now()
+		if _, err := st.ListObservableForNode(ctx, store.ObservableScan{
+			NodeID: nd.ID, Limit: store.NodePageSize, ObserveAfter: 6 * time.Second, KeepaliveAfter: 5 * time.Minute,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t3 := time.Now()
+		pending, allocs, observable = append(pending, t1.Sub(t0)), append(allocs, t2.Sub(t1)), append(observable, t3.Sub(t2))
+		pass = append(pass, t3.Sub(t0))
+	}
+	return []row{
+		latency("page scan: pending (ListPendingForNode)", pending, 0),
+		latency("page scan: allocations (ListAllocationsForNode)", allocs, 0),
+		latency("page scan: observable (ListObservableForNode)", observable, 0),
+		latency("page scan: a pass's three pages", pass, goalScanP99),
+	}
+}
+
+// measureCreate runs cfg.Creates CreateSession calls from cfg.Clients
+// concurrent clients through the admin API, each placing a new Session.
+func measureCreate(t testing.TB, ctx context.Context, api adminv1.SessionServiceClient, cfg config) ([]row, int, time.Duration) {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		next atomic.Int64
+	)
+	start := time.Now()
+	eg, ectx := errgroup.WithContext(ctx)
+	for range cfg.Clients {
+		eg.Go(func() error {
+			for next.Add(1) <= int64(cfg.Creates) {
+				t0 := time.Now()
+				_, err := api.CreateSession(ectx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
+				d := time.Since(t0)
+				if err != nil {
+					return fmt.Errorf("CreateSession: %w", err)
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	rate := float64(len(lat)) / wall.Seconds()
+	return []row{
+		latency("CreateSession latency", lat, 0),
+		value("CreateSession throughput", rate, "/s", fmt.Sprintf("≥ %.0f/s", goalCreateRate), ptr(rate >= goalCreateRate)),
+	}, len(lat), wall
+}
+
+// measureReads samples GetSession of random seeded Sessions, the first
+// page of ListSessions and pages further in (following page tokens), each
+// n times, one call at a time.
+func measureReads(t testing.TB, ctx context.Context, api adminv1.SessionServiceClient, pop seeded, n int) []row {
+	t.Helper()
+	var get, first, deeper []time.Duration
+	for range n {
+		id := pop.sessions[rand.IntN(len(pop.sessions))]
+		t0 := time.Now()
+		if _, err := api.GetSession(ctx, &adminv1.GetSessionRequest{Name: "sessions/" + id.String()}); err != nil {
+			t.Fatalf("GetSession: %v", err)
+		}
+		get = append(get, time.Since(t0))
+	}
+	token := ""
+	for range n {
+		t0 := time.Now()
+		resp, err := api.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 100, PageToken: token})
+		if err != nil {
+			t.Fatalf("ListSessions: %v", err)
+		}
+		if token == "" {
+			first = append(first, time.Since(t0))
+		} else {
+			deeper = append(deeper, time.Since(t0))
+		}
+		token = resp.GetNextPageToken()
+	}
+	return []row{
+		latency("admin GetSession", get, 0),
+		latency("admin ListSessions (100), first page", first, 0),
+		latency("admin ListSessions (100), next pages", deeper, 0),
+	}
+}
+
+// measureObservationAge reads, from Core's database, how old the last
+// observation of every running allocation is right now: the lifecycle
+// workers' observation scans bound it by the observe period (10 s at
+// Core's defaults) while they keep up.
+func measureObservationAge(t testing.TB, ctx context.Context, pool *pgxpool.Pool) row {
+	t.Helper()
+	var p50, p99 float64
+	var n int
+	if err := pool.QueryRow(ctx, `
+		SELECT coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY age), 0),
+		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY age), 0), count(*)
+		FROM (SELECT extract(epoch FROM now() - observed_at) * 1000 AS age
+		      FROM allocations WHERE state = 'running' AND observed_at IS NOT NULL) a`).Scan(&p50, &p99, &n); err != nil {
+		t.Fatalf("observation age: %v", err)
+	}
+	ok := p99 <= 10000
+	return row{Measure: "age of the last observation (running)", P50MS: p50, P99MS: p99, Samples: n,
+		Goal: "≤ 10 s (observe period)", MeetsGoal: &ok}
+}
+
+// envInt reads a positive integer from the environment, def when unset.
+func envInt(t testing.TB, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// BenchmarkScale is `make bench-scale`: BERTH_SCALE_NODES simulated node
+// agents (default 1000), BERTH_SCALE_ALLOCATIONS seeded allocations
+// (default 100000), BERTH_SCALE_CREATES CreateSession calls (default
+// 5000) from BERTH_SCALE_CLIENTS clients (default 32), against a
+// berth-core at its default settings. It prints the table and writes it as
+// JSON to BERTH_SCALE_JSON (default .run/scale.json in the repository).
+// Run it once (-benchtime 1x): the samples are its own, not b.N.
+func BenchmarkScale(b *testing.B) {
+	cfg := config{
+		Nodes:       envInt(b, "BERTH_SCALE_NODES", 1000),
+		Allocations: envInt(b, "BERTH_SCALE_ALLOCATIONS", 100000),
+		Creates:     envInt(b, "BERTH_SCALE_CREATES", 5000),
+		Clients:     envInt(b, "BERTH_SCALE_CLIENTS", 32),
+		Reads:       envInt(b, "BERTH_SCALE_READS", 200),
+		Settle:      15 * time.Second,
+		Steady:      20 * time.Second,
+		Defaults:    true,
+	}
+	rep := run(b, cfg)
+	printTable(os.Stdout, rep)
+	path := os.Getenv("BERTH_SCALE_JSON")
+	if path == "" {
+		path = filepath.Join(stack.RepoRoot(), ".run", "scale.json")
+	}
+	if err := writeJSON(path, rep); err != nil {
+		b.Fatalf("write %s: %v", path, err)
+	}
+	b.Logf("wrote %s", path)
+}
+
+// TestScaleSmoke runs the whole simulation small (5 nodes, 200 seeded
+// allocations, 50 CreateSession calls) with Core at the tests' short
+// intervals, so that the benchmark cannot rot. It asserts nothing about
+// time; it checks that every created Session's Create reached its node.
+func TestScaleSmoke(t *testing.T) {
+	testenv.SkipShort(t, "PostgreSQL")
+	rep := run(t, config{
+		Nodes: 5, Allocations: 200, Creates: 50, Clients: 4, Reads: 10,
+		Settle: time.Second, Steady: time.Second,
+	})
+	var w strings.Builder
+	printTable(&w, rep)
+	t.Log(w.String())
+	if err := writeJSON(filepath.Join(t.TempDir(), "scale.json"), rep); err != nil {
+		t.Errorf("writeJSON: %v", err)
+	}
+}
