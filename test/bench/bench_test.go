@@ -37,7 +37,7 @@ func BenchmarkBerth(b *testing.B) {
 	}
 	b.Logf("wrote %s", path)
 	for _, r := range rows {
-		b.ReportMetric(r.Ratio, r.ID+"-ratio")
+		b.ReportMetric(r.metric())
 	}
 }
 
@@ -63,5 +63,12 @@ func TestBenchSmoke(t *testing.T) {
 	t.Log(w.String())
 	if err := writeJSON(filepath.Join(t.TempDir(), "bench.json"), rep); err != nil {
 		t.Errorf("writeJSON: %v", err)
+	}
+	// What BenchmarkBerth reports: units without white space, or
+	// testing.B panics.
+	for _, r := range rows {
+		if _, unit := r.metric(); strings.ContainsAny(unit, " \t") {
+			t.Errorf("%s: metric unit %q", r.ID, unit)
+		}
 	}
 }

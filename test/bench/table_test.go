@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,6 +89,16 @@ func (r *row) summarize() {
 		r.DockerCLIMedianMS = millis(percentile(r.cli, 50))
 	}
 	r.BerthMS, r.BaselineMS = allMillis(r.berth), allMillis(r.baseline)
+}
+
+// metric is the row's figure for testing.B.ReportMetric, whose units
+// take no white space: the ratio, or a bound row's p99 in milliseconds.
+func (r *row) metric() (float64, string) {
+	id := strings.ReplaceAll(r.ID, " ", "-")
+	if r.Kind == bound {
+		return r.BerthP99MS, id + "-p99-ms"
+	}
+	return r.Ratio, id + "-ratio"
 }
 
 // percentile is the nearest-rank percentile p (0 < p <= 100) of samples;
