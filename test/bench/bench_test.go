@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"berth.dev/test/internal/benchstat"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +34,7 @@ func BenchmarkBerth(b *testing.B) {
 	if path == "" {
 		path = filepath.Join(stack.RepoRoot(), ".run", "bench.json")
 	}
-	if err := writeJSON(path, rep); err != nil {
+	if err := benchstat.WriteJSON(path, rep); err != nil {
 		b.Fatalf("write %s: %v", path, err)
 	}
 	b.Logf("wrote %s", path)
@@ -61,7 +63,7 @@ func TestBenchSmoke(t *testing.T) {
 	var w strings.Builder
 	printTable(&w, rep)
 	t.Log(w.String())
-	if err := writeJSON(filepath.Join(t.TempDir(), "bench.json"), rep); err != nil {
+	if err := benchstat.WriteJSON(filepath.Join(t.TempDir(), "bench.json"), rep); err != nil {
 		t.Errorf("writeJSON: %v", err)
 	}
 	// What BenchmarkBerth reports: units without white space, or

@@ -1,15 +1,11 @@
 package bench
 
 import (
-	"encoding/json"
+	"berth.dev/test/internal/benchstat"
+
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -69,9 +65,9 @@ func (r *row) add(berth, baseline, cli time.Duration) {
 
 // summarize fills the figures from the samples.
 func (r *row) summarize() {
-	r.BerthMedianMS = millis(percentile(r.berth, 50))
-	r.BerthP99MS = millis(percentile(r.berth, 99))
-	r.BaselineMedianMS = millis(percentile(r.baseline, 50))
+	r.BerthMedianMS = benchstat.Millis(benchstat.Percentile(r.berth, 50))
+	r.BerthP99MS = benchstat.Millis(benchstat.Percentile(r.berth, 99))
+	r.BaselineMedianMS = benchstat.Millis(benchstat.Percentile(r.baseline, 50))
 	switch r.Kind {
 	case throughput:
 		r.Ratio = r.BaselineMedianMS / r.BerthMedianMS
@@ -86,7 +82,7 @@ func (r *row) summarize() {
 		r.MeetsGoal = r.Ratio <= r.Goal
 	}
 	if len(r.cli) > 0 {
-		r.DockerCLIMedianMS = millis(percentile(r.cli, 50))
+		r.DockerCLIMedianMS = benchstat.Millis(benchstat.Percentile(r.cli, 50))
 	}
 	r.BerthMS, r.BaselineMS = allMillis(r.berth), allMillis(r.baseline)
 }
@@ -101,27 +97,10 @@ func (r *row) metric() (float64, string) {
 	return r.Ratio, id + "-ratio"
 }
 
-// percentile is the nearest-rank percentile p (0 < p <= 100) of samples;
-// the median of an even count is the mean of the two middle samples.
-func percentile(samples []time.Duration, p float64) time.Duration {
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if p == 50 && len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[max(rank, 1)-1]
-}
-
-func millis(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
-
 func allMillis(d []time.Duration) []float64 {
 	out := make([]float64, len(d))
 	for i, v := range d {
-		out[i] = millis(v)
+		out[i] = benchstat.Millis(v)
 	}
 	return out
 }
@@ -173,45 +152,6 @@ func printTable(w io.Writer, rep report) {
 	}
 	fmt.Fprintln(w, "  docker CLI: the same exec through `docker exec`, for reference only (never a ratio's denominator)")
 	fmt.Fprintln(w)
-}
-
-// writeJSON writes rep to path, creating its folder.
-func writeJSON(path string, rep report) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
-// TestPercentile: the median of an even count is the mean of the middle
-// two, p99 is the nearest rank (the maximum below 100 samples).
-func TestPercentile(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		out := make([]time.Duration, len(v))
-		for i, x := range v {
-			out[i] = time.Duration(x) * time.Millisecond
-		}
-		return out
-	}
-	for _, c := range []struct {
-		samples []time.Duration
-		p       float64
-		want    time.Duration
-	}{
-		{ms(3, 1, 2), 50, 2 * time.Millisecond},
-		{ms(4, 1, 3, 2), 50, 2500 * time.Microsecond},
-		{ms(5), 99, 5 * time.Millisecond},
-		{ms(9, 1, 5, 7, 3), 99, 9 * time.Millisecond},
-		{nil, 50, 0},
-	} {
-		if got := percentile(c.samples, c.p); got != c.want {
-			t.Errorf("percentile(%v, %v) = %v, want %v", c.samples, c.p, got, c.want)
-		}
-	}
 }
 
 // coreSettings names what Core ran with, for the report.

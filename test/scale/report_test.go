@@ -1,16 +1,14 @@
 package scale
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"berth.dev/test/internal/benchstat"
 )
 
 // row is one line of the table: a latency distribution (p50, p99), a
@@ -31,9 +29,9 @@ type row struct {
 // latency is a row of samples' p50 and p99; goalP99 (0: none) is the goal
 // on p99.
 func latency(measure string, d []time.Duration, goalP99 time.Duration) row {
-	r := row{Measure: measure, P50MS: millis(percentile(d, 50)), P99MS: millis(percentile(d, 99)), Samples: len(d)}
+	r := row{Measure: measure, P50MS: benchstat.Millis(benchstat.Percentile(d, 50)), P99MS: benchstat.Millis(benchstat.Percentile(d, 99)), Samples: len(d)}
 	if goalP99 > 0 {
-		ok := percentile(d, 99) < goalP99
+		ok := benchstat.Percentile(d, 99) < goalP99
 		r.Goal, r.MeetsGoal = "p99 < "+goalP99.String(), &ok
 	}
 	return r
@@ -45,19 +43,6 @@ func value(measure string, v float64, unit, goal string, meets *bool) row {
 }
 
 func ptr(b bool) *bool { return &b }
-
-// percentile is the nearest-rank percentile p (0 < p <= 100) of samples.
-func percentile(samples []time.Duration, p float64) time.Duration {
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[max(rank, 1)-1]
-}
-
-func millis(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
 // report is the JSON form of one run.
 type report struct {
@@ -105,18 +90,6 @@ func printTable(w io.Writer, rep report) {
 		fmt.Fprintf(w, "%-*s  %10s  %10s  %16s  %-22s  %s\n", width, r.Measure, p50, p99, v, goal, verdict)
 	}
 	fmt.Fprintln(w)
-}
-
-// writeJSON writes rep to path, creating its folder.
-func writeJSON(path string, rep report) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 // machine names the host: CPUs and memory.

@@ -1,6 +1,8 @@
 package scale
 
 import (
+	"berth.dev/test/internal/benchstat"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -305,7 +307,7 @@ func BenchmarkScale(b *testing.B) {
 	if path == "" {
 		path = filepath.Join(stack.RepoRoot(), ".run", "scale.json")
 	}
-	if err := writeJSON(path, rep); err != nil {
+	if err := benchstat.WriteJSON(path, rep); err != nil {
 		b.Fatalf("write %s: %v", path, err)
 	}
 	b.Logf("wrote %s", path)
@@ -324,7 +326,7 @@ func TestScaleSmoke(t *testing.T) {
 	var w strings.Builder
 	printTable(&w, rep)
 	t.Log(w.String())
-	if err := writeJSON(filepath.Join(t.TempDir(), "scale.json"), rep); err != nil {
+	if err := benchstat.WriteJSON(filepath.Join(t.TempDir(), "scale.json"), rep); err != nil {
 		t.Errorf("writeJSON: %v", err)
 	}
 }

@@ -1,0 +1,45 @@
+// Package benchstat is what the benchmarks (test/bench, test/scale) share:
+// percentiles of timed samples in milliseconds and the JSON file a run's
+// table is written to, so that both reports compute a p50 or a p99 the
+// same way.
+package benchstat
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Percentile is the nearest-rank percentile p (0 < p <= 100) of samples;
+// the median of an even count is the mean of the two middle samples. No
+// samples give 0.
+func Percentile(samples []time.Duration, p float64) time.Duration {
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if p == 50 && len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(rank, 1)-1]
+}
+
+// Millis is d in milliseconds, to the microsecond.
+func Millis(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+// WriteJSON writes v, indented, to path, creating its folder.
+func WriteJSON(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
