@@ -26,12 +26,14 @@
 //
 //   - I6: every Session a fault touched ends ACTIVE (its allocation ACTIVE
 //     with its Create settled) or FAILED with a recorded failure code
-//     within its deadline after the repair (requireOutcomes: Core, node
-//     agent and PostgreSQL crashes, a cut Core-node path). It does not hold
-//     yet where a fault leaves a Create unsettled on the engine (an engine
-//     restart during creates, a foreign container taking the names): those
-//     Sessions stay CREATING until deleted, so those scenarios only log
-//     their outcomes (reportOutcomes) until issue 14 fixes it.
+//     within its deadline after the repair (requireOutcomes: a Core
+//     crash, a PostgreSQL crash, a cut Core-node path). It does not hold
+//     yet where a fault leaves a Create unsettled on the engine (a
+//     container created and never started because the node agent was
+//     killed or the engine restarted during the Create, a foreign
+//     container taking the names): those Sessions stay CREATING until
+//     deleted, so those scenarios only log their outcomes (reportOutcomes)
+//     until issue 14 fixes it.
 //
 // Issue 12's scenarios check, besides I1-I3, what Core reports and keeps
 // (their violations are named placement, observation and retention):
