@@ -33,7 +33,8 @@ func TestCoreKilledBeforeCreate(t *testing.T) {
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (Core restart, lease expiry included, to a probe Session ACTIVE): %v", r.recovery)
 		// An allocation whose Create was claimed before the kill is only
-		// observed afterwards (never replayed): it may stay CREATING.
+		// observed afterwards (never replayed); the node agent finished
+		// the Create, so that observation settles it (I6 below).
 		got := c.waitActive(names, repaired, 10*time.Second)
 		t.Logf("%d of %d interrupted Sessions became ACTIVE", len(got), len(names))
 		requireOutcomes(t, c, names, activeDeadline)
