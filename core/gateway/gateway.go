@@ -46,8 +46,8 @@ const (
 	recordTimeout = 10 * time.Second
 	// revocationDrain bounds how long a revoked connection stays open for
 	// the result of its cancelled Turn (from the Turn's
-	// cancel_requested_at).
-	revocationDrain = 20 * time.Second
+	// cancel_requested_at); the lifecycle worker holds the Kill that long.
+	revocationDrain = store.CancelDrain
 	maxCredential   = 512
 )
 

@@ -56,7 +56,10 @@
 //     requested in the same transaction that revokes its device, records
 //     the Environment's end, settles its queued Turns and requests
 //     cancellation of the running one (store.Termination), so the worker
-//     kills only what that transaction handed over.
+//     kills only what that transaction handed over; and not before the
+//     running Turn's Runtime has reported the cancelled result or
+//     store.CancelDrain has passed since the request (CancelDraining), so
+//     the Kill does not make a cancelled Turn unconfirmed.
 //   - Every store write is fenced by Core's owner epoch (the Store is bound
 //     with store.Store.AsOwner): once another Core holds the execution
 //     lease a write is store.ErrSuperseded, and the pass stops there.
@@ -146,6 +149,7 @@ type Store interface {
 	RecordCreateOutcome(ctx context.Context, attempt store.CreateAttempt, o store.CreateOutcome) (store.Allocation, error)
 	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
 	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
+	CancelDraining(ctx context.Context, id uuid.UUID) (bool, error)
 	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
 	ListObservableForNode(ctx context.Context, sc store.ObservableScan) ([]store.Observable, error)
 	RecordObservation(ctx context.Context, p store.RecordObservationParams) (store.Allocation, error)
@@ -486,6 +490,13 @@ func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store
 	if a.State != store.AllocationCleanupConfirmed || !a.CreationSettled() {
 		var killErr error
 		if a.CreateDispatchedAt != nil {
+			// Terminal cleanup asked the Session's running Turn to cancel:
+			// its Runtime may still report the result (store.CancelDrain),
+			// which a Kill now would cut off, leaving the Turn unconfirmed.
+			// A later pass kills.
+			if draining, err := w.cfg.Store.CancelDraining(ctx, a.ID); err != nil || draining {
+				return err
+			}
 			callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 			killErr = p.Kill(callCtx, a.Reference())
 			cancel()

@@ -110,6 +110,26 @@ func (s *Store) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, er
 	return allocationFromRow(row), nil
 }
 
+// CancelDrain is how long, from a Turn's cancel_requested_at, terminal
+// cleanup waits for its Runtime to report the cancelled Turn's result: the
+// gateway keeps a revoked connection open that long (its drain), and the
+// lifecycle worker does not Kill the compute meanwhile (CancelDraining), so
+// the Kill that follows terminal cleanup does not cut the result off and
+// leave the Turn unconfirmed. A Runtime that does not answer in time is
+// killed all the same.
+const CancelDrain = 20 * time.Second
+
+// CancelDraining reports whether allocation id's Session has a running
+// Turn whose cancellation was requested less than CancelDrain ago by the
+// database clock: its result may still arrive, so Kill waits.
+func (s *Store) CancelDraining(ctx context.Context, id uuid.UUID) (bool, error) {
+	draining, err := s.q.AllocationCancelDraining(ctx, db.AllocationCancelDrainingParams{ID: id, DrainSeconds: int32(CancelDrain / time.Second)})
+	if err != nil {
+		return false, wrap("cancel draining", err)
+	}
+	return draining, nil
+}
+
 // Bounds of a sealed device credential (AES-256-GCM, see core/secrets).
 const (
 	sealNonceLen        = 12

@@ -237,3 +237,27 @@ func TestTerminateExpiredEnvironment(t *testing.T) {
 		t.Fatalf("environment = %+v", got.Environment)
 	}
 }
+
+// TestCancelDrainingHoldsTheKill: after terminal cleanup the allocation is
+// draining while its running Turn's cancellation is unanswered, and stops
+// draining once the Runtime reports the cancelled result, so the worker's
+// Kill waits for that result (or store.CancelDrain) and not longer.
+func TestCancelDrainingHoldsTheKill(t *testing.T) {
+	st, ctx := ownedStore(t)
+	f := newTerminalFixture(t, ctx, st)
+	draining, err := st.CancelDraining(ctx, f.b.Allocation.ID)
+	must(t, err)
+	if draining {
+		t.Fatal("draining before any cancellation was requested")
+	}
+	_, err = st.RequestSessionDeletion(ctx, f.b.Session.ID)
+	must(t, err)
+	if draining, err = st.CancelDraining(ctx, f.b.Allocation.ID); err != nil || !draining {
+		t.Fatalf("after terminal cleanup with a running Turn: draining %v, %v; want true", draining, err)
+	}
+	_, err = st.FinishTurn(ctx, f.running, f.conn, store.TurnResult{State: store.TurnCancelled})
+	must(t, err)
+	if draining, err = st.CancelDraining(ctx, f.b.Allocation.ID); err != nil || draining {
+		t.Fatalf("after the cancelled result: draining %v, %v; want false", draining, err)
+	}
+}

@@ -13,6 +13,34 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const allocationCancelDraining = `-- name: AllocationCancelDraining :one
+SELECT EXISTS (
+    SELECT 1
+    FROM allocations a
+    JOIN environments e ON e.id = a.environment_id
+    JOIN turns t ON t.session_id = e.session_id
+    WHERE a.id = $1
+      AND t.state = 'running'
+      AND t.cancel_requested_at > now() - make_interval(secs => $2::integer)
+)
+`
+
+type AllocationCancelDrainingParams struct {
+	ID           uuid.UUID
+	DrainSeconds int32
+}
+
+// AllocationCancelDraining reports whether the Session of the allocation
+// has a running Turn whose cancellation was requested less than
+// drain_seconds ago by the database clock: terminal cleanup asked its
+// Runtime to cancel, and the result may still arrive (CancelDrain).
+func (q *Queries) AllocationCancelDraining(ctx context.Context, arg AllocationCancelDrainingParams) (bool, error) {
+	row := q.db.QueryRow(ctx, allocationCancelDraining, arg.ID, arg.DrainSeconds)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const claimCreate = `-- name: ClaimCreate :one
 UPDATE allocations
 SET state = 'create_dispatched', create_dispatched_at = now(),

@@ -151,3 +151,18 @@ SET device_revoked_at = coalesce(device_revoked_at, now()),
     updated_at = CASE WHEN device_revoked_at IS NULL THEN now() ELSE updated_at END
 WHERE environment_id = @environment_id AND state <> 'released'
 RETURNING id;
+
+-- name: AllocationCancelDraining :one
+-- AllocationCancelDraining reports whether the Session of the allocation
+-- has a running Turn whose cancellation was requested less than
+-- drain_seconds ago by the database clock: terminal cleanup asked its
+-- Runtime to cancel, and the result may still arrive (CancelDrain).
+SELECT EXISTS (
+    SELECT 1
+    FROM allocations a
+    JOIN environments e ON e.id = a.environment_id
+    JOIN turns t ON t.session_id = e.session_id
+    WHERE a.id = @id
+      AND t.state = 'running'
+      AND t.cancel_requested_at > now() - make_interval(secs => @drain_seconds::integer)
+);
