@@ -16,13 +16,14 @@ import (
 
 func TestMain(m *testing.M) { stack.Main(m) }
 
-// BenchmarkBerth runs P1, P2 and P3 BERTH_BENCH_SAMPLES times each (default
-// 20) against a berth-core at its default settings, prints the table and
+// BenchmarkBerth runs P1-P4 BERTH_BENCH_SAMPLES times each (default 20) and
+// P6 at most 5 times per fault against a berth-core at its default
+// settings, prints the table and
 // writes it as JSON to BERTH_BENCH_JSON (default .run/bench.json in the
 // repository). Run it with `make bench`, once (-benchtime 1x): the samples
 // are its own, not b.N.
 func BenchmarkBerth(b *testing.B) {
-	samples := samplesFromEnv(b, os.Getenv)
+	samples := benchstat.EnvInt(b, "BERTH_BENCH_SAMPLES", 20)
 	start := time.Now()
 	rows := measure(b, samples, true)
 	for _, r := range rows {
@@ -30,14 +31,7 @@ func BenchmarkBerth(b *testing.B) {
 	}
 	rep := report{Time: start.UTC(), Samples: samples, Core: coreSettings(true), Measures: rows}
 	printTable(os.Stdout, rep)
-	path := os.Getenv("BERTH_BENCH_JSON")
-	if path == "" {
-		path = filepath.Join(stack.RepoRoot(), ".run", "bench.json")
-	}
-	if err := benchstat.WriteJSON(path, rep); err != nil {
-		b.Fatalf("write %s: %v", path, err)
-	}
-	b.Logf("wrote %s", path)
+	benchstat.Save(b, "BERTH_BENCH_JSON", filepath.Join(stack.RepoRoot(), ".run", "bench.json"), rep)
 	for _, r := range rows {
 		b.ReportMetric(r.metric())
 	}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -422,16 +421,3 @@ func measure(t testing.TB, samples int, defaults bool) []*row {
 // p6Samples caps P6's samples per fault: a stopped or cut-off node costs
 // a keepalive timeout and a reconnection each.
 const p6Samples = 5
-
-// samplesFromEnv is BERTH_BENCH_SAMPLES, default 20.
-func samplesFromEnv(t testing.TB, getenv func(string) string) int {
-	v := getenv("BERTH_BENCH_SAMPLES")
-	if v == "" {
-		return 20
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("BERTH_BENCH_SAMPLES=%q: want a positive number", v)
-	}
-	return n
-}

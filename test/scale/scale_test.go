@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,20 +268,6 @@ func measureObservationAge(t testing.TB, ctx context.Context, pool *pgxpool.Pool
 		Goal: "≤ 10 s (observe period)", MeetsGoal: &ok}
 }
 
-// envInt reads a positive integer from the environment, def when unset.
-func envInt(t testing.TB, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
 // BenchmarkScale is `make bench-scale`: BERTH_SCALE_NODES simulated node
 // agents (default 1000), BERTH_SCALE_ALLOCATIONS seeded allocations
 // (default 100000), BERTH_SCALE_CREATES CreateSession calls (default
@@ -292,25 +277,18 @@ func envInt(t testing.TB, name string, def int) int {
 // Run it once (-benchtime 1x): the samples are its own, not b.N.
 func BenchmarkScale(b *testing.B) {
 	cfg := config{
-		Nodes:       envInt(b, "BERTH_SCALE_NODES", 1000),
-		Allocations: envInt(b, "BERTH_SCALE_ALLOCATIONS", 100000),
-		Creates:     envInt(b, "BERTH_SCALE_CREATES", 5000),
-		Clients:     envInt(b, "BERTH_SCALE_CLIENTS", 32),
-		Reads:       envInt(b, "BERTH_SCALE_READS", 200),
+		Nodes:       benchstat.EnvInt(b, "BERTH_SCALE_NODES", 1000),
+		Allocations: benchstat.EnvInt(b, "BERTH_SCALE_ALLOCATIONS", 100000),
+		Creates:     benchstat.EnvInt(b, "BERTH_SCALE_CREATES", 5000),
+		Clients:     benchstat.EnvInt(b, "BERTH_SCALE_CLIENTS", 32),
+		Reads:       benchstat.EnvInt(b, "BERTH_SCALE_READS", 200),
 		Settle:      15 * time.Second,
 		Steady:      20 * time.Second,
 		Defaults:    true,
 	}
 	rep := run(b, cfg)
 	printTable(os.Stdout, rep)
-	path := os.Getenv("BERTH_SCALE_JSON")
-	if path == "" {
-		path = filepath.Join(stack.RepoRoot(), ".run", "scale.json")
-	}
-	if err := benchstat.WriteJSON(path, rep); err != nil {
-		b.Fatalf("write %s: %v", path, err)
-	}
-	b.Logf("wrote %s", path)
+	benchstat.Save(b, "BERTH_SCALE_JSON", filepath.Join(stack.RepoRoot(), ".run", "scale.json"), rep)
 }
 
 // TestScaleSmoke runs the whole simulation small (5 nodes, 200 seeded

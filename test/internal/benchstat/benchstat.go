@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"testing"
 	"time"
 )
 
@@ -31,6 +33,35 @@ func Percentile(samples []time.Duration, p float64) time.Duration {
 
 // Millis is d in milliseconds, to the microsecond.
 func Millis(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+// EnvInt is the positive integer in the environment variable name, def
+// when it is unset; anything else fails the benchmark.
+func EnvInt(tb testing.TB, name string, def int) int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// Save writes a run's report v as JSON to the path in the environment
+// variable env, or to fallback when it is unset, and says where.
+func Save(tb testing.TB, env, fallback string, v any) {
+	tb.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		path = fallback
+	}
+	if err := WriteJSON(path, v); err != nil {
+		tb.Fatalf("write %s: %v", path, err)
+	}
+	tb.Logf("wrote %s", path)
+}
 
 // WriteJSON writes v, indented, to path, creating its folder.
 func WriteJSON(path string, v any) error {
