@@ -261,3 +261,21 @@ func TestCancelDrainingHoldsTheKill(t *testing.T) {
 		t.Fatalf("after the cancelled result: draining %v, %v; want false", draining, err)
 	}
 }
+
+// TestCancelDrainingEnds: a Runtime that never answers the cancellation
+// (its node gone, the Runtime stuck) holds the Kill only for CancelDrain
+// by the database clock; after that the compute is killed all the same.
+func TestCancelDrainingEnds(t *testing.T) {
+	st, ctx := ownedStore(t)
+	f := newTerminalFixture(t, ctx, st)
+	_, err := st.RequestSessionDeletion(ctx, f.b.Session.ID)
+	must(t, err)
+	// The request as if made CancelDrain and a second ago.
+	_, err = st.Pool().Exec(ctx, `UPDATE turns SET cancel_requested_at = now() - make_interval(secs => $2) WHERE id = $1`,
+		f.running, store.CancelDrain.Seconds()+1)
+	must(t, err)
+	if draining, err := st.CancelDraining(ctx, f.b.Allocation.ID); err != nil || draining {
+		t.Fatalf("a cancellation older than CancelDrain: draining %v, %v; want false", draining, err)
+	}
+	wantTurn(t, ctx, st, f.running, store.TurnRunning, "")
+}
