@@ -370,8 +370,8 @@ func TestLostCreateSettlesByTombstoneReceiptAfterDeletion(t *testing.T) {
 	if len(n.srv.Containers()) != 0 || len(n.srv.Volumes()) != 2 {
 		t.Fatalf("the lost Create left %d containers and %d volumes, want its two volumes", len(n.srv.Containers()), len(n.srv.Volumes()))
 	}
-	// A live Session's unknown creation is only observed: nothing kills it
-	// to settle it.
+	// A live Session's unknown creation is only observed until
+	// CreateAbandonAfter (a minute here): nothing kills it to settle it.
 	if c := count(n.srv, dockertest.CallContainerRemove) + count(n.srv, dockertest.CallVolumeRemove); c != 0 {
 		t.Fatalf("%d removals before deletion", c)
 	}

@@ -28,10 +28,19 @@
 //     Kill that removed a container proves nothing by itself. A cleanup
 //     whose Create was never sent (never claimed) sends no Kill: nothing
 //     of the fresh Reference exists or ever will.
-//   - An unknown creation of a live Session is only observed, never killed
-//     to settle it: Kill is terminal cleanup, which follows deletion
-//     (below), and the Create may still turn out running. Such an
-//     allocation keeps its reservation until the Session is deleted.
+//   - An unknown creation of a live Session is observed, and killed only
+//     once abandoned: when it has stayed unknown (not observed running)
+//     for CreateAbandonAfter since its dispatch by the database clock
+//     (store.AbandonCreate: the allocation's device is revoked and its
+//     cleanup requested in one transaction). The cleanup then settles the
+//     attempt as it settles a deleted Session's (below), and the release
+//     keeps the Environment's reservation, so the pending scan gives it a
+//     new allocation; after store.MaxCreateAttempts attempts without
+//     compute the Environment is recorded failed (create_failed) instead.
+//     Abandoning is no proof of failure: the abandoned attempt counts
+//     only once cleanup settled it, and a Create that would still have
+//     turned out running is lost, not mistaken for absent. Before
+//     abandonment the allocation keeps its reservation.
 //   - Every provider call gets a bounded context; no database transaction
 //     is held across a provider call (each store call is its own).
 //   - A dispatched Create's outcome is recorded even when the pass's context
@@ -148,6 +157,7 @@ type Store interface {
 	ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (store.Allocation, error)
 	RecordCreateOutcome(ctx context.Context, attempt store.CreateAttempt, o store.CreateOutcome) (store.Allocation, error)
 	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
+	AbandonCreate(ctx context.Context, id uuid.UUID, revision int64, after time.Duration) (store.Allocation, bool, error)
 	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
 	CancelDraining(ctx context.Context, id uuid.UUID) (bool, error)
 	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
@@ -163,6 +173,13 @@ const (
 	// (core/daemon.DefaultLifecycleInterval says why); a Config that leaves
 	// Interval zero gets the same.
 	DefaultInterval = 2 * time.Second
+	// DefaultCreateAbandonAfter is how long a Create's outcome may stay
+	// unknown before the worker abandons it (store.AbandonCreate). A
+	// Create takes about a second on the reference machine; a minute
+	// leaves room for a slow engine and for a node agent's reconnection,
+	// while a Session whose Create was lost still becomes ACTIVE (or
+	// FAILED) within a couple of minutes.
+	DefaultCreateAbandonAfter = time.Minute
 	// recordTimeout bounds a store write that records a provider outcome.
 	recordTimeout = 30 * time.Second
 )
@@ -188,6 +205,10 @@ type Config struct {
 	// ObservePeriod bounds how long running compute goes unobserved
 	// (DefaultObservePeriod when 0; observe.go).
 	ObservePeriod time.Duration
+	// CreateAbandonAfter is how long, since its dispatch by the database
+	// clock, a Create's outcome may stay unknown before the worker abandons
+	// it (DefaultCreateAbandonAfter when 0; at least a second).
+	CreateAbandonAfter time.Duration
 	// KeepaliveInterval is the wait between keepalives (Renew) to
 	// connected, observed, running compute between Turns
 	// (DefaultKeepaliveInterval when 0).
@@ -206,6 +227,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ObservePeriod <= 0 {
 		c.ObservePeriod = DefaultObservePeriod
+	}
+	if c.CreateAbandonAfter <= 0 {
+		c.CreateAbandonAfter = DefaultCreateAbandonAfter
 	}
 	if c.KeepaliveInterval <= 0 {
 		c.KeepaliveInterval = DefaultKeepaliveInterval
@@ -445,7 +469,10 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 		case store.AllocationCreateUnknown, store.AllocationCreateDispatched:
 			// create_dispatched here means a pass ended between its claim
 			// and its record (this worker is serial): the outcome is unknown.
-			_, err = w.observe(ctx, p, a)
+			var observed store.Allocation
+			if observed, err = w.observe(ctx, p, a); err == nil {
+				err = w.abandon(ctx, p, observed)
+			}
 		case store.AllocationCreateFailed:
 			// Create settled without a resource: clean up what it may have
 			// left, then release, so the Environment gets a new allocation
@@ -457,6 +484,22 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 		}
 		return w.passOn(err, "lifecycle allocation", "allocation", a.ID)
 	})
+}
+
+// abandon gives up a Create still unknown after CreateAbandonAfter
+// (store.AbandonCreate decides on the database clock) and starts its
+// cleanup at once.
+func (w *Worker) abandon(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
+	if a.State != store.AllocationCreateUnknown && a.State != store.AllocationCreateDispatched {
+		return nil
+	}
+	abandoned, ok, err := w.cfg.Store.AbandonCreate(ctx, a.ID, a.Revision, w.cfg.CreateAbandonAfter)
+	if err != nil || !ok {
+		return err
+	}
+	w.cfg.Log.Info("lifecycle create abandoned", "node", w.node, "allocation", a.ID,
+		"environment", a.EnvironmentID, "after", w.cfg.CreateAbandonAfter)
+	return w.cleanup(ctx, p, abandoned)
 }
 
 // observe reads the allocation's compute (GetInfo, bounded) and records

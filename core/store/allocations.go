@@ -75,7 +75,10 @@ type Allocation struct {
 	// DeviceRevokedAt is when terminal cleanup revoked the device (see
 	// Termination); nil while the device may authenticate.
 	DeviceRevokedAt *time.Time
-	CreatedAt       time.Time
+	// CreateAbandonedAt is when the lifecycle worker gave up the unknown
+	// Create (AbandonCreate); nil otherwise.
+	CreateAbandonedAt *time.Time
+	CreatedAt         time.Time
 	UpdatedAt       time.Time
 	ReleasedAt      *time.Time
 	// Observation is what the lifecycle worker last observed of the running
@@ -464,11 +467,12 @@ func lockSessionOf(ctx context.Context, q *db.Queries, id uuid.UUID) (db.Session
 	return sess, env, err
 }
 
-// MaxCreateAttempts bounds the settled Create failures of one Environment:
-// after that many allocations of it ended in an explicit absence receipt,
-// ResolveCreateFailure records the Environment failed (failure code
-// FailureCreateFailed) instead of leaving it pending for another
-// allocation. Unknown outcomes never count: only settled failures do.
+// MaxCreateAttempts bounds the failed Creates of one Environment: after
+// that many allocations of it ended in an explicit absence receipt or were
+// abandoned (AbandonCreate), ResolveCreateFailure or AbandonCreate records
+// the Environment failed (failure code FailureCreateFailed) instead of
+// leaving it pending for another allocation. An unknown outcome counts
+// only once abandoned, never while it is merely unknown.
 const MaxCreateAttempts = 3
 
 // FailureCreateFailed is the failure code of an Environment whose Create
@@ -528,6 +532,72 @@ func (s *Owner) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision
 		return Allocation{}, wrap(op, err)
 	}
 	return out, nil
+}
+
+// AbandonCreate gives up the unknown Create of allocation id at revision
+// revision once it was dispatched at least after ago by the database
+// clock: a Create whose answer was lost (the node agent or the engine died
+// mid-call, the connection was cut) and that no observation settled. The
+// allocation moves from create_unknown or create_dispatched to
+// cleanup_requested with its device revoked, in one transaction, and the
+// abandonment counts as a failed attempt (MaxCreateAttempts). Abandoning
+// proves nothing about the Create: the cleanup that follows must still
+// settle it (for Docker, Kill removes what the attempt made and claims its
+// names with a tombstone, whose absence receipt settles it) before
+// Release, which keeps the reservation of a still pending Environment for
+// its next allocation (AllocatePending). When the Environment has had
+// MaxCreateAttempts attempts end without compute, this one included, the
+// same transaction is the Environment's terminal cleanup with cause
+// TerminalFailed and FailureCreateFailed, as in ResolveCreateFailure.
+//
+// It returns the allocation and whether it abandoned it: false, with the
+// allocation as it is, when the revision moved, the state is another or
+// the Create is younger than after. ErrInvalid for an after under a
+// second.
+func (s *Owner) AbandonCreate(ctx context.Context, id uuid.UUID, revision int64, after time.Duration) (Allocation, bool, error) {
+	const op = "abandon create"
+	if after < time.Second || after > 24*time.Hour {
+		return Allocation{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("after", "must be 1 s to 24 h"))
+	}
+	var out Allocation
+	abandoned := false
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		// Session, Environment, allocation: the lock order of terminal
+		// cleanup.
+		_, env, err := lockSessionOf(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		if _, err := q.LockEnvironment(ctx, env.ID); err != nil {
+			return err
+		}
+		row, err := q.AbandonCreate(ctx, db.AbandonCreateParams{
+			ID: id, Revision: revision, AfterSeconds: int32(after / time.Second),
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			cur, err := q.GetAllocation(ctx, id)
+			out = allocationFromRow(cur)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		abandoned, out = true, allocationFromRow(row)
+		n, err := q.CountCreateFailures(ctx, env.ID)
+		if err != nil {
+			return err
+		}
+		if n >= MaxCreateAttempts {
+			term, err := terminate(ctx, q, env.ID, TerminalFailed, FailureCreateFailed)
+			out = term.Cleanup
+			return err
+		}
+		return notifyNodeWork(ctx, q, out.NodeID)
+	})
+	if err != nil {
+		return Allocation{}, false, wrap(op, err)
+	}
+	return out, abandoned, nil
 }
 
 // PendingAllocationParams is the input of AllocatePending. Every id, the
@@ -810,6 +880,7 @@ func allocationFromRow(r db.Allocation) Allocation {
 		CreatedAt:          r.CreatedAt,
 		UpdatedAt:          r.UpdatedAt,
 		ReleasedAt:         r.ReleasedAt,
+		CreateAbandonedAt:  r.CreateAbandonedAt,
 		Observation:        observationFromRow(r),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -691,5 +692,133 @@ func TestRefusedCreateOutcomeChangesNothing(t *testing.T) {
 		if !reflect.DeepEqual(before, after) || !reflect.DeepEqual(plBefore, plAfter) {
 			t.Errorf("%s (kind %d): the refused call changed\n%+v\n%+v\nto\n%+v\n%+v", c.name, c.outcome.Kind, before, plBefore, after, plAfter)
 		}
+	}
+}
+
+// TestAbandonedCreateIsCleanedUpAndReallocated: an unknown Create is
+// abandoned only once it was dispatched at least the given time ago by the
+// database clock and is still unknown; abandonment revokes the device and
+// requests cleanup, the allocation is released only once cleanup settled
+// the attempt, and the active Session's Environment then stays pending
+// with its reservation for a new allocation. Abandoned attempts count
+// towards MaxCreateAttempts: the last one records the Environment failed.
+func TestAbandonedCreateIsCleanedUpAndReallocated(t *testing.T) {
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	p, b := newSession(t, ctx, st)
+	env := b.Environment.ID
+
+	_, _, err := st.AbandonCreate(ctx, b.Allocation.ID, b.Allocation.Revision, time.Millisecond)
+	wantClass(t, err, errdefs.ErrInvalid)
+	// Never claimed: nothing to abandon.
+	a, ok, err := st.AbandonCreate(ctx, b.Allocation.ID, b.Allocation.Revision, time.Second)
+	must(t, err)
+	if ok || a.State != store.AllocationAllocated {
+		t.Fatalf("abandoned an unclaimed allocation: %v %+v", ok, a)
+	}
+
+	// abandon claims a, records the outcome unknown and abandons it once
+	// it is old enough by the database clock, then settles and releases it.
+	abandon := func(a store.Allocation) store.Allocation {
+		t.Helper()
+		a, err := st.ClaimCreate(ctx, a.ID, a.CreateReceipt)
+		must(t, err)
+		a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateUnknown})
+		must(t, err)
+		// Too young for an hour's wait.
+		got, ok, err := st.AbandonCreate(ctx, a.ID, a.Revision, time.Hour)
+		must(t, err)
+		if ok || got.State != store.AllocationCreateUnknown || got.Revision != a.Revision {
+			t.Fatalf("abandoned a young Create: %v %+v", ok, got)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		// A stale revision abandons nothing.
+		if _, ok, err := st.AbandonCreate(ctx, a.ID, a.Revision-1, time.Second); err != nil || ok {
+			t.Fatalf("stale revision: %v %v", ok, err)
+		}
+		got, ok, err = st.AbandonCreate(ctx, a.ID, a.Revision, time.Second)
+		must(t, err)
+		if !ok || got.State != store.AllocationCleanupRequested || got.DeviceRevokedAt == nil || got.CreateAbandonedAt == nil ||
+			got.CreationSettled() {
+			t.Fatalf("after abandonment: %v %+v", ok, got)
+		}
+		// Abandoning is no settlement: not released before the cleanup's
+		// Kill settled the attempt.
+		got, err = st.RecordCleanup(ctx, got.ID, got.Revision, true)
+		must(t, err)
+		_, err = st.Release(ctx, got.ID)
+		wantClass(t, err, errdefs.ErrFailedPrecondition)
+		got, err = st.RecordCreateOutcome(ctx, got.CreateAttempt(), store.CreateOutcome{Kind: store.CreateAbsent})
+		must(t, err)
+		got, err = st.Release(ctx, got.ID)
+		must(t, err)
+		if got.State != store.AllocationReleased {
+			t.Fatalf("after release: %+v", got)
+		}
+		return got
+	}
+	pendingParams := store.PendingAllocationParams{
+		EnvironmentID: env, NodeID: node,
+		CredentialDigest: hash(randomBytes(t, 32)), CredentialCiphertext: randomBytes(t, 48),
+		CredentialNonce: randomBytes(t, 12),
+	}
+	reallocate := func() store.Allocation {
+		t.Helper()
+		got, err := st.GetSession(ctx, p.SessionID)
+		must(t, err)
+		if got.Environment.State != store.EnvironmentPending || got.Allocation.ID != uuid.Nil ||
+			got.Placement.State != store.PlacementReserved || got.Placement.NodeID != node {
+			t.Fatalf("after an abandoned attempt: %+v", got)
+		}
+		pp := pendingParams
+		pp.AllocationID, pp.DeviceID, pp.CreateReceipt = newUUID(t), newUUID(t), newUUID(t)
+		a, err := st.AllocatePending(ctx, pp)
+		must(t, err)
+		return a
+	}
+
+	abandon(b.Allocation)
+	abandon(reallocate())
+	abandon(reallocate())
+	got, err := st.GetSession(ctx, p.SessionID)
+	must(t, err)
+	if got.Environment.State != store.EnvironmentFailed || got.Environment.FailureCode != store.FailureCreateFailed ||
+		got.Placement.State != store.PlacementReleased {
+		t.Fatalf("after %d abandoned attempts: %+v", store.MaxCreateAttempts, got)
+	}
+	if holds, err := st.NodeHolds(ctx, node); err != nil || holds {
+		t.Fatalf("node holds %v (%v) after the Environment failed", holds, err)
+	}
+}
+
+// TestRunningCreateIsNeverAbandoned: a Create observed running, or one
+// whose Session's deletion already requested cleanup, is not abandoned
+// however old it is.
+func TestRunningCreateIsNeverAbandoned(t *testing.T) {
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
+	_, b := newSession(t, ctx, st)
+	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
+	must(t, err)
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{
+		Kind: store.CreateRunning, ProviderID: "c1", BootstrapComplete: true})
+	must(t, err)
+	time.Sleep(1100 * time.Millisecond)
+	got, ok, err := st.AbandonCreate(ctx, a.ID, a.Revision, time.Second)
+	must(t, err)
+	if ok || got.State != store.AllocationRunning || got.DeviceRevokedAt != nil {
+		t.Fatalf("abandoned running compute: %v %+v", ok, got)
+	}
+
+	_, b = newSession(t, ctx, st)
+	a, err = st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
+	must(t, err)
+	a, err = st.RequestCleanup(ctx, a.ID)
+	must(t, err)
+	time.Sleep(1100 * time.Millisecond)
+	got, ok, err = st.AbandonCreate(ctx, a.ID, a.Revision, time.Second)
+	must(t, err)
+	if ok || got.State != store.AllocationCleanupRequested || got.CreateAbandonedAt != nil {
+		t.Fatalf("abandoned a Create in cleanup: %v %+v", ok, got)
 	}
 }

@@ -207,6 +207,10 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 			return err
 		},
 		"ResolveCreateFailure": func() error { _, err := old.ResolveCreateFailure(ctx, a1.ID, a1.Revision); return err },
+		"AbandonCreate": func() error {
+			_, _, err := old.AbandonCreate(ctx, s2.AllocationID, 1, time.Second)
+			return err
+		},
 		"RequestCleanup":       func() error { _, err := old.RequestCleanup(ctx, s2.AllocationID); return err },
 		"RecordCleanup":        func() error { _, err := old.RecordCleanup(ctx, a3.ID, a3.Revision, false); return err },
 		"Release":              func() error { _, err := old.Release(ctx, a3.ID); return err },

@@ -78,9 +78,18 @@ type Case struct {
 	At string
 	// Existing creates the Reference's compute through the adapter, without
 	// faults, before the operation under test.
-	Existing  bool
-	WantErr   error
-	WantCalls []string
+	Existing bool
+	// WantErr is the error class the operation must return. Only Kill
+	// under foreign ownership may want nil: nothing owned exists under the
+	// Reference's names, so there is nothing to clean up, and the foreign
+	// resources stay untouched either way.
+	WantErr error
+	// WantAbsenceReceipt, only for Create under foreign ownership, requires
+	// the explicit absence receipt with the error: the adapter refused
+	// before any mutation, so the one attempt can never make anything.
+	// Without it a failed operation must claim no settlement.
+	WantAbsenceReceipt bool
+	WantCalls          []string
 }
 
 func (c Case) name() string {
@@ -212,8 +221,14 @@ func CheckCase(t Reporter, h Harness, c Case) {
 		t.Fatalf("no failure scenario for operation %s", c.Operation)
 	}
 
-	if err == nil {
+	switch {
+	case c.WantErr == nil && (c.Operation != sandbox.OpKill || c.Fault != FaultForeignOwnership):
+		t.Errorf("case %s wants no error: only Kill under foreign ownership may succeed", c.name())
+	case err == nil && c.WantErr != nil:
 		t.Errorf("%s under %s returned no error", c.Operation, c.Fault)
+	}
+	if c.WantAbsenceReceipt && (c.Operation != sandbox.OpCreate || c.Fault != FaultForeignOwnership) {
+		t.Errorf("case %s wants an absence receipt: only a Create refused for foreign ownership may settle", c.name())
 	}
 	if errdefs.IsUnsupported(err) {
 		t.Errorf("a fault surfaced as Unsupported: %v", err)
@@ -227,7 +242,12 @@ func CheckCase(t Reporter, h Harness, c Case) {
 		}
 	}
 	if hasInfo {
-		if info.CreateSettled || info.BootstrapComplete {
+		switch {
+		case c.WantAbsenceReceipt:
+			if !info.IsAbsenceReceipt(ref) {
+				t.Errorf("a Create refused before any mutation returned %+v, want the absence receipt", info)
+			}
+		case info.CreateSettled || info.BootstrapComplete:
 			t.Errorf("a failed %s claimed settlement: %+v", c.Operation, info)
 		}
 		if !info.Reference.IsZero() && info.Reference != ref {

@@ -305,11 +305,16 @@ func TestAcceptanceForeignResourcesAreNeverTouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = e.cli.ContainerRemove(ctx, cc.ID, client.ContainerRemoveOptions{Force: true}) })
-	if _, err := e.p.Create(ctx, contracttest.CreateRequest(ref, resources)); !errdefs.IsOwnership(err) {
-		t.Errorf("Create over a foreign container: %v", err)
+	// Refused before any mutation: the attempt's own absence receipt.
+	if info, err := e.p.Create(ctx, contracttest.CreateRequest(ref, resources)); !errdefs.IsOwnership(err) || !info.IsAbsenceReceipt(ref) {
+		t.Errorf("Create over a foreign container = %+v, %v", info, err)
 	}
-	if err := e.p.Kill(ctx, ref); !errdefs.IsOwnership(err) {
-		t.Errorf("Kill of a foreign container: %v", err)
+	// Nothing of ref's exists: nothing to clean up, nothing touched.
+	if err := e.p.Kill(ctx, ref); err != nil {
+		t.Errorf("Kill with only a foreign container under the name: %v", err)
+	}
+	if _, vols := e.owned(); len(vols) != 0 {
+		t.Errorf("volumes created beside a foreign container: %v", vols)
 	}
 	if _, err := e.p.RunCommand(ctx, ref, sh("true")); !errdefs.IsOwnership(err) {
 		t.Errorf("RunCommand in a foreign container: %v", err)

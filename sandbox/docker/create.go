@@ -140,7 +140,10 @@ func createErr(step string, err error) error {
 // refuseExisting checks that neither the container nor a retained volume of
 // ref exists; an existing one is ErrExists when owned, ErrOwnership when not.
 // When ref's name is held by its tombstone it also returns the absence
-// receipt: no Create of ref can make anything any more.
+// receipt: no Create of ref can make anything any more. A foreign resource
+// returns the absence receipt with ErrOwnership too: this attempt, the
+// only one Core sends for ref, ends here before any mutation, so it never
+// made and never will make anything.
 func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) (sandbox.Info, error) {
 	c, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{})
 	switch {
@@ -148,7 +151,7 @@ func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) (s
 		return sandbox.Info{Reference: ref, State: sandbox.StateAbsent, CreateSettled: true},
 			fmt.Errorf("create: name held by the allocation's tombstone: %w", errdefs.ErrExists)
 	case err == nil:
-		return sandbox.Info{}, existsErr(p.owns(ref, labelsOf(c.Container)))
+		return refused(ref, p.owns(ref, labelsOf(c.Container)))
 	case classify(err) != outcomeNotFound:
 		return sandbox.Info{}, fmt.Errorf("create: check existing container: %w", errdefs.ErrObservationUnavailable)
 	}
@@ -156,7 +159,7 @@ func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) (s
 		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 		switch {
 		case err == nil:
-			return sandbox.Info{}, existsErr(p.owns(ref, v.Volume.Labels))
+			return refused(ref, p.owns(ref, v.Volume.Labels))
 		case classify(err) != outcomeNotFound:
 			return sandbox.Info{}, fmt.Errorf("create: check retained volumes: %w", errdefs.ErrObservationUnavailable)
 		}
@@ -164,11 +167,16 @@ func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) (s
 	return sandbox.Info{}, nil
 }
 
-func existsErr(owned bool) error {
+// refused is Create's answer for an existing resource under one of ref's
+// names, before any mutation: ErrExists when it is owned (no receipt: it
+// may be the work of another call), or ErrOwnership with the absence
+// receipt when it is foreign.
+func refused(ref sandbox.Reference, owned bool) (sandbox.Info, error) {
 	if owned {
-		return fmt.Errorf("create: %w", errdefs.ErrExists)
+		return sandbox.Info{}, fmt.Errorf("create: %w", errdefs.ErrExists)
 	}
-	return fmt.Errorf("create: %w", errdefs.ErrOwnership)
+	return sandbox.Info{Reference: ref, State: sandbox.StateAbsent, CreateSettled: true},
+		fmt.Errorf("create: %w", errdefs.ErrOwnership)
 }
 
 func labelsOf(c container.InspectResponse) map[string]string {

@@ -24,6 +24,12 @@
 //   - Errors are errdefs classes with fixed text; Docker's messages, ids and
 //     paths never cross the adapter.
 //   - Only Kill mutates to settle a creation: GetInfo and Renew only read.
+//   - A foreign resource under one of ref's names is never touched. Create
+//     that finds one refuses before any mutation with ErrOwnership and its
+//     own absence receipt (Core sends one Create per Reference, and this
+//     one made nothing). Kill returns ErrOwnership when owned resources
+//     exist beside it, and succeeds without a mutation when nothing owned
+//     exists; it never places a tombstone over a foreign name.
 //
 // # Creation-absence receipt (tombstone.go)
 //

@@ -121,6 +121,14 @@ func renewErr(err error) error {
 // tombstone (tombstone.go) and confirms that the tombstone holds them; a
 // Kill that finds the tombstone has nothing left to do. Confirmed cleanup
 // succeeds, so a repeated Kill does too.
+//
+// A foreign resource (one without every ownership label of ref) under one
+// of ref's names is never touched. When owned resources exist beside it,
+// Kill touches nothing and returns ErrOwnership. When nothing owned exists
+// (every name is foreign-held or free), ref owns nothing to clean up and
+// Kill succeeds without a mutation: it cannot place a tombstone over a
+// foreign name, so this settles no creation (GetInfo then reports
+// ErrOwnership, never a receipt).
 func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	if err := p.ops.Check(sandbox.OpKill); err != nil {
 		return err
@@ -130,7 +138,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	}
 	// Check everything first: a foreign resource stops the whole cleanup.
 	var containerID string
-	tombstone := false
+	tombstone, foreign := false, false
 	switch c, err := p.inspectName(ctx, ref); {
 	case err == nil && p.isTombstone(ref, c):
 		tombstone = true
@@ -138,7 +146,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		containerID = c.ID
 	case errdefs.IsNotFound(err):
 	case errdefs.IsOwnership(err):
-		return fmt.Errorf("kill: %w", err)
+		foreign = true
 	default:
 		return fmt.Errorf("kill: inspect container: %w", errdefs.ErrComputeUnconfirmed)
 	}
@@ -148,12 +156,18 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		switch owned, err := p.volumeOwned(ctx, ref, name); {
 		case err != nil && errdefs.IsNotFound(err):
 		case err != nil && errdefs.IsOwnership(err):
-			return fmt.Errorf("kill: %w", err)
+			foreign = true
 		case err != nil:
 			return fmt.Errorf("kill: inspect volume: %w", errdefs.ErrComputeUnconfirmed)
 		case owned:
 			present = append(present, name)
 		}
+	}
+	if foreign {
+		if containerID == "" && !tombstone && len(present) == 0 {
+			return nil // nothing of ref's exists to clean up
+		}
+		return fmt.Errorf("kill: %w", errdefs.ErrOwnership)
 	}
 	if tombstone {
 		// The names are claimed: no Create of ref can make anything any

@@ -142,10 +142,17 @@ func TestAcceptanceForeignTombstoneIsNeverTrusted(t *testing.T) {
 	if info, err := e.p.GetInfo(ctx, ref); !errdefs.IsOwnership(err) || info != (sandbox.Info{}) {
 		t.Errorf("GetInfo of a foreign tombstone = %+v, %v", info, err)
 	}
-	if err := e.p.Kill(ctx, ref); !errdefs.IsOwnership(err) {
+	// Nothing of ref's exists: Kill has nothing to clean up, touches
+	// nothing, and places no tombstone over the foreign name.
+	if err := e.p.Kill(ctx, ref); err != nil {
 		t.Errorf("Kill over a foreign tombstone: %v", err)
 	}
-	if info, err := e.p.Create(ctx, contracttest.CreateRequest(ref, resources)); !errdefs.IsOwnership(err) || info.CreateSettled {
+	if info, err := e.p.GetInfo(ctx, ref); !errdefs.IsOwnership(err) || info != (sandbox.Info{}) {
+		t.Errorf("GetInfo after Kill over a foreign tombstone = %+v, %v", info, err)
+	}
+	// Create refuses before any mutation: the receipt it returns is its own
+	// attempt's (it made nothing), not the foreign tombstone's.
+	if info, err := e.p.Create(ctx, contracttest.CreateRequest(ref, resources)); !errdefs.IsOwnership(err) || !info.IsAbsenceReceipt(ref) {
 		t.Errorf("Create over a foreign tombstone = %+v, %v", info, err)
 	}
 	if got, err := e.cli.ContainerInspect(ctx, cc.ID, client.ContainerInspectOptions{}); err != nil || got.Container.Name != "/"+e.p.Name(ref) {

@@ -13,6 +13,69 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const abandonCreate = `-- name: AbandonCreate :one
+UPDATE allocations
+SET state                = 'cleanup_requested',
+    create_abandoned_at  = coalesce(create_abandoned_at, now()),
+    device_revoked_at    = coalesce(device_revoked_at, now()),
+    cleanup_requested_at = coalesce(cleanup_requested_at, now()),
+    revision             = revision + 1,
+    updated_at           = now()
+WHERE id = $1 AND revision = $2
+  AND state IN ('create_unknown', 'create_dispatched')
+  AND create_dispatched_at <= now() - make_interval(secs => $3::integer)
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
+`
+
+type AbandonCreateParams struct {
+	ID           uuid.UUID
+	Revision     int64
+	AfterSeconds int32
+}
+
+// AbandonCreate gives up an unknown Create: a compare-and-swap at
+// @revision from create_unknown or create_dispatched to
+// cleanup_requested, only when the Create was dispatched at least
+// @after_seconds ago by the database clock. It revokes the allocation's
+// device and records the abandonment (first values kept). No row when the
+// revision moved, the state is another or the Create is younger.
+func (q *Queries) AbandonCreate(ctx context.Context, arg AbandonCreateParams) (Allocation, error) {
+	row := q.db.QueryRow(ctx, abandonCreate, arg.ID, arg.Revision, arg.AfterSeconds)
+	var i Allocation
+	err := row.Scan(
+		&i.ID,
+		&i.EnvironmentID,
+		&i.TenantID,
+		&i.NodeID,
+		&i.Generation,
+		&i.CredentialDigest,
+		&i.DeviceID,
+		&i.State,
+		&i.CreateReceipt,
+		&i.CreateDispatchedAt,
+		&i.CreateSettled,
+		&i.AbsenceReceipt,
+		&i.BootstrapComplete,
+		&i.ProviderID,
+		&i.ComputePhase,
+		&i.Revision,
+		&i.CleanupRequestedAt,
+		&i.CleanupConfirmedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
+		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
+	)
+	return i, err
+}
+
 const allocationCancelDraining = `-- name: AllocationCancelDraining :one
 SELECT EXISTS (
     SELECT 1
@@ -46,7 +109,7 @@ UPDATE allocations
 SET state = 'create_dispatched', create_dispatched_at = now(),
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND create_receipt = $2 AND state = 'allocated'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
 `
 
 type ClaimCreateParams struct {
@@ -89,17 +152,20 @@ func (q *Queries) ClaimCreate(ctx context.Context, arg ClaimCreateParams) (Alloc
 		&i.ObservedReason,
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
 	)
 	return i, err
 }
 
 const countCreateFailures = `-- name: CountCreateFailures :one
 SELECT count(*)::bigint FROM allocations
-WHERE environment_id = $1 AND absence_receipt AND create_dispatched_at IS NOT NULL
+WHERE environment_id = $1 AND create_dispatched_at IS NOT NULL
+  AND (absence_receipt OR create_abandoned_at IS NOT NULL)
 `
 
 // CountCreateFailures counts the Environment's allocations whose Create
-// was sent and settled by an explicit absence receipt.
+// was sent and then settled by an explicit absence receipt or abandoned
+// (AbandonCreate): the attempts that ended without compute.
 func (q *Queries) CountCreateFailures(ctx context.Context, environmentID uuid.UUID) (int64, error) {
 	row := q.db.QueryRow(ctx, countCreateFailures, environmentID)
 	var column_1 int64
@@ -108,7 +174,7 @@ func (q *Queries) CountCreateFailures(ctx context.Context, environmentID uuid.UU
 }
 
 const getAllocation = `-- name: GetAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at FROM allocations WHERE id = $1
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations WHERE id = $1
 `
 
 func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
@@ -143,6 +209,7 @@ func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, 
 		&i.ObservedReason,
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
 	)
 	return i, err
 }
@@ -166,7 +233,7 @@ func (q *Queries) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Ge
 }
 
 const getAllocationWithSession = `-- name: GetAllocationWithSession :one
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE a.id = $1
@@ -209,13 +276,14 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 		&i.Allocation.ObservedReason,
 		&i.Allocation.KeepaliveAt,
 		&i.Allocation.DeviceRevokedAt,
+		&i.Allocation.CreateAbandonedAt,
 		&i.SessionID,
 	)
 	return i, err
 }
 
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at FROM allocations WHERE environment_id = $1 AND state <> 'released'
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations WHERE environment_id = $1 AND state <> 'released'
 `
 
 func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, environmentID uuid.UUID) (Allocation, error) {
@@ -250,6 +318,7 @@ func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, env
 		&i.ObservedReason,
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
 	)
 	return i, err
 }
@@ -261,7 +330,7 @@ INSERT INTO allocations (id, environment_id, tenant_id, node_id, generation,
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8,
         $9, $10)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
 `
 
 type InsertAllocationParams struct {
@@ -320,12 +389,13 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		&i.ObservedReason,
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
 	)
 	return i, err
 }
 
 const listAllocationsByAge = `-- name: ListAllocationsByAge :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE (a.created_at, a.id) > ($1::timestamptz, $2::uuid)
@@ -394,6 +464,7 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 			&i.Allocation.ObservedReason,
 			&i.Allocation.KeepaliveAt,
 			&i.Allocation.DeviceRevokedAt,
+			&i.Allocation.CreateAbandonedAt,
 			&i.SessionID,
 		); err != nil {
 			return nil, err
@@ -407,7 +478,7 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 }
 
 const listAllocationsForNode = `-- name: ListAllocationsForNode :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at FROM allocations
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations
 WHERE node_id = $1 AND state <> 'released' AND id > $2
 ORDER BY id
 LIMIT $3
@@ -459,6 +530,7 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 			&i.ObservedReason,
 			&i.KeepaliveAt,
 			&i.DeviceRevokedAt,
+			&i.CreateAbandonedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -471,7 +543,7 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 }
 
 const listObservableForNode = `-- name: ListObservableForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at,
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at,
        (a.observed_at IS NULL
         OR a.observed_at <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
@@ -557,6 +629,7 @@ func (q *Queries) ListObservableForNode(ctx context.Context, arg ListObservableF
 			&i.Allocation.ObservedReason,
 			&i.Allocation.KeepaliveAt,
 			&i.Allocation.DeviceRevokedAt,
+			&i.Allocation.CreateAbandonedAt,
 			&i.ObservationDue,
 			&i.KeepaliveDue,
 			&i.KeepaliveLapsed,
@@ -635,7 +708,7 @@ func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNode
 }
 
 const lockAllocation = `-- name: LockAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at FROM allocations WHERE id = $1 FOR UPDATE
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations WHERE id = $1 FOR UPDATE
 `
 
 // LockAllocation reads an allocation and locks its row until the
@@ -672,6 +745,7 @@ func (q *Queries) LockAllocation(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.ObservedReason,
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
 	)
 	return i, err
 }
@@ -683,7 +757,7 @@ SET observed_at      = now(),
     observed_reason  = $2::text,
     keepalive_at     = CASE WHEN $3::boolean THEN now() ELSE keepalive_at END
 WHERE id = $4 AND revision = $5 AND state = 'running'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
 `
 
 type RecordObservationParams struct {
@@ -737,6 +811,7 @@ func (q *Queries) RecordObservation(ctx context.Context, arg RecordObservationPa
 		&i.ObservedReason,
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
 	)
 	return i, err
 }
@@ -786,7 +861,7 @@ SET state                = $1,
     revision             = revision + 1,
     updated_at           = now()
 WHERE id = $6 AND revision = $7
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
 `
 
 type UpdateAllocationParams struct {
@@ -842,6 +917,7 @@ func (q *Queries) UpdateAllocation(ctx context.Context, arg UpdateAllocationPara
 		&i.ObservedReason,
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
 	)
 	return i, err
 }

@@ -40,6 +40,7 @@ type Allocation struct {
 	ObservedReason       pgtype.Text
 	KeepaliveAt          *time.Time
 	DeviceRevokedAt      *time.Time
+	CreateAbandonedAt    *time.Time
 }
 
 type Deployment struct {

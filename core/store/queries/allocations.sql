@@ -33,6 +33,25 @@ SET state = 'create_dispatched', create_dispatched_at = now(),
 WHERE id = @id AND create_receipt = @create_receipt AND state = 'allocated'
 RETURNING *;
 
+-- name: AbandonCreate :one
+-- AbandonCreate gives up an unknown Create: a compare-and-swap at
+-- @revision from create_unknown or create_dispatched to
+-- cleanup_requested, only when the Create was dispatched at least
+-- @after_seconds ago by the database clock. It revokes the allocation's
+-- device and records the abandonment (first values kept). No row when the
+-- revision moved, the state is another or the Create is younger.
+UPDATE allocations
+SET state                = 'cleanup_requested',
+    create_abandoned_at  = coalesce(create_abandoned_at, now()),
+    device_revoked_at    = coalesce(device_revoked_at, now()),
+    cleanup_requested_at = coalesce(cleanup_requested_at, now()),
+    revision             = revision + 1,
+    updated_at           = now()
+WHERE id = @id AND revision = @revision
+  AND state IN ('create_unknown', 'create_dispatched')
+  AND create_dispatched_at <= now() - make_interval(secs => @after_seconds::integer)
+RETURNING *;
+
 -- name: UpdateAllocation :one
 -- UpdateAllocation writes one lifecycle transition decided by the store at
 -- revision @revision; no row when the revision moved. Cleanup and release
@@ -101,9 +120,11 @@ WHERE a.id = @id;
 
 -- name: CountCreateFailures :one
 -- CountCreateFailures counts the Environment's allocations whose Create
--- was sent and settled by an explicit absence receipt.
+-- was sent and then settled by an explicit absence receipt or abandoned
+-- (AbandonCreate): the attempts that ended without compute.
 SELECT count(*)::bigint FROM allocations
-WHERE environment_id = @environment_id AND absence_receipt AND create_dispatched_at IS NOT NULL;
+WHERE environment_id = @environment_id AND create_dispatched_at IS NOT NULL
+  AND (absence_receipt OR create_abandoned_at IS NOT NULL);
 
 -- name: ListObservableForNode :many
 -- ListObservableForNode pages, by id (keyset), the running allocations of
