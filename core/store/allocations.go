@@ -79,8 +79,8 @@ type Allocation struct {
 	// Create (AbandonCreate); nil otherwise.
 	CreateAbandonedAt *time.Time
 	CreatedAt         time.Time
-	UpdatedAt       time.Time
-	ReleasedAt      *time.Time
+	UpdatedAt         time.Time
+	ReleasedAt        *time.Time
 	// Observation is what the lifecycle worker last observed of the running
 	// compute (RecordObservation); the zero value before the first.
 	Observation Observation

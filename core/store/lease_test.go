@@ -211,9 +211,9 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 			_, _, err := old.AbandonCreate(ctx, s2.AllocationID, 1, time.Second)
 			return err
 		},
-		"RequestCleanup":       func() error { _, err := old.RequestCleanup(ctx, s2.AllocationID); return err },
-		"RecordCleanup":        func() error { _, err := old.RecordCleanup(ctx, a3.ID, a3.Revision, false); return err },
-		"Release":              func() error { _, err := old.Release(ctx, a3.ID); return err },
+		"RequestCleanup": func() error { _, err := old.RequestCleanup(ctx, s2.AllocationID); return err },
+		"RecordCleanup":  func() error { _, err := old.RecordCleanup(ctx, a3.ID, a3.Revision, false); return err },
+		"Release":        func() error { _, err := old.Release(ctx, a3.ID); return err },
 		"RequestSessionDeletion": func() error {
 			_, err := old.RequestSessionDeletion(ctx, s2.SessionID)
 			return err
