@@ -44,6 +44,10 @@ type Config struct {
 	// LifecycleInterval is the wait between a node worker's passes
 	// (DefaultLifecycleInterval when 0).
 	LifecycleInterval time.Duration
+	// CreateAbandonAfter is how long a Create's outcome may stay unknown
+	// before the node's worker abandons it (DefaultCreateAbandonAfter when
+	// 0; lifecycle.Config.CreateAbandonAfter).
+	CreateAbandonAfter time.Duration
 	// Version is the build version, reported by GetInstallation.
 	Version string
 }
@@ -62,6 +66,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LifecycleInterval <= 0 {
 		c.LifecycleInterval = DefaultLifecycleInterval
+	}
+	if c.CreateAbandonAfter <= 0 {
+		c.CreateAbandonAfter = DefaultCreateAbandonAfter
 	}
 	if c.MasterKeyFile == "" {
 		c.MasterKeyFile = filepath.Join(c.StateDir, "master.key")

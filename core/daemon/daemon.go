@@ -121,6 +121,9 @@ type core struct {
 
 // checkConfig refuses an admin address off loopback.
 func (c *core) checkConfig(context.Context) error {
+	if d := c.cfg.CreateAbandonAfter; d < time.Second || d > 24*time.Hour {
+		return errdefs.Invalid("create_abandon_after", "must be 1s to 24h")
+	}
 	return checkLoopback(c.cfg.AdminListen)
 }
 
@@ -268,7 +271,8 @@ func (c *core) setupLifecycle(context.Context) error {
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
 		Store: c.owned, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
 		ObservePeriod: DefaultObservePeriod, KeepaliveInterval: DefaultComputeKeepalive,
-		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
+		CreateAbandonAfter: c.cfg.CreateAbandonAfter,
+		Provider:           func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
 	})
 	c.group.onStop(coordinator.Close)
 	// A node's worker starts, or passes again, as soon as Core's connection

@@ -57,6 +57,13 @@ const (
 	// when a lifecycle.Config leaves Interval zero, is the same value.
 	DefaultLifecycleInterval = lifecycle.DefaultInterval
 
+	// DefaultCreateAbandonAfter is how long a Create's outcome may stay
+	// unknown (its answer lost, not observed running) before the worker
+	// abandons it and the Session gets a new allocation (the
+	// --create-abandon-after flag's default; see
+	// lifecycle.DefaultCreateAbandonAfter for why a minute).
+	DefaultCreateAbandonAfter = lifecycle.DefaultCreateAbandonAfter
+
 	// DefaultObservePeriod bounds how long a running Session's compute goes
 	// unobserved, so how long a container stopped or removed from outside
 	// is still reported available: at most this long (10 s, see

@@ -14,7 +14,7 @@ import (
 // allocation at most once (I1); after deletion nothing is left (I2).
 func TestCoreKilledBeforeCreate(t *testing.T) {
 	scenario(t, "Core SIGKILL between allocation commit and Create", func(t *testing.T, r *run) {
-		c := newCluster(t, r, options{proxied: -1})
+		c := newCluster(t, r, options{proxied: -1, turns: true})
 		var seen int
 		c.watch(func(m events.Message) {
 			if m.Action == events.ActionCreate {
@@ -37,7 +37,7 @@ func TestCoreKilledBeforeCreate(t *testing.T) {
 		// the Create, so that observation settles it (I6 below).
 		got := c.waitActive(names, repaired, 10*time.Second)
 		t.Logf("%d of %d interrupted Sessions became ACTIVE", len(got), len(names))
-		requireOutcomes(t, c, names, activeDeadline)
+		requireOutcomes(t, c, names, outcomeDeadline)
 		c.invariants()
 	})
 }
@@ -92,7 +92,7 @@ func TestCoreKilledDuringCleanup(t *testing.T) {
 func TestPostgresRestartUnderLoad(t *testing.T) {
 	scenario(t, "PostgreSQL restart under load", func(t *testing.T, r *run) {
 		pg := startPostgres(t)
-		c := newCluster(t, r, options{proxied: -1, dsn: pg.DSN})
+		c := newCluster(t, r, options{proxied: -1, dsn: pg.DSN, turns: true})
 		var accepted []string
 		failed := 0
 		load := make(chan struct{})
@@ -127,7 +127,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		t.Logf("recovery (PostgreSQL back to a probe Session ACTIVE): %v", r.recovery)
 		got := c.waitActive(accepted, repaired, 15*time.Second)
 		t.Logf("%d of %d accepted Sessions ACTIVE after the restart", len(got), len(accepted))
-		requireOutcomes(t, c, accepted, activeDeadline)
+		requireOutcomes(t, c, accepted, outcomeDeadline)
 		c.invariants()
 	})
 }

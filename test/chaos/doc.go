@@ -9,7 +9,10 @@
 //
 //   - I1: no allocation had more than one container or volume set created
 //     (counted from the engine's event log, so a Create replayed after a
-//     cleanup is seen even though it left nothing behind);
+//     cleanup is seen even though it left nothing behind), and no Session
+//     had more than one allocation that ran or more than
+//     store.MaxCreateAttempts allocations (a new one follows only a Create
+//     that ended without compute);
 //
 //   - I2: after the Sessions are deleted and cleanup settles, nothing
 //     labelled with the installation remains on the engine;
@@ -25,15 +28,14 @@
 //     within its deadline (TestTurnsAcrossFaults and the soak);
 //
 //   - I6: every Session a fault touched ends ACTIVE (its allocation ACTIVE
-//     with its Create settled) or FAILED with a recorded failure code
-//     within its deadline after the repair (requireOutcomes: a Core
-//     crash, a PostgreSQL crash, a cut Core-node path). It does not hold
-//     yet where a fault leaves a Create unsettled on the engine (a
-//     container created and never started because the node agent was
-//     killed or the engine restarted during the Create, a foreign
-//     container taking the names): those Sessions stay CREATING until
-//     deleted, so those scenarios only log their outcomes (reportOutcomes)
-//     until issue 14 fixes it.
+//     with its Create settled, its Runtime connected to Core) or FAILED
+//     with a recorded failure code within its deadline after the repair
+//     (requireOutcomes: a Core crash, a PostgreSQL crash, a cut Core-node
+//     path, a node agent killed or the engine crashed during a Create,
+//     foreign resources taking an allocation's names). A Create a fault
+//     left unknown is abandoned after lifecycle.DefaultCreateAbandonAfter
+//     and its Session gets a new allocation, so the deadline is that plus
+//     activeDeadline (outcomeDeadline).
 //
 // Issue 12's scenarios check, besides I1-I3, what Core reports and keeps
 // (their violations are named placement, observation and retention):

@@ -26,7 +26,7 @@ import (
 // is connected again and nothing was created twice (I1) or left (I2).
 func TestConnectionCutMidCall(t *testing.T) {
 	scenario(t, "Core-node connection cut mid-call", func(t *testing.T, r *run) {
-		c := newCluster(t, r, options{proxied: 0})
+		c := newCluster(t, r, options{proxied: 0, turns: true})
 		victim := c.nodes[0]
 		before := c.healthyLatency(3, victim)
 		var once sync.Once
@@ -57,7 +57,7 @@ func TestConnectionCutMidCall(t *testing.T) {
 		c.waitConnected(victim, true)
 		r.recovery = time.Since(repaired)
 		t.Logf("recovery (path restored to the node connected): %v", r.recovery)
-		requireOutcomes(t, c, names, activeDeadline)
+		requireOutcomes(t, c, names, outcomeDeadline)
 		c.invariants()
 	})
 }
@@ -66,10 +66,11 @@ func TestConnectionCutMidCall(t *testing.T) {
 // and before its Create reaches the engine creates a foreign container and
 // volumes with exactly the names Berth derives for that allocation (but
 // another installation's labels). The agents thaw: Berth never uses,
-// relabels or removes them (I3), and nothing of its own is left (I2).
+// relabels or removes them (I3), the Session runs on a new allocation
+// (I6), and after deletion nothing of its own is left (I2).
 func TestForeignCollidingNames(t *testing.T) {
 	scenario(t, "foreign container and volume with colliding names", func(t *testing.T, r *run) {
-		c := newCluster(t, r, options{proxied: -1})
+		c := newCluster(t, r, options{proxied: -1, turns: true})
 		for _, n := range c.nodes {
 			n.pause()
 		}
@@ -97,10 +98,12 @@ func TestForeignCollidingNames(t *testing.T) {
 		f := c.addForeign(name)
 		r.fault(t, "foreign container %s and volumes %v take allocation %s's names", name, f.volumes, id)
 		thaw()
-		time.Sleep(3 * time.Second)
-		reportOutcomes(t, c, names)
-		if cs, vs := stack.Owned(t, c.cli, c.inst); cs+vs != 0 {
-			t.Logf("the engine holds %d containers and %d volumes of the installation", cs, vs)
+		// The Create refused before any mutation (its absence receipt),
+		// Kill had nothing of the allocation's to clean up, and the Session
+		// got a new allocation with fresh names: ACTIVE (I6).
+		requireOutcomes(t, c, names, activeDeadline)
+		if a := bySession(c.allocations())[names[0]]; a.GetName() == "allocations/"+id.String() {
+			c.violation("I6", "the Session still runs on allocation %s, whose names are foreign-held", id)
 		}
 		c.checkForeign()
 		if err := c.deleteSession(names[0]); err != nil {
@@ -140,7 +143,7 @@ func TestDeleteRacesCreate(t *testing.T) {
 		}
 		wg.Wait()
 		start := time.Now()
-		c.settleReleased()
+		c.settle()
 		r.recovery = time.Since(start)
 		c.invariants()
 	})

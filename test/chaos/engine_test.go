@@ -154,7 +154,8 @@ func (d *dockerd) stop() {
 // TestDockerEngineRestart runs a cluster whose node agents use a private
 // Docker Engine and crashes the engine (SIGKILL of dockerd) while it
 // performs a Create, keeping it down for a seeded 1-3 s. The node agents
-// report the calls' outcomes; Core never replays a Create (I1), and after
+// report the calls' outcomes; Core never replays a Create (I1); the
+// Sessions created around the crash end ACTIVE or FAILED (I6); after
 // deletion nothing is left on the engine (I2) while the foreign resources
 // survive (I3).
 func TestDockerEngineRestart(t *testing.T) {
@@ -166,7 +167,8 @@ func TestDockerEngineRestart(t *testing.T) {
 			t.Fatalf("only %d of %d Sessions ACTIVE before the fault", len(got), len(names))
 		}
 		fired := c.killOnEvent([]events.Action{events.ActionCreate}, func(*node) { engine.crash() })
-		names = append(names, c.mustCreate(3)...)
+		faulted := c.mustCreate(3)
+		names = append(names, faulted...)
 		waitFired(t, fired, activeDeadline, "container create")
 		down := time.Duration(1000+r.rng.IntN(2000)) * time.Millisecond
 		r.fault(t, "SIGKILL dockerd on a container create, down for %v", down)
@@ -176,7 +178,11 @@ func TestDockerEngineRestart(t *testing.T) {
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (engine back to a probe Session ACTIVE): %v", r.recovery)
 		c.waitActive(names, repaired, 8*time.Second)
-		reportOutcomes(t, c, names)
+		// I6 for the Sessions created around the crash. The two created
+		// before it have exited containers (no restart policy) and report
+		// compute_stopped until deleted (core/lifecycle's engine-restart
+		// rule); TestDockerEngineRestart does not assert more of them.
+		requireOutcomes(t, c, faulted, outcomeDeadline)
 		c.invariants()
 	})
 }

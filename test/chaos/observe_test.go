@@ -152,7 +152,7 @@ func TestRetiredNodeAgentKilledDuringDeletion(t *testing.T) {
 		if err := c.deleteSession(during[0]); err != nil {
 			t.Fatalf("DeleteSession: %v", err)
 		}
-		c.settleReleased()
+		c.settle()
 		r.recovery = time.Since(repaired)
 		t.Logf("recovery (agent restart to every allocation released, nothing on the engine): %v", r.recovery)
 
@@ -247,7 +247,7 @@ func TestExternalContainerRemoval(t *testing.T) {
 			t.Errorf("later %s reports available=%v %q", victim, s.GetEnvironment().GetComputeAvailable(), s.GetEnvironment().GetComputeReason())
 		}
 		c.deleteAll()
-		c.settleReleased()
+		c.settle()
 		c.invariants()
 	})
 }
@@ -408,7 +408,7 @@ func TestEngineRestartUnderRunningSessions(t *testing.T) {
 			}
 		}
 		c.deleteAll()
-		c.settleReleased()
+		c.settle()
 		c.invariants()
 	})
 }

@@ -123,6 +123,7 @@ func serveFlags(cfg *daemon.Config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", daemon.DefaultLeaseTTL, "execution lease lifetime")
 	fs.DurationVar(&cfg.NodeInterval, "node-interval", daemon.DefaultNodeInterval, "how often node connections are reconciled")
 	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", daemon.DefaultLifecycleInterval, "wait between a node worker's lifecycle passes")
+	fs.DurationVar(&cfg.CreateAbandonAfter, "create-abandon-after", daemon.DefaultCreateAbandonAfter, "how long a Create's outcome may stay unknown before it is abandoned and the Session gets a new allocation (at least 1s)")
 	return fs
 }
 
