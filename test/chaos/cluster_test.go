@@ -76,18 +76,21 @@ type node struct {
 // node agents over the real engine, a committed Docker deployment, and the
 // foreign resources whose survival I3 checks.
 type cluster struct {
-	t       *testing.T
-	run     *run
-	dsn     string
-	state   string
-	core    *stack.Core
-	cores   []*stack.Core
-	cc      *grpc.ClientConn
-	ctx     context.Context
-	inst    string
-	nodes   []*node
-	cli     *client.Client
-	image   string
+	t     *testing.T
+	run   *run
+	dsn   string
+	state string
+	core  *stack.Core
+	cores []*stack.Core
+	cc    *grpc.ClientConn
+	ctx   context.Context
+	inst  string
+	nodes []*node
+	cli   *client.Client
+	image string
+	// witness counts Turn executions by their side effects (clusters that
+	// run Turns only).
+	witness *witness
 	foreign []foreign
 	outputs []string // enroll command outputs, scanned for secrets
 	// coreOpts start every Core of the cluster; network is the
@@ -138,6 +141,7 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 	if o.turns {
 		c.coreOpts, _ = stack.RuntimeGateway(t, cli)
 		c.network = "bridge"
+		c.witness = startWitness(t, cli)
 	}
 	c.coreOpts.Args = append(c.coreOpts.Args, o.coreArgs...)
 	t.Cleanup(c.cleanup)

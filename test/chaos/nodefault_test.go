@@ -1,16 +1,20 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/client"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
+	"berth.dev/test/internal/stack"
 )
 
 // killOnEvent arms a one-shot trigger: the first container event of the
@@ -91,8 +95,9 @@ func TestAgentKilledDuringCreate(t *testing.T) {
 
 // requireOutcomes is I6: every Session a fault touched ends, within
 // deadline of now, either ACTIVE (its allocation ACTIVE with its Create
-// settled and, in a cluster that serves the Runtime gateway, its Runtime
-// connected to Core) or FAILED with a recorded
+// settled, a running container of that allocation on the engine, read
+// from the Engine API, and, in a cluster that serves the Runtime gateway,
+// its Runtime connected to Core) or FAILED with a recorded
 // failure code; anything else (still CREATING, unsettled, no allocation,
 // no Runtime) is a violation. The final states are logged either way.
 func requireOutcomes(t *testing.T, c *cluster, names []string, deadline time.Duration) {
@@ -111,16 +116,35 @@ func requireOutcomes(t *testing.T, c *cluster, names []string, deadline time.Dur
 	}
 }
 
+// runningOnEngine lists, from the Engine API, the allocations (by id)
+// that have a running container of the installation.
+func (c *cluster) runningOnEngine() map[string]bool {
+	c.t.Helper()
+	list, err := c.cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: stack.InstallationFilter(c.inst)})
+	if err != nil {
+		c.t.Fatalf("list containers: %v", err)
+	}
+	out := map[string]bool{}
+	for _, ct := range list.Items {
+		if ct.State == container.StateRunning && ct.Labels[docker.LabelTombstone] == "" {
+			out[ct.Labels[docker.LabelAllocation]] = true
+		}
+	}
+	return out
+}
+
 // outcomes reads each Session's outcome: parts for the log, and pending
 // the ones neither ACTIVE with a connected Runtime nor FAILED with a
 // failure code.
 func outcomes(c *cluster, names []string) (parts, pending []string) {
 	m := bySession(c.allocations())
+	running := c.runningOnEngine()
 	for _, n := range names {
 		s, err := c.sessions().GetSession(c.ctx, &adminv1.GetSessionRequest{Name: n})
 		env := s.GetSession().GetEnvironment()
 		switch a, ok := m[n]; {
-		case err == nil && ok && active(a) && (env.GetRuntimeConnected() || !c.runsTurns()):
+		case err == nil && ok && active(a) && (env.GetRuntimeConnected() || !c.runsTurns()) &&
+			running[strings.TrimPrefix(a.GetName(), "allocations/")]:
 			parts = append(parts, "ACTIVE")
 			continue
 		case err == nil && s.GetSession().GetState() == adminv1.Session_STATE_FAILED && env.GetFailureCode() != "":
@@ -130,6 +154,9 @@ func outcomes(c *cluster, names []string) (parts, pending []string) {
 		state := "no allocation"
 		if a, ok := m[n]; ok {
 			state = strings.TrimPrefix(a.GetState().String(), "STATE_") + settledMark(a)
+			if !running[strings.TrimPrefix(a.GetName(), "allocations/")] {
+				state += " (no running container on the engine)"
+			}
 		}
 		pending = append(pending, fmt.Sprintf("%s: %s (Session %v, Runtime connected %v, %v)",
 			n, state, s.GetSession().GetState(), env.GetRuntimeConnected(), err))

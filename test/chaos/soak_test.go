@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/test/internal/stack"
 )
 
@@ -19,7 +22,9 @@ const soakCheckEvery = 3 * time.Minute
 // TestSoak runs a mixed workload (create Sessions, run Turns in them,
 // delete them) with random faults for CHAOS_SOAK_DURATION (`make soak DURATION=10m`) and prints
 // the totals: operations, Turns and how they ended, faults injected,
-// invariant violations (I1-I4) and leaks. It skips when the variable is not set.
+// invariant violations (I1-I4) and leaks, and every refusal by its
+// explanation (explainRefusal): one the cluster's state does not explain
+// is a violation. It skips when the variable is not set.
 func TestSoak(t *testing.T) {
 	d, err := time.ParseDuration(os.Getenv("CHAOS_SOAK_DURATION"))
 	if err != nil || d <= 0 {
@@ -33,22 +38,23 @@ func TestSoak(t *testing.T) {
 		var turns []submitted
 		var tally turnTally
 		refused, leaks, checks := 0, 0, 0
-		reasons := map[string]int{} // refusals by gRPC code and message
-		refuse := func(err error) {
+		reasons := map[string]int{} // refusals by explanation
+		var lastFault, lastRepair time.Time
+		var lastFaultKind string
+		refuse := func(op string, err error) {
 			refused++
-			// Admin API messages are fixed texts (no ids, no native
-			// text), so they can key the tally.
-			msg := status.Convert(err).Message()
-			if len(msg) > 60 {
-				msg = msg[:60]
+			why, ok := c.explainRefusal(err, lastFaultKind, time.Since(lastRepair))
+			reasons[why]++
+			if !ok {
+				c.violation("refusal", "%s refused without an explanation (%s): %v; nodes: %s", op, why, status.Code(err), c.nodeLoad())
 			}
-			reasons[status.Code(err).String()+": "+msg]++
 		}
-		lastFault, lastCheck := time.Now(), time.Now()
+		lastCheck := time.Now()
 		check := func() {
 			checks++
 			// Every Turn ends (I4) before its Session is deleted.
 			c.checkTurns(turns, &tally, true)
+			c.checkWitness(turns)
 			turns = nil
 			c.deleteAll()
 			live = nil
@@ -63,25 +69,26 @@ func TestSoak(t *testing.T) {
 		for time.Now().Before(end) {
 			switch x := r.rng.IntN(100); {
 			case x < 15 && time.Since(lastFault) > 10*time.Second:
-				soakFault(t, c, r)
 				lastFault = time.Now()
+				lastFaultKind = soakFault(t, c, r)
+				lastRepair = time.Now()
 			case x < 45 && len(live) > 0:
 				if s, err := c.submitTurn(pick(r.rng, live)); err == nil {
 					turns = append(turns, s)
 					tally.submitted++
 				} else {
-					refuse(err)
+					refuse("SubmitTurn", err)
 				}
 			case x < 70 && len(live) < 12:
 				if name, err := c.createSession(); err == nil {
 					live = append(live, name)
 				} else {
-					refuse(err)
+					refuse("CreateSession", err)
 				}
 			case len(live) > 0:
 				i := r.rng.IntN(len(live))
 				if err := c.deleteSession(live[i]); err != nil {
-					refuse(err)
+					refuse("DeleteSession", err)
 				}
 				live = append(live[:i], live[i+1:]...)
 			}
@@ -91,7 +98,7 @@ func TestSoak(t *testing.T) {
 			time.Sleep(time.Duration(100+r.rng.IntN(400)) * time.Millisecond)
 		}
 		check()
-		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused %v), %d Turns (%d completed with their exact output, %d ended with a clear failure), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
+		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused, by explanation %v), %d Turns (%d completed with their exact output, %d ended with a clear failure), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
 			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, reasons, tally.submitted, tally.completed, tally.failed,
 			r.faults.Load(), checks, r.violations.Load(), leaks)
 		t.Log(summary)
@@ -109,8 +116,85 @@ func TestSoak(t *testing.T) {
 	})
 }
 
-// soakFault injects one random fault and repairs it.
-func soakFault(t *testing.T, c *cluster, r *run) {
+// faultRecovery is how long after a fault's repair a refusal it explains
+// may still come: a restarted node agent or Core reconnects with backoff,
+// and a node is placed on again once its health report is in.
+const faultRecovery = 30 * time.Second
+
+// explainRefusal classifies a refusal of the soak's workload: why names
+// it, and ok says whether the cluster's state explains it. Explained:
+// UNAVAILABLE while a restarted Core comes back (kind "core", within
+// faultRecovery of its restart); FAILED_PRECONDITION
+// no_ready_node_with_capacity while a node is not connected or not ready,
+// or within faultRecovery of a fault's repair, or when every ready node is
+// full by the admin API's own capacity figures. Anything else is
+// unexplained: the soak fails on it.
+func (c *cluster) explainRefusal(err error, kind string, sinceRepair time.Duration) (why string, ok bool) {
+	c.t.Helper()
+	recent := sinceRepair < faultRecovery
+	switch code, reason := status.Code(err), stack.AdminReason(err); {
+	case code == codes.Unavailable && kind == "core" && recent:
+		return "core restarting", true
+	case code == codes.FailedPrecondition && reason == "no_ready_node_with_capacity":
+		ready, full := c.readiness()
+		switch {
+		case ready < len(c.nodes):
+			return "no capacity: a node down or not ready", true
+		case recent:
+			return "no capacity: nodes reconnecting after a fault", true
+		case full == len(c.nodes):
+			return "no capacity: every node full", true
+		}
+		return "no capacity with every node ready and room left", false
+	default:
+		return fmt.Sprintf("%v %s", code, reason), false
+	}
+}
+
+// readiness counts the cluster's nodes that are connected and ready for
+// the current generation, and those of them with no room left by the
+// admin API's capacity (active against max_active and against CPU and
+// memory for the cluster's specification).
+func (c *cluster) readiness() (ready, full int) {
+	c.t.Helper()
+	resp, err := c.nodesAPI().ListNodes(c.ctx, &adminv1.ListNodesRequest{PageSize: 100})
+	if err != nil {
+		return 0, 0
+	}
+	for _, n := range resp.GetNodes() {
+		if !n.GetPresence().GetConnected() || !n.GetReadiness().GetReady() {
+			continue
+		}
+		ready++
+		cp := n.GetCapacity()
+		room := min(int64(cp.GetMaxActive()), cp.GetCpuMillis()/c.spec.GetCpuMillis(), cp.GetMemoryBytes()/c.spec.GetMemoryBytes())
+		if int64(cp.GetActive()) >= room {
+			full++
+		}
+	}
+	return ready, full
+}
+
+// nodeLoad describes each node's presence, readiness and load for a
+// violation's message.
+func (c *cluster) nodeLoad() string {
+	c.t.Helper()
+	resp, err := c.nodesAPI().ListNodes(c.ctx, &adminv1.ListNodesRequest{PageSize: 100})
+	if err != nil {
+		return fmt.Sprintf("<ListNodes: %v>", status.Code(err))
+	}
+	var parts []string
+	for _, n := range resp.GetNodes() {
+		cp := n.GetCapacity()
+		parts = append(parts, fmt.Sprintf("%s connected %v ready %v active %d/%d",
+			n.GetName(), n.GetPresence().GetConnected(), n.GetReadiness().GetReady(), cp.GetActive(), cp.GetMaxActive()))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// soakFault injects one random fault, repairs it and returns its kind:
+// "node" (an agent or its path) or "core".
+func soakFault(t *testing.T, c *cluster, r *run) string {
 	t.Helper()
 	n := pick(r.rng, c.nodes)
 	hold := time.Duration(500+r.rng.IntN(2500)) * time.Millisecond
@@ -134,8 +218,11 @@ func soakFault(t *testing.T, c *cluster, r *run) {
 	case 3:
 		r.fault(t, "SIGKILL berth-core")
 		c.restartCore(true)
+		return "core"
 	case 4:
 		r.fault(t, "SIGTERM berth-core")
 		c.restartCore(false)
+		return "core"
 	}
+	return "node"
 }

@@ -29,6 +29,9 @@ const (
 type submitted struct {
 	name, nonce string
 	at          time.Time
+	// completed is set by checkTurns when Core reports the Turn COMPLETED
+	// (checkWitness then requires both witnesses to have seen it once).
+	completed *bool
 }
 
 func (s submitted) deadline() time.Time { return s.at.Add(turnQueueTimeout + turnTimeout + turnGrace) }
@@ -40,15 +43,21 @@ type turnTally struct {
 
 func (c *cluster) turns() adminv1.TurnServiceClient { return adminv1.NewTurnServiceClient(c.cc) }
 
-// submitTurn submits `printf <nonce>` to session.
+// submitTurn submits a Turn that prints a fresh nonce to session; in a
+// cluster with a witness it first records its execution there
+// (witness.script).
 func (c *cluster) submitTurn(session string) (submitted, error) {
 	nonce := uuid.NewString()
+	args := []string{"printf", nonce}
+	if c.witness != nil {
+		args = c.witness.script(nonce)
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
 	resp, err := c.turns().SubmitTurn(ctx, &adminv1.SubmitTurnRequest{
 		Parent: session, RequestId: uuid.NewString(),
 		Turn: &adminv1.Turn{
-			Command:      &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: []string{"printf", nonce}}}},
+			Command:      &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: args}}},
 			Timeout:      durationpb.New(turnTimeout),
 			QueueTimeout: durationpb.New(turnQueueTimeout),
 		},
@@ -57,7 +66,7 @@ func (c *cluster) submitTurn(session string) (submitted, error) {
 		return submitted{}, err
 	}
 	c.run.ops.Add(1)
-	return submitted{name: resp.GetTurn().GetName(), nonce: nonce, at: time.Now()}, nil
+	return submitted{name: resp.GetTurn().GetName(), nonce: nonce, at: time.Now(), completed: new(bool)}, nil
 }
 
 // checkTurns checks I4 for list: a terminal Turn either completed with its
@@ -94,6 +103,7 @@ func (c *cluster) checkTurns(list []submitted, tally *turnTally, wait bool) []su
 				pending = append(pending, s)
 			case adminv1.Turn_STATE_COMPLETED:
 				tally.completed++
+				*s.completed = true
 				if out := c.turnOutput(s.name); t.GetExitCode() != 0 || out != s.nonce {
 					c.violation("I4", "turn %s completed with exit %d and output %q, want 0 and %q", s.name, t.GetExitCode(), out, s.nonce)
 				}
@@ -142,14 +152,16 @@ func (c *cluster) turnOutput(name string) string {
 // TestTurnsAcrossFaults runs Turns in three Sessions spread over the nodes
 // while a node agent is SIGKILLed and restarted and berth-core is
 // SIGKILLed and restarted: every Turn ends with its exact output or a
-// clear failure within its deadline (I4), none runs twice, and afterwards
+// clear failure within its deadline (I4), none runs twice and every
+// completed one ran once, counted by its side effects (checkWitness: a
+// host-side report and a workspace line per execution), and afterwards
 // nothing is left (I1-I3). Recovery is the time from Core's restart until
 // a new Turn completes.
 func TestTurnsAcrossFaults(t *testing.T) {
 	scenario(t, "Turns across node agent and Core SIGKILL", func(t *testing.T, r *run) {
 		c := newCluster(t, r, options{proxied: -1, turns: true})
 		sessions := c.mustCreate(3)
-		var list []submitted
+		var list, all []submitted
 		var tally turnTally
 		submit := func() {
 			for _, s := range sessions {
@@ -158,6 +170,7 @@ func TestTurnsAcrossFaults(t *testing.T) {
 					c.t.Fatalf("SubmitTurn: %v", err)
 				}
 				list = append(list, sub)
+				all = append(all, sub)
 				tally.submitted++
 			}
 		}
@@ -184,6 +197,7 @@ func TestTurnsAcrossFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			all = append(all, sub)
 			var one turnTally
 			c.checkTurns([]submitted{sub}, &one, true)
 			tally.submitted++
@@ -195,6 +209,9 @@ func TestTurnsAcrossFaults(t *testing.T) {
 		}
 		r.recovery = time.Since(restarted)
 		t.Logf("turns: %d submitted, %d completed, %d ended with a clear failure", tally.submitted, tally.completed, tally.failed)
+		if host, _ := c.checkWitness(all); host < tally.completed {
+			c.violation("I4", "the host-side witness saw %d Turns, fewer than the %d completed", host, tally.completed)
+		}
 		c.invariants()
 	})
 }

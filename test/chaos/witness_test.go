@@ -1,0 +1,134 @@
+package chaos
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"berth.dev/test/internal/stack"
+)
+
+// witnessFile is the workspace file each Turn appends its nonce to.
+const witnessFile = "/workspace/chaos-witness.log"
+
+// witness counts Turn executions by their side effects, independently of
+// what Berth reports: each Turn fetches /w/<nonce> from this host-side
+// HTTP server over the engine's bridge before it prints its output (so a
+// completed Turn has been counted), and appends its nonce to witnessFile
+// in its workspace, which the checker reads from the engine
+// (workspaceLines). A nonce counted twice is a Turn that ran twice.
+type witness struct {
+	addr string
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+// startWitness serves the witness on the engine's bridge gateway until
+// the test ends.
+func startWitness(t *testing.T, cli *client.Client) *witness {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(stack.BridgeGateway(t, cli), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &witness{addr: l.Addr().String(), seen: map[string]int{}}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		nonce, ok := strings.CutPrefix(r.URL.Path, "/w/")
+		if !ok || nonce == "" {
+			http.NotFound(rw, r)
+			return
+		}
+		w.mu.Lock()
+		w.seen[nonce]++
+		w.mu.Unlock()
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return w
+}
+
+// count returns how many times the Turn with nonce reported itself.
+func (w *witness) count(nonce string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen[nonce]
+}
+
+// script is the Turn's shell program: record the execution on the host
+// and in the workspace, then print the nonce (the exact output checked).
+func (w *witness) script(nonce string) []string {
+	return []string{"sh", "-c",
+		"printf '%s\\n' " + nonce + " >> " + witnessFile + "; " +
+			"busybox wget -q -O /dev/null http://" + w.addr + "/w/" + nonce + "; " +
+			"printf %s " + nonce}
+}
+
+// workspaceLines reads witnessFile from every container of the
+// installation through the Engine API and counts each nonce's lines, and
+// how many containers had the file.
+func (c *cluster) workspaceLines() (lines map[string]int, files int) {
+	c.t.Helper()
+	ctx := context.Background()
+	list, err := c.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: stack.InstallationFilter(c.inst)})
+	if err != nil {
+		c.t.Fatalf("list containers: %v", err)
+	}
+	lines = map[string]int{}
+	for _, ct := range list.Items {
+		res, err := c.cli.CopyFromContainer(ctx, ct.ID, client.CopyFromContainerOptions{SourcePath: witnessFile})
+		if err != nil {
+			continue // no Turn ran there, or a tombstone
+		}
+		tr := tar.NewReader(res.Content)
+		if _, err := tr.Next(); err == nil {
+			b, _ := io.ReadAll(tr)
+			files++
+			for _, l := range strings.Split(string(b), "\n") {
+				if l != "" {
+					lines[l]++
+				}
+			}
+		} else if !errors.Is(err, io.EOF) {
+			c.t.Logf("read %s of %s: %v", witnessFile, ct.ID[:12], err)
+		}
+		_ = res.Content.Close()
+	}
+	return lines, files
+}
+
+// checkWitness checks, before the Sessions are deleted, that no Turn of
+// list ran twice (I4: at most one host-side report and one workspace line
+// per nonce) and that every Turn Core reports COMPLETED ran exactly once by
+// both witnesses. It returns how many Turns each witness saw.
+func (c *cluster) checkWitness(list []submitted) (host, workspace int) {
+	c.t.Helper()
+	if c.witness == nil {
+		return 0, 0
+	}
+	lines, _ := c.workspaceLines()
+	for _, s := range list {
+		h, w := c.witness.count(s.nonce), lines[s.nonce]
+		if h > 0 {
+			host++
+		}
+		if w > 0 {
+			workspace++
+		}
+		switch {
+		case h > 1 || w > 1:
+			c.violation("I4", "turn %s ran more than once: %d host-side reports, %d workspace lines", s.name, h, w)
+		case s.completed != nil && *s.completed && (h != 1 || w != 1):
+			c.violation("I4", "turn %s is COMPLETED but its witnesses saw %d host-side reports and %d workspace lines, want 1 and 1", s.name, h, w)
+		}
+	}
+	c.t.Logf("witnesses: %d of %d Turns reported on the host, %d in their workspaces", host, len(list), workspace)
+	return host, workspace
+}
