@@ -7,10 +7,14 @@ SHELL := /bin/bash
 MODULES := proto sandbox nodeagent core runtimebootstrap test
 PKGS := $(foreach m,$(MODULES),berth.dev/$(m)/...)
 # The modules whose tests run with the race detector; test/ holds the
-# black-box suites over real binaries and runs without it.
+# black-box suites over real binaries and runs without it, except the
+# fault-injection suite: make test runs its short form under -race, with
+# berth-core and berth-nodeagent built with -race too (stack.RaceBuild),
+# and a race report in any process's log fails the scenario.
 RACE_MODULES := proto sandbox nodeagent core runtimebootstrap
 RACE_PKGS := $(foreach m,$(RACE_MODULES),berth.dev/$(m)/...)
-BLACKBOX_PKGS := berth.dev/test/...
+CHAOS_PKG := berth.dev/test/chaos
+BLACKBOX_PKGS = $(filter-out $(CHAOS_PKG),$(shell go list berth.dev/test/...))
 
 BIN := $(CURDIR)/.bin
 export PATH := $(BIN):$(PATH)
@@ -118,14 +122,15 @@ verify-depguard-selftest: $(BIN)/golangci-lint ## Prove the depguard rules refus
 	scripts/verify-depguard-selftest
 
 .PHONY: test
-test: verify ## Everything CI runs: verify, every test of proto, sandbox, nodeagent, core, runtimebootstrap with -race, then the black-box suites (test/)
+test: verify ## Everything CI runs: verify, every test of proto, sandbox, nodeagent, core, runtimebootstrap with -race, the black-box suites (test/), the fault suite's short form with -race
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
 	go test $(GO_TEST_FLAGS) $(BLACKBOX_PKGS)
+	go test -race $(GO_TEST_FLAGS) $(CHAOS_PKG)
 
 .PHONY: test-short
 test-short: ## Unit tests only (-short; -race outside test/): tests that need a service skip under -short
 	go test -short -race $(GO_TEST_FLAGS) $(RACE_PKGS)
-	go test -short $(GO_TEST_FLAGS) $(BLACKBOX_PKGS)
+	go test -short $(GO_TEST_FLAGS) berth.dev/test/...
 
 .PHONY: check-sandbox-provider-contract
 check-sandbox-provider-contract: ## The shared provider contract suite and its validation tables

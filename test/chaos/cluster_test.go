@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
 	"google.golang.org/grpc"
@@ -60,6 +63,10 @@ type options struct {
 	// turns serves Core's Runtime gateway on the engine's bridge and puts
 	// the containers on the bridge network, so Sessions run Turns.
 	turns bool
+	// runtimeProxied (with turns) puts a faultnet.Proxy between the
+	// Runtimes and Core's gateway: the public URL names the proxy
+	// (cluster.runtimeProxy), so a test can partition the Runtimes.
+	runtimeProxied bool
 	// coreArgs are extra berth-core serve arguments (the last of a flag
 	// given twice wins over the harness's shortened defaults).
 	coreArgs []string
@@ -91,8 +98,11 @@ type cluster struct {
 	// witness counts Turn executions by their side effects (clusters that
 	// run Turns only).
 	witness *witness
-	foreign []foreign
-	outputs []string // enroll command outputs, scanned for secrets
+	// runtimeProxy is the path from the Runtimes to Core's gateway
+	// (options.runtimeProxied only).
+	runtimeProxy *faultnet.Proxy
+	foreign      []foreign
+	outputs      []string // enroll command outputs, scanned for secrets
 	// coreOpts start every Core of the cluster; network is the
 	// containers' network ("none" unless the cluster runs Turns).
 	coreOpts stack.CoreOptions
@@ -103,9 +113,12 @@ type cluster struct {
 	// captured, when set, collects violations instead of failing the test
 	// (the harness's self-test).
 	captured *[]string
-	// creates counts the engine's create events (recordCreates).
-	creates map[string]int
-	mu      sync.Mutex
+	// creates counts the engine's create events (recordCreates);
+	// containersSeen maps the name of every container created during the
+	// run, whatever its labels, to its id.
+	creates        map[string]int
+	containersSeen map[string]string
+	mu             sync.Mutex
 }
 
 // foreign is a container and its volumes the suite created outside Berth.
@@ -137,11 +150,22 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}, network: "none", spec: spec(o.maxActive)}
+	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}, containersSeen: map[string]string{}, network: "none", spec: spec(o.maxActive)}
 	if o.turns {
-		c.coreOpts, _ = stack.RuntimeGateway(t, cli)
+		var gateway string
+		c.coreOpts, gateway = stack.RuntimeGateway(t, cli)
 		c.network = "bridge"
 		c.witness = startWitness(t, cli)
+		if o.runtimeProxied {
+			l, err := net.Listen("tcp", net.JoinHostPort(stack.BridgeGateway(t, cli), "0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := l.Addr().String()
+			_ = l.Close()
+			c.runtimeProxy = faultnet.New(t, addr, gateway)
+			c.coreOpts.PublicURL = "http://" + c.runtimeProxy.Addr()
+		}
 	}
 	c.coreOpts.Args = append(c.coreOpts.Args, o.coreArgs...)
 	t.Cleanup(c.cleanup)
@@ -230,6 +254,29 @@ func (c *cluster) startCore() {
 	c.cores = append(c.cores, c.core)
 	c.mu.Unlock()
 	c.cc, c.ctx = c.core.AdminClient(c.t)
+}
+
+// startStandby starts another berth-core on the cluster's database with
+// a state directory of its own and the active Core's master key (the
+// installation's, shared by every Core): it waits for the execution lease
+// and serves once it holds it (stack.Core.Serving).
+func (c *cluster) startStandby() *stack.Core {
+	c.t.Helper()
+	opts := c.coreOpts
+	opts.Args = append(slices.Clone(opts.Args), "--master-key-file", filepath.Join(c.state, "master.key"))
+	s := stack.StartCoreWith(c.t, c.dsn, stack.CoreStateDir(c.t), false, opts)
+	c.mu.Lock()
+	c.cores = append(c.cores, s)
+	c.mu.Unlock()
+	return s
+}
+
+// adopt makes core, which serves, the cluster's Core and admin client.
+func (c *cluster) adopt(core *stack.Core) {
+	c.t.Helper()
+	c.core = core
+	c.cc, c.ctx = core.AdminClient(c.t)
+	addSecret(core.AdminToken(c.t))
 }
 
 // sessions, allocations and nodes are the admin API's clients.
@@ -584,6 +631,11 @@ func (c *cluster) recordCreates() {
 					case m.Type == events.VolumeEventType:
 						c.creates["volume:"+m.Actor.ID]++
 					}
+					if m.Type == events.ContainerEventType {
+						// Every container, whatever its labels, for the
+						// leak check by name (checkEngineLeaks).
+						c.containersSeen[m.Actor.Attributes["name"]] = m.Actor.ID
+					}
 					c.mu.Unlock()
 				case <-res.Err:
 					break stream
@@ -618,9 +670,85 @@ func (c *cluster) invariants() time.Duration {
 	c.deleteAll()
 	d := c.settle()
 	c.checkCreates()
+	c.checkEngineLeaks()
 	c.checkForeign()
 	c.t.Logf("cleanup settled in %v", d)
 	return d
+}
+
+// checkEngineLeaks is I2 read from the engine's event log rather than by
+// the installation label alone: every container and volume created during
+// the run that carries the installation label or has a name Berth derives
+// for one of the installation's allocations (so also one that lost or
+// never had its labels) must be gone, except the tombstones, each of
+// which must hold the names of one of the installation's allocations, and
+// the suite's own foreign resources.
+func (c *cluster) checkEngineLeaks() {
+	c.t.Helper()
+	ctx := context.Background()
+	derived := map[string]bool{} // the names of every allocation's resources
+	for _, a := range c.allAllocations(c.core.Store(c.t)) {
+		name := docker.ResourceName(c.inst, a.Reference())
+		for _, n := range []string{name, name + "-home", name + "-environment"} {
+			derived[n] = true
+		}
+	}
+	planted := map[string]bool{}
+	for _, f := range c.foreign {
+		planted[f.container] = true
+		for _, v := range f.volumes {
+			planted[v] = true
+		}
+	}
+	c.mu.Lock()
+	seen := maps.Clone(c.containersSeen)
+	creates := maps.Clone(c.creates)
+	c.mu.Unlock()
+	leak := func(kind, name string, labels map[string]string) {
+		switch {
+		case labels[docker.LabelTombstone] != "" && labels[docker.LabelInstallation] == c.inst:
+			if !derived[name] {
+				c.violation("I2", "tombstone %s %s holds the names of none of the installation's allocations", kind, name)
+			}
+		case labels[docker.LabelInstallation] == c.inst || derived[name]:
+			c.violation("I2", "%s %s created during the run is still on the engine (labels %v)", kind, name, labels)
+		}
+	}
+	checked, volumes := 0, 0
+	for name, id := range seen {
+		if planted[id] {
+			continue
+		}
+		res, err := c.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil {
+			continue // gone
+		}
+		checked++
+		leak("container", name, labelsOfContainer(res.Container))
+	}
+	for key := range creates {
+		name, ok := strings.CutPrefix(key, "volume:")
+		if !ok {
+			continue
+		}
+		if volumes++; planted[name] {
+			continue
+		}
+		res, err := c.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+		if err != nil {
+			continue
+		}
+		checked++
+		leak("volume", name, res.Volume.Labels)
+	}
+	c.t.Logf("I2 (engine event log): %d containers and %d volumes created during the run, %d still present and checked", len(seen), volumes, checked)
+}
+
+func labelsOfContainer(c container.InspectResponse) map[string]string {
+	if c.Config == nil {
+		return nil
+	}
+	return c.Config.Labels
 }
 
 // watch streams the engine's container events of the installation until
@@ -671,7 +799,12 @@ func (c *cluster) nodeOfAllocation(id string) *node {
 func (c *cluster) healthyLatency(k int, faulty *node) []time.Duration {
 	c.t.Helper()
 	var out []time.Duration
-	for range k {
+	// Sessions placed on the faulty node are no sample: try up to three
+	// times k Sessions for k samples.
+	for range 3 * k {
+		if len(out) == k {
+			break
+		}
 		start := time.Now()
 		name := c.mustCreate(1)[0]
 		a := bySession(c.allocations())[name]
@@ -691,7 +824,7 @@ func (c *cluster) healthyLatency(k int, faulty *node) []time.Duration {
 // reportI5 logs the healthy nodes' latency during a fault against before.
 func (c *cluster) reportI5(before, during []time.Duration) {
 	if len(before) == 0 || len(during) == 0 {
-		c.t.Logf("I5: not enough samples (before %d, during %d)", len(before), len(during))
+		c.violation("I5", "no samples to compare (before %d, during %d): healthy nodes served no Session", len(before), len(during))
 		return
 	}
 	mb, md := median(before), median(during)
@@ -706,8 +839,13 @@ func (c *cluster) reportI5(before, during []time.Duration) {
 func (c *cluster) cleanup() {
 	ctx := context.Background()
 	c.scanLogs()
+	// A test that passed left nothing but tombstones: anything else it
+	// left is a leak its checks missed (I2).
+	if cs, vs := stack.Owned(c.t, c.cli, c.inst); cs+vs > 0 && !c.t.Failed() {
+		c.t.Errorf("I2 violated: the test left %d containers and %d volumes of the installation on the engine", cs, vs)
+	}
 	if cs, vs := stack.RemoveOwned(c.t, c.cli, c.inst); cs+vs > 0 {
-		c.t.Logf("cleanup removed %d containers and %d volumes the test left", cs, vs)
+		c.t.Logf("cleanup removed %d containers and %d volumes (tombstones included)", cs, vs)
 	}
 	for _, f := range c.foreign {
 		_, _ = c.cli.ContainerRemove(ctx, f.container, client.ContainerRemoveOptions{Force: true})
@@ -733,13 +871,18 @@ func (c *cluster) logs() []string {
 }
 
 // scanLogs fails the test if a known secret or a private key PEM marker
-// appears in any captured log; it also hands the logs to the suite-wide
-// scan in TestMain.
+// appears in any captured log, or a data race report; it also hands the
+// logs to the suite-wide scan in TestMain.
 func (c *cluster) scanLogs() {
 	logs := c.logs()
 	addLogs(logs...)
 	for _, found := range leaks(logs) {
 		c.t.Errorf("a secret reached a log: %s", found)
+	}
+	// Under -race (make test runs the suite so) each process reports the
+	// data races it saw on its standard error.
+	for _, race := range stack.DataRaces(logs...) {
+		c.t.Errorf("a process of the cluster reported a data race:\n%s", race)
 	}
 }
 

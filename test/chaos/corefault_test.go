@@ -1,10 +1,13 @@
 package chaos
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"berth.dev/test/internal/stack"
 	"github.com/moby/moby/api/types/events"
+	"google.golang.org/grpc/status"
 )
 
 // TestCoreKilledBeforeCreate SIGKILLs berth-core right after Sessions'
@@ -127,6 +130,112 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		t.Logf("recovery (PostgreSQL back to a probe Session ACTIVE): %v", r.recovery)
 		got := c.waitActive(accepted, repaired, 15*time.Second)
 		t.Logf("%d of %d accepted Sessions ACTIVE after the restart", len(got), len(accepted))
+		requireOutcomes(t, c, accepted, outcomeDeadline)
+		c.invariants()
+	})
+}
+
+// TestStandbyCoreTakesOver runs two berth-core processes on one database,
+// each with its own state directory and the installation's shared master
+// key: the second waits for the execution lease. The active Core is
+// SIGKILLed right after a batch of creates, with Runtimes connected; the
+// standby takes the lease (3 s TTL in the harness), serves the same
+// Runtime gateway address, dials the nodes and finishes the work. Every
+// Session ends ACTIVE or FAILED (I6), a Turn submitted through the new
+// Core in every Session completes and none runs twice (I4, by the
+// witnesses), and cleanup leaves nothing (I1-I3). Recovery is the time
+// from the SIGKILL until every node is connected to the standby.
+func TestStandbyCoreTakesOver(t *testing.T) {
+	scenario(t, "standby Core takes over after the active one's SIGKILL", func(t *testing.T, r *run) {
+		c := newCluster(t, r, options{proxied: -1, turns: true})
+		names := c.mustCreate(2)
+		if got := c.waitActive(names, time.Now(), activeDeadline); len(got) != len(names) {
+			t.Fatalf("only %d of %d Sessions ACTIVE before the fault", len(got), len(names))
+		}
+		standby := c.startStandby()
+		select {
+		case <-standby.Serving:
+			t.Fatal("the standby served while the active Core held the lease")
+		case <-time.After(time.Second):
+		}
+		names = append(names, c.mustCreate(3)...)
+		delay := time.Duration(r.rng.IntN(500)) * time.Millisecond
+		time.Sleep(delay)
+		r.fault(t, "SIGKILL the active berth-core %v after a batch of creates; the standby waits for the lease", delay)
+		killed := time.Now()
+		c.core.Kill()
+		standby.WaitServing(60 * time.Second)
+		t.Logf("the standby serves %v after the SIGKILL", time.Since(killed))
+		c.adopt(standby)
+		// The new Core dials the nodes itself: placement waits for them.
+		for _, n := range c.nodes {
+			c.waitConnected(n, true)
+		}
+		r.recovery = time.Since(killed)
+		t.Logf("recovery (SIGKILL to every node connected to the standby): %v", r.recovery)
+		names = append(names, c.mustCreate(2)...)
+		requireOutcomes(t, c, names, outcomeDeadline)
+
+		var list []submitted
+		for _, n := range names {
+			sub, err := c.submitTurn(n)
+			if err != nil {
+				t.Fatalf("SubmitTurn through the new Core: %v", err)
+			}
+			list = append(list, sub)
+		}
+		var tally turnTally
+		c.checkTurns(list, &tally, true)
+		if tally.completed != len(list) {
+			c.violation("I4", "%d of %d Turns submitted after the takeover completed", tally.completed, len(list))
+		}
+		c.checkWitness(list)
+		c.invariants()
+	})
+}
+
+// TestPostgresConnectionsExhausted takes every connection slot of the
+// cluster's own PostgreSQL server for a seeded 3-6 s while Sessions are
+// being created. Core keeps what its pool holds and may refuse or exit
+// (a lost execution lease, then it is started again); a refusal is a
+// fixed status, never PostgreSQL's text. Afterwards a probe Session runs,
+// every accepted Session ends ACTIVE or FAILED (I6), and cleanup leaves
+// nothing (I1-I3).
+func TestPostgresConnectionsExhausted(t *testing.T) {
+	scenario(t, "PostgreSQL connection slots exhausted under load", func(t *testing.T, r *run) {
+		pg := startPostgres(t)
+		c := newCluster(t, r, options{proxied: -1, dsn: pg.DSN})
+		hold := time.Duration(3000+r.rng.IntN(3000)) * time.Millisecond
+		held, release := pg.exhaust()
+		r.fault(t, "%d connections take every PostgreSQL slot for %v", held, hold)
+		var accepted []string
+		refused := map[string]int{}
+		// At most 8 creates, so the cluster (3 nodes of 8) keeps room for
+		// the probe after the repair.
+		for i, end := 0, time.Now().Add(hold); i < 8 && time.Now().Before(end); i++ {
+			name, err := c.createSession()
+			if err == nil {
+				accepted = append(accepted, name)
+			} else {
+				refused[status.Code(err).String()+" "+stack.AdminReason(err)]++
+				if msg := strings.ToLower(status.Convert(err).Message()); strings.Contains(msg, "too many") || strings.Contains(msg, "slots") {
+					c.violation("refusal", "a refusal carries PostgreSQL's text: %v", err)
+				}
+			}
+			time.Sleep(hold / 8)
+		}
+		release()
+		repaired := time.Now()
+		t.Logf("load: %d Sessions accepted, refusals %v", len(accepted), refused)
+		select {
+		case <-c.core.Exited:
+			t.Logf("berth-core exited while the slots were taken (lease lost); starting it again")
+			c.startCore()
+		case <-time.After(2 * time.Second):
+			t.Logf("berth-core rode it out")
+		}
+		r.recovery = c.probe(repaired)
+		t.Logf("recovery (slots released to a probe Session ACTIVE): %v", r.recovery)
 		requireOutcomes(t, c, accepted, outcomeDeadline)
 		c.invariants()
 	})

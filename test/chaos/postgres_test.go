@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -9,8 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"berth.dev/sandbox/testenv"
+	"github.com/jackc/pgx/v5"
 )
 
 // postgres is a PostgreSQL server of the test's own, in a temporary folder,
@@ -103,5 +106,27 @@ func (p *postgres) crash() {
 	p.t.Helper()
 	if out, err := p.run("pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "30", "stop"); err != nil {
 		p.t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// exhaust opens connections to the server until it refuses one (every
+// slot taken, the superuser's reserved ones included: the suite connects
+// as postgres, like Core) and returns a function that closes them.
+func (p *postgres) exhaust() (held int, release func()) {
+	p.t.Helper()
+	var conns []*pgx.Conn
+	for range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		conn, err := pgx.Connect(ctx, p.DSN)
+		cancel()
+		if err != nil {
+			break
+		}
+		conns = append(conns, conn)
+	}
+	return len(conns), func() {
+		for _, conn := range conns {
+			_ = conn.Close(context.Background())
+		}
 	}
 }

@@ -63,6 +63,7 @@ func TestSoak(t *testing.T) {
 				leaks += containers + volumes
 			}
 			c.checkCreates()
+			c.checkEngineLeaks()
 			c.checkForeign()
 			lastCheck = time.Now()
 		}

@@ -47,10 +47,17 @@ func (c *cluster) turns() adminv1.TurnServiceClient { return adminv1.NewTurnServ
 // cluster with a witness it first records its execution there
 // (witness.script).
 func (c *cluster) submitTurn(session string) (submitted, error) {
+	return c.submitTurnSleeping(session, 0)
+}
+
+// submitTurnSleeping is submitTurn with a Turn that sleeps for sleep
+// (whole seconds) after recording its execution and before its output;
+// sleep needs a cluster with a witness.
+func (c *cluster) submitTurnSleeping(session string, sleep time.Duration) (submitted, error) {
 	nonce := uuid.NewString()
 	args := []string{"printf", nonce}
 	if c.witness != nil {
-		args = c.witness.script(nonce)
+		args = c.witness.script(nonce, sleep)
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
@@ -212,6 +219,74 @@ func TestTurnsAcrossFaults(t *testing.T) {
 		if host, _ := c.checkWitness(all); host < tally.completed {
 			c.violation("I4", "the host-side witness saw %d Turns, fewer than the %d completed", host, tally.completed)
 		}
+		c.invariants()
+	})
+}
+
+// TestRuntimePartitionedMidTurn partitions the Runtimes from Core's
+// gateway (a proxy on their path drops every byte, or closes every
+// connection, by the seed) for a seeded 2-6 s while each of three
+// Sessions runs a Turn that sleeps 3 s after recording its execution.
+// Every Turn ends with its exact output or a clear failure in time (I4;
+// a result that cannot be delivered ends UNCONFIRMED, never as a guess),
+// none runs twice by its side effects, a Turn submitted after the
+// partition heals completes in every Session, and cleanup leaves nothing
+// (I1-I3). Recovery is the time from the repair until those Turns
+// completed.
+func TestRuntimePartitionedMidTurn(t *testing.T) {
+	scenario(t, "Runtime partitioned from Core mid-Turn", func(t *testing.T, r *run) {
+		c := newCluster(t, r, options{proxied: -1, turns: true, runtimeProxied: true})
+		sessions := c.mustCreate(3)
+		requireOutcomes(t, c, sessions, activeDeadline)
+		var list []submitted
+		var tally turnTally
+		for _, s := range sessions {
+			sub, err := c.submitTurnSleeping(s, 3*time.Second)
+			if err != nil {
+				t.Fatalf("SubmitTurn: %v", err)
+			}
+			list = append(list, sub)
+			tally.submitted++
+		}
+		// Partition once every Turn has recorded its execution: they run.
+		end := time.Now().Add(activeDeadline)
+		for _, s := range list {
+			for c.witness.count(s.nonce) == 0 && time.Now().Before(end) {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		hold := time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond
+		if r.rng.IntN(2) == 0 {
+			r.fault(t, "black-hole the Runtimes' path to Core for %v mid-Turn", hold)
+			c.runtimeProxy.BlackHole()
+		} else {
+			r.fault(t, "cut the Runtimes' path to Core for %v mid-Turn", hold)
+			c.runtimeProxy.Cut()
+		}
+		time.Sleep(hold)
+		c.runtimeProxy.Restore()
+		repaired := time.Now()
+		c.checkTurns(list, &tally, true)
+
+		var after []submitted
+		for _, s := range sessions {
+			sub, err := c.submitTurn(s)
+			if err != nil {
+				t.Fatalf("SubmitTurn after the partition: %v", err)
+			}
+			after = append(after, sub)
+			tally.submitted++
+		}
+		var healed turnTally
+		c.checkTurns(after, &healed, true)
+		if healed.completed != len(after) {
+			c.violation("I4", "%d of %d Turns submitted after the partition healed completed", healed.completed, len(after))
+		}
+		r.recovery = time.Since(repaired)
+		tally.completed += healed.completed
+		tally.failed += healed.failed
+		t.Logf("turns: %d submitted, %d completed, %d ended with a clear failure", tally.submitted, tally.completed, tally.failed)
+		c.checkWitness(append(list, after...))
 		c.invariants()
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -17,8 +18,9 @@ var nodeAgentBin, coreBin string
 // against a binary built from an older commit.
 const CoreBinEnv = "BERTH_TEST_CORE_BIN"
 
-// Main builds berth-nodeagent and berth-core into a temporary folder, runs
-// the tests and exits with their code. Call it from TestMain.
+// Main builds berth-nodeagent and berth-core into a temporary folder (with
+// -race when the test binary has the race detector), runs the tests and
+// exits with their code. Call it from TestMain.
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // Run is Main without the exit: it builds the binaries, runs the tests and
@@ -36,7 +38,13 @@ func Run(m *testing.M) int {
 		nodeAgentBin: "berth.dev/nodeagent/cmd/berth-nodeagent",
 		coreBin:      "berth.dev/core/cmd/berth-core",
 	} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
+		args := []string{"build", "-o", bin}
+		if RaceBuild {
+			// The harness runs under the race detector: so do the
+			// processes it starts (DataRaces reads their reports).
+			args = append(args, "-race")
+		}
+		build := exec.Command("go", append(args, pkg)...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
@@ -59,4 +67,27 @@ func CoreBin() string { return coreBin }
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// DataRaces returns the race detector's reports found in logs (empty
+// without the race detector): a process built with -race writes one to
+// its standard error for each data race it sees and goes on running.
+func DataRaces(logs ...string) []string {
+	var out []string
+	for _, l := range logs {
+		for {
+			i := strings.Index(l, "WARNING: DATA RACE")
+			if i < 0 {
+				break
+			}
+			l = l[i:]
+			end := strings.Index(l, "==================")
+			if end < 0 {
+				end = len(l)
+			}
+			out = append(out, l[:min(end, 4000)])
+			l = l[len("WARNING: DATA RACE"):]
+		}
+	}
+	return out
 }
