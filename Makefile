@@ -124,8 +124,11 @@ verify-depguard-selftest: $(BIN)/golangci-lint ## Prove the depguard rules refus
 .PHONY: test
 test: verify ## Everything CI runs: verify, every test of proto, sandbox, nodeagent, core, runtimebootstrap with -race, the black-box suites (test/), the fault suite's short form with -race
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
-	go test $(GO_TEST_FLAGS) $(BLACKBOX_PKGS)
-	go test -race $(GO_TEST_FLAGS) $(CHAOS_PKG)
+	@# The black-box suites and the fault suite run side by side, as one
+	@# go test of test/... did before the fault suite took -race.
+	go test $(GO_TEST_FLAGS) $(BLACKBOX_PKGS) & blackbox=$$!; \
+		go test -race $(GO_TEST_FLAGS) $(CHAOS_PKG) && chaos=0 || chaos=$$?; \
+		wait $$blackbox && exit $$chaos
 
 .PHONY: test-short
 test-short: ## Unit tests only (-short; -race outside test/): tests that need a service skip under -short

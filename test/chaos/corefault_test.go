@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,16 +19,16 @@ import (
 func TestCoreKilledBeforeCreate(t *testing.T) {
 	scenario(t, "Core SIGKILL between allocation commit and Create", func(t *testing.T, r *run) {
 		c := newCluster(t, r, options{proxied: -1, turns: true})
-		var seen int
+		var seen atomic.Int64 // the watch runs on its own goroutine
 		c.watch(func(m events.Message) {
 			if m.Action == events.ActionCreate {
-				seen++
+				seen.Add(1)
 			}
 		})
 		names := c.mustCreate(3)
 		time.Sleep(time.Duration(r.rng.IntN(300)) * time.Millisecond)
 		c.core.Kill()
-		r.fault(t, "SIGKILL berth-core after committing %d allocations (%d container creates seen so far)", len(names), seen)
+		r.fault(t, "SIGKILL berth-core after committing %d allocations (%d container creates seen so far)", len(names), seen.Load())
 		repaired := time.Now()
 		c.startCore()
 		for _, n := range c.nodes {

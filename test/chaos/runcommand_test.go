@@ -46,7 +46,9 @@ func TestAgentKilledDuringRunCommand(t *testing.T) {
 		// more than once.
 		cmd := sandbox.Command{Args: []string{"sh", "-c", "echo run >> /workspace/runs; echo started; sleep 3; echo finished"}}
 		hold := time.Duration(300+r.rng.IntN(1500)) * time.Millisecond
+		killed := make(chan struct{})
 		go func() {
+			defer close(killed)
 			time.Sleep(hold)
 			r.fault(t, "SIGKILL node agent %v into RunCommand", hold)
 			n.Kill()
@@ -62,6 +64,7 @@ func TestAgentKilledDuringRunCommand(t *testing.T) {
 			t.Errorf("I4: an interrupted command answered %v, want command outcome unconfirmed", err)
 			r.violations.Add(1)
 		}
+		<-killed // Kill reads the agent's process; Start replaces it
 		restart := time.Now()
 		n.Start()
 		_, proxy = n.Connect(t, n.Dial(t), 1)

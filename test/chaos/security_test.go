@@ -205,7 +205,9 @@ func knownSecrets() []string {
 
 // TestInvariantChecksDetectViolations proves the checks can fail: a
 // container created again under an allocation's name after cleanup (a
-// replayed Create) trips I1 and I2, and a removed foreign volume trips I3.
+// replayed Create) trips I1 and I2, an unlabelled volume under an
+// allocation's derived name trips I2 by the engine's event log, and a
+// removed foreign volume trips I3.
 func TestInvariantChecksDetectViolations(t *testing.T) {
 	r := &run{}
 	c := newCluster(t, r, options{proxied: -1, nodes: 1})
@@ -230,17 +232,26 @@ func TestInvariantChecksDetectViolations(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A volume under the allocation's derived name without any label:
+	// found by name from the event log, not by label.
+	unlabelled := strings.TrimPrefix(inspected.Container.Name, "/") + "-home"
+	if _, err := c.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: unlabelled}); err != nil {
+		t.Fatal(err)
+	}
 	_, _ = c.cli.VolumeRemove(ctx, c.foreign[0].volumes[0], client.VolumeRemoveOptions{Force: true})
 	var got []string
 	c.captured = &got
 	c.checkCreates()
+	c.checkEngineLeaks()
 	c.checkForeign()
 	if containers, _ := stack.Owned(t, c.cli, c.inst); containers != 1 {
 		t.Errorf("the rogue container is not counted under the installation: %d", containers)
 	}
 	c.captured = nil
+	stack.RemoveOwned(t, c.cli, c.inst)
+	_, _ = c.cli.VolumeRemove(ctx, unlabelled, client.VolumeRemoveOptions{Force: true})
 	joined := strings.Join(got, "\n")
-	for _, want := range []string{"I1: allocation", "I3: foreign volume"} {
+	for _, want := range []string{"I1: allocation", "I2: container", "I2: volume " + unlabelled, "I3: foreign volume"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the checks missed %q; they reported:\n%s", want, joined)
 		}
