@@ -70,9 +70,11 @@ type processLog struct {
 
 // follow reads r to its end in the background, keeping each line and then
 // handing it to watch, which looks for the line announcing the process
-// serves.
-func (l *processLog) follow(r io.Reader, watch func(line string)) {
+// serves. The returned channel is closed once r is drained.
+func (l *processLog) follow(r io.Reader, watch func(line string)) (drained <-chan struct{}) {
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -84,6 +86,7 @@ func (l *processLog) follow(r io.Reader, watch func(line string)) {
 		}
 		_, _ = io.Copy(io.Discard, r)
 	}()
+	return done
 }
 
 // String is everything kept so far.
@@ -129,7 +132,7 @@ func StartCoreWith(t testing.TB, dsn, stateDir string, wait bool, o CoreOptions)
 	if err := c.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c.log.follow(stderr, func(line string) {
+	drained := c.log.follow(stderr, func(line string) {
 		var e struct {
 			Msg    string `json:"msg"`
 			Admin  string `json:"admin"`
@@ -142,7 +145,9 @@ func StartCoreWith(t testing.TB, dsn, stateDir string, wait bool, o CoreOptions)
 			close(c.Serving)
 		}
 	})
-	go func() { _ = c.Cmd.Wait(); close(c.Exited) }()
+	// os/exec: Wait closes the pipe, so it waits until the log has read
+	// everything; Exited then means the log is complete.
+	go func() { <-drained; _ = c.Cmd.Wait(); close(c.Exited) }()
 	t.Cleanup(c.Stop)
 	if wait {
 		c.WaitServing(30 * time.Second)

@@ -236,7 +236,7 @@ func (n *Node) Start() {
 	}
 	n.Exited = make(chan struct{})
 	addr := make(chan string, 1)
-	n.log.follow(stderr, func(line string) {
+	drained := n.log.follow(stderr, func(line string) {
 		var entry struct {
 			Msg     string `json:"msg"`
 			Address string `json:"address"`
@@ -247,6 +247,7 @@ func (n *Node) Start() {
 	})
 	cmd, exited := n.Cmd, n.Exited
 	go func() {
+		<-drained // os/exec: read the whole log before Wait closes the pipe
 		_ = cmd.Wait()
 		n.ExitCode = cmd.ProcessState.ExitCode()
 		close(exited)
