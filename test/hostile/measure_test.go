@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -37,6 +38,12 @@ func TestMeasureHostileLoad(t *testing.T) {
 	// Each attack runs on a Core of its own, so one attack's garbage does
 	// not count against the next.
 	var core *stack.Core
+	type result struct {
+		name   string
+		peak   int64
+		median time.Duration
+	}
+	var results []result
 	measure := func(name string, attack func(ctx context.Context)) {
 		core = stack.StartCore(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true)
 		defer core.Kill() // a Core still busy with the attack may not stop in time
@@ -84,7 +91,21 @@ func TestMeasureHostileLoad(t *testing.T) {
 		}
 		t.Logf("MEASURE %-28s VmRSS idle %5.0f MB, peak %5.0f MB, after %5.0f MB, VmHWM %5.0f MB; GetInstallation median %v over %d calls, %d failed",
 			name, mb(idle), mb(peak), mb(rss), mb(hwm), med.Round(100*time.Microsecond), len(latencies), failures)
+		results = append(results, result{name: name, peak: max(peak, hwm), median: med})
 	}
+	// The report make bench prints: each attack against the quiet
+	// baseline measured in the same run (the "idle" Core).
+	defer func() {
+		if len(results) == 0 || results[0].peak == 0 || results[0].median == 0 {
+			return
+		}
+		base := results[0]
+		fmt.Printf("\n%-28s %10s %9s %12s %9s\n", "hostile load (berth-core)", "peak RSS", "ratio", "auth median", "ratio")
+		for _, r := range results {
+			fmt.Printf("%-28s %7.0f MB %8.2fx %12v %8.2fx\n", r.name, mb(r.peak), float64(r.peak)/float64(base.peak),
+				r.median.Round(100*time.Microsecond), float64(r.median)/float64(base.median))
+		}
+	}()
 
 	measure("idle", nil)
 	measure("10 x 3.9 MB nested bodies", func(ctx context.Context) {
