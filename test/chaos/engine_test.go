@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
+	"google.golang.org/grpc/status"
 
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/testenv"
@@ -55,6 +57,13 @@ type dockerd struct {
 // services' engine binaries and containerd.
 func startDockerd(t testing.TB) *dockerd {
 	t.Helper()
+	return startDockerdOn(t, 0)
+}
+
+// startDockerdOn is startDockerd whose data root, when dataRootSize is
+// not 0, is a tmpfs of that many bytes (a disk that can fill up).
+func startDockerdOn(t testing.TB, dataRootSize int64) *dockerd {
+	t.Helper()
 	testenv.SkipShort(t, "a private Docker Engine")
 	for _, p := range []string{filepath.Join(engineBinDir, "dockerd"), containerdSocket} {
 		if _, err := os.Stat(p); err != nil || os.Geteuid() != 0 {
@@ -78,6 +87,17 @@ func startDockerd(t testing.TB) *dockerd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if dataRootSize > 0 {
+		data := filepath.Join(dir, "data")
+		if err := os.Mkdir(data, 0o710); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", dataRootSize), "tmpfs", data).CombinedOutput(); err != nil {
+			t.Fatalf("mount a tmpfs data root: %v %s", err, out)
+		}
+		// Registered before the engine's stop, so it runs after it.
+		t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
+	}
 	_ = exec.Command("ip", "link", "del", engineBridge).Run() // a leftover of a killed run
 	for _, args := range [][]string{
 		{"link", "add", engineBridge, "type", "bridge"},
@@ -183,6 +203,64 @@ func TestDockerEngineRestart(t *testing.T) {
 		// compute_stopped until deleted (core/lifecycle's engine-restart
 		// rule); TestDockerEngineRestart does not assert more of them.
 		requireOutcomes(t, c, faulted, outcomeDeadline)
+		c.invariants()
+	})
+}
+
+// TestEngineDataRootFull freezes the node agents, creates Sessions (placed
+// and committed, their Creates not sent), fills the private engine's data
+// root (a 4 GiB tmpfs) to its last bytes and thaws the agents: the
+// Creates meet a full disk. Core never replays a Create (I1); while the
+// disk is full a new Session is refused only with
+// no_ready_node_with_capacity (the nodes report their free disk) or
+// accepted; after the disk is freed every Session ends ACTIVE or FAILED
+// with a failure code (I6), and cleanup leaves nothing (I1-I3).
+//
+// It runs only with CHAOS_DISK_FULL=1 because it fails on an open defect
+// (issue 14's note): volumes the engine creates while its disk is full
+// come back without their labels, so the adapter cannot prove them owned,
+// Kill cannot settle the abandoned Create, and the Session stays
+// PROVISIONING for ever.
+func TestEngineDataRootFull(t *testing.T) {
+	if os.Getenv("CHAOS_DISK_FULL") == "" {
+		t.Skip("reproduces an open defect (unlabelled volumes after ENOSPC strand the Session; issue 14): set CHAOS_DISK_FULL=1")
+	}
+	scenario(t, "Docker Engine data root full during creates", func(t *testing.T, r *run) {
+		engine := startDockerdOn(t, 4<<30)
+		c := newCluster(t, r, options{proxied: -1, engine: engine.Host, image: engine.Image})
+		for _, n := range c.nodes {
+			n.pause()
+		}
+		thawed := false
+		thaw := func() {
+			if !thawed {
+				thawed = true
+				for _, n := range c.nodes {
+					n.resume()
+				}
+			}
+		}
+		t.Cleanup(thaw)
+		names := c.mustCreate(3)
+		filler := filepath.Join(engine.dir, "data", "chaos-filler")
+		if out, err := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=5000").CombinedOutput(); err == nil {
+			t.Fatalf("filled 5000 MiB into a 4 GiB data root: %s", out)
+		}
+		r.fault(t, "the engine's data root full (a filler file takes the last byte) under %d placed Creates", len(names))
+		thaw()
+		time.Sleep(3 * time.Second)
+		if name, err := c.createSession(); err == nil {
+			names = append(names, name)
+		} else if reason := stack.AdminReason(err); reason != "no_ready_node_with_capacity" {
+			c.violation("refusal", "CreateSession on a full disk refused with %v %q, want no_ready_node_with_capacity", status.Code(err), reason)
+		}
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+		repaired := time.Now()
+		r.recovery = c.probe(repaired)
+		t.Logf("recovery (disk freed to a probe Session ACTIVE): %v", r.recovery)
+		requireOutcomes(t, c, names, outcomeDeadline)
 		c.invariants()
 	})
 }

@@ -3,6 +3,9 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/testenv"
 	"berth.dev/test/internal/stack"
 )
 
@@ -271,4 +275,70 @@ func TestNodeAbsentThenBack(t *testing.T) {
 		t.Logf("recovery (agent restart to connected): %v (connected after %v)", r.recovery, back)
 		c.invariants()
 	})
+}
+
+// TestReadOnlyNodeStateDirectory makes one node agent's state directory
+// read-only (a read-only bind mount over it, which root cannot write
+// through) and restarts berth-core, so the agent must persist Core's new
+// owner epoch before it admits the connection. It cannot: it refuses
+// Core, which keeps it not connected and places new Sessions on the other
+// nodes (I5, I6), and Core sends it nothing. Once the directory is
+// writable again the agent admits Core, every Session ends ACTIVE or
+// FAILED (I6) and cleanup leaves nothing (I1-I3).
+func TestReadOnlyNodeStateDirectory(t *testing.T) {
+	scenario(t, "node agent state directory read-only", func(t *testing.T, r *run) {
+		c := newCluster(t, r, options{proxied: -1})
+		names := c.mustCreate(3)
+		requireOutcomes(t, c, names, activeDeadline)
+		victim := pick(r.rng, c.nodes)
+		state := filepath.Join(victim.Dir, "state")
+		readOnly(t, state)
+		r.fault(t, "state directory of node agent %s read-only, berth-core restarted (a new owner epoch to persist)", victim.name)
+		c.restartCore(true)
+		time.Sleep(3 * time.Second) // a few of Core's dials
+		if resp, err := c.nodesAPI().GetNode(c.ctx, &adminv1.GetNodeRequest{Name: victim.name}); err != nil || stack.Connected(resp.GetNode()) {
+			c.violation("fence", "node %s is connected although it could not persist the owner epoch (%v)", victim.name, err)
+		}
+		during := c.mustCreate(3)
+		for name, a := range bySession(c.allocations()) {
+			if slices.Contains(during, name) && a.GetNode() == victim.name {
+				c.violation("placement", "Session %s was placed on node %s, which refuses Core", name, victim.name)
+			}
+		}
+		requireOutcomes(t, c, during, activeDeadline)
+
+		writable(t, state)
+		repaired := time.Now()
+		c.waitConnected(victim, true)
+		r.recovery = time.Since(repaired)
+		t.Logf("recovery (state directory writable to the node connected): %v", r.recovery)
+		requireOutcomes(t, c, append(names, during...), outcomeDeadline)
+		c.invariants()
+	})
+}
+
+// readOnly bind-mounts dir read-only over itself until writable or the
+// test's end.
+func readOnly(t *testing.T, dir string) {
+	t.Helper()
+	for i, args := range [][]string{{"--bind", dir, dir}, {"-o", "remount,bind,ro", dir}} {
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			msg := fmt.Sprintf("a read-only bind mount needs root and mount(8): %v %s", err, out)
+			if testenv.InCI() {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+		if i == 0 {
+			t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+		}
+	}
+}
+
+// writable removes readOnly's mount.
+func writable(t *testing.T, dir string) {
+	t.Helper()
+	if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+		t.Fatalf("umount %s: %v %s", dir, err, out)
+	}
 }
