@@ -460,6 +460,75 @@ func TestLostCreateWhoseContainerAppearedSettlesAfterTwoKills(t *testing.T) {
 	}
 }
 
+// TestLostCreateOfALiveSessionIsAbandonedAndReplaced: a live Session whose
+// Create was lost (its container created, its start never came) does not
+// wait for ever. Until CreateAbandonAfter has passed since the dispatch
+// the creation is only observed; then the worker abandons it: the first
+// Kill removes the container and volumes, the next claims the names with a
+// tombstone whose receipt settles the attempt, the allocation is released
+// with the Session's reservation kept, and the pending scan gives the
+// Environment a new allocation that runs. The lost attempt is never
+// replayed.
+func TestLostCreateOfALiveSessionIsAbandonedAndReplaced(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	ctx := context.Background()
+	e.commitMaxActive(t, 1)
+	cfg := e.cfg
+	cfg.CreateAbandonAfter = time.Second
+	w := lifecycle.NewWorker(cfg, n.id)
+	b := e.createBundle(t, n.id)
+	a := b.Allocation
+	n.srv.Arm(dockertest.CallContainerStart, dockertest.FaultDrop, nil)
+	pass(t, w)
+	pass(t, w)
+	if got := e.alloc(t, a.ID); got.State != store.AllocationCreateUnknown {
+		t.Fatalf("lost start: %s", brief(got))
+	}
+	if c := count(n.srv, dockertest.CallContainerRemove); c != 0 {
+		t.Fatalf("%d removals before the Create was abandoned", c)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	pass(t, w)
+	got := e.alloc(t, a.ID)
+	if got.CreateAbandonedAt == nil || got.DeviceRevokedAt == nil || got.State != store.AllocationCleanupConfirmed || got.CreationSettled() {
+		t.Fatalf("after abandonment and the first Kill: %s", brief(got))
+	}
+	e.wantHeld(t, n.id, 1, "while the abandoned attempt settles")
+	pass(t, w)
+	got = e.alloc(t, a.ID)
+	if got.State != store.AllocationReleased || !got.AbsenceReceipt {
+		t.Fatalf("after the second Kill: %s", brief(got))
+	}
+	pass(t, w)
+	sess, err := e.st.GetSession(ctx, b.Session.ID)
+	must(t, err)
+	next := sess.Allocation
+	if next.ID == a.ID || next.State != store.AllocationRunning || !next.CreateSettled ||
+		sess.Environment.State == store.EnvironmentFailed {
+		t.Fatalf("the Session's next allocation: %s (environment %s)", brief(next), sess.Environment.State)
+	}
+	e.wantHeld(t, n.id, 1, "with the new allocation")
+	// The lost attempt's start and the new allocation's: never a replay.
+	if c := count(n.srv, dockertest.CallContainerStart); c != 2 {
+		t.Fatalf("container.start %d times, want the lost one and the new allocation's", c)
+	}
+	var runtimes, tombstones int
+	for _, c := range n.srv.Containers() {
+		switch {
+		case c.Labels[docker.LabelTombstone] == "1" && c.Labels[docker.LabelAllocation] == a.ID.String():
+			tombstones++
+		case c.Labels[docker.LabelAllocation] == next.ID.String() && c.State == dockertest.StateRunning:
+			runtimes++
+		default:
+			t.Errorf("unexpected container %+v", c)
+		}
+	}
+	if runtimes != 1 || tombstones != 1 {
+		t.Fatalf("%d running Runtime containers and %d tombstones, want one of each", runtimes, tombstones)
+	}
+}
+
 func TestHungNodeDoesNotDelayAnotherNode(t *testing.T) {
 	e := newEnv(t, 2)
 	var healthy, hung *node
