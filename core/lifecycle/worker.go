@@ -37,10 +37,12 @@
 //     keeps the Environment's reservation, so the pending scan gives it a
 //     new allocation; after store.MaxCreateAttempts attempts without
 //     compute the Environment is recorded failed (create_failed) instead.
-//     Abandoning is no proof of failure: the abandoned attempt counts
-//     only once cleanup settled it, and a Create that would still have
-//     turned out running is lost, not mistaken for absent. Before
-//     abandonment the allocation keeps its reservation.
+//     Abandoning is no proof of failure: the cleanup must still settle
+//     the attempt (the tombstone's receipt) before the release, and a
+//     Create that would still have turned out running is lost, not
+//     mistaken for absent; an abandoned attempt counts towards
+//     MaxCreateAttempts. Before abandonment the allocation keeps its
+//     reservation.
 //   - Every provider call gets a bounded context; no database transaction
 //     is held across a provider call (each store call is its own).
 //   - A dispatched Create's outcome is recorded even when the pass's context

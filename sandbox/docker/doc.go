@@ -27,9 +27,10 @@
 //   - A foreign resource under one of ref's names is never touched. Create
 //     that finds one refuses before any mutation with ErrOwnership and its
 //     own absence receipt (Core sends one Create per Reference, and this
-//     one made nothing). Kill returns ErrOwnership when owned resources
-//     exist beside it, and succeeds without a mutation when nothing owned
-//     exists; it never places a tombstone over a foreign name.
+//     one made nothing). Kill succeeds without a mutation when a foreign
+//     container holds ref's name and no owned volume exists, and returns
+//     ErrOwnership otherwise; it never places a tombstone over a foreign
+//     name.
 //
 // # Creation-absence receipt (tombstone.go)
 //

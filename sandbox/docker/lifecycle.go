@@ -123,12 +123,13 @@ func renewErr(err error) error {
 // succeeds, so a repeated Kill does too.
 //
 // A foreign resource (one without every ownership label of ref) under one
-// of ref's names is never touched. When owned resources exist beside it,
-// Kill touches nothing and returns ErrOwnership. When nothing owned exists
-// (every name is foreign-held or free), ref owns nothing to clean up and
-// Kill succeeds without a mutation: it cannot place a tombstone over a
-// foreign name, so this settles no creation (GetInfo then reports
-// ErrOwnership, never a receipt).
+// of ref's names is never touched. When a foreign container holds ref's
+// name and no owned volume exists, ref owns nothing to clean up and Kill
+// succeeds without a mutation; it places no tombstone over a foreign
+// name, so this settles no creation (GetInfo then reports ErrOwnership,
+// never a receipt). Otherwise (owned resources beside a foreign one, or a
+// foreign volume under a free container name, where a tombstone would
+// mount it) Kill touches nothing and returns ErrOwnership.
 func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	if err := p.ops.Check(sandbox.OpKill); err != nil {
 		return err
@@ -138,7 +139,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	}
 	// Check everything first: a foreign resource stops the whole cleanup.
 	var containerID string
-	tombstone, foreign := false, false
+	tombstone, foreign, foreignName := false, false, false
 	switch c, err := p.inspectName(ctx, ref); {
 	case err == nil && p.isTombstone(ref, c):
 		tombstone = true
@@ -146,7 +147,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		containerID = c.ID
 	case errdefs.IsNotFound(err):
 	case errdefs.IsOwnership(err):
-		foreign = true
+		foreign, foreignName = true, true
 	default:
 		return fmt.Errorf("kill: inspect container: %w", errdefs.ErrComputeUnconfirmed)
 	}
@@ -164,8 +165,10 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		}
 	}
 	if foreign {
-		if containerID == "" && !tombstone && len(present) == 0 {
-			return nil // nothing of ref's exists to clean up
+		if foreignName && len(present) == 0 {
+			// Another's container holds ref's name, so no container of
+			// ref's can exist, and no volume of ref's does.
+			return nil
 		}
 		return fmt.Errorf("kill: %w", errdefs.ErrOwnership)
 	}
