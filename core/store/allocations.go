@@ -495,13 +495,8 @@ func (s *Owner) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision
 	const op = "resolve create failure"
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
-		// Session, Environment, allocation: the lock order of terminal
-		// cleanup.
-		_, env, err := lockSessionOf(ctx, q, id)
+		env, err := lockForAttemptEnd(ctx, q, id)
 		if err != nil {
-			return err
-		}
-		if _, err := q.LockEnvironment(ctx, env.ID); err != nil {
 			return err
 		}
 		row, err := q.LockAllocation(ctx, id)
@@ -515,13 +510,8 @@ func (s *Owner) ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision
 		case a.State != AllocationCreateFailed:
 			return fmt.Errorf("allocation is not create_failed: %w", errdefs.ErrFailedPrecondition)
 		}
-		n, err := q.CountCreateFailures(ctx, a.EnvironmentID)
-		if err != nil {
-			return err
-		}
-		if n >= MaxCreateAttempts {
-			term, err := terminate(ctx, q, env.ID, TerminalFailed, FailureCreateFailed)
-			out = term.Cleanup
+		if failed, term, err := failAfterMaxAttempts(ctx, q, env.ID); failed || err != nil {
+			out = term
 			return err
 		}
 		a.State = AllocationCleanupRequested
@@ -562,13 +552,8 @@ func (s *Owner) AbandonCreate(ctx context.Context, id uuid.UUID, revision int64,
 	var out Allocation
 	abandoned := false
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
-		// Session, Environment, allocation: the lock order of terminal
-		// cleanup.
-		_, env, err := lockSessionOf(ctx, q, id)
+		env, err := lockForAttemptEnd(ctx, q, id)
 		if err != nil {
-			return err
-		}
-		if _, err := q.LockEnvironment(ctx, env.ID); err != nil {
 			return err
 		}
 		row, err := q.AbandonCreate(ctx, db.AbandonCreateParams{
@@ -583,13 +568,8 @@ func (s *Owner) AbandonCreate(ctx context.Context, id uuid.UUID, revision int64,
 			return err
 		}
 		abandoned, out = true, allocationFromRow(row)
-		n, err := q.CountCreateFailures(ctx, env.ID)
-		if err != nil {
-			return err
-		}
-		if n >= MaxCreateAttempts {
-			term, err := terminate(ctx, q, env.ID, TerminalFailed, FailureCreateFailed)
-			out = term.Cleanup
+		if failed, term, err := failAfterMaxAttempts(ctx, q, env.ID); failed || err != nil {
+			out = term
 			return err
 		}
 		return notifyNodeWork(ctx, q, out.NodeID)
@@ -598,6 +578,31 @@ func (s *Owner) AbandonCreate(ctx context.Context, id uuid.UUID, revision int64,
 		return Allocation{}, false, wrap(op, err)
 	}
 	return out, abandoned, nil
+}
+
+// lockForAttemptEnd takes the locks of a transition that ends a Create
+// attempt (ResolveCreateFailure, AbandonCreate) and may end the
+// Environment: its Session, then its Environment (the lock order of
+// terminal cleanup); the caller locks the allocation last.
+func lockForAttemptEnd(ctx context.Context, q *db.Queries, id uuid.UUID) (db.Environment, error) {
+	_, env, err := lockSessionOf(ctx, q, id)
+	if err != nil {
+		return db.Environment{}, err
+	}
+	return q.LockEnvironment(ctx, env.ID)
+}
+
+// failAfterMaxAttempts records the Environment failed (terminal cleanup
+// with FailureCreateFailed) when MaxCreateAttempts of its Create attempts
+// ended without compute, and says whether it did, with the allocation as
+// terminal cleanup left it.
+func failAfterMaxAttempts(ctx context.Context, q *db.Queries, environmentID uuid.UUID) (bool, Allocation, error) {
+	n, err := q.CountCreateFailures(ctx, environmentID)
+	if err != nil || n < MaxCreateAttempts {
+		return false, Allocation{}, err
+	}
+	term, err := terminate(ctx, q, environmentID, TerminalFailed, FailureCreateFailed)
+	return true, term.Cleanup, err
 }
 
 // PendingAllocationParams is the input of AllocatePending. Every id, the

@@ -423,6 +423,24 @@ func (c *cluster) waitConnected(n *node, want bool) time.Duration {
 func (n *node) kill()    { n.Kill() }
 func (n *node) restart() { n.Start() }
 
+// freeze pauses every node agent and returns the function that thaws
+// them, once; the test's end thaws them too.
+func (c *cluster) freeze() (thaw func()) {
+	for _, n := range c.nodes {
+		n.pause()
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			for _, n := range c.nodes {
+				n.resume()
+			}
+		})
+	}
+	c.t.Cleanup(thaw)
+	return thaw
+}
+
 // pause freezes a node agent (SIGSTOP): a stuck node; resume thaws it.
 func (n *node) pause()  { _ = n.Cmd.Process.Signal(syscall.SIGSTOP) }
 func (n *node) resume() { _ = n.Cmd.Process.Signal(syscall.SIGCONT) }

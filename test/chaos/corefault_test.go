@@ -120,13 +120,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		repaired := time.Now()
 		<-load
 		t.Logf("load: %d Sessions accepted, %d creations refused during the outage", len(accepted), failed)
-		select {
-		case <-c.core.Exited:
-			t.Logf("berth-core exited during the outage (lease lost); starting it again")
-			c.startCore()
-		case <-time.After(2 * time.Second):
-			t.Logf("berth-core rode out the outage")
-		}
+		c.restartIfExited()
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (PostgreSQL back to a probe Session ACTIVE): %v", r.recovery)
 		got := c.waitActive(accepted, repaired, 15*time.Second)
@@ -228,16 +222,24 @@ func TestPostgresConnectionsExhausted(t *testing.T) {
 		release()
 		repaired := time.Now()
 		t.Logf("load: %d Sessions accepted, refusals %v", len(accepted), refused)
-		select {
-		case <-c.core.Exited:
-			t.Logf("berth-core exited while the slots were taken (lease lost); starting it again")
-			c.startCore()
-		case <-time.After(2 * time.Second):
-			t.Logf("berth-core rode it out")
-		}
+		c.restartIfExited()
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (slots released to a probe Session ACTIVE): %v", r.recovery)
 		requireOutcomes(t, c, accepted, outcomeDeadline)
 		c.invariants()
 	})
+}
+
+// restartIfExited starts Core again when it exited during a database
+// fault (a lost execution lease), waiting up to 2 s to see whether it
+// does.
+func (c *cluster) restartIfExited() {
+	c.t.Helper()
+	select {
+	case <-c.core.Exited:
+		c.t.Logf("berth-core exited during the database fault (lease lost); starting it again")
+		c.startCore()
+	case <-time.After(2 * time.Second):
+		c.t.Logf("berth-core rode out the database fault")
+	}
 }

@@ -71,19 +71,7 @@ func TestConnectionCutMidCall(t *testing.T) {
 func TestForeignCollidingNames(t *testing.T) {
 	scenario(t, "foreign container and volume with colliding names", func(t *testing.T, r *run) {
 		c := newCluster(t, r, options{proxied: -1, turns: true})
-		for _, n := range c.nodes {
-			n.pause()
-		}
-		thawed := false
-		thaw := func() {
-			if !thawed {
-				thawed = true
-				for _, n := range c.nodes {
-					n.resume()
-				}
-			}
-		}
-		t.Cleanup(thaw)
+		thaw := c.freeze()
 		names := c.mustCreate(1)
 		a := bySession(c.allocations())[names[0]]
 		id, err := uuid.Parse(strings.TrimPrefix(a.GetName(), "allocations/"))

@@ -228,19 +228,7 @@ func TestEngineDataRootFull(t *testing.T) {
 	scenario(t, "Docker Engine data root full during creates", func(t *testing.T, r *run) {
 		engine := startDockerdOn(t, 4<<30)
 		c := newCluster(t, r, options{proxied: -1, engine: engine.Host, image: engine.Image})
-		for _, n := range c.nodes {
-			n.pause()
-		}
-		thawed := false
-		thaw := func() {
-			if !thawed {
-				thawed = true
-				for _, n := range c.nodes {
-					n.resume()
-				}
-			}
-		}
-		t.Cleanup(thaw)
+		thaw := c.freeze()
 		names := c.mustCreate(3)
 		filler := filepath.Join(engine.dir, "data", "chaos-filler")
 		if out, err := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=5000").CombinedOutput(); err == nil {
