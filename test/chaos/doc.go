@@ -1,11 +1,15 @@
 // Package chaos is Berth's fault-injection suite (issue #7): it drives a
 // real berth-core, several real berth-nodeagent processes, PostgreSQL and
 // the Docker Engine through the admin API, injects faults (SIGKILL and
-// SIGSTOP of processes, a cut TCP path between Core and a node, a
-// PostgreSQL restart, foreign resources with colliding names, replayed
-// enrollment tokens, a node presenting another node's certificate) and
-// after each scenario checks the invariants against the engine and the
-// database:
+// SIGSTOP of processes, a cut TCP path between Core and a node or between
+// the Runtimes and Core, a PostgreSQL restart or its connection slots
+// exhausted, a standby Core taking over, a flood of bad hellos and
+// malformed admin requests, a read-only node state directory, foreign
+// resources with colliding names, replayed enrollment tokens, a node
+// presenting another node's certificate) and after each scenario checks
+// the invariants against the engine and the database, through observers
+// independent of Berth's own report where one exists (the engine's event
+// log and container list, Turn side effects):
 //
 //   - I1: no allocation had more than one container or volume set created
 //     (counted from the engine's event log, so a Create replayed after a
@@ -14,21 +18,27 @@
 //     store.MaxCreateAttempts allocations (a new one follows only a Create
 //     that ended without compute);
 //
-//   - I2: after the Sessions are deleted and cleanup settles, nothing
-//     labelled with the installation remains on the engine;
+//   - I2: after the Sessions are deleted every allocation is RELEASED with
+//     its creation settled, and nothing labelled with the installation or
+//     named as one of its allocations' resources remains on the engine
+//     but tombstones (checkEngineLeaks, from the engine's event log);
 //
 //   - I3: no resource with foreign labels is ever removed;
 //
-//   - I5: healthy nodes keep serving while another one is faulty (their
-//     Create latency during the fault is measured against before it and
-//     logged; only "within its deadline" is asserted).
-//
 //   - I4: every Turn ends with its exact output and exit code 0, or with a
 //     clear failure (a failure code, cancelled, timed out, unconfirmed),
-//     within its deadline (TestTurnsAcrossFaults and the soak);
+//     within its deadline, and none runs twice: each Turn reports itself
+//     to a host-side witness and appends a workspace line, and the checker
+//     counts both (witness_test.go);
+//
+//   - I5: healthy nodes keep serving while another one is faulty (their
+//     Create latency during the fault is measured against before it and
+//     logged; samples are required, and "within its deadline" asserted).
 //
 //   - I6: every Session a fault touched ends ACTIVE (its allocation ACTIVE
-//     with its Create settled, its Runtime connected to Core) or FAILED
+//     with its Create settled, a running container on the engine, its
+//     Runtime connected to Core where the cluster serves the gateway) or
+//     FAILED
 //     with a recorded failure code within its deadline after the repair
 //     (requireOutcomes: a Core crash, a PostgreSQL crash, a cut Core-node
 //     path, a node agent killed or the engine crashed during a Create,
@@ -62,7 +72,10 @@
 // disturbed); every scenario logs its seed (CHAOS_SEED replays one) and
 // timings; timings are reported, never asserted tightly; each scenario runs
 // CHAOS_RUNS times (default 1: the shortened form `make test` runs); the
-// soak workload runs only when CHAOS_SOAK_DURATION is set (`make soak`).
+// soak workload runs only when CHAOS_SOAK_DURATION is set (`make soak`)
+// and fails on a refusal the cluster's state does not explain. Under
+// `go test -race` (make chaos-race) the harness builds berth-core and
+// berth-nodeagent with -race too and fails on their race reports.
 // Every captured log of the suite is scanned for the admin token,
 // enrollment tokens, device credentials and private key PEM markers.
 // Code here is test-only: the package has no non-test code but this file.
