@@ -118,7 +118,9 @@ type cluster struct {
 	// run, whatever its labels, to its id.
 	creates        map[string]int
 	containersSeen map[string]string
-	mu             sync.Mutex
+	// st reads the cluster's database directly (db), opened once.
+	st *store.Store
+	mu sync.Mutex
 }
 
 // foreign is a container and its volumes the suite created outside Berth.
@@ -458,7 +460,7 @@ func (c *cluster) runsTurns() bool { return c.network == "bridge" }
 // took.
 func (c *cluster) settle() time.Duration {
 	c.t.Helper()
-	st := c.core.Store(c.t)
+	st := c.db()
 	start := time.Now()
 	end := start.Add(settleDeadline)
 	for {
@@ -479,6 +481,16 @@ func (c *cluster) settle() time.Duration {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// db is the cluster's database, read directly (not through Core): opened
+// on first use and closed at the test's end; Core restarts keep it.
+func (c *cluster) db() *store.Store {
+	c.t.Helper()
+	if c.st == nil {
+		c.st = c.core.Store(c.t)
+	}
+	return c.st
 }
 
 // allAllocations reads every allocation from the database, released ones
@@ -562,7 +574,7 @@ func (c *cluster) checkForeign() {
 // an allocation, and no Session holds more than one allocation.
 func (c *cluster) checkCreates() {
 	c.t.Helper()
-	all := c.allAllocations(c.core.Store(c.t))
+	all := c.allAllocations(c.db())
 	// A Session gets another allocation only after one whose Create
 	// ended without compute (an absence receipt, or abandoned unknown and
 	// then settled by Kill's receipt), at most store.MaxCreateAttempts in
@@ -705,7 +717,7 @@ func (c *cluster) checkEngineLeaks() {
 	c.t.Helper()
 	ctx := context.Background()
 	derived := map[string]bool{} // the names of every allocation's resources
-	for _, a := range c.allAllocations(c.core.Store(c.t)) {
+	for _, a := range c.allAllocations(c.db()) {
 		name := docker.ResourceName(c.inst, a.Reference())
 		for _, n := range []string{name, name + "-home", name + "-environment"} {
 			derived[n] = true

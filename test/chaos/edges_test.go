@@ -78,7 +78,7 @@ func TestForeignCollidingNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		alloc, err := c.core.Store(t).GetAllocation(context.Background(), id)
+		alloc, err := c.db().GetAllocation(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

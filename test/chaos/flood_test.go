@@ -2,10 +2,6 @@ package chaos
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +15,7 @@ import (
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 	"berth.dev/sandbox/errgrpc/errgrpctest"
+	"berth.dev/test/internal/benchstat"
 )
 
 // floodRSSBound is how much berth-core's resident memory may grow during
@@ -144,22 +141,12 @@ func badHello(ctx context.Context, cc *grpc.ClientConn) bool {
 	return err == nil && m.GetWelcome() != nil
 }
 
-// coreRSS reads berth-core's resident set size from /proc.
+// coreRSS reads berth-core's resident set size in bytes.
 func coreRSS(t *testing.T, c *cluster) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.core.Cmd.Process.Pid))
+	kb, err := benchstat.ProcStatus(c.core.Cmd.Process.Pid, "VmRSS")
 	if err != nil {
-		t.Fatalf("read berth-core's status: %v", err)
+		t.Fatalf("berth-core's VmRSS: %v", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in berth-core's status")
-	return 0
+	return kb << 10
 }

@@ -162,7 +162,7 @@ func TestRetiredNodeAgentKilledDuringDeletion(t *testing.T) {
 		for _, n := range before {
 			ids[strings.TrimPrefix(n, "sessions/")] = true
 		}
-		for _, a := range c.allAllocations(c.core.Store(t)) {
+		for _, a := range c.allAllocations(c.db()) {
 			if "nodes/"+a.NodeID.String() == victim.name && !ids[a.SessionID.String()] {
 				c.violation("placement", "allocation %s of Session %s was placed on the retired node", a.ID, a.SessionID)
 			}

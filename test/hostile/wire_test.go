@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/test/internal/benchstat"
 )
 
 // The admin API's methods the tests call with hand-made bodies.
@@ -211,26 +210,11 @@ func sendHeaders(ctx context.Context, addr string, block []byte) (string, error)
 
 // vmRSS reads a process's resident set (VmRSS) and peak (VmHWM) in bytes.
 func vmRSS(pid int) (rss, hwm int64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	if rss, err = benchstat.ProcStatus(pid, "VmRSS"); err != nil {
 		return 0, 0, err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return 0, 0, err
-		}
-		if k == "VmRSS" {
-			rss = n << 10
-		} else {
-			hwm = n << 10
-		}
-	}
-	return rss, hwm, nil
+	hwm, err = benchstat.ProcStatus(pid, "VmHWM")
+	return rss << 10, hwm << 10, err
 }
 
 // attackWindow bounds how long each measured attack runs.

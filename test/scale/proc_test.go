@@ -14,21 +14,6 @@ func numCPU() int { return runtime.NumCPU() }
 // Linux for every architecture Go supports here).
 const clockTicks = 100
 
-// procStatus reads a kB field (VmRSS, VmHWM) or a count (Threads) of
-// /proc/<pid>/status.
-func procStatus(pid int, field string) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
 // procCPUSeconds reads the process's user plus system CPU time from
 // /proc/<pid>/stat (fields 14 and 15, after the parenthesised name).
 func procCPUSeconds(pid int) (float64, error) {

@@ -87,7 +87,7 @@ func run(t testing.TB, cfg config) report {
 	t.Logf("%d nodes enabled, connected and ready in %v", cfg.Nodes, time.Since(t0).Round(time.Millisecond))
 
 	pid := c.Cmd.Process.Pid
-	rssConnected, _ := procStatus(pid, "VmRSS")
+	rssConnected, _ := benchstat.ProcStatus(pid, "VmRSS")
 	time.Sleep(cfg.Settle)
 	cpu0, _ := procCPUSeconds(pid)
 	time.Sleep(cfg.Steady)
@@ -120,9 +120,9 @@ func run(t testing.TB, cfg config) report {
 
 	rows = append(rows, measureObservationAge(t, ctx, pool))
 
-	rss, _ := procStatus(pid, "VmRSS")
-	hwm, _ := procStatus(pid, "VmHWM")
-	threads, _ := procStatus(pid, "Threads")
+	rss, _ := benchstat.ProcStatus(pid, "VmRSS")
+	hwm, _ := benchstat.ProcStatus(pid, "VmHWM")
+	threads, _ := benchstat.ProcStatus(pid, "Threads")
 	rows = append(rows,
 		value("Core RSS, every node just connected", float64(rssConnected)/1024, "MiB", "< 300 MB", ptr(rssConnected*1024 < goalCoreRSSBytes)),
 		value("Core RSS at the end", float64(rss)/1024, "MiB", "< 300 MB", ptr(rss*1024 < goalCoreRSSBytes)),
