@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
+	"berth.dev/sandbox/atomicfile"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 )
@@ -90,7 +91,7 @@ func (s *StateDir) pendingKey() (key *ecdsa.PrivateKey, keyPEM []byte, err error
 		if data, err = nodetls.MarshalKey(signer); err != nil {
 			return nil, nil, err
 		}
-		if err := WriteFileAtomic(path, data, 0o600); err != nil {
+		if err := atomicfile.Write(path, data, 0o600); err != nil {
 			return nil, nil, err
 		}
 	} else if err != nil {

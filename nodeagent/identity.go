@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"berth.dev/sandbox/atomicfile"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
 	"berth.dev/sandbox/redact"
@@ -61,7 +62,7 @@ func (s *StateDir) SaveIdentity(id Identity) error {
 	if err != nil {
 		return fmt.Errorf("encode identity: %w", err)
 	}
-	return WriteFileAtomic(filepath.Join(s.path, IdentityFile), data, 0o600)
+	return atomicfile.Write(filepath.Join(s.path, IdentityFile), data, 0o600)
 }
 
 // LoadIdentity reads the identity file, refusing one that others can read.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"berth.dev/sandbox/atomicfile"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -116,44 +117,9 @@ func (s *StateDir) AcceptEpoch(e uint64) error {
 	case e == s.epoch:
 		return nil
 	}
-	if err := WriteFileAtomic(filepath.Join(s.path, epochFile), []byte(strconv.FormatUint(e, 10)+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(s.path, epochFile), []byte(strconv.FormatUint(e, 10)+"\n"), 0o600); err != nil {
 		return fmt.Errorf("persist owner epoch: %w", err)
 	}
 	s.epoch = e
 	return nil
-}
-
-// WriteFileAtomic replaces path with data durably: a temporary file in the
-// same directory, fsync, rename, fsync of the directory.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

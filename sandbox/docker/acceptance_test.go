@@ -60,8 +60,9 @@ func newEngine(t testing.TB, nested bool) *engine {
 			ExtraHosts:     []string{"core.berth.test:127.0.0.1"},
 			SeccompProfile: "/unused", NestedSandbox: nested,
 		},
-		Seccomp:   profile,
-		Resources: resources,
+		Seccomp:         profile,
+		Resources:       resources,
+		IntentDirectory: t.TempDir(),
 	})
 	t.Cleanup(e.sweep)
 	return e

@@ -19,7 +19,15 @@ import (
 
 const fixtureImage = "sha256:4f3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c"
 
+// newFixtureHarness is the adapter as a node agent builds it: with a
+// volume intent directory (intents.go).
 func newFixtureHarness(t *testing.T) contracttest.Harness {
+	return fixtureHarness(t, t.TempDir())
+}
+
+// fixtureHarness is the adapter over a new fixture, recording its volume
+// intents in intentDir ("" records nothing).
+func fixtureHarness(t *testing.T, intentDir string) contracttest.Harness {
 	srv := dockertest.Start(t)
 	srv.PutImage(fixtureImage)
 	cli, err := docker.NewClient(srv.Host())
@@ -34,10 +42,11 @@ func newFixtureHarness(t *testing.T) contracttest.Harness {
 	}
 	installation := uuid.NewString()
 	p := docker.New(cli, docker.Options{
-		InstallationID: installation,
-		Config:         docker.NodeConfig{Image: fixtureImage, Network: "none"},
-		Seccomp:        []byte(`{"defaultAction":"SCMP_ACT_ERRNO"}`),
-		Resources:      resources,
+		InstallationID:  installation,
+		Config:          docker.NodeConfig{Image: fixtureImage, Network: "none"},
+		Seccomp:         []byte(`{"defaultAction":"SCMP_ACT_ERRNO"}`),
+		Resources:       resources,
+		IntentDirectory: intentDir,
 	})
 	return contracttest.Harness{Provider: p, Native: dockertest.NewNative(srv, installation), Resources: resources}
 }

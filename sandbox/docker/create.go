@@ -64,6 +64,13 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		return info, err
 	}
 
+	// The volume names are recorded before the engine is asked for them,
+	// so that a volume the engine leaves unlabelled stays provably ref's
+	// (intents.go). Nothing is mutated yet: a failure is settled.
+	if err := p.record(ref); err != nil {
+		return sandbox.Info{Reference: ref, State: sandbox.StateAbsent, CreateSettled: true}, fmt.Errorf("create: %w", err)
+	}
+
 	// From here on, a failure may leave resources: return the Reference so
 	// Core keeps ownership and cleans up through Kill.
 	partial := sandbox.Info{Reference: ref}
@@ -73,8 +80,10 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 			return partial, createErr("create volume", err)
 		}
 		// The engine answers an existing name with the existing volume: one
-		// that appeared since the check is not ours to use.
+		// that appeared since the check is not ours to use, and the record
+		// goes so that Kill never takes it for ref's.
 		if !p.owns(ref, res.Volume.Labels) {
+			p.forget(ref)
 			return partial, fmt.Errorf("create volume: %w", errdefs.ErrOwnership)
 		}
 	}
@@ -159,7 +168,7 @@ func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) (s
 		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 		switch {
 		case err == nil:
-			return refused(ref, p.owns(ref, v.Volume.Labels))
+			return refused(ref, p.volumeIsOwned(ref, v.Volume.Labels))
 		case classify(err) != outcomeNotFound:
 			return sandbox.Info{}, fmt.Errorf("create: check retained volumes: %w", errdefs.ErrObservationUnavailable)
 		}

@@ -24,6 +24,11 @@
 //   - Errors are errdefs classes with fixed text; Docker's messages, ids and
 //     paths never cross the adapter.
 //   - Only Kill mutates to settle a creation: GetInfo and Renew only read.
+//   - Before it asks the engine for ref's volumes (Create, or Kill's
+//     tombstone), the adapter records ref's names in the node's state
+//     directory (intents.go): a full data root makes the engine keep a
+//     volume without its labels, and only the record proves such a volume
+//     ref's. Without the record Create sends nothing.
 //   - A foreign resource under one of ref's names is never touched. Create
 //     that finds one refuses before any mutation with ErrOwnership and its
 //     own absence receipt (Core sends one Create per Reference, and this

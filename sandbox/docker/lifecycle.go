@@ -211,11 +211,13 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 			return fmt.Errorf("kill: confirm volume absence: %w", errdefs.ErrComputeUnconfirmed)
 		}
 	}
+	p.forget(ref)
 	return nil
 }
 
 // volumeOwned reads a volume of ref: (true, nil) when it exists and is
-// owned, ErrNotFound, ErrOwnership, or ErrObservationUnavailable.
+// owned (labelled, or unlabelled while ref's names are recorded:
+// intents.go), ErrNotFound, ErrOwnership, or ErrObservationUnavailable.
 func (p *Provider) volumeOwned(ctx context.Context, ref sandbox.Reference, name string) (bool, error) {
 	v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 	switch {
@@ -225,7 +227,7 @@ func (p *Provider) volumeOwned(ctx context.Context, ref sandbox.Reference, name 
 	default:
 		return false, errdefs.ErrObservationUnavailable
 	}
-	if !p.owns(ref, v.Volume.Labels) {
+	if !p.volumeIsOwned(ref, v.Volume.Labels) {
 		return false, errdefs.ErrOwnership
 	}
 	return true, nil

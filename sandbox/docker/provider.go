@@ -63,6 +63,10 @@ type Options struct {
 	// Resources are the deployment's per-sandbox limits, used by the probe's
 	// capacity check; Create takes its limits from the request.
 	Resources sandbox.Resources
+	// IntentDirectory is where the adapter records each volume name it
+	// asks the engine to create, before asking (intents.go says why); ""
+	// records nothing, and an unlabelled volume then stays foreign.
+	IntentDirectory string
 }
 
 // Provider is the Docker adapter.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 
 	"github.com/moby/moby/client"
 
@@ -57,11 +58,16 @@ func buildLocal(ctx context.Context, _ sandbox.NativeConfiguration, req provider
 	if err != nil || info.Info.ID == "" {
 		return providerapi.Built{}, errors.Join(&sandbox.ProbeError{Code: ProbeEngineUnreachable}, cli.Close())
 	}
+	intents := ""
+	if req.Options.GenerationStateDirectory != "" {
+		intents = filepath.Join(req.Options.GenerationStateDirectory, IntentsDirectory)
+	}
 	p := New(cli, Options{
-		InstallationID: req.Options.InstallationID,
-		Config:         cfg,
-		Seccomp:        seccomp,
-		Resources:      req.Specification.Resources,
+		InstallationID:  req.Options.InstallationID,
+		Config:          cfg,
+		Seccomp:         seccomp,
+		Resources:       req.Specification.Resources,
+		IntentDirectory: intents,
 	})
 	return providerapi.Built{
 		Provider:            p,

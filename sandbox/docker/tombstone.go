@@ -44,6 +44,11 @@ func (p *Provider) tombstoneLabels(ref sandbox.Reference) map[string]string {
 // also a name conflict (something took the name since Kill looked), is
 // ErrComputeUnconfirmed: the next Kill looks again.
 func (p *Provider) placeTombstone(ctx context.Context, ref sandbox.Reference) error {
+	// The engine creates the volumes the tombstone mounts, as it does
+	// Create's: their names are recorded first (intents.go).
+	if err := p.record(ref); err != nil {
+		return fmt.Errorf("claim name: %w", errdefs.ErrComputeUnconfirmed)
+	}
 	labels := p.tombstoneLabels(ref)
 	volume := func(name, target string) mount.Mount {
 		return mount.Mount{
@@ -80,15 +85,24 @@ func (p *Provider) placeTombstone(ctx context.Context, ref sandbox.Reference) er
 
 // confirmTombstone confirms that ref's tombstone holds ref's name and
 // that both volume names exist and are owned (the tombstone pins them).
+// ref's record goes once both volumes carry ref's labels; a volume the
+// engine left unlabelled keeps it, for as long as the tombstone pins it.
 func (p *Provider) confirmTombstone(ctx context.Context, ref sandbox.Reference) error {
 	c, err := p.inspectName(ctx, ref)
 	if err != nil || !p.isTombstone(ref, c) {
 		return fmt.Errorf("kill: confirm tombstone: %w", errdefs.ErrComputeUnconfirmed)
 	}
-	for _, name := range []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)} {
-		if owned, err := p.volumeOwned(ctx, ref, name); err != nil || !owned {
+	volumes := []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)}
+	labelled := true
+	for _, name := range volumes {
+		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+		if err != nil || !p.volumeIsOwned(ref, v.Volume.Labels) {
 			return fmt.Errorf("kill: confirm tombstone volumes: %w", errdefs.ErrComputeUnconfirmed)
 		}
+		labelled = labelled && p.owns(ref, v.Volume.Labels)
+	}
+	if labelled {
+		p.forget(ref)
 	}
 	return nil
 }

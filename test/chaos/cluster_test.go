@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -869,6 +870,7 @@ func (c *cluster) reportI5(before, during []time.Duration) {
 func (c *cluster) cleanup() {
 	ctx := context.Background()
 	c.scanLogs()
+	c.dumpLogs()
 	// A test that passed left nothing but tombstones: anything else it
 	// left is a leak its checks missed (I2).
 	if cs, vs := stack.Owned(c.t, c.cli, c.inst); cs+vs > 0 && !c.t.Failed() {
@@ -898,6 +900,24 @@ func (c *cluster) logs() []string {
 		out = append(out, n.Logs())
 	}
 	return out
+}
+
+// dumpLogs writes every captured log of a failed test to the directory
+// CHAOS_LOGS names, one file per log, for diagnosis; without it, nothing.
+func (c *cluster) dumpLogs() {
+	dir := os.Getenv("CHAOS_LOGS")
+	if dir == "" || !c.t.Failed() {
+		return
+	}
+	base := filepath.Join(dir, strings.ReplaceAll(c.t.Name(), "/", "_"))
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		c.t.Logf("CHAOS_LOGS: %v", err)
+		return
+	}
+	for i, l := range c.logs() {
+		_ = os.WriteFile(filepath.Join(base, fmt.Sprintf("%02d.log", i)), []byte(l), 0o644)
+	}
+	c.t.Logf("CHAOS_LOGS: the cluster's logs are in %s", base)
 }
 
 // scanLogs fails the test if a known secret or a private key PEM marker

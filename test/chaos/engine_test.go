@@ -214,17 +214,10 @@ func TestDockerEngineRestart(t *testing.T) {
 // disk is full a new Session is refused only with
 // no_ready_node_with_capacity (the nodes report their free disk) or
 // accepted; after the disk is freed every Session ends ACTIVE or FAILED
-// with a failure code (I6), and cleanup leaves nothing (I1-I3).
-//
-// It runs only with CHAOS_DISK_FULL=1 because it fails on an open defect
-// (issue 14's note): volumes the engine creates while its disk is full
-// come back without their labels, so the adapter cannot prove them owned,
-// Kill cannot settle the abandoned Create, and the Session stays
-// PROVISIONING for ever.
+// with a failure code (I6), and cleanup leaves nothing (I1-I3). It found
+// the engine leaving unlabelled volumes behind failed creates (the Docker
+// adapter's volume intents settle them now).
 func TestEngineDataRootFull(t *testing.T) {
-	if os.Getenv("CHAOS_DISK_FULL") == "" {
-		t.Skip("reproduces an open defect (unlabelled volumes after ENOSPC strand the Session; issue 14): set CHAOS_DISK_FULL=1")
-	}
 	scenario(t, "Docker Engine data root full during creates", func(t *testing.T, r *run) {
 		engine := startDockerdOn(t, 4<<30)
 		c := newCluster(t, r, options{proxied: -1, engine: engine.Host, image: engine.Image})

@@ -115,6 +115,12 @@ const (
 	// (for example to kill the caller's caller) and then answers normally,
 	// as a real engine does whether or not the client is still there.
 	FaultHookAfterDispatch
+	// FaultVolumeLabelsLost, for volume.create only, is what a real
+	// engine does when its data root is full: the local driver makes the
+	// volume, the write of its labels to the volume metadata database
+	// fails, and the engine answers 500 and keeps the volume, without any
+	// label (observed on dockerd 28 with a full tmpfs data root).
+	FaultVolumeLabelsLost
 )
 
 func (f Fault) String() string {
@@ -129,6 +135,8 @@ func (f Fault) String() string {
 		return "server_error"
 	case FaultHookAfterDispatch:
 		return "hook_after_dispatch"
+	case FaultVolumeLabelsLost:
+		return "volume_labels_lost"
 	}
 	return "fault(" + strconv.Itoa(int(f)) + ")"
 }
@@ -457,6 +465,10 @@ func (s *Server) handle(name string, h func(*http.Request) *reply) http.HandlerF
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, ok := s.admit(name, w, r)
 		if !ok {
+			return
+		}
+		if a.fault == FaultVolumeLabelsLost && name == "volume.create" {
+			writeReply(w, s.volumeCreateLosingLabels(r))
 			return
 		}
 		rep := h(r)

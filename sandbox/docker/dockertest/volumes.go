@@ -72,6 +72,22 @@ func (s *Server) volumeCreate(r *http.Request) *reply {
 	return jsonReply(http.StatusCreated, v.api())
 }
 
+// volumeCreateLosingLabels is volume.create under FaultVolumeLabelsLost:
+// the volume is made (when its name is free) without its labels, and the
+// answer is the engine's 500.
+func (s *Server) volumeCreateLosingLabels(r *http.Request) *reply {
+	var req volume.CreateRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		return errReply(http.StatusBadRequest, "invalid JSON: %v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.volumes[req.Name]; !ok && validVolumeName.MatchString(req.Name) {
+		s.volumes[req.Name] = newVol(req.Name, "local", nil, nil)
+	}
+	return errReply(http.StatusInternalServerError, "create %s: write /var/lib/docker/volumes/metadata.db: no space left on device", req.Name)
+}
+
 func (s *Server) volumeInspect(r *http.Request) *reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
