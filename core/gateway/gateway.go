@@ -27,7 +27,7 @@ type Store interface {
 	AcceptRuntime(ctx context.Context, p store.AcceptRuntimeParams) (store.RuntimeGrant, error)
 	MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (store.RuntimeConnection, error)
 	TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error
-	GetRuntimeConnection(ctx context.Context, id uuid.UUID) (store.RuntimeConnection, error)
+	GetRuntimeConnection(ctx context.Context, id uuid.UUID) (conn store.RuntimeConnection, now time.Time, err error)
 	CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
 	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
 }
@@ -430,7 +430,10 @@ func (c *conn) housekeeping(ctx context.Context) error {
 		c.log.Warn("runtime stopped answering")
 		return errNotAdmit
 	}
-	conn, err := c.g.cfg.Store.GetRuntimeConnection(ctx, c.id())
+	// now is the database clock: the Turn's timestamps below are the
+	// database's, and Core's clock may be off it (lifecycle decisions are
+	// made on the database clock).
+	conn, now, err := c.g.cfg.Store.GetRuntimeConnection(ctx, c.id())
 	if err != nil {
 		return c.storeErr("read connection", err)
 	}
@@ -443,12 +446,12 @@ func (c *conn) housekeeping(ctx context.Context) error {
 	}
 	if sess.Session.State != store.SessionActive || sess.Allocation.ID != c.grant.Connection.AllocationID ||
 		sess.Allocation.DeviceRevokedAt != nil {
-		if done, err := c.drainRevoked(ctx); done || err != nil {
+		if done, err := c.drainRevoked(ctx, now); done || err != nil {
 			return err
 		}
 	}
 	if c.current != nil && c.current.DispatchedAt != nil {
-		over := time.Since(*c.current.DispatchedAt) - c.current.Timeout
+		over := now.Sub(*c.current.DispatchedAt) - c.current.Timeout
 		switch {
 		case over > 2*timeoutGrace:
 			c.log.Warn("runtime did not report a timed-out turn")
@@ -473,11 +476,11 @@ func (c *conn) housekeeping(ctx context.Context) error {
 // (store.Termination): no new Turn is claimed for it (the store refuses
 // the claim), and the Turn running on it, whose cancellation terminal
 // cleanup requested, is asked to cancel and may still report its result
-// for revocationDrain from its cancel_requested_at. done is true (with
-// errRevoked) when nothing runs any more or the drain is over: the
-// connection ends and a result that did not arrive leaves the Turn
-// unconfirmed.
-func (c *conn) drainRevoked(ctx context.Context) (done bool, err error) {
+// for revocationDrain from its cancel_requested_at, measured on the
+// database clock (now). done is true (with errRevoked) when nothing runs
+// any more or the drain is over: the connection ends and a result that
+// did not arrive leaves the Turn unconfirmed.
+func (c *conn) drainRevoked(ctx context.Context, now time.Time) (done bool, err error) {
 	if c.current == nil {
 		return true, errRevoked
 	}
@@ -485,7 +488,7 @@ func (c *conn) drainRevoked(ctx context.Context) (done bool, err error) {
 	if err != nil {
 		return true, c.storeErr("read turn", err)
 	}
-	if t.State.Terminal() || t.CancelRequestedAt == nil || time.Since(*t.CancelRequestedAt) > revocationDrain {
+	if t.State.Terminal() || t.CancelRequestedAt == nil || now.Sub(*t.CancelRequestedAt) > revocationDrain {
 		return true, errRevoked
 	}
 	if !c.cancelSent {

@@ -14,6 +14,10 @@
 //   - The store never makes ids or reads the Go clock: callers pass ids in,
 //     and every lifecycle time (expiry, lease) is written and compared by
 //     the database clock, now() in SQL, so Cores with skewed clocks agree.
+//     A caller that must compare a returned timestamp itself (the gateway's
+//     Turn timeout backstop and revocation drain) takes "now" from the same
+//     read (GetRuntimeConnection), never from Core's clock: a 10-minute
+//     skew once ended every running Turn (issue 14).
 //   - Every error leaving the store is an errdefs class (or pgerr's
 //     ErrRetryable), classified once by package pgerr and wrapped with a
 //     short operation name. Errors never carry secrets, hashes or row

@@ -194,13 +194,16 @@ func (s *Store) CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uui
 	return ids, nil
 }
 
-// GetRuntimeConnection returns a connection by id.
-func (s *Store) GetRuntimeConnection(ctx context.Context, id uuid.UUID) (RuntimeConnection, error) {
+// GetRuntimeConnection returns a connection by id, and the database clock
+// at the read: Core's own clock may be off the database's, so whoever
+// compares the time with a database timestamp (a Turn's dispatched_at or
+// cancel_requested_at) takes now from here.
+func (s *Store) GetRuntimeConnection(ctx context.Context, id uuid.UUID) (conn RuntimeConnection, now time.Time, err error) {
 	row, err := s.q.GetRuntimeConnection(ctx, id)
 	if err != nil {
-		return RuntimeConnection{}, wrap("get runtime connection", err)
+		return RuntimeConnection{}, time.Time{}, wrap("get runtime connection", err)
 	}
-	return runtimeConnectionFromRow(row), nil
+	return runtimeConnectionFromRow(row.RuntimeConnection), row.ReadAt, nil
 }
 
 // RuntimeReadiness is the Runtime half of an Environment's readiness.

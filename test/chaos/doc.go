@@ -3,8 +3,10 @@
 // the Docker Engine through the admin API, injects faults (SIGKILL and
 // SIGSTOP of processes, a cut TCP path between Core and a node or between
 // the Runtimes and Core, a PostgreSQL restart or its connection slots
-// exhausted, a standby Core taking over, a flood of bad hellos and
-// malformed admin requests, a read-only node state directory, foreign
+// exhausted or its clock 10 minutes off Core's (libfaketime on the
+// server), a standby Core taking over, a flood of bad hellos and
+// malformed admin requests, a read-only node state directory, the engine's
+// data root full (a private engine on a tmpfs), foreign
 // resources with colliding names, replayed enrollment tokens, a node
 // presenting another node's certificate) and after each scenario checks
 // the invariants against the engine and the database, through observers
@@ -67,10 +69,11 @@
 // the node agent while Runtimes are connected.
 //
 // Rules: real processes, the real engine and a real PostgreSQL (a test's
-// own database on the shared server; the PostgreSQL restart scenario runs
-// its own server in a temporary folder so parallel tests are not
-// disturbed); every scenario logs its seed (CHAOS_SEED replays one) and
-// timings; timings are reported, never asserted tightly; each scenario runs
+// own database on the shared server; the PostgreSQL restart, connection
+// and clock scenarios run their own server in a temporary folder so
+// parallel tests are not disturbed); every scenario logs its seed (CHAOS_SEED replays one) and
+// timings; timings are reported, never asserted tightly; CHAOS_LOGS=dir
+// keeps a failed scenario's process logs there; each scenario runs
 // CHAOS_RUNS times (default 1: the shortened form `make test` runs); the
 // soak workload runs only when CHAOS_SOAK_DURATION is set (`make soak`)
 // and fails on a refusal the cluster's state does not explain. Under

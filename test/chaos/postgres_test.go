@@ -25,7 +25,16 @@ type postgres struct {
 	data string
 	sock string
 	DSN  string
+	// env is the server's extra environment (startPostgresSkewed's
+	// libfaketime).
+	env []string
 }
+
+// libfaketime is Debian's libfaketime (scripts/test-services installs
+// it): preloaded into PostgreSQL, it offsets the server's clock. It works
+// on PostgreSQL, which reads the time through libc, and would not on the
+// Go binaries, which read it from the vDSO.
+const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 // pgBinDir finds PostgreSQL 15's server binaries.
 func pgBinDir() string {
@@ -43,7 +52,26 @@ func pgBinDir() string {
 // user are missing.
 func startPostgres(t testing.TB) *postgres {
 	t.Helper()
+	return startPostgresSkewed(t, 0)
+}
+
+// startPostgresSkewed is startPostgres whose server's clock runs offset
+// from the host's (libfaketime); the offset is checked from the server's
+// own now().
+func startPostgresSkewed(t testing.TB, offset time.Duration) *postgres {
+	t.Helper()
 	testenv.SkipShort(t, "a private PostgreSQL server")
+	var env []string
+	if offset != 0 {
+		if _, err := os.Stat(libfaketime); err != nil {
+			msg := "a skewed PostgreSQL needs " + libfaketime + " (scripts/test-services up installs libfaketime)"
+			if testenv.InCI() {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+		env = []string{"LD_PRELOAD=" + libfaketime, fmt.Sprintf("FAKETIME=%+d", int64(offset/time.Second)), "FAKETIME_DONT_FAKE_MONOTONIC=1"}
+	}
 	bin := pgBinDir()
 	pgUser, err := user.Lookup("postgres")
 	if bin == "" || err != nil || os.Geteuid() != 0 {
@@ -63,7 +91,7 @@ func startPostgres(t testing.TB) *postgres {
 	if err := os.Chown(dir, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	p := &postgres{t: t, bin: bin, data: filepath.Join(dir, "data"), sock: dir}
+	p := &postgres{t: t, bin: bin, data: filepath.Join(dir, "data"), sock: dir, env: env}
 	if out, err := p.run("initdb", "-D", p.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
@@ -84,18 +112,47 @@ func startPostgres(t testing.TB) *postgres {
 		t.Fatalf("createdb: %v\n%s", err, out)
 	}
 	p.DSN = "postgres:///berth?host=" + url.QueryEscape(dir) + "&user=postgres"
+	if offset != 0 {
+		p.requireOffset(offset)
+	}
 	return p
+}
+
+// requireOffset fails the test unless the server's now() is offset from
+// the host's clock by offset (within a few seconds).
+func (p *postgres) requireOffset(offset time.Duration) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.DSN)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var db time.Time
+	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&db); err != nil {
+		p.t.Fatal(err)
+	}
+	if got := db.Sub(time.Now()); (got - offset).Abs() > 5*time.Second {
+		p.t.Fatalf("the skewed server's clock is %v off the host's, want %v", got, offset)
+	}
 }
 
 // run runs one of the server binaries as the postgres user.
 func (p *postgres) run(name string, args ...string) ([]byte, error) {
-	cmd := exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(p.bin, name)}, args...)...)
+	return p.runEnv(nil, name, args...)
+}
+
+// runEnv is run with env added to the binary's environment.
+func (p *postgres) runEnv(env []string, name string, args ...string) ([]byte, error) {
+	argv := append([]string{"-u", "postgres", "--", "env"}, env...)
+	cmd := exec.Command("runuser", append(append(argv, filepath.Join(p.bin, name)), args...)...)
 	return cmd.CombinedOutput()
 }
 
 func (p *postgres) start() {
 	p.t.Helper()
-	if out, err := p.run("pg_ctl", "-D", p.data, "-l", filepath.Join(p.sock, "log"), "-w", "-t", "30", "start"); err != nil {
+	if out, err := p.runEnv(p.env, "pg_ctl", "-D", p.data, "-l", filepath.Join(p.sock, "log"), "-w", "-t", "30", "start"); err != nil {
 		p.t.Fatalf("pg_ctl start: %v\n%s", err, out)
 	}
 }

@@ -97,22 +97,31 @@ func (q *Queries) GetDeviceAllocation(ctx context.Context, deviceID uuid.UUID) (
 }
 
 const getRuntimeConnection = `-- name: GetRuntimeConnection :one
-SELECT id, allocation_id, generation, owner_epoch, runtime_version, connected_at, prepared_at, last_seen_at, disconnected_at FROM runtime_connections WHERE id = $1
+SELECT runtime_connections.id, runtime_connections.allocation_id, runtime_connections.generation, runtime_connections.owner_epoch, runtime_connections.runtime_version, runtime_connections.connected_at, runtime_connections.prepared_at, runtime_connections.last_seen_at, runtime_connections.disconnected_at, now()::timestamptz AS read_at
+FROM runtime_connections WHERE id = $1
 `
 
-func (q *Queries) GetRuntimeConnection(ctx context.Context, id uuid.UUID) (RuntimeConnection, error) {
+type GetRuntimeConnectionRow struct {
+	RuntimeConnection RuntimeConnection
+	ReadAt            time.Time
+}
+
+// GetRuntimeConnection also reads the database clock, the one clock the
+// gateway compares the Turns' database timestamps with.
+func (q *Queries) GetRuntimeConnection(ctx context.Context, id uuid.UUID) (GetRuntimeConnectionRow, error) {
 	row := q.db.QueryRow(ctx, getRuntimeConnection, id)
-	var i RuntimeConnection
+	var i GetRuntimeConnectionRow
 	err := row.Scan(
-		&i.ID,
-		&i.AllocationID,
-		&i.Generation,
-		&i.OwnerEpoch,
-		&i.RuntimeVersion,
-		&i.ConnectedAt,
-		&i.PreparedAt,
-		&i.LastSeenAt,
-		&i.DisconnectedAt,
+		&i.RuntimeConnection.ID,
+		&i.RuntimeConnection.AllocationID,
+		&i.RuntimeConnection.Generation,
+		&i.RuntimeConnection.OwnerEpoch,
+		&i.RuntimeConnection.RuntimeVersion,
+		&i.RuntimeConnection.ConnectedAt,
+		&i.RuntimeConnection.PreparedAt,
+		&i.RuntimeConnection.LastSeenAt,
+		&i.RuntimeConnection.DisconnectedAt,
+		&i.ReadAt,
 	)
 	return i, err
 }

@@ -46,7 +46,10 @@ UPDATE runtime_connections SET disconnected_at = now()
 WHERE id = @id AND disconnected_at IS NULL;
 
 -- name: GetRuntimeConnection :one
-SELECT * FROM runtime_connections WHERE id = @id;
+-- GetRuntimeConnection also reads the database clock, the one clock the
+-- gateway compares the Turns' database timestamps with.
+SELECT sqlc.embed(runtime_connections), now()::timestamptz AS read_at
+FROM runtime_connections WHERE id = @id;
 
 -- name: ListRuntimeReadiness :many
 -- ListRuntimeReadiness returns, for the given allocations, the open
