@@ -12,6 +12,7 @@ import (
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providercontract"
 )
 
 const fixtureImage = "sha256:4f3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c"
@@ -107,11 +108,35 @@ func TestAgentWaitEndsWithTheCallersDeadline(t *testing.T) {
 	}
 }
 
+// withoutCheckpoints is the Docker adapter declaring no checkpoints; it
+// counts the Suspend calls that reach it.
+type withoutCheckpoints struct {
+	*docker.Provider
+	suspends int
+}
+
+func (w *withoutCheckpoints) ProviderOperations() providercontract.Operations {
+	return sandbox.WithoutCheckpoints(docker.Operations(), "test_no_checkpoints")
+}
+
+func (w *withoutCheckpoints) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbox.SuspendResult, error) {
+	w.suspends++
+	return w.Provider.Suspend(ctx, req)
+}
+
+// TestAgentAnswersUnsupportedBeforeTheAdapter: an operation the backend
+// declares unsupported is answered with the typed error from the
+// declaration, before the adapter (or the request's validation) is
+// reached.
 func TestAgentAnswersUnsupportedBeforeTheAdapter(t *testing.T) {
-	a, _ := newMeteredAgent(t)
-	_, err := a.Suspend(context.Background(), sandbox.SuspendRequest{})
-	if !errdefs.IsUnsupported(err) {
-		t.Fatalf("Suspend: %v", err)
+	_, p := fixtureProvider(t)
+	w := &withoutCheckpoints{Provider: p}
+	a, err := NewAgent(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Suspend(context.Background(), sandbox.SuspendRequest{}); !errdefs.IsUnsupported(err) || w.suspends != 0 {
+		t.Fatalf("Suspend: %v (%d calls reached the adapter)", err, w.suspends)
 	}
 }
 

@@ -1,5 +1,7 @@
 package sandbox
 
+import "berth.dev/runtimebootstrap"
+
 // Compute is one exact compute incarnation of an allocation. Cleanup and
 // commands target the incarnation, never whatever instance now has the same
 // name.
@@ -50,13 +52,17 @@ type SuspendResult struct {
 }
 
 // ResumeRequest restores Snapshot into the Target incarnation under a
-// Core-persisted operation ID. ObserveOnly observes the previous attempt and
-// never starts another restore.
+// Core-persisted operation ID, with the deployment's Resources and a fresh
+// Runtime Bootstrap (a restored Runtime starts anew and authenticates
+// again). ObserveOnly observes the previous attempt and never starts
+// another restore; it needs neither Resources nor Bootstrap.
 type ResumeRequest struct {
 	Snapshot    SnapshotIdentity
 	Target      Compute
 	OperationID string
 	ObserveOnly bool
+	Resources   Resources
+	Bootstrap   runtimebootstrap.File
 }
 
 // ResumeResult is a restore's outcome.

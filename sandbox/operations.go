@@ -81,6 +81,22 @@ func Inventory() []providercontract.Contract {
 	return out
 }
 
+// WithoutCheckpoints returns a copy of decl whose CheckpointProvider
+// methods (from the inventory) are all unsupported with reason: the
+// declaration of a backend like decl that has no checkpoints.
+func WithoutCheckpoints(decl providercontract.Operations, reason providercontract.ReasonCode) providercontract.Operations {
+	out := decl.Clone()
+	for _, c := range Inventory() {
+		if c.Name != ContractCheckpointProvider {
+			continue
+		}
+		for _, op := range c.Methods {
+			out[op] = providercontract.Unsupported(reason)
+		}
+	}
+	return out
+}
+
 // ValidateOperations checks a declaration against the inventory: every
 // method decided, the required operations supported, checkpoint methods
 // decided alike, batch observation only with single observation, and no

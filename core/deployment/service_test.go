@@ -167,9 +167,11 @@ func TestRejectedCandidatesNameTheFieldAndWriteNothing(t *testing.T) {
 		{"retention", dockerWithSpec(func(s *sandbox.Specification) {
 			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: time.Hour + time.Millisecond}
 		}), "suspension.retention"},
-		{"suspension without checkpoint support", dockerWithSpec(func(s *sandbox.Specification) {
-			s.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: 2 * time.Hour}
-		}), "specification.suspension"},
+		{"suspension without checkpoint support", func() deployment.Candidate {
+			c := deploymenttest.DirectCandidate("eu", "tok")
+			c.Specification.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: 2 * time.Hour}
+			return c
+		}(), "specification.suspension"},
 		{"docker public object", deployment.Candidate{ProviderKind: "docker", Public: json.RawMessage(`{"socket":"/x"}`), Specification: deploymenttest.DefaultSpec()}, "configuration.public"},
 		{"docker credential", deployment.Candidate{ProviderKind: "docker", Credential: sandbox.NewCredential([]byte(`{"token":"s3cret-value"}`)), Specification: deploymenttest.DefaultSpec()}, "configuration.credential"},
 		{"provider resource validator", func() deployment.Candidate {
@@ -286,4 +288,16 @@ func TestCredentialIsSealedToInstallationAndGeneration(t *testing.T) {
 // alone and held, and looks for its credential.
 func TestCandidateRedactsCredential(t *testing.T) {
 	redacttest.Check(t, deploymenttest.DirectCandidate("eu", "tok-s3cret-never-printed"), []byte("tok-s3cret-never-printed"))
+}
+
+// TestDockerAcceptsASuspensionPolicy: Docker declares checkpoint support,
+// so a deployment may set its own suspension policy, and the preview
+// keeps it.
+func TestDockerAcceptsASuspensionPolicy(t *testing.T) {
+	f := deploymenttest.New(t)
+	policy := sandbox.SuspensionPolicy{Idle: time.Hour, Retention: 48 * time.Hour}
+	p, err := f.Svc.Preview(f.Ctx, dockerWithSpec(func(s *sandbox.Specification) { s.Suspension = policy }))
+	if err != nil || p.Deployment.Specification.Suspension != policy {
+		t.Fatalf("Preview = %+v, %v; want the policy kept", p.Deployment.Specification, err)
+	}
 }

@@ -53,7 +53,8 @@ func (p *Proxy) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbo
 // Resume forwards Resume.
 func (p *Proxy) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandbox.ResumeResult, error) {
 	return call(ctx, p, sandbox.OpResume, req.Target.Reference,
-		request(nodewire.ResumeRequestToWire(req)), pb.NodeServiceClient.Resume, nodewire.ResumeResultFromWire)
+		func() (*pb.ResumeRequest, error) { return nodewire.ResumeRequestToWire(req) },
+		pb.NodeServiceClient.Resume, nodewire.ResumeResultFromWire)
 }
 
 // ResumeCompute forwards ResumeCompute.

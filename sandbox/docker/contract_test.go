@@ -80,7 +80,7 @@ func TestFixtureLifecycle(t *testing.T) {
 	got := strings.Join(callNames(f.Calls()), " ")
 	want := "container.inspect volume.inspect volume.inspect volume.create volume.create container.create container.inspect container.archive container.archive container.start " +
 		"container.inspect exec.create exec.start exec.inspect " +
-		"container.inspect volume.inspect volume.inspect container.remove volume.remove volume.remove container.inspect volume.inspect volume.inspect"
+		"container.list volume.list container.inspect volume.inspect volume.inspect container.remove volume.remove volume.remove container.inspect volume.inspect volume.inspect"
 	if got != want {
 		t.Errorf("calls:\n got %s\nwant %s", got, want)
 	}

@@ -67,7 +67,7 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 	// The volume names are recorded before the engine is asked for them,
 	// so that a volume the engine leaves unlabelled stays provably ref's
 	// (intents.go). Nothing is mutated yet: a failure is settled.
-	if err := p.record(ref); err != nil {
+	if err := p.record(ref, p.Name(ref)); err != nil {
 		return sandbox.Info{Reference: ref, State: sandbox.StateAbsent, CreateSettled: true}, fmt.Errorf("create: %w", err)
 	}
 
@@ -75,7 +75,7 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 	// Core keeps ownership and cleans up through Kill.
 	partial := sandbox.Info{Reference: ref}
 	for _, name := range []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)} {
-		res, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: p.Labels(ref)})
+		res, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: p.computeLabels(ref, 1)})
 		if err != nil {
 			return partial, createErr("create volume", err)
 		}
@@ -83,7 +83,7 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		// that appeared since the check is not ours to use, and the record
 		// goes so that Kill never takes it for ref's.
 		if !p.owns(ref, res.Volume.Labels) {
-			p.forget(ref)
+			p.forget(p.Name(ref))
 			return partial, fmt.Errorf("create volume: %w", errdefs.ErrOwnership)
 		}
 	}
@@ -168,7 +168,7 @@ func (p *Provider) refuseExisting(ctx context.Context, ref sandbox.Reference) (s
 		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 		switch {
 		case err == nil:
-			return refused(ref, p.volumeIsOwned(ref, v.Volume.Labels))
+			return refused(ref, p.volumeIsOwned(ref, name, v.Volume.Labels))
 		case classify(err) != outcomeNotFound:
 			return sandbox.Info{}, fmt.Errorf("create: check retained volumes: %w", errdefs.ErrObservationUnavailable)
 		}
@@ -201,24 +201,33 @@ func labelsOf(c container.InspectResponse) map[string]string {
 // volume and subpath mounts, network). Benchmarks build their engine
 // baseline from it, so that the baseline creates the very same container.
 func (p *Provider) ContainerCreateOptions(ref sandbox.Reference, res sandbox.Resources) client.ContainerCreateOptions {
+	return p.computeCreateOptions(sandbox.Compute{Reference: ref, Generation: 1, Name: p.Name(ref)}, res)
+}
+
+// computeCreateOptions is the container request of incarnation c: the
+// same settings for every generation, c's name, c's own volume group and
+// c's labels (ownership and generation).
+func (p *Provider) computeCreateOptions(c sandbox.Compute, res sandbox.Resources) client.ContainerCreateOptions {
+	labels := p.computeLabels(c.Reference, c.Generation)
 	return client.ContainerCreateOptions{
-		Name:       p.Name(ref),
-		Config:     p.containerConfig(ref),
-		HostConfig: p.hostConfig(ref, res),
+		Name:       c.Name,
+		Config:     p.containerConfig(labels),
+		HostConfig: p.hostConfig(c.Name, labels, res),
 	}
 }
 
-func (p *Provider) containerConfig(ref sandbox.Reference) *container.Config {
+func (p *Provider) containerConfig(labels map[string]string) *container.Config {
 	return &container.Config{
 		Image:      p.opts.Config.Image,
 		User:       RuntimeUser,
 		Cmd:        RuntimeCommand(),
 		WorkingDir: WorkspacePath,
-		Labels:     p.Labels(ref),
+		Labels:     labels,
 	}
 }
 
-func (p *Provider) hostConfig(ref sandbox.Reference, res sandbox.Resources) *container.HostConfig {
+// hostConfig mounts group's volumes (group+"-home", group+"-environment").
+func (p *Provider) hostConfig(group string, labels map[string]string, res sandbox.Resources) *container.HostConfig {
 	pids := int64(PidsLimit)
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(p.opts.Config.Network),
@@ -237,16 +246,16 @@ func (p *Provider) hostConfig(ref sandbox.Reference, res sandbox.Resources) *con
 		// still be owned, so that the next Kill can remove it.
 		Mounts: []mount.Mount{
 			{
-				Type: mount.TypeVolume, Source: p.HomeVolume(ref), Target: HomeMount,
-				VolumeOptions: &mount.VolumeOptions{Labels: p.Labels(ref)},
+				Type: mount.TypeVolume, Source: group + homeSuffix, Target: HomeMount,
+				VolumeOptions: &mount.VolumeOptions{Labels: labels},
 			},
 			{
-				Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: EnvironmentPath,
-				VolumeOptions: &mount.VolumeOptions{Labels: p.Labels(ref)},
+				Type: mount.TypeVolume, Source: group + environmentSuffix, Target: EnvironmentPath,
+				VolumeOptions: &mount.VolumeOptions{Labels: labels},
 			},
 			{
-				Type: mount.TypeVolume, Source: p.EnvironmentVolume(ref), Target: WorkspacePath,
-				VolumeOptions: &mount.VolumeOptions{Subpath: WorkspaceSubpath, Labels: p.Labels(ref)},
+				Type: mount.TypeVolume, Source: group + environmentSuffix, Target: WorkspacePath,
+				VolumeOptions: &mount.VolumeOptions{Subpath: WorkspaceSubpath, Labels: labels},
 			},
 		},
 		Resources: container.Resources{

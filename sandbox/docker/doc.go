@@ -101,6 +101,59 @@
 // volume the engine creates again for a container create that raced a
 // Kill stays owned and the next Kill removes it.
 //
+// # Checkpoints (checkpoint.go)
+//
+// Checkpoints are filesystem checkpoints: no process memory is captured
+// (CRIU does not work on these hosts), so a restored Runtime starts anew
+// from its captured home and environment volumes and authenticates again
+// with the fresh bootstrap file Resume writes.
+//
+//   - Incarnations: generation 1 is Create's container (Name(ref)); each
+//     later one is its own container Name(ref)+"-g<n>" with its own two
+//     volumes (the container name plus "-home" and "-environment"). Every
+//     container and volume of an incarnation carries the ownership labels
+//     and io.berth.compute-generation. GetCompute, ResumeCompute,
+//     KillCompute and RunCommandCompute act only on the container under
+//     the incarnation's name with those labels and, once Core knows it,
+//     its exact id; another container under the name is another
+//     incarnation, and KillCompute then touches nothing.
+//   - Suspend(operation) pauses the source (the cgroup freezer), creates a
+//     never-started capture container mounting the snapshot's two new
+//     volumes (SnapshotName(ref, operation) plus the suffixes), copies the
+//     source's /home and /environment into them through the engine's
+//     archive endpoints (contents, modes, owners, times, links), then
+//     creates the snapshot's holder: a never-started container under the
+//     snapshot's name whose labels carry the operation, the source
+//     generation and the SHA-256 of the copied archives. The holder's
+//     existence is the capture's completion: its labels are written
+//     atomically with it, and it pins the snapshot's volumes. The capture
+//     container, the source container and the source's volumes are then
+//     removed. The identity returned (and later read back from the holder)
+//     is the snapshot's name and "docker-volumes;source-generation=<n>;
+//     digest=sha256:<hex>".
+//   - The same operation again finds the holder and only finishes the
+//     removals: it captures once. A capture container without a holder is
+//     an attempt of unknown outcome, which Suspend never copies over
+//     (ErrComputeUnconfirmed); ObserveOnly only reads: the snapshot, the
+//     incomplete attempt (ErrComputeUnconfirmed) or nothing (ErrNotFound,
+//     an observation, not a receipt).
+//   - ResumeCompute unpauses the same paused container after an aborted
+//     suspend, leaves a running one as it is, and refuses a stopped one
+//     (ErrFailedPrecondition): it never starts a container.
+//   - Resume checks the holder and that the identity is the one it
+//     records, refuses an existing target, creates the target's volumes
+//     and container with Create's settings, copies the snapshot in,
+//     writes the fresh bootstrap file over the captured one and starts the
+//     Runtime; it returns the running incarnation with its id. The
+//     snapshot stays until DeleteSnapshot, which removes exactly its
+//     holder, a left-over capture container and its two volumes.
+//   - Kill removes every incarnation and snapshot of ref besides the first
+//     incarnation (listed by ref's allocation and installation labels,
+//     each checked for all ownership labels), then settles the first
+//     incarnation as before, tombstone included.
+//   - Every snapshot and incarnation volume group is recorded before the
+//     engine is asked for it (intents.go), as Create's is.
+//
 // Retention: the tombstone and its two empty volumes stay for as long as
 // the engine keeps them. Removing the tombstone would free the name, and
 // the adapter can never prove that no request of the original attempt is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/atomicfile"
@@ -16,8 +17,10 @@ import (
 const IntentsDirectory = "docker-volume-intents"
 
 // Volume intents: the adapter's record of the volume names it asks the
-// engine to create, one file per Reference named after its container and
-// holding the exact Reference, written before the requests. They exist
+// engine to create, one file per volume group (a compute incarnation's
+// container name, or a snapshot's; its volumes are the group's name plus
+// "-home" and "-environment") holding the exact Reference, written before
+// the requests. They exist
 // because the engine's volume create is not atomic: the local driver
 // makes the volume's directory before the engine writes its labels to the
 // volume metadata database, and when that write fails (a full data root:
@@ -27,11 +30,11 @@ const IntentsDirectory = "docker-volume-intents"
 // allocation would never settle (issue 14's full-disk defect).
 //
 // A record makes exactly one kind of volume owned besides a labelled one:
-// a volume with no label at all under one of the names of the Reference
-// recorded. A volume that carries labels is judged by them alone, so a
+// a volume with no label at all in a group recorded for the same
+// Reference. A volume that carries labels is judged by them alone, so a
 // record never turns another tenant's or installation's volume into ref's.
-// A record goes when Kill confirms ref's resources absent, or when ref's
-// tombstone pins both volumes with their labels.
+// A group's record goes when its volumes are confirmed absent, or when
+// ref's tombstone pins both with their labels.
 //
 // Without a directory (a standalone adapter) nothing is recorded and
 // nothing proved, so an unlabelled volume stays foreign.
@@ -48,11 +51,11 @@ func (p *Provider) intentOf(ref sandbox.Reference) intent {
 	return intent{Installation: p.opts.InstallationID, Tenant: ref.TenantID, Environment: ref.EnvironmentID, Allocation: ref.AllocationID}
 }
 
-// record durably notes, in one file named after ref's container (the
-// file and its folder synced), that ref asks for its two volume names,
-// before the requests are sent. A failure is ErrFailedPrecondition: the
-// caller sends nothing.
-func (p *Provider) record(ref sandbox.Reference) error {
+// record durably notes, in one file named after group (the file and its
+// folder synced), that ref asks for the group's two volume names, before
+// the requests are sent. A failure is ErrFailedPrecondition: the caller
+// sends nothing.
+func (p *Provider) record(ref sandbox.Reference, group string) error {
 	if p.opts.IntentDirectory == "" {
 		return nil
 	}
@@ -63,19 +66,18 @@ func (p *Provider) record(ref sandbox.Reference) error {
 	if err := os.MkdirAll(p.opts.IntentDirectory, 0o700); err != nil {
 		return fmt.Errorf("record volume intent: %w", errdefs.ErrFailedPrecondition)
 	}
-	if err := atomicfile.Write(filepath.Join(p.opts.IntentDirectory, p.Name(ref)), doc, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(p.opts.IntentDirectory, group), doc, 0o600); err != nil {
 		return fmt.Errorf("record volume intent: %w", errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }
 
-// recorded reports whether ref's volume names are recorded for exactly
-// ref.
-func (p *Provider) recorded(ref sandbox.Reference) bool {
+// recorded reports whether group is recorded for exactly ref.
+func (p *Provider) recorded(ref sandbox.Reference, group string) bool {
 	if p.opts.IntentDirectory == "" {
 		return false
 	}
-	raw, err := os.ReadFile(filepath.Join(p.opts.IntentDirectory, p.Name(ref)))
+	raw, err := os.ReadFile(filepath.Join(p.opts.IntentDirectory, group))
 	if err != nil {
 		return false
 	}
@@ -83,22 +85,55 @@ func (p *Provider) recorded(ref sandbox.Reference) bool {
 	return json.Unmarshal(raw, &got) == nil && got == p.intentOf(ref)
 }
 
-// forget removes ref's record, as far as it can: a record left behind
+// forget removes group's record, as far as it can: a record left behind
 // (the state directory refusing the removal) only vouches for unlabelled
-// volumes under ref's own derived names, which only ref's Create and
-// Kill make.
-func (p *Provider) forget(ref sandbox.Reference) {
+// volumes under names derived from ref, which only the adapter's calls for
+// ref make.
+func (p *Provider) forget(group string) {
 	if p.opts.IntentDirectory != "" {
-		_ = os.Remove(filepath.Join(p.opts.IntentDirectory, p.Name(ref)))
+		_ = os.Remove(filepath.Join(p.opts.IntentDirectory, group))
 	}
 }
 
-// volumeIsOwned is the ownership rule for one of ref's volumes: every
-// ownership label of ref, or no label at all while ref's names are
+// volumeIsOwned is the ownership rule for a volume of ref: every
+// ownership label of ref, or no label at all while the volume's group is
 // recorded for ref (the volume intents above say why).
-func (p *Provider) volumeIsOwned(ref sandbox.Reference, labels map[string]string) bool {
+func (p *Provider) volumeIsOwned(ref sandbox.Reference, name string, labels map[string]string) bool {
 	if len(labels) == 0 {
-		return p.recorded(ref)
+		group, ok := volumeGroup(name)
+		return ok && p.recorded(ref, group)
 	}
 	return p.owns(ref, labels)
+}
+
+// volumeGroup is the group of a volume name: the name without its "-home"
+// or "-environment" suffix.
+func volumeGroup(name string) (string, bool) {
+	for _, suffix := range []string{homeSuffix, environmentSuffix} {
+		if group, ok := strings.CutSuffix(name, suffix); ok {
+			return group, true
+		}
+	}
+	return "", false
+}
+
+// recordedGroups lists the groups recorded for exactly ref.
+func (p *Provider) recordedGroups(ref sandbox.Reference) []string {
+	if p.opts.IntentDirectory == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(p.opts.IntentDirectory)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if p.recorded(ref, e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }

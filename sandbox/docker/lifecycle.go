@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -114,8 +115,10 @@ func renewErr(err error) error {
 	return err
 }
 
-// Kill checks the ownership labels of the container and both volumes
-// before removing any of them, and removes what exists. When ref's
+// Kill first removes ref's later incarnations and snapshots (killOthers).
+// For the first incarnation it checks the ownership labels of the
+// container and both volumes before removing any of them, and removes
+// what exists. When ref's
 // container existed it then confirms that all three are gone. When it did
 // not, Create may still be in flight, so Kill claims ref's names with a
 // tombstone (tombstone.go) and confirms that the tombstone holds them; a
@@ -136,6 +139,11 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	}
 	if err := ref.Validate(); err != nil {
 		return err
+	}
+	// The later incarnations and the snapshots of ref go first
+	// (checkpoint.go): their containers, then their volumes.
+	if err := p.killOthers(ctx, ref); err != nil {
+		return fmt.Errorf("kill: %w", err)
 	}
 	// Check everything first: a foreign resource stops the whole cleanup.
 	var containerID string
@@ -211,7 +219,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 			return fmt.Errorf("kill: confirm volume absence: %w", errdefs.ErrComputeUnconfirmed)
 		}
 	}
-	p.forget(ref)
+	p.forget(p.Name(ref))
 	return nil
 }
 
@@ -227,8 +235,79 @@ func (p *Provider) volumeOwned(ctx context.Context, ref sandbox.Reference, name 
 	default:
 		return false, errdefs.ErrObservationUnavailable
 	}
-	if !p.volumeIsOwned(ref, v.Volume.Labels) {
+	if !p.volumeIsOwned(ref, name, v.Volume.Labels) {
 		return false, errdefs.ErrOwnership
 	}
 	return true, nil
+}
+
+// killOthers removes ref's resources other than its first incarnation
+// (Create's container and volumes, which Kill handles with the tombstone):
+// the later incarnations and the snapshots, found by ref's allocation and
+// installation labels and each checked for every ownership label of ref,
+// and the unlabelled volumes of groups recorded for ref (intents.go). A
+// resource carrying ref's labels but not all of them stops it before any
+// change (ErrOwnership).
+func (p *Provider) killOthers(ctx context.Context, ref sandbox.Reference) error {
+	filter := client.Filters{}.Add("label", LabelAllocation+"="+ref.AllocationID).Add("label", LabelInstallation+"="+p.opts.InstallationID)
+	first := p.Name(ref)
+	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
+	if err != nil {
+		return fmt.Errorf("list containers: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	var containers []string
+	for _, c := range cs.Items {
+		if slices.Contains(c.Names, "/"+first) {
+			continue
+		}
+		if !p.owns(ref, c.Labels) {
+			return errdefs.ErrOwnership
+		}
+		containers = append(containers, c.ID)
+	}
+	vs, err := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
+	if err != nil {
+		return fmt.Errorf("list volumes: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	var volumes []string
+	for _, v := range vs.Items {
+		if group, _ := volumeGroup(v.Name); group == first {
+			continue
+		}
+		if !p.owns(ref, v.Labels) {
+			return errdefs.ErrOwnership
+		}
+		volumes = append(volumes, v.Name)
+	}
+	for _, group := range p.recordedGroups(ref) {
+		if group == first {
+			continue
+		}
+		for _, name := range []string{group + homeSuffix, group + environmentSuffix} {
+			switch owned, err := p.volumeOwned(ctx, ref, name); {
+			case err == nil && owned && !slices.Contains(volumes, name):
+				volumes = append(volumes, name)
+			case err != nil && errdefs.IsOwnership(err):
+				return errdefs.ErrOwnership
+			case err != nil && !errdefs.IsNotFound(err):
+				return fmt.Errorf("inspect volume: %w", errdefs.ErrComputeUnconfirmed)
+			}
+		}
+	}
+	for _, id := range containers {
+		if _, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("remove container: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	for _, name := range volumes {
+		if _, err := p.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{}); err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("remove volume: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	for _, group := range p.recordedGroups(ref) {
+		if group != first {
+			p.forget(group)
+		}
+	}
+	return nil
 }

@@ -28,24 +28,20 @@ const (
 	LabelAllocation   = "io.berth.allocation"
 )
 
-// Reason codes of the unsupported operations.
-const (
-	ReasonCheckpointNotBuilt providercontract.ReasonCode = "docker_checkpoint_not_built"
-	ReasonNoNativeBatch      providercontract.ReasonCode = "docker_no_native_batch"
-)
+// ReasonNoNativeBatch is the reason code of ObserveBatch, unsupported.
+const ReasonNoNativeBatch providercontract.ReasonCode = "docker_no_native_batch"
 
 // Operations is the adapter's one declaration, shared by its instances and
-// its registration. Checkpoints are declared unsupported until the
-// checkpoint issue builds them (CRIU does not work on the test kernels, so
-// Docker checkpoints could not capture process memory here anyway).
+// its registration. Checkpoints are supported as filesystem checkpoints
+// (checkpoint.go; CRIU does not work on these hosts, so no process memory
+// is captured).
 func Operations() providercontract.Operations {
 	s := providercontract.Supported()
-	cp := providercontract.Unsupported(ReasonCheckpointNotBuilt)
 	return providercontract.Operations{
 		sandbox.OpCreate: s, sandbox.OpGetInfo: s, sandbox.OpRenew: s, sandbox.OpKill: s, sandbox.OpRunCommand: s,
-		sandbox.OpInitial: cp, sandbox.OpNewCompute: cp, sandbox.OpGetCompute: cp, sandbox.OpSuspend: cp,
-		sandbox.OpResume: cp, sandbox.OpResumeCompute: cp, sandbox.OpKillCompute: cp,
-		sandbox.OpDeleteSnapshot: cp, sandbox.OpRunCommandCompute: cp,
+		sandbox.OpInitial: s, sandbox.OpNewCompute: s, sandbox.OpGetCompute: s, sandbox.OpSuspend: s,
+		sandbox.OpResume: s, sandbox.OpResumeCompute: s, sandbox.OpKillCompute: s,
+		sandbox.OpDeleteSnapshot: s, sandbox.OpRunCommandCompute: s,
 		sandbox.OpObserve:           s,
 		sandbox.OpObserveBatch:      providercontract.Unsupported(ReasonNoNativeBatch),
 		sandbox.OpDiscoverSelection: providercontract.Unsupported(nodeconfig.ReasonNoDiscovery),
@@ -118,12 +114,18 @@ func ResourceName(installation string, ref sandbox.Reference) string {
 	return "berth-" + hex.EncodeToString(sum[:12])
 }
 
+// The suffixes of a volume group's two volumes (intents.go).
+const (
+	homeSuffix        = "-home"
+	environmentSuffix = "-environment"
+)
+
 // HomeVolume and EnvironmentVolume name ref's volumes.
-func (p *Provider) HomeVolume(ref sandbox.Reference) string { return p.Name(ref) + "-home" }
+func (p *Provider) HomeVolume(ref sandbox.Reference) string { return p.Name(ref) + homeSuffix }
 
 // EnvironmentVolume names ref's environment volume.
 func (p *Provider) EnvironmentVolume(ref sandbox.Reference) string {
-	return p.Name(ref) + "-environment"
+	return p.Name(ref) + environmentSuffix
 }
 
 // Labels returns the ownership labels of ref's resources.

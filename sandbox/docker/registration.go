@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -24,6 +25,7 @@ func Registration() providerapi.Registration {
 		ValidateResources:     func(sandbox.Resources) error { return nil },
 		Configuration:         nodeconfig.Adapter{Kind: Kind},
 		Operations:            Operations(),
+		Suspension:            DefaultSuspension,
 		RuntimeInput:          providerapi.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
 		Artifacts: []providerapi.NodeArtifact{
 			{Path: "bin/berth-nodeagent", Suffix: "linux-amd64", Role: providerapi.RoleNode},
@@ -34,6 +36,11 @@ func Registration() providerapi.Registration {
 		BuildLocal: buildLocal,
 	}
 }
+
+// DefaultSuspension is the registry's suspension default for Docker: a
+// Session idle for 15 minutes may be suspended, and its snapshot is kept
+// for 7 days. Core applies them (issue 16); a deployment may set its own.
+var DefaultSuspension = sandbox.SuspensionPolicy{Idle: 15 * time.Minute, Retention: 7 * 24 * time.Hour}
 
 // buildLocal constructs the adapter from the node's configuration: it
 // verifies the shipped seccomp profile, connects to the configured socket

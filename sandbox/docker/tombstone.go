@@ -46,7 +46,7 @@ func (p *Provider) tombstoneLabels(ref sandbox.Reference) map[string]string {
 func (p *Provider) placeTombstone(ctx context.Context, ref sandbox.Reference) error {
 	// The engine creates the volumes the tombstone mounts, as it does
 	// Create's: their names are recorded first (intents.go).
-	if err := p.record(ref); err != nil {
+	if err := p.record(ref, p.Name(ref)); err != nil {
 		return fmt.Errorf("claim name: %w", errdefs.ErrComputeUnconfirmed)
 	}
 	labels := p.tombstoneLabels(ref)
@@ -96,13 +96,13 @@ func (p *Provider) confirmTombstone(ctx context.Context, ref sandbox.Reference) 
 	labelled := true
 	for _, name := range volumes {
 		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
-		if err != nil || !p.volumeIsOwned(ref, v.Volume.Labels) {
+		if err != nil || !p.volumeIsOwned(ref, name, v.Volume.Labels) {
 			return fmt.Errorf("kill: confirm tombstone volumes: %w", errdefs.ErrComputeUnconfirmed)
 		}
 		labelled = labelled && p.owns(ref, v.Volume.Labels)
 	}
 	if labelled {
-		p.forget(ref)
+		p.forget(p.Name(ref))
 	}
 	return nil
 }

@@ -185,17 +185,30 @@ func SuspendResultFromWire(m *pb.SuspendResponse) (sandbox.SuspendResult, error)
 }
 
 // ResumeRequestToWire converts req.
-func ResumeRequestToWire(req sandbox.ResumeRequest) *pb.ResumeRequest {
-	return &pb.ResumeRequest{
+func ResumeRequestToWire(req sandbox.ResumeRequest) (*pb.ResumeRequest, error) {
+	m := &pb.ResumeRequest{
 		Snapshot:    SnapshotToWire(req.Snapshot),
 		Target:      ComputeToWire(req.Target),
 		OperationId: req.OperationID,
 		ObserveOnly: req.ObserveOnly,
 	}
+	if req.ObserveOnly {
+		return m, nil
+	}
+	if err := req.Resources.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := BootstrapToWire(req.Bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	m.Resources, m.Bootstrap = ResourcesToWire(req.Resources), b
+	return m, nil
 }
 
 // ResumeRequestFromWire converts and validates a ResumeRequest (paths
-// "snapshot.*", "target.*", "operation_id"). All three are required.
+// "snapshot.*", "target.*", "operation_id", and but with observe_only
+// "resources.*" and "bootstrap"). All are required.
 func ResumeRequestFromWire(m *pb.ResumeRequest) (sandbox.ResumeRequest, error) {
 	if m == nil {
 		return sandbox.ResumeRequest{}, required(pathRequest)
@@ -211,9 +224,19 @@ func ResumeRequestFromWire(m *pb.ResumeRequest) (sandbox.ResumeRequest, error) {
 	if m.GetOperationId() == "" {
 		return sandbox.ResumeRequest{}, required("operation_id")
 	}
-	return sandbox.ResumeRequest{
+	req := sandbox.ResumeRequest{
 		Snapshot: s, Target: target, OperationID: m.GetOperationId(), ObserveOnly: m.GetObserveOnly(),
-	}, nil
+	}
+	if req.ObserveOnly {
+		return req, nil
+	}
+	if req.Resources, err = resourcesFromWire("resources", m.GetResources()); err != nil {
+		return sandbox.ResumeRequest{}, err
+	}
+	if req.Bootstrap, err = bootstrapFromWire("bootstrap", m.GetBootstrap()); err != nil {
+		return sandbox.ResumeRequest{}, err
+	}
+	return req, nil
 }
 
 // ResumeResultToWire converts a restore's outcome into the ResumeResponse.

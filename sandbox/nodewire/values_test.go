@@ -494,8 +494,15 @@ func TestCheckpointValues(t *testing.T) {
 			return false
 		}
 		rreq := sandbox.ResumeRequest{Snapshot: s, Target: g.compute(), OperationID: g.uuid(), ObserveOnly: g.r.Intn(2) == 0}
-		gotRReq, err := ResumeRequestFromWire(wire(t, ResumeRequestToWire(rreq)))
-		if err != nil || gotRReq != rreq {
+		if !rreq.ObserveOnly {
+			rreq.Resources, rreq.Bootstrap = g.resources(), g.bootstrap()
+		}
+		rm0, err := ResumeRequestToWire(rreq)
+		if err != nil {
+			return false
+		}
+		gotRReq, err := ResumeRequestFromWire(wire(t, rm0))
+		if err != nil || !reflect.DeepEqual(gotRReq, rreq) {
 			return false
 		}
 		rres := sandbox.ResumeResult{Compute: g.computeInfo()}

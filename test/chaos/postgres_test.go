@@ -133,7 +133,7 @@ func (p *postgres) requireOffset(offset time.Duration) {
 	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&db); err != nil {
 		p.t.Fatal(err)
 	}
-	if got := db.Sub(time.Now()); (got - offset).Abs() > 5*time.Second {
+	if got := time.Until(db); (got - offset).Abs() > 5*time.Second {
 		p.t.Fatalf("the skewed server's clock is %v off the host's, want %v", got, offset)
 	}
 }

@@ -226,11 +226,11 @@ func TestCertificatesAreChecked(t *testing.T) {
 	}
 }
 
-// TestUnsupportedCheckpointsAnsweredBeforeTheAdapter: the Docker backend
-// declares checkpoints unsupported, so the node answers each checkpoint RPC
-// with the typed unsupported code and its reason, even for a request it
-// could not decode, without touching the adapter.
-func TestUnsupportedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
+// TestMalformedCheckpointsAnsweredBeforeTheAdapter: the Docker backend
+// supports checkpoints, and the node answers each checkpoint RPC it cannot
+// decode (every required field missing) with the typed invalid-argument
+// code, without touching the adapter.
+func TestMalformedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
 	_, engine, n := startFixtureNode(t)
 	cc := n.Dial(t)
 	conn, _ := n.Connect(t, cc, 1)
@@ -250,8 +250,8 @@ func TestUnsupportedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
 	}
 	for name, call := range calls {
 		err := nodewire.FromError(providercontractOp(name), call())
-		if !errdefs.IsUnsupported(err) {
-			t.Errorf("%s: %v, want unsupported", name, err)
+		if !errdefs.IsInvalid(err) {
+			t.Errorf("%s: %v, want invalid argument", name, err)
 		}
 	}
 	if got := adapterCalls(engine); len(got) != 0 {

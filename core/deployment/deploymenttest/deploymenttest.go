@@ -111,7 +111,7 @@ func DirectRegistration() providerapi.Registration {
 			return nil
 		},
 		Configuration: directAdapter{},
-		Operations:    docker.Operations(),
+		Operations:    sandbox.WithoutCheckpoints(docker.Operations(), "test_direct_no_checkpoints"),
 		RuntimeInput:  providerapi.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
 		BuildDirect: func(context.Context, sandbox.NativeConfiguration, providerapi.DirectRequest) (sandbox.SandboxProvider, error) {
 			return nil, errors.New("not constructed in these tests")

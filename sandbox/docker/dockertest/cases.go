@@ -16,6 +16,7 @@ func ContractCases() []contracttest.Case {
 		cStart, cRemove             = CallContainerStart, CallContainerRemove
 		vInspect, vCreate, vRemove  = CallVolumeInspect, CallVolumeCreate, CallVolumeRemove
 		eCreate, eStart, eInspect   = CallExecCreate, CallExecStart, CallExecInspect
+		cList, vList                = CallContainerList, CallVolumeList
 	)
 	T, C := contracttest.FaultTransport, contracttest.FaultCancelAfterDispatch
 	F, X := contracttest.FaultForeignOwnership, contracttest.FaultCleanupFailure
@@ -23,7 +24,9 @@ func ContractCases() []contracttest.Case {
 	pre := []string{cInspect, vInspect, vInspect}
 	upTo := func(calls ...string) []string { return append(append([]string{}, pre...), calls...) }
 	full := upTo(vCreate, vCreate, cCreate, cInspect, cArchive, cArchive, cStart)
-	killChecks := []string{cInspect, vInspect, vInspect}
+	// Kill lists the allocation's other incarnations and snapshots first
+	// (none here), then checks the first incarnation's three names.
+	killChecks := []string{cList, vList, cInspect, vInspect, vInspect}
 	cases := []contracttest.Case{
 		{Operation: sandbox.OpCreate, Fault: T, At: vCreate, WantErr: unconfirmed, WantCalls: upTo(vCreate)},
 		{Operation: sandbox.OpCreate, Fault: T, At: cCreate, WantErr: unconfirmed, WantCalls: upTo(vCreate, vCreate, cCreate)},
@@ -43,7 +46,8 @@ func ContractCases() []contracttest.Case {
 		{Operation: sandbox.OpRenew, Fault: C, At: cInspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{cInspect}},
 		{Operation: sandbox.OpRenew, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
 
-		{Operation: sandbox.OpKill, Fault: T, At: cInspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpKill, Fault: T, At: cList, Existing: true, WantErr: unconfirmed, WantCalls: []string{cList}},
+		{Operation: sandbox.OpKill, Fault: T, At: cInspect, Existing: true, WantErr: unconfirmed, WantCalls: []string{cList, vList, cInspect}},
 		{Operation: sandbox.OpKill, Fault: T, At: cRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove)},
 		{Operation: sandbox.OpKill, Fault: C, At: cRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove)},
 		{Operation: sandbox.OpKill, Fault: C, At: vRemove, Existing: true, WantErr: unconfirmed, WantCalls: append(killChecks, cRemove, vRemove)},
