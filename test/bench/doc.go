@@ -22,7 +22,12 @@
 //     black-holed by a faultnet.Proxy: connections stay open, bytes are
 //     dropped) until the admin API reports it not connected, which is when
 //     placement stops choosing it. At most 5 samples per fault, each
-//     costing a keepalive timeout and a reconnection.
+//     costing a keepalive timeout and a reconnection;
+//   - P7: Docker filesystem checkpoints, Suspend and Resume through Core's
+//     node proxy and a node agent for a 10 MB and a 100 MB workspace,
+//     against the engine alone copying the same volumes' bytes into new
+//     volumes through the same client (a never-started container, the
+//     archive read and write of /home and /environment).
 //
 // P5, the 1,000-node scale simulator, is test/scale (`make bench-scale`).
 //

@@ -415,7 +415,7 @@ func measure(t testing.TB, samples int, defaults bool) []*row {
 		}
 		rows = append(rows, p6)
 	}
-	return rows
+	return append(rows, checkpointRows(t, samples)...)
 }
 
 // p6Samples caps P6's samples per fault: a stopped or cut-off node costs

@@ -212,7 +212,8 @@ func (c *ctr) inspect() container.InspectResponse {
 		Args:    args,
 		State: &container.State{
 			Status:     container.ContainerState(c.State),
-			Running:    c.State == StateRunning,
+			Running:    c.State == StateRunning || c.State == StatePaused,
+			Paused:     c.State == StatePaused,
 			Pid:        c.pid,
 			ExitCode:   c.ExitCode,
 			StartedAt:  formatTime(c.StartedAt),
@@ -278,6 +279,7 @@ func (s *Server) containerArchive(r *http.Request) *reply {
 			Entries:              entries,
 			Data:                 data,
 		})
+		s.extractIntoVolume(c, dst, entries)
 		return &reply{status: http.StatusOK}
 	})
 }
@@ -372,7 +374,7 @@ func (s *Server) exitContainer(r *http.Request, code int, notRunning func(c *ctr
 
 func (s *Server) containerRemove(r *http.Request) *reply {
 	return s.withContainer(r, func(c *ctr) *reply {
-		if c.State == StateRunning && !boolValue(r.URL.Query(), "force") {
+		if (c.State == StateRunning || c.State == StatePaused) && !boolValue(r.URL.Query(), "force") {
 			return errReply(http.StatusConflict, "cannot remove container \"/%s\": container is running: stop the container before removing or force remove", c.Name)
 		}
 		s.deleteContainer(c)
@@ -530,6 +532,8 @@ func (c *ctr) status() string {
 	switch c.State {
 	case StateRunning:
 		return "Up " + humanDuration(time.Since(c.StartedAt))
+	case StatePaused:
+		return "Up " + humanDuration(time.Since(c.StartedAt)) + " (Paused)"
 	case StateExited:
 		return fmt.Sprintf("Exited (%d) %s ago", c.ExitCode, humanDuration(time.Since(c.FinishedAt)))
 	}

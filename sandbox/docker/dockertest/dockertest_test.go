@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -483,14 +484,80 @@ func TestImageInspect(t *testing.T) {
 func TestUnknownCall(t *testing.T) {
 	s, c, ctx := setup(t)
 	s.PutContainer("berth-u", nil, dockertest.StateRunning)
-	if _, err := c.ContainerPause(ctx, "berth-u", client.ContainerPauseOptions{}); !cerrdefs.IsNotFound(err) {
+	if _, err := c.ContainerRestart(ctx, "berth-u", client.ContainerRestartOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("an unmodelled call: %v, want not found", err)
 	}
 	calls := s.Calls()
-	if len(calls) != 1 || calls[0].Name != "unknown POST /containers/berth-u/pause" || !calls[0].Mutating {
+	if len(calls) != 1 || calls[0].Name != "unknown POST /containers/berth-u/restart" || !calls[0].Mutating {
 		t.Errorf("calls = %+v", calls)
 	}
 	if got := s.CallsWithout(calls[0].Name); len(got) != 0 {
 		t.Errorf("CallsWithout = %+v", got)
+	}
+}
+
+// TestPauseAndArchiveRead: pause and unpause move a running container to
+// paused and back (same start, same process), refused otherwise; an
+// archive written into a volume mount is read back through another
+// container mounting the same volume, relative to the path read.
+func TestPauseAndArchiveRead(t *testing.T) {
+	s, c, ctx := setup(t)
+	s.PutImage(testImage)
+	id := s.PutContainer("berth-p", nil, dockertest.StateRunning)
+	before, _ := s.Container(id)
+	if _, err := c.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); got.Container.State.Status != "paused" || !got.Container.State.Paused {
+		t.Fatalf("after pause: %+v", got.Container.State)
+	}
+	if _, err := c.ContainerPause(ctx, id, client.ContainerPauseOptions{}); !cerrdefs.IsConflict(err) {
+		t.Errorf("pause of a paused container: %v, want a conflict", err)
+	}
+	if _, err := c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := s.Container(id); after.State != dockertest.StateRunning || !after.StartedAt.Equal(before.StartedAt) {
+		t.Fatalf("after unpause: %+v", after)
+	}
+	if _, err := c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); !cerrdefs.IsConflict(err) {
+		t.Errorf("unpause of a running container: %v, want a conflict", err)
+	}
+
+	mk := func(name string) string {
+		res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: &container.Config{Image: testImage, Cmd: []string{"x"}},
+			HostConfig: &container.HostConfig{Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: "shared", Target: "/data"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.ID
+	}
+	a, b := mk("berth-a"), mk("berth-b")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "dir/", Typeflag: tar.TypeDir, Mode: 0o750, Uid: 1000})
+	_ = tw.WriteHeader(&tar.Header{Name: "dir/f", Typeflag: tar.TypeReg, Mode: 0o600, Uid: 2000, Size: 2})
+	_, _ = tw.Write([]byte("hi"))
+	_ = tw.Close()
+	if _, err := c.CopyToContainer(ctx, a, client.CopyToContainerOptions{DestinationPath: "/data", Content: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CopyFromContainer(ctx, b, client.CopyFromContainerOptions{SourcePath: "/data/."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Content.Close()
+	tr := tar.NewReader(res.Content)
+	var got []string
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		data, _ := io.ReadAll(tr)
+		got = append(got, fmt.Sprintf("%s %o %d %s", h.Name, h.Mode, h.Uid, data))
+	}
+	if want := []string{"dir/ 750 1000 ", "dir/f 600 2000 hi"}; !slices.Equal(got, want) {
+		t.Fatalf("read back %q, want %q", got, want)
 	}
 }

@@ -54,6 +54,9 @@ const (
 	CallContainerRemove  = "container.remove"
 	CallContainerStats   = "container.stats"
 	CallContainerList    = "container.list"
+	CallContainerPause   = "container.pause"
+	CallContainerUnpause = "container.unpause"
+	CallArchiveRead      = "container.archive_read"
 	CallVolumeInspect    = "volume.inspect"
 	CallVolumeCreate     = "volume.create"
 	CallVolumeRemove     = "volume.remove"
@@ -70,6 +73,7 @@ const (
 var mutating = map[string]bool{
 	CallContainerCreate: true, CallContainerArchive: true, CallContainerStart: true,
 	CallContainerStop: true, CallContainerKill: true, CallContainerRemove: true,
+	CallContainerPause: true, CallContainerUnpause: true,
 	CallVolumeCreate: true, CallVolumeRemove: true,
 	CallExecCreate: true, CallExecStart: true,
 }
@@ -220,6 +224,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /containers/create", s.handle(CallContainerCreate, s.containerCreate))
 	s.mux.HandleFunc("GET /containers/{id}/json", s.handle(CallContainerInspect, s.containerInspect))
 	s.mux.HandleFunc("PUT /containers/{id}/archive", s.handle(CallContainerArchive, s.containerArchive))
+	s.mux.HandleFunc("GET /containers/{id}/archive", s.handle(CallArchiveRead, s.archiveRead))
+	s.mux.HandleFunc("POST /containers/{id}/pause", s.handle(CallContainerPause, s.containerPause))
+	s.mux.HandleFunc("POST /containers/{id}/unpause", s.handle(CallContainerUnpause, s.containerUnpause))
 	s.mux.HandleFunc("POST /containers/{id}/start", s.handle(CallContainerStart, s.containerStart))
 	s.mux.HandleFunc("POST /containers/{id}/stop", s.handle(CallContainerStop, s.containerStop))
 	s.mux.HandleFunc("POST /containers/{id}/kill", s.handle(CallContainerKill, s.containerKill))
@@ -431,6 +438,10 @@ type reply struct {
 	status int
 	body   any    // JSON-encoded
 	text   []byte // written as text/plain when body is nil
+	// raw is written as application/x-tar with header (an archive read)
+	// when body and text are nil.
+	raw    []byte
+	header map[string]string
 }
 
 func errReply(status int, format string, args ...any) *reply {
@@ -514,6 +525,13 @@ func writeReply(w http.ResponseWriter, rep *reply) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(rep.text)))
 		w.WriteHeader(rep.status)
 		_, _ = w.Write(rep.text)
+	case rep.raw != nil:
+		for k, v := range rep.header {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Content-Type", "application/x-tar")
+		w.WriteHeader(rep.status)
+		_, _ = w.Write(rep.raw)
 	default:
 		w.WriteHeader(rep.status)
 	}

@@ -18,6 +18,7 @@ import (
 const (
 	StateCreated = "created"
 	StateRunning = "running"
+	StatePaused  = "paused"
 	StateExited  = "exited"
 )
 
@@ -101,6 +102,9 @@ type ctr struct {
 
 type vol struct {
 	Volume
+	// files is the volume's content by path inside it, from the archives
+	// extracted into a mount of it (checkpoint.go).
+	files map[string]ArchiveEntry
 }
 
 type img struct {
@@ -273,13 +277,14 @@ func (s *Server) SetContainerState(idOrName, state string) bool {
 func (s *Server) setState(c *ctr, state string, now time.Time) {
 	switch state {
 	case StateRunning:
-		if c.State != StateRunning {
+		if c.State != StateRunning && c.State != StatePaused {
 			c.StartedAt = now
 			s.pid++
 			c.pid = s.pid
 		}
+	case StatePaused:
 	case StateExited:
-		if c.State == StateRunning {
+		if c.State == StateRunning || c.State == StatePaused {
 			c.FinishedAt = now
 		}
 		c.pid = 0
@@ -316,7 +321,7 @@ func newVol(name, driver string, labels, opts map[string]string) *vol {
 		Options:    maps.Clone(opts),
 		Mountpoint: "/var/lib/docker/volumes/" + name + "/_data",
 		CreatedAt:  time.Now().UTC().Truncate(time.Second),
-	}}
+	}, nil}
 }
 
 // Container returns a snapshot of the container with that ID or name.
