@@ -11,6 +11,13 @@
 //     native boundary by a fixture; the suite asserts the error class, that
 //     nothing is claimed settled, the exact Reference or none, and the exact
 //     list of native calls (no replay, no fallback, no implicit cleanup).
+//   - RunCheckpointFailures: for an adapter with checkpoints, the same for
+//     Suspend, Resume, ResumeCompute, KillCompute and DeleteSnapshot from a
+//     set-up state (running, paused, stopped, suspended); after a capture
+//     or restore of unknown outcome, ObserveOnly sends no mutation and a
+//     repeated Suspend never captures again; a stopped source is refused
+//     by ResumeCompute without a native mutation; foreign snapshot names
+//     are never touched.
 //
 // Rules: the suite drives real adapters against native-side fixtures (for
 // example an httptest server speaking the Docker Engine API), never a fake

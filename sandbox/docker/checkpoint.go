@@ -78,8 +78,14 @@ func (p *Provider) ComputeName(ref sandbox.Reference, gen uint64) string {
 // makes for ref: its holder container, and with "-home" and
 // "-environment" its volumes.
 func (p *Provider) SnapshotName(ref sandbox.Reference, operationID string) string {
+	return SnapshotResourceName(p.opts.InstallationID, ref, operationID)
+}
+
+// SnapshotResourceName derives the snapshot name of a Suspend of ref
+// under operationID in an installation.
+func SnapshotResourceName(installation string, ref sandbox.Reference, operationID string) string {
 	sum := sha256.Sum256([]byte(operationID))
-	return p.Name(ref) + "-s" + hex.EncodeToString(sum[:10])
+	return ResourceName(installation, ref) + "-s" + hex.EncodeToString(sum[:10])
 }
 
 // checkCompute validates c: a valid Reference, a generation from 1 and the
@@ -189,7 +195,7 @@ func (p *Provider) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.C
 
 // ResumeCompute thaws incarnation c after an aborted suspend: a paused
 // container is unpaused, a running one is left as it is, and a stopped
-// one is refused with ErrFailedPrecondition (never cold-started).
+// one is refused with ErrRuntimeNotRunning (never cold-started).
 func (p *Provider) ResumeCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
 	if err := p.ops.Check(sandbox.OpResumeCompute); err != nil {
 		return sandbox.ComputeInfo{}, err
@@ -206,7 +212,7 @@ func (p *Provider) ResumeCompute(ctx context.Context, c sandbox.Compute) (sandbo
 		return computeInfo(c, ct), nil
 	case sandbox.ComputePaused:
 	default:
-		return sandbox.ComputeInfo{}, fmt.Errorf("resume compute: a stopped incarnation is never started again: %w", errdefs.ErrFailedPrecondition)
+		return sandbox.ComputeInfo{}, fmt.Errorf("resume compute: a stopped incarnation is never started again: %w", errdefs.ErrRuntimeNotRunning)
 	}
 	if _, err := p.cli.ContainerUnpause(ctx, ct.ID, client.ContainerUnpauseOptions{}); err != nil {
 		return sandbox.ComputeInfo{}, fmt.Errorf("resume compute: unpause: %w", errdefs.ErrComputeUnconfirmed)
@@ -409,9 +415,12 @@ func snapshotIdentity(name string, h container.InspectResponse) sandbox.Snapshot
 // container, then removes the source container and its volumes. The
 // snapshot's identity is returned, and the source as absent.
 //
-// A snapshot of req.OperationID that is complete is returned as it is,
-// and the remaining removal of the source finished: the operation
-// captures once. One whose capture container exists without a holder is
+// A source that is not running or paused is refused before any mutation
+// (ErrRuntimeNotRunning). A snapshot of req.OperationID that is complete
+// is returned as it is, and the remaining removal of the source finished
+// (unless the source runs again: a rollback raced the capture, and the
+// snapshot is returned with the source running, nothing removed): the
+// operation captures once. One whose capture container exists without a holder is
 // an attempt of unknown outcome: Suspend refuses it with
 // ErrComputeUnconfirmed and never copies again. With ObserveOnly it only
 // reads: the complete snapshot with the source's current state,
@@ -441,7 +450,9 @@ func (p *Provider) Suspend(ctx context.Context, req sandbox.SuspendRequest) (san
 	case !errdefs.IsNotFound(err):
 		return sandbox.SuspendResult{}, fmt.Errorf("suspend: %w", err)
 	}
-	switch _, err := p.cli.ContainerInspect(ctx, name+captureSuffix, client.ContainerInspectOptions{}); {
+	switch capture, err := p.cli.ContainerInspect(ctx, name+captureSuffix, client.ContainerInspectOptions{}); {
+	case err == nil && !p.owns(ref, labelsOf(capture.Container)):
+		return sandbox.SuspendResult{}, fmt.Errorf("suspend: capture container: %w", errdefs.ErrOwnership)
 	case err == nil:
 		return sandbox.SuspendResult{}, fmt.Errorf("suspend: an earlier capture of the operation did not complete: %w", errdefs.ErrComputeUnconfirmed)
 	case classify(err) != outcomeNotFound:
@@ -474,7 +485,7 @@ func (p *Provider) Suspend(ctx context.Context, req sandbox.SuspendRequest) (san
 		}
 	case sandbox.ComputePaused:
 	default:
-		return sandbox.SuspendResult{}, fmt.Errorf("suspend: the source is not running: %w", errdefs.ErrFailedPrecondition)
+		return sandbox.SuspendResult{}, fmt.Errorf("suspend: the source is not running: %w", errdefs.ErrRuntimeNotRunning)
 	}
 
 	snapLabels := p.snapshotLabels(ref, req.OperationID, "")
@@ -522,10 +533,11 @@ func (p *Provider) finishSuspend(ctx context.Context, req sandbox.SuspendRequest
 		return sandbox.SuspendResult{}, fmt.Errorf("suspend: %w", err)
 	}
 	if src.ID != "" && computeInfo(c, src).State == sandbox.ComputeRunning {
-		// Running again after the capture (rolled back by ResumeCompute):
-		// the snapshot stays, the source is not removed.
+		// Running again after the capture (a rollback by ResumeCompute
+		// raced it): the snapshot is complete and returned with the source
+		// running; nothing is removed, and the caller decides which goes.
 		result.Source = computeInfo(c, src)
-		return result, fmt.Errorf("suspend: the source runs again: %w", errdefs.ErrFailedPrecondition)
+		return result, nil
 	}
 	if err := p.removeGroup(ctx, c.Reference, c.Name, "suspend: remove the source", src.ID); err != nil {
 		return sandbox.SuspendResult{}, err

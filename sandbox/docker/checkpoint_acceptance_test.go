@@ -412,8 +412,8 @@ func TestAcceptanceResumeComputeThawsOnlyAPausedSource(t *testing.T) {
 	if _, err := e.cli.ContainerStop(ctx, info.ProviderID, client.ContainerStopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.p.ResumeCompute(ctx, first); !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Fatalf("ResumeCompute of a stopped source = %v; want ErrFailedPrecondition", err)
+	if _, err := e.p.ResumeCompute(ctx, first); !errors.Is(err, errdefs.ErrRuntimeNotRunning) {
+		t.Fatalf("ResumeCompute of a stopped source = %v; want ErrRuntimeNotRunning", err)
 	}
 	if c, _ := e.inspect(info.ProviderID); c.State.Status != container.StateExited {
 		t.Fatalf("the stopped source is %s", c.State.Status)

@@ -292,8 +292,8 @@ func TestFixtureForeignAndExactIncarnations(t *testing.T) {
 
 	f.srv.SetContainerState(f.id, dockertest.StateExited)
 	f.srv.ResetCalls()
-	if _, err := f.p.ResumeCompute(ctx, f.first); !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Fatalf("ResumeCompute of a stopped source = %v; want ErrFailedPrecondition", err)
+	if _, err := f.p.ResumeCompute(ctx, f.first); !errors.Is(err, errdefs.ErrRuntimeNotRunning) {
+		t.Fatalf("ResumeCompute of a stopped source = %v; want ErrRuntimeNotRunning", err)
 	}
 	if m := f.mutations(); len(m) != 0 || f.state(f.id) != dockertest.StateExited {
 		t.Fatalf("ResumeCompute of a stopped source mutated %v (%s)", m, f.state(f.id))

@@ -93,3 +93,7 @@ func callNames(calls []contracttest.NativeCall) []string {
 	}
 	return out
 }
+
+func TestCheckpointContractFailures(t *testing.T) {
+	contracttest.RunCheckpointFailures(t, newFixtureHarness, dockertest.CheckpointCases())
+}

@@ -139,7 +139,8 @@
 //     an observation, not a receipt).
 //   - ResumeCompute unpauses the same paused container after an aborted
 //     suspend, leaves a running one as it is, and refuses a stopped one
-//     (ErrFailedPrecondition): it never starts a container.
+//     (ErrRuntimeNotRunning, a code the node protocol carries): it never
+//     starts a container.
 //   - Resume checks the holder and that the identity is the one it
 //     records, refuses an existing target, creates the target's volumes
 //     and container with Create's settings, copies the snapshot in,

@@ -28,6 +28,18 @@ func TestContractSuiteThroughTheNode(t *testing.T) {
 	contracttest.RunFailures(t, factory, dockertest.ContractCases())
 }
 
+// TestCheckpointSuiteThroughTheNode is the checkpoint cases through the
+// same path: Core's proxy, the node agent and its Docker adapter, with the
+// same exact native calls as in process.
+func TestCheckpointSuiteThroughTheNode(t *testing.T) {
+	factory := func(t *testing.T) contracttest.Harness {
+		inst, engine, n := startFixtureNode(t)
+		_, proxy := n.Connect(t, n.Dial(t), 1)
+		return contracttest.Harness{Provider: proxy, Native: dockertest.NewNative(engine, inst.ID), Resources: stack.Resources}
+	}
+	contracttest.RunCheckpointFailures(t, factory, dockertest.CheckpointCases())
+}
+
 func TestProxyDeclarationAndUnsupported(t *testing.T) {
 	_, _, n := startFixtureNode(t)
 	_, proxy := n.Connect(t, n.Dial(t), 1)

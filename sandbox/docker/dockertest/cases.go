@@ -1,6 +1,8 @@
 package dockertest
 
 import (
+	"slices"
+
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/errdefs"
@@ -68,4 +70,48 @@ func ContractCases() []contracttest.Case {
 		{Operation: sandbox.OpRunCommand, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
 	}
 	return cases
+}
+
+// CheckpointCases is the Docker adapter's checkpoint fault table for
+// contracttest.RunCheckpointFailures: under each fault, the error class
+// and the exact native calls.
+func CheckpointCases() []contracttest.CheckpointCase {
+	const (
+		cInspect, cCreate, cRemove = CallContainerInspect, CallContainerCreate, CallContainerRemove
+		cPause, cUnpause, cStart   = CallContainerPause, CallContainerUnpause, CallContainerStart
+		read, write                = CallArchiveRead, CallContainerArchive
+		vInspect, vCreate          = CallVolumeInspect, CallVolumeCreate
+	)
+	T, C := contracttest.FaultTransport, contracttest.FaultCancelAfterDispatch
+	F, X := contracttest.FaultForeignOwnership, contracttest.FaultCleanupFailure
+	running, paused, stopped, suspended := contracttest.SetupRunning, contracttest.SetupPaused, contracttest.SetupStopped, contracttest.SetupSuspended
+	unconfirmed := errdefs.ErrComputeUnconfirmed
+	// Suspend checks the holder's and the capture container's names, reads
+	// the source and checks the snapshot's volume names, then pauses,
+	// creates the capture container and copies /home and /environment.
+	suspend := []string{cInspect, cInspect, cInspect, vInspect, vInspect, cPause}
+	capture := []string{cPause, cCreate, write}
+	// Resume reads the holder, checks the target's three names, creates
+	// its volumes and container, checks the limits, copies the snapshot,
+	// writes the fresh bootstrap and starts.
+	resume := []string{cInspect, cInspect, vInspect, vInspect, vCreate, vCreate, cCreate}
+	return []contracttest.CheckpointCase{
+		{Operation: sandbox.OpSuspend, Setup: running, Fault: T, At: cPause, WantErr: unconfirmed, WantCalls: suspend},
+		{Operation: sandbox.OpSuspend, Setup: running, Fault: T, At: read, WantErr: unconfirmed, NeverAgain: capture,
+			WantCalls: append(slices.Clone(suspend), cCreate, read)},
+		{Operation: sandbox.OpSuspend, Setup: running, Fault: C, At: write, WantErr: unconfirmed, NeverAgain: capture,
+			WantCalls: append(slices.Clone(suspend), cCreate, read, write)},
+		// A foreign holder under the snapshot's name: refused at once.
+		{Operation: sandbox.OpSuspend, Setup: running, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpResume, Setup: suspended, Fault: T, At: cCreate, WantErr: unconfirmed, WantCalls: resume},
+		{Operation: sandbox.OpResume, Setup: suspended, Fault: C, At: cStart, WantErr: unconfirmed,
+			WantCalls: append(slices.Clone(resume), cInspect, read, write, read, write, write, cStart)},
+		{Operation: sandbox.OpResumeCompute, Setup: paused, WantCalls: []string{cInspect, cUnpause, cInspect}},
+		{Operation: sandbox.OpResumeCompute, Setup: stopped, WantErr: errdefs.ErrRuntimeNotRunning, WantCalls: []string{cInspect}},
+		{Operation: sandbox.OpKillCompute, Setup: running, Fault: X, At: cRemove, WantErr: unconfirmed,
+			WantCalls: []string{cInspect, vInspect, vInspect, cRemove}},
+		{Operation: sandbox.OpDeleteSnapshot, Setup: suspended, Fault: X, At: cRemove, WantErr: unconfirmed,
+			WantCalls: []string{cInspect, cInspect, vInspect, vInspect, cRemove}},
+		{Operation: sandbox.OpDeleteSnapshot, Setup: running, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
+	}
 }

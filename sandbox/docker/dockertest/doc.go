@@ -29,6 +29,12 @@
 //	container.inspect  GET /containers/{id}/json
 //	container.create   POST /containers/create?name=
 //	container.archive  PUT /containers/{id}/archive?path=
+//	container.archive_read  GET /containers/{id}/archive?path= (inside a
+//	                   volume mount: the volume's entries written through a
+//	                   mount, relative to the path; "/dir/." reads dir's
+//	                   contents)
+//	container.pause    POST /containers/{id}/pause
+//	container.unpause  POST /containers/{id}/unpause
 //	container.start    POST /containers/{id}/start
 //	container.stop     POST /containers/{id}/stop
 //	container.kill     POST /containers/{id}/kill
@@ -73,6 +79,9 @@
 // inspections still report Running, as a real engine may.
 //
 // # Faults
+//
+// FaultVolumeLabelsLost (volume.create only) keeps the volume without its
+// labels and answers 500, as dockerd does when its data root is full.
 //
 // Arm makes the next call with a given name fail once. FaultDrop drops the
 // connection without an answer and without performing the call (for

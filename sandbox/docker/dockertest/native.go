@@ -100,3 +100,42 @@ func (n *Native) ResetCalls() { n.Server.ResetCalls() }
 
 // Sensitive lists what must never appear in an adapter's error.
 func (n *Native) Sensitive() []string { return n.Server.Sensitive() }
+
+var _ contracttest.CheckpointNative = (*Native)(nil)
+
+// PauseCompute pauses ref's first incarnation, as an aborted suspend
+// leaves it.
+func (n *Native) PauseCompute(ref sandbox.Reference) {
+	c, _, _ := n.names(ref)
+	n.Server.SetContainerState(c, StatePaused)
+}
+
+// StopCompute stops ref's first incarnation, as something outside Berth
+// would.
+func (n *Native) StopCompute(ref sandbox.Reference) {
+	c, _, _ := n.names(ref)
+	n.Server.SetContainerState(c, StateExited)
+}
+
+// PlantForeignSnapshot creates a holder container and both volumes under
+// the names of the snapshot a Suspend of ref under operationID would
+// make, with another tenant's labels.
+func (n *Native) PlantForeignSnapshot(ref sandbox.Reference, operationID string) sandbox.SnapshotIdentity {
+	name := docker.SnapshotResourceName(n.Installation, ref, operationID)
+	labels := map[string]string{
+		docker.LabelInstallation:      n.Installation,
+		docker.LabelTenant:            uuid.NewString(),
+		docker.LabelEnvironment:       ref.EnvironmentID,
+		docker.LabelAllocation:        ref.AllocationID,
+		docker.LabelSnapshotOperation: operationID,
+		docker.LabelSnapshotRole:      "holder",
+	}
+	n.Server.PutContainer(name, labels, StateCreated)
+	for _, v := range []string{name + "-home", name + "-environment"} {
+		n.Server.PutVolume(v, labels)
+	}
+	for _, r := range []string{name, name + "-home", name + "-environment"} {
+		n.foreign[r] = maps.Clone(labels)
+	}
+	return sandbox.SnapshotIdentity{ID: name}
+}
