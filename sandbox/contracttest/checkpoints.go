@@ -216,33 +216,13 @@ func CheckCheckpointCase(t Reporter, h Harness, c CheckpointCase) {
 			t.Errorf("error leaks native detail %q: %v", s, err)
 		}
 	}
-	calls := h.Native.Calls()
-	names := make([]string, len(calls))
-	sent := map[string]int{}
-	for i, call := range calls {
-		names[i] = call.Name
-		if call.Mutating {
-			sent[call.Name]++
-			if c.Fault == FaultForeignOwnership {
-				t.Errorf("mutating native call %s made despite foreign ownership", call.Name)
-			}
-			if c.Operation == sandbox.OpResumeCompute && c.Setup == SetupStopped {
-				t.Errorf("ResumeCompute of a stopped source sent %s: it never starts compute", call.Name)
-			}
+	stoppedSource := c.Operation == sandbox.OpResumeCompute && c.Setup == SetupStopped
+	checkNativeCalls(t, h, c.WantCalls, c.Fault == FaultForeignOwnership, func(name string) {
+		if stoppedSource {
+			t.Errorf("ResumeCompute of a stopped source sent %s: it never starts compute", name)
 		}
-	}
-	for name, n := range sent {
-		if want := count(c.WantCalls, name); n > want {
-			t.Errorf("mutating native call %s was sent %d times, want %d (replay)", name, n, want)
-		}
-	}
-	if !slices.Equal(names, c.WantCalls) {
-		t.Errorf("native calls = %q, want exactly %q", names, c.WantCalls)
-	}
-	if c.Fault == FaultForeignOwnership && !h.Native.ForeignIntact() {
-		t.Errorf("a foreign resource was changed or removed")
-	}
-	if c.Operation == sandbox.OpResumeCompute && c.Setup == SetupStopped && !errdefs.IsRuntimeNotRunning(err) {
+	})
+	if stoppedSource && !errdefs.IsRuntimeNotRunning(err) {
 		t.Errorf("ResumeCompute of a stopped source = %v, want a refusal (runtime not running)", err)
 	}
 

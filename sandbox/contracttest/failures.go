@@ -258,31 +258,7 @@ func CheckCase(t Reporter, h Harness, c Case) {
 		}
 	}
 
-	calls := h.Native.Calls()
-	names := make([]string, len(calls))
-	sent := map[string]int{}
-	for i, call := range calls {
-		names[i] = call.Name
-		if call.Mutating {
-			sent[call.Name]++
-			if c.Fault == FaultForeignOwnership {
-				t.Errorf("mutating native call %s made despite foreign ownership", call.Name)
-			}
-		}
-	}
-	// A mutating call sent more often than the case expects is a replay
-	// (the exact list below catches it too; this names it).
-	for name, n := range sent {
-		if want := count(c.WantCalls, name); n > want {
-			t.Errorf("mutating native call %s was sent %d times, want %d (replay)", name, n, want)
-		}
-	}
-	if !slices.Equal(names, c.WantCalls) {
-		t.Errorf("native calls = %q, want exactly %q", names, c.WantCalls)
-	}
-	if c.Fault == FaultForeignOwnership && !h.Native.ForeignIntact() {
-		t.Errorf("a foreign resource was changed or removed")
-	}
+	checkNativeCalls(t, h, c.WantCalls, c.Fault == FaultForeignOwnership, nil)
 
 	// After an unknown Create, recovery observes the original Reference and
 	// never creates again.
@@ -301,6 +277,42 @@ func CheckCase(t Reporter, h Harness, c Case) {
 				t.Errorf("after a dispatched Create, GetInfo = %+v, %v; want the original reference observed", observed, oerr)
 			}
 		}
+	}
+}
+
+// checkNativeCalls checks the calls h's fixture received since its last
+// reset against want: exactly those, no mutating call sent more often
+// than want has it (a replay: the exact list catches it too, this names
+// it), and under foreign ownership no mutation at all and every foreign
+// resource intact. onMutation, when not nil, sees each mutating call.
+func checkNativeCalls(t Reporter, h Harness, want []string, foreign bool, onMutation func(name string)) {
+	t.Helper()
+	calls := h.Native.Calls()
+	names := make([]string, len(calls))
+	sent := map[string]int{}
+	for i, call := range calls {
+		names[i] = call.Name
+		if !call.Mutating {
+			continue
+		}
+		sent[call.Name]++
+		if foreign {
+			t.Errorf("mutating native call %s made despite foreign ownership", call.Name)
+		}
+		if onMutation != nil {
+			onMutation(call.Name)
+		}
+	}
+	for name, n := range sent {
+		if w := count(want, name); n > w {
+			t.Errorf("mutating native call %s was sent %d times, want %d (replay)", name, n, w)
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("native calls = %q, want exactly %q", names, want)
+	}
+	if foreign && !h.Native.ForeignIntact() {
+		t.Errorf("a foreign resource was changed or removed")
 	}
 }
 

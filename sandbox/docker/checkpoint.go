@@ -19,6 +19,7 @@ import (
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providercontract"
 )
 
 // Checkpoints are filesystem checkpoints (doc.go, "Checkpoints"): a
@@ -99,6 +100,21 @@ func (p *Provider) checkCompute(c sandbox.Compute) error {
 	}
 	if c.Name != p.ComputeName(c.Reference, c.Generation) {
 		return errdefs.Invalid("compute.name", "is not the generation's incarnation name")
+	}
+	return nil
+}
+
+// checkOperation checks a Suspend or Resume before any native call: the
+// declaration, the incarnation and a Core-persisted operation id.
+func (p *Provider) checkOperation(op providercontract.Operation, c sandbox.Compute, operationID string) error {
+	if err := p.ops.Check(op); err != nil {
+		return err
+	}
+	if err := p.checkCompute(c); err != nil {
+		return err
+	}
+	if operationID == "" {
+		return errdefs.Invalid("operation_id", "is required")
 	}
 	return nil
 }
@@ -427,15 +443,9 @@ func snapshotIdentity(name string, h container.InspectResponse) sandbox.Snapshot
 // ErrComputeUnconfirmed for an incomplete one, and ErrNotFound when the
 // operation made nothing observable.
 func (p *Provider) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbox.SuspendResult, error) {
-	if err := p.ops.Check(sandbox.OpSuspend); err != nil {
-		return sandbox.SuspendResult{}, err
-	}
 	c := req.Compute
-	if err := p.checkCompute(c); err != nil {
+	if err := p.checkOperation(sandbox.OpSuspend, c, req.OperationID); err != nil {
 		return sandbox.SuspendResult{}, err
-	}
-	if req.OperationID == "" {
-		return sandbox.SuspendResult{}, errdefs.Invalid("operation_id", "is required")
 	}
 	ref, name := c.Reference, p.SnapshotName(c.Reference, req.OperationID)
 
@@ -574,15 +584,9 @@ func (p *Provider) removeCapture(ctx context.Context, ref sandbox.Reference, nam
 // The snapshot stays (DeleteSnapshot removes it). With ObserveOnly it
 // only reads the target: running or in another state, or ErrNotFound.
 func (p *Provider) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandbox.ResumeResult, error) {
-	if err := p.ops.Check(sandbox.OpResume); err != nil {
-		return sandbox.ResumeResult{}, err
-	}
 	t := req.Target
-	if err := p.checkCompute(t); err != nil {
+	if err := p.checkOperation(sandbox.OpResume, t, req.OperationID); err != nil {
 		return sandbox.ResumeResult{}, err
-	}
-	if req.OperationID == "" {
-		return sandbox.ResumeResult{}, errdefs.Invalid("operation_id", "is required")
 	}
 	ref := t.Reference
 	if req.ObserveOnly {
