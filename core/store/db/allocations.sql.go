@@ -707,6 +707,90 @@ func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNode
 	return items, nil
 }
 
+const listSuspensionCandidatesForNode = `-- name: ListSuspensionCandidatesForNode :many
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, session_idle_since(s.id)::timestamptz AS idle_since
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+JOIN sessions s ON s.id = e.session_id
+JOIN deployment_generations g ON g.generation = a.generation
+WHERE a.node_id = $1 AND a.state = 'running' AND a.create_settled AND a.id > $2
+  AND a.compute_phase = 'none' AND a.device_revoked_at IS NULL
+  AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
+  AND g.suspension_idle_seconds IS NOT NULL
+  AND session_idle_since(s.id) <= now() - g.suspension_idle_seconds * interval '1 second'
+ORDER BY a.id
+LIMIT $3
+`
+
+type ListSuspensionCandidatesForNodeParams struct {
+	NodeID   uuid.UUID
+	After    uuid.UUID
+	PageSize int32
+}
+
+type ListSuspensionCandidatesForNodeRow struct {
+	Allocation Allocation
+	IdleSince  time.Time
+}
+
+// ListSuspensionCandidatesForNode pages, by id (keyset), the running
+// allocations of node @node_id whose creation settled and whose compute is
+// in no suspension phase, of an active Session whose Environment has not
+// ended and whose device is not revoked, under a generation with a suspension policy,
+// whose Session has been idle (session_idle_since) for at least that
+// policy's idle time by the database clock. The node filter applies before
+// the limit.
+func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListSuspensionCandidatesForNodeParams) ([]ListSuspensionCandidatesForNodeRow, error) {
+	rows, err := q.db.Query(ctx, listSuspensionCandidatesForNode, arg.NodeID, arg.After, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListSuspensionCandidatesForNodeRow
+	for rows.Next() {
+		var i ListSuspensionCandidatesForNodeRow
+		if err := rows.Scan(
+			&i.Allocation.ID,
+			&i.Allocation.EnvironmentID,
+			&i.Allocation.TenantID,
+			&i.Allocation.NodeID,
+			&i.Allocation.Generation,
+			&i.Allocation.CredentialDigest,
+			&i.Allocation.DeviceID,
+			&i.Allocation.State,
+			&i.Allocation.CreateReceipt,
+			&i.Allocation.CreateDispatchedAt,
+			&i.Allocation.CreateSettled,
+			&i.Allocation.AbsenceReceipt,
+			&i.Allocation.BootstrapComplete,
+			&i.Allocation.ProviderID,
+			&i.Allocation.ComputePhase,
+			&i.Allocation.Revision,
+			&i.Allocation.CleanupRequestedAt,
+			&i.Allocation.CleanupConfirmedAt,
+			&i.Allocation.CreatedAt,
+			&i.Allocation.UpdatedAt,
+			&i.Allocation.ReleasedAt,
+			&i.Allocation.CredentialCiphertext,
+			&i.Allocation.CredentialNonce,
+			&i.Allocation.ObservedAt,
+			&i.Allocation.ObservedCompute,
+			&i.Allocation.ObservedReason,
+			&i.Allocation.KeepaliveAt,
+			&i.Allocation.DeviceRevokedAt,
+			&i.Allocation.CreateAbandonedAt,
+			&i.IdleSince,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockAllocation = `-- name: LockAllocation :one
 SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations WHERE id = $1 FOR UPDATE
 `
@@ -844,6 +928,28 @@ func (q *Queries) RevokeEnvironmentDevice(ctx context.Context, environmentID uui
 		return nil, err
 	}
 	return items, nil
+}
+
+const sessionIdleSince = `-- name: SessionIdleSince :one
+SELECT (session_idle_since($1::uuid) IS NOT NULL)::boolean AS idle,
+       coalesce(session_idle_since($1::uuid), now())::timestamptz AS idle_since,
+       now()::timestamptz AS read_at
+`
+
+type SessionIdleSinceRow struct {
+	Idle      bool
+	IdleSince time.Time
+	ReadAt    time.Time
+}
+
+// SessionIdleSince reads session_idle_since of Session @id (idle false:
+// not idle, and idle_since is then the read's time) with the database
+// clock of the same read.
+func (q *Queries) SessionIdleSince(ctx context.Context, id uuid.UUID) (SessionIdleSinceRow, error) {
+	row := q.db.QueryRow(ctx, sessionIdleSince, id)
+	var i SessionIdleSinceRow
+	err := row.Scan(&i.Idle, &i.IdleSince, &i.ReadAt)
+	return i, err
 }
 
 const updateAllocation = `-- name: UpdateAllocation :one

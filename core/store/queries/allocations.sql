@@ -187,3 +187,32 @@ SELECT EXISTS (
       AND t.state = 'running'
       AND t.cancel_requested_at > now() - make_interval(secs => @drain_seconds::integer)
 );
+
+-- name: ListSuspensionCandidatesForNode :many
+-- ListSuspensionCandidatesForNode pages, by id (keyset), the running
+-- allocations of node @node_id whose creation settled and whose compute is
+-- in no suspension phase, of an active Session whose Environment has not
+-- ended and whose device is not revoked, under a generation with a suspension policy,
+-- whose Session has been idle (session_idle_since) for at least that
+-- policy's idle time by the database clock. The node filter applies before
+-- the limit.
+SELECT sqlc.embed(a), session_idle_since(s.id)::timestamptz AS idle_since
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+JOIN sessions s ON s.id = e.session_id
+JOIN deployment_generations g ON g.generation = a.generation
+WHERE a.node_id = @node_id AND a.state = 'running' AND a.create_settled AND a.id > @after
+  AND a.compute_phase = 'none' AND a.device_revoked_at IS NULL
+  AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
+  AND g.suspension_idle_seconds IS NOT NULL
+  AND session_idle_since(s.id) <= now() - g.suspension_idle_seconds * interval '1 second'
+ORDER BY a.id
+LIMIT @page_size;
+
+-- name: SessionIdleSince :one
+-- SessionIdleSince reads session_idle_since of Session @id (idle false:
+-- not idle, and idle_since is then the read's time) with the database
+-- clock of the same read.
+SELECT (session_idle_since(@id::uuid) IS NOT NULL)::boolean AS idle,
+       coalesce(session_idle_since(@id::uuid), now())::timestamptz AS idle_since,
+       now()::timestamptz AS read_at;
