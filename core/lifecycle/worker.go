@@ -106,9 +106,10 @@
 //   - Expiry: nothing moves an Environment to expired today. A node
 //     allocation never expires because its keepalive is an hour old (the
 //     guide); deletion authorizes its cleanup, and the snapshot retention
-//     that would also do so does not exist yet (no provider here declares
-//     checkpoint support). Direct providers with native leases (E2B) are
-//     not wired. A lapse only stops keepalives.
+//     that would also do so does not exist yet (Docker declares checkpoint
+//     support, but Core suspends nothing yet: issue 16). Direct providers
+//     with native leases (E2B) are not wired. A lapse only stops
+//     keepalives.
 //   - Engine restart (Docker): a Session's container has no restart
 //     policy, so after an engine restart it is exited. Core never starts
 //     it again (GetInfo and Renew only read): the next observation records

@@ -118,12 +118,11 @@ func renewErr(err error) error {
 // Kill first removes ref's later incarnations and snapshots (killOthers).
 // For the first incarnation it checks the ownership labels of the
 // container and both volumes before removing any of them, and removes
-// what exists. When ref's
-// container existed it then confirms that all three are gone. When it did
-// not, Create may still be in flight, so Kill claims ref's names with a
-// tombstone (tombstone.go) and confirms that the tombstone holds them; a
-// Kill that finds the tombstone has nothing left to do. Confirmed cleanup
-// succeeds, so a repeated Kill does too.
+// what exists. When ref's container existed it then confirms that all
+// three are gone. When it did not, Create may still be in flight, so Kill
+// claims ref's names with a tombstone (tombstone.go) and confirms that the
+// tombstone holds them; a Kill that finds the tombstone has nothing left
+// to do. Confirmed cleanup succeeds, so a repeated Kill does too.
 //
 // A foreign resource (one without every ownership label of ref) under one
 // of ref's names is never touched. When a foreign container holds ref's
