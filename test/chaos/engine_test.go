@@ -87,6 +87,11 @@ func startDockerdOn(t testing.TB, dataRootSize int64) *dockerd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	// After the engine's stop (cleanups run last first): dockerd leaves its
+	// data root bind-mounted over itself, and a crashed engine its
+	// containers' rootfs mounts under it; unmounted here (lazily, the
+	// whole tree), they no longer pile up on the machine run after run.
+	t.Cleanup(func() { _ = exec.Command("umount", "-R", "-l", filepath.Join(dir, "data")).Run() })
 	if dataRootSize > 0 {
 		data := filepath.Join(dir, "data")
 		if err := os.Mkdir(data, 0o710); err != nil {
