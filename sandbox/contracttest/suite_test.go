@@ -13,33 +13,9 @@ import (
 	"berth.dev/sandbox/internal/refnative"
 )
 
-// recorder is a contracttest.Reporter that collects violations instead of
-// failing, so the suite itself can be tested.
-type recorder struct{ msgs []string }
-
-type stop struct{}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Errorf(format string, args ...any) {
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	panic(stop{})
-}
-
-func check(h contracttest.Harness, c contracttest.Case) (msgs []string) {
-	r := &recorder{}
-	defer func() {
-		if v := recover(); v != nil {
-			if _, ok := v.(stop); !ok {
-				panic(v)
-			}
-		}
-		msgs = r.msgs
-	}()
-	contracttest.CheckCase(r, h, c)
-	return r.msgs
+// check runs one case with the suite's violations collected.
+func check(h contracttest.Harness, c contracttest.Case) []string {
+	return contracttest.Violations(func(r contracttest.Reporter) { contracttest.CheckCase(r, h, c) })
 }
 
 // The broken adapters below wrap the real reference adapter and break one

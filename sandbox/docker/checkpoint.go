@@ -155,23 +155,19 @@ var errOtherIncarnation = fmt.Errorf("another incarnation holds the name: %w", e
 // ErrOwnership for a foreign one, ErrObservationUnavailable for an
 // unknown outcome.
 func (p *Provider) inspectCompute(ctx context.Context, c sandbox.Compute) (container.InspectResponse, error) {
-	res, err := p.cli.ContainerInspect(ctx, c.Name, client.ContainerInspectOptions{})
-	switch {
-	case err == nil:
-	case classify(err) == outcomeNotFound:
-		return container.InspectResponse{}, errdefs.ErrNotFound
-	default:
-		return container.InspectResponse{}, errdefs.ErrObservationUnavailable
+	ct, err := p.inspectContainer(ctx, c.Name)
+	if err != nil {
+		return container.InspectResponse{}, err
 	}
-	labels := labelsOf(res.Container)
+	labels := labelsOf(ct)
 	if !p.owns(c.Reference, labels) || labels[LabelGeneration] != strconv.FormatUint(c.Generation, 10) ||
 		labels[LabelTombstone] != "" || labels[LabelSnapshotRole] != "" {
 		return container.InspectResponse{}, errdefs.ErrOwnership
 	}
-	if c.ID != "" && res.Container.ID != c.ID {
+	if c.ID != "" && ct.ID != c.ID {
 		return container.InspectResponse{}, errOtherIncarnation
 	}
-	return res.Container, nil
+	return ct, nil
 }
 
 // computeInfo is the observation of c from its inspected container.
@@ -399,19 +395,15 @@ func (p *Provider) copyVolumes(ctx context.Context, from, to string, digest hash
 // ref's ownership labels and the holder role. ErrNotFound, ErrOwnership or
 // ErrObservationUnavailable.
 func (p *Provider) holder(ctx context.Context, ref sandbox.Reference, name string) (container.InspectResponse, error) {
-	res, err := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-	switch {
-	case err == nil:
-	case classify(err) == outcomeNotFound:
-		return container.InspectResponse{}, errdefs.ErrNotFound
-	default:
-		return container.InspectResponse{}, errdefs.ErrObservationUnavailable
+	h, err := p.inspectContainer(ctx, name)
+	if err != nil {
+		return container.InspectResponse{}, err
 	}
-	labels := labelsOf(res.Container)
+	labels := labelsOf(h)
 	if !p.owns(ref, labels) || labels[LabelSnapshotRole] != roleHolder || labels[LabelSnapshotOperation] == "" {
 		return container.InspectResponse{}, errdefs.ErrOwnership
 	}
-	return res.Container, nil
+	return h, nil
 }
 
 // snapshotIdentity is the identity of the snapshot whose holder is h.
@@ -460,13 +452,13 @@ func (p *Provider) Suspend(ctx context.Context, req sandbox.SuspendRequest) (san
 	case !errdefs.IsNotFound(err):
 		return sandbox.SuspendResult{}, fmt.Errorf("suspend: %w", err)
 	}
-	switch capture, err := p.cli.ContainerInspect(ctx, name+captureSuffix, client.ContainerInspectOptions{}); {
-	case err == nil && !p.owns(ref, labelsOf(capture.Container)):
+	switch capture, err := p.inspectContainer(ctx, name+captureSuffix); {
+	case err == nil && !p.owns(ref, labelsOf(capture)):
 		return sandbox.SuspendResult{}, fmt.Errorf("suspend: capture container: %w", errdefs.ErrOwnership)
 	case err == nil:
 		return sandbox.SuspendResult{}, fmt.Errorf("suspend: an earlier capture of the operation did not complete: %w", errdefs.ErrComputeUnconfirmed)
-	case classify(err) != outcomeNotFound:
-		return sandbox.SuspendResult{}, fmt.Errorf("suspend: %w", errdefs.ErrObservationUnavailable)
+	case !errdefs.IsNotFound(err):
+		return sandbox.SuspendResult{}, fmt.Errorf("suspend: %w", err)
 	}
 	src, err := p.inspectCompute(ctx, c)
 	if err != nil {
@@ -558,18 +550,18 @@ func (p *Provider) finishSuspend(ctx context.Context, req sandbox.SuspendRequest
 // removeCapture removes the capture container of snapshot name, when
 // present and owned by the operation.
 func (p *Provider) removeCapture(ctx context.Context, ref sandbox.Reference, name, operationID string) error {
-	res, err := p.cli.ContainerInspect(ctx, name+captureSuffix, client.ContainerInspectOptions{})
+	capture, err := p.inspectContainer(ctx, name+captureSuffix)
 	switch {
-	case err != nil && classify(err) == outcomeNotFound:
+	case errdefs.IsNotFound(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("inspect the capture container: %w", errdefs.ErrComputeUnconfirmed)
 	}
-	labels := labelsOf(res.Container)
+	labels := labelsOf(capture)
 	if !p.owns(ref, labels) || labels[LabelSnapshotRole] != roleCapture || labels[LabelSnapshotOperation] != operationID {
 		return fmt.Errorf("capture container: %w", errdefs.ErrOwnership)
 	}
-	if _, err := p.cli.ContainerRemove(ctx, res.Container.ID, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
+	if _, err := p.cli.ContainerRemove(ctx, capture.ID, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
 		return fmt.Errorf("remove the capture container: %w", errdefs.ErrComputeUnconfirmed)
 	}
 	return nil
@@ -661,14 +653,14 @@ func (p *Provider) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandb
 // volumes exists: an existing one is ErrExists when owned, ErrOwnership
 // when not.
 func (p *Provider) refuseExistingCompute(ctx context.Context, t sandbox.Compute) error {
-	ct, err := p.cli.ContainerInspect(ctx, t.Name, client.ContainerInspectOptions{})
+	ct, err := p.inspectContainer(ctx, t.Name)
 	switch {
-	case err == nil && p.owns(t.Reference, labelsOf(ct.Container)):
+	case err == nil && p.owns(t.Reference, labelsOf(ct)):
 		return fmt.Errorf("resume: %w", errdefs.ErrExists)
 	case err == nil:
 		return fmt.Errorf("resume: %w", errdefs.ErrOwnership)
-	case classify(err) != outcomeNotFound:
-		return fmt.Errorf("resume: check target: %w", errdefs.ErrObservationUnavailable)
+	case !errdefs.IsNotFound(err):
+		return fmt.Errorf("resume: check target: %w", err)
 	}
 	for _, name := range []string{t.Name + homeSuffix, t.Name + environmentSuffix} {
 		switch owned, err := p.volumeOwned(ctx, t.Reference, name); {
@@ -701,14 +693,14 @@ func (p *Provider) DeleteSnapshot(ctx context.Context, ref sandbox.Reference, s 
 	var ids []string
 	operation := ""
 	for _, name := range []string{s.ID, s.ID + captureSuffix} {
-		res, err := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		ct, err := p.inspectContainer(ctx, name)
 		switch {
-		case err != nil && classify(err) == outcomeNotFound:
+		case errdefs.IsNotFound(err):
 			continue
 		case err != nil:
-			return fmt.Errorf("delete snapshot: %w", errdefs.ErrObservationUnavailable)
+			return fmt.Errorf("delete snapshot: %w", err)
 		}
-		labels := labelsOf(res.Container)
+		labels := labelsOf(ct)
 		if !p.owns(ref, labels) || labels[LabelSnapshotRole] == "" || labels[LabelSnapshotOperation] == "" ||
 			(operation != "" && labels[LabelSnapshotOperation] != operation) {
 			return fmt.Errorf("delete snapshot: %w", errdefs.ErrOwnership)
@@ -717,7 +709,7 @@ func (p *Provider) DeleteSnapshot(ctx context.Context, ref sandbox.Reference, s 
 		if p.SnapshotName(ref, operation) != s.ID {
 			return fmt.Errorf("delete snapshot: %w", errdefs.ErrOwnership)
 		}
-		ids = append(ids, res.Container.ID)
+		ids = append(ids, ct.ID)
 	}
 	return p.removeGroup(ctx, ref, s.ID, "delete snapshot", ids...)
 }

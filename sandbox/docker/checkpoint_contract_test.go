@@ -2,7 +2,6 @@ package docker_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -15,34 +14,11 @@ import (
 
 // The checkpoint suite must reject adapters that break its rules: each
 // wrapper below breaks one on top of the real Docker adapter, and the
-// suite, run with a recorder instead of the test, must report it.
+// suite, run with its violations collected (contracttest.Violations), must
+// report it.
 
-// recorder is a contracttest.Reporter that collects violations.
-type recorder struct{ msgs []string }
-
-type stopCase struct{}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Errorf(format string, args ...any) {
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	panic(stopCase{})
-}
-
-func checkCheckpoint(h contracttest.Harness, c contracttest.CheckpointCase) (msgs []string) {
-	r := &recorder{}
-	defer func() {
-		if v := recover(); v != nil {
-			if _, ok := v.(stopCase); !ok {
-				panic(v)
-			}
-		}
-		msgs = r.msgs
-	}()
-	contracttest.CheckCheckpointCase(r, h, c)
-	return r.msgs
+func checkCheckpoint(h contracttest.Harness, c contracttest.CheckpointCase) []string {
+	return contracttest.Violations(func(r contracttest.Reporter) { contracttest.CheckCheckpointCase(r, h, c) })
 }
 
 // retriesUnknownCapture deletes a capture of unknown outcome and captures

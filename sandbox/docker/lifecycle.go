@@ -32,18 +32,30 @@ func (p *Provider) inspectOwned(ctx context.Context, ref sandbox.Reference) (con
 // ErrNotFound, ErrOwnership, or ErrObservationUnavailable for an unknown
 // outcome.
 func (p *Provider) inspectName(ctx context.Context, ref sandbox.Reference) (container.InspectResponse, error) {
-	res, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{})
+	c, err := p.inspectContainer(ctx, p.Name(ref))
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	if !p.owns(ref, labelsOf(c)) {
+		return container.InspectResponse{}, errdefs.ErrOwnership
+	}
+	return c, nil
+}
+
+// inspectContainer reads the container named name, unchecked: ErrNotFound
+// when there is none, ErrObservationUnavailable for any other failure.
+// Every caller checks the labels it requires before it trusts or touches
+// the container.
+func (p *Provider) inspectContainer(ctx context.Context, name string) (container.InspectResponse, error) {
+	res, err := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	switch {
 	case err == nil:
+		return res.Container, nil
 	case classify(err) == outcomeNotFound:
 		return container.InspectResponse{}, errdefs.ErrNotFound
 	default:
 		return container.InspectResponse{}, errdefs.ErrObservationUnavailable
 	}
-	if !p.owns(ref, labelsOf(res.Container)) {
-		return container.InspectResponse{}, errdefs.ErrOwnership
-	}
-	return res.Container, nil
 }
 
 // info translates an owned container into Info. A container that has been
@@ -278,7 +290,8 @@ func (p *Provider) killOthers(ctx context.Context, ref sandbox.Reference) error 
 		}
 		volumes = append(volumes, v.Name)
 	}
-	for _, group := range p.recordedGroups(ref) {
+	recorded := p.recordedGroups(ref)
+	for _, group := range recorded {
 		if group == first {
 			continue
 		}
@@ -303,7 +316,7 @@ func (p *Provider) killOthers(ctx context.Context, ref sandbox.Reference) error 
 			return fmt.Errorf("remove volume: %w", errdefs.ErrComputeUnconfirmed)
 		}
 	}
-	for _, group := range p.recordedGroups(ref) {
+	for _, group := range recorded {
 		if group != first {
 			p.forget(group)
 		}

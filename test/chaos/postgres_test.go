@@ -65,10 +65,7 @@ func startPostgresSkewed(t testing.TB, offset time.Duration) *postgres {
 	if offset != 0 {
 		if _, err := os.Stat(libfaketime); err != nil {
 			msg := "a skewed PostgreSQL needs " + libfaketime + " (scripts/test-services up installs libfaketime)"
-			if testenv.InCI() {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+			testenv.Unavailable(t, msg)
 		}
 		env = []string{"LD_PRELOAD=" + libfaketime, fmt.Sprintf("FAKETIME=%+d", int64(offset/time.Second)), "FAKETIME_DONT_FAKE_MONOTONIC=1"}
 	}
@@ -76,10 +73,7 @@ func startPostgresSkewed(t testing.TB, offset time.Duration) *postgres {
 	pgUser, err := user.Lookup("postgres")
 	if bin == "" || err != nil || os.Geteuid() != 0 {
 		msg := "a private PostgreSQL needs the PostgreSQL 15 server binaries, the postgres user and root (run scripts/test-services up)"
-		if testenv.InCI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Unavailable(t, msg)
 	}
 	uid, _ := strconv.Atoi(pgUser.Uid)
 	gid, _ := strconv.Atoi(pgUser.Gid)
