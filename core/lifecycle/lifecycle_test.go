@@ -65,6 +65,12 @@ func newEnv(t *testing.T, nodes int) *env {
 // per node.
 func newEnvMax(t *testing.T, nodes int, maxActive int32) *env {
 	t.Helper()
+	return newEnvSpec(t, nodes, sandbox.Specification{Resources: resources, MaxActive: maxActive, MaxRetained: maxActive})
+}
+
+// newEnvSpec is newEnv with a deployment of specification spec.
+func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
+	t.Helper()
 	ctx := context.Background()
 	base := storetest.New(t)
 	inst, err := base.ClaimInstallation(ctx, uuid.New(), "https://core.example:8443")
@@ -74,7 +80,7 @@ func newEnvMax(t *testing.T, nodes int, maxActive int32) *env {
 	must(t, err)
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
-		Specification: sandbox.Specification{Resources: resources, MaxActive: maxActive, MaxRetained: maxActive},
+		Specification: spec,
 	})
 	must(t, err)
 	e := &env{st: st, inst: inst, nodes: map[uuid.UUID]*node{}}

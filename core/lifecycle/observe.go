@@ -165,9 +165,17 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 		info    sandbox.Info
 		callErr error
 	)
+	cp := checkpointer(p)
+	restored := o.ComputeName != ""
 	switch {
-	case p == nil:
+	case p == nil, restored && cp == nil:
 		callErr = errdefs.ErrObservationUnavailable
+	case restored:
+		// A restored incarnation is observed exactly (GetCompute): the
+		// Reference-level GetInfo and Renew address the Create's. It gets
+		// no keepalive (a checkpointing backend has no native lease).
+		keepalive = false
+		info, callErr = w.getCompute(ctx, cp, o.Allocation)
 	case keepalive:
 		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 		info, callErr = p.Renew(callCtx, ref)
@@ -186,6 +194,14 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 		ID: o.ID, Revision: o.Revision, Compute: compute, Reason: reason,
 		Keepalive: keepalive && compute == store.ObservedRunning,
 	}
+	if restored && compute == store.ObservedRunning && !o.RuntimeConnected {
+		// Restored and running, and its Runtime not connected: the wake
+		// after the restore may have been lost. Waking is idempotent (a
+		// Runtime that is not parked is not signalled).
+		if c, err := o.Compute(cp.Initial); err == nil {
+			w.wakeRuntime(ctx, cp, o.Allocation, c)
+		}
+	}
 	if compute == store.ObservedRunning && !params.Keepalive &&
 		o.Observation.Compute == store.ObservedRunning && o.Observation.Reason == reason {
 		return &pendingRecord{params: params}, nil
@@ -197,6 +213,32 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 		w.cfg.Log.Info("lifecycle observed compute", "node", w.node, "allocation", o.ID, "reason", reason)
 	}
 	return nil, err
+}
+
+// getCompute observes a's current incarnation (GetCompute) as an Info of
+// its Reference with the incarnation's native id.
+func (w *Worker) getCompute(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) (sandbox.Info, error) {
+	c, err := a.Compute(cp.Initial)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	ci, err := cp.GetCompute(callCtx, c)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if ci.Compute.Reference != c.Reference || ci.Compute.Name != c.Name || ci.Compute.Generation != c.Generation {
+		return sandbox.Info{}, errdefs.ErrObservationUnavailable
+	}
+	state := map[sandbox.ComputeState]sandbox.State{
+		sandbox.ComputeRunning: sandbox.StateRunning, sandbox.ComputePaused: sandbox.StatePaused,
+		sandbox.ComputeStopped: sandbox.StateStopped, sandbox.ComputeAbsent: sandbox.StateAbsent,
+	}[ci.State]
+	if state == "" {
+		return sandbox.Info{}, errdefs.ErrObservationUnavailable
+	}
+	return sandbox.Info{Reference: c.Reference, ProviderID: ci.Compute.ID, State: state}, nil
 }
 
 func (w *Worker) getInfo(ctx context.Context, p sandbox.SandboxProvider, ref sandbox.Reference) (sandbox.Info, error) {
@@ -218,7 +260,7 @@ func observed(a store.Allocation, info sandbox.Info, err error) (store.ObservedC
 		return store.ObservedUnavailable, ReasonUnavailable
 	case info.State == sandbox.StateAbsent:
 		return store.ObservedMissing, ReasonMissing
-	case info.ProviderID != "" && a.ProviderID != "" && info.ProviderID != a.ProviderID:
+	case info.ProviderID != "" && a.NativeID() != "" && info.ProviderID != a.NativeID():
 		return store.ObservedMissing, ReasonReplaced
 	case info.State == sandbox.StateRunning && info.ProviderID != "":
 		return store.ObservedRunning, ReasonRunning

@@ -167,6 +167,23 @@ type Store interface {
 	ListObservableForNode(ctx context.Context, sc store.ObservableScan) ([]store.Observable, error)
 	RecordObservation(ctx context.Context, p store.RecordObservationParams) (store.Allocation, error)
 	RecordObservations(ctx context.Context, ps []store.RecordObservationParams) ([]error, error)
+
+	// The suspension cycle (suspend.go).
+	ListSuspensionCandidatesForNode(ctx context.Context, sc store.SuspensionScan) ([]store.SuspensionCandidate, error)
+	ListSuspensionWorkForNode(ctx context.Context, sc store.SuspensionWorkScan) ([]store.SuspensionWork, error)
+	ArmSuspension(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID) (store.Allocation, error)
+	AbortQuiesce(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
+	ClaimCapture(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
+	RecordSuspended(ctx context.Context, id, op uuid.UUID, snap sandbox.SnapshotIdentity) (store.Allocation, error)
+	RollBackCapture(ctx context.Context, id, op uuid.UUID, computeID string, leftover *sandbox.SnapshotIdentity) (store.Allocation, error)
+	ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
+	ClaimRestore(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
+	RecordRestored(ctx context.Context, id, op uuid.UUID, computeID string) (store.Allocation, error)
+	AbandonRestore(ctx context.Context, id, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
+	ExpireRetention(ctx context.Context, id uuid.UUID) (store.Termination, error)
+	ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]uuid.UUID, error)
+	ListOwedLeftovers(ctx context.Context, a store.Allocation) ([]store.Leftover, error)
+	MarkLeftoverDeleted(ctx context.Context, id int64) error
 }
 
 // Defaults of Config.
@@ -216,7 +233,18 @@ type Config struct {
 	// connected, observed, running compute between Turns
 	// (DefaultKeepaliveInterval when 0).
 	KeepaliveInterval time.Duration
-	// NewID makes the ids of new allocations (uuid.New when nil).
+	// QuiesceTimeout is how long an armed suspension waits for the
+	// Runtime's acknowledgement (DefaultQuiesceTimeout when 0).
+	QuiesceTimeout time.Duration
+	// RestoreTimeout is how long a restore's outcome may stay unknown
+	// before it is abandoned (DefaultRestoreTimeout when 0).
+	RestoreTimeout time.Duration
+	// NotifyEnvironment, when set, is told of each suspension transition
+	// of an Environment's allocation (Core wakes the Runtime gateway's
+	// connection of the Environment's Session with it).
+	NotifyEnvironment func(environmentID uuid.UUID)
+	// NewID makes the ids of new allocations and operations (uuid.New
+	// when nil).
 	NewID func() uuid.UUID
 	Log   *slog.Logger
 }
@@ -236,6 +264,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepaliveInterval <= 0 {
 		c.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	if c.QuiesceTimeout <= 0 {
+		c.QuiesceTimeout = DefaultQuiesceTimeout
+	}
+	if c.RestoreTimeout <= 0 {
+		c.RestoreTimeout = DefaultRestoreTimeout
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -257,7 +291,12 @@ type Worker struct {
 	pendingAfter uuid.UUID
 	allocAfter   uuid.UUID
 	observeAfter uuid.UUID
-	wake         chan struct{}
+	// suspendAfter, candidateAfter and leftoverAfter are the cursors of
+	// the suspension scans (suspend.go).
+	suspendAfter   uuid.UUID
+	candidateAfter uuid.UUID
+	leftoverAfter  uuid.UUID
+	wake           chan struct{}
 }
 
 // NewWorker returns the worker of node nodeID.
@@ -296,7 +335,8 @@ func (w *Worker) Run(ctx context.Context) {
 
 // Pass runs one bounded pass: one page (store.NodePageSize) of the node's
 // pending allocations, then one page of its unreleased allocations, then
-// one page of its running allocations to observe (observePage). Each scan
+// one page of each suspension scan (suspensionPage), then one page of its
+// running allocations to observe (observePage). Each scan
 // advances its own cursor and wraps to the start after its last page.
 // A failure of one allocation is logged and does not stop the page.
 func (w *Worker) Pass(ctx context.Context) error {
@@ -314,6 +354,9 @@ func (w *Worker) Pass(ctx context.Context) error {
 		return err
 	}
 	if err := w.allocationPage(ctx, p); err != nil {
+		return err
+	}
+	if err := w.suspensionPage(ctx, p); err != nil {
 		return err
 	}
 	return w.observePage(ctx, p)

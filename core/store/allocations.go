@@ -64,11 +64,19 @@ type Allocation struct {
 	// CreateSettled: a matching resource with completed bootstrap was
 	// observed. AbsenceReceipt: the provider's explicit receipt that Create
 	// settled without a resource. Never both.
-	CreateSettled      bool
-	AbsenceReceipt     bool
-	BootstrapComplete  bool
-	ProviderID         string
-	ComputePhase       string
+	CreateSettled     bool
+	AbsenceReceipt    bool
+	BootstrapComplete bool
+	ProviderID        string
+	// ComputePhase is where the compute is in the suspension cycle;
+	// ComputeGeneration, ComputeName and ComputeID name its current
+	// incarnation (the target while restoring; ComputeName empty: the
+	// Create's, see Compute).
+	ComputePhase       ComputePhase
+	ComputeGeneration  int64
+	ComputeName        string
+	ComputeID          string
+	Suspension         Suspension
 	Revision           int64
 	CleanupRequestedAt *time.Time
 	CleanupConfirmedAt *time.Time
@@ -382,12 +390,17 @@ func requestCleanup(ctx context.Context, q *db.Queries, id uuid.UUID) (Allocatio
 // the confirmation back. ErrFailedPrecondition unless cleanup was
 // requested and the allocation is not released.
 func (s *Owner) RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (Allocation, error) {
-	return s.transition(ctx, "record cleanup", id, &revision, func(_ *db.Queries, a *Allocation) error {
+	return s.transition(ctx, "record cleanup", id, &revision, func(q *db.Queries, a *Allocation) error {
 		if !a.State.inCleanup() {
 			return fmt.Errorf("cleanup was not requested: %w", errdefs.ErrFailedPrecondition)
 		}
 		if confirmed {
 			a.State = AllocationCleanupConfirmed
+			// Kill removed the Reference's compute and retained resources,
+			// its past incarnations and snapshots with them.
+			if _, err := q.MarkLeftoversOfAllocationDeleted(ctx, a.ID); err != nil {
+				return err
+			}
 		} else {
 			a.State = AllocationCleanupUnknown
 		}
@@ -877,7 +890,18 @@ func allocationFromRow(r db.Allocation) Allocation {
 		AbsenceReceipt:     r.AbsenceReceipt,
 		BootstrapComplete:  r.BootstrapComplete,
 		ProviderID:         r.ProviderID.String,
-		ComputePhase:       r.ComputePhase,
+		ComputePhase:       ComputePhase(r.ComputePhase),
+		ComputeGeneration:  r.ComputeGeneration,
+		ComputeName:        r.ComputeName.String,
+		ComputeID:          r.ComputeID.String,
+		Suspension: Suspension{
+			Operation: r.SuspendOperation, ArmedAt: r.QuiesceArmedAt, AckedAt: r.QuiesceAckedAt,
+			CaptureSentAt: r.CaptureDispatchedAt,
+			Snapshot:      sandbox.SnapshotIdentity{ID: r.SnapshotID.String, Provenance: r.SnapshotProvenance.String},
+			SuspendedAt:   r.SuspendedAt, RetentionUntil: r.RetentionDeadline,
+			RestoreOperation: r.RestoreOperation, RestoreSentAt: r.RestoreDispatchedAt,
+			WakeRequestedAt: r.WakeRequestedAt,
+		},
 		Revision:           r.Revision,
 		CleanupRequestedAt: r.CleanupRequestedAt,
 		CleanupConfirmedAt: r.CleanupConfirmedAt,

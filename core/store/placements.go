@@ -45,13 +45,24 @@ func (s *Store) GetPlacement(ctx context.Context, environmentID uuid.UUID) (Plac
 	return placementFromRow(row), nil
 }
 
-// NodeHeld returns how many Environments node nodeID holds: unreleased
-// placements (reservations) or unreleased allocations (unresolved
-// resources). This is the count CreateSession compares with max_active.
+// NodeHeld returns how many Environments node nodeID holds actively:
+// unreleased placements (reservations) or unreleased allocations
+// (unresolved resources), except the suspended ones (NodeRetained). This
+// is the count CreateSession and a restore compare with max_active.
 func (s *Store) NodeHeld(ctx context.Context, nodeID uuid.UUID) (int64, error) {
 	n, err := s.q.CountNodeHeld(ctx, nodeID)
 	if err != nil {
 		return 0, wrap("count node held", err)
+	}
+	return n, nil
+}
+
+// NodeRetained counts the Environments node nodeID holds only as a
+// snapshot (suspended), which max_retained bounds.
+func (s *Store) NodeRetained(ctx context.Context, nodeID uuid.UUID) (int64, error) {
+	n, err := s.q.CountNodeRetained(ctx, nodeID)
+	if err != nil {
+		return 0, wrap("count node retained", err)
 	}
 	return n, nil
 }

@@ -80,7 +80,8 @@ const maxRuntimeVersion = 64
 // connection, in one transaction under the allocation's row lock: the
 // device's allocation must carry the credential's digest (compared in
 // constant time), belong to an active Session, and have settled creation
-// with a running resource and completed bootstrap; the Core must hold
+// with a running resource and completed bootstrap, and compute that runs
+// (PhaseRunning or PhaseQuiescing); the Core must hold
 // the Owner's epoch. An open connection of the same allocation is
 // closed and the Turns that ran on it become unconfirmed. The new
 // connection's generation is one more than any before it.
@@ -115,6 +116,13 @@ func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (Runti
 			return ErrRuntimeRevoked
 		}
 		if state != AllocationRunning || !a.CreateSettled || !a.BootstrapComplete {
+			return ErrRuntimeNotAdmitted
+		}
+		// A capture or restore is under way, or the compute is suspended:
+		// the Runtime of a restored incarnation is admitted once Core
+		// recorded the restore (PhaseRunning). A quiescing one is admitted,
+		// so a transient disconnect can retry the armed suspension.
+		if p := ComputePhase(a.ComputePhase); p != PhaseRunning && p != PhaseQuiescing {
 			return ErrRuntimeNotAdmitted
 		}
 		closed, err := q.CloseOpenRuntimeConnections(ctx, a.ID)

@@ -2,11 +2,17 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/core/store/db"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
 )
 
 // SuspensionCandidate is a running allocation whose Session has been idle
@@ -76,4 +82,483 @@ func (s *Store) SessionIdleSince(ctx context.Context, sessionID uuid.UUID) (Idle
 		return Idleness{}, wrap("session idle since", err)
 	}
 	return Idleness{Idle: r.Idle, Since: r.IdleSince, ReadAt: r.ReadAt}, nil
+}
+
+// ComputePhase is where an allocation's compute is in the suspension
+// cycle (migration 0016).
+type ComputePhase string
+
+// The compute phases.
+const (
+	// PhaseRunning: the current incarnation is the compute.
+	PhaseRunning ComputePhase = "running"
+	// PhaseQuiescing: a suspension is armed and the Runtime asked to close
+	// admission; nothing is captured yet.
+	PhaseQuiescing ComputePhase = "quiescing"
+	// PhaseSuspending: the capture receipt was consumed; Suspend may have
+	// been sent and is only observed from then on.
+	PhaseSuspending ComputePhase = "suspending"
+	// PhaseSuspended: the snapshot holds the Environment; the source is
+	// gone.
+	PhaseSuspended ComputePhase = "suspended"
+	// PhaseRestoring: a restore into a new incarnation is armed (and,
+	// with RestoreDispatchedAt, may have been sent).
+	PhaseRestoring ComputePhase = "restoring"
+)
+
+// Suspension is an allocation's suspension cycle state (all zero while it
+// never left PhaseRunning).
+type Suspension struct {
+	// Operation is the armed suspension's operation id, also the
+	// Runtime's suspension token (quiescing, suspending).
+	Operation      *uuid.UUID
+	ArmedAt        *time.Time
+	AckedAt        *time.Time
+	CaptureSentAt  *time.Time
+	Snapshot       sandbox.SnapshotIdentity
+	SuspendedAt    *time.Time
+	RetentionUntil *time.Time
+	// RestoreOperation is the armed restore's operation id (restoring).
+	RestoreOperation *uuid.UUID
+	RestoreSentAt    *time.Time
+	WakeRequestedAt  *time.Time
+}
+
+// Compute returns the allocation's current incarnation (the target while
+// restoring): the Create's (named by initial, with ProviderID its native
+// id) until a restore named another.
+func (a Allocation) Compute(initial func(sandbox.Reference) (sandbox.Compute, error)) (sandbox.Compute, error) {
+	if a.ComputeName == "" {
+		c, err := initial(a.Reference())
+		if err != nil {
+			return sandbox.Compute{}, err
+		}
+		if a.ComputePhase == PhaseRunning || a.ComputePhase == PhaseQuiescing || a.ComputePhase == PhaseSuspending {
+			c.ID = a.ProviderID
+		}
+		return c, nil
+	}
+	return sandbox.Compute{Reference: a.Reference(), Generation: uint64(a.ComputeGeneration), Name: a.ComputeName, ID: a.ComputeID}, nil
+}
+
+// NativeID is the native id of a's current incarnation: the restored
+// one's, or the Create's (ProviderID).
+func (a Allocation) NativeID() string {
+	if a.ComputeName != "" {
+		return a.ComputeID
+	}
+	return a.ProviderID
+}
+
+// SuspensionWork is an allocation in a suspension phase with what the
+// database clock says about it.
+type SuspensionWork struct {
+	Allocation
+	// WorkWaiting: a Turn is queued for its Session, or a wake was asked.
+	WorkWaiting bool
+	// QuiesceOverdue: armed longer ago than the scan's QuiesceTimeout.
+	QuiesceOverdue bool
+	// RestoreOverdue: a restore was sent longer ago than RestoreTimeout.
+	RestoreOverdue bool
+	// RetentionExpired: suspended past its retention deadline.
+	RetentionExpired bool
+}
+
+// SuspensionWorkScan is a page request of ListSuspensionWorkForNode.
+type SuspensionWorkScan struct {
+	NodeID         uuid.UUID
+	After          uuid.UUID
+	Limit          int
+	QuiesceTimeout time.Duration
+	RestoreTimeout time.Duration
+}
+
+// ListSuspensionWorkForNode returns up to sc.Limit running allocations of
+// node sc.NodeID in a suspension phase (not PhaseRunning), with ids after
+// sc.After, in id order. An empty page means the end.
+func (s *Store) ListSuspensionWorkForNode(ctx context.Context, sc SuspensionWorkScan) ([]SuspensionWork, error) {
+	const op = "list suspension work for node"
+	n, err := nodePageParam(op, sc.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return fetchRows(op, func() ([]db.ListSuspensionWorkForNodeRow, error) {
+		return s.q.ListSuspensionWorkForNode(ctx, db.ListSuspensionWorkForNodeParams{
+			NodeID: sc.NodeID, After: sc.After, PageSize: n,
+			QuiesceSeconds: seconds(sc.QuiesceTimeout), RestoreSeconds: seconds(sc.RestoreTimeout),
+		})
+	}, func(r db.ListSuspensionWorkForNodeRow) SuspensionWork {
+		return SuspensionWork{Allocation: allocationFromRow(r.Allocation), WorkWaiting: r.WorkWaiting,
+			QuiesceOverdue: r.QuiesceOverdue, RestoreOverdue: r.RestoreOverdue, RetentionExpired: r.RetentionExpired}
+	})
+}
+
+// seconds is d in whole seconds, at least 1.
+func seconds(d time.Duration) int32 { return int32(max(d/time.Second, 1)) }
+
+// ErrNoRoom is ArmSuspension's and ArmRestore's answer when the node has
+// no room: no retained slot (max_retained) for another snapshot, or no
+// active slot (max_active) for a restore. Nothing was written.
+var ErrNoRoom = fmt.Errorf("node has no room: %w", errdefs.ErrFailedPrecondition)
+
+// ArmSuspension records the quiesce intent of operation op for allocation
+// id at revision: under the Session lock it repeats the idle test
+// (SessionIdleSince against the generation's idle time, by the database
+// clock; the candidate scan also waits an idle time after an aborted
+// attempt), then, under the node's placement lock, checks a retained slot
+// (max_retained counts the node's snapshots and the suspensions in
+// flight), and moves the running compute to PhaseQuiescing. ErrFenced
+// when the revision moved or the Session is no longer idle enough (a Turn
+// arrived: nothing is armed); ErrNoRoom without a retained slot.
+func (s *Owner) ArmSuspension(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID) (Allocation, error) {
+	const name = "arm suspension"
+	if op == uuid.Nil {
+		return Allocation{}, fmt.Errorf("%s: %w", name, errdefs.Invalid("operation", "must be set"))
+	}
+	var out Allocation
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		sess, _, err := lockSessionOf(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		row, err := q.LockAllocation(ctx, id)
+		if err != nil {
+			return err
+		}
+		a := allocationFromRow(row)
+		if a.Revision != revision || SessionState(sess.State) != SessionActive {
+			return fmt.Errorf("allocation moved: %w", errdefs.ErrFenced)
+		}
+		g, err := q.GetDeploymentGeneration(ctx, a.Generation)
+		if err != nil {
+			return err
+		}
+		if !g.SuspensionIdleSeconds.Valid {
+			return fmt.Errorf("the generation has no suspension policy: %w", errdefs.ErrFenced)
+		}
+		idle, err := q.SessionIdleSince(ctx, sess.ID)
+		if err != nil {
+			return err
+		}
+		if !(Idleness{Idle: idle.Idle, Since: idle.IdleSince, ReadAt: idle.ReadAt}).IdleFor(time.Duration(g.SuspensionIdleSeconds.Int64) * time.Second) {
+			return fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
+		}
+		room, err := q.NodeRetainedRoom(ctx, db.NodeRetainedRoomParams{NodeID: a.NodeID, MaxRetained: int64(g.MaxRetained)})
+		if err != nil {
+			return err
+		}
+		if !room {
+			return ErrNoRoom
+		}
+		row, err = q.ArmSuspension(ctx, db.ArmSuspensionParams{ID: id, Revision: revision, Operation: &op})
+		if err != nil {
+			return noRowFenced(err)
+		}
+		out = allocationFromRow(row)
+		return nil
+	})
+	if err != nil {
+		return Allocation{}, wrap(name, err)
+	}
+	return out, nil
+}
+
+// noRowFenced turns a compare-and-swap that matched no row into ErrFenced.
+func noRowFenced(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("allocation moved: %w", errdefs.ErrFenced)
+	}
+	return err
+}
+
+// RecordQuiesceAck records the Runtime's acknowledgement of suspension op
+// (the gateway calls it). ErrFenced unless the allocation is quiescing
+// under op.
+func (s *Owner) RecordQuiesceAck(ctx context.Context, id, op uuid.UUID) (Allocation, error) {
+	return s.phaseWrite(ctx, "record quiesce ack", func(q *db.Queries) (db.Allocation, error) {
+		return q.RecordQuiesceAck(ctx, db.RecordQuiesceAckParams{ID: id, Operation: &op})
+	})
+}
+
+// AbortQuiesce ends suspension op before any capture (a Turn arrived, the
+// Runtime rejected or did not answer): back to PhaseRunning. ErrFenced
+// unless the allocation is quiescing under op.
+func (s *Owner) AbortQuiesce(ctx context.Context, id, op uuid.UUID) (Allocation, error) {
+	return s.phaseWrite(ctx, "abort quiesce", func(q *db.Queries) (db.Allocation, error) {
+		return q.AbortQuiesce(ctx, db.AbortQuiesceParams{ID: id, Operation: &op})
+	})
+}
+
+// phaseWrite runs one fenced compare-and-swap of the suspension cycle.
+func (s *Owner) phaseWrite(ctx context.Context, name string, write func(q *db.Queries) (db.Allocation, error)) (Allocation, error) {
+	var out Allocation
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		row, err := write(q)
+		if err != nil {
+			return noRowFenced(err)
+		}
+		out = allocationFromRow(row)
+		return nil
+	})
+	if err != nil {
+		return Allocation{}, wrap(name, err)
+	}
+	return out, nil
+}
+
+// ClaimCapture consumes the capture receipt of suspension op: under the
+// Session lock, the share of the compute-phase check with new Turns, it
+// repeats that nothing is queued or running, and moves the acknowledged
+// quiescing compute to PhaseSuspending. Only a nil error permits one
+// Suspend. When work arrived since the arming, the suspension is aborted
+// in the same transaction (back to PhaseRunning) and ErrFenced returned;
+// ErrFenced too when the receipt is spent or not acknowledged.
+func (s *Owner) ClaimCapture(ctx context.Context, id, op uuid.UUID) (Allocation, error) {
+	const name = "claim capture"
+	var out Allocation
+	var aborted bool
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		sess, _, err := lockSessionOf(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		idle, err := q.SessionIdleSince(ctx, sess.ID)
+		if err != nil {
+			return err
+		}
+		if !idle.Idle || SessionState(sess.State) != SessionActive {
+			if _, err := q.AbortQuiesce(ctx, db.AbortQuiesceParams{ID: id, Operation: &op}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			aborted = true
+			return nil
+		}
+		row, err := q.ClaimCapture(ctx, db.ClaimCaptureParams{ID: id, Operation: &op})
+		if err != nil {
+			return noRowFenced(err)
+		}
+		out = allocationFromRow(row)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return Allocation{}, wrap(name, err)
+	case aborted:
+		return Allocation{}, fmt.Errorf("%s: work arrived, the suspension is aborted: %w", name, errdefs.ErrFenced)
+	}
+	return out, nil
+}
+
+// RecordSuspended records the capture of suspension op as snapshot snap
+// (kept exactly as the provider returned it): PhaseSuspended, the source
+// gone, the retention deadline the arming observation plus the
+// generation's retention. The node's active slot becomes a retained one
+// in the same transaction. ErrFenced unless suspending under op.
+func (s *Owner) RecordSuspended(ctx context.Context, id, op uuid.UUID, snap sandbox.SnapshotIdentity) (Allocation, error) {
+	if snap.ID == "" {
+		return Allocation{}, fmt.Errorf("record suspended: %w", errdefs.Invalid("snapshot.id", "must be set"))
+	}
+	return s.phaseWrite(ctx, "record suspended", func(q *db.Queries) (db.Allocation, error) {
+		return q.RecordSuspended(ctx, db.RecordSuspendedParams{ID: id, Operation: &op,
+			SnapshotID: pgtype.Text{String: snap.ID, Valid: true}, SnapshotProvenance: pgtype.Text{String: snap.Provenance, Valid: true}})
+	})
+}
+
+// RollBackCapture records that suspension op left the source running
+// (never paused, thawed by ResumeCompute, or running again after a
+// capture that completed): back to PhaseRunning, with computeID the
+// source's native id when the provider gave one. A snapshot the attempt
+// made (complete, or only named by an incomplete capture) becomes a
+// leftover cleanup owes, in the same transaction.
+func (s *Owner) RollBackCapture(ctx context.Context, id, op uuid.UUID, computeID string, leftover *sandbox.SnapshotIdentity) (Allocation, error) {
+	return s.phaseWrite(ctx, "roll back capture", func(q *db.Queries) (db.Allocation, error) {
+		row, err := q.RollBackCapture(ctx, db.RollBackCaptureParams{ID: id, Operation: &op,
+			ComputeID: pgtype.Text{String: computeID, Valid: computeID != ""}})
+		if err != nil || leftover == nil || leftover.ID == "" {
+			return row, err
+		}
+		return row, q.InsertLeftover(ctx, db.InsertLeftoverParams{AllocationID: id, Kind: leftoverSnapshot,
+			Identity: leftover.ID, Provenance: leftover.Provenance})
+	})
+}
+
+// ArmRestore records the restore intent of operation op for suspended
+// allocation id at revision, into incarnation target (the provider's
+// NewCompute of the last one): under the node's placement lock, the one
+// new placement takes, it checks an active slot (max_active) and moves the
+// allocation to PhaseRestoring, which takes the slot. ErrNoRoom without
+// one; ErrFenced when the revision moved, the allocation is not suspended
+// any more (deletion, revocation) or its retention passed.
+func (s *Owner) ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID, target sandbox.Compute) (Allocation, error) {
+	const name = "arm restore"
+	if op == uuid.Nil || target.Name == "" || target.Generation < 2 {
+		return Allocation{}, fmt.Errorf("%s: %w", name, errdefs.Invalid("target", "must name a later incarnation"))
+	}
+	var out Allocation
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		if _, _, err := lockSessionOf(ctx, q, id); err != nil {
+			return err
+		}
+		row, err := q.LockAllocation(ctx, id)
+		if err != nil {
+			return err
+		}
+		a := allocationFromRow(row)
+		if a.Revision != revision {
+			return fmt.Errorf("allocation moved: %w", errdefs.ErrFenced)
+		}
+		g, err := q.GetDeploymentGeneration(ctx, a.Generation)
+		if err != nil {
+			return err
+		}
+		room, err := q.NodeActiveRoom(ctx, db.NodeActiveRoomParams{NodeID: a.NodeID, MaxActive: int64(g.MaxActive)})
+		if err != nil {
+			return err
+		}
+		if !room {
+			return ErrNoRoom
+		}
+		row, err = q.ArmRestore(ctx, db.ArmRestoreParams{ID: id, Revision: revision, Operation: &op,
+			ComputeGeneration: int64(target.Generation), ComputeName: pgtype.Text{String: target.Name, Valid: true}})
+		if err != nil {
+			return noRowFenced(err)
+		}
+		out = allocationFromRow(row)
+		return nil
+	})
+	if err != nil {
+		return Allocation{}, wrap(name, err)
+	}
+	return out, nil
+}
+
+// ClaimRestore consumes the restore receipt of operation op, once. Only a
+// nil error permits one Resume.
+func (s *Owner) ClaimRestore(ctx context.Context, id, op uuid.UUID) (Allocation, error) {
+	return s.phaseWrite(ctx, "claim restore", func(q *db.Queries) (db.Allocation, error) {
+		return q.ClaimRestore(ctx, db.ClaimRestoreParams{ID: id, Operation: &op})
+	})
+}
+
+// RecordRestored records restore op: the target incarnation runs with
+// native id computeID (PhaseRunning), and the consumed snapshot becomes a
+// leftover cleanup owes, in the same transaction.
+func (s *Owner) RecordRestored(ctx context.Context, id, op uuid.UUID, computeID string) (Allocation, error) {
+	if computeID == "" {
+		return Allocation{}, fmt.Errorf("record restored: %w", errdefs.Invalid("compute.id", "must be set"))
+	}
+	return s.phaseWrite(ctx, "record restored", func(q *db.Queries) (db.Allocation, error) {
+		cur, err := q.LockAllocation(ctx, id)
+		if err != nil {
+			return db.Allocation{}, err
+		}
+		row, err := q.RecordRestored(ctx, db.RecordRestoredParams{ID: id, Operation: &op, ComputeID: pgtype.Text{String: computeID, Valid: true}})
+		if err != nil {
+			return row, err
+		}
+		return row, q.InsertLeftover(ctx, db.InsertLeftoverParams{AllocationID: id, Kind: leftoverSnapshot,
+			Identity: cur.SnapshotID.String, Provenance: cur.SnapshotProvenance.String})
+	})
+}
+
+// AbandonRestore gives up restore op, whose outcome stayed unknown: its
+// target incarnation becomes a leftover cleanup owes and the allocation
+// is suspended again (the next restore uses a later incarnation), in one
+// transaction.
+func (s *Owner) AbandonRestore(ctx context.Context, id, op uuid.UUID, target sandbox.Compute) (Allocation, error) {
+	return s.phaseWrite(ctx, "abandon restore", func(q *db.Queries) (db.Allocation, error) {
+		row, err := q.AbandonRestore(ctx, db.AbandonRestoreParams{ID: id, Operation: &op})
+		if err != nil {
+			return row, err
+		}
+		return row, q.InsertLeftover(ctx, db.InsertLeftoverParams{AllocationID: id, Kind: leftoverCompute,
+			Identity: target.Name, Generation: pgtype.Int8{Int64: int64(target.Generation), Valid: true},
+			NativeID: pgtype.Text{String: target.ID, Valid: target.ID != ""}})
+	})
+}
+
+// ExpireRetention ends suspended allocation id whose retention deadline
+// passed by the database clock: terminal cleanup with TerminalExpired
+// (the device revoked, the Environment expired, queued Turns ended,
+// cleanup requested, so the worker's Kill deletes the snapshot), under
+// the Session lock. ErrFenced when it is not suspended past its deadline
+// any more (a restore was armed first).
+func (s *Owner) ExpireRetention(ctx context.Context, id uuid.UUID) (Termination, error) {
+	const name = "expire retention"
+	var out Termination
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		_, env, err := lockSessionOf(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		expired, err := q.SuspendedRetentionExpired(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !expired {
+			return fmt.Errorf("retention has not passed: %w", errdefs.ErrFenced)
+		}
+		out, err = terminate(ctx, q, env.ID, TerminalExpired, "")
+		return err
+	})
+	if err != nil {
+		return Termination{}, wrap(name, err)
+	}
+	return out, nil
+}
+
+// The leftover kinds.
+const (
+	leftoverSnapshot = "snapshot"
+	leftoverCompute  = "compute"
+)
+
+// Leftover is a past incarnation or snapshot of an allocation that
+// cleanup still owes.
+type Leftover struct {
+	ID           int64
+	AllocationID uuid.UUID
+	// Snapshot is set for a snapshot leftover, Compute for an incarnation.
+	Snapshot *sandbox.SnapshotIdentity
+	Compute  *sandbox.Compute
+}
+
+// ListOwedLeftovers returns up to 32 leftovers of allocation id not yet
+// confirmed deleted, oldest first.
+func (s *Store) ListOwedLeftovers(ctx context.Context, a Allocation) ([]Leftover, error) {
+	return fetchRows("list owed leftovers", func() ([]db.AllocationLeftover, error) {
+		return s.q.ListOwedLeftovers(ctx, a.ID)
+	}, func(r db.AllocationLeftover) Leftover {
+		l := Leftover{ID: r.ID, AllocationID: r.AllocationID}
+		if r.Kind == leftoverSnapshot {
+			l.Snapshot = &sandbox.SnapshotIdentity{ID: r.Identity, Provenance: r.Provenance}
+		} else {
+			l.Compute = &sandbox.Compute{Reference: a.Reference(), Generation: uint64(r.Generation.Int64), Name: r.Identity, ID: r.NativeID.String}
+		}
+		return l
+	})
+}
+
+// MarkLeftoverDeleted records that the provider confirmed leftover id
+// absent.
+func (s *Owner) MarkLeftoverDeleted(ctx context.Context, id int64) error {
+	return s.ownedTx(ctx, func(q *db.Queries) error {
+		_, err := q.MarkLeftoverDeleted(ctx, id)
+		return err
+	})
+}
+
+// ListAllocationsOwingLeftovers returns up to limit running allocations of
+// node nodeID with ids after after that owe a leftover, in id order.
+func (s *Store) ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]uuid.UUID, error) {
+	const op = "list allocations owing leftovers"
+	n, err := nodePageParam(op, limit)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := s.q.ListAllocationsOwingLeftovers(ctx, db.ListAllocationsOwingLeftoversParams{NodeID: nodeID, After: after, PageSize: n})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return ids, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/core/store/db"
@@ -235,6 +236,18 @@ func (s *Store) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 			return err
 		}
 		t, created = turnFromRow(row), true
+		// A Turn for a suspended (or suspending) Session is the wake: its
+		// node's worker restores it (or aborts the suspension) at once,
+		// not at its next scan.
+		alloc, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		case ComputePhase(alloc.ComputePhase) != PhaseRunning:
+			return notifyNodeWork(ctx, q, alloc.NodeID)
+		}
 		return nil
 	})
 	return t, created, err

@@ -127,14 +127,19 @@ func renewErr(err error) error {
 	return err
 }
 
-// Kill first removes ref's later incarnations and snapshots (killOthers).
-// For the first incarnation it checks the ownership labels of the
-// container and both volumes before removing any of them, and removes
-// what exists. When ref's container existed it then confirms that all
-// three are gone. When it did not, Create may still be in flight, so Kill
-// claims ref's names with a tombstone (tombstone.go) and confirms that the
-// tombstone holds them; a Kill that finds the tombstone has nothing left
-// to do. Confirmed cleanup succeeds, so a repeated Kill does too.
+// Kill removes ref's first incarnation, then its later incarnations and
+// snapshots (findOthers, removeOthers). For the first incarnation it
+// checks the ownership labels of the container and both volumes before
+// removing any of them, and removes what exists. When ref's container
+// existed, or a later incarnation or snapshot did (only a settled,
+// running first incarnation is ever captured, so Create is long over), it
+// then confirms that all three are gone. Otherwise Create may still be in
+// flight, so Kill claims ref's names with a tombstone (tombstone.go) and
+// confirms that the tombstone holds them; a Kill that finds the tombstone
+// has nothing left to do but the others. Confirmed cleanup succeeds, so a
+// repeated Kill does too; a repeat after one that removed everything but
+// whose answer was lost finds no evidence and places a tombstone (one
+// never-started container and two empty volumes that pin the names).
 //
 // A foreign resource (one without every ownership label of ref) under one
 // of ref's names is never touched. When a foreign container holds ref's
@@ -151,9 +156,12 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	if err := ref.Validate(); err != nil {
 		return err
 	}
-	// The later incarnations and the snapshots of ref go first
-	// (checkpoint.go): their containers, then their volumes.
-	if err := p.killOthers(ctx, ref); err != nil {
+	// The later incarnations and the snapshots of ref (checkpoint.go) are
+	// found first and removed last: while one exists, ref's Create
+	// certainly completed (only a settled, running first incarnation is
+	// ever captured), so a missing first container needs no tombstone.
+	others, err := p.findOthers(ctx, ref)
+	if err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}
 	// Check everything first: a foreign resource stops the whole cleanup.
@@ -195,7 +203,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		// The names are claimed: no Create of ref can make anything any
 		// more, and the volumes present are the tombstone's, empty and
 		// pinned by it.
-		return nil
+		return p.removeOthers(ctx, others)
 	}
 
 	// Remove by the inspected id, never by name, so a container that took
@@ -213,7 +221,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		}
 	}
 
-	if containerID == "" {
+	if containerID == "" && others.empty() {
 		// No container: Create may still be in flight. Claim the names.
 		if err := p.placeTombstone(ctx, ref); err != nil {
 			return fmt.Errorf("kill: %w", err)
@@ -231,7 +239,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		}
 	}
 	p.forget(p.Name(ref))
-	return nil
+	return p.removeOthers(ctx, others)
 }
 
 // volumeOwned reads a volume of ref: (true, nil) when it exists and is
@@ -252,19 +260,29 @@ func (p *Provider) volumeOwned(ctx context.Context, ref sandbox.Reference, name 
 	return true, nil
 }
 
-// killOthers removes ref's resources other than its first incarnation
-// (Create's container and volumes, which Kill handles with the tombstone):
-// the later incarnations and the snapshots, found by ref's allocation and
-// installation labels and each checked for every ownership label of ref,
-// and the unlabelled volumes of groups recorded for ref (intents.go). A
-// resource carrying ref's labels but not all of them stops it before any
-// change (ErrOwnership).
-func (p *Provider) killOthers(ctx context.Context, ref sandbox.Reference) error {
+// others are ref's resources other than its first incarnation (Create's
+// container and volumes, which Kill handles with the tombstone): the later
+// incarnations and the snapshots.
+type others struct {
+	containers, volumes []string
+	// groups are the volume groups recorded for them (intents.go),
+	// forgotten once removed.
+	groups []string
+}
+
+func (o others) empty() bool { return len(o.containers) == 0 && len(o.volumes) == 0 }
+
+// findOthers finds ref's others by ref's allocation and installation
+// labels, each checked for every ownership label of ref, and the
+// unlabelled volumes of groups recorded for ref (intents.go). A resource
+// carrying ref's labels but not all of them stops it before any change
+// (ErrOwnership).
+func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (others, error) {
 	filter := client.Filters{}.Add("label", LabelAllocation+"="+ref.AllocationID).Add("label", LabelInstallation+"="+p.opts.InstallationID)
 	first := p.Name(ref)
 	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
 	if err != nil {
-		return fmt.Errorf("list containers: %w", errdefs.ErrComputeUnconfirmed)
+		return others{}, fmt.Errorf("list containers: %w", errdefs.ErrComputeUnconfirmed)
 	}
 	var containers []string
 	for _, c := range cs.Items {
@@ -272,13 +290,13 @@ func (p *Provider) killOthers(ctx context.Context, ref sandbox.Reference) error 
 			continue
 		}
 		if !p.owns(ref, c.Labels) {
-			return errdefs.ErrOwnership
+			return others{}, errdefs.ErrOwnership
 		}
 		containers = append(containers, c.ID)
 	}
 	vs, err := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
 	if err != nil {
-		return fmt.Errorf("list volumes: %w", errdefs.ErrComputeUnconfirmed)
+		return others{}, fmt.Errorf("list volumes: %w", errdefs.ErrComputeUnconfirmed)
 	}
 	var volumes []string
 	for _, v := range vs.Items {
@@ -286,7 +304,7 @@ func (p *Provider) killOthers(ctx context.Context, ref sandbox.Reference) error 
 			continue
 		}
 		if !p.owns(ref, v.Labels) {
-			return errdefs.ErrOwnership
+			return others{}, errdefs.ErrOwnership
 		}
 		volumes = append(volumes, v.Name)
 	}
@@ -300,26 +318,36 @@ func (p *Provider) killOthers(ctx context.Context, ref sandbox.Reference) error 
 			case err == nil && owned && !slices.Contains(volumes, name):
 				volumes = append(volumes, name)
 			case err != nil && errdefs.IsOwnership(err):
-				return errdefs.ErrOwnership
+				return others{}, errdefs.ErrOwnership
 			case err != nil && !errdefs.IsNotFound(err):
-				return fmt.Errorf("inspect volume: %w", errdefs.ErrComputeUnconfirmed)
+				return others{}, fmt.Errorf("inspect volume: %w", errdefs.ErrComputeUnconfirmed)
 			}
 		}
 	}
-	for _, id := range containers {
-		if _, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
-			return fmt.Errorf("remove container: %w", errdefs.ErrComputeUnconfirmed)
-		}
-	}
-	for _, name := range volumes {
-		if _, err := p.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{}); err != nil && classify(err) != outcomeNotFound {
-			return fmt.Errorf("remove volume: %w", errdefs.ErrComputeUnconfirmed)
-		}
-	}
+	var groups []string
 	for _, group := range recorded {
 		if group != first {
-			p.forget(group)
+			groups = append(groups, group)
 		}
+	}
+	return others{containers: containers, volumes: volumes, groups: groups}, nil
+}
+
+// removeOthers removes what findOthers found: the containers, then the
+// volumes, then forgets their groups' records.
+func (p *Provider) removeOthers(ctx context.Context, o others) error {
+	for _, id := range o.containers {
+		if _, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("kill: remove container: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	for _, name := range o.volumes {
+		if _, err := p.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{}); err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("kill: remove volume: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	for _, group := range o.groups {
+		p.forget(group)
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ SET state                = 'cleanup_requested',
 WHERE id = $1 AND revision = $2
   AND state IN ('create_unknown', 'create_dispatched')
   AND create_dispatched_at <= now() - make_interval(secs => $3::integer)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
 `
 
 type AbandonCreateParams struct {
@@ -72,6 +72,21 @@ func (q *Queries) AbandonCreate(ctx context.Context, arg AbandonCreateParams) (A
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
 		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
 	)
 	return i, err
 }
@@ -109,7 +124,7 @@ UPDATE allocations
 SET state = 'create_dispatched', create_dispatched_at = now(),
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND create_receipt = $2 AND state = 'allocated'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
 `
 
 type ClaimCreateParams struct {
@@ -153,6 +168,21 @@ func (q *Queries) ClaimCreate(ctx context.Context, arg ClaimCreateParams) (Alloc
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
 		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
 	)
 	return i, err
 }
@@ -174,7 +204,7 @@ func (q *Queries) CountCreateFailures(ctx context.Context, environmentID uuid.UU
 }
 
 const getAllocation = `-- name: GetAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations WHERE id = $1
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at FROM allocations WHERE id = $1
 `
 
 func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
@@ -210,6 +240,21 @@ func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, 
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
 		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
 	)
 	return i, err
 }
@@ -233,7 +278,7 @@ func (q *Queries) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Ge
 }
 
 const getAllocationWithSession = `-- name: GetAllocationWithSession :one
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE a.id = $1
@@ -277,13 +322,28 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 		&i.Allocation.KeepaliveAt,
 		&i.Allocation.DeviceRevokedAt,
 		&i.Allocation.CreateAbandonedAt,
+		&i.Allocation.ComputeGeneration,
+		&i.Allocation.ComputeName,
+		&i.Allocation.ComputeID,
+		&i.Allocation.SuspendOperation,
+		&i.Allocation.QuiesceArmedAt,
+		&i.Allocation.QuiesceAckedAt,
+		&i.Allocation.CaptureDispatchedAt,
+		&i.Allocation.SnapshotID,
+		&i.Allocation.SnapshotProvenance,
+		&i.Allocation.SuspendedAt,
+		&i.Allocation.RetentionDeadline,
+		&i.Allocation.RestoreOperation,
+		&i.Allocation.RestoreDispatchedAt,
+		&i.Allocation.WakeRequestedAt,
+		&i.Allocation.SuspensionAbortedAt,
 		&i.SessionID,
 	)
 	return i, err
 }
 
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations WHERE environment_id = $1 AND state <> 'released'
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at FROM allocations WHERE environment_id = $1 AND state <> 'released'
 `
 
 func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, environmentID uuid.UUID) (Allocation, error) {
@@ -319,6 +379,21 @@ func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, env
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
 		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
 	)
 	return i, err
 }
@@ -330,7 +405,7 @@ INSERT INTO allocations (id, environment_id, tenant_id, node_id, generation,
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8,
         $9, $10)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
 `
 
 type InsertAllocationParams struct {
@@ -390,12 +465,27 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
 		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
 	)
 	return i, err
 }
 
 const listAllocationsByAge = `-- name: ListAllocationsByAge :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE (a.created_at, a.id) > ($1::timestamptz, $2::uuid)
@@ -465,6 +555,21 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 			&i.Allocation.KeepaliveAt,
 			&i.Allocation.DeviceRevokedAt,
 			&i.Allocation.CreateAbandonedAt,
+			&i.Allocation.ComputeGeneration,
+			&i.Allocation.ComputeName,
+			&i.Allocation.ComputeID,
+			&i.Allocation.SuspendOperation,
+			&i.Allocation.QuiesceArmedAt,
+			&i.Allocation.QuiesceAckedAt,
+			&i.Allocation.CaptureDispatchedAt,
+			&i.Allocation.SnapshotID,
+			&i.Allocation.SnapshotProvenance,
+			&i.Allocation.SuspendedAt,
+			&i.Allocation.RetentionDeadline,
+			&i.Allocation.RestoreOperation,
+			&i.Allocation.RestoreDispatchedAt,
+			&i.Allocation.WakeRequestedAt,
+			&i.Allocation.SuspensionAbortedAt,
 			&i.SessionID,
 		); err != nil {
 			return nil, err
@@ -478,7 +583,7 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 }
 
 const listAllocationsForNode = `-- name: ListAllocationsForNode :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at FROM allocations
 WHERE node_id = $1 AND state <> 'released' AND id > $2
 ORDER BY id
 LIMIT $3
@@ -531,6 +636,21 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 			&i.KeepaliveAt,
 			&i.DeviceRevokedAt,
 			&i.CreateAbandonedAt,
+			&i.ComputeGeneration,
+			&i.ComputeName,
+			&i.ComputeID,
+			&i.SuspendOperation,
+			&i.QuiesceArmedAt,
+			&i.QuiesceAckedAt,
+			&i.CaptureDispatchedAt,
+			&i.SnapshotID,
+			&i.SnapshotProvenance,
+			&i.SuspendedAt,
+			&i.RetentionDeadline,
+			&i.RestoreOperation,
+			&i.RestoreDispatchedAt,
+			&i.WakeRequestedAt,
+			&i.SuspensionAbortedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -543,7 +663,7 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 }
 
 const listObservableForNode = `-- name: ListObservableForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at,
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at,
        (a.observed_at IS NULL
         OR a.observed_at <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
@@ -556,6 +676,7 @@ SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credentia
                WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
 FROM allocations a
 WHERE a.node_id = $3 AND a.state = 'running' AND a.create_settled AND a.id > $4
+  AND a.compute_phase IN ('running', 'quiescing')
 ORDER BY a.id
 LIMIT $5
 `
@@ -578,8 +699,9 @@ type ListObservableForNodeRow struct {
 }
 
 // ListObservableForNode pages, by id (keyset), the running allocations of
-// node @node_id whose creation settled: the ones the observation scan
-// reads. The node filter applies before the limit. Each row says, by the
+// node @node_id whose creation settled and whose current incarnation
+// runs (no capture or restore under way, not suspended): the ones the
+// observation scan reads. The node filter applies before the limit. Each row says, by the
 // database clock, whether its observation and its keepalive are due,
 // whether its keepalive lapsed (none confirmed for an hour, counted from
 // the last keepalive or, before the first, from its last lifecycle
@@ -630,6 +752,21 @@ func (q *Queries) ListObservableForNode(ctx context.Context, arg ListObservableF
 			&i.Allocation.KeepaliveAt,
 			&i.Allocation.DeviceRevokedAt,
 			&i.Allocation.CreateAbandonedAt,
+			&i.Allocation.ComputeGeneration,
+			&i.Allocation.ComputeName,
+			&i.Allocation.ComputeID,
+			&i.Allocation.SuspendOperation,
+			&i.Allocation.QuiesceArmedAt,
+			&i.Allocation.QuiesceAckedAt,
+			&i.Allocation.CaptureDispatchedAt,
+			&i.Allocation.SnapshotID,
+			&i.Allocation.SnapshotProvenance,
+			&i.Allocation.SuspendedAt,
+			&i.Allocation.RetentionDeadline,
+			&i.Allocation.RestoreOperation,
+			&i.Allocation.RestoreDispatchedAt,
+			&i.Allocation.WakeRequestedAt,
+			&i.Allocation.SuspensionAbortedAt,
 			&i.ObservationDue,
 			&i.KeepaliveDue,
 			&i.KeepaliveLapsed,
@@ -708,16 +845,18 @@ func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNode
 }
 
 const listSuspensionCandidatesForNode = `-- name: ListSuspensionCandidatesForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, session_idle_since(s.id)::timestamptz AS idle_since
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, session_idle_since(s.id)::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
 JOIN deployment_generations g ON g.generation = a.generation
 WHERE a.node_id = $1 AND a.state = 'running' AND a.create_settled AND a.id > $2
-  AND a.compute_phase = 'none' AND a.device_revoked_at IS NULL
+  AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL
   AND session_idle_since(s.id) <= now() - g.suspension_idle_seconds * interval '1 second'
+  AND (a.suspension_aborted_at IS NULL
+       OR a.suspension_aborted_at <= now() - g.suspension_idle_seconds * interval '1 second')
 ORDER BY a.id
 LIMIT $3
 `
@@ -738,8 +877,9 @@ type ListSuspensionCandidatesForNodeRow struct {
 // in no suspension phase, of an active Session whose Environment has not
 // ended and whose device is not revoked, under a generation with a suspension policy,
 // whose Session has been idle (session_idle_since) for at least that
-// policy's idle time by the database clock. The node filter applies before
-// the limit.
+// policy's idle time by the database clock, and whose last suspension
+// attempt (if one ended without a snapshot) is that old too. The node
+// filter applies before the limit.
 func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListSuspensionCandidatesForNodeParams) ([]ListSuspensionCandidatesForNodeRow, error) {
 	rows, err := q.db.Query(ctx, listSuspensionCandidatesForNode, arg.NodeID, arg.After, arg.PageSize)
 	if err != nil {
@@ -779,6 +919,21 @@ func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListS
 			&i.Allocation.KeepaliveAt,
 			&i.Allocation.DeviceRevokedAt,
 			&i.Allocation.CreateAbandonedAt,
+			&i.Allocation.ComputeGeneration,
+			&i.Allocation.ComputeName,
+			&i.Allocation.ComputeID,
+			&i.Allocation.SuspendOperation,
+			&i.Allocation.QuiesceArmedAt,
+			&i.Allocation.QuiesceAckedAt,
+			&i.Allocation.CaptureDispatchedAt,
+			&i.Allocation.SnapshotID,
+			&i.Allocation.SnapshotProvenance,
+			&i.Allocation.SuspendedAt,
+			&i.Allocation.RetentionDeadline,
+			&i.Allocation.RestoreOperation,
+			&i.Allocation.RestoreDispatchedAt,
+			&i.Allocation.WakeRequestedAt,
+			&i.Allocation.SuspensionAbortedAt,
 			&i.IdleSince,
 		); err != nil {
 			return nil, err
@@ -792,7 +947,7 @@ func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListS
 }
 
 const lockAllocation = `-- name: LockAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at FROM allocations WHERE id = $1 FOR UPDATE
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at FROM allocations WHERE id = $1 FOR UPDATE
 `
 
 // LockAllocation reads an allocation and locks its row until the
@@ -830,6 +985,21 @@ func (q *Queries) LockAllocation(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
 		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
 	)
 	return i, err
 }
@@ -841,7 +1011,7 @@ SET observed_at      = now(),
     observed_reason  = $2::text,
     keepalive_at     = CASE WHEN $3::boolean THEN now() ELSE keepalive_at END
 WHERE id = $4 AND revision = $5 AND state = 'running'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
 `
 
 type RecordObservationParams struct {
@@ -896,6 +1066,21 @@ func (q *Queries) RecordObservation(ctx context.Context, arg RecordObservationPa
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
 		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
 	)
 	return i, err
 }
@@ -967,7 +1152,7 @@ SET state                = $1,
     revision             = revision + 1,
     updated_at           = now()
 WHERE id = $6 AND revision = $7
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
 `
 
 type UpdateAllocationParams struct {
@@ -1024,6 +1209,21 @@ func (q *Queries) UpdateAllocation(ctx context.Context, arg UpdateAllocationPara
 		&i.KeepaliveAt,
 		&i.DeviceRevokedAt,
 		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
 	)
 	return i, err
 }

@@ -41,6 +41,33 @@ type Allocation struct {
 	KeepaliveAt          *time.Time
 	DeviceRevokedAt      *time.Time
 	CreateAbandonedAt    *time.Time
+	ComputeGeneration    int64
+	ComputeName          pgtype.Text
+	ComputeID            pgtype.Text
+	SuspendOperation     *uuid.UUID
+	QuiesceArmedAt       *time.Time
+	QuiesceAckedAt       *time.Time
+	CaptureDispatchedAt  *time.Time
+	SnapshotID           pgtype.Text
+	SnapshotProvenance   pgtype.Text
+	SuspendedAt          *time.Time
+	RetentionDeadline    *time.Time
+	RestoreOperation     *uuid.UUID
+	RestoreDispatchedAt  *time.Time
+	WakeRequestedAt      *time.Time
+	SuspensionAbortedAt  *time.Time
+}
+
+type AllocationLeftover struct {
+	ID           int64
+	AllocationID uuid.UUID
+	Kind         string
+	Identity     string
+	Provenance   string
+	Generation   pgtype.Int8
+	NativeID     pgtype.Text
+	CreatedAt    time.Time
+	DeletedAt    *time.Time
 }
 
 type Deployment struct {
@@ -137,11 +164,13 @@ type NodeBackend struct {
 type NodeHolding struct {
 	NodeID        uuid.UUID
 	EnvironmentID uuid.UUID
+	Retained      bool
 }
 
 type NodeLoad struct {
-	NodeID uuid.UUID
-	Held   int64
+	NodeID   uuid.UUID
+	Held     int64
+	Retained int64
 }
 
 type NodePresence struct {

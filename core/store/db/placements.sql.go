@@ -152,12 +152,30 @@ SELECT count(*)::bigint FROM (
     UNION
     SELECT a.environment_id FROM allocations a WHERE a.node_id = $1::uuid AND a.state <> 'released'
 ) h
+WHERE NOT EXISTS (SELECT 1 FROM allocations s
+                  WHERE s.environment_id = h.environment_id AND s.node_id = $1::uuid
+                    AND s.state <> 'released' AND s.compute_phase = 'suspended')
 `
 
-// CountNodeHeld counts the environments node @node_id holds: unreleased
-// placements or unreleased allocations.
+// CountNodeHeld counts the environments node @node_id holds actively:
+// unreleased placements or unreleased allocations, except those whose
+// unreleased allocation on the node is suspended (CountNodeRetained).
 func (q *Queries) CountNodeHeld(ctx context.Context, nodeID uuid.UUID) (int64, error) {
 	row := q.db.QueryRow(ctx, countNodeHeld, nodeID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const countNodeRetained = `-- name: CountNodeRetained :one
+SELECT count(*)::bigint FROM allocations a
+WHERE a.node_id = $1::uuid AND a.state <> 'released' AND a.compute_phase = 'suspended'
+`
+
+// CountNodeRetained counts the environments node @node_id holds only as a
+// snapshot: their unreleased allocation on it is suspended.
+func (q *Queries) CountNodeRetained(ctx context.Context, nodeID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countNodeRetained, nodeID)
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err

@@ -128,8 +128,9 @@ WHERE environment_id = @environment_id AND create_dispatched_at IS NOT NULL
 
 -- name: ListObservableForNode :many
 -- ListObservableForNode pages, by id (keyset), the running allocations of
--- node @node_id whose creation settled: the ones the observation scan
--- reads. The node filter applies before the limit. Each row says, by the
+-- node @node_id whose creation settled and whose current incarnation
+-- runs (no capture or restore under way, not suspended): the ones the
+-- observation scan reads. The node filter applies before the limit. Each row says, by the
 -- database clock, whether its observation and its keepalive are due,
 -- whether its keepalive lapsed (none confirmed for an hour, counted from
 -- the last keepalive or, before the first, from its last lifecycle
@@ -148,6 +149,7 @@ SELECT sqlc.embed(a),
                WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
 FROM allocations a
 WHERE a.node_id = @node_id AND a.state = 'running' AND a.create_settled AND a.id > @after
+  AND a.compute_phase IN ('running', 'quiescing')
 ORDER BY a.id
 LIMIT @page_size;
 
@@ -194,18 +196,21 @@ SELECT EXISTS (
 -- in no suspension phase, of an active Session whose Environment has not
 -- ended and whose device is not revoked, under a generation with a suspension policy,
 -- whose Session has been idle (session_idle_since) for at least that
--- policy's idle time by the database clock. The node filter applies before
--- the limit.
+-- policy's idle time by the database clock, and whose last suspension
+-- attempt (if one ended without a snapshot) is that old too. The node
+-- filter applies before the limit.
 SELECT sqlc.embed(a), session_idle_since(s.id)::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
 JOIN deployment_generations g ON g.generation = a.generation
 WHERE a.node_id = @node_id AND a.state = 'running' AND a.create_settled AND a.id > @after
-  AND a.compute_phase = 'none' AND a.device_revoked_at IS NULL
+  AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL
   AND session_idle_since(s.id) <= now() - g.suspension_idle_seconds * interval '1 second'
+  AND (a.suspension_aborted_at IS NULL
+       OR a.suspension_aborted_at <= now() - g.suspension_idle_seconds * interval '1 second')
 ORDER BY a.id
 LIMIT @page_size;
 

@@ -69,13 +69,23 @@ LIMIT 1
 FOR UPDATE OF h;
 
 -- name: CountNodeHeld :one
--- CountNodeHeld counts the environments node @node_id holds: unreleased
--- placements or unreleased allocations.
+-- CountNodeHeld counts the environments node @node_id holds actively:
+-- unreleased placements or unreleased allocations, except those whose
+-- unreleased allocation on the node is suspended (CountNodeRetained).
 SELECT count(*)::bigint FROM (
     SELECT p.environment_id FROM placements p WHERE p.node_id = @node_id::uuid AND p.state <> 'released'
     UNION
     SELECT a.environment_id FROM allocations a WHERE a.node_id = @node_id::uuid AND a.state <> 'released'
-) h;
+) h
+WHERE NOT EXISTS (SELECT 1 FROM allocations s
+                  WHERE s.environment_id = h.environment_id AND s.node_id = @node_id::uuid
+                    AND s.state <> 'released' AND s.compute_phase = 'suspended');
+
+-- name: CountNodeRetained :one
+-- CountNodeRetained counts the environments node @node_id holds only as a
+-- snapshot: their unreleased allocation on it is suspended.
+SELECT count(*)::bigint FROM allocations a
+WHERE a.node_id = @node_id::uuid AND a.state <> 'released' AND a.compute_phase = 'suspended';
 
 -- name: InsertPlacement :one
 INSERT INTO placements (environment_id, node_id, generation)

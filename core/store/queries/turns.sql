@@ -25,8 +25,10 @@ LIMIT @page_size;
 -- ClaimNextTurn moves the Session's first queued Turn to running on the
 -- connection: only while nothing else of the Session runs, the connection
 -- is open and prepared under @owner_epoch, which holds the unexpired
--- execution lease, its device is not revoked (terminal cleanup) and
--- the Session is active. A Turn claimed once is never claimed again.
+-- execution lease, its device is not revoked (terminal cleanup), its
+-- compute is running (no suspension armed or under way: the one
+-- compute-phase check Turn claims and capture admission share) and the
+-- Session is active. A Turn claimed once is never claimed again.
 UPDATE turns
 SET state = 'running', connection_id = @connection_id, dispatched_at = now()
 WHERE turns.id = (SELECT q.id FROM turns q
@@ -37,6 +39,7 @@ WHERE turns.id = (SELECT q.id FROM turns q
   AND EXISTS (SELECT 1 FROM runtime_connections c
               JOIN execution_lease l ON l.owner_epoch = c.owner_epoch
               JOIN allocations a ON a.id = c.allocation_id AND a.device_revoked_at IS NULL
+                                    AND a.compute_phase = 'running'
               WHERE c.id = @connection_id AND c.disconnected_at IS NULL
                 AND c.prepared_at IS NOT NULL AND l.owner_epoch = @owner_epoch
                 AND l.expires_at > now())

@@ -1,0 +1,466 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/secrets"
+	"berth.dev/core/store"
+	"berth.dev/runtimebootstrap"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+// Suspension and wake (the guide's "Suspension"; store/suspension.go and
+// migration 0016 hold the phases and their rules). The worker only
+// drives them, one allocation at a time, inside its serial pass:
+//   - An idle candidate (store.ListSuspensionCandidatesForNode) is armed
+//     (store.ArmSuspension repeats the idle test under the Session lock and
+//     takes a retained slot): PhaseQuiescing. The gateway delivers the
+//     quiesce to the Runtime and records its acknowledgement; the worker
+//     never captures without it. Work that arrives meanwhile, a Runtime
+//     that does not acknowledge within QuiesceTimeout, aborts the
+//     suspension (PhaseRunning).
+//   - An acknowledged suspension is captured once: store.ClaimCapture
+//     consumes its receipt (repeating, under the Session lock, that
+//     nothing is queued or running) and only then is Suspend sent. Its
+//     outcome, or, after an error or a crash, the observation of the same
+//     operation (ObserveOnly), settles it: a complete snapshot with the
+//     source gone (the source is torn down with KillCompute first if it
+//     is still there) records PhaseSuspended, which frees the node's
+//     active slot; a source that runs again, or a capture that made
+//     nothing, or an incomplete one, thaws the source (ResumeCompute of
+//     the paused source only) and returns to PhaseRunning, with whatever
+//     snapshot the attempt named owed to cleanup. An unknown capture is
+//     never sent again.
+//   - A suspended allocation with work waiting (a queued Turn, an admin's
+//     wake) is restored: store.ArmRestore takes an active slot under the
+//     placement lock and records the target incarnation (NewCompute of the
+//     last), store.ClaimRestore consumes the restore receipt, Resume gets
+//     the deployment's resources and a fresh bootstrap file, and
+//     store.RecordRestored records the running target (the gateway admits
+//     its Runtime from then on) and owes the consumed snapshot to cleanup.
+//     Then RunCommandCompute wakes the parked Runtime (wakeRuntime). An unknown
+//     restore is only observed (ObserveOnly); one unconfirmed for
+//     RestoreTimeout is abandoned (its target owed to cleanup) and the
+//     next restore uses a later incarnation.
+//   - A suspended allocation past its retention deadline (database clock)
+//     is expired: terminal cleanup (store.ExpireRetention), whose Kill
+//     deletes the snapshot.
+//   - Leftovers (consumed snapshots, rolled-back captures, abandoned
+//     targets) are deleted exactly (DeleteSnapshot, KillCompute) and
+//     marked; a confirmed Kill of the whole allocation covers them too.
+
+// Defaults of the suspension cycle.
+const (
+	// DefaultQuiesceTimeout is how long an armed suspension waits for the
+	// Runtime's acknowledgement before it is aborted. A connected Runtime
+	// answers within a round trip; a minute covers a reconnection.
+	DefaultQuiesceTimeout = time.Minute
+	// DefaultRestoreTimeout is how long a restore's outcome may stay
+	// unknown before it is abandoned (like DefaultCreateAbandonAfter).
+	DefaultRestoreTimeout = time.Minute
+)
+
+// wakeArgs is the command that wakes a restored, parked Runtime.
+var wakeArgs = []string{"berth-runtime", "wake"}
+
+// checkpointer returns p's checkpoint operations, or nil.
+func checkpointer(p sandbox.SandboxProvider) sandbox.CheckpointProvider {
+	cp, _ := p.(sandbox.CheckpointProvider)
+	return cp
+}
+
+// suspensionPage runs one page of the node's allocations in a suspension
+// phase, then one page of suspension candidates, then one page of owed
+// leftovers.
+func (w *Worker) suspensionPage(ctx context.Context, p sandbox.SandboxProvider) error {
+	cp := checkpointer(p)
+	if cp == nil {
+		return nil
+	}
+	work, err := w.cfg.Store.ListSuspensionWorkForNode(ctx, store.SuspensionWorkScan{
+		NodeID: w.node, After: w.suspendAfter, Limit: store.NodePageSize,
+		QuiesceTimeout: w.cfg.QuiesceTimeout, RestoreTimeout: w.cfg.RestoreTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	if err := scan(ctx, &w.suspendAfter, work, func(sw store.SuspensionWork) uuid.UUID { return sw.ID }, func(sw store.SuspensionWork) error {
+		return w.passOn(fenced(w.advance(ctx, cp, sw)), "lifecycle suspension", "allocation", sw.ID)
+	}); err != nil {
+		return err
+	}
+	candidates, err := w.cfg.Store.ListSuspensionCandidatesForNode(ctx, store.SuspensionScan{
+		NodeID: w.node, After: w.candidateAfter, Limit: store.NodePageSize,
+	})
+	if err != nil {
+		return err
+	}
+	if err := scan(ctx, &w.candidateAfter, candidates, func(c store.SuspensionCandidate) uuid.UUID { return c.ID }, func(c store.SuspensionCandidate) error {
+		return w.passOn(fenced(w.arm(ctx, c.Allocation)), "lifecycle arm suspension", "allocation", c.ID)
+	}); err != nil {
+		return err
+	}
+	owing, err := w.cfg.Store.ListAllocationsOwingLeftovers(ctx, w.node, w.leftoverAfter, store.NodePageSize)
+	if err != nil {
+		return err
+	}
+	return scan(ctx, &w.leftoverAfter, owing, func(id uuid.UUID) uuid.UUID { return id }, func(id uuid.UUID) error {
+		return w.passOn(fenced(w.deleteLeftovers(ctx, cp, id)), "lifecycle leftovers", "allocation", id)
+	})
+}
+
+// fenced drops a fenced compare-and-swap (another transition won) that
+// is not a superseded owner: the next pass reads the new state.
+func fenced(err error) error {
+	if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
+		return nil
+	}
+	return err
+}
+
+// arm arms the suspension of idle candidate a.
+func (w *Worker) arm(ctx context.Context, a store.Allocation) error {
+	armed, err := w.cfg.Store.ArmSuspension(ctx, a.ID, a.Revision, w.cfg.NewID())
+	if errors.Is(err, store.ErrNoRoom) {
+		return nil // the node keeps max_retained snapshots: the Session keeps running
+	}
+	if err != nil {
+		return err
+	}
+	w.cfg.Log.Info("lifecycle suspension armed", "node", w.node, "allocation", a.ID)
+	w.notify(armed)
+	return nil
+}
+
+// notify wakes the gateway's connection of a's Session (it delivers or
+// withdraws a quiesce on the phase it reads).
+func (w *Worker) notify(a store.Allocation) {
+	if w.cfg.NotifyEnvironment != nil {
+		w.cfg.NotifyEnvironment(a.EnvironmentID)
+	}
+}
+
+// advance moves one allocation of the suspension cycle on.
+func (w *Worker) advance(ctx context.Context, cp sandbox.CheckpointProvider, sw store.SuspensionWork) error {
+	a := sw.Allocation
+	switch a.ComputePhase {
+	case store.PhaseQuiescing:
+		op := *a.Suspension.Operation
+		switch {
+		case sw.WorkWaiting, a.Suspension.AckedAt == nil && sw.QuiesceOverdue:
+			aborted, err := w.cfg.Store.AbortQuiesce(ctx, a.ID, op)
+			if err == nil {
+				w.cfg.Log.Info("lifecycle suspension aborted", "node", w.node, "allocation", a.ID, "work_waiting", sw.WorkWaiting)
+				w.notify(aborted)
+			}
+			return err
+		case a.Suspension.AckedAt != nil:
+			return w.capture(ctx, cp, a, op)
+		}
+		return nil
+	case store.PhaseSuspending:
+		return w.observeCapture(ctx, cp, a)
+	case store.PhaseSuspended:
+		switch {
+		case sw.RetentionExpired:
+			term, err := w.cfg.Store.ExpireRetention(ctx, a.ID)
+			if err == nil {
+				w.cfg.Log.Info("lifecycle snapshot retention expired", "node", w.node, "allocation", a.ID,
+					"settled_turns", len(term.SettledTurns))
+			}
+			return err
+		case sw.WorkWaiting:
+			return w.restore(ctx, cp, a)
+		}
+		return nil
+	case store.PhaseRestoring:
+		if a.Suspension.RestoreSentAt == nil {
+			// Armed, never claimed (a pass ended between the two): the
+			// receipt is fresh.
+			return w.resume(ctx, cp, a)
+		}
+		return w.observeRestore(ctx, cp, a, sw.RestoreOverdue)
+	}
+	return nil
+}
+
+// capture consumes the capture receipt of the acknowledged suspension op
+// and sends the one Suspend, then settles what it returned.
+func (w *Worker) capture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, op uuid.UUID) error {
+	src, err := a.Compute(cp.Initial)
+	if err != nil {
+		return err
+	}
+	claimed, err := w.cfg.Store.ClaimCapture(ctx, a.ID, op)
+	if err != nil {
+		w.notify(a) // an abort because work arrived: the gateway reopens admission
+		return err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	res, callErr := cp.Suspend(callCtx, sandbox.SuspendRequest{Compute: src, OperationID: op.String()})
+	cancel()
+	if callErr != nil {
+		// Unknown: the next pass observes the operation, never repeats it.
+		w.cfg.Log.Info("lifecycle capture unconfirmed", "node", w.node, "allocation", a.ID, "error", callErr)
+		return nil
+	}
+	return w.settleCapture(ctx, cp, claimed, src, op, res, nil)
+}
+
+// observeCapture observes the capture of a suspending allocation (its
+// receipt spent) and settles it.
+func (w *Worker) observeCapture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
+	src, err := a.Compute(cp.Initial)
+	if err != nil {
+		return err
+	}
+	op := *a.Suspension.Operation
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	res, callErr := cp.Suspend(callCtx, sandbox.SuspendRequest{Compute: src, OperationID: op.String(), ObserveOnly: true})
+	cancel()
+	return w.settleCapture(ctx, cp, a, src, op, res, callErr)
+}
+
+// settleCapture records what a capture (or its observation) found.
+func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, src sandbox.Compute,
+	op uuid.UUID, res sandbox.SuspendResult, callErr error,
+) error {
+	rctx, rcancel := recordContext(ctx)
+	defer rcancel()
+	switch {
+	case callErr == nil && res.Snapshot.ID != "" && res.Source.State == sandbox.ComputeRunning:
+		// The source runs again (a rollback overtook the capture): it stays,
+		// and the snapshot is owed to cleanup.
+		_, err := w.cfg.Store.RollBackCapture(rctx, a.ID, op, "", &res.Snapshot)
+		return err
+	case callErr == nil && res.Snapshot.ID != "":
+		if res.Source.State != sandbox.ComputeAbsent {
+			// Complete, with the source still there (observed mid-way): its
+			// teardown must be confirmed before the active slot is freed.
+			callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+			err := cp.KillCompute(callCtx, src)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		suspended, err := w.cfg.Store.RecordSuspended(rctx, a.ID, op, res.Snapshot)
+		if err == nil {
+			w.cfg.Log.Info("lifecycle suspended", "node", w.node, "allocation", a.ID)
+			w.notify(suspended)
+		}
+		return err
+	case errors.Is(callErr, errdefs.ErrNotFound), errors.Is(callErr, errdefs.ErrComputeUnconfirmed):
+		// Nothing made, or an incomplete capture that is never repeated:
+		// thaw the paused source and run on. A snapshot the provider named
+		// is owed to cleanup; an unnamed one (no error result crosses the
+		// node protocol) is the allocation's, and its Kill removes it.
+		id, err := w.thaw(ctx, cp, src)
+		if err != nil {
+			return err
+		}
+		var left *sandbox.SnapshotIdentity
+		if res.Snapshot.ID != "" {
+			left = &res.Snapshot
+		}
+		rolled, err := w.cfg.Store.RollBackCapture(rctx, a.ID, op, id, left)
+		if err == nil {
+			w.cfg.Log.Info("lifecycle capture rolled back", "node", w.node, "allocation", a.ID)
+			w.notify(rolled)
+		}
+		return err
+	}
+	return callErr // unavailable: observe again on the next pass
+}
+
+// thaw makes src run again after a capture that did not complete: a
+// paused source is resumed (ResumeCompute only thaws, never cold-starts);
+// a running one is left alone. It returns the source's native id.
+func (w *Worker) thaw(ctx context.Context, cp sandbox.CheckpointProvider, src sandbox.Compute) (string, error) {
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	info, err := cp.GetCompute(callCtx, src)
+	if err != nil {
+		return "", err
+	}
+	if info.State == sandbox.ComputePaused {
+		if info, err = cp.ResumeCompute(callCtx, src); err != nil {
+			return "", err
+		}
+	}
+	if info.State != sandbox.ComputeRunning {
+		return "", errors.New("the source of an incomplete capture is not running")
+	}
+	return info.Compute.ID, nil
+}
+
+// restore arms and performs the restore of suspended allocation a.
+func (w *Worker) restore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
+	prev, err := a.Compute(cp.Initial)
+	if err != nil {
+		return err
+	}
+	target, err := cp.NewCompute(prev)
+	if err != nil {
+		return err
+	}
+	armed, err := w.cfg.Store.ArmRestore(ctx, a.ID, a.Revision, w.cfg.NewID(), target)
+	if errors.Is(err, store.ErrNoRoom) {
+		return nil // no active slot on the node: the work waits
+	}
+	if err != nil {
+		return err
+	}
+	return w.resume(ctx, cp, armed)
+}
+
+// resume consumes the restore receipt of restoring allocation a and sends
+// the one Resume, then records a confirmed running target.
+func (w *Worker) resume(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
+	target, err := a.Compute(cp.Initial)
+	if err != nil {
+		return err
+	}
+	gen, err := w.cfg.Store.GetGeneration(ctx, uint64(a.Generation))
+	if err != nil {
+		return err
+	}
+	bootstrap, err := w.bootstrap(ctx, a)
+	if err != nil {
+		return err
+	}
+	op := *a.Suspension.RestoreOperation
+	req := sandbox.ResumeRequest{Snapshot: a.Suspension.Snapshot, Target: target, OperationID: op.String(),
+		Resources: gen.Specification.Resources, Bootstrap: bootstrap}
+	if _, err := w.cfg.Store.ClaimRestore(ctx, a.ID, op); err != nil {
+		return err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	res, callErr := cp.Resume(callCtx, req)
+	cancel()
+	if callErr != nil {
+		w.cfg.Log.Info("lifecycle restore unconfirmed", "node", w.node, "allocation", a.ID, "error", callErr)
+		return nil
+	}
+	return w.settleRestore(ctx, cp, a, op, res.Compute)
+}
+
+// bootstrap builds a's Runtime bootstrap file from its sealed credential
+// (the same device and credential: the restored Runtime authenticates as
+// the Create's did).
+func (w *Worker) bootstrap(ctx context.Context, a store.Allocation) (runtimebootstrap.File, error) {
+	sealed, err := w.cfg.Store.GetAllocationCredential(ctx, a.ID)
+	if err != nil {
+		return runtimebootstrap.File{}, err
+	}
+	raw, err := w.cfg.Key.Open(sealed.Nonce, sealed.Ciphertext, secrets.DeviceCredential(w.cfg.Installation.ID, a.ID))
+	if err != nil {
+		return runtimebootstrap.File{}, errors.New("open device credential failed")
+	}
+	return runtimebootstrap.File{
+		Version: runtimebootstrap.Version, CoreURL: w.cfg.Installation.PublicURL,
+		DeviceID: a.DeviceID.String(), Credential: runtimebootstrap.NewSecret(string(raw)),
+	}, nil
+}
+
+// observeRestore observes a dispatched restore of unknown outcome; one
+// unconfirmed for RestoreTimeout is abandoned.
+func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, overdue bool) error {
+	target, err := a.Compute(cp.Initial)
+	if err != nil {
+		return err
+	}
+	op := *a.Suspension.RestoreOperation
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	res, callErr := cp.Resume(callCtx, sandbox.ResumeRequest{Snapshot: a.Suspension.Snapshot, Target: target,
+		OperationID: op.String(), ObserveOnly: true})
+	cancel()
+	if callErr == nil && res.Compute.State == sandbox.ComputeRunning {
+		return w.settleRestore(ctx, cp, a, op, res.Compute)
+	}
+	if !overdue {
+		return nil
+	}
+	rctx, rcancel := recordContext(ctx)
+	defer rcancel()
+	if res.Compute.Compute.ID != "" {
+		target.ID = res.Compute.Compute.ID
+	}
+	if _, err := w.cfg.Store.AbandonRestore(rctx, a.ID, op, target); err != nil {
+		return err
+	}
+	w.cfg.Log.Info("lifecycle restore abandoned", "node", w.node, "allocation", a.ID)
+	return nil
+}
+
+// settleRestore records a restore confirmed running and wakes its
+// Runtime.
+func (w *Worker) settleRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, op uuid.UUID, got sandbox.ComputeInfo) error {
+	target, err := a.Compute(cp.Initial)
+	if err != nil {
+		return err
+	}
+	if got.State != sandbox.ComputeRunning || got.Compute.ID == "" || got.Compute.Name != target.Name ||
+		got.Compute.Generation != target.Generation || got.Compute.Reference != target.Reference {
+		return errors.New("restore returned another incarnation than its target")
+	}
+	rctx, rcancel := recordContext(ctx)
+	restored, err := w.cfg.Store.RecordRestored(rctx, a.ID, op, got.Compute.ID)
+	rcancel()
+	if err != nil {
+		return err
+	}
+	w.cfg.Log.Info("lifecycle restored", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
+	target.ID = got.Compute.ID
+	w.wakeRuntime(ctx, cp, restored, target)
+	return nil
+}
+
+// wakeRuntime runs the wake command in incarnation c: the parked Runtime (its
+// process identity fenced by PID and start time inside the sandbox)
+// connects and authenticates again. A failed wake is logged; the
+// observation scan repeats it while the Runtime stays disconnected.
+func (w *Worker) wakeRuntime(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, c sandbox.Compute) {
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	res, err := cp.RunCommandCompute(callCtx, c, sandbox.Command{Args: wakeArgs})
+	cancel()
+	if err != nil || res.ExitCode != 0 {
+		w.cfg.Log.Info("lifecycle wake not confirmed", "node", w.node, "allocation", a.ID, "exit_code", res.ExitCode, "error", err)
+	}
+	w.notify(a)
+}
+
+// deleteLeftovers deletes the owed leftovers of allocation id exactly and
+// marks each confirmed.
+func (w *Worker) deleteLeftovers(ctx context.Context, cp sandbox.CheckpointProvider, id uuid.UUID) error {
+	a, err := w.cfg.Store.GetAllocation(ctx, id)
+	if err != nil {
+		return err
+	}
+	left, err := w.cfg.Store.ListOwedLeftovers(ctx, a)
+	if err != nil {
+		return err
+	}
+	for _, l := range left {
+		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+		switch {
+		case l.Snapshot != nil:
+			err = cp.DeleteSnapshot(callCtx, a.Reference(), *l.Snapshot)
+		case l.Compute != nil:
+			err = cp.KillCompute(callCtx, *l.Compute)
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		if err := w.cfg.Store.MarkLeftoverDeleted(ctx, l.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
