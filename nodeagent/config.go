@@ -102,15 +102,32 @@ type SpecConfig struct {
 	DiskBytes   int64 `json:"disk_bytes"`
 	MaxActive   int32 `json:"max_active"`
 	MaxRetained int32 `json:"max_retained"`
+	// Suspension is the committed suspension policy, when the deployment
+	// has one (it is part of the generation's digest).
+	Suspension *SuspensionConfig `json:"suspension,omitempty"`
+}
+
+// SuspensionConfig is a suspension policy in whole seconds, as the
+// deployment commits it.
+type SuspensionConfig struct {
+	IdleSeconds      int64 `json:"idle_seconds"`
+	RetentionSeconds int64 `json:"retention_seconds"`
 }
 
 // Specification converts to the contract type.
 func (s SpecConfig) Specification() sandbox.Specification {
-	return sandbox.Specification{
+	spec := sandbox.Specification{
 		Resources:   sandbox.Resources{CPUMillis: s.CPUMillis, MemoryBytes: s.MemoryBytes, DiskBytes: s.DiskBytes},
 		MaxActive:   s.MaxActive,
 		MaxRetained: s.MaxRetained,
 	}
+	if s.Suspension != nil {
+		spec.Suspension = sandbox.SuspensionPolicy{
+			Idle:      time.Duration(s.Suspension.IdleSeconds) * time.Second,
+			Retention: time.Duration(s.Suspension.RetentionSeconds) * time.Second,
+		}
+	}
+	return spec
 }
 
 // Interval returns the health report period.

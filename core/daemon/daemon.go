@@ -273,6 +273,7 @@ func (c *core) setupLifecycle(context.Context) error {
 		ObservePeriod: DefaultObservePeriod, KeepaliveInterval: DefaultComputeKeepalive,
 		CreateAbandonAfter: c.cfg.CreateAbandonAfter,
 		Provider:           func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
+		NotifyEnvironment:  func(id uuid.UUID) { c.turns.Notify(id) },
 	})
 	c.group.onStop(coordinator.Close)
 	// A node's worker starts, or passes again, as soon as Core's connection

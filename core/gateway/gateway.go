@@ -30,6 +30,10 @@ type Store interface {
 	GetRuntimeConnection(ctx context.Context, id uuid.UUID) (conn store.RuntimeConnection, now time.Time, err error)
 	CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
 	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+	// The suspension cycle's Runtime half (suspend.go).
+	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+	RecordQuiesceAck(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
+	AbortQuiesce(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
 }
 
 // Defaults of Config.
@@ -243,6 +247,9 @@ type conn struct {
 	cancelSent bool
 	keepalive  int64
 	lastAnswer time.Time
+	// quiesce is the suspension operation this connection asked the
+	// Runtime to quiesce for (uuid.Nil: none).
+	quiesce uuid.UUID
 }
 
 func (c *conn) id() uuid.UUID { return c.grant.Connection.ID }
@@ -253,8 +260,14 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 	tick := time.NewTicker(c.g.cfg.Keepalive)
 	defer tick.Stop()
 	c.lastAnswer = time.Now()
+	if err := c.suspension(ctx); err != nil {
+		return err
+	}
 	for {
 		wake := c.g.cfg.Turns.Wait(c.grant.SessionID)
+		// The lifecycle worker's suspension transitions are announced on
+		// the Environment's key.
+		phase := c.g.cfg.Turns.Wait(c.grant.EnvironmentID)
 		woken := false
 		select {
 		case <-ctx.Done():
@@ -271,9 +284,16 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 			}
 		case <-wake:
 			woken = true
+		case <-phase:
+			if err := c.suspension(ctx); err != nil {
+				return err
+			}
 		case <-tick.C:
 			woken = true
 			if err := c.housekeeping(ctx); err != nil {
+				return err
+			}
+			if err := c.suspension(ctx); err != nil {
 				return err
 			}
 		}
@@ -316,6 +336,11 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 			return errInvalid
 		}
 		return c.storeErr("turn output", c.g.cfg.Turns.Output(ctx, c.current.ID, c.id(), sid, o.GetOffset(), o.GetData()))
+	case *runtimev1.ConnectRequest_QuiesceAck:
+		return c.quiesceAcked(ctx, m.GetQuiesceAck().GetSuspensionToken())
+	case *runtimev1.ConnectRequest_QuiesceRejected:
+		r := m.GetQuiesceRejected()
+		return c.quiesceRejected(ctx, r.GetSuspensionToken(), r.GetReason())
 	case *runtimev1.ConnectRequest_TurnResult:
 		r := m.GetTurnResult()
 		if !c.isCurrent(r.GetTurnId()) {

@@ -161,6 +161,45 @@ func (g *sessionServer) DeleteSession(ctx context.Context, req *adminv1.DeleteSe
 	return &adminv1.DeleteSessionResponse{Session: g.proto(ctx, b)}, nil
 }
 
+func (g *sessionServer) SuspendSession(ctx context.Context, req *adminv1.SuspendSessionRequest) (*adminv1.SuspendSessionResponse, error) {
+	id, requestID, err := computeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Suspend(ctx, id, requestID)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.SuspendSessionResponse{Session: g.proto(ctx, b)}, nil
+}
+
+func (g *sessionServer) ResumeSession(ctx context.Context, req *adminv1.ResumeSessionRequest) (*adminv1.ResumeSessionResponse, error) {
+	id, requestID, err := computeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Resume(ctx, id, requestID)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ResumeSessionResponse{Session: g.proto(ctx, b)}, nil
+}
+
+// computeRequest parses a SuspendSession or ResumeSession request.
+func computeRequest(req interface {
+	GetName() string
+	GetRequestId() string
+}) (uuid.UUID, uuid.UUID, error) {
+	id, err := parseID("name", req.GetName(), admin.SessionName)
+	if err != nil {
+		return uuid.Nil, uuid.Nil, err
+	}
+	if err := admin.ValidateRequestID("request_id", req.GetRequestId()); err != nil {
+		return uuid.Nil, uuid.Nil, err
+	}
+	return id, uuid.MustParse(req.GetRequestId()), nil
+}
+
 type allocationServer struct {
 	adminv1.UnimplementedAllocationServiceServer
 	svc   *sessions.Service

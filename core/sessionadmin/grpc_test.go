@@ -142,7 +142,7 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 	got, err := c.GetSession(ctx, &adminv1.GetSessionRequest{Name: names[0]})
 	errdefstest.Must(t, err)
 	if s := got.GetSession(); s.GetState() != adminv1.Session_STATE_ACTIVE ||
-		!proto.Equal(s.GetEnvironment(), &adminv1.Environment{ComputeAvailable: true}) {
+		!proto.Equal(s.GetEnvironment(), &adminv1.Environment{ComputeAvailable: true, ComputePhase: adminv1.ComputePhase_COMPUTE_PHASE_RUNNING}) {
 		t.Fatalf("running session %v", s)
 	}
 	// Observed missing (removed from outside): still ACTIVE, compute not
@@ -152,8 +152,8 @@ func TestGRPCSessionLifecycleAndLists(t *testing.T) {
 		reason  string
 		want    *adminv1.Environment
 	}{
-		{store.ObservedMissing, "compute_missing", &adminv1.Environment{ComputeReason: "compute_missing"}},
-		{store.ObservedRunning, "compute_running", &adminv1.Environment{ComputeAvailable: true}},
+		{store.ObservedMissing, "compute_missing", &adminv1.Environment{ComputeReason: "compute_missing", ComputePhase: adminv1.ComputePhase_COMPUTE_PHASE_RUNNING}},
+		{store.ObservedRunning, "compute_running", &adminv1.Environment{ComputeAvailable: true, ComputePhase: adminv1.ComputePhase_COMPUTE_PHASE_RUNNING}},
 	} {
 		_, err = f.St.RecordObservation(f.Ctx, store.RecordObservationParams{ID: a.ID, Revision: a.Revision, Compute: o.compute, Reason: o.reason})
 		errdefstest.Must(t, err)

@@ -28,6 +28,8 @@ func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Sess
 			ExecutionAdmitted:    env.ExecutionAdmitted,
 			FailureCode:          env.FailureCode,
 			ComputeReason:        env.ComputeReason,
+			ComputePhase:         computePhases[env.ComputePhase],
+			SnapshotExpireTime:   admin.Timestamp(env.SnapshotExpiresAt),
 		},
 	}
 	if b.Placement.NodeID != uuid.Nil {
@@ -50,6 +52,15 @@ var sessionStates = map[sessions.State]adminv1.Session_State{
 }
 
 func sessionState(s sessions.State) adminv1.Session_State { return sessionStates[s] }
+
+// computePhases maps the logic's compute phases to the API ("":
+// unspecified).
+var computePhases = map[sessions.ComputePhase]adminv1.ComputePhase{
+	sessions.ComputeRunning:    adminv1.ComputePhase_COMPUTE_PHASE_RUNNING,
+	sessions.ComputeSuspending: adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDING,
+	sessions.ComputeSuspended:  adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED,
+	sessions.ComputeRestoring:  adminv1.ComputePhase_COMPUTE_PHASE_RESTORING,
+}
 
 // AllocationProto is the API form of an allocation. It carries Berth
 // names only: never the provider's native id, the device credential

@@ -221,7 +221,7 @@ func TestStateFollowsRecordedEvidence(t *testing.T) {
 	_, err = f.St.RecordCreateOutcome(f.Ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-1", BootstrapComplete: true})
 	must(t, err)
 	got, env = read()
-	if s := sessions.StateOf(got); s != sessions.StateActive || env != (sessions.Environment{ComputeAvailable: true}) {
+	if s := sessions.StateOf(got); s != sessions.StateActive || env != (sessions.Environment{ComputeAvailable: true, ComputePhase: sessions.ComputeRunning}) {
 		t.Fatalf("running session: %v %+v", s, env)
 	}
 	if s, settled := allocState(a.ID); s != sessions.AllocationActive || !settled {
@@ -238,13 +238,13 @@ func TestStateFollowsRecordedEvidence(t *testing.T) {
 	})
 	must(t, err)
 	_, env = read()
-	if env != (sessions.Environment{ComputeAvailable: true, RuntimeConnected: true}) {
+	if env != (sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, ComputePhase: sessions.ComputeRunning}) {
 		t.Fatalf("connected: %+v", env)
 	}
 	_, err = f.St.MarkRuntimePrepared(f.Ctx, g.Connection.ID)
 	must(t, err)
 	_, env = read()
-	if env != (sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ExecutionAdmitted: true}) {
+	if env != (sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ExecutionAdmitted: true, ComputePhase: sessions.ComputeRunning}) {
 		t.Fatalf("prepared: %+v", env)
 	}
 

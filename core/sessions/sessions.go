@@ -25,6 +25,8 @@ type Store interface {
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
 	DeleteSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
+	RequestSuspend(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error)
+	RequestResume(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error)
 }
 
 // Reader is what the Service reads: plain, unfenced reads.
@@ -176,6 +178,28 @@ func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.Sessio
 	}
 	if s.terminated != nil {
 		s.terminated(term)
+	}
+	return b, nil
+}
+
+// Suspend asks for the Session's suspension now (store.RequestSuspend):
+// the node's lifecycle worker arms it at once, the Runtime quiesces, and
+// the workspace is captured. Idempotent by requestID.
+func (s *Service) Suspend(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
+	b, err := s.store.RequestSuspend(ctx, sessionID, requestID)
+	if err != nil {
+		return store.SessionBundle{}, fmt.Errorf("suspend session: %w", err)
+	}
+	return b, nil
+}
+
+// Resume asks for a suspended Session's restore now
+// (store.RequestResume), as a submitted Turn would. Idempotent by
+// requestID.
+func (s *Service) Resume(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
+	b, err := s.store.RequestResume(ctx, sessionID, requestID)
+	if err != nil {
+		return store.SessionBundle{}, fmt.Errorf("resume session: %w", err)
 	}
 	return b, nil
 }

@@ -1,6 +1,8 @@
 package sessions
 
 import (
+	"time"
+
 	"github.com/google/uuid"
 
 	"berth.dev/core/store"
@@ -75,7 +77,52 @@ func StateOf(b store.SessionBundle) State {
 // (ComputeReason says why) until an observation finds it running again.
 func ComputeAvailable(b store.SessionBundle) bool {
 	a := b.Allocation
-	return computeCreated(a) && (a.Observation.At == nil || a.Observation.Compute == store.ObservedRunning)
+	return computeCreated(a) && !suspended(a) && (a.Observation.At == nil || a.Observation.Compute == store.ObservedRunning)
+}
+
+// ReasonSuspended is ComputeReason while the compute is captured,
+// suspended or being restored (ComputePhaseOf).
+const ReasonSuspended = "compute_suspended"
+
+// suspended: a's compute is being captured, is suspended or is being
+// restored.
+func suspended(a store.Allocation) bool {
+	switch a.ComputePhase {
+	case store.PhaseSuspending, store.PhaseSuspended, store.PhaseRestoring:
+		return true
+	}
+	return false
+}
+
+// ComputePhase is where a Session's compute is in the suspension cycle,
+// as the API reports it: quiescing (the Runtime closing admission before
+// a capture) is still running.
+type ComputePhase string
+
+// The reported compute phases; "" while no compute was created.
+const (
+	ComputeRunning    ComputePhase = "running"
+	ComputeSuspending ComputePhase = "suspending"
+	ComputeSuspended  ComputePhase = "suspended"
+	ComputeRestoring  ComputePhase = "restoring"
+)
+
+// ComputePhaseOf is the compute phase of Session b: "" unless its compute
+// was created.
+func ComputePhaseOf(b store.SessionBundle) ComputePhase {
+	a := b.Allocation
+	if !computeCreated(a) {
+		return ""
+	}
+	switch a.ComputePhase {
+	case store.PhaseSuspending:
+		return ComputeSuspending
+	case store.PhaseSuspended:
+		return ComputeSuspended
+	case store.PhaseRestoring:
+		return ComputeRestoring
+	}
+	return ComputeRunning
 }
 
 // computeCreated: a's creation settled with a running resource and its
@@ -92,7 +139,12 @@ func computeCreated(a store.Allocation) bool {
 // state says so).
 func ComputeReason(b store.SessionBundle) string {
 	a := b.Allocation
-	if !computeCreated(a) || a.Observation.At == nil || a.Observation.Compute == store.ObservedRunning {
+	switch {
+	case !computeCreated(a):
+		return ""
+	case suspended(a):
+		return ReasonSuspended
+	case a.Observation.At == nil || a.Observation.Compute == store.ObservedRunning:
 		return ""
 	}
 	return a.Observation.Reason
@@ -115,6 +167,11 @@ type Environment struct {
 	FailureCode string
 	// ComputeReason: see ComputeReason.
 	ComputeReason string
+	// ComputePhase: see ComputePhaseOf.
+	ComputePhase ComputePhase
+	// SnapshotExpiresAt is, while suspended or restoring, the end of the
+	// snapshot's retention.
+	SnapshotExpiresAt *time.Time
 }
 
 // EnvironmentOf is the Environment of the Session b, with r the Runtime
@@ -130,7 +187,18 @@ func EnvironmentOf(b store.SessionBundle, r store.RuntimeReadiness) Environment 
 		ExecutionAdmitted:    r.Connected && r.Prepared && compute && b.Session.State == store.SessionActive,
 		FailureCode:          b.Environment.FailureCode,
 		ComputeReason:        ComputeReason(b),
+		ComputePhase:         ComputePhaseOf(b),
+		SnapshotExpiresAt:    snapshotExpiry(b.Allocation),
 	}
+}
+
+// snapshotExpiry is the retention deadline of a's snapshot while it is
+// suspended or restoring.
+func snapshotExpiry(a store.Allocation) *time.Time {
+	if !computeCreated(a) || (a.ComputePhase != store.PhaseSuspended && a.ComputePhase != store.PhaseRestoring) {
+		return nil
+	}
+	return a.Suspension.RetentionUntil
 }
 
 // AllocationState is an allocation's state as its record proves it.

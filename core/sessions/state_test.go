@@ -66,6 +66,12 @@ func TestEnvironmentOf(t *testing.T) {
 	}
 	missingWhileDeleting := observed(store.ObservedMissing, "compute_missing")
 	missingWhileDeleting.Allocation.State = store.AllocationCleanupRequested
+	retention := time.Unix(1800000000, 0)
+	suspended := running
+	suspended.Allocation.ComputePhase = store.PhaseSuspended
+	suspended.Allocation.Suspension.RetentionUntil = &retention
+	quiescing := running
+	quiescing.Allocation.ComputePhase = store.PhaseQuiescing
 	connected := store.RuntimeReadiness{Connected: true, Generation: 1}
 	prepared := store.RuntimeReadiness{Connected: true, Prepared: true, Generation: 1}
 	for name, c := range map[string]struct {
@@ -74,20 +80,26 @@ func TestEnvironmentOf(t *testing.T) {
 		want sessions.Environment
 	}{
 		"nothing established": {unsettled, store.RuntimeReadiness{}, sessions.Environment{}},
-		"compute only":        {running, store.RuntimeReadiness{}, sessions.Environment{ComputeAvailable: true}},
-		"connected":           {running, connected, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true}},
-		"admitted":            {running, prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ExecutionAdmitted: true}},
+		"compute only":        {running, store.RuntimeReadiness{}, sessions.Environment{ComputeAvailable: true, ComputePhase: sessions.ComputeRunning}},
+		"connected":           {running, connected, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, ComputePhase: sessions.ComputeRunning}},
+		"admitted":            {running, prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ExecutionAdmitted: true, ComputePhase: sessions.ComputeRunning}},
 		// Each fact needs its own evidence.
-		"prepared without a connection": {running, store.RuntimeReadiness{Prepared: true}, sessions.Environment{ComputeAvailable: true}},
+		"prepared without a connection": {running, store.RuntimeReadiness{Prepared: true}, sessions.Environment{ComputeAvailable: true, ComputePhase: sessions.ComputeRunning}},
 		"prepared without compute":      {unsettled, prepared, sessions.Environment{RuntimeConnected: true, CapabilitiesPrepared: true}},
-		"prepared while deleting":       {deleting, prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true}},
+		"prepared while deleting":       {deleting, prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ComputePhase: sessions.ComputeRunning}},
 		"failed":                        {failed, store.RuntimeReadiness{}, sessions.Environment{FailureCode: store.FailureCreateFailed}},
 		// What the last observation found.
-		"observed running":    {observed(store.ObservedRunning, "compute_running"), prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ExecutionAdmitted: true}},
-		"observed stopped":    {observed(store.ObservedStopped, "compute_stopped"), store.RuntimeReadiness{}, sessions.Environment{ComputeReason: "compute_stopped"}},
-		"observed missing":    {observed(store.ObservedMissing, "compute_missing"), prepared, sessions.Environment{RuntimeConnected: true, CapabilitiesPrepared: true, ComputeReason: "compute_missing"}},
-		"observation failed":  {observed(store.ObservedUnavailable, "observation_unavailable"), store.RuntimeReadiness{}, sessions.Environment{ComputeReason: "observation_unavailable"}},
+		"observed running":    {observed(store.ObservedRunning, "compute_running"), prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ExecutionAdmitted: true, ComputePhase: sessions.ComputeRunning}},
+		"observed stopped":    {observed(store.ObservedStopped, "compute_stopped"), store.RuntimeReadiness{}, sessions.Environment{ComputeReason: "compute_stopped", ComputePhase: sessions.ComputeRunning}},
+		"observed missing":    {observed(store.ObservedMissing, "compute_missing"), prepared, sessions.Environment{RuntimeConnected: true, CapabilitiesPrepared: true, ComputeReason: "compute_missing", ComputePhase: sessions.ComputeRunning}},
+		"observation failed":  {observed(store.ObservedUnavailable, "observation_unavailable"), store.RuntimeReadiness{}, sessions.Environment{ComputeReason: "observation_unavailable", ComputePhase: sessions.ComputeRunning}},
 		"missing, in cleanup": {missingWhileDeleting, store.RuntimeReadiness{}, sessions.Environment{}},
+		// Suspended: no compute, with its phase and the retention deadline.
+		"suspended": {suspended, prepared, sessions.Environment{RuntimeConnected: true, CapabilitiesPrepared: true,
+			ComputeReason: sessions.ReasonSuspended, ComputePhase: sessions.ComputeSuspended, SnapshotExpiresAt: &retention}},
+		// Quiescing is still running.
+		"quiescing": {quiescing, prepared, sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true,
+			ExecutionAdmitted: true, ComputePhase: sessions.ComputeRunning}},
 	} {
 		if got := sessions.EnvironmentOf(c.b, c.r); got != c.want {
 			t.Errorf("%s: %+v, want %+v", name, got, c.want)

@@ -900,7 +900,7 @@ func allocationFromRow(r db.Allocation) Allocation {
 			Snapshot:      sandbox.SnapshotIdentity{ID: r.SnapshotID.String, Provenance: r.SnapshotProvenance.String},
 			SuspendedAt:   r.SuspendedAt, RetentionUntil: r.RetentionDeadline,
 			RestoreOperation: r.RestoreOperation, RestoreSentAt: r.RestoreDispatchedAt,
-			WakeRequestedAt: r.WakeRequestedAt,
+			WakeRequestedAt: r.WakeRequestedAt, RequestedAt: r.SuspendRequestedAt, RestoredAt: r.RestoredAt,
 		},
 		Revision:           r.Revision,
 		CleanupRequestedAt: r.CleanupRequestedAt,

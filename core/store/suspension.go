@@ -121,7 +121,12 @@ type Suspension struct {
 	// RestoreOperation is the armed restore's operation id (restoring).
 	RestoreOperation *uuid.UUID
 	RestoreSentAt    *time.Time
-	WakeRequestedAt  *time.Time
+	// WakeRequestedAt is an admin's resume-now (ResumeSession),
+	// RequestedAt an admin's suspend-now (SuspendSession) not armed yet.
+	WakeRequestedAt *time.Time
+	RequestedAt     *time.Time
+	// RestoredAt is the last restore.
+	RestoredAt *time.Time
 }
 
 // Compute returns the allocation's current incarnation (the target while
@@ -204,8 +209,9 @@ var ErrNoRoom = fmt.Errorf("node has no room: %w", errdefs.ErrFailedPrecondition
 // ArmSuspension records the quiesce intent of operation op for allocation
 // id at revision: under the Session lock it repeats the idle test
 // (SessionIdleSince against the generation's idle time, by the database
-// clock; the candidate scan also waits an idle time after an aborted
-// attempt), then, under the node's placement lock, checks a retained slot
+// clock; a restore or an attempt that ended without a snapshot less than
+// an idle time ago counts as activity; an admin's suspend-now only needs
+// nothing queued or running), then, under the node's placement lock, checks a retained slot
 // (max_retained counts the node's snapshots and the suspensions in
 // flight), and moves the running compute to PhaseQuiescing. ErrFenced
 // when the revision moved or the Session is no longer idle enough (a Turn
@@ -236,12 +242,24 @@ func (s *Owner) ArmSuspension(ctx context.Context, id uuid.UUID, revision int64,
 		if !g.SuspensionIdleSeconds.Valid {
 			return fmt.Errorf("the generation has no suspension policy: %w", errdefs.ErrFenced)
 		}
-		idle, err := q.SessionIdleSince(ctx, sess.ID)
-		if err != nil {
-			return err
-		}
-		if !(Idleness{Idle: idle.Idle, Since: idle.IdleSince, ReadAt: idle.ReadAt}).IdleFor(time.Duration(g.SuspensionIdleSeconds.Int64) * time.Second) {
-			return fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
+		idleFor := time.Duration(g.SuspensionIdleSeconds.Int64) * time.Second
+		if a.Suspension.RequestedAt != nil {
+			// An admin's suspend-now waits for nothing but the Turns.
+			busy, err := q.SessionBusy(ctx, sess.ID)
+			if err != nil {
+				return err
+			}
+			if busy {
+				return fmt.Errorf("a turn is queued or running: %w", errdefs.ErrFenced)
+			}
+		} else {
+			idle, err := q.SessionIdleSince(ctx, sess.ID)
+			if err != nil {
+				return err
+			}
+			if !(Idleness{Idle: idle.Idle, Since: idle.IdleSince, ReadAt: idle.ReadAt}).IdleFor(idleFor) {
+				return fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
+			}
 		}
 		room, err := q.NodeRetainedRoom(ctx, db.NodeRetainedRoomParams{NodeID: a.NodeID, MaxRetained: int64(g.MaxRetained)})
 		if err != nil {
@@ -250,7 +268,7 @@ func (s *Owner) ArmSuspension(ctx context.Context, id uuid.UUID, revision int64,
 		if !room {
 			return ErrNoRoom
 		}
-		row, err = q.ArmSuspension(ctx, db.ArmSuspensionParams{ID: id, Revision: revision, Operation: &op})
+		row, err = q.ArmSuspension(ctx, db.ArmSuspensionParams{ID: id, Revision: revision, Operation: &op, QuietSeconds: seconds(idleFor)})
 		if err != nil {
 			return noRowFenced(err)
 		}
@@ -272,11 +290,15 @@ func noRowFenced(err error) error {
 }
 
 // RecordQuiesceAck records the Runtime's acknowledgement of suspension op
-// (the gateway calls it). ErrFenced unless the allocation is quiescing
-// under op.
+// (the gateway calls it) and wakes the node's worker, which captures.
+// ErrFenced unless the allocation is quiescing under op.
 func (s *Owner) RecordQuiesceAck(ctx context.Context, id, op uuid.UUID) (Allocation, error) {
 	return s.phaseWrite(ctx, "record quiesce ack", func(q *db.Queries) (db.Allocation, error) {
-		return q.RecordQuiesceAck(ctx, db.RecordQuiesceAckParams{ID: id, Operation: &op})
+		row, err := q.RecordQuiesceAck(ctx, db.RecordQuiesceAckParams{ID: id, Operation: &op})
+		if err != nil {
+			return row, err
+		}
+		return row, notifyNodeWork(ctx, q, row.NodeID)
 	})
 }
 
@@ -561,4 +583,138 @@ func (s *Store) ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after
 		return nil, wrap(op, err)
 	}
 	return ids, nil
+}
+
+// The refusals of SuspendSession and ResumeSession (errdefs.Refuse: a
+// fixed reason and what to do).
+var (
+	// ErrSessionBusy: a Turn is queued or running.
+	ErrSessionBusy error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "session_busy",
+		"a turn is queued or running: suspend the session after it ends")
+	// ErrComputeNotRunning: the Session's compute has not started yet.
+	ErrComputeNotRunning error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "compute_not_running",
+		"the session's compute is not running yet: wait until the session is active")
+	// ErrSuspensionNotConfigured: the deployment has no suspension policy.
+	ErrSuspensionNotConfigured error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "suspension_not_configured",
+		"the deployment has no suspension policy: commit one with a suspension idle time and retention")
+)
+
+// The kinds of a compute request.
+const (
+	computeRequestSuspend = "suspend"
+	computeRequestResume  = "resume"
+)
+
+// RequestSuspend records an admin's suspend-now of Session sessionID under
+// request id requestID: the node's worker arms it at once when nothing is
+// queued or running (the Runtime still quiesces first). Compute already
+// in a suspension phase is left as it is. A retry of the same request id
+// changes nothing and returns the Session; the id of another request is
+// ErrExists. Refusals: ErrSessionNotActive, ErrEnvironmentEnded,
+// ErrComputeNotRunning, ErrSessionBusy, ErrSuspensionNotConfigured.
+func (s *Owner) RequestSuspend(ctx context.Context, sessionID, requestID uuid.UUID) (SessionBundle, error) {
+	return s.computeRequest(ctx, "request suspend", sessionID, requestID, computeRequestSuspend,
+		func(q *db.Queries, sess db.Session, a Allocation) error {
+			if a.ComputePhase != PhaseRunning {
+				return nil
+			}
+			g, err := q.GetDeploymentGeneration(ctx, a.Generation)
+			if err != nil {
+				return err
+			}
+			if !g.SuspensionIdleSeconds.Valid {
+				return ErrSuspensionNotConfigured
+			}
+			busy, err := q.SessionBusy(ctx, sess.ID)
+			if err != nil {
+				return err
+			}
+			if busy {
+				return ErrSessionBusy
+			}
+			if _, err := q.RequestSuspend(ctx, a.ID); err != nil {
+				return err
+			}
+			return notifyNodeWork(ctx, q, a.NodeID)
+		})
+}
+
+// RequestResume records an admin's resume-now of Session sessionID under
+// request id requestID: a suspended Session is restored as a queued Turn
+// would restore it; running compute is left as it is. Retries as
+// RequestSuspend; refusals ErrSessionNotActive, ErrEnvironmentEnded.
+func (s *Owner) RequestResume(ctx context.Context, sessionID, requestID uuid.UUID) (SessionBundle, error) {
+	return s.computeRequest(ctx, "request resume", sessionID, requestID, computeRequestResume,
+		func(q *db.Queries, _ db.Session, a Allocation) error {
+			if a.ComputePhase == PhaseRunning {
+				return nil
+			}
+			if _, err := q.RequestWake(ctx, a.ID); err != nil {
+				return err
+			}
+			return notifyNodeWork(ctx, q, a.NodeID)
+		})
+}
+
+// computeRequest is the shared shape of RequestSuspend and RequestResume:
+// the request id recorded first (a retry returns the Session as it is),
+// then, under the Session lock, the checks and act on the Session's
+// unreleased, running allocation.
+func (s *Owner) computeRequest(ctx context.Context, name string, sessionID, requestID uuid.UUID, kind string,
+	act func(q *db.Queries, sess db.Session, a Allocation) error,
+) (SessionBundle, error) {
+	if requestID == uuid.Nil {
+		return SessionBundle{}, fmt.Errorf("%s: %w", name, errdefs.Invalid("request_id", "must be set"))
+	}
+	var out SessionBundle
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		sess, err := q.LockSession(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		if _, err := q.InsertComputeRequest(ctx, db.InsertComputeRequestParams{RequestID: requestID, SessionID: sessionID, Kind: kind}); err != nil {
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			prev, err := q.GetComputeRequest(ctx, requestID)
+			if err != nil {
+				return err
+			}
+			if prev.SessionID != sessionID || prev.Kind != kind {
+				return fmt.Errorf("request_id was used for another request: %w", errdefs.ErrExists)
+			}
+			out, err = loadBundle(ctx, q, sess)
+			return err
+		}
+		if SessionState(sess.State) != SessionActive {
+			return ErrSessionNotActive
+		}
+		env, err := q.GetEnvironmentBySession(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		if env.TerminalCause.Valid {
+			return ErrEnvironmentEnded
+		}
+		row, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrComputeNotRunning
+		}
+		if err != nil {
+			return err
+		}
+		a := allocationFromRow(row)
+		if a.State != AllocationRunning || a.DeviceRevokedAt != nil {
+			return ErrComputeNotRunning
+		}
+		if err := act(q, sess, a); err != nil {
+			return err
+		}
+		out, err = loadBundle(ctx, q, sess)
+		return err
+	})
+	if err != nil {
+		return SessionBundle{}, wrap(name, err)
+	}
+	return out, nil
 }

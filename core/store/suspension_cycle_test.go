@@ -505,3 +505,94 @@ func TestRolledBackCaptureOwesItsSnapshot(t *testing.T) {
 		t.Fatal("released with a leftover owed")
 	}
 }
+
+// TestAdminSuspendAndResume: SuspendSession arms without the idle wait
+// (only nothing queued or running), ResumeSession is work waiting for a
+// suspended Session, both are idempotent by request id, and a restored
+// Session is no candidate until an idle time after its restore.
+func TestAdminSuspendAndResume(t *testing.T) {
+	st, ctx, _ := owner(t)
+	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
+	b, _ := storetest.RunningSession(t, st)
+	id, node := b.Allocation.ID, b.Allocation.NodeID
+
+	// Busy: refused, nothing recorded.
+	turn := turnParams(t, b.Session.ID, "true")
+	_, _, err := st.SubmitTurn(ctx, turn)
+	must(t, err)
+	req := uuid.New()
+	_, err = st.RequestSuspend(ctx, b.Session.ID, req)
+	wantClass(t, err, store.ErrSessionBusy)
+	_, err = st.RequestTurnCancel(ctx, turn.ID)
+	must(t, err)
+
+	// Never a Turn run, never idle: a candidate at once on request.
+	if _, ok := candidateIDs(t, st, node)[id]; ok {
+		t.Fatal("a candidate before the request")
+	}
+	_, err = st.RequestSuspend(ctx, b.Session.ID, req)
+	must(t, err)
+	if _, ok := candidateIDs(t, st, node)[id]; !ok {
+		t.Fatal("not a candidate after the request")
+	}
+	// The same request again changes nothing; its id for a resume is taken.
+	_, err = st.RequestSuspend(ctx, b.Session.ID, req)
+	must(t, err)
+	_, err = st.RequestResume(ctx, b.Session.ID, req)
+	wantClass(t, err, errdefs.ErrExists)
+
+	a, err := st.GetAllocation(ctx, id)
+	must(t, err)
+	op := uuid.New()
+	a, err = st.ArmSuspension(ctx, id, a.Revision, op)
+	must(t, err)
+	if a.Suspension.RequestedAt != nil {
+		t.Fatal("arming did not consume the request")
+	}
+	_, err = st.RecordQuiesceAck(ctx, id, op)
+	must(t, err)
+	_, err = st.ClaimCapture(ctx, id, op)
+	must(t, err)
+	suspended, err := st.RecordSuspended(ctx, id, op, sandbox.SnapshotIdentity{ID: "s", Provenance: "p"})
+	must(t, err)
+	if suspensionWork(t, st, node)[id].WorkWaiting {
+		t.Fatal("work waiting before the resume")
+	}
+	// The cancelled Turn's end is older than the idle time from here on.
+	time.Sleep(suspensionIdle + 100*time.Millisecond)
+	resume := uuid.New()
+	_, err = st.RequestResume(ctx, b.Session.ID, resume)
+	must(t, err)
+	if !suspensionWork(t, st, node)[id].WorkWaiting {
+		t.Fatal("no work waiting after the resume")
+	}
+	rop := uuid.New()
+	target := sandbox.Compute{Reference: suspended.Reference(), Generation: 2, Name: "g2"}
+	_, err = st.ArmRestore(ctx, id, suspended.Revision, rop, target)
+	must(t, err)
+	_, err = st.ClaimRestore(ctx, id, rop)
+	must(t, err)
+	restored, err := st.RecordRestored(ctx, id, rop, "n2")
+	must(t, err)
+	if restored.Suspension.WakeRequestedAt != nil || restored.Suspension.RestoredAt == nil {
+		t.Fatalf("restored %+v", restored.Suspension)
+	}
+	// The Turn ended more than an idle time ago, but the restore is
+	// activity: no suspension until an idle time after it.
+	_, err = st.ArmSuspension(ctx, id, restored.Revision, uuid.New())
+	wantClass(t, err, errdefs.ErrFenced)
+	if _, ok := candidateIDs(t, st, node)[id]; ok {
+		t.Fatal("a candidate just after its restore")
+	}
+	time.Sleep(suspensionIdle + 100*time.Millisecond)
+	if _, ok := candidateIDs(t, st, node)[id]; !ok {
+		t.Fatal("not a candidate an idle time after its restore")
+	}
+	// Resuming running compute changes nothing.
+	_, err = st.RequestResume(ctx, b.Session.ID, uuid.New())
+	must(t, err)
+	wantPhase(t, st, id, store.PhaseRunning)
+	if _, err := st.ArmSuspension(ctx, id, restored.Revision, uuid.New()); err != nil {
+		t.Fatalf("arming an idle time after the restore: %v", err)
+	}
+}

@@ -65,6 +65,11 @@ func (s *Service) Finish(ctx context.Context, id, conn uuid.UUID, r store.TurnRe
 // store.CloseRuntimeConnection), and their Sessions.
 func (s *Service) Unconfirmed(ids ...uuid.UUID) { s.hub.Notify(ids...) }
 
+// Notify wakes the waiters of keys in this process (Wait): the lifecycle
+// worker announces an Environment's suspension transitions with it, so the
+// gateway's connection of its Session reads the new compute phase at once.
+func (s *Service) Notify(keys ...uuid.UUID) { s.hub.Notify(keys...) }
+
 // Terminated wakes whoever waits on what a terminal cleanup changed
 // (store.Termination): the Session's gateway connection, so it forwards
 // the requested cancellation of the running Turn at once, and the readers

@@ -56,6 +56,8 @@ type Allocation struct {
 	RestoreDispatchedAt  *time.Time
 	WakeRequestedAt      *time.Time
 	SuspensionAbortedAt  *time.Time
+	SuspendRequestedAt   *time.Time
+	RestoredAt           *time.Time
 }
 
 type AllocationLeftover struct {
@@ -216,6 +218,13 @@ type Session struct {
 	RequestID         uuid.UUID
 	CreatedAt         time.Time
 	DeleteRequestedAt *time.Time
+}
+
+type SessionComputeRequest struct {
+	RequestID uuid.UUID
+	SessionID uuid.UUID
+	Kind      string
+	CreatedAt time.Time
 }
 
 type Turn struct {

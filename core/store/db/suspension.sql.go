@@ -17,7 +17,7 @@ UPDATE allocations
 SET compute_phase = 'suspended', compute_id = NULL, restore_operation = NULL, restore_dispatched_at = NULL,
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND restore_operation = $2 AND compute_phase = 'restoring'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type AbandonRestoreParams struct {
@@ -77,6 +77,8 @@ func (q *Queries) AbandonRestore(ctx context.Context, arg AbandonRestoreParams) 
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -86,7 +88,7 @@ UPDATE allocations
 SET compute_phase = 'running', suspend_operation = NULL, quiesce_armed_at = NULL,
     quiesce_acked_at = NULL, suspension_aborted_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type AbortQuiesceParams struct {
@@ -145,6 +147,8 @@ func (q *Queries) AbortQuiesce(ctx context.Context, arg AbortQuiesceParams) (All
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -156,7 +160,7 @@ SET compute_phase = 'restoring', restore_operation = $1, restore_dispatched_at =
     revision = revision + 1, updated_at = now()
 WHERE id = $4 AND revision = $5 AND compute_phase = 'suspended' AND state = 'running'
   AND device_revoked_at IS NULL AND retention_deadline > now()
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type ArmRestoreParams struct {
@@ -226,6 +230,8 @@ func (q *Queries) ArmRestore(ctx context.Context, arg ArmRestoreParams) (Allocat
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -233,24 +239,37 @@ func (q *Queries) ArmRestore(ctx context.Context, arg ArmRestoreParams) (Allocat
 const armSuspension = `-- name: ArmSuspension :one
 UPDATE allocations
 SET compute_phase = 'quiescing', suspend_operation = $1, quiesce_armed_at = now(),
-    quiesce_acked_at = NULL, revision = revision + 1, updated_at = now()
+    quiesce_acked_at = NULL, suspend_requested_at = NULL, revision = revision + 1, updated_at = now()
 WHERE id = $2 AND revision = $3 AND state = 'running' AND compute_phase = 'running'
   AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+  AND (suspend_requested_at IS NOT NULL
+       OR ((restored_at IS NULL OR restored_at <= now() - make_interval(secs => $4::integer))
+           AND (suspension_aborted_at IS NULL
+                OR suspension_aborted_at <= now() - make_interval(secs => $4::integer))))
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type ArmSuspensionParams struct {
-	Operation *uuid.UUID
-	ID        uuid.UUID
-	Revision  int64
+	Operation    *uuid.UUID
+	ID           uuid.UUID
+	Revision     int64
+	QuietSeconds int32
 }
 
 // ArmSuspension records the quiesce intent at @revision: running compute
 // of a running allocation moves to quiescing under operation @operation
 // (also the Runtime's suspension token), with the database clock of the
 // arming. No row when the revision moved or the allocation is not so.
+// A suspension an admin requested (suspend_requested_at) waits for
+// nothing; otherwise a restore or an aborted attempt less than
+// @quiet_seconds ago keeps it running. Arming consumes the request.
 func (q *Queries) ArmSuspension(ctx context.Context, arg ArmSuspensionParams) (Allocation, error) {
-	row := q.db.QueryRow(ctx, armSuspension, arg.Operation, arg.ID, arg.Revision)
+	row := q.db.QueryRow(ctx, armSuspension,
+		arg.Operation,
+		arg.ID,
+		arg.Revision,
+		arg.QuietSeconds,
+	)
 	var i Allocation
 	err := row.Scan(
 		&i.ID,
@@ -297,6 +316,8 @@ func (q *Queries) ArmSuspension(ctx context.Context, arg ArmSuspensionParams) (A
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -306,7 +327,7 @@ UPDATE allocations
 SET compute_phase = 'suspending', capture_dispatched_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
   AND quiesce_acked_at IS NOT NULL AND state = 'running' AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type ClaimCaptureParams struct {
@@ -365,6 +386,8 @@ func (q *Queries) ClaimCapture(ctx context.Context, arg ClaimCaptureParams) (All
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -374,7 +397,7 @@ UPDATE allocations
 SET restore_dispatched_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND restore_operation = $2 AND compute_phase = 'restoring'
   AND restore_dispatched_at IS NULL AND state = 'running' AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type ClaimRestoreParams struct {
@@ -431,6 +454,51 @@ func (q *Queries) ClaimRestore(ctx context.Context, arg ClaimRestoreParams) (All
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
+	)
+	return i, err
+}
+
+const getComputeRequest = `-- name: GetComputeRequest :one
+SELECT request_id, session_id, kind, created_at FROM session_compute_requests WHERE request_id = $1
+`
+
+func (q *Queries) GetComputeRequest(ctx context.Context, requestID uuid.UUID) (SessionComputeRequest, error) {
+	row := q.db.QueryRow(ctx, getComputeRequest, requestID)
+	var i SessionComputeRequest
+	err := row.Scan(
+		&i.RequestID,
+		&i.SessionID,
+		&i.Kind,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
+const insertComputeRequest = `-- name: InsertComputeRequest :one
+INSERT INTO session_compute_requests (request_id, session_id, kind)
+VALUES ($1, $2, $3)
+ON CONFLICT (request_id) DO NOTHING
+RETURNING request_id, session_id, kind, created_at
+`
+
+type InsertComputeRequestParams struct {
+	RequestID uuid.UUID
+	SessionID uuid.UUID
+	Kind      string
+}
+
+// InsertComputeRequest records request @request_id; no row when the id
+// was used before (GetComputeRequest reads it).
+func (q *Queries) InsertComputeRequest(ctx context.Context, arg InsertComputeRequestParams) (SessionComputeRequest, error) {
+	row := q.db.QueryRow(ctx, insertComputeRequest, arg.RequestID, arg.SessionID, arg.Kind)
+	var i SessionComputeRequest
+	err := row.Scan(
+		&i.RequestID,
+		&i.SessionID,
+		&i.Kind,
+		&i.CreatedAt,
 	)
 	return i, err
 }
@@ -540,7 +608,7 @@ func (q *Queries) ListOwedLeftovers(ctx context.Context, allocationID uuid.UUID)
 }
 
 const listSuspensionWorkForNode = `-- name: ListSuspensionWorkForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at,
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at,
        (a.wake_requested_at IS NOT NULL OR EXISTS (
            SELECT 1 FROM turns t WHERE t.session_id = e.session_id AND t.state = 'queued'))::boolean AS work_waiting,
        (a.quiesce_armed_at IS NOT NULL
@@ -638,6 +706,8 @@ func (q *Queries) ListSuspensionWorkForNode(ctx context.Context, arg ListSuspens
 			&i.Allocation.RestoreDispatchedAt,
 			&i.Allocation.WakeRequestedAt,
 			&i.Allocation.SuspensionAbortedAt,
+			&i.Allocation.SuspendRequestedAt,
+			&i.Allocation.RestoredAt,
 			&i.WorkWaiting,
 			&i.QuiesceOverdue,
 			&i.RestoreOverdue,
@@ -733,7 +803,7 @@ const recordQuiesceAck = `-- name: RecordQuiesceAck :one
 UPDATE allocations
 SET quiesce_acked_at = coalesce(quiesce_acked_at, now()), updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type RecordQuiesceAckParams struct {
@@ -792,6 +862,8 @@ func (q *Queries) RecordQuiesceAck(ctx context.Context, arg RecordQuiesceAckPara
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -800,9 +872,9 @@ const recordRestored = `-- name: RecordRestored :one
 UPDATE allocations
 SET compute_phase = 'running', compute_id = $1, snapshot_id = NULL, snapshot_provenance = NULL,
     suspended_at = NULL, retention_deadline = NULL, restore_operation = NULL, restore_dispatched_at = NULL,
-    wake_requested_at = NULL, revision = revision + 1, updated_at = now()
+    wake_requested_at = NULL, restored_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $2 AND restore_operation = $3 AND compute_phase = 'restoring'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type RecordRestoredParams struct {
@@ -862,6 +934,8 @@ func (q *Queries) RecordRestored(ctx context.Context, arg RecordRestoredParams) 
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -876,7 +950,7 @@ SET compute_phase = 'suspended', snapshot_id = $1, snapshot_provenance = $2,
 FROM deployment_generations g
 WHERE a.id = $3 AND a.suspend_operation = $4 AND a.compute_phase = 'suspending'
   AND g.generation = a.generation AND g.suspension_retention_seconds IS NOT NULL
-RETURNING a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at
+RETURNING a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at
 `
 
 type RecordSuspendedParams struct {
@@ -943,6 +1017,71 @@ func (q *Queries) RecordSuspended(ctx context.Context, arg RecordSuspendedParams
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
+	)
+	return i, err
+}
+
+const requestSuspend = `-- name: RequestSuspend :one
+UPDATE allocations
+SET suspend_requested_at = coalesce(suspend_requested_at, now()), updated_at = now()
+WHERE id = $1 AND state = 'running' AND compute_phase = 'running' AND device_revoked_at IS NULL
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
+`
+
+// RequestSuspend records an admin's suspend-now on running compute (the
+// first time kept).
+func (q *Queries) RequestSuspend(ctx context.Context, id uuid.UUID) (Allocation, error) {
+	row := q.db.QueryRow(ctx, requestSuspend, id)
+	var i Allocation
+	err := row.Scan(
+		&i.ID,
+		&i.EnvironmentID,
+		&i.TenantID,
+		&i.NodeID,
+		&i.Generation,
+		&i.CredentialDigest,
+		&i.DeviceID,
+		&i.State,
+		&i.CreateReceipt,
+		&i.CreateDispatchedAt,
+		&i.CreateSettled,
+		&i.AbsenceReceipt,
+		&i.BootstrapComplete,
+		&i.ProviderID,
+		&i.ComputePhase,
+		&i.Revision,
+		&i.CleanupRequestedAt,
+		&i.CleanupConfirmedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ReleasedAt,
+		&i.CredentialCiphertext,
+		&i.CredentialNonce,
+		&i.ObservedAt,
+		&i.ObservedCompute,
+		&i.ObservedReason,
+		&i.KeepaliveAt,
+		&i.DeviceRevokedAt,
+		&i.CreateAbandonedAt,
+		&i.ComputeGeneration,
+		&i.ComputeName,
+		&i.ComputeID,
+		&i.SuspendOperation,
+		&i.QuiesceArmedAt,
+		&i.QuiesceAckedAt,
+		&i.CaptureDispatchedAt,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.SuspendedAt,
+		&i.RetentionDeadline,
+		&i.RestoreOperation,
+		&i.RestoreDispatchedAt,
+		&i.WakeRequestedAt,
+		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -950,11 +1089,12 @@ func (q *Queries) RecordSuspended(ctx context.Context, arg RecordSuspendedParams
 const requestWake = `-- name: RequestWake :one
 UPDATE allocations
 SET wake_requested_at = coalesce(wake_requested_at, now()), updated_at = now()
-WHERE id = $1 AND state = 'running' AND compute_phase <> 'running'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+WHERE id = $1 AND state = 'running' AND compute_phase <> 'running' AND device_revoked_at IS NULL
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
-// RequestWake records an explicit wake (the first time kept).
+// RequestWake records an admin's resume-now on compute in a suspension
+// phase (the first time kept); a queued Turn wakes without it.
 func (q *Queries) RequestWake(ctx context.Context, id uuid.UUID) (Allocation, error) {
 	row := q.db.QueryRow(ctx, requestWake, id)
 	var i Allocation
@@ -1003,6 +1143,8 @@ func (q *Queries) RequestWake(ctx context.Context, id uuid.UUID) (Allocation, er
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
 }
@@ -1013,7 +1155,7 @@ SET compute_phase = 'running', suspend_operation = NULL, quiesce_armed_at = NULL
     capture_dispatched_at = NULL, compute_id = coalesce($1, compute_id),
     suspension_aborted_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $2 AND suspend_operation = $3 AND compute_phase = 'suspending'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
 type RollBackCaptureParams struct {
@@ -1073,8 +1215,23 @@ func (q *Queries) RollBackCapture(ctx context.Context, arg RollBackCaptureParams
 		&i.RestoreDispatchedAt,
 		&i.WakeRequestedAt,
 		&i.SuspensionAbortedAt,
+		&i.SuspendRequestedAt,
+		&i.RestoredAt,
 	)
 	return i, err
+}
+
+const sessionBusy = `-- name: SessionBusy :one
+SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = $1 AND state IN ('queued', 'running'))::boolean
+`
+
+// SessionBusy reads whether Session @session_id has a Turn queued or
+// running.
+func (q *Queries) SessionBusy(ctx context.Context, sessionID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, sessionBusy, sessionID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const suspendedRetentionExpired = `-- name: SuspendedRetentionExpired :one

@@ -27,6 +27,13 @@
 -- armed only an idle time later, so a Runtime that never acknowledges is
 -- not asked again on every pass.
 --
+-- suspend_requested_at is an admin's "suspend now" (SuspendSession): the
+-- next candidate scan arms it without waiting for the idle time (nothing
+-- may be queued or running still); arming consumes it. restored_at is the
+-- last restore: a restored Session is idle again only an idle time after
+-- it (the restore is activity). wake_requested_at is an admin's "resume
+-- now" (ResumeSession) or nothing; a restore consumes it.
+--
 -- compute_generation, compute_name and compute_id name the current
 -- incarnation (the target while restoring). compute_name NULL means the
 -- Create's incarnation, named by the provider's Initial, with provider_id
@@ -59,6 +66,8 @@ ALTER TABLE allocations
     ADD COLUMN restore_dispatched_at timestamptz,
     ADD COLUMN wake_requested_at     timestamptz,
     ADD COLUMN suspension_aborted_at timestamptz,
+    ADD COLUMN suspend_requested_at  timestamptz,
+    ADD COLUMN restored_at           timestamptz,
     DROP CONSTRAINT allocations_compute_phase_check,
     ADD CONSTRAINT allocations_compute_phase
         CHECK (compute_phase IN ('running', 'quiescing', 'suspending', 'suspended', 'restoring')),
@@ -86,6 +95,16 @@ ALTER TABLE allocations
         CHECK (compute_phase NOT IN ('suspended', 'restoring') OR compute_id IS NULL),
     ADD CONSTRAINT allocations_compute_named
         CHECK ((compute_generation = 1) OR compute_name IS NOT NULL);
+
+-- session_compute_requests make SuspendSession and ResumeSession
+-- idempotent by their request id: a retry finds its request and changes
+-- nothing.
+CREATE TABLE session_compute_requests (
+    request_id uuid        PRIMARY KEY CHECK (request_id <> '00000000-0000-0000-0000-000000000000'),
+    session_id uuid        NOT NULL REFERENCES sessions (id),
+    kind       text        NOT NULL CHECK (kind IN ('suspend', 'resume')),
+    created_at timestamptz NOT NULL DEFAULT now()
+);
 
 -- allocation_leftovers are past incarnations and snapshots of an
 -- allocation that cleanup still owes: a consumed snapshot after its

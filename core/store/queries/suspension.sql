@@ -24,11 +24,18 @@ FOR UPDATE;
 -- of a running allocation moves to quiescing under operation @operation
 -- (also the Runtime's suspension token), with the database clock of the
 -- arming. No row when the revision moved or the allocation is not so.
+-- A suspension an admin requested (suspend_requested_at) waits for
+-- nothing; otherwise a restore or an aborted attempt less than
+-- @quiet_seconds ago keeps it running. Arming consumes the request.
 UPDATE allocations
 SET compute_phase = 'quiescing', suspend_operation = @operation, quiesce_armed_at = now(),
-    quiesce_acked_at = NULL, revision = revision + 1, updated_at = now()
+    quiesce_acked_at = NULL, suspend_requested_at = NULL, revision = revision + 1, updated_at = now()
 WHERE id = @id AND revision = @revision AND state = 'running' AND compute_phase = 'running'
   AND device_revoked_at IS NULL
+  AND (suspend_requested_at IS NOT NULL
+       OR ((restored_at IS NULL OR restored_at <= now() - make_interval(secs => @quiet_seconds::integer))
+           AND (suspension_aborted_at IS NULL
+                OR suspension_aborted_at <= now() - make_interval(secs => @quiet_seconds::integer))))
 RETURNING *;
 
 -- name: RecordQuiesceAck :one
@@ -122,7 +129,7 @@ RETURNING *;
 UPDATE allocations
 SET compute_phase = 'running', compute_id = @compute_id, snapshot_id = NULL, snapshot_provenance = NULL,
     suspended_at = NULL, retention_deadline = NULL, restore_operation = NULL, restore_dispatched_at = NULL,
-    wake_requested_at = NULL, revision = revision + 1, updated_at = now()
+    wake_requested_at = NULL, restored_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = @id AND restore_operation = @operation AND compute_phase = 'restoring'
 RETURNING *;
 
@@ -138,10 +145,11 @@ WHERE id = @id AND restore_operation = @operation AND compute_phase = 'restoring
 RETURNING *;
 
 -- name: RequestWake :one
--- RequestWake records an explicit wake (the first time kept).
+-- RequestWake records an admin's resume-now on compute in a suspension
+-- phase (the first time kept); a queued Turn wakes without it.
 UPDATE allocations
 SET wake_requested_at = coalesce(wake_requested_at, now()), updated_at = now()
-WHERE id = @id AND state = 'running' AND compute_phase <> 'running'
+WHERE id = @id AND state = 'running' AND compute_phase <> 'running' AND device_revoked_at IS NULL
 RETURNING *;
 
 -- name: ListSuspensionWorkForNode :many
@@ -200,3 +208,27 @@ JOIN allocation_leftovers l ON l.allocation_id = a.id AND l.deleted_at IS NULL
 WHERE a.node_id = @node_id AND a.state = 'running' AND a.id > @after
 ORDER BY a.id
 LIMIT @page_size;
+
+-- name: SessionBusy :one
+-- SessionBusy reads whether Session @session_id has a Turn queued or
+-- running.
+SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = @session_id AND state IN ('queued', 'running'))::boolean;
+
+-- name: InsertComputeRequest :one
+-- InsertComputeRequest records request @request_id; no row when the id
+-- was used before (GetComputeRequest reads it).
+INSERT INTO session_compute_requests (request_id, session_id, kind)
+VALUES (@request_id, @session_id, @kind)
+ON CONFLICT (request_id) DO NOTHING
+RETURNING *;
+
+-- name: GetComputeRequest :one
+SELECT * FROM session_compute_requests WHERE request_id = @request_id;
+
+-- name: RequestSuspend :one
+-- RequestSuspend records an admin's suspend-now on running compute (the
+-- first time kept).
+UPDATE allocations
+SET suspend_requested_at = coalesce(suspend_requested_at, now()), updated_at = now()
+WHERE id = @id AND state = 'running' AND compute_phase = 'running' AND device_revoked_at IS NULL
+RETURNING *;

@@ -177,6 +177,15 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	state := filepath.Join(dir, "state")
 	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json")}
+	specCfg := map[string]any{
+		"cpu_millis": spec.GetCpuMillis(), "memory_bytes": spec.GetMemoryBytes(),
+		"disk_bytes": spec.GetDiskBytes(), "max_active": spec.GetMaxActive(), "max_retained": spec.GetMaxRetained(),
+	}
+	if p := spec.GetSuspension(); p != nil {
+		specCfg["suspension"] = map[string]any{
+			"idle_seconds": int64(p.GetIdle().AsDuration().Seconds()), "retention_seconds": int64(p.GetRetention().AsDuration().Seconds()),
+		}
+	}
 	cfg := map[string]any{
 		"state_dir": state,
 		"listen":    o.Listen,
@@ -187,10 +196,7 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 		},
 		"generation": map[string]any{
 			"number": o.Generation, "installation_id": inst.ID,
-			"specification": map[string]any{
-				"cpu_millis": spec.GetCpuMillis(), "memory_bytes": spec.GetMemoryBytes(),
-				"disk_bytes": spec.GetDiskBytes(), "max_active": spec.GetMaxActive(), "max_retained": spec.GetMaxRetained(),
-			},
+			"specification": specCfg,
 		},
 		"health_interval": "1m",
 		"capacity":        capacity,

@@ -22,6 +22,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ComputePhase is where an Environment's compute is in the suspension
+// cycle.
+type ComputePhase int32
+
+const (
+	// COMPUTE_PHASE_UNSPECIFIED: no compute was created yet, or it is gone.
+	ComputePhase_COMPUTE_PHASE_UNSPECIFIED ComputePhase = 0
+	// COMPUTE_PHASE_RUNNING: the compute runs (also while Core asks the
+	// Runtime to quiesce before a suspension).
+	ComputePhase_COMPUTE_PHASE_RUNNING ComputePhase = 1
+	// COMPUTE_PHASE_SUSPENDING: the workspace is being captured.
+	ComputePhase_COMPUTE_PHASE_SUSPENDING ComputePhase = 2
+	// COMPUTE_PHASE_SUSPENDED: a snapshot holds the workspace; the compute
+	// and its node slot are released.
+	ComputePhase_COMPUTE_PHASE_SUSPENDED ComputePhase = 3
+	// COMPUTE_PHASE_RESTORING: the snapshot is being restored into new
+	// compute.
+	ComputePhase_COMPUTE_PHASE_RESTORING ComputePhase = 4
+)
+
+// Enum value maps for ComputePhase.
+var (
+	ComputePhase_name = map[int32]string{
+		0: "COMPUTE_PHASE_UNSPECIFIED",
+		1: "COMPUTE_PHASE_RUNNING",
+		2: "COMPUTE_PHASE_SUSPENDING",
+		3: "COMPUTE_PHASE_SUSPENDED",
+		4: "COMPUTE_PHASE_RESTORING",
+	}
+	ComputePhase_value = map[string]int32{
+		"COMPUTE_PHASE_UNSPECIFIED": 0,
+		"COMPUTE_PHASE_RUNNING":     1,
+		"COMPUTE_PHASE_SUSPENDING":  2,
+		"COMPUTE_PHASE_SUSPENDED":   3,
+		"COMPUTE_PHASE_RESTORING":   4,
+	}
+)
+
+func (x ComputePhase) Enum() *ComputePhase {
+	p := new(ComputePhase)
+	*p = x
+	return p
+}
+
+func (x ComputePhase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ComputePhase) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_admin_v1_session_proto_enumTypes[0].Descriptor()
+}
+
+func (ComputePhase) Type() protoreflect.EnumType {
+	return &file_berth_admin_v1_session_proto_enumTypes[0]
+}
+
+func (x ComputePhase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ComputePhase.Descriptor instead.
+func (ComputePhase) EnumDescriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{0}
+}
+
 // State is a Session's lifecycle state.
 type Session_State int32
 
@@ -74,11 +139,11 @@ func (x Session_State) String() string {
 }
 
 func (Session_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_berth_admin_v1_session_proto_enumTypes[0].Descriptor()
+	return file_berth_admin_v1_session_proto_enumTypes[1].Descriptor()
 }
 
 func (Session_State) Type() protoreflect.EnumType {
-	return &file_berth_admin_v1_session_proto_enumTypes[0]
+	return &file_berth_admin_v1_session_proto_enumTypes[1]
 }
 
 func (x Session_State) Number() protoreflect.EnumNumber {
@@ -231,8 +296,17 @@ type Environment struct {
 	// failed, so nothing current proves the compute). Empty while compute is
 	// available or before it was first observed running.
 	ComputeReason string `protobuf:"bytes,6,opt,name=compute_reason,json=computeReason,proto3" json:"compute_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// compute_phase is where the Environment's compute is in the suspension
+	// cycle; unspecified while no compute was created (or after cleanup).
+	// While it is not RUNNING compute_available is false with compute_reason
+	// "compute_suspended". A Turn submitted to a suspended Session wakes it.
+	ComputePhase ComputePhase `protobuf:"varint,7,opt,name=compute_phase,json=computePhase,proto3,enum=berth.admin.v1.ComputePhase" json:"compute_phase,omitempty"`
+	// snapshot_expire_time is, while SUSPENDED or RESTORING, when the
+	// snapshot's retention ends: a Session still suspended then expires
+	// (state FAILED) and its snapshot is deleted.
+	SnapshotExpireTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=snapshot_expire_time,json=snapshotExpireTime,proto3" json:"snapshot_expire_time,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
@@ -307,6 +381,224 @@ func (x *Environment) GetComputeReason() string {
 	return ""
 }
 
+func (x *Environment) GetComputePhase() ComputePhase {
+	if x != nil {
+		return x.ComputePhase
+	}
+	return ComputePhase_COMPUTE_PHASE_UNSPECIFIED
+}
+
+func (x *Environment) GetSnapshotExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SnapshotExpireTime
+	}
+	return nil
+}
+
+// SuspendSessionRequest suspends a Session now.
+type SuspendSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "sessions/{session}".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// request_id is a UUID chosen by the caller; required (a retry with the
+	// same request_id changes nothing).
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendSessionRequest) Reset() {
+	*x = SuspendSessionRequest{}
+	mi := &file_berth_admin_v1_session_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendSessionRequest) ProtoMessage() {}
+
+func (x *SuspendSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_session_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendSessionRequest.ProtoReflect.Descriptor instead.
+func (*SuspendSessionRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SuspendSessionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SuspendSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// SuspendSessionResponse carries the Session.
+type SuspendSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session as it is after the request.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendSessionResponse) Reset() {
+	*x = SuspendSessionResponse{}
+	mi := &file_berth_admin_v1_session_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendSessionResponse) ProtoMessage() {}
+
+func (x *SuspendSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_session_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendSessionResponse.ProtoReflect.Descriptor instead.
+func (*SuspendSessionResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SuspendSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+// ResumeSessionRequest resumes a suspended Session now.
+type ResumeSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "sessions/{session}".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// request_id is a UUID chosen by the caller; required (a retry with the
+	// same request_id changes nothing).
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSessionRequest) Reset() {
+	*x = ResumeSessionRequest{}
+	mi := &file_berth_admin_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSessionRequest) ProtoMessage() {}
+
+func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
+func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ResumeSessionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResumeSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// ResumeSessionResponse carries the Session.
+type ResumeSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session as it is after the request.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeSessionResponse) Reset() {
+	*x = ResumeSessionResponse{}
+	mi := &file_berth_admin_v1_session_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeSessionResponse) ProtoMessage() {}
+
+func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_session_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
+func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ResumeSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 // CreateSessionRequest creates a Session.
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -323,7 +615,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +627,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +640,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSessionRequest) GetRequestId() string {
@@ -376,7 +668,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +680,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +693,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -422,7 +714,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +726,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +739,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetSessionRequest) GetName() string {
@@ -468,7 +760,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +772,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +785,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -519,7 +811,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +823,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +836,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -581,7 +873,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +885,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +898,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -634,7 +926,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +938,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +951,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteSessionRequest) GetName() string {
@@ -680,7 +972,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +984,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +997,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteSessionResponse) GetSession() *Session {
@@ -739,14 +1031,28 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\fSTATE_ACTIVE\x10\x02\x12\x12\n" +
 	"\x0eSTATE_DELETING\x10\x03\x12\x11\n" +
 	"\rSTATE_DELETED\x10\x04\x12\x10\n" +
-	"\fSTATE_FAILED\x10\x05\"\x95\x02\n" +
+	"\fSTATE_FAILED\x10\x05\"\xa6\x03\n" +
 	"\vEnvironment\x12+\n" +
 	"\x11compute_available\x18\x01 \x01(\bR\x10computeAvailable\x12+\n" +
 	"\x11runtime_connected\x18\x02 \x01(\bR\x10runtimeConnected\x123\n" +
 	"\x15capabilities_prepared\x18\x03 \x01(\bR\x14capabilitiesPrepared\x12-\n" +
 	"\x12execution_admitted\x18\x04 \x01(\bR\x11executionAdmitted\x12!\n" +
 	"\ffailure_code\x18\x05 \x01(\tR\vfailureCode\x12%\n" +
-	"\x0ecompute_reason\x18\x06 \x01(\tR\rcomputeReason\"h\n" +
+	"\x0ecompute_reason\x18\x06 \x01(\tR\rcomputeReason\x12A\n" +
+	"\rcompute_phase\x18\a \x01(\x0e2\x1c.berth.admin.v1.ComputePhaseR\fcomputePhase\x12L\n" +
+	"\x14snapshot_expire_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x12snapshotExpireTime\"J\n" +
+	"\x15SuspendSessionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"K\n" +
+	"\x16SuspendSessionResponse\x121\n" +
+	"\asession\x18\x01 \x01(\v2\x17.berth.admin.v1.SessionR\asession\"I\n" +
+	"\x14ResumeSessionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"J\n" +
+	"\x15ResumeSessionResponse\x121\n" +
+	"\asession\x18\x01 \x01(\v2\x17.berth.admin.v1.SessionR\asession\"h\n" +
 	"\x14CreateSessionRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
@@ -768,13 +1074,21 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\x14DeleteSessionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"J\n" +
 	"\x15DeleteSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.berth.admin.v1.SessionR\asession2\xfc\x02\n" +
+	"\asession\x18\x01 \x01(\v2\x17.berth.admin.v1.SessionR\asession*\xa0\x01\n" +
+	"\fComputePhase\x12\x1d\n" +
+	"\x19COMPUTE_PHASE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15COMPUTE_PHASE_RUNNING\x10\x01\x12\x1c\n" +
+	"\x18COMPUTE_PHASE_SUSPENDING\x10\x02\x12\x1b\n" +
+	"\x17COMPUTE_PHASE_SUSPENDED\x10\x03\x12\x1b\n" +
+	"\x17COMPUTE_PHASE_RESTORING\x10\x042\xbb\x04\n" +
 	"\x0eSessionService\x12\\\n" +
 	"\rCreateSession\x12$.berth.admin.v1.CreateSessionRequest\x1a%.berth.admin.v1.CreateSessionResponse\x12S\n" +
 	"\n" +
 	"GetSession\x12!.berth.admin.v1.GetSessionRequest\x1a\".berth.admin.v1.GetSessionResponse\x12Y\n" +
 	"\fListSessions\x12#.berth.admin.v1.ListSessionsRequest\x1a$.berth.admin.v1.ListSessionsResponse\x12\\\n" +
-	"\rDeleteSession\x12$.berth.admin.v1.DeleteSessionRequest\x1a%.berth.admin.v1.DeleteSessionResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
+	"\rDeleteSession\x12$.berth.admin.v1.DeleteSessionRequest\x1a%.berth.admin.v1.DeleteSessionResponse\x12_\n" +
+	"\x0eSuspendSession\x12%.berth.admin.v1.SuspendSessionRequest\x1a&.berth.admin.v1.SuspendSessionResponse\x12\\\n" +
+	"\rResumeSession\x12$.berth.admin.v1.ResumeSessionRequest\x1a%.berth.admin.v1.ResumeSessionResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_berth_admin_v1_session_proto_rawDescOnce sync.Once
@@ -788,45 +1102,58 @@ func file_berth_admin_v1_session_proto_rawDescGZIP() []byte {
 	return file_berth_admin_v1_session_proto_rawDescData
 }
 
-var file_berth_admin_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_berth_admin_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_berth_admin_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_berth_admin_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_berth_admin_v1_session_proto_goTypes = []any{
-	(Session_State)(0),            // 0: berth.admin.v1.Session.State
-	(*Session)(nil),               // 1: berth.admin.v1.Session
-	(*Environment)(nil),           // 2: berth.admin.v1.Environment
-	(*CreateSessionRequest)(nil),  // 3: berth.admin.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil), // 4: berth.admin.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),     // 5: berth.admin.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),    // 6: berth.admin.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),   // 7: berth.admin.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 8: berth.admin.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),  // 9: berth.admin.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil), // 10: berth.admin.v1.DeleteSessionResponse
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(ComputePhase)(0),              // 0: berth.admin.v1.ComputePhase
+	(Session_State)(0),             // 1: berth.admin.v1.Session.State
+	(*Session)(nil),                // 2: berth.admin.v1.Session
+	(*Environment)(nil),            // 3: berth.admin.v1.Environment
+	(*SuspendSessionRequest)(nil),  // 4: berth.admin.v1.SuspendSessionRequest
+	(*SuspendSessionResponse)(nil), // 5: berth.admin.v1.SuspendSessionResponse
+	(*ResumeSessionRequest)(nil),   // 6: berth.admin.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),  // 7: berth.admin.v1.ResumeSessionResponse
+	(*CreateSessionRequest)(nil),   // 8: berth.admin.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 9: berth.admin.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),      // 10: berth.admin.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 11: berth.admin.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),    // 12: berth.admin.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),   // 13: berth.admin.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),   // 14: berth.admin.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),  // 15: berth.admin.v1.DeleteSessionResponse
+	(*timestamppb.Timestamp)(nil),  // 16: google.protobuf.Timestamp
 }
 var file_berth_admin_v1_session_proto_depIdxs = []int32{
-	0,  // 0: berth.admin.v1.Session.state:type_name -> berth.admin.v1.Session.State
-	11, // 1: berth.admin.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	11, // 2: berth.admin.v1.Session.delete_time:type_name -> google.protobuf.Timestamp
-	2,  // 3: berth.admin.v1.Session.environment:type_name -> berth.admin.v1.Environment
-	1,  // 4: berth.admin.v1.CreateSessionRequest.session:type_name -> berth.admin.v1.Session
-	1,  // 5: berth.admin.v1.CreateSessionResponse.session:type_name -> berth.admin.v1.Session
-	1,  // 6: berth.admin.v1.GetSessionResponse.session:type_name -> berth.admin.v1.Session
-	1,  // 7: berth.admin.v1.ListSessionsResponse.sessions:type_name -> berth.admin.v1.Session
-	1,  // 8: berth.admin.v1.DeleteSessionResponse.session:type_name -> berth.admin.v1.Session
-	3,  // 9: berth.admin.v1.SessionService.CreateSession:input_type -> berth.admin.v1.CreateSessionRequest
-	5,  // 10: berth.admin.v1.SessionService.GetSession:input_type -> berth.admin.v1.GetSessionRequest
-	7,  // 11: berth.admin.v1.SessionService.ListSessions:input_type -> berth.admin.v1.ListSessionsRequest
-	9,  // 12: berth.admin.v1.SessionService.DeleteSession:input_type -> berth.admin.v1.DeleteSessionRequest
-	4,  // 13: berth.admin.v1.SessionService.CreateSession:output_type -> berth.admin.v1.CreateSessionResponse
-	6,  // 14: berth.admin.v1.SessionService.GetSession:output_type -> berth.admin.v1.GetSessionResponse
-	8,  // 15: berth.admin.v1.SessionService.ListSessions:output_type -> berth.admin.v1.ListSessionsResponse
-	10, // 16: berth.admin.v1.SessionService.DeleteSession:output_type -> berth.admin.v1.DeleteSessionResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	1,  // 0: berth.admin.v1.Session.state:type_name -> berth.admin.v1.Session.State
+	16, // 1: berth.admin.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	16, // 2: berth.admin.v1.Session.delete_time:type_name -> google.protobuf.Timestamp
+	3,  // 3: berth.admin.v1.Session.environment:type_name -> berth.admin.v1.Environment
+	0,  // 4: berth.admin.v1.Environment.compute_phase:type_name -> berth.admin.v1.ComputePhase
+	16, // 5: berth.admin.v1.Environment.snapshot_expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 6: berth.admin.v1.SuspendSessionResponse.session:type_name -> berth.admin.v1.Session
+	2,  // 7: berth.admin.v1.ResumeSessionResponse.session:type_name -> berth.admin.v1.Session
+	2,  // 8: berth.admin.v1.CreateSessionRequest.session:type_name -> berth.admin.v1.Session
+	2,  // 9: berth.admin.v1.CreateSessionResponse.session:type_name -> berth.admin.v1.Session
+	2,  // 10: berth.admin.v1.GetSessionResponse.session:type_name -> berth.admin.v1.Session
+	2,  // 11: berth.admin.v1.ListSessionsResponse.sessions:type_name -> berth.admin.v1.Session
+	2,  // 12: berth.admin.v1.DeleteSessionResponse.session:type_name -> berth.admin.v1.Session
+	8,  // 13: berth.admin.v1.SessionService.CreateSession:input_type -> berth.admin.v1.CreateSessionRequest
+	10, // 14: berth.admin.v1.SessionService.GetSession:input_type -> berth.admin.v1.GetSessionRequest
+	12, // 15: berth.admin.v1.SessionService.ListSessions:input_type -> berth.admin.v1.ListSessionsRequest
+	14, // 16: berth.admin.v1.SessionService.DeleteSession:input_type -> berth.admin.v1.DeleteSessionRequest
+	4,  // 17: berth.admin.v1.SessionService.SuspendSession:input_type -> berth.admin.v1.SuspendSessionRequest
+	6,  // 18: berth.admin.v1.SessionService.ResumeSession:input_type -> berth.admin.v1.ResumeSessionRequest
+	9,  // 19: berth.admin.v1.SessionService.CreateSession:output_type -> berth.admin.v1.CreateSessionResponse
+	11, // 20: berth.admin.v1.SessionService.GetSession:output_type -> berth.admin.v1.GetSessionResponse
+	13, // 21: berth.admin.v1.SessionService.ListSessions:output_type -> berth.admin.v1.ListSessionsResponse
+	15, // 22: berth.admin.v1.SessionService.DeleteSession:output_type -> berth.admin.v1.DeleteSessionResponse
+	5,  // 23: berth.admin.v1.SessionService.SuspendSession:output_type -> berth.admin.v1.SuspendSessionResponse
+	7,  // 24: berth.admin.v1.SessionService.ResumeSession:output_type -> berth.admin.v1.ResumeSessionResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_session_proto_init() }
@@ -839,8 +1166,8 @@ func file_berth_admin_v1_session_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_session_proto_rawDesc), len(file_berth_admin_v1_session_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   10,
+			NumEnums:      2,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

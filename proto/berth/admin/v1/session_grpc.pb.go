@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SessionService_CreateSession_FullMethodName = "/berth.admin.v1.SessionService/CreateSession"
-	SessionService_GetSession_FullMethodName    = "/berth.admin.v1.SessionService/GetSession"
-	SessionService_ListSessions_FullMethodName  = "/berth.admin.v1.SessionService/ListSessions"
-	SessionService_DeleteSession_FullMethodName = "/berth.admin.v1.SessionService/DeleteSession"
+	SessionService_CreateSession_FullMethodName  = "/berth.admin.v1.SessionService/CreateSession"
+	SessionService_GetSession_FullMethodName     = "/berth.admin.v1.SessionService/GetSession"
+	SessionService_ListSessions_FullMethodName   = "/berth.admin.v1.SessionService/ListSessions"
+	SessionService_DeleteSession_FullMethodName  = "/berth.admin.v1.SessionService/DeleteSession"
+	SessionService_SuspendSession_FullMethodName = "/berth.admin.v1.SessionService/SuspendSession"
+	SessionService_ResumeSession_FullMethodName  = "/berth.admin.v1.SessionService/ResumeSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -46,6 +48,20 @@ type SessionServiceClient interface {
 	// confirmed, then the state becomes DELETED. Deleting a deleting or
 	// deleted Session returns it unchanged.
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
+	// SuspendSession suspends an active Session now instead of after the
+	// deployment's idle time: its Runtime quiesces, its workspace is
+	// captured into a snapshot and its compute released (environment
+	// compute_phase goes SUSPENDING, then SUSPENDED). It needs a deployment
+	// with a suspension policy and no Turn queued or running
+	// (FAILED_PRECONDITION session_busy, suspension_not_configured,
+	// compute_not_running otherwise). A retry with the same request_id
+	// changes nothing; a suspended or suspending Session is returned as it
+	// is.
+	SuspendSession(ctx context.Context, in *SuspendSessionRequest, opts ...grpc.CallOption) (*SuspendSessionResponse, error)
+	// ResumeSession restores a suspended Session now, as a submitted Turn
+	// would (compute_phase RESTORING, then RUNNING). A retry with the same
+	// request_id changes nothing; a running Session is returned as it is.
+	ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -96,6 +112,26 @@ func (c *sessionServiceClient) DeleteSession(ctx context.Context, in *DeleteSess
 	return out, nil
 }
 
+func (c *sessionServiceClient) SuspendSession(ctx context.Context, in *SuspendSessionRequest, opts ...grpc.CallOption) (*SuspendSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SuspendSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_SuspendSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionServiceClient) ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_ResumeSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -117,6 +153,20 @@ type SessionServiceServer interface {
 	// confirmed, then the state becomes DELETED. Deleting a deleting or
 	// deleted Session returns it unchanged.
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
+	// SuspendSession suspends an active Session now instead of after the
+	// deployment's idle time: its Runtime quiesces, its workspace is
+	// captured into a snapshot and its compute released (environment
+	// compute_phase goes SUSPENDING, then SUSPENDED). It needs a deployment
+	// with a suspension policy and no Turn queued or running
+	// (FAILED_PRECONDITION session_busy, suspension_not_configured,
+	// compute_not_running otherwise). A retry with the same request_id
+	// changes nothing; a suspended or suspending Session is returned as it
+	// is.
+	SuspendSession(context.Context, *SuspendSessionRequest) (*SuspendSessionResponse, error)
+	// ResumeSession restores a suspended Session now, as a submitted Turn
+	// would (compute_phase RESTORING, then RUNNING). A retry with the same
+	// request_id changes nothing; a running Session is returned as it is.
+	ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -138,6 +188,12 @@ func (UnimplementedSessionServiceServer) ListSessions(context.Context, *ListSess
 }
 func (UnimplementedSessionServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
+}
+func (UnimplementedSessionServiceServer) SuspendSession(context.Context, *SuspendSessionRequest) (*SuspendSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SuspendSession not implemented")
+}
+func (UnimplementedSessionServiceServer) ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSession not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -232,6 +288,42 @@ func _SessionService_DeleteSession_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_SuspendSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SuspendSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).SuspendSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_SuspendSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).SuspendSession(ctx, req.(*SuspendSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionService_ResumeSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).ResumeSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_ResumeSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).ResumeSession(ctx, req.(*ResumeSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -254,6 +346,14 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSession",
 			Handler:    _SessionService_DeleteSession_Handler,
+		},
+		{
+			MethodName: "SuspendSession",
+			Handler:    _SessionService_SuspendSession_Handler,
+		},
+		{
+			MethodName: "ResumeSession",
+			Handler:    _SessionService_ResumeSession_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
