@@ -103,13 +103,15 @@
 //     followed by a GetInfo and confirms nothing. A keepalive lapse (none
 //     confirmed for an hour) is never revived, and an allocation in
 //     cleanup is never in the scan.
-//   - Expiry: nothing moves an Environment to expired today. A node
-//     allocation never expires because its keepalive is an hour old (the
-//     guide); deletion authorizes its cleanup, and the snapshot retention
-//     that would also do so does not exist yet (Docker declares checkpoint
-//     support, but Core suspends nothing yet: issue 16). Direct providers
-//     with native leases (E2B) are not wired. A lapse only stops
+//   - Expiry: a node allocation never expires because its keepalive is
+//     an hour old (the guide); deletion authorizes its cleanup, and so
+//     does the end of a suspended snapshot's retention (suspend.go:
+//     store.ExpireRetention records the Environment expired). Direct
+//     providers with native leases (E2B) are not wired. A lapse only stops
 //     keepalives.
+//   - A restored incarnation (suspend.go) is observed with GetCompute on
+//     its exact incarnation, without keepalives; while its Runtime is not
+//     connected each observation repeats the idempotent wake.
 //   - Engine restart (Docker): a Session's container has no restart
 //     policy, so after an engine restart it is exited. Core never starts
 //     it again (GetInfo and Renew only read): the next observation records

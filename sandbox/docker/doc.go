@@ -46,9 +46,10 @@
 // original attempt may still be on its way to the engine. The adapter
 // makes the receipt itself:
 //
-//   - Kill that finds no container under ref's name (after the ownership
-//     checks of the name and both volume names, and after removing the
-//     owned volumes it found) creates ref's tombstone: a container under
+//   - Kill that finds no container under ref's name and no later
+//     incarnation or snapshot of ref (after the ownership checks of the
+//     name and both volume names, and after removing the owned volumes it
+//     found) creates ref's tombstone: a container under
 //     ref's name, with every ownership label plus io.berth.tombstone=1,
 //     never started (its entrypoint is a path no image has), no network,
 //     no capabilities, read-only root, mounting ref's two volume names,
@@ -64,6 +65,10 @@
 //     volumes as before and leaves no tombstone: creation is then not
 //     proved settled by anything GetInfo can read, so Core kills again
 //     while creation is unsettled, and that Kill finds no container.
+//   - Kill that finds a later incarnation or a snapshot of ref (checkpoint
+//     support: only a settled, running first incarnation is ever
+//     captured, so its Create is long over) places no tombstone: a
+//     suspended or restored Session's deletion leaves nothing behind.
 //
 // Why the receipt is sound, that is, why the original attempt can no
 // longer change any resource once the tombstone exists:

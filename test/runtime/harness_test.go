@@ -42,6 +42,12 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvSpec(t, &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4})
+}
+
+// newEnvSpec is newEnv with a deployment (and node generation) of spec.
+func newEnvSpec(t testing.TB, spec *adminv1.Specification) *env {
+	t.Helper()
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
 	cli, err := client.New(client.WithHost(host))
@@ -60,7 +66,6 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	listen := stack.FreeAddr(t)
-	spec := &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4}
 	e.node = stack.PrepareNode(t, &stack.Installation{ID: e.installationID}, stack.NodeOptions{
 		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge", Specification: spec,
 	})

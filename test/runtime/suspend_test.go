@@ -1,0 +1,171 @@
+package runtime
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/moby/moby/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/docker"
+
+	"berth.dev/test/internal/stack"
+)
+
+// suspendIdle is the deployment's suspension idle time in these tests:
+// the least the deployment accepts.
+const suspendIdle = time.Minute
+
+// suspendingSpec is the test deployment with a suspension policy.
+func suspendingSpec() *adminv1.Specification {
+	return &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4,
+		Suspension: &adminv1.SuspensionPolicy{Idle: durationpb.New(suspendIdle), Retention: durationpb.New(time.Hour)}}
+}
+
+// workspaceScript writes 10 MB of random bytes into the workspace and
+// prints their digest.
+const workspaceScript = "head -c 10485760 /dev/urandom > /workspace/data && sha256sum /workspace/data"
+
+// session reads a Session.
+func (e *env) session(name string) *adminv1.Session {
+	e.t.Helper()
+	g, err := e.sessions.GetSession(e.ctx, &adminv1.GetSessionRequest{Name: name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return g.GetSession()
+}
+
+// waitPhase waits until the Session's compute phase is want.
+func (e *env) waitPhase(name string, want adminv1.ComputePhase, within time.Duration) *adminv1.Session {
+	e.t.Helper()
+	var s *adminv1.Session
+	stack.WaitFor(e.t, within, name+" "+want.String(), func() bool {
+		s = e.session(name)
+		return s.GetEnvironment().GetComputePhase() == want
+	})
+	return s
+}
+
+// allocationContainers lists the engine's containers of a Session's
+// allocation, by role: the running compute, the snapshot holders, and
+// anything else.
+func (e *env) allocationContainers(allocation string) (running, snapshots, other []string) {
+	e.t.Helper()
+	id := strings.TrimPrefix(allocation, "allocations/")
+	cs, err := e.docker.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+		Filters: stack.InstallationFilter(e.installationID).Add("label", docker.LabelAllocation+"="+id)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, c := range cs.Items {
+		switch {
+		case c.Labels[docker.LabelSnapshotRole] != "":
+			snapshots = append(snapshots, c.Names[0])
+		case c.State == "running":
+			running = append(running, c.Names[0])
+		default:
+			other = append(other, c.Names[0])
+		}
+	}
+	return running, snapshots, other
+}
+
+// TestSuspendedSessionWakesOnATurnWithItsWorkspace is issue 16's
+// black-box test over the real binaries and engine: a Session that ran a
+// Turn is suspended (here on request: SuspendSession), its container is
+// gone, its node slot freed and its snapshot present; a new Turn wakes it
+// and sees its 10 MB workspace byte-identical under the same Session;
+// deleting it leaves nothing. A second Session, left idle, is suspended
+// by the idle time alone and woken the same way.
+func TestSuspendedSessionWakesOnATurnWithItsWorkspace(t *testing.T) {
+	e := newEnvSpec(t, suspendingSpec())
+	st := e.core.Store(t)
+	name := e.createSession()
+	idle := e.createSession()
+	written := e.run(name, shell(workspaceScript))
+	if written.turn.GetState() != adminv1.Turn_STATE_COMPLETED || len(written.stdout) < 64 {
+		t.Fatalf("write: %v", written)
+	}
+	idleWritten := e.run(idle, shell(workspaceScript))
+	idleEnded := time.Now()
+	s := e.session(name)
+	node := uuid.MustParse(strings.TrimPrefix(s.GetNode(), "nodes/"))
+
+	// Suspend on request.
+	start := time.Now()
+	resp, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: name, RequestId: uuid.NewString()})
+	if err != nil {
+		t.Fatalf("SuspendSession: %v", err)
+	}
+	if resp.GetSession().GetName() != name {
+		t.Fatalf("SuspendSession answered %v", resp.GetSession())
+	}
+	s = e.waitPhase(name, adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, time.Minute)
+	t.Logf("suspend on request: %v", time.Since(start))
+	if s.GetState() != adminv1.Session_STATE_ACTIVE || s.GetEnvironment().GetComputeAvailable() ||
+		s.GetEnvironment().GetComputeReason() != "compute_suspended" || s.GetEnvironment().GetSnapshotExpireTime() == nil {
+		t.Fatalf("suspended session %v", s)
+	}
+	running, snapshots, other := e.allocationContainers(s.GetAllocation())
+	if len(running) != 0 || len(snapshots) != 1 || len(other) != 0 {
+		t.Fatalf("containers of the suspended session: running %v, snapshots %v, other %v", running, snapshots, other)
+	}
+	// Its node slot is free (the idle Session still holds one).
+	if held, err := st.NodeHeld(e.ctx, node); err != nil || held != 1 {
+		t.Fatalf("node holds %d (%v), want 1", held, err)
+	}
+	if retained, err := st.NodeRetained(e.ctx, node); err != nil || retained != 1 {
+		t.Fatalf("node retains %d (%v), want 1", retained, err)
+	}
+
+	// A Turn wakes it with its workspace.
+	start = time.Now()
+	read := e.run(name, shell("sha256sum /workspace/data"))
+	t.Logf("queued turn to result on a suspended session: %v", time.Since(start))
+	if read.turn.GetState() != adminv1.Turn_STATE_COMPLETED || string(read.stdout) != string(written.stdout) {
+		t.Fatalf("after the wake: %v, want stdout %q", read, written.stdout)
+	}
+	s = e.session(name)
+	if s.GetEnvironment().GetComputePhase() != adminv1.ComputePhase_COMPUTE_PHASE_RUNNING || !s.GetEnvironment().GetExecutionAdmitted() {
+		t.Fatalf("woken session %v", s)
+	}
+	running, snapshots, other = e.allocationContainers(s.GetAllocation())
+	if len(running) != 1 || !strings.HasSuffix(running[0], "-g2") || len(other) != 0 {
+		t.Fatalf("containers after the wake: running %v, snapshots %v, other %v", running, snapshots, other)
+	}
+	stack.WaitFor(t, time.Minute, "the consumed snapshot deleted", func() bool {
+		_, snapshots, _ := e.allocationContainers(s.GetAllocation())
+		return len(snapshots) == 0
+	})
+
+	// The idle Session is suspended by its idle time alone, and wakes.
+	is := e.waitPhase(idle, adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, suspendIdle+time.Minute)
+	t.Logf("idle to suspended: %v past the idle time", time.Since(idleEnded)-suspendIdle)
+	if _, snapshots, _ := e.allocationContainers(is.GetAllocation()); len(snapshots) != 1 {
+		t.Fatalf("snapshots of the idle session: %v", snapshots)
+	}
+	again := e.run(idle, shell("sha256sum /workspace/data"))
+	if string(again.stdout) != string(idleWritten.stdout) {
+		t.Fatalf("idle session after the wake: %v, want %q", again, idleWritten.stdout)
+	}
+
+	// Deleting a suspended Session leaves nothing.
+	if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: idle, RequestId: uuid.NewString()}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPhase(idle, adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, time.Minute)
+	for _, n := range []string{name, idle} {
+		if _, err := e.sessions.DeleteSession(e.ctx, &adminv1.DeleteSessionRequest{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stack.WaitFor(t, 2*time.Minute, "nothing left", func() bool {
+		c, v := stack.Owned(t, e.docker, e.installationID)
+		return c == 0 && v == 0
+	})
+}
