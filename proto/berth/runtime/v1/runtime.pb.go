@@ -136,7 +136,7 @@ func (x TurnResult_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TurnResult_Outcome.Descriptor instead.
 func (TurnResult_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{12, 0}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{15, 0}
 }
 
 // ConnectRequest is one message from the Runtime.
@@ -152,6 +152,8 @@ type ConnectRequest struct {
 	//	*ConnectRequest_TurnOutput
 	//	*ConnectRequest_TurnResult
 	//	*ConnectRequest_KeepaliveAck
+	//	*ConnectRequest_QuiesceAck
+	//	*ConnectRequest_QuiesceRejected
 	Message       isConnectRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -248,6 +250,24 @@ func (x *ConnectRequest) GetKeepaliveAck() *KeepaliveAck {
 	return nil
 }
 
+func (x *ConnectRequest) GetQuiesceAck() *QuiesceAck {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_QuiesceAck); ok {
+			return x.QuiesceAck
+		}
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetQuiesceRejected() *QuiesceRejected {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_QuiesceRejected); ok {
+			return x.QuiesceRejected
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Message interface {
 	isConnectRequest_Message()
 }
@@ -282,6 +302,17 @@ type ConnectRequest_KeepaliveAck struct {
 	KeepaliveAck *KeepaliveAck `protobuf:"bytes,6,opt,name=keepalive_ack,json=keepaliveAck,proto3,oneof"`
 }
 
+type ConnectRequest_QuiesceAck struct {
+	// quiesce_ack answers a quiesce: admission is closed, every earlier
+	// message was sent and the park marker is durable.
+	QuiesceAck *QuiesceAck `protobuf:"bytes,7,opt,name=quiesce_ack,json=quiesceAck,proto3,oneof"`
+}
+
+type ConnectRequest_QuiesceRejected struct {
+	// quiesce_rejected answers a quiesce the Runtime cannot honour.
+	QuiesceRejected *QuiesceRejected `protobuf:"bytes,8,opt,name=quiesce_rejected,json=quiesceRejected,proto3,oneof"`
+}
+
 func (*ConnectRequest_Hello) isConnectRequest_Message() {}
 
 func (*ConnectRequest_Prepared) isConnectRequest_Message() {}
@@ -294,6 +325,10 @@ func (*ConnectRequest_TurnResult) isConnectRequest_Message() {}
 
 func (*ConnectRequest_KeepaliveAck) isConnectRequest_Message() {}
 
+func (*ConnectRequest_QuiesceAck) isConnectRequest_Message() {}
+
+func (*ConnectRequest_QuiesceRejected) isConnectRequest_Message() {}
+
 // ConnectResponse is one message from Core.
 type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -305,6 +340,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_RunTurn
 	//	*ConnectResponse_CancelTurn
 	//	*ConnectResponse_Keepalive
+	//	*ConnectResponse_Quiesce
 	Message       isConnectResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -383,6 +419,15 @@ func (x *ConnectResponse) GetKeepalive() *Keepalive {
 	return nil
 }
 
+func (x *ConnectResponse) GetQuiesce() *Quiesce {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Quiesce); ok {
+			return x.Quiesce
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Message interface {
 	isConnectResponse_Message()
 }
@@ -407,6 +452,12 @@ type ConnectResponse_Keepalive struct {
 	Keepalive *Keepalive `protobuf:"bytes,4,opt,name=keepalive,proto3,oneof"`
 }
 
+type ConnectResponse_Quiesce struct {
+	// quiesce asks the Runtime to close admission for a planned
+	// suspension.
+	Quiesce *Quiesce `protobuf:"bytes,5,opt,name=quiesce,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Message() {}
 
 func (*ConnectResponse_RunTurn) isConnectResponse_Message() {}
@@ -414,6 +465,8 @@ func (*ConnectResponse_RunTurn) isConnectResponse_Message() {}
 func (*ConnectResponse_CancelTurn) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Keepalive) isConnectResponse_Message() {}
+
+func (*ConnectResponse_Quiesce) isConnectResponse_Message() {}
 
 // Hello authenticates the Runtime with the identity its bootstrap file
 // gives it.
@@ -923,6 +976,184 @@ func (x *KeepaliveAck) GetSequence() int64 {
 	return 0
 }
 
+// Quiesce asks the Runtime to close admission before Core captures the
+// sandbox's filesystem for a planned suspension.
+//
+// A Runtime running a Turn answers quiesce_rejected with reason
+// turn_running (ReasonTurnRunning in the generated Go package) and
+// changes nothing. Otherwise it closes admission: from then on a run_turn
+// on this connection is out of protocol and the Runtime ends the
+// connection. It then makes sure every turn_output and turn_result was
+// sent (messages travel in order on the stream, so the ack follows them),
+// writes its park marker (a file next to its bootstrap file holding the
+// token) durably, and answers quiesce_ack with the same token. When the
+// marker cannot be written durably it answers quiesce_rejected with reason
+// park_failed (ReasonParkFailed) and admission stays as it was.
+//
+// A repeated quiesce with the same token (after a reconnection, or a lost
+// answer) is acknowledged again; one with another token while quiesced
+// rewrites the marker with it and is acknowledged. Keepalives are answered
+// while quiesced, and cancel_turn has nothing to cancel.
+//
+// The quiesced state belongs to the connection: on the next welcome (a
+// reconnection) admission is open again and the park marker is removed;
+// Core sends quiesce again if the suspension is still armed. A Runtime
+// restored from a filesystem captured with the marker starts parked: it
+// does not connect until "berth-runtime wake" is run inside the sandbox,
+// then removes the marker and connects with hello as always.
+//
+// A Runtime that predates quiesce ignores it and never answers.
+type Quiesce struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// suspension_token is opaque to the Runtime (Core sends a UUID): 1 to
+	// 128 bytes of printable ASCII (0x20 to 0x7e). Any other value is out of
+	// protocol and the Runtime ends the connection.
+	SuspensionToken string `protobuf:"bytes,1,opt,name=suspension_token,json=suspensionToken,proto3" json:"suspension_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Quiesce) Reset() {
+	*x = Quiesce{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quiesce) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quiesce) ProtoMessage() {}
+
+func (x *Quiesce) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quiesce.ProtoReflect.Descriptor instead.
+func (*Quiesce) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Quiesce) GetSuspensionToken() string {
+	if x != nil {
+		return x.SuspensionToken
+	}
+	return ""
+}
+
+// QuiesceAck reports that admission is closed, every earlier output and
+// result was sent, and the park marker holding the token is durable.
+type QuiesceAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// suspension_token is the token of the quiesce answered.
+	SuspensionToken string `protobuf:"bytes,1,opt,name=suspension_token,json=suspensionToken,proto3" json:"suspension_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QuiesceAck) Reset() {
+	*x = QuiesceAck{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuiesceAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuiesceAck) ProtoMessage() {}
+
+func (x *QuiesceAck) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuiesceAck.ProtoReflect.Descriptor instead.
+func (*QuiesceAck) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *QuiesceAck) GetSuspensionToken() string {
+	if x != nil {
+		return x.SuspensionToken
+	}
+	return ""
+}
+
+// QuiesceRejected refuses a quiesce; the Runtime's admission is unchanged.
+type QuiesceRejected struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// suspension_token is the token of the quiesce answered.
+	SuspensionToken string `protobuf:"bytes,1,opt,name=suspension_token,json=suspensionToken,proto3" json:"suspension_token,omitempty"`
+	// reason is a fixed code: turn_running (a Turn is running on this
+	// Runtime; retry after its result) or park_failed (the park marker could
+	// not be written durably).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuiesceRejected) Reset() {
+	*x = QuiesceRejected{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuiesceRejected) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuiesceRejected) ProtoMessage() {}
+
+func (x *QuiesceRejected) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuiesceRejected.ProtoReflect.Descriptor instead.
+func (*QuiesceRejected) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *QuiesceRejected) GetSuspensionToken() string {
+	if x != nil {
+		return x.SuspensionToken
+	}
+	return ""
+}
+
+func (x *QuiesceRejected) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // TurnStarted acknowledges a RunTurn.
 type TurnStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -934,7 +1165,7 @@ type TurnStarted struct {
 
 func (x *TurnStarted) Reset() {
 	*x = TurnStarted{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[10]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1177,7 @@ func (x *TurnStarted) String() string {
 func (*TurnStarted) ProtoMessage() {}
 
 func (x *TurnStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[10]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1190,7 @@ func (x *TurnStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStarted.ProtoReflect.Descriptor instead.
 func (*TurnStarted) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{10}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TurnStarted) GetTurnId() string {
@@ -987,7 +1218,7 @@ type TurnOutput struct {
 
 func (x *TurnOutput) Reset() {
 	*x = TurnOutput{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[11]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1230,7 @@ func (x *TurnOutput) String() string {
 func (*TurnOutput) ProtoMessage() {}
 
 func (x *TurnOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[11]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1243,7 @@ func (x *TurnOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnOutput.ProtoReflect.Descriptor instead.
 func (*TurnOutput) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{11}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TurnOutput) GetTurnId() string {
@@ -1073,7 +1304,7 @@ type TurnResult struct {
 
 func (x *TurnResult) Reset() {
 	*x = TurnResult{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1316,7 @@ func (x *TurnResult) String() string {
 func (*TurnResult) ProtoMessage() {}
 
 func (x *TurnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1329,7 @@ func (x *TurnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnResult.ProtoReflect.Descriptor instead.
 func (*TurnResult) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TurnResult) GetTurnId() string {
@@ -1168,7 +1399,7 @@ var File_berth_runtime_v1_runtime_proto protoreflect.FileDescriptor
 
 const file_berth_runtime_v1_runtime_proto_rawDesc = "" +
 	"\n" +
-	"\x1eberth/runtime/v1/runtime.proto\x12\x10berth.runtime.v1\x1a\x1egoogle/protobuf/duration.proto\"\x93\x03\n" +
+	"\x1eberth/runtime/v1/runtime.proto\x12\x10berth.runtime.v1\x1a\x1egoogle/protobuf/duration.proto\"\xa4\x04\n" +
 	"\x0eConnectRequest\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.berth.runtime.v1.HelloH\x00R\x05hello\x128\n" +
 	"\bprepared\x18\x02 \x01(\v2\x1a.berth.runtime.v1.PreparedH\x00R\bprepared\x12B\n" +
@@ -1177,14 +1408,18 @@ const file_berth_runtime_v1_runtime_proto_rawDesc = "" +
 	"turnOutput\x12?\n" +
 	"\vturn_result\x18\x05 \x01(\v2\x1c.berth.runtime.v1.TurnResultH\x00R\n" +
 	"turnResult\x12E\n" +
-	"\rkeepalive_ack\x18\x06 \x01(\v2\x1e.berth.runtime.v1.KeepaliveAckH\x00R\fkeepaliveAckB\t\n" +
-	"\amessage\"\x89\x02\n" +
+	"\rkeepalive_ack\x18\x06 \x01(\v2\x1e.berth.runtime.v1.KeepaliveAckH\x00R\fkeepaliveAck\x12?\n" +
+	"\vquiesce_ack\x18\a \x01(\v2\x1c.berth.runtime.v1.QuiesceAckH\x00R\n" +
+	"quiesceAck\x12N\n" +
+	"\x10quiesce_rejected\x18\b \x01(\v2!.berth.runtime.v1.QuiesceRejectedH\x00R\x0fquiesceRejectedB\t\n" +
+	"\amessage\"\xc0\x02\n" +
 	"\x0fConnectResponse\x125\n" +
 	"\awelcome\x18\x01 \x01(\v2\x19.berth.runtime.v1.WelcomeH\x00R\awelcome\x126\n" +
 	"\brun_turn\x18\x02 \x01(\v2\x19.berth.runtime.v1.RunTurnH\x00R\arunTurn\x12?\n" +
 	"\vcancel_turn\x18\x03 \x01(\v2\x1c.berth.runtime.v1.CancelTurnH\x00R\n" +
 	"cancelTurn\x12;\n" +
-	"\tkeepalive\x18\x04 \x01(\v2\x1b.berth.runtime.v1.KeepaliveH\x00R\tkeepaliveB\t\n" +
+	"\tkeepalive\x18\x04 \x01(\v2\x1b.berth.runtime.v1.KeepaliveH\x00R\tkeepalive\x125\n" +
+	"\aquiesce\x18\x05 \x01(\v2\x19.berth.runtime.v1.QuiesceH\x00R\aquiesceB\t\n" +
 	"\amessage\"\x98\x01\n" +
 	"\x05Hello\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x1b\n" +
@@ -1220,7 +1455,15 @@ const file_berth_runtime_v1_runtime_proto_rawDesc = "" +
 	"\tKeepalive\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\"*\n" +
 	"\fKeepaliveAck\x12\x1a\n" +
-	"\bsequence\x18\x01 \x01(\x03R\bsequence\"&\n" +
+	"\bsequence\x18\x01 \x01(\x03R\bsequence\"4\n" +
+	"\aQuiesce\x12)\n" +
+	"\x10suspension_token\x18\x01 \x01(\tR\x0fsuspensionToken\"7\n" +
+	"\n" +
+	"QuiesceAck\x12)\n" +
+	"\x10suspension_token\x18\x01 \x01(\tR\x0fsuspensionToken\"T\n" +
+	"\x0fQuiesceRejected\x12)\n" +
+	"\x10suspension_token\x18\x01 \x01(\tR\x0fsuspensionToken\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"&\n" +
 	"\vTurnStarted\x12\x17\n" +
 	"\aturn_id\x18\x01 \x01(\tR\x06turnId\"\x89\x01\n" +
 	"\n" +
@@ -1266,7 +1509,7 @@ func file_berth_runtime_v1_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_runtime_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_berth_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_berth_runtime_v1_runtime_proto_goTypes = []any{
 	(OutputStream)(0),           // 0: berth.runtime.v1.OutputStream
 	(TurnResult_Outcome)(0),     // 1: berth.runtime.v1.TurnResult.Outcome
@@ -1280,36 +1523,42 @@ var file_berth_runtime_v1_runtime_proto_goTypes = []any{
 	(*CancelTurn)(nil),          // 9: berth.runtime.v1.CancelTurn
 	(*Keepalive)(nil),           // 10: berth.runtime.v1.Keepalive
 	(*KeepaliveAck)(nil),        // 11: berth.runtime.v1.KeepaliveAck
-	(*TurnStarted)(nil),         // 12: berth.runtime.v1.TurnStarted
-	(*TurnOutput)(nil),          // 13: berth.runtime.v1.TurnOutput
-	(*TurnResult)(nil),          // 14: berth.runtime.v1.TurnResult
-	nil,                         // 15: berth.runtime.v1.RunTurn.EnvEntry
-	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
+	(*Quiesce)(nil),             // 12: berth.runtime.v1.Quiesce
+	(*QuiesceAck)(nil),          // 13: berth.runtime.v1.QuiesceAck
+	(*QuiesceRejected)(nil),     // 14: berth.runtime.v1.QuiesceRejected
+	(*TurnStarted)(nil),         // 15: berth.runtime.v1.TurnStarted
+	(*TurnOutput)(nil),          // 16: berth.runtime.v1.TurnOutput
+	(*TurnResult)(nil),          // 17: berth.runtime.v1.TurnResult
+	nil,                         // 18: berth.runtime.v1.RunTurn.EnvEntry
+	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
 }
 var file_berth_runtime_v1_runtime_proto_depIdxs = []int32{
 	4,  // 0: berth.runtime.v1.ConnectRequest.hello:type_name -> berth.runtime.v1.Hello
 	6,  // 1: berth.runtime.v1.ConnectRequest.prepared:type_name -> berth.runtime.v1.Prepared
-	12, // 2: berth.runtime.v1.ConnectRequest.turn_started:type_name -> berth.runtime.v1.TurnStarted
-	13, // 3: berth.runtime.v1.ConnectRequest.turn_output:type_name -> berth.runtime.v1.TurnOutput
-	14, // 4: berth.runtime.v1.ConnectRequest.turn_result:type_name -> berth.runtime.v1.TurnResult
+	15, // 2: berth.runtime.v1.ConnectRequest.turn_started:type_name -> berth.runtime.v1.TurnStarted
+	16, // 3: berth.runtime.v1.ConnectRequest.turn_output:type_name -> berth.runtime.v1.TurnOutput
+	17, // 4: berth.runtime.v1.ConnectRequest.turn_result:type_name -> berth.runtime.v1.TurnResult
 	11, // 5: berth.runtime.v1.ConnectRequest.keepalive_ack:type_name -> berth.runtime.v1.KeepaliveAck
-	5,  // 6: berth.runtime.v1.ConnectResponse.welcome:type_name -> berth.runtime.v1.Welcome
-	8,  // 7: berth.runtime.v1.ConnectResponse.run_turn:type_name -> berth.runtime.v1.RunTurn
-	9,  // 8: berth.runtime.v1.ConnectResponse.cancel_turn:type_name -> berth.runtime.v1.CancelTurn
-	10, // 9: berth.runtime.v1.ConnectResponse.keepalive:type_name -> berth.runtime.v1.Keepalive
-	16, // 10: berth.runtime.v1.Welcome.keepalive_interval:type_name -> google.protobuf.Duration
-	7,  // 11: berth.runtime.v1.RunTurn.argv:type_name -> berth.runtime.v1.Argv
-	15, // 12: berth.runtime.v1.RunTurn.env:type_name -> berth.runtime.v1.RunTurn.EnvEntry
-	16, // 13: berth.runtime.v1.RunTurn.timeout:type_name -> google.protobuf.Duration
-	0,  // 14: berth.runtime.v1.TurnOutput.stream:type_name -> berth.runtime.v1.OutputStream
-	1,  // 15: berth.runtime.v1.TurnResult.outcome:type_name -> berth.runtime.v1.TurnResult.Outcome
-	2,  // 16: berth.runtime.v1.RuntimeGatewayService.Connect:input_type -> berth.runtime.v1.ConnectRequest
-	3,  // 17: berth.runtime.v1.RuntimeGatewayService.Connect:output_type -> berth.runtime.v1.ConnectResponse
-	17, // [17:18] is the sub-list for method output_type
-	16, // [16:17] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	13, // 6: berth.runtime.v1.ConnectRequest.quiesce_ack:type_name -> berth.runtime.v1.QuiesceAck
+	14, // 7: berth.runtime.v1.ConnectRequest.quiesce_rejected:type_name -> berth.runtime.v1.QuiesceRejected
+	5,  // 8: berth.runtime.v1.ConnectResponse.welcome:type_name -> berth.runtime.v1.Welcome
+	8,  // 9: berth.runtime.v1.ConnectResponse.run_turn:type_name -> berth.runtime.v1.RunTurn
+	9,  // 10: berth.runtime.v1.ConnectResponse.cancel_turn:type_name -> berth.runtime.v1.CancelTurn
+	10, // 11: berth.runtime.v1.ConnectResponse.keepalive:type_name -> berth.runtime.v1.Keepalive
+	12, // 12: berth.runtime.v1.ConnectResponse.quiesce:type_name -> berth.runtime.v1.Quiesce
+	19, // 13: berth.runtime.v1.Welcome.keepalive_interval:type_name -> google.protobuf.Duration
+	7,  // 14: berth.runtime.v1.RunTurn.argv:type_name -> berth.runtime.v1.Argv
+	18, // 15: berth.runtime.v1.RunTurn.env:type_name -> berth.runtime.v1.RunTurn.EnvEntry
+	19, // 16: berth.runtime.v1.RunTurn.timeout:type_name -> google.protobuf.Duration
+	0,  // 17: berth.runtime.v1.TurnOutput.stream:type_name -> berth.runtime.v1.OutputStream
+	1,  // 18: berth.runtime.v1.TurnResult.outcome:type_name -> berth.runtime.v1.TurnResult.Outcome
+	2,  // 19: berth.runtime.v1.RuntimeGatewayService.Connect:input_type -> berth.runtime.v1.ConnectRequest
+	3,  // 20: berth.runtime.v1.RuntimeGatewayService.Connect:output_type -> berth.runtime.v1.ConnectResponse
+	20, // [20:21] is the sub-list for method output_type
+	19, // [19:20] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_berth_runtime_v1_runtime_proto_init() }
@@ -1324,12 +1573,15 @@ func file_berth_runtime_v1_runtime_proto_init() {
 		(*ConnectRequest_TurnOutput)(nil),
 		(*ConnectRequest_TurnResult)(nil),
 		(*ConnectRequest_KeepaliveAck)(nil),
+		(*ConnectRequest_QuiesceAck)(nil),
+		(*ConnectRequest_QuiesceRejected)(nil),
 	}
 	file_berth_runtime_v1_runtime_proto_msgTypes[1].OneofWrappers = []any{
 		(*ConnectResponse_Welcome)(nil),
 		(*ConnectResponse_RunTurn)(nil),
 		(*ConnectResponse_CancelTurn)(nil),
 		(*ConnectResponse_Keepalive)(nil),
+		(*ConnectResponse_Quiesce)(nil),
 	}
 	file_berth_runtime_v1_runtime_proto_msgTypes[6].OneofWrappers = []any{
 		(*RunTurn_Argv)(nil),
@@ -1341,7 +1593,7 @@ func file_berth_runtime_v1_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_runtime_v1_runtime_proto_rawDesc), len(file_berth_runtime_v1_runtime_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,13 @@ type RuntimeGatewayServiceClient interface {
 	// prepared; only then does Core deliver Turns, one at a time, in
 	// submission order. A Turn delivered on a connection that ends before
 	// its result is never delivered again.
+	//
+	// Planned suspension: before capturing a sandbox's filesystem, Core sends
+	// quiesce (see Quiesce); the Runtime closes admission, writes its park
+	// marker and answers quiesce_ack, or answers quiesce_rejected. A Runtime
+	// restored from that filesystem starts parked: it does not connect until
+	// Core runs "berth-runtime wake" inside the sandbox, and its hello then
+	// authenticates it as always.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 }
 
@@ -94,6 +101,13 @@ type RuntimeGatewayServiceServer interface {
 	// prepared; only then does Core deliver Turns, one at a time, in
 	// submission order. A Turn delivered on a connection that ends before
 	// its result is never delivered again.
+	//
+	// Planned suspension: before capturing a sandbox's filesystem, Core sends
+	// quiesce (see Quiesce); the Runtime closes admission, writes its park
+	// marker and answers quiesce_ack, or answers quiesce_rejected. A Runtime
+	// restored from that filesystem starts parked: it does not connect until
+	// Core runs "berth-runtime wake" inside the sandbox, and its hello then
+	// authenticates it as always.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	mustEmbedUnimplementedRuntimeGatewayServiceServer()
 }

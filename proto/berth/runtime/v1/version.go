@@ -31,3 +31,22 @@ const (
 	// with backoff.
 	ReasonInvalidMessage = "invalid_message"
 )
+
+// The fixed reasons of a QuiesceRejected (not ErrorInfo reasons: the
+// connection goes on).
+const (
+	// ReasonTurnRunning: a Turn is running on this Runtime. Core may
+	// quiesce again after the Turn's result.
+	ReasonTurnRunning = "turn_running"
+	// ReasonParkFailed: the Runtime could not write its park marker
+	// durably; a filesystem captured now would not start parked.
+	ReasonParkFailed = "park_failed"
+)
+
+// Bounds of a Quiesce's suspension_token: the Runtime accepts
+// MinSuspensionTokenBytes to MaxSuspensionTokenBytes bytes of printable
+// ASCII (0x20 to 0x7e); anything else is out of protocol.
+const (
+	MinSuspensionTokenBytes = 1
+	MaxSuspensionTokenBytes = 128
+)
