@@ -12,4 +12,15 @@
 // exception to "runtimebootstrap imports no Berth module", and it makes no
 // cycle because proto imports nothing from Berth; the root package, which
 // sandbox and core import, stays free of Berth imports (and of gRPC).
+//
+// Planned suspension: the Runtime's parked state lies next to the
+// bootstrap file (internal/park; for Path, /home/runtime/runtime-parked
+// and /home/runtime/runtime-parked.pid). runtimeclient writes the park
+// marker when it acknowledges a quiesce and removes it on every welcome;
+// "berth-runtime connect" started with the marker present stays parked,
+// without connecting, until "berth-runtime wake" signals it. The marker is
+// in the home directory on purpose: the filesystem checkpoint captures it,
+// so the restored sandbox starts parked. Both files are written atomically
+// and fsynced, mode 0600; internal/park carries its own small atomic write
+// because this module never imports sandbox (sandbox/atomicfile).
 package runtimebootstrap

@@ -19,6 +19,7 @@ import (
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 	"berth.dev/runtimebootstrap"
+	"berth.dev/runtimebootstrap/internal/park"
 	"berth.dev/runtimebootstrap/turnexec"
 )
 
@@ -72,6 +73,10 @@ func (b Backoff) delay(attempt int) time.Duration {
 type Config struct {
 	// Bootstrap is the validated bootstrap file.
 	Bootstrap runtimebootstrap.File
+	// BootstrapPath is where the bootstrap file lies; "" means
+	// runtimebootstrap.Path. The park marker a quiesce writes lies in the
+	// same directory.
+	BootstrapPath string
 	// RuntimeVersion is sent in Hello for operators.
 	RuntimeVersion string
 	// Runner runs Turns; nil means the zero Runner (workspace /workspace,
@@ -94,6 +99,7 @@ type Client struct {
 	runner *turnexec.Runner
 	log    *slog.Logger
 	bo     Backoff
+	park   park.Dir
 }
 
 // New checks cfg and returns a Client. Its errors never carry the
@@ -115,6 +121,11 @@ func New(cfg Config) (*Client, error) {
 	if c.runner == nil {
 		c.runner = &turnexec.Runner{}
 	}
+	bootstrapPath := cfg.BootstrapPath
+	if bootstrapPath == "" {
+		bootstrapPath = runtimebootstrap.Path
+	}
+	c.park = park.DirOf(bootstrapPath)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -25,6 +24,7 @@ import (
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/runtimebootstrap/internal/gatewaytest"
+	"berth.dev/runtimebootstrap/internal/park"
 	"berth.dev/runtimebootstrap/turnexec"
 )
 
@@ -35,47 +35,11 @@ const (
 	wait           = 30 * time.Second
 )
 
-// fakeCore is an in-process RuntimeGatewayService: each Connect becomes a
-// coreConn the test drives.
-type fakeCore struct {
-	runtimev1.UnimplementedRuntimeGatewayServiceServer
-	conns chan *coreConn
-}
-
-// coreConn is one Connect stream seen from Core's side.
-type coreConn struct {
-	t      *testing.T
-	stream grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
-	recv   chan *runtimev1.ConnectRequest // closed when the Runtime's side ends
-	end    chan error                     // the handler returns what is sent here
-}
-
-func (f *fakeCore) Connect(stream grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]) error {
-	c := &coreConn{stream: stream, recv: make(chan *runtimev1.ConnectRequest, 4096), end: make(chan error, 1)}
-	go func() {
-		defer close(c.recv)
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			c.recv <- m
-		}
-	}()
-	f.conns <- c
-	select {
-	case err := <-c.end:
-		return err
-	case <-stream.Context().Done():
-		return stream.Context().Err()
-	}
-}
-
-func startCore(t *testing.T) (*fakeCore, string) {
+func startCore(t *testing.T) (*gatewaytest.Core, string) {
 	t.Helper()
-	core := &fakeCore{conns: make(chan *coreConn, 16)}
+	core, url := gatewaytest.Start(t)
 	// The path must be ignored by the client.
-	return core, "http://" + gatewaytest.Serve(t, core) + "/ignored/path"
+	return core, url + "/ignored/path"
 }
 
 // syncBuffer is a log sink shared by the client's goroutines.
@@ -97,9 +61,10 @@ func (b *syncBuffer) String() string {
 }
 
 type harness struct {
-	core      *fakeCore
+	core      *gatewaytest.Core
 	logs      *syncBuffer
 	workspace string
+	park      park.Dir // the directory of the client's bootstrap path
 	done      chan error
 	cancel    context.CancelFunc
 }
@@ -109,12 +74,14 @@ type harness struct {
 func start(t *testing.T, secrets ...string) *harness {
 	t.Helper()
 	core, url := startCore(t)
-	h := &harness{core: core, logs: &syncBuffer{}, workspace: filepath.Join(t.TempDir(), "workspace"), done: make(chan error, 1)}
+	h := &harness{core: core, logs: &syncBuffer{}, workspace: filepath.Join(t.TempDir(), "workspace"),
+		park: park.Dir(t.TempDir()), done: make(chan error, 1)}
 	if err := os.Mkdir(h.workspace, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	c, err := New(Config{
 		Bootstrap:      runtimebootstrap.File{Version: 1, CoreURL: url, DeviceID: testDevice, Credential: runtimebootstrap.NewSecret(testCredential)},
+		BootstrapPath:  filepath.Join(string(h.park), "runtime-bootstrap.json"),
 		RuntimeVersion: testVersion,
 		Runner:         &turnexec.Runner{WorkspaceRoot: h.workspace, WaitDelay: 500 * time.Millisecond},
 		Logger:         slog.New(slog.NewJSONHandler(h.logs, nil)),
@@ -151,61 +118,13 @@ func start(t *testing.T, secrets ...string) *harness {
 	return h
 }
 
-func (h *harness) accept(t *testing.T) *coreConn {
+func (h *harness) accept(t *testing.T) *gatewaytest.Conn {
 	t.Helper()
-	select {
-	case c := <-h.core.conns:
-		c.t = t
-		return c
-	case <-time.After(wait):
-		t.Fatal("no connection")
-		return nil
-	}
+	return h.core.Accept(t)
 }
 
-func (c *coreConn) next() *runtimev1.ConnectRequest {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.recv:
-		if !ok {
-			c.t.Fatal("the runtime ended the stream")
-		}
-		return m
-	case <-time.After(wait):
-		c.t.Fatal("no message from the runtime")
-		return nil
-	}
-}
-
-func (c *coreConn) send(m *runtimev1.ConnectResponse) {
-	c.t.Helper()
-	if err := c.stream.Send(m); err != nil {
-		c.t.Fatalf("send: %v", err)
-	}
-}
-
-// welcome accepts the hello and sends welcome; with prepared it also reads
-// the Prepared message.
-func (c *coreConn) welcome(prepared bool) *runtimev1.Hello {
-	c.t.Helper()
-	hello := c.next().GetHello()
-	if hello == nil {
-		c.t.Fatal("first message is not hello")
-	}
-	c.send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Welcome{Welcome: &runtimev1.Welcome{
-		ConnectionId: "conn-1", ConnectionGeneration: 1, KeepaliveInterval: durationpb.New(time.Second),
-	}}})
-	if prepared {
-		if c.next().GetPrepared() == nil {
-			c.t.Fatal("message after welcome is not prepared")
-		}
-	}
-	return hello
-}
-
-func runTurn(c *coreConn, rt *runtimev1.RunTurn) {
-	c.t.Helper()
-	c.send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_RunTurn{RunTurn: rt}})
+func runTurn(c *gatewaytest.Conn, rt *runtimev1.RunTurn) {
+	c.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_RunTurn{RunTurn: rt}})
 }
 
 func shellTurn(id, script string) *runtimev1.RunTurn {
@@ -223,39 +142,39 @@ type turnRecord struct {
 
 // collect reads one Turn's messages until its result. Messages of other
 // turns are returned to the caller through other.
-func (c *coreConn) collect(id string, until func(*turnRecord) bool) *turnRecord {
-	c.t.Helper()
+func collect(t *testing.T, c *gatewaytest.Conn, id string, until func(*turnRecord) bool) *turnRecord {
+	t.Helper()
 	r := &turnRecord{}
 	for r.result == nil && (until == nil || !until(r)) {
-		m := c.next()
+		m := c.Next()
 		switch {
 		case m.GetTurnStarted() != nil:
 			if m.GetTurnStarted().GetTurnId() != id || r.started {
-				c.t.Fatalf("unexpected %v", m)
+				t.Fatalf("unexpected %v", m)
 			}
 			r.started = true
 		case m.GetTurnOutput() != nil:
 			o := m.GetTurnOutput()
 			if o.GetTurnId() != id || !r.started || len(o.GetData()) == 0 || len(o.GetData()) > 64<<10 {
-				c.t.Fatalf("unexpected output turn %q started %v size %d", o.GetTurnId(), r.started, len(o.GetData()))
+				t.Fatalf("unexpected output turn %q started %v size %d", o.GetTurnId(), r.started, len(o.GetData()))
 			}
 			buf := &r.stdout
 			if o.GetStream() == runtimev1.OutputStream_OUTPUT_STREAM_STDERR {
 				buf = &r.stderr
 			} else if o.GetStream() != runtimev1.OutputStream_OUTPUT_STREAM_STDOUT {
-				c.t.Fatalf("output stream %v", o.GetStream())
+				t.Fatalf("output stream %v", o.GetStream())
 			}
 			if o.GetOffset() != int64(buf.Len()) {
-				c.t.Fatalf("output at offset %d, want %d", o.GetOffset(), buf.Len())
+				t.Fatalf("output at offset %d, want %d", o.GetOffset(), buf.Len())
 			}
 			buf.Write(o.GetData())
 		case m.GetTurnResult() != nil:
 			if m.GetTurnResult().GetTurnId() != id {
-				c.t.Fatalf("result of turn %q while collecting %q", m.GetTurnResult().GetTurnId(), id)
+				t.Fatalf("result of turn %q while collecting %q", m.GetTurnResult().GetTurnId(), id)
 			}
 			r.result = m.GetTurnResult()
 		default:
-			c.t.Fatalf("unexpected message %v", m)
+			t.Fatalf("unexpected message %v", m)
 		}
 	}
 	return r
@@ -264,7 +183,7 @@ func (c *coreConn) collect(id string, until func(*turnRecord) bool) *turnRecord 
 func TestHelloThenPreparedAfterWelcome(t *testing.T) {
 	h := start(t)
 	c := h.accept(t)
-	hello := c.welcome(true)
+	hello := c.Welcome(true)
 	want := &runtimev1.Hello{ProtocolVersion: runtimev1.ProtocolVersion, DeviceId: testDevice, Credential: testCredential, RuntimeVersion: testVersion}
 	if !proto.Equal(hello, want) {
 		t.Fatalf("hello %v, want %v", hello, want)
@@ -274,10 +193,10 @@ func TestHelloThenPreparedAfterWelcome(t *testing.T) {
 func TestKeepaliveAck(t *testing.T) {
 	h := start(t)
 	c := h.accept(t)
-	c.welcome(true)
+	c.Welcome(true)
 	for _, seq := range []int64{1, 2, 41} {
-		c.send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: seq}}})
-		if got := c.next().GetKeepaliveAck(); got == nil || got.GetSequence() != seq {
+		c.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: seq}}})
+		if got := c.Next().GetKeepaliveAck(); got == nil || got.GetSequence() != seq {
 			t.Fatalf("keepalive %d answered with %v", seq, got)
 		}
 	}
@@ -289,10 +208,10 @@ func TestPreparationFailureKeepsConnectionAndRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := h.accept(t)
-	c.welcome(false)
+	c.Welcome(false)
 	// No prepared: the next message answers the keepalive.
-	c.send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: 7}}})
-	if got := c.next().GetKeepaliveAck(); got.GetSequence() != 7 {
+	c.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: 7}}})
+	if got := c.Next().GetKeepaliveAck(); got.GetSequence() != 7 {
 		t.Fatalf("got %v, want the keepalive ack", got)
 	}
 	if !strings.Contains(h.logs.String(), `"step":"workspace"`) {
@@ -302,9 +221,9 @@ func TestPreparationFailureKeepsConnectionAndRetries(t *testing.T) {
 	if err := os.Mkdir(h.workspace, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c.end <- status.Error(codes.Unavailable, "bye")
+	c.End(status.Error(codes.Unavailable, "bye"))
 	c = h.accept(t)
-	c.welcome(true)
+	c.Welcome(true)
 	if entries, _ := os.ReadDir(h.workspace); len(entries) != 0 {
 		t.Fatalf("preparation left %d files in the workspace", len(entries))
 	}
@@ -313,10 +232,10 @@ func TestPreparationFailureKeepsConnectionAndRetries(t *testing.T) {
 func TestTurnOutputAndResultInOrder(t *testing.T) {
 	h := start(t)
 	c := h.accept(t)
-	c.welcome(true)
+	c.Welcome(true)
 	// 200 KiB of stdout takes several chunks; stderr interleaves.
 	runTurn(c, shellTurn("turn-1", `head -c 204800 /dev/zero | tr '\0' a; printf err >&2; exit 3`))
-	r := c.collect("turn-1", nil)
+	r := collect(t, c, "turn-1", nil)
 	want := &runtimev1.TurnResult{TurnId: "turn-1", Outcome: runtimev1.TurnResult_OUTCOME_EXITED, ExitCode: 3,
 		StdoutBytes: 204800, StderrBytes: 3}
 	if !proto.Equal(r.result, want) {
@@ -338,7 +257,7 @@ func TestTurnOutputAndResultInOrder(t *testing.T) {
 		Stdin:            []byte{0, 1, 2, 255},
 		MaxOutputBytes:   10,
 	})
-	r = c.collect("turn-2", nil)
+	r = collect(t, c, "turn-2", nil)
 	wantOut := filepath.Join(h.workspace, "sub") + "\nhi \x00\x01\x02\xff"
 	if r.result.GetOutcome() != runtimev1.TurnResult_OUTCOME_EXITED || r.result.GetStdoutBytes() != int64(len(wantOut)) ||
 		!r.result.GetStdoutTruncated() || r.stdout.String() != wantOut[:10] {
@@ -349,7 +268,7 @@ func TestTurnOutputAndResultInOrder(t *testing.T) {
 func TestTurnFailures(t *testing.T) {
 	h := start(t)
 	c := h.accept(t)
-	c.welcome(true)
+	c.Welcome(true)
 	for name, tc := range map[string]struct {
 		rt   *runtimev1.RunTurn
 		code string
@@ -362,7 +281,7 @@ func TestTurnFailures(t *testing.T) {
 		"missing program": {&runtimev1.RunTurn{TurnId: "t", Program: &runtimev1.RunTurn_Argv{Argv: &runtimev1.Argv{Args: []string{"berth-no-such-program"}}}}, turnexec.CodeProgramNotFound},
 	} {
 		runTurn(c, tc.rt)
-		r := c.collect("t", nil)
+		r := collect(t, c, "t", nil)
 		want := &runtimev1.TurnResult{TurnId: "t", Outcome: runtimev1.TurnResult_OUTCOME_FAILED, FailureCode: tc.code}
 		if r.started || !proto.Equal(r.result, want) {
 			t.Errorf("%s: started %v result %v, want %v", name, r.started, r.result, want)
@@ -398,26 +317,26 @@ func readyTurn(r *turnRecord) bool { return strings.Contains(r.stdout.String(), 
 func TestCancelTurnAndSecondTurnRefused(t *testing.T) {
 	h := start(t)
 	c := h.accept(t)
-	c.welcome(true)
+	c.Welcome(true)
 	runTurn(c, shellTurn("a", "sleep 300 & echo $!; echo ready; wait"))
-	ra := c.collect("a", readyTurn)
+	ra := collect(t, c, "a", readyTurn)
 	pid := grandchildPid(t, ra)
 
 	// A second Turn while "a" runs is refused; "a" keeps running.
 	runTurn(c, shellTurn("b", "echo b"))
-	rb := c.collect("b", nil)
+	rb := collect(t, c, "b", nil)
 	want := &runtimev1.TurnResult{TurnId: "b", Outcome: runtimev1.TurnResult_OUTCOME_FAILED, FailureCode: turnexec.CodeInvalidTurn}
 	if !proto.Equal(rb.result, want) || rb.started {
 		t.Fatalf("second turn: %v", rb.result)
 	}
 	// Cancelling an unknown Turn does nothing.
-	c.send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_CancelTurn{CancelTurn: &runtimev1.CancelTurn{TurnId: "b"}}})
+	c.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_CancelTurn{CancelTurn: &runtimev1.CancelTurn{TurnId: "b"}}})
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("turn a's process is gone after a cancel of another turn: %v", err)
 	}
 
-	c.send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_CancelTurn{CancelTurn: &runtimev1.CancelTurn{TurnId: "a"}}})
-	ra2 := c.collect("a", nil)
+	c.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_CancelTurn{CancelTurn: &runtimev1.CancelTurn{TurnId: "a"}}})
+	ra2 := collect(t, c, "a", nil)
 	if ra2.result.GetOutcome() != runtimev1.TurnResult_OUTCOME_CANCELLED {
 		t.Fatalf("cancelled turn: %v", ra2.result)
 	}
@@ -426,7 +345,7 @@ func TestCancelTurnAndSecondTurnRefused(t *testing.T) {
 	}
 	// The connection serves the next Turn.
 	runTurn(c, shellTurn("c", "echo c"))
-	if r := c.collect("c", nil); r.stdout.String() != "c\n" || r.result.GetExitCode() != 0 {
+	if r := collect(t, c, "c", nil); r.stdout.String() != "c\n" || r.result.GetExitCode() != 0 {
 		t.Fatalf("turn after cancel: %v %q", r.result, r.stdout.String())
 	}
 }
@@ -434,13 +353,13 @@ func TestCancelTurnAndSecondTurnRefused(t *testing.T) {
 func TestReconnectAfterStreamDropKillsTurn(t *testing.T) {
 	h := start(t)
 	c := h.accept(t)
-	c.welcome(true)
+	c.Welcome(true)
 	runTurn(c, shellTurn("a", "sleep 300 & echo $!; echo ready; wait"))
-	pid := grandchildPid(t, c.collect("a", readyTurn))
-	c.end <- status.Error(codes.Unavailable, "core restarting")
+	pid := grandchildPid(t, collect(t, c, "a", readyTurn))
+	c.End(status.Error(codes.Unavailable, "core restarting"))
 
 	c2 := h.accept(t)
-	hello := c2.welcome(true)
+	hello := c2.Welcome(true)
 	if hello.GetCredential() != testCredential {
 		t.Fatal("reconnect hello lacks the credential")
 	}
@@ -449,8 +368,8 @@ func TestReconnectAfterStreamDropKillsTurn(t *testing.T) {
 	}
 	// The old stream got no result for "a" after it ended; the new one
 	// gets nothing for it either.
-	c2.send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: 1}}})
-	if m := c2.next(); m.GetKeepaliveAck() == nil {
+	c2.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: 1}}})
+	if m := c2.Next(); m.GetKeepaliveAck() == nil {
 		t.Fatalf("unexpected message on the new stream: %v", m)
 	}
 }
@@ -472,8 +391,8 @@ func TestStopForGood(t *testing.T) {
 		t.Run(reason, func(t *testing.T) {
 			h := start(t)
 			c := h.accept(t)
-			c.next() // hello
-			c.end <- endWith(code, reason)
+			c.Next() // hello
+			c.End(endWith(code, reason))
 			select {
 			case err := <-h.done:
 				var stop *StopError
@@ -484,10 +403,8 @@ func TestStopForGood(t *testing.T) {
 			case <-time.After(wait):
 				t.Fatal("Run did not stop")
 			}
-			select {
-			case <-h.core.conns:
+			if _, ok := h.core.TryAccept(t, 200*time.Millisecond); ok {
 				t.Fatal("reconnected after a stop-for-good reason")
-			case <-time.After(200 * time.Millisecond):
 			}
 		})
 	}
@@ -507,10 +424,10 @@ func TestRetryableEndsReconnect(t *testing.T) {
 		nil, // a clean end of the stream
 	} {
 		c := h.accept(t)
-		c.next() // hello
-		c.end <- end
+		c.Next() // hello
+		c.End(end)
 	}
-	h.accept(t).welcome(true)
+	h.accept(t).Welcome(true)
 	select {
 	case err := <-h.done:
 		t.Fatalf("Run returned %v", err)
@@ -522,15 +439,15 @@ func TestSecretsNeverLogged(t *testing.T) {
 	const envSecret, stdinSecret = "env-value-secret-4711", "stdin-secret-0815"
 	h := start(t, envSecret, stdinSecret)
 	c := h.accept(t)
-	c.welcome(true)
+	c.Welcome(true)
 	rt := shellTurn("s", `printf %s "$TOKEN" >/dev/null; cat >/dev/null`)
 	rt.Env = map[string]string{"TOKEN": envSecret}
 	rt.Stdin = []byte(stdinSecret)
 	runTurn(c, rt)
-	if r := c.collect("s", nil); r.result.GetExitCode() != 0 {
+	if r := collect(t, c, "s", nil); r.result.GetExitCode() != 0 {
 		t.Fatalf("result %v", r.result)
 	}
-	c.end <- endWith(codes.Unauthenticated, runtimev1.ReasonCredentialRejected)
+	c.End(endWith(codes.Unauthenticated, runtimev1.ReasonCredentialRejected))
 	<-h.done
 	h.done <- nil
 	logs := h.logs.String()

@@ -14,6 +14,19 @@
 // succeed. Every other end (runtime_not_admitted, invalid_message, transport
 // errors) is retried.
 //
+// Planned suspension (the proto's Quiesce): while a Turn runs a quiesce is
+// answered quiesce_rejected(turn_running). Otherwise the client waits
+// until the last Turn's result was sent, writes the park marker next to
+// the bootstrap file (Config.BootstrapPath) durably, closes admission and
+// answers quiesce_ack with the token; a marker it cannot write is
+// quiesce_rejected(park_failed) with admission unchanged. Once admission
+// is closed a run_turn ends the connection, and so does a quiesce whose
+// token is not 1 to 128 bytes of printable ASCII; the client then
+// reconnects. The quiesced state belongs to a connection: every welcome
+// removes the marker and starts with admission open. Keepalives are
+// answered throughout. Staying parked while the marker exists is
+// cmd/berth-runtime's job, before the Client runs.
+//
 // Rules: the credential leaves the bootstrap File only in Hello. Log lines
 // are fixed messages with identifiers, codes and counts as attributes; they
 // never carry the credential, a Turn's env values, stdin or output, or

@@ -15,8 +15,14 @@ import (
 	"berth.dev/runtimebootstrap/turnexec"
 )
 
-// errNoWelcome: Core's first message was not welcome.
-var errNoWelcome = errors.New("core's first message was not welcome")
+var (
+	// errNoWelcome: Core's first message was not welcome.
+	errNoWelcome = errors.New("core's first message was not welcome")
+	// errOutOfProtocol: Core sent a message the protocol forbids here
+	// (a run_turn after quiesce_ack, a quiesce with an invalid token); the
+	// Runtime ends the connection and reconnects.
+	errOutOfProtocol = errors.New("core's message is out of protocol")
+)
 
 // session is one Connect stream.
 type session struct {
@@ -30,7 +36,15 @@ type session struct {
 	turnID     string // the running Turn, or ""
 	cancelTurn context.CancelFunc
 	turns      sync.WaitGroup
+
+	// quiesced: admission is closed (a quiesce was acknowledged). Only
+	// the receive loop reads and writes it.
+	quiesced bool
 }
+
+// testHookTurnCleared, when a test sets it, runs between a Turn's clearing
+// of the running Turn and the sending of its result.
+var testHookTurnCleared func()
 
 // transportKeepalive is the interval of the client's HTTP/2 pings and how
 // long it waits for their answer.
@@ -92,6 +106,13 @@ func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
 	}
 	welcomed = time.Now()
 	c.log.Info("connected to core", "connection_id", w.GetConnectionId(), "connection_generation", w.GetConnectionGeneration())
+	// The quiesced state belongs to a connection: this one starts with
+	// admission open, so a restart must not start parked.
+	if removed, err := c.park.RemoveMarker(); err != nil {
+		c.log.Error("the park marker could not be removed; a restart would start parked")
+	} else if removed {
+		c.log.Info("removed the park marker of an earlier connection")
+	}
 	if step, err := c.prepare(); err != nil {
 		c.log.Error("runtime preparation failed; turns cannot run on this connection", "step", step)
 	} else if err := s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Prepared{Prepared: &runtimev1.Prepared{}}}); err == nil {
@@ -105,7 +126,15 @@ func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
 		}
 		switch m := msg.GetMessage().(type) {
 		case *runtimev1.ConnectResponse_RunTurn:
+			if s.quiesced {
+				c.log.Warn("ending the connection: core sent a turn after quiesce", "turn_id", m.RunTurn.GetTurnId())
+				return welcomed, fmt.Errorf("run_turn after quiesce: %w", errOutOfProtocol)
+			}
 			s.startTurn(sctx, m.RunTurn)
+		case *runtimev1.ConnectResponse_Quiesce:
+			if err := s.quiesce(m.Quiesce.GetSuspensionToken()); err != nil {
+				return welcomed, err
+			}
 		case *runtimev1.ConnectResponse_CancelTurn:
 			s.cancel(m.CancelTurn.GetTurnId())
 		case *runtimev1.ConnectResponse_Keepalive:
@@ -167,11 +196,68 @@ func (s *session) startTurn(ctx context.Context, rt *runtimev1.RunTurn) {
 		s.mu.Lock()
 		s.turnID, s.cancelTurn = "", nil
 		s.mu.Unlock()
+		if testHookTurnCleared != nil {
+			testHookTurnCleared()
+		}
 		_ = s.send(resultMessage(id, res))
 		s.c.log.Info("turn ended", "turn_id", id, "outcome", res.Outcome.String(), "exit_code", res.ExitCode,
 			"signal", res.Signal, "failure_code", res.FailureCode,
 			"stdout_bytes", res.StdoutBytes, "stderr_bytes", res.StderrBytes)
 	}()
+}
+
+// quiesce answers a Quiesce (see the proto's Quiesce): rejected while a
+// Turn runs or when the park marker cannot be written; otherwise, once
+// every output and result was sent and the marker is durable, admission
+// closes and the ack goes out. It returns errOutOfProtocol for an invalid
+// token. The receive loop calls it, so no run_turn is handled meanwhile.
+func (s *session) quiesce(token string) error {
+	if !validSuspensionToken(token) {
+		s.c.log.Warn("ending the connection: core sent a quiesce with an invalid suspension token")
+		return fmt.Errorf("quiesce: %w", errOutOfProtocol)
+	}
+	s.mu.Lock()
+	running := s.turnID
+	s.mu.Unlock()
+	if running != "" {
+		s.c.log.Info("refused to quiesce while a turn runs", "turn_id", running, "suspension_token", token)
+		_ = s.send(quiesceRejected(token, runtimev1.ReasonTurnRunning))
+		return nil
+	}
+	// A Turn's goroutine clears turnID just before it sends the result;
+	// wait for it, so that the result and every output precede the ack.
+	s.turns.Wait()
+	if err := s.c.park.WriteMarker(token); err != nil {
+		s.c.log.Error("refused to quiesce: the park marker could not be written", "suspension_token", token)
+		_ = s.send(quiesceRejected(token, runtimev1.ReasonParkFailed))
+		return nil
+	}
+	s.quiesced = true
+	s.c.log.Info("quiesced for a planned suspension", "suspension_token", token)
+	_ = s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_QuiesceAck{
+		QuiesceAck: &runtimev1.QuiesceAck{SuspensionToken: token},
+	}})
+	return nil
+}
+
+// validSuspensionToken reports whether token is 1 to 128 bytes of
+// printable ASCII.
+func validSuspensionToken(token string) bool {
+	if len(token) < runtimev1.MinSuspensionTokenBytes || len(token) > runtimev1.MaxSuspensionTokenBytes {
+		return false
+	}
+	for i := range len(token) {
+		if token[i] < 0x20 || token[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func quiesceRejected(token, reason string) *runtimev1.ConnectRequest {
+	return &runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_QuiesceRejected{
+		QuiesceRejected: &runtimev1.QuiesceRejected{SuspensionToken: token, Reason: reason},
+	}}
 }
 
 // cancel kills the running Turn if it is id.

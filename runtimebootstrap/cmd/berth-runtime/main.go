@@ -8,13 +8,38 @@
 // the credential. As PID 1 (the Docker adapter runs it without an init) it
 // also reaps the orphans of killed Turns.
 //
-// Exit codes of connect:
+// When a quiesce acknowledged for a planned suspension left the park
+// marker next to the bootstrap file (see runtimebootstrap/internal/park),
+// the filesystem Core captures holds it, and "berth-runtime connect" in
+// the restored sandbox starts parked: it does not connect to Core. It
+// listens for SIGUSR1, then writes the wake file (its PID and start time)
+// next to the marker, logs "parked for a planned suspension; waiting for
+// berth-runtime wake" and waits. SIGUSR1 removes the wake file and the
+// marker, and it connects as usual (hello authenticates it as always);
+// SIGTERM or SIGINT ends it with 0 and leaves the marker.
 //
-//	0  stopped by SIGTERM or SIGINT
-//	1  the bootstrap file is missing, unreadable, too open or invalid
+// "berth-runtime wake" is how Core ends the parking: run inside the
+// sandbox as the Runtime user, it reads the wake file and sends SIGUSR1 to
+// the recorded process only if that PID still has the recorded start time.
+// On stderr it writes only the fixed lines of codes 4 and 5 or the failed
+// step of code 6, never the files' content.
+//
+// Exit codes:
+//
+//	0  connect: stopped by SIGTERM or SIGINT; wake: the parked Runtime was
+//	   signalled
+//	1  connect: the bootstrap file is missing, unreadable, too open or
+//	   invalid
 //	2  usage error
-//	3  Core stopped this Runtime for good (credential rejected, revoked or
-//	   protocol mismatch); restarting it cannot help
+//	3  connect: Core stopped this Runtime for good (credential rejected,
+//	   revoked or protocol mismatch); restarting it cannot help
+//	4  wake: "no parked runtime" (no park marker or no wake file: not
+//	   parked, not parked yet, or already woken)
+//	5  wake: "parked runtime process is gone" (the recorded PID is gone
+//	   or now has another start time); nothing was signalled
+//	6  connect: the park marker or wake file could not be read, written or
+//	   removed; wake: the wake file is unreadable or invalid, or the
+//	   signal could not be sent
 package main
 
 import (
@@ -31,6 +56,7 @@ import (
 	"time"
 
 	"berth.dev/runtimebootstrap"
+	"berth.dev/runtimebootstrap/internal/park"
 	"berth.dev/runtimebootstrap/runtimeclient"
 	"berth.dev/runtimebootstrap/turnexec"
 )
@@ -44,6 +70,9 @@ const (
 	exitInvalid    = 1 // the bootstrap file is missing, unreadable, too open or invalid
 	exitUsage      = 2
 	exitStopped    = 3 // Core ended the connection with a stop-for-good reason
+	exitNotParked  = 4 // wake: no parked Runtime
+	exitGone       = 5 // wake: the parked Runtime's process is gone
+	exitPark       = 6 // the park marker or wake file failed
 	defaultProfile = "default"
 )
 
@@ -55,6 +84,7 @@ func main() {
 
 const usage = `usage:
   berth-runtime connect [--profile default] [--bootstrap-file PATH]
+  berth-runtime wake [--bootstrap-file PATH]
   berth-runtime version
 `
 
@@ -69,6 +99,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "connect":
 		return connect(ctx, args[1:], stderr)
+	case "wake":
+		return wake(args[1:], stderr)
 	case "version":
 		if len(args) != 1 {
 			fmt.Fprint(stderr, usage)
@@ -116,13 +148,21 @@ func connect(ctx context.Context, args []string, stderr io.Writer) int {
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	logger.Info("validated the bootstrap file", "device_id", f.DeviceID, "version", version)
 
-	client, err := runtimeclient.New(runtimeclient.Config{Bootstrap: f, RuntimeVersion: version, Logger: logger})
+	client, err := runtimeclient.New(runtimeclient.Config{Bootstrap: f, BootstrapPath: *path, RuntimeVersion: version, Logger: logger})
 	if err != nil {
 		fmt.Fprintf(stderr, "berth-runtime: %v\n", err)
 		return exitInvalid
 	}
 	if os.Getpid() == 1 {
 		go reapOrphans(ctx)
+	}
+	switch woken, err := parkIfMarked(ctx, park.DirOf(*path), logger); {
+	case err != nil:
+		fmt.Fprintf(stderr, "berth-runtime: parked start: %v\n", err)
+		return exitPark
+	case !woken:
+		logger.Info("stopping on signal")
+		return exitOK
 	}
 	err = client.Run(ctx)
 	var stop *runtimeclient.StopError
@@ -132,6 +172,83 @@ func connect(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	logger.Info("stopping on signal")
 	return exitOK
+}
+
+// parkIfMarked returns at once (woken) when dir holds no park marker.
+// Otherwise the Runtime is parked: it waits for SIGUSR1 without connecting
+// to Core, then removes the wake file and the marker. It returns woken
+// false when ctx ends first; the marker then stays, so a restart parks
+// again.
+func parkIfMarked(ctx context.Context, dir park.Dir, logger *slog.Logger) (woken bool, err error) {
+	parked, err := dir.Parked()
+	if err != nil || !parked {
+		return err == nil, err
+	}
+	// Listen before the wake file exists: wake signals only the process
+	// that file names, so no SIGUSR1 can come before this. (Go ignores a
+	// SIGUSR1 nobody listens for, and so does the kernel for a PID 1
+	// without a handler: a stray one never kills the Runtime.)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+	self, err := park.Self()
+	if err != nil {
+		return false, err
+	}
+	if err := dir.WriteWakeFile(self); err != nil {
+		return false, err
+	}
+	logger.Info("parked for a planned suspension; waiting for berth-runtime wake", "pid", self.PID)
+	select {
+	case <-ctx.Done():
+		// Nothing listens any more: wake must say so.
+		if err := dir.RemoveWakeFile(); err != nil {
+			logger.Error("the wake file could not be removed")
+		}
+		return false, nil
+	case <-sigs:
+	}
+	// The wake file first: from then on wake answers "no parked runtime".
+	if err := dir.RemoveWakeFile(); err != nil {
+		return false, err
+	}
+	if _, err := dir.RemoveMarker(); err != nil {
+		return false, err
+	}
+	logger.Info("woken from parking; connecting to core")
+	return true, nil
+}
+
+// wake signals the Runtime parked next to the bootstrap file (see the
+// command doc). Its stderr carries only fixed lines and step errors, never
+// the files' content.
+func wake(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("wake", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("bootstrap-file", runtimebootstrap.Path, "the Runtime bootstrap file; the parked state lies next to it")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "berth-runtime wake: unexpected arguments\n%s", usage)
+		return exitUsage
+	}
+	switch err := park.DirOf(*path).Wake(); {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, park.ErrNotParked):
+		fmt.Fprintln(stderr, "berth-runtime: no parked runtime")
+		return exitNotParked
+	case errors.Is(err, park.ErrGone):
+		fmt.Fprintln(stderr, "berth-runtime: parked runtime process is gone")
+		return exitGone
+	default:
+		fmt.Fprintf(stderr, "berth-runtime: wake: %v\n", err)
+		return exitPark
+	}
 }
 
 // reapOrphans reaps orphaned processes while berth-runtime is its sandbox's

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -92,29 +91,36 @@ func exitCode(t *testing.T, err error) int {
 	return exit.ExitCode()
 }
 
-// fakeCore is a minimal runtime gateway: it hands each Connect stream to the
-// test and ends it with what the test sends on end.
-type fakeCore struct {
-	runtimev1.UnimplementedRuntimeGatewayServiceServer
-	streams chan grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
-	end     chan error
-}
-
-func (f *fakeCore) Connect(stream grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]) error {
-	f.streams <- stream
-	select {
-	case err := <-f.end:
-		return err
-	case <-stream.Context().Done():
-		return stream.Context().Err()
-	}
-}
-
-// startCore serves a fakeCore on loopback and returns it with its URL.
-func startCore(t *testing.T) (*fakeCore, string) {
+// accept returns the daemon's next connection to core, failing after 30s
+// with the daemon's output.
+func accept(t *testing.T, core *gatewaytest.Core, d *daemon) *gatewaytest.Conn {
 	t.Helper()
-	core := &fakeCore{streams: make(chan grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse], 8), end: make(chan error, 1)}
-	return core, "http://" + gatewaytest.Serve(t, core)
+	c, ok := core.TryAccept(t, 30*time.Second)
+	if !ok {
+		t.Fatalf("no connection within 30s; output %q", d.output())
+	}
+	return c
+}
+
+// welcome takes the hello, sends welcome and a keepalive, and returns the
+// hello once the keepalive is answered. A prepared comes before the answer
+// when this machine has a writable /workspace.
+func welcome(t *testing.T, c *gatewaytest.Conn, seq int64) *runtimev1.Hello {
+	t.Helper()
+	hello := c.Next().GetHello()
+	if hello == nil {
+		t.Fatal("first message is not hello")
+	}
+	c.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Welcome{Welcome: &runtimev1.Welcome{ConnectionId: "c"}}})
+	c.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: seq}}})
+	m := c.Next()
+	if m.GetPrepared() != nil {
+		m = c.Next()
+	}
+	if m.GetKeepaliveAck() == nil || m.GetKeepaliveAck().GetSequence() != seq {
+		t.Fatalf("got %v, want the keepalive ack", m)
+	}
+	return hello
 }
 
 // daemon is a running berth-runtime connect; its stdout and stderr go to
@@ -128,7 +134,13 @@ type daemon struct {
 
 func startDaemon(t *testing.T, coreURL string) *daemon {
 	t.Helper()
-	path := writeBootstrap(t, bootstrapJSON(coreURL, testCredential), 0o600)
+	return startDaemonAt(t, writeBootstrap(t, bootstrapJSON(coreURL, testCredential), 0o600))
+}
+
+// startDaemonAt starts berth-runtime connect with the bootstrap file at
+// path.
+func startDaemonAt(t *testing.T, path string) *daemon {
+	t.Helper()
 	d := &daemon{cmd: exec.Command(binary(t), "connect", "--profile", "default", "--bootstrap-file", path), done: make(chan error, 1)}
 	d.cmd.Stdout = d // nothing is expected on stdout; keep it for the secret check
 	d.cmd.Stderr = d
@@ -171,42 +183,13 @@ func (d *daemon) wait(t *testing.T) int {
 func TestConnectSpeaksToCoreAndStopsOnSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			core, url := startCore(t)
+			core, url := gatewaytest.Start(t)
 			d := startDaemon(t, url)
-			var stream grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
-			select {
-			case stream = <-core.streams:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("no connection within 30s; output %q", d.output())
-			}
-			m, err := stream.Recv()
-			if err != nil {
-				t.Fatal(err)
-			}
-			hello := m.GetHello()
+			c := accept(t, core, d)
+			hello := welcome(t, c, 9)
 			if hello.GetDeviceId() != testDevice || hello.GetCredential() != testCredential ||
 				hello.GetProtocolVersion() != runtimev1.ProtocolVersion || hello.GetRuntimeVersion() == "" {
 				t.Fatalf("hello %v", hello)
-			}
-			if err := stream.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Welcome{Welcome: &runtimev1.Welcome{ConnectionId: "c"}}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := stream.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Keepalive{Keepalive: &runtimev1.Keepalive{Sequence: 9}}}); err != nil {
-				t.Fatal(err)
-			}
-			// Prepared comes first when this machine has a writable /workspace.
-			for {
-				m, err := stream.Recv()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if m.GetPrepared() != nil {
-					continue
-				}
-				if m.GetKeepaliveAck().GetSequence() != 9 {
-					t.Fatalf("got %v, want the keepalive ack", m)
-				}
-				break
 			}
 			if err := d.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
@@ -253,18 +236,14 @@ func TestConnectRetriesUntilSignal(t *testing.T) {
 func TestConnectStopsForGood(t *testing.T) {
 	for _, reason := range []string{runtimev1.ReasonCredentialRejected, runtimev1.ReasonRevoked, runtimev1.ReasonProtocolMismatch} {
 		t.Run(reason, func(t *testing.T) {
-			core, url := startCore(t)
+			core, url := gatewaytest.Start(t)
 			d := startDaemon(t, url)
-			select {
-			case <-core.streams:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("no connection within 30s; output %q", d.output())
-			}
+			c := accept(t, core, d)
 			st, err := status.New(codes.PermissionDenied, "fixed").WithDetails(&errdetails.ErrorInfo{Domain: runtimev1.ErrorDomain, Reason: reason})
 			if err != nil {
 				t.Fatal(err)
 			}
-			core.end <- st.Err()
+			c.End(st.Err())
 			if code := d.wait(t); code != 3 {
 				t.Fatalf("exit %d, want 3; output %q", code, d.output())
 			}
@@ -326,6 +305,9 @@ func TestUsageAndVersion(t *testing.T) {
 		{"connect", "--profile", "other", "--bootstrap-file", valid},
 		{"connect", "--bootstrap-file", valid, "extra"},
 		{"version", "extra"},
+		{"wake", "extra"},
+		{"wake", "--no-such-flag"},
+		{"wake", "--bootstrap-file"},
 	} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if code := exitCode(t, err); code != 2 {
