@@ -7,5 +7,9 @@
 //
 // Rules: this module imports no other Berth module; a wire-visible change
 // bumps the protocol's version string (version.go) and passes `buf
-// breaking` or is a new major version.
+// breaking` or is a new major version. The one exception is an additive
+// message that a peer of the same version without it safely ignores
+// (and whose absence of an answer the other side bounds): it keeps the
+// version, since an exact-match bump would stop every running peer for
+// good, and is recorded in the change log as an addition.
 package proto

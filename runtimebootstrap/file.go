@@ -25,6 +25,17 @@ const (
 // owned by the Runtime user 1000:1000).
 const Path = "/home/runtime/runtime-bootstrap.json"
 
+// BinaryPath is where a Runtime image installs berth-runtime.
+const BinaryPath = "/usr/local/bin/berth-runtime"
+
+// WakeCommand is the command Core runs inside a restored incarnation
+// (RunCommandCompute) to wake its parked Runtime: it signals only the
+// exact parked process (PID and start time) and exits 0, 4 when no
+// Runtime is parked, 5 when the parked process is gone.
+func WakeCommand() []string {
+	return []string{BinaryPath, "wake", "--bootstrap-file", Path}
+}
+
 // File is the Runtime bootstrap file's content.
 type File struct {
 	Version int `json:"version"`

@@ -65,9 +65,6 @@ const (
 	DefaultRestoreTimeout = time.Minute
 )
 
-// wakeArgs is the command that wakes a restored, parked Runtime.
-var wakeArgs = []string{"berth-runtime", "wake"}
-
 // checkpointer returns p's checkpoint operations, or nil.
 func checkpointer(p sandbox.SandboxProvider) sandbox.CheckpointProvider {
 	cp, _ := p.(sandbox.CheckpointProvider)
@@ -427,9 +424,10 @@ func (w *Worker) settleRestore(ctx context.Context, cp sandbox.CheckpointProvide
 // observation scan repeats it while the Runtime stays disconnected.
 func (w *Worker) wakeRuntime(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, c sandbox.Compute) {
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	res, err := cp.RunCommandCompute(callCtx, c, sandbox.Command{Args: wakeArgs})
+	res, err := cp.RunCommandCompute(callCtx, c, sandbox.Command{Args: runtimebootstrap.WakeCommand()})
 	cancel()
-	if err != nil || res.ExitCode != 0 {
+	// Exit 4: no Runtime is parked (it woke already, or never parked).
+	if err != nil || (res.ExitCode != 0 && res.ExitCode != 4) {
 		w.cfg.Log.Info("lifecycle wake not confirmed", "node", w.node, "allocation", a.ID, "exit_code", res.ExitCode, "error", err)
 	}
 	w.notify(a)

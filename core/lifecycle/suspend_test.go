@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/store"
+	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker/dockertest"
 )
@@ -143,7 +144,7 @@ func TestWorkerSuspendsAnIdleSessionAndAQueuedTurnWakesIt(t *testing.T) {
 	}
 	woke := false
 	for _, x := range n.srv.Execs() {
-		if x.ContainerID == ct.ID && slices.Equal(x.Cmd, []string{"berth-runtime", "wake"}) {
+		if x.ContainerID == ct.ID && slices.Equal(x.Cmd, runtimebootstrap.WakeCommand()) {
 			woke = true
 		}
 	}

@@ -81,7 +81,7 @@ const maxRuntimeVersion = 64
 // device's allocation must carry the credential's digest (compared in
 // constant time), belong to an active Session, and have settled creation
 // with a running resource and completed bootstrap, and compute that runs
-// (PhaseRunning or PhaseQuiescing); the Core must hold
+// (PhaseRunning, or PhaseQuiescing not yet acknowledged); the Core must hold
 // the Owner's epoch. An open connection of the same allocation is
 // closed and the Turns that ran on it become unconfirmed. The new
 // connection's generation is one more than any before it.
@@ -120,9 +120,12 @@ func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (Runti
 		}
 		// A capture or restore is under way, or the compute is suspended:
 		// the Runtime of a restored incarnation is admitted once Core
-		// recorded the restore (PhaseRunning). A quiescing one is admitted,
-		// so a transient disconnect can retry the armed suspension.
-		if p := ComputePhase(a.ComputePhase); p != PhaseRunning && p != PhaseQuiescing {
+		// recorded the restore (PhaseRunning). A quiescing one is admitted
+		// until it acknowledged, so a transient disconnect can retry the
+		// armed suspension; once acknowledged it is not (a welcome would
+		// remove its park marker before the capture) until the suspension
+		// ends.
+		if p := ComputePhase(a.ComputePhase); p != PhaseRunning && (p != PhaseQuiescing || a.QuiesceAckedAt != nil) {
 			return ErrRuntimeNotAdmitted
 		}
 		closed, err := q.CloseOpenRuntimeConnections(ctx, a.ID)

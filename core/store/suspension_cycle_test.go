@@ -275,8 +275,9 @@ func TestWorkDuringQuiesceAbortsTheCapture(t *testing.T) {
 }
 
 // TestQuiescingRuntimeIsAdmitted: a Runtime that reconnects while its
-// suspension is armed is admitted (the gateway repeats the quiesce), and
-// AbortQuiesce returns the compute to running.
+// suspension is armed is admitted (the gateway repeats the quiesce) until
+// it acknowledged; AbortQuiesce returns the compute to running and admits
+// it again.
 func TestQuiescingRuntimeIsAdmitted(t *testing.T) {
 	st, ctx, epoch := owner(t)
 	commitSuspensionGeneration(t, st, time.Hour, 8, 16)
@@ -285,11 +286,19 @@ func TestQuiescingRuntimeIsAdmitted(t *testing.T) {
 	_, err := st.ArmSuspension(ctx, s.b.Allocation.ID, s.b.Allocation.Revision, op)
 	must(t, err)
 	accept(t, ctx, st, s.b, s.cred, epoch)
+	// Once acknowledged, a reconnection waits for the end of the
+	// suspension (its welcome would remove the park marker).
+	_, err = st.RecordQuiesceAck(ctx, s.b.Allocation.ID, op)
+	must(t, err)
+	_, err = st.AcceptRuntime(ctx, store.AcceptRuntimeParams{ConnectionID: uuid.New(), DeviceID: s.b.Allocation.DeviceID,
+		Credential: runtimebootstrap.NewSecret(string(s.cred))})
+	wantClass(t, err, store.ErrRuntimeNotAdmitted)
 	_, err = st.AbortQuiesce(ctx, s.b.Allocation.ID, uuid.New())
 	wantClass(t, err, errdefs.ErrFenced)
 	_, err = st.AbortQuiesce(ctx, s.b.Allocation.ID, op)
 	must(t, err)
 	wantPhase(t, st, s.b.Allocation.ID, store.PhaseRunning)
+	accept(t, ctx, st, s.b, s.cred, epoch)
 }
 
 // TestMaxRetainedBoundsSuspensions: a node holds at most max_retained

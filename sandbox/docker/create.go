@@ -29,7 +29,7 @@ const (
 	// WorkspaceSubpath is the environment volume's subdirectory mounted at
 	// /workspace.
 	WorkspaceSubpath = "workspace"
-	runtimeBinary    = "/usr/local/bin/berth-runtime"
+	runtimeBinary    = runtimebootstrap.BinaryPath
 )
 
 // environmentDirs are created, owned by the Runtime user, in the

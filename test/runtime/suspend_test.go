@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,21 @@ func (e *env) allocationContainers(allocation string) (running, snapshots, other
 	return running, snapshots, other
 }
 
+// containerLogs reads a container's output.
+func (e *env) containerLogs(name string) string {
+	e.t.Helper()
+	rc, err := e.docker.ContainerLogs(context.Background(), strings.TrimPrefix(name, "/"), client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rc.Close()
+	var b strings.Builder
+	if _, err := io.Copy(&b, rc); err != nil {
+		e.t.Fatal(err)
+	}
+	return b.String()
+}
+
 // TestSuspendedSessionWakesOnATurnWithItsWorkspace is issue 16's
 // black-box test over the real binaries and engine: a Session that ran a
 // Turn is suspended (here on request: SuspendSession), its container is
@@ -137,6 +153,11 @@ func TestSuspendedSessionWakesOnATurnWithItsWorkspace(t *testing.T) {
 	running, snapshots, other = e.allocationContainers(s.GetAllocation())
 	if len(running) != 1 || !strings.HasSuffix(running[0], "-g2") || len(other) != 0 {
 		t.Fatalf("containers after the wake: running %v, snapshots %v, other %v", running, snapshots, other)
+	}
+	// The restored Runtime started parked (its capture kept the park
+	// marker) and connected only once Core's wake command signalled it.
+	if logs := e.containerLogs(running[0]); !strings.Contains(logs, "parked for a planned suspension") {
+		t.Fatalf("the restored runtime did not start parked:\n%s", logs)
 	}
 	stack.WaitFor(t, time.Minute, "the consumed snapshot deleted", func() bool {
 		_, snapshots, _ := e.allocationContainers(s.GetAllocation())

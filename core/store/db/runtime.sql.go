@@ -56,7 +56,7 @@ func (q *Queries) CloseRuntimeConnection(ctx context.Context, id uuid.UUID) (int
 
 const getDeviceAllocation = `-- name: GetDeviceAllocation :one
 SELECT a.id, a.environment_id, a.state, a.credential_digest, a.create_settled,
-       a.bootstrap_complete, a.device_revoked_at, a.compute_phase, e.session_id, s.state AS session_state
+       a.bootstrap_complete, a.device_revoked_at, a.compute_phase, a.quiesce_acked_at, e.session_id, s.state AS session_state
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
@@ -73,6 +73,7 @@ type GetDeviceAllocationRow struct {
 	BootstrapComplete bool
 	DeviceRevokedAt   *time.Time
 	ComputePhase      string
+	QuiesceAckedAt    *time.Time
 	SessionID         uuid.UUID
 	SessionState      string
 }
@@ -92,6 +93,7 @@ func (q *Queries) GetDeviceAllocation(ctx context.Context, deviceID uuid.UUID) (
 		&i.BootstrapComplete,
 		&i.DeviceRevokedAt,
 		&i.ComputePhase,
+		&i.QuiesceAckedAt,
 		&i.SessionID,
 		&i.SessionState,
 	)

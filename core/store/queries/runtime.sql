@@ -3,7 +3,7 @@
 -- as, with its Session, and locks the allocation row so connection
 -- changes of one device serialize.
 SELECT a.id, a.environment_id, a.state, a.credential_digest, a.create_settled,
-       a.bootstrap_complete, a.device_revoked_at, a.compute_phase, e.session_id, s.state AS session_state
+       a.bootstrap_complete, a.device_revoked_at, a.compute_phase, a.quiesce_acked_at, e.session_id, s.state AS session_state
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id

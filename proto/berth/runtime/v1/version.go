@@ -3,8 +3,12 @@ package runtimev1
 // ProtocolVersion is the exact Core-Runtime protocol version. A Runtime's
 // hello must carry the same string; there is no negotiation.
 //
-// Change log (newest first; bump on every wire-visible change):
+// Change log (newest first; bump on every wire-visible change but an
+// additive one a peer without it safely ignores, proto/doc.go):
 //
+//	berth.runtime.v1/1 (addition): quiesce, quiesce_ack, quiesce_rejected
+//	  for planned suspension. A Runtime without them ignores quiesce and
+//	  never answers; Core aborts the suspension after its quiesce timeout.
 //	berth.runtime.v1/1: Connect stream, Turns, keepalives.
 const ProtocolVersion = "berth.runtime.v1/1"
 
