@@ -97,7 +97,9 @@ func (e *env) containerLogs(name string) string {
 // gone, its node slot freed and its snapshot present; a new Turn wakes it
 // and sees its 10 MB workspace byte-identical under the same Session;
 // deleting it leaves nothing. A second Session, left idle, is suspended
-// by the idle time alone and woken the same way.
+// by the idle time alone and woken the same way. A third one, kept
+// suspended past its snapshot's retention, expires (FAILED) and leaves
+// nothing on the engine.
 func TestSuspendedSessionWakesOnATurnWithItsWorkspace(t *testing.T) {
 	e := newEnvSpec(t, suspendingSpec())
 	st := e.core.Store(t)
@@ -175,12 +177,36 @@ func TestSuspendedSessionWakesOnATurnWithItsWorkspace(t *testing.T) {
 		t.Fatalf("idle session after the wake: %v, want %q", again, idleWritten.stdout)
 	}
 
+	// A snapshot kept past its retention expires the Environment and
+	// leaves nothing of it. The retention (an hour at the least) is
+	// shortened by moving the recorded deadline to the database's now:
+	// the only write the test makes behind Core's back, standing for the
+	// hour passing.
+	expiring := e.createSession()
+	e.run(expiring, shell(workspaceScript))
+	if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: expiring, RequestId: uuid.NewString()}); err != nil {
+		t.Fatal(err)
+	}
+	xs := e.waitPhase(expiring, adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, time.Minute)
+	if _, err := st.Pool().Exec(e.ctx, `UPDATE allocations SET retention_deadline = now() WHERE id = $1`,
+		strings.TrimPrefix(xs.GetAllocation(), "allocations/")); err != nil {
+		t.Fatal(err)
+	}
+	stack.WaitFor(t, time.Minute, "retention expiry", func() bool {
+		s := e.session(expiring)
+		running, snapshots, other := e.allocationContainers(xs.GetAllocation())
+		return s.GetState() == adminv1.Session_STATE_FAILED && len(running)+len(snapshots)+len(other) == 0
+	})
+	if _, err := e.turns.SubmitTurn(e.ctx, &adminv1.SubmitTurnRequest{Parent: expiring, RequestId: uuid.NewString(), Turn: shell("true")}); stack.AdminReason(err) != "environment_ended" {
+		t.Fatalf("a Turn on the expired session: %v", err)
+	}
+
 	// Deleting a suspended Session leaves nothing.
 	if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: idle, RequestId: uuid.NewString()}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitPhase(idle, adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, time.Minute)
-	for _, n := range []string{name, idle} {
+	for _, n := range []string{name, idle, expiring} {
 		if _, err := e.sessions.DeleteSession(e.ctx, &adminv1.DeleteSessionRequest{Name: n}); err != nil {
 			t.Fatal(err)
 		}
