@@ -344,11 +344,11 @@ func (s *Owner) ClaimCapture(ctx context.Context, id, op uuid.UUID) (Allocation,
 		if err != nil {
 			return err
 		}
-		idle, err := q.SessionIdleSince(ctx, sess.ID)
+		busy, err := q.SessionBusy(ctx, sess.ID)
 		if err != nil {
 			return err
 		}
-		if !idle.Idle || SessionState(sess.State) != SessionActive {
+		if busy || SessionState(sess.State) != SessionActive {
 			if _, err := q.AbortQuiesce(ctx, db.AbortQuiesceParams{ID: id, Operation: &op}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}

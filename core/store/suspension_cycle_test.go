@@ -605,3 +605,23 @@ func TestAdminSuspendAndResume(t *testing.T) {
 		t.Fatalf("arming an idle time after the restore: %v", err)
 	}
 }
+
+// TestAdminSuspendOfASessionThatNeverRanATurn: suspend-now needs no
+// terminal Turn, also at the capture claim.
+func TestAdminSuspendOfASessionThatNeverRanATurn(t *testing.T) {
+	st, ctx, _ := owner(t)
+	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
+	b, _ := storetest.RunningSession(t, st)
+	id := b.Allocation.ID
+	_, err := st.RequestSuspend(ctx, b.Session.ID, uuid.New())
+	must(t, err)
+	op := uuid.New()
+	_, err = st.ArmSuspension(ctx, id, b.Allocation.Revision, op)
+	must(t, err)
+	_, err = st.RecordQuiesceAck(ctx, id, op)
+	must(t, err)
+	if _, err := st.ClaimCapture(ctx, id, op); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	wantPhase(t, st, id, store.PhaseSuspending)
+}

@@ -216,3 +216,55 @@ func TestSuspendedSessionWakesOnATurnWithItsWorkspace(t *testing.T) {
 		return c == 0 && v == 0
 	})
 }
+
+// TestNodeHoldsSuspendedSessionsBeyondMaxActive: a node with max_active 2
+// and max_retained 4 holds 2 running and 4 suspended Sessions (6 in all,
+// where without suspension it held 2); a fifth suspension is refused by
+// max_retained and that Session keeps running, a third running Session is
+// refused by max_active, and waking a suspended Session needs a free
+// active slot.
+func TestNodeHoldsSuspendedSessionsBeyondMaxActive(t *testing.T) {
+	spec := suspendingSpec()
+	spec.MaxActive, spec.MaxRetained = 2, 4
+	e := newEnvSpec(t, spec)
+	var suspended []string
+	for len(suspended) < 4 {
+		name := e.createSession()
+		if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: name, RequestId: uuid.NewString()}); err != nil {
+			t.Fatalf("SuspendSession: %v", err)
+		}
+		e.waitPhase(name, adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, time.Minute)
+		suspended = append(suspended, name)
+	}
+	running := []string{e.createSession(), e.createSession()}
+	_, err := e.sessions.CreateSession(e.ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
+	if stack.AdminReason(err) != "no_ready_node_with_capacity" {
+		t.Fatalf("a third running Session: %v", err)
+	}
+	// The retained slots are full: a requested suspension is armed never,
+	// and the Session keeps running.
+	if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: running[0], RequestId: uuid.NewString()}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	if s := e.session(running[0]); s.GetEnvironment().GetComputePhase() != adminv1.ComputePhase_COMPUTE_PHASE_RUNNING ||
+		!s.GetEnvironment().GetExecutionAdmitted() {
+		t.Fatalf("the fifth suspension: %v", s)
+	}
+	c, _ := stack.Owned(t, e.docker, e.installationID)
+	t.Logf("one node: %d running and %d suspended Sessions under max_active %d and max_retained %d (%d containers incl. snapshot holders)",
+		len(running), len(suspended), spec.MaxActive, spec.MaxRetained, c)
+	// A Turn on a suspended Session waits for an active slot: deleting a
+	// running Session frees one, and the Turn completes.
+	turn := e.submit(suspended[0], shell("echo woke"))
+	time.Sleep(3 * time.Second)
+	if s := e.session(suspended[0]); s.GetEnvironment().GetComputePhase() != adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED {
+		t.Fatalf("woken without an active slot: %v", s)
+	}
+	if _, err := e.sessions.DeleteSession(e.ctx, &adminv1.DeleteSessionRequest{Name: running[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.wait(turn); r.turn.GetState() != adminv1.Turn_STATE_COMPLETED || string(r.stdout) != "woke\n" {
+		t.Fatalf("the Turn after the slot was freed: %v", r)
+	}
+}
