@@ -28,6 +28,16 @@
 //     against the engine alone copying the same volumes' bytes into new
 //     volumes through the same client (a never-started container, the
 //     archive read and write of /home and /environment).
+//   - P8: suspension and wake through Core, with its Runtime, at Core's
+//     defaults (the deployment suspends after a minute idle): P8a
+//     SuspendSession until the Session reports SUSPENDED for a 10 MB
+//     workspace (quiesce, capture, source removed) against P7's engine
+//     copy of the same volumes; P8b a Turn on the suspended Session that
+//     reads the workspace back, submit to result (restore, wake of the
+//     parked Runtime, reconnection, the Turn) against that copy plus P1's
+//     engine start; P8c, a bound, how long after its idle time a Session
+//     left idle is reported SUSPENDED (at most 4 Sessions, idle 3 s
+//     apart).
 //
 // P5, the 1,000-node scale simulator, is test/scale (`make bench-scale`).
 //

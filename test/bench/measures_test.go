@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/moby/moby/client"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox"
@@ -24,8 +25,11 @@ import (
 	"berth.dev/test/internal/stack"
 )
 
-// spec is the deployment of the measured cluster.
-var spec = &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4}
+// spec is the deployment of the measured cluster. It suspends Sessions
+// idle for a minute (the least it accepts), for P8; the other measures
+// never leave a Session idle that long.
+var spec = &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4,
+	Suspension: &adminv1.SuspensionPolicy{Idle: durationpb.New(time.Minute), Retention: durationpb.New(time.Hour)}}
 
 // sampleTimeout bounds one sample of any measure.
 const sampleTimeout = 2 * time.Minute
@@ -415,6 +419,7 @@ func measure(t testing.TB, samples int, defaults bool) []*row {
 		}
 		rows = append(rows, p6)
 	}
+	rows = append(rows, r.suspensionRows(samples)...)
 	return append(rows, checkpointRows(t, samples)...)
 }
 
