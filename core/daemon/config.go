@@ -48,6 +48,12 @@ type Config struct {
 	// before the node's worker abandons it (DefaultCreateAbandonAfter when
 	// 0; lifecycle.Config.CreateAbandonAfter).
 	CreateAbandonAfter time.Duration
+	// QuiesceTimeout is how long an armed suspension waits for the
+	// Runtime's acknowledgement (DefaultQuiesceTimeout when 0).
+	QuiesceTimeout time.Duration
+	// RestoreAbandonAfter is how long a restore's outcome may stay unknown
+	// before it is abandoned (DefaultRestoreAbandonAfter when 0).
+	RestoreAbandonAfter time.Duration
 	// Version is the build version, reported by GetInstallation.
 	Version string
 }
@@ -69,6 +75,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CreateAbandonAfter <= 0 {
 		c.CreateAbandonAfter = DefaultCreateAbandonAfter
+	}
+	if c.QuiesceTimeout <= 0 {
+		c.QuiesceTimeout = DefaultQuiesceTimeout
+	}
+	if c.RestoreAbandonAfter <= 0 {
+		c.RestoreAbandonAfter = DefaultRestoreAbandonAfter
 	}
 	if c.MasterKeyFile == "" {
 		c.MasterKeyFile = filepath.Join(c.StateDir, "master.key")

@@ -124,6 +124,12 @@ func (c *core) checkConfig(context.Context) error {
 	if d := c.cfg.CreateAbandonAfter; d < time.Second || d > 24*time.Hour {
 		return errdefs.Invalid("create_abandon_after", "must be 1s to 24h")
 	}
+	if d := c.cfg.QuiesceTimeout; d < time.Second || d > 24*time.Hour {
+		return errdefs.Invalid("quiesce_timeout", "must be 1s to 24h")
+	}
+	if d := c.cfg.RestoreAbandonAfter; d < time.Second || d > 24*time.Hour {
+		return errdefs.Invalid("restore_abandon_after", "must be 1s to 24h")
+	}
 	return checkLoopback(c.cfg.AdminListen)
 }
 
@@ -272,8 +278,9 @@ func (c *core) setupLifecycle(context.Context) error {
 		Store: c.owned, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
 		ObservePeriod: DefaultObservePeriod, KeepaliveInterval: DefaultComputeKeepalive,
 		CreateAbandonAfter: c.cfg.CreateAbandonAfter,
-		Provider:           func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
-		NotifyEnvironment:  func(id uuid.UUID) { c.turns.Notify(id) },
+		QuiesceTimeout:     c.cfg.QuiesceTimeout, RestoreAbandonAfter: c.cfg.RestoreAbandonAfter,
+		Provider:          func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
+		NotifyEnvironment: func(id uuid.UUID) { c.turns.Notify(id) },
 	})
 	c.group.onStop(coordinator.Close)
 	// A node's worker starts, or passes again, as soon as Core's connection

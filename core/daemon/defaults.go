@@ -64,6 +64,16 @@ const (
 	// lifecycle.DefaultCreateAbandonAfter for why a minute).
 	DefaultCreateAbandonAfter = lifecycle.DefaultCreateAbandonAfter
 
+	// DefaultQuiesceTimeout is how long an armed suspension waits for the
+	// Runtime's acknowledgement before it is aborted (the --quiesce-timeout
+	// flag's default; lifecycle.DefaultQuiesceTimeout says why a minute).
+	DefaultQuiesceTimeout = lifecycle.DefaultQuiesceTimeout
+
+	// DefaultRestoreAbandonAfter is how long a restore's outcome may stay
+	// unknown before it is abandoned and done again into a later
+	// incarnation (the --restore-abandon-after flag's default).
+	DefaultRestoreAbandonAfter = lifecycle.DefaultRestoreAbandonAfter
+
 	// DefaultObservePeriod bounds how long a running Session's compute goes
 	// unobserved, so how long a container stopped or removed from outside
 	// is still reported available: at most this long (10 s, see

@@ -45,7 +45,7 @@ import (
 //     its Runtime from then on) and owes the consumed snapshot to cleanup.
 //     Then RunCommandCompute wakes the parked Runtime (wakeRuntime). An unknown
 //     restore is only observed (ObserveOnly); one unconfirmed for
-//     RestoreTimeout is abandoned (its target owed to cleanup) and the
+//     RestoreAbandonAfter is abandoned (its target owed to cleanup) and the
 //     next restore uses a later incarnation.
 //   - A suspended allocation past its retention deadline (database clock)
 //     is expired: terminal cleanup (store.ExpireRetention), whose Kill
@@ -60,9 +60,9 @@ const (
 	// Runtime's acknowledgement before it is aborted. A connected Runtime
 	// answers within a round trip; a minute covers a reconnection.
 	DefaultQuiesceTimeout = time.Minute
-	// DefaultRestoreTimeout is how long a restore's outcome may stay
+	// DefaultRestoreAbandonAfter is how long a restore's outcome may stay
 	// unknown before it is abandoned (like DefaultCreateAbandonAfter).
-	DefaultRestoreTimeout = time.Minute
+	DefaultRestoreAbandonAfter = time.Minute
 )
 
 // checkpointer returns p's checkpoint operations, or nil.
@@ -81,7 +81,7 @@ func (w *Worker) suspensionPage(ctx context.Context, p sandbox.SandboxProvider) 
 	}
 	work, err := w.cfg.Store.ListSuspensionWorkForNode(ctx, store.SuspensionWorkScan{
 		NodeID: w.node, After: w.suspendAfter, Limit: store.NodePageSize,
-		QuiesceTimeout: w.cfg.QuiesceTimeout, RestoreTimeout: w.cfg.RestoreTimeout,
+		QuiesceTimeout: w.cfg.QuiesceTimeout, RestoreTimeout: w.cfg.RestoreAbandonAfter,
 	})
 	if err != nil {
 		return err
@@ -366,7 +366,7 @@ func (w *Worker) bootstrap(ctx context.Context, a store.Allocation) (runtimeboot
 }
 
 // observeRestore observes a dispatched restore of unknown outcome; one
-// unconfirmed for RestoreTimeout is abandoned.
+// unconfirmed for RestoreAbandonAfter is abandoned.
 func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, overdue bool) error {
 	target, err := a.Compute(cp.Initial)
 	if err != nil {

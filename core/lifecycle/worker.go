@@ -238,9 +238,9 @@ type Config struct {
 	// QuiesceTimeout is how long an armed suspension waits for the
 	// Runtime's acknowledgement (DefaultQuiesceTimeout when 0).
 	QuiesceTimeout time.Duration
-	// RestoreTimeout is how long a restore's outcome may stay unknown
-	// before it is abandoned (DefaultRestoreTimeout when 0).
-	RestoreTimeout time.Duration
+	// RestoreAbandonAfter is how long a restore's outcome may stay unknown
+	// before it is abandoned (DefaultRestoreAbandonAfter when 0).
+	RestoreAbandonAfter time.Duration
 	// NotifyEnvironment, when set, is told of each suspension transition
 	// of an Environment's allocation (Core wakes the Runtime gateway's
 	// connection of the Environment's Session with it).
@@ -270,8 +270,8 @@ func (c Config) withDefaults() Config {
 	if c.QuiesceTimeout <= 0 {
 		c.QuiesceTimeout = DefaultQuiesceTimeout
 	}
-	if c.RestoreTimeout <= 0 {
-		c.RestoreTimeout = DefaultRestoreTimeout
+	if c.RestoreAbandonAfter <= 0 {
+		c.RestoreAbandonAfter = DefaultRestoreAbandonAfter
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

@@ -22,6 +22,7 @@ import (
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
@@ -71,6 +72,9 @@ type options struct {
 	// coreArgs are extra berth-core serve arguments (the last of a flag
 	// given twice wins over the harness's shortened defaults).
 	coreArgs []string
+	// suspend commits a deployment that suspends Sessions idle for a
+	// minute (the least it accepts); the scenarios suspend on request.
+	suspend bool
 }
 
 // node is one node agent of a cluster.
@@ -119,6 +123,9 @@ type cluster struct {
 	// run, whatever its labels, to its id.
 	creates        map[string]int
 	containersSeen map[string]string
+	// queueTimeout is the queue timeout of the workload's Turns
+	// (turnQueueTimeout when 0).
+	queueTimeout time.Duration
 	// st reads the cluster's database directly (db), opened once.
 	st *store.Store
 	mu sync.Mutex
@@ -154,6 +161,9 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}, containersSeen: map[string]string{}, network: "none", spec: spec(o.maxActive)}
+	if o.suspend {
+		c.spec.Suspension = &adminv1.SuspensionPolicy{Idle: durationpb.New(time.Minute), Retention: durationpb.New(time.Hour)}
+	}
 	if o.turns {
 		var gateway string
 		c.coreOpts, gateway = stack.RuntimeGateway(t, cli)
@@ -582,15 +592,29 @@ func (c *cluster) checkCreates() {
 	// all: so at most one of its allocations ever ran.
 	perSession, ran := map[uuid.UUID]int{}, map[uuid.UUID]int{}
 	names := map[string]string{} // resource name -> allocation id
+	bases := map[string]string{} // an allocation's first resource name -> its id
 	for _, a := range all {
 		perSession[a.SessionID]++
 		if a.CreateSettled {
 			ran[a.SessionID]++
 		}
 		name := docker.ResourceName(c.inst, a.Reference())
+		bases[name] = a.ID.String()
 		for _, n := range []string{name, name + "-home", name + "-environment"} {
 			names[n] = a.ID.String()
 		}
+	}
+	// Checkpoint resources (suspension): a later incarnation (<base>-g<n>)
+	// or a snapshot (<base>-s<op>, its capture container, their volumes).
+	// Each name is one incarnation or one operation: created at most once,
+	// so nothing is captured or restored twice.
+	checkpoint := func(n string) (string, bool) {
+		for base, id := range bases {
+			if strings.HasPrefix(n, base+"-g") || strings.HasPrefix(n, base+"-s") {
+				return id, true
+			}
+		}
+		return "", false
 	}
 	for s, k := range perSession {
 		if k > store.MaxCreateAttempts || ran[s] > 1 {
@@ -606,7 +630,12 @@ func (c *cluster) checkCreates() {
 			}
 			continue
 		}
-		if _, ok := names[name]; isContainer && !ok {
+		_, first := names[name]
+		id, ofCheckpoint := checkpoint(strings.TrimPrefix(name, "volume:"))
+		switch {
+		case ofCheckpoint && creates[n] > 1:
+			c.violation("I1", "allocation %s: checkpoint resource %s created %d times (captured or restored twice)", id, n, creates[n])
+		case isContainer && !first && !ofCheckpoint:
 			c.violation("I1", "a container labelled with the installation was created outside any allocation: %s", name)
 		}
 	}

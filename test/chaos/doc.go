@@ -63,6 +63,19 @@
 // the container is stopped for longer than one observation period after
 // the engine is back; volumes and workspace kept).
 //
+// Issue 16's scenarios (suspend_test.go) suspend Sessions that ran a Turn
+// and wake them with Turns, with berth-core SIGKILLed during the quiesce,
+// the capture (on the engine's pause) or the restore (on the restored
+// incarnation's create), the node agent SIGKILLed during the capture or
+// the restore, the Runtimes' path black-holed during the wake, or the
+// restored Runtime killed while parked. I1 then also requires every
+// incarnation and snapshot name of an allocation to be created at most
+// once (nothing captured or restored twice); I4's workspace witness reads
+// each allocation's current workspace (its running incarnation, or the
+// snapshot of a suspended one), so a completed Turn's line must survive
+// the suspension; every Session runs a Turn after the repair (waking it),
+// and cleanup leaves nothing (I2).
+//
 // TestAgentKilledDuringRunCommand drives RunCommand through Core's node
 // proxy to a standalone node agent (Core itself never calls RunCommand:
 // Turns go through the Runtime gateway), and TestTurnsAcrossFaults kills

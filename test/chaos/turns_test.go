@@ -29,12 +29,14 @@ const (
 type submitted struct {
 	name, nonce string
 	at          time.Time
+	// queueTimeout is the Turn's queue timeout.
+	queueTimeout time.Duration
 	// completed is set by checkTurns when Core reports the Turn COMPLETED
 	// (checkWitness then requires both witnesses to have seen it once).
 	completed *bool
 }
 
-func (s submitted) deadline() time.Time { return s.at.Add(turnQueueTimeout + turnTimeout + turnGrace) }
+func (s submitted) deadline() time.Time { return s.at.Add(s.queueTimeout + turnTimeout + turnGrace) }
 
 // turnTally counts the Turns' ends.
 type turnTally struct {
@@ -59,6 +61,10 @@ func (c *cluster) submitTurnSleeping(session string, sleep time.Duration) (submi
 	if c.witness != nil {
 		args = c.witness.script(nonce, sleep)
 	}
+	queue := turnQueueTimeout
+	if c.queueTimeout > 0 {
+		queue = c.queueTimeout
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
 	resp, err := c.turns().SubmitTurn(ctx, &adminv1.SubmitTurnRequest{
@@ -66,14 +72,14 @@ func (c *cluster) submitTurnSleeping(session string, sleep time.Duration) (submi
 		Turn: &adminv1.Turn{
 			Command:      &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: args}}},
 			Timeout:      durationpb.New(turnTimeout),
-			QueueTimeout: durationpb.New(turnQueueTimeout),
+			QueueTimeout: durationpb.New(queue),
 		},
 	})
 	if err != nil {
 		return submitted{}, err
 	}
 	c.run.ops.Add(1)
-	return submitted{name: resp.GetTurn().GetName(), nonce: nonce, at: time.Now(), completed: new(bool)}, nil
+	return submitted{name: resp.GetTurn().GetName(), nonce: nonce, at: time.Now(), queueTimeout: queue, completed: new(bool)}, nil
 }
 
 // checkTurns checks I4 for list: a terminal Turn either completed with its

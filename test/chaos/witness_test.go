@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"berth.dev/sandbox/docker"
 	"berth.dev/test/internal/stack"
 )
 
@@ -78,9 +80,9 @@ func (w *witness) script(nonce string, sleep time.Duration) []string {
 			pause + "printf %s " + nonce}
 }
 
-// workspaceLines reads witnessFile from every container of the
-// installation through the Engine API and counts each nonce's lines, and
-// how many containers had the file.
+// workspaceLines reads witnessFile from the workspace of every
+// allocation of the installation (workspaceHolders) through the Engine
+// API and counts each nonce's lines, and how many containers had the file.
 func (c *cluster) workspaceLines() (lines map[string]int, files int) {
 	c.t.Helper()
 	ctx := context.Background()
@@ -89,7 +91,7 @@ func (c *cluster) workspaceLines() (lines map[string]int, files int) {
 		c.t.Fatalf("list containers: %v", err)
 	}
 	lines = map[string]int{}
-	for _, ct := range list.Items {
+	for _, ct := range workspaceHolders(list.Items) {
 		res, err := c.cli.CopyFromContainer(ctx, ct.ID, client.CopyFromContainerOptions{SourcePath: witnessFile})
 		if err != nil {
 			continue // no Turn ran there, or a tombstone
@@ -145,4 +147,45 @@ func (c *cluster) checkWitness(list []submitted) (host, workspace int) {
 	}
 	c.t.Logf("witnesses: %d of %d Turns reported on the host, %d in their workspaces", host, len(list), workspace)
 	return host, workspace
+}
+
+// workspaceHolders picks, per allocation, the containers whose workspace
+// is the allocation's current one: its running incarnation; else its
+// stopped ones (not tombstones); else, for a suspended allocation, its
+// newest snapshot holder. A consumed snapshot not deleted yet, or an
+// abandoned restore's target, is an older copy of a workspace that runs
+// elsewhere, so it is never read beside it.
+func workspaceHolders(list []container.Summary) []container.Summary {
+	byAllocation := map[string][]container.Summary{}
+	for _, ct := range list {
+		a := ct.Labels[docker.LabelAllocation]
+		byAllocation[a] = append(byAllocation[a], ct)
+	}
+	var out []container.Summary
+	for _, cs := range byAllocation {
+		var holder *container.Summary
+		var incarnations, running []container.Summary
+		for i, ct := range cs {
+			switch {
+			case ct.Labels[docker.LabelTombstone] != "", ct.Labels[docker.LabelSnapshotRole] == "capture":
+			case ct.Labels[docker.LabelSnapshotRole] == "holder":
+				if holder == nil || ct.Created > holder.Created {
+					holder = &cs[i]
+				}
+			case ct.State == container.StateRunning:
+				running = append(running, ct)
+			default:
+				incarnations = append(incarnations, ct)
+			}
+		}
+		switch {
+		case len(running) > 0:
+			out = append(out, running...)
+		case len(incarnations) > 0:
+			out = append(out, incarnations...)
+		case holder != nil:
+			out = append(out, *holder)
+		}
+	}
+	return out
 }

@@ -114,7 +114,8 @@ func StartCoreWith(t testing.TB, dsn, stateDir string, wait bool, o CoreOptions)
 	args := []string{"serve", "--migrate", "--public-url", o.PublicURL,
 		"--state-dir", stateDir, "--admin-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0"}
 	if !o.Defaults {
-		args = append(args, "--lease-ttl", "3s", "--node-interval", "200ms", "--lifecycle-interval", "300ms", "--create-abandon-after", "10s")
+		args = append(args, "--lease-ttl", "3s", "--node-interval", "200ms", "--lifecycle-interval", "300ms", "--create-abandon-after", "10s",
+			"--quiesce-timeout", "10s", "--restore-abandon-after", "10s")
 	}
 	if o.RuntimeListen != "" {
 		args = append(args, "--runtime-listen", o.RuntimeListen)
