@@ -217,68 +217,65 @@ var ErrNoRoom = fmt.Errorf("node has no room: %w", errdefs.ErrFailedPrecondition
 // when the revision moved or the Session is no longer idle enough (a Turn
 // arrived: nothing is armed); ErrNoRoom without a retained slot.
 func (s *Owner) ArmSuspension(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID) (Allocation, error) {
-	const name = "arm suspension"
 	if op == uuid.Nil {
-		return Allocation{}, fmt.Errorf("%s: %w", name, errdefs.Invalid("operation", "must be set"))
+		return Allocation{}, fmt.Errorf("arm suspension: %w", errdefs.Invalid("operation", "must be set"))
 	}
-	var out Allocation
-	err := s.ownedTx(ctx, func(q *db.Queries) error {
-		sess, _, err := lockSessionOf(ctx, q, id)
+	return s.phaseWrite(ctx, "arm suspension", func(q *db.Queries) (db.Allocation, error) {
+		sess, a, g, err := lockAtRevision(ctx, q, id, revision)
 		if err != nil {
-			return err
+			return db.Allocation{}, err
 		}
-		row, err := q.LockAllocation(ctx, id)
-		if err != nil {
-			return err
-		}
-		a := allocationFromRow(row)
-		if a.Revision != revision || SessionState(sess.State) != SessionActive {
-			return fmt.Errorf("allocation moved: %w", errdefs.ErrFenced)
-		}
-		g, err := q.GetDeploymentGeneration(ctx, a.Generation)
-		if err != nil {
-			return err
-		}
-		if !g.SuspensionIdleSeconds.Valid {
-			return fmt.Errorf("the generation has no suspension policy: %w", errdefs.ErrFenced)
+		if SessionState(sess.State) != SessionActive || !g.SuspensionIdleSeconds.Valid {
+			return db.Allocation{}, fmt.Errorf("no suspension: %w", errdefs.ErrFenced)
 		}
 		idleFor := time.Duration(g.SuspensionIdleSeconds.Int64) * time.Second
 		if a.Suspension.RequestedAt != nil {
 			// An admin's suspend-now waits for nothing but the Turns.
 			busy, err := q.SessionBusy(ctx, sess.ID)
 			if err != nil {
-				return err
+				return db.Allocation{}, err
 			}
 			if busy {
-				return fmt.Errorf("a turn is queued or running: %w", errdefs.ErrFenced)
+				return db.Allocation{}, fmt.Errorf("a turn is queued or running: %w", errdefs.ErrFenced)
 			}
 		} else {
 			idle, err := q.SessionIdleSince(ctx, sess.ID)
 			if err != nil {
-				return err
+				return db.Allocation{}, err
 			}
 			if !(Idleness{Idle: idle.Idle, Since: idle.IdleSince, ReadAt: idle.ReadAt}).IdleFor(idleFor) {
-				return fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
+				return db.Allocation{}, fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
 			}
 		}
 		room, err := q.NodeRetainedRoom(ctx, db.NodeRetainedRoomParams{NodeID: a.NodeID, MaxRetained: int64(g.MaxRetained)})
 		if err != nil {
-			return err
+			return db.Allocation{}, err
 		}
 		if !room {
-			return ErrNoRoom
+			return db.Allocation{}, ErrNoRoom
 		}
-		row, err = q.ArmSuspension(ctx, db.ArmSuspensionParams{ID: id, Revision: revision, Operation: &op, QuietSeconds: seconds(idleFor)})
-		if err != nil {
-			return noRowFenced(err)
-		}
-		out = allocationFromRow(row)
-		return nil
+		return q.ArmSuspension(ctx, db.ArmSuspensionParams{ID: id, Revision: revision, Operation: &op, QuietSeconds: seconds(idleFor)})
 	})
+}
+
+// lockAtRevision takes the Session lock, then allocation id's row lock,
+// in the order of every terminal cleanup, and reads its generation;
+// ErrFenced unless the allocation is at revision.
+func lockAtRevision(ctx context.Context, q *db.Queries, id uuid.UUID, revision int64) (db.Session, Allocation, db.DeploymentGeneration, error) {
+	sess, _, err := lockSessionOf(ctx, q, id)
 	if err != nil {
-		return Allocation{}, wrap(name, err)
+		return db.Session{}, Allocation{}, db.DeploymentGeneration{}, err
 	}
-	return out, nil
+	row, err := q.LockAllocation(ctx, id)
+	if err != nil {
+		return db.Session{}, Allocation{}, db.DeploymentGeneration{}, err
+	}
+	a := allocationFromRow(row)
+	if a.Revision != revision {
+		return db.Session{}, Allocation{}, db.DeploymentGeneration{}, fmt.Errorf("allocation moved: %w", errdefs.ErrFenced)
+	}
+	g, err := q.GetDeploymentGeneration(ctx, a.Generation)
+	return sess, a, g, err
 }
 
 // noRowFenced turns a compare-and-swap that matched no row into ErrFenced.
@@ -412,46 +409,24 @@ func (s *Owner) RollBackCapture(ctx context.Context, id, op uuid.UUID, computeID
 // one; ErrFenced when the revision moved, the allocation is not suspended
 // any more (deletion, revocation) or its retention passed.
 func (s *Owner) ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID, target sandbox.Compute) (Allocation, error) {
-	const name = "arm restore"
 	if op == uuid.Nil || target.Name == "" || target.Generation < 2 {
-		return Allocation{}, fmt.Errorf("%s: %w", name, errdefs.Invalid("target", "must name a later incarnation"))
+		return Allocation{}, fmt.Errorf("arm restore: %w", errdefs.Invalid("target", "must name a later incarnation"))
 	}
-	var out Allocation
-	err := s.ownedTx(ctx, func(q *db.Queries) error {
-		if _, _, err := lockSessionOf(ctx, q, id); err != nil {
-			return err
-		}
-		row, err := q.LockAllocation(ctx, id)
+	return s.phaseWrite(ctx, "arm restore", func(q *db.Queries) (db.Allocation, error) {
+		_, a, g, err := lockAtRevision(ctx, q, id, revision)
 		if err != nil {
-			return err
-		}
-		a := allocationFromRow(row)
-		if a.Revision != revision {
-			return fmt.Errorf("allocation moved: %w", errdefs.ErrFenced)
-		}
-		g, err := q.GetDeploymentGeneration(ctx, a.Generation)
-		if err != nil {
-			return err
+			return db.Allocation{}, err
 		}
 		room, err := q.NodeActiveRoom(ctx, db.NodeActiveRoomParams{NodeID: a.NodeID, MaxActive: int64(g.MaxActive)})
 		if err != nil {
-			return err
+			return db.Allocation{}, err
 		}
 		if !room {
-			return ErrNoRoom
+			return db.Allocation{}, ErrNoRoom
 		}
-		row, err = q.ArmRestore(ctx, db.ArmRestoreParams{ID: id, Revision: revision, Operation: &op,
+		return q.ArmRestore(ctx, db.ArmRestoreParams{ID: id, Revision: revision, Operation: &op,
 			ComputeGeneration: int64(target.Generation), ComputeName: pgtype.Text{String: target.Name, Valid: true}})
-		if err != nil {
-			return noRowFenced(err)
-		}
-		out = allocationFromRow(row)
-		return nil
 	})
-	if err != nil {
-		return Allocation{}, wrap(name, err)
-	}
-	return out, nil
 }
 
 // ClaimRestore consumes the restore receipt of operation op, once. Only a
