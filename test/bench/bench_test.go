@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { stack.Main(m) }
 
 // BenchmarkBerth runs P1-P4, P7 and P8a-b BERTH_BENCH_SAMPLES times each (default 20),
-// P8c at most 4 times and
+// P8c at most 10 times and
 // P6 at most 5 times per fault against a berth-core at its default
 // settings, prints the table and
 // writes it as JSON to BERTH_BENCH_JSON (default .run/bench.json in the

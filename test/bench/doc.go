@@ -36,7 +36,7 @@
 //     reads the workspace back, submit to result (restore, wake of the
 //     parked Runtime, reconnection, the Turn) against that copy plus P1's
 //     engine start; P8c, a bound, how long after its idle time a Session
-//     left idle is reported SUSPENDED (at most 4 Sessions, idle 3 s
+//     left idle is reported SUSPENDED (at most 10 Sessions, idle 3 s
 //     apart).
 //
 // P5, the 1,000-node scale simulator, is test/scale (`make bench-scale`).

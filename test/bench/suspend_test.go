@@ -56,9 +56,9 @@ func (r *rig) suspensionRows(samples int) []*row {
 	return []*row{p8a, p8b, r.idleRow(min(samples, idleSamples))}
 }
 
-// idleSamples caps P8c's Sessions: they are idle at once, on the rig's
-// nodes' max_active slots.
-const idleSamples = 4
+// idleSamples caps P8c's Sessions: they are idle at once, spread over the
+// rig's nodes' max_active slots.
+const idleSamples = 10
 
 // idleStagger separates the P8c Sessions' last Turns, so that their
 // captures do not queue behind each other on one node's serial worker.
