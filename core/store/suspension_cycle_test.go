@@ -625,3 +625,29 @@ func TestAdminSuspendOfASessionThatNeverRanATurn(t *testing.T) {
 	}
 	wantPhase(t, st, id, store.PhaseSuspending)
 }
+
+// TestNodeWithOnlySnapshotsStillHolds: a node whose only Environment is
+// suspended holds nothing actively but still holds it (its snapshot), so
+// node removal stays refused until the Session is deleted and released.
+func TestNodeWithOnlySnapshotsStillHolds(t *testing.T) {
+	st, ctx, epoch := owner(t)
+	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
+	s := idleSession(t, st, epoch)
+	node := s.b.Allocation.NodeID
+	suspended, _ := suspend(t, st, s)
+	wantLoad(t, st, node, 0, 1)
+	if holds, err := st.NodeHolds(ctx, node); err != nil || !holds {
+		t.Fatalf("node holds %v (%v) with a snapshot on it", holds, err)
+	}
+	_, err := st.RequestSessionDeletion(ctx, s.b.Session.ID)
+	must(t, err)
+	a, err := st.GetAllocation(ctx, suspended.ID)
+	must(t, err)
+	_, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	_, err = st.Release(ctx, a.ID)
+	must(t, err)
+	if holds, err := st.NodeHolds(ctx, node); err != nil || holds {
+		t.Fatalf("node holds %v (%v) after the release", holds, err)
+	}
+}
