@@ -251,9 +251,19 @@ func TestNodeHoldsSuspendedSessionsBeyondMaxActive(t *testing.T) {
 		!s.GetEnvironment().GetExecutionAdmitted() {
 		t.Fatalf("the fifth suspension: %v", s)
 	}
-	c, _ := stack.Owned(t, e.docker, e.installationID)
-	t.Logf("one node: %d running and %d suspended Sessions under max_active %d and max_retained %d (%d containers incl. snapshot holders)",
-		len(running), len(suspended), spec.MaxActive, spec.MaxRetained, c)
+	// The engine agrees: two running containers and four snapshot holders,
+	// nothing else of the installation.
+	var up, holders, rest int
+	for _, a := range append(append([]string{}, running...), suspended...) {
+		r, h, o := e.allocationContainers(e.session(a).GetAllocation())
+		up, holders, rest = up+len(r), holders+len(h), rest+len(o)
+	}
+	if c, _ := stack.Owned(t, e.docker, e.installationID); up != 2 || holders != 4 || rest != 0 || c != up+holders {
+		t.Fatalf("engine: %d running, %d snapshot holders, %d other containers of the Sessions, %d of the installation; want 2, 4, 0, 6",
+			up, holders, rest, c)
+	}
+	t.Logf("one node: %d running and %d suspended Sessions under max_active %d and max_retained %d",
+		len(running), len(suspended), spec.MaxActive, spec.MaxRetained)
 	// A Turn on a suspended Session waits for an active slot: deleting a
 	// running Session frees one, and the Turn completes.
 	turn := e.submit(suspended[0], shell("echo woke"))
