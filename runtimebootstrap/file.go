@@ -28,10 +28,19 @@ const Path = "/home/runtime/runtime-bootstrap.json"
 // BinaryPath is where a Runtime image installs berth-runtime.
 const BinaryPath = "/usr/local/bin/berth-runtime"
 
+// The exit codes of WakeCommand besides 0 (signalled).
+const (
+	// WakeNotParked: no Runtime is parked (it woke already, or never
+	// parked).
+	WakeNotParked = 4
+	// WakeGone: the parked Runtime's process is gone.
+	WakeGone = 5
+)
+
 // WakeCommand is the command Core runs inside a restored incarnation
 // (RunCommandCompute) to wake its parked Runtime: it signals only the
-// exact parked process (PID and start time) and exits 0, 4 when no
-// Runtime is parked, 5 when the parked process is gone.
+// exact parked process (PID and start time) and exits 0, WakeNotParked
+// or WakeGone.
 func WakeCommand() []string {
 	return []string{BinaryPath, "wake", "--bootstrap-file", Path}
 }

@@ -293,9 +293,6 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 			if err := c.housekeeping(ctx); err != nil {
 				return err
 			}
-			if err := c.suspension(ctx); err != nil {
-				return err
-			}
 		}
 		if err := c.dispatch(ctx, woken); err != nil {
 			return err
@@ -449,7 +446,7 @@ func (c *conn) sendCancel() error {
 }
 
 // housekeeping runs on every keepalive tick: keepalive, liveness,
-// revocation and the timeout backstop.
+// revocation, the compute phase (suspend.go) and the timeout backstop.
 func (c *conn) housekeeping(ctx context.Context) error {
 	if time.Since(c.lastAnswer) > missedKeepalives*c.g.cfg.Keepalive {
 		c.log.Warn("runtime stopped answering")
@@ -472,6 +469,13 @@ func (c *conn) housekeeping(ctx context.Context) error {
 	if sess.Session.State != store.SessionActive || sess.Allocation.ID != c.grant.Connection.AllocationID ||
 		sess.Allocation.DeviceRevokedAt != nil {
 		if done, err := c.drainRevoked(ctx, now); done || err != nil {
+			return err
+		}
+	}
+	// The compute phase, from the same read: a missed wake of the
+	// lifecycle worker's announcement costs at most one tick.
+	if sess.Allocation.ID == c.grant.Connection.AllocationID {
+		if err := c.followPhase(sess.Allocation); err != nil {
 			return err
 		}
 	}

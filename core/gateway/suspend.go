@@ -13,7 +13,8 @@ import (
 	"berth.dev/core/store"
 )
 
-// suspension delivers the quiesce of an armed suspension (the lifecycle
+// suspension (at the connection's start and on the lifecycle worker's
+// announcement) delivers the quiesce of an armed suspension (the lifecycle
 // worker armed it: store.ArmSuspension) to the connection's Runtime, once
 // per operation and connection, and only while no Turn runs on it (none
 // is claimed once the suspension is armed). A suspension that ended since
@@ -25,6 +26,12 @@ func (c *conn) suspension(ctx context.Context) error {
 	if err != nil {
 		return c.storeErr("read allocation", err)
 	}
+	return c.followPhase(a)
+}
+
+// followPhase is suspension with the connection's allocation as read
+// (housekeeping passes the one its Session read holds).
+func (c *conn) followPhase(a store.Allocation) error {
 	switch a.ComputePhase {
 	case store.PhaseQuiescing:
 		op := *a.Suspension.Operation

@@ -347,9 +347,10 @@ func (w *Worker) resume(ctx context.Context, cp sandbox.CheckpointProvider, a st
 	return w.settleRestore(ctx, cp, a, op, res.Compute)
 }
 
-// bootstrap builds a's Runtime bootstrap file from its sealed credential
-// (the same device and credential: the restored Runtime authenticates as
-// the Create's did).
+// bootstrap builds a's Runtime bootstrap file from its sealed credential,
+// for its Create and for every restore (the same device and credential:
+// a restored Runtime authenticates as the Create's did). The credential
+// never reaches a log or an error.
 func (w *Worker) bootstrap(ctx context.Context, a store.Allocation) (runtimebootstrap.File, error) {
 	sealed, err := w.cfg.Store.GetAllocationCredential(ctx, a.ID)
 	if err != nil {
@@ -426,8 +427,8 @@ func (w *Worker) wakeRuntime(ctx context.Context, cp sandbox.CheckpointProvider,
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	res, err := cp.RunCommandCompute(callCtx, c, sandbox.Command{Args: runtimebootstrap.WakeCommand()})
 	cancel()
-	// Exit 4: no Runtime is parked (it woke already, or never parked).
-	if err != nil || (res.ExitCode != 0 && res.ExitCode != 4) {
+	// WakeNotParked: it woke already, or never parked.
+	if err != nil || (res.ExitCode != 0 && res.ExitCode != runtimebootstrap.WakeNotParked) {
 		w.cfg.Log.Info("lifecycle wake not confirmed", "node", w.node, "allocation", a.ID, "exit_code", res.ExitCode, "error", err)
 	}
 	w.notify(a)

@@ -144,7 +144,6 @@ import (
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
-	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 )
@@ -432,26 +431,13 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 	if err != nil {
 		return err
 	}
-	sealed, err := w.cfg.Store.GetAllocationCredential(ctx, a.ID)
+	// Everything that can fail before Create is done before the claim, so
+	// a claimed receipt is always followed by the one Create.
+	bootstrap, err := w.bootstrap(ctx, a)
 	if err != nil {
 		return err
 	}
-	// Everything that can fail before Create is done before the claim, so
-	// a claimed receipt is always followed by the one Create.
-	raw, err := w.cfg.Key.Open(sealed.Nonce, sealed.Ciphertext, secrets.DeviceCredential(w.cfg.Installation.ID, a.ID))
-	if err != nil {
-		return errors.New("open device credential failed")
-	}
-	req := sandbox.CreateRequest{
-		Reference: a.Reference(),
-		Resources: gen.Specification.Resources,
-		Bootstrap: runtimebootstrap.File{
-			Version:    runtimebootstrap.Version,
-			CoreURL:    w.cfg.Installation.PublicURL,
-			DeviceID:   a.DeviceID.String(),
-			Credential: runtimebootstrap.NewSecret(string(raw)),
-		},
-	}
+	req := sandbox.CreateRequest{Reference: a.Reference(), Resources: gen.Specification.Resources, Bootstrap: bootstrap}
 	if err := req.Validate(); err != nil {
 		return err
 	}

@@ -251,13 +251,19 @@ func (r *rig) removeBaseline(refs []sandbox.Reference) {
 // turnTrue is P2's Berth side: SubmitTurn of `true`, its output stream to
 // the end, and GetTurn's result.
 func (r *rig) turnTrue(session string) time.Duration {
+	_, d := r.runTurn(session, &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: []string{"true"}}}})
+	return d
+}
+
+// runTurn submits a Turn, streams its output to the end and reads its
+// result, which must be COMPLETED with exit code 0; it returns the
+// standard output and the time all of that took.
+func (r *rig) runTurn(session string, cmd *adminv1.Command) (string, time.Duration) {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(r.ctx, sampleTimeout)
 	defer cancel()
 	start := time.Now()
-	sub, err := r.turns.SubmitTurn(ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: &adminv1.Turn{
-		Command: &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: []string{"true"}}}},
-	}})
+	sub, err := r.turns.SubmitTurn(ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: &adminv1.Turn{Command: cmd}})
 	if err != nil {
 		r.t.Fatalf("SubmitTurn: %v", err)
 	}
@@ -266,11 +272,16 @@ func (r *rig) turnTrue(session string) time.Duration {
 	if err != nil {
 		r.t.Fatalf("StreamTurnOutput: %v", err)
 	}
+	var out strings.Builder
 	for {
-		if _, err := st.Recv(); errors.Is(err, io.EOF) {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			r.t.Fatalf("StreamTurnOutput: %v", err)
+		}
+		if m.GetStream() == adminv1.OutputStream_OUTPUT_STREAM_STDOUT {
+			out.Write(m.GetData())
 		}
 	}
 	got, err := r.turns.GetTurn(ctx, &adminv1.GetTurnRequest{Name: name})
@@ -281,7 +292,7 @@ func (r *rig) turnTrue(session string) time.Duration {
 	if got.GetTurn().GetState() != adminv1.Turn_STATE_COMPLETED || got.GetTurn().GetExitCode() != 0 {
 		r.t.Fatalf("turn: %v", got.GetTurn())
 	}
-	return d
+	return out.String(), d
 }
 
 // sessionContainer is the engine's id of a Session's container.

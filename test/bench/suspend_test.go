@@ -1,10 +1,7 @@
 package bench
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -144,41 +141,10 @@ func (r *rig) snapshotHolder(session string) string {
 	return cs.Items[0].ID
 }
 
-// runShell runs a shell Turn to its end and returns its standard output;
-// it must complete with exit code 0.
+// runShell runs a shell Turn to its end (runTurn) and returns its
+// standard output.
 func (r *rig) runShell(session, script string) string {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(r.ctx, sampleTimeout)
-	defer cancel()
-	sub, err := r.turns.SubmitTurn(ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(), Turn: &adminv1.Turn{
-		Command: &adminv1.Command{Program: &adminv1.Command_ShellScript{ShellScript: script}},
-	}})
-	if err != nil {
-		r.t.Fatalf("SubmitTurn: %v", err)
-	}
-	name := sub.GetTurn().GetName()
-	st, err := r.turns.StreamTurnOutput(ctx, &adminv1.StreamTurnOutputRequest{Name: name})
-	if err != nil {
-		r.t.Fatalf("StreamTurnOutput: %v", err)
-	}
-	var out strings.Builder
-	for {
-		m, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			r.t.Fatalf("StreamTurnOutput: %v", err)
-		}
-		if m.GetStream() == adminv1.OutputStream_OUTPUT_STREAM_STDOUT {
-			out.Write(m.GetData())
-		}
-	}
-	got, err := r.turns.GetTurn(ctx, &adminv1.GetTurnRequest{Name: name})
-	if err != nil {
-		r.t.Fatalf("GetTurn: %v", err)
-	}
-	if got.GetTurn().GetState() != adminv1.Turn_STATE_COMPLETED || got.GetTurn().GetExitCode() != 0 {
-		r.t.Fatalf("turn %q: %v", script, got.GetTurn())
-	}
-	return out.String()
+	out, _ := r.runTurn(session, &adminv1.Command{Program: &adminv1.Command_ShellScript{ShellScript: script}})
+	return out
 }

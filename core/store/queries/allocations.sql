@@ -200,18 +200,19 @@ SELECT EXISTS (
 -- last suspension attempt that ended without a snapshot are that old too;
 -- or whose suspension an admin requested (SuspendSession), with nothing
 -- queued or running. The node filter applies before the limit.
-SELECT sqlc.embed(a), coalesce(session_idle_since(s.id), now())::timestamptz AS idle_since
+SELECT sqlc.embed(a), coalesce(i.since, now())::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
 JOIN deployment_generations g ON g.generation = a.generation
+CROSS JOIN LATERAL (SELECT session_idle_since(s.id) AS since) i
 WHERE a.node_id = @node_id AND a.state = 'running' AND a.create_settled AND a.id > @after
   AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL
   AND ((a.suspend_requested_at IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.state IN ('queued', 'running')))
-       OR (session_idle_since(s.id) <= now() - g.suspension_idle_seconds * interval '1 second'
+       OR (i.since <= now() - g.suspension_idle_seconds * interval '1 second'
            AND (a.restored_at IS NULL OR a.restored_at <= now() - g.suspension_idle_seconds * interval '1 second')
            AND (a.suspension_aborted_at IS NULL
                 OR a.suspension_aborted_at <= now() - g.suspension_idle_seconds * interval '1 second')))

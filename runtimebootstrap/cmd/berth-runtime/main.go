@@ -70,8 +70,8 @@ const (
 	exitInvalid    = 1 // the bootstrap file is missing, unreadable, too open or invalid
 	exitUsage      = 2
 	exitStopped    = 3 // Core ended the connection with a stop-for-good reason
-	exitNotParked  = 4 // wake: no parked Runtime
-	exitGone       = 5 // wake: the parked Runtime's process is gone
+	exitNotParked  = runtimebootstrap.WakeNotParked
+	exitGone       = runtimebootstrap.WakeGone
 	exitPark       = 6 // the park marker or wake file failed
 	defaultProfile = "default"
 )
