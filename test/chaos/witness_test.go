@@ -20,8 +20,12 @@ import (
 	"berth.dev/test/internal/stack"
 )
 
-// witnessFile is the workspace file each Turn appends its nonce to.
-const witnessFile = "/workspace/chaos-witness.log"
+// witnessName is the workspace file each Turn appends its nonce to, at
+// witnessFile in the sandbox.
+const (
+	witnessName = "chaos-witness.log"
+	witnessFile = docker.WorkspacePath + "/" + witnessName
+)
 
 // witness counts Turn executions by their side effects, independently of
 // what Berth reports: each Turn fetches /w/<nonce> from this host-side
@@ -92,7 +96,13 @@ func (c *cluster) workspaceLines() (lines map[string]int, files int) {
 	}
 	lines = map[string]int{}
 	for _, ct := range workspaceHolders(list.Items) {
-		res, err := c.cli.CopyFromContainer(ctx, ct.ID, client.CopyFromContainerOptions{SourcePath: witnessFile})
+		// A snapshot holder mounts the environment volume whole, not its
+		// workspace subdirectory at /workspace.
+		path := witnessFile
+		if ct.Labels[docker.LabelSnapshotRole] == "holder" {
+			path = docker.EnvironmentPath + "/" + docker.WorkspaceSubpath + "/" + witnessName
+		}
+		res, err := c.cli.CopyFromContainer(ctx, ct.ID, client.CopyFromContainerOptions{SourcePath: path})
 		if err != nil {
 			continue // no Turn ran there, or a tombstone
 		}
