@@ -17,7 +17,7 @@ import (
 func (s *Server) Initial(ctx context.Context, req *pb.InitialRequest) (*pb.InitialResponse, error) {
 	return forward(ctx, sandbox.OpInitial,
 		func() (sandbox.Reference, error) { return nodewire.ReferenceFromWire(req.GetReference()) },
-		s.agent.Initial,
+		agent(ctx).Initial,
 		func(c sandbox.Compute) (*pb.InitialResponse, error) {
 			return &pb.InitialResponse{Compute: nodewire.ComputeToWire(c)}, nil
 		})
@@ -27,7 +27,7 @@ func (s *Server) Initial(ctx context.Context, req *pb.InitialRequest) (*pb.Initi
 func (s *Server) NewCompute(ctx context.Context, req *pb.NewComputeRequest) (*pb.NewComputeResponse, error) {
 	return forward(ctx, sandbox.OpNewCompute,
 		func() (sandbox.Compute, error) { return nodewire.NewComputeRequestFromWire(req) },
-		s.agent.NewCompute,
+		agent(ctx).NewCompute,
 		func(c sandbox.Compute) (*pb.NewComputeResponse, error) {
 			return &pb.NewComputeResponse{Compute: nodewire.ComputeToWire(c)}, nil
 		})
@@ -37,7 +37,7 @@ func (s *Server) NewCompute(ctx context.Context, req *pb.NewComputeRequest) (*pb
 func (s *Server) GetCompute(ctx context.Context, req *pb.GetComputeRequest) (*pb.GetComputeResponse, error) {
 	return forward(ctx, sandbox.OpGetCompute,
 		func() (sandbox.Compute, error) { return nodewire.ComputeFromWire(req.GetCompute()) },
-		s.agent.GetCompute,
+		agent(ctx).GetCompute,
 		func(info sandbox.ComputeInfo) (*pb.GetComputeResponse, error) {
 			out, err := nodewire.ComputeInfoToWire(info)
 			return &pb.GetComputeResponse{Info: out}, err
@@ -48,21 +48,21 @@ func (s *Server) GetCompute(ctx context.Context, req *pb.GetComputeRequest) (*pb
 func (s *Server) Suspend(ctx context.Context, req *pb.SuspendRequest) (*pb.SuspendResponse, error) {
 	return forward(ctx, sandbox.OpSuspend,
 		func() (sandbox.SuspendRequest, error) { return nodewire.SuspendRequestFromWire(req) },
-		s.agent.Suspend, nodewire.SuspendResultToWire)
+		agent(ctx).Suspend, nodewire.SuspendResultToWire)
 }
 
 // Resume forwards Resume.
 func (s *Server) Resume(ctx context.Context, req *pb.ResumeRequest) (*pb.ResumeResponse, error) {
 	return forward(ctx, sandbox.OpResume,
 		func() (sandbox.ResumeRequest, error) { return nodewire.ResumeRequestFromWire(req) },
-		s.agent.Resume, nodewire.ResumeResultToWire)
+		agent(ctx).Resume, nodewire.ResumeResultToWire)
 }
 
 // ResumeCompute forwards ResumeCompute.
 func (s *Server) ResumeCompute(ctx context.Context, req *pb.ResumeComputeRequest) (*pb.ResumeComputeResponse, error) {
 	return forward(ctx, sandbox.OpResumeCompute,
 		func() (sandbox.Compute, error) { return nodewire.ComputeFromWire(req.GetCompute()) },
-		s.agent.ResumeCompute,
+		agent(ctx).ResumeCompute,
 		func(info sandbox.ComputeInfo) (*pb.ResumeComputeResponse, error) {
 			out, err := nodewire.ComputeInfoToWire(info)
 			return &pb.ResumeComputeResponse{Info: out}, err
@@ -75,7 +75,7 @@ func (s *Server) KillCompute(ctx context.Context, req *pb.KillComputeRequest) (*
 	if err != nil {
 		return nil, fail(sandbox.OpKillCompute, err)
 	}
-	if err := s.agent.KillCompute(ctx, c); err != nil {
+	if err := agent(ctx).KillCompute(ctx, c); err != nil {
 		return nil, fail(sandbox.OpKillCompute, err)
 	}
 	return &pb.KillComputeResponse{}, nil
@@ -91,7 +91,7 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *pb.DeleteSnapshotReque
 	if err != nil {
 		return nil, fail(sandbox.OpDeleteSnapshot, err)
 	}
-	if err := s.agent.DeleteSnapshot(ctx, ref, snap); err != nil {
+	if err := agent(ctx).DeleteSnapshot(ctx, ref, snap); err != nil {
 		return nil, fail(sandbox.OpDeleteSnapshot, err)
 	}
 	return &pb.DeleteSnapshotResponse{}, nil
@@ -107,7 +107,7 @@ func (s *Server) RunCommandCompute(ctx context.Context, req *pb.RunCommandComput
 	if err != nil {
 		return nil, fail(sandbox.OpRunCommandCompute, err)
 	}
-	res, err := s.agent.RunCommandCompute(ctx, c, cmd)
+	res, err := agent(ctx).RunCommandCompute(ctx, c, cmd)
 	if err != nil {
 		return nil, fail(sandbox.OpRunCommandCompute, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/strictjson"
 )
@@ -23,8 +22,11 @@ type Config struct {
 	// Node is the adapter's node-local configuration, decoded strictly by
 	// the adapter.
 	Node json.RawMessage `json:"node"`
-	// Generation is the deployment generation this node serves.
-	Generation GenerationConfig `json:"generation"`
+	// Generation is refused when present: the generations a node serves
+	// come from Core over the node protocol (ServeGenerations), never
+	// from the node's file. A file written for an older node agent
+	// fails with a message that says so instead of serving a stale one.
+	Generation json.RawMessage `json:"generation,omitempty"`
 	// HealthInterval is the period of health reports, a Go duration such
 	// as "10s" (DefaultHealthInterval when empty).
 	HealthInterval string `json:"health_interval,omitempty"`
@@ -85,51 +87,6 @@ func (c CapacityConfig) Validate() error {
 	return nil
 }
 
-// GenerationConfig is the deployment generation the adapter is built for.
-// Until Core distributes generations over the node protocol, the operator
-// writes it into the node's configuration.
-type GenerationConfig struct {
-	Number         uint64          `json:"number"`
-	InstallationID string          `json:"installation_id"`
-	Specification  SpecConfig      `json:"specification"`
-	Deployment     json.RawMessage `json:"deployment,omitempty"`
-}
-
-// SpecConfig is the deployment specification in the configuration file.
-type SpecConfig struct {
-	CPUMillis   int64 `json:"cpu_millis"`
-	MemoryBytes int64 `json:"memory_bytes"`
-	DiskBytes   int64 `json:"disk_bytes"`
-	MaxActive   int32 `json:"max_active"`
-	MaxRetained int32 `json:"max_retained"`
-	// Suspension is the committed suspension policy, when the deployment
-	// has one (it is part of the generation's digest).
-	Suspension *SuspensionConfig `json:"suspension,omitempty"`
-}
-
-// SuspensionConfig is a suspension policy in whole seconds, as the
-// deployment commits it.
-type SuspensionConfig struct {
-	IdleSeconds      int64 `json:"idle_seconds"`
-	RetentionSeconds int64 `json:"retention_seconds"`
-}
-
-// Specification converts to the contract type.
-func (s SpecConfig) Specification() sandbox.Specification {
-	spec := sandbox.Specification{
-		Resources:   sandbox.Resources{CPUMillis: s.CPUMillis, MemoryBytes: s.MemoryBytes, DiskBytes: s.DiskBytes},
-		MaxActive:   s.MaxActive,
-		MaxRetained: s.MaxRetained,
-	}
-	if s.Suspension != nil {
-		spec.Suspension = sandbox.SuspensionPolicy{
-			Idle:      time.Duration(s.Suspension.IdleSeconds) * time.Second,
-			Retention: time.Duration(s.Suspension.RetentionSeconds) * time.Second,
-		}
-	}
-	return spec
-}
-
 // Interval returns the health report period.
 func (c Config) Interval() time.Duration {
 	d, err := time.ParseDuration(c.HealthInterval)
@@ -172,19 +129,13 @@ func (c Config) Validate() error {
 	if len(c.Node) == 0 {
 		return errdefs.Invalid("config.node", "required")
 	}
-	if c.Generation.Number == 0 {
-		return errdefs.Invalid("config.generation.number", "must be positive")
-	}
-	if !sandbox.CanonicalUUID(c.Generation.InstallationID) {
-		return errdefs.Invalid("config.generation.installation_id", "must be a canonical UUID")
+	if c.Generation != nil {
+		return errdefs.Invalid("config.generation", "generations come from Core over the node protocol: remove this block")
 	}
 	if c.HealthInterval != "" {
 		if d, err := time.ParseDuration(c.HealthInterval); err != nil || d < 100*time.Millisecond || d > time.Minute {
 			return errdefs.Invalid("config.health_interval", "must be a duration between 100ms and 1m")
 		}
 	}
-	if err := c.Capacity.Validate(); err != nil {
-		return err
-	}
-	return c.Generation.Specification.Specification().Validate()
+	return c.Capacity.Validate()
 }

@@ -28,16 +28,27 @@
 // every health report carry cpu_millis = (host - reserve) x factor,
 // memory_bytes = MemTotal - reserve and disk_free_bytes = free - reserve,
 // each at least 0. Disk is measured on the engine's data root (the Docker
-// engine's DockerRootDir) when the agent can see that directory, else on
-// the state directory, and the agent logs the diagnostic
+// engine's DockerRootDir, named by the first generation's adapter: before
+// Core publishes a generation, on the state directory) when the agent can
+// see that directory, else on the state directory, and the agent logs the diagnostic
 // disk_data_root_not_visible (at start and at each change, never failing):
 // an agent in a container should mount the data root at the same path.
 //
 // Rules:
+//   - The node serves the deployment generations Core publishes
+//     (ServeGenerations, generations.go), never one from its file: one
+//     adapter per generation, built through the registration table with
+//     its own generations/<number> state directory, probed for every
+//     health report. A generation left out of a publication stops being
+//     served and is closed once its calls have finished. A start serves
+//     nothing until Core publishes; the file keeps only the host's own
+//     settings (state directory, listen address, provider kind and the
+//     adapter's node section, capacity).
 //   - Every call is checked before the adapter is touched: exact protocol
 //     version, the current connection id, an owner epoch no lower than the
-//     highest ever seen (persisted in the state directory), and the
-//     deployment generation. A failed check never reaches the adapter.
+//     highest ever seen (persisted in the state directory), and a
+//     generation the node serves (it is routed to that generation's
+//     adapter). A failed check never reaches the adapter.
 //   - Operations that the adapter's declaration marks unsupported are
 //     answered with the typed unsupported error before the adapter.
 //   - Operations on one allocation run one at a time; each runs on a

@@ -133,12 +133,24 @@ const DiagnosticDataRootNotVisible = "disk_data_root_not_visible"
 // visibility changes. Measuring never fails.
 type CapacityMeter struct {
 	policy   CapacityPolicy
-	dataRoot string
 	stateDir string
 	log      *slog.Logger
 
 	mu       sync.Mutex
+	dataRoot string
 	fellBack bool // the latest measure fell back to the state directory
+}
+
+// SetDataRoot names the backend's data root when none is named yet (the
+// node agent learns it from the first generation's adapter; every
+// generation of a node uses the same engine). An empty dir changes
+// nothing.
+func (m *CapacityMeter) SetDataRoot(dir string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dataRoot == "" && dir != "" {
+		m.dataRoot = dir
+	}
 }
 
 // NewCapacityMeter returns the meter for policy. dataRoot is the backend's
@@ -163,27 +175,34 @@ func (m *CapacityMeter) Measure() Capacity {
 func (m *CapacityMeter) DiskDir() (dir string, dataRoot bool) { return m.diskDir() }
 
 func (m *CapacityMeter) diskDir() (string, bool) {
-	if m.dataRoot == "" {
+	root := m.root()
+	if root == "" {
 		return m.stateDir, false
 	}
-	if filepath.IsAbs(m.dataRoot) {
-		if fi, err := os.Stat(m.dataRoot); err == nil && fi.IsDir() {
-			if _, _, ok := statDisk(m.dataRoot); ok {
-				return m.dataRoot, true
+	if filepath.IsAbs(root) {
+		if fi, err := os.Stat(root); err == nil && fi.IsDir() {
+			if _, _, ok := statDisk(root); ok {
+				return root, true
 			}
 		}
 	}
 	return m.stateDir, false
 }
 
+func (m *CapacityMeter) root() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dataRoot
+}
+
 // note logs a change of visibility of a named data root: the first
 // fallback and every later change, never every report.
 func (m *CapacityMeter) note(visible bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.dataRoot == "" {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	switch {
 	case !visible && !m.fellBack:
 		m.log.Warn("disk capacity measured on the state directory: the engine's data root is not visible to the node agent",

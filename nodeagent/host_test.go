@@ -90,9 +90,7 @@ func TestCapacityPolicyArithmetic(t *testing.T) {
 	}
 }
 
-const validConfig = `{"state_dir":"/var/lib/berth","listen":"127.0.0.1:7443","provider":"docker","node":{},` +
-	`"generation":{"number":1,"installation_id":"6f1c2f5e-3a4b-4c5d-8e9f-0a1b2c3d4e5f",` +
-	`"specification":{"cpu_millis":1000,"memory_bytes":1073741824,"disk_bytes":1073741824,"max_active":1,"max_retained":0}}`
+const validConfig = `{"state_dir":"/var/lib/berth","listen":"127.0.0.1:7443","provider":"docker","node":{}`
 
 func configWith(capacity string) []byte {
 	if capacity == "" {

@@ -3,14 +3,11 @@ package nodeagent
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 )
@@ -27,18 +25,19 @@ import (
 // Serve runs the node agent with cfg until ctx ends (nil) or the server
 // fails. It is built from named steps, in order: openState (the state
 // directory and its lock), loadIdentity (the enrolled identity and its
-// mutual TLS), buildAdapter (through the registration table, for the
-// configured generation) and setupServer (the node protocol on
-// cfg.Listen). Each registers what it opened on one shutdown path; the
-// server runs under an errgroup, and the end of ctx, the server's failure
-// or a failed step closes everything once, in reverse order. ready, when
-// not nil, receives the bound address once the server accepts connections.
+// mutual TLS), checkProvider (the configured kind's registration) and
+// setupServer (the node protocol on cfg.Listen, serving no generation
+// until Core publishes them). Each registers what it opened on one
+// shutdown path; the server runs under an errgroup, and the end of ctx,
+// the server's failure or a failed step closes everything once, in
+// reverse order. ready, when not nil, receives the bound address once the
+// server accepts connections.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
 	p := &process{cfg: cfg, log: log}
 	for _, step := range []func(context.Context) error{
 		p.openState,
 		p.loadIdentity,
-		p.buildAdapter,
+		p.checkProvider,
 		p.setupServer,
 	} {
 		if err := step(ctx); err != nil {
@@ -59,13 +58,15 @@ type process struct {
 	stops    []func()
 	stopOnce sync.Once
 
-	state  *StateDir
-	id     Identity
-	tls    *tls.Config
-	built  providers.Built
-	server *Server
-	gs     *grpc.Server
-	lis    net.Listener
+	state    *StateDir
+	id       Identity
+	tls      *tls.Config
+	registry *providers.Registry
+	reg      providers.Registration
+	meter    *CapacityMeter
+	server   *Server
+	gs       *grpc.Server
+	lis      net.Listener
 }
 
 func (p *process) onStop(fn func()) { p.stops = append(p.stops, fn) }
@@ -91,16 +92,12 @@ func (p *process) openState(context.Context) error {
 	return nil
 }
 
-// loadIdentity loads the enrolled identity, refuses one of another
-// installation than the configured generation's and builds the server's
-// mutual TLS from it.
+// loadIdentity loads the enrolled identity and builds the server's mutual
+// TLS from it.
 func (p *process) loadIdentity(context.Context) error {
 	id, err := p.state.LoadIdentity()
 	if err != nil {
 		return fmt.Errorf("identity: %w", err)
-	}
-	if id.InstallationID != p.cfg.Generation.InstallationID {
-		return errors.New("identity: enrolled for another installation than the configured generation")
 	}
 	tlsCfg, _, err := id.ServerTLS()
 	if err != nil {
@@ -110,68 +107,62 @@ func (p *process) loadIdentity(context.Context) error {
 	return nil
 }
 
-// buildAdapter builds the configured provider's adapter through the
-// registration table for the configured generation, with the generation's
-// own state directory.
-func (p *process) buildAdapter(ctx context.Context) error {
+// checkProvider looks the configured provider kind up in the registration
+// table: a node provider whose declaration Hello reports. Nothing is
+// built yet; each published generation is.
+func (p *process) checkProvider(context.Context) error {
 	registry, err := providers.Default()
 	if err != nil {
 		return fmt.Errorf("registration table: %w", err)
 	}
-	gen := p.cfg.Generation
-	genDir := filepath.Join(p.cfg.StateDir, "generations", strconv.FormatUint(gen.Number, 10))
-	if err := os.MkdirAll(genDir, 0o700); err != nil {
-		return fmt.Errorf("generation state directory: %w", err)
-	}
-	deployment := gen.Deployment
-	if len(deployment) == 0 {
-		deployment = json.RawMessage(`{}`)
-	}
-	buildCtx, cancel := context.WithTimeout(ctx, adapterBuildTimeout)
-	defer cancel()
-	built, err := registry.Build(buildCtx, p.cfg.Provider, providers.LocalRequest{
-		Deployment:    sandbox.EncodedConfiguration{Public: deployment},
-		Node:          p.cfg.Node,
-		Specification: gen.Specification.Specification(),
-		Options: providers.LocalOptions{
-			GenerationStateDirectory: genDir,
-			InstallationID:           gen.InstallationID,
-			Generation:               gen.Number,
-		},
-	})
+	reg, err := registry.Lookup(p.cfg.Provider)
 	if err != nil {
-		return fmt.Errorf("build %s adapter: %w", p.cfg.Provider, err)
+		return fmt.Errorf("provider: %w", err)
 	}
-	p.built = built
-	p.onStop(func() { _ = built.Close() })
+	if reg.Mode != providers.ModeNodes {
+		return errdefs.Invalid("config.provider", "not a node provider")
+	}
+	p.registry, p.reg = registry, reg
 	return nil
 }
 
-// setupServer builds the node protocol's server over the adapter (calls
-// admitted through the owner-epoch fence) and binds cfg.Listen. Its stop
-// ends the Connect streams, lets calls in flight finish for up to
-// gracefulStopTimeout, then stops hard.
-func (p *process) setupServer(ctx context.Context) error {
-	agent, err := NewAgent(p.built.Provider)
+// build is the node agent's Builder: generation g's adapter through the
+// registration table, with g's own state directory, for the enrolled
+// installation.
+func (p *process) build(ctx context.Context, g nodewire.Generation, dir string) (providers.Built, error) {
+	return p.registry.Build(ctx, p.cfg.Provider, providers.LocalRequest{
+		Deployment:    sandbox.EncodedConfiguration{Public: g.Public},
+		Node:          p.cfg.Node,
+		Specification: g.Specification,
+		Options: providers.LocalOptions{
+			GenerationStateDirectory: dir,
+			InstallationID:           p.id.InstallationID,
+			Generation:               g.Number,
+		},
+	})
+}
+
+// setupServer builds the node protocol's server (calls admitted through
+// the owner-epoch fence and routed to the served generations) and binds
+// cfg.Listen. Its stop ends the Connect streams, lets calls in flight
+// finish for up to gracefulStopTimeout, stops hard, then closes every
+// generation's adapter.
+func (p *process) setupServer(context.Context) error {
+	p.meter = p.newMeter()
+	gens := NewGenerations(p.cfg.Provider, filepath.Join(p.cfg.StateDir, "generations"), p.build,
+		func(b providers.Built) { p.meter.SetDataRoot(b.DataRoot) }, p.log)
+	server, err := NewServer(gens, NewFence(p.state), Description{
+		NodeID:       p.id.NodeID,
+		ProviderKind: p.cfg.Provider,
+		Operations:   p.reg.Operations,
+	}, p.meter.Measure, p.cfg.Interval())
 	if err != nil {
 		return fmt.Errorf("adapter declaration: %w", err)
 	}
-	gen := p.cfg.Generation.Number
-	p.server = NewServer(agent, NewFence(p.state, gen), Description{
-		NodeID:              p.id.NodeID,
-		ProviderKind:        p.cfg.Provider,
-		Generation:          gen,
-		BackendFingerprint:  p.built.BackendFingerprint,
-		SpecificationDigest: p.built.SpecificationDigest,
-		DeploymentDigest:    providers.DeploymentDigest(p.cfg.Provider, p.cfg.Generation.Specification.Specification()),
-	}, p.built.Probe, p.meter().Measure, p.cfg.Interval())
-
-	if err := p.built.Probe(ctx); err != nil {
-		p.log.Warn("adapter not ready", "diagnostic", sandbox.ProbeCode(err), "generation", gen)
-	}
-
+	p.server = server
 	lis, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
+		gens.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
 	p.lis = lis
@@ -186,20 +177,18 @@ func (p *process) setupServer(ctx context.Context) error {
 			p.gs.Stop()
 		}
 		_ = lis.Close() // in case it was never served
+		gens.Close()
 	})
 	return nil
 }
 
-// meter is the node's capacity meter: the configured reserve and
-// overcommit, disk measured on the adapter's data root when the agent
-// sees it. Its first measure is made here, so that a data root the agent
-// cannot see is logged at start-up.
-func (p *process) meter() *CapacityMeter {
-	m := NewCapacityMeter(p.cfg.Capacity.Policy(), p.built.DataRoot, p.cfg.StateDir, p.log)
+// newMeter is the node's capacity meter: the configured reserve and
+// overcommit, disk measured on the state directory until the first
+// generation's adapter names the engine's data root (SetDataRoot).
+func (p *process) newMeter() *CapacityMeter {
+	m := NewCapacityMeter(p.cfg.Capacity.Policy(), "", p.cfg.StateDir, p.log)
 	c := m.Measure()
-	dir, _ := m.DiskDir()
-	p.log.Info("capacity", "cpu_millis", c.CPUMillis, "memory_bytes", c.MemoryBytes,
-		"disk_free_bytes", c.DiskFreeBytes, "disk_measured_on", dir)
+	p.log.Info("capacity", "cpu_millis", c.CPUMillis, "memory_bytes", c.MemoryBytes, "disk_free_bytes", c.DiskFreeBytes)
 	return m
 }
 
@@ -216,7 +205,7 @@ func (p *process) run(ctx context.Context, ready func(addr string)) error {
 	})
 	addr := p.lis.Addr().String()
 	p.log.Info("serving the node protocol", "address", addr, "node", p.id.NodeID,
-		"provider", p.cfg.Provider, "generation", p.cfg.Generation.Number, "highest_owner_epoch", p.state.HighestEpoch())
+		"provider", p.cfg.Provider, "highest_owner_epoch", p.state.HighestEpoch())
 	if ready != nil {
 		ready(addr)
 	}

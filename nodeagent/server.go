@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"strconv"
 	"sync"
@@ -19,33 +20,27 @@ import (
 	"berth.dev/sandbox/providercontract"
 )
 
-// Description is what Hello reports about the node.
+// Description is what Hello reports about the node itself.
 type Description struct {
-	NodeID              string
-	ProviderKind        string
-	Generation          uint64
-	BackendFingerprint  string
-	SpecificationDigest string
-	// DeploymentDigest is providers.DeploymentDigest of the configured
-	// generation's kind and specification.
-	DeploymentDigest string
+	NodeID       string
+	ProviderKind string
+	// Operations is the adapter's declaration (its registration's, the
+	// same for every generation).
+	Operations providercontract.Operations
 }
 
 // Server is the gRPC NodeService: a thin layer that checks every call's
-// metadata, converts with nodewire and delegates to the Agent.
+// metadata, routes it to the Agent of the generation it names, converts
+// with nodewire and delegates.
 type Server struct {
 	pb.UnimplementedNodeServiceServer
 
-	agent    *Agent
+	gens     *Generations
 	fence    *Fence
 	desc     Description
-	probe    func(context.Context) error
 	capacity func() Capacity
 	interval time.Duration
 	now      func() time.Time
-
-	mu        sync.Mutex
-	readiness *pb.Readiness
 
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -55,14 +50,18 @@ type Server struct {
 // for Core to hang up. Unary calls in flight finish normally.
 func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
-// NewServer returns the service for agent, admitting calls through fence.
-// probe is the adapter's readiness probe and capacity the node's capacity
-// (CapacityMeter.Measure), both run for Hello and every health report.
-func NewServer(agent *Agent, fence *Fence, desc Description, probe func(context.Context) error, capacity func() Capacity, interval time.Duration) *Server {
-	return &Server{
-		agent: agent, fence: fence, desc: desc, probe: probe, capacity: capacity,
-		interval: interval, now: time.Now, stopping: make(chan struct{}),
+// NewServer returns the service over the served generations gens,
+// admitting calls through fence. capacity is the node's capacity
+// (CapacityMeter.Measure), run for Hello and every health report, which
+// also probes every served generation.
+func NewServer(gens *Generations, fence *Fence, desc Description, capacity func() Capacity, interval time.Duration) (*Server, error) {
+	if err := sandbox.ValidateOperations(desc.Operations); err != nil {
+		return nil, err
 	}
+	return &Server{
+		gens: gens, fence: fence, desc: desc, capacity: capacity,
+		interval: interval, now: time.Now, stopping: make(chan struct{}),
+	}, nil
 }
 
 // Register registers the service and its interceptors' checks on gs. The
@@ -117,6 +116,17 @@ func readMeta(ctx context.Context) (callMeta, error) {
 	return m, nil
 }
 
+// agentKey carries the Agent of the call's generation from unaryCheck to
+// the handler.
+type agentKey struct{}
+
+// agent returns the Agent unaryCheck routed the call to.
+func agent(ctx context.Context) *Agent { return ctx.Value(agentKey{}).(*Agent) }
+
+// errNotServed fences a call for a generation the node does not serve:
+// Core publishes a generation (ServeGenerations) before it calls for it.
+var errNotServed = fmt.Errorf("generation not served by this node: %w", errdefs.ErrFenced)
+
 func (s *Server) unaryCheck(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if info.FullMethod == pb.NodeService_Hello_FullMethodName {
 		md, _ := metadata.FromIncomingContext(ctx)
@@ -127,18 +137,25 @@ func (s *Server) unaryCheck(ctx context.Context, req any, info *grpc.UnaryServer
 	}
 	m, err := readMeta(ctx)
 	if err == nil {
-		err = s.fence.Check(m.connection, m.epoch, m.generation)
+		err = s.fence.Check(m.connection, m.epoch)
 	}
 	if err != nil {
 		return nil, nodewire.ToStatus(err)
 	}
+	if info.FullMethod == pb.NodeService_ServeGenerations_FullMethodName {
+		return handler(ctx, req)
+	}
 	// An operation the backend declares unsupported is answered here,
 	// before its request is even decoded.
 	op := providercontract.Operation(path.Base(info.FullMethod))
-	if err := s.agent.decl.Check(op); err != nil {
+	if err := s.desc.Operations.Check(op); err != nil {
 		return nil, fail(op, err)
 	}
-	return handler(ctx, req)
+	a, ok := s.gens.Agent(m.generation)
+	if !ok {
+		return nil, nodewire.ToStatus(errNotServed)
+	}
+	return handler(context.WithValue(ctx, agentKey{}, a), req)
 }
 
 func (s *Server) streamCheck(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -147,7 +164,7 @@ func (s *Server) streamCheck(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	}
 	m, err := readMeta(ss.Context())
 	if err == nil {
-		err = s.fence.Connect(m.connection, m.epoch, m.generation)
+		err = s.fence.Connect(m.connection, m.epoch)
 	}
 	if err != nil {
 		return nodewire.ToStatus(err)
@@ -156,26 +173,39 @@ func (s *Server) streamCheck(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	return handler(srv, ss)
 }
 
-// Hello describes the node.
-func (s *Server) Hello(ctx context.Context, _ *pb.HelloRequest) (*pb.HelloResponse, error) {
-	ops, err := nodewire.OperationsToWire(s.agent.Operations())
+// Hello describes the node and the generations it serves.
+func (s *Server) Hello(context.Context, *pb.HelloRequest) (*pb.HelloResponse, error) {
+	ops, err := nodewire.OperationsToWire(s.desc.Operations)
 	if err != nil {
 		return nil, nodewire.ToStatus(err)
 	}
-	c := s.capacity()
 	return &pb.HelloResponse{
-		ProtocolVersion:     pb.ProtocolVersion,
-		NodeId:              s.desc.NodeID,
-		ProviderKind:        s.desc.ProviderKind,
-		Generation:          s.desc.Generation,
-		BackendFingerprint:  s.desc.BackendFingerprint,
-		SpecificationDigest: s.desc.SpecificationDigest,
-		DeploymentDigest:    s.desc.DeploymentDigest,
-		Operations:          ops,
-		Readiness:           s.checkReadiness(ctx),
-		Capacity:            capacityToWire(c),
-		HighestOwnerEpoch:   s.fence.state.HighestEpoch(),
+		ProtocolVersion:   pb.ProtocolVersion,
+		NodeId:            s.desc.NodeID,
+		ProviderKind:      s.desc.ProviderKind,
+		Operations:        ops,
+		Capacity:          capacityToWire(s.capacity()),
+		HighestOwnerEpoch: s.fence.state.HighestEpoch(),
+		Generations:       s.gens.Statuses(),
 	}, nil
+}
+
+// ServeGenerations makes the published set the served one and answers
+// every served generation's status.
+func (s *Server) ServeGenerations(ctx context.Context, req *pb.ServeGenerationsRequest) (*pb.ServeGenerationsResponse, error) {
+	want := make([]nodewire.Generation, 0, len(req.GetGenerations()))
+	for _, m := range req.GetGenerations() {
+		g, err := nodewire.GenerationFromWire(m)
+		if err != nil {
+			return nil, nodewire.ToStatus(err)
+		}
+		want = append(want, g)
+	}
+	st, err := s.gens.Serve(ctx, want)
+	if err != nil {
+		return nil, nodewire.ToStatus(err)
+	}
+	return &pb.ServeGenerationsResponse{Generations: st}, nil
 }
 
 // Connect streams health reports on Core's current connection until the
@@ -186,14 +216,14 @@ func (s *Server) Connect(_ *pb.ConnectRequest, stream grpc.ServerStreamingServer
 	ticker := time.NewTicker(s.interval)
 	defer ticker.Stop()
 	for {
-		if err := s.fence.Check(m.connection, m.epoch, m.generation); err != nil {
+		if err := s.fence.Check(m.connection, m.epoch); err != nil {
 			return nodewire.ToStatus(err)
 		}
 		report := &pb.ConnectResponse{
 			ObservedAt:       timestamppb.New(s.now()),
-			Readiness:        s.checkReadiness(ctx),
+			Generations:      s.gens.Probe(ctx),
 			Capacity:         capacityToWire(s.capacity()),
-			ActiveOperations: uint32(s.agent.Active()),
+			ActiveOperations: uint32(s.gens.Active()),
 		}
 		if err := stream.Send(report); err != nil {
 			return err
@@ -208,25 +238,6 @@ func (s *Server) Connect(_ *pb.ConnectRequest, stream grpc.ServerStreamingServer
 	}
 }
 
-// checkReadiness runs the probe (bounded) and returns its result for the
-// node's generation with a fixed diagnostic code.
-func (s *Server) checkReadiness(ctx context.Context) *pb.Readiness {
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	r := &pb.Readiness{Generation: s.desc.Generation, Ready: true, CheckedAt: timestamppb.New(s.now())}
-	if err := s.probe(pctx); err != nil {
-		r.Ready = false
-		r.DiagnosticCode = sandbox.ProbeCode(err)
-		if r.DiagnosticCode == "" {
-			r.DiagnosticCode = "probe_failed"
-		}
-	}
-	s.mu.Lock()
-	s.readiness = r
-	s.mu.Unlock()
-	return r
-}
-
 func capacityToWire(c Capacity) *pb.Capacity {
 	return &pb.Capacity{CpuMillis: c.CPUMillis, MemoryBytes: c.MemoryBytes, DiskFreeBytes: c.DiskFreeBytes}
 }
@@ -239,7 +250,7 @@ func (s *Server) Create(ctx context.Context, req *pb.CreateRequest) (*pb.CreateR
 	if err != nil {
 		return nil, fail(sandbox.OpCreate, err)
 	}
-	info, err := s.agent.Create(ctx, r)
+	info, err := agent(ctx).Create(ctx, r)
 	if err != nil {
 		return nil, nodewire.CreateStatus(info, err)
 	}
@@ -279,7 +290,7 @@ func forward[In, Out, Resp any](ctx context.Context, op providercontract.Operati
 
 // GetInfo forwards GetInfo.
 func (s *Server) GetInfo(ctx context.Context, req *pb.GetInfoRequest) (*pb.GetInfoResponse, error) {
-	info, err := s.observeInfo(ctx, sandbox.OpGetInfo, req.GetReference(), s.agent.GetInfo)
+	info, err := s.observeInfo(ctx, sandbox.OpGetInfo, req.GetReference(), agent(ctx).GetInfo)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +299,7 @@ func (s *Server) GetInfo(ctx context.Context, req *pb.GetInfoRequest) (*pb.GetIn
 
 // Renew forwards Renew.
 func (s *Server) Renew(ctx context.Context, req *pb.RenewRequest) (*pb.RenewResponse, error) {
-	info, err := s.observeInfo(ctx, sandbox.OpRenew, req.GetReference(), s.agent.Renew)
+	info, err := s.observeInfo(ctx, sandbox.OpRenew, req.GetReference(), agent(ctx).Renew)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +312,7 @@ func (s *Server) Kill(ctx context.Context, req *pb.KillRequest) (*pb.KillRespons
 	if err != nil {
 		return nil, fail(sandbox.OpKill, err)
 	}
-	if err := s.agent.Kill(ctx, r); err != nil {
+	if err := agent(ctx).Kill(ctx, r); err != nil {
 		return nil, fail(sandbox.OpKill, err)
 	}
 	return &pb.KillResponse{}, nil
@@ -317,7 +328,7 @@ func (s *Server) RunCommand(ctx context.Context, req *pb.RunCommandRequest) (*pb
 	if err != nil {
 		return nil, fail(sandbox.OpRunCommand, err)
 	}
-	res, err := s.agent.RunCommand(ctx, r, cmd)
+	res, err := agent(ctx).RunCommand(ctx, r, cmd)
 	if err != nil {
 		return nil, fail(sandbox.OpRunCommand, err)
 	}
@@ -332,5 +343,5 @@ func (s *Server) RunCommand(ctx context.Context, req *pb.RunCommandRequest) (*pb
 func (s *Server) Observe(ctx context.Context, req *pb.ObserveRequest) (*pb.ObserveResponse, error) {
 	return forward(ctx, sandbox.OpObserve,
 		func() (sandbox.Reference, error) { return nodewire.ReferenceFromWire(req.GetReference()) },
-		s.agent.Observe, nodewire.ObservationToWire)
+		agent(ctx).Observe, nodewire.ObservationToWire)
 }

@@ -76,50 +76,50 @@ func TestFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	f := NewFence(s, 7)
-	if err := f.Check("c1", 1, 7); !errdefs.IsFenced(err) {
+	f := NewFence(s)
+	if err := f.Check("c1", 1); !errdefs.IsFenced(err) {
 		t.Fatalf("call before any connection: %v", err)
 	}
-	if err := f.Connect("c1", 1, 6); !errdefs.IsFenced(err) {
-		t.Fatalf("connect with another generation: %v", err)
+	if err := f.Connect("", 2); !errdefs.IsInvalid(err) {
+		t.Fatalf("connect without a connection id: %v", err)
 	}
-	if err := f.Connect("c1", 2, 7); err != nil {
+	if err := f.Connect("c1", 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Check("c1", 2, 7); err != nil {
+	if err := f.Check("c1", 2); err != nil {
 		t.Fatalf("current connection: %v", err)
 	}
 	for name, c := range map[string]struct {
-		conn       string
-		epoch, gen uint64
+		conn  string
+		epoch uint64
 	}{
-		"other connection": {"c2", 2, 7},
-		"lower epoch":      {"c1", 1, 7},
-		"other generation": {"c1", 2, 8},
+		"other connection": {"c2", 2},
+		"lower epoch":      {"c1", 1},
+		"higher epoch":     {"c1", 3},
 	} {
-		if err := f.Check(c.conn, c.epoch, c.gen); !errdefs.IsFenced(err) {
+		if err := f.Check(c.conn, c.epoch); !errdefs.IsFenced(err) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	// A reconnect supersedes the old connection.
-	if err := f.Connect("c2", 2, 7); err != nil {
+	if err := f.Connect("c2", 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Check("c1", 2, 7); !errdefs.IsFenced(err) {
+	if err := f.Check("c1", 2); !errdefs.IsFenced(err) {
 		t.Fatalf("superseded connection admitted: %v", err)
 	}
 	// A new owner (higher epoch) fences the old owner even on reconnect.
-	if err := f.Connect("c3", 3, 7); err != nil {
+	if err := f.Connect("c3", 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Connect("c4", 2, 7); !errdefs.IsFenced(err) {
+	if err := f.Connect("c4", 2); !errdefs.IsFenced(err) {
 		t.Fatalf("old owner reconnected: %v", err)
 	}
-	if err := f.Check("c3", 3, 7); err != nil {
+	if err := f.Check("c3", 3); err != nil {
 		t.Fatalf("new owner: %v", err)
 	}
 	f.Disconnect("c3")
-	if err := f.Check("c3", 3, 7); !errdefs.IsFenced(err) {
+	if err := f.Check("c3", 3); !errdefs.IsFenced(err) {
 		t.Fatalf("call after disconnect: %v", err)
 	}
 }

@@ -371,6 +371,7 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
+	deploySvc.OnCommit(c.manager.Publish)
 	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
 	sessionSvc.NotifyTerminations(c.turns.Terminated)
 	sessionServer, err := sessionadmin.NewSessionServer(sessionSvc, DefaultTenant, pages)
@@ -429,17 +430,12 @@ func liveness(m *nodes.Manager) nodeadmin.Liveness {
 			return nodeadmin.LiveState{}, false
 		}
 		l := nodeadmin.LiveState{Connected: p.Present(time.Now()), LastReport: p.LastReport}
-		r := p.Report.GetReadiness()
-		if r == nil {
-			r = p.Hello.GetReadiness()
-		}
-		if r != nil {
+		// The readiness for the committed generation, as Core recorded it
+		// (not ready with the mismatch's code when the node does not serve
+		// it as committed).
+		if r := p.Readiness; r != nil {
 			l.Generation, l.Ready, l.DiagnosticCode = r.GetGeneration(), r.GetReady(), r.GetDiagnosticCode()
 			l.CheckTime = r.GetCheckedAt().AsTime()
-		}
-		if p.Mismatch != "" {
-			// The node does not serve the committed generation.
-			l.Ready, l.DiagnosticCode = false, p.Mismatch
 		}
 		c := p.Report.GetCapacity()
 		if c == nil {

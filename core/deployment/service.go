@@ -99,7 +99,13 @@ type Service struct {
 	registry       *providers.Registry
 	key            secrets.Key
 	installationID uuid.UUID
+	committed      func()
 }
+
+// OnCommit sets fn, called (after the transaction) each time a commit
+// creates a generation, so the nodes are given it at once rather than at
+// their next presence record. Call it before serving.
+func (s *Service) OnCommit(fn func()) { s.committed = fn }
 
 // NewService returns the DeploymentService logic over st and registry.
 // key is the master key that seals credentials; installationID is the
@@ -116,7 +122,7 @@ func NewService(st Store, registry *providers.Registry, key secrets.Key, install
 	if !key.Valid() {
 		return nil, errors.New("deployment: no master key")
 	}
-	return &Service{store: st, registry: registry, key: key, installationID: installationID}, nil
+	return &Service{store: st, registry: registry, key: key, installationID: installationID, committed: func() {}}, nil
 }
 
 // OpenCredential opens generation g's sealed credential: nil when g has
@@ -227,6 +233,7 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 	if err != nil {
 		return Deployment{}, err
 	}
+	s.committed()
 	return s.describeWithSwitch(ctx, g)
 }
 

@@ -2,21 +2,26 @@ package nodes
 
 import (
 	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/store"
 )
 
-// Diagnostic codes of a node whose Hello does not match the committed
-// deployment generation. Core records the node's presence as not ready
+// Diagnostic codes of a node that does not serve the committed deployment
+// generation as committed. Core records the node's presence as not ready
 // with the code, so placement never chooses it, while it stays connected
 // (what it holds stays observable).
 const (
+	// DiagnosticNoDeployment: nothing is committed yet, so there is no
+	// generation to serve.
+	DiagnosticNoDeployment = "no_committed_generation"
 	// DiagnosticProviderKindMismatch: the node's adapter is of another
 	// provider kind than the committed one.
 	DiagnosticProviderKindMismatch = "provider_kind_mismatch"
-	// DiagnosticGenerationMismatch: the node serves another generation
-	// than the committed one.
+	// DiagnosticGenerationMismatch: the node does not serve the committed
+	// generation (not published to it yet, or published to it and not
+	// reported back).
 	DiagnosticGenerationMismatch = "generation_mismatch"
 	// DiagnosticSpecificationMismatch: the node serves the committed
 	// generation's number with another selection (its deployment digest
@@ -48,26 +53,38 @@ func BindingOf(g store.Generation) Binding {
 	}
 }
 
-// Check returns the diagnostic code of hello's first mismatch with b (the
-// provider kind, then the generation, then the selection), or "" when the
-// node serves exactly b.
-func (b Binding) Check(hello *pb.HelloResponse) string {
+// Published is generation g as Core publishes it to a node.
+func Published(g store.Generation) nodewire.Generation {
+	return nodewire.Generation{
+		Number:           g.Generation,
+		ProviderKind:     g.ProviderKind,
+		Public:           g.PublicConfig,
+		Specification:    g.Specification,
+		DeploymentDigest: providers.DeploymentDigest(g.ProviderKind, g.Specification),
+	}
+}
+
+// Check returns the diagnostic code of the first mismatch between b and a
+// node of provider kind whose status of b's generation is st (nil when it
+// does not serve it): the provider kind, then the generation, then the
+// selection; "" when the node serves exactly b.
+func (b Binding) Check(kind string, st *pb.GenerationStatus) string {
 	switch {
-	case hello.GetProviderKind() != b.ProviderKind:
+	case kind != b.ProviderKind:
 		return DiagnosticProviderKindMismatch
-	case hello.GetGeneration() != b.Generation:
+	case st == nil || st.GetGeneration() != b.Generation:
 		return DiagnosticGenerationMismatch
-	case hello.GetDeploymentDigest() != b.DeploymentDigest:
+	case st.GetDeploymentDigest() != b.DeploymentDigest:
 		return DiagnosticSpecificationMismatch
 	}
 	return ""
 }
 
-// CheckBackend returns DiagnosticBackendFingerprintMismatch unless hello
-// reports the backend the node is bound to (bound, never empty once the
-// node has been bound), "" when it does.
-func CheckBackend(hello *pb.HelloResponse, bound string) string {
-	if fp := hello.GetBackendFingerprint(); fp == "" || fp != bound {
+// CheckBackend returns DiagnosticBackendFingerprintMismatch unless the
+// node reports fingerprint, the backend it is bound to (bound, never
+// empty once the node has been bound), "" when it does.
+func CheckBackend(fingerprint, bound string) string {
+	if fingerprint == "" || fingerprint != bound {
 		return DiagnosticBackendFingerprintMismatch
 	}
 	return ""

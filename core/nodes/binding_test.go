@@ -11,8 +11,8 @@ import (
 	"berth.dev/core/store"
 )
 
-// TestBindingCheck: a node's Hello is checked against the committed
-// generation; each mismatch gives its own diagnostic code, and the first
+// TestBindingCheck: a node's status of the committed generation is
+// checked against it; each mismatch gives its own diagnostic code, and the first
 // one in a fixed order (kind, generation, selection) when several differ.
 func TestBindingCheck(t *testing.T) {
 	spec := sandbox.Specification{
@@ -23,27 +23,28 @@ func TestBindingCheck(t *testing.T) {
 	b := nodes.BindingOf(committed)
 	other := spec
 	other.Resources.MemoryBytes = 2 << 30
-	hello := func(kind string, gen uint64, s sandbox.Specification) *pb.HelloResponse {
-		return &pb.HelloResponse{ProviderKind: kind, Generation: gen, DeploymentDigest: providers.DeploymentDigest(kind, s)}
+	status := func(gen uint64, kind string, s sandbox.Specification) *pb.GenerationStatus {
+		return &pb.GenerationStatus{Generation: gen, DeploymentDigest: providers.DeploymentDigest(kind, s)}
 	}
 	cases := []struct {
-		name  string
-		hello *pb.HelloResponse
-		want  string
+		name string
+		kind string
+		st   *pb.GenerationStatus
+		want string
 	}{
-		{"serves the committed generation", hello("docker", 3, spec), ""},
-		{"another provider kind", hello("microsandbox", 3, spec), nodes.DiagnosticProviderKindMismatch},
-		{"an older generation", hello("docker", 2, spec), nodes.DiagnosticGenerationMismatch},
-		{"a newer generation", hello("docker", 4, spec), nodes.DiagnosticGenerationMismatch},
-		{"another memory limit", hello("docker", 3, other), nodes.DiagnosticSpecificationMismatch},
-		{"another max active", hello("docker", 3, func() sandbox.Specification { s := spec; s.MaxActive = 5; return s }()), nodes.DiagnosticSpecificationMismatch},
-		{"no deployment digest (an older node agent)", &pb.HelloResponse{ProviderKind: "docker", Generation: 3}, nodes.DiagnosticSpecificationMismatch},
-		{"kind before generation", hello("microsandbox", 2, other), nodes.DiagnosticProviderKindMismatch},
-		{"generation before selection", hello("docker", 2, other), nodes.DiagnosticGenerationMismatch},
-		{"no hello", nil, nodes.DiagnosticProviderKindMismatch},
+		{"serves the committed generation", "docker", status(3, "docker", spec), ""},
+		{"another provider kind", "microsandbox", status(3, "microsandbox", spec), nodes.DiagnosticProviderKindMismatch},
+		{"does not serve it", "docker", nil, nodes.DiagnosticGenerationMismatch},
+		{"the status of another generation", "docker", status(2, "docker", spec), nodes.DiagnosticGenerationMismatch},
+		{"another memory limit", "docker", status(3, "docker", other), nodes.DiagnosticSpecificationMismatch},
+		{"another max active", "docker", status(3, "docker", func() sandbox.Specification { s := spec; s.MaxActive = 5; return s }()), nodes.DiagnosticSpecificationMismatch},
+		{"no deployment digest (not built)", "docker", &pb.GenerationStatus{Generation: 3}, nodes.DiagnosticSpecificationMismatch},
+		{"kind before generation", "microsandbox", nil, nodes.DiagnosticProviderKindMismatch},
+		{"generation before selection", "docker", status(2, "docker", other), nodes.DiagnosticGenerationMismatch},
+		{"no hello", "", nil, nodes.DiagnosticProviderKindMismatch},
 	}
 	for _, tc := range cases {
-		if got := b.Check(tc.hello); got != tc.want {
+		if got := b.Check(tc.kind, tc.st); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
@@ -53,18 +54,15 @@ func TestBindingCheck(t *testing.T) {
 // the backend it is bound to.
 func TestCheckBackend(t *testing.T) {
 	cases := []struct {
-		name  string
-		hello *pb.HelloResponse
-		bound string
-		want  string
+		name, fingerprint, bound, want string
 	}{
-		{"the bound backend", &pb.HelloResponse{BackendFingerprint: "docker:a"}, "docker:a", ""},
-		{"another backend", &pb.HelloResponse{BackendFingerprint: "docker:b"}, "docker:a", nodes.DiagnosticBackendFingerprintMismatch},
-		{"no fingerprint", &pb.HelloResponse{}, "docker:a", nodes.DiagnosticBackendFingerprintMismatch},
-		{"not bound (never matches)", &pb.HelloResponse{BackendFingerprint: "docker:a"}, "", nodes.DiagnosticBackendFingerprintMismatch},
+		{"the bound backend", "docker:a", "docker:a", ""},
+		{"another backend", "docker:b", "docker:a", nodes.DiagnosticBackendFingerprintMismatch},
+		{"no fingerprint", "", "docker:a", nodes.DiagnosticBackendFingerprintMismatch},
+		{"not bound (never matches)", "docker:a", "", nodes.DiagnosticBackendFingerprintMismatch},
 	}
 	for _, tc := range cases {
-		if got := nodes.CheckBackend(tc.hello, tc.bound); got != tc.want {
+		if got := nodes.CheckBackend(tc.fingerprint, tc.bound); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

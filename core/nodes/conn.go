@@ -70,18 +70,19 @@ type Connection struct {
 	err    error
 }
 
-// Open opens a new connection (a fresh connection id) under ownerEpoch for
-// generation, and waits for the node's first health report, bounded by
-// ctx. The stream lives until Close or until it fails; a later Open
-// supersedes it on the node.
-func Open(ctx context.Context, client pb.NodeServiceClient, ownerEpoch, generation uint64) (*Connection, error) {
+// Open opens a new connection (a fresh connection id) under ownerEpoch
+// and waits for the node's first health report, bounded by ctx. The
+// stream lives until Close or until it fails; a later Open supersedes it
+// on the node. The connection serves no generation until
+// ServeGenerations.
+func Open(ctx context.Context, client pb.NodeServiceClient, ownerEpoch uint64) (*Connection, error) {
 	c := &Connection{
-		Session: Session{Client: client, ConnectionID: uuid.NewString(), OwnerEpoch: ownerEpoch, Generation: generation},
+		Session: Session{Client: client, ConnectionID: uuid.NewString(), OwnerEpoch: ownerEpoch},
 		done:    make(chan struct{}),
 	}
 	streamCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	stream, err := client.Connect(c.outgoing(streamCtx, c.Generation), &pb.ConnectRequest{})
+	stream, err := client.Connect(c.outgoing(streamCtx, 0), &pb.ConnectRequest{})
 	if err != nil {
 		cancel()
 		return nil, nodewire.FromError("Connect", err)
@@ -148,4 +149,24 @@ func (c *Connection) Done() <-chan struct{} { return c.done }
 func (c *Connection) Close() {
 	c.cancel()
 	<-c.done
+}
+
+// ServeGenerations publishes the exact set of generations the node must
+// serve on s and returns the node's status of each one it serves after
+// the call. It changes no compute, so a failure is only a failed call:
+// publishing again is safe.
+func (s *Session) ServeGenerations(ctx context.Context, gens []nodewire.Generation) ([]*pb.GenerationStatus, error) {
+	req := &pb.ServeGenerationsRequest{}
+	for _, g := range gens {
+		m, err := nodewire.GenerationToWire(g)
+		if err != nil {
+			return nil, err
+		}
+		req.Generations = append(req.Generations, m)
+	}
+	resp, err := s.Client.ServeGenerations(s.outgoing(ctx, 0), req)
+	if err != nil {
+		return nil, nodewire.FromError("ServeGenerations", err)
+	}
+	return resp.GetGenerations(), nil
 }

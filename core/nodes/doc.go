@@ -34,23 +34,31 @@
 //     (retire before removing), node_holds_allocations (a node that still
 //     holds an allocation, placement or cleanup is not removed: offline
 //     ownership is kept).
+//   - Core publishes to each node the generations it must serve
+//     (store.NodeGenerations: the committed one while the node is enabled,
+//     and every generation an unreleased allocation or placement on it is
+//     bound to) with ServeGenerations: on every connection before the
+//     node's Proxy is offered to any caller, at once after a commit
+//     (Manager.Publish), and whenever the set changes (checked with every
+//     presence record). A node never serves a generation of its own.
 //   - A node is ready only for the committed deployment generation: every
-//     time Core records a node's presence it checks the node's Hello
-//     against store.CurrentGeneration (Binding.Check: provider kind,
-//     generation number, and the deployment digest both sides compute
-//     with providers.DeploymentDigest). A mismatch keeps the node
-//     connected but records it not ready with a fixed diagnostic code
-//     (provider_kind_mismatch, generation_mismatch,
-//     specification_mismatch), so placement never chooses it. Before the
-//     first commit there is nothing to check against.
+//     time Core records a node's presence it checks the node's status of
+//     that generation (Binding.Check: provider kind, served, and the
+//     deployment digest both sides compute with
+//     providers.DeploymentDigest) and records the node's probe result for
+//     it. A mismatch keeps the node connected but records it not ready
+//     with a fixed diagnostic code (provider_kind_mismatch,
+//     generation_mismatch, specification_mismatch), so placement never
+//     chooses it. Before the first commit a node serves nothing and is
+//     recorded not ready (no_committed_generation, generation 0).
 //   - A node is bound to its native backend when it first serves the
 //     committed generation (store.Owner.BindNodeBackend, once per node
-//     identity); a later Hello with another backend fingerprint is
+//     identity); a later status with another backend fingerprint is
 //     backend_fingerprint_mismatch: the node's allocations resolve to the
-//     bound backend and are never repointed at a replacement.
+//     bound backend and are never repointed.
 //   - A call about an allocation carries the allocation's own committed
-//     generation, not the node's: the node's generation fence refuses it
-//     when the node serves another.
+//     generation: the node routes it to that generation's adapter, and
+//     refuses it (fenced) when it does not serve that generation.
 //   - A Registry Node carries no presence, readiness or capacity; those
 //     are the Manager's observations, added by the adapter.
 package nodes

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
+	"berth.dev/sandbox/nodewire"
 
 	"berth.dev/core/store"
 )
@@ -29,9 +32,12 @@ type Store interface {
 	ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (page []store.Node, next uuid.UUID, err error)
 	RecordNodePresence(ctx context.Context, p store.NodePresence) error
 	// CurrentGeneration is the committed deployment generation every
-	// node's Hello is checked against (errdefs.ErrNotFound before the
-	// first commit).
+	// node's readiness is bound to (errdefs.ErrNotFound before the first
+	// commit).
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
+	// NodeGenerations are the generations a node must serve: what Core
+	// publishes to it (ServeGenerations).
+	NodeGenerations(ctx context.Context, nodeID uuid.UUID) ([]store.Generation, error)
 	// GetAllocation gives the committed generation of the allocation a
 	// proxied call is about.
 	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
@@ -52,11 +58,15 @@ type Presence struct {
 	LastReport   time.Time
 	Report       *pb.ConnectResponse
 	Hello        *pb.HelloResponse
-	// Mismatch is the diagnostic code of the Hello's mismatch with the
-	// committed generation (Binding.Check) when presence was last
-	// recorded: the node is not ready whatever its report says. Empty
-	// when it matches or nothing is committed.
-	Mismatch string
+	// Readiness is the node's readiness for the committed generation as
+	// Core last recorded it: the node's probe result for that generation,
+	// or not ready with the diagnostic code of the node's mismatch with
+	// it (Binding.Check, CheckBackend, DiagnosticNoDeployment). Nil before
+	// the first record.
+	Readiness *pb.Readiness
+	// Generations is the status of every generation the node serves, as
+	// it last answered ServeGenerations, each with its latest readiness.
+	Generations []*pb.GenerationStatus
 }
 
 // Present reports whether the node counts as present at now.
@@ -91,12 +101,20 @@ type Manager struct {
 type nodeLoop struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// publish asks the loop to publish the node's generations now
+	// (Manager.Publish).
+	publish chan struct{}
 
-	mu       sync.Mutex
-	conn     *Connection
-	proxy    *Proxy
-	hello    *pb.HelloResponse
-	mismatch string
+	mu        sync.Mutex
+	conn      *Connection
+	proxy     *Proxy
+	hello     *pb.HelloResponse
+	readiness *pb.Readiness
+	// served is the node's answer to the latest ServeGenerations on the
+	// current connection, and published the generation numbers it
+	// published.
+	served    []*pb.GenerationStatus
+	published []uint64
 	// backend is the node's bound backend fingerprint once read: the
 	// binding never changes for the node's identity.
 	backend  string
@@ -123,6 +141,20 @@ func (m *Manager) Serves(id uuid.UUID) bool {
 	defer m.mu.Unlock()
 	_, ok := m.loops[id]
 	return ok
+}
+
+// Publish asks every node loop to publish its node's generations now (a
+// generation was committed), not at its next presence record. It never
+// blocks.
+func (m *Manager) Publish() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.loops {
+		select {
+		case l.publish <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Wake asks for a reconcile with the store now (a node was enabled,
@@ -182,7 +214,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 	for id, n := range served {
 		if _, ok := m.loops[id]; !ok {
 			lctx, cancel := context.WithCancel(ctx)
-			l := &nodeLoop{cancel: cancel, done: make(chan struct{})}
+			l := &nodeLoop{cancel: cancel, done: make(chan struct{}), publish: make(chan struct{}, 1)}
 			m.loops[id] = l
 			go m.runLoop(lctx, l, n)
 		}
@@ -206,7 +238,10 @@ func (m *Manager) stopAll() {
 	}
 }
 
-// runLoop connects to one node and reconnects until ctx ends.
+// runLoop connects to one node and reconnects until ctx ends. After each
+// connection it publishes the node's generations before the node's proxy
+// is offered to callers, so no call is made for a generation the node
+// was not given.
 func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 	defer close(l.done)
 	backoff := time.Second
@@ -215,8 +250,19 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		l.mu.Lock()
 		l.attempts++
 		l.mu.Unlock()
+		if err == nil {
+			l.mu.Lock()
+			l.conn, l.hello, l.served, l.published = conn, hello, hello.GetGenerations(), nil
+			l.mu.Unlock()
+			if err = m.publish(ctx, l, n.ID, conn); err != nil {
+				conn.Close()
+			}
+		}
 		if err != nil {
 			m.log.Info("node not reachable", "node", n.ID.String(), "error", err.Error())
+			l.mu.Lock()
+			l.conn = nil
+			l.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return
@@ -227,9 +273,9 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		}
 		backoff = time.Second
 		l.mu.Lock()
-		l.conn, l.hello, l.proxy = conn, hello, proxy
+		l.proxy = proxy
 		l.mu.Unlock()
-		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID, "generation", hello.GetGeneration())
+		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID)
 		m.serving(n.ID)
 		m.recordPresence(ctx, l, n.ID, conn)
 		tick := time.NewTicker(presenceEvery)
@@ -242,7 +288,19 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 			case <-conn.Done():
 				m.log.Info("node connection ended", "node", n.ID.String(), "error", errString(conn.Err()))
 				break wait
+			case <-l.publish:
+				if err := m.publish(ctx, l, n.ID, conn); err != nil {
+					m.log.Warn("publish generations", "node", n.ID.String(), "error", err.Error())
+					conn.Close()
+					break wait
+				}
+				m.recordPresence(ctx, l, n.ID, conn)
 			case <-tick.C:
+				if err := m.publish(ctx, l, n.ID, conn); err != nil {
+					m.log.Warn("publish generations", "node", n.ID.String(), "error", err.Error())
+					conn.Close()
+					break wait
+				}
 				if errdefs.IsFenced(m.recordPresence(ctx, l, n.ID, conn)) {
 					m.log.Warn("a newer Core owns the node; closing this connection", "node", n.ID.String())
 					conn.Close()
@@ -252,21 +310,68 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		}
 		tick.Stop()
 		l.mu.Lock()
-		l.conn, l.proxy, l.mismatch = nil, nil, ""
+		l.conn, l.proxy, l.readiness, l.served, l.published = nil, nil, nil, nil, nil
 		l.mu.Unlock()
 		m.recordDisconnect(ctx, n.ID, conn)
 	}
 }
 
 // presenceEvery is how often a connection's latest health report is
-// recorded in the store.
+// recorded in the store, and the node's generations are checked against
+// the store (and published again when they changed).
 const presenceEvery = 5 * time.Second
 
-// recordPresence records the connection's latest health report, bounded.
-// The node's Hello is checked against the committed generation first
-// (Binding.Check): a node that does not serve it is recorded not ready
-// with the mismatch's diagnostic code, whatever its report says. Before
-// the first commit there is nothing to check against.
+// publish sends the node the generations it must serve
+// (store.NodeGenerations, those of its provider kind) when they differ
+// from what was last published on conn, bounded, and keeps the node's
+// answer. A failed read of the store publishes nothing and is not the
+// connection's failure; a failed call is.
+func (m *Manager) publish(ctx context.Context, l *nodeLoop, node uuid.UUID, conn *Connection) error {
+	rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	gens, err := m.store.NodeGenerations(rctx, node)
+	if err != nil {
+		if !errdefs.IsFenced(err) {
+			m.log.Warn("read the node's generations", "node", node.String(), "error", err.Error())
+		}
+		return nil
+	}
+	l.mu.Lock()
+	kind, published := l.hello.GetProviderKind(), l.published
+	l.mu.Unlock()
+	var want []nodewire.Generation
+	var numbers []uint64
+	for _, g := range gens {
+		if g.ProviderKind == kind {
+			want = append(want, Published(g))
+			numbers = append(numbers, g.Generation)
+		}
+	}
+	if published != nil && slices.Equal(numbers, published) {
+		return nil
+	}
+	st, err := conn.ServeGenerations(rctx, want)
+	if err != nil {
+		return err
+	}
+	if numbers == nil {
+		numbers = []uint64{}
+	}
+	l.mu.Lock()
+	l.served, l.published = st, numbers
+	l.mu.Unlock()
+	m.log.Info("generations published", "node", node.String(), "generations", numbers)
+	return nil
+}
+
+// publishTimeout bounds one publication: the store read and the node's
+// builds of the generations it did not serve yet.
+const publishTimeout = 90 * time.Second
+
+// recordPresence records the connection's latest health report, bounded,
+// with the node's readiness for the committed generation (readiness):
+// a node that does not serve it as committed is recorded not ready with
+// the mismatch's diagnostic code, whatever its report says.
 func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUID, conn *Connection) error {
 	report, _ := conn.Last()
 	if report == nil {
@@ -274,7 +379,7 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	mismatch, err := m.mismatch(rctx, l, node)
+	gen, r, err := m.readiness(rctx, l, node, report)
 	if err != nil {
 		if !errdefs.IsFenced(err) {
 			m.log.Warn("check the node against the committed deployment", "node", node.String(), "error", err.Error())
@@ -282,17 +387,12 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 		return err
 	}
 	l.mu.Lock()
-	l.mismatch = mismatch
+	l.readiness = r
 	l.mu.Unlock()
-	r := report.GetReadiness()
-	ready, code := r.GetReady(), r.GetDiagnosticCode()
-	if mismatch != "" {
-		ready, code = false, mismatch
-	}
 	c := report.GetCapacity()
 	err = m.store.RecordNodePresence(rctx, store.NodePresence{
 		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID),
-		Generation: conn.Generation, Ready: ready, DiagnosticCode: code,
+		Generation: gen, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
 		CPUMillis: c.GetCpuMillis(), MemoryBytes: c.GetMemoryBytes(), DiskFreeBytes: c.GetDiskFreeBytes(),
 	})
 	if err != nil && !errdefs.IsFenced(err) {
@@ -301,34 +401,70 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 	return err
 }
 
-// mismatch returns the diagnostic code of the mismatch of l's Hello with
-// the committed generation (Binding.Check) or, when it serves that
-// generation, with the backend the node is bound to (CheckBackend; the
-// first such Hello binds it); "" when it matches or nothing is committed
-// yet.
-func (m *Manager) mismatch(ctx context.Context, l *nodeLoop, node uuid.UUID) (string, error) {
-	l.mu.Lock()
-	hello, backend := l.hello, l.backend
-	l.mu.Unlock()
+// readiness returns the committed generation (0 before the first commit)
+// and the node's readiness for it: its latest probe result for that
+// generation (report), unless the node does not serve it as committed
+// (Binding.Check) or, when it does, reports another backend than the one
+// it is bound to (CheckBackend; the first such report binds it).
+func (m *Manager) readiness(ctx context.Context, l *nodeLoop, node uuid.UUID, report *pb.ConnectResponse) (uint64, *pb.Readiness, error) {
+	now := timestamppb.Now()
 	g, err := m.store.CurrentGeneration(ctx)
 	if errdefs.IsNotFound(err) {
-		return "", nil
+		return 0, &pb.Readiness{DiagnosticCode: DiagnosticNoDeployment, CheckedAt: now}, nil
 	}
 	if err != nil {
-		return "", err
+		return 0, nil, err
 	}
-	if code := BindingOf(g).Check(hello); code != "" {
-		return code, nil
+	l.mu.Lock()
+	kind, backend := l.hello.GetProviderKind(), l.backend
+	st := servedStatus(l.served, g.Generation)
+	l.mu.Unlock()
+	notReady := func(code string) (uint64, *pb.Readiness, error) {
+		return g.Generation, &pb.Readiness{Generation: g.Generation, DiagnosticCode: code, CheckedAt: now}, nil
 	}
-	if backend == "" && hello.GetBackendFingerprint() != "" {
-		if backend, err = m.store.BindNodeBackend(ctx, node, hello.GetBackendFingerprint()); err != nil {
-			return "", err
+	if code := BindingOf(g).Check(kind, st); code != "" {
+		return notReady(code)
+	}
+	if backend == "" && st.GetBackendFingerprint() != "" {
+		if backend, err = m.store.BindNodeBackend(ctx, node, st.GetBackendFingerprint()); err != nil {
+			return 0, nil, err
 		}
 		l.mu.Lock()
 		l.backend = backend
 		l.mu.Unlock()
 	}
-	return CheckBackend(hello, backend), nil
+	if code := CheckBackend(st.GetBackendFingerprint(), backend); code != "" {
+		return notReady(code)
+	}
+	if r := latest(st.GetReadiness(), report.GetGenerations()); r != nil {
+		return g.Generation, r, nil
+	}
+	return notReady(DiagnosticGenerationMismatch)
+}
+
+// latest returns the newer (by the node's check time) of r, a served
+// generation's readiness from the node's latest ServeGenerations answer,
+// and the same generation's readiness in reports, the latest health
+// report's: a generation built after the report was made is not reported
+// by its older probe result.
+func latest(r *pb.Readiness, reports []*pb.Readiness) *pb.Readiness {
+	for _, rr := range reports {
+		if rr.GetGeneration() == r.GetGeneration() && (r == nil || !rr.GetCheckedAt().AsTime().Before(r.GetCheckedAt().AsTime())) {
+			return rr
+		}
+	}
+	return r
+}
+
+// servedStatus returns the status of generation n in served, nil when the
+// node does not serve it.
+func servedStatus(served []*pb.GenerationStatus, n uint64) *pb.GenerationStatus {
+	for _, st := range served {
+		if st.GetGeneration() == n {
+			return st
+		}
+	}
+	return nil
 }
 
 // recordDisconnect marks the ended connection's presence record
@@ -374,7 +510,7 @@ func (m *Manager) connect(ctx context.Context, n store.Node) (*Connection, *pb.H
 		cc.Close()
 		return nil, nil, nil, errdefs.ErrOwnership
 	}
-	conn, err := Open(hctx, client, m.epoch, hello.GetGeneration())
+	conn, err := Open(hctx, client, m.epoch)
 	if err != nil {
 		cc.Close()
 		return nil, nil, nil, err
@@ -423,11 +559,17 @@ func (m *Manager) Presence(id uuid.UUID) Presence {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := Presence{Hello: l.hello, Mismatch: l.mismatch}
+	p := Presence{Hello: l.hello, Readiness: l.readiness}
 	if l.conn != nil && l.conn.Err() == nil {
 		p.Connected = true
 		p.ConnectionID = l.conn.ConnectionID
 		p.Report, p.LastReport = l.conn.Last()
+	}
+	// Each served generation with its latest readiness.
+	for _, st := range l.served {
+		st = proto.CloneOf(st)
+		st.Readiness = latest(st.GetReadiness(), p.Report.GetGenerations())
+		p.Generations = append(p.Generations, st)
 	}
 	return p
 }

@@ -41,12 +41,15 @@ type Session struct {
 	Client       pb.NodeServiceClient
 	ConnectionID string
 	OwnerEpoch   uint64
-	Generation   uint64
+	// Generation is what a Proxy without a GenerationFunc calls for (a
+	// test's single generation); Core's proxies call for each
+	// allocation's own.
+	Generation uint64
 }
 
-// outgoing is ctx with the metadata of a call on s for generation: the
-// Connect stream's is the node's own generation (s.Generation), a call
-// about an allocation's is the allocation's.
+// outgoing is ctx with the metadata of a call on s for generation: a call
+// about an allocation carries the allocation's; Connect and
+// ServeGenerations carry 0.
 func (s *Session) outgoing(ctx context.Context, generation uint64) context.Context {
 	return metadata.NewOutgoingContext(ctx, metadata.Pairs(
 		pb.MetadataProtocolVersion, pb.ProtocolVersion,

@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -109,6 +110,21 @@ func (s *Store) GetGeneration(ctx context.Context, n uint64) (Generation, error)
 		return Generation{}, wrap(op, err)
 	}
 	return generationFromRow(row), nil
+}
+
+// NodeGenerations returns the generations node must serve, ascending:
+// the current one while the node is enabled, and every generation an
+// unreleased placement or allocation on it is bound to.
+func (s *Store) NodeGenerations(ctx context.Context, node uuid.UUID) ([]Generation, error) {
+	rows, err := s.q.ListNodeGenerations(ctx, node)
+	if err != nil {
+		return nil, wrap("node generations", err)
+	}
+	out := make([]Generation, len(rows))
+	for i, r := range rows {
+		out[i] = generationFromRow(r)
+	}
+	return out, nil
 }
 
 // generationParams checks what the schema would refuse anyway, so a bad

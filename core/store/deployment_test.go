@@ -3,13 +3,16 @@ package store_test
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"github.com/google/uuid"
 )
 
 func testGeneration(kind string) store.NewGeneration {
@@ -165,4 +168,62 @@ func TestDeploymentCommitRefusesMalformedGeneration(t *testing.T) {
 	}
 	_, err := st.CurrentGeneration(ctx)
 	wantClass(t, err, errdefs.ErrNotFound)
+}
+
+// TestNodeGenerations: a node must serve the current generation while it
+// is enabled, and every generation an unreleased allocation on it is bound
+// to, whatever is current; a retired node keeps only what it holds, and a
+// released allocation no longer holds its generation.
+func TestNodeGenerations(t *testing.T) {
+	st, ctx := newStore(t)
+	owned := storetest.Owner(t, st)
+	served := func(node uuid.UUID) []uint64 {
+		t.Helper()
+		gens, err := st.NodeGenerations(ctx, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []uint64{}
+		for _, g := range gens {
+			out = append(out, g.Generation)
+		}
+		return out
+	}
+	idle := storetest.EnabledNode(t, st)
+	if got := served(idle); len(got) != 0 {
+		t.Fatalf("before the first commit: %v", got)
+	}
+	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := storetest.RunningSession(t, owned) // generation 1, on a new node
+	holder := b.Allocation.NodeID
+	second := testGeneration("docker")
+	second.Specification.Resources.MemoryBytes *= 2
+	if _, err := st.CommitGeneration(ctx, 1, second); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(idle); !slices.Equal(got, []uint64{2}) {
+		t.Fatalf("enabled node without allocations: %v, want [2]", got)
+	}
+	if got := served(holder); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("enabled node holding a generation 1 allocation: %v, want [1 2]", got)
+	}
+	if _, err := st.SetNodeState(ctx, holder, store.NodeEnabled, store.NodeRetired); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(holder); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("retired node holding a generation 1 allocation: %v, want [1]", got)
+	}
+	if _, _, err := owned.DeleteSession(ctx, b.Session.ID); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.GetAllocation(ctx, b.Allocation.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Release(t, owned, a)
+	if got := served(holder); len(got) != 0 {
+		t.Fatalf("retired node after its release: %v, want none", got)
+	}
 }

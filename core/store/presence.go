@@ -45,8 +45,12 @@ type NodePresence struct {
 func (s *Owner) RecordNodePresence(ctx context.Context, p NodePresence) error {
 	const op = "record node presence"
 	p.OwnerEpoch = s.epoch
-	if p.OwnerEpoch == 0 || p.Generation == 0 || p.ConnectionID == uuid.Nil {
-		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "owner epoch, generation and connection are required"))
+	if p.OwnerEpoch == 0 || p.ConnectionID == uuid.Nil {
+		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "owner epoch and connection are required"))
+	}
+	if p.Generation == 0 && p.Ready {
+		// Before the first commit a node serves nothing: never ready.
+		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "a ready node serves a generation"))
 	}
 	if p.CPUMillis < 0 || p.MemoryBytes < 0 || p.DiskFreeBytes < 0 {
 		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "capacity must not be negative"))

@@ -60,12 +60,14 @@ func diskOf(t *testing.T, dir string) (free, total int64) {
 func near(got, want int64) bool { return got >= want-1<<30 && got <= want+1<<30 }
 
 // helloAndReport returns the capacity in Hello and in the first health
-// report.
+// report of a connection, both once a generation is served (the node
+// learns the engine's data root from the first generation's adapter).
 func helloAndReport(t *testing.T, n *stack.Node) (hello, report *pb.Capacity) {
 	t.Helper()
 	cc := n.Dial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	n.Connect(t, cc, 1)
 	h, _, err := nodes.Hello(ctx, pb.NewNodeServiceClient(cc))
 	if err != nil {
 		t.Fatal(err)

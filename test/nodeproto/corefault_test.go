@@ -58,6 +58,7 @@ func TestCoreKilledDuringCreate(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	stack.WaitPublished(t, ctx, cc, 1)
 
 	engine.ResetCalls()
 	engine.Arm(dockertest.CallContainerCreate, dockertest.FaultHookAfterDispatch, func() {

@@ -1,7 +1,11 @@
 package nodeproto
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,19 +18,25 @@ import (
 	"berth.dev/test/internal/stack"
 )
 
-// TestAllocationCallsCarryTheirGeneration: Core's calls about an
-// allocation carry the allocation's committed generation, not the one the
-// node serves. A node restarted for another generation is connected but
-// not ready (generation_mismatch), and its generation fence refuses the
-// Kill of the deleted Session's allocation: the container stays in the
-// engine and the cleanup stays unknown. Back on the allocation's
-// generation, the cleanup completes.
-func TestAllocationCallsCarryTheirGeneration(t *testing.T) {
+// TestCorePublishesGenerations: a node serves what Core publishes. After
+// the first commit the node serves generation 1 and is ready; a node
+// agent restarted serves nothing until Core publishes again, which Core
+// does on the new connection before any call, so the running Session's
+// allocation (of generation 1) stays observed and its cleanup completes.
+// A configuration file that still carries a generation block (written
+// for a node agent that read its generation from it) is refused at start,
+// naming the block: a stale generation is never served.
+func TestCorePublishesGenerations(t *testing.T) {
 	cl := stack.OneNodeCluster(t, &adminv1.Specification{CpuMillis: 100, MemoryBytes: 128 << 20, DiskBytes: 1 << 30, MaxActive: 2, MaxRetained: 2},
 		stack.CoreOptions{}, stack.NodeOptions{})
 	c, cc, ctx, inst, cli, n, name := cl.Core, cl.CC, cl.Ctx, cl.Installation, cl.Engine, cl.Node, cl.NodeName
 	nodesAPI := adminv1.NewNodeServiceClient(cc)
-	stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool { return stack.Connected(n) && n.GetReadiness().GetReady() })
+	stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetReady() && n.GetReadiness().GetGeneration() == 1
+	})
+	if fi, err := os.Stat(filepath.Join(n.Dir, "state", "generations", "1")); err != nil || !fi.IsDir() {
+		t.Fatalf("generation 1's state directory: %v", err)
+	}
 	st := c.Store(t)
 
 	sessionsAPI := adminv1.NewSessionServiceClient(cc)
@@ -59,35 +69,31 @@ func TestAllocationCallsCarryTheirGeneration(t *testing.T) {
 		t.Fatalf("allocation of generation %d, want 1", g)
 	}
 
-	// The node comes back serving generation 2.
+	// A configuration file with a generation block is refused at start.
 	n.Stop()
-	n.EditConfig(func(cfg map[string]any) { cfg["generation"].(map[string]any)["number"] = 2 })
+	data, err := os.ReadFile(n.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(n.Dir, "stale.json")
+	if err := os.WriteFile(stale, append(bytes.TrimSuffix(bytes.TrimSpace(data), []byte("}")), []byte(`,"generation":{"number":1}}`)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(stack.NodeAgentBin(), "serve", "--config", stale).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "config.generation") {
+		t.Fatalf("a configuration with a generation block: %v\n%s", err, out)
+	}
+
+	// Restarted, the node serves nothing until Core publishes generation 1
+	// again; then it is ready and the cleanup of the deleted Session
+	// reaches the allocation's generation.
 	n.Start()
 	stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
-		return stack.Connected(n) && n.GetReadiness().GetDiagnosticCode() == "generation_mismatch"
+		return stack.Connected(n) && n.GetReadiness().GetReady() && n.GetReadiness().GetGeneration() == 1
 	})
 	if _, err := sessionsAPI.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: session}); err != nil {
 		t.Fatalf("DeleteSession: %v", err)
 	}
-	// Core's Kill, for generation 1, reaches the node and is refused by
-	// its fence: the cleanup is recorded unknown and the engine still
-	// holds the container.
-	stack.WaitFor(t, 60*time.Second, "the refused cleanup recorded unknown", func() bool {
-		a := allocation()
-		if containers, _ := stack.Owned(t, cli, inst); containers != 1 || a.State == store.AllocationCleanupConfirmed || a.State == store.AllocationReleased {
-			t.Fatalf("a node serving generation 2 acted on a generation 1 allocation: %d containers, allocation %s", containers, a.State)
-		}
-		return a.State == store.AllocationCleanupUnknown
-	})
-	time.Sleep(2 * time.Second) // more passes, each refused
-	if containers, _ := stack.Owned(t, cli, inst); containers != 1 || allocation().State == store.AllocationReleased {
-		t.Fatalf("a node serving generation 2 acted on a generation 1 allocation: %d containers, allocation %s", containers, allocation().State)
-	}
-
-	// Back on generation 1 the node is ready and the cleanup completes.
-	n.Stop()
-	n.EditConfig(func(cfg map[string]any) { cfg["generation"].(map[string]any)["number"] = 1 })
-	n.Start()
 	stack.WaitFor(t, 90*time.Second, "the allocation released and the engine empty", func() bool {
 		containers, volumes := stack.Owned(t, cli, inst)
 		return allocation().State == store.AllocationReleased && containers+volumes == 0

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,7 +153,7 @@ func TestReconnectFencesTheOldConnection(t *testing.T) {
 	n.Start()
 	cc2 := n.Dial(t)
 	client := pb.NewNodeServiceClient(cc2)
-	if _, err := nodes.Open(ctx, client, 1, 1); !errdefs.IsFenced(err) {
+	if _, err := nodes.Open(ctx, client, 1); !errdefs.IsFenced(err) {
 		t.Fatalf("old owner after restart: %v", err)
 	}
 	_, proxy := n.Connect(t, cc2, 2)
@@ -259,9 +261,11 @@ func TestMalformedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
 	}
 }
 
-// TestReadinessAndHealth: Hello and every health report carry the probe's
-// result for the node's generation with a fixed diagnostic code, and the
-// host's capacity.
+// TestReadinessAndHealth: a node serves no generation until one is
+// published; then Hello, ServeGenerations and health reports carry each
+// served generation's status and probe result with a fixed diagnostic
+// code, and the host's capacity. The deployment digest is the one Core
+// computes (providers.DeploymentDigest).
 func TestReadinessAndHealth(t *testing.T) {
 	inst := stack.NewInstallation(t)
 	engine := stack.FixtureEngine(t)
@@ -274,35 +278,100 @@ func TestReadinessAndHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := hello.GetReadiness()
-	if !r.GetReady() || r.GetGeneration() != 3 || r.GetDiagnosticCode() != "" || hello.GetGeneration() != 3 {
-		t.Fatalf("readiness = %v (generation %d)", r, hello.GetGeneration())
+	if len(hello.GetGenerations()) != 0 || hello.GetProviderKind() != "docker" {
+		t.Fatalf("a node serves %v before any publication (kind %q)", hello.GetGenerations(), hello.GetProviderKind())
 	}
 	if c := hello.GetCapacity(); c.GetCpuMillis() < 1000 || c.GetMemoryBytes() == 0 || c.GetDiskFreeBytes() == 0 {
 		t.Fatalf("capacity = %v", c)
 	}
-	if hello.GetProviderKind() != "docker" || hello.GetBackendFingerprint() == "" || hello.GetSpecificationDigest() == "" {
-		t.Fatalf("description = %v", hello)
+	conn, _ := n.Connect(t, cc, 1)
+	st, err := conn.ServeGenerations(ctx, []nodewire.Generation{n.Published()})
+	if err != nil || len(st) != 1 {
+		t.Fatalf("serve: %v %v", st, err)
 	}
-	// The deployment digest is the one Core computes for the configured
-	// kind and specification (providers.DeploymentDigest).
-	spec := stack.DefaultSpecification()
-	want := providers.DeploymentDigest("docker", sandbox.Specification{
-		Resources: sandbox.Resources{CPUMillis: spec.GetCpuMillis(), MemoryBytes: spec.GetMemoryBytes(), DiskBytes: spec.GetDiskBytes()},
-		MaxActive: spec.GetMaxActive(), MaxRetained: spec.GetMaxRetained(),
-	})
-	if hello.GetDeploymentDigest() != want {
-		t.Fatalf("deployment digest %q, want %q", hello.GetDeploymentDigest(), want)
+	want := n.Published().DeploymentDigest
+	if r := st[0].GetReadiness(); st[0].GetGeneration() != 3 || !r.GetReady() || r.GetGeneration() != 3 || r.GetDiagnosticCode() != "" ||
+		st[0].GetBackendFingerprint() == "" || st[0].GetSpecificationDigest() == "" || st[0].GetDeploymentDigest() != want {
+		t.Fatalf("status = %v, want ready generation 3 with digest %s", st[0], want)
+	}
+	if hello, _, err = nodes.Hello(ctx, client); err != nil || len(hello.GetGenerations()) != 1 || hello.GetGenerations()[0].GetGeneration() != 3 {
+		t.Fatalf("hello after the publication: %v %v", hello.GetGenerations(), err)
 	}
 
-	// The engine loses the pinned Image: the next report says so.
+	// The engine lacks the pinned Image: the generation is not ready.
 	n2 := stack.StartNode(t, inst, stack.NodeOptions{Socket: stack.FixtureEngine(t).Addr(), Image: "sha256:" + strings.Repeat("e", 64), Generation: 3})
-	conn, _ := n2.Connect(t, n2.Dial(t), 1)
-	report, _ := conn.Last()
-	if report.GetReadiness().GetReady() || report.GetReadiness().GetDiagnosticCode() != "image_missing" || report.GetReadiness().GetGeneration() != 3 {
-		t.Fatalf("report without the Image: %v", report.GetReadiness())
+	conn2, _ := n2.Connect(t, n2.Dial(t), 1)
+	st, err = conn2.ServeGenerations(ctx, []nodewire.Generation{n2.Published()})
+	if err != nil || len(st) != 1 || st[0].GetReadiness().GetReady() || st[0].GetReadiness().GetDiagnosticCode() != "image_missing" {
+		t.Fatalf("status without the Image: %v %v", st, err)
 	}
+	report, _ := conn2.Last()
 	if report.GetObservedAt() == nil || report.GetCapacity().GetMemoryBytes() == 0 {
 		t.Fatalf("report = %v", report)
+	}
+}
+
+// TestCallsAreRoutedByGeneration: a node serves exactly the published
+// set; a call for a generation it does not serve is fenced before any
+// adapter, each served generation has its own adapter (and state
+// directory), and a generation left out is no longer served while the
+// others' allocations stay reachable.
+func TestCallsAreRoutedByGeneration(t *testing.T) {
+	inst := stack.NewInstallation(t)
+	engine := stack.FixtureEngine(t)
+	n := stack.StartNode(t, inst, stack.NodeOptions{Socket: engine.Addr(), Image: stack.FixtureImage, Generation: 1})
+	conn, proxy := n.Connect(t, n.Dial(t), 1)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+	if _, err := proxy.Create(ctx, contracttest.CreateRequest(ref, stack.Resources)); err != nil {
+		t.Fatal(err)
+	}
+	// Generation 2 is not published yet: fenced, nothing reaches the engine.
+	two := conn.Session
+	two.Generation = 2
+	proxy2, err := nodes.NewProxy(proxy.ProviderOperations(), func(context.Context) (*nodes.Session, error) { return &two, nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.ResetCalls()
+	if _, err := proxy2.GetInfo(ctx, ref); !errdefs.IsFenced(err) {
+		t.Fatalf("call for an unpublished generation: %v", err)
+	}
+	if calls := adapterCalls(engine); len(calls) != 0 {
+		t.Fatalf("a call for an unpublished generation reached the adapter: %v", calls)
+	}
+	g2 := n.Published()
+	g2.Number = 2
+	g2.Specification.Resources.MemoryBytes *= 2
+	g2.DeploymentDigest = providers.DeploymentDigest("docker", g2.Specification)
+	st, err := conn.ServeGenerations(ctx, []nodewire.Generation{n.Published(), g2})
+	if err != nil || len(st) != 2 || !st[0].GetReadiness().GetReady() || !st[1].GetReadiness().GetReady() {
+		t.Fatalf("serve 1 and 2: %v %v", st, err)
+	}
+	if fi, err := os.Stat(filepath.Join(n.Dir, "state", "generations", "2")); err != nil || !fi.IsDir() {
+		t.Fatalf("generation 2's state directory: %v", err)
+	}
+	ref2 := contracttest.NewReference()
+	if _, err := proxy2.Create(ctx, contracttest.CreateRequest(ref2, stack.Resources)); err != nil {
+		t.Fatalf("create on generation 2: %v", err)
+	}
+	// Generation 1 left out: its calls are fenced, generation 2's go on.
+	if st, err = conn.ServeGenerations(ctx, []nodewire.Generation{g2}); err != nil || len(st) != 1 || st[0].GetGeneration() != 2 {
+		t.Fatalf("serve 2: %v %v", st, err)
+	}
+	if _, err := proxy.GetInfo(ctx, ref); !errdefs.IsFenced(err) {
+		t.Fatalf("call for a generation no longer served: %v", err)
+	}
+	if info, err := proxy2.GetInfo(ctx, ref2); err != nil || !info.IsSettledRunning(ref2) {
+		t.Fatalf("generation 2's allocation: %+v %v", info, err)
+	}
+	// A malformed publication is refused with a field and changes nothing.
+	bad := g2
+	bad.DeploymentDigest = ""
+	if _, err := conn.ServeGenerations(ctx, []nodewire.Generation{bad}); !errdefs.IsInvalid(err) {
+		t.Fatalf("publication without a digest: %v", err)
+	}
+	if _, err := proxy2.GetInfo(ctx, ref2); err != nil {
+		t.Fatalf("a refused publication changed the served set: %v", err)
 	}
 }

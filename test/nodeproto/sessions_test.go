@@ -73,6 +73,7 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 	}}); err != nil {
 		t.Fatalf("CommitDeployment: %v", err)
 	}
+	stack.WaitPublished(t, ctx, cc, 1)
 
 	sessionsAPI := adminv1.NewSessionServiceClient(cc)
 	var sessionNames []string

@@ -69,10 +69,16 @@ func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
 	if _, err := nodesAPI.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: node.GetName()}); err != nil {
 		t.Fatalf("EnableNode: %v", err)
 	}
+	// Before the first commit the node serves nothing: connected, not ready.
 	got := stack.WaitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool { return n.GetPresence().GetConnected() })
-	if r := got.GetReadiness(); !r.GetReady() || r.GetGeneration() != 1 || got.GetCapacity().GetMemoryBytes() == 0 {
-		t.Fatalf("connected node: %v", got)
+	if r := got.GetReadiness(); r.GetReady() || r.GetDiagnosticCode() != "no_committed_generation" || got.GetCapacity().GetMemoryBytes() == 0 {
+		t.Fatalf("connected node before the first commit: %v", got)
 	}
+	// The commit is published to the node, which serves it and is ready.
+	stack.CommitDockerDeployment(t, ctx, cc, stack.DefaultSpecification())
+	got = stack.WaitNode(t, ctx, nodesAPI, node.GetName(), func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetReady() && n.GetReadiness().GetGeneration() == 1
+	})
 	// Core records the presence durably, bound to its epoch and the generation.
 	nodeID := uuid.MustParse(got.GetId())
 	p, err := c.Store(t).GetNodePresence(context.Background(), nodeID)
@@ -136,49 +142,50 @@ func TestDeploymentThroughCore(t *testing.T) {
 	}
 }
 
-// TestNodeServingAnotherSpecificationIsNotReady: a node agent configured
-// with another specification (another memory limit) than the committed
-// deployment stays connected, but Core records it not ready with
-// specification_mismatch, GetNode shows the code, and CreateSession is
-// refused while it is the only node. Before the first commit the same node
-// is ready: there is nothing to compare it with.
-func TestNodeServingAnotherSpecificationIsNotReady(t *testing.T) {
+// TestNodeIsReadyOnlyForTheCommittedGeneration: a node serves what Core
+// publishes, never a specification of its own. Before the first commit it
+// is connected but not ready (no_committed_generation, recorded in its
+// presence) and CreateSession is refused while it is the only node; the
+// commit is published to it at once and it becomes ready for generation
+// 1, with the committed specification's digest.
+func TestNodeIsReadyOnlyForTheCommittedGeneration(t *testing.T) {
 	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
 	cc, ctx := c.AdminClient(t)
 	installationID := stack.InstallationID(t, ctx, cc)
-	configured := stack.DefaultSpecification()
 	stack.EnrollAndStart(t, c, ctx, cc, installationID, stack.NodeOptions{
-		Socket: stack.FixtureEngine(t).Addr(), Image: stack.FixtureImage, Specification: configured,
+		Socket: stack.FixtureEngine(t).Addr(), Image: stack.FixtureImage,
 	}, "")
 	name := stack.EnableAll(t, ctx, cc)[0]
 	nodesAPI := adminv1.NewNodeServiceClient(cc)
-	stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
-		return stack.Connected(n) && n.GetReadiness().GetReady()
-	})
-
-	committed := proto.Clone(configured).(*adminv1.Specification)
-	committed.MemoryBytes *= 2
-	stack.CommitDockerDeployment(t, ctx, cc, committed)
-
 	got := stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
-		return n.GetReadiness().GetDiagnosticCode() == "specification_mismatch"
+		return stack.Connected(n) && n.GetReadiness().GetDiagnosticCode() == "no_committed_generation"
 	})
-	if !stack.Connected(got) || got.GetReadiness().GetReady() {
-		t.Fatalf("a node serving another specification: %v", got)
+	if got.GetReadiness().GetReady() {
+		t.Fatalf("a node before the first commit: %v", got)
 	}
 	nodeID := uuid.MustParse(got.GetId())
 	st := c.Store(t)
-	stack.WaitFor(t, 15*time.Second, "the mismatch recorded in the node's presence", func() bool {
+	stack.WaitFor(t, 15*time.Second, "the node recorded not ready before the commit", func() bool {
 		p, err := st.GetNodePresence(context.Background(), nodeID)
-		return err == nil && p.Present && !p.Ready && p.DiagnosticCode == "specification_mismatch"
+		return err == nil && p.Present && !p.Ready && p.Generation == 0 && p.DiagnosticCode == "no_committed_generation"
 	})
-
 	_, err := adminv1.NewSessionServiceClient(cc).CreateSession(ctx, &adminv1.CreateSessionRequest{
 		RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "nowhere"},
 	})
-	if status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "no_ready_node_with_capacity" {
-		t.Fatalf("CreateSession with only a mismatched node: %v", err)
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("CreateSession before the first commit: %v", err)
 	}
+
+	committed := proto.Clone(stack.DefaultSpecification()).(*adminv1.Specification)
+	committed.MemoryBytes *= 2
+	stack.CommitDockerDeployment(t, ctx, cc, committed)
+	stack.WaitNode(t, ctx, nodesAPI, name, func(n *adminv1.Node) bool {
+		return stack.Connected(n) && n.GetReadiness().GetReady() && n.GetReadiness().GetGeneration() == 1
+	})
+	stack.WaitFor(t, 15*time.Second, "the node recorded ready for generation 1", func() bool {
+		p, err := st.GetNodePresence(context.Background(), nodeID)
+		return err == nil && p.Present && p.Ready && p.Generation == 1
+	})
 }
 
 // TestNodeOnAnotherBackendIsNotReady: a node is bound to the engine it

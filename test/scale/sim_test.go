@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/nodeagent"
@@ -61,11 +62,6 @@ func startSim(t testing.TB, c *stack.Core, ctx context.Context, cc *grpc.ClientC
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	nspec := nodeagent.SpecConfig{
-		CPUMillis: spec.GetCpuMillis(), MemoryBytes: spec.GetMemoryBytes(), DiskBytes: spec.GetDiskBytes(),
-		MaxActive: spec.GetMaxActive(), MaxRetained: spec.GetMaxRetained(),
-	}.Specification()
-	digest := providers.DeploymentDigest(simKind, nspec)
 	nodesAPI := adminv1.NewNodeServiceClient(cc)
 
 	s := &sim{nodes: make([]*simNode, n), byID: map[uuid.UUID]*simNode{}}
@@ -108,19 +104,25 @@ func startSim(t testing.TB, c *stack.Core, ctx context.Context, cc *grpc.ClientC
 				lis.Close()
 				return err
 			}
+			// Every generation Core publishes is served by the node's one
+			// in-memory adapter.
 			prov := memprovider.New()
-			agent, err := nodeagent.NewAgent(prov)
+			build := func(_ context.Context, g nodewire.Generation, _ string) (providers.Built, error) {
+				return providers.Built{
+					Provider: prov, Probe: func(context.Context) error { return nil },
+					BackendFingerprint:  "memory:" + id.NodeID,
+					SpecificationDigest: g.DeploymentDigest,
+				}, nil
+			}
+			gens := nodeagent.NewGenerations(simKind, filepath.Join(state.Path(), "generations"), build, nil, nil)
+			server, err := nodeagent.NewServer(gens, nodeagent.NewFence(state), nodeagent.Description{
+				NodeID: id.NodeID, ProviderKind: simKind, Operations: prov.ProviderOperations(),
+			}, func() nodeagent.Capacity { return simCapacity }, nodeagent.DefaultHealthInterval)
 			if err != nil {
 				_ = state.Close()
 				lis.Close()
 				return err
 			}
-			server := nodeagent.NewServer(agent, nodeagent.NewFence(state, 1), nodeagent.Description{
-				NodeID: id.NodeID, ProviderKind: simKind, Generation: 1,
-				BackendFingerprint:  "memory:" + id.NodeID,
-				SpecificationDigest: digest,
-				DeploymentDigest:    digest,
-			}, func(context.Context) error { return nil }, func() nodeagent.Capacity { return simCapacity }, nodeagent.DefaultHealthInterval)
 			gs := nodeagent.NewGRPCServer(server, tlsCfg)
 			go func() { _ = gs.Serve(lis) }()
 			nd := &simNode{ID: uuid.MustParse(id.NodeID), Provider: prov, state: state, server: server, gs: gs}

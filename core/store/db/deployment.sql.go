@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -147,6 +148,63 @@ func (q *Queries) InsertDeploymentGeneration(ctx context.Context, arg InsertDepl
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const listNodeGenerations = `-- name: ListNodeGenerations :many
+SELECT g.generation, g.provider_kind, g.public_config, g.observations, g.credential_ciphertext, g.credential_nonce, g.cpu_millis, g.memory_bytes, g.disk_bytes, g.max_active, g.max_retained, g.suspension_idle_seconds, g.suspension_retention_seconds, g.created_at
+FROM deployment_generations g
+WHERE g.generation IN (
+    SELECT d.current_generation
+    FROM deployment d
+    JOIN nodes n ON n.id = $1 AND n.state = 'enabled'
+    WHERE d.current_generation IS NOT NULL
+    UNION
+    SELECT p.generation FROM placements p
+    WHERE p.node_id = $1 AND p.state <> 'released'
+    UNION
+    SELECT a.generation FROM allocations a
+    WHERE a.node_id = $1 AND a.state <> 'released')
+ORDER BY g.generation
+`
+
+// ListNodeGenerations returns the generations node @node_id must serve, in
+// ascending order: the current one while the node is enabled, and every
+// generation an unreleased placement or allocation on the node is bound
+// to (a retired node keeps serving what it holds, and an allocation keeps
+// its generation after a newer one is committed).
+func (q *Queries) ListNodeGenerations(ctx context.Context, nodeID uuid.UUID) ([]DeploymentGeneration, error) {
+	rows, err := q.db.Query(ctx, listNodeGenerations, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DeploymentGeneration
+	for rows.Next() {
+		var i DeploymentGeneration
+		if err := rows.Scan(
+			&i.Generation,
+			&i.ProviderKind,
+			&i.PublicConfig,
+			&i.Observations,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
+			&i.CPUMillis,
+			&i.MemoryBytes,
+			&i.DiskBytes,
+			&i.MaxActive,
+			&i.MaxRetained,
+			&i.SuspensionIdleSeconds,
+			&i.SuspensionRetentionSeconds,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const lockDeployment = `-- name: LockDeployment :one

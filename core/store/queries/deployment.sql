@@ -52,3 +52,24 @@ SET provider_disabled = @disabled::boolean,
     provider_disabled_at = CASE WHEN @disabled::boolean THEN coalesce(provider_disabled_at, now()) END,
     updated_at = now()
 RETURNING provider_disabled, provider_disabled_at;
+
+-- name: ListNodeGenerations :many
+-- ListNodeGenerations returns the generations node @node_id must serve, in
+-- ascending order: the current one while the node is enabled, and every
+-- generation an unreleased placement or allocation on the node is bound
+-- to (a retired node keeps serving what it holds, and an allocation keeps
+-- its generation after a newer one is committed).
+SELECT g.*
+FROM deployment_generations g
+WHERE g.generation IN (
+    SELECT d.current_generation
+    FROM deployment d
+    JOIN nodes n ON n.id = @node_id AND n.state = 'enabled'
+    WHERE d.current_generation IS NOT NULL
+    UNION
+    SELECT p.generation FROM placements p
+    WHERE p.node_id = @node_id AND p.state <> 'released'
+    UNION
+    SELECT a.generation FROM allocations a
+    WHERE a.node_id = @node_id AND a.state <> 'released')
+ORDER BY g.generation;

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -133,11 +134,34 @@ func EnableAll(t testing.TB, ctx context.Context, cc *grpc.ClientConn) []string 
 // spec through the admin API.
 func CommitDockerDeployment(t testing.TB, ctx context.Context, cc *grpc.ClientConn, spec *adminv1.Specification) {
 	t.Helper()
-	if _, err := adminv1.NewDeploymentServiceClient(cc).CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
+	resp, err := adminv1.NewDeploymentServiceClient(cc).CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
 		ProviderKind: "docker", Specification: spec,
-	}}); err != nil {
+	}})
+	if err != nil {
 		t.Fatalf("CommitDeployment: %v", err)
 	}
+	WaitPublished(t, ctx, cc, resp.GetDeployment().GetGeneration())
+}
+
+// WaitPublished waits (up to 60 s) until every enabled, connected node
+// reports its readiness for generation, ready or not: Core published the
+// generation to it and recorded the node's answer, so a placement right
+// after sees the node as it serves that generation.
+func WaitPublished(t testing.TB, ctx context.Context, cc *grpc.ClientConn, generation uint64) {
+	t.Helper()
+	api := adminv1.NewNodeServiceClient(cc)
+	WaitFor(t, 60*time.Second, fmt.Sprintf("every connected node reporting generation %d", generation), func() bool {
+		list, err := api.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 100})
+		if err != nil {
+			return false
+		}
+		for _, n := range list.GetNodes() {
+			if n.GetState() == adminv1.Node_STATE_ENABLED && Connected(n) && n.GetReadiness().GetGeneration() != generation {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // InstallationFilter selects engine resources labelled with the

@@ -22,6 +22,8 @@ import (
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/nodetls"
+	"berth.dev/sandbox/nodewire"
+	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/nodes"
 )
@@ -65,19 +67,23 @@ type Node struct {
 	Exited   chan struct{}
 	ExitCode int
 	log      processLog
+
+	// generation and spec are what Connect publishes.
+	generation uint64
+	spec       *adminv1.Specification
 }
 
 // NodeOptions shape a node's configuration.
 type NodeOptions struct {
-	Socket     string // the engine's Unix socket
-	Image      string
-	Generation uint64 // default 1
-	Listen     string // default 127.0.0.1:0
-	Network    string // the containers' network; default "none"
-	// Specification is the deployment specification in the node's
-	// configuration (default DefaultSpecification). A node is ready only
-	// when it equals the committed deployment's: give the one the test
-	// commits.
+	Socket  string // the engine's Unix socket
+	Image   string
+	Listen  string // default 127.0.0.1:0
+	Network string // the containers' network; default "none"
+	// Generation (default 1) and Specification (default
+	// DefaultSpecification) are the generation Node.Connect publishes when
+	// a test drives the node directly. A node under Core serves what Core
+	// publishes (the committed generation), whatever these say.
+	Generation    uint64
 	Specification *adminv1.Specification
 	// Capacity is the configuration's capacity section, written as given.
 	// Nil writes zero reserves: the node tests size their sandboxes
@@ -176,16 +182,7 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	state := filepath.Join(dir, "state")
-	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json")}
-	specCfg := map[string]any{
-		"cpu_millis": spec.GetCpuMillis(), "memory_bytes": spec.GetMemoryBytes(),
-		"disk_bytes": spec.GetDiskBytes(), "max_active": spec.GetMaxActive(), "max_retained": spec.GetMaxRetained(),
-	}
-	if p := spec.GetSuspension(); p != nil {
-		specCfg["suspension"] = map[string]any{
-			"idle_seconds": int64(p.GetIdle().AsDuration().Seconds()), "retention_seconds": int64(p.GetRetention().AsDuration().Seconds()),
-		}
-	}
+	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json"), generation: o.Generation, spec: spec}
 	cfg := map[string]any{
 		"state_dir": state,
 		"listen":    o.Listen,
@@ -193,10 +190,6 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 		"node": map[string]any{
 			"socket": o.Socket, "image": o.Image, "network": o.Network,
 			"seccomp_profile": filepath.Join(RepoRoot(), "deploy", "runtime", "seccomp.json"),
-		},
-		"generation": map[string]any{
-			"number": o.Generation, "installation_id": inst.ID,
-			"specification": specCfg,
 		},
 		"health_interval": "1m",
 		"capacity":        capacity,
@@ -308,8 +301,25 @@ func (n *Node) Dial(t testing.TB) *grpc.ClientConn {
 	return cc
 }
 
-// Connect performs Hello and opens a connection under epoch, returning the
-// connection and a proxy bound to it.
+// Published is the generation Connect publishes: NodeOptions.Generation
+// with NodeOptions.Specification, of the Docker provider.
+func (n *Node) Published() nodewire.Generation {
+	spec := sandbox.Specification{
+		Resources: sandbox.Resources{CPUMillis: n.spec.GetCpuMillis(), MemoryBytes: n.spec.GetMemoryBytes(), DiskBytes: n.spec.GetDiskBytes()},
+		MaxActive: n.spec.GetMaxActive(), MaxRetained: n.spec.GetMaxRetained(),
+	}
+	if p := n.spec.GetSuspension(); p != nil {
+		spec.Suspension = sandbox.SuspensionPolicy{Idle: p.GetIdle().AsDuration(), Retention: p.GetRetention().AsDuration()}
+	}
+	return nodewire.Generation{
+		Number: n.generation, ProviderKind: docker.Kind, Public: []byte(`{}`), Specification: spec,
+		DeploymentDigest: providers.DeploymentDigest(docker.Kind, spec),
+	}
+}
+
+// Connect performs Hello, opens a connection under epoch and publishes
+// the node's generation (Published) on it, returning the connection and a
+// proxy bound to it that calls for that generation.
 func (n *Node) Connect(t testing.TB, cc *grpc.ClientConn, epoch uint64) (*nodes.Connection, *nodes.Proxy) {
 	t.Helper()
 	client := pb.NewNodeServiceClient(cc)
@@ -322,11 +332,15 @@ func (n *Node) Connect(t testing.TB, cc *grpc.ClientConn, epoch uint64) (*nodes.
 	if hello.GetNodeId() != n.ID {
 		t.Fatalf("hello names node %q, want %q", hello.GetNodeId(), n.ID)
 	}
-	conn, err := nodes.Open(ctx, client, epoch, hello.GetGeneration())
+	conn, err := nodes.Open(ctx, client, epoch)
 	if err != nil {
 		t.Fatalf("open connection: %v", err)
 	}
 	t.Cleanup(conn.Close)
+	if _, err := conn.ServeGenerations(ctx, []nodewire.Generation{n.Published()}); err != nil {
+		t.Fatalf("serve generation %d: %v", n.generation, err)
+	}
+	conn.Generation = n.generation
 	proxy, err := nodes.NewProxy(ops, func(context.Context) (*nodes.Session, error) { return &conn.Session, nil }, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -215,28 +215,33 @@ type HelloResponse struct {
 	// node_id is the enrolled node's identity (a canonical UUID), empty before
 	// enrollment.
 	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// provider_kind is the registered kind of the node's adapter.
+	// provider_kind is the registered kind of the node's adapter (the host's
+	// own choice, from its configuration file).
 	ProviderKind string `protobuf:"bytes,3,opt,name=provider_kind,json=providerKind,proto3" json:"provider_kind,omitempty"`
-	// generation is the deployment generation the adapter was built for.
-	Generation uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
-	// backend_fingerprint identifies the native resource namespace.
-	BackendFingerprint string `protobuf:"bytes,5,opt,name=backend_fingerprint,json=backendFingerprint,proto3" json:"backend_fingerprint,omitempty"`
-	// specification_digest identifies what shapes a sandbox on this node.
-	SpecificationDigest string `protobuf:"bytes,6,opt,name=specification_digest,json=specificationDigest,proto3" json:"specification_digest,omitempty"`
-	// operations is the adapter's complete operation declaration.
+	// operations is the adapter's complete operation declaration (its
+	// registration's, the same for every generation).
 	Operations []*OperationDecision `protobuf:"bytes,7,rep,name=operations,proto3" json:"operations,omitempty"`
-	// readiness is the adapter probe's latest result.
-	Readiness *Readiness `protobuf:"bytes,8,opt,name=readiness,proto3" json:"readiness,omitempty"`
 	// capacity is the host's capacity.
 	Capacity *Capacity `protobuf:"bytes,9,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// highest_owner_epoch is the highest owner epoch the node has seen.
 	HighestOwnerEpoch uint64 `protobuf:"varint,10,opt,name=highest_owner_epoch,json=highestOwnerEpoch,proto3" json:"highest_owner_epoch,omitempty"`
-	// deployment_digest identifies the deployment selection (provider kind and
-	// specification) of the generation the node was configured with, computed
-	// by providers.DeploymentDigest. Core computes the same for its committed
-	// generation and keeps a node whose digest differs from placement.
-	// specification_digest, by contrast, also covers node-local settings that
-	// Core does not know.
+	// generations are the generations the node serves now (none after a
+	// start until Core's ServeGenerations), in ascending order.
+	Generations []*GenerationStatus `protobuf:"bytes,12,rep,name=generations,proto3" json:"generations,omitempty"`
+	// The fields below described the one generation a node agent was
+	// configured with before Core published generations (protocol
+	// berth.sandboxnode.v1/2). A node agent of v1/3 leaves them unset;
+	// generations replaces them.
+	//
+	// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
+	Generation uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
+	BackendFingerprint string `protobuf:"bytes,5,opt,name=backend_fingerprint,json=backendFingerprint,proto3" json:"backend_fingerprint,omitempty"`
+	// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
+	SpecificationDigest string `protobuf:"bytes,6,opt,name=specification_digest,json=specificationDigest,proto3" json:"specification_digest,omitempty"`
+	// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
+	Readiness *Readiness `protobuf:"bytes,8,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
 	DeploymentDigest string `protobuf:"bytes,11,opt,name=deployment_digest,json=deploymentDigest,proto3" json:"deployment_digest,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -293,37 +298,9 @@ func (x *HelloResponse) GetProviderKind() string {
 	return ""
 }
 
-func (x *HelloResponse) GetGeneration() uint64 {
-	if x != nil {
-		return x.Generation
-	}
-	return 0
-}
-
-func (x *HelloResponse) GetBackendFingerprint() string {
-	if x != nil {
-		return x.BackendFingerprint
-	}
-	return ""
-}
-
-func (x *HelloResponse) GetSpecificationDigest() string {
-	if x != nil {
-		return x.SpecificationDigest
-	}
-	return ""
-}
-
 func (x *HelloResponse) GetOperations() []*OperationDecision {
 	if x != nil {
 		return x.Operations
-	}
-	return nil
-}
-
-func (x *HelloResponse) GetReadiness() *Readiness {
-	if x != nil {
-		return x.Readiness
 	}
 	return nil
 }
@@ -342,11 +319,397 @@ func (x *HelloResponse) GetHighestOwnerEpoch() uint64 {
 	return 0
 }
 
+func (x *HelloResponse) GetGenerations() []*GenerationStatus {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
+// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
+func (x *HelloResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
+func (x *HelloResponse) GetBackendFingerprint() string {
+	if x != nil {
+		return x.BackendFingerprint
+	}
+	return ""
+}
+
+// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
+func (x *HelloResponse) GetSpecificationDigest() string {
+	if x != nil {
+		return x.SpecificationDigest
+	}
+	return ""
+}
+
+// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
+func (x *HelloResponse) GetReadiness() *Readiness {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
+// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
 func (x *HelloResponse) GetDeploymentDigest() string {
 	if x != nil {
 		return x.DeploymentDigest
 	}
 	return ""
+}
+
+// Generation is a committed deployment generation as Core publishes it.
+type Generation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// number is the generation's number (positive).
+	Number uint64 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	// provider_kind is the generation's provider kind; a node serves only
+	// generations of its own kind.
+	ProviderKind string `protobuf:"bytes,2,opt,name=provider_kind,json=providerKind,proto3" json:"provider_kind,omitempty"`
+	// public_configuration is the generation's normalized public
+	// configuration, a JSON object (always {} for a node provider).
+	PublicConfiguration []byte `protobuf:"bytes,3,opt,name=public_configuration,json=publicConfiguration,proto3" json:"public_configuration,omitempty"`
+	// specification is the generation's specification.
+	Specification *Specification `protobuf:"bytes,4,opt,name=specification,proto3" json:"specification,omitempty"`
+	// deployment_digest is providers.DeploymentDigest of provider_kind and
+	// specification as Core computed it; the node computes it again and
+	// refuses to build a generation whose digest differs.
+	DeploymentDigest string `protobuf:"bytes,5,opt,name=deployment_digest,json=deploymentDigest,proto3" json:"deployment_digest,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Generation) Reset() {
+	*x = Generation{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Generation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Generation) ProtoMessage() {}
+
+func (x *Generation) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Generation.ProtoReflect.Descriptor instead.
+func (*Generation) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Generation) GetNumber() uint64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *Generation) GetProviderKind() string {
+	if x != nil {
+		return x.ProviderKind
+	}
+	return ""
+}
+
+func (x *Generation) GetPublicConfiguration() []byte {
+	if x != nil {
+		return x.PublicConfiguration
+	}
+	return nil
+}
+
+func (x *Generation) GetSpecification() *Specification {
+	if x != nil {
+		return x.Specification
+	}
+	return nil
+}
+
+func (x *Generation) GetDeploymentDigest() string {
+	if x != nil {
+		return x.DeploymentDigest
+	}
+	return ""
+}
+
+// Specification is a generation's sandbox specification.
+type Specification struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resources of every sandbox of the generation.
+	Resources *Resources `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
+	// max_active is the most running sandboxes per node.
+	MaxActive int32 `protobuf:"varint,2,opt,name=max_active,json=maxActive,proto3" json:"max_active,omitempty"`
+	// max_retained is the most suspended snapshots per node.
+	MaxRetained int32 `protobuf:"varint,3,opt,name=max_retained,json=maxRetained,proto3" json:"max_retained,omitempty"`
+	// suspension_idle_seconds and suspension_retention_seconds are the
+	// suspension policy, both 0 without one.
+	SuspensionIdleSeconds      int64 `protobuf:"varint,4,opt,name=suspension_idle_seconds,json=suspensionIdleSeconds,proto3" json:"suspension_idle_seconds,omitempty"`
+	SuspensionRetentionSeconds int64 `protobuf:"varint,5,opt,name=suspension_retention_seconds,json=suspensionRetentionSeconds,proto3" json:"suspension_retention_seconds,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *Specification) Reset() {
+	*x = Specification{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Specification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Specification) ProtoMessage() {}
+
+func (x *Specification) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Specification.ProtoReflect.Descriptor instead.
+func (*Specification) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Specification) GetResources() *Resources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *Specification) GetMaxActive() int32 {
+	if x != nil {
+		return x.MaxActive
+	}
+	return 0
+}
+
+func (x *Specification) GetMaxRetained() int32 {
+	if x != nil {
+		return x.MaxRetained
+	}
+	return 0
+}
+
+func (x *Specification) GetSuspensionIdleSeconds() int64 {
+	if x != nil {
+		return x.SuspensionIdleSeconds
+	}
+	return 0
+}
+
+func (x *Specification) GetSuspensionRetentionSeconds() int64 {
+	if x != nil {
+		return x.SuspensionRetentionSeconds
+	}
+	return 0
+}
+
+// GenerationStatus is how a node serves one generation.
+type GenerationStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation is the generation's number.
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// backend_fingerprint identifies the native resource namespace; empty
+	// when the generation's adapter could not be built.
+	BackendFingerprint string `protobuf:"bytes,2,opt,name=backend_fingerprint,json=backendFingerprint,proto3" json:"backend_fingerprint,omitempty"`
+	// specification_digest identifies what shapes a sandbox of the
+	// generation on this node (it covers node-local settings too).
+	SpecificationDigest string `protobuf:"bytes,3,opt,name=specification_digest,json=specificationDigest,proto3" json:"specification_digest,omitempty"`
+	// deployment_digest is the node's providers.DeploymentDigest of the
+	// generation.
+	DeploymentDigest string `protobuf:"bytes,4,opt,name=deployment_digest,json=deploymentDigest,proto3" json:"deployment_digest,omitempty"`
+	// readiness is the generation's latest probe result (or why it could
+	// not be built).
+	Readiness     *Readiness `protobuf:"bytes,5,opt,name=readiness,proto3" json:"readiness,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GenerationStatus) Reset() {
+	*x = GenerationStatus{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerationStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerationStatus) ProtoMessage() {}
+
+func (x *GenerationStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerationStatus.ProtoReflect.Descriptor instead.
+func (*GenerationStatus) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GenerationStatus) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GenerationStatus) GetBackendFingerprint() string {
+	if x != nil {
+		return x.BackendFingerprint
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetSpecificationDigest() string {
+	if x != nil {
+		return x.SpecificationDigest
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetDeploymentDigest() string {
+	if x != nil {
+		return x.DeploymentDigest
+	}
+	return ""
+}
+
+func (x *GenerationStatus) GetReadiness() *Readiness {
+	if x != nil {
+		return x.Readiness
+	}
+	return nil
+}
+
+// ServeGenerationsRequest is the exact set of generations to serve.
+type ServeGenerationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generations, each number at most once.
+	Generations   []*Generation `protobuf:"bytes,1,rep,name=generations,proto3" json:"generations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServeGenerationsRequest) Reset() {
+	*x = ServeGenerationsRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServeGenerationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServeGenerationsRequest) ProtoMessage() {}
+
+func (x *ServeGenerationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServeGenerationsRequest.ProtoReflect.Descriptor instead.
+func (*ServeGenerationsRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ServeGenerationsRequest) GetGenerations() []*Generation {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
+// ServeGenerationsResponse is the status of every generation served after
+// the call, in ascending order.
+type ServeGenerationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generations   []*GenerationStatus    `protobuf:"bytes,1,rep,name=generations,proto3" json:"generations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServeGenerationsResponse) Reset() {
+	*x = ServeGenerationsResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServeGenerationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServeGenerationsResponse) ProtoMessage() {}
+
+func (x *ServeGenerationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServeGenerationsResponse.ProtoReflect.Descriptor instead.
+func (*ServeGenerationsResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ServeGenerationsResponse) GetGenerations() []*GenerationStatus {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
 }
 
 // OperationDecision is one entry of a provider's operation declaration.
@@ -364,7 +727,7 @@ type OperationDecision struct {
 
 func (x *OperationDecision) Reset() {
 	*x = OperationDecision{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[2]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +739,7 @@ func (x *OperationDecision) String() string {
 func (*OperationDecision) ProtoMessage() {}
 
 func (x *OperationDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[2]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +752,7 @@ func (x *OperationDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationDecision.ProtoReflect.Descriptor instead.
 func (*OperationDecision) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{2}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OperationDecision) GetOperation() string {
@@ -430,7 +793,7 @@ type Readiness struct {
 
 func (x *Readiness) Reset() {
 	*x = Readiness{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[3]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +805,7 @@ func (x *Readiness) String() string {
 func (*Readiness) ProtoMessage() {}
 
 func (x *Readiness) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[3]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +818,7 @@ func (x *Readiness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Readiness.ProtoReflect.Descriptor instead.
 func (*Readiness) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{3}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Readiness) GetGeneration() uint64 {
@@ -506,7 +869,7 @@ type Capacity struct {
 
 func (x *Capacity) Reset() {
 	*x = Capacity{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[4]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +881,7 @@ func (x *Capacity) String() string {
 func (*Capacity) ProtoMessage() {}
 
 func (x *Capacity) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[4]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +894,7 @@ func (x *Capacity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
 func (*Capacity) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{4}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Capacity) GetCpuMillis() int64 {
@@ -564,7 +927,7 @@ type ConnectRequest struct {
 
 func (x *ConnectRequest) Reset() {
 	*x = ConnectRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[5]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +939,7 @@ func (x *ConnectRequest) String() string {
 func (*ConnectRequest) ProtoMessage() {}
 
 func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[5]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +952,7 @@ func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
 func (*ConnectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{5}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{10}
 }
 
 // ConnectResponse is one health report on the connection stream.
@@ -597,19 +960,25 @@ type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// observed_at is the node's clock when the report was made.
 	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
-	// readiness is the latest probe result.
+	// readiness was the one generation's readiness (berth.sandboxnode.v1/2);
+	// unset since v1/3, replaced by generations.
+	//
+	// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
 	Readiness *Readiness `protobuf:"bytes,2,opt,name=readiness,proto3" json:"readiness,omitempty"`
 	// capacity is the host's capacity.
 	Capacity *Capacity `protobuf:"bytes,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// active_operations counts adapter calls in progress.
 	ActiveOperations uint32 `protobuf:"varint,4,opt,name=active_operations,json=activeOperations,proto3" json:"active_operations,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// generations is the latest probe result of every served generation,
+	// in ascending order.
+	Generations   []*Readiness `protobuf:"bytes,5,rep,name=generations,proto3" json:"generations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[6]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +990,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[6]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +1003,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{6}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConnectResponse) GetObservedAt() *timestamppb.Timestamp {
@@ -644,6 +1013,7 @@ func (x *ConnectResponse) GetObservedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in berth/sandboxnode/v1/node.proto.
 func (x *ConnectResponse) GetReadiness() *Readiness {
 	if x != nil {
 		return x.Readiness
@@ -665,6 +1035,13 @@ func (x *ConnectResponse) GetActiveOperations() uint32 {
 	return 0
 }
 
+func (x *ConnectResponse) GetGenerations() []*Readiness {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
 // Reference is the exact (tenant, environment, allocation) identity.
 type Reference struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -680,7 +1057,7 @@ type Reference struct {
 
 func (x *Reference) Reset() {
 	*x = Reference{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[7]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +1069,7 @@ func (x *Reference) String() string {
 func (*Reference) ProtoMessage() {}
 
 func (x *Reference) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[7]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +1082,7 @@ func (x *Reference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reference.ProtoReflect.Descriptor instead.
 func (*Reference) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{7}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Reference) GetTenantId() string {
@@ -750,7 +1127,7 @@ type Info struct {
 
 func (x *Info) Reset() {
 	*x = Info{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[8]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +1139,7 @@ func (x *Info) String() string {
 func (*Info) ProtoMessage() {}
 
 func (x *Info) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[8]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1152,7 @@ func (x *Info) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Info.ProtoReflect.Descriptor instead.
 func (*Info) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{8}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Info) GetReference() *Reference {
@@ -835,7 +1212,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[9]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1224,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[9]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1237,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{9}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Resources) GetCpuMillis() int64 {
@@ -901,7 +1278,7 @@ type Bootstrap struct {
 
 func (x *Bootstrap) Reset() {
 	*x = Bootstrap{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[10]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1290,7 @@ func (x *Bootstrap) String() string {
 func (*Bootstrap) ProtoMessage() {}
 
 func (x *Bootstrap) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[10]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1303,7 @@ func (x *Bootstrap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bootstrap.ProtoReflect.Descriptor instead.
 func (*Bootstrap) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{10}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Bootstrap) GetVersion() int32 {
@@ -972,7 +1349,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[11]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1361,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[11]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1374,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateRequest) GetReference() *Reference {
@@ -1032,7 +1409,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[12]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1421,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[12]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1434,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateResponse) GetInfo() *Info {
@@ -1079,7 +1456,7 @@ type CreateFailure struct {
 
 func (x *CreateFailure) Reset() {
 	*x = CreateFailure{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[13]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1468,7 @@ func (x *CreateFailure) String() string {
 func (*CreateFailure) ProtoMessage() {}
 
 func (x *CreateFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[13]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1481,7 @@ func (x *CreateFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFailure.ProtoReflect.Descriptor instead.
 func (*CreateFailure) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateFailure) GetInfo() *Info {
@@ -1125,7 +1502,7 @@ type GetInfoRequest struct {
 
 func (x *GetInfoRequest) Reset() {
 	*x = GetInfoRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[14]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1514,7 @@ func (x *GetInfoRequest) String() string {
 func (*GetInfoRequest) ProtoMessage() {}
 
 func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[14]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1527,7 @@ func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetInfoRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetInfoRequest) GetReference() *Reference {
@@ -1171,7 +1548,7 @@ type GetInfoResponse struct {
 
 func (x *GetInfoResponse) Reset() {
 	*x = GetInfoResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[15]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1560,7 @@ func (x *GetInfoResponse) String() string {
 func (*GetInfoResponse) ProtoMessage() {}
 
 func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[15]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1573,7 @@ func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetInfoResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetInfoResponse) GetInfo() *Info {
@@ -1217,7 +1594,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[16]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1606,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[16]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1619,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RenewRequest) GetReference() *Reference {
@@ -1263,7 +1640,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[17]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1652,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[17]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1665,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RenewResponse) GetInfo() *Info {
@@ -1309,7 +1686,7 @@ type KillRequest struct {
 
 func (x *KillRequest) Reset() {
 	*x = KillRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1698,7 @@ func (x *KillRequest) String() string {
 func (*KillRequest) ProtoMessage() {}
 
 func (x *KillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1711,7 @@ func (x *KillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRequest.ProtoReflect.Descriptor instead.
 func (*KillRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KillRequest) GetReference() *Reference {
@@ -1353,7 +1730,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1742,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1755,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 // Command is a bounded command.
@@ -1398,7 +1775,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1787,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1800,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Command) GetArgs() []string {
@@ -1473,7 +1850,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1862,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1875,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CommandResult) GetStdout() []byte {
@@ -1549,7 +1926,7 @@ type RunCommandRequest struct {
 
 func (x *RunCommandRequest) Reset() {
 	*x = RunCommandRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1938,7 @@ func (x *RunCommandRequest) String() string {
 func (*RunCommandRequest) ProtoMessage() {}
 
 func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1951,7 @@ func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RunCommandRequest) GetReference() *Reference {
@@ -1602,7 +1979,7 @@ type RunCommandResponse struct {
 
 func (x *RunCommandResponse) Reset() {
 	*x = RunCommandResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1991,7 @@ func (x *RunCommandResponse) String() string {
 func (*RunCommandResponse) ProtoMessage() {}
 
 func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +2004,7 @@ func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RunCommandResponse) GetResult() *CommandResult {
@@ -1648,7 +2025,7 @@ type ObserveRequest struct {
 
 func (x *ObserveRequest) Reset() {
 	*x = ObserveRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +2037,7 @@ func (x *ObserveRequest) String() string {
 func (*ObserveRequest) ProtoMessage() {}
 
 func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +2050,7 @@ func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveRequest.ProtoReflect.Descriptor instead.
 func (*ObserveRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ObserveRequest) GetReference() *Reference {
@@ -1702,7 +2079,7 @@ type ObserveResponse struct {
 
 func (x *ObserveResponse) Reset() {
 	*x = ObserveResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +2091,7 @@ func (x *ObserveResponse) String() string {
 func (*ObserveResponse) ProtoMessage() {}
 
 func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +2104,7 @@ func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
 func (*ObserveResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ObserveResponse) GetReference() *Reference {
@@ -1782,7 +2159,7 @@ type Compute struct {
 
 func (x *Compute) Reset() {
 	*x = Compute{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +2171,7 @@ func (x *Compute) String() string {
 func (*Compute) ProtoMessage() {}
 
 func (x *Compute) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +2184,7 @@ func (x *Compute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Compute.ProtoReflect.Descriptor instead.
 func (*Compute) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Compute) GetReference() *Reference {
@@ -1851,7 +2228,7 @@ type ComputeInfo struct {
 
 func (x *ComputeInfo) Reset() {
 	*x = ComputeInfo{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2240,7 @@ func (x *ComputeInfo) String() string {
 func (*ComputeInfo) ProtoMessage() {}
 
 func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2253,7 @@ func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComputeInfo.ProtoReflect.Descriptor instead.
 func (*ComputeInfo) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ComputeInfo) GetCompute() *Compute {
@@ -1906,7 +2283,7 @@ type SnapshotIdentity struct {
 
 func (x *SnapshotIdentity) Reset() {
 	*x = SnapshotIdentity{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2295,7 @@ func (x *SnapshotIdentity) String() string {
 func (*SnapshotIdentity) ProtoMessage() {}
 
 func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2308,7 @@ func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotIdentity.ProtoReflect.Descriptor instead.
 func (*SnapshotIdentity) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SnapshotIdentity) GetId() string {
@@ -1959,7 +2336,7 @@ type InitialRequest struct {
 
 func (x *InitialRequest) Reset() {
 	*x = InitialRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2348,7 @@ func (x *InitialRequest) String() string {
 func (*InitialRequest) ProtoMessage() {}
 
 func (x *InitialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2361,7 @@ func (x *InitialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialRequest.ProtoReflect.Descriptor instead.
 func (*InitialRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *InitialRequest) GetReference() *Reference {
@@ -2005,7 +2382,7 @@ type InitialResponse struct {
 
 func (x *InitialResponse) Reset() {
 	*x = InitialResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2394,7 @@ func (x *InitialResponse) String() string {
 func (*InitialResponse) ProtoMessage() {}
 
 func (x *InitialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2407,7 @@ func (x *InitialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialResponse.ProtoReflect.Descriptor instead.
 func (*InitialResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *InitialResponse) GetCompute() *Compute {
@@ -2051,7 +2428,7 @@ type NewComputeRequest struct {
 
 func (x *NewComputeRequest) Reset() {
 	*x = NewComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2440,7 @@ func (x *NewComputeRequest) String() string {
 func (*NewComputeRequest) ProtoMessage() {}
 
 func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2453,7 @@ func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewComputeRequest.ProtoReflect.Descriptor instead.
 func (*NewComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NewComputeRequest) GetPrevious() *Compute {
@@ -2097,7 +2474,7 @@ type NewComputeResponse struct {
 
 func (x *NewComputeResponse) Reset() {
 	*x = NewComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2486,7 @@ func (x *NewComputeResponse) String() string {
 func (*NewComputeResponse) ProtoMessage() {}
 
 func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2499,7 @@ func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewComputeResponse.ProtoReflect.Descriptor instead.
 func (*NewComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NewComputeResponse) GetCompute() *Compute {
@@ -2143,7 +2520,7 @@ type GetComputeRequest struct {
 
 func (x *GetComputeRequest) Reset() {
 	*x = GetComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2532,7 @@ func (x *GetComputeRequest) String() string {
 func (*GetComputeRequest) ProtoMessage() {}
 
 func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2545,7 @@ func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeRequest.ProtoReflect.Descriptor instead.
 func (*GetComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetComputeRequest) GetCompute() *Compute {
@@ -2189,7 +2566,7 @@ type GetComputeResponse struct {
 
 func (x *GetComputeResponse) Reset() {
 	*x = GetComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2578,7 @@ func (x *GetComputeResponse) String() string {
 func (*GetComputeResponse) ProtoMessage() {}
 
 func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2591,7 @@ func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeResponse.ProtoReflect.Descriptor instead.
 func (*GetComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetComputeResponse) GetInfo() *ComputeInfo {
@@ -2239,7 +2616,7 @@ type SuspendRequest struct {
 
 func (x *SuspendRequest) Reset() {
 	*x = SuspendRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2628,7 @@ func (x *SuspendRequest) String() string {
 func (*SuspendRequest) ProtoMessage() {}
 
 func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2641,7 @@ func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendRequest.ProtoReflect.Descriptor instead.
 func (*SuspendRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SuspendRequest) GetCompute() *Compute {
@@ -2301,7 +2678,7 @@ type SuspendResponse struct {
 
 func (x *SuspendResponse) Reset() {
 	*x = SuspendResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2690,7 @@ func (x *SuspendResponse) String() string {
 func (*SuspendResponse) ProtoMessage() {}
 
 func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2703,7 @@ func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendResponse.ProtoReflect.Descriptor instead.
 func (*SuspendResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SuspendResponse) GetSnapshot() *SnapshotIdentity {
@@ -2365,7 +2742,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2754,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2767,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResumeRequest) GetSnapshot() *SnapshotIdentity {
@@ -2446,7 +2823,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2835,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2848,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResumeResponse) GetCompute() *ComputeInfo {
@@ -2492,7 +2869,7 @@ type ResumeComputeRequest struct {
 
 func (x *ResumeComputeRequest) Reset() {
 	*x = ResumeComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2881,7 @@ func (x *ResumeComputeRequest) String() string {
 func (*ResumeComputeRequest) ProtoMessage() {}
 
 func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2894,7 @@ func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResumeComputeRequest) GetCompute() *Compute {
@@ -2538,7 +2915,7 @@ type ResumeComputeResponse struct {
 
 func (x *ResumeComputeResponse) Reset() {
 	*x = ResumeComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2927,7 @@ func (x *ResumeComputeResponse) String() string {
 func (*ResumeComputeResponse) ProtoMessage() {}
 
 func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2940,7 @@ func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResumeComputeResponse) GetInfo() *ComputeInfo {
@@ -2584,7 +2961,7 @@ type KillComputeRequest struct {
 
 func (x *KillComputeRequest) Reset() {
 	*x = KillComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2973,7 @@ func (x *KillComputeRequest) String() string {
 func (*KillComputeRequest) ProtoMessage() {}
 
 func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2986,7 @@ func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeRequest.ProtoReflect.Descriptor instead.
 func (*KillComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *KillComputeRequest) GetCompute() *Compute {
@@ -2628,7 +3005,7 @@ type KillComputeResponse struct {
 
 func (x *KillComputeResponse) Reset() {
 	*x = KillComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +3017,7 @@ func (x *KillComputeResponse) String() string {
 func (*KillComputeResponse) ProtoMessage() {}
 
 func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +3030,7 @@ func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeResponse.ProtoReflect.Descriptor instead.
 func (*KillComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
 }
 
 // DeleteSnapshotRequest deletes a snapshot.
@@ -2669,7 +3046,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +3058,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +3071,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteSnapshotRequest) GetReference() *Reference {
@@ -2720,7 +3097,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +3109,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +3122,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
 }
 
 // RunCommandComputeRequest runs a command in one incarnation.
@@ -2761,7 +3138,7 @@ type RunCommandComputeRequest struct {
 
 func (x *RunCommandComputeRequest) Reset() {
 	*x = RunCommandComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +3150,7 @@ func (x *RunCommandComputeRequest) String() string {
 func (*RunCommandComputeRequest) ProtoMessage() {}
 
 func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +3163,7 @@ func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RunCommandComputeRequest) GetCompute() *Compute {
@@ -2814,7 +3191,7 @@ type RunCommandComputeResponse struct {
 
 func (x *RunCommandComputeResponse) Reset() {
 	*x = RunCommandComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3203,7 @@ func (x *RunCommandComputeResponse) String() string {
 func (*RunCommandComputeResponse) ProtoMessage() {}
 
 func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3216,7 @@ func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RunCommandComputeResponse) GetResult() *CommandResult {
@@ -2855,24 +3232,51 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\n" +
 	"\x1fberth/sandboxnode/v1/node.proto\x12\x14berth.sandboxnode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n" +
 	"\fHelloRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\"\x9d\x04\n" +
+	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\"\xfb\x04\n" +
 	"\rHelloResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12#\n" +
-	"\rprovider_kind\x18\x03 \x01(\tR\fproviderKind\x12\x1e\n" +
-	"\n" +
-	"generation\x18\x04 \x01(\x04R\n" +
-	"generation\x12/\n" +
-	"\x13backend_fingerprint\x18\x05 \x01(\tR\x12backendFingerprint\x121\n" +
-	"\x14specification_digest\x18\x06 \x01(\tR\x13specificationDigest\x12G\n" +
+	"\rprovider_kind\x18\x03 \x01(\tR\fproviderKind\x12G\n" +
 	"\n" +
 	"operations\x18\a \x03(\v2'.berth.sandboxnode.v1.OperationDecisionR\n" +
-	"operations\x12=\n" +
-	"\treadiness\x18\b \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessR\treadiness\x12:\n" +
+	"operations\x12:\n" +
 	"\bcapacity\x18\t \x01(\v2\x1e.berth.sandboxnode.v1.CapacityR\bcapacity\x12.\n" +
 	"\x13highest_owner_epoch\x18\n" +
-	" \x01(\x04R\x11highestOwnerEpoch\x12+\n" +
-	"\x11deployment_digest\x18\v \x01(\tR\x10deploymentDigest\"g\n" +
+	" \x01(\x04R\x11highestOwnerEpoch\x12H\n" +
+	"\vgenerations\x18\f \x03(\v2&.berth.sandboxnode.v1.GenerationStatusR\vgenerations\x12\"\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04B\x02\x18\x01R\n" +
+	"generation\x123\n" +
+	"\x13backend_fingerprint\x18\x05 \x01(\tB\x02\x18\x01R\x12backendFingerprint\x125\n" +
+	"\x14specification_digest\x18\x06 \x01(\tB\x02\x18\x01R\x13specificationDigest\x12A\n" +
+	"\treadiness\x18\b \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessB\x02\x18\x01R\treadiness\x12/\n" +
+	"\x11deployment_digest\x18\v \x01(\tB\x02\x18\x01R\x10deploymentDigest\"\xf4\x01\n" +
+	"\n" +
+	"Generation\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x04R\x06number\x12#\n" +
+	"\rprovider_kind\x18\x02 \x01(\tR\fproviderKind\x121\n" +
+	"\x14public_configuration\x18\x03 \x01(\fR\x13publicConfiguration\x12I\n" +
+	"\rspecification\x18\x04 \x01(\v2#.berth.sandboxnode.v1.SpecificationR\rspecification\x12+\n" +
+	"\x11deployment_digest\x18\x05 \x01(\tR\x10deploymentDigest\"\x8a\x02\n" +
+	"\rSpecification\x12=\n" +
+	"\tresources\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ResourcesR\tresources\x12\x1d\n" +
+	"\n" +
+	"max_active\x18\x02 \x01(\x05R\tmaxActive\x12!\n" +
+	"\fmax_retained\x18\x03 \x01(\x05R\vmaxRetained\x126\n" +
+	"\x17suspension_idle_seconds\x18\x04 \x01(\x03R\x15suspensionIdleSeconds\x12@\n" +
+	"\x1csuspension_retention_seconds\x18\x05 \x01(\x03R\x1asuspensionRetentionSeconds\"\x82\x02\n" +
+	"\x10GenerationStatus\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12/\n" +
+	"\x13backend_fingerprint\x18\x02 \x01(\tR\x12backendFingerprint\x121\n" +
+	"\x14specification_digest\x18\x03 \x01(\tR\x13specificationDigest\x12+\n" +
+	"\x11deployment_digest\x18\x04 \x01(\tR\x10deploymentDigest\x12=\n" +
+	"\treadiness\x18\x05 \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessR\treadiness\"]\n" +
+	"\x17ServeGenerationsRequest\x12B\n" +
+	"\vgenerations\x18\x01 \x03(\v2 .berth.sandboxnode.v1.GenerationR\vgenerations\"d\n" +
+	"\x18ServeGenerationsResponse\x12H\n" +
+	"\vgenerations\x18\x01 \x03(\v2&.berth.sandboxnode.v1.GenerationStatusR\vgenerations\"g\n" +
 	"\x11OperationDecision\x12\x1c\n" +
 	"\toperation\x18\x01 \x01(\tR\toperation\x12\x1c\n" +
 	"\tsupported\x18\x02 \x01(\bR\tsupported\x12\x16\n" +
@@ -2890,13 +3294,14 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
 	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12&\n" +
 	"\x0fdisk_free_bytes\x18\x03 \x01(\x03R\rdiskFreeBytes\"\x10\n" +
-	"\x0eConnectRequest\"\xf6\x01\n" +
+	"\x0eConnectRequest\"\xbd\x02\n" +
 	"\x0fConnectResponse\x12;\n" +
 	"\vobserved_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"observedAt\x12=\n" +
-	"\treadiness\x18\x02 \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessR\treadiness\x12:\n" +
+	"observedAt\x12A\n" +
+	"\treadiness\x18\x02 \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessB\x02\x18\x01R\treadiness\x12:\n" +
 	"\bcapacity\x18\x03 \x01(\v2\x1e.berth.sandboxnode.v1.CapacityR\bcapacity\x12+\n" +
-	"\x11active_operations\x18\x04 \x01(\rR\x10activeOperations\"t\n" +
+	"\x11active_operations\x18\x04 \x01(\rR\x10activeOperations\x12A\n" +
+	"\vgenerations\x18\x05 \x03(\v2\x1f.berth.sandboxnode.v1.ReadinessR\vgenerations\"t\n" +
 	"\tReference\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12%\n" +
 	"\x0eenvironment_id\x18\x02 \x01(\tR\renvironmentId\x12#\n" +
@@ -3036,10 +3441,11 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x14COMPUTE_STATE_ABSENT\x10\x01\x12\x19\n" +
 	"\x15COMPUTE_STATE_RUNNING\x10\x02\x12\x18\n" +
 	"\x14COMPUTE_STATE_PAUSED\x10\x03\x12\x19\n" +
-	"\x15COMPUTE_STATE_STOPPED\x10\x042\xb8\f\n" +
+	"\x15COMPUTE_STATE_STOPPED\x10\x042\xab\r\n" +
 	"\vNodeService\x12P\n" +
 	"\x05Hello\x12\".berth.sandboxnode.v1.HelloRequest\x1a#.berth.sandboxnode.v1.HelloResponse\x12X\n" +
-	"\aConnect\x12$.berth.sandboxnode.v1.ConnectRequest\x1a%.berth.sandboxnode.v1.ConnectResponse0\x01\x12S\n" +
+	"\aConnect\x12$.berth.sandboxnode.v1.ConnectRequest\x1a%.berth.sandboxnode.v1.ConnectResponse0\x01\x12q\n" +
+	"\x10ServeGenerations\x12-.berth.sandboxnode.v1.ServeGenerationsRequest\x1a..berth.sandboxnode.v1.ServeGenerationsResponse\x12S\n" +
 	"\x06Create\x12#.berth.sandboxnode.v1.CreateRequest\x1a$.berth.sandboxnode.v1.CreateResponse\x12V\n" +
 	"\aGetInfo\x12$.berth.sandboxnode.v1.GetInfoRequest\x1a%.berth.sandboxnode.v1.GetInfoResponse\x12P\n" +
 	"\x05Renew\x12\".berth.sandboxnode.v1.RenewRequest\x1a#.berth.sandboxnode.v1.RenewResponse\x12M\n" +
@@ -3072,149 +3478,163 @@ func file_berth_sandboxnode_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_sandboxnode_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(State)(0),                        // 0: berth.sandboxnode.v1.State
 	(ComputeState)(0),                 // 1: berth.sandboxnode.v1.ComputeState
 	(*HelloRequest)(nil),              // 2: berth.sandboxnode.v1.HelloRequest
 	(*HelloResponse)(nil),             // 3: berth.sandboxnode.v1.HelloResponse
-	(*OperationDecision)(nil),         // 4: berth.sandboxnode.v1.OperationDecision
-	(*Readiness)(nil),                 // 5: berth.sandboxnode.v1.Readiness
-	(*Capacity)(nil),                  // 6: berth.sandboxnode.v1.Capacity
-	(*ConnectRequest)(nil),            // 7: berth.sandboxnode.v1.ConnectRequest
-	(*ConnectResponse)(nil),           // 8: berth.sandboxnode.v1.ConnectResponse
-	(*Reference)(nil),                 // 9: berth.sandboxnode.v1.Reference
-	(*Info)(nil),                      // 10: berth.sandboxnode.v1.Info
-	(*Resources)(nil),                 // 11: berth.sandboxnode.v1.Resources
-	(*Bootstrap)(nil),                 // 12: berth.sandboxnode.v1.Bootstrap
-	(*CreateRequest)(nil),             // 13: berth.sandboxnode.v1.CreateRequest
-	(*CreateResponse)(nil),            // 14: berth.sandboxnode.v1.CreateResponse
-	(*CreateFailure)(nil),             // 15: berth.sandboxnode.v1.CreateFailure
-	(*GetInfoRequest)(nil),            // 16: berth.sandboxnode.v1.GetInfoRequest
-	(*GetInfoResponse)(nil),           // 17: berth.sandboxnode.v1.GetInfoResponse
-	(*RenewRequest)(nil),              // 18: berth.sandboxnode.v1.RenewRequest
-	(*RenewResponse)(nil),             // 19: berth.sandboxnode.v1.RenewResponse
-	(*KillRequest)(nil),               // 20: berth.sandboxnode.v1.KillRequest
-	(*KillResponse)(nil),              // 21: berth.sandboxnode.v1.KillResponse
-	(*Command)(nil),                   // 22: berth.sandboxnode.v1.Command
-	(*CommandResult)(nil),             // 23: berth.sandboxnode.v1.CommandResult
-	(*RunCommandRequest)(nil),         // 24: berth.sandboxnode.v1.RunCommandRequest
-	(*RunCommandResponse)(nil),        // 25: berth.sandboxnode.v1.RunCommandResponse
-	(*ObserveRequest)(nil),            // 26: berth.sandboxnode.v1.ObserveRequest
-	(*ObserveResponse)(nil),           // 27: berth.sandboxnode.v1.ObserveResponse
-	(*Compute)(nil),                   // 28: berth.sandboxnode.v1.Compute
-	(*ComputeInfo)(nil),               // 29: berth.sandboxnode.v1.ComputeInfo
-	(*SnapshotIdentity)(nil),          // 30: berth.sandboxnode.v1.SnapshotIdentity
-	(*InitialRequest)(nil),            // 31: berth.sandboxnode.v1.InitialRequest
-	(*InitialResponse)(nil),           // 32: berth.sandboxnode.v1.InitialResponse
-	(*NewComputeRequest)(nil),         // 33: berth.sandboxnode.v1.NewComputeRequest
-	(*NewComputeResponse)(nil),        // 34: berth.sandboxnode.v1.NewComputeResponse
-	(*GetComputeRequest)(nil),         // 35: berth.sandboxnode.v1.GetComputeRequest
-	(*GetComputeResponse)(nil),        // 36: berth.sandboxnode.v1.GetComputeResponse
-	(*SuspendRequest)(nil),            // 37: berth.sandboxnode.v1.SuspendRequest
-	(*SuspendResponse)(nil),           // 38: berth.sandboxnode.v1.SuspendResponse
-	(*ResumeRequest)(nil),             // 39: berth.sandboxnode.v1.ResumeRequest
-	(*ResumeResponse)(nil),            // 40: berth.sandboxnode.v1.ResumeResponse
-	(*ResumeComputeRequest)(nil),      // 41: berth.sandboxnode.v1.ResumeComputeRequest
-	(*ResumeComputeResponse)(nil),     // 42: berth.sandboxnode.v1.ResumeComputeResponse
-	(*KillComputeRequest)(nil),        // 43: berth.sandboxnode.v1.KillComputeRequest
-	(*KillComputeResponse)(nil),       // 44: berth.sandboxnode.v1.KillComputeResponse
-	(*DeleteSnapshotRequest)(nil),     // 45: berth.sandboxnode.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),    // 46: berth.sandboxnode.v1.DeleteSnapshotResponse
-	(*RunCommandComputeRequest)(nil),  // 47: berth.sandboxnode.v1.RunCommandComputeRequest
-	(*RunCommandComputeResponse)(nil), // 48: berth.sandboxnode.v1.RunCommandComputeResponse
-	(*timestamppb.Timestamp)(nil),     // 49: google.protobuf.Timestamp
+	(*Generation)(nil),                // 4: berth.sandboxnode.v1.Generation
+	(*Specification)(nil),             // 5: berth.sandboxnode.v1.Specification
+	(*GenerationStatus)(nil),          // 6: berth.sandboxnode.v1.GenerationStatus
+	(*ServeGenerationsRequest)(nil),   // 7: berth.sandboxnode.v1.ServeGenerationsRequest
+	(*ServeGenerationsResponse)(nil),  // 8: berth.sandboxnode.v1.ServeGenerationsResponse
+	(*OperationDecision)(nil),         // 9: berth.sandboxnode.v1.OperationDecision
+	(*Readiness)(nil),                 // 10: berth.sandboxnode.v1.Readiness
+	(*Capacity)(nil),                  // 11: berth.sandboxnode.v1.Capacity
+	(*ConnectRequest)(nil),            // 12: berth.sandboxnode.v1.ConnectRequest
+	(*ConnectResponse)(nil),           // 13: berth.sandboxnode.v1.ConnectResponse
+	(*Reference)(nil),                 // 14: berth.sandboxnode.v1.Reference
+	(*Info)(nil),                      // 15: berth.sandboxnode.v1.Info
+	(*Resources)(nil),                 // 16: berth.sandboxnode.v1.Resources
+	(*Bootstrap)(nil),                 // 17: berth.sandboxnode.v1.Bootstrap
+	(*CreateRequest)(nil),             // 18: berth.sandboxnode.v1.CreateRequest
+	(*CreateResponse)(nil),            // 19: berth.sandboxnode.v1.CreateResponse
+	(*CreateFailure)(nil),             // 20: berth.sandboxnode.v1.CreateFailure
+	(*GetInfoRequest)(nil),            // 21: berth.sandboxnode.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),           // 22: berth.sandboxnode.v1.GetInfoResponse
+	(*RenewRequest)(nil),              // 23: berth.sandboxnode.v1.RenewRequest
+	(*RenewResponse)(nil),             // 24: berth.sandboxnode.v1.RenewResponse
+	(*KillRequest)(nil),               // 25: berth.sandboxnode.v1.KillRequest
+	(*KillResponse)(nil),              // 26: berth.sandboxnode.v1.KillResponse
+	(*Command)(nil),                   // 27: berth.sandboxnode.v1.Command
+	(*CommandResult)(nil),             // 28: berth.sandboxnode.v1.CommandResult
+	(*RunCommandRequest)(nil),         // 29: berth.sandboxnode.v1.RunCommandRequest
+	(*RunCommandResponse)(nil),        // 30: berth.sandboxnode.v1.RunCommandResponse
+	(*ObserveRequest)(nil),            // 31: berth.sandboxnode.v1.ObserveRequest
+	(*ObserveResponse)(nil),           // 32: berth.sandboxnode.v1.ObserveResponse
+	(*Compute)(nil),                   // 33: berth.sandboxnode.v1.Compute
+	(*ComputeInfo)(nil),               // 34: berth.sandboxnode.v1.ComputeInfo
+	(*SnapshotIdentity)(nil),          // 35: berth.sandboxnode.v1.SnapshotIdentity
+	(*InitialRequest)(nil),            // 36: berth.sandboxnode.v1.InitialRequest
+	(*InitialResponse)(nil),           // 37: berth.sandboxnode.v1.InitialResponse
+	(*NewComputeRequest)(nil),         // 38: berth.sandboxnode.v1.NewComputeRequest
+	(*NewComputeResponse)(nil),        // 39: berth.sandboxnode.v1.NewComputeResponse
+	(*GetComputeRequest)(nil),         // 40: berth.sandboxnode.v1.GetComputeRequest
+	(*GetComputeResponse)(nil),        // 41: berth.sandboxnode.v1.GetComputeResponse
+	(*SuspendRequest)(nil),            // 42: berth.sandboxnode.v1.SuspendRequest
+	(*SuspendResponse)(nil),           // 43: berth.sandboxnode.v1.SuspendResponse
+	(*ResumeRequest)(nil),             // 44: berth.sandboxnode.v1.ResumeRequest
+	(*ResumeResponse)(nil),            // 45: berth.sandboxnode.v1.ResumeResponse
+	(*ResumeComputeRequest)(nil),      // 46: berth.sandboxnode.v1.ResumeComputeRequest
+	(*ResumeComputeResponse)(nil),     // 47: berth.sandboxnode.v1.ResumeComputeResponse
+	(*KillComputeRequest)(nil),        // 48: berth.sandboxnode.v1.KillComputeRequest
+	(*KillComputeResponse)(nil),       // 49: berth.sandboxnode.v1.KillComputeResponse
+	(*DeleteSnapshotRequest)(nil),     // 50: berth.sandboxnode.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),    // 51: berth.sandboxnode.v1.DeleteSnapshotResponse
+	(*RunCommandComputeRequest)(nil),  // 52: berth.sandboxnode.v1.RunCommandComputeRequest
+	(*RunCommandComputeResponse)(nil), // 53: berth.sandboxnode.v1.RunCommandComputeResponse
+	(*timestamppb.Timestamp)(nil),     // 54: google.protobuf.Timestamp
 }
 var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
-	4,  // 0: berth.sandboxnode.v1.HelloResponse.operations:type_name -> berth.sandboxnode.v1.OperationDecision
-	5,  // 1: berth.sandboxnode.v1.HelloResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
-	6,  // 2: berth.sandboxnode.v1.HelloResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
-	49, // 3: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
-	49, // 4: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
-	5,  // 5: berth.sandboxnode.v1.ConnectResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
-	6,  // 6: berth.sandboxnode.v1.ConnectResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
-	9,  // 7: berth.sandboxnode.v1.Info.reference:type_name -> berth.sandboxnode.v1.Reference
-	0,  // 8: berth.sandboxnode.v1.Info.state:type_name -> berth.sandboxnode.v1.State
-	49, // 9: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
-	9,  // 10: berth.sandboxnode.v1.CreateRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	11, // 11: berth.sandboxnode.v1.CreateRequest.resources:type_name -> berth.sandboxnode.v1.Resources
-	12, // 12: berth.sandboxnode.v1.CreateRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
-	10, // 13: berth.sandboxnode.v1.CreateResponse.info:type_name -> berth.sandboxnode.v1.Info
-	10, // 14: berth.sandboxnode.v1.CreateFailure.info:type_name -> berth.sandboxnode.v1.Info
-	9,  // 15: berth.sandboxnode.v1.GetInfoRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	10, // 16: berth.sandboxnode.v1.GetInfoResponse.info:type_name -> berth.sandboxnode.v1.Info
-	9,  // 17: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	10, // 18: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
-	9,  // 19: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	9,  // 20: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	22, // 21: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
-	23, // 22: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	9,  // 23: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	9,  // 24: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
-	9,  // 25: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
-	28, // 26: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
-	1,  // 27: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
-	9,  // 28: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	28, // 29: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
-	28, // 30: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
-	28, // 31: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
-	28, // 32: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	29, // 33: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	28, // 34: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	30, // 35: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	29, // 36: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
-	30, // 37: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	28, // 38: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
-	11, // 39: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
-	12, // 40: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
-	29, // 41: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
-	28, // 42: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	29, // 43: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	28, // 44: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	9,  // 45: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	30, // 46: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	28, // 47: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	22, // 48: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
-	23, // 49: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	2,  // 50: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
-	7,  // 51: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
-	13, // 52: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
-	16, // 53: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
-	18, // 54: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
-	20, // 55: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
-	24, // 56: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
-	26, // 57: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
-	31, // 58: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
-	33, // 59: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
-	35, // 60: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
-	37, // 61: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
-	39, // 62: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
-	41, // 63: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
-	43, // 64: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
-	45, // 65: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
-	47, // 66: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
-	3,  // 67: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
-	8,  // 68: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
-	14, // 69: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
-	17, // 70: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
-	19, // 71: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
-	21, // 72: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
-	25, // 73: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
-	27, // 74: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
-	32, // 75: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
-	34, // 76: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
-	36, // 77: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
-	38, // 78: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
-	40, // 79: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
-	42, // 80: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
-	44, // 81: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
-	46, // 82: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
-	48, // 83: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
-	67, // [67:84] is the sub-list for method output_type
-	50, // [50:67] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	9,  // 0: berth.sandboxnode.v1.HelloResponse.operations:type_name -> berth.sandboxnode.v1.OperationDecision
+	11, // 1: berth.sandboxnode.v1.HelloResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
+	6,  // 2: berth.sandboxnode.v1.HelloResponse.generations:type_name -> berth.sandboxnode.v1.GenerationStatus
+	10, // 3: berth.sandboxnode.v1.HelloResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
+	5,  // 4: berth.sandboxnode.v1.Generation.specification:type_name -> berth.sandboxnode.v1.Specification
+	16, // 5: berth.sandboxnode.v1.Specification.resources:type_name -> berth.sandboxnode.v1.Resources
+	10, // 6: berth.sandboxnode.v1.GenerationStatus.readiness:type_name -> berth.sandboxnode.v1.Readiness
+	4,  // 7: berth.sandboxnode.v1.ServeGenerationsRequest.generations:type_name -> berth.sandboxnode.v1.Generation
+	6,  // 8: berth.sandboxnode.v1.ServeGenerationsResponse.generations:type_name -> berth.sandboxnode.v1.GenerationStatus
+	54, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
+	54, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
+	10, // 11: berth.sandboxnode.v1.ConnectResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
+	11, // 12: berth.sandboxnode.v1.ConnectResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
+	10, // 13: berth.sandboxnode.v1.ConnectResponse.generations:type_name -> berth.sandboxnode.v1.Readiness
+	14, // 14: berth.sandboxnode.v1.Info.reference:type_name -> berth.sandboxnode.v1.Reference
+	0,  // 15: berth.sandboxnode.v1.Info.state:type_name -> berth.sandboxnode.v1.State
+	54, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
+	14, // 17: berth.sandboxnode.v1.CreateRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	16, // 18: berth.sandboxnode.v1.CreateRequest.resources:type_name -> berth.sandboxnode.v1.Resources
+	17, // 19: berth.sandboxnode.v1.CreateRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
+	15, // 20: berth.sandboxnode.v1.CreateResponse.info:type_name -> berth.sandboxnode.v1.Info
+	15, // 21: berth.sandboxnode.v1.CreateFailure.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 22: berth.sandboxnode.v1.GetInfoRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	15, // 23: berth.sandboxnode.v1.GetInfoResponse.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 24: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	15, // 25: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 26: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 27: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	27, // 28: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
+	28, // 29: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	14, // 30: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 31: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 32: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
+	33, // 33: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
+	1,  // 34: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
+	14, // 35: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	33, // 36: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	33, // 37: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
+	33, // 38: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	33, // 39: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	34, // 40: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	33, // 41: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	35, // 42: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	34, // 43: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
+	35, // 44: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	33, // 45: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
+	16, // 46: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
+	17, // 47: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
+	34, // 48: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
+	33, // 49: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	34, // 50: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	33, // 51: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	14, // 52: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	35, // 53: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	33, // 54: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	27, // 55: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
+	28, // 56: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	2,  // 57: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
+	12, // 58: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
+	7,  // 59: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
+	18, // 60: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
+	21, // 61: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
+	23, // 62: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
+	25, // 63: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
+	29, // 64: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
+	31, // 65: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
+	36, // 66: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
+	38, // 67: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
+	40, // 68: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
+	42, // 69: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
+	44, // 70: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
+	46, // 71: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
+	48, // 72: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
+	50, // 73: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
+	52, // 74: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
+	3,  // 75: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
+	13, // 76: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
+	8,  // 77: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
+	19, // 78: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
+	22, // 79: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
+	24, // 80: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
+	26, // 81: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
+	30, // 82: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
+	32, // 83: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
+	37, // 84: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
+	39, // 85: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
+	41, // 86: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
+	43, // 87: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
+	45, // 88: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
+	47, // 89: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
+	49, // 90: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
+	51, // 91: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
+	53, // 92: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
+	75, // [75:93] is the sub-list for method output_type
+	57, // [57:75] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_berth_sandboxnode_v1_node_proto_init() }
@@ -3228,7 +3648,7 @@ func file_berth_sandboxnode_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_sandboxnode_v1_node_proto_rawDesc), len(file_berth_sandboxnode_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   47,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	NodeService_Hello_FullMethodName             = "/berth.sandboxnode.v1.NodeService/Hello"
 	NodeService_Connect_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Connect"
+	NodeService_ServeGenerations_FullMethodName  = "/berth.sandboxnode.v1.NodeService/ServeGenerations"
 	NodeService_Create_FullMethodName            = "/berth.sandboxnode.v1.NodeService/Create"
 	NodeService_GetInfo_FullMethodName           = "/berth.sandboxnode.v1.NodeService/GetInfo"
 	NodeService_Renew_FullMethodName             = "/berth.sandboxnode.v1.NodeService/Renew"
@@ -65,6 +66,17 @@ type NodeServiceClient interface {
 	// reports until the stream ends. Calls under any other connection id are
 	// fenced.
 	Connect(ctx context.Context, in *ConnectRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ConnectResponse], error)
+	// ServeGenerations gives the node, on Core's current connection, the
+	// exact set of committed deployment generations it must serve: the
+	// node builds an adapter for each one it does not serve yet (in its own
+	// generations/<number> state directory), stops serving the ones left
+	// out once their calls have finished, and answers each generation's
+	// status. A generation that fails to build is reported not ready with
+	// a fixed diagnostic code, never as a failed call. The call's
+	// berth-generation metadata is 0; every other call is routed to the
+	// adapter of the generation its metadata names, and refused (fenced)
+	// when the node does not serve it.
+	ServeGenerations(ctx context.Context, in *ServeGenerationsRequest, opts ...grpc.CallOption) (*ServeGenerationsResponse, error)
 	// The SandboxProvider operations.
 	Create(ctx context.Context, in *CreateRequest, opts ...grpc.CallOption) (*CreateResponse, error)
 	GetInfo(ctx context.Context, in *GetInfoRequest, opts ...grpc.CallOption) (*GetInfoResponse, error)
@@ -122,6 +134,16 @@ func (c *nodeServiceClient) Connect(ctx context.Context, in *ConnectRequest, opt
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type NodeService_ConnectClient = grpc.ServerStreamingClient[ConnectResponse]
+
+func (c *nodeServiceClient) ServeGenerations(ctx context.Context, in *ServeGenerationsRequest, opts ...grpc.CallOption) (*ServeGenerationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServeGenerationsResponse)
+	err := c.cc.Invoke(ctx, NodeService_ServeGenerations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *nodeServiceClient) Create(ctx context.Context, in *CreateRequest, opts ...grpc.CallOption) (*CreateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -287,6 +309,17 @@ type NodeServiceServer interface {
 	// reports until the stream ends. Calls under any other connection id are
 	// fenced.
 	Connect(*ConnectRequest, grpc.ServerStreamingServer[ConnectResponse]) error
+	// ServeGenerations gives the node, on Core's current connection, the
+	// exact set of committed deployment generations it must serve: the
+	// node builds an adapter for each one it does not serve yet (in its own
+	// generations/<number> state directory), stops serving the ones left
+	// out once their calls have finished, and answers each generation's
+	// status. A generation that fails to build is reported not ready with
+	// a fixed diagnostic code, never as a failed call. The call's
+	// berth-generation metadata is 0; every other call is routed to the
+	// adapter of the generation its metadata names, and refused (fenced)
+	// when the node does not serve it.
+	ServeGenerations(context.Context, *ServeGenerationsRequest) (*ServeGenerationsResponse, error)
 	// The SandboxProvider operations.
 	Create(context.Context, *CreateRequest) (*CreateResponse, error)
 	GetInfo(context.Context, *GetInfoRequest) (*GetInfoResponse, error)
@@ -321,6 +354,9 @@ func (UnimplementedNodeServiceServer) Hello(context.Context, *HelloRequest) (*He
 }
 func (UnimplementedNodeServiceServer) Connect(*ConnectRequest, grpc.ServerStreamingServer[ConnectResponse]) error {
 	return status.Error(codes.Unimplemented, "method Connect not implemented")
+}
+func (UnimplementedNodeServiceServer) ServeGenerations(context.Context, *ServeGenerationsRequest) (*ServeGenerationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ServeGenerations not implemented")
 }
 func (UnimplementedNodeServiceServer) Create(context.Context, *CreateRequest) (*CreateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Create not implemented")
@@ -416,6 +452,24 @@ func _NodeService_Connect_Handler(srv interface{}, stream grpc.ServerStream) err
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type NodeService_ConnectServer = grpc.ServerStreamingServer[ConnectResponse]
+
+func _NodeService_ServeGenerations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ServeGenerationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ServeGenerations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ServeGenerations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ServeGenerations(ctx, req.(*ServeGenerationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _NodeService_Create_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateRequest)
@@ -697,6 +751,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Hello",
 			Handler:    _NodeService_Hello_Handler,
+		},
+		{
+			MethodName: "ServeGenerations",
+			Handler:    _NodeService_ServeGenerations_Handler,
 		},
 		{
 			MethodName: "Create",

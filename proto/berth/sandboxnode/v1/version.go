@@ -5,10 +5,15 @@ package sandboxnodev1
 //
 // Change log (newest first; bump on every wire-visible change):
 //
+//	berth.sandboxnode.v1/3: Core publishes deployment generations
+//	  (ServeGenerations); a node serves several, each call routed to the
+//	  adapter of the generation in its metadata; Hello and health reports
+//	  carry per-generation status and readiness; Connect carries no
+//	  generation (its berth-generation metadata is 0).
 //	berth.sandboxnode.v1/2: every provider operation, Connect health stream,
 //	  metadata fencing (version, connection id, owner epoch, generation).
 //	berth.sandboxnode.v1/1: Hello handshake.
-const ProtocolVersion = "berth.sandboxnode.v1/2"
+const ProtocolVersion = "berth.sandboxnode.v1/3"
 
 // The gRPC metadata keys every call except Hello carries.
 const (
