@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -372,6 +373,7 @@ func (c *core) setupAdmin(context.Context) error {
 		return fmt.Errorf("deployment service: %w", err)
 	}
 	deploySvc.OnCommit(c.manager.Publish)
+	deploySvc.ObserveNodes(nodeServing(c.manager))
 	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
 	sessionSvc.NotifyTerminations(c.turns.Terminated)
 	sessionServer, err := sessionadmin.NewSessionServer(sessionSvc, DefaultTenant, pages)
@@ -443,6 +445,26 @@ func liveness(m *nodes.Manager) nodeadmin.Liveness {
 		}
 		l.CPUMillis, l.MemoryBytes, l.DiskFreeBytes = c.GetCpuMillis(), c.GetMemoryBytes(), c.GetDiskFreeBytes()
 		return l, true
+	}
+}
+
+// nodeServing reads what each node serves for GetDeployment.
+func nodeServing(m *nodes.Manager) func() []deployment.NodeServing {
+	return func() []deployment.NodeServing {
+		ids := m.Nodes()
+		slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+		out := make([]deployment.NodeServing, 0, len(ids))
+		for _, id := range ids {
+			p := m.Presence(id)
+			ns := deployment.NodeServing{NodeID: id, Connected: p.Present(time.Now())}
+			for _, st := range p.Generations {
+				ns.Generations = append(ns.Generations, deployment.ServedGeneration{
+					Generation: st.GetGeneration(), Ready: st.GetReadiness().GetReady(), DiagnosticCode: st.GetReadiness().GetDiagnosticCode(),
+				})
+			}
+			out = append(out, ns)
+		}
+		return out
 	}
 }
 

@@ -17,15 +17,35 @@
 //     (deployment_generation_moved) unless the expected generation is
 //     still current when the commit locks the deployment. A candidate
 //     equal to the current deployment creates no generation.
-//   - Only the first commit creates a generation. Nodes serve, and
-//     allocations are bound to, the committed generation; after it, a
-//     candidate with another selection (kind, configuration or
-//     specification) is refused (deployment_replacement_unsupported), and
+//   - Commit creates only the first generation. After it, a candidate with
+//     another selection is refused (deployment_committed: replace it) and
 //     one that differs only by its credential too
-//     (deployment_credential_replacement_unsupported): both need work
-//     that is not built (the deployment mutation gate; verification of
-//     the retained generations before a key is replaced). Preview still
-//     reports such a candidate as a change.
+//     (deployment_credential_replacement_unsupported: replacing a key
+//     must verify every retained generation first, not built).
+//   - Replace (replace.go) commits another selection as the next
+//     generation. The parts of the candidate a mask (Fields) leaves out are
+//     inherited from the current generation: the configuration through the
+//     adapter (providers.Registry.ResolveChange of the current one, with
+//     its credential), the specification field by field; a candidate of
+//     another provider kind inherits no configuration. It is prepared and
+//     validated before any write, fenced by the expected generation (a
+//     retry whose replacement committed returns it), and committed in one
+//     transaction (store.ReplaceGeneration) that holds the deployment row:
+//     admissions (CreateSession) hold it shared, so the replacement waits
+//     for those in flight and pauses the others until it commits, and an
+//     admission prepared for the replaced generation is refused in its
+//     own transaction (store.ErrGenerationMoved; core/sessions prepares it
+//     again). That row lock is the deployment mutation gate: nodes keep
+//     serving the generations their allocations hold (core/nodes
+//     publishes them), so no call of the old generation has to be drained.
+//     For another provider kind the same transaction retires every
+//     enabled node and revokes every unused enrollment token; nodes of the
+//     new kind are enrolled afterwards. After the commit OnCommit tells the
+//     nodes at once; nothing after the commit can fail.
+//   - Existing allocations keep their generation: a retained allocation
+//     is never repointed; GetDeployment reports the retained generations
+//     and, per node, the generations it serves (ObserveNodes), with the
+//     serving pin (store.PromoteServingPin).
 //   - The credential is write-only. Its bytes (the adapter's
 //     EncodedConfiguration.Secret) are sealed with the master key and
 //     additional data binding the installation and the new generation
@@ -43,8 +63,6 @@
 //     provider_disabled) and every new Create (ClaimCreate), so pending
 //     allocations wait; it never blocks deletion, cleanup, Turn
 //     cancellation, Turn results or reads. Enable is the way back.
-//   - Out of scope here: replacing a committed deployment's backend (the
-//     deployment mutation gate, draining, node retirement),
-//     ResolveChange-based inheritance of omitted values, selection
-//     discovery and credential verification.
+//   - Out of scope here: selection discovery, credential verification and
+//     replacement, and resets.
 package deployment

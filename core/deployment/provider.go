@@ -44,7 +44,8 @@ func (s *Service) describeWithSwitch(ctx context.Context, g store.Generation) (D
 	return s.withSwitch(ctx, d)
 }
 
-// withSwitch adds the provider switch to d.
+// withSwitch adds the deployment's state to d: the provider switch, the
+// serving pin, the retained generations and what each node serves.
 func (s *Service) withSwitch(ctx context.Context, d Deployment) (Deployment, error) {
 	sw, err := s.store.GetProviderSwitch(ctx)
 	if err != nil {
@@ -53,6 +54,17 @@ func (s *Service) withSwitch(ctx context.Context, d Deployment) (Deployment, err
 	d.ProviderDisabled = sw.Disabled
 	if sw.DisabledAt != nil {
 		d.ProviderDisabledAt = *sw.DisabledAt
+	}
+	pin, err := s.store.GetServingPin(ctx)
+	if err != nil {
+		return Deployment{}, err
+	}
+	d.ServingGeneration, d.ServingSince = pin.Generation, pin.Since
+	if d.Retained, err = s.store.RetainedGenerations(ctx); err != nil {
+		return Deployment{}, err
+	}
+	if s.nodes != nil {
+		d.Nodes = s.nodes()
 	}
 	return d, nil
 }

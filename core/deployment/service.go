@@ -23,7 +23,10 @@ import (
 type Store interface {
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CommitGeneration(ctx context.Context, expectedCurrent uint64, g store.NewGeneration) (store.Generation, error)
+	ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g store.NewGeneration, r store.Replacement) (store.Replaced, error)
 	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
+	GetServingPin(ctx context.Context) (store.ServingPin, error)
+	RetainedGenerations(ctx context.Context) ([]store.RetainedGeneration, error)
 	SetProviderDisabled(ctx context.Context, disabled bool) (store.ProviderSwitch, error)
 }
 
@@ -32,19 +35,19 @@ type Store interface {
 var errGenerationMoved = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_generation_moved",
 	"the expected generation is not the current one: read the deployment with GetDeployment and preview again")
 
-// errReplacementUnsupported refuses a commit that would change the
-// committed selection (provider kind, configuration or specification).
-// Nodes and allocations are bound to the committed generation; moving
-// them to another needs the deployment mutation gate (pause admission,
-// drain, retire the old nodes, commit together), which is not built.
-var errReplacementUnsupported = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported",
-	"replacing a committed provider, configuration or specification needs the deployment mutation gate, not built yet: commit the current selection (GetDeployment)")
+// errCommitted refuses a CommitDeployment that would change a committed
+// selection (provider kind, configuration or specification): only the
+// initial selection is committed with CommitDeployment; a committed one is
+// replaced with ReplaceDeployment, which moves the nodes to the new
+// generation while the allocations keep theirs.
+var errCommitted = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_committed",
+	"a deployment is committed: replace it with ReplaceDeployment (PreviewDeployment with an update_mask first)")
 
-// errCredentialReplacementUnsupported refuses a commit that keeps the
-// committed selection but brings another credential. A credential
-// replacement must verify every retained generation and fence the calls
-// that use the old key; committing it as a new generation would leave the
-// allocations of the old one on the old key.
+// errCredentialReplacementUnsupported refuses a commit or replacement that
+// keeps the committed provider kind but brings another credential. A
+// credential replacement must verify every retained generation and fence
+// the calls that use the old key; committing it as a new generation would
+// leave the allocations of the old one on the old key.
 var errCredentialReplacementUnsupported = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_credential_replacement_unsupported",
 	"replacing a committed credential needs verification of the retained generations, not built yet: keep the committed credential")
 
@@ -82,6 +85,31 @@ type Deployment struct {
 	// does not report it.
 	ProviderDisabled   bool
 	ProviderDisabledAt time.Time
+	// ServingGeneration is the durable serving pin (store.ServingPin): the
+	// generation a node last reported ready for while it was current, and
+	// ServingSince since when; 0 before any. Not in a preview.
+	ServingGeneration uint64
+	ServingSince      time.Time
+	// Retained are the generations unreleased allocations are bound to.
+	// Not in a preview.
+	Retained []store.RetainedGeneration
+	// Nodes is what each node Core keeps a connection for serves (from
+	// the function given to ObserveNodes). Not in a preview.
+	Nodes []NodeServing
+}
+
+// NodeServing is what one node serves, as Core's connection to it knows.
+type NodeServing struct {
+	NodeID      uuid.UUID
+	Connected   bool
+	Generations []ServedGeneration
+}
+
+// ServedGeneration is one generation as a node serves it.
+type ServedGeneration struct {
+	Generation     uint64
+	Ready          bool
+	DiagnosticCode string
 }
 
 // Preview is what a commit of a candidate would store.
@@ -100,7 +128,12 @@ type Service struct {
 	key            secrets.Key
 	installationID uuid.UUID
 	committed      func()
+	nodes          func() []NodeServing
 }
+
+// ObserveNodes sets fn, which reports what each node serves for
+// GetDeployment (the node manager's connections). Call it before serving.
+func (s *Service) ObserveNodes(fn func() []NodeServing) { s.nodes = fn }
 
 // OnCommit sets fn, called (after the transaction) each time a commit
 // creates a generation, so the nodes are given it at once rather than at
@@ -187,7 +220,7 @@ func (s *Service) Preview(ctx context.Context, c Candidate) (Preview, error) {
 // generation is refused (errGenerationMoved). After the first commit a
 // candidate equal to the current deployment creates no generation and
 // returns the current one, and any other is refused and writes nothing:
-// another selection (errReplacementUnsupported) or only another
+// another selection (errCommitted: use Replace) or only another
 // credential (errCredentialReplacementUnsupported).
 func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Deployment, error) {
 	p, err := s.prepare(c)
@@ -210,7 +243,7 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 		case err != nil:
 			return Deployment{}, err
 		case !d.selection:
-			return Deployment{}, fmt.Errorf("commit deployment: %w", errReplacementUnsupported)
+			return Deployment{}, fmt.Errorf("commit deployment: %w", errCommitted)
 		case !d.credential:
 			return Deployment{}, fmt.Errorf("commit deployment: %w", errCredentialReplacementUnsupported)
 		}
@@ -273,31 +306,40 @@ func (p prepared) deployment(generation uint64) Deployment {
 // prepare normalizes and validates c through the registry. It does no
 // I/O.
 func (s *Service) prepare(c Candidate) (prepared, error) {
-	if c.ProviderKind == "" {
-		return prepared{}, errdefs.Invalid("provider.kind", "required")
-	}
-	reg, err := s.registry.Lookup(c.ProviderKind)
+	reg, err := s.prepareSelection(c.ProviderKind, c.Specification)
 	if err != nil {
 		return prepared{}, err
-	}
-	spec := c.Specification
-	if err := spec.Validate(); err != nil {
-		return prepared{}, err
-	}
-	if err := reg.ValidateResources(spec.Resources); err != nil {
-		return prepared{}, err
-	}
-	if err := reg.ValidateSpecification(spec); err != nil {
-		return prepared{}, err
-	}
-	if !spec.Suspension.IsZero() && !reg.Operations.Supports(sandbox.OpSuspend) {
-		return prepared{}, errdefs.Invalid("specification.suspension", "this provider does not support suspension")
 	}
 	enc, err := s.registry.Normalize(c.ProviderKind, sandbox.ConfigurationInput{Public: c.Public, Credential: c.Credential})
 	if err != nil {
 		return prepared{}, err
 	}
-	return prepared{kind: c.ProviderKind, reg: reg, enc: enc, spec: spec}, nil
+	return prepared{kind: c.ProviderKind, reg: reg, enc: enc, spec: c.Specification}, nil
+}
+
+// prepareSelection looks kind up and validates spec through the shared
+// bounds and the registration's validators.
+func (s *Service) prepareSelection(kind string, spec sandbox.Specification) (providers.Registration, error) {
+	if kind == "" {
+		return providers.Registration{}, errdefs.Invalid("provider.kind", "required")
+	}
+	reg, err := s.registry.Lookup(kind)
+	if err != nil {
+		return providers.Registration{}, err
+	}
+	if err := spec.Validate(); err != nil {
+		return providers.Registration{}, err
+	}
+	if err := reg.ValidateResources(spec.Resources); err != nil {
+		return providers.Registration{}, err
+	}
+	if err := reg.ValidateSpecification(spec); err != nil {
+		return providers.Registration{}, err
+	}
+	if !spec.Suspension.IsZero() && !reg.Operations.Supports(sandbox.OpSuspend) {
+		return providers.Registration{}, errdefs.Invalid("specification.suspension", "this provider does not support suspension")
+	}
+	return reg, nil
 }
 
 // sameness is how a prepared candidate compares with the current
@@ -328,14 +370,24 @@ func (s *Service) compare(p prepared, cur store.Generation) (sameness, error) {
 	if err != nil || !p.reg.Configuration.Equal(a, b) {
 		return sameness{}, nil
 	}
+	same, err := s.sameCredential(p, cur)
+	if err != nil {
+		return sameness{}, err
+	}
+	return sameness{selection: true, credential: same}, nil
+}
+
+// sameCredential reports whether p brings cur's credential (or neither
+// has one), comparing in constant time.
+func (s *Service) sameCredential(p prepared, cur store.Generation) (bool, error) {
 	if !cur.HasCredential() || p.enc.Secret.Len() == 0 {
-		return sameness{selection: true, credential: cur.HasCredential() == (p.enc.Secret.Len() > 0)}, nil
+		return cur.HasCredential() == (p.enc.Secret.Len() > 0), nil
 	}
 	stored, err := OpenCredential(s.key, s.installationID, cur)
 	if err != nil {
-		return sameness{}, fmt.Errorf("open the current deployment credential: %w", err)
+		return false, fmt.Errorf("open the current deployment credential: %w", err)
 	}
-	return sameness{selection: true, credential: subtle.ConstantTimeCompare(stored, p.enc.Secret.Reveal()) == 1}, nil
+	return subtle.ConstantTimeCompare(stored, p.enc.Secret.Reveal()) == 1, nil
 }
 
 // describe shows a stored generation through its adapter

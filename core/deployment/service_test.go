@@ -64,7 +64,7 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	}
 
 	// A different specification is a change a preview shows, and a commit
-	// refuses: replacing a committed deployment is not built.
+	// refuses: a committed deployment is replaced with Replace.
 	c := deploymenttest.DockerCandidate()
 	c.Specification.MaxActive = 8
 	p, err = f.Svc.Preview(f.Ctx, c)
@@ -73,7 +73,7 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 		t.Fatalf("preview of a change %+v", p)
 	}
 	_, err = f.Svc.Commit(f.Ctx, c, p.ExpectedGeneration)
-	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_committed")
 	f.WantGenerations(t, 1, "after the refused commit")
 }
 
@@ -87,7 +87,7 @@ func dockerWithSpec(mutate func(*sandbox.Specification)) deployment.Candidate {
 
 // TestCommitRefusesChangedSelection: after the first commit, every change
 // of the selection (provider kind, configuration or specification) is
-// refused with deployment_replacement_unsupported and writes nothing; the
+// refused with deployment_committed (Replace replaces) and writes nothing; the
 // committed deployment is unchanged.
 func TestCommitRefusesChangedSelection(t *testing.T) {
 	docker := []struct {
@@ -105,7 +105,7 @@ func TestCommitRefusesChangedSelection(t *testing.T) {
 			first, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
 			errdefstest.Must(t, err)
 			_, err = f.Svc.Commit(f.Ctx, tc.c, 1)
-			errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
+			errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_committed")
 			f.WantGenerations(t, 1, "after the refused replacement")
 			got, err := f.Svc.Get(f.Ctx)
 			errdefstest.Must(t, err)
@@ -119,7 +119,7 @@ func TestCommitRefusesChangedSelection(t *testing.T) {
 		_, err := f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), 0)
 		errdefstest.Must(t, err)
 		_, err = f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("us", "tok"), 1)
-		errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_replacement_unsupported")
+		errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_committed")
 		f.WantGenerations(t, 1, "after the refused replacement")
 	})
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -43,6 +45,7 @@ var requestPaths = admin.FieldPaths{Default: "candidate", Renames: []admin.Renam
 	{From: "specification", To: "candidate.specification"},
 	{From: "suspension", To: "candidate.specification.suspension"},
 	{From: "expected_generation", To: "expected_generation"},
+	{From: "update_mask", To: "update_mask"},
 }}
 
 type server struct {
@@ -58,18 +61,86 @@ func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRe
 }
 
 func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDeploymentRequest) (*adminv1.PreviewDeploymentResponse, error) {
-	c, err := candidateFromProto(req.GetCandidate())
+	set, err := fieldsFromMask(req.GetUpdateMask())
 	if err != nil {
 		return nil, err
 	}
-	p, err := g.svc.Preview(ctx, c)
+	c, err := candidateFromProto(req.GetCandidate(), set != nil)
+	if err != nil {
+		return nil, err
+	}
+	var p deployment.Preview
+	if set != nil {
+		p, err = g.svc.PreviewReplacement(ctx, c, set)
+	} else {
+		p, err = g.svc.Preview(ctx, c)
+	}
 	return reply(p.Deployment, err, func(pb *adminv1.Deployment) *adminv1.PreviewDeploymentResponse {
 		return &adminv1.PreviewDeploymentResponse{Deployment: pb, Changed: p.Changed, ExpectedGeneration: p.ExpectedGeneration}
 	})
 }
 
+func (g *server) ReplaceDeployment(ctx context.Context, req *adminv1.ReplaceDeploymentRequest) (*adminv1.ReplaceDeploymentResponse, error) {
+	set, err := fieldsFromMask(req.GetUpdateMask())
+	if err != nil {
+		return nil, err
+	}
+	c, err := candidateFromProto(req.GetCandidate(), set != nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.svc.Replace(ctx, c, set, req.GetExpectedGeneration())
+	return reply(r.Deployment, err, func(pb *adminv1.Deployment) *adminv1.ReplaceDeploymentResponse {
+		out := &adminv1.ReplaceDeploymentResponse{
+			Deployment: pb, Changed: r.Changed, RevokedEnrollmentTokens: r.RevokedTokens,
+			AdmissionPause: durationpb.New(r.AdmissionPause),
+		}
+		for _, id := range r.RetiredNodes {
+			out.RetiredNodes = append(out.RetiredNodes, admin.NodeName.Format(id.String()))
+		}
+		return out
+	})
+}
+
+// maskFields maps an update_mask path (relative to the candidate) to the
+// logic's fields.
+var maskFields = map[string][]string{
+	"provider_kind":              {deployment.FieldProviderKind},
+	"configuration":              {deployment.FieldConfiguration},
+	"credential":                 {deployment.FieldCredential},
+	"specification.cpu_millis":   {deployment.FieldCPUMillis},
+	"specification.memory_bytes": {deployment.FieldMemoryBytes},
+	"specification.disk_bytes":   {deployment.FieldDiskBytes},
+	"specification.max_active":   {deployment.FieldMaxActive},
+	"specification.max_retained": {deployment.FieldMaxRetained},
+	"specification.suspension":   {deployment.FieldSuspension},
+	"specification": {deployment.FieldCPUMillis, deployment.FieldMemoryBytes, deployment.FieldDiskBytes,
+		deployment.FieldMaxActive, deployment.FieldMaxRetained, deployment.FieldSuspension},
+}
+
+// fieldsFromMask converts an update_mask: nil (a complete candidate) when
+// it is unset, the named fields otherwise. An unknown or empty path list
+// is invalid.
+func fieldsFromMask(m *fieldmaskpb.FieldMask) (deployment.Fields, error) {
+	if m == nil {
+		return nil, nil
+	}
+	if len(m.GetPaths()) == 0 {
+		return nil, errdefs.Invalid("update_mask", "names no field")
+	}
+	set := deployment.Fields{}
+	for _, p := range m.GetPaths() {
+		f, ok := maskFields[p]
+		if !ok {
+			return nil, errdefs.Invalid("update_mask", "names an unknown field")
+		}
+		set = append(set, f...)
+	}
+	return set, nil
+}
+
 func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploymentRequest) (*adminv1.CommitDeploymentResponse, error) {
-	c, err := candidateFromProto(req.GetCandidate())
+	c, err := candidateFromProto(req.GetCandidate(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -120,10 +191,16 @@ func reply[R any](d deployment.Deployment, err error, wrap func(*adminv1.Deploym
 }
 
 // candidateFromProto converts a request's candidate. An absent or empty
-// credential object means no credential.
-func candidateFromProto(c *adminv1.DeploymentCandidate) (deployment.Candidate, error) {
+// credential object means no credential. A partial candidate (one with an
+// update_mask) may leave its specification out: the fields the mask does
+// not name are inherited anyway.
+func candidateFromProto(c *adminv1.DeploymentCandidate, partial bool) (deployment.Candidate, error) {
 	if c == nil {
 		return deployment.Candidate{}, errdefs.Invalid("candidate", "required")
+	}
+	if partial && c.GetSpecification() == nil {
+		c = proto.CloneOf(c)
+		c.Specification = &adminv1.Specification{}
 	}
 	out := deployment.Candidate{ProviderKind: c.GetProviderKind()}
 	var err error
@@ -204,6 +281,18 @@ func deploymentProto(d deployment.Deployment) (*adminv1.Deployment, error) {
 
 		ProviderDisabled:    d.ProviderDisabled,
 		ProviderDisableTime: admin.Timestamp(&d.ProviderDisabledAt),
+		ServingGeneration:   d.ServingGeneration,
+		ServingTime:         admin.Timestamp(&d.ServingSince),
+	}
+	for _, r := range d.Retained {
+		pb.RetainedGenerations = append(pb.RetainedGenerations, &adminv1.RetainedGeneration{Generation: r.Generation, Allocations: r.Allocations})
+	}
+	for _, n := range d.Nodes {
+		ng := &adminv1.NodeGenerations{Node: admin.NodeName.Format(n.NodeID.String()), Connected: n.Connected}
+		for _, g := range n.Generations {
+			ng.Generations = append(ng.Generations, &adminv1.ServedGeneration{Generation: g.Generation, Ready: g.Ready, DiagnosticCode: g.DiagnosticCode})
+		}
+		pb.Nodes = append(pb.Nodes, ng)
 	}
 	if d.ProviderKind == "" {
 		// Before the first commit: nothing is selected.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -79,8 +80,8 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	f.WantGenerations(t, 1, "after the stale retry")
 
 	// The same candidate at the current generation changes nothing; a
-	// changed specification is refused and writes nothing: replacing a
-	// committed deployment needs the deployment mutation gate.
+	// changed specification is refused and writes nothing: a committed
+	// deployment is replaced with ReplaceDeployment.
 	same, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: 1})
 	errdefstest.Must(t, err)
 	if same.GetDeployment().GetGeneration() != 1 {
@@ -89,7 +90,7 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	bigger := &adminv1.DeploymentCandidate{ProviderKind: "docker", Configuration: object(t, nil), Specification: specProto()}
 	bigger.Specification.MaxActive++
 	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: 1})
-	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_replacement_unsupported")
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_committed")
 	f.WantGenerations(t, 1, "after the refused replacement")
 
 	_, err = c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployments"})
@@ -275,5 +276,46 @@ func TestGRPCAcceptsStructsAtTheDepthBound(t *testing.T) {
 		if f := admintest.Field(err); f == "request" || strings.Contains(fmt.Sprint(err), "nested deeper") {
 			t.Fatalf("lists=%v: a Struct at the bound was refused for its depth: %v", lists, err)
 		}
+	}
+}
+
+// TestGRPCReplaceWithUpdateMask: a replacement that names only
+// specification.memory_bytes in its update_mask inherits everything else;
+// the preview with the same mask shows it; the response reports the
+// admission pause and no retired node; GetDeployment shows the retained
+// generations; an unknown mask path is INVALID_ARGUMENT on update_mask, a
+// stale expected generation FAILED_PRECONDITION, and neither writes.
+func TestGRPCReplaceWithUpdateMask(t *testing.T) {
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
+	cand := &adminv1.DeploymentCandidate{ProviderKind: "docker", Configuration: object(t, nil), Specification: specProto()}
+	_, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand})
+	errdefstest.Must(t, err)
+
+	mask := &fieldmaskpb.FieldMask{Paths: []string{"specification.memory_bytes"}}
+	partial := &adminv1.DeploymentCandidate{Specification: &adminv1.Specification{MemoryBytes: 2 << 30}}
+	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: partial, UpdateMask: mask})
+	errdefstest.Must(t, err)
+	if s := pv.GetDeployment().GetSpecification(); !pv.GetChanged() || pv.GetExpectedGeneration() != 1 || s.GetMemoryBytes() != 2<<30 ||
+		s.GetCpuMillis() != specProto().GetCpuMillis() || s.GetMaxActive() != specProto().GetMaxActive() || pv.GetDeployment().GetProviderKind() != "docker" {
+		t.Fatalf("preview %v", pv)
+	}
+	_, err = c.ReplaceDeployment(ctx, &adminv1.ReplaceDeploymentRequest{Candidate: partial, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"specification.gpus"}}, ExpectedGeneration: 1})
+	admintest.WantInvalidField(t, err, "update_mask")
+	_, err = c.ReplaceDeployment(ctx, &adminv1.ReplaceDeploymentRequest{Candidate: partial, UpdateMask: mask, ExpectedGeneration: 0})
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_generation_moved")
+	f.WantGenerations(t, 1, "after the refused replacements")
+
+	r, err := c.ReplaceDeployment(ctx, &adminv1.ReplaceDeploymentRequest{Candidate: partial, UpdateMask: mask, ExpectedGeneration: 1})
+	errdefstest.Must(t, err)
+	if d := r.GetDeployment(); !r.GetChanged() || d.GetGeneration() != 2 || d.GetSpecification().GetMemoryBytes() != 2<<30 ||
+		d.GetSpecification().GetDiskBytes() != specProto().GetDiskBytes() || len(r.GetRetiredNodes()) != 0 || r.GetAdmissionPause() == nil {
+		t.Fatalf("replacement %v", r)
+	}
+	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	errdefstest.Must(t, err)
+	if d := got.GetDeployment(); d.GetGeneration() != 2 || d.GetServingGeneration() != 0 || len(d.GetRetainedGenerations()) != 0 {
+		t.Fatalf("deployment after the replacement %v", d)
 	}
 }

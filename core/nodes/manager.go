@@ -45,6 +45,9 @@ type Store interface {
 	// the backend it reports, once, and returns the bound one.
 	BindNodeBackend(ctx context.Context, nodeID uuid.UUID, fingerprint string) (string, error)
 	MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error
+	// PromoteServingPin pins the committed generation as served once a
+	// node reports ready for it (a superseded one pins nothing).
+	PromoteServingPin(ctx context.Context, generation uint64) (bool, error)
 }
 
 // PresenceWindow is how recent a node's last health report must be for the
@@ -119,6 +122,8 @@ type nodeLoop struct {
 	// binding never changes for the node's identity.
 	backend  string
 	attempts int
+	// pinned is the highest generation this loop saw pinned as served.
+	pinned uint64
 }
 
 // NewManager returns a manager for the owner epoch of st.
@@ -388,7 +393,22 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 	}
 	l.mu.Lock()
 	l.readiness = r
+	pinned := l.pinned
 	l.mu.Unlock()
+	if r.GetReady() && gen > pinned {
+		// The serving pin: the store promotes it only while gen is the
+		// current generation, in one statement under the deployment row's
+		// lock.
+		if _, err := m.store.PromoteServingPin(rctx, gen); err != nil {
+			if !errdefs.IsFenced(err) {
+				m.log.Warn("promote the serving pin", "node", node.String(), "generation", gen, "error", err.Error())
+			}
+		} else {
+			l.mu.Lock()
+			l.pinned = gen
+			l.mu.Unlock()
+		}
+	}
 	c := report.GetCapacity()
 	err = m.store.RecordNodePresence(rctx, store.NodePresence{
 		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID),

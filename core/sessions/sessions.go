@@ -125,10 +125,23 @@ var ErrNoDeployment error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_de
 // room (store.ErrNoCapacity: enabled, present by its durable record,
 // ready for the generation, within capacity) create nothing.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionBundle, error) {
-	const op = "create session"
 	if err := req.validate(); err != nil {
 		return store.SessionBundle{}, err
 	}
+	// A replacement committed between the read of the current generation
+	// and the admission's transaction moves it (store.ErrGenerationMoved,
+	// nothing written): prepared once more for the new current
+	// generation, it is admitted there.
+	b, err := s.create(ctx, req)
+	if errors.Is(err, store.ErrGenerationMoved) {
+		b, err = s.create(ctx, req)
+	}
+	return b, err
+}
+
+// create admits req for the current generation.
+func (s *Service) create(ctx context.Context, req CreateRequest) (store.SessionBundle, error) {
+	const op = "create session"
 	gen, err := s.store.CurrentGeneration(ctx)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return store.SessionBundle{}, fmt.Errorf("%s: %w", op, ErrNoDeployment)

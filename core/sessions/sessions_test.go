@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -137,5 +138,57 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 	}
 	if err := create(); !errors.Is(err, store.ErrNoCapacity) {
 		t.Fatalf("a node whose record is 46 s old: %v", err)
+	}
+}
+
+// replacing commits a replacement of the deployment right before the
+// first CreateSession reaches the store: the admission that read
+// generation 1 meets generation 2 in its transaction.
+type replacing struct {
+	*store.Owner
+	once sync.Once
+	t    *testing.T
+}
+
+func (r *replacing) CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error) {
+	r.once.Do(func() {
+		next := store.NewGeneration{
+			ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+			Specification: sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 100, MemoryBytes: 2 << 30, DiskBytes: 1 << 30}, MaxActive: 8},
+		}
+		if _, err := r.Owner.ReplaceGeneration(ctx, 1, next, store.Replacement{}); err != nil {
+			r.t.Errorf("replace: %v", err)
+		}
+	})
+	return r.Owner.CreateSession(ctx, p)
+}
+
+// TestCreateAfterAReplacementUsesTheNewGeneration: a replacement committed
+// between Create's read of the current generation and its admission moves
+// the admission (nothing written for generation 1); Create prepares it
+// again and it is admitted for the new generation, with its resources.
+func TestCreateAfterAReplacementUsesTheNewGeneration(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	key, _, err := secrets.NewKey()
+	must(t, err)
+	owned := storetest.Owner(t, st)
+	node := storetest.EnabledNode(t, st)
+	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+		Specification: sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 100, MemoryBytes: 1 << 30, DiskBytes: 1 << 30}, MaxActive: 8},
+	})
+	must(t, err)
+	storetest.Present(t, owned, node, 2) // ready for the generation about to be committed
+	svc := sessions.New(&replacing{Owner: owned, t: t}, key, uuid.New(), uuid.New)
+	b, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	must(t, err)
+	if b.Placement.Generation != 2 || b.Allocation.Generation != 2 {
+		t.Fatalf("admitted for generation %d (allocation %d), want 2", b.Placement.Generation, b.Allocation.Generation)
+	}
+	var sessionsStored int
+	must(t, st.Pool().QueryRow(ctx, "SELECT count(*) FROM sessions").Scan(&sessionsStored))
+	if sessionsStored != 1 {
+		t.Fatalf("%d sessions stored, want 1", sessionsStored)
 	}
 }

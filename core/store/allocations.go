@@ -186,7 +186,9 @@ func (s *Owner) ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (Allocat
 	const op = "claim create"
 	var out Allocation
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
-		if err := admitProvider(ctx, q); err != nil {
+		// A pending allocation of a generation that is no longer current
+		// is still created: it keeps its generation.
+		if _, err := admitProvider(ctx, q); err != nil {
 			return err
 		}
 		row, err := q.ClaimCreate(ctx, db.ClaimCreateParams{ID: id, CreateReceipt: receipt})

@@ -85,6 +85,153 @@ func (s *Store) CommitGeneration(ctx context.Context, expectedCurrent uint64, g 
 	return generationFromRow(row), nil
 }
 
+// Replacement is what a deployment replacement commits with the new
+// generation.
+type Replacement struct {
+	// RetireNodes retires every enabled node and revokes every enrollment
+	// token not used yet, in the same transaction: the new generation is
+	// of another provider kind, which the enrolled nodes do not serve.
+	RetireNodes bool
+}
+
+// Replaced is what a replacement committed.
+type Replaced struct {
+	Generation Generation
+	// RetiredNodes are the nodes the replacement retired, RevokedTokens
+	// how many enrollment tokens it revoked.
+	RetiredNodes  []uuid.UUID
+	RevokedTokens int64
+	// LockWait is how long the transaction waited for the deployment
+	// row's lock (admissions in flight hold it shared), and Locked how
+	// long it held it: admission is paused from the lock until the commit.
+	LockWait, Locked time.Duration
+}
+
+// ReplaceGeneration commits g as generation expectedCurrent+1 and makes it
+// current, with what r asks, in one transaction that holds the deployment
+// row's lock: admissions (CreateSession) hold it shared, so the
+// replacement waits for those in flight, and those that start after it
+// wait for its commit and then see the new generation. When the current
+// generation is not expectedCurrent (or nothing is committed) it writes
+// nothing and returns errdefs.ErrFailedPrecondition.
+func (s *Store) ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g NewGeneration, r Replacement) (Replaced, error) {
+	const op = "replace deployment generation"
+	params, err := generationParams(expectedCurrent, g)
+	if err != nil {
+		return Replaced{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if expectedCurrent == 0 {
+		return Replaced{}, fmt.Errorf("%s: nothing is committed to replace: %w", op, errdefs.ErrFailedPrecondition)
+	}
+	var out Replaced
+	err = s.InTx(ctx, func(q *db.Queries) error {
+		start := time.Now()
+		current, err := q.LockDeployment(ctx)
+		if err != nil {
+			return err
+		}
+		locked := time.Now()
+		out.LockWait = locked.Sub(start)
+		if current != int64(expectedCurrent) {
+			return fmt.Errorf("current generation is not the expected one: %w", errdefs.ErrFailedPrecondition)
+		}
+		row, err := q.InsertDeploymentGeneration(ctx, params)
+		if err != nil {
+			return err
+		}
+		n, err := q.SetCurrentGeneration(ctx, db.SetCurrentGenerationParams{
+			Generation: pgtype.Int8{Int64: params.Generation, Valid: true},
+			Expected:   current,
+		})
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("deployment pointer moved under its lock: %w", errdefs.ErrFailedPrecondition)
+		}
+		if r.RetireNodes {
+			if out.RetiredNodes, err = q.RetireNodesForReplacement(ctx); err != nil {
+				return err
+			}
+			if out.RevokedTokens, err = q.RevokeUnusedEnrollmentTokens(ctx); err != nil {
+				return err
+			}
+		}
+		out.Generation = generationFromRow(row)
+		out.Locked = time.Since(locked)
+		return nil
+	})
+	if err != nil {
+		return Replaced{}, wrap(op, err)
+	}
+	return out, nil
+}
+
+// ServingPin is the deployment's durable serving pin: the generation a
+// node last reported ready for while it was current, and since when
+// (database clock). Zero before any.
+type ServingPin struct {
+	Generation uint64
+	Since      time.Time
+}
+
+// GetServingPin reads the serving pin.
+func (s *Store) GetServingPin(ctx context.Context) (ServingPin, error) {
+	row, err := s.q.GetServingPin(ctx)
+	if err != nil {
+		return ServingPin{}, wrap("get serving pin", err)
+	}
+	if !row.ServingGeneration.Valid || row.ServingSince == nil {
+		return ServingPin{}, nil
+	}
+	return ServingPin{Generation: uint64(row.ServingGeneration.Int64), Since: *row.ServingSince}, nil
+}
+
+// PromoteServingPin pins generation as served when it is the current
+// generation and not pinned yet, and reports whether it did. One
+// statement takes the deployment row's lock, so it serializes with a
+// commit: a report for a generation a replacement superseded pins
+// nothing. It is a lifecycle write, fenced by the owner epoch.
+func (s *Owner) PromoteServingPin(ctx context.Context, generation uint64) (bool, error) {
+	const op = "promote serving pin"
+	if generation == 0 || generation > math.MaxInt64 {
+		return false, fmt.Errorf("%s: %w", op, errdefs.Invalid("generation", "must be between 1 and 2^63-1"))
+	}
+	var n int64
+	err := s.InTx(ctx, func(q *db.Queries) error {
+		if err := fenceOwner(ctx, q, s.epoch); err != nil {
+			return err
+		}
+		var err error
+		n, err = q.PromoteServingPin(ctx, int64(generation))
+		return err
+	})
+	if err != nil {
+		return false, wrap(op, err)
+	}
+	return n == 1, nil
+}
+
+// RetainedGeneration is a generation unreleased allocations are bound to.
+type RetainedGeneration struct {
+	Generation  uint64
+	Allocations int64
+}
+
+// RetainedGenerations returns every generation unreleased allocations are
+// bound to, with how many, ascending.
+func (s *Store) RetainedGenerations(ctx context.Context) ([]RetainedGeneration, error) {
+	rows, err := s.q.ListRetainedGenerations(ctx)
+	if err != nil {
+		return nil, wrap("retained generations", err)
+	}
+	out := make([]RetainedGeneration, len(rows))
+	for i, r := range rows {
+		out[i] = RetainedGeneration{Generation: uint64(r.Generation), Allocations: r.Allocations}
+	}
+	return out, nil
+}
+
 // CurrentGeneration returns the current deployment generation,
 // errdefs.ErrNotFound before the first commit.
 func (s *Store) CurrentGeneration(ctx context.Context) (Generation, error) {

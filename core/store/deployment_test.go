@@ -227,3 +227,128 @@ func TestNodeGenerations(t *testing.T) {
 		t.Fatalf("retired node after its release: %v, want none", got)
 	}
 }
+
+// TestReplacementFencesAdmission: a replacement waits for the admissions
+// in flight (they hold the deployment row shared) and pauses new ones
+// until it commits; an admission prepared for the generation it replaced
+// is refused (ErrGenerationMoved) and writes nothing, and one prepared for
+// the new generation is admitted.
+func TestReplacementFencesAdmission(t *testing.T) {
+	st, ctx := ownedStore(t)
+	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+		t.Fatal(err)
+	}
+	node := presentNode(t, ctx, st)
+	if _, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 10)); err != nil {
+		t.Fatalf("admission for the current generation: %v", err)
+	}
+
+	// An admission in flight: a transaction holding the row shared.
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT provider_disabled FROM deployment FOR SHARE"); err != nil {
+		t.Fatal(err)
+	}
+	second := testGeneration("docker")
+	second.Specification.Resources.MemoryBytes *= 2
+	done := make(chan store.Replaced, 1)
+	go func() {
+		r, err := st.ReplaceGeneration(ctx, 1, second, store.Replacement{})
+		if err != nil {
+			t.Errorf("replace: %v", err)
+		}
+		done <- r
+	}()
+	const hold = 300 * time.Millisecond
+	select {
+	case <-done:
+		t.Fatal("the replacement committed while an admission held the deployment row")
+	case <-time.After(hold):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	// It waited for the lock (it started a moment after the hold did).
+	if r.Generation.Generation != 2 || r.LockWait < hold/2 {
+		t.Fatalf("replacement %+v, want generation 2 after waiting for the admission's lock", r)
+	}
+
+	var before int
+	if err := st.Pool().QueryRow(ctx, "SELECT count(*) FROM sessions").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	wantClass(t, err, store.ErrGenerationMoved)
+	var after int
+	if err := st.Pool().QueryRow(ctx, "SELECT count(*) FROM sessions").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("a moved admission wrote %d sessions", after-before)
+	}
+	storetest.Present(t, st, node, 2)
+	p := sessionParams(t, newUUID(t), 10)
+	p.Generation = 2
+	b, err := st.CreateSession(ctx, p)
+	if err != nil || b.Placement.Generation != 2 {
+		t.Fatalf("admission for generation 2: %+v %v", b.Placement, err)
+	}
+}
+
+// TestReplaceGenerationRefusals: nothing committed, or another current
+// generation than the expected one: nothing is written.
+func TestReplaceGenerationRefusals(t *testing.T) {
+	st, ctx := newStore(t)
+	_, err := st.ReplaceGeneration(ctx, 0, testGeneration("docker"), store.Replacement{})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.ReplaceGeneration(ctx, 2, testGeneration("docker"), store.Replacement{RetireNodes: true})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	if g, err := st.CurrentGeneration(ctx); err != nil || g.Generation != 1 {
+		t.Fatalf("current after refusals: %d %v", g.Generation, err)
+	}
+}
+
+// TestServingPin: the pin is promoted only for the current generation,
+// once; a late report for a generation a replacement superseded never
+// acquires it.
+func TestServingPin(t *testing.T) {
+	st, ctx := ownedStore(t)
+	pin := func() uint64 {
+		t.Helper()
+		p, err := st.GetServingPin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Generation
+	}
+	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok || pin() != 0 {
+		t.Fatalf("pin before any commit: %v %v %d", ok, err, pin())
+	}
+	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || !ok || pin() != 1 {
+		t.Fatalf("pin of the current generation: %v %v %d", ok, err, pin())
+	}
+	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok {
+		t.Fatalf("pin again: %v %v", ok, err)
+	}
+	if _, err := st.ReplaceGeneration(ctx, 1, testGeneration("docker"), store.Replacement{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok || pin() != 1 {
+		t.Fatalf("a late report for the superseded generation: %v %v %d", ok, err, pin())
+	}
+	if ok, err := st.PromoteServingPin(ctx, 2); err != nil || !ok || pin() != 2 {
+		t.Fatalf("pin of the new generation: %v %v %d", ok, err, pin())
+	}
+	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok || pin() != 2 {
+		t.Fatalf("the pin moved back: %v %v %d", ok, err, pin())
+	}
+}

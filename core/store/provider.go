@@ -50,16 +50,18 @@ func (s *Store) SetProviderDisabled(ctx context.Context, disabled bool) (Provide
 	return ProviderSwitch{Disabled: row.ProviderDisabled, DisabledAt: row.ProviderDisabledAt}, nil
 }
 
-// admitProvider is ErrProviderDisabled while the provider is disabled. It
+// admitProvider is ErrProviderDisabled while the provider is disabled,
+// and returns the current generation (0 before the first commit). It
 // holds a share lock on the deployment row until the caller's transaction
-// ends, so SetProviderDisabled waits for it.
-func admitProvider(ctx context.Context, q *db.Queries) error {
-	disabled, err := q.LockProviderSwitchShared(ctx)
+// ends, so SetProviderDisabled and a commit of another generation wait
+// for it.
+func admitProvider(ctx context.Context, q *db.Queries) (int64, error) {
+	row, err := q.LockProviderSwitchShared(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if disabled {
-		return fmt.Errorf("provider switch: %w", ErrProviderDisabled)
+	if row.ProviderDisabled {
+		return 0, fmt.Errorf("provider switch: %w", ErrProviderDisabled)
 	}
-	return nil
+	return row.CurrentGeneration, nil
 }

@@ -41,6 +41,14 @@ const (
 // maxDisplayNameLen bounds a Session's display name (characters).
 const maxDisplayNameLen = 200
 
+// ErrGenerationMoved is the class (errdefs.ErrFailedPrecondition) of a
+// CreateSession prepared for a deployment generation that is no longer
+// the current one: a replacement committed in between. Nothing was
+// written; the request prepared again for the current generation may
+// succeed (core/sessions does that once).
+var ErrGenerationMoved error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_generation_moved",
+	"a newer deployment generation was committed while the Session was admitted: retry the request")
+
 // ErrNoCapacity is the class (errdefs.ErrFailedPrecondition) of a
 // CreateSession that found no eligible node with room (enabled, present by
 // its durable record, ready for the generation, within capacity): nothing
@@ -220,8 +228,15 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 
 		// A retry of a committed request returned above; a new Session
 		// needs the provider enabled.
-		if err := admitProvider(ctx, q); err != nil {
+		current, err := admitProvider(ctx, q)
+		if err != nil {
 			return err
+		}
+		// The admission is fenced by the generation it was prepared for:
+		// a replacement committed since then (which waits for this
+		// transaction's share lock, and this one for its) moved it.
+		if current != 0 && current != p.Generation {
+			return fmt.Errorf("admission for generation %d, current %d: %w", p.Generation, current, ErrGenerationMoved)
 		}
 		choose := db.ChoosePlacementNodeParams{
 			Generation:  p.Generation,

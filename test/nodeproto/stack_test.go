@@ -102,8 +102,9 @@ func TestOperatorEnrollsAndCoreConnects(t *testing.T) {
 
 // TestDeploymentThroughCore: the admin previews and commits the initial
 // provider selection through berth-core; a stale commit is refused, and so
-// is a changed selection at the current generation (replacing a committed
-// deployment is not built); the same candidate again changes nothing.
+// is a changed selection at the current generation (CommitDeployment
+// commits only the first; ReplaceDeployment replaces); the same candidate
+// again changes nothing.
 func TestDeploymentThroughCore(t *testing.T) {
 	c := stack.StartCore(t, storetestDatabase(t), stack.CoreStateDir(t), true)
 	cc, ctx := c.AdminClient(t)
@@ -130,7 +131,7 @@ func TestDeploymentThroughCore(t *testing.T) {
 	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: preview.GetExpectedGeneration()}); status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "deployment_generation_moved" {
 		t.Fatalf("stale commit: %v", err)
 	}
-	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: 1}); status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "deployment_replacement_unsupported" {
+	if _, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: bigger, ExpectedGeneration: 1}); status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "deployment_committed" {
 		t.Fatalf("changed selection: %v", err)
 	}
 	if again, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: candidate, ExpectedGeneration: 1}); err != nil || again.GetDeployment().GetGeneration() != 1 {

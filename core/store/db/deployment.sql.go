@@ -84,6 +84,22 @@ func (q *Queries) GetProviderSwitch(ctx context.Context) (GetProviderSwitchRow, 
 	return i, err
 }
 
+const getServingPin = `-- name: GetServingPin :one
+SELECT serving_generation, serving_since FROM deployment
+`
+
+type GetServingPinRow struct {
+	ServingGeneration pgtype.Int8
+	ServingSince      *time.Time
+}
+
+func (q *Queries) GetServingPin(ctx context.Context) (GetServingPinRow, error) {
+	row := q.db.QueryRow(ctx, getServingPin)
+	var i GetServingPinRow
+	err := row.Scan(&i.ServingGeneration, &i.ServingSince)
+	return i, err
+}
+
 const insertDeploymentGeneration = `-- name: InsertDeploymentGeneration :one
 INSERT INTO deployment_generations (
     generation, provider_kind, public_config, observations,
@@ -207,6 +223,41 @@ func (q *Queries) ListNodeGenerations(ctx context.Context, nodeID uuid.UUID) ([]
 	return items, nil
 }
 
+const listRetainedGenerations = `-- name: ListRetainedGenerations :many
+SELECT generation, count(*)::bigint AS allocations
+FROM allocations
+WHERE state <> 'released'
+GROUP BY generation
+ORDER BY generation
+`
+
+type ListRetainedGenerationsRow struct {
+	Generation  int64
+	Allocations int64
+}
+
+// ListRetainedGenerations returns each generation that unreleased
+// allocations are bound to, with how many, ascending.
+func (q *Queries) ListRetainedGenerations(ctx context.Context) ([]ListRetainedGenerationsRow, error) {
+	rows, err := q.db.Query(ctx, listRetainedGenerations)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRetainedGenerationsRow
+	for rows.Next() {
+		var i ListRetainedGenerationsRow
+		if err := rows.Scan(&i.Generation, &i.Allocations); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockDeployment = `-- name: LockDeployment :one
 SELECT coalesce(current_generation, 0)::bigint AS current_generation
 FROM deployment
@@ -223,18 +274,91 @@ func (q *Queries) LockDeployment(ctx context.Context) (int64, error) {
 }
 
 const lockProviderSwitchShared = `-- name: LockProviderSwitchShared :one
-SELECT provider_disabled FROM deployment FOR SHARE
+SELECT provider_disabled, coalesce(current_generation, 0)::bigint AS current_generation
+FROM deployment FOR SHARE
 `
 
-// LockProviderSwitchShared reads whether the provider is disabled and
-// holds a share lock on the deployment row, so a concurrent
-// SetProviderDisabled waits for the transaction: an admission that saw the
-// provider enabled commits before the switch does.
-func (q *Queries) LockProviderSwitchShared(ctx context.Context) (bool, error) {
+type LockProviderSwitchSharedRow struct {
+	ProviderDisabled  bool
+	CurrentGeneration int64
+}
+
+// LockProviderSwitchShared reads whether the provider is disabled and the
+// current generation (0 before the first commit), and holds a share lock
+// on the deployment row, so a concurrent SetProviderDisabled or a commit
+// of another generation waits for the transaction: an admission that saw
+// the provider enabled, or a generation current, commits before the switch
+// or the replacement does.
+func (q *Queries) LockProviderSwitchShared(ctx context.Context) (LockProviderSwitchSharedRow, error) {
 	row := q.db.QueryRow(ctx, lockProviderSwitchShared)
-	var provider_disabled bool
-	err := row.Scan(&provider_disabled)
-	return provider_disabled, err
+	var i LockProviderSwitchSharedRow
+	err := row.Scan(&i.ProviderDisabled, &i.CurrentGeneration)
+	return i, err
+}
+
+const promoteServingPin = `-- name: PromoteServingPin :execrows
+UPDATE deployment
+SET serving_generation = $1::bigint, serving_since = now(), updated_at = now()
+WHERE current_generation = $1::bigint
+  AND serving_generation IS DISTINCT FROM $1::bigint
+`
+
+// PromoteServingPin records that generation @generation is served (a node
+// reported ready for it) when it is the current generation and not already
+// pinned. The update takes the deployment row's lock, so it serializes
+// with a commit: a late report for a superseded generation matches no row.
+func (q *Queries) PromoteServingPin(ctx context.Context, generation int64) (int64, error) {
+	result, err := q.db.Exec(ctx, promoteServingPin, generation)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const retireNodesForReplacement = `-- name: RetireNodesForReplacement :many
+UPDATE nodes SET state = 'retired', updated_at = now()
+WHERE state = 'enabled'
+RETURNING id
+`
+
+// RetireNodesForReplacement retires every enabled node, in the
+// replacement's transaction (a replacement with another provider kind):
+// they keep serving and cleaning up what they hold, and nothing new is
+// placed on them.
+func (q *Queries) RetireNodesForReplacement(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, retireNodesForReplacement)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const revokeUnusedEnrollmentTokens = `-- name: RevokeUnusedEnrollmentTokens :execrows
+UPDATE enrollment_tokens SET revoked_at = now()
+WHERE used_at IS NULL AND revoked_at IS NULL
+`
+
+// RevokeUnusedEnrollmentTokens revokes every enrollment token not used
+// yet, in the replacement's transaction: a token made for a host of the
+// old provider kind enrolls nothing afterwards.
+func (q *Queries) RevokeUnusedEnrollmentTokens(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, revokeUnusedEnrollmentTokens)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const setCurrentGeneration = `-- name: SetCurrentGeneration :execrows

@@ -78,6 +78,8 @@ type Deployment struct {
 	UpdatedAt          time.Time
 	ProviderDisabled   bool
 	ProviderDisabledAt *time.Time
+	ServingGeneration  pgtype.Int8
+	ServingSince       *time.Time
 }
 
 type DeploymentGeneration struct {

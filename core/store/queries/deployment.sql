@@ -38,11 +38,14 @@ SELECT * FROM deployment_generations WHERE generation = @generation;
 SELECT provider_disabled, provider_disabled_at FROM deployment;
 
 -- name: LockProviderSwitchShared :one
--- LockProviderSwitchShared reads whether the provider is disabled and
--- holds a share lock on the deployment row, so a concurrent
--- SetProviderDisabled waits for the transaction: an admission that saw the
--- provider enabled commits before the switch does.
-SELECT provider_disabled FROM deployment FOR SHARE;
+-- LockProviderSwitchShared reads whether the provider is disabled and the
+-- current generation (0 before the first commit), and holds a share lock
+-- on the deployment row, so a concurrent SetProviderDisabled or a commit
+-- of another generation waits for the transaction: an admission that saw
+-- the provider enabled, or a generation current, commits before the switch
+-- or the replacement does.
+SELECT provider_disabled, coalesce(current_generation, 0)::bigint AS current_generation
+FROM deployment FOR SHARE;
 
 -- name: SetProviderDisabled :one
 -- SetProviderDisabled sets or clears the provider switch; disabling again
@@ -73,3 +76,41 @@ WHERE g.generation IN (
     SELECT a.generation FROM allocations a
     WHERE a.node_id = @node_id AND a.state <> 'released')
 ORDER BY g.generation;
+
+-- name: RetireNodesForReplacement :many
+-- RetireNodesForReplacement retires every enabled node, in the
+-- replacement's transaction (a replacement with another provider kind):
+-- they keep serving and cleaning up what they hold, and nothing new is
+-- placed on them.
+UPDATE nodes SET state = 'retired', updated_at = now()
+WHERE state = 'enabled'
+RETURNING id;
+
+-- name: RevokeUnusedEnrollmentTokens :execrows
+-- RevokeUnusedEnrollmentTokens revokes every enrollment token not used
+-- yet, in the replacement's transaction: a token made for a host of the
+-- old provider kind enrolls nothing afterwards.
+UPDATE enrollment_tokens SET revoked_at = now()
+WHERE used_at IS NULL AND revoked_at IS NULL;
+
+-- name: PromoteServingPin :execrows
+-- PromoteServingPin records that generation @generation is served (a node
+-- reported ready for it) when it is the current generation and not already
+-- pinned. The update takes the deployment row's lock, so it serializes
+-- with a commit: a late report for a superseded generation matches no row.
+UPDATE deployment
+SET serving_generation = @generation::bigint, serving_since = now(), updated_at = now()
+WHERE current_generation = @generation::bigint
+  AND serving_generation IS DISTINCT FROM @generation::bigint;
+
+-- name: GetServingPin :one
+SELECT serving_generation, serving_since FROM deployment;
+
+-- name: ListRetainedGenerations :many
+-- ListRetainedGenerations returns each generation that unreleased
+-- allocations are bound to, with how many, ascending.
+SELECT generation, count(*)::bigint AS allocations
+FROM allocations
+WHERE state <> 'released'
+GROUP BY generation
+ORDER BY generation;

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -56,8 +57,21 @@ type Deployment struct {
 	// provider_disable_time is when the provider was disabled; unset while it
 	// is enabled. Output only.
 	ProviderDisableTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=provider_disable_time,json=providerDisableTime,proto3" json:"provider_disable_time,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// serving_generation is the durable serving pin: the generation a node
+	// last reported ready for while it was the current one (0 before any),
+	// and serving_time since when. A replacement is served once it equals
+	// generation. Output only.
+	ServingGeneration uint64                 `protobuf:"varint,11,opt,name=serving_generation,json=servingGeneration,proto3" json:"serving_generation,omitempty"`
+	ServingTime       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=serving_time,json=servingTime,proto3" json:"serving_time,omitempty"`
+	// retained_generations are the generations that unreleased allocations
+	// are bound to (the current one among them when it has any), each with
+	// how many. Output only.
+	RetainedGenerations []*RetainedGeneration `protobuf:"bytes,13,rep,name=retained_generations,json=retainedGenerations,proto3" json:"retained_generations,omitempty"`
+	// nodes are the nodes Core keeps a connection for, each with the
+	// generations it serves and their readiness. Output only.
+	Nodes         []*NodeGenerations `protobuf:"bytes,14,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Deployment) Reset() {
@@ -160,6 +174,217 @@ func (x *Deployment) GetProviderDisableTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Deployment) GetServingGeneration() uint64 {
+	if x != nil {
+		return x.ServingGeneration
+	}
+	return 0
+}
+
+func (x *Deployment) GetServingTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ServingTime
+	}
+	return nil
+}
+
+func (x *Deployment) GetRetainedGenerations() []*RetainedGeneration {
+	if x != nil {
+		return x.RetainedGenerations
+	}
+	return nil
+}
+
+func (x *Deployment) GetNodes() []*NodeGenerations {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// RetainedGeneration is a generation allocations still hold.
+type RetainedGeneration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation number.
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// allocations bound to it and not released.
+	Allocations   int64 `protobuf:"varint,2,opt,name=allocations,proto3" json:"allocations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetainedGeneration) Reset() {
+	*x = RetainedGeneration{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetainedGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetainedGeneration) ProtoMessage() {}
+
+func (x *RetainedGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetainedGeneration.ProtoReflect.Descriptor instead.
+func (*RetainedGeneration) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RetainedGeneration) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *RetainedGeneration) GetAllocations() int64 {
+	if x != nil {
+		return x.Allocations
+	}
+	return 0
+}
+
+// NodeGenerations is what one node serves.
+type NodeGenerations struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is the node's resource name, "nodes/{id}".
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// connected reports whether Core holds its connection now.
+	Connected bool `protobuf:"varint,2,opt,name=connected,proto3" json:"connected,omitempty"`
+	// generations the node serves, ascending.
+	Generations   []*ServedGeneration `protobuf:"bytes,3,rep,name=generations,proto3" json:"generations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeGenerations) Reset() {
+	*x = NodeGenerations{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeGenerations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeGenerations) ProtoMessage() {}
+
+func (x *NodeGenerations) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeGenerations.ProtoReflect.Descriptor instead.
+func (*NodeGenerations) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NodeGenerations) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeGenerations) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *NodeGenerations) GetGenerations() []*ServedGeneration {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
+// ServedGeneration is one generation as a node serves it.
+type ServedGeneration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// generation number.
+	Generation uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// ready is the generation's latest probe result on the node.
+	Ready bool `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`
+	// diagnostic_code is the fixed code of a generation that is not ready.
+	DiagnosticCode string `protobuf:"bytes,3,opt,name=diagnostic_code,json=diagnosticCode,proto3" json:"diagnostic_code,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ServedGeneration) Reset() {
+	*x = ServedGeneration{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedGeneration) ProtoMessage() {}
+
+func (x *ServedGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedGeneration.ProtoReflect.Descriptor instead.
+func (*ServedGeneration) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ServedGeneration) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ServedGeneration) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *ServedGeneration) GetDiagnosticCode() string {
+	if x != nil {
+		return x.DiagnosticCode
+	}
+	return ""
+}
+
 // Specification is the deployment's sizing.
 type Specification struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -182,7 +407,7 @@ type Specification struct {
 
 func (x *Specification) Reset() {
 	*x = Specification{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[1]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +419,7 @@ func (x *Specification) String() string {
 func (*Specification) ProtoMessage() {}
 
 func (x *Specification) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[1]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +432,7 @@ func (x *Specification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Specification.ProtoReflect.Descriptor instead.
 func (*Specification) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{1}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Specification) GetCpuMillis() int64 {
@@ -266,7 +491,7 @@ type SuspensionPolicy struct {
 
 func (x *SuspensionPolicy) Reset() {
 	*x = SuspensionPolicy{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +503,7 @@ func (x *SuspensionPolicy) String() string {
 func (*SuspensionPolicy) ProtoMessage() {}
 
 func (x *SuspensionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +516,7 @@ func (x *SuspensionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspensionPolicy.ProtoReflect.Descriptor instead.
 func (*SuspensionPolicy) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{2}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SuspensionPolicy) GetIdle() *durationpb.Duration {
@@ -319,7 +544,7 @@ type GetDeploymentRequest struct {
 
 func (x *GetDeploymentRequest) Reset() {
 	*x = GetDeploymentRequest{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +556,7 @@ func (x *GetDeploymentRequest) String() string {
 func (*GetDeploymentRequest) ProtoMessage() {}
 
 func (x *GetDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +569,7 @@ func (x *GetDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*GetDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{3}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetDeploymentRequest) GetName() string {
@@ -365,7 +590,7 @@ type GetDeploymentResponse struct {
 
 func (x *GetDeploymentResponse) Reset() {
 	*x = GetDeploymentResponse{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +602,7 @@ func (x *GetDeploymentResponse) String() string {
 func (*GetDeploymentResponse) ProtoMessage() {}
 
 func (x *GetDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +615,7 @@ func (x *GetDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*GetDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{4}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetDeploymentResponse) GetDeployment() *Deployment {
@@ -418,7 +643,7 @@ type DeploymentCandidate struct {
 
 func (x *DeploymentCandidate) Reset() {
 	*x = DeploymentCandidate{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +655,7 @@ func (x *DeploymentCandidate) String() string {
 func (*DeploymentCandidate) ProtoMessage() {}
 
 func (x *DeploymentCandidate) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +668,7 @@ func (x *DeploymentCandidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentCandidate.ProtoReflect.Descriptor instead.
 func (*DeploymentCandidate) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{5}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeploymentCandidate) GetProviderKind() string {
@@ -478,14 +703,21 @@ func (x *DeploymentCandidate) GetSpecification() *Specification {
 type PreviewDeploymentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// candidate to preview.
-	Candidate     *DeploymentCandidate `protobuf:"bytes,1,opt,name=candidate,proto3" json:"candidate,omitempty"`
+	Candidate *DeploymentCandidate `protobuf:"bytes,1,opt,name=candidate,proto3" json:"candidate,omitempty"`
+	// update_mask previews a replacement (ReplaceDeployment) that sets only
+	// the candidate's fields it names and inherits the others from the
+	// current generation: "provider_kind", "configuration", "credential",
+	// "specification" (every specification field) or
+	// "specification.{cpu_millis,memory_bytes,disk_bytes,max_active,max_retained,suspension}".
+	// Unset, the candidate is complete.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PreviewDeploymentRequest) Reset() {
 	*x = PreviewDeploymentRequest{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +729,7 @@ func (x *PreviewDeploymentRequest) String() string {
 func (*PreviewDeploymentRequest) ProtoMessage() {}
 
 func (x *PreviewDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,12 +742,19 @@ func (x *PreviewDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*PreviewDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{6}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PreviewDeploymentRequest) GetCandidate() *DeploymentCandidate {
 	if x != nil {
 		return x.Candidate
+	}
+	return nil
+}
+
+func (x *PreviewDeploymentRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
 	}
 	return nil
 }
@@ -538,7 +777,7 @@ type PreviewDeploymentResponse struct {
 
 func (x *PreviewDeploymentResponse) Reset() {
 	*x = PreviewDeploymentResponse{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +789,7 @@ func (x *PreviewDeploymentResponse) String() string {
 func (*PreviewDeploymentResponse) ProtoMessage() {}
 
 func (x *PreviewDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +802,7 @@ func (x *PreviewDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*PreviewDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{7}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PreviewDeploymentResponse) GetDeployment() *Deployment {
@@ -603,7 +842,7 @@ type CommitDeploymentRequest struct {
 
 func (x *CommitDeploymentRequest) Reset() {
 	*x = CommitDeploymentRequest{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +854,7 @@ func (x *CommitDeploymentRequest) String() string {
 func (*CommitDeploymentRequest) ProtoMessage() {}
 
 func (x *CommitDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +867,7 @@ func (x *CommitDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*CommitDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{8}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CommitDeploymentRequest) GetCandidate() *DeploymentCandidate {
@@ -656,7 +895,7 @@ type CommitDeploymentResponse struct {
 
 func (x *CommitDeploymentResponse) Reset() {
 	*x = CommitDeploymentResponse{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +907,7 @@ func (x *CommitDeploymentResponse) String() string {
 func (*CommitDeploymentResponse) ProtoMessage() {}
 
 func (x *CommitDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,12 +920,168 @@ func (x *CommitDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*CommitDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{9}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CommitDeploymentResponse) GetDeployment() *Deployment {
 	if x != nil {
 		return x.Deployment
+	}
+	return nil
+}
+
+// ReplaceDeploymentRequest replaces the committed deployment.
+type ReplaceDeploymentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// candidate to commit as the new generation.
+	Candidate *DeploymentCandidate `protobuf:"bytes,1,opt,name=candidate,proto3" json:"candidate,omitempty"`
+	// update_mask names the candidate's fields that are set, as in
+	// PreviewDeploymentRequest; the others are inherited from the current
+	// generation. Unset, the candidate is complete.
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// expected_generation is the generation the caller previewed against.
+	// When another is current the replacement is refused with
+	// FAILED_PRECONDITION (deployment_generation_moved), unless the
+	// candidate equals the current generation, one above it: a retry whose
+	// replacement committed returns it.
+	ExpectedGeneration uint64 `protobuf:"varint,3,opt,name=expected_generation,json=expectedGeneration,proto3" json:"expected_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ReplaceDeploymentRequest) Reset() {
+	*x = ReplaceDeploymentRequest{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceDeploymentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceDeploymentRequest) ProtoMessage() {}
+
+func (x *ReplaceDeploymentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceDeploymentRequest.ProtoReflect.Descriptor instead.
+func (*ReplaceDeploymentRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReplaceDeploymentRequest) GetCandidate() *DeploymentCandidate {
+	if x != nil {
+		return x.Candidate
+	}
+	return nil
+}
+
+func (x *ReplaceDeploymentRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *ReplaceDeploymentRequest) GetExpectedGeneration() uint64 {
+	if x != nil {
+		return x.ExpectedGeneration
+	}
+	return 0
+}
+
+// ReplaceDeploymentResponse carries the new deployment.
+type ReplaceDeploymentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deployment after the replacement.
+	Deployment *Deployment `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	// changed is false when nothing was committed (the candidate equals the
+	// current generation).
+	Changed bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	// retired_nodes are the nodes the replacement retired (another provider
+	// kind), "nodes/{id}".
+	RetiredNodes []string `protobuf:"bytes,3,rep,name=retired_nodes,json=retiredNodes,proto3" json:"retired_nodes,omitempty"`
+	// revoked_enrollment_tokens is how many unused enrollment tokens it
+	// revoked.
+	RevokedEnrollmentTokens int64 `protobuf:"varint,4,opt,name=revoked_enrollment_tokens,json=revokedEnrollmentTokens,proto3" json:"revoked_enrollment_tokens,omitempty"`
+	// admission_pause is how long the admission of new Sessions was paused
+	// by the commit.
+	AdmissionPause *durationpb.Duration `protobuf:"bytes,5,opt,name=admission_pause,json=admissionPause,proto3" json:"admission_pause,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReplaceDeploymentResponse) Reset() {
+	*x = ReplaceDeploymentResponse{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceDeploymentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceDeploymentResponse) ProtoMessage() {}
+
+func (x *ReplaceDeploymentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceDeploymentResponse.ProtoReflect.Descriptor instead.
+func (*ReplaceDeploymentResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReplaceDeploymentResponse) GetDeployment() *Deployment {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
+func (x *ReplaceDeploymentResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *ReplaceDeploymentResponse) GetRetiredNodes() []string {
+	if x != nil {
+		return x.RetiredNodes
+	}
+	return nil
+}
+
+func (x *ReplaceDeploymentResponse) GetRevokedEnrollmentTokens() int64 {
+	if x != nil {
+		return x.RevokedEnrollmentTokens
+	}
+	return 0
+}
+
+func (x *ReplaceDeploymentResponse) GetAdmissionPause() *durationpb.Duration {
+	if x != nil {
+		return x.AdmissionPause
 	}
 	return nil
 }
@@ -702,7 +1097,7 @@ type DisableProviderRequest struct {
 
 func (x *DisableProviderRequest) Reset() {
 	*x = DisableProviderRequest{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +1109,7 @@ func (x *DisableProviderRequest) String() string {
 func (*DisableProviderRequest) ProtoMessage() {}
 
 func (x *DisableProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +1122,7 @@ func (x *DisableProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableProviderRequest.ProtoReflect.Descriptor instead.
 func (*DisableProviderRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{10}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DisableProviderRequest) GetName() string {
@@ -749,7 +1144,7 @@ type DisableProviderResponse struct {
 
 func (x *DisableProviderResponse) Reset() {
 	*x = DisableProviderResponse{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +1156,7 @@ func (x *DisableProviderResponse) String() string {
 func (*DisableProviderResponse) ProtoMessage() {}
 
 func (x *DisableProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +1169,7 @@ func (x *DisableProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableProviderResponse.ProtoReflect.Descriptor instead.
 func (*DisableProviderResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{11}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DisableProviderResponse) GetDeployment() *Deployment {
@@ -795,7 +1190,7 @@ type EnableProviderRequest struct {
 
 func (x *EnableProviderRequest) Reset() {
 	*x = EnableProviderRequest{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1202,7 @@ func (x *EnableProviderRequest) String() string {
 func (*EnableProviderRequest) ProtoMessage() {}
 
 func (x *EnableProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1215,7 @@ func (x *EnableProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableProviderRequest.ProtoReflect.Descriptor instead.
 func (*EnableProviderRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{12}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EnableProviderRequest) GetName() string {
@@ -841,7 +1236,7 @@ type EnableProviderResponse struct {
 
 func (x *EnableProviderResponse) Reset() {
 	*x = EnableProviderResponse{}
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +1248,7 @@ func (x *EnableProviderResponse) String() string {
 func (*EnableProviderResponse) ProtoMessage() {}
 
 func (x *EnableProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_deployment_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1261,7 @@ func (x *EnableProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableProviderResponse.ProtoReflect.Descriptor instead.
 func (*EnableProviderResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{13}
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnableProviderResponse) GetDeployment() *Deployment {
@@ -880,7 +1275,7 @@ var File_berth_admin_v1_deployment_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\n" +
-	"\x1fberth/admin/v1/deployment.proto\x12\x0eberth.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x04\n" +
+	"\x1fberth/admin/v1/deployment.proto\x12\x0eberth.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x06\n" +
 	"\n" +
 	"Deployment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -896,7 +1291,26 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"commitTime\x12+\n" +
 	"\x11provider_disabled\x18\t \x01(\bR\x10providerDisabled\x12N\n" +
 	"\x15provider_disable_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x13providerDisableTime\"\xf4\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x13providerDisableTime\x12-\n" +
+	"\x12serving_generation\x18\v \x01(\x04R\x11servingGeneration\x12=\n" +
+	"\fserving_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vservingTime\x12U\n" +
+	"\x14retained_generations\x18\r \x03(\v2\".berth.admin.v1.RetainedGenerationR\x13retainedGenerations\x125\n" +
+	"\x05nodes\x18\x0e \x03(\v2\x1f.berth.admin.v1.NodeGenerationsR\x05nodes\"V\n" +
+	"\x12RetainedGeneration\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12 \n" +
+	"\vallocations\x18\x02 \x01(\x03R\vallocations\"\x87\x01\n" +
+	"\x0fNodeGenerations\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
+	"\tconnected\x18\x02 \x01(\bR\tconnected\x12B\n" +
+	"\vgenerations\x18\x03 \x03(\v2 .berth.admin.v1.ServedGenerationR\vgenerations\"q\n" +
+	"\x10ServedGeneration\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\bR\x05ready\x12'\n" +
+	"\x0fdiagnostic_code\x18\x03 \x01(\tR\x0ediagnosticCode\"\xf4\x01\n" +
 	"\rSpecification\x12\x1d\n" +
 	"\n" +
 	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
@@ -924,9 +1338,11 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\n" +
 	"credential\x18\x03 \x01(\v2\x17.google.protobuf.StructR\n" +
 	"credential\x12C\n" +
-	"\rspecification\x18\x04 \x01(\v2\x1d.berth.admin.v1.SpecificationR\rspecification\"]\n" +
+	"\rspecification\x18\x04 \x01(\v2\x1d.berth.admin.v1.SpecificationR\rspecification\"\x9a\x01\n" +
 	"\x18PreviewDeploymentRequest\x12A\n" +
-	"\tcandidate\x18\x01 \x01(\v2#.berth.admin.v1.DeploymentCandidateR\tcandidate\"\xa2\x01\n" +
+	"\tcandidate\x18\x01 \x01(\v2#.berth.admin.v1.DeploymentCandidateR\tcandidate\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"\xa2\x01\n" +
 	"\x19PreviewDeploymentResponse\x12:\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\v2\x1a.berth.admin.v1.DeploymentR\n" +
@@ -939,7 +1355,20 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\x18CommitDeploymentResponse\x12:\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\v2\x1a.berth.admin.v1.DeploymentR\n" +
-	"deployment\",\n" +
+	"deployment\"\xcb\x01\n" +
+	"\x18ReplaceDeploymentRequest\x12A\n" +
+	"\tcandidate\x18\x01 \x01(\v2#.berth.admin.v1.DeploymentCandidateR\tcandidate\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\x12/\n" +
+	"\x13expected_generation\x18\x03 \x01(\x04R\x12expectedGeneration\"\x96\x02\n" +
+	"\x19ReplaceDeploymentResponse\x12:\n" +
+	"\n" +
+	"deployment\x18\x01 \x01(\v2\x1a.berth.admin.v1.DeploymentR\n" +
+	"deployment\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\x12#\n" +
+	"\rretired_nodes\x18\x03 \x03(\tR\fretiredNodes\x12:\n" +
+	"\x19revoked_enrollment_tokens\x18\x04 \x01(\x03R\x17revokedEnrollmentTokens\x12B\n" +
+	"\x0fadmission_pause\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eadmissionPause\",\n" +
 	"\x16DisableProviderRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"U\n" +
 	"\x17DisableProviderResponse\x12:\n" +
@@ -951,11 +1380,12 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\x16EnableProviderResponse\x12:\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\v2\x1a.berth.admin.v1.DeploymentR\n" +
-	"deployment2\x87\x04\n" +
+	"deployment2\xf1\x04\n" +
 	"\x11DeploymentService\x12\\\n" +
 	"\rGetDeployment\x12$.berth.admin.v1.GetDeploymentRequest\x1a%.berth.admin.v1.GetDeploymentResponse\x12h\n" +
 	"\x11PreviewDeployment\x12(.berth.admin.v1.PreviewDeploymentRequest\x1a).berth.admin.v1.PreviewDeploymentResponse\x12e\n" +
-	"\x10CommitDeployment\x12'.berth.admin.v1.CommitDeploymentRequest\x1a(.berth.admin.v1.CommitDeploymentResponse\x12b\n" +
+	"\x10CommitDeployment\x12'.berth.admin.v1.CommitDeploymentRequest\x1a(.berth.admin.v1.CommitDeploymentResponse\x12h\n" +
+	"\x11ReplaceDeployment\x12(.berth.admin.v1.ReplaceDeploymentRequest\x1a).berth.admin.v1.ReplaceDeploymentResponse\x12b\n" +
 	"\x0fDisableProvider\x12&.berth.admin.v1.DisableProviderRequest\x1a'.berth.admin.v1.DisableProviderResponse\x12_\n" +
 	"\x0eEnableProvider\x12%.berth.admin.v1.EnableProviderRequest\x1a&.berth.admin.v1.EnableProviderResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
 
@@ -971,60 +1401,77 @@ func file_berth_admin_v1_deployment_proto_rawDescGZIP() []byte {
 	return file_berth_admin_v1_deployment_proto_rawDescData
 }
 
-var file_berth_admin_v1_deployment_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_berth_admin_v1_deployment_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_berth_admin_v1_deployment_proto_goTypes = []any{
 	(*Deployment)(nil),                // 0: berth.admin.v1.Deployment
-	(*Specification)(nil),             // 1: berth.admin.v1.Specification
-	(*SuspensionPolicy)(nil),          // 2: berth.admin.v1.SuspensionPolicy
-	(*GetDeploymentRequest)(nil),      // 3: berth.admin.v1.GetDeploymentRequest
-	(*GetDeploymentResponse)(nil),     // 4: berth.admin.v1.GetDeploymentResponse
-	(*DeploymentCandidate)(nil),       // 5: berth.admin.v1.DeploymentCandidate
-	(*PreviewDeploymentRequest)(nil),  // 6: berth.admin.v1.PreviewDeploymentRequest
-	(*PreviewDeploymentResponse)(nil), // 7: berth.admin.v1.PreviewDeploymentResponse
-	(*CommitDeploymentRequest)(nil),   // 8: berth.admin.v1.CommitDeploymentRequest
-	(*CommitDeploymentResponse)(nil),  // 9: berth.admin.v1.CommitDeploymentResponse
-	(*DisableProviderRequest)(nil),    // 10: berth.admin.v1.DisableProviderRequest
-	(*DisableProviderResponse)(nil),   // 11: berth.admin.v1.DisableProviderResponse
-	(*EnableProviderRequest)(nil),     // 12: berth.admin.v1.EnableProviderRequest
-	(*EnableProviderResponse)(nil),    // 13: berth.admin.v1.EnableProviderResponse
-	(*structpb.Struct)(nil),           // 14: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),     // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 16: google.protobuf.Duration
+	(*RetainedGeneration)(nil),        // 1: berth.admin.v1.RetainedGeneration
+	(*NodeGenerations)(nil),           // 2: berth.admin.v1.NodeGenerations
+	(*ServedGeneration)(nil),          // 3: berth.admin.v1.ServedGeneration
+	(*Specification)(nil),             // 4: berth.admin.v1.Specification
+	(*SuspensionPolicy)(nil),          // 5: berth.admin.v1.SuspensionPolicy
+	(*GetDeploymentRequest)(nil),      // 6: berth.admin.v1.GetDeploymentRequest
+	(*GetDeploymentResponse)(nil),     // 7: berth.admin.v1.GetDeploymentResponse
+	(*DeploymentCandidate)(nil),       // 8: berth.admin.v1.DeploymentCandidate
+	(*PreviewDeploymentRequest)(nil),  // 9: berth.admin.v1.PreviewDeploymentRequest
+	(*PreviewDeploymentResponse)(nil), // 10: berth.admin.v1.PreviewDeploymentResponse
+	(*CommitDeploymentRequest)(nil),   // 11: berth.admin.v1.CommitDeploymentRequest
+	(*CommitDeploymentResponse)(nil),  // 12: berth.admin.v1.CommitDeploymentResponse
+	(*ReplaceDeploymentRequest)(nil),  // 13: berth.admin.v1.ReplaceDeploymentRequest
+	(*ReplaceDeploymentResponse)(nil), // 14: berth.admin.v1.ReplaceDeploymentResponse
+	(*DisableProviderRequest)(nil),    // 15: berth.admin.v1.DisableProviderRequest
+	(*DisableProviderResponse)(nil),   // 16: berth.admin.v1.DisableProviderResponse
+	(*EnableProviderRequest)(nil),     // 17: berth.admin.v1.EnableProviderRequest
+	(*EnableProviderResponse)(nil),    // 18: berth.admin.v1.EnableProviderResponse
+	(*structpb.Struct)(nil),           // 19: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 21: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),     // 22: google.protobuf.FieldMask
 }
 var file_berth_admin_v1_deployment_proto_depIdxs = []int32{
-	14, // 0: berth.admin.v1.Deployment.configuration:type_name -> google.protobuf.Struct
-	14, // 1: berth.admin.v1.Deployment.observations:type_name -> google.protobuf.Struct
-	1,  // 2: berth.admin.v1.Deployment.specification:type_name -> berth.admin.v1.Specification
-	15, // 3: berth.admin.v1.Deployment.commit_time:type_name -> google.protobuf.Timestamp
-	15, // 4: berth.admin.v1.Deployment.provider_disable_time:type_name -> google.protobuf.Timestamp
-	2,  // 5: berth.admin.v1.Specification.suspension:type_name -> berth.admin.v1.SuspensionPolicy
-	16, // 6: berth.admin.v1.SuspensionPolicy.idle:type_name -> google.protobuf.Duration
-	16, // 7: berth.admin.v1.SuspensionPolicy.retention:type_name -> google.protobuf.Duration
-	0,  // 8: berth.admin.v1.GetDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	14, // 9: berth.admin.v1.DeploymentCandidate.configuration:type_name -> google.protobuf.Struct
-	14, // 10: berth.admin.v1.DeploymentCandidate.credential:type_name -> google.protobuf.Struct
-	1,  // 11: berth.admin.v1.DeploymentCandidate.specification:type_name -> berth.admin.v1.Specification
-	5,  // 12: berth.admin.v1.PreviewDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	0,  // 13: berth.admin.v1.PreviewDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	5,  // 14: berth.admin.v1.CommitDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	0,  // 15: berth.admin.v1.CommitDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	0,  // 16: berth.admin.v1.DisableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
-	0,  // 17: berth.admin.v1.EnableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
-	3,  // 18: berth.admin.v1.DeploymentService.GetDeployment:input_type -> berth.admin.v1.GetDeploymentRequest
-	6,  // 19: berth.admin.v1.DeploymentService.PreviewDeployment:input_type -> berth.admin.v1.PreviewDeploymentRequest
-	8,  // 20: berth.admin.v1.DeploymentService.CommitDeployment:input_type -> berth.admin.v1.CommitDeploymentRequest
-	10, // 21: berth.admin.v1.DeploymentService.DisableProvider:input_type -> berth.admin.v1.DisableProviderRequest
-	12, // 22: berth.admin.v1.DeploymentService.EnableProvider:input_type -> berth.admin.v1.EnableProviderRequest
-	4,  // 23: berth.admin.v1.DeploymentService.GetDeployment:output_type -> berth.admin.v1.GetDeploymentResponse
-	7,  // 24: berth.admin.v1.DeploymentService.PreviewDeployment:output_type -> berth.admin.v1.PreviewDeploymentResponse
-	9,  // 25: berth.admin.v1.DeploymentService.CommitDeployment:output_type -> berth.admin.v1.CommitDeploymentResponse
-	11, // 26: berth.admin.v1.DeploymentService.DisableProvider:output_type -> berth.admin.v1.DisableProviderResponse
-	13, // 27: berth.admin.v1.DeploymentService.EnableProvider:output_type -> berth.admin.v1.EnableProviderResponse
-	23, // [23:28] is the sub-list for method output_type
-	18, // [18:23] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	19, // 0: berth.admin.v1.Deployment.configuration:type_name -> google.protobuf.Struct
+	19, // 1: berth.admin.v1.Deployment.observations:type_name -> google.protobuf.Struct
+	4,  // 2: berth.admin.v1.Deployment.specification:type_name -> berth.admin.v1.Specification
+	20, // 3: berth.admin.v1.Deployment.commit_time:type_name -> google.protobuf.Timestamp
+	20, // 4: berth.admin.v1.Deployment.provider_disable_time:type_name -> google.protobuf.Timestamp
+	20, // 5: berth.admin.v1.Deployment.serving_time:type_name -> google.protobuf.Timestamp
+	1,  // 6: berth.admin.v1.Deployment.retained_generations:type_name -> berth.admin.v1.RetainedGeneration
+	2,  // 7: berth.admin.v1.Deployment.nodes:type_name -> berth.admin.v1.NodeGenerations
+	3,  // 8: berth.admin.v1.NodeGenerations.generations:type_name -> berth.admin.v1.ServedGeneration
+	5,  // 9: berth.admin.v1.Specification.suspension:type_name -> berth.admin.v1.SuspensionPolicy
+	21, // 10: berth.admin.v1.SuspensionPolicy.idle:type_name -> google.protobuf.Duration
+	21, // 11: berth.admin.v1.SuspensionPolicy.retention:type_name -> google.protobuf.Duration
+	0,  // 12: berth.admin.v1.GetDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	19, // 13: berth.admin.v1.DeploymentCandidate.configuration:type_name -> google.protobuf.Struct
+	19, // 14: berth.admin.v1.DeploymentCandidate.credential:type_name -> google.protobuf.Struct
+	4,  // 15: berth.admin.v1.DeploymentCandidate.specification:type_name -> berth.admin.v1.Specification
+	8,  // 16: berth.admin.v1.PreviewDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	22, // 17: berth.admin.v1.PreviewDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 18: berth.admin.v1.PreviewDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	8,  // 19: berth.admin.v1.CommitDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	0,  // 20: berth.admin.v1.CommitDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	8,  // 21: berth.admin.v1.ReplaceDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	22, // 22: berth.admin.v1.ReplaceDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 23: berth.admin.v1.ReplaceDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	21, // 24: berth.admin.v1.ReplaceDeploymentResponse.admission_pause:type_name -> google.protobuf.Duration
+	0,  // 25: berth.admin.v1.DisableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
+	0,  // 26: berth.admin.v1.EnableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
+	6,  // 27: berth.admin.v1.DeploymentService.GetDeployment:input_type -> berth.admin.v1.GetDeploymentRequest
+	9,  // 28: berth.admin.v1.DeploymentService.PreviewDeployment:input_type -> berth.admin.v1.PreviewDeploymentRequest
+	11, // 29: berth.admin.v1.DeploymentService.CommitDeployment:input_type -> berth.admin.v1.CommitDeploymentRequest
+	13, // 30: berth.admin.v1.DeploymentService.ReplaceDeployment:input_type -> berth.admin.v1.ReplaceDeploymentRequest
+	15, // 31: berth.admin.v1.DeploymentService.DisableProvider:input_type -> berth.admin.v1.DisableProviderRequest
+	17, // 32: berth.admin.v1.DeploymentService.EnableProvider:input_type -> berth.admin.v1.EnableProviderRequest
+	7,  // 33: berth.admin.v1.DeploymentService.GetDeployment:output_type -> berth.admin.v1.GetDeploymentResponse
+	10, // 34: berth.admin.v1.DeploymentService.PreviewDeployment:output_type -> berth.admin.v1.PreviewDeploymentResponse
+	12, // 35: berth.admin.v1.DeploymentService.CommitDeployment:output_type -> berth.admin.v1.CommitDeploymentResponse
+	14, // 36: berth.admin.v1.DeploymentService.ReplaceDeployment:output_type -> berth.admin.v1.ReplaceDeploymentResponse
+	16, // 37: berth.admin.v1.DeploymentService.DisableProvider:output_type -> berth.admin.v1.DisableProviderResponse
+	18, // 38: berth.admin.v1.DeploymentService.EnableProvider:output_type -> berth.admin.v1.EnableProviderResponse
+	33, // [33:39] is the sub-list for method output_type
+	27, // [27:33] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_deployment_proto_init() }
@@ -1038,7 +1485,7 @@ func file_berth_admin_v1_deployment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_deployment_proto_rawDesc), len(file_berth_admin_v1_deployment_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	DeploymentService_GetDeployment_FullMethodName     = "/berth.admin.v1.DeploymentService/GetDeployment"
 	DeploymentService_PreviewDeployment_FullMethodName = "/berth.admin.v1.DeploymentService/PreviewDeployment"
 	DeploymentService_CommitDeployment_FullMethodName  = "/berth.admin.v1.DeploymentService/CommitDeployment"
+	DeploymentService_ReplaceDeployment_FullMethodName = "/berth.admin.v1.DeploymentService/ReplaceDeployment"
 	DeploymentService_DisableProvider_FullMethodName   = "/berth.admin.v1.DeploymentService/DisableProvider"
 	DeploymentService_EnableProvider_FullMethodName    = "/berth.admin.v1.DeploymentService/EnableProvider"
 )
@@ -47,6 +48,22 @@ type DeploymentServiceClient interface {
 	// leaves the current deployment unchanged. A candidate equal to the
 	// current deployment creates no generation and returns the current one.
 	CommitDeployment(ctx context.Context, in *CommitDeploymentRequest, opts ...grpc.CallOption) (*CommitDeploymentResponse, error)
+	// ReplaceDeployment replaces the committed deployment with a candidate,
+	// as a new generation, when expected_generation is still current (the
+	// parts update_mask leaves out are inherited from the current
+	// generation; preview with PreviewDeployment and the same mask first).
+	// The candidate is prepared and validated before any write; a rejected
+	// one changes nothing. The commit transaction pauses the admission of
+	// new Sessions (those in flight finish first) and commits the new
+	// generation, and, for another provider kind, the retirement of every
+	// enabled node and the revocation of every unused enrollment token,
+	// together. Running Sessions keep the generation (and resources) they
+	// were created with on the node that holds them; nodes of the same kind
+	// serve the new generation beside the ones their allocations hold, and
+	// new Sessions get the new one. A candidate equal to the current
+	// deployment commits nothing, also when retried after its replacement
+	// committed (expected_generation then one below the current).
+	ReplaceDeployment(ctx context.Context, in *ReplaceDeploymentRequest, opts ...grpc.CallOption) (*ReplaceDeploymentResponse, error)
 	// DisableProvider disables the sandbox provider, durably: from then on
 	// CreateSession is refused with FAILED_PRECONDITION (reason
 	// provider_disabled) and Core sends no new Create, so pending
@@ -98,6 +115,16 @@ func (c *deploymentServiceClient) CommitDeployment(ctx context.Context, in *Comm
 	return out, nil
 }
 
+func (c *deploymentServiceClient) ReplaceDeployment(ctx context.Context, in *ReplaceDeploymentRequest, opts ...grpc.CallOption) (*ReplaceDeploymentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplaceDeploymentResponse)
+	err := c.cc.Invoke(ctx, DeploymentService_ReplaceDeployment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *deploymentServiceClient) DisableProvider(ctx context.Context, in *DisableProviderRequest, opts ...grpc.CallOption) (*DisableProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DisableProviderResponse)
@@ -139,6 +166,22 @@ type DeploymentServiceServer interface {
 	// leaves the current deployment unchanged. A candidate equal to the
 	// current deployment creates no generation and returns the current one.
 	CommitDeployment(context.Context, *CommitDeploymentRequest) (*CommitDeploymentResponse, error)
+	// ReplaceDeployment replaces the committed deployment with a candidate,
+	// as a new generation, when expected_generation is still current (the
+	// parts update_mask leaves out are inherited from the current
+	// generation; preview with PreviewDeployment and the same mask first).
+	// The candidate is prepared and validated before any write; a rejected
+	// one changes nothing. The commit transaction pauses the admission of
+	// new Sessions (those in flight finish first) and commits the new
+	// generation, and, for another provider kind, the retirement of every
+	// enabled node and the revocation of every unused enrollment token,
+	// together. Running Sessions keep the generation (and resources) they
+	// were created with on the node that holds them; nodes of the same kind
+	// serve the new generation beside the ones their allocations hold, and
+	// new Sessions get the new one. A candidate equal to the current
+	// deployment commits nothing, also when retried after its replacement
+	// committed (expected_generation then one below the current).
+	ReplaceDeployment(context.Context, *ReplaceDeploymentRequest) (*ReplaceDeploymentResponse, error)
 	// DisableProvider disables the sandbox provider, durably: from then on
 	// CreateSession is refused with FAILED_PRECONDITION (reason
 	// provider_disabled) and Core sends no new Create, so pending
@@ -168,6 +211,9 @@ func (UnimplementedDeploymentServiceServer) PreviewDeployment(context.Context, *
 }
 func (UnimplementedDeploymentServiceServer) CommitDeployment(context.Context, *CommitDeploymentRequest) (*CommitDeploymentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitDeployment not implemented")
+}
+func (UnimplementedDeploymentServiceServer) ReplaceDeployment(context.Context, *ReplaceDeploymentRequest) (*ReplaceDeploymentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplaceDeployment not implemented")
 }
 func (UnimplementedDeploymentServiceServer) DisableProvider(context.Context, *DisableProviderRequest) (*DisableProviderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DisableProvider not implemented")
@@ -250,6 +296,24 @@ func _DeploymentService_CommitDeployment_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DeploymentService_ReplaceDeployment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplaceDeploymentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeploymentServiceServer).ReplaceDeployment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DeploymentService_ReplaceDeployment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeploymentServiceServer).ReplaceDeployment(ctx, req.(*ReplaceDeploymentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _DeploymentService_DisableProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DisableProviderRequest)
 	if err := dec(in); err != nil {
@@ -304,6 +368,10 @@ var DeploymentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitDeployment",
 			Handler:    _DeploymentService_CommitDeployment_Handler,
+		},
+		{
+			MethodName: "ReplaceDeployment",
+			Handler:    _DeploymentService_ReplaceDeployment_Handler,
 		},
 		{
 			MethodName: "DisableProvider",
