@@ -392,7 +392,6 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 		return err
 	}
 	l.mu.Lock()
-	l.readiness = r
 	pinned := l.pinned
 	l.mu.Unlock()
 	if r.GetReady() && gen > pinned {
@@ -415,6 +414,11 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 		Generation: gen, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
 		CPUMillis: c.GetCpuMillis(), MemoryBytes: c.GetMemoryBytes(), DiskFreeBytes: c.GetDiskFreeBytes(),
 	})
+	// Shown (GetNode) once recorded: what the admin API reports, placement
+	// already sees.
+	l.mu.Lock()
+	l.readiness = r
+	l.mu.Unlock()
 	if err != nil && !errdefs.IsFenced(err) {
 		m.log.Warn("record node presence", "node", node.String(), "error", err.Error())
 	}

@@ -23,12 +23,13 @@ import (
 func TestMain(m *testing.M) { stack.Main(m) }
 
 // env is one running installation: berth-core with its Runtime gateway on
-// the engine's bridge, one enrolled node agent whose containers use the
-// bridge, and a committed deployment.
+// the engine's bridge, enrolled node agents (one unless newEnvNodes says)
+// whose containers use the bridge, and a committed deployment.
 type env struct {
 	t              testing.TB
 	core           *stack.Core
 	node           *stack.Node
+	nodes          []*stack.Node
 	cc             *grpc.ClientConn
 	ctx            context.Context
 	docker         *client.Client
@@ -45,8 +46,15 @@ func newEnv(t testing.TB) *env {
 	return newEnvSpec(t, &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4})
 }
 
-// newEnvSpec is newEnv with a deployment (and node generation) of spec.
+// newEnvSpec is newEnv with a deployment of spec.
 func newEnvSpec(t testing.TB, spec *adminv1.Specification) *env {
+	t.Helper()
+	return newEnvNodes(t, spec, 1)
+}
+
+// newEnvNodes is newEnvSpec with n node agents (over the same engine: n
+// hosts' worth of agents); env.node is the first, env.nodes all of them.
+func newEnvNodes(t testing.TB, spec *adminv1.Specification, n int) *env {
 	t.Helper()
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
@@ -61,19 +69,23 @@ func newEnvSpec(t testing.TB, spec *adminv1.Specification) *env {
 	e.cc, e.ctx = e.core.AdminClient(t)
 	e.installationID = stack.InstallationID(t, e.ctx, e.cc)
 	nodesAPI := adminv1.NewNodeServiceClient(e.cc)
-	tok, err := nodesAPI.CreateEnrollmentToken(e.ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
-	if err != nil {
-		t.Fatal(err)
+	for range n {
+		tok, err := nodesAPI.CreateEnrollmentToken(e.ctx, &adminv1.CreateEnrollmentTokenRequest{RequestId: uuid.NewString(), Ttl: durationpb.New(10 * time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen := stack.FreeAddr(t)
+		node := stack.PrepareNode(t, &stack.Installation{ID: e.installationID}, stack.NodeOptions{
+			Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge",
+		})
+		if out, code := stack.EnrollCmd(t, node, e.core.PublicAddr(), tok.GetTokenText(), listen); code != 0 {
+			t.Fatalf("enroll: %s", out)
+		}
+		node.Start()
+		t.Cleanup(node.Stop)
+		e.nodes = append(e.nodes, node)
 	}
-	listen := stack.FreeAddr(t)
-	e.node = stack.PrepareNode(t, &stack.Installation{ID: e.installationID}, stack.NodeOptions{
-		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Listen: listen, Network: "bridge", Specification: spec,
-	})
-	if out, code := stack.EnrollCmd(t, e.node, e.core.PublicAddr(), tok.GetTokenText(), listen); code != 0 {
-		t.Fatalf("enroll: %s", out)
-	}
-	e.node.Start()
-	t.Cleanup(e.node.Stop)
+	e.node = e.nodes[0]
 	for _, name := range stack.EnableAll(t, e.ctx, e.cc) {
 		stack.WaitNode(t, e.ctx, nodesAPI, name, stack.Connected)
 	}
