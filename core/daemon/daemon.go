@@ -283,7 +283,7 @@ func (c *core) setupLifecycle(context.Context) error {
 		Provider:          func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
 		NotifyEnvironment: func(id uuid.UUID) { c.turns.Notify(id) },
 	})
-	c.group.onStop(coordinator.Close)
+	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is logged as an owner failure
 	// A node's worker starts, or passes again, as soon as Core's connection
 	// to it is established (at start, after enabling, after a reconnect).
 	c.manager.OnServe(func(id uuid.UUID) {

@@ -2,9 +2,11 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -72,7 +74,7 @@ func (c *Coordinator) Sync(ctx context.Context, nodes ...uuid.UUID) {
 	}
 	for _, n := range c.Nodes() {
 		if !keep[n] {
-			c.Stop(n)
+			_ = c.Stop(n) // a late worker is logged as an owner failure
 		}
 	}
 }
@@ -94,31 +96,74 @@ func (c *Coordinator) Wake(node uuid.UUID) {
 	}
 }
 
-// Stop cancels node's worker and waits for it to end (its in-flight
-// provider call ends at its context's cancellation).
-func (c *Coordinator) Stop(node uuid.UUID) {
+// ErrDrainTimeout is the owner failure of a stop whose worker did not
+// reach the end of its operation in flight within DrainTimeout: the
+// worker was cancelled hard, so that operation's outcome may be unknown
+// (it is observed again, never replayed, by the next owner's worker).
+var ErrDrainTimeout = errors.New("lifecycle worker did not drain in time; cancelled")
+
+// Stop drains node's worker (Worker.Drain: it stops between operations,
+// never cancelling the store or provider operation in flight) and waits
+// for it, at most DrainTimeout; a worker still busy then is cancelled
+// hard and Stop returns ErrDrainTimeout, logged as an owner failure.
+func (c *Coordinator) Stop(node uuid.UUID) error {
 	c.mu.Lock()
 	r := c.workers[node]
 	delete(c.workers, node)
 	c.mu.Unlock()
-	if r != nil {
-		r.cancel()
-		<-r.done
+	if r == nil {
+		return nil
 	}
+	return c.drain([]*running{r})
 }
 
-// Close stops accepting nodes, cancels every worker and waits for all of
-// them.
-func (c *Coordinator) Close() {
+// Close stops accepting nodes and drains every worker like Stop, all at
+// once under one DrainTimeout.
+func (c *Coordinator) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	all := c.workers
+	all := slices.Collect(maps.Values(c.workers))
 	c.workers = map[uuid.UUID]*running{}
 	c.mu.Unlock()
-	for _, r := range all {
+	return c.drain(all)
+}
+
+// drain drains rs within one DrainTimeout, then cancels the ones still
+// running and waits for them.
+func (c *Coordinator) drain(rs []*running) error {
+	for _, r := range rs {
+		r.w.Drain()
+	}
+	deadline := time.NewTimer(c.cfg.DrainTimeout)
+	defer deadline.Stop()
+	var late []*running
+	expired := false
+	for _, r := range rs {
+		if !expired {
+			select {
+			case <-r.done:
+				continue
+			case <-deadline.C:
+				expired = true
+			}
+		}
+		// Past the bound: every worker not done now is late.
+		select {
+		case <-r.done:
+		default:
+			late = append(late, r)
+		}
+	}
+	for _, r := range rs {
 		r.cancel()
 	}
-	for _, r := range all {
+	for _, r := range late {
 		<-r.done
+		c.cfg.Log.Error("owner failure: a lifecycle worker did not drain within the bound and was cancelled",
+			"node", r.w.Node(), "bound", c.cfg.DrainTimeout)
 	}
+	if len(late) > 0 {
+		return ErrDrainTimeout
+	}
+	return nil
 }

@@ -549,11 +549,12 @@ func TestHungNodeDoesNotDelayAnotherNode(t *testing.T) {
 	// answers: the call holds until its deadline.
 	hung.srv.Arm(dockertest.CallContainerCreate, dockertest.FaultCancelAfterDispatch, func() {})
 	e.cfg.CallTimeout = 10 * time.Minute
+	e.cfg.DrainTimeout = 100 * time.Millisecond
 	stuck := e.createSession(t, hung.id)
 	ok := e.createSession(t, healthy.id)
 
 	c := lifecycle.NewCoordinator(e.cfg)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	c.Ensure(context.Background(), hung.id, healthy.id)
 
 	// Wait until the hung node's Create is in flight: claimed and dispatched.
@@ -572,8 +573,11 @@ func TestHungNodeDoesNotDelayAnotherNode(t *testing.T) {
 		t.Fatalf("hung node has %d containers", n)
 	}
 
-	// Closing cancels the hung call; its outcome is recorded as unknown.
-	c.Close()
+	// Closing drains, and past the bound cancels the hung call: an owner
+	// failure; its outcome is recorded as unknown.
+	if err := c.Close(); !errors.Is(err, lifecycle.ErrDrainTimeout) {
+		t.Fatalf("close with a hung call: %v, want ErrDrainTimeout", err)
+	}
 	if got := e.alloc(t, stuck.ID); got.State != store.AllocationCreateUnknown {
 		t.Fatalf("after close: %s, want create_unknown", got.State)
 	}
@@ -592,7 +596,7 @@ func TestSyncKeepsListedWorkersAndStopsOthers(t *testing.T) {
 		ids = append(ids, id)
 	}
 	c := lifecycle.NewCoordinator(e.cfg)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	c.Sync(context.Background(), ids...)
 	if got := c.Nodes(); len(got) != 2 {
 		t.Fatalf("workers %v, want both nodes", got)
@@ -1177,4 +1181,82 @@ func TestDisabledProviderSendsNoCreateAndStillCleansUp(t *testing.T) {
 	if c := count(n.srv, dockertest.CallContainerCreate); c != 2 {
 		t.Fatalf("container.create %d times, want one per allocation", c)
 	}
+}
+
+// gatedCreate holds every Create until release is closed (or its context
+// ends), telling entered when one arrives.
+type gatedCreate struct {
+	*docker.Provider
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedCreate) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
+	g.once.Do(func() { close(g.entered) })
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return sandbox.Info{}, ctx.Err()
+	}
+	return g.Provider.Create(ctx, req)
+}
+
+// TestStopDrainsBetweenOperations: stopping a node's worker never cancels
+// the operation in flight: the Create claimed before the stop completes
+// and is recorded running, the next pending allocation gets no Create,
+// and Stop returns once the worker has stopped between the two. A worker
+// still in its operation at the bound is cancelled hard: ErrDrainTimeout,
+// the owner failure, and the outcome stays unknown (observed, never
+// replayed, later).
+func TestStopDrainsBetweenOperations(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	g := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g, nil }
+	e.cfg.DrainTimeout = time.Minute
+	first := e.createSession(t, n.id)
+	second := e.createSession(t, n.id)
+	c := lifecycle.NewCoordinator(e.cfg)
+	defer func() { _ = c.Close() }()
+	c.Ensure(context.Background(), n.id)
+	<-g.entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(n.id) }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a claimed Create was in flight", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(g.release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	var inFlight, next store.Allocation
+	for _, a := range []store.Allocation{e.alloc(t, first.ID), e.alloc(t, second.ID)} {
+		if a.State == store.AllocationRunning {
+			inFlight = a
+		} else {
+			next = a
+		}
+	}
+	if inFlight.ID == uuid.Nil || next.State != store.AllocationAllocated || count(n.srv, dockertest.CallContainerCreate) != 1 {
+		t.Fatalf("after the drain: %s and %s, %d creates; want one running, one allocated, 1 create",
+			e.alloc(t, first.ID).State, e.alloc(t, second.ID).State, count(n.srv, dockertest.CallContainerCreate))
+	}
+
+	// A worker still in its operation at the bound is cancelled.
+	g2 := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g2, nil }
+	e.cfg.DrainTimeout = 200 * time.Millisecond
+	c2 := lifecycle.NewCoordinator(e.cfg)
+	c2.Ensure(context.Background(), n.id)
+	<-g2.entered
+	if err := c2.Stop(n.id); !errors.Is(err, lifecycle.ErrDrainTimeout) {
+		t.Fatalf("Stop past the bound: %v, want ErrDrainTimeout", err)
+	}
+	if got := e.alloc(t, next.ID); got.State != store.AllocationCreateUnknown {
+		t.Fatalf("the cancelled Create's allocation %s, want create_unknown", got.State)
+	}
+	_ = c2.Close()
 }

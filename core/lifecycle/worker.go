@@ -131,12 +131,27 @@
 //     available while its container is stopped, for longer than one
 //     ObservePeriod. A Session whose container stays stopped stays
 //     unavailable until it is deleted.
+//   - Drain: a worker is stopped (its node removed, or Core stopping
+//     before it releases the execution lease) between operations, never
+//     inside one: Coordinator.Stop and Close drain it (Worker.Drain: every
+//     scan stops before its next row or page), so a claimed Create, a Kill
+//     or a capture in flight ends and is recorded. The wait is bounded
+//     (DrainTimeout, the guide's five seconds); a worker still busy then
+//     is cancelled hard and the stop returns ErrDrainTimeout, logged as an
+//     owner failure (that operation's outcome is then unknown: observed,
+//     never replayed). Retiring a node, or replacing the deployment,
+//     changes no worker: a retired node's worker goes on creating what was
+//     placed on it before, observing and cleaning up (Core never moves a
+//     placement), and each allocation keeps its own generation, so there
+//     is no lifecycle context to cancel for them; the placement fence is
+//     in the database (store.ChoosePlacementNode, store.ReplaceGeneration).
 package lifecycle
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -190,6 +205,9 @@ type Store interface {
 // Defaults of Config.
 const (
 	DefaultCallTimeout = 2 * time.Minute
+	// DefaultDrainTimeout bounds a worker's drain (Coordinator.Stop and
+	// Close): the guide's five-second lease-gate bound.
+	DefaultDrainTimeout = 5 * time.Second
 	// DefaultInterval is berth-core's default wait between passes
 	// (core/daemon.DefaultLifecycleInterval says why); a Config that leaves
 	// Interval zero gets the same.
@@ -240,6 +258,10 @@ type Config struct {
 	// RestoreAbandonAfter is how long a restore's outcome may stay unknown
 	// before it is abandoned (DefaultRestoreAbandonAfter when 0).
 	RestoreAbandonAfter time.Duration
+	// DrainTimeout is how long stopping a worker waits for it to reach
+	// the end of the store or provider operation in flight before it is
+	// cancelled hard (DefaultDrainTimeout when 0).
+	DrainTimeout time.Duration
 	// NotifyEnvironment, when set, is told of each suspension transition
 	// of an Environment's allocation (Core wakes the Runtime gateway's
 	// connection of the Environment's Session with it).
@@ -272,6 +294,9 @@ func (c Config) withDefaults() Config {
 	if c.RestoreAbandonAfter <= 0 {
 		c.RestoreAbandonAfter = DefaultRestoreAbandonAfter
 	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -298,11 +323,45 @@ type Worker struct {
 	candidateAfter uuid.UUID
 	leftoverAfter  uuid.UUID
 	wake           chan struct{}
+	// drain is closed by Drain: the worker stops at the end of the
+	// operation in flight.
+	drain     chan struct{}
+	drainOnce sync.Once
 }
 
 // NewWorker returns the worker of node nodeID.
 func NewWorker(cfg Config, nodeID uuid.UUID) *Worker {
-	return &Worker{cfg: cfg.withDefaults(), node: nodeID, wake: make(chan struct{}, 1)}
+	return &Worker{cfg: cfg.withDefaults(), node: nodeID, wake: make(chan struct{}, 1), drain: make(chan struct{})}
+}
+
+// Drain asks the worker to stop between operations: Run returns once the
+// store or provider operation in flight (a claim and its Create, a Kill
+// and its record) has ended, and no other starts. Nothing in flight is
+// cancelled; Coordinator bounds the wait (DrainTimeout).
+func (w *Worker) Drain() { w.drainOnce.Do(func() { close(w.drain) }) }
+
+// errDrained ends a pass that a drain stopped between operations.
+var errDrained = errors.New("lifecycle worker drained")
+
+// drainKey carries the worker's drain channel in a pass's context, so
+// every scan stops between rows (halted).
+type drainKey struct{}
+
+// halted is ctx's error, or errDrained once the worker running the pass
+// is draining: checked before every row and page, never inside an
+// operation.
+func halted(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ch, ok := ctx.Value(drainKey{}).(chan struct{}); ok {
+		select {
+		case <-ch:
+			return errDrained
+		default:
+		}
+	}
+	return nil
 }
 
 // Node returns the worker's node.
@@ -316,18 +375,25 @@ func (w *Worker) Wake() {
 	}
 }
 
-// Run runs passes until ctx ends.
+// Run runs passes until ctx ends or the worker is drained (Drain).
 func (w *Worker) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	ctx = context.WithValue(ctx, drainKey{}, w.drain)
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-w.drain:
+			return
 		case <-t.C:
 		case <-w.wake:
 		}
-		if err := w.Pass(ctx); err != nil && ctx.Err() == nil {
+		err := w.Pass(ctx)
+		if errors.Is(err, errDrained) {
+			return
+		}
+		if err != nil && ctx.Err() == nil {
 			w.cfg.Log.Warn("lifecycle pass failed", "node", w.node, "error", err)
 		}
 		t.Reset(w.cfg.Interval)
@@ -351,16 +417,17 @@ func (w *Worker) Pass(ctx context.Context) error {
 		}
 		return err
 	}
-	if err := w.pendingPage(ctx, p); err != nil {
-		return err
+	for _, page := range []func(context.Context, sandbox.SandboxProvider) error{
+		w.pendingPage, w.allocationPage, w.suspensionPage, w.observePage,
+	} {
+		if err := halted(ctx); err != nil {
+			return err
+		}
+		if err := page(ctx, p); err != nil {
+			return err
+		}
 	}
-	if err := w.allocationPage(ctx, p); err != nil {
-		return err
-	}
-	if err := w.suspensionPage(ctx, p); err != nil {
-		return err
-	}
-	return w.observePage(ctx, p)
+	return nil
 }
 
 func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) error {
@@ -630,8 +697,8 @@ func scan[T any](ctx context.Context, cursor *uuid.UUID, page []T, id func(T) uu
 		*cursor = id(page[len(page)-1])
 	}
 	for _, row := range page {
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := halted(ctx); err != nil {
+			return err
 		}
 		if err := do(row); err != nil {
 			return err
