@@ -314,10 +314,12 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 			}
 		}
 		tick.Stop()
+		// Recorded first, then shown: GetNode never reports the node
+		// gone while placement may still choose it.
+		m.recordDisconnect(ctx, n.ID, conn)
 		l.mu.Lock()
 		l.conn, l.proxy, l.readiness, l.served, l.published = nil, nil, nil, nil, nil
 		l.mu.Unlock()
-		m.recordDisconnect(ctx, n.ID, conn)
 	}
 }
 
@@ -584,7 +586,9 @@ func (m *Manager) Presence(id uuid.UUID) Presence {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := Presence{Hello: l.hello, Readiness: l.readiness}
-	if l.conn != nil && l.conn.Err() == nil {
+	// A connection that ended counts until its end is recorded (runLoop):
+	// what GetNode shows, placement already sees.
+	if l.conn != nil {
 		p.Connected = true
 		p.ConnectionID = l.conn.ConnectionID
 		p.Report, p.LastReport = l.conn.Last()
