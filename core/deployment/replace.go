@@ -12,7 +12,6 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 
-	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 )
 
@@ -147,22 +146,8 @@ func (s *Service) prepareReplacement(c Candidate, set Fields, cur store.Generati
 // it with the current generation. It writes nothing. Before the first
 // commit it is errNotCommitted.
 func (s *Service) PreviewReplacement(ctx context.Context, c Candidate, set Fields) (Preview, error) {
-	cur, ok, err := s.current(ctx)
+	cur, p, d, err := s.replacing(ctx, c, set)
 	if err != nil {
-		return Preview{}, err
-	}
-	if !ok {
-		return Preview{}, fmt.Errorf("preview replacement: %w", errNotCommitted)
-	}
-	p, err := s.prepareReplacement(c, set, cur)
-	if err != nil {
-		return Preview{}, err
-	}
-	d, err := s.compare(p, cur)
-	if err != nil {
-		return Preview{}, err
-	}
-	if err := s.refuseCredentialChange(p, cur); err != nil {
 		return Preview{}, err
 	}
 	if d.same() {
@@ -194,22 +179,8 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	if expected >= math.MaxInt64 {
 		return Replacement{}, errdefs.Invalid("expected_generation", "out of range")
 	}
-	cur, ok, err := s.current(ctx)
+	cur, p, d, err := s.replacing(ctx, c, set)
 	if err != nil {
-		return Replacement{}, err
-	}
-	if !ok {
-		return Replacement{}, fmt.Errorf("replace deployment: %w", errNotCommitted)
-	}
-	p, err := s.prepareReplacement(c, set, cur)
-	if err != nil {
-		return Replacement{}, err
-	}
-	d, err := s.compare(p, cur)
-	if err != nil {
-		return Replacement{}, err
-	}
-	if err := s.refuseCredentialChange(p, cur); err != nil {
 		return Replacement{}, err
 	}
 	switch {
@@ -220,18 +191,9 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	case cur.Generation != expected:
 		return Replacement{}, fmt.Errorf("replace deployment: %w", errGenerationMoved)
 	}
-	next := store.NewGeneration{
-		ProviderKind:  p.kind,
-		PublicConfig:  p.enc.Public,
-		Observations:  p.enc.Observations,
-		Specification: p.spec,
-	}
-	if p.enc.Secret.Len() > 0 {
-		nonce, ct, err := s.key.Seal(p.enc.Secret.Reveal(), secrets.DeploymentCredential(s.installationID, expected+1))
-		if err != nil {
-			return Replacement{}, fmt.Errorf("seal deployment credential: %w", err)
-		}
-		next.CredentialNonce, next.CredentialCiphertext = nonce, ct
+	next, err := s.sealed(p, expected+1)
+	if err != nil {
+		return Replacement{}, err
 	}
 	r, err := s.store.ReplaceGeneration(ctx, expected, next, store.Replacement{RetireNodes: p.kind != cur.ProviderKind})
 	if errdefs.IsFailedPrecondition(err) {
@@ -249,6 +211,32 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 		Deployment: desc, Changed: true, RetiredNodes: r.RetiredNodes, RevokedTokens: r.RevokedTokens,
 		AdmissionPause: r.Locked, LockWait: r.LockWait,
 	}, nil
+}
+
+// replacing reads the current generation and prepares c as its
+// replacement (prepareReplacement), compared with it; a same-kind
+// credential change is refused. Before the first commit it is
+// errNotCommitted. Preview and Replace share it, so both decide alike.
+func (s *Service) replacing(ctx context.Context, c Candidate, set Fields) (store.Generation, prepared, sameness, error) {
+	cur, ok, err := s.current(ctx)
+	if err != nil {
+		return store.Generation{}, prepared{}, sameness{}, err
+	}
+	if !ok {
+		return store.Generation{}, prepared{}, sameness{}, fmt.Errorf("replace deployment: %w", errNotCommitted)
+	}
+	p, err := s.prepareReplacement(c, set, cur)
+	if err != nil {
+		return store.Generation{}, prepared{}, sameness{}, err
+	}
+	d, err := s.compare(p, cur)
+	if err != nil {
+		return store.Generation{}, prepared{}, sameness{}, err
+	}
+	if err := s.refuseCredentialChange(p, cur); err != nil {
+		return store.Generation{}, prepared{}, sameness{}, err
+	}
+	return cur, p, d, nil
 }
 
 // refuseCredentialChange refuses a candidate of the current provider kind

@@ -249,18 +249,9 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 		}
 		return s.describeWithSwitch(ctx, cur)
 	}
-	next := store.NewGeneration{
-		ProviderKind:  p.kind,
-		PublicConfig:  p.enc.Public,
-		Observations:  p.enc.Observations,
-		Specification: p.spec,
-	}
-	if p.enc.Secret.Len() > 0 {
-		nonce, ct, err := s.key.Seal(p.enc.Secret.Reveal(), secrets.DeploymentCredential(s.installationID, expected+1))
-		if err != nil {
-			return Deployment{}, fmt.Errorf("seal deployment credential: %w", err)
-		}
-		next.CredentialNonce, next.CredentialCiphertext = nonce, ct
+	next, err := s.sealed(p, expected+1)
+	if err != nil {
+		return Deployment{}, err
 	}
 	g, err := s.store.CommitGeneration(ctx, expected, next)
 	if err != nil {
@@ -268,6 +259,25 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 	}
 	s.committed()
 	return s.describeWithSwitch(ctx, g)
+}
+
+// sealed is p as generation number's row, its credential (if any) sealed
+// for the installation and that number.
+func (s *Service) sealed(p prepared, number uint64) (store.NewGeneration, error) {
+	next := store.NewGeneration{
+		ProviderKind:  p.kind,
+		PublicConfig:  p.enc.Public,
+		Observations:  p.enc.Observations,
+		Specification: p.spec,
+	}
+	if p.enc.Secret.Len() > 0 {
+		nonce, ct, err := s.key.Seal(p.enc.Secret.Reveal(), secrets.DeploymentCredential(s.installationID, number))
+		if err != nil {
+			return store.NewGeneration{}, fmt.Errorf("seal deployment credential: %w", err)
+		}
+		next.CredentialNonce, next.CredentialCiphertext = nonce, ct
+	}
+	return next, nil
 }
 
 // current returns the current generation; ok is false (and the zero

@@ -61,11 +61,7 @@ func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRe
 }
 
 func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDeploymentRequest) (*adminv1.PreviewDeploymentResponse, error) {
-	set, err := fieldsFromMask(req.GetUpdateMask())
-	if err != nil {
-		return nil, err
-	}
-	c, err := candidateFromProto(req.GetCandidate(), set != nil)
+	c, set, err := maskedCandidate(req.GetCandidate(), req.GetUpdateMask())
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +77,7 @@ func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDepl
 }
 
 func (g *server) ReplaceDeployment(ctx context.Context, req *adminv1.ReplaceDeploymentRequest) (*adminv1.ReplaceDeploymentResponse, error) {
-	set, err := fieldsFromMask(req.GetUpdateMask())
-	if err != nil {
-		return nil, err
-	}
-	c, err := candidateFromProto(req.GetCandidate(), set != nil)
+	c, set, err := maskedCandidate(req.GetCandidate(), req.GetUpdateMask())
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +108,17 @@ var maskFields = map[string][]string{
 	"specification.suspension":   {deployment.FieldSuspension},
 	"specification": {deployment.FieldCPUMillis, deployment.FieldMemoryBytes, deployment.FieldDiskBytes,
 		deployment.FieldMaxActive, deployment.FieldMaxRetained, deployment.FieldSuspension},
+}
+
+// maskedCandidate converts a candidate with its update_mask: a partial
+// candidate and the fields it sets, or a complete one (nil fields).
+func maskedCandidate(c *adminv1.DeploymentCandidate, m *fieldmaskpb.FieldMask) (deployment.Candidate, deployment.Fields, error) {
+	set, err := fieldsFromMask(m)
+	if err != nil {
+		return deployment.Candidate{}, nil, err
+	}
+	out, err := candidateFromProto(c, set != nil)
+	return out, set, err
 }
 
 // fieldsFromMask converts an update_mask: nil (a complete candidate) when

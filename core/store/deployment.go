@@ -63,21 +63,8 @@ func (s *Store) CommitGeneration(ctx context.Context, expectedCurrent uint64, g 
 		if current != int64(expectedCurrent) {
 			return fmt.Errorf("current generation is not the expected one: %w", errdefs.ErrFailedPrecondition)
 		}
-		if row, err = q.InsertDeploymentGeneration(ctx, params); err != nil {
-			return err
-		}
-		n, err := q.SetCurrentGeneration(ctx, db.SetCurrentGenerationParams{
-			Generation: pgtype.Int8{Int64: params.Generation, Valid: true},
-			Expected:   current,
-		})
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			// The row lock makes this unreachable; refuse rather than guess.
-			return fmt.Errorf("deployment pointer moved under its lock: %w", errdefs.ErrFailedPrecondition)
-		}
-		return nil
+		row, err = insertCurrent(ctx, q, params, current)
+		return err
 	})
 	if err != nil {
 		return Generation{}, wrap(op, err)
@@ -135,19 +122,9 @@ func (s *Store) ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g
 		if current != int64(expectedCurrent) {
 			return fmt.Errorf("current generation is not the expected one: %w", errdefs.ErrFailedPrecondition)
 		}
-		row, err := q.InsertDeploymentGeneration(ctx, params)
+		row, err := insertCurrent(ctx, q, params, current)
 		if err != nil {
 			return err
-		}
-		n, err := q.SetCurrentGeneration(ctx, db.SetCurrentGenerationParams{
-			Generation: pgtype.Int8{Int64: params.Generation, Valid: true},
-			Expected:   current,
-		})
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("deployment pointer moved under its lock: %w", errdefs.ErrFailedPrecondition)
 		}
 		if r.RetireNodes {
 			if out.RetiredNodes, err = q.RetireNodesForReplacement(ctx); err != nil {
@@ -230,6 +207,28 @@ func (s *Store) RetainedGenerations(ctx context.Context) ([]RetainedGeneration, 
 		out[i] = RetainedGeneration{Generation: uint64(r.Generation), Allocations: r.Allocations}
 	}
 	return out, nil
+}
+
+// insertCurrent inserts generation params and moves the deployment's
+// pointer to it from current, in the caller's transaction, which holds the
+// deployment row's lock (LockDeployment).
+func insertCurrent(ctx context.Context, q *db.Queries, params db.InsertDeploymentGenerationParams, current int64) (db.DeploymentGeneration, error) {
+	row, err := q.InsertDeploymentGeneration(ctx, params)
+	if err != nil {
+		return db.DeploymentGeneration{}, err
+	}
+	n, err := q.SetCurrentGeneration(ctx, db.SetCurrentGenerationParams{
+		Generation: pgtype.Int8{Int64: params.Generation, Valid: true},
+		Expected:   current,
+	})
+	if err != nil {
+		return db.DeploymentGeneration{}, err
+	}
+	if n != 1 {
+		// The row lock makes this unreachable; refuse rather than guess.
+		return db.DeploymentGeneration{}, fmt.Errorf("deployment pointer moved under its lock: %w", errdefs.ErrFailedPrecondition)
+	}
+	return row, nil
 }
 
 // CurrentGeneration returns the current deployment generation,
