@@ -3,6 +3,7 @@ package nodeadmin
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -218,11 +219,11 @@ func tokenProto(tok store.EnrollmentToken) *adminv1.EnrollmentToken {
 	return out
 }
 
-// nodeProto is the API form of a node, with presence, readiness and
-// capacity from Core's node connections when it has them. Of capacity
-// only what the node reports is filled in: the deployment's limits and
-// the counts of held sandboxes (max_active, max_retained, active,
-// retained) are left unset.
+// nodeProto is the API form of a node, with presence, readiness and the
+// reported capacity from Core's node connections when it has them, and
+// always what it holds (active, retained) and, once a deployment is
+// committed, its limits (max_active, max_retained) and, with a report,
+// why it has no room for one more sandbox (nodes.NoRoom).
 func (g *server) nodeProto(n nodes.Node) *adminv1.Node {
 	out := &adminv1.Node{
 		Name:             admin.NodeName.Format(n.ID.String()),
@@ -247,5 +248,21 @@ func (g *server) nodeProto(n nodes.Node) *adminv1.Node {
 			out.Capacity = &adminv1.Capacity{CpuMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, DiskFreeBytes: l.DiskFreeBytes}
 		}
 	}
+	// What the node holds is the database's, known without a connection;
+	// the limits are the committed generation's.
+	if out.Capacity == nil {
+		out.Capacity = &adminv1.Capacity{}
+	}
+	c := out.Capacity
+	c.Active, c.Retained = clamp32(n.Load.Active), clamp32(n.Load.Retained)
+	if n.Limits != nil {
+		c.MaxActive, c.MaxRetained = n.Limits.MaxActive, n.Limits.MaxRetained
+		if out.Readiness != nil {
+			c.NoRoomReason = nodes.NoRoom(*n.Limits, n.Load, c.GetCpuMillis(), c.GetMemoryBytes(), c.GetDiskFreeBytes())
+		}
+	}
 	return out
 }
+
+// clamp32 fits a count into the API's int32.
+func clamp32(v int64) int32 { return int32(min(v, math.MaxInt32)) }

@@ -218,8 +218,10 @@ func TestGRPCNodes(t *testing.T) {
 		!strings.HasPrefix(n.GetEnrollmentToken(), "enrollmentTokens/") {
 		t.Fatalf("node %v", n)
 	}
-	// Nothing observed yet, nothing reported.
-	if n.GetPresence() != nil || n.GetReadiness() != nil || n.GetCapacity() != nil {
+	// Nothing observed yet, nothing reported: only what the database
+	// knows (it holds nothing; no deployment, so no limits nor reason).
+	if c := n.GetCapacity(); n.GetPresence() != nil || n.GetReadiness() != nil || c.GetCpuMillis() != 0 || c.GetMemoryBytes() != 0 ||
+		c.GetActive() != 0 || c.GetMaxActive() != 0 || c.GetNoRoomReason() != "" {
 		t.Fatalf("node reports presence %v, readiness %v, capacity %v", n.GetPresence(), n.GetReadiness(), n.GetCapacity())
 	}
 

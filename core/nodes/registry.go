@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/store"
@@ -21,6 +22,10 @@ type RegistryStore interface {
 	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState) (store.Node, error)
 	NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error)
 	EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error)
+	NodeLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]store.NodeLoad, error)
+	// CurrentGeneration gives the limits a node's load is compared with
+	// (errdefs.ErrNotFound before the first commit).
+	CurrentGeneration(ctx context.Context) (store.Generation, error)
 }
 
 // Node is a node as the Registry shows it: the stored record and the
@@ -35,6 +40,43 @@ type Node struct {
 	// EnrollmentTokenID is the id of the token that enrolled the node,
 	// empty when no token records it.
 	EnrollmentTokenID string
+	// Load is what the node holds (the database's count).
+	Load store.NodeLoad
+	// Limits are the committed generation's per-node limits and
+	// per-sandbox resources; nil before the first commit.
+	Limits *sandbox.Specification
+}
+
+// Reasons a node has no room for one more sandbox of the committed
+// generation (NoRoom), in the order placement applies its bounds.
+const (
+	NoRoomMaxActive = "max_active"
+	NoRoomCPU       = "cpu"
+	NoRoomMemory    = "memory"
+	NoRoomDisk      = "disk"
+)
+
+// NoRoom says why a node holding load, which reported cpu millis, memory
+// and free disk bytes, has no room for one more sandbox of limits: the
+// first bound it reaches (NoRoomMaxActive, NoRoomCPU, NoRoomMemory,
+// NoRoomDisk), or "" when one fits. It is ChoosePlacementNode's rule
+// (store): a node holds fewer than max_active and fewer than each reported
+// figure divided by the per-sandbox need (a zero need bounds nothing).
+// Placement also needs the node enabled, present and ready for the
+// generation: its readiness says that.
+func NoRoom(limits sandbox.Specification, load store.NodeLoad, cpu, memory, disk int64) string {
+	fits := func(have, need int64) bool { return need <= 0 || load.Active < have/need }
+	switch {
+	case load.Active >= int64(limits.MaxActive):
+		return NoRoomMaxActive
+	case !fits(cpu, limits.Resources.CPUMillis):
+		return NoRoomCPU
+	case !fits(memory, limits.Resources.MemoryBytes):
+		return NoRoomMemory
+	case !fits(disk, limits.Resources.DiskBytes):
+		return NoRoomDisk
+	}
+	return ""
 }
 
 // The refusals of the node state changes: each tells the operator what to
@@ -183,7 +225,8 @@ func (r *Registry) transition(ctx context.Context, op string, id uuid.UUID, deci
 	}
 }
 
-// withTokens adds the enrolling token's id to each node.
+// withTokens adds to each node the enrolling token's id, what it holds and
+// the committed limits.
 func (r *Registry) withTokens(ctx context.Context, nodes ...store.Node) ([]Node, error) {
 	ids := make([]uuid.UUID, len(nodes))
 	for i, n := range nodes {
@@ -193,9 +236,20 @@ func (r *Registry) withTokens(ctx context.Context, nodes ...store.Node) ([]Node,
 	if err != nil {
 		return nil, err
 	}
+	loads, err := r.store.NodeLoads(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var limits *sandbox.Specification
+	switch g, err := r.store.CurrentGeneration(ctx); {
+	case err == nil:
+		limits = &g.Specification
+	case !errdefs.IsNotFound(err):
+		return nil, err
+	}
 	out := make([]Node, len(nodes))
 	for i, n := range nodes {
-		out[i] = Node{Node: n, EnrollmentTokenID: tokens[n.ID]}
+		out[i] = Node{Node: n, EnrollmentTokenID: tokens[n.ID], Load: loads[n.ID], Limits: limits}
 	}
 	return out, nil
 }

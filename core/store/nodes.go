@@ -193,3 +193,25 @@ func nodeFromRow(r db.Node) Node {
 		UpdatedAt:              r.UpdatedAt,
 	}
 }
+
+// NodeLoad is what a node holds: Active environments (placements and
+// unreleased allocations that are not suspended, which placement compares
+// with max_active and the node's capacity) and Retained suspended
+// snapshots (compared with max_retained).
+type NodeLoad struct {
+	Active, Retained int64
+}
+
+// NodeLoads returns the load of each of the nodes ids (a node with no row
+// holds nothing and is left out).
+func (s *Store) NodeLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]NodeLoad, error) {
+	rows, err := s.q.ListNodeLoads(ctx, ids)
+	if err != nil {
+		return nil, wrap("node loads", err)
+	}
+	out := make(map[uuid.UUID]NodeLoad, len(rows))
+	for _, r := range rows {
+		out[r.NodeID] = NodeLoad{Active: r.Held, Retained: r.Retained}
+	}
+	return out, nil
+}

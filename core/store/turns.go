@@ -75,9 +75,13 @@ type Turn struct {
 	ShellScript      *string
 	WorkingDirectory string
 	// Input is the environment and stdin, sealed by the caller.
-	Input          SealedCredential
-	Timeout        time.Duration
-	QueueDeadline  time.Time
+	Input         SealedCredential
+	Timeout       time.Duration
+	QueueDeadline time.Time
+	// QueueTimeout is the submitted bound on the wait for a Runtime: the
+	// queue deadline less the submission, both from the one database
+	// clock reading of the insert (to the millisecond it was given in).
+	QueueTimeout   time.Duration
 	MaxOutputBytes int64
 	ConnectionID   *uuid.UUID
 	ExitCode       *int32
@@ -104,6 +108,7 @@ func turnFromRow(r db.Turn) Turn {
 		StdoutRecorded: r.StdoutRecorded, StderrRecorded: r.StderrRecorded, OutputTruncated: r.OutputTruncated,
 		CreatedAt: r.CreatedAt, DispatchedAt: r.DispatchedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
 		CancelRequestedAt: r.CancelRequestedAt,
+		QueueTimeout:      r.QueueDeadline.Sub(r.CreatedAt).Round(time.Millisecond),
 	}
 	if r.ShellScript.Valid {
 		s := r.ShellScript.String

@@ -303,3 +303,23 @@ func TestQueuedTurnsExpireAndCancel(t *testing.T) {
 		t.Fatalf("turn of deleted session = %+v", got)
 	}
 }
+
+// TestTurnReportsItsQueueTimeout: a Turn reads back the queue timeout it
+// was submitted with, to the millisecond (from its queue deadline and its
+// submission, one database clock reading), also through a list.
+func TestTurnReportsItsQueueTimeout(t *testing.T) {
+	st, ctx, _ := owner(t)
+	b, _ := storetest.RunningSession(t, st)
+	p := turnParams(t, b.Session.ID, "true")
+	p.QueueTimeout = 1234 * time.Millisecond
+	got, _, err := st.SubmitTurn(ctx, p)
+	must(t, err)
+	if got.QueueTimeout != p.QueueTimeout {
+		t.Fatalf("submitted Turn's queue timeout %v, want %v", got.QueueTimeout, p.QueueTimeout)
+	}
+	list, err := st.ListTurns(ctx, b.Session.ID, 0, store.MaxPageSize+1)
+	must(t, err)
+	if len(list) != 1 || list[0].QueueTimeout != p.QueueTimeout {
+		t.Fatalf("listed %+v", list)
+	}
+}

@@ -133,6 +133,7 @@ func Proto(t store.Turn) *adminv1.Turn {
 		Name:             admin.TurnName.Format(t.SessionID.String(), t.ID.String()),
 		WorkingDirectory: t.WorkingDirectory,
 		Timeout:          durationpb.New(t.Timeout),
+		QueueTimeout:     durationpb.New(t.QueueTimeout),
 		State:            State(t.State),
 		Signal:           t.Signal,
 		FailureCode:      t.FailureCode,

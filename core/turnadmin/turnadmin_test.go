@@ -3,10 +3,12 @@ package turnadmin_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
 
+	"berth.dev/core/store"
 	"berth.dev/core/turnadmin"
 )
 
@@ -43,5 +45,15 @@ func TestSubmitRequestNamesRequestFields(t *testing.T) {
 	r.Turn.Command = argv(strings.Repeat("x", 10))
 	if _, err := turnadmin.SubmitRequest(r); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProtoReturnsTheQueueTimeout: a Turn's queue timeout is returned like
+// its timeout.
+func TestProtoReturnsTheQueueTimeout(t *testing.T) {
+	script := "true"
+	p := turnadmin.Proto(store.Turn{ShellScript: &script, Timeout: time.Minute, QueueTimeout: 1234 * time.Millisecond})
+	if p.GetTimeout().AsDuration() != time.Minute || p.GetQueueTimeout().AsDuration() != 1234*time.Millisecond {
+		t.Fatalf("timeout %v, queue timeout %v", p.GetTimeout(), p.GetQueueTimeout())
 	}
 }

@@ -91,6 +91,17 @@ func TestTwentySessionsOnTwoNodes(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || stack.AdminReason(err) != "no_ready_node_with_capacity" {
 		t.Fatalf("a Session beyond capacity: %v, want FAILED_PRECONDITION no_ready_node_with_capacity", err)
 	}
+	// GetNode explains it node by node: each holds its max_active.
+	for _, name := range nodeNames {
+		got, err := nodesAPI.GetNode(ctx, &adminv1.GetNodeRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := got.GetNode().GetCapacity(); c.GetActive() != 10 || c.GetMaxActive() != 10 || c.GetMaxRetained() != 10 ||
+			c.GetRetained() != 0 || c.GetNoRoomReason() != "max_active" {
+			t.Fatalf("capacity of a full node: %v", c)
+		}
+	}
 	listed, err := sessionsAPI.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 100})
 	if err != nil || len(listed.GetSessions()) != 20 {
 		t.Fatalf("ListSessions: %d, %v", len(listed.GetSessions()), err)

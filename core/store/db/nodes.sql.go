@@ -91,6 +91,33 @@ func (q *Queries) InsertNode(ctx context.Context, arg InsertNodeParams) (Node, e
 	return i, err
 }
 
+const listNodeLoads = `-- name: ListNodeLoads :many
+SELECT node_id, held, retained FROM node_load WHERE node_id = ANY($1::uuid[])
+`
+
+// ListNodeLoads returns what each of the nodes @ids holds (node_load, kept
+// exact by the database): active environments (placements and unreleased
+// allocations not suspended) and retained snapshots.
+func (q *Queries) ListNodeLoads(ctx context.Context, ids []uuid.UUID) ([]NodeLoad, error) {
+	rows, err := q.db.Query(ctx, listNodeLoads, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []NodeLoad
+	for rows.Next() {
+		var i NodeLoad
+		if err := rows.Scan(&i.NodeID, &i.Held, &i.Retained); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listNodes = `-- name: ListNodes :many
 SELECT id, advertise_address, certificate_der, certificate_fingerprint, public_key_hash, state, created_at, updated_at FROM nodes
 WHERE id > $1

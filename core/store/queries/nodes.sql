@@ -44,3 +44,9 @@ LIMIT @page_size;
 -- delivers it to the listeners when the transaction commits and drops it
 -- when it rolls back; the workers' periodic scan remains the safety net.
 SELECT pg_notify('berth_node_work', sqlc.arg(node_id)::text);
+
+-- name: ListNodeLoads :many
+-- ListNodeLoads returns what each of the nodes @ids holds (node_load, kept
+-- exact by the database): active environments (placements and unreleased
+-- allocations not suspended) and retained snapshots.
+SELECT node_id, held, retained FROM node_load WHERE node_id = ANY(@ids::uuid[]);

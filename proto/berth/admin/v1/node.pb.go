@@ -850,7 +850,14 @@ type Capacity struct {
 	// unresolved resources.
 	Active int32 `protobuf:"varint,6,opt,name=active,proto3" json:"active,omitempty"`
 	// retained counts retained sandboxes.
-	Retained      int32 `protobuf:"varint,7,opt,name=retained,proto3" json:"retained,omitempty"`
+	Retained int32 `protobuf:"varint,7,opt,name=retained,proto3" json:"retained,omitempty"`
+	// no_room_reason says why one more sandbox of the committed generation
+	// does not fit on the node, the first bound it reaches in placement's
+	// order: "max_active", "cpu", "memory" or "disk" (the reported figure
+	// divided by the per-sandbox need). Empty when one fits, or without a
+	// health report. Placement also needs the node enabled, present and
+	// ready: readiness says that.
+	NoRoomReason  string `protobuf:"bytes,8,opt,name=no_room_reason,json=noRoomReason,proto3" json:"no_room_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -932,6 +939,13 @@ func (x *Capacity) GetRetained() int32 {
 		return x.Retained
 	}
 	return 0
+}
+
+func (x *Capacity) GetNoRoomReason() string {
+	if x != nil {
+		return x.NoRoomReason
+	}
+	return ""
 }
 
 // ListNodesRequest lists nodes.
@@ -1492,7 +1506,7 @@ const file_berth_admin_v1_node_proto_rawDesc = "" +
 	"\x05ready\x18\x02 \x01(\bR\x05ready\x12'\n" +
 	"\x0fdiagnostic_code\x18\x03 \x01(\tR\x0ediagnosticCode\x129\n" +
 	"\n" +
-	"check_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcheckTime\"\xea\x01\n" +
+	"check_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcheckTime\"\x90\x02\n" +
 	"\bCapacity\x12\x1d\n" +
 	"\n" +
 	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
@@ -1502,7 +1516,8 @@ const file_berth_admin_v1_node_proto_rawDesc = "" +
 	"max_active\x18\x04 \x01(\x05R\tmaxActive\x12!\n" +
 	"\fmax_retained\x18\x05 \x01(\x05R\vmaxRetained\x12\x16\n" +
 	"\x06active\x18\x06 \x01(\x05R\x06active\x12\x1a\n" +
-	"\bretained\x18\a \x01(\x05R\bretained\"q\n" +
+	"\bretained\x18\a \x01(\x05R\bretained\x12$\n" +
+	"\x0eno_room_reason\x18\b \x01(\tR\fnoRoomReason\"q\n" +
 	"\x10ListNodesRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +

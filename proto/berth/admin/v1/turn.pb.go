@@ -192,7 +192,8 @@ type Turn struct {
 	CancelTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=cancel_time,json=cancelTime,proto3" json:"cancel_time,omitempty"`
 	// queue_timeout bounds how long the Turn waits for its Runtime before it
 	// starts; when it passes the Turn fails with failure_code
-	// "runtime_not_ready". Unset means 5 minutes.
+	// "runtime_not_ready". Unset means 5 minutes. Returned as submitted
+	// (with the default filled in), like timeout.
 	QueueTimeout *durationpb.Duration `protobuf:"bytes,16,opt,name=queue_timeout,json=queueTimeout,proto3" json:"queue_timeout,omitempty"`
 	// failure_code is a fixed code for STATE_FAILED and STATE_UNCONFIRMED:
 	// runtime_not_ready, session_deleted, environment_failed,
