@@ -122,11 +122,13 @@ func (c *cluster) checkTurns(list []submitted, tally *turnTally, wait bool) []su
 				}
 			case adminv1.Turn_STATE_FAILED:
 				tally.failed++
+				c.t.Logf("turn %s FAILED %q after %v", s.name, t.GetFailureCode(), time.Since(s.at).Round(time.Millisecond))
 				if t.GetFailureCode() == "" {
 					c.violation("I4", "turn %s failed without a failure code", s.name)
 				}
 			case adminv1.Turn_STATE_CANCELLED, adminv1.Turn_STATE_TIMED_OUT, adminv1.Turn_STATE_UNCONFIRMED:
 				tally.failed++
+				c.t.Logf("turn %s %v %q after %v", s.name, t.GetState(), t.GetFailureCode(), time.Since(s.at).Round(time.Millisecond))
 			default:
 				c.violation("I4", "turn %s in state %v", s.name, t.GetState())
 			}
