@@ -30,9 +30,10 @@ const CreateGrace = 5 * time.Second
 const EnrollTimeout = time.Minute
 
 const (
-	// adapterBuildTimeout bounds the adapter's construction at start-up
-	// (it may reach its engine and check its image): a hung engine fails
-	// the start instead of hanging it.
+	// adapterBuildTimeout bounds the construction of a published
+	// generation's adapter (it may reach its engine and check its image):
+	// a hung engine reports the generation not built instead of hanging
+	// ServeGenerations.
 	adapterBuildTimeout = time.Minute
 
 	// probeTimeout bounds one readiness probe, run for every health report:

@@ -233,7 +233,7 @@ func (s *Service) replacing(ctx context.Context, c Candidate, set Fields) (store
 	if err != nil {
 		return store.Generation{}, prepared{}, sameness{}, err
 	}
-	if err := s.refuseCredentialChange(p, cur); err != nil {
+	if err := s.refuseCredentialChange(p, cur, d); err != nil {
 		return store.Generation{}, prepared{}, sameness{}, err
 	}
 	return cur, p, d, nil
@@ -242,14 +242,19 @@ func (s *Service) replacing(ctx context.Context, c Candidate, set Fields) (store
 // refuseCredentialChange refuses a candidate of the current provider kind
 // that brings another credential than the current one: replacing a key
 // must verify every retained generation first, which is not built. A
-// candidate of another kind brings its own.
-func (s *Service) refuseCredentialChange(p prepared, cur store.Generation) error {
+// candidate of another kind brings its own. d is p compared with cur: its
+// credential verdict is reused when compare made one (an equal
+// selection), so the stored credential is opened once.
+func (s *Service) refuseCredentialChange(p prepared, cur store.Generation, d sameness) error {
 	if p.kind != cur.ProviderKind {
 		return nil
 	}
-	same, err := s.sameCredential(p, cur)
-	if err != nil {
-		return err
+	same := d.credential
+	if !d.selection {
+		var err error
+		if same, err = s.sameCredential(p, cur); err != nil {
+			return err
+		}
 	}
 	if !same {
 		return fmt.Errorf("replace deployment: %w", errCredentialReplacementUnsupported)

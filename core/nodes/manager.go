@@ -346,16 +346,22 @@ func (m *Manager) publish(ctx context.Context, l *nodeLoop, node uuid.UUID, conn
 	l.mu.Lock()
 	kind, published := l.hello.GetProviderKind(), l.published
 	l.mu.Unlock()
-	var want []nodewire.Generation
+	var mine []store.Generation
 	var numbers []uint64
 	for _, g := range gens {
 		if g.ProviderKind == kind {
-			want = append(want, Published(g))
+			mine = append(mine, g)
 			numbers = append(numbers, g.Generation)
 		}
 	}
 	if published != nil && slices.Equal(numbers, published) {
 		return nil
+	}
+	// Generations are immutable: the numbers say whether anything changed,
+	// and only a change builds the publication (digests included).
+	want := make([]nodewire.Generation, len(mine))
+	for i, g := range mine {
+		want[i] = Published(g)
 	}
 	st, err := conn.ServeGenerations(rctx, want)
 	if err != nil {
