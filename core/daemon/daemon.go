@@ -114,8 +114,9 @@ type core struct {
 	ca                     *nodetls.CA
 	coreClient, coreServer tls.Certificate
 
-	manager *nodes.Manager
-	turns   *turns.Service
+	manager     *nodes.Manager
+	turns       *turns.Service
+	coordinator *lifecycle.Coordinator
 
 	adminLis, publicLis, runtimeLis net.Listener
 }
@@ -283,6 +284,7 @@ func (c *core) setupLifecycle(context.Context) error {
 		Provider:          func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
 		NotifyEnvironment: func(id uuid.UUID) { c.turns.Notify(id) },
 	})
+	c.coordinator = coordinator
 	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is logged as an owner failure
 	// A node's worker starts, or passes again, as soon as Core's connection
 	// to it is established (at start, after enabling, after a reconnect).
@@ -360,6 +362,20 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node registry: %w", err)
 	}
+	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
+	sessionSvc.NotifyTerminations(c.turns.Terminated)
+	// A retirement restarts its node's lifecycle worker through the drain
+	// gate; a drain past its bound closes admission (owner failure).
+	nodeRegistry.GateRetirement(func(ctx context.Context, id uuid.UUID, retire func() error) error {
+		// The new worker takes Core's values, not the request's.
+		err := c.coordinator.Restart(context.Background(), id, retire)
+		if errors.Is(err, lifecycle.ErrRestartFailed) {
+			sessionSvc.CloseAdmission()
+			c.log.Error("owner failure: admission closed until Core restarts", "node", id, "cause", "retirement drain")
+			return nodes.ErrRetireUndrained
+		}
+		return err
+	})
 	nodeSrv, err := nodeadmin.NewServer(tokens, nodeRegistry, pages, liveness(c.manager))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
@@ -374,8 +390,6 @@ func (c *core) setupAdmin(context.Context) error {
 	}
 	deploySvc.OnCommit(c.manager.Publish)
 	deploySvc.ObserveNodes(nodeServing(c.manager))
-	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
-	sessionSvc.NotifyTerminations(c.turns.Terminated)
 	sessionServer, err := sessionadmin.NewSessionServer(sessionSvc, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)

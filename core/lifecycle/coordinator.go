@@ -21,17 +21,22 @@ type Coordinator struct {
 	mu      sync.Mutex
 	closed  bool
 	workers map[uuid.UUID]*running
+	// restarts serialises the Restarts of each node (restartLock).
+	restarts map[uuid.UUID]*sync.Mutex
 }
 
 type running struct {
 	w      *Worker
 	cancel context.CancelFunc
 	done   chan struct{}
+	// failed is set when a Restart's drain passed its bound: the worker
+	// keeps its identity until the Coordinator closes (Restart).
+	failed bool
 }
 
 // NewCoordinator returns a Coordinator with no workers.
 func NewCoordinator(cfg Config) *Coordinator {
-	return &Coordinator{cfg: cfg.withDefaults(), workers: map[uuid.UUID]*running{}}
+	return &Coordinator{cfg: cfg.withDefaults(), workers: map[uuid.UUID]*running{}, restarts: map[uuid.UUID]*sync.Mutex{}}
 }
 
 // Ensure starts a worker for each node that has none. Workers of nodes not
@@ -126,6 +131,79 @@ func (c *Coordinator) Close() error {
 	c.workers = map[uuid.UUID]*running{}
 	c.mu.Unlock()
 	return c.drain(all)
+}
+
+// ErrRestartFailed is the owner failure of a Restart whose worker did
+// not reach the end of its operation in flight within DrainTimeout. The
+// worker is not cancelled and keeps its identity until the Coordinator
+// closes; the change Restart guarded was not made, and every later
+// Restart of that node fails the same way at once (the drain barrier
+// stays closed).
+var ErrRestartFailed = errors.New("lifecycle worker did not drain in time for a restart")
+
+// Restart gives node's worker a new lifecycle identity around change,
+// through the drain gate: it drains the worker between operations (its
+// store or provider operation in flight ends and is recorded, nothing is
+// cancelled), runs change while no worker of node runs, then starts a
+// new worker when there was one, whatever change returned. Node
+// retirement uses it, so that when a retirement commits no lifecycle
+// operation begun before it is still in flight.
+//
+// The wait is bounded by DrainTimeout. Past it Restart does not cancel
+// the worker (a change of configuration never cancels an operation in
+// flight): it does not run change, logs an owner failure and returns
+// ErrRestartFailed; the worker stops at the end of its operation and the
+// node gets no new one until the Coordinator closes (the caller closes
+// admission; an owner restart recovers). Without a worker it just runs
+// change.
+func (c *Coordinator) Restart(ctx context.Context, node uuid.UUID, change func() error) error {
+	serial := c.restartLock(node)
+	serial.Lock()
+	defer serial.Unlock()
+	c.mu.Lock()
+	r := c.workers[node]
+	failed := r != nil && r.failed
+	c.mu.Unlock()
+	if failed {
+		return ErrRestartFailed
+	}
+	if r == nil {
+		return change()
+	}
+	r.w.Drain()
+	deadline := time.NewTimer(c.cfg.DrainTimeout)
+	defer deadline.Stop()
+	select {
+	case <-r.done:
+	case <-deadline.C:
+		c.mu.Lock()
+		r.failed = true
+		c.mu.Unlock()
+		c.cfg.Log.Error("owner failure: a lifecycle worker did not drain within the bound for a restart; its node keeps it until Core stops",
+			"node", node, "bound", c.cfg.DrainTimeout)
+		return ErrRestartFailed
+	}
+	err := change()
+	c.mu.Lock()
+	if c.workers[node] == r {
+		delete(c.workers, node)
+	}
+	c.mu.Unlock()
+	c.Ensure(ctx, node)
+	return err
+}
+
+// restartLock is the mutex that serialises node's Restarts, so that one
+// Restart's change never runs beside the worker another one started.
+func (c *Coordinator) restartLock(node uuid.UUID) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.restarts[node]
+	if m == nil {
+		m = &sync.Mutex{}
+		c.restarts[node] = m
+	}
+	return m
 }
 
 // drain drains rs within one DrainTimeout, then cancels the ones still

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1259,4 +1260,119 @@ func TestStopDrainsBetweenOperations(t *testing.T) {
 		t.Fatalf("the cancelled Create's allocation %s, want create_unknown", got.State)
 	}
 	_ = c2.Close()
+}
+
+// TestRestartDrainsBetweenOperations: a Restart (a node's retirement)
+// waits for the operation in flight to end, never cancelling it, runs
+// its change while no worker of the node runs, then starts a new worker
+// that goes on with the node's work.
+func TestRestartDrainsBetweenOperations(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	g := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g, nil }
+	e.cfg.DrainTimeout = time.Minute
+	first := e.createSession(t, n.id)
+	second := e.createSession(t, n.id)
+	c := lifecycle.NewCoordinator(e.cfg)
+	defer func() { _ = c.Close() }()
+	c.Ensure(context.Background(), n.id)
+	<-g.entered
+
+	var changes atomic.Int32
+	var during []store.AllocationState
+	restarted := make(chan error, 1)
+	go func() {
+		restarted <- c.Restart(context.Background(), n.id, func() error {
+			changes.Add(1)
+			during = []store.AllocationState{e.alloc(t, first.ID).State, e.alloc(t, second.ID).State}
+			return nil
+		})
+	}()
+	select {
+	case err := <-restarted:
+		t.Fatalf("Restart returned (%v) while a claimed Create was in flight", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if changes.Load() != 0 {
+		t.Fatal("the change ran while a claimed Create was in flight")
+	}
+	close(g.release)
+	if err := <-restarted; err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if changes.Load() != 1 {
+		t.Fatalf("the change ran %d times, want once", changes.Load())
+	}
+	// The change saw the Create in flight finished and recorded, and the
+	// next one not started: no worker ran beside it.
+	running, allocated := 0, 0
+	for _, s := range during {
+		switch s {
+		case store.AllocationRunning:
+			running++
+		case store.AllocationAllocated:
+			allocated++
+		}
+	}
+	if running != 1 || allocated != 1 {
+		t.Fatalf("during the change the allocations were %v, want one running and one allocated", during)
+	}
+	// The new worker creates the rest.
+	waitFor(t, "the new worker to create the second allocation", func() bool {
+		return e.alloc(t, first.ID).State == store.AllocationRunning && e.alloc(t, second.ID).State == store.AllocationRunning
+	})
+	if got := count(n.srv, dockertest.CallContainerCreate); got != 2 {
+		t.Fatalf("%d container creates, want 2", got)
+	}
+}
+
+// TestFailedRestartKeepsTheWorker: a Restart whose worker is still in its
+// operation at the bound cancels nothing (the Create in flight completes
+// and is recorded running, unlike a Stop's), does not run its change,
+// and returns ErrRestartFailed; the node keeps its worker's identity and
+// gets no new one (its next pending allocation stays uncreated while
+// Ensure is asked again), and every later Restart of the node fails at
+// once.
+func TestFailedRestartKeepsTheWorker(t *testing.T) {
+	e := newEnv(t, 1)
+	n := e.only(t)
+	g := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g, nil }
+	e.cfg.DrainTimeout = 200 * time.Millisecond
+	inFlight := e.createSession(t, n.id)
+	c := lifecycle.NewCoordinator(e.cfg)
+	defer func() { _ = c.Close() }()
+	c.Ensure(context.Background(), n.id)
+	<-g.entered
+
+	changed := false
+	change := func() error { changed = true; return nil }
+	if err := c.Restart(context.Background(), n.id, change); !errors.Is(err, lifecycle.ErrRestartFailed) {
+		t.Fatalf("Restart past the bound: %v, want ErrRestartFailed", err)
+	}
+	if changed {
+		t.Fatal("a Restart past the bound ran its change")
+	}
+	close(g.release)
+	waitFor(t, "the Create in flight to complete", func() bool {
+		return e.alloc(t, inFlight.ID).State == store.AllocationRunning
+	})
+	if err := c.Restart(context.Background(), n.id, change); !errors.Is(err, lifecycle.ErrRestartFailed) || changed {
+		t.Fatalf("a later Restart: %v (change ran: %v), want ErrRestartFailed at once", err, changed)
+	}
+	if !slices.Contains(c.Nodes(), n.id) {
+		t.Fatal("the node lost its lifecycle identity")
+	}
+	// No new worker: what is placed next stays uncreated, whatever Ensure
+	// and Wake ask (many worker intervals pass).
+	next := e.createSession(t, n.id)
+	for range 10 {
+		c.Ensure(context.Background(), n.id)
+		c.Wake(n.id)
+		time.Sleep(5 * e.cfg.Interval)
+	}
+	if got := e.alloc(t, next.ID).State; got != store.AllocationAllocated {
+		t.Fatalf("after a failed restart the node's next allocation is %s, want allocated (no worker)", got)
+	}
 }

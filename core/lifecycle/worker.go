@@ -139,12 +139,21 @@
 //     (DrainTimeout, the guide's five seconds); a worker still busy then
 //     is cancelled hard and the stop returns ErrDrainTimeout, logged as an
 //     owner failure (that operation's outcome is then unknown: observed,
-//     never replayed). Retiring a node, or replacing the deployment,
-//     changes no worker: a retired node's worker goes on creating what was
-//     placed on it before, observing and cleaning up (Core never moves a
-//     placement), and each allocation keeps its own generation, so there
-//     is no lifecycle context to cancel for them; the placement fence is
-//     in the database (store.ChoosePlacementNode, store.ReplaceGeneration).
+//     never replayed).
+//   - Retirement: retiring a node restarts its worker through the same
+//     gate (Coordinator.Restart): the worker drains between operations,
+//     the retirement commits while none runs, and a new worker (a new
+//     lifecycle identity) goes on creating what was placed on the node
+//     before, observing and cleaning up (Core never moves a placement).
+//     A drain past DrainTimeout cancels nothing: the retirement is not
+//     made, the old worker ends with its operation and keeps the node's
+//     lifecycle identity (the drain barrier stays closed: no new worker)
+//     until Core stops, later retirements of the node fail at once
+//     (ErrRestartFailed), and Core closes admission (an owner failure)
+//     so the operator restarts it. Replacing the deployment
+//     restarts no worker: each allocation keeps its own generation, and
+//     the placement fence is in the database (store.ChoosePlacementNode,
+//     store.ReplaceGeneration).
 package lifecycle
 
 import (

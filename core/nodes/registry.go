@@ -98,7 +98,27 @@ const casAttempts = 3
 // the enrolled nodes and enables, retires and removes them.
 type Registry struct {
 	store RegistryStore
+	// gate guards each retirement (GateRetirement); nil runs it bare.
+	gate RetireGate
 }
+
+// RetireGate runs retire, the compare-and-swap that retires node, through
+// the lifecycle drain gate (Core passes lifecycle.Coordinator.Restart):
+// it drains the node's lifecycle worker between operations within its
+// bound, runs retire, and starts a new worker. When the drain passes its
+// bound it must not run retire and returns ErrRetireUndrained.
+type RetireGate func(ctx context.Context, node uuid.UUID, retire func() error) error
+
+// ErrRetireUndrained refuses a retirement whose node's lifecycle worker
+// did not reach the end of its operation in flight within the drain
+// bound: the node was not retired, and Core closed admission (an owner
+// failure) until it restarts.
+var ErrRetireUndrained error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "owner_failure",
+	"node not retired: its lifecycle worker did not drain in time and Core closed admission: restart berth-core, then retire the node again")
+
+// GateRetirement makes every retirement of an enrolled or enabled node run
+// through gate. Call it before the Registry serves.
+func (r *Registry) GateRetirement(gate RetireGate) { r.gate = gate }
 
 // NewRegistry returns the node registry over st.
 func NewRegistry(st RegistryStore) (*Registry, error) {
@@ -146,9 +166,35 @@ func (r *Registry) Enable(ctx context.Context, id uuid.UUID) (Node, error) {
 
 // Retire stops new placement on node id: an enrolled or enabled node
 // becomes retired (what it holds stays owned and observed), a retired one
-// comes back unchanged, a removed one is refused (node_removed).
+// comes back unchanged, a removed one is refused (node_removed). The
+// change runs through the retirement gate (GateRetirement), so when it
+// commits no lifecycle operation on the node begun before it is still in
+// flight; a gate whose drain passed its bound leaves the node as it was
+// (ErrRetireUndrained, reason owner_failure).
 func (r *Registry) Retire(ctx context.Context, id uuid.UUID) (Node, error) {
-	return r.transition(ctx, "retire node", id, toUnlessRemoved(store.NodeRetired))
+	const op = "retire node"
+	retire := toUnlessRemoved(store.NodeRetired)
+	if r.gate == nil {
+		return r.transition(ctx, op, id, retire)
+	}
+	cur, err := r.store.GetNode(ctx, id)
+	if err != nil {
+		return Node{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if cur.State == store.NodeRetired || cur.State == store.NodeRemoved {
+		// Nothing to drain: unchanged, or refused (node_removed).
+		return r.transition(ctx, op, id, retire)
+	}
+	var n Node
+	err = r.gate(ctx, id, func() error {
+		var err error
+		n, err = r.transition(ctx, op, id, retire)
+		return err
+	})
+	if err != nil {
+		return Node{}, err
+	}
+	return n, nil
 }
 
 // toUnlessRemoved decides a move to state to from any state but removed,

@@ -1,6 +1,7 @@
 package nodes_test
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/errdefs/errdefstest"
+	"berth.dev/sandbox/errgrpc"
 
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/nodes"
@@ -201,5 +203,55 @@ func TestListNodes(t *testing.T) {
 	for _, limit := range []int{0, -5} {
 		_, err = f.Registry.List(f.Ctx, store.NodeCursor{}, limit, false)
 		errdefstest.WantField(t, err, "limit")
+	}
+}
+
+// TestRetirementRunsThroughTheGate: retiring an enabled or enrolled node
+// runs its compare-and-swap inside the gate (the lifecycle drain); a
+// retired or removed node does not touch the gate; a gate whose drain
+// failed leaves the node as it was and answers ErrRetireUndrained (reason
+// owner_failure).
+func TestRetirementRunsThroughTheGate(t *testing.T) {
+	f := enrollmenttest.New(t)
+	id, _ := f.EnrollNode(t)
+	_, err := f.Registry.Enable(f.Ctx, id)
+	errdefstest.Must(t, err)
+
+	undrained := true
+	var gated []uuid.UUID
+	f.Registry.GateRetirement(func(_ context.Context, node uuid.UUID, retire func() error) error {
+		gated = append(gated, node)
+		if undrained {
+			return nodes.ErrRetireUndrained
+		}
+		// Inside the gate the node is still enabled until retire runs.
+		if n, err := f.Registry.Get(f.Ctx, node); err != nil || n.State != store.NodeEnabled {
+			t.Errorf("inside the gate before retire: %v, %v", n.State, err)
+		}
+		return retire()
+	})
+	_, err = f.Registry.Retire(f.Ctx, id)
+	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errdefs.IsFailedPrecondition(err) || !errgrpc.SafeMessage(r.Message) {
+		t.Fatalf("retire with an undrained worker: %v, want the owner_failure refusal", err)
+	}
+	if n, err := f.Registry.Get(f.Ctx, id); err != nil || n.State != store.NodeEnabled {
+		t.Fatalf("after a failed drain the node is %s (%v), want enabled", n.State, err)
+	}
+
+	undrained = false
+	n, err := f.Registry.Retire(f.Ctx, id)
+	errdefstest.Must(t, err)
+	if n.State != store.NodeRetired {
+		t.Fatalf("retired node is %s", n.State)
+	}
+	// Retiring it again, or a removed node, has nothing to drain.
+	_, err = f.Registry.Retire(f.Ctx, id)
+	errdefstest.Must(t, err)
+	_, err = f.Registry.Remove(f.Ctx, id)
+	errdefstest.Must(t, err)
+	_, err = f.Registry.Retire(f.Ctx, id)
+	errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
+	if len(gated) != 2 || gated[0] != id || gated[1] != id {
+		t.Fatalf("the gate ran for %v, want twice for the enabled node", gated)
 	}
 }

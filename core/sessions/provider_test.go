@@ -10,6 +10,7 @@ import (
 	"berth.dev/core/sessions/sessionstest"
 	"berth.dev/core/store"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errgrpc"
 )
 
 func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
@@ -54,5 +55,29 @@ func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
 	must(t, err)
 	if _, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant}); err != nil {
 		t.Fatalf("create after enabling: %v", err)
+	}
+}
+
+// TestClosedAdmissionRefusesCreationOnly: after CloseAdmission (an owner
+// failure) every Create is refused with the fixed owner_failure reason
+// and writes nothing; reads and deletion go on.
+func TestClosedAdmissionRefusesCreationOnly(t *testing.T) {
+	f := sessionstest.New(t)
+	f.Deploy(t, 5)
+	b, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant})
+	must(t, err)
+	f.Svc.CloseAdmission()
+	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant})
+	r, ok := errdefs.AsRefusal(err)
+	if !ok || r.Reason != "owner_failure" || !errgrpc.SafeMessage(r.Message) || !errors.Is(err, errdefs.ErrFailedPrecondition) || !errors.Is(err, sessions.ErrAdmissionClosed) {
+		t.Fatalf("create after CloseAdmission: %v", err)
+	}
+	page, err := f.Svc.List(f.Ctx, store.AgeCursor{}, 10, true)
+	must(t, err)
+	if len(page) != 1 || page[0].Session.ID != b.Session.ID {
+		t.Fatalf("after a refused create there are %d Sessions, want the first only", len(page))
+	}
+	if _, err := f.Svc.Delete(f.Ctx, b.Session.ID); err != nil {
+		t.Fatalf("delete after CloseAdmission: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -52,7 +53,22 @@ type Service struct {
 	// terminated is told what each deletion's terminal cleanup changed
 	// (NotifyTerminations); nil tells no one.
 	terminated func(store.Termination)
+	// admissionClosed is set by CloseAdmission: every later Create is
+	// refused (ErrAdmissionClosed).
+	admissionClosed atomic.Bool
 }
+
+// ErrAdmissionClosed refuses a Create after Core closed admission
+// (CloseAdmission): a lifecycle worker did not drain within its bound, so
+// Core no longer vouches for the changes its workers guard.
+var ErrAdmissionClosed error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "owner_failure",
+	"admission closed after an owner failure (a lifecycle worker did not drain in time): restart berth-core; running Sessions are not affected")
+
+// CloseAdmission refuses every later Create with ErrAdmissionClosed until
+// the process ends: Core calls it when a lifecycle worker's drain fails
+// (lifecycle.ErrRestartFailed), the guide's closed manager admission. What
+// exists goes on: Turns, reads, deletions and the workers.
+func (s *Service) CloseAdmission() { s.admissionClosed.Store(true) }
 
 // NotifyTerminations makes Delete tell fn what its committed terminal
 // cleanup changed (Core passes turns.Service.Terminated, so the gateway
@@ -123,10 +139,14 @@ var ErrNoDeployment error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_de
 // disabled (store.ErrProviderDisabled, reason provider_disabled: enable it
 // with DeploymentService.EnableProvider) and one that finds no node with
 // room (store.ErrNoCapacity: enabled, present by its durable record,
-// ready for the generation, within capacity) create nothing.
+// ready for the generation, within capacity) create nothing, and so does
+// one after CloseAdmission (ErrAdmissionClosed, reason owner_failure).
 func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionBundle, error) {
 	if err := req.validate(); err != nil {
 		return store.SessionBundle{}, err
+	}
+	if s.admissionClosed.Load() {
+		return store.SessionBundle{}, ErrAdmissionClosed
 	}
 	// A replacement committed between the read of the current generation
 	// and the admission's transaction moves it (store.ErrGenerationMoved,
