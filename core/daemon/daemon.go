@@ -225,8 +225,23 @@ func (c *core) holdLease(ctx context.Context) error {
 		_ = c.st.ReleaseLease(rctx, holder, c.epoch)
 	})
 	c.log.Info("holding the execution lease", "installation", c.inst.ID.String(), "owner_epoch", c.epoch)
+	// Renewal starts now, not when the group runs: the steps after this
+	// one must not eat into the lease's lifetime. Its loss fails the
+	// group once it runs (every write before is fenced anyway).
+	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	lost, done := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		lost <- keepLease(kctx, c.st, holder, c.epoch, c.cfg.LeaseTTL, c.log)
+	}()
+	c.group.onStop(func() { cancel(); <-done }) // before the release above
 	c.group.addWorker(func(ctx context.Context) error {
-		return keepLease(ctx, c.st, holder, c.epoch, c.cfg.LeaseTTL, c.log)
+		select {
+		case err := <-lost:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
 	})
 	return nil
 }

@@ -49,13 +49,21 @@ func keepLease(ctx context.Context, st *store.Store, holder uuid.UUID, epoch uin
 			return nil
 		case <-ticker.C:
 		}
-		rctx, rcancel := context.WithTimeout(ctx, ttl/3)
+		// A renewal may take until the lease would expire: one slow query
+		// (PostgreSQL busy) that lands in time keeps the lease, where
+		// cutting it at the next tick would let the lease lapse.
+		budget := max(time.Until(last.Add(ttl)), ttl/3)
+		began := time.Now()
+		rctx, rcancel := context.WithTimeout(ctx, budget)
 		ok, err := st.AcquireLease(rctx, holder, epoch, ttl)
 		rcancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil // stopping: the renewal was cut short, not refused
 		case err == nil && ok:
+			if took := time.Since(began); took > ttl/3 {
+				log.Warn("renewing the execution lease was slow", "took", took.Round(time.Millisecond), "ttl", ttl)
+			}
 			last = time.Now()
 		case err == nil || errdefs.IsFenced(err) || time.Since(last) > ttl:
 			log.Error("lost the execution lease; stopping")

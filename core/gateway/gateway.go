@@ -397,6 +397,15 @@ func (c *conn) dispatch(ctx context.Context, woken bool) error {
 		}
 		return nil
 	}
+	if c.quiesce != uuid.Nil {
+		// This connection asked its Runtime to quiesce: its admission may
+		// be closed, and a Turn sent to it would never run. Claim nothing
+		// here; once the suspension has ended (or moved on) followPhase
+		// ends the connection, and the Turn goes to the next one. The
+		// phase is read again because the announcement of its change may
+		// not have been seen yet (the Turn's may come first).
+		return c.suspension(ctx)
+	}
 	t, ok, err := c.g.cfg.Turns.Claim(ctx, c.grant.SessionID, c.id())
 	if err != nil {
 		return c.storeErr("claim turn", err)

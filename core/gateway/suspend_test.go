@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 	"berth.dev/sandbox"
@@ -166,4 +167,50 @@ func TestSuspendedComputeEndsTheConnection(t *testing.T) {
 		Credential: string(f.cred), RuntimeVersion: "test",
 	}}})
 	endsWith(t, c, codes.Unavailable, runtimev1.ReasonNotAdmitted)
+}
+
+// TestQuiescedConnectionNeverGetsATurn: a connection whose Runtime was
+// asked to quiesce never gets a Turn, even when the suspension has ended
+// (a capture rolled back) and work arrives before the connection saw the
+// phase change: a Runtime with closed admission would drop the Turn
+// (found by the chaos suite: an agent SIGKILL during a capture, the
+// rollback after its restart, and a Turn claimed on the quiesced
+// connection that then never ran). The connection ends instead, and the
+// Turn runs on the Runtime's next connection.
+func TestQuiescedConnectionNeverGetsATurn(t *testing.T) {
+	f := newFixture(t, time.Minute)
+	s, op := f.idleArmed(t)
+	wantQuiesce(t, s, op)
+	send(t, s, quiesceAck(op.String()))
+	f.waitAllocation(t, func(a store.Allocation) bool { return a.Suspension.AckedAt != nil })
+	ctx := context.Background()
+	id := f.session.Allocation.ID
+	if _, err := f.st.ClaimCapture(ctx, id, op); err != nil {
+		t.Fatal(err)
+	}
+	// Rolled back, with no phase announcement yet: only the Turn's.
+	if _, err := f.st.RollBackCapture(ctx, id, op, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	turn := f.submit(t, "echo after", nil, nil)
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			if status.Code(err) != codes.Unavailable || reasonOf(err) != runtimev1.ReasonNotAdmitted {
+				t.Fatalf("stream ended with %v, want Unavailable %s", err, runtimev1.ReasonNotAdmitted)
+			}
+			break
+		}
+		if m.GetRunTurn() != nil {
+			t.Fatal("a Turn was sent to the quiesced Runtime")
+		}
+	}
+	if got, err := f.st.GetTurn(ctx, turn.ID); err != nil || got.State != store.TurnQueued {
+		t.Fatalf("the Turn is %s (%v), want still queued", got.State, err)
+	}
+	s2, _ := f.connect(t)
+	send(t, s2, prepared())
+	if m := next(t, s2).GetRunTurn(); m.GetTurnId() != turn.ID.String() {
+		t.Fatalf("the next connection got %v, want the Turn", m)
+	}
 }
