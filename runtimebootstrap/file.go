@@ -1,10 +1,15 @@
 package runtimebootstrap
 
 import (
+	"bytes"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"unicode"
 
@@ -24,6 +29,56 @@ const (
 // Path is where adapters place the file inside the sandbox (mode 0600,
 // owned by the Runtime user 1000:1000).
 const Path = "/home/runtime/runtime-bootstrap.json"
+
+// CAFile is the name of the file, beside the bootstrap file (CAPathBeside),
+// that holds the PEM CA certificate a Runtime trusts for Core's https
+// URL when Core's gateway certificate is issued from the installation CA.
+// It is not part of the bootstrap file, whose format is fixed; an adapter
+// writes it only when Core gives one (mode 0644).
+const CAFile = "core-ca.pem"
+
+// MaxCABytes bounds the CA file.
+const MaxCABytes = 64 << 10
+
+// ValidateCA checks a CA file's content: empty (no file), or at most
+// MaxCABytes of PEM holding CERTIFICATE blocks only, each a parseable
+// certificate.
+func ValidateCA(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if len(data) > MaxCABytes {
+		return errors.New("core CA: too large")
+	}
+	n := 0
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			if len(bytes.TrimSpace(rest)) != 0 {
+				return errors.New("core CA: not PEM")
+			}
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return errors.New("core CA: a PEM block is not a certificate")
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return errors.New("core CA: a certificate does not parse")
+		}
+		n++
+	}
+	if n == 0 {
+		return errors.New("core CA: no certificate")
+	}
+	return nil
+}
+
+// CAPathBeside is the CA file's path for the bootstrap file at
+// bootstrapPath.
+func CAPathBeside(bootstrapPath string) string {
+	return filepath.Join(filepath.Dir(bootstrapPath), CAFile)
+}
 
 // BinaryPath is where a Runtime image installs berth-runtime.
 const BinaryPath = "/usr/local/bin/berth-runtime"

@@ -63,6 +63,8 @@ type ResumeRequest struct {
 	ObserveOnly bool
 	Resources   Resources
 	Bootstrap   runtimebootstrap.File
+	// CoreCA is CreateRequest.CoreCA for the restored incarnation.
+	CoreCA []byte
 }
 
 // ResumeResult is a restore's outcome.

@@ -27,6 +27,8 @@ const (
 
 var invalidBootstrap = errdefs.Invalid("bootstrap", "invalid runtime bootstrap file")
 
+var invalidCoreCA = errdefs.Invalid("core_ca_pem", "must be empty or PEM CA certificates")
+
 // Resources are the per-sandbox limits of a deployment.
 type Resources struct {
 	CPUMillis   int64

@@ -14,6 +14,10 @@ type CreateRequest struct {
 	Reference Reference
 	Resources Resources
 	Bootstrap runtimebootstrap.File
+	// CoreCA is the PEM CA certificate the Runtime trusts for Core's
+	// https URL, which the adapter places beside the bootstrap file
+	// (runtimebootstrap.CAFile, mode 0644); empty: none.
+	CoreCA []byte
 }
 
 // Validate checks the request before any native call.
@@ -26,6 +30,9 @@ func (r CreateRequest) Validate() error {
 	}
 	if err := r.Bootstrap.Validate(); err != nil {
 		return invalidBootstrap
+	}
+	if runtimebootstrap.ValidateCA(r.CoreCA) != nil {
+		return invalidCoreCA
 	}
 	return nil
 }

@@ -27,11 +27,21 @@ type Config struct {
 	AdminListen string
 	// Listen is the public listener (enrollment) address.
 	Listen string
-	// RuntimeListen is the Runtime gateway's address (berth.runtime.v1,
-	// plaintext gRPC: the installation's public URL, http://..., names it,
-	// or a TLS-terminating proxy in front of it for https://...). Empty
+	// RuntimeListen is the Runtime gateway's address (berth.runtime.v1),
+	// which the installation's public URL names. It serves TLS: with
+	// RuntimeTLSCertFile and RuntimeTLSKeyFile when given, otherwise with
+	// a certificate issued from the installation CA for the public URL's
+	// host (the CA reaches each Runtime beside its bootstrap file). Both
+	// need an https public URL. Plaintext only with RuntimeInsecure. Empty
 	// serves no gateway.
 	RuntimeListen string
+	// RuntimeTLSCertFile and RuntimeTLSKeyFile are the operator's PEM
+	// certificate chain and key for the gateway (both or neither).
+	RuntimeTLSCertFile, RuntimeTLSKeyFile string
+	// RuntimeInsecure serves the gateway in plaintext: for an http public
+	// URL on a private network (make up), or behind a TLS-terminating
+	// proxy that the https public URL names.
+	RuntimeInsecure bool
 	// RuntimeKeepalive is the gateway's keepalive interval
 	// (DefaultRuntimeKeepalive when 0).
 	RuntimeKeepalive time.Duration

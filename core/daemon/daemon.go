@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
@@ -65,6 +67,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		c.claimInstallation,
 		c.holdLease,
 		c.loadCA,
+		c.gatewayTLS,
 		c.setupNodes,
 		c.setupTurns,
 		c.setupLifecycle,
@@ -113,6 +116,10 @@ type core struct {
 
 	ca                     *nodetls.CA
 	coreClient, coreServer tls.Certificate
+	// runtimeCreds is the Runtime gateway's transport (gatewayTLS), and
+	// runtimeCA the CA Runtimes are given to trust it (empty: none).
+	runtimeCreds credentials.TransportCredentials
+	runtimeCA    []byte
 
 	manager     *nodes.Manager
 	turns       *turns.Service
@@ -131,6 +138,12 @@ func (c *core) checkConfig(context.Context) error {
 	}
 	if d := c.cfg.RestoreAbandonAfter; d < time.Second || d > 24*time.Hour {
 		return errdefs.Invalid("restore_abandon_after", "must be 1s to 24h")
+	}
+	if (c.cfg.RuntimeTLSCertFile == "") != (c.cfg.RuntimeTLSKeyFile == "") {
+		return errdefs.Invalid("runtime_tls_cert", "give both --runtime-tls-cert and --runtime-tls-key, or neither")
+	}
+	if c.cfg.RuntimeInsecure && c.cfg.RuntimeTLSCertFile != "" {
+		return errdefs.Invalid("runtime_insecure", "--runtime-insecure serves plaintext: drop it or the TLS certificate")
 	}
 	return checkLoopback(c.cfg.AdminListen)
 }
@@ -264,6 +277,41 @@ func (c *core) loadCA(ctx context.Context) error {
 	return nil
 }
 
+// gatewayTLS decides the Runtime gateway's transport from the
+// installation's stored public URL, which every bootstrap file names:
+// plaintext only with RuntimeInsecure; otherwise TLS, which an https URL
+// needs, with the operator's certificate or one issued from the
+// installation CA for the URL's host (then its CA goes to every Runtime,
+// beside its bootstrap file).
+func (c *core) gatewayTLS(context.Context) error {
+	if c.cfg.RuntimeListen == "" {
+		return nil
+	}
+	if c.cfg.RuntimeInsecure {
+		c.runtimeCreds = insecure.NewCredentials()
+		c.log.Warn("the Runtime gateway serves plaintext (--runtime-insecure): device credentials cross the network in clear")
+		return nil
+	}
+	u, err := url.Parse(c.inst.PublicURL)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+		return errdefs.Invalid("public_url",
+			"the Runtime gateway serves TLS, so the installation's public URL must be https://HOST[:PORT]; serve plaintext with --runtime-insecure")
+	}
+	var cert tls.Certificate
+	if c.cfg.RuntimeTLSCertFile != "" {
+		if cert, err = tls.LoadX509KeyPair(c.cfg.RuntimeTLSCertFile, c.cfg.RuntimeTLSKeyFile); err != nil {
+			return errdefs.Invalid("runtime_tls_cert", "cannot load the certificate and key (PEM files)")
+		}
+	} else {
+		if cert, err = c.ca.IssueRuntimeGateway(c.inst.ID.String(), u.Hostname(), time.Now(), certificateValidity); err != nil {
+			return fmt.Errorf("runtime gateway certificate: %w", err)
+		}
+		c.runtimeCA = c.ca.CertificatePEM()
+	}
+	c.runtimeCreds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	return nil
+}
+
 // setupNodes runs the node manager: one connection per enabled node.
 func (c *core) setupNodes(context.Context) error {
 	c.manager = nodes.NewManager(c.owned, c.coreClient, c.ca.Certificate(), c.log, c.cfg.NodeInterval)
@@ -298,6 +346,7 @@ func (c *core) setupLifecycle(context.Context) error {
 		QuiesceTimeout:     c.cfg.QuiesceTimeout, RestoreAbandonAfter: c.cfg.RestoreAbandonAfter,
 		Provider:          func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
 		NotifyEnvironment: func(id uuid.UUID) { c.turns.Notify(id) },
+		RuntimeCA:         c.runtimeCA,
 	})
 	c.coordinator = coordinator
 	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is logged as an owner failure
@@ -343,14 +392,14 @@ func (c *core) setupLifecycle(context.Context) error {
 }
 
 // setupGateway serves the Runtime gateway on RuntimeListen, when set:
-// plaintext gRPC with keepalive enforcement loose enough for idle
+// gRPC over the transport gatewayTLS chose, with keepalive enforcement loose enough for idle
 // Runtimes, headers and messages bounded (defaults.go). Its streams never end by themselves, so it stops hard; their
 // Turns become unconfirmed only if they were running.
 func (c *core) setupGateway(context.Context) error {
 	if c.cfg.RuntimeListen == "" {
 		return nil
 	}
-	srv := grpc.NewServer(append(gateway.ServerOptions(), grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+	srv := grpc.NewServer(append(gateway.ServerOptions(), grpc.Creds(c.runtimeCreds), grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 		MinTime: runtimePingMinTime, PermitWithoutStream: true,
 	}), grpc.MaxHeaderListSize(runtimeMaxHeaderListBytes), grpc.MaxRecvMsgSize(runtimeMaxRecvMsgBytes))...)
 	gateway.New(gateway.Config{

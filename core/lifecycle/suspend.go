@@ -333,7 +333,7 @@ func (w *Worker) resume(ctx context.Context, cp sandbox.CheckpointProvider, a st
 	}
 	op := *a.Suspension.RestoreOperation
 	req := sandbox.ResumeRequest{Snapshot: a.Suspension.Snapshot, Target: target, OperationID: op.String(),
-		Resources: gen.Specification.Resources, Bootstrap: bootstrap}
+		Resources: gen.Specification.Resources, Bootstrap: bootstrap, CoreCA: w.cfg.RuntimeCA}
 	if _, err := w.cfg.Store.ClaimRestore(ctx, a.ID, op); err != nil {
 		return err
 	}

@@ -275,6 +275,12 @@ type Config struct {
 	// of an Environment's allocation (Core wakes the Runtime gateway's
 	// connection of the Environment's Session with it).
 	NotifyEnvironment func(environmentID uuid.UUID)
+	// RuntimeCA is the PEM CA certificate a Runtime trusts for the
+	// installation's https URL when Core's gateway certificate is issued
+	// from the installation CA; every Create and restore sends it
+	// (sandbox.CreateRequest.CoreCA). Empty: none (an operator's
+	// certificate from a public CA, or plaintext).
+	RuntimeCA []byte
 	// NewID makes the ids of new allocations and operations (uuid.New
 	// when nil).
 	NewID func() uuid.UUID
@@ -513,7 +519,8 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 	if err != nil {
 		return err
 	}
-	req := sandbox.CreateRequest{Reference: a.Reference(), Resources: gen.Specification.Resources, Bootstrap: bootstrap}
+	req := sandbox.CreateRequest{Reference: a.Reference(), Resources: gen.Specification.Resources, Bootstrap: bootstrap,
+		CoreCA: w.cfg.RuntimeCA}
 	if err := req.Validate(); err != nil {
 		return err
 	}

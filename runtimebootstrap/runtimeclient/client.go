@@ -1,14 +1,19 @@
 package runtimeclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -89,7 +94,15 @@ type Config struct {
 	DialOptions []grpc.DialOption
 	// Backoff between attempts; zero fields take DefaultBackoff's.
 	Backoff Backoff
+	// AllowInsecure permits an http Core URL whose host is not a
+	// loopback or private address (refused otherwise: the credential
+	// would cross a public network in clear).
+	AllowInsecure bool
 }
+
+// ErrPlaintextRefused refuses an http Core URL to a host that is not a
+// loopback or private IP address without Config.AllowInsecure.
+var ErrPlaintextRefused = errors.New("plaintext http to a host that is not a loopback or private address is refused: use https, or allow it explicitly (--allow-insecure-core)")
 
 // Client is one Runtime's connection loop.
 type Client struct {
@@ -113,17 +126,24 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("runtime client: core_url: %w", err)
 	}
 	c := &Client{cfg: cfg, target: target, runner: cfg.Runner, log: cfg.Logger, bo: cfg.Backoff}
+	bootstrapPath := cfg.BootstrapPath
+	if bootstrapPath == "" {
+		bootstrapPath = runtimebootstrap.Path
+	}
 	if useTLS {
-		c.creds = credentials.NewTLS(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+		roots, err := coreCA(runtimebootstrap.CAPathBeside(bootstrapPath))
+		if err != nil {
+			return nil, fmt.Errorf("runtime client: %w", err)
+		}
+		c.creds = credentials.NewTLS(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, RootCAs: roots})
 	} else {
+		if !cfg.AllowInsecure && !plaintextAllowed(host) {
+			return nil, fmt.Errorf("runtime client: core_url: %w", ErrPlaintextRefused)
+		}
 		c.creds = insecure.NewCredentials()
 	}
 	if c.runner == nil {
 		c.runner = &turnexec.Runner{}
-	}
-	bootstrapPath := cfg.BootstrapPath
-	if bootstrapPath == "" {
-		bootstrapPath = runtimebootstrap.Path
 	}
 	c.park = park.DirOf(bootstrapPath)
 	if c.log == nil {
@@ -139,6 +159,45 @@ func New(cfg Config) (*Client, error) {
 		c.bo.ResetAfter = DefaultBackoff.ResetAfter
 	}
 	return c, nil
+}
+
+// coreCA reads the CA certificate beside the bootstrap file
+// (runtimebootstrap.CAFile): when present, it alone is trusted for Core's
+// https URL (Core's gateway certificate was issued from the installation
+// CA); when absent or empty, the system roots are (nil).
+func coreCA(path string) (*x509.CertPool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errors.New("core CA file: cannot be opened")
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, runtimebootstrap.MaxCABytes+1))
+	if err != nil || len(data) > runtimebootstrap.MaxCABytes {
+		return nil, errors.New("core CA file: unreadable or too large")
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil // written empty: Core gave no CA
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, errors.New("core CA file: no PEM certificate")
+	}
+	return pool, nil
+}
+
+// plaintextAllowed reports whether plaintext to host keeps the credential
+// off public networks: a loopback or private IP address, or localhost.
+// A name cannot be judged without resolving it, so it needs https or
+// Config.AllowInsecure.
+func plaintextAllowed(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate())
 }
 
 // dialTarget maps Core's URL to a gRPC target. The path is ignored (see

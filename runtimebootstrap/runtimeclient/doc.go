@@ -4,9 +4,15 @@
 // exponential backoff when the stream ends.
 //
 // Core's URL comes from the bootstrap file. Its scheme picks the transport
-// (http: plaintext HTTP/2, https: TLS verified against the system roots) and
-// its host and port (default 80 or 443) the address; the URL's path is
+// and its host and port (default 80 or 443) the address; the URL's path is
 // ignored, because gRPC routes by service and method name, not by URL path.
+// https is TLS verified for the URL's host against the CA certificate
+// beside the bootstrap file (runtimebootstrap.CAFile, written by the
+// adapter when Core's gateway certificate comes from the installation CA)
+// or, without that file, the system roots. http is plaintext HTTP/2, and
+// only to a loopback or private IP address (or localhost) unless
+// Config.AllowInsecure says otherwise (ErrPlaintextRefused): the Hello
+// carries the device credential.
 //
 // Core ends the stream with a google.rpc.ErrorInfo in runtimev1.ErrorDomain.
 // runtime_credential_rejected, runtime_revoked and protocol_mismatch stop the

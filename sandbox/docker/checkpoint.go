@@ -595,6 +595,9 @@ func (p *Provider) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandb
 	if err != nil {
 		return sandbox.ResumeResult{}, errdefs.Invalid("bootstrap", "invalid runtime bootstrap file")
 	}
+	if runtimebootstrap.ValidateCA(req.CoreCA) != nil {
+		return sandbox.ResumeResult{}, errdefs.Invalid("core_ca_pem", "must be empty or PEM CA certificates")
+	}
 	if !strings.HasPrefix(req.Snapshot.ID, p.Name(ref)+"-s") {
 		return sandbox.ResumeResult{}, errdefs.Invalid("snapshot.id", "is not a snapshot of the allocation")
 	}
@@ -635,7 +638,7 @@ func (p *Provider) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandb
 	if err := p.copyVolumes(ctx, h.ID, created.ID, nil); err != nil {
 		return sandbox.ResumeResult{}, fmt.Errorf("resume: restore: %w", err)
 	}
-	archive, err := homeArchive(bootstrap)
+	archive, err := homeArchive(bootstrap, req.CoreCA)
 	if err != nil {
 		return sandbox.ResumeResult{}, fmt.Errorf("resume: build archive: %w", errdefs.ErrComputeUnconfirmed)
 	}

@@ -1,11 +1,13 @@
 package docker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -14,6 +16,7 @@ import (
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodetls"
 )
 
 // The checkpoint operations against the Docker API fixture, where faults
@@ -97,8 +100,12 @@ func TestFixtureSuspendCalls(t *testing.T) {
 	}
 	second, _ := f.p.NewCompute(f.first)
 	f.srv.ResetCalls()
+	ca, err := nodetls.NewCA(uuid.NewString(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	resumed, err := f.p.Resume(ctx, sandbox.ResumeRequest{Snapshot: res.Snapshot, Target: second, OperationID: uuid.NewString(),
-		Resources: resources, Bootstrap: contracttest.CreateRequest(f.ref, resources).Bootstrap})
+		Resources: resources, Bootstrap: contracttest.CreateRequest(f.ref, resources).Bootstrap, CoreCA: ca.CertificatePEM()})
 	if err != nil || resumed.Compute.State != sandbox.ComputeRunning {
 		t.Fatalf("Resume: %+v, %v", resumed, err)
 	}
@@ -112,12 +119,14 @@ func TestFixtureSuspendCalls(t *testing.T) {
 	if got := f.srv.CallNames(); !slices.Equal(got, want) {
 		t.Fatalf("Resume calls:\n got %v\nwant %v", got, want)
 	}
-	// The last archive written is the fresh bootstrap (/home/runtime and
-	// its file), after the snapshot's.
+	// The last archive written is the fresh bootstrap (/home/runtime, its
+	// file and the CA beside it), after the snapshot's.
 	archives := f.srv.Archives(resumed.Compute.Compute.ID)
-	if last := archives[len(archives)-1]; last.Path != docker.HomeMount || len(last.Entries) != 2 ||
-		!strings.HasSuffix(last.Entries[1].Header.Name, "runtime-bootstrap.json") {
-		t.Fatalf("the last archive written is %+v, want the fresh bootstrap", last.Path)
+	if last := archives[len(archives)-1]; last.Path != docker.HomeMount || len(last.Entries) != 3 ||
+		!strings.HasSuffix(last.Entries[1].Header.Name, "runtime-bootstrap.json") ||
+		last.Entries[2].Header.Name != "runtime/core-ca.pem" || last.Entries[2].Header.Mode != 0o644 ||
+		!bytes.Equal(last.Entries[2].Content, ca.CertificatePEM()) {
+		t.Fatalf("the last archive written is %+v, want the fresh bootstrap and the CA", last.Path)
 	}
 	if err := f.p.DeleteSnapshot(ctx, f.ref, res.Snapshot); err != nil {
 		t.Fatal(err)

@@ -111,7 +111,7 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		dest string
 		tar  func() ([]byte, error)
 	}{
-		{HomeMount, func() ([]byte, error) { return homeArchive(bootstrap) }},
+		{HomeMount, func() ([]byte, error) { return homeArchive(bootstrap, req.CoreCA) }},
 		{EnvironmentPath, environmentArchive},
 	} {
 		archive, err := copy.tar()
@@ -283,14 +283,18 @@ func (p *Provider) applied(c container.InspectResponse, res sandbox.Resources) b
 		c.Image == p.opts.Config.Image
 }
 
-// homeArchive holds /home/runtime (0700) and the bootstrap file (0600),
-// owned by the Runtime user.
-func homeArchive(bootstrap []byte) ([]byte, error) {
+// homeArchive holds /home/runtime (0700), the bootstrap file (0600) and
+// beside it the CA the Runtime trusts for Core's https URL
+// (runtimebootstrap.CAFile, 0644; empty when Core gives none, which also
+// replaces the file a restored home volume kept), owned by the Runtime
+// user.
+func homeArchive(bootstrap, coreCA []byte) ([]byte, error) {
 	dir := path.Dir(runtimebootstrap.Path) // /home/runtime
 	rel := path.Base(dir)
 	return buildTar([]tarEntry{
 		{name: rel + "/", mode: 0o700, dir: true},
 		{name: rel + "/" + path.Base(runtimebootstrap.Path), mode: 0o600, data: bootstrap},
+		{name: rel + "/" + runtimebootstrap.CAFile, mode: 0o644, data: coreCA},
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"time"
 )
@@ -62,14 +63,14 @@ func (ca *CA) SignNodeCSR(csrDER []byte, nodeID string, now time.Time, validity 
 	if !isP256(csr.PublicKey) {
 		return nil, errors.New("nodetls: CSR public key is not ECDSA P-256")
 	}
-	return ca.issue(csr.PublicKey, "Berth node "+nodeID, NodeURI(nodeID), x509.ExtKeyUsageServerAuth, now, validity)
+	return ca.issue(csr.PublicKey, "Berth node "+nodeID, NodeURI(nodeID), "", x509.ExtKeyUsageServerAuth, now, validity)
 }
 
 // IssueCore issues Core's client certificate for dialing nodes, with a fresh
 // ECDSA P-256 key: URI SAN urn:berth:core:<installationID>, extended key
 // usage ClientAuth only. installationID must be the CA's installation.
 func (ca *CA) IssueCore(installationID string, now time.Time, validity time.Duration) (tls.Certificate, error) {
-	return ca.issueCore(installationID, x509.ExtKeyUsageClientAuth, now, validity)
+	return ca.issueCore(installationID, "", x509.ExtKeyUsageClientAuth, now, validity)
 }
 
 // IssueCoreServer issues the certificate of Core's enrollment endpoint, with a
@@ -78,7 +79,7 @@ func (ca *CA) IssueCore(installationID string, now time.Time, validity time.Dura
 // the pinned CA, not a host name). The returned chain is leaf + CA
 // certificate, as PinnedConfig requires.
 func (ca *CA) IssueCoreServer(installationID string, now time.Time, validity time.Duration) (tls.Certificate, error) {
-	c, err := ca.issueCore(installationID, x509.ExtKeyUsageServerAuth, now, validity)
+	c, err := ca.issueCore(installationID, "", x509.ExtKeyUsageServerAuth, now, validity)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -86,7 +87,27 @@ func (ca *CA) IssueCoreServer(installationID string, now time.Time, validity tim
 	return c, nil
 }
 
-func (ca *CA) issueCore(installationID string, eku x509.ExtKeyUsage, now time.Time, validity time.Duration) (tls.Certificate, error) {
+// IssueRuntimeGateway issues the certificate of Core's Runtime gateway
+// when the operator gives none, with a fresh ECDSA P-256 key: URI SAN
+// urn:berth:core:<installationID>, one IP SAN (host is an IP address) or
+// DNS SAN (a name) for the host of the installation's public URL, and
+// extended key usage ServerAuth only. A Runtime trusts it through the CA
+// certificate its adapter places beside the bootstrap file
+// (runtimebootstrap.CAPath), and checks the host name as usual. The
+// returned chain is leaf + CA certificate.
+func (ca *CA) IssueRuntimeGateway(installationID, host string, now time.Time, validity time.Duration) (tls.Certificate, error) {
+	if host == "" || len(host) > 253 {
+		return tls.Certificate{}, errors.New("nodetls: runtime gateway host must be 1 to 253 bytes")
+	}
+	c, err := ca.issueCore(installationID, host, x509.ExtKeyUsageServerAuth, now, validity)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	c.Certificate = append(c.Certificate, ca.cert.Raw)
+	return c, nil
+}
+
+func (ca *CA) issueCore(installationID, host string, eku x509.ExtKeyUsage, now time.Time, validity time.Duration) (tls.Certificate, error) {
 	if err := checkID("installation id", installationID); err != nil {
 		return tls.Certificate{}, err
 	}
@@ -97,7 +118,7 @@ func (ca *CA) issueCore(installationID string, eku x509.ExtKeyUsage, now time.Ti
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("nodetls: generate key: %w", err)
 	}
-	der, err := ca.issue(key.Public(), "Berth core "+installationID, CoreURI(installationID), eku, now, validity)
+	der, err := ca.issue(key.Public(), "Berth core "+installationID, CoreURI(installationID), host, eku, now, validity)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -108,8 +129,9 @@ func (ca *CA) issueCore(installationID string, eku x509.ExtKeyUsage, now time.Ti
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
 }
 
-// issue signs a leaf certificate for pub carrying exactly one URI SAN.
-func (ca *CA) issue(pub crypto.PublicKey, commonName, uri string, eku x509.ExtKeyUsage, now time.Time, validity time.Duration) ([]byte, error) {
+// issue signs a leaf certificate for pub carrying exactly one URI SAN and,
+// when host is not empty, one IP or DNS SAN for it.
+func (ca *CA) issue(pub crypto.PublicKey, commonName, uri, host string, eku x509.ExtKeyUsage, now time.Time, validity time.Duration) ([]byte, error) {
 	if ca == nil || ca.cert == nil || ca.key == nil {
 		return nil, errors.New("nodetls: no CA")
 	}
@@ -146,6 +168,11 @@ func (ca *CA) issue(pub crypto.PublicKey, commonName, uri string, eku x509.ExtKe
 		BasicConstraintsValid: true,
 		IsCA:                  false,
 		URIs:                  []*url.URL{u},
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else if host != "" {
+		tmpl.DNSNames = []string{host}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key())
 	if err != nil {

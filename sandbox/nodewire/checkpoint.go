@@ -2,6 +2,7 @@ package nodewire
 
 import (
 	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 )
@@ -202,13 +203,17 @@ func ResumeRequestToWire(req sandbox.ResumeRequest) (*pb.ResumeRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Resources, m.Bootstrap = ResourcesToWire(req.Resources), b
+	if runtimebootstrap.ValidateCA(req.CoreCA) != nil {
+		return nil, errCoreCA
+	}
+	m.Resources, m.Bootstrap, m.CoreCaPem = ResourcesToWire(req.Resources), b, req.CoreCA
 	return m, nil
 }
 
 // ResumeRequestFromWire converts and validates a ResumeRequest (paths
 // "snapshot.*", "target.*", "operation_id", and but with observe_only
-// "resources.*" and "bootstrap"). All are required.
+// "resources.*", "bootstrap" and the optional "core_ca_pem"). All others
+// are required.
 func ResumeRequestFromWire(m *pb.ResumeRequest) (sandbox.ResumeRequest, error) {
 	if m == nil {
 		return sandbox.ResumeRequest{}, required(pathRequest)
@@ -236,6 +241,10 @@ func ResumeRequestFromWire(m *pb.ResumeRequest) (sandbox.ResumeRequest, error) {
 	if req.Bootstrap, err = bootstrapFromWire("bootstrap", m.GetBootstrap()); err != nil {
 		return sandbox.ResumeRequest{}, err
 	}
+	if runtimebootstrap.ValidateCA(m.GetCoreCaPem()) != nil {
+		return sandbox.ResumeRequest{}, errCoreCA
+	}
+	req.CoreCA = m.GetCoreCaPem()
 	return req, nil
 }
 

@@ -171,6 +171,9 @@ func resourcesFromWire(path string, m *pb.Resources) (sandbox.Resources, error) 
 // validation errors are not FieldErrors, so the field is the message.
 func errBootstrap(path string) error { return errdefs.Invalid(path, "invalid runtime bootstrap file") }
 
+// errCoreCA refuses a CA for the Runtime that is not PEM certificates.
+var errCoreCA = errdefs.Invalid("core_ca_pem", "must be empty or PEM CA certificates")
+
 // BootstrapToWire validates f and converts it, revealing the credential for
 // the one message that must carry it. An invalid file fails with ErrInvalid
 // ("bootstrap").
@@ -222,11 +225,12 @@ func CreateRequestToWire(req sandbox.CreateRequest) (*pb.CreateRequest, error) {
 		Reference: ReferenceToWire(req.Reference),
 		Resources: ResourcesToWire(req.Resources),
 		Bootstrap: b,
+		CoreCaPem: req.CoreCA,
 	}, nil
 }
 
 // CreateRequestFromWire converts and validates a CreateRequest (paths
-// "reference.*", "resources.*", "bootstrap").
+// "reference.*", "resources.*", "bootstrap", "core_ca_pem").
 func CreateRequestFromWire(m *pb.CreateRequest) (sandbox.CreateRequest, error) {
 	if m == nil {
 		return sandbox.CreateRequest{}, required(pathRequest)
@@ -243,7 +247,7 @@ func CreateRequestFromWire(m *pb.CreateRequest) (sandbox.CreateRequest, error) {
 	if err != nil {
 		return sandbox.CreateRequest{}, err
 	}
-	req := sandbox.CreateRequest{Reference: ref, Resources: res, Bootstrap: boot}
+	req := sandbox.CreateRequest{Reference: ref, Resources: res, Bootstrap: boot, CoreCA: m.GetCoreCaPem()}
 	if err := req.Validate(); err != nil {
 		return sandbox.CreateRequest{}, err
 	}

@@ -9,12 +9,14 @@ import (
 	"testing/quick"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodetls"
 )
 
 // wire sends m through the real encoding, so round trips see what a peer
@@ -229,12 +231,31 @@ func TestResourcesAndBootstrapAndCreateRequest(t *testing.T) {
 		{"short credential", mut(func(c *pb.CreateRequest) { c.Bootstrap.Credential = secret[:8] }), "bootstrap"},
 		{"credential whitespace", mut(func(c *pb.CreateRequest) { c.Bootstrap.Credential = secret + " x" }), "bootstrap"},
 		{"url", mut(func(c *pb.CreateRequest) { c.Bootstrap.CoreUrl = "ftp://user:" + secret + "@h" }), "bootstrap"},
+		{"core ca not pem", mut(func(c *pb.CreateRequest) { c.CoreCaPem = []byte(secret) }), "core_ca_pem"},
+		{"core ca not a certificate", mut(func(c *pb.CreateRequest) {
+			c.CoreCaPem = []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+		}), "core_ca_pem"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := CreateRequestFromWire(c.m)
 			wantField(t, err, c.field, secret, secret[:8])
 		})
+	}
+
+	// The CA for the Runtime crosses as given.
+	ca, err := nodetls.NewCA(uuid.NewString(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCA := req
+	withCA.CoreCA = ca.CertificatePEM()
+	m, err = CreateRequestToWire(withCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := CreateRequestFromWire(wire(t, m)); err != nil || !reflect.DeepEqual(got, withCA) {
+		t.Fatalf("round trip with a CA: %v", err)
 	}
 
 	// Nothing invalid leaves the client.

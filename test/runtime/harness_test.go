@@ -56,6 +56,14 @@ func newEnvSpec(t testing.TB, spec *adminv1.Specification) *env {
 // hosts' worth of agents); env.node is the first, env.nodes all of them.
 func newEnvNodes(t testing.TB, spec *adminv1.Specification, n int) *env {
 	t.Helper()
+	return newEnvWith(t, spec, n, false)
+}
+
+// newEnvWith is newEnvNodes; with tls the public URL is https and the
+// gateway serves TLS with a certificate from the installation CA (the
+// default without --runtime-insecure).
+func newEnvWith(t testing.TB, spec *adminv1.Specification, n int, tls bool) *env {
+	t.Helper()
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
 	cli, err := client.New(client.WithHost(host))
@@ -64,6 +72,9 @@ func newEnvNodes(t testing.TB, spec *adminv1.Specification, n int) *env {
 	}
 	t.Cleanup(func() { cli.Close() })
 	opts, gw := stack.RuntimeGateway(t, cli)
+	if tls {
+		opts.PublicURL = "https://" + gw
+	}
 	e := &env{t: t, docker: cli, dsn: storetest.NewDatabase(t), stateDir: stack.CoreStateDir(t), gateway: gw, coreOpts: opts}
 	e.core = stack.StartCoreWith(t, e.dsn, e.stateDir, true, e.coreOpts)
 	e.cc, e.ctx = e.core.AdminClient(t)

@@ -239,3 +239,37 @@ func reason(err error) string {
 	}
 	return ""
 }
+
+// TestTurnsOverTLSFromTheInstallationCA: with an https public URL and no
+// certificate of the operator's, Core serves the Runtime gateway over TLS
+// with a certificate from the installation CA, the adapter places that CA
+// beside the bootstrap file, and the Runtime trusts it: the Session's
+// Runtime connects (a plaintext client is refused by the gateway) and a
+// Turn runs with its exact output.
+func TestTurnsOverTLSFromTheInstallationCA(t *testing.T) {
+	e := newEnvWith(t, &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4}, 1, true)
+	session := e.createSession()
+	r := e.run(session, shell("printf 'over tls\\n'"))
+	if r.turn.GetState() != adminv1.Turn_STATE_COMPLETED || string(r.stdout) != "over tls\n" {
+		t.Fatalf("turn over TLS: %v", r)
+	}
+	if strings.Contains(e.core.Logs(), "serves plaintext") {
+		t.Fatal("Core served the gateway in plaintext")
+	}
+
+	// The gateway speaks only TLS: a plaintext Connect fails.
+	conn, err := grpc.NewClient(e.gateway, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	stream, err := runtimev1.NewRuntimeGatewayServiceClient(conn).Connect(ctx)
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if err == nil {
+		t.Fatal("a plaintext client reached the TLS gateway")
+	}
+}

@@ -83,7 +83,7 @@ func main() {
 }
 
 const usage = `usage:
-  berth-runtime connect [--profile default] [--bootstrap-file PATH]
+  berth-runtime connect [--profile default] [--bootstrap-file PATH] [--allow-insecure-core]
   berth-runtime wake [--bootstrap-file PATH]
   berth-runtime version
 `
@@ -118,11 +118,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// allowInsecureEnv set to 1 in a Runtime image's environment allows an
+// http core_url to a public host, like --allow-insecure-core (the adapter
+// gives the command line, an image its environment).
+const allowInsecureEnv = "BERTH_RUNTIME_ALLOW_INSECURE_CORE"
+
 func connect(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	profile := fs.String("profile", defaultProfile, "connection profile (only \"default\" exists)")
 	path := fs.String("bootstrap-file", runtimebootstrap.Path, "the Runtime bootstrap file (mode 0600 or stricter)")
+	allowInsecure := fs.Bool("allow-insecure-core", os.Getenv(allowInsecureEnv) == "1",
+		"allow an http core_url whose host is not a loopback or private address (default from $"+allowInsecureEnv+"=1)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -148,7 +155,8 @@ func connect(ctx context.Context, args []string, stderr io.Writer) int {
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	logger.Info("validated the bootstrap file", "device_id", f.DeviceID, "version", version)
 
-	client, err := runtimeclient.New(runtimeclient.Config{Bootstrap: f, BootstrapPath: *path, RuntimeVersion: version, Logger: logger})
+	client, err := runtimeclient.New(runtimeclient.Config{Bootstrap: f, BootstrapPath: *path, RuntimeVersion: version, Logger: logger,
+		AllowInsecure: *allowInsecure})
 	if err != nil {
 		fmt.Fprintf(stderr, "berth-runtime: %v\n", err)
 		return exitInvalid

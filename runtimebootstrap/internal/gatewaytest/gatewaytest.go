@@ -6,12 +6,14 @@
 package gatewaytest
 
 import (
+	"crypto/tls"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
@@ -27,7 +29,7 @@ func Serve(t testing.TB, gateway runtimev1.RuntimeGatewayServiceServer) string {
 	return serve(t, gateway, nil)
 }
 
-func serve(t testing.TB, gateway runtimev1.RuntimeGatewayServiceServer, dials *atomic.Int64) string {
+func serve(t testing.TB, gateway runtimev1.RuntimeGatewayServiceServer, dials *atomic.Int64, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,7 +38,7 @@ func serve(t testing.TB, gateway runtimev1.RuntimeGatewayServiceServer, dials *a
 	if dials != nil {
 		lis = &countingListener{Listener: lis, n: dials}
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	runtimev1.RegisterRuntimeGatewayServiceServer(srv, gateway)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -75,6 +77,14 @@ func Start(t testing.TB) (*Core, string) {
 	t.Helper()
 	core := &Core{conns: make(chan *Conn, 16)}
 	return core, "http://" + serve(t, core, &core.dials)
+}
+
+// StartTLS is Start over TLS with cert: its URL is https://127.0.0.1:port.
+func StartTLS(t testing.TB, cert tls.Certificate) (*Core, string) {
+	t.Helper()
+	core := &Core{conns: make(chan *Conn, 16)}
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	return core, "https://" + serve(t, core, &core.dials, grpc.Creds(creds))
 }
 
 // Dials is the number of TCP connections the Core accepted.

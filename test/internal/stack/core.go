@@ -36,7 +36,9 @@ type CoreOptions struct {
 	// Env are extra environment entries (KEY=value).
 	Env []string
 	// RuntimeListen, when set, serves the Runtime gateway there
-	// (--runtime-listen); RuntimeGateway sets it.
+	// (--runtime-listen); RuntimeGateway sets it. With an http PublicURL
+	// the gateway is plaintext (--runtime-insecure), with an https one TLS
+	// from the installation CA.
 	RuntimeListen string
 	// Defaults runs Core with its own defaults for every interval and TTL
 	// (lease, node reconciliation, lifecycle passes, Runtime keepalives),
@@ -119,6 +121,9 @@ func StartCoreWith(t testing.TB, dsn, stateDir string, wait bool, o CoreOptions)
 	}
 	if o.RuntimeListen != "" {
 		args = append(args, "--runtime-listen", o.RuntimeListen)
+		if strings.HasPrefix(o.PublicURL, "http://") {
+			args = append(args, "--runtime-insecure") // https: TLS from the installation CA
+		}
 		if !o.Defaults {
 			args = append(args, "--runtime-keepalive", "2s")
 		}

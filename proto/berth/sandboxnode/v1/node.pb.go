@@ -1342,7 +1342,11 @@ type CreateRequest struct {
 	// resources of the sandbox.
 	Resources *Resources `protobuf:"bytes,2,opt,name=resources,proto3" json:"resources,omitempty"`
 	// bootstrap for the Runtime.
-	Bootstrap     *Bootstrap `protobuf:"bytes,3,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	Bootstrap *Bootstrap `protobuf:"bytes,3,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	// core_ca_pem is the PEM CA certificate the Runtime trusts for Core's
+	// https URL, placed beside the bootstrap file (not inside it: its format
+	// is fixed); empty when the Runtime uses the system roots or plaintext.
+	CoreCaPem     []byte `protobuf:"bytes,4,opt,name=core_ca_pem,json=coreCaPem,proto3" json:"core_ca_pem,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1394,6 +1398,13 @@ func (x *CreateRequest) GetResources() *Resources {
 func (x *CreateRequest) GetBootstrap() *Bootstrap {
 	if x != nil {
 		return x.Bootstrap
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetCoreCaPem() []byte {
+	if x != nil {
+		return x.CoreCaPem
 	}
 	return nil
 }
@@ -2735,7 +2746,10 @@ type ResumeRequest struct {
 	Resources *Resources `protobuf:"bytes,5,opt,name=resources,proto3" json:"resources,omitempty"`
 	// bootstrap is the fresh Runtime bootstrap the restored incarnation
 	// starts with (not with observe_only).
-	Bootstrap     *Bootstrap `protobuf:"bytes,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	Bootstrap *Bootstrap `protobuf:"bytes,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	// core_ca_pem is CreateRequest.core_ca_pem for the restored incarnation
+	// (not with observe_only).
+	CoreCaPem     []byte `protobuf:"bytes,7,opt,name=core_ca_pem,json=coreCaPem,proto3" json:"core_ca_pem,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2808,6 +2822,13 @@ func (x *ResumeRequest) GetResources() *Resources {
 func (x *ResumeRequest) GetBootstrap() *Bootstrap {
 	if x != nil {
 		return x.Bootstrap
+	}
+	return nil
+}
+
+func (x *ResumeRequest) GetCoreCaPem() []byte {
+	if x != nil {
+		return x.CoreCaPem
 	}
 	return nil
 }
@@ -3326,11 +3347,12 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x04 \x01(\tR\n" +
-	"credential\"\xcc\x01\n" +
+	"credential\"\xec\x01\n" +
 	"\rCreateRequest\x12=\n" +
 	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\x12=\n" +
 	"\tresources\x18\x02 \x01(\v2\x1f.berth.sandboxnode.v1.ResourcesR\tresources\x12=\n" +
-	"\tbootstrap\x18\x03 \x01(\v2\x1f.berth.sandboxnode.v1.BootstrapR\tbootstrap\"@\n" +
+	"\tbootstrap\x18\x03 \x01(\v2\x1f.berth.sandboxnode.v1.BootstrapR\tbootstrap\x12\x1e\n" +
+	"\vcore_ca_pem\x18\x04 \x01(\fR\tcoreCaPem\"@\n" +
 	"\x0eCreateResponse\x12.\n" +
 	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"?\n" +
 	"\rCreateFailure\x12.\n" +
@@ -3403,14 +3425,15 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\fobserve_only\x18\x03 \x01(\bR\vobserveOnly\"\x90\x01\n" +
 	"\x0fSuspendResponse\x12B\n" +
 	"\bsnapshot\x18\x01 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\x129\n" +
-	"\x06source\x18\x02 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\x06source\"\xce\x02\n" +
+	"\x06source\x18\x02 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\x06source\"\xee\x02\n" +
 	"\rResumeRequest\x12B\n" +
 	"\bsnapshot\x18\x01 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\x125\n" +
 	"\x06target\x18\x02 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\x06target\x12!\n" +
 	"\foperation_id\x18\x03 \x01(\tR\voperationId\x12!\n" +
 	"\fobserve_only\x18\x04 \x01(\bR\vobserveOnly\x12=\n" +
 	"\tresources\x18\x05 \x01(\v2\x1f.berth.sandboxnode.v1.ResourcesR\tresources\x12=\n" +
-	"\tbootstrap\x18\x06 \x01(\v2\x1f.berth.sandboxnode.v1.BootstrapR\tbootstrap\"M\n" +
+	"\tbootstrap\x18\x06 \x01(\v2\x1f.berth.sandboxnode.v1.BootstrapR\tbootstrap\x12\x1e\n" +
+	"\vcore_ca_pem\x18\a \x01(\fR\tcoreCaPem\"M\n" +
 	"\x0eResumeResponse\x12;\n" +
 	"\acompute\x18\x01 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\acompute\"O\n" +
 	"\x14ResumeComputeRequest\x127\n" +

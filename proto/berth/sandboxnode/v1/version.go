@@ -5,6 +5,10 @@ package sandboxnodev1
 //
 // Change log (newest first; bump on every wire-visible change):
 //
+//	berth.sandboxnode.v1/4: CreateRequest and ResumeRequest carry
+//	  core_ca_pem, the CA a Runtime trusts for Core's https URL, which the
+//	  adapter places beside the bootstrap file (an agent that ignored it
+//	  would start Runtimes that never reach a TLS gateway).
 //	berth.sandboxnode.v1/3: Core publishes deployment generations
 //	  (ServeGenerations); a node serves several, each call routed to the
 //	  adapter of the generation in its metadata; Hello and health reports
@@ -13,7 +17,7 @@ package sandboxnodev1
 //	berth.sandboxnode.v1/2: every provider operation, Connect health stream,
 //	  metadata fencing (version, connection id, owner epoch, generation).
 //	berth.sandboxnode.v1/1: Hello handshake.
-const ProtocolVersion = "berth.sandboxnode.v1/3"
+const ProtocolVersion = "berth.sandboxnode.v1/4"
 
 // The gRPC metadata keys every call except Hello carries.
 const (
