@@ -50,10 +50,12 @@ GENERATORS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/s
 generate_in = cd $(1) && find proto -name '*.pb.go' -delete && buf generate && \
 	rm -f core/store/db/db.go core/store/db/models.go core/store/db/*.sql.go && \
 	(cd core/store && $(BIN)/sqlc generate) && \
-	go run berth.dev/sandbox/docker/internal/seccompgen -out deploy/runtime
+	go run berth.dev/sandbox/docker/internal/seccompgen -out deploy/runtime && \
+	go run berth.dev/core/cmd/specification-contract -write && \
+	go run berth.dev/core/cmd/provider-artifacts -write
 
 .PHONY: generate
-generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, runtime seccomp profile)
+generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, runtime seccomp profile, the provider projections in deploy/projections)
 	$(call generate_in,$(CURDIR))
 
 # The static checks, after etcd's verify-* targets: each runs alone and
