@@ -53,12 +53,12 @@ func SpecificationContract(r *Registry) ([]byte, error) {
 	}{
 		Version: ProjectionVersion,
 		Bounds: map[string]bound{
-			"cpu_millis":                {sandbox.MinCPUMillis, sandbox.MaxCPUMillis},
-			"memory_bytes":              {sandbox.MinMemoryBytes, sandbox.MaxMemoryBytes},
-			"disk_bytes":                {sandbox.MinDiskBytes, sandbox.MaxDiskBytes},
-			"max_active":                {sandbox.MinMaxActive, sandbox.MaxMaxActive},
-			"max_retained":              {0, sandbox.MaxMaxRetained},
-			"suspension.idle_seconds":   {int64(sandbox.MinSuspendIdle.Seconds()), int64(sandbox.MaxSuspendIdle.Seconds())},
+			"cpu_millis":                   {sandbox.MinCPUMillis, sandbox.MaxCPUMillis},
+			"memory_bytes":                 {sandbox.MinMemoryBytes, sandbox.MaxMemoryBytes},
+			"disk_bytes":                   {sandbox.MinDiskBytes, sandbox.MaxDiskBytes},
+			"max_active":                   {sandbox.MinMaxActive, sandbox.MaxMaxActive},
+			"max_retained":                 {0, sandbox.MaxMaxRetained},
+			"suspension.idle_seconds":      {int64(sandbox.MinSuspendIdle.Seconds()), int64(sandbox.MaxSuspendIdle.Seconds())},
 			"suspension.retention_seconds": {int64(sandbox.MinRetention.Seconds()), int64(sandbox.MaxRetention.Seconds())},
 		},
 	}
