@@ -28,14 +28,14 @@ func (a *app) login(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	// Only the flags and the environment: login replaces what is stored.
+	// Only the flags and the environment: login replaces what is stored
+	// (and works when the stored file is broken).
 	s := adminclient.Resolve(a.flags, a.getenv, adminclient.Settings{})
 	if s.Address == "" || s.TokenFile == "" {
 		return usagef(cmd, "login needs --address HOST:PORT and --token-file PATH")
 	}
 	s.TokenFile = absPath(s.TokenFile)
-	a.flags = s
-	cc, err := a.dial()
+	cc, err := a.connect(s)
 	if err != nil {
 		return err
 	}

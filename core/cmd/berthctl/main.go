@@ -206,6 +206,11 @@ func (a *app) dial() (*grpc.ClientConn, error) {
 	if a.cc != nil {
 		return a.cc, nil
 	}
+	// Flags and the environment may say everything: the file is then
+	// not read.
+	if s := adminclient.Resolve(a.flags, a.getenv, adminclient.Settings{}); s.Address != "" && s.TokenFile != "" {
+		return a.connect(s)
+	}
 	path, err := adminclient.ConfigPath(a.getenv)
 	if err != nil {
 		return nil, err
@@ -214,15 +219,20 @@ func (a *app) dial() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.settings = adminclient.Resolve(a.flags, a.getenv, stored)
-	if err := a.settings.Check(); err != nil {
+	return a.connect(adminclient.Resolve(a.flags, a.getenv, stored))
+}
+
+// connect checks s, reads the token from its file and dials.
+func (a *app) connect(s adminclient.Settings) (*grpc.ClientConn, error) {
+	a.settings = s
+	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	token, err := adminclient.ReadToken(a.settings.TokenFile)
+	token, err := adminclient.ReadToken(s.TokenFile)
 	if err != nil {
 		return nil, err
 	}
-	a.cc, err = adminclient.Dial(a.settings.Address, token)
+	a.cc, err = adminclient.Dial(s.Address, token)
 	return a.cc, err
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,5 +132,40 @@ func TestListReadsEveryPage(t *testing.T) {
 	}
 	if got, next, err := list(page{size: 2, token: "b"}, fetch); err != nil || next != "c" || len(got) != 1 || got[0] != 3 {
 		t.Errorf("one page: %v %q %v", got, next, err)
+	}
+}
+
+// TestLoginReplacesABrokenConfig: login never reads the stored settings,
+// nor does a command whose flags give both, so a broken file stops
+// neither (they fail here on the closed port, not on the file).
+func TestLoginReplacesABrokenConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg, token := filepath.Join(dir, "berthctl.json"), filepath.Join(dir, "token")
+	if err := os.WriteFile(cfg, []byte("{broken"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(token, []byte("berth-admin-v1.x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string {
+		if k == "BERTHCTL_CONFIG" {
+			return cfg
+		}
+		return ""
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"session", "list", "--address", "127.0.0.1:1"}, getenv, nil, &out, &errOut)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "error: config_invalid: ") {
+		t.Fatalf("a command that needs the broken config: %d %q", code, errOut.String())
+	}
+	errOut.Reset()
+	code = run([]string{"session", "list", "--address", "127.0.0.1:1", "--token-file", token}, getenv, nil, &out, &errOut)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "error: core_unreachable: ") {
+		t.Fatalf("a command whose flags say everything: %d %q", code, errOut.String())
+	}
+	errOut.Reset()
+	code = run([]string{"login", "--address", "127.0.0.1:1", "--token-file", token}, getenv, nil, &out, &errOut)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "error: core_unreachable: cannot reach the admin API at 127.0.0.1:1") {
+		t.Fatalf("login with a broken config: %d %q", code, errOut.String())
 	}
 }
