@@ -6,12 +6,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/errgrpc"
 )
 
-// ErrorDomain is the google.rpc.ErrorInfo domain of every admin API error.
-const ErrorDomain = "admin.berth.dev"
+// ErrorDomain is the google.rpc.ErrorInfo domain of every admin API error
+// (adminv1.ErrorDomain, where clients read it).
+const ErrorDomain = adminv1.ErrorDomain
 
 // Reason is the fixed google.rpc.ErrorInfo reason of an admin API error.
 // The errdefs-derived reasons are the shared ones of errgrpc (the node

@@ -220,7 +220,7 @@ func RemoveOwned(t testing.TB, cli *client.Client, installationID string) (conta
 // error ("" when err carries none of the admin domain).
 func AdminReason(err error) string {
 	for _, d := range status.Convert(err).Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "admin.berth.dev" {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == adminv1.ErrorDomain {
 			return info.GetReason()
 		}
 	}

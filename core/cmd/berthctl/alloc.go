@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+)
+
+func (a *app) allocCmd() *cobra.Command {
+	var (
+		released bool
+		p        page
+	)
+	ls := a.command("list", "List allocations in creation order", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		api, err := a.allocations()
+		if err != nil {
+			return err
+		}
+		allocs, next, err := list(p, func(size int32, token string) ([]*adminv1.Allocation, string, error) {
+			ctx, cancel := a.call()
+			defer cancel()
+			resp, err := api.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: size, PageToken: token, ShowReleased: released})
+			return resp.GetAllocations(), resp.GetNextPageToken(), err
+		})
+		if err != nil {
+			return err
+		}
+		err = a.show(&adminv1.ListAllocationsResponse{Allocations: allocs, NextPageToken: next}, func(w io.Writer) {
+			row(w, "NAME", "STATE", "SESSION", "NODE", "GENERATION", "CREATE SETTLED", "CREATED")
+			for _, al := range allocs {
+				row(w, al.GetName(), enum(al.GetState(), "STATE_"), al.GetSession(), dash(al.GetNode()), fmt.Sprint(al.GetGeneration()),
+					yesno(al.GetCreateSettled()), ts(al.GetCreateTime()))
+			}
+		})
+		a.more(next)
+		return err
+	})
+	ls.Flags().BoolVar(&released, "show-released", false, "include released allocations")
+	p.flags(ls.Flags())
+
+	get := a.command("get ALLOCATION", "Show one allocation", exactArgs("ALLOCATION"), func(cmd *cobra.Command, args []string) error {
+		api, err := a.allocations()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		resp, err := api.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: name("allocations", args[0])})
+		if err != nil {
+			return err
+		}
+		al := resp.GetAllocation()
+		return a.show(resp, func(w io.Writer) {
+			field(w, "NAME", al.GetName())
+			field(w, "STATE", enum(al.GetState(), "STATE_"))
+			field(w, "SESSION", al.GetSession())
+			field(w, "NODE", dash(al.GetNode()))
+			field(w, "GENERATION", fmt.Sprint(al.GetGeneration()))
+			field(w, "CREATE SETTLED", yesno(al.GetCreateSettled()))
+			field(w, "CREATE FAILED", yesno(al.GetCreateFailed()))
+			field(w, "BOOTSTRAP COMPLETE", yesno(al.GetBootstrapComplete()))
+			field(w, "CREATED", ts(al.GetCreateTime()))
+			field(w, "RELEASED", ts(al.GetReleaseTime()))
+		})
+	})
+	return a.groupCmd("alloc", "Show compute ownership (AllocationService, read-only)", ls, get)
+}

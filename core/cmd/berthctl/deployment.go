@@ -1,0 +1,344 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+
+	"berth.dev/core/cmd/berthctl/internal/adminclient"
+)
+
+func (a *app) deploymentCmd() *cobra.Command {
+	get := a.command("get", "Show the deployment: provider, specification, generations and what each node serves", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		api, err := a.deployments()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		resp, err := api.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), true) })
+	})
+
+	var pc candidateFlags
+	var previewMask string
+	preview := a.command("preview", "Validate and normalize a candidate and show what a commit would store (writes nothing)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		cand, err := pc.candidate(cmd, a.stdin)
+		if err != nil {
+			return err
+		}
+		api, err := a.deployments()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		resp, err := api.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand, UpdateMask: mask(previewMask)})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) {
+			deploymentFields(w, resp.GetDeployment(), false)
+			field(w, "CHANGED", yesno(resp.GetChanged()))
+			field(w, "EXPECTED GENERATION", fmt.Sprint(resp.GetExpectedGeneration()))
+		})
+	})
+	pc.flags(preview.Flags())
+	preview.Flags().StringVar(&previewMask, "update-mask", "", "preview a replacement that sets only these comma-separated candidate paths (see replace)")
+
+	var cc candidateFlags
+	var commitExpected uint64
+	commit := a.command("commit", "Commit the first deployment generation", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		cand, err := cc.candidate(cmd, a.stdin)
+		if err != nil {
+			return err
+		}
+		api, err := a.deployments()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		resp, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: commitExpected})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), false) })
+	})
+	cc.flags(commit.Flags())
+	commit.Flags().Uint64Var(&commitExpected, "expected-generation", 0, "the generation previewed against (0 before the first commit)")
+
+	var rc candidateFlags
+	var replaceMask string
+	var replaceExpected uint64
+	replace := a.command("replace", "Replace the committed deployment with a new generation", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed("expected-generation") {
+			return usagef(cmd, "replace needs --expected-generation: the generation you previewed against ('deployment preview' shows it)")
+		}
+		cand, err := rc.candidate(cmd, a.stdin)
+		if err != nil {
+			return err
+		}
+		api, err := a.deployments()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		resp, err := api.ReplaceDeployment(ctx, &adminv1.ReplaceDeploymentRequest{Candidate: cand, UpdateMask: mask(replaceMask), ExpectedGeneration: replaceExpected})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) {
+			deploymentFields(w, resp.GetDeployment(), false)
+			field(w, "CHANGED", yesno(resp.GetChanged()))
+			field(w, "RETIRED NODES", dash(strings.Join(resp.GetRetiredNodes(), ", ")))
+			field(w, "REVOKED TOKENS", fmt.Sprint(resp.GetRevokedEnrollmentTokens()))
+			field(w, "ADMISSION PAUSE", dur(resp.GetAdmissionPause()))
+		})
+	})
+	replace.Long = `replace commits the candidate as a new generation when --expected-generation
+is still current. --update-mask names the candidate's paths that are set;
+the rest is inherited from the current generation: provider_kind,
+configuration, credential, specification, or
+specification.{cpu_millis,memory_bytes,disk_bytes,max_active,max_retained,suspension}.
+Without it the candidate is complete. Preview with the same mask first.`
+	replace.Example = `  berthctl deployment preview --memory-bytes 768Mi --update-mask specification.memory_bytes
+  berthctl deployment replace --memory-bytes 768Mi --update-mask specification.memory_bytes --expected-generation 1`
+	rc.flags(replace.Flags())
+	replace.Flags().StringVar(&replaceMask, "update-mask", "", "comma-separated candidate paths the candidate sets; the rest is inherited")
+	replace.Flags().Uint64Var(&replaceExpected, "expected-generation", 0, "the generation previewed against (required)")
+
+	c := a.groupCmd("deployment", "Select the sandbox provider and size its sandboxes (DeploymentService)", get, preview, commit, replace)
+	c.Long = `A candidate comes from -f FILE (a berth.admin.v1.DeploymentCandidate in
+JSON, - for stdin; the only way to give a credential, which never goes in
+argv) and from flags, which override the file's fields.`
+	c.Example = `  berthctl deployment preview --provider docker --cpu-millis 1000 --memory-bytes 512Mi \
+      --disk-bytes 2Gi --max-active 4 --max-retained 4
+  berthctl deployment commit -f candidate.json --expected-generation 0`
+	return c
+}
+
+// mask parses --update-mask: comma-separated paths, nil when empty.
+func mask(paths string) *fieldmaskpb.FieldMask {
+	if paths == "" {
+		return nil
+	}
+	m := &fieldmaskpb.FieldMask{}
+	for _, p := range strings.Split(paths, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			m.Paths = append(m.Paths, p)
+		}
+	}
+	return m
+}
+
+// candidateFlags are a deployment candidate's flags.
+type candidateFlags struct {
+	file                 string
+	provider             string
+	cpuMillis            int64
+	memory, disk         sizeValue
+	maxActive, maxRetain int32
+	idle, retention      time.Duration
+}
+
+func (c *candidateFlags) flags(fs *pflag.FlagSet) {
+	fs.StringVarP(&c.file, "file", "f", "", "the candidate in JSON (berth.admin.v1.DeploymentCandidate; - for stdin)")
+	fs.StringVar(&c.provider, "provider", "", "provider kind, for example docker")
+	fs.Int64Var(&c.cpuMillis, "cpu-millis", 0, "CPU per sandbox in millicores")
+	fs.Var(&c.memory, "memory-bytes", "memory per sandbox (bytes, or with Ki, Mi, Gi, Ti)")
+	fs.Var(&c.disk, "disk-bytes", "disk per sandbox (bytes, or with Ki, Mi, Gi, Ti)")
+	fs.Int32Var(&c.maxActive, "max-active", 0, "active sandboxes a node may hold")
+	fs.Int32Var(&c.maxRetain, "max-retained", 0, "retained (suspended) sandboxes a node may hold")
+	fs.DurationVar(&c.idle, "suspension-idle", 0, "suspend a Session idle this long (whole seconds)")
+	fs.DurationVar(&c.retention, "suspension-retention", 0, "keep a suspended Session's snapshot this long (whole seconds)")
+}
+
+// candidate builds the candidate: the file's, then each flag given.
+func (c *candidateFlags) candidate(cmd *cobra.Command, stdin io.Reader) (*adminv1.DeploymentCandidate, error) {
+	cand := &adminv1.DeploymentCandidate{}
+	if c.file != "" {
+		data, err := readBounded(c.file, stdin)
+		if err != nil {
+			return nil, err
+		}
+		// The file may hold a credential, and protojson's errors quote the
+		// input: the message names the file only.
+		if err := protojson.Unmarshal(data, cand); err != nil {
+			source := c.file
+			if source == "-" {
+				source = "stdin"
+			}
+			return nil, adminclient.Errorf("candidate_invalid", "%s is not a berth.admin.v1.DeploymentCandidate in JSON (protojson field names, for example {\"providerKind\":\"docker\",\"specification\":{...}})", source)
+		}
+	}
+	set := cmd.Flags().Changed
+	spec := func() *adminv1.Specification {
+		if cand.Specification == nil {
+			cand.Specification = &adminv1.Specification{}
+		}
+		return cand.Specification
+	}
+	suspension := func() *adminv1.SuspensionPolicy {
+		if spec().Suspension == nil {
+			spec().Suspension = &adminv1.SuspensionPolicy{}
+		}
+		return spec().Suspension
+	}
+	if set("provider") {
+		cand.ProviderKind = c.provider
+	}
+	if set("cpu-millis") {
+		spec().CpuMillis = c.cpuMillis
+	}
+	if set("memory-bytes") {
+		spec().MemoryBytes = int64(c.memory)
+	}
+	if set("disk-bytes") {
+		spec().DiskBytes = int64(c.disk)
+	}
+	if set("max-active") {
+		spec().MaxActive = c.maxActive
+	}
+	if set("max-retained") {
+		spec().MaxRetained = c.maxRetain
+	}
+	if set("suspension-idle") {
+		suspension().Idle = durationpb.New(c.idle)
+	}
+	if set("suspension-retention") {
+		suspension().Retention = durationpb.New(c.retention)
+	}
+	return cand, nil
+}
+
+// readBounded reads a file ("-": stdin) of at most a request's size.
+func readBounded(path string, stdin io.Reader) ([]byte, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, adminclient.MaxMessageBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > adminclient.MaxMessageBytes {
+		return nil, adminclient.Errorf("input_too_large", "%s is larger than an admin request may be (%d bytes)", path, adminclient.MaxMessageBytes)
+	}
+	return data, nil
+}
+
+// sizeValue is a byte count flag: a number, optionally with a binary
+// unit (Ki, Mi, Gi, Ti).
+type sizeValue int64
+
+func (s *sizeValue) String() string { return strconv.FormatInt(int64(*s), 10) }
+func (s *sizeValue) Type() string   { return "size" }
+
+func (s *sizeValue) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeValue(n)
+	return nil
+}
+
+// parseSize reads "536870912", "512Mi" or "2Gi".
+func parseSize(v string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		bytes  int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSuffix(v, u.suffix), u.bytes
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("want a byte count, optionally with Ki, Mi, Gi or Ti")
+	}
+	if n > (1<<63-1)/mult {
+		return 0, errors.New("too large")
+	}
+	return n * mult, nil
+}
+
+func deploymentFields(w io.Writer, d *adminv1.Deployment, all bool) {
+	s := d.GetSpecification()
+	field(w, "GENERATION", fmt.Sprint(d.GetGeneration()))
+	field(w, "PROVIDER", dash(d.GetProviderKind()))
+	if cfg := d.GetConfiguration(); len(cfg.GetFields()) > 0 {
+		data, _ := protojson.Marshal(cfg)
+		field(w, "CONFIGURATION", string(data))
+	}
+	field(w, "CREDENTIAL STORED", yesno(d.GetHasCredential()))
+	field(w, "CPU MILLIS", fmt.Sprint(s.GetCpuMillis()))
+	field(w, "MEMORY BYTES", size(s.GetMemoryBytes()))
+	field(w, "DISK BYTES", size(s.GetDiskBytes()))
+	field(w, "MAX ACTIVE", fmt.Sprint(s.GetMaxActive()))
+	field(w, "MAX RETAINED", fmt.Sprint(s.GetMaxRetained()))
+	if p := s.GetSuspension(); p != nil {
+		field(w, "SUSPENSION", fmt.Sprintf("after %s idle, snapshots kept %s", dur(p.GetIdle()), dur(p.GetRetention())))
+	} else {
+		field(w, "SUSPENSION", "none")
+	}
+	field(w, "COMMITTED", ts(d.GetCommitTime()))
+	if !all {
+		return
+	}
+	disabled := "no"
+	if d.GetProviderDisabled() {
+		disabled = "since " + ts(d.GetProviderDisableTime())
+	}
+	field(w, "PROVIDER DISABLED", disabled)
+	field(w, "SERVING GENERATION", fmt.Sprintf("%d (since %s)", d.GetServingGeneration(), ts(d.GetServingTime())))
+	var retained []string
+	for _, r := range d.GetRetainedGenerations() {
+		unit := "allocations"
+		if r.GetAllocations() == 1 {
+			unit = "allocation"
+		}
+		retained = append(retained, fmt.Sprintf("%d (%d %s)", r.GetGeneration(), r.GetAllocations(), unit))
+	}
+	field(w, "RETAINED GENERATIONS", dash(strings.Join(retained, ", ")))
+	if len(d.GetNodes()) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	row(w, "NODE", "CONNECTED", "GENERATIONS SERVED")
+	for _, n := range d.GetNodes() {
+		var gens []string
+		for _, g := range n.GetGenerations() {
+			gen := fmt.Sprintf("%d ready", g.GetGeneration())
+			if !g.GetReady() {
+				gen = fmt.Sprintf("%d not ready (%s)", g.GetGeneration(), dash(g.GetDiagnosticCode()))
+			}
+			gens = append(gens, gen)
+		}
+		row(w, n.GetNode(), yesno(n.GetConnected()), dash(strings.Join(gens, ", ")))
+	}
+}

@@ -1,0 +1,31 @@
+// Command berthctl is the admin CLI of a Berth installation, built on the
+// generated client of berth.admin.v1:
+//
+//	berthctl login --address HOST:PORT --token-file PATH   check and store where the admin API is
+//	berthctl node token create|list|revoke                 enrollment tokens
+//	berthctl node list|get|enable|retire|remove            nodes
+//	berthctl deployment get|preview|commit|replace         the provider and its specification
+//	berthctl session create|list|get|delete                Sessions (create and delete --wait)
+//	berthctl turn run SESSION -- CMD [ARG...]              run a command, stream its output, exit with its status
+//	berthctl turn list|get|cancel                          Turns
+//	berthctl alloc list|get                                allocations (read-only)
+//
+// Rules:
+//   - The admin token never appears in argv, output or the config file:
+//     commands read it from the token file whose path login stored (or
+//     --token-file, $BERTH_ADMIN_TOKEN_FILE), through internal/adminclient,
+//     which also refuses an admin address off loopback.
+//   - Tables (text/tabwriter) are for people; -o json prints the API's
+//     response message as protojson for scripts (a listing read across
+//     pages as one response of its type). Only a command that waits draws
+//     a progress line, on stderr, and only when stderr is a terminal.
+//   - Exit status: 0; 1 for an error, printed as "error: <reason>: <message>"
+//     with the admin API's fixed reason (adminclient.Describe); 2 for a
+//     command line berthctl cannot run; `turn run` exits with the
+//     command's status, 130 when the Turn was cancelled (Ctrl-C cancels it
+//     with CancelTurn), 124 when it timed out.
+//   - Every mutation that could be duplicated by a retry sends a
+//     request_id (--request-id, default a new UUID); berthctl itself never
+//     retries a mutation. Only `turn run` reopens the output stream after
+//     Core dropped it, from the offsets it has written.
+package main

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+)
+
+// runCmd runs berthctl in process with an empty environment but for
+// BERTHCTL_CONFIG (a file that does not exist).
+func runCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "berthctl.json")
+	getenv := func(k string) string {
+		if k == "BERTHCTL_CONFIG" {
+			return cfg
+		}
+		return ""
+	}
+	var out, errOut bytes.Buffer
+	code = run(args, getenv, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestUsageErrors: a command line berthctl cannot run exits 2 with the
+// reason on stderr, before any connection is tried.
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"bogus"},
+		{"node"},
+		{"node", "bogus"},
+		{"node", "list", "--bogus"},
+		{"node", "list", "extra"},
+		{"node", "get"},
+		{"node", "token", "revoke"},
+		{"-o", "yaml", "node", "list"},
+		{"turn", "run"},
+		{"turn", "run", "s"},
+		{"turn", "run", "s", "--shell", "true", "--", "true"},
+		{"turn", "run", "s", "x", "--", "true"},
+		{"turn", "run", "-o", "json", "s", "--", "true"},
+		{"deployment", "replace", "--memory-bytes", "1Gi"},
+		{"deployment", "preview", "--memory-bytes", "lots"},
+		{"login"},
+	} {
+		code, out, errOut := runCmd(t, "", args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, "error: ") || !strings.Contains(errOut, "--help' for usage.") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 with the reason", args, code, out, errOut)
+		}
+	}
+}
+
+func TestNotLoggedIn(t *testing.T) {
+	code, _, errOut := runCmd(t, "", "session", "list")
+	if code != 1 || !strings.HasPrefix(errOut, "error: not_logged_in: ") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"turn", "run", "--help"}, {"help", "node"}} {
+		if code, out, _ := runCmd(t, "", args...); code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%q: exit %d, %q", args, code, out)
+		}
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	var errOut bytes.Buffer
+	a := &app{stderr: &errOut, started: true}
+	if code := a.exitCode(&exitError{code: 3}); code != 3 || errOut.Len() != 0 {
+		t.Errorf("a Turn's exit status: %d, %q", code, errOut.String())
+	}
+	if code := a.exitCode(&exitError{code: 130, msg: "turn_cancelled: t was cancelled"}); code != 130 || errOut.String() != "error: turn_cancelled: t was cancelled\n" {
+		t.Errorf("a cancelled Turn: %d, %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := a.exitCode(errors.New("boom")); code != 1 || errOut.String() != "error: boom\n" {
+		t.Errorf("an error: %d, %q", code, errOut.String())
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "536870912": 536870912, "512Mi": 512 << 20, "2Gi": 2 << 30, "1Ti": 1 << 40, "3Ki": 3 << 10} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.5Gi", "1G", "Mi", "9999999999Ti"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+	for n, want := range map[int64]string{0: "0", 1023: "1023", 512 << 20: "536870912 (512Mi)", 25275990016: "25275990016 (23.5Gi)"} {
+		if got := size(n); got != want {
+			t.Errorf("size(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestCommandShownAsShellLine(t *testing.T) {
+	argv := func(args ...string) *adminv1.Command {
+		return &adminv1.Command{Program: &adminv1.Command_Argv{Argv: &adminv1.Argv{Args: args}}}
+	}
+	for _, c := range []struct {
+		cmd  *adminv1.Command
+		want string
+	}{
+		{argv("ls", "-l", "/workspace"), "ls -l /workspace"},
+		{argv("sh", "-c", "echo it's"), `sh -c 'echo it'\''s'`},
+		{argv("printf", ""), "printf ''"},
+		{&adminv1.Command{Program: &adminv1.Command_ShellScript{ShellScript: "make test"}}, "make test"},
+	} {
+		if got := command(c.cmd); got != c.want {
+			t.Errorf("command = %q, want %q", got, c.want)
+		}
+	}
+}
+
+func TestListReadsEveryPage(t *testing.T) {
+	pages := map[string][]int{"": {1, 2}, "b": {3}, "c": {4, 5}}
+	nexts := map[string]string{"": "b", "b": "c", "c": ""}
+	fetch := func(size int32, token string) ([]int, string, error) { return pages[token], nexts[token], nil }
+	if got, next, err := list(page{}, fetch); err != nil || next != "" || len(got) != 5 || got[4] != 5 {
+		t.Errorf("every page: %v %q %v", got, next, err)
+	}
+	if got, next, err := list(page{size: 2, token: "b"}, fetch); err != nil || next != "c" || len(got) != 1 || got[0] != 3 {
+		t.Errorf("one page: %v %q %v", got, next, err)
+	}
+}
+
+// TestLoginReplacesABrokenConfig: login never reads the stored settings,
+// nor does a command whose flags give both, so a broken file stops
+// neither (they fail here on the closed port, not on the file).
+func TestLoginReplacesABrokenConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg, token := filepath.Join(dir, "berthctl.json"), filepath.Join(dir, "token")
+	if err := os.WriteFile(cfg, []byte("{broken"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(token, []byte("berth-admin-v1.x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string {
+		if k == "BERTHCTL_CONFIG" {
+			return cfg
+		}
+		return ""
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"session", "list", "--address", "127.0.0.1:1"}, getenv, nil, &out, &errOut)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "error: config_invalid: ") {
+		t.Fatalf("a command that needs the broken config: %d %q", code, errOut.String())
+	}
+	errOut.Reset()
+	code = run([]string{"session", "list", "--address", "127.0.0.1:1", "--token-file", token}, getenv, nil, &out, &errOut)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "error: core_unreachable: ") {
+		t.Fatalf("a command whose flags say everything: %d %q", code, errOut.String())
+	}
+	errOut.Reset()
+	code = run([]string{"login", "--address", "127.0.0.1:1", "--token-file", token}, getenv, nil, &out, &errOut)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "error: core_unreachable: cannot reach the admin API at 127.0.0.1:1") {
+		t.Fatalf("login with a broken config: %d %q", code, errOut.String())
+	}
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+
+	"berth.dev/core/cmd/berthctl/internal/adminclient"
+)
+
+// pollInterval is how often a wait reads the resource again.
+const pollInterval = 500 * time.Millisecond
+
+func (a *app) sessionCmd() *cobra.Command {
+	var (
+		display   string
+		requestID string
+		wait      bool
+		waitFor   time.Duration
+	)
+	create := a.command("create", "Create a Session (Core places it and creates its sandbox in the background)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		api, err := a.sessions()
+		if err != nil {
+			return err
+		}
+		req := &adminv1.CreateSessionRequest{RequestId: requestID, Session: &adminv1.Session{DisplayName: display}}
+		if req.RequestId == "" {
+			req.RequestId = uuid.NewString()
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		resp, err := api.CreateSession(ctx, req)
+		if err != nil {
+			return err
+		}
+		if wait {
+			s, err := a.waitSession(api, resp.GetSession().GetName(), waitFor, admitted)
+			if s != nil {
+				resp.Session = s
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return a.show(resp, func(w io.Writer) { sessionFields(w, resp.GetSession()) })
+	})
+	create.Flags().StringVar(&display, "display-name", "", "an optional label (at most 63 characters)")
+	create.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
+	create.Flags().BoolVar(&wait, "wait", false, "wait until the Session's Runtime accepts Turns (or the Session fails)")
+	create.Flags().DurationVar(&waitFor, "wait-timeout", 5*time.Minute, "give up waiting after this long")
+
+	var (
+		deleted bool
+		p       page
+	)
+	ls := a.command("list", "List Sessions in creation order", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		api, err := a.sessions()
+		if err != nil {
+			return err
+		}
+		sessions, next, err := list(p, func(size int32, token string) ([]*adminv1.Session, string, error) {
+			ctx, cancel := a.call()
+			defer cancel()
+			resp, err := api.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: size, PageToken: token, ShowDeleted: deleted})
+			return resp.GetSessions(), resp.GetNextPageToken(), err
+		})
+		if err != nil {
+			return err
+		}
+		err = a.show(&adminv1.ListSessionsResponse{Sessions: sessions, NextPageToken: next}, func(w io.Writer) {
+			row(w, "NAME", "STATE", "ADMITTED", "PHASE", "NODE", "CREATED", "DISPLAY NAME")
+			for _, s := range sessions {
+				env := s.GetEnvironment()
+				row(w, s.GetName(), enum(s.GetState(), "STATE_"), yesno(env.GetExecutionAdmitted()), phase(env.GetComputePhase()),
+					dash(s.GetNode()), ts(s.GetCreateTime()), dash(s.GetDisplayName()))
+			}
+		})
+		a.more(next)
+		return err
+	})
+	ls.Flags().BoolVar(&deleted, "show-deleted", false, "include deleted Sessions")
+	p.flags(ls.Flags())
+
+	get := a.command("get SESSION", "Show one Session and its Environment's readiness", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		api, err := a.sessions()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		resp, err := api.GetSession(ctx, &adminv1.GetSessionRequest{Name: name("sessions", args[0])})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) { sessionFields(w, resp.GetSession()) })
+	})
+
+	var (
+		deleteWait    bool
+		deleteWaitFor time.Duration
+	)
+	del := a.command("delete SESSION", "Delete a Session; Core removes its sandbox and then marks it DELETED", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		api, err := a.sessions()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		resp, err := api.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: name("sessions", args[0])})
+		if err != nil {
+			return err
+		}
+		if deleteWait {
+			s, err := a.waitSession(api, resp.GetSession().GetName(), deleteWaitFor, gone)
+			if s != nil {
+				resp.Session = s
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return a.show(resp, func(w io.Writer) { sessionFields(w, resp.GetSession()) })
+	})
+	del.Flags().BoolVar(&deleteWait, "wait", false, "wait until the cleanup is confirmed (state DELETED)")
+	del.Flags().DurationVar(&deleteWaitFor, "wait-timeout", 5*time.Minute, "give up waiting after this long")
+
+	return a.groupCmd("session", "Create, list, show and delete Sessions (SessionService)", create, ls, get, del)
+}
+
+// A waitGoal says whether a Session is where a wait wants it (done), or
+// can no longer get there (err).
+type waitGoal func(s *adminv1.Session) (done bool, err error)
+
+// admitted is create --wait's goal: the Runtime accepts Turns.
+func admitted(s *adminv1.Session) (bool, error) {
+	switch s.GetState() {
+	case adminv1.Session_STATE_FAILED:
+		return false, adminclient.Errorf(dash(s.GetEnvironment().GetFailureCode()), "%s failed: 'berthctl session get %s' shows it", s.GetName(), s.GetName())
+	case adminv1.Session_STATE_DELETING, adminv1.Session_STATE_DELETED:
+		return false, adminclient.Errorf("session_deleted", "%s was deleted while waiting for it", s.GetName())
+	}
+	return s.GetEnvironment().GetExecutionAdmitted(), nil
+}
+
+// gone is delete --wait's goal: cleanup confirmed.
+func gone(s *adminv1.Session) (bool, error) {
+	return s.GetState() == adminv1.Session_STATE_DELETED, nil
+}
+
+// waitSession reads the Session until goal is reached, showing its state
+// on the progress line; it returns the Session last read.
+func (a *app) waitSession(api adminv1.SessionServiceClient, name string, timeout time.Duration, goal waitGoal) (*adminv1.Session, error) {
+	p := a.progress()
+	defer p.clear()
+	deadline := time.Now().Add(timeout)
+	var last *adminv1.Session
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		resp, err := api.GetSession(ctx, &adminv1.GetSessionRequest{Name: name})
+		cancel()
+		if err != nil {
+			return last, err
+		}
+		last = resp.GetSession()
+		done, err := goal(last)
+		if done || err != nil {
+			return last, err
+		}
+		if time.Now().After(deadline) {
+			return last, adminclient.Errorf("wait_timeout", "%s is still %s after %s: 'berthctl session get %s' shows where it is", name, enum(last.GetState(), "STATE_"), timeout, name)
+		}
+		env := last.GetEnvironment()
+		p.show("%s: %s, compute %s, runtime connected %s, admitted %s", name, enum(last.GetState(), "STATE_"),
+			yesno(env.GetComputeAvailable()), yesno(env.GetRuntimeConnected()), yesno(env.GetExecutionAdmitted()))
+		time.Sleep(pollInterval)
+	}
+}
+
+// phase is a compute phase for people, "-" when unspecified.
+func phase(p adminv1.ComputePhase) string {
+	if p == adminv1.ComputePhase_COMPUTE_PHASE_UNSPECIFIED {
+		return "-"
+	}
+	return enum(p, "COMPUTE_PHASE_")
+}
+
+func sessionFields(w io.Writer, s *adminv1.Session) {
+	env := s.GetEnvironment()
+	field(w, "NAME", s.GetName())
+	field(w, "DISPLAY NAME", dash(s.GetDisplayName()))
+	field(w, "STATE", enum(s.GetState(), "STATE_"))
+	field(w, "CREATED", ts(s.GetCreateTime()))
+	if s.GetDeleteTime() != nil {
+		field(w, "DELETE REQUESTED", ts(s.GetDeleteTime()))
+	}
+	field(w, "NODE", dash(s.GetNode()))
+	field(w, "ALLOCATION", dash(s.GetAllocation()))
+	field(w, "COMPUTE AVAILABLE", yesno(env.GetComputeAvailable()))
+	if env.GetComputeReason() != "" {
+		field(w, "COMPUTE REASON", env.GetComputeReason())
+	}
+	field(w, "COMPUTE PHASE", phase(env.GetComputePhase()))
+	field(w, "RUNTIME CONNECTED", yesno(env.GetRuntimeConnected()))
+	field(w, "CAPABILITIES PREPARED", yesno(env.GetCapabilitiesPrepared()))
+	field(w, "EXECUTION ADMITTED", yesno(env.GetExecutionAdmitted()))
+	if env.GetFailureCode() != "" {
+		field(w, "FAILURE", env.GetFailureCode())
+	}
+	if env.GetSnapshotExpireTime() != nil {
+		field(w, "SNAPSHOT EXPIRES", ts(env.GetSnapshotExpireTime()))
+	}
+}
