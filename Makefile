@@ -24,13 +24,14 @@ export BERTH_TEST_DOCKER_HOST BERTH_TEST_DATABASE_URL BERTH_TEST_RUNTIME_IMAGE
 
 GO_TEST_FLAGS ?= -count=1
 
-TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl sqlc golangci-lint
+TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl sqlc golangci-lint nfpm
 TOOL_PKG_buf := github.com/bufbuild/buf/cmd/buf
 TOOL_PKG_protoc-gen-go := google.golang.org/protobuf/cmd/protoc-gen-go
 TOOL_PKG_protoc-gen-go-grpc := google.golang.org/grpc/cmd/protoc-gen-go-grpc
 TOOL_PKG_grpcurl := github.com/fullstorydev/grpcurl/cmd/grpcurl
 TOOL_PKG_sqlc := github.com/sqlc-dev/sqlc/cmd/sqlc
 TOOL_PKG_golangci-lint := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+TOOL_PKG_nfpm := github.com/goreleaser/nfpm/v2/cmd/nfpm
 
 .PHONY: help
 help: ## List the targets
@@ -40,8 +41,14 @@ $(BIN)/%: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && GOWORK=off go build -o $@ $(TOOL_PKG_$*)
 
+# nfpm has a module of its own (tools/nfpm/go.mod): in tools/go.mod its
+# dependencies would move golangci-lint's (spf13/viper 1.12 to 1.21).
+$(BIN)/nfpm: tools/nfpm/go.mod tools/nfpm/go.sum
+	@mkdir -p $(BIN)
+	cd tools/nfpm && GOWORK=off go build -o $@ $(TOOL_PKG_nfpm)
+
 .PHONY: tools
-tools: $(addprefix $(BIN)/,$(TOOLS)) ## Build the pinned tools (tools/go.mod) into .bin/
+tools: $(addprefix $(BIN)/,$(TOOLS)) ## Build the pinned tools (tools/go.mod; nfpm: tools/nfpm/go.mod) into .bin/
 
 GENERATORS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/sqlc
 
@@ -78,8 +85,8 @@ verify-lint: $(BIN)/golangci-lint ## golangci-lint over every module (.golangci.
 	golangci-lint run $(foreach m,$(MODULES),./$(m)/...)
 
 .PHONY: verify-tidy
-verify-tidy: ## Every go.mod (the modules and tools/) is tidy: go mod tidy -diff
-	@for m in $(MODULES) tools; do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
+verify-tidy: ## Every go.mod (the modules, tools/ and tools/nfpm/) is tidy: go mod tidy -diff
+	@for m in $(MODULES) tools tools/nfpm; do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
 		{ echo "$$m/go.mod is not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
 
 .PHONY: verify-generated
