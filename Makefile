@@ -161,6 +161,13 @@ services-down: ## Stop the test services started by scripts/test-services
 runtime-image: ## Build the runtime image offline and load it into the test engine as berth-runtime:dev
 	scripts/build-runtime-image
 
+# Where make dist writes; the dist test builds into a temporary folder.
+DIST ?= $(CURDIR)/dist
+
+.PHONY: dist
+dist: $(BIN)/nfpm ## Release for linux/amd64 into dist/ (scripts/dist): static binaries, the runtime image archive, the seccomp profile, example configs, systemd units, a tar.gz per component, berth-core and berth-nodeagent .deb (nfpm); needs root
+	NFPM=$(BIN)/nfpm scripts/dist "$(DIST)"
+
 .PHONY: e2e
 e2e: ## Black-box suites over real processes and services (test/: node protocol, chaos in its shortened form, services)
 	go test $(GO_TEST_FLAGS) -v berth.dev/test/...
