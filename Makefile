@@ -24,13 +24,14 @@ export BERTH_TEST_DOCKER_HOST BERTH_TEST_DATABASE_URL BERTH_TEST_RUNTIME_IMAGE
 
 GO_TEST_FLAGS ?= -count=1
 
-TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl sqlc golangci-lint
+TOOLS := buf protoc-gen-go protoc-gen-go-grpc grpcurl sqlc golangci-lint nfpm
 TOOL_PKG_buf := github.com/bufbuild/buf/cmd/buf
 TOOL_PKG_protoc-gen-go := google.golang.org/protobuf/cmd/protoc-gen-go
 TOOL_PKG_protoc-gen-go-grpc := google.golang.org/grpc/cmd/protoc-gen-go-grpc
 TOOL_PKG_grpcurl := github.com/fullstorydev/grpcurl/cmd/grpcurl
 TOOL_PKG_sqlc := github.com/sqlc-dev/sqlc/cmd/sqlc
 TOOL_PKG_golangci-lint := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+TOOL_PKG_nfpm := github.com/goreleaser/nfpm/v2/cmd/nfpm
 
 .PHONY: help
 help: ## List the targets
@@ -40,8 +41,14 @@ $(BIN)/%: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && GOWORK=off go build -o $@ $(TOOL_PKG_$*)
 
+# nfpm has a module of its own (tools/nfpm/go.mod): in tools/go.mod its
+# dependencies would move golangci-lint's (spf13/viper 1.12 to 1.21).
+$(BIN)/nfpm: tools/nfpm/go.mod tools/nfpm/go.sum
+	@mkdir -p $(BIN)
+	cd tools/nfpm && GOWORK=off go build -o $@ $(TOOL_PKG_nfpm)
+
 .PHONY: tools
-tools: $(addprefix $(BIN)/,$(TOOLS)) ## Build the pinned tools (tools/go.mod) into .bin/
+tools: $(addprefix $(BIN)/,$(TOOLS)) ## Build the pinned tools (tools/go.mod; nfpm: tools/nfpm/go.mod) into .bin/
 
 GENERATORS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/sqlc
 
@@ -61,7 +68,7 @@ generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, runtime seccomp
 # The static checks, after etcd's verify-* targets: each runs alone and
 # `make verify` runs them all. None of them writes into the checkout.
 .PHONY: verify
-verify: verify-gofmt verify-vet verify-lint verify-tidy verify-generated verify-buf verify-depguard-selftest ## Every static check below (each verify-* target also runs alone)
+verify: verify-gofmt verify-vet verify-lint verify-tidy verify-generated verify-buf verify-depguard-selftest verify-systemd ## Every static check below (each verify-* target also runs alone)
 
 .PHONY: lint
 lint: verify ## Alias of verify
@@ -80,8 +87,8 @@ verify-lint: $(BIN)/golangci-lint ## golangci-lint over every module (.golangci.
 	golangci-lint run $(foreach m,$(MODULES),./$(m)/...)
 
 .PHONY: verify-tidy
-verify-tidy: ## Every go.mod (the modules and tools/) is tidy: go mod tidy -diff
-	@for m in $(MODULES) tools; do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
+verify-tidy: ## Every go.mod (the modules, tools/ and tools/nfpm/) is tidy: go mod tidy -diff
+	@for m in $(MODULES) tools tools/nfpm; do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || \
 		{ echo "$$m/go.mod is not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
 
 .PHONY: verify-generated
@@ -122,6 +129,10 @@ verify-buf: $(BIN)/buf ## buf lint, buf format, buf breaking against the merge b
 verify-depguard-selftest: $(BIN)/golangci-lint ## Prove the depguard rules refuse wrong imports (planted in a temporary copy of the tree)
 	scripts/verify-depguard-selftest
 
+.PHONY: verify-systemd
+verify-systemd: ## systemd-analyze verify (no warning allowed) and an exposure bound (systemd-analyze security) on deploy/systemd's units
+	scripts/verify-systemd
+
 .PHONY: test
 test: verify ## Everything CI runs: verify, every test of proto, sandbox, nodeagent, core, runtimebootstrap with -race, then the black-box suites (test/)
 	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
@@ -151,6 +162,13 @@ services-down: ## Stop the test services started by scripts/test-services
 .PHONY: runtime-image
 runtime-image: ## Build the runtime image offline and load it into the test engine as berth-runtime:dev
 	scripts/build-runtime-image
+
+# Where make dist writes; the dist test builds into a temporary folder.
+DIST ?= $(CURDIR)/dist
+
+.PHONY: dist
+dist: $(BIN)/nfpm ## Release for linux/amd64 into dist/ (scripts/dist): static binaries, the runtime image archive, the seccomp profile, example configs, systemd units, a tar.gz per component, berth-core and berth-nodeagent .deb (nfpm); needs root
+	NFPM=$(BIN)/nfpm scripts/dist "$(DIST)"
 
 .PHONY: e2e
 e2e: ## Black-box suites over real processes and services (test/: node protocol, chaos in its shortened form, services)

@@ -1,0 +1,14 @@
+// Package dist tests the release that `make dist` builds, from the outside:
+// it runs make dist into a temporary folder and reads what an operator
+// gets. The Debian packages are read with dpkg-deb (--info, --contents,
+// --ctrl-tarfile) and unpacked with dpkg-deb -x into a throwaway folder,
+// never installed; the extracted static binaries run; the units' ExecStart
+// lines, with the example settings expanded as systemd would, are accepted
+// by the binaries' flag parsing; the example configurations decode with the
+// node agent's and the Docker adapter's own decoders; the runtime image
+// archive holds the very berth-runtime of the release; the maintainer
+// scripts run against stub commands.
+//
+// make dist needs root (the runtime image's file owners): without it the
+// test is skipped, and fails under CI=true. Under -short it is skipped.
+package dist
