@@ -86,6 +86,20 @@ func (f *fixture) waitAllocation(t *testing.T, ok func(store.Allocation) bool) s
 	}
 }
 
+// capturing is idleArmed with the quiesce acknowledged and the capture
+// claimed (PhaseSuspending), announcing nothing.
+func (f *fixture) capturing(t *testing.T) (rt, uuid.UUID) {
+	t.Helper()
+	s, op := f.idleArmed(t)
+	wantQuiesce(t, s, op)
+	send(t, s, quiesceAck(op.String()))
+	f.waitAllocation(t, func(a store.Allocation) bool { return a.Suspension.AckedAt != nil })
+	if _, err := f.st.ClaimCapture(context.Background(), f.session.Allocation.ID, op); err != nil {
+		t.Fatal(err)
+	}
+	return s, op
+}
+
 // TestArmedSuspensionIsDeliveredAndAcknowledged: the gateway asks the
 // connected Runtime to quiesce with the operation's token and records its
 // acknowledgement (which alone permits a capture); a Runtime that
@@ -144,15 +158,9 @@ func TestRejectedQuiesceAbortsTheSuspension(t *testing.T) {
 // ends and the device is not admitted until its restore is recorded.
 func TestSuspendedComputeEndsTheConnection(t *testing.T) {
 	f := newFixture(t, time.Minute)
-	s, op := f.idleArmed(t)
-	wantQuiesce(t, s, op)
-	send(t, s, quiesceAck(op.String()))
-	f.waitAllocation(t, func(a store.Allocation) bool { return a.Suspension.AckedAt != nil })
+	s, op := f.capturing(t)
 	ctx := context.Background()
 	id := f.session.Allocation.ID
-	if _, err := f.st.ClaimCapture(ctx, id, op); err != nil {
-		t.Fatal(err)
-	}
 	f.turns.Notify(f.session.Environment.ID)
 	endsWith(t, s, codes.Unavailable, runtimev1.ReasonNotAdmitted)
 	if _, err := f.st.RecordSuspended(ctx, id, op, sandbox.SnapshotIdentity{ID: "snap", Provenance: "p"}); err != nil {
@@ -179,15 +187,9 @@ func TestSuspendedComputeEndsTheConnection(t *testing.T) {
 // Turn runs on the Runtime's next connection.
 func TestQuiescedConnectionNeverGetsATurn(t *testing.T) {
 	f := newFixture(t, time.Minute)
-	s, op := f.idleArmed(t)
-	wantQuiesce(t, s, op)
-	send(t, s, quiesceAck(op.String()))
-	f.waitAllocation(t, func(a store.Allocation) bool { return a.Suspension.AckedAt != nil })
+	s, op := f.capturing(t)
 	ctx := context.Background()
 	id := f.session.Allocation.ID
-	if _, err := f.st.ClaimCapture(ctx, id, op); err != nil {
-		t.Fatal(err)
-	}
 	// Rolled back, with no phase announcement yet: only the Turn's.
 	if _, err := f.st.RollBackCapture(ctx, id, op, "", nil); err != nil {
 		t.Fatal(err)

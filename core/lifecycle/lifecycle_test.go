@@ -1203,6 +1203,27 @@ func (g *gatedCreate) Create(ctx context.Context, req sandbox.CreateRequest) (sa
 	return g.Provider.Create(ctx, req)
 }
 
+// gatedWorker starts a Coordinator over one node whose first Create waits
+// for g.release, with drain as its DrainTimeout and sessions Sessions
+// placed on the node; it returns once that Create is in flight.
+func gatedWorker(t *testing.T, drain time.Duration, sessions int) (*env, *node, *gatedCreate, *lifecycle.Coordinator, []store.Allocation) {
+	t.Helper()
+	e := newEnv(t, 1)
+	n := e.only(t)
+	g := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
+	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g, nil }
+	e.cfg.DrainTimeout = drain
+	allocs := make([]store.Allocation, sessions)
+	for i := range allocs {
+		allocs[i] = e.createSession(t, n.id)
+	}
+	c := lifecycle.NewCoordinator(e.cfg)
+	t.Cleanup(func() { _ = c.Close() })
+	c.Ensure(context.Background(), n.id)
+	<-g.entered
+	return e, n, g, c, allocs
+}
+
 // TestStopDrainsBetweenOperations: stopping a node's worker never cancels
 // the operation in flight: the Create claimed before the stop completes
 // and is recorded running, the next pending allocation gets no Create,
@@ -1211,17 +1232,8 @@ func (g *gatedCreate) Create(ctx context.Context, req sandbox.CreateRequest) (sa
 // the owner failure, and the outcome stays unknown (observed, never
 // replayed, later).
 func TestStopDrainsBetweenOperations(t *testing.T) {
-	e := newEnv(t, 1)
-	n := e.only(t)
-	g := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
-	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g, nil }
-	e.cfg.DrainTimeout = time.Minute
-	first := e.createSession(t, n.id)
-	second := e.createSession(t, n.id)
-	c := lifecycle.NewCoordinator(e.cfg)
-	defer func() { _ = c.Close() }()
-	c.Ensure(context.Background(), n.id)
-	<-g.entered
+	e, n, g, c, allocs := gatedWorker(t, time.Minute, 2)
+	first, second := allocs[0], allocs[1]
 	stopped := make(chan error, 1)
 	go func() { stopped <- c.Stop(n.id) }()
 	select {
@@ -1267,17 +1279,8 @@ func TestStopDrainsBetweenOperations(t *testing.T) {
 // its change while no worker of the node runs, then starts a new worker
 // that goes on with the node's work.
 func TestRestartDrainsBetweenOperations(t *testing.T) {
-	e := newEnv(t, 1)
-	n := e.only(t)
-	g := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
-	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g, nil }
-	e.cfg.DrainTimeout = time.Minute
-	first := e.createSession(t, n.id)
-	second := e.createSession(t, n.id)
-	c := lifecycle.NewCoordinator(e.cfg)
-	defer func() { _ = c.Close() }()
-	c.Ensure(context.Background(), n.id)
-	<-g.entered
+	e, n, g, c, allocs := gatedWorker(t, time.Minute, 2)
+	first, second := allocs[0], allocs[1]
 
 	var changes atomic.Int32
 	var during []store.AllocationState
@@ -1335,16 +1338,8 @@ func TestRestartDrainsBetweenOperations(t *testing.T) {
 // Ensure is asked again), and every later Restart of the node fails at
 // once.
 func TestFailedRestartKeepsTheWorker(t *testing.T) {
-	e := newEnv(t, 1)
-	n := e.only(t)
-	g := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
-	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g, nil }
-	e.cfg.DrainTimeout = 200 * time.Millisecond
-	inFlight := e.createSession(t, n.id)
-	c := lifecycle.NewCoordinator(e.cfg)
-	defer func() { _ = c.Close() }()
-	c.Ensure(context.Background(), n.id)
-	<-g.entered
+	e, n, g, c, allocs := gatedWorker(t, 200*time.Millisecond, 1)
+	inFlight := allocs[0]
 
 	changed := false
 	change := func() error { changed = true; return nil }

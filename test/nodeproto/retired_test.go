@@ -1,12 +1,15 @@
 package nodeproto
 
 import (
+	"context"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/moby/moby/client"
+	"google.golang.org/grpc"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
@@ -68,21 +71,7 @@ func TestRetiredNodeCleansUpAcrossCoreRestart(t *testing.T) {
 	stack.WaitNode(t, ctx2, nodes2, nodeName, func(n *adminv1.Node) bool {
 		return n.GetState() == adminv1.Node_STATE_RETIRED && n.GetPresence().GetConnected()
 	})
-	sessions2 := adminv1.NewSessionServiceClient(cc2)
-	for _, name := range names {
-		if _, err := sessions2.DeleteSession(ctx2, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	allocations2 := adminv1.NewAllocationServiceClient(cc2)
-	stack.WaitFor(t, 2*time.Minute, "every allocation released and nothing left on the engine", func() bool {
-		resp, err := allocations2.ListAllocations(ctx2, &adminv1.ListAllocationsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		containers, volumes := stack.Owned(t, cli, installationID)
-		return len(resp.GetAllocations()) == 0 && containers == 0 && volumes == 0
-	})
+	deleteAndWaitEmpty(t, ctx2, cc2, cli, installationID, names...)
 	if _, err := nodes2.RemoveNode(ctx2, &adminv1.RemoveNodeRequest{Name: nodeName}); err != nil {
 		t.Fatalf("removing the emptied retired node: %v", err)
 	}
@@ -206,17 +195,27 @@ func TestRetirementDrainsTheNodesWorker(t *testing.T) {
 	if _, err := nodes2.RetireNode(ctx2, &adminv1.RetireNodeRequest{Name: nodeName}); err != nil {
 		t.Fatalf("retire after the restart: %v", err)
 	}
-	sessions2 := adminv1.NewSessionServiceClient(cc2)
-	if _, err := sessions2.DeleteSession(ctx2, &adminv1.DeleteSessionRequest{Name: second}); err != nil {
-		t.Fatal(err)
+	deleteAndWaitEmpty(t, ctx2, cc2, cli, cl.Installation, second)
+}
+
+// deleteAndWaitEmpty deletes the named Sessions through cc and waits
+// until Core holds no allocation and the engine (read directly) holds
+// nothing of the installation.
+func deleteAndWaitEmpty(t *testing.T, ctx context.Context, cc *grpc.ClientConn, cli *client.Client, installationID string, names ...string) {
+	t.Helper()
+	sessions := adminv1.NewSessionServiceClient(cc)
+	for _, name := range names {
+		if _, err := sessions.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	allocations2 := adminv1.NewAllocationServiceClient(cc2)
+	allocations := adminv1.NewAllocationServiceClient(cc)
 	stack.WaitFor(t, 2*time.Minute, "every allocation released and nothing left on the engine", func() bool {
-		resp, err := allocations2.ListAllocations(ctx2, &adminv1.ListAllocationsRequest{})
+		resp, err := allocations.ListAllocations(ctx, &adminv1.ListAllocationsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		containers, volumes := stack.Owned(t, cli, cl.Installation)
+		containers, volumes := stack.Owned(t, cli, installationID)
 		return len(resp.GetAllocations()) == 0 && containers == 0 && volumes == 0
 	})
 }
