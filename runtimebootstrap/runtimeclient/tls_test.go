@@ -85,7 +85,8 @@ func runTLS(t *testing.T, core *gatewaytest.Core, url, dir string) bool {
 // TestHTTPSTrustsTheCABesideTheBootstrapFile: with the CA file beside the
 // bootstrap file, the Runtime trusts exactly that CA for Core's https URL
 // (Core's gateway certificate issued from the installation CA); without
-// it, the system roots, which do not know that CA, so it never connects.
+// it, the system roots, which do not know that CA, so it never connects,
+// and with another CA it never connects either.
 func TestHTTPSTrustsTheCABesideTheBootstrapFile(t *testing.T) {
 	caPEM, cert := testCA(t)
 	core, url := gatewaytest.StartTLS(t, cert)
@@ -93,6 +94,16 @@ func TestHTTPSTrustsTheCABesideTheBootstrapFile(t *testing.T) {
 	without := t.TempDir()
 	if runTLS(t, core, url, without) {
 		t.Fatal("connected over TLS to a certificate no trusted root issued")
+	}
+	// Another CA beside the bootstrap file (another installation's) is
+	// refused as well: only the CA that issued the gateway's certificate.
+	otherCA, _ := testCA(t)
+	wrong := t.TempDir()
+	if err := os.WriteFile(filepath.Join(wrong, runtimebootstrap.CAFile), otherCA, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if runTLS(t, core, url, wrong) {
+		t.Fatal("connected over TLS with another CA beside the bootstrap file")
 	}
 	with := t.TempDir()
 	if err := os.WriteFile(filepath.Join(with, runtimebootstrap.CAFile), caPEM, 0o644); err != nil {

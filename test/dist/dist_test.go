@@ -24,9 +24,12 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/core/store/storetest"
 	"berth.dev/nodeagent"
+	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/testenv"
+	"berth.dev/test/internal/stack"
 )
 
 // version is the release version the test builds (BERTH_VERSION).
@@ -43,6 +46,8 @@ const (
 	pub  = "-rw-r--r--"
 	priv = "-rw-------"
 )
+
+func TestMain(m *testing.M) { stack.Main(m) }
 
 // TestRelease runs make dist once and checks what it built.
 func TestRelease(t *testing.T) {
@@ -83,6 +88,7 @@ func TestRelease(t *testing.T) {
 	})
 	t.Run("CorePackage", r.corePackage)
 	t.Run("NodeAgentPackage", r.nodeAgentPackage)
+	t.Run("InstalledNodeAgentServes", r.installedNodeAgentServes)
 	t.Run("RuntimeImage", r.runtimeImage)
 	t.Run("Archives", r.archives)
 	t.Run("MaintainerScripts", r.maintainerScripts)
@@ -206,6 +212,33 @@ func (r *release) nodeAgentPackage(t *testing.T) {
 	code, stderr := run(t, filepath.Join(dir, args[0]), args[1:]...)
 	if code != 1 || !strings.Contains(stderr, "cannot read the configuration file") {
 		t.Errorf("berth-nodeagent %q: exit %d, stderr %q; want exit 1 reading the configuration", args[1:], code, stderr)
+	}
+}
+
+// installedNodeAgentServes runs the berth-nodeagent the package installs
+// (extracted with dpkg-deb -x) against a real berth-core, PostgreSQL and
+// Docker Engine: it enrolls with a token, serves, and becomes ready for
+// the committed deployment.
+func (r *release) installedNodeAgentServes(t *testing.T) {
+	bin := filepath.Join(r.extract(t, "berth-nodeagent"), "usr/bin/berth-nodeagent")
+	c := stack.StartCore(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-core log:\n%s", c.Logs())
+		}
+	})
+	cc, ctx := c.AdminClient(t)
+	inst := stack.InstallationID(t, ctx, cc)
+	n := stack.EnrollAndStart(t, c, ctx, cc, inst, stack.NodeOptions{
+		Socket: strings.TrimPrefix(testenv.DockerHost(t), "unix://"), Image: testenv.RuntimeImage(t), Bin: bin,
+	}, "")
+	name := stack.EnableAll(t, ctx, cc)[0]
+	stack.CommitDockerDeployment(t, ctx, cc, stack.DefaultSpecification())
+	stack.WaitNode(t, ctx, adminv1.NewNodeServiceClient(cc), name, func(node *adminv1.Node) bool {
+		return stack.Connected(node) && node.GetReadiness().GetReady() && node.GetReadiness().GetGeneration() == 1
+	})
+	if n.Cmd.Path != bin {
+		t.Fatalf("the node ran %s, want the packaged %s", n.Cmd.Path, bin)
 	}
 }
 

@@ -71,6 +71,8 @@ type Node struct {
 	// generation and spec are what Connect publishes.
 	generation uint64
 	spec       *adminv1.Specification
+	// Bin is the binary it runs ("": Main's).
+	Bin string
 }
 
 // NodeOptions shape a node's configuration.
@@ -85,6 +87,9 @@ type NodeOptions struct {
 	// publishes (the committed generation), whatever these say.
 	Generation    uint64
 	Specification *adminv1.Specification
+	// Bin is the berth-nodeagent binary to run (default: the one Main
+	// built from this tree), e.g. the one a release package installs.
+	Bin string
 	// Capacity is the configuration's capacity section, written as given.
 	// Nil writes zero reserves: the node tests size their sandboxes
 	// against the whole host, as before the host reserve existed; give an
@@ -182,7 +187,7 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	state := filepath.Join(dir, "state")
-	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json"), generation: o.Generation, spec: spec}
+	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json"), generation: o.Generation, spec: spec, Bin: o.Bin}
 	cfg := map[string]any{
 		"state_dir": state,
 		"listen":    o.Listen,
@@ -225,7 +230,7 @@ func (n *Node) EditConfig(edit func(cfg map[string]any)) {
 // Start runs the agent and waits for it to report its address.
 func (n *Node) Start() {
 	n.t.Helper()
-	n.Cmd = exec.Command(nodeAgentBin, "serve", "--config", n.Config)
+	n.Cmd = exec.Command(n.bin(), "serve", "--config", n.Config)
 	stderr, err := n.Cmd.StderrPipe()
 	if err != nil {
 		n.t.Fatal(err)
@@ -258,6 +263,14 @@ func (n *Node) Start() {
 	case <-time.After(30 * time.Second):
 		n.t.Fatalf("berth-nodeagent did not start:\n%s", n.Logs())
 	}
+}
+
+// bin is the binary the node runs (NodeOptions.Bin, or Main's).
+func (n *Node) bin() string {
+	if n.Bin != "" {
+		return n.Bin
+	}
+	return nodeAgentBin
 }
 
 // Logs is everything the agent wrote to stderr, across its starts.
@@ -358,7 +371,7 @@ func EnrollCmd(t testing.TB, n *Node, coreAddr, token, advertise string) (string
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(nodeAgentBin, "enroll", "--config", n.Config, "--core", coreAddr,
+	cmd := exec.Command(n.bin(), "enroll", "--config", n.Config, "--core", coreAddr,
 		"--token-file", tokenFile, "--advertise", advertise)
 	out, _ := cmd.CombinedOutput()
 	if parts := strings.Split(token, "."); len(parts) == 4 && strings.Contains(string(out), parts[2]) {
