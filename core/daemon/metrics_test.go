@@ -49,6 +49,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`berth_db_pool_connections{otel_scope_name="berth.dev/core/daemon",otel_scope_schema_url="",otel_scope_version="",state="idle"}`,
 		`berth_db_pool_connections_max{`,
 		`berth_db_pool_acquires_total{`,
+		`berth_db_pool_acquire_waits_total{`,
 		`berth_db_pool_acquire_duration_seconds_total{`,
 		`service_name="berth-core"`,
 	} {

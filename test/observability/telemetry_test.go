@@ -178,6 +178,7 @@ func TestTelemetry(t *testing.T) {
 			t.Errorf("the node agent's Create calls: %v, want status code OK", calls[0].Metric)
 		}
 		prom.waitSeries(`berth_nodeagent_generations{job="berth-nodeagent",ready="true"} >= 1`, within)
+		prom.waitSeries(`berth_nodeagent_operations_active{job="berth-nodeagent"} >= 0`, within)
 	})
 
 	t.Run("no secret in metrics, spans or logs", func(t *testing.T) {
