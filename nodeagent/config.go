@@ -33,6 +33,15 @@ type Config struct {
 	// Capacity tunes the capacity the node reports (the host reserve and
 	// the CPU overcommit); every field is optional (defaults.go).
 	Capacity CapacityConfig `json:"capacity,omitzero"`
+	// MetricsListen is the address ("host:port") of the Prometheus metrics
+	// endpoint (GET /metrics, plain HTTP): the node protocol's calls by
+	// method and code, the generations served and ready, the operations
+	// in flight. Empty (the default): no metrics, no listener.
+	MetricsListen string `json:"metrics_listen,omitempty"`
+
+	// Version is the node agent's build version, which telemetry reports;
+	// the command sets it, the file never does.
+	Version string `json:"-"`
 }
 
 // CapacityConfig is the capacity section of the configuration file.
@@ -131,6 +140,11 @@ func (c Config) Validate() error {
 	}
 	if c.Generation != nil {
 		return errdefs.Invalid("config.generation", "generations come from Core over the node protocol: remove this block")
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return errdefs.Invalid("config.metrics_listen", "must be host:port")
+		}
 	}
 	if c.HealthInterval != "" {
 		if d, err := time.ParseDuration(c.HealthInterval); err != nil || d < 100*time.Millisecond || d > time.Minute {

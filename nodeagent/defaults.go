@@ -47,6 +47,10 @@ const (
 	// records and only observes afterwards, so a stop need not wait for a
 	// long operation to end.
 	gracefulStopTimeout = 10 * time.Second
+
+	// metricsStopTimeout is how long scrapes in flight get at shutdown
+	// before the metrics endpoint closes: a scrape reads only memory.
+	metricsStopTimeout = 2 * time.Second
 )
 
 // The host reserve: what the node keeps back from sandboxes for the kernel,

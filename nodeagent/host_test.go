@@ -147,6 +147,31 @@ func TestCapacityConfig(t *testing.T) {
 	}
 }
 
+// TestMetricsListenConfig: metrics are off unless the file names an
+// address; a malformed one, or the version key the command sets, is
+// refused.
+func TestMetricsListenConfig(t *testing.T) {
+	cfg, err := DecodeConfig([]byte(validConfig + `}`))
+	if err != nil || cfg.MetricsListen != "" {
+		t.Fatalf("default: %q, %v; want no metrics", cfg.MetricsListen, err)
+	}
+	cfg, err = DecodeConfig([]byte(validConfig + `,"metrics_listen":"127.0.0.1:9464"}`))
+	if err != nil || cfg.MetricsListen != "127.0.0.1:9464" {
+		t.Fatalf("metrics_listen: %q, %v", cfg.MetricsListen, err)
+	}
+	for doc, field := range map[string]string{
+		`,"metrics_listen":"9464"}`:  "config.metrics_listen",
+		`,"metrics_listen":1}`:       "config",
+		`,"Version":"v1"}`:           "config",
+		`,"metrics_listen":"a:1:2"}`: "config.metrics_listen",
+	} {
+		_, err := DecodeConfig([]byte(validConfig + doc))
+		if got, ok := errdefs.Field(err); !ok || got != field {
+			t.Errorf("%s: %v, want a field error on %s", doc, err, field)
+		}
+	}
+}
+
 // TestCapacityMeterMeasuresDiskOnTheDataRoot: disk is measured on the
 // backend's data root when the agent sees it, and on the state directory
 // otherwise, logged once with the fixed diagnostic, never failing.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
@@ -19,15 +20,18 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodewire"
+	"berth.dev/sandbox/otelsetup"
 	"berth.dev/sandbox/providers"
 )
 
 // Serve runs the node agent with cfg until ctx ends (nil) or the server
 // fails. It is built from named steps, in order: openState (the state
 // directory and its lock), loadIdentity (the enrolled identity and its
-// mutual TLS), checkProvider (the configured kind's registration) and
+// mutual TLS), checkProvider (the configured kind's registration),
+// setupMetrics (the metrics endpoint on cfg.MetricsListen, when set),
 // setupServer (the node protocol on cfg.Listen, serving no generation
-// until Core publishes them). Each registers what it opened on one
+// until Core publishes them) and observeServer (the node's gauges). Each
+// registers what it opened on one
 // shutdown path; the server runs under an errgroup, and the end of ctx,
 // the server's failure or a failed step closes everything once, in
 // reverse order. ready, when not nil, receives the bound address once the
@@ -38,7 +42,9 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 		p.openState,
 		p.loadIdentity,
 		p.checkProvider,
+		p.setupMetrics,
 		p.setupServer,
+		p.observeServer,
 	} {
 		if err := step(ctx); err != nil {
 			p.stop()
@@ -65,8 +71,15 @@ type process struct {
 	reg      providers.Registration
 	meter    *CapacityMeter
 	server   *Server
+	gens     *Generations
 	gs       *grpc.Server
 	lis      net.Listener
+
+	// metrics and metricsSrv serve cfg.MetricsListen on metricsLis (nil:
+	// no metrics).
+	metrics    *otelsetup.Metrics
+	metricsSrv *http.Server
+	metricsLis net.Listener
 }
 
 func (p *process) onStop(fn func()) { p.stops = append(p.stops, fn) }
@@ -159,7 +172,7 @@ func (p *process) setupServer(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("adapter declaration: %w", err)
 	}
-	p.server = server
+	p.server, p.gens = server, gens
 	lis, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
 		gens.Close()
@@ -203,9 +216,19 @@ func (p *process) run(ctx context.Context, ready func(addr string)) error {
 		}
 		return nil
 	})
+	var metricsAddr string
+	if p.metricsSrv != nil {
+		metricsAddr = p.metricsLis.Addr().String()
+		eg.Go(func() error {
+			if err := p.metricsSrv.Serve(p.metricsLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve metrics: %w", err)
+			}
+			return nil
+		})
+	}
 	addr := p.lis.Addr().String()
 	p.log.Info("serving the node protocol", "address", addr, "node", p.id.NodeID,
-		"provider", p.cfg.Provider, "highest_owner_epoch", p.state.HighestEpoch())
+		"provider", p.cfg.Provider, "highest_owner_epoch", p.state.HighestEpoch(), "metrics", metricsAddr)
 	if ready != nil {
 		ready(addr)
 	}
@@ -229,6 +252,9 @@ func (p *process) run(ctx context.Context, ready func(addr string)) error {
 func NewGRPCServer(s *Server, tlsCfg *tls.Config) *grpc.Server {
 	gs := grpc.NewServer(append(s.Options(),
 		grpc.Creds(credentials.NewTLS(tlsCfg)),
+		// Spans continue Core's trace (its calls carry W3C trace-context),
+		// and the calls are counted by method and code.
+		grpc.StatsHandler(otelsetup.ServerHandler()),
 		grpc.MaxRecvMsgSize(nodewire.MaxMessageBytes), grpc.MaxSendMsgSize(nodewire.MaxMessageBytes),
 		grpc.MaxHeaderListSize(nodewire.MaxHeaderListBytes),
 		// Core pings every nodewire.KeepaliveTime to notice a stopped node.

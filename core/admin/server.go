@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errgrpc"
@@ -36,6 +37,11 @@ type Options struct {
 	// deadline is always honoured; streams get no default (a Turn's output
 	// stream lasts as long as the Turn).
 	DefaultTimeout time.Duration
+	// Stats, when set, is the server's stats handler: berth-core's is
+	// otelsetup.ServerHandler (a span per call, the rpc.server.* metrics;
+	// no header, token or body is recorded). A call refused by the token
+	// check never reaches it.
+	Stats stats.Handler
 
 	// The services: each is the thin adapter of its resource
 	// (core/<resource>admin).
@@ -74,6 +80,9 @@ func NewServer(opts Options) *grpc.Server {
 	}
 	if opts.Creds != nil {
 		sopts = append(sopts, grpc.Creds(opts.Creds))
+	}
+	if opts.Stats != nil {
+		sopts = append(sopts, grpc.StatsHandler(opts.Stats))
 	}
 	s := grpc.NewServer(sopts...)
 

@@ -42,6 +42,10 @@ type Config struct {
 	// URL on a private network (make up), or behind a TLS-terminating
 	// proxy that the https public URL names.
 	RuntimeInsecure bool
+	// MetricsListen is the address of the Prometheus metrics endpoint
+	// (GET /metrics, plain HTTP; metrics.go lists what it serves). Empty:
+	// no metrics, no listener, and every instrument stays a no-op.
+	MetricsListen string
 	// RuntimeKeepalive is the gateway's keepalive interval
 	// (DefaultRuntimeKeepalive when 0).
 	RuntimeKeepalive time.Duration
@@ -100,7 +104,9 @@ func (c Config) withDefaults() Config {
 
 // Ready describes a serving Core, for callers that started it.
 type Ready struct {
-	AdminAddr, PublicAddr, RuntimeAddr string
-	InstallationID                     string
-	OwnerEpoch                         uint64
+	// MetricsAddr is empty without MetricsListen, like RuntimeAddr
+	// without RuntimeListen.
+	AdminAddr, PublicAddr, RuntimeAddr, MetricsAddr string
+	InstallationID                                  string
+	OwnerEpoch                                      uint64
 }

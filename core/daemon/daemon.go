@@ -26,6 +26,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodetls"
+	"berth.dev/sandbox/otelsetup"
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/admin"
@@ -62,6 +63,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	for _, step := range []func(context.Context) error{
 		c.checkConfig,
 		c.lockStateDir,
+		c.setupMetrics,
 		c.loadSecrets,
 		c.openStore,
 		c.claimInstallation,
@@ -74,6 +76,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		c.setupGateway,
 		c.setupAdmin,
 		c.setupEnrollment,
+		c.observeCore,
 	} {
 		if err := step(ctx); err != nil {
 			c.group.stop()
@@ -83,7 +86,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 	err := c.group.run(ctx, func() {
 		r := c.ready()
 		log.Info("serving", "admin", r.AdminAddr, "public", r.PublicAddr,
-			"runtime", r.RuntimeAddr, "installation", r.InstallationID, "owner_epoch", r.OwnerEpoch)
+			"runtime", r.RuntimeAddr, "metrics", r.MetricsAddr, "installation", r.InstallationID, "owner_epoch", r.OwnerEpoch)
 		if ready != nil {
 			ready(r)
 		}
@@ -123,9 +126,12 @@ type core struct {
 
 	manager     *nodes.Manager
 	turns       *turns.Service
+	sessions    *sessions.Service
 	coordinator *lifecycle.Coordinator
+	// metrics is the metrics pipeline (nil: no --metrics-listen).
+	metrics *otelsetup.Metrics
 
-	adminLis, publicLis, runtimeLis net.Listener
+	adminLis, publicLis, runtimeLis, metricsLis net.Listener
 }
 
 // checkConfig refuses an admin address off loopback.
@@ -401,7 +407,10 @@ func (c *core) setupGateway(context.Context) error {
 	}
 	srv := grpc.NewServer(append(gateway.ServerOptions(), grpc.Creds(c.runtimeCreds), grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 		MinTime: runtimePingMinTime, PermitWithoutStream: true,
-	}), grpc.MaxHeaderListSize(runtimeMaxHeaderListBytes), grpc.MaxRecvMsgSize(runtimeMaxRecvMsgBytes))...)
+	}), grpc.MaxHeaderListSize(runtimeMaxHeaderListBytes), grpc.MaxRecvMsgSize(runtimeMaxRecvMsgBytes),
+		// Code in a sandbox can reach the gateway: a call starts its own
+		// trace, linked to whatever context it brought.
+		grpc.StatsHandler(otelsetup.PublicServerHandler()))...)
 	gateway.New(gateway.Config{
 		Store: c.owned, Turns: c.turns, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
 		Log: c.log.With("component", "gateway"),
@@ -428,6 +437,7 @@ func (c *core) setupAdmin(context.Context) error {
 	}
 	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
 	sessionSvc.NotifyTerminations(c.turns.Terminated)
+	c.sessions = sessionSvc
 	// A retirement restarts its node's lifecycle worker through the drain
 	// gate; a drain past its bound closes admission (owner failure).
 	nodeRegistry.GateRetirement(func(ctx context.Context, id uuid.UUID, retire func() error) error {
@@ -470,6 +480,7 @@ func (c *core) setupAdmin(context.Context) error {
 		Sessions:     sessionServer,
 		Allocations:  allocationServer,
 		Turns:        turnadmin.New(c.turns, pages),
+		Stats:        otelsetup.ServerHandler(),
 	})
 	c.adminLis, err = c.group.listen("admin", c.cfg.AdminListen, "admin API", srv, srv.GracefulStop)
 	return err
@@ -498,6 +509,9 @@ func (c *core) ready() Ready {
 	}
 	if c.runtimeLis != nil {
 		r.RuntimeAddr = c.runtimeLis.Addr().String()
+	}
+	if c.metricsLis != nil {
+		r.MetricsAddr = c.metricsLis.Addr().String()
 	}
 	return r
 }

@@ -21,6 +21,24 @@ import (
 // scan covers the gap.
 const listenRetry = time.Second
 
+// Bounds of the metrics endpoint (--metrics-listen; metrics.go).
+const (
+	// metricsRefresh is how old the Session and allocation counts may be
+	// when a scrape reads them: those two queries run at most once per
+	// refresh whatever the number of scrapers, and a count lags the
+	// database by at most this much (Prometheus scrapes every 15 s by
+	// default).
+	metricsRefresh = 5 * time.Second
+	// metricsQueryTimeout bounds those queries: a slow database makes the
+	// counts missing from one scrape, never a hung scrape.
+	metricsQueryTimeout = 2 * time.Second
+	// metricsStopTimeout bounds the flush of the MeterProvider at stop.
+	metricsStopTimeout = 2 * time.Second
+	// httpStopTimeout is how long the metrics endpoint's requests in flight
+	// get at stop before it closes.
+	httpStopTimeout = 2 * time.Second
+)
+
 // Defaults of Config (and of the flags of the same name).
 const (
 	// DefaultStateDir is where a packaged Core keeps its admin token, master

@@ -1,13 +1,15 @@
 // Package daemon composes berth-core serve. Run builds Core from named
-// steps, in this order: checkConfig, lockStateDir, loadSecrets (master key
-// and admin token), openStore (migrate when asked, refuse an unknown
+// steps, in this order: checkConfig, lockStateDir, setupMetrics (the
+// metrics endpoint and the process's MeterProvider, only with
+// MetricsListen), loadSecrets (master key and admin token), openStore (migrate when asked, refuse an unknown
 // schema), claimInstallation (and a new owner epoch), holdLease (a second
 // Core waits here), loadCA (the installation CA, its key sealed under the
 // master key, and Core's own certificates), setupNodes (the node
 // connections), setupTurns (the Turn service and its sweep),
 // setupLifecycle (one serial worker per node), setupGateway (the Runtime
 // gateway, berth.runtime.v1), setupAdmin (the admin API, loopback only)
-// and setupEnrollment (node enrollment on the mutual-TLS public listener).
+// setupEnrollment (node enrollment on the mutual-TLS public listener)
+// and observeCore (the gauges of Core's state, metrics.go).
 // defaults.go holds every default of Config and of the command's flags.
 //
 // Rules:
@@ -18,6 +20,11 @@
 //     reverse order of the steps. No error path closes anything by hand.
 //   - The lease is released only after everything that ran under it has
 //     stopped, and losing it stops Core (ErrLeaseLost).
-//   - The admin token, master key and CA key never reach a log line or an
-//     error; every lifecycle decision reads the database clock.
+//   - The admin token, master key and CA key never reach a log line, an
+//     error, a span or a metric label; every lifecycle decision reads the
+//     database clock.
+//   - Telemetry goes through the OpenTelemetry API only (sandbox/otelsetup
+//     installs the providers: traces from the OTEL_* environment in
+//     cmd/berth-core, metrics here): without them every instrument and
+//     span is a no-op.
 package daemon

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -55,6 +56,33 @@ func (g *group) listen(what, addr, name string, srv *grpc.Server, halt func()) (
 		return nil, fmt.Errorf("%s listener: %w", what, err)
 	}
 	g.addServer(name, srv, lis, halt)
+	return lis, nil
+}
+
+// listenHTTP opens a TCP listener on addr and runs srv on it: its stop
+// lets requests in flight finish for httpStopTimeout, then closes
+// what is left; a Serve that starts after the stop returns
+// http.ErrServerClosed, which is no failure.
+func (g *group) listenHTTP(what, addr string, srv *http.Server) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", what, err)
+	}
+	g.tasks = append(g.tasks, func(_ context.Context, eg *errgroup.Group) {
+		eg.Go(func() error {
+			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve %s: %w", what, err)
+			}
+			return nil
+		})
+	})
+	g.onStop(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = srv.Close()
+		_ = lis.Close()
+	})
 	return lis, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -73,6 +74,7 @@ type Config struct {
 type Gateway struct {
 	runtimev1.UnimplementedRuntimeGatewayServiceServer
 	cfg Config
+	tel telemetry
 }
 
 // New returns a Gateway.
@@ -86,7 +88,7 @@ func New(cfg Config) *Gateway {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Gateway{cfg: cfg}
+	return &Gateway{cfg: cfg, tel: newTelemetry()}
 }
 
 // Register registers the gateway on s.
@@ -178,7 +180,8 @@ func (g *Gateway) connect(s stream) error {
 		return err
 	}
 	c := &conn{g: g, s: s, grant: grant, log: g.cfg.Log.With("connection", grant.Connection.ID.String(),
-		"session", grant.SessionID.String(), "generation", grant.Connection.Generation)}
+		"session", grant.SessionID.String(), "generation", grant.Connection.Generation), ctx: ctx}
+	g.tel.connected(ctx)
 	defer c.close()
 	g.cfg.Turns.Unconfirmed(grant.Unconfirmed...)
 	if err := s.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Welcome{Welcome: &runtimev1.Welcome{
@@ -242,11 +245,15 @@ type conn struct {
 	grant    store.RuntimeGrant
 	log      *slog.Logger
 	prepared bool
-	// current is the Turn delivered and not finished, if any.
-	current    *store.Turn
-	cancelSent bool
-	keepalive  int64
-	lastAnswer time.Time
+	// ctx is the connection's context (its server span).
+	ctx context.Context
+	// current is the Turn delivered and not finished, if any, and
+	// currentSpan its span (telemetry.go).
+	current     *store.Turn
+	currentSpan trace.Span
+	cancelSent  bool
+	keepalive   int64
+	lastAnswer  time.Time
 	// quiesce is the suspension operation this connection asked the
 	// Runtime to quiesce for (uuid.Nil: none).
 	quiesce uuid.UUID
@@ -351,8 +358,9 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 		if err != nil {
 			return c.storeErr("turn result", err)
 		}
-		c.log.Info("turn finished", "turn", t.ID.String(), "state", string(t.State))
-		c.current, c.cancelSent = nil, false
+		c.log.InfoContext(c.turnContext(), "turn finished", "turn", t.ID.String(), "state", string(t.State))
+		c.g.tel.finished(ctx, c.currentSpan, t)
+		c.current, c.currentSpan, c.cancelSent = nil, nil, false
 		return nil
 	default:
 		return errInvalid
@@ -413,19 +421,27 @@ func (c *conn) dispatch(ctx context.Context, woken bool) error {
 	if !ok {
 		return nil
 	}
-	c.current, c.cancelSent = &t, false
+	c.current, c.currentSpan, c.cancelSent = &t, c.g.tel.dispatched(ctx, t), false
 	msg, err := c.runTurn(t)
 	if err != nil {
 		// The Turn is claimed: it is never delivered; ending the
 		// connection makes it unconfirmed.
-		c.log.Warn("prepare turn failed", "turn", t.ID.String())
+		c.log.WarnContext(c.turnContext(), "prepare turn failed", "turn", t.ID.String())
 		return errInternal
 	}
 	if err := c.s.Send(msg); err != nil {
 		return nil
 	}
-	c.log.Info("turn delivered", "turn", t.ID.String())
+	c.log.InfoContext(c.turnContext(), "turn delivered", "turn", t.ID.String())
 	return nil
+}
+
+// turnContext carries the current Turn's span, for log records about it.
+func (c *conn) turnContext() context.Context {
+	if c.currentSpan == nil {
+		return c.ctx
+	}
+	return trace.ContextWithSpan(c.ctx, c.currentSpan)
 }
 
 func (c *conn) runTurn(t store.Turn) (*runtimev1.ConnectResponse, error) {
@@ -542,6 +558,8 @@ func (c *conn) drainRevoked(ctx context.Context, now time.Time) (done bool, err 
 func (c *conn) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
+	c.g.tel.closed(ctx)
+	c.g.tel.lost(c.currentSpan)
 	ids, err := c.g.cfg.Store.CloseRuntimeConnection(ctx, c.id())
 	if err != nil {
 		c.log.Warn("record disconnect failed", "error", err)

@@ -167,6 +167,14 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 	)
 	cp := checkpointer(p)
 	restored := o.ComputeName != ""
+	end := func(error) {}
+	if p != nil && (!restored || cp != nil) {
+		op := opObserve
+		if keepalive && !restored {
+			op = opKeepalive
+		}
+		ctx, end = w.tel.operation(ctx, op, w.node, o.ID)
+	}
 	switch {
 	case p == nil, restored && cp == nil:
 		callErr = errdefs.ErrObservationUnavailable
@@ -189,6 +197,7 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 	default:
 		info, callErr = w.getInfo(ctx, p, ref)
 	}
+	end(callErr)
 	compute, reason := observed(o.Allocation, info, callErr)
 	params := store.RecordObservationParams{
 		ID: o.ID, Revision: o.Revision, Compute: compute, Reason: reason,

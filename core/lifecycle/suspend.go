@@ -198,12 +198,14 @@ func (w *Worker) capture(ctx context.Context, cp sandbox.CheckpointProvider, a s
 		w.notify(a) // an abort because work arrived: the gateway reopens admission
 		return err
 	}
+	ctx, end := w.tel.operation(ctx, opCapture, w.node, a.ID)
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	res, callErr := cp.Suspend(callCtx, sandbox.SuspendRequest{Compute: src, OperationID: op.String()})
 	cancel()
+	end(callErr)
 	if callErr != nil {
 		// Unknown: the next pass observes the operation, never repeats it.
-		w.cfg.Log.Info("lifecycle capture unconfirmed", "node", w.node, "allocation", a.ID, "error", callErr)
+		w.cfg.Log.InfoContext(ctx, "lifecycle capture unconfirmed", "node", w.node, "allocation", a.ID, "error", callErr)
 		return nil
 	}
 	return w.settleCapture(ctx, cp, claimed, src, op, res, nil)
@@ -217,9 +219,11 @@ func (w *Worker) observeCapture(ctx context.Context, cp sandbox.CheckpointProvid
 		return err
 	}
 	op := *a.Suspension.Operation
+	ctx, end := w.tel.operation(ctx, opCaptureObserve, w.node, a.ID)
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	res, callErr := cp.Suspend(callCtx, sandbox.SuspendRequest{Compute: src, OperationID: op.String(), ObserveOnly: true})
 	cancel()
+	end(callErr)
 	return w.settleCapture(ctx, cp, a, src, op, res, callErr)
 }
 
@@ -337,11 +341,13 @@ func (w *Worker) resume(ctx context.Context, cp sandbox.CheckpointProvider, a st
 	if _, err := w.cfg.Store.ClaimRestore(ctx, a.ID, op); err != nil {
 		return err
 	}
+	ctx, end := w.tel.operation(ctx, opRestore, w.node, a.ID)
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	res, callErr := cp.Resume(callCtx, req)
 	cancel()
+	end(callErr)
 	if callErr != nil {
-		w.cfg.Log.Info("lifecycle restore unconfirmed", "node", w.node, "allocation", a.ID, "error", callErr)
+		w.cfg.Log.InfoContext(ctx, "lifecycle restore unconfirmed", "node", w.node, "allocation", a.ID, "error", callErr)
 		return nil
 	}
 	return w.settleRestore(ctx, cp, a, op, res.Compute)
@@ -374,10 +380,12 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 		return err
 	}
 	op := *a.Suspension.RestoreOperation
+	ctx, end := w.tel.operation(ctx, opRestoreObserve, w.node, a.ID)
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	res, callErr := cp.Resume(callCtx, sandbox.ResumeRequest{Snapshot: a.Suspension.Snapshot, Target: target,
 		OperationID: op.String(), ObserveOnly: true})
 	cancel()
+	end(callErr)
 	if callErr == nil && res.Compute.State == sandbox.ComputeRunning {
 		return w.settleRestore(ctx, cp, a, op, res.Compute)
 	}

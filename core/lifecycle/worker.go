@@ -326,6 +326,8 @@ func (c Config) withDefaults() Config {
 type Worker struct {
 	cfg  Config
 	node uuid.UUID
+	// tel is the worker's tracer and instruments (telemetry.go).
+	tel telemetry
 	// pendingAfter, allocAfter and observeAfter are the per-node cursors of
 	// the pending, the allocation and the observation scans; uuid.Nil is
 	// the start.
@@ -346,7 +348,7 @@ type Worker struct {
 
 // NewWorker returns the worker of node nodeID.
 func NewWorker(cfg Config, nodeID uuid.UUID) *Worker {
-	return &Worker{cfg: cfg.withDefaults(), node: nodeID, wake: make(chan struct{}, 1), drain: make(chan struct{})}
+	return &Worker{cfg: cfg.withDefaults(), node: nodeID, tel: newTelemetry(), wake: make(chan struct{}, 1), drain: make(chan struct{})}
 }
 
 // Drain asks the worker to stop between operations: Run returns once the
@@ -536,9 +538,11 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 		}
 		return err
 	}
+	ctx, end := w.tel.operation(ctx, opCreate, w.node, a.ID)
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	info, callErr := p.Create(callCtx, req)
 	cancel()
+	end(callErr)
 
 	// Recorded against the claimed attempt: a deletion since the claim
 	// moved the allocation's revision, and the outcome still counts.
@@ -549,7 +553,7 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 		return err
 	}
 	if callErr != nil {
-		w.cfg.Log.Info("lifecycle create failed", "node", w.node, "allocation", claimed.ID,
+		w.cfg.Log.InfoContext(ctx, "lifecycle create failed", "node", w.node, "allocation", claimed.ID,
 			"settled", outcome.Kind != store.CreateUnknown, "error", callErr)
 	}
 	return nil
@@ -625,9 +629,11 @@ func (w *Worker) abandon(ctx context.Context, p sandbox.SandboxProvider, a store
 // the allocation as recorded.
 func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) (store.Allocation, error) {
 	ref := a.Reference()
+	ctx, end := w.tel.operation(ctx, opObserve, w.node, a.ID)
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	info, _ := p.GetInfo(callCtx, ref) // an error is no evidence; its Info may be
+	info, callErr := p.GetInfo(callCtx, ref) // an error is no evidence; its Info may be
 	cancel()
+	end(callErr)
 	outcome := evidence(ref, info)
 	if outcome.Kind == store.CreateUnknown && (a.State != store.AllocationCreateDispatched) {
 		return a, nil // nothing new
@@ -657,9 +663,11 @@ func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store
 			if draining, err := w.cfg.Store.CancelDraining(ctx, a.ID); err != nil || draining {
 				return err
 			}
-			callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+			kctx, end := w.tel.operation(ctx, opKill, w.node, a.ID)
+			callCtx, cancel := context.WithTimeout(kctx, w.cfg.CallTimeout)
 			killErr = p.Kill(callCtx, a.Reference())
 			cancel()
+			end(killErr)
 		}
 		// Otherwise no Create was ever sent: Create follows only a
 		// successful ClaimCreate, which records the dispatch in the same

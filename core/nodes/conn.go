@@ -17,15 +17,21 @@ import (
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/nodewire"
+	"berth.dev/sandbox/otelsetup"
 	"berth.dev/sandbox/providercontract"
 )
 
 // Dial returns a client connection to the node agent at addr that
 // authenticates with Core's client certificate and verifies the node's
 // (tlsCfg from nodetls.ClientConfig). No I/O happens until the first call.
+// Each call is a client span (otelsetup.ClientHandler) whose W3C
+// trace-context travels in the call's metadata, so the node agent's
+// server span, and the adapter's work under it, join the caller's trace
+// (a lifecycle operation's).
 func Dial(addr string, tlsCfg *tls.Config) (*grpc.ClientConn, error) {
 	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithStatsHandler(otelsetup.ClientHandler()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(nodewire.MaxMessageBytes), grpc.MaxCallSendMsgSize(nodewire.MaxMessageBytes)),
 		// A stopped or cut-off node is noticed by its silence, not at the
 		// end of the presence window (nodewire.KeepaliveTime).

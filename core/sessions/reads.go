@@ -64,3 +64,26 @@ func (s *Service) ListAllocations(ctx context.Context, after store.AgeCursor, li
 func AllocationCursor(a store.SessionAllocation) store.AgeCursor {
 	return store.AgeCursor{CreatedAt: a.CreatedAt, ID: a.ID}
 }
+
+// CountByState counts the Sessions whose deletion has not completed by
+// their state as StateOf derives it (provisioning, active, failed,
+// deleting; a deleted Session is not counted): what berth-core's
+// berth.sessions gauge reports. The store groups the Sessions by the facts
+// StateOf reads, so this is one query whatever their number.
+func (s *Service) CountByState(ctx context.Context) (map[State]int64, error) {
+	rows, err := s.store.CountLiveSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[State]int64{}
+	for _, r := range rows {
+		b := store.SessionBundle{Session: store.Session{State: r.Session}, Environment: store.Environment{State: r.Environment}}
+		if r.Allocation != "" {
+			// StateOf asks only whether there is an unreleased allocation
+			// (a non-nil id), and its state and settlement.
+			b.Allocation = store.Allocation{ID: uuid.Max, State: r.Allocation, CreateSettled: r.CreateSettled}
+		}
+		out[StateOf(b)] += r.Sessions
+	}
+	return out, nil
+}

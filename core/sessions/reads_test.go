@@ -269,3 +269,46 @@ func TestStateFollowsRecordedEvidence(t *testing.T) {
 		t.Fatalf("released allocation: %v settled %t", s, settled)
 	}
 }
+
+// TestCountByStateAgreesWithStateOf: the metrics' count of Sessions by
+// state is what StateOf says of each Session the API lists, deleted
+// Sessions left out.
+func TestCountByStateAgreesWithStateOf(t *testing.T) {
+	f := newFixture(t)
+	f.Deploy(t, 10)
+	running := func() store.SessionBundle {
+		b := f.create(t)
+		a, err := f.St.ClaimCreate(f.Ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
+		must(t, err)
+		_, err = f.St.RecordCreateOutcome(f.Ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-" + a.ID.String(), BootstrapComplete: true})
+		must(t, err)
+		return b
+	}
+	f.create(t)
+	f.create(t) // two provisioning
+	running()   // one active
+	deleting := running()
+	_, err := f.Svc.Delete(f.Ctx, deleting.Session.ID)
+	must(t, err)
+	deleted := f.create(t)
+	_, err = f.Svc.Delete(f.Ctx, deleted.Session.ID)
+	must(t, err)
+	f.release(t, deleted.Allocation.ID)
+
+	want := map[sessions.State]int64{}
+	list, err := f.Svc.List(f.Ctx, store.AgeCursor{}, 100, false)
+	must(t, err)
+	for _, b := range list {
+		want[sessions.StateOf(b)]++
+	}
+	got, err := f.Svc.CountByState(f.Ctx)
+	must(t, err)
+	if len(got) != len(want) || want[sessions.StateProvisioning] != 2 || want[sessions.StateActive] != 1 || want[sessions.StateDeleting] != 1 {
+		t.Fatalf("counts %v, listed states %v", got, want)
+	}
+	for s, n := range want {
+		if got[s] != n {
+			t.Errorf("%v: counted %d, listed %d", s, got[s], n)
+		}
+	}
+}

@@ -37,6 +37,7 @@ type Reader interface {
 	RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]store.RuntimeReadiness, error)
 	GetSessionAllocation(ctx context.Context, id uuid.UUID) (store.SessionAllocation, error)
 	ListAllocationsByAge(ctx context.Context, limit int, after store.AgeCursor, includeReleased bool) ([]store.SessionAllocation, error)
+	CountLiveSessions(ctx context.Context) ([]store.SessionStateCount, error)
 }
 
 // CredentialBytes is the size of a device credential's random part; the

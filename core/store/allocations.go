@@ -111,6 +111,21 @@ func (a Allocation) CreationSettled() bool {
 	return a.CreateDispatchedAt == nil || a.CreateSettled || a.AbsenceReceipt
 }
 
+// CountUnreleasedAllocations counts the unreleased allocations by state
+// (an index scan of the unreleased ones; released allocations are history
+// and are not counted).
+func (s *Store) CountUnreleasedAllocations(ctx context.Context) (map[AllocationState]int64, error) {
+	rows, err := s.q.CountUnreleasedAllocations(ctx)
+	if err != nil {
+		return nil, wrap("count unreleased allocations", err)
+	}
+	out := make(map[AllocationState]int64, len(rows))
+	for _, r := range rows {
+		out[AllocationState(r.State)] = r.Allocations
+	}
+	return out, nil
+}
+
 // GetAllocation returns an allocation by id; ErrNotFound when there is
 // none.
 func (s *Store) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {

@@ -515,3 +515,31 @@ func (s *Store) ListSessionsByAge(ctx context.Context, limit int, after AgeCurso
 	}
 	return page, nil
 }
+
+// SessionStateCount is how many Sessions whose deletion has not completed
+// share one combination of the facts their state is derived from
+// (sessions.StateOf): the Session's state, its Environment's and its
+// unreleased allocation's.
+type SessionStateCount struct {
+	Session     SessionState
+	Environment EnvironmentState
+	// Allocation is the state of the unreleased allocation; empty when
+	// the Session has none.
+	Allocation    AllocationState
+	CreateSettled bool
+	Sessions      int64
+}
+
+// CountLiveSessions counts the Sessions whose deletion has not completed,
+// by the facts their state is derived from (a few rows). It reads every
+// Session row once: metrics call it at most once per refresh, never per
+// request.
+func (s *Store) CountLiveSessions(ctx context.Context) ([]SessionStateCount, error) {
+	return fetchRows("count live sessions", func() ([]db.CountLiveSessionsRow, error) { return s.q.CountLiveSessions(ctx) },
+		func(r db.CountLiveSessionsRow) SessionStateCount {
+			return SessionStateCount{
+				Session: SessionState(r.SessionState), Environment: EnvironmentState(r.EnvironmentState),
+				Allocation: AllocationState(r.AllocationState), CreateSettled: r.CreateSettled, Sessions: r.Sessions,
+			}
+		})
+}

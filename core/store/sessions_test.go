@@ -372,3 +372,53 @@ func TestCreateSessionHonoursEachNodesCapacity(t *testing.T) {
 		storetest.Absent(t, st.Store, n)
 	}
 }
+
+// TestCountsOfLiveSessionsAndAllocations: the metrics' counts see every
+// Session whose deletion has not completed, grouped by the facts its
+// state comes from, and every unreleased allocation by state; a deleted
+// Session and a released allocation are history and not counted.
+func TestCountsOfLiveSessionsAndAllocations(t *testing.T) {
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
+	_, _ = newSession(t, ctx, st) // allocated, never sent
+	_, _ = storetest.RunningSession(t, st)
+	deleting, _ := storetest.RunningSession(t, st)
+	_, err := st.RequestSessionDeletion(ctx, deleting.Session.ID)
+	must(t, err)
+	p, _ := newSession(t, ctx, st) // deleted: its allocation released
+	b, err := st.RequestSessionDeletion(ctx, p.SessionID)
+	must(t, err)
+	storetest.Release(t, st, b.Allocation)
+
+	counts, err := st.CountLiveSessions(ctx)
+	must(t, err)
+	type key struct {
+		s store.SessionState
+		e store.EnvironmentState
+		a store.AllocationState
+		c bool
+	}
+	got := map[key]int64{}
+	for _, c := range counts {
+		got[key{c.Session, c.Environment, c.Allocation, c.CreateSettled}] += c.Sessions
+	}
+	want := map[key]int64{
+		{store.SessionActive, store.EnvironmentPending, store.AllocationAllocated, false}:                1,
+		{store.SessionActive, store.EnvironmentPending, store.AllocationRunning, true}:                   1,
+		{store.SessionDeleteRequested, store.EnvironmentPending, store.AllocationCleanupRequested, true}: 1,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("live Session counts %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("live Session count %+v = %d, want %d (all: %v)", k, got[k], n, got)
+		}
+	}
+	allocs, err := st.CountUnreleasedAllocations(ctx)
+	must(t, err)
+	if len(allocs) != 3 || allocs[store.AllocationAllocated] != 1 || allocs[store.AllocationRunning] != 1 ||
+		allocs[store.AllocationCleanupRequested] != 1 {
+		t.Fatalf("unreleased allocations by state: %v", allocs)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"berth.dev/sandbox/otelsetup"
+
 	"berth.dev/core/daemon"
 	"berth.dev/core/store"
 )
@@ -122,6 +124,7 @@ func serveFlags(cfg *daemon.Config, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.RuntimeTLSCertFile, "runtime-tls-cert", "", "PEM certificate chain of the Runtime gateway (with --runtime-tls-key); default: one issued from the installation CA for the public URL's host")
 	fs.StringVar(&cfg.RuntimeTLSKeyFile, "runtime-tls-key", "", "PEM private key of --runtime-tls-cert")
 	fs.BoolVar(&cfg.RuntimeInsecure, "runtime-insecure", false, "serve the Runtime gateway in plaintext (an http public URL on a private network, or a TLS-terminating proxy in front): device credentials cross in clear")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "Prometheus metrics address (GET /metrics, plain HTTP); empty: no metrics")
 	fs.DurationVar(&cfg.RuntimeKeepalive, "runtime-keepalive", daemon.DefaultRuntimeKeepalive, "interval of the gateway's keepalives to idle Runtimes")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", daemon.DefaultLeaseTTL, "execution lease lifetime")
 	fs.DurationVar(&cfg.NodeInterval, "node-interval", daemon.DefaultNodeInterval, "how often node connections are reconciled")
@@ -146,7 +149,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return 2
 	}
 	cfg.Version = version
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	// A record logged inside a span carries its trace and span ids.
+	log := slog.New(otelsetup.LogHandler(slog.NewJSONHandler(stderr, nil)))
+	// Traces only when the OTEL_* environment asks for them.
+	shutdown, _, err := otelsetup.Traces(ctx, otelsetup.CoreService, version, log)
+	if err != nil {
+		log.Error("telemetry", "error", err.Error())
+		return 2
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), otelsetup.ShutdownTimeout)
+		defer cancel()
+		_ = shutdown(sctx)
+	}()
 	if err := daemon.Run(ctx, cfg, log, nil); err != nil {
 		log.Error("berth-core stopped", "error", err.Error())
 		return 1

@@ -207,6 +207,41 @@ func (q *Queries) CountCreateFailures(ctx context.Context, environmentID uuid.UU
 	return column_1, err
 }
 
+const countUnreleasedAllocations = `-- name: CountUnreleasedAllocations :many
+SELECT state, count(*)::bigint AS allocations
+FROM allocations
+WHERE state <> 'released'
+GROUP BY state
+`
+
+type CountUnreleasedAllocationsRow struct {
+	State       string
+	Allocations int64
+}
+
+// CountUnreleasedAllocations counts the unreleased allocations by state
+// (released ones are history and grow without bound): the partial index
+// allocations_node_unreleased finds them.
+func (q *Queries) CountUnreleasedAllocations(ctx context.Context) ([]CountUnreleasedAllocationsRow, error) {
+	rows, err := q.db.Query(ctx, countUnreleasedAllocations)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CountUnreleasedAllocationsRow
+	for rows.Next() {
+		var i CountUnreleasedAllocationsRow
+		if err := rows.Scan(&i.State, &i.Allocations); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getAllocation = `-- name: GetAllocation :one
 SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at FROM allocations WHERE id = $1
 `

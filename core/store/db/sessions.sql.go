@@ -13,6 +13,58 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const countLiveSessions = `-- name: CountLiveSessions :many
+SELECT s.state AS session_state, e.state AS environment_state,
+       coalesce(a.state, '')::text AS allocation_state,
+       coalesce(a.create_settled, false)::boolean AS create_settled,
+       count(*)::bigint AS sessions
+FROM sessions s
+JOIN environments e ON e.session_id = s.id
+LEFT JOIN allocations a ON a.environment_id = e.id AND a.state <> 'released'
+WHERE s.state = 'active' OR a.id IS NOT NULL
+GROUP BY s.state, e.state, a.state, a.create_settled
+`
+
+type CountLiveSessionsRow struct {
+	SessionState     string
+	EnvironmentState string
+	AllocationState  string
+	CreateSettled    bool
+	Sessions         int64
+}
+
+// CountLiveSessions counts the Sessions whose deletion has not completed
+// (active, or deletion requested while an allocation is still owned),
+// grouped by what sessions.StateOf reads of each: a handful of rows
+// whatever the number of Sessions. It reads every Session row once (no
+// index on state), so the metrics that use it run it at most once per
+// refresh interval, never per request.
+func (q *Queries) CountLiveSessions(ctx context.Context) ([]CountLiveSessionsRow, error) {
+	rows, err := q.db.Query(ctx, countLiveSessions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CountLiveSessionsRow
+	for rows.Next() {
+		var i CountLiveSessionsRow
+		if err := rows.Scan(
+			&i.SessionState,
+			&i.EnvironmentState,
+			&i.AllocationState,
+			&i.CreateSettled,
+			&i.Sessions,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getEnvironment = `-- name: GetEnvironment :one
 SELECT id, session_id, tenant_id, state, created_at, failure_code, terminal_cause, terminated_at FROM environments WHERE id = $1
 `

@@ -226,3 +226,12 @@ LIMIT @page_size;
 SELECT (session_idle_since(@id::uuid) IS NOT NULL)::boolean AS idle,
        coalesce(session_idle_since(@id::uuid), now())::timestamptz AS idle_since,
        now()::timestamptz AS read_at;
+
+-- name: CountUnreleasedAllocations :many
+-- CountUnreleasedAllocations counts the unreleased allocations by state
+-- (released ones are history and grow without bound): the partial index
+-- allocations_node_unreleased finds them.
+SELECT state, count(*)::bigint AS allocations
+FROM allocations
+WHERE state <> 'released'
+GROUP BY state;

@@ -89,3 +89,20 @@ SELECT * FROM placements WHERE environment_id = ANY(@environment_ids::uuid[]);
 
 -- name: ListUnreleasedAllocationsByEnvironments :many
 SELECT * FROM allocations WHERE environment_id = ANY(@environment_ids::uuid[]) AND state <> 'released';
+
+-- name: CountLiveSessions :many
+-- CountLiveSessions counts the Sessions whose deletion has not completed
+-- (active, or deletion requested while an allocation is still owned),
+-- grouped by what sessions.StateOf reads of each: a handful of rows
+-- whatever the number of Sessions. It reads every Session row once (no
+-- index on state), so the metrics that use it run it at most once per
+-- refresh interval, never per request.
+SELECT s.state AS session_state, e.state AS environment_state,
+       coalesce(a.state, '')::text AS allocation_state,
+       coalesce(a.create_settled, false)::boolean AS create_settled,
+       count(*)::bigint AS sessions
+FROM sessions s
+JOIN environments e ON e.session_id = s.id
+LEFT JOIN allocations a ON a.environment_id = e.id AND a.state <> 'released'
+WHERE s.state = 'active' OR a.id IS NOT NULL
+GROUP BY s.state, e.state, a.state, a.create_settled;

@@ -23,6 +23,7 @@ import (
 	"syscall"
 
 	pb "berth.dev/proto/berth/sandboxnode/v1"
+	"berth.dev/sandbox/otelsetup"
 
 	"berth.dev/nodeagent"
 )
@@ -53,8 +54,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if !ok {
 			return 1
 		}
+		cfg.Version = version
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
+		// Traces only when the OTEL_* environment asks for them.
+		shutdown, _, err := otelsetup.Traces(ctx, otelsetup.NodeAgentService, version, log)
+		if err != nil {
+			log.Error("telemetry", "error", err.Error())
+			return 1
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), otelsetup.ShutdownTimeout)
+			defer cancel()
+			_ = shutdown(sctx)
+		}()
 		if err := nodeagent.Serve(ctx, cfg, log, nil); err != nil {
 			log.Error("node agent failed", "error", err.Error())
 			return 1
@@ -67,10 +80,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // loadConfig makes the JSON logger on stderr that serve and enroll log
-// with, and loads the configuration file at path; it returns false, having
-// logged why, when the file is unusable.
+// with (a record logged inside a span carries its trace and span ids), and
+// loads the configuration file at path; it returns false, having logged
+// why, when the file is unusable.
 func loadConfig(path string, stderr io.Writer) (*slog.Logger, nodeagent.Config, bool) {
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log := slog.New(otelsetup.LogHandler(slog.NewJSONHandler(stderr, nil)))
 	cfg, err := nodeagent.LoadConfig(path)
 	if err != nil {
 		log.Error("configuration", "error", err.Error())

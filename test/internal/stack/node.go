@@ -73,6 +73,8 @@ type Node struct {
 	spec       *adminv1.Specification
 	// Bin is the binary it runs ("": Main's).
 	Bin string
+	// env is NodeOptions.Env.
+	env []string
 }
 
 // NodeOptions shape a node's configuration.
@@ -95,6 +97,11 @@ type NodeOptions struct {
 	// against the whole host, as before the host reserve existed; give an
 	// empty map for the defaults.
 	Capacity map[string]any
+	// MetricsListen, when set, is the configuration's metrics_listen.
+	MetricsListen string
+	// Env are extra environment entries (KEY=value) of the agent's
+	// process, after the test's own.
+	Env []string
 }
 
 // DefaultSpecification is the specification a node is configured with
@@ -187,7 +194,7 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	state := filepath.Join(dir, "state")
-	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json"), generation: o.Generation, spec: spec, Bin: o.Bin}
+	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json"), generation: o.Generation, spec: spec, Bin: o.Bin, env: o.Env}
 	cfg := map[string]any{
 		"state_dir": state,
 		"listen":    o.Listen,
@@ -198,6 +205,9 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 		},
 		"health_interval": "1m",
 		"capacity":        capacity,
+	}
+	if o.MetricsListen != "" {
+		cfg["metrics_listen"] = o.MetricsListen
 	}
 	data, _ := json.Marshal(cfg)
 	if err := os.WriteFile(n.Config, data, 0o600); err != nil {
@@ -231,6 +241,9 @@ func (n *Node) EditConfig(edit func(cfg map[string]any)) {
 func (n *Node) Start() {
 	n.t.Helper()
 	n.Cmd = exec.Command(n.bin(), "serve", "--config", n.Config)
+	if len(n.env) > 0 {
+		n.Cmd.Env = append(os.Environ(), n.env...)
+	}
 	stderr, err := n.Cmd.StderrPipe()
 	if err != nil {
 		n.t.Fatal(err)
