@@ -14,6 +14,9 @@ PKGS := $(foreach m,$(MODULES),berth.dev/$(m)/...)
 RACE_MODULES := proto sandbox nodeagent core runtimebootstrap
 RACE_PKGS := $(foreach m,$(RACE_MODULES),berth.dev/$(m)/...)
 BLACKBOX_PKGS := berth.dev/test/...
+# CHAOS_PKG is the fault suite: make test runs its short form beside
+# everything else, since its scenarios mostly wait (timeouts, restarts).
+CHAOS_PKG := berth.dev/test/chaos
 
 BIN := $(CURDIR)/.bin
 export PATH := $(BIN):$(PATH)
@@ -134,9 +137,18 @@ verify-systemd: ## systemd-analyze verify (no warning allowed) and an exposure b
 	scripts/verify-systemd
 
 .PHONY: test
-test: verify ## Everything CI runs: verify, every test of proto, sandbox, nodeagent, core, runtimebootstrap with -race, then the black-box suites (test/)
-	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)
-	go test $(GO_TEST_FLAGS) $(BLACKBOX_PKGS)
+test: verify ## Everything CI runs: verify, every test of proto, sandbox, nodeagent, core, runtimebootstrap with -race, then the black-box suites (test/; the fault suite's short form runs beside all of it from the start)
+	@chaos_log=$$(mktemp); trap 'rm -f "$$chaos_log"' EXIT; status=0; \
+	echo "go test $(GO_TEST_FLAGS) $(CHAOS_PKG) (in the background from the start: it waits more than it computes; its output follows)"; \
+	go test $(GO_TEST_FLAGS) $(CHAOS_PKG) >"$$chaos_log" 2>&1 & chaos=$$!; \
+	echo "go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)"; \
+	go test -race $(GO_TEST_FLAGS) $(RACE_PKGS) || status=1; \
+	others=$$(go list $(BLACKBOX_PKGS) | grep -vx '$(CHAOS_PKG)'); \
+	echo "go test $(GO_TEST_FLAGS) $(BLACKBOX_PKGS) but $(CHAOS_PKG)"; \
+	go test $(GO_TEST_FLAGS) $$others || status=1; \
+	wait $$chaos || status=1; \
+	cat "$$chaos_log"; \
+	exit $$status
 
 .PHONY: chaos-race
 chaos-race: ## The fault suite's short form (each scenario once) under -race, berth-core and berth-nodeagent built with -race too: a race report in the harness or in any process's log fails it
