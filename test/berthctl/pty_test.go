@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"berth.dev/sandbox/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ func openPTY(t *testing.T) (master, tty *os.File) {
 	t.Helper()
 	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		testenv.Unavailable(t, "no pseudo-terminal (/dev/ptmx)")
 	}
 	t.Cleanup(func() { master.Close() })
 	fd := int(master.Fd())
