@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,24 +39,16 @@ func (a *app) deploymentCmd() *cobra.Command {
 	var pc candidateFlags
 	var previewMask string
 	preview := a.command("preview", "Validate and normalize a candidate and show what a commit would store (writes nothing)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		cand, err := pc.candidate(cmd, a.stdin)
-		if err != nil {
-			return err
-		}
-		api, err := a.deployments()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand, UpdateMask: mask(previewMask)})
-		if err != nil {
-			return err
-		}
-		return a.show(resp, func(w io.Writer) {
-			deploymentFields(w, resp.GetDeployment(), false)
-			field(w, "CHANGED", yesno(resp.GetChanged()))
-			field(w, "EXPECTED GENERATION", fmt.Sprint(resp.GetExpectedGeneration()))
+		return a.withCandidate(cmd, &pc, func(ctx context.Context, api adminv1.DeploymentServiceClient, cand *adminv1.DeploymentCandidate) error {
+			resp, err := api.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand, UpdateMask: mask(previewMask)})
+			if err != nil {
+				return err
+			}
+			return a.show(resp, func(w io.Writer) {
+				deploymentFields(w, resp.GetDeployment(), false)
+				field(w, "CHANGED", yesno(resp.GetChanged()))
+				field(w, "EXPECTED GENERATION", fmt.Sprint(resp.GetExpectedGeneration()))
+			})
 		})
 	})
 	pc.flags(preview.Flags())
@@ -64,21 +57,13 @@ func (a *app) deploymentCmd() *cobra.Command {
 	var cc candidateFlags
 	var commitExpected uint64
 	commit := a.command("commit", "Commit the first deployment generation", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		cand, err := cc.candidate(cmd, a.stdin)
-		if err != nil {
-			return err
-		}
-		api, err := a.deployments()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: commitExpected})
-		if err != nil {
-			return err
-		}
-		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), false) })
+		return a.withCandidate(cmd, &cc, func(ctx context.Context, api adminv1.DeploymentServiceClient, cand *adminv1.DeploymentCandidate) error {
+			resp, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: commitExpected})
+			if err != nil {
+				return err
+			}
+			return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), false) })
+		})
 	})
 	cc.flags(commit.Flags())
 	commit.Flags().Uint64Var(&commitExpected, "expected-generation", 0, "the generation previewed against (0 before the first commit)")
@@ -90,26 +75,18 @@ func (a *app) deploymentCmd() *cobra.Command {
 		if !cmd.Flags().Changed("expected-generation") {
 			return usagef(cmd, "replace needs --expected-generation: the generation you previewed against ('deployment preview' shows it)")
 		}
-		cand, err := rc.candidate(cmd, a.stdin)
-		if err != nil {
-			return err
-		}
-		api, err := a.deployments()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.ReplaceDeployment(ctx, &adminv1.ReplaceDeploymentRequest{Candidate: cand, UpdateMask: mask(replaceMask), ExpectedGeneration: replaceExpected})
-		if err != nil {
-			return err
-		}
-		return a.show(resp, func(w io.Writer) {
-			deploymentFields(w, resp.GetDeployment(), false)
-			field(w, "CHANGED", yesno(resp.GetChanged()))
-			field(w, "RETIRED NODES", dash(strings.Join(resp.GetRetiredNodes(), ", ")))
-			field(w, "REVOKED TOKENS", fmt.Sprint(resp.GetRevokedEnrollmentTokens()))
-			field(w, "ADMISSION PAUSE", dur(resp.GetAdmissionPause()))
+		return a.withCandidate(cmd, &rc, func(ctx context.Context, api adminv1.DeploymentServiceClient, cand *adminv1.DeploymentCandidate) error {
+			resp, err := api.ReplaceDeployment(ctx, &adminv1.ReplaceDeploymentRequest{Candidate: cand, UpdateMask: mask(replaceMask), ExpectedGeneration: replaceExpected})
+			if err != nil {
+				return err
+			}
+			return a.show(resp, func(w io.Writer) {
+				deploymentFields(w, resp.GetDeployment(), false)
+				field(w, "CHANGED", yesno(resp.GetChanged()))
+				field(w, "RETIRED NODES", dash(strings.Join(resp.GetRetiredNodes(), ", ")))
+				field(w, "REVOKED TOKENS", fmt.Sprint(resp.GetRevokedEnrollmentTokens()))
+				field(w, "ADMISSION PAUSE", dur(resp.GetAdmissionPause()))
+			})
 		})
 	})
 	replace.Long = `replace commits the candidate as a new generation when --expected-generation
@@ -132,6 +109,24 @@ argv) and from flags, which override the file's fields.`
       --disk-bytes 2Gi --max-active 4 --max-retained 4
   berthctl deployment commit -f candidate.json --expected-generation 0`
 	return c
+}
+
+// withCandidate reads cf's candidate and calls call with it, a
+// DeploymentService client and a bounded context.
+func (a *app) withCandidate(cmd *cobra.Command, cf *candidateFlags,
+	call func(context.Context, adminv1.DeploymentServiceClient, *adminv1.DeploymentCandidate) error,
+) error {
+	cand, err := cf.candidate(cmd, a.stdin)
+	if err != nil {
+		return err
+	}
+	api, err := a.deployments()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.call()
+	defer cancel()
+	return call(ctx, api, cand)
 }
 
 // mask parses --update-mask: comma-separated paths, nil when empty.
