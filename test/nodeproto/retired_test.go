@@ -182,6 +182,14 @@ func TestRetirementDrainsTheNodesWorker(t *testing.T) {
 	stack.WaitFor(t, time.Minute, "the Create in flight to complete (not cancelled)", func() bool {
 		return allocationOf(second).GetState() == adminv1.Allocation_STATE_ACTIVE
 	})
+	// The engine's view: the one Session left has its container running.
+	running, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: stack.InstallationFilter(cl.Installation)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(running.Items) != 1 {
+		t.Fatalf("the engine runs %d containers of the installation, want the one the hung Create made", len(running.Items))
+	}
 	if !strings.Contains(c.Logs(), "owner failure: admission closed") {
 		t.Fatalf("Core did not report the owner failure:\n%s", c.Logs())
 	}
