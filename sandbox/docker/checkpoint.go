@@ -611,18 +611,8 @@ func (p *Provider) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandb
 	if err := p.refuseExistingCompute(ctx, t); err != nil {
 		return sandbox.ResumeResult{}, err
 	}
-	if err := p.record(ref, t.Name); err != nil {
+	if _, err := p.createVolumes(ctx, ref, t.Name, p.computeLabels(ref, t.Generation)); err != nil {
 		return sandbox.ResumeResult{}, fmt.Errorf("resume: %w", err)
-	}
-	labels := p.computeLabels(ref, t.Generation)
-	for _, name := range []string{t.Name + homeSuffix, t.Name + environmentSuffix} {
-		res, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: labels})
-		if err != nil {
-			return sandbox.ResumeResult{}, fmt.Errorf("resume: %w", createErr("create volume", err))
-		}
-		if !p.owns(ref, res.Volume.Labels) {
-			return sandbox.ResumeResult{}, fmt.Errorf("resume: create volume: %w", errdefs.ErrOwnership)
-		}
 	}
 	created, err := p.cli.ContainerCreate(ctx, p.computeCreateOptions(t, req.Resources))
 	if err != nil {

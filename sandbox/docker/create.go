@@ -64,28 +64,15 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		return info, err
 	}
 
-	// The volume names are recorded before the engine is asked for them,
-	// so that a volume the engine leaves unlabelled stays provably ref's
-	// (intents.go). Nothing is mutated yet: a failure is settled.
-	if err := p.record(ref, p.Name(ref)); err != nil {
-		return sandbox.Info{Reference: ref, State: sandbox.StateAbsent, CreateSettled: true}, fmt.Errorf("create: %w", err)
-	}
-
-	// From here on, a failure may leave resources: return the Reference so
-	// Core keeps ownership and cleans up through Kill.
+	// From a sent request on, a failure may leave resources: return the
+	// Reference so Core keeps ownership and cleans up through Kill.
 	partial := sandbox.Info{Reference: ref}
-	for _, name := range []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)} {
-		res, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: p.computeLabels(ref, 1)})
-		if err != nil {
-			return partial, createErr("create volume", err)
+	if sent, err := p.createVolumes(ctx, ref, p.Name(ref), p.computeLabels(ref, 1)); err != nil {
+		if !sent {
+			// Nothing was asked of the engine: the attempt is settled.
+			return sandbox.Info{Reference: ref, State: sandbox.StateAbsent, CreateSettled: true}, fmt.Errorf("create: %w", err)
 		}
-		// The engine answers an existing name with the existing volume: one
-		// that appeared since the check is not ours to use, and the record
-		// goes so that Kill never takes it for ref's.
-		if !p.owns(ref, res.Volume.Labels) {
-			p.forget(p.Name(ref))
-			return partial, fmt.Errorf("create volume: %w", errdefs.ErrOwnership)
-		}
+		return partial, err
 	}
 
 	created, err := p.cli.ContainerCreate(ctx, p.ContainerCreateOptions(ref, req.Resources))
@@ -132,6 +119,30 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		Reference: ref, ProviderID: created.ID, State: sandbox.StateRunning,
 		BootstrapComplete: true, CreateSettled: true,
 	}, nil
+}
+
+// createVolumes is the one volume step of Create and Resume: it records
+// group's two volume names for ref (intents.go), then asks the engine for
+// each, labelled with labels. The engine answers an existing name with the
+// existing volume: one that appeared since the caller's check is not ours
+// to use, so createVolumes refuses it (ErrOwnership) and drops the group's
+// record, so that Kill never takes that volume for ref's. sent is false
+// when the record failed and nothing was asked of the engine.
+func (p *Provider) createVolumes(ctx context.Context, ref sandbox.Reference, group string, labels map[string]string) (sent bool, err error) {
+	if err := p.record(ref, group); err != nil {
+		return false, err
+	}
+	for _, name := range []string{group + homeSuffix, group + environmentSuffix} {
+		res, err := p.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: labels})
+		if err != nil {
+			return true, createErr("create volume", err)
+		}
+		if !p.owns(ref, res.Volume.Labels) {
+			p.forget(group)
+			return true, fmt.Errorf("create volume: %w", errdefs.ErrOwnership)
+		}
+	}
+	return true, nil
 }
 
 // createErr maps a failed mutation of Create. A definite rejection is

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/docker"
@@ -159,5 +161,35 @@ func TestCreateWithoutIntentRecordMutatesNothing(t *testing.T) {
 	}
 	if slices.ContainsFunc(srv.Calls(), func(c dockertest.Call) bool { return c.Mutating }) {
 		t.Fatalf("Create sent mutations: %v", srv.CallNames())
+	}
+}
+
+// TestResumeRacedByAnUnlabelledVolume is Create's race for Resume (issue
+// 26, item 12): a volume that appears under the target's name between
+// Resume's check and its create is answered unchanged by the engine;
+// Resume refuses it and drops the group's record, so that Kill, which
+// removes every later incarnation of ref, never takes that volume for
+// ref's.
+func TestResumeRacedByAnUnlabelledVolume(t *testing.T) {
+	f := newCheckpointFixture(t)
+	ctx := context.Background()
+	res, err := f.p.Suspend(ctx, sandbox.SuspendRequest{Compute: f.first, OperationID: uuid.NewString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := f.p.NewCompute(f.first)
+	home := second.Name + "-home"
+	f.srv.Arm(dockertest.CallVolumeInspect, dockertest.FaultHookAfterDispatch, func() { f.srv.PutVolume(home, nil) })
+	if _, err := f.p.Resume(ctx, sandbox.ResumeRequest{
+		Snapshot: res.Snapshot, Target: second, OperationID: uuid.NewString(),
+		Resources: resources, Bootstrap: contracttest.CreateRequest(f.ref, resources).Bootstrap,
+	}); !errors.Is(err, errdefs.ErrOwnership) {
+		t.Fatalf("Resume = %v; want ErrOwnership", err)
+	}
+	if err := f.p.Kill(ctx, f.ref); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	if _, ok := f.srv.Volume(home); !ok {
+		t.Fatal("Kill removed the foreign volume that raced Resume")
 	}
 }
