@@ -453,3 +453,56 @@ func TestAcceptanceKillRemovesEveryIncarnationAndSnapshot(t *testing.T) {
 		t.Fatalf("after Kill: containers %v and volumes %v, want only the tombstone (%v, %v)", cs, vs, tc, tv)
 	}
 }
+
+// TestAcceptanceKillBesideAForeignFirstName is issue 26's item 1: after a
+// suspension removed the first incarnation and a resume made the second,
+// another tenant's container takes the first incarnation's name. Kill
+// removes the second incarnation and the snapshot (every owned resource
+// of the Reference, whatever holds the first name) and touches nothing
+// foreign.
+func TestAcceptanceKillBesideAForeignFirstName(t *testing.T) {
+	e := newEngine(t, false)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+	e.create(ref)
+	first, _ := e.p.Initial(ref)
+	res, err := e.p.Suspend(ctx, sandbox.SuspendRequest{Compute: first, OperationID: uuid.NewString()})
+	if err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	second, _ := e.p.NewCompute(first)
+	if _, err := e.p.Resume(ctx, sandbox.ResumeRequest{
+		Snapshot: res.Snapshot, Target: second, OperationID: uuid.NewString(), Resources: resources,
+		Bootstrap: contracttest.CreateRequest(ref, resources).Bootstrap,
+	}); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	foreign := e.p.Labels(ref)
+	foreign[docker.LabelTenant] = uuid.NewString()
+	cc, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:   e.p.Name(ref),
+		Config: &container.Config{Image: e.image, Cmd: []string{"true"}, Labels: foreign},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.cli.ContainerRemove(ctx, cc.ID, client.ContainerRemoveOptions{Force: true}) })
+
+	e.kill(ref)
+	e.kill(ref)
+	if _, ok := e.inspect(second.Name); ok {
+		t.Error("Kill left the second incarnation on the engine")
+	}
+	if _, ok := e.inspect(res.Snapshot.ID); ok {
+		t.Error("Kill left the snapshot's holder on the engine")
+	}
+	// Every resource left with the installation's label is the foreign
+	// container (it carries it: only its tenant differs).
+	cs, vs := e.owned()
+	if len(cs) != 1 || cs[0] != cc.ID || len(vs) != 0 {
+		t.Errorf("after Kill: containers %v and volumes %v; want only the foreign container %s", cs, vs, cc.ID)
+	}
+	if _, err := e.cli.ContainerInspect(ctx, cc.ID, client.ContainerInspectOptions{}); err != nil {
+		t.Errorf("the foreign container is gone: %v", err)
+	}
+}

@@ -308,3 +308,37 @@ func TestFixtureForeignAndExactIncarnations(t *testing.T) {
 		t.Fatalf("ResumeCompute of a stopped source mutated %v (%s)", m, f.state(f.id))
 	}
 }
+
+// TestFixtureKillBesideAForeignFirstName: issue 26's item 1 against the
+// fixture (TestAcceptanceKillBesideAForeignFirstName is the same on a
+// real engine). A foreign container under the first incarnation's name
+// after a suspension and a resume: Kill removes the second incarnation
+// and the snapshot and never touches the foreign container.
+func TestFixtureKillBesideAForeignFirstName(t *testing.T) {
+	f := newCheckpointFixture(t)
+	ctx := context.Background()
+	res, err := f.p.Suspend(ctx, sandbox.SuspendRequest{Compute: f.first, OperationID: uuid.NewString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := f.p.NewCompute(f.first)
+	if _, err := f.p.Resume(ctx, sandbox.ResumeRequest{Snapshot: res.Snapshot, Target: second, OperationID: uuid.NewString(),
+		Resources: resources, Bootstrap: contracttest.CreateRequest(f.ref, resources).Bootstrap}); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.PutContainer(f.p.Name(f.ref), map[string]string{"io.example.owner": "someone"}, dockertest.StateRunning)
+	if err := f.p.Kill(ctx, f.ref); err != nil {
+		t.Fatalf("Kill = %v", err)
+	}
+	if f.state(second.Name) != "absent" || f.state(res.Snapshot.ID) != "absent" {
+		t.Fatalf("after Kill: second incarnation %s, snapshot holder %s; want both absent", f.state(second.Name), f.state(res.Snapshot.ID))
+	}
+	if f.state(f.p.Name(f.ref)) != dockertest.StateRunning {
+		t.Fatalf("the foreign container is %s", f.state(f.p.Name(f.ref)))
+	}
+	for _, v := range f.srv.Volumes() {
+		if v.Labels[docker.LabelAllocation] == f.ref.AllocationID {
+			t.Fatalf("Kill left volume %s", v.Name)
+		}
+	}
+}

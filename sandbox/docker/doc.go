@@ -32,10 +32,13 @@
 //   - A foreign resource under one of ref's names is never touched. Create
 //     that finds one refuses before any mutation with ErrOwnership and its
 //     own absence receipt (Core sends one Create per Reference, and this
-//     one made nothing). Kill succeeds without a mutation when a foreign
-//     container holds ref's name and no owned volume exists, and returns
-//     ErrOwnership otherwise; it never places a tombstone over a foreign
-//     name.
+//     one made nothing). When a foreign container holds ref's name and no
+//     owned volume of the first incarnation exists, Kill removes ref's
+//     later incarnations and snapshots (a suspension may have removed the
+//     first incarnation before the name was taken) and touches nothing
+//     else; with owned first-incarnation volumes beside a foreign
+//     resource it returns ErrOwnership before any change. It never places
+//     a tombstone over a foreign name.
 //
 // # Creation-absence receipt (tombstone.go)
 //

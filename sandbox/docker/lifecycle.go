@@ -143,8 +143,9 @@ func renewErr(err error) error {
 //
 // A foreign resource (one without every ownership label of ref) under one
 // of ref's names is never touched. When a foreign container holds ref's
-// name and no owned volume exists, ref owns nothing to clean up and Kill
-// succeeds without a mutation; it places no tombstone over a foreign
+// name and no owned volume of the first incarnation exists, Kill removes
+// ref's later incarnations and snapshots (whatever holds the first name)
+// and otherwise changes nothing; it places no tombstone over a foreign
 // name, so this settles no creation (GetInfo then reports ErrOwnership,
 // never a receipt). Otherwise (owned resources beside a foreign one, or a
 // foreign volume under a free container name, where a tombstone would
@@ -194,8 +195,11 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 	if foreign {
 		if foreignName && len(present) == 0 {
 			// Another's container holds ref's name, so no container of
-			// ref's can exist, and no volume of ref's does.
-			return nil
+			// ref's can exist there, and no volume of ref's first
+			// incarnation does. ref's later incarnations and snapshots
+			// (a suspension removed the first incarnation before the name
+			// was taken) are still ref's to remove.
+			return p.removeOthers(ctx, others)
 		}
 		return fmt.Errorf("kill: %w", errdefs.ErrOwnership)
 	}
