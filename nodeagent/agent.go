@@ -177,9 +177,9 @@ func (a *Agent) Renew(ctx context.Context, ref sandbox.Reference) (info sandbox.
 // Kill forwards Kill. Unlike Create it stays tied to its caller: an
 // interrupted Kill leaves cleanup unknown, and Core repeats Kill (which is
 // idempotent) until absence is confirmed.
-func (a *Agent) Kill(ctx context.Context, ref sandbox.Reference) error {
-	return a.run(ctx, sandbox.OpKill, ref.AllocationID, func(ctx context.Context) error {
-		return a.provider.Kill(ctx, ref)
+func (a *Agent) Kill(ctx context.Context, req sandbox.KillRequest) error {
+	return a.run(ctx, sandbox.OpKill, req.Reference.AllocationID, func(ctx context.Context) error {
+		return a.provider.Kill(ctx, req)
 	})
 }
 

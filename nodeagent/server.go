@@ -312,7 +312,7 @@ func (s *Server) Kill(ctx context.Context, req *pb.KillRequest) (*pb.KillRespons
 	if err != nil {
 		return nil, fail(sandbox.OpKill, err)
 	}
-	if err := agent(ctx).Kill(ctx, r); err != nil {
+	if err := agent(ctx).Kill(ctx, sandbox.KillRequest{Reference: r, CreateSettled: req.GetCreateSettled()}); err != nil {
 		return nil, fail(sandbox.OpKill, err)
 	}
 	return &pb.KillResponse{}, nil

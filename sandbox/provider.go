@@ -20,6 +20,23 @@ type CreateRequest struct {
 	CoreCA []byte
 }
 
+// KillRequest asks for an allocation's cleanup. CreateSettled carries what
+// Core knows of the allocation's Create: true when Core holds settlement
+// evidence (a settled running resource it observed, or an absence
+// receipt), so no request of the original attempt can change resources any
+// more. An adapter that settles unknown creations by claiming the
+// Reference's names (the Docker tombstone) then needs no claim: a Kill
+// that finds nothing of a settled allocation leaves nothing behind.
+// CreateSettled never makes Kill remove anything it would not remove
+// without it.
+type KillRequest struct {
+	Reference     Reference
+	CreateSettled bool
+}
+
+// Validate checks the request before any native call.
+func (r KillRequest) Validate() error { return r.Reference.Validate() }
+
 // Validate checks the request before any native call.
 func (r CreateRequest) Validate() error {
 	if err := r.Reference.Validate(); err != nil {
@@ -57,7 +74,7 @@ type SandboxProvider interface {
 	// Kill removes the allocation's owned compute and retained storage and
 	// confirms absence; repeated confirmed absence succeeds. It never removes
 	// a resource it does not own.
-	Kill(ctx context.Context, ref Reference) error
+	Kill(ctx context.Context, req KillRequest) error
 	// RunCommand runs a bounded command. Missing native completion is
 	// ErrCommandUnconfirmed; it is never replayed.
 	RunCommand(ctx context.Context, ref Reference, cmd Command) (CommandResult, error)

@@ -665,7 +665,7 @@ func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store
 			}
 			kctx, end := w.tel.operation(ctx, opKill, w.node, a.ID)
 			callCtx, cancel := context.WithTimeout(kctx, w.cfg.CallTimeout)
-			killErr = p.Kill(callCtx, a.Reference())
+			killErr = p.Kill(callCtx, sandbox.KillRequest{Reference: a.Reference(), CreateSettled: a.CreationSettled()})
 			cancel()
 			end(killErr)
 		}

@@ -240,10 +240,13 @@ func (p *Proxy) Renew(ctx context.Context, ref sandbox.Reference) (sandbox.Info,
 		func(r *pb.RenewResponse) (sandbox.Info, error) { return infoFor(ref, r.GetInfo()) })
 }
 
-// Kill forwards Kill.
-func (p *Proxy) Kill(ctx context.Context, ref sandbox.Reference) error {
+// Kill forwards Kill with what Core knows of the creation.
+func (p *Proxy) Kill(ctx context.Context, req sandbox.KillRequest) error {
+	ref := req.Reference
 	_, err := call(ctx, p, sandbox.OpKill, ref,
-		onRef(ref, func(r *pb.Reference) *pb.KillRequest { return &pb.KillRequest{Reference: r} }),
+		onRef(ref, func(r *pb.Reference) *pb.KillRequest {
+			return &pb.KillRequest{Reference: r, CreateSettled: req.CreateSettled}
+		}),
 		pb.NodeServiceClient.Kill, done[*pb.KillResponse])
 	return err
 }

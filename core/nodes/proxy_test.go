@@ -50,13 +50,13 @@ func TestProxyCarriesTheAllocationsGeneration(t *testing.T) {
 	})
 	errdefstest.Must(t, err)
 
-	errdefstest.Must(t, p.Kill(context.Background(), ref))
+	errdefstest.Must(t, p.Kill(context.Background(), sandbox.KillRequest{Reference: ref}))
 	if len(client.generations) != 1 || client.generations[0] != "7" || len(asked) != 1 || asked[0] != ref {
 		t.Fatalf("sent generations %v for %v, want [7] for the allocation", client.generations, asked)
 	}
 	other := ref
 	other.AllocationID = uuid.NewString()
-	if err := p.Kill(context.Background(), other); !errors.Is(err, unknown) {
+	if err := p.Kill(context.Background(), sandbox.KillRequest{Reference: other}); !errors.Is(err, unknown) {
 		t.Fatalf("Kill of an unknown allocation: %v", err)
 	}
 	if len(client.generations) != 1 {
@@ -67,7 +67,7 @@ func TestProxyCarriesTheAllocationsGeneration(t *testing.T) {
 	// carry the session's generation.
 	bare, err := nodes.NewProxy(docker.Operations(), resolve, nil)
 	errdefstest.Must(t, err)
-	errdefstest.Must(t, bare.Kill(context.Background(), ref))
+	errdefstest.Must(t, bare.Kill(context.Background(), sandbox.KillRequest{Reference: ref}))
 	if len(client.generations) != 2 || client.generations[1] != "3" {
 		t.Fatalf("sent generations %v, want the session's 3 last", client.generations)
 	}

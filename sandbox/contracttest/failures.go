@@ -210,7 +210,7 @@ func CheckCase(t Reporter, h Harness, c Case) {
 		info, err = h.Provider.Renew(ctx, ref)
 		hasInfo = true
 	case sandbox.OpKill:
-		err = h.Provider.Kill(ctx, ref)
+		err = h.Provider.Kill(ctx, sandbox.KillRequest{Reference: ref})
 	case sandbox.OpRunCommand:
 		var res sandbox.CommandResult
 		res, err = h.Provider.RunCommand(ctx, ref, sandbox.Command{Args: []string{"echo", "hello"}})

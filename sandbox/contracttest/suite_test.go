@@ -44,7 +44,7 @@ type cleansUpImplicitly struct{ sandbox.SandboxProvider }
 func (p cleansUpImplicitly) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
 	info, err := p.SandboxProvider.Create(ctx, req)
 	if err != nil {
-		_ = p.SandboxProvider.Kill(context.Background(), req.Reference)
+		_ = p.SandboxProvider.Kill(context.Background(), sandbox.KillRequest{Reference: req.Reference})
 	}
 	return info, err
 }
@@ -54,8 +54,8 @@ type leaksNativeText struct {
 	leak string
 }
 
-func (p leaksNativeText) Kill(ctx context.Context, ref sandbox.Reference) error {
-	if err := p.SandboxProvider.Kill(ctx, ref); err != nil {
+func (p leaksNativeText) Kill(ctx context.Context, req sandbox.KillRequest) error {
+	if err := p.SandboxProvider.Kill(ctx, req); err != nil {
 		return fmt.Errorf("kill via %s: %w", p.leak, err)
 	}
 	return nil

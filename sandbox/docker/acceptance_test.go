@@ -136,7 +136,7 @@ func (e *engine) kill(ref sandbox.Reference) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := e.p.Kill(ctx, ref); err != nil {
+	if err := e.p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		e.t.Fatalf("Kill: %v", err)
 	}
 }
@@ -311,7 +311,7 @@ func TestAcceptanceForeignResourcesAreNeverTouched(t *testing.T) {
 		t.Errorf("Create over a foreign container = %+v, %v", info, err)
 	}
 	// Nothing of ref's exists: nothing to clean up, nothing touched.
-	if err := e.p.Kill(ctx, ref); err != nil {
+	if err := e.p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Errorf("Kill with only a foreign container under the name: %v", err)
 	}
 	if _, vols := e.owned(); len(vols) != 0 {
@@ -341,7 +341,7 @@ func TestAcceptanceForeignResourcesAreNeverTouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = e.cli.VolumeRemove(ctx, vol, client.VolumeRemoveOptions{Force: true}) })
-	if err := e.p.Kill(ctx, ref2); !errdefs.IsOwnership(err) {
+	if err := e.p.Kill(ctx, sandbox.KillRequest{Reference: ref2}); !errdefs.IsOwnership(err) {
 		t.Fatalf("Kill with a foreign volume: %v", err)
 	}
 	if _, err := e.cli.VolumeInspect(ctx, e.p.HomeVolume(ref2), client.VolumeInspectOptions{}); err != nil {

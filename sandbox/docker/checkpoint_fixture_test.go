@@ -327,7 +327,7 @@ func TestFixtureKillBesideAForeignFirstName(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.srv.PutContainer(f.p.Name(f.ref), map[string]string{"io.example.owner": "someone"}, dockertest.StateRunning)
-	if err := f.p.Kill(ctx, f.ref); err != nil {
+	if err := f.p.Kill(ctx, sandbox.KillRequest{Reference: f.ref}); err != nil {
 		t.Fatalf("Kill = %v", err)
 	}
 	if f.state(second.Name) != "absent" || f.state(res.Snapshot.ID) != "absent" {

@@ -71,7 +71,7 @@ func TestFixtureLifecycle(t *testing.T) {
 	if err != nil || string(res.Stdout) != "o1o2" || string(res.Stderr) != "e1" {
 		t.Fatalf("RunCommand = %+v, %v", res, err)
 	}
-	if err := h.Provider.Kill(ctx, ref); err != nil {
+	if err := h.Provider.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
 	if n := len(f.Server.Containers()) + len(f.Server.Volumes()); n != 0 {

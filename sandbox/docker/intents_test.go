@@ -49,7 +49,7 @@ func TestVolumeLeftUnlabelledIsCleanedUp(t *testing.T) {
 	ctx := context.Background()
 
 	srv.ResetCalls()
-	if err := p.Kill(ctx, ref); err != nil {
+	if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
 	if n := count(srv.CallNames(), dockertest.CallVolumeRemove); n != 1 {
@@ -67,7 +67,7 @@ func TestVolumeLeftUnlabelledIsCleanedUp(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("intent records left after settlement: %v", left)
 	}
-	if err := p.Kill(ctx, ref); err != nil {
+	if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("Kill of the tombstone: %v", err)
 	}
 }
@@ -113,7 +113,7 @@ func TestUnlabelledVolumeWithoutRecordIsForeign(t *testing.T) {
 func requireUntouched(t *testing.T, p *docker.Provider, srv *dockertest.Server, ref sandbox.Reference) {
 	t.Helper()
 	srv.ResetCalls()
-	if err := p.Kill(context.Background(), ref); !errors.Is(err, errdefs.ErrOwnership) {
+	if err := p.Kill(context.Background(), sandbox.KillRequest{Reference: ref}); !errors.Is(err, errdefs.ErrOwnership) {
 		t.Fatalf("Kill = %v; want ErrOwnership", err)
 	}
 	for _, c := range srv.Calls() {
@@ -186,7 +186,7 @@ func TestResumeRacedByAnUnlabelledVolume(t *testing.T) {
 	}); !errors.Is(err, errdefs.ErrOwnership) {
 		t.Fatalf("Resume = %v; want ErrOwnership", err)
 	}
-	if err := f.p.Kill(ctx, f.ref); err != nil {
+	if err := f.p.Kill(ctx, sandbox.KillRequest{Reference: f.ref}); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
 	if _, ok := f.srv.Volume(home); !ok {

@@ -140,6 +140,11 @@ func renewErr(err error) error {
 // repeated Kill does too; a repeat after one that removed everything but
 // whose answer was lost finds no evidence and places a tombstone (one
 // never-started container and two empty volumes that pin the names).
+// When Core says the creation is settled (req.CreateSettled: it observed
+// the started container or holds a receipt), no request of the original
+// attempt can change anything, and Kill places no tombstone: it only
+// removes what it found and confirms all three absent. A tombstone already
+// there stays (it may be the very receipt Core holds).
 //
 // A foreign resource (one without every ownership label of ref) under one
 // of ref's names is never touched. When a foreign container holds ref's
@@ -150,13 +155,14 @@ func renewErr(err error) error {
 // never a receipt). Otherwise (owned resources beside a foreign one, or a
 // foreign volume under a free container name, where a tombstone would
 // mount it) Kill touches nothing and returns ErrOwnership.
-func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
+func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 	if err := p.ops.Check(sandbox.OpKill); err != nil {
 		return err
 	}
-	if err := ref.Validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return err
 	}
+	ref := req.Reference
 	// The later incarnations and the snapshots of ref (checkpoint.go) are
 	// found first and removed last: while one exists, ref's Create
 	// certainly completed (only a settled, running first incarnation is
@@ -225,7 +231,7 @@ func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
 		}
 	}
 
-	if containerID == "" && others.empty() {
+	if containerID == "" && others.empty() && !req.CreateSettled {
 		// No container: Create may still be in flight. Claim the names.
 		if err := p.placeTombstone(ctx, ref); err != nil {
 			return fmt.Errorf("kill: %w", err)

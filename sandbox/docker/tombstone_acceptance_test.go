@@ -144,7 +144,7 @@ func TestAcceptanceForeignTombstoneIsNeverTrusted(t *testing.T) {
 	}
 	// Nothing of ref's exists: Kill has nothing to clean up, touches
 	// nothing, and places no tombstone over the foreign name.
-	if err := e.p.Kill(ctx, ref); err != nil {
+	if err := e.p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Errorf("Kill over a foreign tombstone: %v", err)
 	}
 	if info, err := e.p.GetInfo(ctx, ref); !errdefs.IsOwnership(err) || info != (sandbox.Info{}) {
@@ -160,5 +160,37 @@ func TestAcceptanceForeignTombstoneIsNeverTrusted(t *testing.T) {
 	}
 	if _, vols := e.owned(); len(vols) != 0 {
 		t.Errorf("volumes created under a foreign name: %v", vols)
+	}
+}
+
+// TestAcceptanceKillOfASettledCreationLeavesNothing is issue 26's item 11:
+// a Session whose container was removed from outside, then deleted. Core
+// had settled the creation (it saw the started container), so its Kill
+// says so, and the engine then holds nothing of the allocation: no
+// tombstone, no empty volumes. Without Core's settlement the same Kill
+// still claims the names (the creation-absence receipt).
+func TestAcceptanceKillOfASettledCreationLeavesNothing(t *testing.T) {
+	e := newEngine(t, false)
+	ctx := context.Background()
+	for _, settled := range []bool{true, false} {
+		ref := contracttest.NewReference()
+		info := e.create(ref)
+		if _, err := e.cli.ContainerRemove(ctx, info.ProviderID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.p.Kill(ctx, sandbox.KillRequest{Reference: ref, CreateSettled: settled}); err != nil {
+			t.Fatalf("Kill (settled %v): %v", settled, err)
+		}
+		f := client.Filters{}.Add("label", docker.LabelAllocation+"="+ref.AllocationID)
+		cs, vs := e.labelled(f)
+		switch {
+		case settled && (len(cs) != 0 || len(vs) != 0):
+			t.Errorf("Kill of a settled creation left %d containers and %d volumes, want none", len(cs), len(vs))
+		case !settled && (len(cs) != 1 || len(vs) != 2):
+			t.Errorf("Kill of an unsettled creation left %d containers and %d volumes, want the tombstone and its two volumes", len(cs), len(vs))
+		}
+		if got, err := e.p.GetInfo(ctx, ref); settled && !errdefs.IsNotFound(err) {
+			t.Errorf("GetInfo after the settled Kill = %+v, %v; want ErrNotFound", got, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
@@ -46,7 +47,7 @@ func TestKillDuringCreateSettlesIt(t *testing.T) {
 			ref := contracttest.NewReference()
 			ctx := context.Background()
 			var killErr error
-			f.Server.Arm(tc.at, dockertest.FaultHookAfterDispatch, func() { killErr = p.Kill(ctx, ref) })
+			f.Server.Arm(tc.at, dockertest.FaultHookAfterDispatch, func() { killErr = p.Kill(ctx, sandbox.KillRequest{Reference: ref}) })
 			info, err := p.Create(ctx, contracttest.CreateRequest(ref, resources))
 			if killErr != nil {
 				t.Fatalf("Kill during Create: %v", killErr)
@@ -63,7 +64,7 @@ func TestKillDuringCreateSettlesIt(t *testing.T) {
 				if got, err := p.GetInfo(ctx, ref); err == nil && got.CreateSettled {
 					t.Fatalf("settled before Kill %d: %+v", i+1, got)
 				}
-				if err := p.Kill(ctx, ref); err != nil {
+				if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 					t.Fatalf("Kill %d: %v", i+1, err)
 				}
 			}

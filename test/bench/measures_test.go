@@ -408,7 +408,7 @@ func measure(t testing.TB, samples int, defaults bool) []*row {
 	for range samples {
 		p3.add(run(proxy), run(direct), cliExec(t, r.dockerCLI, r.host, info.ProviderID))
 	}
-	if err := proxy.Kill(ctx, ref); err != nil {
+	if err := proxy.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("Kill via the node: %v", err)
 	}
 

@@ -261,6 +261,13 @@ func TestExternalContainerRemoval(t *testing.T) {
 		}
 		c.deleteAll()
 		c.settle()
+		// Core had settled this Session's creation long before (it saw
+		// the started container), so its deletion needs no creation
+		// receipt: the engine holds nothing of the allocation any more,
+		// no tombstone either (issue 26, item 11).
+		if containers, volumes := c.engineResources(id); len(containers) != 0 || volumes != 0 {
+			c.violation("I2", "after deletion allocation %s has %d containers and %d volumes on the engine (a tombstone for a settled creation?), want none", id, len(containers), volumes)
+		}
 		c.invariants()
 	})
 }

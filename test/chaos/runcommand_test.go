@@ -82,7 +82,7 @@ func TestAgentKilledDuringRunCommand(t *testing.T) {
 			t.Errorf("I1: the interrupted command ran %d times (%q)", strings.Count(string(res.Stdout), "run"), res.Stdout)
 			r.violations.Add(1)
 		}
-		if err := proxy.Kill(ctx, ref); err != nil {
+		if err := proxy.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 			t.Fatalf("Kill: %v", err)
 		}
 		if c, v := stack.Owned(t, cli, inst.ID); c+v > 0 {

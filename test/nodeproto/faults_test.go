@@ -53,7 +53,7 @@ func TestLostCreateResponse(t *testing.T) {
 	if observed.CreateSettled {
 		t.Fatalf("a never-started container claimed settled creation: %+v", observed)
 	}
-	if err := proxy2.Kill(ctx, ref); err != nil {
+	if err := proxy2.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("owned cleanup after a lost Create: %v", err)
 	}
 	calls := adapterCalls(engine)
@@ -83,7 +83,7 @@ func TestCutConnectionMidCall(t *testing.T) {
 	engine.ResetCalls()
 	callCtx, cancel := context.WithCancel(ctx)
 	engine.Arm(dockertest.CallContainerRemove, dockertest.FaultCancelAfterDispatch, func() { cancel(); cc.Close() })
-	if err := proxy.Kill(callCtx, ref); !errdefs.IsComputeUnconfirmed(err) {
+	if err := proxy.Kill(callCtx, sandbox.KillRequest{Reference: ref}); !errdefs.IsComputeUnconfirmed(err) {
 		t.Fatalf("Kill cut mid-call: %v", err)
 	}
 	conn.Close()
@@ -91,7 +91,7 @@ func TestCutConnectionMidCall(t *testing.T) {
 	if _, err := proxy2.GetInfo(ctx, ref); !errdefs.IsNotFound(err) {
 		t.Fatalf("after the cut, the container the engine removed: %v", err)
 	}
-	if err := proxy2.Kill(ctx, ref); err != nil {
+	if err := proxy2.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("finishing cleanup: %v", err)
 	}
 	if got := count(adapterCalls(engine), dockertest.CallContainerRemove); got != 1 {

@@ -45,7 +45,7 @@ func TestRoundTripOnTheRealEngine(t *testing.T) {
 	if err != nil || obs.MemoryBytes == 0 {
 		t.Fatalf("Observe: %+v, %v", obs, err)
 	}
-	if err := proxy.Kill(ctx, ref); err != nil {
+	if err := proxy.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
 	if _, err := proxy.GetInfo(ctx, ref); err == nil {

@@ -285,13 +285,14 @@ func readErr(err error) error {
 
 // Kill checks ownership, removes ref's resource and confirms its absence.
 // Confirmed absence at the start succeeds.
-func (p *Provider) Kill(ctx context.Context, ref sandbox.Reference) error {
+func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 	if err := p.ops.Check(sandbox.OpKill); err != nil {
 		return err
 	}
-	if err := ref.Validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return err
 	}
+	ref := req.Reference
 	switch _, err := p.inspect(ctx, ref); {
 	case errors.Is(err, errdefs.ErrNotFound):
 		return nil

@@ -63,13 +63,13 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || obs.Reference != ref || obs.MemoryBytes == 0 {
 		t.Fatalf("Observe = %+v, %v", obs, err)
 	}
-	if err := p.Kill(ctx, ref); err != nil {
+	if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
 	if srv.Len() != 0 {
 		t.Fatal("resource left after Kill")
 	}
-	if err := p.Kill(ctx, ref); err != nil {
+	if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("second Kill: %v", err)
 	}
 	if _, err := p.GetInfo(ctx, ref); !errdefs.IsNotFound(err) {

@@ -133,13 +133,14 @@ func (p *Provider) info(ref sandbox.Reference) (sandbox.Info, error) {
 
 // Kill removes the Reference's compute and keeps a tombstone; repeated
 // Kills succeed.
-func (p *Provider) Kill(_ context.Context, ref sandbox.Reference) error {
+func (p *Provider) Kill(_ context.Context, req sandbox.KillRequest) error {
 	if err := p.ops.Check(sandbox.OpKill); err != nil {
 		return err
 	}
-	if err := ref.Validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return err
 	}
+	ref := req.Reference
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.running, ref)

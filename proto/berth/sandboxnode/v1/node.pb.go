@@ -1690,7 +1690,12 @@ func (x *RenewResponse) GetInfo() *Info {
 type KillRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// reference to reclaim.
-	Reference     *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	Reference *Reference `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	// create_settled is true when Core holds evidence that the allocation's
+	// Create can no longer change resources (sandbox.KillRequest): an adapter
+	// then claims no names to settle it. A node agent of an earlier release
+	// ignores it and claims them, which is safe.
+	CreateSettled bool `protobuf:"varint,2,opt,name=create_settled,json=createSettled,proto3" json:"create_settled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1730,6 +1735,13 @@ func (x *KillRequest) GetReference() *Reference {
 		return x.Reference
 	}
 	return nil
+}
+
+func (x *KillRequest) GetCreateSettled() bool {
+	if x != nil {
+		return x.CreateSettled
+	}
+	return false
 }
 
 // KillResponse confirms absence.
@@ -3364,9 +3376,10 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\fRenewRequest\x12=\n" +
 	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"?\n" +
 	"\rRenewResponse\x12.\n" +
-	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"L\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"s\n" +
 	"\vKillRequest\x12=\n" +
-	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"\x0e\n" +
+	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\x12%\n" +
+	"\x0ecreate_settled\x18\x02 \x01(\bR\rcreateSettled\"\x0e\n" +
 	"\fKillResponse\"t\n" +
 	"\aCommand\x12\x12\n" +
 	"\x04args\x18\x01 \x03(\tR\x04args\x12\x1c\n" +
