@@ -41,6 +41,11 @@ const (
 	// the report back.
 	probeTimeout = 10 * time.Second
 
+	// housekeepTimeout bounds one adapter upkeep pass (Built.Housekeep),
+	// run after the probe of every health report: a hung engine leaves
+	// the receipts counted as before instead of holding the report back.
+	housekeepTimeout = 10 * time.Second
+
 	// gracefulStopTimeout is how long calls in flight get to finish at
 	// shutdown (the Connect streams end at once) before the server stops
 	// hard. A call the hard stop cuts off is an unknown outcome that Core

@@ -78,6 +78,9 @@ type generation struct {
 
 	mu        sync.Mutex
 	readiness *pb.Readiness
+	// held is the adapter's latest count of creation-absence receipts
+	// (Built.Housekeep).
+	held int
 	// changed: the generation was published again with another selection;
 	// it stays not ready (DiagnosticGenerationChanged) whatever its probe.
 	changed bool
@@ -297,6 +300,47 @@ func (g *generation) probe(ctx context.Context, now func() time.Time) {
 		}
 	}
 	g.setReadiness(r)
+	g.housekeep(ctx)
+}
+
+// housekeep runs the adapter's upkeep (Built.Housekeep), bounded, and
+// keeps the count of receipts it still holds. A failed pass keeps what it
+// counted (the receipts it could not judge stay counted).
+func (g *generation) housekeep(ctx context.Context) {
+	if g.built.Housekeep == nil {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, housekeepTimeout)
+	defer cancel()
+	held, err := g.built.Housekeep(hctx)
+	if err != nil && held == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.held = held
+	g.mu.Unlock()
+}
+
+// ReceiptsHeld is the number of creation-absence receipts the served
+// adapters hold, counted once per backend: generations of one backend
+// share its resources, so each reports the same ones (the largest count
+// of a backend is taken).
+func (s *Generations) ReceiptsHeld() int {
+	byBackend := map[string]int{}
+	for _, g := range s.list() {
+		if g.agent == nil {
+			continue
+		}
+		g.mu.Lock()
+		held := g.held
+		g.mu.Unlock()
+		byBackend[g.built.BackendFingerprint] = max(byBackend[g.built.BackendFingerprint], held)
+	}
+	total := 0
+	for _, n := range byBackend {
+		total += n
+	}
+	return total
 }
 
 func (g *generation) setReadiness(r *pb.Readiness) {

@@ -52,6 +52,7 @@ func (p *process) setupMetrics(ctx context.Context) error {
 //
 //	berth.nodeagent.generations{ready}       generations served, by readiness
 //	berth.nodeagent.operations.active        operations in flight
+//	berth.nodeagent.creation_receipts.held   creation-absence receipts the adapters keep (Docker tombstones)
 //
 // The calls themselves (rpc.server.call.duration by method and code) are
 // otelgrpc's.
@@ -72,6 +73,12 @@ func (p *process) observeServer(context.Context) error {
 	if err != nil {
 		return err
 	}
+	held, err := meter.Int64ObservableGauge("berth.nodeagent.creation_receipts.held",
+		metric.WithDescription("Resources the adapters keep only as creation-absence receipts (Docker: tombstones) until they can prove that no request of the Create can reach the backend (as of the latest health report)."),
+		metric.WithUnit("{receipt}"))
+	if err != nil {
+		return err
+	}
 	ready, notReady := metric.WithAttributes(attribute.String("ready", strconv.FormatBool(true))),
 		metric.WithAttributes(attribute.String("ready", strconv.FormatBool(false)))
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -86,8 +93,9 @@ func (p *process) observeServer(context.Context) error {
 		o.ObserveInt64(gens, up, ready)
 		o.ObserveInt64(gens, down, notReady)
 		o.ObserveInt64(active, int64(p.gens.Active()))
+		o.ObserveInt64(held, int64(p.gens.ReceiptsHeld()))
 		return nil
-	}, gens, active)
+	}, gens, active, held)
 	if err != nil {
 		return err
 	}

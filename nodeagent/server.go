@@ -225,6 +225,7 @@ func (s *Server) Connect(_ *pb.ConnectRequest, stream grpc.ServerStreamingServer
 			Capacity:         capacityToWire(s.capacity()),
 			ActiveOperations: uint32(s.gens.Active()),
 		}
+		report.CreationReceiptsHeld = uint32(s.gens.ReceiptsHeld())
 		if err := stream.Send(report); err != nil {
 			return err
 		}

@@ -536,6 +536,7 @@ func liveness(m *nodes.Manager) nodeadmin.Liveness {
 			c = p.Hello.GetCapacity()
 		}
 		l.CPUMillis, l.MemoryBytes, l.DiskFreeBytes = c.GetCpuMillis(), c.GetMemoryBytes(), c.GetDiskFreeBytes()
+		l.CreationReceiptsHeld = int64(p.Report.GetCreationReceiptsHeld())
 		return l, true
 	}
 }

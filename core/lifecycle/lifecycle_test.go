@@ -778,11 +778,12 @@ func TestSettledCreateFailureGetsANewAllocation(t *testing.T) {
 		reqs[1].Bootstrap.DeviceID != second.DeviceID.String() {
 		t.Fatal("the new allocation does not carry its own new credential and device")
 	}
-	// The fake failure made nothing on the engine, so its cleanup's Kill
-	// found no container and claimed the names with a tombstone; the one
-	// Runtime container is the second allocation's.
-	if c := count(n.srv, dockertest.CallContainerCreate); c != 2 || runtimeContainers(n) != 1 {
-		t.Fatalf("container.create %d times, %d Runtime containers; want the first allocation's tombstone and one Runtime container", c, runtimeContainers(n))
+	// The fake failure made nothing on the engine and settled its
+	// creation, so its cleanup's Kill said so and claimed no names (no
+	// tombstone: issue 26, item 11); the one container created is the
+	// second allocation's Runtime.
+	if c := count(n.srv, dockertest.CallContainerCreate); c != 1 || runtimeContainers(n) != 1 {
+		t.Fatalf("container.create %d times, %d Runtime containers; want only the second allocation's Runtime container (no tombstone for a settled creation)", c, runtimeContainers(n))
 	}
 	// Later passes send nothing more.
 	pass(t, w)

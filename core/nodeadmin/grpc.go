@@ -54,6 +54,9 @@ type LiveState struct {
 	CPUMillis      int64
 	MemoryBytes    int64
 	DiskFreeBytes  int64
+	// CreationReceiptsHeld is the node's latest count of creation-absence
+	// receipts (Docker tombstones) it keeps.
+	CreationReceiptsHeld int64
 }
 
 type server struct {
@@ -245,7 +248,10 @@ func (g *server) nodeProto(n nodes.Node) *adminv1.Node {
 				Generation: l.Generation, Ready: l.Ready, DiagnosticCode: l.DiagnosticCode,
 				CheckTime: admin.Timestamp(&l.CheckTime),
 			}
-			out.Capacity = &adminv1.Capacity{CpuMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, DiskFreeBytes: l.DiskFreeBytes}
+			out.Capacity = &adminv1.Capacity{
+				CpuMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, DiskFreeBytes: l.DiskFreeBytes,
+				CreationReceiptsHeld: clamp32(l.CreationReceiptsHeld),
+			}
 		}
 	}
 	// What the node holds is the database's, known without a connection;

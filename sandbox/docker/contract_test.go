@@ -28,6 +28,15 @@ func newFixtureHarness(t *testing.T) contracttest.Harness {
 // fixtureHarness is the adapter over a new fixture, recording its volume
 // intents in intentDir ("" records nothing).
 func fixtureHarness(t *testing.T, intentDir string) contracttest.Harness {
+	h, _ := fixtureHarnessAndTwin(t, intentDir)
+	return h
+}
+
+// fixtureHarnessAndTwin is fixtureHarness and a second adapter of the
+// same installation over the same fixture and intent directory: what the
+// node agent's next process builds after a restart, while a call of the
+// first may still be at the engine.
+func fixtureHarnessAndTwin(t *testing.T, intentDir string) (contracttest.Harness, *docker.Provider) {
 	srv := dockertest.Start(t)
 	srv.PutImage(fixtureImage)
 	cli, err := docker.NewClient(srv.Host())
@@ -41,14 +50,15 @@ func fixtureHarness(t *testing.T, intentDir string) contracttest.Harness {
 		t.Fatal(err)
 	}
 	installation := uuid.NewString()
-	p := docker.New(cli, docker.Options{
+	opts := docker.Options{
 		InstallationID:  installation,
 		Config:          docker.NodeConfig{Image: fixtureImage, Network: "none"},
 		Seccomp:         []byte(`{"defaultAction":"SCMP_ACT_ERRNO"}`),
 		Resources:       resources,
 		IntentDirectory: intentDir,
-	})
-	return contracttest.Harness{Provider: p, Native: dockertest.NewNative(srv, installation), Resources: resources}
+	}
+	p := docker.New(cli, opts)
+	return contracttest.Harness{Provider: p, Native: dockertest.NewNative(srv, installation), Resources: resources}, docker.New(cli, opts)
 }
 
 func TestContractFailures(t *testing.T) {

@@ -60,6 +60,10 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 	if err != nil {
 		return sandbox.Info{}, errdefs.Invalid("bootstrap", "invalid runtime bootstrap file")
 	}
+	// Registered before the first look at the engine: a tombstone placed
+	// after this is seen by refuseExisting, and none is placed while this
+	// runs (tombstone.go).
+	defer p.startCreate(ref)()
 	if info, err := p.refuseExisting(ctx, ref); err != nil {
 		return info, err
 	}

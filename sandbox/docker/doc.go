@@ -163,20 +163,57 @@
 //   - Every snapshot and incarnation volume group is recorded before the
 //     engine is asked for it (intents.go), as Create's is.
 //
-// Retention: the tombstone and its two empty volumes stay for as long as
-// the engine keeps them. Removing the tombstone would free the name, and
-// the adapter can never prove that no request of the original attempt is
-// still on its way: an engine carries out a request it received after its
-// client is gone, and nothing bounds when a delayed one arrives. The
-// adapter cannot learn that Core released the allocation, and that would
-// not prove it either. A tombstone costs one never-started container and
-// two empty volumes, and is left only when Kill finds no container: after
-// an unknown Create whose container never appeared or was removed by an
-// earlier Kill, or when a Kill is repeated after one that removed
-// everything (a retry after a partial cleanup failure, or after a lost
-// record of its success). Core sends no Kill for an allocation whose
-// Create was never sent. Tombstones carry the allocation's labels, so an
-// operator can list them (label io.berth.tombstone=1); removing one is an
-// operator's decision that no request of that allocation's Create can
-// still reach the engine.
+// # Retention (tombstone.go, engine.go)
+//
+// A tombstone is needed only while a request of the original Create could
+// still reach the engine. Two rules keep that set small:
+//
+//   - Kill places none when Core says the creation is settled
+//     (sandbox.KillRequest.CreateSettled: Core saw the started container
+//     or holds a receipt). Only an unknown Create needs one, so deleting a
+//     Session whose container was removed from outside leaves nothing.
+//   - Housekeep (the node agent calls it beside the probe, on every health
+//     report) removes a tombstone, with its two volumes, once the engine
+//     process that was listening when Kill placed it has exited.
+//
+// Why that exit proves that no request of the original attempt can reach
+// the engine any more:
+//
+//  1. The attempt's requests are sent by one node agent process, over
+//     connections it opens to the node's socket. The node agent holds its
+//     state directory's lock for its life, so the process that made the
+//     attempt is either this one or has exited before this one started,
+//     and a process that has exited sends nothing more.
+//  2. Kill places no tombstone while a Create of the same Reference runs
+//     in this process (the agent serializes an allocation's calls anyway),
+//     and reads the engine identity before it creates the tombstone. So
+//     when the tombstone is placed the attempt has ended, in this process
+//     or with an earlier one, and every request it ever sent went to the
+//     engine listening then, whose identity the tombstone records
+//     (io.berth.tombstone-engine: the listener's pid, from the socket's
+//     peer credentials, and its start time from /proc), or to an earlier
+//     engine of the same socket, which exited before that one started.
+//  3. An engine that created its own listener takes every request it
+//     received, and every connection still queued on the listener, with
+//     it when it exits. So once the recorded process has exited, every
+//     request of the attempt has been carried out or is gone.
+//
+// The identity is recorded only when the peer is a process named dockerd
+// in this PID namespace. A listener created by systemd (socket
+// activation: pid 1), a proxy, another PID namespace (pid 0) or an
+// unreadable /proc make it "unknown", because such a listener outlives the
+// engine and hands its queued connections to the next one; and nothing is
+// judged gone unless the engine listening now is itself visible in /proc
+// (hidepid or ProtectProc would make a live engine look gone). Those
+// tombstones, and the ones placed before this rule (no identity), stay
+// until an operator removes them (label io.berth.tombstone=1), which is
+// the operator's decision that no request of that allocation's Create can
+// still reach the engine. Housekeep counts the tombstones it still holds;
+// the node agent reports the count (berth_nodeagent_creation_receipts_held
+// and GetNode's capacity.creation_receipts_held).
+//
+// A tombstone's removal never misleads Core: Core releases an allocation
+// only after recording the receipt, and a Core that still holds it finds
+// no receipt, kills again and gets a new tombstone that records the
+// engine listening now.
 package docker

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -70,6 +71,12 @@ type Provider struct {
 	ops  providercontract.Operations
 	cli  *client.Client
 	opts Options
+
+	// mu guards creating, the Creates in progress in this process by
+	// container name: Kill places no tombstone, and Housekeep removes
+	// none, for a name whose Create is still running here (tombstone.go).
+	mu       sync.Mutex
+	creating map[string]int
 }
 
 var _ sandbox.SandboxProvider = (*Provider)(nil)
@@ -96,7 +103,7 @@ func NewClient(host string) (*client.Client, error) {
 // New returns an adapter over cli. With a nil cli the adapter has no native
 // client: only the operations declared unsupported may be called.
 func New(cli *client.Client, opts Options) *Provider {
-	return &Provider{ops: Operations(), cli: cli, opts: opts}
+	return &Provider{ops: Operations(), cli: cli, opts: opts, creating: map[string]int{}}
 }
 
 // ProviderOperations returns a copy of the declaration.

@@ -79,6 +79,7 @@ func buildLocal(ctx context.Context, _ sandbox.NativeConfiguration, req provider
 	return providerapi.Built{
 		Provider:            p,
 		Probe:               p.Probe,
+		Housekeep:           p.Housekeep,
 		InstallationID:      req.Options.InstallationID,
 		BackendFingerprint:  "docker:" + info.Info.ID,
 		SpecificationDigest: SpecificationDigest(cfg, req.Specification),

@@ -2,7 +2,11 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -18,6 +22,13 @@ import (
 // too. Its existence is the creation-absence receipt (doc.go says why it
 // is sound).
 const LabelTombstone = "io.berth.tombstone"
+
+// LabelTombstoneEngine records, on a tombstone, the identity of the
+// engine process that was listening when Kill placed it
+// ("<pid>:<start time>", or "unknown"): once that process has exited, no
+// request of the original Create can reach the engine any more, and
+// Housekeep removes the tombstone (doc.go, "Retention").
+const LabelTombstoneEngine = "io.berth.tombstone-engine"
 
 // tombstoneEntrypoint is a path no image has: a tombstone started by
 // anyone fails at exec and runs nothing.
@@ -43,17 +54,33 @@ func (p *Provider) tombstoneLabels(ref sandbox.Reference) map[string]string {
 // refuses to remove them while the tombstone holds them. Any failure,
 // also a name conflict (something took the name since Kill looked), is
 // ErrComputeUnconfirmed: the next Kill looks again.
+//
+// It places none while a Create of ref runs in this process (the node
+// agent serializes the calls of one allocation, so only a direct caller
+// meets this): ErrComputeUnconfirmed, and a later Kill places it. So the
+// original attempt has ended, or its process has, before the tombstone
+// exists, and every request it sent is at the engine listening now or at
+// an earlier one: the identity recorded on the tombstone
+// (LabelTombstoneEngine) is read before the tombstone is created.
 func (p *Provider) placeTombstone(ctx context.Context, ref sandbox.Reference) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.creating[p.Name(ref)] > 0 {
+		return fmt.Errorf("claim name: the allocation's Create is still running: %w", errdefs.ErrComputeUnconfirmed)
+	}
 	// The engine creates the volumes the tombstone mounts, as it does
 	// Create's: their names are recorded first (intents.go).
 	if err := p.record(ref, p.Name(ref)); err != nil {
 		return fmt.Errorf("claim name: %w", errdefs.ErrComputeUnconfirmed)
 	}
+	// The container and its volumes record the engine: volumes left by
+	// an interrupted removal are judged by the same proof (Housekeep).
 	labels := p.tombstoneLabels(ref)
+	labels[LabelTombstoneEngine] = p.engineIdentity(ctx)
 	volume := func(name, target string) mount.Mount {
 		return mount.Mount{
 			Type: mount.TypeVolume, Source: name, Target: target,
-			VolumeOptions: &mount.VolumeOptions{Labels: p.tombstoneLabels(ref)},
+			VolumeOptions: &mount.VolumeOptions{Labels: maps.Clone(labels)},
 		}
 	}
 	_, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -103,6 +130,109 @@ func (p *Provider) confirmTombstone(ctx context.Context, ref sandbox.Reference) 
 	}
 	if labelled {
 		p.forget(p.Name(ref))
+	}
+	return nil
+}
+
+// startCreate registers a Create of ref in progress in this process and
+// returns its end.
+func (p *Provider) startCreate(ref sandbox.Reference) (end func()) {
+	name := p.Name(ref)
+	p.mu.Lock()
+	p.creating[name]++
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if p.creating[name]--; p.creating[name] <= 0 {
+			delete(p.creating, name)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// Housekeep removes the installation's tombstones that are no longer
+// needed and returns how many it still holds. A tombstone is no longer
+// needed once the engine process recorded on it has exited (doc.go,
+// "Retention" says why that proves that no request of the original Create
+// can reach the engine any more) and no Create of its Reference runs in
+// this process. It then removes the tombstone by its id and its two
+// volumes, after the ownership checks, and confirms them absent. A
+// tombstone whose engine identity is unknown, or that fails any check,
+// stays and is counted. Housekeep is the node agent's periodic call
+// beside the probe; it reads and changes nothing else.
+func (p *Provider) Housekeep(ctx context.Context) (held int, err error) {
+	if p.cli == nil {
+		return 0, nil
+	}
+	filter := client.Filters{}.Add("label", LabelInstallation+"="+p.opts.InstallationID).Add("label", LabelTombstone+"=1")
+	list, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
+	if err != nil {
+		return 0, fmt.Errorf("housekeep: list tombstones: %w", errdefs.ErrObservationUnavailable)
+	}
+	current := p.engineIdentity(ctx)
+	tombstones := map[string]bool{}
+	for _, c := range list.Items {
+		for _, n := range c.Names {
+			tombstones[strings.TrimPrefix(n, "/")] = true
+		}
+		ref := sandbox.Reference{TenantID: c.Labels[LabelTenant], EnvironmentID: c.Labels[LabelEnvironment], AllocationID: c.Labels[LabelAllocation]}
+		if ref.Validate() != nil || !p.owns(ref, c.Labels) || !slices.Contains(c.Names, "/"+p.Name(ref)) ||
+			!engineGone(c.Labels[LabelTombstoneEngine], current) {
+			held++
+			continue
+		}
+		if rerr := p.removeTombstone(ctx, ref, c.ID); rerr != nil {
+			held++
+			if err == nil {
+				err = rerr
+			}
+		}
+	}
+	// A removal cut short between the container and its volumes (the
+	// agent stopped) leaves the two empty volumes without their
+	// tombstone: they carry its labels and engine, and the same proof
+	// removes them. Volumes whose tombstone still exists are its own.
+	vs, verr := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
+	if verr != nil {
+		return held, errors.Join(err, fmt.Errorf("housekeep: list tombstone volumes: %w", errdefs.ErrObservationUnavailable))
+	}
+	for _, v := range vs.Items {
+		group, ok := volumeGroup(v.Name)
+		ref := sandbox.Reference{TenantID: v.Labels[LabelTenant], EnvironmentID: v.Labels[LabelEnvironment], AllocationID: v.Labels[LabelAllocation]}
+		if !ok || tombstones[group] || ref.Validate() != nil || !p.owns(ref, v.Labels) || group != p.Name(ref) ||
+			!engineGone(v.Labels[LabelTombstoneEngine], current) {
+			continue
+		}
+		if rerr := p.removeTombstone(ctx, ref, ""); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return held, err
+}
+
+// removeTombstone removes ref's tombstone id and its two volumes, unless a
+// Create of ref runs in this process.
+func (p *Provider) removeTombstone(ctx context.Context, ref sandbox.Reference, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.creating[p.Name(ref)] > 0 {
+		return fmt.Errorf("housekeep: the allocation's Create is running: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	// id is the listed tombstone, or "" for its left-over volumes: either
+	// way ref's name must hold ref's tombstone or nothing.
+	c, err := p.inspectContainer(ctx, p.Name(ref))
+	switch {
+	case errdefs.IsNotFound(err):
+		if id != "" {
+			return nil // removed since it was listed
+		}
+	case err != nil:
+		return fmt.Errorf("housekeep: %w", err)
+	case !p.isTombstone(ref, c) || c.ID != id:
+		return fmt.Errorf("housekeep: %w", errdefs.ErrOwnership)
+	}
+	if err := p.removeGroup(ctx, ref, p.Name(ref), "housekeep", id); err != nil {
+		return err
 	}
 	return nil
 }

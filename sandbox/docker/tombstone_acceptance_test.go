@@ -2,8 +2,12 @@ package docker_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -53,6 +57,12 @@ func TestAcceptanceKillOfNeverCreatedReferenceLeavesTombstoneAndReceipt(t *testi
 	}
 	wantLabels := e.p.Labels(ref)
 	wantLabels[docker.LabelTombstone] = "1"
+	// The engine process listening when Kill placed it: the test engine's
+	// dockerd (TestAcceptanceHousekeepRemovesTombstonesOfAnExitedEngine).
+	if engine := c.Config.Labels[docker.LabelTombstoneEngine]; engine == "" || engine == "unknown" {
+		t.Fatalf("tombstone engine identity %q; want the test engine's", engine)
+	}
+	wantLabels[docker.LabelTombstoneEngine] = c.Config.Labels[docker.LabelTombstoneEngine]
 	if !maps.Equal(c.Config.Labels, wantLabels) {
 		t.Fatalf("tombstone labels %v, want %v", c.Config.Labels, wantLabels)
 	}
@@ -192,5 +202,100 @@ func TestAcceptanceKillOfASettledCreationLeavesNothing(t *testing.T) {
 		if got, err := e.p.GetInfo(ctx, ref); settled && !errdefs.IsNotFound(err) {
 			t.Errorf("GetInfo after the settled Kill = %+v, %v; want ErrNotFound", got, err)
 		}
+	}
+}
+
+// TestAcceptanceHousekeepRemovesTombstonesOfAnExitedEngine is issue 26's
+// item 11, second part, on a real engine: a tombstone records the engine
+// process that was listening when Kill placed it, and stays while that
+// process runs (a request of the original Create may still be inside
+// it); one whose engine process has exited (planted as an earlier engine
+// would have left it: the same container and volumes, the identity of a
+// process that has since ended) is removed with its two volumes; one whose
+// engine identity is unknown stays. Housekeep counts what it still holds.
+func TestAcceptanceHousekeepRemovesTombstonesOfAnExitedEngine(t *testing.T) {
+	e := newEngine(t, false)
+	ctx := context.Background()
+
+	live := contracttest.NewReference()
+	e.kill(live) // never created: Kill claims the names
+	c, ok := e.inspect(e.p.Name(live))
+	if !ok {
+		t.Fatal("no tombstone after Kill")
+	}
+	identity := c.Config.Labels[docker.LabelTombstoneEngine]
+	pid, start, found := strings.Cut(identity, ":")
+	if !found || start == "" {
+		t.Fatalf("tombstone engine identity %q; want <pid>:<start time> of the test engine", identity)
+	}
+	if comm, err := os.ReadFile("/proc/" + pid + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "dockerd" {
+		t.Fatalf("tombstone engine identity %q names no running dockerd (%q, %v)", identity, comm, err)
+	}
+
+	// A process that has ended: its identity is an exited engine's.
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sleeper.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	exited := fmt.Sprintf("%d:%s", sleeper.Process.Pid, fields[19])
+	_ = sleeper.Process.Kill()
+	_ = sleeper.Wait()
+
+	gone, unknown := contracttest.NewReference(), contracttest.NewReference()
+	plant := func(ref sandbox.Reference, engine string) {
+		labels := e.p.Labels(ref)
+		labels[docker.LabelTombstone] = "1"
+		volumeLabels := maps.Clone(labels)
+		labels[docker.LabelTombstoneEngine] = engine
+		if _, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name:   e.p.Name(ref),
+			Config: &container.Config{Image: e.image, Entrypoint: []string{"/never"}, Cmd: []string{}, Labels: labels, NetworkDisabled: true},
+			HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{
+				{Type: mount.TypeVolume, Source: e.p.HomeVolume(ref), Target: "/home", VolumeOptions: &mount.VolumeOptions{Labels: volumeLabels}},
+				{Type: mount.TypeVolume, Source: e.p.EnvironmentVolume(ref), Target: "/environment", VolumeOptions: &mount.VolumeOptions{Labels: volumeLabels}},
+			}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plant(gone, exited)
+	plant(unknown, "unknown")
+	// The two volumes a removal cut short left behind (the agent stopped
+	// after removing the container): they carry the tombstone's labels.
+	orphan := contracttest.NewReference()
+	orphanLabels := e.p.Labels(orphan)
+	orphanLabels[docker.LabelTombstone] = "1"
+	orphanLabels[docker.LabelTombstoneEngine] = exited
+	for _, name := range []string{e.p.HomeVolume(orphan), e.p.EnvironmentVolume(orphan)} {
+		if _, err := e.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: orphanLabels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	held, err := e.p.Housekeep(ctx)
+	if err != nil {
+		t.Fatalf("Housekeep: %v", err)
+	}
+	if held != 2 {
+		t.Errorf("Housekeep holds %d tombstones; want 2 (the live engine's and the unknown one)", held)
+	}
+	for _, ref := range []sandbox.Reference{live, unknown} {
+		if _, ok := e.inspect(e.p.Name(ref)); !ok {
+			t.Errorf("Housekeep removed a tombstone whose engine may still hold the Create's requests (%s)", e.p.Name(ref))
+		}
+	}
+	for _, ref := range []sandbox.Reference{gone, orphan} {
+		f := client.Filters{}.Add("label", docker.LabelAllocation+"="+ref.AllocationID)
+		if cs, vs := e.labelled(f); len(cs) != 0 || len(vs) != 0 {
+			t.Errorf("after Housekeep the exited engine's tombstone %s left %d containers and %d volumes, want none", e.p.Name(ref), len(cs), len(vs))
+		}
+	}
+	if held, err := e.p.Housekeep(ctx); err != nil || held != 2 {
+		t.Errorf("second Housekeep = %d, %v; want 2, nil", held, err)
 	}
 }

@@ -14,10 +14,12 @@ import (
 
 // TestKillDuringCreateSettlesIt interleaves Kill with the steps of an
 // in-flight Create, through the fixture (a real engine cannot pause a
-// Create between its calls): wherever Kill lands, the Create starts
-// nothing, its remaining steps change nothing (no archive, no start), and
-// at most two Kills leave
-// the tombstone whose GetInfo is the absence receipt.
+// Create between its calls). The Kill comes from the node agent's next
+// process (a second adapter: within one process the agent serializes an
+// allocation's calls, and the adapter places no tombstone while its own
+// Create runs): wherever Kill lands, the Create starts nothing, its
+// remaining steps change nothing (no archive, no start), and at most two
+// Kills leave the tombstone whose GetInfo is the absence receipt.
 func TestKillDuringCreateSettlesIt(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -41,13 +43,13 @@ func TestKillDuringCreateSettlesIt(t *testing.T) {
 		{"after the container create", dockertest.CallContainerCreate, errdefs.ErrComputeUnconfirmed, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newFixtureHarness(t)
+			h, next := fixtureHarnessAndTwin(t, t.TempDir())
 			f := h.Native.(*dockertest.Native)
 			p := h.Provider.(*docker.Provider)
 			ref := contracttest.NewReference()
 			ctx := context.Background()
 			var killErr error
-			f.Server.Arm(tc.at, dockertest.FaultHookAfterDispatch, func() { killErr = p.Kill(ctx, sandbox.KillRequest{Reference: ref}) })
+			f.Server.Arm(tc.at, dockertest.FaultHookAfterDispatch, func() { killErr = next.Kill(ctx, sandbox.KillRequest{Reference: ref}) })
 			info, err := p.Create(ctx, contracttest.CreateRequest(ref, resources))
 			if killErr != nil {
 				t.Fatalf("Kill during Create: %v", killErr)
@@ -83,6 +85,42 @@ func TestKillDuringCreateSettlesIt(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNoTombstoneWhileTheCreateRunsHere: within one adapter, Kill places
+// no tombstone while a Create of the same Reference is running (the
+// original attempt must have ended, or its process, before the tombstone
+// records the engine that may still hold its requests): it answers
+// ErrComputeUnconfirmed and changes nothing, and once the Create has
+// returned the next Kill settles it.
+func TestNoTombstoneWhileTheCreateRunsHere(t *testing.T) {
+	h := newFixtureHarness(t)
+	f := h.Native.(*dockertest.Native)
+	p := h.Provider.(*docker.Provider)
+	ref := contracttest.NewReference()
+	ctx := context.Background()
+	var killErr error
+	f.Server.Arm(dockertest.CallContainerInspect, dockertest.FaultHookAfterDispatch, func() { killErr = p.Kill(ctx, sandbox.KillRequest{Reference: ref}) })
+	if _, err := p.Create(ctx, contracttest.CreateRequest(ref, resources)); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if !errors.Is(killErr, errdefs.ErrComputeUnconfirmed) {
+		t.Fatalf("Kill during the Create = %v; want ErrComputeUnconfirmed", killErr)
+	}
+	for _, c := range f.Server.Containers() {
+		if c.Labels[docker.LabelTombstone] != "" {
+			t.Fatalf("a tombstone was placed while the Create ran: %+v", c)
+		}
+	}
+	if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
+		t.Fatalf("Kill after the Create: %v", err)
+	}
+	if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
+		t.Fatalf("second Kill: %v", err)
+	}
+	if got, err := p.GetInfo(ctx, ref); err != nil || !got.IsAbsenceReceipt(ref) {
+		t.Fatalf("GetInfo = %+v, %v; want the absence receipt", got, err)
 	}
 }
 

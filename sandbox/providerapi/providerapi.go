@@ -90,6 +90,15 @@ type Built struct {
 	// engine's DockerRootDir); empty when it has none on this host. The
 	// node agent measures free disk there when it can see it. Optional.
 	DataRoot string
+	// Housekeep removes the creation-absence receipts that are no longer
+	// needed (the Docker adapter's tombstones once the engine that could
+	// hold a request of their Create has exited) and returns how many the
+	// adapter still holds. The node agent calls it, bounded, beside the
+	// probe on every health report, and reports the count. Optional: nil
+	// for an adapter that keeps no such receipts. It is a callback rather
+	// than a provider operation because it is the node's own upkeep: it
+	// acts on no Reference Core names, and Core never calls it.
+	Housekeep func(ctx context.Context) (held int, err error)
 	// Close releases what construction acquired.
 	Close func() error
 }

@@ -75,6 +75,9 @@ type options struct {
 	// suspend commits a deployment that suspends Sessions idle for a
 	// minute (the least it accepts); the scenarios suspend on request.
 	suspend bool
+	// healthInterval is the node agents' health_interval (default the
+	// stack's, 1m).
+	healthInterval string
 }
 
 // node is one node agent of a cluster.
@@ -112,6 +115,9 @@ type cluster struct {
 	// containers' network ("none" unless the cluster runs Turns).
 	coreOpts stack.CoreOptions
 	network  string
+	// healthInterval is the node agents' health_interval ("" the
+	// stack's default).
+	healthInterval string
 	// spec is the committed deployment specification, which every node
 	// is configured with (a node with another is not ready).
 	spec *adminv1.Specification
@@ -161,6 +167,7 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, run: r, dsn: o.dsn, state: stack.CoreStateDir(t), cli: cli, image: image, creates: map[string]int{}, containersSeen: map[string]string{}, network: "none", spec: spec(o.maxActive)}
+	c.healthInterval = o.healthInterval
 	if o.suspend {
 		c.spec.Suspension = &adminv1.SuspensionPolicy{Idle: durationpb.New(time.Minute), Retention: durationpb.New(time.Hour)}
 	}
@@ -212,7 +219,7 @@ func (c *cluster) addNode(socket string, proxied bool) *node {
 	}
 	token := stack.CreateEnrollmentToken(t, c.ctx, c.cc)
 	addSecret(token)
-	n.Node = stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socket, Image: c.image, Listen: listen, Network: c.network, Specification: c.spec})
+	n.Node = stack.PrepareNode(t, &stack.Installation{ID: c.inst}, stack.NodeOptions{Socket: socket, Image: c.image, Listen: listen, Network: c.network, Specification: c.spec, HealthInterval: c.healthInterval})
 	out, code := stack.EnrollCmd(t, n.Node, c.core.PublicAddr(), token, advertise)
 	c.outputs = append(c.outputs, out)
 	if code != 0 {

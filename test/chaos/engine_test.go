@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 	"google.golang.org/grpc/status"
 
+	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/testenv"
 
@@ -179,11 +180,17 @@ func (d *dockerd) stop() {
 // report the calls' outcomes; Core never replays a Create (I1); the
 // Sessions created around the crash end ACTIVE or FAILED (I6); after
 // deletion nothing is left on the engine (I2) while the foreign resources
-// survive (I3).
+// survive (I3). The Create the crash cut off has an unknown outcome, so its
+// deletion leaves a tombstone (the creation-absence receipt): every node
+// reports what the engine holds (GetNode creation_receipts_held, read
+// against the engine's own listing), and after one more engine restart
+// (the engine that could hold a request of that Create has exited) the
+// node agents remove it: the engine then holds nothing of the
+// installation, tombstones included (issue 26, item 11).
 func TestDockerEngineRestart(t *testing.T) {
 	scenario(t, "Docker Engine restarted under the nodes", func(t *testing.T, r *run) {
 		engine := startDockerd(t)
-		c := newCluster(t, r, options{proxied: -1, engine: engine.Host, image: engine.Image})
+		c := newCluster(t, r, options{proxied: -1, engine: engine.Host, image: engine.Image, healthInterval: "1s"})
 		names := c.mustCreate(2)
 		if got := c.waitActive(names, time.Now(), activeDeadline); len(got) != len(names) {
 			t.Fatalf("only %d of %d Sessions ACTIVE before the fault", len(got), len(names))
@@ -206,7 +213,85 @@ func TestDockerEngineRestart(t *testing.T) {
 		// rule); TestDockerEngineRestart does not assert more of them.
 		requireOutcomes(t, c, faulted, outcomeDeadline)
 		c.invariants()
+
+		tombs := c.engineTombstones()
+		if tombs == 0 {
+			t.Fatalf("no tombstone on the engine after deleting the Sessions: the crash cut off a container create, whose Create's outcome is unknown")
+		}
+		c.waitReceiptsHeld(tombs, receiptsDeadline)
+		engine.stop()
+		engine.start()
+		r.fault(t, "restarted dockerd after the deletions (%d tombstones held)", tombs)
+		c.waitReceiptsHeld(0, receiptsDeadline)
+		if containers, volumes := c.engineAll(); containers != 0 || volumes != 0 {
+			c.violation("I2", "after the engine restart the engine holds %d containers and %d volumes of the installation (tombstones included), want none", containers, volumes)
+		}
 	})
+}
+
+// receiptsDeadline bounds how long the nodes take to report a change in
+// the tombstones they hold: a few health reports (1 s apart here) and a
+// node's reconnection to a restarted engine.
+const receiptsDeadline = 30 * time.Second
+
+// engineTombstones counts the installation's tombstones on the engine.
+func (c *cluster) engineTombstones() int {
+	c.t.Helper()
+	f := stack.InstallationFilter(c.inst).Add("label", docker.LabelTombstone+"=1")
+	cs, err := c.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		c.t.Fatalf("ContainerList: %v", err)
+	}
+	return len(cs.Items)
+}
+
+// engineAll counts every container and volume of the installation on the
+// engine, tombstones included.
+func (c *cluster) engineAll() (containers, volumes int) {
+	c.t.Helper()
+	f := stack.InstallationFilter(c.inst)
+	cs, err := c.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		c.t.Fatalf("ContainerList: %v", err)
+	}
+	vs, err := c.cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: f})
+	if err != nil {
+		c.t.Fatalf("VolumeList: %v", err)
+	}
+	return len(cs.Items), len(vs.Items)
+}
+
+// waitReceiptsHeld waits until GetNode reports want creation receipts
+// held on every node (the nodes share the one engine, and each counts the
+// installation's tombstones on it), and the engine holds exactly want
+// tombstones; a violation after within.
+func (c *cluster) waitReceiptsHeld(want int, within time.Duration) {
+	c.t.Helper()
+	end := time.Now().Add(within)
+	for {
+		var got []int32
+		for _, n := range c.nodes {
+			ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+			res, err := c.nodesAPI().GetNode(ctx, &adminv1.GetNodeRequest{Name: n.name})
+			cancel()
+			if err == nil {
+				got = append(got, res.GetNode().GetCapacity().GetCreationReceiptsHeld())
+			}
+		}
+		onEngine := c.engineTombstones()
+		ok := onEngine == want && len(got) == len(c.nodes)
+		for _, g := range got {
+			ok = ok && int(g) == want
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(end) {
+			c.violation("receipts", "after %v the nodes report %v creation receipts held and the engine holds %d tombstones, want %d", within, got, onEngine, want)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // TestEngineDataRootFull freezes the node agents, creates Sessions (placed

@@ -179,6 +179,8 @@ func TestTelemetry(t *testing.T) {
 		}
 		prom.waitSeries(`berth_nodeagent_generations{job="berth-nodeagent",ready="true"} >= 1`, within)
 		prom.waitSeries(`berth_nodeagent_operations_active{job="berth-nodeagent"} >= 0`, within)
+		// No Create of unknown outcome here: the node holds no tombstone.
+		prom.waitSeries(`berth_nodeagent_creation_receipts_held{job="berth-nodeagent"} == 0`, within)
 	})
 
 	t.Run("no secret in metrics, spans or logs", func(t *testing.T) {

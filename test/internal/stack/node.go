@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -102,6 +103,10 @@ type NodeOptions struct {
 	// Env are extra environment entries (KEY=value) of the agent's
 	// process, after the test's own.
 	Env []string
+	// HealthInterval is the configuration's health_interval (default
+	// "1m"): the period of health reports, and of the adapter's upkeep
+	// that runs beside each probe.
+	HealthInterval string
 }
 
 // DefaultSpecification is the specification a node is configured with
@@ -203,7 +208,7 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 			"socket": o.Socket, "image": o.Image, "network": o.Network,
 			"seccomp_profile": filepath.Join(RepoRoot(), "deploy", "runtime", "seccomp.json"),
 		},
-		"health_interval": "1m",
+		"health_interval": cmp.Or(o.HealthInterval, "1m"),
 		"capacity":        capacity,
 	}
 	if o.MetricsListen != "" {

@@ -857,9 +857,16 @@ type Capacity struct {
 	// divided by the per-sandbox need). Empty when one fits, or without a
 	// health report. Placement also needs the node enabled, present and
 	// ready: readiness says that.
-	NoRoomReason  string `protobuf:"bytes,8,opt,name=no_room_reason,json=noRoomReason,proto3" json:"no_room_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NoRoomReason string `protobuf:"bytes,8,opt,name=no_room_reason,json=noRoomReason,proto3" json:"no_room_reason,omitempty"`
+	// creation_receipts_held counts what the node keeps only to prove that
+	// a Create of unknown outcome made nothing (Docker: never-started
+	// tombstone containers with two empty volumes), as reported: the node
+	// removes each once it can prove that no request of that Create can
+	// reach its backend any more (for Docker, once the engine process that
+	// was running when it was placed has exited). Unset without a report.
+	CreationReceiptsHeld int32 `protobuf:"varint,9,opt,name=creation_receipts_held,json=creationReceiptsHeld,proto3" json:"creation_receipts_held,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Capacity) Reset() {
@@ -946,6 +953,13 @@ func (x *Capacity) GetNoRoomReason() string {
 		return x.NoRoomReason
 	}
 	return ""
+}
+
+func (x *Capacity) GetCreationReceiptsHeld() int32 {
+	if x != nil {
+		return x.CreationReceiptsHeld
+	}
+	return 0
 }
 
 // ListNodesRequest lists nodes.
@@ -1506,7 +1520,7 @@ const file_berth_admin_v1_node_proto_rawDesc = "" +
 	"\x05ready\x18\x02 \x01(\bR\x05ready\x12'\n" +
 	"\x0fdiagnostic_code\x18\x03 \x01(\tR\x0ediagnosticCode\x129\n" +
 	"\n" +
-	"check_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcheckTime\"\x90\x02\n" +
+	"check_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcheckTime\"\xc6\x02\n" +
 	"\bCapacity\x12\x1d\n" +
 	"\n" +
 	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
@@ -1517,7 +1531,8 @@ const file_berth_admin_v1_node_proto_rawDesc = "" +
 	"\fmax_retained\x18\x05 \x01(\x05R\vmaxRetained\x12\x16\n" +
 	"\x06active\x18\x06 \x01(\x05R\x06active\x12\x1a\n" +
 	"\bretained\x18\a \x01(\x05R\bretained\x12$\n" +
-	"\x0eno_room_reason\x18\b \x01(\tR\fnoRoomReason\"q\n" +
+	"\x0eno_room_reason\x18\b \x01(\tR\fnoRoomReason\x124\n" +
+	"\x16creation_receipts_held\x18\t \x01(\x05R\x14creationReceiptsHeld\"q\n" +
 	"\x10ListNodesRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +

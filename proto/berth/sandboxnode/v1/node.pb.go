@@ -971,9 +971,14 @@ type ConnectResponse struct {
 	ActiveOperations uint32 `protobuf:"varint,4,opt,name=active_operations,json=activeOperations,proto3" json:"active_operations,omitempty"`
 	// generations is the latest probe result of every served generation,
 	// in ascending order.
-	Generations   []*Readiness `protobuf:"bytes,5,rep,name=generations,proto3" json:"generations,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Generations []*Readiness `protobuf:"bytes,5,rep,name=generations,proto3" json:"generations,omitempty"`
+	// creation_receipts_held counts the resources the node's adapters keep
+	// only as creation-absence receipts that no proof allows removing yet
+	// (Docker: tombstones; providerapi.Built.Housekeep), over the distinct
+	// backends of the served generations.
+	CreationReceiptsHeld uint32 `protobuf:"varint,6,opt,name=creation_receipts_held,json=creationReceiptsHeld,proto3" json:"creation_receipts_held,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ConnectResponse) Reset() {
@@ -1040,6 +1045,13 @@ func (x *ConnectResponse) GetGenerations() []*Readiness {
 		return x.Generations
 	}
 	return nil
+}
+
+func (x *ConnectResponse) GetCreationReceiptsHeld() uint32 {
+	if x != nil {
+		return x.CreationReceiptsHeld
+	}
+	return 0
 }
 
 // Reference is the exact (tenant, environment, allocation) identity.
@@ -3327,14 +3339,15 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"cpu_millis\x18\x01 \x01(\x03R\tcpuMillis\x12!\n" +
 	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12&\n" +
 	"\x0fdisk_free_bytes\x18\x03 \x01(\x03R\rdiskFreeBytes\"\x10\n" +
-	"\x0eConnectRequest\"\xbd\x02\n" +
+	"\x0eConnectRequest\"\xf3\x02\n" +
 	"\x0fConnectResponse\x12;\n" +
 	"\vobserved_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"observedAt\x12A\n" +
 	"\treadiness\x18\x02 \x01(\v2\x1f.berth.sandboxnode.v1.ReadinessB\x02\x18\x01R\treadiness\x12:\n" +
 	"\bcapacity\x18\x03 \x01(\v2\x1e.berth.sandboxnode.v1.CapacityR\bcapacity\x12+\n" +
 	"\x11active_operations\x18\x04 \x01(\rR\x10activeOperations\x12A\n" +
-	"\vgenerations\x18\x05 \x03(\v2\x1f.berth.sandboxnode.v1.ReadinessR\vgenerations\"t\n" +
+	"\vgenerations\x18\x05 \x03(\v2\x1f.berth.sandboxnode.v1.ReadinessR\vgenerations\x124\n" +
+	"\x16creation_receipts_held\x18\x06 \x01(\rR\x14creationReceiptsHeld\"t\n" +
 	"\tReference\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12%\n" +
 	"\x0eenvironment_id\x18\x02 \x01(\tR\renvironmentId\x12#\n" +
