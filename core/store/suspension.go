@@ -235,12 +235,13 @@ func (s *Owner) ArmSuspension(ctx context.Context, id uuid.UUID, revision int64,
 			return db.Allocation{}, err
 		}
 		idleness := Idleness{Idle: idle.Idle, Since: idle.IdleSince, ReadAt: idle.ReadAt}
-		if a.Suspension.RequestedAt != nil {
-			// An admin's suspend-now waits for no idle time, but the rest
-			// of the predicate holds as for an idle suspension.
-			idleFor = 0
+		// An admin's suspend-now waits for no idle time, but the rest of
+		// the predicate holds as for an idle suspension.
+		ready := idleness.Idle
+		if a.Suspension.RequestedAt == nil {
+			ready = idleness.IdleFor(idleFor)
 		}
-		if !idleness.IdleFor(idleFor) {
+		if !ready {
 			return db.Allocation{}, fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
 		}
 		room, err := q.NodeRetainedRoom(ctx, db.NodeRetainedRoomParams{NodeID: a.NodeID, MaxRetained: int64(g.MaxRetained)})
@@ -616,9 +617,9 @@ func (s *Owner) RequestSuspend(ctx context.Context, sessionID, requestID uuid.UU
 // refuseUnlessIdle applies the one idle predicate (session_idle_since)
 // to Session sessionID, without an idle time: nil when a Turn ended and
 // none is queued or running. Only when the predicate refuses does it read
-// whether a Turn is queued or running, to say what to wait for:
-// ErrSessionBusy when one is and another already ended, ErrNoTurnEnded
-// otherwise (the first Turn ends first).
+// whether a Turn already ended, to say what to wait for: ErrSessionBusy
+// when one did (so one is queued or running now), ErrNoTurnEnded
+// otherwise (the first Turn must end first).
 func refuseUnlessIdle(ctx context.Context, q *db.Queries, sessionID uuid.UUID) error {
 	idle, err := q.SessionIdleSince(ctx, sessionID)
 	if err != nil || idle.Idle {
