@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"time"
 
 	"berth.dev/sandbox/errdefs"
@@ -25,6 +26,58 @@ const (
 	durationQuantum = time.Second
 )
 
+// The reasons of the shared bounds' refusals: each says the bounds it
+// enforces, so an operator can correct the value without reading the
+// code.
+var (
+	cpuOutOfBounds         = fmt.Sprintf("out of bounds: at least %d and at most %d millicores", MinCPUMillis, MaxCPUMillis)
+	memoryOutOfBounds      = "out of bounds: at least " + byteCount(MinMemoryBytes) + " and at most " + byteCount(MaxMemoryBytes)
+	diskOutOfBounds        = "out of bounds: at least " + byteCount(MinDiskBytes) + " and at most " + byteCount(MaxDiskBytes)
+	maxActiveOutOfBounds   = fmt.Sprintf("out of bounds: at least %d and at most %d", MinMaxActive, MaxMaxActive)
+	maxRetainedOutOfBounds = fmt.Sprintf("out of bounds: at least 0 and at most %d", MaxMaxRetained)
+	// SuspendIdleOutOfBounds and RetentionOutOfBounds are the reasons of
+	// a suspension policy's idle time and retention out of bounds, also
+	// for an adapter that refuses a duration before Validate sees it.
+	SuspendIdleOutOfBounds = "out of bounds: whole seconds, at least " + duration(MinSuspendIdle) + " and at most " + duration(MaxSuspendIdle)
+	RetentionOutOfBounds   = "out of bounds: whole seconds, at least " + duration(MinRetention) + " and at most " + duration(MaxRetention)
+)
+
+// duration writes d in its largest whole unit, days only beyond one:
+// "1 minute", "24 hours", "90 days".
+func duration(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d > day && d%day == 0:
+		return plural(int64(d/day), "day")
+	case d%time.Hour == 0:
+		return plural(int64(d/time.Hour), "hour")
+	case d%time.Minute == 0:
+		return plural(int64(d/time.Minute), "minute")
+	}
+	return plural(int64(d/time.Second), "second")
+}
+
+// byteCount writes n in its largest whole binary unit: "128 MiB".
+func byteCount(n int64) string {
+	for _, u := range []struct {
+		unit int64
+		name string
+	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n%u.unit == 0 {
+			return fmt.Sprintf("%d %s", n/u.unit, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// plural writes n and name, with an s unless n is 1.
+func plural(n int64, name string) string {
+	if n == 1 {
+		return "1 " + name
+	}
+	return fmt.Sprintf("%d %ss", n, name)
+}
+
 var invalidBootstrap = errdefs.Invalid("bootstrap", "invalid runtime bootstrap file")
 
 var invalidCoreCA = errdefs.Invalid("core_ca_pem", "must be empty or PEM CA certificates")
@@ -40,11 +93,11 @@ type Resources struct {
 func (r Resources) Validate() error {
 	switch {
 	case r.CPUMillis < MinCPUMillis || r.CPUMillis > MaxCPUMillis:
-		return errdefs.Invalid("resources.cpu_millis", "out of bounds")
+		return errdefs.Invalid("resources.cpu_millis", cpuOutOfBounds)
 	case r.MemoryBytes < MinMemoryBytes || r.MemoryBytes > MaxMemoryBytes:
-		return errdefs.Invalid("resources.memory_bytes", "out of bounds")
+		return errdefs.Invalid("resources.memory_bytes", memoryOutOfBounds)
 	case r.DiskBytes < MinDiskBytes || r.DiskBytes > MaxDiskBytes:
-		return errdefs.Invalid("resources.disk_bytes", "out of bounds")
+		return errdefs.Invalid("resources.disk_bytes", diskOutOfBounds)
 	}
 	return nil
 }
@@ -63,10 +116,10 @@ func (p SuspensionPolicy) IsZero() bool { return p == SuspensionPolicy{} }
 // duration bounds.
 func (p SuspensionPolicy) Validate() error {
 	if !FitsRuntimeDuration(p.Idle, MinSuspendIdle, MaxSuspendIdle) {
-		return errdefs.Invalid("suspension.idle", "out of bounds")
+		return errdefs.Invalid("suspension.idle", SuspendIdleOutOfBounds)
 	}
 	if !FitsRuntimeDuration(p.Retention, MinRetention, MaxRetention) {
-		return errdefs.Invalid("suspension.retention", "out of bounds")
+		return errdefs.Invalid("suspension.retention", RetentionOutOfBounds)
 	}
 	return nil
 }
@@ -92,10 +145,10 @@ func (s Specification) Validate() error {
 		return err
 	}
 	if s.MaxActive < MinMaxActive || s.MaxActive > MaxMaxActive {
-		return errdefs.Invalid("specification.max_active", "out of bounds")
+		return errdefs.Invalid("specification.max_active", maxActiveOutOfBounds)
 	}
 	if s.MaxRetained < 0 || s.MaxRetained > MaxMaxRetained {
-		return errdefs.Invalid("specification.max_retained", "out of bounds")
+		return errdefs.Invalid("specification.max_retained", maxRetainedOutOfBounds)
 	}
 	if !s.Suspension.IsZero() {
 		if err := s.Suspension.Validate(); err != nil {

@@ -42,6 +42,18 @@
 //     enabled node and revokes every unused enrollment token; nodes of the
 //     new kind are enrolled afterwards. After the commit OnCommit tells the
 //     nodes at once; nothing after the commit can fail.
+//   - The suspension policy is resolved before validation, alike for
+//     Preview, Commit and Replace (suspensionOf): a candidate's own policy;
+//     the explicit choice of none (Candidate.SuspensionOff); or, with
+//     neither, the provider's registered defaults
+//     (providers.Registration.Suspension; none for a provider without
+//     checkpoint support). A preview therefore shows the policy a commit
+//     stores, and a candidate that leaves the policy out differs from a
+//     deployment committed with suspension off. A replacement that does
+//     not set the suspension part inherits the current policy; one that
+//     sets it resolves it like a first commit, for the replacement's kind.
+//     Generations stored before this rule keep what they stored (no policy
+//     is no suspension).
 //   - Existing allocations keep their generation: a retained allocation
 //     is never repointed; GetDeployment reports the retained generations
 //     and, per node, the generations it serves (ObserveNodes), with the
@@ -56,7 +68,8 @@
 //     ("provider.kind", the registry's "configuration.public.*" and
 //     "configuration.credential.*", the specification's "resources.*",
 //     "specification.*", "suspension.*"); the adapter maps them to request
-//     paths.
+//     paths. A value out of the shared bounds (sandbox.Specification)
+//     says the bounds in its reason.
 //   - The provider switch (Disable, Enable) is durable state of the
 //     deployment row, written only here. While it is disabled the store
 //     refuses new hosted admission (CreateSession, reason

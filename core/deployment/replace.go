@@ -73,7 +73,9 @@ type Replacement struct {
 }
 
 // prepareReplacement prepares c as a replacement of cur: every part set
-// does not set is inherited from cur. For cur's provider kind the adapter
+// does not set is inherited from cur; a suspension policy set is resolved
+// as a first commit's (suspensionOf: no policy is the registered
+// defaults of the replacement's kind). For cur's provider kind the adapter
 // owns the configuration's inheritance (providers.Registry.ResolveChange
 // of cur's configuration, with its credential, and the parts set sets:
 // the public configuration, the credential); a candidate of another kind
@@ -104,11 +106,16 @@ func (s *Service) prepareReplacement(c Candidate, set Fields, cur store.Generati
 	if !set.has(FieldMaxRetained) {
 		spec.MaxRetained = cs.MaxRetained
 	}
+	reg, err := s.lookup(kind)
+	if err != nil {
+		return prepared{}, err
+	}
 	if !set.has(FieldSuspension) {
 		spec.Suspension = cs.Suspension
+	} else if spec.Suspension, err = suspensionOf(reg, c); err != nil {
+		return prepared{}, err
 	}
-	reg, err := s.prepareSelection(kind, spec)
-	if err != nil {
+	if err := validateSelection(reg, spec); err != nil {
 		return prepared{}, err
 	}
 	var enc sandbox.EncodedConfiguration

@@ -58,8 +58,14 @@ type Candidate struct {
 	Public json.RawMessage
 	// Credential is the write-only credential object; zero means none. It
 	// is never echoed, logged or returned.
-	Credential    sandbox.Credential
+	Credential sandbox.Credential
+	// Specification sizes the sandboxes and nodes. A zero suspension
+	// policy is no choice: the provider's registered suspension defaults
+	// apply (providers.Registration.Suspension), unless SuspensionOff.
 	Specification sandbox.Specification
+	// SuspensionOff is the explicit choice of no suspension. With a
+	// non-zero Specification.Suspension it is invalid.
+	SuspensionOff bool
 }
 
 // Format prints c without its credential, whatever the verb.
@@ -313,43 +319,73 @@ func (p prepared) deployment(generation uint64) Deployment {
 	}
 }
 
-// prepare normalizes and validates c through the registry. It does no
-// I/O.
+// prepare normalizes and validates c through the registry, its suspension
+// policy resolved (suspensionOf). It does no I/O.
 func (s *Service) prepare(c Candidate) (prepared, error) {
-	reg, err := s.prepareSelection(c.ProviderKind, c.Specification)
+	reg, err := s.lookup(c.ProviderKind)
 	if err != nil {
+		return prepared{}, err
+	}
+	spec := c.Specification
+	if spec.Suspension, err = suspensionOf(reg, c); err != nil {
+		return prepared{}, err
+	}
+	if err := validateSelection(reg, spec); err != nil {
 		return prepared{}, err
 	}
 	enc, err := s.registry.Normalize(c.ProviderKind, sandbox.ConfigurationInput{Public: c.Public, Credential: c.Credential})
 	if err != nil {
 		return prepared{}, err
 	}
-	return prepared{kind: c.ProviderKind, reg: reg, enc: enc, spec: c.Specification}, nil
+	return prepared{kind: c.ProviderKind, reg: reg, enc: enc, spec: spec}, nil
 }
 
-// prepareSelection looks kind up and validates spec through the shared
-// bounds and the registration's validators.
-func (s *Service) prepareSelection(kind string, spec sandbox.Specification) (providers.Registration, error) {
+// errSuspensionOffWithPolicy refuses a candidate that turns suspension off
+// and sets a policy too.
+var errSuspensionOffWithPolicy = errdefs.Invalid("specification.suspension",
+	"disabled with an idle time or retention: give either a policy or disabled")
+
+// suspensionOf resolves c's suspension policy for the provider reg: the
+// explicit choice of none (SuspensionOff), the candidate's own policy, or,
+// without either, the provider's registered defaults (zero for a provider
+// without checkpoint support). Preview, Commit and Replace resolve it
+// alike, so a preview shows what a commit stores.
+func suspensionOf(reg providers.Registration, c Candidate) (sandbox.SuspensionPolicy, error) {
+	switch {
+	case c.SuspensionOff && !c.Specification.Suspension.IsZero():
+		return sandbox.SuspensionPolicy{}, errSuspensionOffWithPolicy
+	case c.SuspensionOff:
+		return sandbox.SuspensionPolicy{}, nil
+	case c.Specification.Suspension.IsZero():
+		return reg.Suspension, nil
+	}
+	return c.Specification.Suspension, nil
+}
+
+// lookup looks provider kind up in the registry.
+func (s *Service) lookup(kind string) (providers.Registration, error) {
 	if kind == "" {
 		return providers.Registration{}, errdefs.Invalid("provider.kind", "required")
 	}
-	reg, err := s.registry.Lookup(kind)
-	if err != nil {
-		return providers.Registration{}, err
-	}
+	return s.registry.Lookup(kind)
+}
+
+// validateSelection validates spec (its suspension policy resolved)
+// through the shared bounds and reg's validators.
+func validateSelection(reg providers.Registration, spec sandbox.Specification) error {
 	if err := spec.Validate(); err != nil {
-		return providers.Registration{}, err
+		return err
 	}
 	if err := reg.ValidateResources(spec.Resources); err != nil {
-		return providers.Registration{}, err
+		return err
 	}
 	if err := reg.ValidateSpecification(spec); err != nil {
-		return providers.Registration{}, err
+		return err
 	}
 	if !spec.Suspension.IsZero() && !reg.Operations.Supports(sandbox.OpSuspend) {
-		return providers.Registration{}, errdefs.Invalid("specification.suspension", "this provider does not support suspension")
+		return errdefs.Invalid("specification.suspension", "this provider does not support suspension: leave the policy out or disable it")
 	}
-	return reg, nil
+	return nil
 }
 
 // sameness is how a prepared candidate compares with the current

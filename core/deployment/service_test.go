@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/errdefs/errdefstest"
 	"berth.dev/sandbox/redacttest"
@@ -31,7 +32,7 @@ func TestPreviewDockerBeforeFirstCommit(t *testing.T) {
 	errdefstest.Must(t, err)
 	if !p.Changed || p.ExpectedGeneration != 0 || p.Deployment.Generation != 1 ||
 		p.Deployment.ProviderKind != "docker" || string(p.Deployment.Public) != "{}" ||
-		p.Deployment.HasCredential || p.Deployment.Specification != deploymenttest.DefaultSpec() {
+		p.Deployment.HasCredential || p.Deployment.Specification != withDefaults(deploymenttest.DefaultSpec()) {
 		t.Fatalf("preview %+v", p)
 	}
 	f.WantGenerations(t, 0, "after the preview")
@@ -42,7 +43,7 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	d, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
 	errdefstest.Must(t, err)
 	if d.Generation != 1 || d.ProviderKind != "docker" || d.HasCredential || d.CommitTime.IsZero() ||
-		d.Specification != deploymenttest.DefaultSpec() {
+		d.Specification != withDefaults(deploymenttest.DefaultSpec()) {
 		t.Fatalf("commit %+v", d)
 	}
 	got, err := f.Svc.Get(f.Ctx)
@@ -75,6 +76,13 @@ func TestCommitDockerCreatesGenerationOne(t *testing.T) {
 	_, err = f.Svc.Commit(f.Ctx, c, p.ExpectedGeneration)
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_committed")
 	f.WantGenerations(t, 1, "after the refused commit")
+}
+
+// withDefaults is spec with Docker's registered suspension defaults: what
+// a Docker candidate without a policy commits.
+func withDefaults(spec sandbox.Specification) sandbox.Specification {
+	spec.Suspension = docker.DefaultSuspension
+	return spec
 }
 
 // dockerWithSpec is the docker selection with DefaultSpec changed by
@@ -299,5 +307,87 @@ func TestDockerAcceptsASuspensionPolicy(t *testing.T) {
 	p, err := f.Svc.Preview(f.Ctx, dockerWithSpec(func(s *sandbox.Specification) { s.Suspension = policy }))
 	if err != nil || p.Deployment.Specification.Suspension != policy {
 		t.Fatalf("Preview = %+v, %v; want the policy kept", p.Deployment.Specification, err)
+	}
+}
+
+// TestAbsentSuspensionPolicyIsTheRegisteredDefaults: a candidate without
+// a suspension policy gets its provider's registered defaults (Docker:
+// idle 15 minutes, retention 7 days): the preview shows them, the commit
+// stores them and a later read reports them. A provider without
+// checkpoint support registers none, so its deployment suspends nothing.
+func TestAbsentSuspensionPolicyIsTheRegisteredDefaults(t *testing.T) {
+	f := deploymenttest.New(t)
+	want := sandbox.SuspensionPolicy{Idle: 15 * time.Minute, Retention: 7 * 24 * time.Hour}
+	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DockerCandidate())
+	errdefstest.Must(t, err)
+	if got := p.Deployment.Specification.Suspension; got != want {
+		t.Fatalf("preview suspension %+v, want the registered defaults %+v", got, want)
+	}
+	d, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
+	errdefstest.Must(t, err)
+	g, err := f.St.GetGeneration(f.Ctx, 1)
+	errdefstest.Must(t, err)
+	if d.Specification.Suspension != want || g.Specification.Suspension != want {
+		t.Fatalf("committed suspension %+v, stored %+v, want %+v", d.Specification.Suspension, g.Specification.Suspension, want)
+	}
+	// The same candidate again is the same deployment: no change.
+	p, err = f.Svc.Preview(f.Ctx, deploymenttest.DockerCandidate())
+	errdefstest.Must(t, err)
+	if p.Changed {
+		t.Fatalf("the committed candidate previewed as a change: %+v", p.Deployment.Specification)
+	}
+
+	t.Run("without checkpoint support", func(t *testing.T) {
+		direct := deploymenttest.New(t)
+		p, err := direct.Svc.Preview(direct.Ctx, deploymenttest.DirectCandidate("eu", "tok"))
+		errdefstest.Must(t, err)
+		if !p.Deployment.Specification.Suspension.IsZero() {
+			t.Fatalf("a provider without checkpoint support previewed suspension %+v", p.Deployment.Specification.Suspension)
+		}
+	})
+}
+
+// TestSuspensionOffIsAnExplicitChoice: a candidate that turns suspension
+// off commits a deployment that suspends nothing, and differs from one
+// that leaves the policy to the defaults; off together with a policy is
+// invalid and writes nothing. A replacement that sets the suspension part
+// resolves it the same way: no policy is the registered defaults.
+func TestSuspensionOffIsAnExplicitChoice(t *testing.T) {
+	f := deploymenttest.New(t)
+	both := deploymenttest.DockerCandidate()
+	both.SuspensionOff = true
+	both.Specification.Suspension = sandbox.SuspensionPolicy{Idle: time.Hour, Retention: 2 * time.Hour}
+	_, err := f.Svc.Preview(f.Ctx, both)
+	errdefstest.WantField(t, err, "specification.suspension")
+	_, err = f.Svc.Commit(f.Ctx, both, 0)
+	errdefstest.WantField(t, err, "specification.suspension")
+	f.WantGenerations(t, 0, "after off with a policy")
+
+	off := deploymenttest.DockerCandidate()
+	off.SuspensionOff = true
+	d, err := f.Svc.Commit(f.Ctx, off, 0)
+	errdefstest.Must(t, err)
+	g, err := f.St.GetGeneration(f.Ctx, 1)
+	errdefstest.Must(t, err)
+	if !d.Specification.Suspension.IsZero() || !g.Specification.Suspension.IsZero() {
+		t.Fatalf("suspension off committed %+v, stored %+v", d.Specification.Suspension, g.Specification.Suspension)
+	}
+	p, err := f.Svc.Preview(f.Ctx, deploymenttest.DockerCandidate())
+	errdefstest.Must(t, err)
+	if !p.Changed || p.Deployment.Specification.Suspension != docker.DefaultSuspension {
+		t.Fatalf("the defaults against a deployment with suspension off: changed %v, %+v", p.Changed, p.Deployment.Specification.Suspension)
+	}
+
+	// Replacing only the suspension part with no policy: the defaults.
+	r, err := f.Svc.Replace(f.Ctx, deployment.Candidate{}, deployment.Fields{deployment.FieldSuspension}, 1)
+	errdefstest.Must(t, err)
+	if !r.Changed || r.Deployment.Specification.Suspension != docker.DefaultSuspension {
+		t.Fatalf("replacement %+v", r.Deployment.Specification)
+	}
+	// And off again.
+	r, err = f.Svc.Replace(f.Ctx, deployment.Candidate{SuspensionOff: true}, deployment.Fields{deployment.FieldSuspension}, 2)
+	errdefstest.Must(t, err)
+	if !r.Changed || !r.Deployment.Specification.Suspension.IsZero() {
+		t.Fatalf("replacement turning suspension off %+v", r.Deployment.Specification)
 	}
 }

@@ -219,7 +219,7 @@ func candidateFromProto(c *adminv1.DeploymentCandidate, partial bool) (deploymen
 		}
 		out.Credential = sandbox.NewCredential(cred)
 	}
-	if out.Specification, err = specificationFromProto(c.GetSpecification()); err != nil {
+	if out.Specification, out.SuspensionOff, err = specificationFromProto(c.GetSpecification()); err != nil {
 		return deployment.Candidate{}, err
 	}
 	return out, nil
@@ -241,10 +241,14 @@ func objectJSON(field string, s *structpb.Struct) (json.RawMessage, error) {
 	return b, nil
 }
 
-func specificationFromProto(s *adminv1.Specification) (sandbox.Specification, error) {
+// specificationFromProto converts a candidate's specification, and
+// whether it turns suspension off. An absent suspension policy is the
+// zero policy (the logic applies the provider's registered defaults); a
+// present one must be complete, or disabled.
+func specificationFromProto(s *adminv1.Specification) (sandbox.Specification, bool, error) {
 	const field = "candidate.specification"
 	if s == nil {
-		return sandbox.Specification{}, errdefs.Invalid(field, "required")
+		return sandbox.Specification{}, false, errdefs.Invalid(field, "required")
 	}
 	out := sandbox.Specification{
 		Resources: sandbox.Resources{
@@ -255,24 +259,28 @@ func specificationFromProto(s *adminv1.Specification) (sandbox.Specification, er
 		MaxActive:   s.GetMaxActive(),
 		MaxRetained: s.GetMaxRetained(),
 	}
-	if sp := s.GetSuspension(); sp != nil {
-		// A suspension policy that is present must be complete: "no
-		// suspension" is an absent policy, never a zero one.
-		for _, d := range []struct {
-			name string
-			v    *durationpb.Duration
-		}{{"idle", sp.GetIdle()}, {"retention", sp.GetRetention()}} {
-			f := field + ".suspension." + d.name
-			if d.v == nil {
-				return sandbox.Specification{}, errdefs.Invalid(f, "required")
-			}
-			if d.v.CheckValid() != nil || d.v.AsDuration() <= 0 {
-				return sandbox.Specification{}, errdefs.Invalid(f, "out of bounds")
-			}
-		}
-		out.Suspension = sandbox.SuspensionPolicy{Idle: sp.GetIdle().AsDuration(), Retention: sp.GetRetention().AsDuration()}
+	sp := s.GetSuspension()
+	if sp == nil {
+		return out, false, nil
 	}
-	return out, nil
+	// A policy that is present must be complete or disabled, never zero:
+	// a zero one would read as no choice (the defaults).
+	for _, d := range []struct {
+		name, bounds string
+		v            *durationpb.Duration
+	}{{"idle", sandbox.SuspendIdleOutOfBounds, sp.GetIdle()}, {"retention", sandbox.RetentionOutOfBounds, sp.GetRetention()}} {
+		f := field + ".suspension." + d.name
+		switch {
+		case d.v == nil && sp.GetDisabled():
+			continue
+		case d.v == nil:
+			return sandbox.Specification{}, false, errdefs.Invalid(f, "required unless suspension is disabled")
+		case d.v.CheckValid() != nil || d.v.AsDuration() <= 0:
+			return sandbox.Specification{}, false, errdefs.Invalid(f, d.bounds)
+		}
+	}
+	out.Suspension = sandbox.SuspensionPolicy{Idle: sp.GetIdle().AsDuration(), Retention: sp.GetRetention().AsDuration()}
+	return out, sp.GetDisabled(), nil
 }
 
 func deploymentProto(d deployment.Deployment) (*adminv1.Deployment, error) {
@@ -316,6 +324,9 @@ func deploymentProto(d deployment.Deployment) (*adminv1.Deployment, error) {
 		MaxActive:   spec.MaxActive,
 		MaxRetained: spec.MaxRetained,
 	}
+	// A deployment always reports its policy: a candidate without one
+	// would mean the registered defaults, not what this one holds.
+	pb.Specification.Suspension = &adminv1.SuspensionPolicy{Disabled: true}
 	if !spec.Suspension.IsZero() {
 		pb.Specification.Suspension = &adminv1.SuspensionPolicy{
 			Idle:      durationpb.New(spec.Suspension.Idle),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -63,7 +64,7 @@ func TestGRPCPreviewCommitGet(t *testing.T) {
 	cm, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: pv.GetExpectedGeneration()})
 	errdefstest.Must(t, err)
 	if d := cm.GetDeployment(); d.GetGeneration() != 1 || d.GetCommitTime() == nil || d.GetHasCredential() ||
-		d.GetSpecification().GetSuspension() != nil {
+		d.GetSpecification().GetSuspension().GetIdle().AsDuration() != 15*time.Minute {
 		t.Fatalf("commit %v", d)
 	}
 
@@ -317,5 +318,93 @@ func TestGRPCReplaceWithUpdateMask(t *testing.T) {
 	errdefstest.Must(t, err)
 	if d := got.GetDeployment(); d.GetGeneration() != 2 || d.GetServingGeneration() != 0 || len(d.GetRetainedGenerations()) != 0 {
 		t.Fatalf("deployment after the replacement %v", d)
+	}
+}
+
+// TestGRPCPreviewShowsRegisteredSuspensionDefaults: PreviewDeployment of
+// a candidate without a suspension policy shows the provider's registered
+// defaults (Docker: 900 s idle, 7 days' retention).
+func TestGRPCPreviewShowsRegisteredSuspensionDefaults(t *testing.T) {
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
+	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{ProviderKind: "docker", Specification: specProto()}})
+	errdefstest.Must(t, err)
+	if p := pv.GetDeployment().GetSpecification().GetSuspension(); p.GetIdle().AsDuration() != 15*time.Minute ||
+		p.GetRetention().AsDuration() != 7*24*time.Hour {
+		t.Fatalf("previewed suspension %v, want the registered defaults (15m idle, 168h retention)", p)
+	}
+}
+
+// TestGRPCSuspensionBoundsInRefusals: a suspension policy out of the
+// shared bounds is refused on its field, and the refusal says the bounds.
+func TestGRPCSuspensionBoundsInRefusals(t *testing.T) {
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
+	for _, tc := range []struct {
+		field           string
+		idle, retention time.Duration
+		bounds          []string
+	}{
+		{"idle", 30 * time.Second, time.Hour, []string{"at least 1 minute", "at most 24 hours"}},
+		{"idle", 25 * time.Hour, time.Hour, []string{"at least 1 minute", "at most 24 hours"}},
+		{"retention", time.Hour, 30 * time.Minute, []string{"at least 1 hour", "at most 90 days"}},
+	} {
+		spec := specProto()
+		spec.Suspension = &adminv1.SuspensionPolicy{Idle: durationpb.New(tc.idle), Retention: durationpb.New(tc.retention)}
+		_, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{ProviderKind: "docker", Specification: spec}})
+		admintest.WantInvalidField(t, err, "candidate.specification.suspension."+tc.field)
+		s, _ := status.FromError(err)
+		for _, b := range tc.bounds {
+			if !strings.Contains(s.Message(), b) {
+				t.Fatalf("%s %v: message %q does not say %q", tc.field, spec.Suspension, s.Message(), b)
+			}
+		}
+	}
+}
+
+// TestGRPCSuspensionDisabled: a candidate whose policy is disabled commits
+// a deployment that suspends nothing, reported as disabled (never as an
+// absent policy, which in a candidate means the defaults), so the
+// reported specification committed again is the same deployment; disabled
+// with a duration is refused on the policy.
+func TestGRPCSuspensionDisabled(t *testing.T) {
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
+	spec := specProto()
+	spec.Suspension = &adminv1.SuspensionPolicy{Disabled: true, Idle: durationpb.New(time.Hour)}
+	_, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{ProviderKind: "docker", Specification: spec}})
+	admintest.WantInvalidField(t, err, "candidate.specification.suspension")
+
+	spec.Suspension = &adminv1.SuspensionPolicy{Disabled: true}
+	cand := &adminv1.DeploymentCandidate{ProviderKind: "docker", Specification: spec}
+	pv, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand})
+	errdefstest.Must(t, err)
+	if p := pv.GetDeployment().GetSpecification().GetSuspension(); !p.GetDisabled() || p.GetIdle() != nil || p.GetRetention() != nil {
+		t.Fatalf("previewed suspension %v, want disabled", p)
+	}
+	cm, err := c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand})
+	errdefstest.Must(t, err)
+	g, err := f.St.GetGeneration(f.Ctx, 1)
+	errdefstest.Must(t, err)
+	if !cm.GetDeployment().GetSpecification().GetSuspension().GetDisabled() || !g.Specification.Suspension.IsZero() {
+		t.Fatalf("committed %v, stored %+v", cm.GetDeployment().GetSpecification(), g.Specification.Suspension)
+	}
+	got, err := c.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
+	errdefstest.Must(t, err)
+	again, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
+		ProviderKind: "docker", Specification: got.GetDeployment().GetSpecification(),
+	}})
+	errdefstest.Must(t, err)
+	if again.GetChanged() {
+		t.Fatalf("the reported specification previewed as a change: %v", again.GetDeployment().GetSpecification())
+	}
+	// Leaving the policy out is another deployment: the defaults.
+	defaults, err := c.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{ProviderKind: "docker", Specification: specProto()}})
+	errdefstest.Must(t, err)
+	if !defaults.GetChanged() || defaults.GetDeployment().GetSpecification().GetSuspension().GetDisabled() {
+		t.Fatalf("a candidate without a policy against suspension off: %v", defaults)
 	}
 }

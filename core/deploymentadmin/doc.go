@@ -10,4 +10,10 @@
 //     errors once.
 //   - The credential is input only: no response carries it, only
 //     has_credential.
+//   - A candidate's absent suspension policy is the logic's zero policy
+//     (the provider's registered defaults); disabled is
+//     Candidate.SuspensionOff; a present policy is complete or disabled.
+//     A committed deployment always reports its policy, disabled when it
+//     suspends nothing, so a reported specification sent back as a
+//     candidate is the same deployment.
 package deploymentadmin

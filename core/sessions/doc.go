@@ -31,6 +31,14 @@
 //     (session_deleted), the running Turn asked to cancel, cleanup
 //     requested. Only then does the lifecycle worker kill the compute.
 //     Nothing refuses it: not a disabled provider, not a missing node.
+//   - An admin's suspend-now (Suspend) is the idle suspension without its
+//     idle time: the same predicate (session_idle_since: at least one Turn
+//     ended, none queued or running; Berth has no other pending work: input
+//     is a queued Turn, and a Session whose creation has not settled is
+//     refused compute_not_running) decides the request, the candidate
+//     scan, the arming and the capture claim. A refusal says what to wait
+//     for: no_turn_ended (the first Turn's end), session_busy (the queued
+//     or running Turn's end).
 //   - Errors are errdefs classes. An invalid request names the logic's
 //     field ("request_id", "display_name"); the adapter maps it to a
 //     request path. No deployment (ErrNoDeployment), a disabled provider

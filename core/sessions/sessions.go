@@ -218,7 +218,10 @@ func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.Sessio
 
 // Suspend asks for the Session's suspension now (store.RequestSuspend):
 // the node's lifecycle worker arms it at once, the Runtime quiesces, and
-// the workspace is captured. Idempotent by requestID.
+// the workspace is captured. It obeys the idle suspension's predicate
+// except the idle time (a Turn ended, nothing queued or running), and is
+// refused otherwise with what to wait for (no_turn_ended, session_busy).
+// Idempotent by requestID.
 func (s *Service) Suspend(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
 	b, err := s.store.RequestSuspend(ctx, sessionID, requestID)
 	if err != nil {

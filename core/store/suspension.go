@@ -210,8 +210,9 @@ var ErrNoRoom = fmt.Errorf("node has no room: %w", errdefs.ErrFailedPrecondition
 // id at revision: under the Session lock it repeats the idle test
 // (SessionIdleSince against the generation's idle time, by the database
 // clock; a restore or an attempt that ended without a snapshot less than
-// an idle time ago counts as activity; an admin's suspend-now only needs
-// nothing queued or running), then, under the node's placement lock, checks a retained slot
+// an idle time ago counts as activity; an admin's suspend-now skips only
+// the idle time: a Turn ended and nothing is queued or running), then,
+// under the node's placement lock, checks a retained slot
 // (max_retained counts the node's snapshots and the suspensions in
 // flight), and moves the running compute to PhaseQuiescing. ErrFenced
 // when the revision moved or the Session is no longer idle enough (a Turn
@@ -229,23 +230,19 @@ func (s *Owner) ArmSuspension(ctx context.Context, id uuid.UUID, revision int64,
 			return db.Allocation{}, fmt.Errorf("no suspension: %w", errdefs.ErrFenced)
 		}
 		idleFor := time.Duration(g.SuspensionIdleSeconds.Int64) * time.Second
-		if a.Suspension.RequestedAt != nil {
-			// An admin's suspend-now waits for nothing but the Turns.
-			busy, err := q.SessionBusy(ctx, sess.ID)
-			if err != nil {
-				return db.Allocation{}, err
-			}
-			if busy {
-				return db.Allocation{}, fmt.Errorf("a turn is queued or running: %w", errdefs.ErrFenced)
-			}
-		} else {
-			idle, err := q.SessionIdleSince(ctx, sess.ID)
-			if err != nil {
-				return db.Allocation{}, err
-			}
-			if !(Idleness{Idle: idle.Idle, Since: idle.IdleSince, ReadAt: idle.ReadAt}).IdleFor(idleFor) {
-				return db.Allocation{}, fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
-			}
+		idle, err := q.SessionIdleSince(ctx, sess.ID)
+		if err != nil {
+			return db.Allocation{}, err
+		}
+		idleness := Idleness{Idle: idle.Idle, Since: idle.IdleSince, ReadAt: idle.ReadAt}
+		// An admin's suspend-now waits for no idle time, but the rest of
+		// the predicate holds as for an idle suspension.
+		ready := idleness.Idle
+		if a.Suspension.RequestedAt == nil {
+			ready = idleness.IdleFor(idleFor)
+		}
+		if !ready {
+			return db.Allocation{}, fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
 		}
 		room, err := q.NodeRetainedRoom(ctx, db.NodeRetainedRoomParams{NodeID: a.NodeID, MaxRetained: int64(g.MaxRetained)})
 		if err != nil {
@@ -327,7 +324,8 @@ func (s *Owner) phaseWrite(ctx context.Context, name string, write func(q *db.Qu
 
 // ClaimCapture consumes the capture receipt of suspension op: under the
 // Session lock, the share of the compute-phase check with new Turns, it
-// repeats that nothing is queued or running, and moves the acknowledged
+// repeats the idle predicate without its idle time (SessionIdleSince: a
+// Turn ended, nothing queued or running), and moves the acknowledged
 // quiescing compute to PhaseSuspending. Only a nil error permits one
 // Suspend. When work arrived since the arming, the suspension is aborted
 // in the same transaction (back to PhaseRunning) and ErrFenced returned;
@@ -341,11 +339,11 @@ func (s *Owner) ClaimCapture(ctx context.Context, id, op uuid.UUID) (Allocation,
 		if err != nil {
 			return err
 		}
-		busy, err := q.SessionBusy(ctx, sess.ID)
+		idle, err := q.SessionIdleSince(ctx, sess.ID)
 		if err != nil {
 			return err
 		}
-		if busy || SessionState(sess.State) != SessionActive {
+		if !idle.Idle || SessionState(sess.State) != SessionActive {
 			if _, err := q.AbortQuiesce(ctx, db.AbortQuiesceParams{ID: id, Operation: &op}); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
@@ -563,9 +561,13 @@ func (s *Store) ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after
 // The refusals of SuspendSession and ResumeSession (errdefs.Refuse: a
 // fixed reason and what to do).
 var (
-	// ErrSessionBusy: a Turn is queued or running.
+	// ErrSessionBusy: a Turn ended, but one is queued or running.
 	ErrSessionBusy error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "session_busy",
 		"a turn is queued or running: suspend the session after it ends")
+	// ErrNoTurnEnded: no Turn of the Session has ended yet; a suspension
+	// needs at least one terminal Turn, as the idle suspension does.
+	ErrNoTurnEnded error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_turn_ended",
+		"the session has not finished a turn yet: suspend it after its first turn ends")
 	// ErrComputeNotRunning: the Session's compute has not started yet.
 	ErrComputeNotRunning error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "compute_not_running",
 		"the session's compute is not running yet: wait until the session is active")
@@ -581,12 +583,14 @@ const (
 )
 
 // RequestSuspend records an admin's suspend-now of Session sessionID under
-// request id requestID: the node's worker arms it at once when nothing is
-// queued or running (the Runtime still quiesces first). Compute already
-// in a suspension phase is left as it is. A retry of the same request id
-// changes nothing and returns the Session; the id of another request is
-// ErrExists. Refusals: ErrSessionNotActive, ErrEnvironmentEnded,
-// ErrComputeNotRunning, ErrSessionBusy, ErrSuspensionNotConfigured.
+// request id requestID. It applies the idle suspension's predicate
+// (session_idle_since: at least one Turn ended, none queued or running)
+// without its idle time, so the node's worker arms it at once (the
+// Runtime still quiesces first). Compute already in a suspension phase is
+// left as it is. A retry of the same request id changes nothing and
+// returns the Session; the id of another request is ErrExists. Refusals:
+// ErrSessionNotActive, ErrEnvironmentEnded, ErrComputeNotRunning,
+// ErrSuspensionNotConfigured, ErrNoTurnEnded, ErrSessionBusy.
 func (s *Owner) RequestSuspend(ctx context.Context, sessionID, requestID uuid.UUID) (SessionBundle, error) {
 	return s.computeRequest(ctx, "request suspend", sessionID, requestID, computeRequestSuspend,
 		func(q *db.Queries, sess db.Session, a Allocation) error {
@@ -600,18 +604,35 @@ func (s *Owner) RequestSuspend(ctx context.Context, sessionID, requestID uuid.UU
 			if !g.SuspensionIdleSeconds.Valid {
 				return ErrSuspensionNotConfigured
 			}
-			busy, err := q.SessionBusy(ctx, sess.ID)
-			if err != nil {
+			if err := refuseUnlessIdle(ctx, q, sess.ID); err != nil {
 				return err
-			}
-			if busy {
-				return ErrSessionBusy
 			}
 			if _, err := q.RequestSuspend(ctx, a.ID); err != nil {
 				return err
 			}
 			return notifyNodeWork(ctx, q, a.NodeID)
 		})
+}
+
+// refuseUnlessIdle applies the one idle predicate (session_idle_since)
+// to Session sessionID, without an idle time: nil when a Turn ended and
+// none is queued or running. Only when the predicate refuses does it read
+// whether a Turn already ended, to say what to wait for: ErrSessionBusy
+// when one did (so one is queued or running now), ErrNoTurnEnded
+// otherwise (the first Turn must end first).
+func refuseUnlessIdle(ctx context.Context, q *db.Queries, sessionID uuid.UUID) error {
+	idle, err := q.SessionIdleSince(ctx, sessionID)
+	if err != nil || idle.Idle {
+		return err
+	}
+	ended, err := q.SessionHasEndedTurn(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	if ended {
+		return ErrSessionBusy
+	}
+	return ErrNoTurnEnded
 }
 
 // RequestResume records an admin's resume-now of Session sessionID under

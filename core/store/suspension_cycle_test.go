@@ -12,6 +12,7 @@ import (
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/errdefs/errdefstest"
 )
 
 // suspendable is a running Session whose one Turn ended more than the
@@ -516,7 +517,7 @@ func TestRolledBackCaptureOwesItsSnapshot(t *testing.T) {
 }
 
 // TestAdminSuspendAndResume: SuspendSession arms without the idle wait
-// (only nothing queued or running), ResumeSession is work waiting for a
+// (a Turn ended, nothing queued or running), ResumeSession is work waiting for a
 // suspended Session, both are idempotent by request id, and a restored
 // Session is no candidate until an idle time after its restore.
 func TestAdminSuspendAndResume(t *testing.T) {
@@ -525,17 +526,18 @@ func TestAdminSuspendAndResume(t *testing.T) {
 	b, _ := storetest.RunningSession(t, st)
 	id, node := b.Allocation.ID, b.Allocation.NodeID
 
-	// Busy: refused, nothing recorded.
+	// A Turn queued before any ended: refused, nothing recorded.
 	turn := turnParams(t, b.Session.ID, "true")
 	_, _, err := st.SubmitTurn(ctx, turn)
 	must(t, err)
 	req := uuid.New()
 	_, err = st.RequestSuspend(ctx, b.Session.ID, req)
-	wantClass(t, err, store.ErrSessionBusy)
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "no_turn_ended")
 	_, err = st.RequestTurnCancel(ctx, turn.ID)
 	must(t, err)
 
-	// Never a Turn run, never idle: a candidate at once on request.
+	// The cancelled Turn ended, less than the idle time ago: a candidate
+	// at once on request.
 	if _, ok := candidateIDs(t, st, node)[id]; ok {
 		t.Fatal("a candidate before the request")
 	}
@@ -606,24 +608,82 @@ func TestAdminSuspendAndResume(t *testing.T) {
 	}
 }
 
-// TestAdminSuspendOfASessionThatNeverRanATurn: suspend-now needs no
-// terminal Turn, also at the capture claim.
-func TestAdminSuspendOfASessionThatNeverRanATurn(t *testing.T) {
+// TestAdminSuspendObeysTheIdlePredicate: SuspendSession applies the idle
+// suspension's predicate (session_idle_since) except the idle time: a
+// Session that never ended a Turn is refused (no_turn_ended) and one with
+// a Turn queued or running too (session_busy); neither records a request,
+// so neither becomes a candidate. Once a Turn ended and nothing is queued
+// or running, the request is accepted and the suspension armed at once.
+func TestAdminSuspendObeysTheIdlePredicate(t *testing.T) {
+	st, ctx, epoch := owner(t)
+	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
+	b, cred := storetest.RunningSession(t, st)
+	s := suspendable{b: b, cred: cred}
+	id, node := b.Allocation.ID, b.Allocation.NodeID
+	wantNoRequest := func(when string) {
+		t.Helper()
+		a := wantPhase(t, st, id, store.PhaseRunning)
+		if a.Suspension.RequestedAt != nil {
+			t.Fatalf("%s: a suspension request was recorded", when)
+		}
+		if _, ok := candidateIDs(t, st, node)[id]; ok {
+			t.Fatalf("%s: a suspension candidate", when)
+		}
+	}
+
+	// Never ran a Turn: refused with what to wait for.
+	_, err := st.RequestSuspend(ctx, b.Session.ID, uuid.New())
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "no_turn_ended")
+	wantNoRequest("no turn ended")
+
+	// The first Turn queued, then running: still refused.
+	turn := turnParams(t, b.Session.ID, "true")
+	_, _, err = st.SubmitTurn(ctx, turn)
+	must(t, err)
+	_, err = st.RequestSuspend(ctx, b.Session.ID, uuid.New())
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "no_turn_ended")
+	s.conn = accept(t, ctx, st, b, cred, epoch)
+	_, err = st.MarkRuntimePrepared(ctx, s.conn.Connection.ID)
+	must(t, err)
+	if _, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, s.conn.Connection.ID); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	_, err = st.RequestSuspend(ctx, b.Session.ID, uuid.New())
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "no_turn_ended")
+	wantNoRequest("the first turn running")
+	code := int32(0)
+	_, err = st.FinishTurn(ctx, turn.ID, s.conn.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	must(t, err)
+
+	// A Turn ended and another is queued: busy.
+	_, _, err = st.SubmitTurn(ctx, turnParams(t, b.Session.ID, "true"))
+	must(t, err)
+	_, err = st.RequestSuspend(ctx, b.Session.ID, uuid.New())
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "session_busy")
+	wantNoRequest("a turn queued after one ended")
+}
+
+// TestAdminSuspendIsArmedOnlyUnderThePredicate: a suspend-now request is
+// armed only while the Session satisfies the idle predicate, also for a
+// request recorded before this rule (a Session that never ended a Turn):
+// it is no candidate, and its arming is fenced and arms nothing.
+func TestAdminSuspendIsArmedOnlyUnderThePredicate(t *testing.T) {
 	st, ctx, _ := owner(t)
 	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
 	b, _ := storetest.RunningSession(t, st)
 	id := b.Allocation.ID
-	_, err := st.RequestSuspend(ctx, b.Session.ID, uuid.New())
+	// A request recorded by an earlier Core, which checked only that
+	// nothing was queued or running.
+	_, err := st.Pool().Exec(ctx, `UPDATE allocations SET suspend_requested_at = now() WHERE id = $1`, id)
 	must(t, err)
-	op := uuid.New()
-	_, err = st.ArmSuspension(ctx, id, b.Allocation.Revision, op)
+	a, err := st.GetAllocation(ctx, id)
 	must(t, err)
-	_, err = st.RecordQuiesceAck(ctx, id, op)
-	must(t, err)
-	if _, err := st.ClaimCapture(ctx, id, op); err != nil {
-		t.Fatalf("claim: %v", err)
+	if _, ok := candidateIDs(t, st, b.Allocation.NodeID)[id]; ok {
+		t.Fatal("a Session that never ended a Turn is a candidate")
 	}
-	wantPhase(t, st, id, store.PhaseSuspending)
+	_, err = st.ArmSuspension(ctx, id, a.Revision, uuid.New())
+	wantClass(t, err, errdefs.ErrFenced)
+	wantPhase(t, st, id, store.PhaseRunning)
 }
 
 // TestNodeWithOnlySnapshotsStillHolds: a node whose only Environment is

@@ -39,7 +39,9 @@ func Registration() providerapi.Registration {
 
 // DefaultSuspension is the registry's suspension default for Docker: a
 // Session idle for 15 minutes may be suspended, and its snapshot is kept
-// for 7 days. Core applies them (issue 16); a deployment may set its own.
+// for 7 days. Core's deployment logic applies them to a candidate without
+// a suspension policy (PreviewDeployment shows them); a deployment may set
+// its own or turn suspension off.
 var DefaultSuspension = sandbox.SuspensionPolicy{Idle: 15 * time.Minute, Retention: 7 * 24 * time.Hour}
 
 // buildLocal constructs the adapter from the node's configuration: it

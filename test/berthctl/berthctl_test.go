@@ -192,8 +192,13 @@ func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
 	r = c.ok("deployment", "preview", "--provider", "docker", "--cpu-millis", "250", "--memory-bytes", "256Mi",
 		"--disk-bytes", "1Gi", "--max-active", "4", "--max-retained", "4")
 	if value(t, r.stdout, "CHANGED") != "yes" || value(t, r.stdout, "EXPECTED GENERATION") != "0" ||
-		value(t, r.stdout, "MEMORY BYTES") != "268435456 (256Mi)" || value(t, r.stdout, "PROVIDER") != "docker" {
-		t.Fatalf("deployment preview: %v", r)
+		value(t, r.stdout, "MEMORY BYTES") != "268435456 (256Mi)" || value(t, r.stdout, "PROVIDER") != "docker" ||
+		value(t, r.stdout, "SUSPENSION") != "after 15m0s idle, snapshots kept 168h0m0s" {
+		t.Fatalf("deployment preview (without a suspension policy: Docker's registered defaults): %v", r)
+	}
+	if r := c.ok("deployment", "preview", "--provider", "docker", "--cpu-millis", "250", "--memory-bytes", "256Mi",
+		"--disk-bytes", "1Gi", "--max-active", "4", "--max-retained", "4", "--no-suspension"); value(t, r.stdout, "SUSPENSION") != "off" {
+		t.Fatalf("deployment preview --no-suspension: %v", r)
 	}
 	var preview adminv1.PreviewDeploymentResponse
 	c.json(&preview, "deployment", "preview", "--provider", "docker", "--cpu-millis", "250", "--memory-bytes", "256Mi",

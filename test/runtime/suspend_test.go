@@ -105,6 +105,11 @@ func TestSuspendedSessionWakesOnATurnWithItsWorkspace(t *testing.T) {
 	st := e.core.Store(t)
 	name := e.createSession()
 	idle := e.createSession()
+	// Before its first Turn ended a Session is not suspended on request
+	// either: the idle suspension's rule, without the idle time.
+	if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: name, RequestId: uuid.NewString()}); stack.AdminReason(err) != "no_turn_ended" {
+		t.Fatalf("SuspendSession before any Turn: %v, want no_turn_ended", err)
+	}
 	written := e.run(name, shell(workspaceScript))
 	if written.turn.GetState() != adminv1.Turn_STATE_COMPLETED || len(written.stdout) < 64 {
 		t.Fatalf("write: %v", written)
@@ -222,7 +227,8 @@ func TestSuspendedSessionWakesOnATurnWithItsWorkspace(t *testing.T) {
 // where without suspension it held 2); a fifth suspension is refused by
 // max_retained and that Session keeps running, a third running Session is
 // refused by max_active, and waking a suspended Session needs a free
-// active slot.
+// active slot. Each Session runs a Turn first: a suspension needs one
+// ended.
 func TestNodeHoldsSuspendedSessionsBeyondMaxActive(t *testing.T) {
 	spec := suspendingSpec()
 	spec.MaxActive, spec.MaxRetained = 2, 4
@@ -230,6 +236,7 @@ func TestNodeHoldsSuspendedSessionsBeyondMaxActive(t *testing.T) {
 	var suspended []string
 	for len(suspended) < 4 {
 		name := e.createSession()
+		e.run(name, shell("true"))
 		if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: name, RequestId: uuid.NewString()}); err != nil {
 			t.Fatalf("SuspendSession: %v", err)
 		}
@@ -243,6 +250,7 @@ func TestNodeHoldsSuspendedSessionsBeyondMaxActive(t *testing.T) {
 	}
 	// The retained slots are full: a requested suspension is armed never,
 	// and the Session keeps running.
+	e.run(running[0], shell("true"))
 	if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: running[0], RequestId: uuid.NewString()}); err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,10 @@ Without it the candidate is complete. Preview with the same mask first.`
 	c := a.groupCmd("deployment", "Select the sandbox provider and size its sandboxes (DeploymentService)", get, preview, commit, replace)
 	c.Long = `A candidate comes from -f FILE (a berth.admin.v1.DeploymentCandidate in
 JSON, - for stdin; the only way to give a credential, which never goes in
-argv) and from flags, which override the file's fields.`
+argv) and from flags, which override the file's fields. A candidate without
+a suspension policy gets the provider's registered defaults (Docker: idle
+15m, snapshots kept 168h; preview shows them); --no-suspension turns
+suspension off.`
 	c.Example = `  berthctl deployment preview --provider docker --cpu-millis 1000 --memory-bytes 512Mi \
       --disk-bytes 2Gi --max-active 4 --max-retained 4
   berthctl deployment commit -f candidate.json --expected-generation 0`
@@ -151,6 +154,7 @@ type candidateFlags struct {
 	memory, disk         sizeValue
 	maxActive, maxRetain int32
 	idle, retention      time.Duration
+	noSuspension         bool
 }
 
 func (c *candidateFlags) flags(fs *pflag.FlagSet) {
@@ -163,6 +167,7 @@ func (c *candidateFlags) flags(fs *pflag.FlagSet) {
 	fs.Int32Var(&c.maxRetain, "max-retained", 0, "retained (suspended) sandboxes a node may hold")
 	fs.DurationVar(&c.idle, "suspension-idle", 0, "suspend a Session idle this long (whole seconds)")
 	fs.DurationVar(&c.retention, "suspension-retention", 0, "keep a suspended Session's snapshot this long (whole seconds)")
+	fs.BoolVar(&c.noSuspension, "no-suspension", false, "turn suspension off (without a policy the provider's registered defaults apply)")
 }
 
 // candidate builds the candidate: the file's, then each flag given.
@@ -219,6 +224,13 @@ func (c *candidateFlags) candidate(cmd *cobra.Command, stdin io.Reader) (*adminv
 	}
 	if set("suspension-retention") {
 		suspension().Retention = durationpb.New(c.retention)
+	}
+	if set("no-suspension") {
+		if c.noSuspension {
+			suspension().Disabled = true
+		} else if p := cand.GetSpecification().GetSuspension(); p != nil {
+			p.Disabled = false // the file's choice overridden; no policy created
+		}
 	}
 	return cand, nil
 }
@@ -296,10 +308,13 @@ func deploymentFields(w io.Writer, d *adminv1.Deployment, all bool) {
 	field(w, "DISK BYTES", size(s.GetDiskBytes()))
 	field(w, "MAX ACTIVE", fmt.Sprint(s.GetMaxActive()))
 	field(w, "MAX RETAINED", fmt.Sprint(s.GetMaxRetained()))
-	if p := s.GetSuspension(); p != nil {
+	switch p := s.GetSuspension(); {
+	case p == nil:
+		field(w, "SUSPENSION", "-")
+	case p.GetDisabled():
+		field(w, "SUSPENSION", "off")
+	default:
 		field(w, "SUSPENSION", fmt.Sprintf("after %s idle, snapshots kept %s", dur(p.GetIdle()), dur(p.GetRetention())))
-	} else {
-		field(w, "SUSPENSION", "none")
 	}
 	field(w, "COMMITTED", ts(d.GetCommitTime()))
 	if !all {

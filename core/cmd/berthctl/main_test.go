@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 )
@@ -167,5 +171,45 @@ func TestLoginReplacesABrokenConfig(t *testing.T) {
 	code = run([]string{"login", "--address", "127.0.0.1:1", "--token-file", token}, getenv, nil, &out, &errOut)
 	if code != 1 || !strings.HasPrefix(errOut.String(), "error: core_unreachable: cannot reach the admin API at 127.0.0.1:1") {
 		t.Fatalf("login with a broken config: %d %q", code, errOut.String())
+	}
+}
+
+// TestDeploymentSuspensionFlagsAndDisplay: --no-suspension puts the
+// explicit "off" in the candidate and no flag leaves the policy out (the
+// provider's defaults); a shown deployment says off, or the policy.
+func TestDeploymentSuspensionFlagsAndDisplay(t *testing.T) {
+	candidate := func(args ...string) *adminv1.DeploymentCandidate {
+		t.Helper()
+		var cf candidateFlags
+		cmd := &cobra.Command{Use: "preview"}
+		cf.flags(cmd.Flags())
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := cf.candidate(cmd, strings.NewReader(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if p := candidate("--provider", "docker", "--no-suspension").GetSpecification().GetSuspension(); !p.GetDisabled() || p.GetIdle() != nil {
+		t.Errorf("--no-suspension: policy %v", p)
+	}
+	if p := candidate("--provider", "docker", "--max-active", "2").GetSpecification().GetSuspension(); p != nil {
+		t.Errorf("no suspension flag: policy %v, want none (the defaults)", p)
+	}
+	for _, tc := range []struct {
+		policy *adminv1.SuspensionPolicy
+		want   string
+	}{
+		{&adminv1.SuspensionPolicy{Disabled: true}, "SUSPENSION:\toff\n"},
+		{&adminv1.SuspensionPolicy{Idle: durationpb.New(15 * time.Minute), Retention: durationpb.New(168 * time.Hour)},
+			"SUSPENSION:\tafter 15m0s idle, snapshots kept 168h0m0s\n"},
+	} {
+		var b bytes.Buffer
+		deploymentFields(&b, &adminv1.Deployment{ProviderKind: "docker", Specification: &adminv1.Specification{Suspension: tc.policy}}, false)
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("policy %v shown as:\n%s", tc.policy, b.String())
+		}
 	}
 }

@@ -260,8 +260,9 @@ type ArmSuspensionParams struct {
 // of a running allocation moves to quiescing under operation @operation
 // (also the Runtime's suspension token), with the database clock of the
 // arming. No row when the revision moved or the allocation is not so.
-// A suspension an admin requested (suspend_requested_at) waits for
-// nothing; otherwise a restore or an aborted attempt less than
+// A suspension an admin requested (suspend_requested_at) waits for no
+// quiet time (the caller checked the idle predicate without an idle
+// time); otherwise a restore or an aborted attempt less than
 // @quiet_seconds ago keeps it running. Arming consumes the request.
 func (q *Queries) ArmSuspension(ctx context.Context, arg ArmSuspensionParams) (Allocation, error) {
 	row := q.db.QueryRow(ctx, armSuspension,
@@ -1221,14 +1222,15 @@ func (q *Queries) RollBackCapture(ctx context.Context, arg RollBackCaptureParams
 	return i, err
 }
 
-const sessionBusy = `-- name: SessionBusy :one
-SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = $1 AND state IN ('queued', 'running'))::boolean
+const sessionHasEndedTurn = `-- name: SessionHasEndedTurn :one
+SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = $1 AND ended_at IS NOT NULL)::boolean
 `
 
-// SessionBusy reads whether Session @session_id has a Turn queued or
-// running.
-func (q *Queries) SessionBusy(ctx context.Context, sessionID uuid.UUID) (bool, error) {
-	row := q.db.QueryRow(ctx, sessionBusy, sessionID)
+// SessionHasEndedTurn reads whether a Turn of Session @session_id ended.
+// It decides nothing: session_idle_since is the one suspension predicate;
+// this only tells a refused SuspendSession what to wait for.
+func (q *Queries) SessionHasEndedTurn(ctx context.Context, sessionID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, sessionHasEndedTurn, sessionID)
 	var column_1 bool
 	err := row.Scan(&column_1)
 	return column_1, err

@@ -198,8 +198,9 @@ SELECT EXISTS (
 -- whose Session has been idle (session_idle_since) for at least that
 -- policy's idle time by the database clock, and whose last restore and
 -- last suspension attempt that ended without a snapshot are that old too;
--- or whose suspension an admin requested (SuspendSession), with nothing
--- queued or running. The node filter applies before the limit.
+-- or whose suspension an admin requested (SuspendSession) and whose
+-- Session is idle by the same predicate, whatever the idle time. The node
+-- filter applies before the limit.
 SELECT sqlc.embed(a), coalesce(i.since, now())::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
@@ -210,8 +211,7 @@ WHERE a.node_id = @node_id AND a.state = 'running' AND a.create_settled AND a.id
   AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL
-  AND ((a.suspend_requested_at IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.state IN ('queued', 'running')))
+  AND ((a.suspend_requested_at IS NOT NULL AND i.since IS NOT NULL)
        OR (i.since <= now() - g.suspension_idle_seconds * interval '1 second'
            AND (a.restored_at IS NULL OR a.restored_at <= now() - g.suspension_idle_seconds * interval '1 second')
            AND (a.suspension_aborted_at IS NULL

@@ -24,8 +24,9 @@ FOR UPDATE;
 -- of a running allocation moves to quiescing under operation @operation
 -- (also the Runtime's suspension token), with the database clock of the
 -- arming. No row when the revision moved or the allocation is not so.
--- A suspension an admin requested (suspend_requested_at) waits for
--- nothing; otherwise a restore or an aborted attempt less than
+-- A suspension an admin requested (suspend_requested_at) waits for no
+-- quiet time (the caller checked the idle predicate without an idle
+-- time); otherwise a restore or an aborted attempt less than
 -- @quiet_seconds ago keeps it running. Arming consumes the request.
 UPDATE allocations
 SET compute_phase = 'quiescing', suspend_operation = @operation, quiesce_armed_at = now(),
@@ -209,10 +210,11 @@ WHERE a.node_id = @node_id AND a.state = 'running' AND a.id > @after
 ORDER BY a.id
 LIMIT @page_size;
 
--- name: SessionBusy :one
--- SessionBusy reads whether Session @session_id has a Turn queued or
--- running.
-SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = @session_id AND state IN ('queued', 'running'))::boolean;
+-- name: SessionHasEndedTurn :one
+-- SessionHasEndedTurn reads whether a Turn of Session @session_id ended.
+-- It decides nothing: session_idle_since is the one suspension predicate;
+-- this only tells a refused SuspendSession what to wait for.
+SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = @session_id AND ended_at IS NOT NULL)::boolean;
 
 -- name: InsertComputeRequest :one
 -- InsertComputeRequest records request @request_id; no row when the id

@@ -399,7 +399,12 @@ type Specification struct {
 	// max_retained is the number of retained (suspended) sandboxes a node may
 	// hold.
 	MaxRetained int32 `protobuf:"varint,5,opt,name=max_retained,json=maxRetained,proto3" json:"max_retained,omitempty"`
-	// suspension is the idle suspension policy; unset means no suspension.
+	// suspension is the idle suspension policy. In a candidate, unset means
+	// the provider's registered defaults (Docker: idle 15 minutes, retention
+	// 7 days; PreviewDeployment shows them; a provider without checkpoint
+	// support has none and suspends nothing), and a policy with disabled set
+	// turns suspension off. A committed deployment always reports it: its
+	// idle time and retention, or disabled.
 	Suspension    *SuspensionPolicy `protobuf:"bytes,6,opt,name=suspension,proto3" json:"suspension,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -478,13 +483,18 @@ func (x *Specification) GetSuspension() *SuspensionPolicy {
 }
 
 // SuspensionPolicy sets when idle sandboxes are suspended and how long their
-// snapshots are kept. Both are whole seconds.
+// snapshots are kept, or turns suspension off. Both durations are whole
+// seconds: idle at least 1 minute and at most 24 hours, retention at least 1
+// hour and at most 90 days.
 type SuspensionPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// idle is the idle time before suspension.
 	Idle *durationpb.Duration `protobuf:"bytes,1,opt,name=idle,proto3" json:"idle,omitempty"`
 	// retention is how long a snapshot is kept.
-	Retention     *durationpb.Duration `protobuf:"bytes,2,opt,name=retention,proto3" json:"retention,omitempty"`
+	Retention *durationpb.Duration `protobuf:"bytes,2,opt,name=retention,proto3" json:"retention,omitempty"`
+	// disabled turns suspension off: nothing is suspended. idle and retention
+	// must then be unset.
+	Disabled      bool `protobuf:"varint,3,opt,name=disabled,proto3" json:"disabled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -531,6 +541,13 @@ func (x *SuspensionPolicy) GetRetention() *durationpb.Duration {
 		return x.Retention
 	}
 	return nil
+}
+
+func (x *SuspensionPolicy) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
 }
 
 // GetDeploymentRequest reads the deployment.
@@ -1322,10 +1339,11 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\fmax_retained\x18\x05 \x01(\x05R\vmaxRetained\x12@\n" +
 	"\n" +
 	"suspension\x18\x06 \x01(\v2 .berth.admin.v1.SuspensionPolicyR\n" +
-	"suspension\"z\n" +
+	"suspension\"\x96\x01\n" +
 	"\x10SuspensionPolicy\x12-\n" +
 	"\x04idle\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x04idle\x127\n" +
-	"\tretention\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\tretention\"*\n" +
+	"\tretention\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\tretention\x12\x1a\n" +
+	"\bdisabled\x18\x03 \x01(\bR\bdisabled\"*\n" +
 	"\x14GetDeploymentRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"S\n" +
 	"\x15GetDeploymentResponse\x12:\n" +

@@ -52,9 +52,11 @@ type SessionServiceClient interface {
 	// deployment's idle time: its Runtime quiesces, its workspace is
 	// captured into a snapshot and its compute released (environment
 	// compute_phase goes SUSPENDING, then SUSPENDED). It needs a deployment
-	// with a suspension policy and no Turn queued or running
-	// (FAILED_PRECONDITION session_busy, suspension_not_configured,
-	// compute_not_running otherwise). A retry with the same request_id
+	// with a suspension policy and obeys the idle suspension's rule except
+	// the idle time: at least one Turn ended and none queued or running
+	// (FAILED_PRECONDITION suspension_not_configured, compute_not_running,
+	// no_turn_ended: wait for the first Turn to end, session_busy: wait for
+	// the queued or running Turn to end). A retry with the same request_id
 	// changes nothing; a suspended or suspending Session is returned as it
 	// is.
 	SuspendSession(ctx context.Context, in *SuspendSessionRequest, opts ...grpc.CallOption) (*SuspendSessionResponse, error)
@@ -157,9 +159,11 @@ type SessionServiceServer interface {
 	// deployment's idle time: its Runtime quiesces, its workspace is
 	// captured into a snapshot and its compute released (environment
 	// compute_phase goes SUSPENDING, then SUSPENDED). It needs a deployment
-	// with a suspension policy and no Turn queued or running
-	// (FAILED_PRECONDITION session_busy, suspension_not_configured,
-	// compute_not_running otherwise). A retry with the same request_id
+	// with a suspension policy and obeys the idle suspension's rule except
+	// the idle time: at least one Turn ended and none queued or running
+	// (FAILED_PRECONDITION suspension_not_configured, compute_not_running,
+	// no_turn_ended: wait for the first Turn to end, session_busy: wait for
+	// the queued or running Turn to end). A retry with the same request_id
 	// changes nothing; a suspended or suspending Session is returned as it
 	// is.
 	SuspendSession(context.Context, *SuspendSessionRequest) (*SuspendSessionResponse, error)
