@@ -66,8 +66,9 @@ var ErrAdmissionClosed error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "ow
 	"admission closed after an owner failure (a lifecycle worker did not drain in time): restart berth-core; running Sessions are not affected")
 
 // CloseAdmission refuses every later Create with ErrAdmissionClosed until
-// the process ends: Core calls it when a lifecycle worker's drain fails
-// (lifecycle.ErrRestartFailed), the guide's closed manager admission. What
+// the process ends: Core calls it when a lifecycle worker's drain passes
+// its bound (lifecycle.Config.OwnerFailure), the guide's closed manager
+// admission. What
 // exists goes on: Turns, reads, deletions and the workers.
 func (s *Service) CloseAdmission() { s.admissionClosed.Store(true) }
 
