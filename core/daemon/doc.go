@@ -8,8 +8,8 @@
 // connections), setupTurns (the Turn service and its sweep),
 // setupSessions (the Session service), setupLifecycle (one serial worker
 // per node; a drain past its bound closes the Session service's
-// admission), setupGateway (the Runtime
-// gateway, berth.runtime.v1), setupAdmin (the admin API, loopback only)
+// admission), setupGateway (the Runtime gateway, berth.runtime.v1),
+// setupAdmin (the admin API, loopback only)
 // setupEnrollment (node enrollment on the mutual-TLS public listener)
 // and observeCore (the gauges of Core's state, metrics.go).
 // defaults.go holds every default of Config and of the command's flags.

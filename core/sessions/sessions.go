@@ -68,8 +68,8 @@ var ErrAdmissionClosed error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "ow
 // CloseAdmission refuses every later Create with ErrAdmissionClosed until
 // the process ends: Core calls it when a lifecycle worker's drain passes
 // its bound (lifecycle.Config.OwnerFailure), the guide's closed manager
-// admission. What
-// exists goes on: Turns, reads, deletions and the workers.
+// admission. What exists goes on: Turns, reads, deletions and the
+// workers.
 func (s *Service) CloseAdmission() { s.admissionClosed.Store(true) }
 
 // NotifyTerminations makes Delete tell fn what its committed terminal
