@@ -72,6 +72,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		c.gatewayTLS,
 		c.setupNodes,
 		c.setupTurns,
+		c.setupSessions,
 		c.setupLifecycle,
 		c.setupGateway,
 		c.setupAdmin,
@@ -340,6 +341,14 @@ func (c *core) setupTurns(context.Context) error {
 	return nil
 }
 
+// setupSessions makes the Session service (the admin API serves it; the
+// lifecycle's owner failures close its admission).
+func (c *core) setupSessions(context.Context) error {
+	c.sessions = sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
+	c.sessions.NotifyTerminations(c.turns.Terminated)
+	return nil
+}
+
 // setupLifecycle runs one serial lifecycle worker per node the manager
 // serves (enabled or retired, connected or not), kept in step with it
 // every NodeInterval: a retired node's deletions complete without enabling
@@ -353,9 +362,16 @@ func (c *core) setupLifecycle(context.Context) error {
 		Provider:          func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
 		NotifyEnvironment: func(id uuid.UUID) { c.turns.Notify(id) },
 		RuntimeCA:         c.runtimeCA,
+		// A drain past its bound (a retirement's, a replacement's, a
+		// removed node's, or at shutdown) is an owner failure: admission
+		// closes until Core restarts.
+		OwnerFailure: func(nodes []uuid.UUID) {
+			c.sessions.CloseAdmission()
+			c.log.Error("owner failure: admission closed until Core restarts", "nodes", nodes, "cause", "lifecycle drain")
+		},
 	})
 	c.coordinator = coordinator
-	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is logged as an owner failure
+	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is an owner failure
 	// A node's worker starts, or passes again, as soon as Core's connection
 	// to it is established (at start, after enabling, after a reconnect).
 	c.manager.OnServe(func(id uuid.UUID) {
@@ -435,21 +451,12 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node registry: %w", err)
 	}
-	sessionSvc := sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
-	sessionSvc.NotifyTerminations(c.turns.Terminated)
-	c.sessions = sessionSvc
-	// A retirement restarts its node's lifecycle worker through the drain
-	// gate; a drain past its bound closes admission (owner failure).
-	nodeRegistry.GateRetirement(func(ctx context.Context, id uuid.UUID, retire func() error) error {
-		// The new worker takes Core's values, not the request's.
-		err := c.coordinator.Restart(context.Background(), id, retire)
-		if errors.Is(err, lifecycle.ErrRestartFailed) {
-			sessionSvc.CloseAdmission()
-			c.log.Error("owner failure: admission closed until Core restarts", "node", id, "cause", "retirement drain")
-			return nodes.ErrRetireUndrained
-		}
-		return err
-	})
+	sessionSvc := c.sessions
+	// A retirement restarts its nodes' lifecycle workers through the drain
+	// gate, RetireNode's and a replacement's with another provider kind
+	// alike; a drain past its bound refuses it and closes admission (the
+	// coordinator's owner failure).
+	nodeRegistry.GateRetirement(c.coordinator.Gate(nodes.ErrRetireUndrained))
 	nodeSrv, err := nodeadmin.NewServer(tokens, nodeRegistry, pages, liveness(c.manager))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
@@ -463,6 +470,7 @@ func (c *core) setupAdmin(context.Context) error {
 		return fmt.Errorf("deployment service: %w", err)
 	}
 	deploySvc.OnCommit(c.manager.Publish)
+	deploySvc.GateRetirement(c.coordinator.Gate(deployment.ErrReplaceUndrained))
 	deploySvc.ObserveNodes(nodeServing(c.manager))
 	sessionServer, err := sessionadmin.NewSessionServer(sessionSvc, DefaultTenant, pages)
 	if err != nil {

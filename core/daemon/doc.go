@@ -6,8 +6,10 @@
 // Core waits here), loadCA (the installation CA, its key sealed under the
 // master key, and Core's own certificates), setupNodes (the node
 // connections), setupTurns (the Turn service and its sweep),
-// setupLifecycle (one serial worker per node), setupGateway (the Runtime
-// gateway, berth.runtime.v1), setupAdmin (the admin API, loopback only)
+// setupSessions (the Session service), setupLifecycle (one serial worker
+// per node; a drain past its bound closes the Session service's
+// admission), setupGateway (the Runtime gateway, berth.runtime.v1),
+// setupAdmin (the admin API, loopback only)
 // setupEnrollment (node enrollment on the mutual-TLS public listener)
 // and observeCore (the gauges of Core's state, metrics.go).
 // defaults.go holds every default of Config and of the command's flags.

@@ -37,11 +37,30 @@
 //     own transaction (store.ErrGenerationMoved; core/sessions prepares it
 //     again). That row lock is the deployment mutation gate: nodes keep
 //     serving the generations their allocations hold (core/nodes
-//     publishes them), so no call of the old generation has to be drained.
-//     For another provider kind the same transaction retires every
+//     publishes them), so a replacement of the same provider kind drains
+//     no call of the old generation.
+//   - For another provider kind the same transaction retires every
 //     enabled node and revokes every unused enrollment token; nodes of the
-//     new kind are enrolled afterwards. After the commit OnCommit tells the
-//     nodes at once; nothing after the commit can fail.
+//     new kind are enrolled afterwards. Those retirements drain like
+//     RetireNode: the replacement reads the enabled nodes and commits
+//     through the lifecycle drain gate (GateRetirement; Core passes
+//     lifecycle.Coordinator.Gate), which drains their workers between
+//     operations within the guide's five-second bound, outside any
+//     transaction, and commits while none of them runs; new workers then
+//     go on with what the nodes hold. Past the bound nothing is cancelled
+//     or committed: the replacement is refused (ErrReplaceUndrained,
+//     reason owner_failure), Core closes admission (the owner failure),
+//     and the drain stays a barrier for retries until Core restarts. The
+//     commit retires exactly the nodes drained: a node enabled since they
+//     were read refuses it (store.ErrNodesMoved, deployment_nodes_moved;
+//     nothing is committed, and a retry drains it too). Admission is
+//     paused only while the commit holds the deployment row, not during
+//     the drain: a Session admitted meanwhile is placed for the old
+//     generation on a node the commit then retires, like any Session
+//     already there (decided here; the guide's pause of manager admission
+//     is the row lock).
+//   - After the commit OnCommit tells the nodes at once; nothing after
+//     the commit can fail.
 //   - The suspension policy is resolved before validation, alike for
 //     Preview, Commit and Replace (suspensionOf): a candidate's own policy;
 //     the explicit choice of none (Candidate.SuspensionOff); or, with

@@ -54,6 +54,27 @@ func (f Fields) validate() error {
 var errNotCommitted = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_not_committed",
 	"nothing is committed to replace: commit the initial deployment with CommitDeployment")
 
+// RetireGate runs retire, the commit that retires nodes, through the
+// lifecycle drain gate (Core passes lifecycle.Coordinator.Gate): it
+// drains the lifecycle workers of nodes between operations within its
+// bound, runs retire while none of them runs, and starts new workers.
+// When the drain passes its bound it must not run retire and returns
+// ErrReplaceUndrained.
+type RetireGate func(ctx context.Context, nodes []uuid.UUID, retire func() error) error
+
+// GateRetirement makes every replacement that retires nodes (another
+// provider kind) commit through gate. Call it before the Service serves.
+func (s *Service) GateRetirement(gate RetireGate) { s.gate = gate }
+
+// ErrReplaceUndrained refuses a replacement with another provider kind
+// whose nodes' lifecycle workers did not all reach the end of their
+// operation in flight within the drain bound: nothing was committed or
+// cancelled, and Core closed admission (an owner failure) until it
+// restarts. A retry before the restart is refused the same way (the
+// drain barrier stays closed).
+var ErrReplaceUndrained error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "owner_failure",
+	"deployment not replaced: the lifecycle workers of the nodes it retires did not drain in time and Core closed admission: restart berth-core, then replace the deployment again")
+
 // Replacement is what ReplaceDeployment did.
 type Replacement struct {
 	Deployment Deployment
@@ -172,16 +193,20 @@ func (s *Service) PreviewReplacement(ctx context.Context, c Candidate, set Field
 // preview), and commits it as generation expected+1 in one transaction
 // with, for another provider kind, the retirement of every enabled node
 // and the revocation of every unused enrollment token
-// (store.ReplaceGeneration). Nodes of the same kind keep their identities:
-// Core publishes the new generation to them beside the ones their
-// allocations hold, so running Sessions keep their generation (and
+// (store.ReplaceGeneration); that commit runs through the drain gate of
+// the retired nodes' lifecycle workers (retiring), and a drain past its
+// bound refuses the replacement (ErrReplaceUndrained: nothing committed,
+// nothing cancelled, admission closed). Nodes of the same kind keep their
+// identities: Core publishes the new generation to them beside the ones
+// their allocations hold, so running Sessions keep their generation (and
 // resources) and new Sessions get the new one. A candidate equal to the
 // current generation commits nothing (also a retry whose replacement
 // already committed: expected is then the generation before the current
 // one); a stale expected generation is refused (errGenerationMoved), and
 // so is a credential change for the same kind
-// (errCredentialReplacementUnsupported). After the commit the nodes are
-// told at once (OnCommit); nothing after the commit can fail.
+// (errCredentialReplacementUnsupported), and one that would retire a node
+// enabled since the drain (store.ErrNodesMoved). After the commit the
+// nodes are told at once (OnCommit); nothing after the commit can fail.
 func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected uint64) (Replacement, error) {
 	if expected >= math.MaxInt64 {
 		return Replacement{}, errdefs.Invalid("expected_generation", "out of range")
@@ -202,9 +227,19 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	if err != nil {
 		return Replacement{}, err
 	}
-	r, err := s.store.ReplaceGeneration(ctx, expected, next, store.Replacement{RetireNodes: p.kind != cur.ProviderKind})
-	if errdefs.IsFailedPrecondition(err) {
-		return Replacement{}, fmt.Errorf("replace deployment: %w", errGenerationMoved)
+	var r store.Replaced
+	commit := func(retire store.Replacement) error {
+		var err error
+		r, err = s.store.ReplaceGeneration(ctx, expected, next, retire)
+		if errdefs.IsFailedPrecondition(err) {
+			return fmt.Errorf("replace deployment: %w", errGenerationMoved)
+		}
+		return err
+	}
+	if p.kind == cur.ProviderKind {
+		err = commit(store.Replacement{})
+	} else {
+		err = s.retiring(ctx, commit)
 	}
 	if err != nil {
 		return Replacement{}, err
@@ -218,6 +253,25 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 		Deployment: desc, Changed: true, RetiredNodes: r.RetiredNodes, RevokedTokens: r.RevokedTokens,
 		AdmissionPause: r.Locked, LockWait: r.LockWait,
 	}, nil
+}
+
+// retiring commits a replacement with another provider kind, which
+// retires every enabled node: it reads the enabled nodes and commits
+// through the drain gate (GateRetirement) of their lifecycle workers, so
+// no lifecycle operation on a node begun before the retirement is still
+// in flight when it commits, and nothing in flight is cancelled. The
+// commit retires exactly the nodes drained: a node enabled meanwhile
+// refuses it (store.ErrNodesMoved). The drain holds no transaction.
+func (s *Service) retiring(ctx context.Context, commit func(store.Replacement) error) error {
+	nodes, err := s.store.EnabledNodes(ctx)
+	if err != nil {
+		return err
+	}
+	retire := func() error { return commit(store.Replacement{RetireNodes: true, Drained: nodes}) }
+	if s.gate == nil || len(nodes) == 0 {
+		return retire()
+	}
+	return s.gate(ctx, nodes, retire)
 }
 
 // replacing reads the current generation and prepares c as its

@@ -1,9 +1,11 @@
 package deployment_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"testing"
 	"time"
 
@@ -171,5 +173,63 @@ func TestReplaceWithAnotherKindRetiresNodes(t *testing.T) {
 	errdefstest.Must(t, err)
 	if tok.RevokedAt == nil {
 		t.Fatal("an unused enrollment token survived the replacement")
+	}
+}
+
+// TestReplacementRetiresThroughTheGate: a replacement with another
+// provider kind commits inside the retirement gate (the lifecycle drain),
+// which is given exactly the enabled nodes; inside it nothing is
+// committed yet. A gate whose drain failed (ErrReplaceUndrained) leaves
+// the deployment, the nodes and the tokens as they were, refused with
+// owner_failure. A replacement of the same kind does not touch the gate.
+func TestReplacementRetiresThroughTheGate(t *testing.T) {
+	f := deploymenttest.New(t)
+	_, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
+	errdefstest.Must(t, err)
+	a, b := storetest.EnabledNode(t, f.St), storetest.EnabledNode(t, f.St)
+
+	undrained := true
+	var gated [][]uuid.UUID
+	f.Svc.GateRetirement(func(_ context.Context, nodes []uuid.UUID, retire func() error) error {
+		gated = append(gated, nodes)
+		if undrained {
+			return deployment.ErrReplaceUndrained
+		}
+		// Inside the gate, before retire, nothing is committed.
+		f.WantGenerations(t, 2, "inside the gate")
+		for _, id := range []uuid.UUID{a, b} {
+			if n, err := f.St.GetNode(f.Ctx, id); err != nil || n.State != "enabled" {
+				t.Errorf("inside the gate node is %s (%v), want enabled", n.State, err)
+			}
+		}
+		return retire()
+	})
+
+	memory := deployment.Candidate{Specification: sandbox.Specification{Resources: sandbox.Resources{MemoryBytes: 2 << 30}}}
+	_, err = f.Svc.Replace(f.Ctx, memory, deployment.Fields{deployment.FieldMemoryBytes}, 1)
+	errdefstest.Must(t, err)
+	if len(gated) != 0 {
+		t.Fatalf("a same-kind replacement ran the gate for %v", gated)
+	}
+
+	_, err = f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 2)
+	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "owner_failure")
+	f.WantGenerations(t, 2, "after an undrained replacement")
+	for _, id := range []uuid.UUID{a, b} {
+		if n, err := f.St.GetNode(f.Ctx, id); err != nil || n.State != "enabled" {
+			t.Fatalf("after an undrained replacement node is %s (%v), want enabled", n.State, err)
+		}
+	}
+
+	undrained = false
+	r, err := f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 2)
+	errdefstest.Must(t, err)
+	if !r.Changed || len(r.RetiredNodes) != 2 || len(gated) != 2 {
+		t.Fatalf("replacement %+v after %d gate runs, want both nodes retired through the gate", r, len(gated))
+	}
+	for _, nodes := range gated {
+		if len(nodes) != 2 || !slices.Contains(nodes, a) || !slices.Contains(nodes, b) {
+			t.Fatalf("the gate was given %v, want the enabled nodes %s and %s", nodes, a, b)
+		}
 	}
 }

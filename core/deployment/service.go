@@ -24,6 +24,7 @@ type Store interface {
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CommitGeneration(ctx context.Context, expectedCurrent uint64, g store.NewGeneration) (store.Generation, error)
 	ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g store.NewGeneration, r store.Replacement) (store.Replaced, error)
+	EnabledNodes(ctx context.Context) ([]uuid.UUID, error)
 	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
 	GetServingPin(ctx context.Context) (store.ServingPin, error)
 	RetainedGenerations(ctx context.Context) ([]store.RetainedGeneration, error)
@@ -135,6 +136,9 @@ type Service struct {
 	installationID uuid.UUID
 	committed      func()
 	nodes          func() []NodeServing
+	// gate runs a commit that retires nodes (GateRetirement); nil runs
+	// it bare.
+	gate RetireGate
 }
 
 // ObserveNodes sets fn, which reports what each node serves for

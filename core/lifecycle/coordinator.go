@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"maps"
@@ -13,37 +14,54 @@ import (
 
 // Coordinator runs one Worker per node it is told about. It holds its map
 // mutex only to read or change the map, never across a database call, a
-// provider call or a wait: stopping a worker cancels it under the mutex
+// provider call or a wait: stopping a worker drains it under the mutex
 // and waits for it after releasing the mutex.
+//
+// Its drains are of two kinds. A planned drain (Stop, Restart: a node
+// removed, retired, or retired by a deployment replacement) never cancels
+// an operation in flight: past DrainTimeout it reports an owner failure
+// (Config.OwnerFailure: Core closes admission) and the late worker keeps
+// its node's lifecycle identity until Close. Close, the owner's shutdown
+// before it releases the execution lease, drains the same way and then
+// cancels what is still running.
 type Coordinator struct {
 	cfg Config
 
 	mu      sync.Mutex
 	closed  bool
 	workers map[uuid.UUID]*running
-	// restarts serialises the Restarts of each node (restartLock).
-	restarts map[uuid.UUID]*sync.Mutex
+	// held are the nodes without a worker whose Restart is running its
+	// change: Ensure starts no worker for them until the change ended.
+	held map[uuid.UUID]bool
+	// gates serialise the planned drains (Stop, Restart) of each node
+	// (lockGates).
+	gates map[uuid.UUID]*sync.Mutex
 }
 
 type running struct {
 	w      *Worker
 	cancel context.CancelFunc
 	done   chan struct{}
-	// failed is set when a Restart's drain passed its bound: the worker
-	// keeps its identity until the Coordinator closes (Restart).
+	// failed is set when a planned drain passed its bound: the worker
+	// keeps its node's lifecycle identity (no other starts) until the
+	// Coordinator closes, and every later Stop or Restart of its node
+	// fails at once (the drain barrier stays closed).
 	failed bool
 }
 
 // NewCoordinator returns a Coordinator with no workers.
 func NewCoordinator(cfg Config) *Coordinator {
-	return &Coordinator{cfg: cfg.withDefaults(), workers: map[uuid.UUID]*running{}, restarts: map[uuid.UUID]*sync.Mutex{}}
+	return &Coordinator{cfg: cfg.withDefaults(), workers: map[uuid.UUID]*running{},
+		held: map[uuid.UUID]bool{}, gates: map[uuid.UUID]*sync.Mutex{}}
 }
 
 // Ensure starts a worker for each node that has none. Workers of nodes not
 // listed keep running (an offline node's retained resources stay
 // observable); Stop ends one. A worker's lifetime is the Coordinator's,
-// not ctx's: only Stop and Close cancel it (ctx gives its values). After
-// Close it does nothing.
+// not ctx's: only Stop, Restart and Close end it (ctx gives its values).
+// A node whose planned drain failed keeps its late worker, so it gets no
+// new one; nor does a node while a Restart runs its change. After Close
+// it does nothing.
 func (c *Coordinator) Ensure(ctx context.Context, nodes ...uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -51,7 +69,7 @@ func (c *Coordinator) Ensure(ctx context.Context, nodes ...uuid.UUID) {
 		return
 	}
 	for _, n := range nodes {
-		if _, ok := c.workers[n]; ok {
+		if _, ok := c.workers[n]; ok || c.held[n] {
 			continue
 		}
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -79,7 +97,7 @@ func (c *Coordinator) Sync(ctx context.Context, nodes ...uuid.UUID) {
 	}
 	for _, n := range c.Nodes() {
 		if !keep[n] {
-			_ = c.Stop(n) // a late worker is logged as an owner failure
+			_ = c.Stop(n) // past the bound: an owner failure, reported by Stop
 		}
 	}
 }
@@ -101,147 +119,270 @@ func (c *Coordinator) Wake(node uuid.UUID) {
 	}
 }
 
-// ErrDrainTimeout is the owner failure of a stop whose worker did not
-// reach the end of its operation in flight within DrainTimeout: the
-// worker was cancelled hard, so that operation's outcome may be unknown
-// (it is observed again, never replayed, by the next owner's worker).
-var ErrDrainTimeout = errors.New("lifecycle worker did not drain in time; cancelled")
+// ErrUndrained is the owner failure of a planned drain (Stop, Restart)
+// whose worker did not reach the end of its operation in flight within
+// DrainTimeout. Nothing was cancelled: the operation ends and is recorded
+// as usual, and the worker stops after it but keeps its node's lifecycle
+// identity until the Coordinator closes. The drain barrier stays closed:
+// the node gets no new worker, a change Restart guarded was not made, and
+// every later Stop or Restart of the node fails the same way at once.
+// Config.OwnerFailure was told (Core closes admission).
+var ErrUndrained = errors.New("lifecycle worker did not drain in time; nothing was cancelled")
+
+// ErrDrainTimeout is the owner failure of Close whose workers did not all
+// reach the end of their operation in flight within DrainTimeout: at the
+// owner's shutdown the late ones are cancelled (the guide's lease
+// release), so their outcome may be unknown (observed again, never
+// replayed, by the next owner's worker).
+var ErrDrainTimeout = errors.New("lifecycle worker did not drain in time at shutdown; cancelled")
 
 // Stop drains node's worker (Worker.Drain: it stops between operations,
 // never cancelling the store or provider operation in flight) and waits
-// for it, at most DrainTimeout; a worker still busy then is cancelled
-// hard and Stop returns ErrDrainTimeout, logged as an owner failure.
+// for it, at most DrainTimeout. A worker still busy then is not
+// cancelled: Stop reports an owner failure and returns ErrUndrained, and
+// the worker keeps the node's lifecycle identity until Close.
 func (c *Coordinator) Stop(node uuid.UUID) error {
+	unlock := c.lockGates([]uuid.UUID{node})
+	defer unlock()
 	c.mu.Lock()
 	r := c.workers[node]
-	delete(c.workers, node)
+	failed := r != nil && r.failed
 	c.mu.Unlock()
-	if r == nil {
+	switch {
+	case r == nil:
 		return nil
+	case failed:
+		return ErrUndrained
 	}
-	return c.drain([]*running{r})
+	if err := c.drain("stop", []*running{r}); err != nil {
+		return err
+	}
+	c.forget([]*running{r})
+	return nil
 }
 
 // Close stops accepting nodes and drains every worker like Stop, all at
-// once under one DrainTimeout.
+// once under one DrainTimeout; it is the owner's shutdown, before the
+// execution lease is released, so past the bound it cancels the workers
+// still running, waits for them, reports an owner failure and returns
+// ErrDrainTimeout.
 func (c *Coordinator) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	all := slices.Collect(maps.Values(c.workers))
 	c.workers = map[uuid.UUID]*running{}
 	c.mu.Unlock()
-	return c.drain(all)
+	late := c.await(all)
+	for _, r := range all {
+		r.cancel()
+	}
+	for _, r := range late {
+		<-r.done
+	}
+	if len(late) > 0 {
+		c.ownerFailure("shutdown (the late workers were cancelled)", late)
+		return ErrDrainTimeout
+	}
+	return nil
 }
 
-// ErrRestartFailed is the owner failure of a Restart whose worker did
-// not reach the end of its operation in flight within DrainTimeout. The
-// worker is not cancelled and keeps its identity until the Coordinator
-// closes; the change Restart guarded was not made, and every later
-// Restart of that node fails the same way at once (the drain barrier
-// stays closed).
-var ErrRestartFailed = errors.New("lifecycle worker did not drain in time for a restart")
-
-// Restart gives node's worker a new lifecycle identity around change,
-// through the drain gate: it drains the worker between operations (its
-// store or provider operation in flight ends and is recorded, nothing is
-// cancelled), runs change while no worker of node runs, then starts a
-// new worker when there was one, whatever change returned. Node
-// retirement uses it, so that when a retirement commits no lifecycle
-// operation begun before it is still in flight.
+// Restart gives the workers of nodes a new lifecycle identity around
+// change, through the drain gate: it drains them between operations
+// (each one's store or provider operation in flight ends and is recorded,
+// nothing is cancelled), all within one DrainTimeout, runs change while
+// no worker of any of nodes runs, then starts a new worker for each node
+// that had one, whatever change returned. Node retirement
+// (nodes.Registry.Retire) and a deployment replacement that retires nodes
+// (deployment.Service.Replace) use it through Gate, so that when the
+// retirement commits no lifecycle operation on those nodes begun before
+// it is still in flight. A node without a worker gets none while change
+// runs.
 //
-// The wait is bounded by DrainTimeout. Past it Restart does not cancel
-// the worker (a change of configuration never cancels an operation in
-// flight): it does not run change, logs an owner failure and returns
-// ErrRestartFailed; the worker stops at the end of its operation and the
-// node gets no new one until the Coordinator closes (the caller closes
-// admission; an owner restart recovers). Without a worker it just runs
-// change.
-func (c *Coordinator) Restart(ctx context.Context, node uuid.UUID, change func() error) error {
-	serial := c.restartLock(node)
-	serial.Lock()
-	defer serial.Unlock()
+// Past the bound Restart cancels nothing (a change of configuration
+// never cancels an operation in flight) and does not run change: it
+// reports an owner failure and returns ErrUndrained; each late worker
+// stops at the end of its operation and keeps its node's identity until
+// the Coordinator closes, and the nodes whose workers did drain get new
+// ones. A node whose planned drain failed before fails every Restart at
+// once.
+func (c *Coordinator) Restart(ctx context.Context, nodes []uuid.UUID, change func() error) error {
+	nodes = uniqueSorted(nodes)
+	unlock := c.lockGates(nodes)
+	defer unlock()
+	var rs []*running
+	var bare []uuid.UUID
 	c.mu.Lock()
-	r := c.workers[node]
-	failed := r != nil && r.failed
+	for _, n := range nodes {
+		if r := c.workers[n]; r != nil && r.failed {
+			c.mu.Unlock()
+			return ErrUndrained
+		}
+	}
+	for _, n := range nodes {
+		if r := c.workers[n]; r != nil {
+			rs = append(rs, r)
+		} else {
+			c.held[n] = true
+			bare = append(bare, n)
+		}
+	}
 	c.mu.Unlock()
-	if failed {
-		return ErrRestartFailed
-	}
-	if r == nil {
-		return change()
-	}
-	r.w.Drain()
-	deadline := time.NewTimer(c.cfg.DrainTimeout)
-	defer deadline.Stop()
-	select {
-	case <-r.done:
-	case <-deadline.C:
+	defer func() {
 		c.mu.Lock()
-		r.failed = true
+		for _, n := range bare {
+			delete(c.held, n)
+		}
 		c.mu.Unlock()
-		c.cfg.Log.Error("owner failure: a lifecycle worker did not drain within the bound for a restart; its node keeps it until Core stops",
-			"node", node, "bound", c.cfg.DrainTimeout)
-		return ErrRestartFailed
+	}()
+	if err := c.drain("restart", rs); err != nil {
+		// The change is not made; the workers that did drain stopped,
+		// so their nodes get new ones (the late ones keep theirs).
+		c.renew(ctx, rs)
+		return err
 	}
 	err := change()
-	c.mu.Lock()
-	if c.workers[node] == r {
-		delete(c.workers, node)
-	}
-	c.mu.Unlock()
-	c.Ensure(ctx, node)
+	c.renew(ctx, rs)
 	return err
 }
 
-// restartLock is the mutex that serialises node's Restarts, so that one
-// Restart's change never runs beside the worker another one started.
-func (c *Coordinator) restartLock(node uuid.UUID) *sync.Mutex {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.restarts[node]
-	if m == nil {
-		m = &sync.Mutex{}
-		c.restarts[node] = m
+// Gate is Restart as the retirement gate of a caller (Core gives it to
+// nodes.Registry.GateRetirement and deployment.Service.GateRetirement):
+// ErrUndrained becomes undrained, the caller's own refusal. The new
+// workers take none of the request's values (its trace, its deadline).
+func (c *Coordinator) Gate(undrained error) func(ctx context.Context, nodes []uuid.UUID, change func() error) error {
+	return func(_ context.Context, nodes []uuid.UUID, change func() error) error {
+		err := c.Restart(context.Background(), nodes, change)
+		if errors.Is(err, ErrUndrained) {
+			return undrained
+		}
+		return err
 	}
-	return m
 }
 
-// drain drains rs within one DrainTimeout, then cancels the ones still
-// running and waits for them.
-func (c *Coordinator) drain(rs []*running) error {
+// lockGates takes the planned-drain mutex of each of nodes, in ascending
+// order (so two callers never wait on each other), and returns their
+// release: one node's planned drains never run beside each other or
+// beside the worker another one started.
+func (c *Coordinator) lockGates(nodes []uuid.UUID) (unlock func()) {
+	sorted := uniqueSorted(nodes)
+	c.mu.Lock()
+	ms := make([]*sync.Mutex, len(sorted))
+	for i, n := range sorted {
+		m := c.gates[n]
+		if m == nil {
+			m = &sync.Mutex{}
+			c.gates[n] = m
+		}
+		ms[i] = m
+	}
+	c.mu.Unlock()
+	for _, m := range ms {
+		m.Lock()
+	}
+	return func() {
+		for _, m := range slices.Backward(ms) {
+			m.Unlock()
+		}
+	}
+}
+
+// uniqueSorted is nodes in ascending order, each once.
+func uniqueSorted(nodes []uuid.UUID) []uuid.UUID {
+	sorted := slices.SortedFunc(slices.Values(nodes), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return slices.Compact(sorted)
+}
+
+// drain is a planned drain of rs: it drains them within one DrainTimeout
+// and cancels nothing. Past the bound it marks the late workers failed
+// (they keep their nodes' identity), reports an owner failure for cause
+// and returns ErrUndrained.
+func (c *Coordinator) drain(cause string, rs []*running) error {
+	late := c.await(rs)
+	if len(late) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	for _, r := range late {
+		r.failed = true
+	}
+	c.mu.Unlock()
+	c.ownerFailure(cause+" (nothing was cancelled; each late worker keeps its node until Core stops)", late)
+	return ErrUndrained
+}
+
+// await asks each of rs to drain (Worker.Drain) and waits for them, at
+// most DrainTimeout in all; it returns the ones still running then.
+func (c *Coordinator) await(rs []*running) []*running {
 	for _, r := range rs {
 		r.w.Drain()
 	}
 	deadline := time.NewTimer(c.cfg.DrainTimeout)
 	defer deadline.Stop()
-	var late []*running
-	expired := false
-	for _, r := range rs {
-		if !expired {
-			select {
-			case <-r.done:
-				continue
-			case <-deadline.C:
-				expired = true
-			}
-		}
-		// Past the bound: every worker not done now is late.
+	for i, r := range rs {
 		select {
 		case <-r.done:
-		default:
-			late = append(late, r)
+			continue
+		case <-deadline.C:
+		}
+		// Past the bound: every worker not done now is late.
+		var late []*running
+		for _, r := range rs[i:] {
+			select {
+			case <-r.done:
+			default:
+				late = append(late, r)
+			}
+		}
+		return late
+	}
+	return nil
+}
+
+// forget removes the drained workers rs from the map (unless one was
+// replaced meanwhile) and releases their contexts.
+func (c *Coordinator) forget(rs []*running) {
+	c.mu.Lock()
+	for _, r := range rs {
+		if c.workers[r.w.Node()] == r {
+			delete(c.workers, r.w.Node())
 		}
 	}
+	c.mu.Unlock()
 	for _, r := range rs {
 		r.cancel()
 	}
-	for _, r := range late {
-		<-r.done
-		c.cfg.Log.Error("owner failure: a lifecycle worker did not drain within the bound and was cancelled",
-			"node", r.w.Node(), "bound", c.cfg.DrainTimeout)
+}
+
+// renew starts a new worker for each node whose worker in rs drained (a
+// late, failed one keeps its node).
+func (c *Coordinator) renew(ctx context.Context, rs []*running) {
+	var drained []*running
+	c.mu.Lock()
+	for _, r := range rs {
+		if !r.failed {
+			drained = append(drained, r)
+		}
 	}
-	if len(late) > 0 {
-		return ErrDrainTimeout
+	c.mu.Unlock()
+	c.forget(drained)
+	nodes := make([]uuid.UUID, len(drained))
+	for i, r := range drained {
+		nodes[i] = r.w.Node()
 	}
-	return nil
+	c.Ensure(ctx, nodes...)
+}
+
+// ownerFailure reports the owner failure of a drain past its bound: it
+// logs it with the late workers' nodes and tells Config.OwnerFailure
+// (Core closes admission).
+func (c *Coordinator) ownerFailure(cause string, late []*running) {
+	nodes := make([]uuid.UUID, len(late))
+	for i, r := range late {
+		nodes[i] = r.w.Node()
+	}
+	c.cfg.Log.Error("owner failure: lifecycle workers did not drain within the bound", "cause", cause,
+		"nodes", nodes, "bound", c.cfg.DrainTimeout)
+	if c.cfg.OwnerFailure != nil {
+		c.cfg.OwnerFailure(nodes)
+	}
 }

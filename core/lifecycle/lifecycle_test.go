@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/moby/moby/client"
 
+	"berth.dev/core/deployment"
+	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
@@ -26,6 +28,7 @@ import (
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providers"
 )
 
 const fixtureImage = "sha256:4f3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c"
@@ -111,6 +114,8 @@ func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
 		Interval:    20 * time.Millisecond,
 	}
 	e.svc = sessions.New(st, key, inst.ID, uuid.New)
+	// As Core wires it (core/daemon): an owner failure closes admission.
+	e.cfg.OwnerFailure = func([]uuid.UUID) { e.svc.CloseAdmission() }
 	return e
 }
 
@@ -1228,10 +1233,7 @@ func gatedWorker(t *testing.T, drain time.Duration, sessions int) (*env, *node, 
 // TestStopDrainsBetweenOperations: stopping a node's worker never cancels
 // the operation in flight: the Create claimed before the stop completes
 // and is recorded running, the next pending allocation gets no Create,
-// and Stop returns once the worker has stopped between the two. A worker
-// still in its operation at the bound is cancelled hard: ErrDrainTimeout,
-// the owner failure, and the outcome stays unknown (observed, never
-// replayed, later).
+// and Stop returns once the worker has stopped between the two.
 func TestStopDrainsBetweenOperations(t *testing.T) {
 	e, n, g, c, allocs := gatedWorker(t, time.Minute, 2)
 	first, second := allocs[0], allocs[1]
@@ -1258,21 +1260,201 @@ func TestStopDrainsBetweenOperations(t *testing.T) {
 		t.Fatalf("after the drain: %s and %s, %d creates; want one running, one allocated, 1 create",
 			e.alloc(t, first.ID).State, e.alloc(t, second.ID).State, count(n.srv, dockertest.CallContainerCreate))
 	}
+}
 
-	// A worker still in its operation at the bound is cancelled.
-	g2 := &gatedCreate{Provider: n.p, entered: make(chan struct{}), release: make(chan struct{})}
-	e.cfg.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) { return g2, nil }
-	e.cfg.DrainTimeout = 200 * time.Millisecond
-	c2 := lifecycle.NewCoordinator(e.cfg)
-	c2.Ensure(context.Background(), n.id)
-	<-g2.entered
-	if err := c2.Stop(n.id); !errors.Is(err, lifecycle.ErrDrainTimeout) {
-		t.Fatalf("Stop past the bound: %v, want ErrDrainTimeout", err)
+// inFlight returns the one allocation of allocs whose Create is
+// dispatched (a gatedWorker's Create in flight) and the others.
+func (e *env) inFlight(t *testing.T, allocs []store.Allocation) (store.Allocation, []store.Allocation) {
+	t.Helper()
+	var found []store.Allocation
+	var rest []store.Allocation
+	for _, a := range allocs {
+		if got := e.alloc(t, a.ID); got.State == store.AllocationCreateDispatched {
+			found = append(found, got)
+		} else {
+			rest = append(rest, got)
+		}
 	}
-	if got := e.alloc(t, next.ID); got.State != store.AllocationCreateUnknown {
-		t.Fatalf("the cancelled Create's allocation %s, want create_unknown", got.State)
+	if len(found) != 1 {
+		t.Fatalf("%d Creates in flight, want 1", len(found))
 	}
-	_ = c2.Close()
+	return found[0], rest
+}
+
+// wantAdmissionClosed fails the test unless a new Session is refused
+// with the owner failure's fixed reason (owner_failure).
+func (e *env) wantAdmissionClosed(t *testing.T, after string) {
+	t.Helper()
+	_, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("CreateSession %s: %v, want refused with owner_failure (admission closed)", after, err)
+	}
+}
+
+// wantNoNewWorker fails the test unless node keeps its lifecycle identity
+// and gets no new worker: next (allocated on node) stays uncreated while
+// Ensure and Wake are asked again and again (many worker intervals).
+func (e *env) wantNoNewWorker(t *testing.T, c *lifecycle.Coordinator, node uuid.UUID, next store.Allocation) {
+	t.Helper()
+	if !slices.Contains(c.Nodes(), node) {
+		t.Fatal("the node lost its lifecycle identity")
+	}
+	for range 10 {
+		c.Ensure(context.Background(), node)
+		c.Wake(node)
+		time.Sleep(5 * e.cfg.Interval)
+	}
+	if got := e.alloc(t, next.ID).State; got != store.AllocationAllocated {
+		t.Fatalf("the node's next allocation is %s, want allocated (no new worker)", got)
+	}
+}
+
+// TestStopPastTheBoundCancelsNothing: a Stop (a removed node's worker, as
+// Sync stops it) whose worker is still in its operation at the bound
+// cancels nothing: Stop returns ErrUndrained with the Create still in
+// flight, which completes and is recorded running once the engine
+// answers; Core's admission is closed (CreateSession refused with
+// owner_failure: the owner failure); the node keeps that worker's
+// identity (no new worker starts, whatever Ensure asks) and a later Stop
+// fails the same way at once.
+func TestStopPastTheBoundCancelsNothing(t *testing.T) {
+	e, n, g, c, allocs := gatedWorker(t, 200*time.Millisecond, 2)
+	inFlight, rest := e.inFlight(t, allocs)
+	err := c.Stop(n.id)
+	if got := e.alloc(t, inFlight.ID).State; got != store.AllocationCreateDispatched {
+		t.Fatalf("after a Stop past the bound (%v) the Create in flight is %s, want still dispatched (not cancelled)", err, got)
+	}
+	if !errors.Is(err, lifecycle.ErrUndrained) {
+		t.Fatalf("Stop past the bound: %v, want ErrUndrained", err)
+	}
+	e.wantAdmissionClosed(t, "after a Stop past the bound")
+	close(g.release)
+	waitFor(t, "the Create in flight to complete (not cancelled)", func() bool {
+		return e.alloc(t, inFlight.ID).State == store.AllocationRunning
+	})
+	e.wantNoNewWorker(t, c, n.id, rest[0])
+	if err := c.Stop(n.id); !errors.Is(err, lifecycle.ErrUndrained) {
+		t.Fatalf("a later Stop: %v, want ErrUndrained at once", err)
+	}
+	if got := count(n.srv, dockertest.CallContainerCreate); got != 1 {
+		t.Fatalf("%d container creates, want 1", got)
+	}
+}
+
+// replacer is a DeploymentService over e's database, with docker and a
+// direct test provider registered, whose retirements run through c's
+// drain gate exactly as Core wires them (core/daemon).
+func (e *env) replacer(t *testing.T, c *lifecycle.Coordinator) *deployment.Service {
+	t.Helper()
+	reg, err := providers.NewRegistry(docker.Registration(), deploymenttest.DirectRegistration())
+	must(t, err)
+	svc, err := deployment.NewService(e.st.Store, reg, e.cfg.Key, e.inst.ID)
+	must(t, err)
+	svc.GateRetirement(c.Gate(deployment.ErrReplaceUndrained))
+	return svc
+}
+
+// nodeState reads node id's state.
+func (e *env) nodeState(t *testing.T, id uuid.UUID) store.NodeState {
+	t.Helper()
+	n, err := e.st.GetNode(context.Background(), id)
+	must(t, err)
+	return n.State
+}
+
+// TestReplacementWithAnotherKindDrainsTheNodesWorker: a replacement with
+// another provider kind retires the enabled nodes only after their
+// lifecycle workers drained. While the node's worker is inside a Create,
+// ReplaceDeployment waits: nothing is committed and the node stays
+// enabled. Once the engine answers, the Create completes (not cancelled)
+// and is recorded running before the replacement commits; the node is
+// retired with the commit, and a new worker goes on with what was placed
+// on it before.
+func TestReplacementWithAnotherKindDrainsTheNodesWorker(t *testing.T) {
+	e, n, g, c, allocs := gatedWorker(t, time.Minute, 2)
+	inFlight, rest := e.inFlight(t, allocs)
+	svc := e.replacer(t, c)
+	ctx := context.Background()
+
+	type result struct {
+		r   deployment.Replacement
+		err error
+	}
+	replaced := make(chan result, 1)
+	go func() {
+		r, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+		replaced <- result{r, err}
+	}()
+	select {
+	case res := <-replaced:
+		t.Fatalf("Replace returned (%v, retired %v) while the node's Create was in flight", res.err, res.r.RetiredNodes)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := e.nodeState(t, n.id); got != store.NodeEnabled {
+		t.Fatalf("while the Create is in flight the node is %s, want enabled", got)
+	}
+	if cur, err := e.st.CurrentGeneration(ctx); err != nil || cur.Generation != 1 {
+		t.Fatalf("while the Create is in flight the current generation is %d (%v), want 1", cur.Generation, err)
+	}
+	close(g.release)
+	res := <-replaced
+	must(t, res.err)
+	// When Replace answered, the Create had completed and been recorded.
+	if got := e.alloc(t, inFlight.ID).State; got != store.AllocationRunning {
+		t.Fatalf("when Replace answered the Create in flight was %s, want running (drained before the commit)", got)
+	}
+	if !res.r.Changed || len(res.r.RetiredNodes) != 1 || res.r.RetiredNodes[0] != n.id || e.nodeState(t, n.id) != store.NodeRetired {
+		t.Fatalf("replacement %+v, node %s; want the node retired", res.r, e.nodeState(t, n.id))
+	}
+	waitFor(t, "the new worker to create the node's other allocation", func() bool {
+		return e.alloc(t, rest[0].ID).State == store.AllocationRunning
+	})
+	if got := count(n.srv, dockertest.CallContainerCreate); got != 2 {
+		t.Fatalf("%d container creates, want 2", got)
+	}
+}
+
+// TestReplacementPastTheDrainBoundClosesAdmission: a replacement with
+// another provider kind whose node's worker is still inside a Create
+// when the drain's five-second bound (the default, as in Core) passes
+// cancels nothing: ReplaceDeployment is refused with owner_failure and
+// commits nothing (generation 1 stays current, the node stays enabled),
+// Core's admission is closed (CreateSession refused with owner_failure),
+// the Create completes and is recorded running once the engine answers,
+// the node keeps that worker (no new one), and a retry of the
+// replacement is refused at once: the drain barrier stays closed.
+func TestReplacementPastTheDrainBoundClosesAdmission(t *testing.T) {
+	e, n, g, c, allocs := gatedWorker(t, 0, 2)
+	inFlight, rest := e.inFlight(t, allocs)
+	svc := e.replacer(t, c)
+	ctx := context.Background()
+
+	_, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("Replace with the node's Create in flight past the bound: %v, want refused with owner_failure", err)
+	}
+	if got := e.alloc(t, inFlight.ID).State; got != store.AllocationCreateDispatched {
+		t.Fatalf("after the refused replacement the Create in flight is %s, want still dispatched (not cancelled)", got)
+	}
+	if cur, err := e.st.CurrentGeneration(ctx); err != nil || cur.Generation != 1 {
+		t.Fatalf("after the refused replacement the current generation is %d (%v), want 1", cur.Generation, err)
+	}
+	if got := e.nodeState(t, n.id); got != store.NodeEnabled {
+		t.Fatalf("after the refused replacement the node is %s, want enabled", got)
+	}
+	e.wantAdmissionClosed(t, "after the refused replacement")
+	close(g.release)
+	waitFor(t, "the Create in flight to complete (not cancelled)", func() bool {
+		return e.alloc(t, inFlight.ID).State == store.AllocationRunning
+	})
+	e.wantNoNewWorker(t, c, n.id, rest[0])
+	_, err = svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" {
+		t.Fatalf("a retried replacement: %v, want refused with owner_failure (the barrier stays closed)", err)
+	}
+	if cur, err := e.st.CurrentGeneration(ctx); err != nil || cur.Generation != 1 || e.nodeState(t, n.id) != store.NodeEnabled {
+		t.Fatalf("after the retry: generation %d (%v), node %s; want 1 and enabled", cur.Generation, err, e.nodeState(t, n.id))
+	}
 }
 
 // TestRestartDrainsBetweenOperations: a Restart (a node's retirement)
@@ -1287,7 +1469,7 @@ func TestRestartDrainsBetweenOperations(t *testing.T) {
 	var during []store.AllocationState
 	restarted := make(chan error, 1)
 	go func() {
-		restarted <- c.Restart(context.Background(), n.id, func() error {
+		restarted <- c.Restart(context.Background(), []uuid.UUID{n.id}, func() error {
 			changes.Add(1)
 			during = []store.AllocationState{e.alloc(t, first.ID).State, e.alloc(t, second.ID).State}
 			return nil
@@ -1333,42 +1515,79 @@ func TestRestartDrainsBetweenOperations(t *testing.T) {
 
 // TestFailedRestartKeepsTheWorker: a Restart whose worker is still in its
 // operation at the bound cancels nothing (the Create in flight completes
-// and is recorded running, unlike a Stop's), does not run its change,
-// and returns ErrRestartFailed; the node keeps its worker's identity and
-// gets no new one (its next pending allocation stays uncreated while
-// Ensure is asked again), and every later Restart of the node fails at
-// once.
+// and is recorded running), does not run its change, closes admission
+// (the owner failure) and returns ErrUndrained; the node keeps its
+// worker's identity and gets no new one (its next pending allocation
+// stays uncreated while Ensure is asked again), and every later Restart
+// of the node fails at once.
 func TestFailedRestartKeepsTheWorker(t *testing.T) {
-	e, n, g, c, allocs := gatedWorker(t, 200*time.Millisecond, 1)
-	inFlight := allocs[0]
+	e, n, g, c, allocs := gatedWorker(t, 200*time.Millisecond, 2)
+	inFlight, rest := e.inFlight(t, allocs)
 
 	changed := false
 	change := func() error { changed = true; return nil }
-	if err := c.Restart(context.Background(), n.id, change); !errors.Is(err, lifecycle.ErrRestartFailed) {
-		t.Fatalf("Restart past the bound: %v, want ErrRestartFailed", err)
+	if err := c.Restart(context.Background(), []uuid.UUID{n.id}, change); !errors.Is(err, lifecycle.ErrUndrained) {
+		t.Fatalf("Restart past the bound: %v, want ErrUndrained", err)
 	}
 	if changed {
 		t.Fatal("a Restart past the bound ran its change")
 	}
+	e.wantAdmissionClosed(t, "after a Restart past the bound")
 	close(g.release)
 	waitFor(t, "the Create in flight to complete", func() bool {
 		return e.alloc(t, inFlight.ID).State == store.AllocationRunning
 	})
-	if err := c.Restart(context.Background(), n.id, change); !errors.Is(err, lifecycle.ErrRestartFailed) || changed {
-		t.Fatalf("a later Restart: %v (change ran: %v), want ErrRestartFailed at once", err, changed)
+	if err := c.Restart(context.Background(), []uuid.UUID{n.id}, change); !errors.Is(err, lifecycle.ErrUndrained) || changed {
+		t.Fatalf("a later Restart: %v (change ran: %v), want ErrUndrained at once", err, changed)
 	}
-	if !slices.Contains(c.Nodes(), n.id) {
-		t.Fatal("the node lost its lifecycle identity")
+	e.wantNoNewWorker(t, c, n.id, rest[0])
+}
+
+// TestFailedRestartRenewsTheDrainedWorkers: a Restart of two nodes (a
+// replacement's retirement) whose drain passes its bound on one of them
+// runs no change; the node whose worker did drain gets a new worker at
+// once (a Session deleted there afterwards is cleaned up and released),
+// while the late one keeps its worker, whose Create in flight completes.
+func TestFailedRestartRenewsTheDrainedWorkers(t *testing.T) {
+	e := newEnv(t, 2)
+	var hung, healthy *node
+	for _, n := range e.nodes {
+		if hung == nil {
+			hung = n
+		} else {
+			healthy = n
+		}
 	}
-	// No new worker: what is placed next stays uncreated, whatever Ensure
-	// and Wake ask (many worker intervals pass).
-	next := e.createSession(t, n.id)
-	for range 10 {
-		c.Ensure(context.Background(), n.id)
-		c.Wake(n.id)
-		time.Sleep(5 * e.cfg.Interval)
+	g := &gatedCreate{Provider: hung.p, entered: make(chan struct{}), release: make(chan struct{})}
+	e.cfg.Provider = func(id uuid.UUID) (sandbox.SandboxProvider, error) {
+		if id == hung.id {
+			return g, nil
+		}
+		return e.nodes[id].p, nil
 	}
-	if got := e.alloc(t, next.ID).State; got != store.AllocationAllocated {
-		t.Fatalf("after a failed restart the node's next allocation is %s, want allocated (no worker)", got)
+	e.cfg.DrainTimeout = 200 * time.Millisecond
+	ok := e.createBundle(t, healthy.id)
+	stuck := e.createSession(t, hung.id)
+	c := lifecycle.NewCoordinator(e.cfg)
+	t.Cleanup(func() { _ = c.Close() })
+	c.Ensure(context.Background(), hung.id, healthy.id)
+	<-g.entered
+	waitFor(t, "the healthy node's allocation to run", func() bool {
+		return e.alloc(t, ok.Allocation.ID).State == store.AllocationRunning
+	})
+
+	changed := false
+	err := c.Restart(context.Background(), []uuid.UUID{hung.id, healthy.id}, func() error { changed = true; return nil })
+	if !errors.Is(err, lifecycle.ErrUndrained) || changed {
+		t.Fatalf("Restart of both nodes past the bound on one: %v (change ran: %v), want ErrUndrained and no change", err, changed)
 	}
+	_, err = e.svc.Delete(context.Background(), ok.Session.ID)
+	must(t, err)
+	waitFor(t, "the healthy node's new worker to release the deleted Session's allocation", func() bool {
+		return e.alloc(t, ok.Allocation.ID).State == store.AllocationReleased
+	})
+	close(g.release)
+	waitFor(t, "the late worker's Create to complete", func() bool {
+		return e.alloc(t, stuck.ID).State == store.AllocationRunning
+	})
 }

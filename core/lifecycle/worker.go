@@ -131,29 +131,40 @@
 //     available while its container is stopped, for longer than one
 //     ObservePeriod. A Session whose container stays stopped stays
 //     unavailable until it is deleted.
-//   - Drain: a worker is stopped (its node removed, or Core stopping
-//     before it releases the execution lease) between operations, never
-//     inside one: Coordinator.Stop and Close drain it (Worker.Drain: every
-//     scan stops before its next row or page), so a claimed Create, a Kill
-//     or a capture in flight ends and is recorded. The wait is bounded
-//     (DrainTimeout, the guide's five seconds); a worker still busy then
-//     is cancelled hard and the stop returns ErrDrainTimeout, logged as an
-//     owner failure (that operation's outcome is then unknown: observed,
-//     never replayed).
-//   - Retirement: retiring a node restarts its worker through the same
-//     gate (Coordinator.Restart): the worker drains between operations,
-//     the retirement commits while none runs, and a new worker (a new
-//     lifecycle identity) goes on creating what was placed on the node
+//   - Drain: a worker is stopped (its node removed, its node retired, or
+//     Core stopping before it releases the execution lease) between
+//     operations, never inside one: Coordinator.Stop, Restart and Close
+//     drain it (Worker.Drain: every scan stops before its next row or
+//     page), so a claimed Create, a Kill or a capture in flight ends and
+//     is recorded. The wait is bounded (DrainTimeout, the guide's five
+//     seconds).
+//   - A planned drain (Stop: a removed node's worker, as Sync stops it;
+//     Restart: a retirement) past its bound cancels nothing: it is an
+//     owner failure, logged and told to Config.OwnerFailure (Core closes
+//     admission: every CreateSession is refused with owner_failure until
+//     it restarts), and returns ErrUndrained. The late worker ends with its
+//     operation and keeps the node's lifecycle identity until Core stops
+//     (the drain barrier stays closed: no new worker, and every later Stop
+//     or Restart of the node fails at once). Only Close, the owner's
+//     shutdown, cancels past the bound (the guide: before releasing the
+//     execution lease the coordinator cancels and drains every worker);
+//     it reports the same owner failure and returns ErrDrainTimeout, and
+//     the cancelled operation's outcome is then unknown (observed, never
+//     replayed).
+//   - Retirement: retiring nodes restarts their workers through the same
+//     gate (Coordinator.Restart, given to the callers as Coordinator.Gate):
+//     the workers drain between operations, all within one bound, the
+//     retirement commits while none of them runs, and new workers (a new
+//     lifecycle identity) go on creating what was placed on the nodes
 //     before, observing and cleaning up (Core never moves a placement).
-//     A drain past DrainTimeout cancels nothing: the retirement is not
-//     made, the old worker ends with its operation and keeps the node's
-//     lifecycle identity (the drain barrier stays closed: no new worker)
-//     until Core stops, later retirements of the node fail at once
-//     (ErrRestartFailed), and Core closes admission (an owner failure)
-//     so the operator restarts it. Replacing the deployment
-//     restarts no worker: each allocation keeps its own generation, and
-//     the placement fence is in the database (store.ChoosePlacementNode,
-//     store.ReplaceGeneration).
+//     Both retirements use it: RetireNode (nodes.Registry.Retire) and a
+//     deployment replacement with another provider kind, which retires
+//     every enabled node in its commit (deployment.Service.Replace). Past
+//     the bound the retirement is not made (the planned drain's owner
+//     failure, above); the nodes whose workers did drain get new ones. A
+//     replacement of the same kind restarts no worker: each allocation
+//     keeps its own generation, and the placement fence is in the
+//     database (store.ChoosePlacementNode, store.ReplaceGeneration).
 package lifecycle
 
 import (
@@ -214,8 +225,8 @@ type Store interface {
 // Defaults of Config.
 const (
 	DefaultCallTimeout = 2 * time.Minute
-	// DefaultDrainTimeout bounds a worker's drain (Coordinator.Stop and
-	// Close): the guide's five-second lease-gate bound.
+	// DefaultDrainTimeout bounds a worker's drain (Coordinator.Stop,
+	// Restart and Close): the guide's five-second lease-gate bound.
 	DefaultDrainTimeout = 5 * time.Second
 	// DefaultInterval is berth-core's default wait between passes
 	// (core/daemon.DefaultLifecycleInterval says why); a Config that leaves
@@ -267,10 +278,15 @@ type Config struct {
 	// RestoreAbandonAfter is how long a restore's outcome may stay unknown
 	// before it is abandoned (DefaultRestoreAbandonAfter when 0).
 	RestoreAbandonAfter time.Duration
-	// DrainTimeout is how long stopping a worker waits for it to reach
-	// the end of the store or provider operation in flight before it is
-	// cancelled hard (DefaultDrainTimeout when 0).
+	// DrainTimeout is how long a drain waits for a worker to reach the end
+	// of the store or provider operation in flight (DefaultDrainTimeout
+	// when 0): past it a planned drain (Coordinator.Stop, Restart) is an
+	// owner failure and cancels nothing, and Close cancels.
 	DrainTimeout time.Duration
+	// OwnerFailure, when set, is told the nodes of the late workers each
+	// time a drain passes DrainTimeout (Core closes admission until it
+	// restarts: sessions.Service.CloseAdmission). It must not block.
+	OwnerFailure func(nodes []uuid.UUID)
 	// NotifyEnvironment, when set, is told of each suspension transition
 	// of an Environment's allocation (Core wakes the Runtime gateway's
 	// connection of the Environment's Session with it).

@@ -102,12 +102,13 @@ type Registry struct {
 	gate RetireGate
 }
 
-// RetireGate runs retire, the compare-and-swap that retires node, through
-// the lifecycle drain gate (Core passes lifecycle.Coordinator.Restart):
-// it drains the node's lifecycle worker between operations within its
-// bound, runs retire, and starts a new worker. When the drain passes its
+// RetireGate runs retire, the compare-and-swap that retires nodes (one
+// node here), through the lifecycle drain gate (Core passes
+// lifecycle.Coordinator.Gate, as it does to a deployment replacement): it
+// drains the nodes' lifecycle workers between operations within its
+// bound, runs retire, and starts new workers. When the drain passes its
 // bound it must not run retire and returns ErrRetireUndrained.
-type RetireGate func(ctx context.Context, node uuid.UUID, retire func() error) error
+type RetireGate func(ctx context.Context, nodes []uuid.UUID, retire func() error) error
 
 // ErrRetireUndrained refuses a retirement whose node's lifecycle worker
 // did not reach the end of its operation in flight within the drain
@@ -186,7 +187,7 @@ func (r *Registry) Retire(ctx context.Context, id uuid.UUID) (Node, error) {
 		return r.transition(ctx, op, id, retire)
 	}
 	var n Node
-	err = r.gate(ctx, id, func() error {
+	err = r.gate(ctx, []uuid.UUID{id}, func() error {
 		var err error
 		n, err = r.transition(ctx, op, id, retire)
 		return err

@@ -219,13 +219,13 @@ func TestRetirementRunsThroughTheGate(t *testing.T) {
 
 	undrained := true
 	var gated []uuid.UUID
-	f.Registry.GateRetirement(func(_ context.Context, node uuid.UUID, retire func() error) error {
-		gated = append(gated, node)
+	f.Registry.GateRetirement(func(_ context.Context, ids []uuid.UUID, retire func() error) error {
+		gated = append(gated, ids...)
 		if undrained {
 			return nodes.ErrRetireUndrained
 		}
 		// Inside the gate the node is still enabled until retire runs.
-		if n, err := f.Registry.Get(f.Ctx, node); err != nil || n.State != store.NodeEnabled {
+		if n, err := f.Registry.Get(f.Ctx, ids[0]); err != nil || n.State != store.NodeEnabled {
 			t.Errorf("inside the gate before retire: %v, %v", n.State, err)
 		}
 		return retire()

@@ -66,9 +66,10 @@ var ErrAdmissionClosed error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "ow
 	"admission closed after an owner failure (a lifecycle worker did not drain in time): restart berth-core; running Sessions are not affected")
 
 // CloseAdmission refuses every later Create with ErrAdmissionClosed until
-// the process ends: Core calls it when a lifecycle worker's drain fails
-// (lifecycle.ErrRestartFailed), the guide's closed manager admission. What
-// exists goes on: Turns, reads, deletions and the workers.
+// the process ends: Core calls it when a lifecycle worker's drain passes
+// its bound (lifecycle.Config.OwnerFailure), the guide's closed manager
+// admission. What exists goes on: Turns, reads, deletions and the
+// workers.
 func (s *Service) CloseAdmission() { s.admissionClosed.Store(true) }
 
 // NotifyTerminations makes Delete tell fn what its committed terminal

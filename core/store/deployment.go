@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,6 +80,27 @@ type Replacement struct {
 	// token not used yet, in the same transaction: the new generation is
 	// of another provider kind, which the enrolled nodes do not serve.
 	RetireNodes bool
+	// Drained are, with RetireNodes, the enabled nodes the caller read
+	// (EnabledNodes) and drained the lifecycle workers of before the
+	// commit: a commit that would retire any other node (one enabled
+	// since) is refused (ErrNodesMoved) and writes nothing.
+	Drained []uuid.UUID
+}
+
+// ErrNodesMoved refuses a replacement with another provider kind that
+// would retire a node its caller did not drain: a node was enabled after
+// the caller read the enabled nodes. Nothing is committed.
+var ErrNodesMoved error = errdefs.Refuse(errdefs.ErrFenced, "deployment_nodes_moved",
+	"a node was enabled while the replacement drained the lifecycle workers of the enabled nodes; nothing was committed: send the replacement again")
+
+// EnabledNodes lists the enabled nodes, in id order: the nodes a
+// replacement with another provider kind retires (Replacement.Drained).
+func (s *Store) EnabledNodes(ctx context.Context) ([]uuid.UUID, error) {
+	ids, err := s.q.ListEnabledNodeIDs(ctx)
+	if err != nil {
+		return nil, wrap("list enabled nodes", err)
+	}
+	return ids, nil
 }
 
 // Replaced is what a replacement committed.
@@ -100,7 +122,8 @@ type Replaced struct {
 // replacement waits for those in flight, and those that start after it
 // wait for its commit and then see the new generation. When the current
 // generation is not expectedCurrent (or nothing is committed) it writes
-// nothing and returns errdefs.ErrFailedPrecondition.
+// nothing and returns errdefs.ErrFailedPrecondition; when it would retire
+// a node r does not list as drained, ErrNodesMoved.
 func (s *Store) ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g NewGeneration, r Replacement) (Replaced, error) {
 	const op = "replace deployment generation"
 	params, err := generationParams(expectedCurrent, g)
@@ -129,6 +152,11 @@ func (s *Store) ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g
 		if r.RetireNodes {
 			if out.RetiredNodes, err = q.RetireNodesForReplacement(ctx); err != nil {
 				return err
+			}
+			for _, id := range out.RetiredNodes {
+				if !slices.Contains(r.Drained, id) {
+					return ErrNodesMoved
+				}
 			}
 			if out.RevokedTokens, err = q.RevokeUnusedEnrollmentTokens(ctx); err != nil {
 				return err

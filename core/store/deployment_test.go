@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -311,6 +312,45 @@ func TestReplaceGenerationRefusals(t *testing.T) {
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	if g, err := st.CurrentGeneration(ctx); err != nil || g.Generation != 1 {
 		t.Fatalf("current after refusals: %d %v", g.Generation, err)
+	}
+}
+
+// TestReplaceGenerationRetiresOnlyDrainedNodes: a replacement that
+// retires nodes lists the enabled nodes its caller drained; when another
+// node is enabled (enabled after the caller read them) the commit is
+// refused (deployment_nodes_moved) and writes nothing: no generation, no
+// retirement, no revoked token. With every enabled node listed it retires
+// them.
+func TestReplaceGenerationRetiresOnlyDrainedNodes(t *testing.T) {
+	st, ctx := newStore(t)
+	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+		t.Fatal(err)
+	}
+	a := storetest.EnabledNode(t, st)
+	enabled, err := st.EnabledNodes(ctx)
+	must(t, err)
+	if len(enabled) != 1 || enabled[0] != a {
+		t.Fatalf("enabled nodes %v, want [%s]", enabled, a)
+	}
+	b := storetest.EnabledNode(t, st) // enabled after the caller read them
+	_, err = st.ReplaceGeneration(ctx, 1, testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled})
+	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "deployment_nodes_moved" || !errors.Is(err, errdefs.ErrFenced) {
+		t.Fatalf("a replacement retiring an undrained node: %v, want the deployment_nodes_moved refusal", err)
+	}
+	if g, err := st.CurrentGeneration(ctx); err != nil || g.Generation != 1 {
+		t.Fatalf("current after the refusal: %d %v", g.Generation, err)
+	}
+	for _, id := range []uuid.UUID{a, b} {
+		if n, err := st.GetNode(ctx, id); err != nil || n.State != store.NodeEnabled {
+			t.Fatalf("node after the refusal: %s %v, want enabled", n.State, err)
+		}
+	}
+	enabled, err = st.EnabledNodes(ctx)
+	must(t, err)
+	r, err := st.ReplaceGeneration(ctx, 1, testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled})
+	must(t, err)
+	if r.Generation.Generation != 2 || len(r.RetiredNodes) != 2 {
+		t.Fatalf("replacement %+v, want generation 2 retiring both nodes", r)
 	}
 }
 

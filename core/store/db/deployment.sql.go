@@ -166,6 +166,33 @@ func (q *Queries) InsertDeploymentGeneration(ctx context.Context, arg InsertDepl
 	return i, err
 }
 
+const listEnabledNodeIDs = `-- name: ListEnabledNodeIDs :many
+SELECT id FROM nodes WHERE state = 'enabled' ORDER BY id
+`
+
+// ListEnabledNodeIDs lists the enabled nodes, in id order: the nodes a
+// replacement with another provider kind retires, read before its commit
+// so their lifecycle workers are drained first.
+func (q *Queries) ListEnabledNodeIDs(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listEnabledNodeIDs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listNodeGenerations = `-- name: ListNodeGenerations :many
 SELECT g.generation, g.provider_kind, g.public_config, g.observations, g.credential_ciphertext, g.credential_nonce, g.cpu_millis, g.memory_bytes, g.disk_bytes, g.max_active, g.max_retained, g.suspension_idle_seconds, g.suspension_retention_seconds, g.created_at
 FROM deployment_generations g

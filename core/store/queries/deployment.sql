@@ -77,6 +77,12 @@ WHERE g.generation IN (
     WHERE a.node_id = @node_id AND a.state <> 'released')
 ORDER BY g.generation;
 
+-- name: ListEnabledNodeIDs :many
+-- ListEnabledNodeIDs lists the enabled nodes, in id order: the nodes a
+-- replacement with another provider kind retires, read before its commit
+-- so their lifecycle workers are drained first.
+SELECT id FROM nodes WHERE state = 'enabled' ORDER BY id;
+
 -- name: RetireNodesForReplacement :many
 -- RetireNodesForReplacement retires every enabled node, in the
 -- replacement's transaction (a replacement with another provider kind):

@@ -62,7 +62,14 @@ type DeploymentServiceClient interface {
 	// serve the new generation beside the ones their allocations hold, and
 	// new Sessions get the new one. A candidate equal to the current
 	// deployment commits nothing, also when retried after its replacement
-	// committed (expected_generation then one below the current).
+	// committed (expected_generation then one below the current). For
+	// another provider kind the commit waits, at most 5 s, until the
+	// lifecycle workers of every enabled node finished their operations in
+	// flight, and is made while none runs; past that bound nothing is
+	// cancelled or committed, the replacement is refused with
+	// FAILED_PRECONDITION (owner_failure) and Core refuses every new Session
+	// until it restarts. A node enabled meanwhile refuses it with
+	// FAILED_PRECONDITION (deployment_nodes_moved): send it again.
 	ReplaceDeployment(ctx context.Context, in *ReplaceDeploymentRequest, opts ...grpc.CallOption) (*ReplaceDeploymentResponse, error)
 	// DisableProvider disables the sandbox provider, durably: from then on
 	// CreateSession is refused with FAILED_PRECONDITION (reason
@@ -180,7 +187,14 @@ type DeploymentServiceServer interface {
 	// serve the new generation beside the ones their allocations hold, and
 	// new Sessions get the new one. A candidate equal to the current
 	// deployment commits nothing, also when retried after its replacement
-	// committed (expected_generation then one below the current).
+	// committed (expected_generation then one below the current). For
+	// another provider kind the commit waits, at most 5 s, until the
+	// lifecycle workers of every enabled node finished their operations in
+	// flight, and is made while none runs; past that bound nothing is
+	// cancelled or committed, the replacement is refused with
+	// FAILED_PRECONDITION (owner_failure) and Core refuses every new Session
+	// until it restarts. A node enabled meanwhile refuses it with
+	// FAILED_PRECONDITION (deployment_nodes_moved): send it again.
 	ReplaceDeployment(context.Context, *ReplaceDeploymentRequest) (*ReplaceDeploymentResponse, error)
 	// DisableProvider disables the sandbox provider, durably: from then on
 	// CreateSession is refused with FAILED_PRECONDITION (reason
