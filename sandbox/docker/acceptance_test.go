@@ -53,6 +53,7 @@ func newEngine(t testing.TB, nested bool) *engine {
 		t.Fatal(err)
 	}
 	e := &engine{t: t, host: host, cli: cli, installation: uuid.NewString(), image: image}
+	installations.Store(e.installation, true)
 	e.p = docker.New(cli, docker.Options{
 		InstallationID: e.installation,
 		Config: docker.NodeConfig{

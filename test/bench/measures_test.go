@@ -85,6 +85,7 @@ func newRig(t testing.TB, defaults bool) *rig {
 		res:      sandbox.Resources{CPUMillis: spec.GetCpuMillis(), MemoryBytes: spec.GetMemoryBytes(), DiskBytes: spec.GetDiskBytes()},
 	}
 	baselineInst := uuid.NewString()
+	stack.Track(baselineInst)
 	r.baseline = docker.New(c.Engine, docker.Options{
 		InstallationID: baselineInst,
 		Config: docker.NodeConfig{

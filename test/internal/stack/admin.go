@@ -70,6 +70,7 @@ func InstallationID(t testing.TB, ctx context.Context, cc *grpc.ClientConn) stri
 	if err != nil {
 		t.Fatalf("GetInstallation: %v", err)
 	}
+	Track(resp.GetInstallation().GetId())
 	return resp.GetInstallation().GetId()
 }
 

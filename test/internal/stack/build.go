@@ -54,7 +54,21 @@ func Run(m *testing.M) int {
 	if bin := os.Getenv(CoreBinEnv); bin != "" {
 		coreBin = bin
 	}
-	return m.Run()
+	code := m.Run()
+	// Every test removes what its installation holds when it ends; the
+	// engine itself says whether anything was left (Track).
+	left, err := engineLeftovers()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "check the test engine for leftovers:", err)
+		return 1
+	}
+	for _, l := range left {
+		fmt.Fprintln(os.Stderr, "the suite left on the test engine:", l)
+	}
+	if len(left) > 0 {
+		return 1
+	}
+	return code
 }
 
 // NodeAgentBin is the path of the berth-nodeagent binary built by Main.

@@ -43,6 +43,7 @@ type Installation struct {
 func NewInstallation(t testing.TB) *Installation {
 	t.Helper()
 	id := uuid.NewString()
+	Track(id)
 	ca, err := nodetls.NewCA(id, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +177,7 @@ func StartNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 // without starting it.
 func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	t.Helper()
+	Track(inst.ID)
 	if o.Generation == 0 {
 		o.Generation = 1
 	}
