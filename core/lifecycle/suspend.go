@@ -31,11 +31,16 @@ import (
 //     operation (ObserveOnly), settles it: a complete snapshot with the
 //     source gone (the source is torn down with KillCompute first if it
 //     is still there) records PhaseSuspended, which frees the node's
-//     active slot; a source that runs again, or a capture that made
-//     nothing, or an incomplete one, thaws the source (ResumeCompute of
-//     the paused source only) and returns to PhaseRunning, with whatever
-//     snapshot the attempt named owed to cleanup. An unknown capture is
-//     never sent again.
+//     active slot; a source that runs again, or the provider's answer that
+//     the operation has no complete snapshot (ErrNotFound: it made
+//     nothing, or its capture did not complete), thaws the source
+//     (ResumeCompute of the paused source only) and returns to
+//     PhaseRunning, with whatever snapshot the attempt named owed to
+//     cleanup. Any other failure of the observation (a transport failure
+//     is ErrComputeUnconfirmed across the node protocol) observed
+//     nothing: the capture stays suspending and is observed again, so a
+//     snapshot that completed is recorded, never left outside
+//     max_retained. An unknown capture is never sent again.
 //   - A suspended allocation with work waiting (a queued Turn, an admin's
 //     wake) is restored: store.ArmRestore takes an active slot under the
 //     placement lock and records the target incarnation (NewCompute of the
@@ -296,11 +301,17 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 			w.notify(suspended)
 		}
 		return err
-	case errors.Is(callErr, errdefs.ErrNotFound), errors.Is(callErr, errdefs.ErrComputeUnconfirmed):
-		// Nothing made, or an incomplete capture that is never repeated:
-		// thaw the paused source and run on. A snapshot the provider named
-		// is owed to cleanup; an unnamed one (no error result crosses the
-		// node protocol) is the allocation's, and its Kill removes it.
+	case errors.Is(callErr, errdefs.ErrNotFound):
+		// The provider read that the operation has no complete snapshot
+		// (nothing made, or an incomplete capture that is never
+		// repeated): thaw the paused source and run on. A snapshot the
+		// provider named is owed to cleanup; an unnamed one (no error
+		// result crosses the node protocol) is the allocation's, and its
+		// Kill removes it. Only this definite answer rolls back: any other
+		// error (ErrComputeUnconfirmed included, which is what a transport
+		// failure of the observation is) observed nothing, and a snapshot
+		// that did complete would be left unrecorded and outside
+		// max_retained.
 		id, err := w.thaw(ctx, cp, src)
 		if err != nil {
 			return err
@@ -316,7 +327,7 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 		}
 		return err
 	}
-	return callErr // unavailable: observe again on the next pass
+	return callErr // no observation: observe again on the next pass
 }
 
 // thaw makes src run again after a capture that did not complete: a
