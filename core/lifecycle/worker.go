@@ -63,7 +63,18 @@
 //     store.ClaimCreate refuses a claim that races the switch. The
 //     allocation scan goes on: cleanup (Kill, release) and the
 //     observation of unknown creations are never blocked. Restores follow
-//     the same rule (suspend.go).
+//     the same rule (suspend.go): no restore is armed or claimed while
+//     the provider is disabled (an admin's ResumeSession is kept and acted
+//     on once it is enabled); an unknown restore is still observed.
+//   - Suspension and wake (suspend.go) keep the same evidence rules as
+//     Create. Where the guide is silent, decided as follows: an unknown
+//     restore is never redone on a failed or empty observation (the
+//     checkpoint contract has no absence receipt for a restore target),
+//     only once its attempt's exact instance was observed not running and
+//     then removed by its id; a capture is rolled back only on the
+//     provider's definite answer that no complete snapshot exists
+//     (ErrNotFound), never on a failed observation; a restore not recorded
+//     by its retention deadline is expired, not recorded.
 //   - Kill follows terminal cleanup only: an allocation's cleanup is
 //     requested in the same transaction that revokes its device, records
 //     the Environment's end, settles its queued Turns and requests
