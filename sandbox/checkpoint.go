@@ -38,7 +38,10 @@ type SnapshotIdentity struct {
 
 // SuspendRequest captures Compute under a Core-persisted operation ID.
 // ObserveOnly observes the previous attempt with that ID and never starts
-// another capture.
+// another capture. It answers the complete snapshot, or ErrNotFound when
+// the provider read that the operation has no complete snapshot (nothing
+// made, or an incomplete capture): Core thaws the source and rolls the
+// suspension back only on that answer. Any other error observed nothing.
 type SuspendRequest struct {
 	Compute     Compute
 	OperationID string
@@ -55,7 +58,11 @@ type SuspendResult struct {
 // Core-persisted operation ID, with the deployment's Resources and a fresh
 // Runtime Bootstrap (a restored Runtime starts anew and authenticates
 // again). ObserveOnly observes the previous attempt and never starts
-// another restore; it needs neither Resources nor Bootstrap.
+// another restore; it needs neither Resources nor Bootstrap. An attempt
+// makes at most one native instance of Target: once an observation has
+// named that instance (its ID), KillCompute of it, by that ID, leaves the
+// attempt nothing that can run. ErrNotFound (or an absent state) is only
+// a missing observation: the attempt may still make its instance.
 type ResumeRequest struct {
 	Snapshot    SnapshotIdentity
 	Target      Compute

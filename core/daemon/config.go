@@ -65,8 +65,9 @@ type Config struct {
 	// QuiesceTimeout is how long an armed suspension waits for the
 	// Runtime's acknowledgement (DefaultQuiesceTimeout when 0).
 	QuiesceTimeout time.Duration
-	// RestoreAbandonAfter is how long a restore's outcome may stay unknown
-	// before it is abandoned (DefaultRestoreAbandonAfter when 0).
+	// RestoreAbandonAfter is how long a restore's outcome may stay unknown,
+	// with the attempt's incarnation observed not running, before it is
+	// abandoned (DefaultRestoreAbandonAfter when 0).
 	RestoreAbandonAfter time.Duration
 	// Version is the build version, reported by GetInstallation.
 	Version string

@@ -88,8 +88,11 @@ const (
 	DefaultQuiesceTimeout = lifecycle.DefaultQuiesceTimeout
 
 	// DefaultRestoreAbandonAfter is how long a restore's outcome may stay
-	// unknown before it is abandoned and done again into a later
-	// incarnation (the --restore-abandon-after flag's default).
+	// unknown, with the attempt's incarnation observed not running, before
+	// it is abandoned: that incarnation is removed by its id and only then
+	// is the restore done into a later one (the --restore-abandon-after
+	// flag's default). A restore whose observation fails or finds nothing
+	// is never abandoned (lifecycle/suspend.go).
 	DefaultRestoreAbandonAfter = lifecycle.DefaultRestoreAbandonAfter
 
 	// DefaultObservePeriod bounds how long a running Session's compute goes

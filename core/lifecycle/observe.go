@@ -170,7 +170,7 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 	end := func(error) {}
 	if p != nil && (!restored || cp != nil) {
 		op := opObserve
-		if keepalive && !restored {
+		if keepalive {
 			op = opKeepalive
 		}
 		ctx, end = w.tel.operation(ctx, op, w.node, o.ID)
@@ -180,9 +180,13 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 		callErr = errdefs.ErrObservationUnavailable
 	case restored:
 		// A restored incarnation is observed exactly (GetCompute): the
-		// Reference-level GetInfo and Renew address the Create's. It gets
-		// no keepalive (a checkpointing backend has no native lease).
-		keepalive = false
+		// Reference-level GetInfo and Renew address the Create's. Its
+		// keepalive follows a first incarnation's rules (keepaliveWanted)
+		// and is the same exact read: the checkpoint contract has no
+		// renewal of an incarnation, and a checkpointing backend (node
+		// mode only) has no native lease to extend, so, as Renew on a
+		// backend without leases, the keepalive is a confirmed
+		// observation of running compute.
 		info, callErr = w.getCompute(ctx, cp, o.Allocation)
 	case keepalive:
 		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)

@@ -31,11 +31,16 @@ import (
 //     operation (ObserveOnly), settles it: a complete snapshot with the
 //     source gone (the source is torn down with KillCompute first if it
 //     is still there) records PhaseSuspended, which frees the node's
-//     active slot; a source that runs again, or a capture that made
-//     nothing, or an incomplete one, thaws the source (ResumeCompute of
-//     the paused source only) and returns to PhaseRunning, with whatever
-//     snapshot the attempt named owed to cleanup. An unknown capture is
-//     never sent again.
+//     active slot; a source that runs again, or the provider's answer that
+//     the operation has no complete snapshot (ErrNotFound: it made
+//     nothing, or its capture did not complete), thaws the source
+//     (ResumeCompute of the paused source only) and returns to
+//     PhaseRunning, with whatever snapshot the attempt named owed to
+//     cleanup. Any other failure of the observation (a transport failure
+//     is ErrComputeUnconfirmed across the node protocol) observed
+//     nothing: the capture stays suspending and is observed again, so a
+//     snapshot that completed is recorded, never left outside
+//     max_retained. An unknown capture is never sent again.
 //   - A suspended allocation with work waiting (a queued Turn, an admin's
 //     wake) is restored: store.ArmRestore takes an active slot under the
 //     placement lock and records the target incarnation (NewCompute of the
@@ -43,10 +48,38 @@ import (
 //     the deployment's resources and a fresh bootstrap file, and
 //     store.RecordRestored records the running target (the gateway admits
 //     its Runtime from then on) and owes the consumed snapshot to cleanup.
-//     Then RunCommandCompute wakes the parked Runtime (wakeRuntime). An unknown
-//     restore is only observed (ObserveOnly); one unconfirmed for
-//     RestoreAbandonAfter is abandoned (its target owed to cleanup) and the
-//     next restore uses a later incarnation.
+//     Then RunCommandCompute wakes the parked Runtime (wakeRuntime).
+//   - A restore is a bootstrap, like a Create, so it follows a Create's
+//     rules for a disabled provider (store.ProviderSwitch): while the
+//     provider is disabled no restore is armed or claimed
+//     (store.ErrProviderDisabled: the work, or an armed restore with its
+//     fresh receipt, waits until it is enabled); an unknown restore is
+//     still observed, and deletion and expiry still go on.
+//   - Deletion, device revocation and retention expiry win over a wake up
+//     to the restore's final write: store.RecordRestored is fenced once
+//     the allocation's cleanup was requested, its device revoked or its
+//     retention deadline passed (database clock), and then nothing is
+//     recorded and no wake is sent; a restoring allocation past its
+//     deadline is expired like a suspended one, and the allocation's Kill
+//     removes whatever the restore made.
+//   - An unknown restore is only observed (ObserveOnly), never redone. The
+//     guide's rule for an unknown Create holds: a failed observation
+//     observed nothing, and "not found" (or an absent state) is only a
+//     missing observation (the original request could still be carried
+//     out), so neither ever abandons the restore: it stays restoring,
+//     observed on each pass, until it is seen running, the Session is
+//     deleted, or the retention deadline expires it. The checkpoint
+//     contract offers no absence receipt for a restore target (GetCompute
+//     calls a free name an observation, not a receipt); what it offers is
+//     exact incarnations: an attempt makes at most one native instance of
+//     its target, and KillCompute with that instance's id removes exactly
+//     it. So a restore is abandoned only when an observation named that
+//     instance, not running, and the restore has stayed unknown for
+//     RestoreAbandonAfter since its dispatch (database clock): the instance
+//     is owed to cleanup by its id (store.AbandonRestore), and the next
+//     restore, into a later incarnation, is armed only once that cleanup
+//     is confirmed (store.ErrTargetOwed until then). Two incarnations
+//     holding the Session's device credential never run at once.
 //   - A suspended allocation past its retention deadline (database clock)
 //     is expired: terminal cleanup (store.ExpireRetention), whose Kill
 //     deletes the snapshot.
@@ -61,7 +94,8 @@ const (
 	// answers within a round trip; a minute covers a reconnection.
 	DefaultQuiesceTimeout = time.Minute
 	// DefaultRestoreAbandonAfter is how long a restore's outcome may stay
-	// unknown before it is abandoned (like DefaultCreateAbandonAfter).
+	// unknown, with the attempt's incarnation observed not running,
+	// before it is abandoned (observeRestore says when it may be).
 	DefaultRestoreAbandonAfter = time.Minute
 )
 
@@ -165,17 +199,17 @@ func (w *Worker) advance(ctx context.Context, cp sandbox.CheckpointProvider, sw 
 	case store.PhaseSuspended:
 		switch {
 		case sw.RetentionExpired:
-			term, err := w.cfg.Store.ExpireRetention(ctx, a.ID)
-			if err == nil {
-				w.cfg.Log.Info("lifecycle snapshot retention expired", "node", w.node, "allocation", a.ID,
-					"settled_turns", len(term.SettledTurns))
-			}
-			return err
+			return w.expire(ctx, a)
 		case sw.WorkWaiting:
 			return w.restore(ctx, cp, a)
 		}
 		return nil
 	case store.PhaseRestoring:
+		if sw.RetentionExpired {
+			// Expiry wins over a wake up to the restore's final write: a
+			// restore not recorded by the deadline is never recorded.
+			return w.expire(ctx, a)
+		}
 		if a.Suspension.RestoreSentAt == nil {
 			// Armed, never claimed (a pass ended between the two): the
 			// receipt is fresh.
@@ -184,6 +218,17 @@ func (w *Worker) advance(ctx context.Context, cp sandbox.CheckpointProvider, sw 
 		return w.observeRestore(ctx, cp, a, sw.RestoreOverdue)
 	}
 	return nil
+}
+
+// expire ends allocation a, suspended or restoring past its snapshot's
+// retention deadline (store.ExpireRetention).
+func (w *Worker) expire(ctx context.Context, a store.Allocation) error {
+	term, err := w.cfg.Store.ExpireRetention(ctx, a.ID)
+	if err == nil {
+		w.cfg.Log.Info("lifecycle snapshot retention expired", "node", w.node, "allocation", a.ID,
+			"phase", a.ComputePhase, "settled_turns", len(term.SettledTurns))
+	}
+	return err
 }
 
 // capture consumes the capture receipt of the acknowledged suspension op
@@ -256,11 +301,17 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 			w.notify(suspended)
 		}
 		return err
-	case errors.Is(callErr, errdefs.ErrNotFound), errors.Is(callErr, errdefs.ErrComputeUnconfirmed):
-		// Nothing made, or an incomplete capture that is never repeated:
-		// thaw the paused source and run on. A snapshot the provider named
-		// is owed to cleanup; an unnamed one (no error result crosses the
-		// node protocol) is the allocation's, and its Kill removes it.
+	case errors.Is(callErr, errdefs.ErrNotFound):
+		// The provider read that the operation has no complete snapshot
+		// (nothing made, or an incomplete capture that is never
+		// repeated): thaw the paused source and run on. A snapshot the
+		// provider named is owed to cleanup; an unnamed one (no error
+		// result crosses the node protocol) is the allocation's, and its
+		// Kill removes it. Only this definite answer rolls back: any other
+		// error (ErrComputeUnconfirmed included, which is what a transport
+		// failure of the observation is) observed nothing, and a snapshot
+		// that did complete would be left unrecorded and outside
+		// max_retained.
 		id, err := w.thaw(ctx, cp, src)
 		if err != nil {
 			return err
@@ -276,7 +327,7 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 		}
 		return err
 	}
-	return callErr // unavailable: observe again on the next pass
+	return callErr // no observation: observe again on the next pass
 }
 
 // thaw makes src run again after a capture that did not complete: a
@@ -311,8 +362,10 @@ func (w *Worker) restore(ctx context.Context, cp sandbox.CheckpointProvider, a s
 		return err
 	}
 	armed, err := w.cfg.Store.ArmRestore(ctx, a.ID, a.Revision, w.cfg.NewID(), target)
-	if errors.Is(err, store.ErrNoRoom) {
-		return nil // no active slot on the node: the work waits
+	if errors.Is(err, store.ErrNoRoom) || errors.Is(err, store.ErrProviderDisabled) || errors.Is(err, store.ErrTargetOwed) {
+		// No active slot on the node, the provider disabled, or an
+		// abandoned target not yet confirmed absent: the work waits.
+		return nil
 	}
 	if err != nil {
 		return err
@@ -339,6 +392,9 @@ func (w *Worker) resume(ctx context.Context, cp sandbox.CheckpointProvider, a st
 	req := sandbox.ResumeRequest{Snapshot: a.Suspension.Snapshot, Target: target, OperationID: op.String(),
 		Resources: gen.Specification.Resources, Bootstrap: bootstrap, CoreCA: w.cfg.RuntimeCA}
 	if _, err := w.cfg.Store.ClaimRestore(ctx, a.ID, op); err != nil {
+		if errors.Is(err, store.ErrProviderDisabled) {
+			return nil // the receipt stays fresh: the restore waits for the provider
+		}
 		return err
 	}
 	ctx, end := w.tel.operation(ctx, opRestore, w.node, a.ID)
@@ -372,8 +428,16 @@ func (w *Worker) bootstrap(ctx context.Context, a store.Allocation) (runtimeboot
 	}, nil
 }
 
-// observeRestore observes a dispatched restore of unknown outcome; one
-// unconfirmed for RestoreAbandonAfter is abandoned.
+// observeRestore observes a dispatched restore of unknown outcome
+// (ObserveOnly). A running target is recorded (settleRestore). An
+// observation that failed observed nothing, and one that found no
+// instance of the target is only a missing observation: the attempt may
+// still make it, so the restore stays unknown and is observed again,
+// never redone. Only once an observation found the exact instance the
+// attempt made (its native id) not running, and the restore has been
+// unknown for RestoreAbandonAfter (overdue), is it abandoned: that
+// instance is owed to cleanup by its id, and the next restore waits for
+// its confirmed absence (store.ErrTargetOwed).
 func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, overdue bool) error {
 	target, err := a.Compute(cp.Initial)
 	if err != nil {
@@ -386,21 +450,28 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 		OperationID: op.String(), ObserveOnly: true})
 	cancel()
 	end(callErr)
-	if callErr == nil && res.Compute.State == sandbox.ComputeRunning {
-		return w.settleRestore(ctx, cp, a, op, res.Compute)
+	if callErr != nil {
+		w.cfg.Log.InfoContext(ctx, "lifecycle restore still unknown", "node", w.node, "allocation", a.ID,
+			"not_found", errors.Is(callErr, errdefs.ErrNotFound), "error", callErr)
+		return nil
 	}
-	if !overdue {
+	got := res.Compute
+	if got.State == sandbox.ComputeRunning {
+		return w.settleRestore(ctx, cp, a, op, got)
+	}
+	if got.Compute.Name != target.Name || got.Compute.Generation != target.Generation || got.Compute.Reference != target.Reference {
+		return errors.New("restore observation named another incarnation than its target")
+	}
+	if !overdue || got.Compute.ID == "" || got.State == sandbox.ComputeAbsent {
 		return nil
 	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	if res.Compute.Compute.ID != "" {
-		target.ID = res.Compute.Compute.ID
-	}
+	target.ID = got.Compute.ID
 	if _, err := w.cfg.Store.AbandonRestore(rctx, a.ID, op, target); err != nil {
 		return err
 	}
-	w.cfg.Log.Info("lifecycle restore abandoned", "node", w.node, "allocation", a.ID)
+	w.cfg.Log.Info("lifecycle restore abandoned", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
 	return nil
 }
 
@@ -418,6 +489,14 @@ func (w *Worker) settleRestore(ctx context.Context, cp sandbox.CheckpointProvide
 	rctx, rcancel := recordContext(ctx)
 	restored, err := w.cfg.Store.RecordRestored(rctx, a.ID, op, got.Compute.ID)
 	rcancel()
+	if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
+		// Deletion, device revocation or retention expiry came first: the
+		// restore is not recorded and its Runtime never woken. Cleanup
+		// (the allocation's Kill, after the deletion or the expiry the next
+		// pass records) removes the incarnation.
+		w.cfg.Log.Info("lifecycle restore lost to the Session's end", "node", w.node, "allocation", a.ID)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

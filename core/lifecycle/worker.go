@@ -62,7 +62,19 @@
 //     receipts and wait until the provider is enabled again, and
 //     store.ClaimCreate refuses a claim that races the switch. The
 //     allocation scan goes on: cleanup (Kill, release) and the
-//     observation of unknown creations are never blocked.
+//     observation of unknown creations are never blocked. Restores follow
+//     the same rule (suspend.go): no restore is armed or claimed while
+//     the provider is disabled (an admin's ResumeSession is kept and acted
+//     on once it is enabled); an unknown restore is still observed.
+//   - Suspension and wake (suspend.go) keep the same evidence rules as
+//     Create. Where the guide is silent, decided as follows: an unknown
+//     restore is never redone on a failed or empty observation (the
+//     checkpoint contract has no absence receipt for a restore target),
+//     only once its attempt's exact instance was observed not running and
+//     then removed by its id; a capture is rolled back only on the
+//     provider's definite answer that no complete snapshot exists
+//     (ErrNotFound), never on a failed observation; a restore not recorded
+//     by its retention deadline is expired, not recorded.
 //   - Kill follows terminal cleanup only: an allocation's cleanup is
 //     requested in the same transaction that revokes its device, records
 //     the Environment's end, settles its queued Turns and requests
@@ -110,7 +122,13 @@
 //     providers with native leases (E2B) are not wired. A lapse only stops
 //     keepalives.
 //   - A restored incarnation (suspend.go) is observed with GetCompute on
-//     its exact incarnation, without keepalives; while its Runtime is not
+//     its exact incarnation, and gets keepalives by the same rules as a
+//     first incarnation (connected, observed running, no Turn running,
+//     due and not lapsed); its keepalive is that same exact read, since
+//     the checkpoint contract renews no incarnation and a checkpointing
+//     backend has no native lease (as Renew on Docker only reads). Its
+//     lapse counts from the restore (store.RecordRestored clears the
+//     previous incarnation's keepalive). While its Runtime is not
 //     connected each observation repeats the idempotent wake.
 //   - Engine restart (Docker): a Session's container has no restart
 //     policy, so after an engine restart it is exited. Core never starts
@@ -275,8 +293,9 @@ type Config struct {
 	// QuiesceTimeout is how long an armed suspension waits for the
 	// Runtime's acknowledgement (DefaultQuiesceTimeout when 0).
 	QuiesceTimeout time.Duration
-	// RestoreAbandonAfter is how long a restore's outcome may stay unknown
-	// before it is abandoned (DefaultRestoreAbandonAfter when 0).
+	// RestoreAbandonAfter is how long a restore's outcome may stay unknown,
+	// with the attempt's incarnation observed not running, before it is
+	// abandoned (DefaultRestoreAbandonAfter when 0; suspend.go).
 	RestoreAbandonAfter time.Duration
 	// DrainTimeout is how long a drain waits for a worker to reach the end
 	// of the store or provider operation in flight (DefaultDrainTimeout

@@ -399,21 +399,43 @@ func (s *Owner) RollBackCapture(ctx context.Context, id, op uuid.UUID, computeID
 	})
 }
 
+// ErrTargetOwed is ArmRestore's answer while an abandoned restore's target
+// is still owed to cleanup (not yet confirmed absent by its exact id):
+// the next restore waits for it, so two incarnations holding the
+// Session's device credential never run at once. Nothing was written.
+var ErrTargetOwed = fmt.Errorf("an abandoned restore's target is still owed to cleanup: %w", errdefs.ErrFailedPrecondition)
+
 // ArmRestore records the restore intent of operation op for suspended
 // allocation id at revision, into incarnation target (the provider's
 // NewCompute of the last one): under the node's placement lock, the one
 // new placement takes, it checks an active slot (max_active) and moves the
-// allocation to PhaseRestoring, which takes the slot. ErrNoRoom without
-// one; ErrFenced when the revision moved, the allocation is not suspended
-// any more (deletion, revocation) or its retention passed.
+// allocation to PhaseRestoring, which takes the slot. A restore is a
+// bootstrap, like a Create: while the provider is disabled it is
+// ErrProviderDisabled (the provider switch read under a share lock, as
+// ClaimCreate reads it) and nothing is written. ErrNoRoom without an
+// active slot; ErrTargetOwed while an abandoned target awaits its
+// cleanup; ErrFenced when the revision moved, the allocation is not
+// suspended any more (deletion, revocation) or its retention passed.
 func (s *Owner) ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID, target sandbox.Compute) (Allocation, error) {
 	if op == uuid.Nil || target.Name == "" || target.Generation < 2 {
 		return Allocation{}, fmt.Errorf("arm restore: %w", errdefs.Invalid("target", "must name a later incarnation"))
 	}
 	return s.phaseWrite(ctx, "arm restore", func(q *db.Queries) (db.Allocation, error) {
+		// The switch first, in the order of every admission (CreateSession,
+		// ClaimCreate): before the Session, allocation and node locks.
+		if _, err := admitProvider(ctx, q); err != nil {
+			return db.Allocation{}, err
+		}
 		_, a, g, err := lockAtRevision(ctx, q, id, revision)
 		if err != nil {
 			return db.Allocation{}, err
+		}
+		owes, err := q.AllocationOwesCompute(ctx, id)
+		if err != nil {
+			return db.Allocation{}, err
+		}
+		if owes {
+			return db.Allocation{}, ErrTargetOwed
 		}
 		room, err := q.NodeActiveRoom(ctx, db.NodeActiveRoomParams{NodeID: a.NodeID, MaxActive: int64(g.MaxActive)})
 		if err != nil {
@@ -428,16 +450,29 @@ func (s *Owner) ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op
 }
 
 // ClaimRestore consumes the restore receipt of operation op, once. Only a
-// nil error permits one Resume.
+// nil error permits one Resume. While the provider is disabled it is
+// ErrProviderDisabled and the receipt stays fresh (the armed restore
+// waits, as a pending Create does); ErrFenced when the receipt is spent,
+// the allocation's deletion or device revocation came first, or the
+// snapshot's retention deadline passed (database clock).
 func (s *Owner) ClaimRestore(ctx context.Context, id, op uuid.UUID) (Allocation, error) {
 	return s.phaseWrite(ctx, "claim restore", func(q *db.Queries) (db.Allocation, error) {
+		if _, err := admitProvider(ctx, q); err != nil {
+			return db.Allocation{}, err
+		}
 		return q.ClaimRestore(ctx, db.ClaimRestoreParams{ID: id, Operation: &op})
 	})
 }
 
 // RecordRestored records restore op: the target incarnation runs with
 // native id computeID (PhaseRunning), and the consumed snapshot becomes a
-// leftover cleanup owes, in the same transaction.
+// leftover cleanup owes, in the same transaction. It is the restore's
+// final compare-and-swap, and the guide's order holds up to it:
+// deletion, device revocation and retention expiry win over the wake, so
+// it is ErrFenced when the allocation's cleanup was requested, its device
+// revoked or its retention deadline passed by the database clock (then
+// nothing is recorded and no wake may follow). The new incarnation's
+// keepalive lapse counts from the restore.
 func (s *Owner) RecordRestored(ctx context.Context, id, op uuid.UUID, computeID string) (Allocation, error) {
 	if computeID == "" {
 		return Allocation{}, fmt.Errorf("record restored: %w", errdefs.Invalid("compute.id", "must be set"))
@@ -456,11 +491,18 @@ func (s *Owner) RecordRestored(ctx context.Context, id, op uuid.UUID, computeID 
 	})
 }
 
-// AbandonRestore gives up restore op, whose outcome stayed unknown: its
-// target incarnation becomes a leftover cleanup owes and the allocation
-// is suspended again (the next restore uses a later incarnation), in one
-// transaction.
+// AbandonRestore gives up restore op, whose outcome stayed unknown after
+// an observation found the exact instance the attempt made (target.ID,
+// never running): that instance becomes a leftover cleanup owes and the
+// allocation is suspended again, in one transaction. The next restore
+// uses a later incarnation and is armed only once the instance is
+// confirmed absent (ErrTargetOwed until then). A target without its
+// native id is ErrInvalid: a restore whose instance was never observed
+// (a failed or empty observation) is never abandoned.
 func (s *Owner) AbandonRestore(ctx context.Context, id, op uuid.UUID, target sandbox.Compute) (Allocation, error) {
+	if target.ID == "" || target.Name == "" {
+		return Allocation{}, fmt.Errorf("abandon restore: %w", errdefs.Invalid("target.id", "must name the observed instance"))
+	}
 	return s.phaseWrite(ctx, "abandon restore", func(q *db.Queries) (db.Allocation, error) {
 		row, err := q.AbandonRestore(ctx, db.AbandonRestoreParams{ID: id, Operation: &op})
 		if err != nil {
@@ -472,12 +514,14 @@ func (s *Owner) AbandonRestore(ctx context.Context, id, op uuid.UUID, target san
 	})
 }
 
-// ExpireRetention ends suspended allocation id whose retention deadline
-// passed by the database clock: terminal cleanup with TerminalExpired
-// (the device revoked, the Environment expired, queued Turns ended,
-// cleanup requested, so the worker's Kill deletes the snapshot), under
-// the Session lock. ErrFenced when it is not suspended past its deadline
-// any more (a restore was armed first).
+// ExpireRetention ends allocation id whose snapshot's retention deadline
+// passed by the database clock while it is suspended, or restoring and
+// not yet recorded restored (expiry wins over a wake up to
+// RecordRestored): terminal cleanup with TerminalExpired (the device
+// revoked, the Environment expired, queued Turns ended, cleanup
+// requested, so the worker's Kill deletes the snapshot and any restored
+// incarnation), under the Session lock. ErrFenced when it is past neither
+// (a restore was recorded first).
 func (s *Owner) ExpireRetention(ctx context.Context, id uuid.UUID) (Termination, error) {
 	const name = "expire retention"
 	var out Termination
@@ -486,7 +530,7 @@ func (s *Owner) ExpireRetention(ctx context.Context, id uuid.UUID) (Termination,
 		if err != nil {
 			return err
 		}
-		expired, err := q.SuspendedRetentionExpired(ctx, id)
+		expired, err := q.RetentionPassed(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -442,9 +443,11 @@ func TestRetentionExpiryWinsOverWake(t *testing.T) {
 	}
 }
 
-// TestAbandonedRestoreOwesItsTarget: a restore given up leaves its target
-// owed to cleanup and the snapshot suspended; the next restore goes to a
-// later incarnation.
+// TestAbandonedRestoreOwesItsTarget: a restore is given up only with the
+// exact instance its attempt made (its native id, observed); that
+// instance is owed to cleanup, the snapshot stays suspended, and the next
+// restore, into a later incarnation, waits until the instance is
+// confirmed absent.
 func TestAbandonedRestoreOwesItsTarget(t *testing.T) {
 	st, ctx, epoch := owner(t)
 	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
@@ -456,6 +459,10 @@ func TestAbandonedRestoreOwesItsTarget(t *testing.T) {
 	must(t, err)
 	_, err = st.ClaimRestore(ctx, a.ID, rop)
 	must(t, err)
+	// Never observed: no abandonment.
+	_, err = st.AbandonRestore(ctx, a.ID, rop, target)
+	wantClass(t, err, errdefs.ErrInvalid)
+	target.ID = "native-g2"
 	a, err = st.AbandonRestore(ctx, a.ID, rop, target)
 	must(t, err)
 	if a.ComputePhase != store.PhaseSuspended || a.ComputeGeneration != 2 || a.Suspension.Snapshot != suspended.Suspension.Snapshot {
@@ -463,17 +470,101 @@ func TestAbandonedRestoreOwesItsTarget(t *testing.T) {
 	}
 	left, err := st.ListOwedLeftovers(ctx, a)
 	must(t, err)
-	if len(left) != 1 || left[0].Compute == nil || left[0].Compute.Name != "g2" || left[0].Compute.Generation != 2 {
-		t.Fatalf("leftovers %+v", left)
+	if len(left) != 1 || left[0].Compute == nil || *left[0].Compute != target {
+		t.Fatalf("leftovers %+v, want %+v", left, target)
+	}
+	next := sandbox.Compute{Reference: a.Reference(), Generation: 3, Name: "g3"}
+	_, err = st.ArmRestore(ctx, a.ID, a.Revision, uuid.New(), next)
+	if !errors.Is(err, store.ErrTargetOwed) {
+		t.Fatalf("a restore armed while the abandoned target is owed: %v", err)
 	}
 	must(t, st.MarkLeftoverDeleted(ctx, left[0].ID))
 	if left, _ = st.ListOwedLeftovers(ctx, a); len(left) != 0 {
 		t.Fatalf("leftover still owed: %+v", left)
 	}
-	next := sandbox.Compute{Reference: a.Reference(), Generation: 3, Name: "g3"}
 	if _, err := st.ArmRestore(ctx, a.ID, a.Revision, uuid.New(), next); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRestoreWaitsWhileTheProviderIsDisabled: a restore is a bootstrap:
+// while the provider is disabled neither its intent nor its receipt is
+// taken (ErrProviderDisabled, nothing written), and both are once it is
+// enabled again.
+func TestRestoreWaitsWhileTheProviderIsDisabled(t *testing.T) {
+	st, ctx, epoch := owner(t)
+	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
+	s := idleSession(t, st, epoch)
+	suspended, _ := suspend(t, st, s)
+	target := sandbox.Compute{Reference: suspended.Reference(), Generation: 2, Name: "g2"}
+	rop := uuid.New()
+	_, err := st.SetProviderDisabled(ctx, true)
+	must(t, err)
+	_, err = st.ArmRestore(ctx, suspended.ID, suspended.Revision, rop, target)
+	if !errors.Is(err, store.ErrProviderDisabled) {
+		t.Fatalf("arm restore while disabled: %v", err)
+	}
+	wantPhase(t, st, suspended.ID, store.PhaseSuspended)
+	_, err = st.SetProviderDisabled(ctx, false)
+	must(t, err)
+	a, err := st.ArmRestore(ctx, suspended.ID, suspended.Revision, rop, target)
+	must(t, err)
+	_, err = st.SetProviderDisabled(ctx, true)
+	must(t, err)
+	_, err = st.ClaimRestore(ctx, a.ID, rop)
+	if !errors.Is(err, store.ErrProviderDisabled) {
+		t.Fatalf("claim restore while disabled: %v", err)
+	}
+	if got := wantPhase(t, st, a.ID, store.PhaseRestoring); got.Suspension.RestoreSentAt != nil {
+		t.Fatal("the receipt was spent while disabled")
+	}
+	_, err = st.SetProviderDisabled(ctx, false)
+	must(t, err)
+	_, err = st.ClaimRestore(ctx, a.ID, rop)
+	must(t, err)
+}
+
+// TestTheRestoresFinalWriteLosesToTheSessionsEnd: deletion (which revokes
+// the device) and retention expiry win over a restore up to its final
+// compare-and-swap: a restore claimed before either is not recorded
+// after it, and an expired one is ended by ExpireRetention.
+func TestTheRestoresFinalWriteLosesToTheSessionsEnd(t *testing.T) {
+	restoring := func(t *testing.T, retention time.Duration) (*store.Owner, context.Context, suspendable, store.Allocation, uuid.UUID) {
+		st, ctx, epoch := owner(t)
+		commitSuspensionGeneration(t, st, retention, 8, 4)
+		s := idleSession(t, st, epoch)
+		suspended, _ := suspend(t, st, s)
+		rop := uuid.New()
+		a, err := st.ArmRestore(ctx, suspended.ID, suspended.Revision, rop,
+			sandbox.Compute{Reference: suspended.Reference(), Generation: 2, Name: "g2"})
+		must(t, err)
+		a, err = st.ClaimRestore(ctx, a.ID, rop)
+		must(t, err)
+		return st, ctx, s, a, rop
+	}
+	t.Run("deletion", func(t *testing.T) {
+		st, ctx, s, a, rop := restoring(t, time.Hour)
+		_, err := st.RequestSessionDeletion(ctx, s.b.Session.ID)
+		must(t, err)
+		_, err = st.RecordRestored(ctx, a.ID, rop, "native-g2")
+		wantClass(t, err, errdefs.ErrFenced)
+		got := wantPhase(t, st, a.ID, store.PhaseRestoring)
+		if got.State != store.AllocationCleanupRequested || got.DeviceRevokedAt == nil || got.Suspension.RestoredAt != nil {
+			t.Fatalf("after deletion: %s revoked %v restored %v", got.State, got.DeviceRevokedAt, got.Suspension.RestoredAt)
+		}
+	})
+	t.Run("expiry", func(t *testing.T) {
+		st, ctx, _, a, rop := restoring(t, 2*time.Second)
+		time.Sleep(time.Until(*a.Suspension.RetentionUntil) + 200*time.Millisecond)
+		_, err := st.RecordRestored(ctx, a.ID, rop, "native-g2")
+		wantClass(t, err, errdefs.ErrFenced)
+		wantPhase(t, st, a.ID, store.PhaseRestoring)
+		term, err := st.ExpireRetention(ctx, a.ID)
+		must(t, err)
+		if term.Cause != store.TerminalExpired {
+			t.Fatalf("termination %+v", term)
+		}
+	})
 }
 
 // TestRolledBackCaptureOwesItsSnapshot: a capture whose source runs again

@@ -431,9 +431,11 @@ func snapshotIdentity(name string, h container.InspectResponse) sandbox.Snapshot
 // operation captures once. One whose capture container exists without a holder is
 // an attempt of unknown outcome: Suspend refuses it with
 // ErrComputeUnconfirmed and never copies again. With ObserveOnly it only
-// reads: the complete snapshot with the source's current state,
-// ErrComputeUnconfirmed for an incomplete one, and ErrNotFound when the
-// operation made nothing observable.
+// reads: the complete snapshot with the source's current state, or
+// ErrNotFound when the operation has no complete snapshot (its capture
+// container without a holder, or nothing at all): the definite answer
+// that no holder exists, distinct from a read that failed
+// (ErrObservationUnavailable), which answers nothing.
 func (p *Provider) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbox.SuspendResult, error) {
 	c := req.Compute
 	if err := p.checkOperation(sandbox.OpSuspend, c, req.OperationID); err != nil {
@@ -455,6 +457,10 @@ func (p *Provider) Suspend(ctx context.Context, req sandbox.SuspendRequest) (san
 	switch capture, err := p.inspectContainer(ctx, name+captureSuffix); {
 	case err == nil && !p.owns(ref, labelsOf(capture)):
 		return sandbox.SuspendResult{}, fmt.Errorf("suspend: capture container: %w", errdefs.ErrOwnership)
+	case err == nil && req.ObserveOnly:
+		// Read, not guessed: the operation has no holder, so no complete
+		// snapshot (the answer on which Core thaws the source).
+		return sandbox.SuspendResult{}, fmt.Errorf("suspend: the operation's capture did not complete: %w", errdefs.ErrNotFound)
 	case err == nil:
 		return sandbox.SuspendResult{}, fmt.Errorf("suspend: an earlier capture of the operation did not complete: %w", errdefs.ErrComputeUnconfirmed)
 	case !errdefs.IsNotFound(err):

@@ -144,7 +144,8 @@ func TestFixtureSuspendCalls(t *testing.T) {
 
 // TestFixtureSuspendLostDuringCapture: the capture's archive read is lost.
 // The outcome is unknown; the source stays paused, never removed; the same
-// operation again, and ObserveOnly, never copy again; ResumeCompute thaws
+// operation again (refused) and ObserveOnly (no complete snapshot) never
+// copy again; ResumeCompute thaws
 // the same source; DeleteSnapshot removes the partial snapshot.
 func TestFixtureSuspendLostDuringCapture(t *testing.T) {
 	f := newCheckpointFixture(t)
@@ -158,9 +159,15 @@ func TestFixtureSuspendLostDuringCapture(t *testing.T) {
 		t.Fatalf("source %s after the lost capture, want paused", f.state(f.id))
 	}
 	for _, observe := range []bool{false, true} {
+		// Suspend again refuses the attempt of unknown outcome; ObserveOnly
+		// answers that the operation has no complete snapshot.
+		want := errdefs.ErrComputeUnconfirmed
+		if observe {
+			want = errdefs.ErrNotFound
+		}
 		f.srv.ResetCalls()
-		if _, err := f.p.Suspend(ctx, sandbox.SuspendRequest{Compute: f.first, OperationID: op, ObserveOnly: observe}); !errors.Is(err, errdefs.ErrComputeUnconfirmed) {
-			t.Fatalf("Suspend again (observe only %v) = %v; want ErrComputeUnconfirmed", observe, err)
+		if _, err := f.p.Suspend(ctx, sandbox.SuspendRequest{Compute: f.first, OperationID: op, ObserveOnly: observe}); !errors.Is(err, want) {
+			t.Fatalf("Suspend again (observe only %v) = %v; want %v", observe, err, want)
 		}
 		if m := f.mutations(); len(m) != 0 {
 			t.Fatalf("Suspend again (observe only %v) mutated: %v", observe, m)

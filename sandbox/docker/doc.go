@@ -142,9 +142,16 @@
 //   - The same operation again finds the holder and only finishes the
 //     removals: it captures once. A capture container without a holder is
 //     an attempt of unknown outcome, which Suspend never copies over
-//     (ErrComputeUnconfirmed); ObserveOnly only reads: the snapshot, the
-//     incomplete attempt (ErrComputeUnconfirmed) or nothing (ErrNotFound,
-//     an observation, not a receipt).
+//     (ErrComputeUnconfirmed); ObserveOnly only reads: the snapshot, or
+//     ErrNotFound when the operation has no holder (an incomplete attempt,
+//     or nothing). That answer is read from the engine, after the node
+//     agent let the original call end (one operation per allocation at a
+//     time), and is the one on which Core thaws the source; a read that
+//     failed is ErrObservationUnavailable, and across the node protocol a
+//     lost answer is an unknown outcome: neither is an answer. (The
+//     engine may still carry out a holder create it received before the
+//     original call ended; such a late snapshot carries the allocation's
+//     labels and Kill removes it.)
 //   - ResumeCompute unpauses the same paused container after an aborted
 //     suspend, leaves a running one as it is, and refuses a stopped one
 //     (ErrRuntimeNotRunning, a code the node protocol carries): it never

@@ -131,7 +131,7 @@ func serveFlags(cfg *daemon.Config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.LifecycleInterval, "lifecycle-interval", daemon.DefaultLifecycleInterval, "wait between a node worker's lifecycle passes")
 	fs.DurationVar(&cfg.CreateAbandonAfter, "create-abandon-after", daemon.DefaultCreateAbandonAfter, "how long a Create's outcome may stay unknown before it is abandoned and the Session gets a new allocation (at least 1s)")
 	fs.DurationVar(&cfg.QuiesceTimeout, "quiesce-timeout", daemon.DefaultQuiesceTimeout, "how long an armed suspension waits for the Runtime to quiesce before it is aborted (at least 1s)")
-	fs.DurationVar(&cfg.RestoreAbandonAfter, "restore-abandon-after", daemon.DefaultRestoreAbandonAfter, "how long a restore's outcome may stay unknown before it is abandoned and done again into a new incarnation (at least 1s)")
+	fs.DurationVar(&cfg.RestoreAbandonAfter, "restore-abandon-after", daemon.DefaultRestoreAbandonAfter, "how long a restore's outcome may stay unknown, with the restore's incarnation observed not running, before that incarnation is removed and the restore done again into a new one (at least 1s); a restore whose observation fails or finds nothing is never redone")
 	return fs
 }
 

@@ -26,9 +26,10 @@ type AbandonRestoreParams struct {
 }
 
 // AbandonRestore gives up the restore of operation @operation, whose target
-// the caller records as a leftover: restoring back to suspended. The
-// target's generation stays the allocation's, so the next restore uses a
-// new incarnation.
+// (the exact instance the attempt made, observed) the caller records as a
+// leftover: restoring back to suspended. The target's generation stays the
+// allocation's, so the next restore uses a new incarnation, armed only
+// once the target is confirmed absent (AllocationOwesCompute).
 func (q *Queries) AbandonRestore(ctx context.Context, arg AbandonRestoreParams) (Allocation, error) {
 	row := q.db.QueryRow(ctx, abandonRestore, arg.ID, arg.Operation)
 	var i Allocation
@@ -151,6 +152,21 @@ func (q *Queries) AbortQuiesce(ctx context.Context, arg AbortQuiesceParams) (All
 		&i.RestoredAt,
 	)
 	return i, err
+}
+
+const allocationOwesCompute = `-- name: AllocationOwesCompute :one
+SELECT EXISTS (SELECT 1 FROM allocation_leftovers
+               WHERE allocation_id = $1 AND kind = 'compute' AND deleted_at IS NULL)::boolean
+`
+
+// AllocationOwesCompute reads whether allocation @id still owes the
+// cleanup of an incarnation (an abandoned restore's target) not yet
+// confirmed absent.
+func (q *Queries) AllocationOwesCompute(ctx context.Context, id uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, allocationOwesCompute, id)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const armRestore = `-- name: ArmRestore :one
@@ -398,6 +414,7 @@ UPDATE allocations
 SET restore_dispatched_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND restore_operation = $2 AND compute_phase = 'restoring'
   AND restore_dispatched_at IS NULL AND state = 'running' AND device_revoked_at IS NULL
+  AND retention_deadline > now()
 RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
@@ -406,7 +423,9 @@ type ClaimRestoreParams struct {
 	Operation *uuid.UUID
 }
 
-// ClaimRestore consumes the restore receipt of operation @operation, once.
+// ClaimRestore consumes the restore receipt of operation @operation, once,
+// while the allocation is running, its device not revoked and its
+// snapshot's retention deadline not passed (database clock).
 func (q *Queries) ClaimRestore(ctx context.Context, arg ClaimRestoreParams) (Allocation, error) {
 	row := q.db.QueryRow(ctx, claimRestore, arg.ID, arg.Operation)
 	var i Allocation
@@ -873,8 +892,9 @@ const recordRestored = `-- name: RecordRestored :one
 UPDATE allocations
 SET compute_phase = 'running', compute_id = $1, snapshot_id = NULL, snapshot_provenance = NULL,
     suspended_at = NULL, retention_deadline = NULL, restore_operation = NULL, restore_dispatched_at = NULL,
-    wake_requested_at = NULL, restored_at = now(), revision = revision + 1, updated_at = now()
+    wake_requested_at = NULL, restored_at = now(), keepalive_at = NULL, revision = revision + 1, updated_at = now()
 WHERE id = $2 AND restore_operation = $3 AND compute_phase = 'restoring'
+  AND state = 'running' AND device_revoked_at IS NULL AND retention_deadline > now()
 RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
 `
 
@@ -886,7 +906,13 @@ type RecordRestoredParams struct {
 
 // RecordRestored records the restore of operation @operation: the target
 // incarnation runs with native id @compute_id; the consumed snapshot
-// leaves the allocation (the caller records it as a leftover).
+// leaves the allocation (the caller records it as a leftover). It is the
+// restore's final write, and deletion, device revocation and retention
+// expiry win over it: no row unless the allocation is still running, its
+// device not revoked and its retention deadline not passed, by the
+// database clock of this compare-and-swap. The new incarnation's
+// keepalive lapse counts from the restore (keepalive_at cleared, like a
+// first incarnation's before its first keepalive).
 func (q *Queries) RecordRestored(ctx context.Context, arg RecordRestoredParams) (Allocation, error) {
 	row := q.db.QueryRow(ctx, recordRestored, arg.ComputeID, arg.ID, arg.Operation)
 	var i Allocation
@@ -1150,6 +1176,22 @@ func (q *Queries) RequestWake(ctx context.Context, id uuid.UUID) (Allocation, er
 	return i, err
 }
 
+const retentionPassed = `-- name: RetentionPassed :one
+SELECT (compute_phase IN ('suspended', 'restoring') AND state = 'running' AND retention_deadline <= now())::boolean
+FROM allocations WHERE id = $1
+`
+
+// RetentionPassed reads, by the database clock, whether allocation @id is
+// suspended, or restoring and not yet recorded restored, with its
+// snapshot's retention deadline passed: expiry wins over a wake up to the
+// restore's final write (RecordRestored).
+func (q *Queries) RetentionPassed(ctx context.Context, id uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, retentionPassed, id)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const rollBackCapture = `-- name: RollBackCapture :one
 UPDATE allocations
 SET compute_phase = 'running', suspend_operation = NULL, quiesce_armed_at = NULL, quiesce_acked_at = NULL,
@@ -1231,20 +1273,6 @@ SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = $1 AND ended_at IS NOT NUL
 // this only tells a refused SuspendSession what to wait for.
 func (q *Queries) SessionHasEndedTurn(ctx context.Context, sessionID uuid.UUID) (bool, error) {
 	row := q.db.QueryRow(ctx, sessionHasEndedTurn, sessionID)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
-const suspendedRetentionExpired = `-- name: SuspendedRetentionExpired :one
-SELECT (compute_phase = 'suspended' AND state = 'running' AND retention_deadline <= now())::boolean
-FROM allocations WHERE id = $1
-`
-
-// SuspendedRetentionExpired reads, by the database clock, whether
-// allocation @id is suspended with its retention deadline passed.
-func (q *Queries) SuspendedRetentionExpired(ctx context.Context, id uuid.UUID) (bool, error) {
-	row := q.db.QueryRow(ctx, suspendedRetentionExpired, id)
 	var column_1 bool
 	err := row.Scan(&column_1)
 	return column_1, err

@@ -109,36 +109,56 @@ WHERE id = @id AND revision = @revision AND compute_phase = 'suspended' AND stat
   AND device_revoked_at IS NULL AND retention_deadline > now()
 RETURNING *;
 
--- name: SuspendedRetentionExpired :one
--- SuspendedRetentionExpired reads, by the database clock, whether
--- allocation @id is suspended with its retention deadline passed.
-SELECT (compute_phase = 'suspended' AND state = 'running' AND retention_deadline <= now())::boolean
+-- name: AllocationOwesCompute :one
+-- AllocationOwesCompute reads whether allocation @id still owes the
+-- cleanup of an incarnation (an abandoned restore's target) not yet
+-- confirmed absent.
+SELECT EXISTS (SELECT 1 FROM allocation_leftovers
+               WHERE allocation_id = @id AND kind = 'compute' AND deleted_at IS NULL)::boolean;
+
+-- name: RetentionPassed :one
+-- RetentionPassed reads, by the database clock, whether allocation @id is
+-- suspended, or restoring and not yet recorded restored, with its
+-- snapshot's retention deadline passed: expiry wins over a wake up to the
+-- restore's final write (RecordRestored).
+SELECT (compute_phase IN ('suspended', 'restoring') AND state = 'running' AND retention_deadline <= now())::boolean
 FROM allocations WHERE id = @id;
 
 -- name: ClaimRestore :one
--- ClaimRestore consumes the restore receipt of operation @operation, once.
+-- ClaimRestore consumes the restore receipt of operation @operation, once,
+-- while the allocation is running, its device not revoked and its
+-- snapshot's retention deadline not passed (database clock).
 UPDATE allocations
 SET restore_dispatched_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = @id AND restore_operation = @operation AND compute_phase = 'restoring'
   AND restore_dispatched_at IS NULL AND state = 'running' AND device_revoked_at IS NULL
+  AND retention_deadline > now()
 RETURNING *;
 
 -- name: RecordRestored :one
 -- RecordRestored records the restore of operation @operation: the target
 -- incarnation runs with native id @compute_id; the consumed snapshot
--- leaves the allocation (the caller records it as a leftover).
+-- leaves the allocation (the caller records it as a leftover). It is the
+-- restore's final write, and deletion, device revocation and retention
+-- expiry win over it: no row unless the allocation is still running, its
+-- device not revoked and its retention deadline not passed, by the
+-- database clock of this compare-and-swap. The new incarnation's
+-- keepalive lapse counts from the restore (keepalive_at cleared, like a
+-- first incarnation's before its first keepalive).
 UPDATE allocations
 SET compute_phase = 'running', compute_id = @compute_id, snapshot_id = NULL, snapshot_provenance = NULL,
     suspended_at = NULL, retention_deadline = NULL, restore_operation = NULL, restore_dispatched_at = NULL,
-    wake_requested_at = NULL, restored_at = now(), revision = revision + 1, updated_at = now()
+    wake_requested_at = NULL, restored_at = now(), keepalive_at = NULL, revision = revision + 1, updated_at = now()
 WHERE id = @id AND restore_operation = @operation AND compute_phase = 'restoring'
+  AND state = 'running' AND device_revoked_at IS NULL AND retention_deadline > now()
 RETURNING *;
 
 -- name: AbandonRestore :one
 -- AbandonRestore gives up the restore of operation @operation, whose target
--- the caller records as a leftover: restoring back to suspended. The
--- target's generation stays the allocation's, so the next restore uses a
--- new incarnation.
+-- (the exact instance the attempt made, observed) the caller records as a
+-- leftover: restoring back to suspended. The target's generation stays the
+-- allocation's, so the next restore uses a new incarnation, armed only
+-- once the target is confirmed absent (AllocationOwesCompute).
 UPDATE allocations
 SET compute_phase = 'suspended', compute_id = NULL, restore_operation = NULL, restore_dispatched_at = NULL,
     revision = revision + 1, updated_at = now()
