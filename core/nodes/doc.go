@@ -59,6 +59,18 @@
 //   - A call about an allocation carries the allocation's own committed
 //     generation: the node routes it to that generation's adapter, and
 //     refuses it (fenced) when it does not serve that generation.
+//   - Presence is one predicate, the database's (node_present, migration
+//     0021; store.NodePresence.Present): Core still holds the node's
+//     connection, under the owner epoch of the unexpired execution lease,
+//     and its latest health report arrived less than 45 seconds ago by
+//     the database clock. The Manager records the connection's latest
+//     report every 5 seconds with its age (the time since it arrived, on
+//     Core's monotonic clock), never as a new one, so a node whose health
+//     reports stop while its connection lives stops counting as present
+//     45 seconds after its last report. Placement applies the predicate,
+//     and GetNode, ListNodes, GetDeployment and the berth.node.connected
+//     gauge report it; Presence (the Manager's) only says whether a
+//     connection is held.
 //   - A Registry Node carries no presence, readiness or capacity; those
 //     are the Manager's observations, added by the adapter.
 package nodes

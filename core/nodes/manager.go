@@ -50,17 +50,21 @@ type Store interface {
 	PromoteServingPin(ctx context.Context, generation uint64) (bool, error)
 }
 
-// PresenceWindow is how recent a node's last health report must be for the
-// node to count as present (with the current connection and owner epoch).
-const PresenceWindow = 45 * time.Second
-
-// Presence is what Core knows of a node's connection right now.
+// Presence is what Core's connection loop knows of a node right now. It
+// says whether Core holds a connection, not whether the node counts as
+// present: that is one predicate, the database's (store.NodePresence's
+// Present, which placement applies), decided from the records this loop
+// writes every presenceEvery.
 type Presence struct {
+	// Connected: Core holds a connection to the node (its Connect stream
+	// is open, or its end is not recorded yet).
 	Connected    bool
 	ConnectionID string
-	LastReport   time.Time
-	Report       *pb.ConnectResponse
-	Hello        *pb.HelloResponse
+	// LastReport is when the connection's latest health report arrived
+	// (Core's clock).
+	LastReport time.Time
+	Report     *pb.ConnectResponse
+	Hello      *pb.HelloResponse
 	// Readiness is the node's readiness for the committed generation as
 	// Core last recorded it: the node's probe result for that generation,
 	// or not ready with the diagnostic code of the node's mismatch with
@@ -70,11 +74,6 @@ type Presence struct {
 	// Generations is the status of every generation the node serves, as
 	// it last answered ServeGenerations, each with its latest readiness.
 	Generations []*pb.GenerationStatus
-}
-
-// Present reports whether the node counts as present at now.
-func (p Presence) Present(now time.Time) bool {
-	return p.Connected && !p.LastReport.IsZero() && now.Sub(p.LastReport) < PresenceWindow
 }
 
 // Manager keeps one connection per enabled or retired node (serves): a
@@ -384,9 +383,12 @@ const publishTimeout = 90 * time.Second
 // recordPresence records the connection's latest health report, bounded,
 // with the node's readiness for the committed generation (readiness):
 // a node that does not serve it as committed is recorded not ready with
-// the mismatch's diagnostic code, whatever its report says.
+// the mismatch's diagnostic code, whatever its report says. The report is
+// recorded with its age (store.NodePresence.ReportAge), never as new: a
+// node whose reports stop while its connection lives stops counting as
+// present when its last one is 45 seconds old.
 func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUID, conn *Connection) error {
-	report, _ := conn.Last()
+	report, arrived := conn.Last()
 	if report == nil {
 		return nil
 	}
@@ -421,6 +423,7 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID),
 		Generation: gen, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
 		CPUMillis: c.GetCpuMillis(), MemoryBytes: c.GetMemoryBytes(), DiskFreeBytes: c.GetDiskFreeBytes(),
+		ReportAge: max(time.Since(arrived), 0),
 	})
 	// Shown (GetNode) once recorded: what the admin API reports, placement
 	// already sees.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/nodeagent"
+	adminv1 "berth.dev/proto/berth/admin/v1"
 
 	"berth.dev/test/internal/stack"
 )

@@ -203,7 +203,9 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 			"socket": o.Socket, "image": o.Image, "network": o.Network,
 			"seccomp_profile": filepath.Join(RepoRoot(), "deploy", "runtime", "seccomp.json"),
 		},
-		"health_interval": "1m",
+		// Core's presence window is 45 s: a report every 10 s (the
+		// default) keeps a node present.
+		"health_interval": "10s",
 		"capacity":        capacity,
 	}
 	if o.MetricsListen != "" {
