@@ -56,6 +56,21 @@
 //     identity); a later status with another backend fingerprint is
 //     backend_fingerprint_mismatch: the node's allocations resolve to the
 //     bound backend and are never repointed.
+//   - No call reaches a node whose backend differs from its binding: the
+//     Manager reads the binding before it offers a connection's Proxy,
+//     and Provider and every call of the Proxy refuse (ErrBackendMismatch,
+//     reason backend_fingerprint_mismatch; nothing is sent) while a
+//     generation the connection serves reports another fingerprint. So
+//     the node's lifecycle worker claims, creates, observes and cleans up
+//     nothing there: a Kill on the wrong engine would find nothing, place
+//     a tombstone and let Core release allocations whose compute still
+//     runs on the bound engine. The allocations stay owned, the Session
+//     API reports the running ones with compute_reason
+//     backend_fingerprint_mismatch, and everything resumes (deleted
+//     Sessions' cleanup included) once the agent runs on its bound
+//     backend again. A binding not read yet (the store failed) sends
+//     nothing either; a node never bound holds nothing, so calls to it
+//     pass.
 //   - A call about an allocation carries the allocation's own committed
 //     generation: the node routes it to that generation's adapter, and
 //     refuses it (fenced) when it does not serve that generation.

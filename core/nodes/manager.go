@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -44,6 +45,9 @@ type Store interface {
 	// BindNodeBackend binds a node serving the committed generation to
 	// the backend it reports, once, and returns the bound one.
 	BindNodeBackend(ctx context.Context, nodeID uuid.UUID, fingerprint string) (string, error)
+	// NodeBackend reads the backend a node is bound to (ErrNotFound while
+	// it is unbound).
+	NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error)
 	MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error
 	// PromoteServingPin pins the committed generation as served once a
 	// node reports ready for it (a superseded one pins nothing).
@@ -118,9 +122,12 @@ type nodeLoop struct {
 	served    []*pb.GenerationStatus
 	published []uint64
 	// backend is the node's bound backend fingerprint once read: the
-	// binding never changes for the node's identity.
-	backend  string
-	attempts int
+	// binding never changes for the node's identity. bindingRead says the
+	// binding was read (backend "" then means unbound); until it is, no
+	// call is sent (backendErr).
+	backend     string
+	bindingRead bool
+	attempts    int
 	// pinned is the highest generation this loop saw pinned as served.
 	pinned uint64
 }
@@ -250,7 +257,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 	defer close(l.done)
 	backoff := time.Second
 	for ctx.Err() == nil {
-		conn, hello, proxy, err := m.connect(ctx, n)
+		conn, hello, proxy, err := m.connect(ctx, n, l)
 		l.mu.Lock()
 		l.attempts++
 		l.mu.Unlock()
@@ -276,6 +283,9 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 			continue
 		}
 		backoff = time.Second
+		// The binding is read before the proxy is offered: a call is sent
+		// only once the node's backend is known to be its bound one.
+		m.readBinding(ctx, l, n.ID)
 		l.mu.Lock()
 		l.proxy = proxy
 		l.mu.Unlock()
@@ -450,6 +460,7 @@ func (m *Manager) readiness(ctx context.Context, l *nodeLoop, node uuid.UUID, re
 	if err != nil {
 		return 0, nil, err
 	}
+	m.readBinding(ctx, l, node)
 	l.mu.Lock()
 	kind, backend := l.hello.GetProviderKind(), l.backend
 	st := servedStatus(l.served, g.Generation)
@@ -465,7 +476,7 @@ func (m *Manager) readiness(ctx context.Context, l *nodeLoop, node uuid.UUID, re
 			return 0, nil, err
 		}
 		l.mu.Lock()
-		l.backend = backend
+		l.backend, l.bindingRead = backend, true
 		l.mu.Unlock()
 	}
 	if code := CheckBackend(st.GetBackendFingerprint(), backend); code != "" {
@@ -524,7 +535,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func (m *Manager) connect(ctx context.Context, n store.Node) (*Connection, *pb.HelloResponse, *Proxy, error) {
+func (m *Manager) connect(ctx context.Context, n store.Node, l *nodeLoop) (*Connection, *pb.HelloResponse, *Proxy, error) {
 	tlsCfg, err := nodetls.ClientConfig(m.coreCert, m.ca, n.ID.String())
 	if err != nil {
 		return nil, nil, nil, err
@@ -554,6 +565,11 @@ func (m *Manager) connect(ctx context.Context, n store.Node) (*Connection, *pb.H
 	proxy, err := NewProxy(ops, func(context.Context) (*Session, error) {
 		if conn.Err() != nil {
 			return nil, errdefs.ErrObservationUnavailable
+		}
+		// Checked for every call, not only when the proxy is handed out:
+		// a publication on this connection may change what it serves.
+		if err := l.backendErr(); err != nil {
+			return nil, err
 		}
 		return &conn.Session, nil
 	}, m.allocationGeneration(n.ID))
@@ -620,11 +636,81 @@ func (m *Manager) Provider(id uuid.UUID) (*Proxy, error) {
 		return nil, errdefs.ErrNotFound
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.proxy == nil {
+	proxy := l.proxy
+	l.mu.Unlock()
+	if proxy == nil {
 		return nil, errdefs.ErrObservationUnavailable
 	}
-	return l.proxy, nil
+	if err := l.backendErr(); err != nil {
+		return nil, err
+	}
+	return proxy, nil
+}
+
+// ErrBackendMismatch refuses every call to a node whose current connection
+// serves a generation on another native backend than the one the node is
+// bound to (store.Owner.BindNodeBackend): its agent was restarted against
+// another engine. Nothing is sent, so nothing of the node's allocations is
+// created, observed or cleaned up on the wrong engine and nothing is
+// released on the strength of an empty one; its allocations stay owned
+// until the node is back on its bound backend, or an operator abandons
+// them (Registry.Abandon). The reason is the readiness diagnostic's.
+var ErrBackendMismatch error = errdefs.Refuse(errdefs.ErrFailedPrecondition, DiagnosticBackendFingerprintMismatch,
+	"the node agent runs against another engine than the node is bound to: nothing is sent to it; restart it on its bound engine (its allocations are then cleaned up and observed again), or retire it and remove it with an explicit abandon")
+
+// errBindingUnread refuses a call while the node's binding could not be
+// read yet (the store failed): whether its backend is the bound one is
+// unknown, so nothing is sent.
+var errBindingUnread = fmt.Errorf("the node's backend binding is not read yet: %w", errdefs.ErrObservationUnavailable)
+
+// backendErr is why no call may be sent on the loop's current connection
+// now, nil when one may: the binding must have been read, and every
+// generation the node serves with a built adapter must report the bound
+// backend. A node not bound yet holds nothing (placement needs a ready
+// record, and readiness needs the binding), so calls to it pass.
+func (l *nodeLoop) backendErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.bindingRead {
+		return errBindingUnread
+	}
+	if l.backend == "" {
+		return nil
+	}
+	for _, st := range l.served {
+		if fp := st.GetBackendFingerprint(); fp != "" && fp != l.backend {
+			return ErrBackendMismatch
+		}
+	}
+	return nil
+}
+
+// readBinding reads node's backend binding into l unless it was read
+// already (it never changes for the node's identity). A failed read
+// leaves it unread: calls wait (backendErr) and the next presence record
+// reads it again.
+func (m *Manager) readBinding(ctx context.Context, l *nodeLoop, node uuid.UUID) {
+	l.mu.Lock()
+	read := l.bindingRead
+	l.mu.Unlock()
+	if read {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fp, err := m.store.NodeBackend(rctx, node)
+	switch {
+	case errdefs.IsNotFound(err):
+		fp = ""
+	case err != nil:
+		m.log.Warn("read the node's backend binding", "node", node.String(), "error", err.Error())
+		return
+	}
+	l.mu.Lock()
+	if !l.bindingRead {
+		l.backend, l.bindingRead = fp, true
+	}
+	l.mu.Unlock()
 }
 
 // Nodes returns the nodes the manager keeps a connection loop for: every

@@ -140,6 +140,16 @@ func (s *Store) MarkNodeDisconnected(ctx context.Context, nodeID, connectionID u
 // MaxBackendFingerprint bounds a backend fingerprint's length.
 const MaxBackendFingerprint = 256
 
+// NodeBackend returns the backend fingerprint node nodeID is bound to
+// (store.Owner.BindNodeBackend), ErrNotFound while it is unbound.
+func (s *Store) NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error) {
+	fp, err := s.q.GetNodeBackend(ctx, nodeID)
+	if err != nil {
+		return "", wrap("get node backend", err)
+	}
+	return fp, nil
+}
+
 // BindNodeBackend binds the node to the native backend identified by
 // fingerprint unless it is bound already, and returns the fingerprint it
 // is bound to: the first one bound, which never changes for the node's

@@ -35,6 +35,19 @@ func (q *Queries) BindNodeBackend(ctx context.Context, arg BindNodeBackendParams
 	return backend_fingerprint, err
 }
 
+const getNodeBackend = `-- name: GetNodeBackend :one
+SELECT backend_fingerprint FROM node_backends WHERE node_id = $1
+`
+
+// GetNodeBackend returns the backend the node is bound to (no row while it
+// is unbound).
+func (q *Queries) GetNodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, getNodeBackend, nodeID)
+	var backend_fingerprint string
+	err := row.Scan(&backend_fingerprint)
+	return backend_fingerprint, err
+}
+
 const getNodePresence = `-- name: GetNodePresence :one
 SELECT p.node_id, p.connection_id, p.owner_epoch, p.generation, p.ready, p.diagnostic_code, p.reported_at, p.connected, p.cpu_millis, p.memory_bytes, p.disk_free_bytes, node_present(p.connected, p.reported_at, p.owner_epoch)::boolean AS present
 FROM node_presence p

@@ -54,3 +54,8 @@ INSERT INTO node_backends (node_id, backend_fingerprint, owner_epoch)
 VALUES (@node_id, @backend_fingerprint, @owner_epoch)
 ON CONFLICT (node_id) DO UPDATE SET node_id = node_backends.node_id
 RETURNING backend_fingerprint;
+
+-- name: GetNodeBackend :one
+-- GetNodeBackend returns the backend the node is bound to (no row while it
+-- is unbound).
+SELECT backend_fingerprint FROM node_backends WHERE node_id = @node_id;
