@@ -450,6 +450,10 @@ func (c *core) setupAdmin(context.Context) error {
 		}
 		return err
 	})
+	// An operator's abandon of a node that came back on another backend
+	// is a lifecycle write under this Core's owner epoch; the Turns it
+	// settles or asks to cancel are told at once.
+	nodeRegistry.AllowAbandon(c.owned, c.log, c.turns.Terminated)
 	nodeSrv, err := nodeadmin.NewServer(tokens, nodeRegistry, pages, liveness(c.manager, c.st))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)

@@ -96,6 +96,14 @@ func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) err
 // node's backend_fingerprint_mismatch, anything else as
 // observation_unavailable (observed).
 func (w *Worker) observeScan(ctx context.Context, p sandbox.SandboxProvider, unreachable error) error {
+	// Only a refusal keeps its own meaning: any other reason there is no
+	// provider (ErrNotFound for a node without a connection loop among
+	// them) observed nothing, and is never a missing observation.
+	if r, ok := errdefs.AsRefusal(unreachable); ok {
+		unreachable = r
+	} else {
+		unreachable = errdefs.ErrObservationUnavailable
+	}
 	page, err := w.cfg.Store.ListObservableForNode(ctx, store.ObservableScan{
 		NodeID: w.node, After: w.observeAfter, Limit: store.NodePageSize,
 		ObserveAfter: w.cfg.observeWait(), KeepaliveAfter: w.cfg.KeepaliveInterval,

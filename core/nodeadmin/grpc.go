@@ -142,12 +142,55 @@ func (g *server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest)
 	return &adminv1.RetireNodeResponse{Node: n}, nil
 }
 
+// RemoveNode removes the node (Registry.Remove) or, with abandon, removes
+// it by abandoning what it holds (Registry.Abandon). Either way a removed
+// node comes back with its recorded abandonment, if it has one.
 func (g *server) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest) (*adminv1.RemoveNodeResponse, error) {
-	n, err := g.onNode(ctx, req.GetName(), g.registry.Remove)
+	var ab *store.NodeAbandonment
+	remove := g.registry.Remove
+	if a := req.GetAbandon(); a != nil {
+		remove = func(ctx context.Context, id uuid.UUID) (nodes.Node, error) {
+			n, got, err := g.registry.Abandon(ctx, id, a.GetBackendFingerprint())
+			ab = got
+			return n, err
+		}
+	}
+	n, err := g.onNode(ctx, req.GetName(), remove)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.RemoveNodeResponse{Node: n}, nil
+	if ab == nil && n.GetState() == adminv1.Node_STATE_REMOVED {
+		id, _ := uuid.Parse(n.GetId())
+		if ab, err = g.registry.Abandonment(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return &adminv1.RemoveNodeResponse{Node: n, Abandonment: abandonmentProto(ab)}, nil
+}
+
+// abandonmentProto is the API form of a recorded abandonment (nil: none):
+// Berth names and counts only, never the native identities the record
+// keeps.
+func abandonmentProto(ab *store.NodeAbandonment) *adminv1.NodeAbandonment {
+	if ab == nil {
+		return nil
+	}
+	out := &adminv1.NodeAbandonment{
+		BackendFingerprint: ab.BackendFingerprint,
+		AbandonTime:        admin.Timestamp(&ab.AbandonedAt),
+	}
+	for _, a := range ab.Allocations {
+		out.Allocations = append(out.Allocations, &adminv1.AbandonedAllocation{
+			Allocation:   admin.AllocationName.Format(a.AllocationID.String()),
+			Session:      admin.SessionName.Format(a.SessionID.String()),
+			Snapshots:    clamp32(int64(len(a.Snapshots))),
+			Incarnations: clamp32(int64(len(a.Computes))),
+		})
+	}
+	for _, r := range ab.Reservations {
+		out.Reservations = append(out.Reservations, admin.SessionName.Format(r.SessionID.String()))
+	}
+	return out
 }
 
 // onNode parses the node name ("nodes/{node}") and calls the registry
@@ -268,6 +311,7 @@ func nodeProto(n nodes.Node, l LiveState, known bool) *adminv1.Node {
 	if n.EnrollmentTokenID != "" {
 		out.EnrollmentToken = admin.EnrollmentTokenName.Format(n.EnrollmentTokenID)
 	}
+	out.BackendFingerprint = n.BackendFingerprint
 	if known {
 		out.Presence = &adminv1.Presence{Connected: l.Connected, LastReportTime: admin.Timestamp(&l.LastReport)}
 		if !l.CheckTime.IsZero() {

@@ -34,6 +34,31 @@
 //     (retire before removing), node_holds_allocations (a node that still
 //     holds an allocation, placement or cleanup is not removed: offline
 //     ownership is kept).
+//   - The one exception is an operator's explicit abandon
+//     (Registry.Abandon; RemoveNode with abandon), for a host that really
+//     moved to another engine. Decided here, as the guide is silent: it
+//     is allowed only for a retired node (node_enabled), only when the
+//     request names the backend the node is bound to
+//     (abandon_backend_not_bound: the operator states what is abandoned)
+//     and only when the node's latest presence record says its agent came
+//     back on another backend (node_backend_not_mismatched: a node that
+//     is merely offline keeps its ownership, as the guide requires). It
+//     runs through the retirement gate, then store.Owner.AbandonNode, in
+//     one transaction, ends every Environment the node holds as failed
+//     (node_abandoned, by the ordinary terminal cleanup: devices revoked,
+//     Turns settled or asked to cancel), releases its allocations and
+//     reservations without cleanup (marked abandoned), records the
+//     abandonment durably and removes the node. The record
+//     (node_abandonments, node_abandoned_resources; there is no audit
+//     table yet) names the node, the action, the abandoned backend, the
+//     owner epoch, the database time and exactly which allocations,
+//     incarnations, snapshots and reservations were abandoned, with their
+//     native identities; the admin API answers with Berth names and
+//     counts, and the action is logged. Core deletes nothing on either
+//     engine: whatever the abandoned allocations left on the bound backend
+//     is the operator's to remove (it carries the installation's and
+//     allocation's labels). A retry on the removed node returns the same
+//     abandonment.
 //   - Core publishes to each node the generations it must serve
 //     (store.NodeGenerations: the committed one while the node is enabled,
 //     and every generation an unreleased allocation or placement on it is

@@ -656,7 +656,7 @@ func (m *Manager) Provider(id uuid.UUID) (*Proxy, error) {
 // until the node is back on its bound backend, or an operator abandons
 // them (Registry.Abandon). The reason is the readiness diagnostic's.
 var ErrBackendMismatch error = errdefs.Refuse(errdefs.ErrFailedPrecondition, DiagnosticBackendFingerprintMismatch,
-	"the node agent runs against another engine than the node is bound to: nothing is sent to it; restart it on its bound engine (its allocations are then cleaned up and observed again), or retire it and remove it with an explicit abandon")
+	"node agent runs on another engine than the node is bound to, so nothing is sent: restart it on its bound engine, or retire the node and abandon it")
 
 // errBindingUnread refuses a call while the node's binding could not be
 // read yet (the store failed): whether its backend is the bound one is

@@ -120,11 +120,174 @@ func TestNodeBackOnAnotherBackend(t *testing.T) {
 			resp, err := c.sessions().GetSession(c.ctx, &adminv1.GetSessionRequest{Name: running})
 			return err == nil && resp.GetSession().GetEnvironment().GetComputeAvailable()
 		})
+
+		// The host really moved: the operator abandons what the node held.
+		abandonMovedNode(t, r, c, n, engineA, engineB, cliB, running)
 		c.invariants()
 		if cs, vs := installationResources(t, cliB, c.inst); cs+vs > 0 {
 			c.violation("I2", "engine B holds %d containers and %d volumes of the installation", cs, vs)
 		}
 	})
+}
+
+// abandonMovedNode: a node whose agent is back on another engine (B) while
+// its Sessions' containers run on the one it is bound to (A) is removed
+// only through the explicit abandon: RemoveNode with abandon refuses it
+// while it is enabled, and while, retired, it still runs on A
+// (node_backend_not_mismatched); on B it refuses it without abandon (it
+// holds allocations) and with abandon naming another backend than its
+// binding (GetNode's backend_fingerprint, A's);
+// with abandon naming A it is removed, its Sessions end FAILED with
+// node_abandoned, their allocations RELEASED and marked abandoned, the
+// response and the database's record name exactly the abandoned
+// allocations (the record with the native ids of their containers, which
+// are still on A: Core touched nothing there, nor anything on B), and a
+// retry returns the same. The operator then removes what A holds.
+func abandonMovedNode(t *testing.T, r *run, c *cluster, n *node, engineA, engineB *dockerd, cliB *client.Client, running string) {
+	t.Helper()
+	ctx := context.Background()
+	second := c.mustCreate(1)[0]
+	if got := c.waitActive([]string{second}, time.Now(), activeDeadline); len(got) != 1 {
+		t.Fatalf("the second Session never became ACTIVE")
+	}
+	held := map[string]string{} // allocation name -> session name
+	for _, name := range []string{running, second} {
+		held[bySession(c.allocations())[name].GetName()] = name
+	}
+	infoA, err := c.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	infoB, err := cliB.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boundFP, otherFP := "docker:"+infoA.Info.ID, "docker:"+infoB.Info.ID
+	got, err := c.nodesAPI().GetNode(c.ctx, &adminv1.GetNodeRequest{Name: n.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetNode().GetBackendFingerprint() != boundFP {
+		t.Fatalf("GetNode backend_fingerprint %q, want engine A's %q", got.GetNode().GetBackendFingerprint(), boundFP)
+	}
+	remove := func(abandon *adminv1.NodeAbandon) (*adminv1.RemoveNodeResponse, error) {
+		return c.nodesAPI().RemoveNode(c.ctx, &adminv1.RemoveNodeRequest{Name: n.name, Abandon: abandon})
+	}
+	refused := func(what string, abandon *adminv1.NodeAbandon, reason string) {
+		t.Helper()
+		if _, err := remove(abandon); stack.AdminReason(err) != reason {
+			t.Fatalf("RemoveNode %s: %v (reason %q), want %s", what, err, stack.AdminReason(err), reason)
+		}
+	}
+	refused("of the enabled node with abandon", &adminv1.NodeAbandon{BackendFingerprint: boundFP}, "node_enabled")
+	if _, err := c.nodesAPI().RetireNode(c.ctx, &adminv1.RetireNodeRequest{Name: n.name}); err != nil {
+		t.Fatal(err)
+	}
+	// Retired, but on its own engine: merely offline or healthy, a node
+	// keeps what it holds.
+	refused("of a node on its bound backend", &adminv1.NodeAbandon{BackendFingerprint: boundFP}, "node_backend_not_mismatched")
+
+	n.Stop()
+	n.EditConfig(func(cfg map[string]any) { cfg["node"].(map[string]any)["socket"] = socketPath(engineB.Host) })
+	n.Start()
+	r.fault(t, "node agent moved to another engine for good (socket %s)", engineB.Host)
+	stack.WaitNode(t, c.ctx, c.nodesAPI(), n.name, func(nd *adminv1.Node) bool {
+		return stack.Connected(nd) && nd.GetReadiness().GetDiagnosticCode() == "backend_fingerprint_mismatch"
+	})
+	refused("without abandon", nil, "node_holds_allocations")
+	refused("abandoning the backend it runs on now", &adminv1.NodeAbandon{BackendFingerprint: otherFP}, "abandon_backend_not_bound")
+
+	resp, err := remove(&adminv1.NodeAbandon{BackendFingerprint: boundFP})
+	if err != nil {
+		t.Fatalf("RemoveNode with abandon: %v", err)
+	}
+	ab := resp.GetAbandonment()
+	if resp.GetNode().GetState() != adminv1.Node_STATE_REMOVED || ab.GetBackendFingerprint() != boundFP || ab.GetAbandonTime() == nil {
+		t.Fatalf("RemoveNode with abandon answered %v", resp)
+	}
+	named := map[string]string{}
+	for _, a := range ab.GetAllocations() {
+		named[a.GetAllocation()] = a.GetSession()
+	}
+	if len(named) != len(held) || len(ab.GetReservations()) != 0 {
+		t.Fatalf("the abandonment names %v and reservations %v, want exactly %v", named, ab.GetReservations(), held)
+	}
+	for alloc, session := range held {
+		if named[alloc] != session {
+			t.Fatalf("the abandonment names %v, want %v", named, held)
+		}
+	}
+	again, err := remove(&adminv1.NodeAbandon{BackendFingerprint: boundFP})
+	if err != nil || again.GetNode().GetState() != adminv1.Node_STATE_REMOVED || len(again.GetAbandonment().GetAllocations()) != len(held) ||
+		!again.GetAbandonment().GetAbandonTime().AsTime().Equal(ab.GetAbandonTime().AsTime()) {
+		t.Fatalf("RemoveNode retried: %v, %v", again, err)
+	}
+
+	allocs := adminv1.NewAllocationServiceClient(c.cc)
+	for alloc, session := range held {
+		a, err := allocs.GetAllocation(c.ctx, &adminv1.GetAllocationRequest{Name: alloc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.GetAllocation().GetState() != adminv1.Allocation_STATE_RELEASED || !a.GetAllocation().GetAbandoned() {
+			t.Fatalf("abandoned allocation %v, want RELEASED and abandoned", a.GetAllocation())
+		}
+		s, err := c.sessions().GetSession(c.ctx, &adminv1.GetSessionRequest{Name: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.GetSession().GetState() != adminv1.Session_STATE_FAILED || s.GetSession().GetEnvironment().GetFailureCode() != "node_abandoned" {
+			t.Fatalf("Session of an abandoned allocation: %v", s.GetSession())
+		}
+	}
+
+	// The durable record: the action, the backend and each allocation
+	// with the native id of its container, which is still on engine A.
+	st := c.db()
+	var action, backend string
+	if err := st.Pool().QueryRow(ctx, "SELECT action, backend_fingerprint FROM node_abandonments WHERE node_id = $1",
+		uuid.MustParse(n.ID)).Scan(&action, &backend); err != nil {
+		t.Fatalf("no abandonment recorded: %v", err)
+	}
+	if action != "remove_node_abandon" || backend != boundFP {
+		t.Fatalf("abandonment recorded as %q of %q", action, backend)
+	}
+	rows, err := st.Pool().Query(ctx, "SELECT identity, coalesce(native_id, '') FROM node_abandoned_resources WHERE node_id = $1 AND kind = 'allocation'",
+		uuid.MustParse(n.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]string{}
+	for rows.Next() {
+		var id, native string
+		if err := rows.Scan(&id, &native); err != nil {
+			t.Fatal(err)
+		}
+		recorded["allocations/"+id] = native
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(recorded) != len(held) {
+		t.Fatalf("the record names allocations %v, want %v", recorded, held)
+	}
+	for alloc, native := range recorded {
+		if _, ok := held[alloc]; !ok || native == "" {
+			t.Fatalf("the record names %s with native id %q", alloc, native)
+		}
+		ct, err := c.cli.ContainerInspect(ctx, native, client.ContainerInspectOptions{})
+		if err != nil || ct.Container.Config.Labels[docker.LabelAllocation] != strings.TrimPrefix(alloc, "allocations/") {
+			c.violation("abandon", "the recorded container %s of %s is not on engine A as it was: %v", native, alloc, err)
+		}
+	}
+	if cs, _ := stack.Owned(t, c.cli, c.inst); cs != len(held) {
+		c.violation("abandon", "engine A holds %d containers of the installation after the abandon, want the %d abandoned ones untouched", cs, len(held))
+	}
+	if cs, vs := installationResources(t, cliB, c.inst); cs+vs > 0 {
+		c.violation("abandon", "engine B holds %d containers and %d volumes of the installation", cs, vs)
+	}
+	// The operator removes what the abandoned allocations left on A.
+	stack.RemoveOwned(t, c.cli, c.inst)
 }
 
 // installationResources counts the containers and volumes on cli labelled
