@@ -28,7 +28,8 @@ type Config struct {
 	// fails with a message that says so instead of serving a stale one.
 	Generation json.RawMessage `json:"generation,omitempty"`
 	// HealthInterval is the period of health reports, a Go duration such
-	// as "10s" (DefaultHealthInterval when empty).
+	// as "10s" (DefaultHealthInterval when empty), between
+	// MinHealthInterval and MaxHealthInterval.
 	HealthInterval string `json:"health_interval,omitempty"`
 	// Capacity tunes the capacity the node reports (the host reserve and
 	// the CPU overcommit); every field is optional (defaults.go).
@@ -147,8 +148,8 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.HealthInterval != "" {
-		if d, err := time.ParseDuration(c.HealthInterval); err != nil || d < 100*time.Millisecond || d > time.Minute {
-			return errdefs.Invalid("config.health_interval", "must be a duration between 100ms and 1m")
+		if d, err := time.ParseDuration(c.HealthInterval); err != nil || d < MinHealthInterval || d > MaxHealthInterval {
+			return errdefs.Invalid("config.health_interval", "must be a duration between 100ms and 30s")
 		}
 	}
 	return c.Capacity.Validate()

@@ -17,6 +17,17 @@ const DefaultConfigFile = "/etc/berth/nodeagent.json"
 // at one adapter probe per report.
 const DefaultHealthInterval = 10 * time.Second
 
+// MinHealthInterval and MaxHealthInterval bound the configured health
+// report period. Core counts a node present only while its latest report
+// arrived less than 45 s ago (the database's presence predicate, which
+// placement and the admin API share), so a period must leave room for a
+// late or lost report inside that window: at most 30 s. A longer one
+// would make a healthy node absent for part of every period.
+const (
+	MinHealthInterval = 100 * time.Millisecond
+	MaxHealthInterval = 30 * time.Second
+)
+
 // MaxOperationTime bounds an operation whose caller sent no deadline.
 const MaxOperationTime = 10 * time.Minute
 

@@ -172,6 +172,10 @@ func (p *process) setupServer(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("adapter declaration: %w", err)
 	}
+	if faultStallHealth() {
+		server.stallHealth = true
+		p.log.Warn("fault injection on: each Connect stream sends one health report and then none", "env", FaultStallHealthEnv)
+	}
 	p.server, p.gens = server, gens
 	lis, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {

@@ -41,6 +41,9 @@ type Server struct {
 	capacity func() Capacity
 	interval time.Duration
 	now      func() time.Time
+	// stallHealth is the fault hook FaultStallHealthEnv: each Connect
+	// stream sends its first report and then none.
+	stallHealth bool
 
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -228,6 +231,15 @@ func (s *Server) Connect(_ *pb.ConnectRequest, stream grpc.ServerStreamingServer
 		report.CreationReceiptsHeld = uint32(s.gens.ReceiptsHeld())
 		if err := stream.Send(report); err != nil {
 			return err
+		}
+		if s.stallHealth {
+			// Fault injection (FaultStallHealthEnv): the stream stays open
+			// and sends nothing more.
+			select {
+			case <-ctx.Done():
+			case <-s.stopping:
+			}
+			return nil
 		}
 		select {
 		case <-ctx.Done():

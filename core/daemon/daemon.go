@@ -457,7 +457,11 @@ func (c *core) setupAdmin(context.Context) error {
 	// alike; a drain past its bound refuses it and closes admission (the
 	// coordinator's owner failure).
 	nodeRegistry.GateRetirement(c.coordinator.Gate(nodes.ErrRetireUndrained))
-	nodeSrv, err := nodeadmin.NewServer(tokens, nodeRegistry, pages, liveness(c.manager))
+	// An operator's abandon of a node that came back on another backend
+	// is a lifecycle write under this Core's owner epoch; the Turns it
+	// settles or asks to cancel are told at once.
+	nodeRegistry.AllowAbandon(c.owned, c.log, c.turns.Terminated)
+	nodeSrv, err := nodeadmin.NewServer(tokens, nodeRegistry, pages, liveness(c.manager, c.st))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
 	}
@@ -471,7 +475,7 @@ func (c *core) setupAdmin(context.Context) error {
 	}
 	deploySvc.OnCommit(c.manager.Publish)
 	deploySvc.GateRetirement(c.coordinator.Gate(deployment.ErrReplaceUndrained))
-	deploySvc.ObserveNodes(nodeServing(c.manager))
+	deploySvc.ObserveNodes(nodeServing(c.manager, c.st))
 	sessionServer, err := sessionadmin.NewSessionServer(sessionSvc, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
@@ -524,40 +528,59 @@ func (c *core) ready() Ready {
 	return r
 }
 
-// liveness reads the node connections for the admin API.
-func liveness(m *nodes.Manager) nodeadmin.Liveness {
-	return func(id uuid.UUID) (nodeadmin.LiveState, bool) {
-		p := m.Presence(id)
-		if p.Hello == nil && !p.Connected {
-			return nodeadmin.LiveState{}, false
+// liveness reads the node connections for the admin API, with each
+// node's presence as the database decides it (store.NodePresence.Present,
+// the one predicate placement applies).
+func liveness(m *nodes.Manager, st *store.Store) nodeadmin.Liveness {
+	return func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]nodeadmin.LiveState, error) {
+		recorded, err := st.NodePresences(ctx, ids)
+		if err != nil {
+			return nil, err
 		}
-		l := nodeadmin.LiveState{Connected: p.Present(time.Now()), LastReport: p.LastReport}
-		// The readiness for the committed generation, as Core recorded it
-		// (not ready with the mismatch's code when the node does not serve
-		// it as committed).
-		if r := p.Readiness; r != nil {
-			l.Generation, l.Ready, l.DiagnosticCode = r.GetGeneration(), r.GetReady(), r.GetDiagnosticCode()
-			l.CheckTime = r.GetCheckedAt().AsTime()
+		out := make(map[uuid.UUID]nodeadmin.LiveState, len(ids))
+		for _, id := range ids {
+			p := m.Presence(id)
+			if p.Hello == nil && !p.Connected {
+				continue
+			}
+			rec, ok := recorded[id]
+			l := nodeadmin.LiveState{Connected: ok && rec.Present, LastReport: p.LastReport}
+			if ok {
+				l.LastReport = rec.ReportedAt
+			}
+			// The readiness for the committed generation, as Core recorded it
+			// (not ready with the mismatch's code when the node does not serve
+			// it as committed).
+			if r := p.Readiness; r != nil {
+				l.Generation, l.Ready, l.DiagnosticCode = r.GetGeneration(), r.GetReady(), r.GetDiagnosticCode()
+				l.CheckTime = r.GetCheckedAt().AsTime()
+			}
+			c := p.Report.GetCapacity()
+			if c == nil {
+				c = p.Hello.GetCapacity()
+			}
+			l.CPUMillis, l.MemoryBytes, l.DiskFreeBytes = c.GetCpuMillis(), c.GetMemoryBytes(), c.GetDiskFreeBytes()
+			l.CreationReceiptsHeld = int64(p.Report.GetCreationReceiptsHeld())
+			out[id] = l
 		}
-		c := p.Report.GetCapacity()
-		if c == nil {
-			c = p.Hello.GetCapacity()
-		}
-		l.CPUMillis, l.MemoryBytes, l.DiskFreeBytes = c.GetCpuMillis(), c.GetMemoryBytes(), c.GetDiskFreeBytes()
-		l.CreationReceiptsHeld = int64(p.Report.GetCreationReceiptsHeld())
-		return l, true
+		return out, nil
 	}
 }
 
-// nodeServing reads what each node serves for GetDeployment.
-func nodeServing(m *nodes.Manager) func() []deployment.NodeServing {
-	return func() []deployment.NodeServing {
+// nodeServing reads what each node serves for GetDeployment, with its
+// presence as the database decides it.
+func nodeServing(m *nodes.Manager, st *store.Store) func(context.Context) ([]deployment.NodeServing, error) {
+	return func(ctx context.Context) ([]deployment.NodeServing, error) {
 		ids := m.Nodes()
 		slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+		recorded, err := st.NodePresences(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
 		out := make([]deployment.NodeServing, 0, len(ids))
 		for _, id := range ids {
 			p := m.Presence(id)
-			ns := deployment.NodeServing{NodeID: id, Connected: p.Present(time.Now())}
+			ns := deployment.NodeServing{NodeID: id, Connected: recorded[id].Present}
 			for _, st := range p.Generations {
 				ns.Generations = append(ns.Generations, deployment.ServedGeneration{
 					Generation: st.GetGeneration(), Ready: st.GetReadiness().GetReady(), DiagnosticCode: st.GetReadiness().GetDiagnosticCode(),
@@ -565,7 +588,7 @@ func nodeServing(m *nodes.Manager) func() []deployment.NodeServing {
 			}
 			out = append(out, ns)
 		}
-		return out
+		return out, nil
 	}
 }
 

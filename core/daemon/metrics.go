@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -24,7 +25,7 @@ import (
 //
 //	berth.sessions{state}                   berth_sessions                Sessions not yet deleted, by state (provisioning, active, failed, deleting)
 //	berth.allocations{state}                berth_allocations             unreleased allocations, by state
-//	berth.node.connected{node}              berth_node_connected          1 while Core holds a live connection to the node
+//	berth.node.connected{node}              berth_node_connected          1 while the node is present (placement's predicate)
 //	berth.node.ready{node}                  berth_node_ready              1 while the node is ready for the committed generation
 //	berth.db.pool.connections{state}        berth_db_pool_connections     PostgreSQL pool connections: acquired, idle, constructing
 //	berth.db.pool.connections.max           berth_db_pool_connections_max the pool's bound
@@ -104,6 +105,7 @@ type dbCounts struct {
 	}
 	store interface {
 		CountUnreleasedAllocations(ctx context.Context) (map[store.AllocationState]int64, error)
+		NodePresences(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]store.NodePresence, error)
 	}
 	refresh time.Duration
 
@@ -157,7 +159,7 @@ func registerGauges(meter metric.Meter, counts *dbCounts, m *nodes.Manager, pool
 	allocGauge := gauge("berth.allocations", "{allocation}", "Unreleased allocations, by state.")
 	// The node gauges are 0 or 1 and have no unit (a unit of "1" would
 	// make them berth_node_*_ratio in Prometheus).
-	connected := gauge("berth.node.connected", "", "1 while Core holds a live connection to the node (its presence), else 0.")
+	connected := gauge("berth.node.connected", "", "1 while the node is present (Core holds its connection and its latest health report is younger than 45 s: the predicate placement applies), else 0.")
 	ready := gauge("berth.node.ready", "", "1 while the node reports itself ready for the committed deployment generation, else 0.")
 	poolConns := gauge("berth.db.pool.connections", "{connection}", "PostgreSQL pool connections, by state (acquired, idle, constructing).")
 	poolMax := gauge("berth.db.pool.connections.max", "{connection}", "The PostgreSQL pool's maximum size.")
@@ -180,11 +182,18 @@ func registerGauges(meter metric.Meter, counts *dbCounts, m *nodes.Manager, pool
 		o.ObserveInt64(waits, st.EmptyAcquireCount())
 		o.ObserveFloat64(acquireTime, st.AcquireDuration().Seconds())
 
-		now := time.Now()
-		for _, id := range m.Nodes() {
+		// Presence is the database's predicate (the one placement
+		// applies); a failed read reports no presence gauge this time.
+		ids := m.Nodes()
+		qctx, cancel := context.WithTimeout(ctx, metricsQueryTimeout)
+		present, perr := counts.store.NodePresences(qctx, ids)
+		cancel()
+		for _, id := range ids {
 			p := m.Presence(id)
 			node := metric.WithAttributes(attribute.String("node", id.String()))
-			o.ObserveInt64(connected, boolInt(p.Present(now)), node)
+			if perr == nil {
+				o.ObserveInt64(connected, boolInt(present[id].Present), node)
+			}
 			o.ObserveInt64(ready, boolInt(p.Readiness.GetReady()), node)
 		}
 

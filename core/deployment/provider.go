@@ -64,7 +64,9 @@ func (s *Service) withSwitch(ctx context.Context, d Deployment) (Deployment, err
 		return Deployment{}, err
 	}
 	if s.nodes != nil {
-		d.Nodes = s.nodes()
+		if d.Nodes, err = s.nodes(ctx); err != nil {
+			return Deployment{}, err
+		}
 	}
 	return d, nil
 }

@@ -107,7 +107,9 @@ type Deployment struct {
 
 // NodeServing is what one node serves, as Core's connection to it knows.
 type NodeServing struct {
-	NodeID      uuid.UUID
+	NodeID uuid.UUID
+	// Connected is the node's presence (store.NodePresence.Present, the
+	// predicate placement applies).
 	Connected   bool
 	Generations []ServedGeneration
 }
@@ -135,15 +137,16 @@ type Service struct {
 	key            secrets.Key
 	installationID uuid.UUID
 	committed      func()
-	nodes          func() []NodeServing
+	nodes          func(context.Context) ([]NodeServing, error)
 	// gate runs a commit that retires nodes (GateRetirement); nil runs
 	// it bare.
 	gate RetireGate
 }
 
 // ObserveNodes sets fn, which reports what each node serves for
-// GetDeployment (the node manager's connections). Call it before serving.
-func (s *Service) ObserveNodes(fn func() []NodeServing) { s.nodes = fn }
+// GetDeployment (the node manager's connections, and each node's presence
+// as the database decides it). Call it before serving.
+func (s *Service) ObserveNodes(fn func(context.Context) ([]NodeServing, error)) { s.nodes = fn }
 
 // OnCommit sets fn, called (after the transaction) each time a commit
 // creates a generation, so the nodes are given it at once rather than at

@@ -55,6 +55,11 @@ const (
 	// ReasonUnavailable: the observation failed (timeout, unreachable node,
 	// ownership mismatch, a contradictory Info): nothing was observed.
 	ReasonUnavailable = "observation_unavailable"
+	// ReasonBackendMismatch: nothing was observed because Core sends
+	// nothing to a node whose agent runs against another engine than the
+	// node is bound to (the refusal core/nodes.ErrBackendMismatch, whose
+	// reason it is): the compute may well run on the bound engine.
+	ReasonBackendMismatch = "backend_fingerprint_mismatch"
 )
 
 // observeWait is how old an observation may be before the scan repeats
@@ -77,10 +82,28 @@ func (c Config) observeWait() time.Duration {
 // keepalive is due and has not lapsed it sends a keepalive (Renew)
 // instead, whose Info is the observation. Each call is bounded and made
 // outside any transaction; each record is its own owner-fenced write.
-// With no provider (the node is not connected) a due observation is
-// recorded unavailable without a call, so a Session on an unreachable
-// node is not reported available on the strength of an old observation.
+// With no provider (the node is not connected, or Core refuses to call
+// it) a due observation is recorded unavailable without a call, so a
+// Session on an unreachable node is not reported available on the
+// strength of an old observation (observeScan).
 func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) error {
+	return w.observeScan(ctx, p, errdefs.ErrObservationUnavailable)
+}
+
+// observeScan is observePage; with no provider p, unreachable is why
+// (ProviderFunc's error): a refusal (errdefs.Refusal, Core's own: the node
+// protocol carries none) is recorded with its fixed reason, such as the
+// node's backend_fingerprint_mismatch, anything else as
+// observation_unavailable (observed).
+func (w *Worker) observeScan(ctx context.Context, p sandbox.SandboxProvider, unreachable error) error {
+	// Only a refusal keeps its own meaning: any other reason there is no
+	// provider (ErrNotFound for a node without a connection loop among
+	// them) observed nothing, and is never a missing observation.
+	if r, ok := errdefs.AsRefusal(unreachable); ok {
+		unreachable = r
+	} else {
+		unreachable = errdefs.ErrObservationUnavailable
+	}
 	page, err := w.cfg.Store.ListObservableForNode(ctx, store.ObservableScan{
 		NodeID: w.node, After: w.observeAfter, Limit: store.NodePageSize,
 		ObserveAfter: w.cfg.observeWait(), KeepaliveAfter: w.cfg.KeepaliveInterval,
@@ -98,7 +121,7 @@ func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) err
 	var batch []pendingRecord
 	defer func() { w.recordBatch(ctx, batch) }()
 	return scan(ctx, &w.observeAfter, page, func(o store.Observable) uuid.UUID { return o.ID }, func(o store.Observable) error {
-		rec, err := w.observeRunning(ctx, p, o)
+		rec, err := w.observeRunning(ctx, p, o, unreachable)
 		if rec != nil {
 			batch = append(batch, *rec)
 		}
@@ -155,7 +178,7 @@ func keepaliveWanted(o store.Observable) bool {
 // observeRunning observes o when due. Compute found running as last
 // recorded, with no keepalive to confirm, is returned for the page's
 // batch instead of recorded here; everything else is recorded at once.
-func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable) (*pendingRecord, error) {
+func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable, unreachable error) (*pendingRecord, error) {
 	keepalive := p != nil && keepaliveWanted(o)
 	if !keepalive && !o.ObservationDue {
 		return nil, nil
@@ -176,7 +199,9 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 		ctx, end = w.tel.operation(ctx, op, w.node, o.ID)
 	}
 	switch {
-	case p == nil, restored && cp == nil:
+	case p == nil:
+		callErr = unreachable
+	case restored && cp == nil:
 		callErr = errdefs.ErrObservationUnavailable
 	case restored:
 		// A restored incarnation is observed exactly (GetCompute): the
@@ -262,14 +287,23 @@ func (w *Worker) getInfo(ctx context.Context, p sandbox.SandboxProvider, ref san
 
 // observed classifies one observation of a's running compute. ErrNotFound
 // is a missing observation and any other error an unavailable one: never
-// proof of absence, never a reason to clean up. Running needs the
-// matching Reference and the native identity the Create settled with.
+// proof of absence, never a reason to clean up. An unavailable one caused
+// by a refusal (errdefs.Refusal: Core refused to call the node, as for a
+// node back on another backend) keeps the refusal's fixed reason, so the
+// Session API names it; the node protocol carries no refusals, so such a
+// reason is always Core's own. Running needs the matching Reference and
+// the native identity the Create settled with.
 func observed(a store.Allocation, info sandbox.Info, err error) (store.ObservedCompute, string) {
 	ref := a.Reference()
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		return store.ObservedMissing, ReasonMissing
-	case err != nil, info == (sandbox.Info{}), info.CheckFor(ref) != nil:
+	case err != nil:
+		if r, ok := errdefs.AsRefusal(err); ok {
+			return store.ObservedUnavailable, r.Reason
+		}
+		return store.ObservedUnavailable, ReasonUnavailable
+	case info == (sandbox.Info{}), info.CheckFor(ref) != nil:
 		return store.ObservedUnavailable, ReasonUnavailable
 	case info.State == sandbox.StateAbsent:
 		return store.ObservedMissing, ReasonMissing

@@ -376,6 +376,34 @@ func TestUnreachableNodeIsReportedUnavailableNotAvailable(t *testing.T) {
 	e.wantObserved(t, b, store.ObservedRunning, lifecycle.ReasonRunning)
 }
 
+// TestRefusedNodeIsReportedWithTheRefusalsReason: while Core refuses to
+// call a node (its agent is back on another backend than its binding:
+// the provider function answers with a refusal), a pass sends nothing and
+// records the running compute unavailable with the refusal's fixed reason
+// (what the Session API reports as compute_reason).
+func TestRefusedNodeIsReportedWithTheRefusalsReason(t *testing.T) {
+	e, n, c, w := observing(t, 8, time.Millisecond, time.Hour)
+	b := e.running(t, w, n)
+	e.wantObserved(t, b, store.ObservedRunning, lifecycle.ReasonRunning)
+
+	refused := e.cfg
+	refused.Provider = func(uuid.UUID) (sandbox.SandboxProvider, error) {
+		return nil, errdefs.Refuse(errdefs.ErrFailedPrecondition, lifecycle.ReasonBackendMismatch, "another backend")
+	}
+	wr := lifecycle.NewWorker(refused, n.id)
+	n.srv.ResetCalls()
+	if err := wr.Pass(context.Background()); err == nil {
+		t.Fatal("a refused pass succeeded")
+	}
+	e.wantObserved(t, b, store.ObservedUnavailable, lifecycle.ReasonBackendMismatch)
+	if calls := n.srv.CallNames(); len(calls) != 0 {
+		t.Fatalf("engine calls while the node is refused: %v", calls)
+	}
+	c.reset()
+	pass(t, w)
+	e.wantObserved(t, b, store.ObservedRunning, lifecycle.ReasonRunning)
+}
+
 func TestNoKeepaliveWhileATurnRuns(t *testing.T) {
 	e, n, c, w := observing(t, 8, time.Hour, time.Hour)
 	b := e.running(t, w, n)

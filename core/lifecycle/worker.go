@@ -86,6 +86,14 @@
 //   - Every store write is fenced by Core's owner epoch (the Store is bound
 //     with store.Store.AsOwner): once another Core holds the execution
 //     lease a write is store.ErrSuperseded, and the pass stops there.
+//   - A node Core refuses to call (ProviderFunc's error; for a node whose
+//     agent came back on another backend than the one it is bound to,
+//     core/nodes.ErrBackendMismatch) gets no pass at all: nothing is
+//     claimed, created, killed or released, so its allocations stay owned
+//     until the node is back on its bound backend (or an operator abandons
+//     them, core/nodes.Registry.Abandon). Its running compute is recorded
+//     unavailable, with the refusal's reason (ReasonBackendMismatch), so
+//     the Session API names why.
 //
 // Running compute (observe.go; the guide's "Four distinct readiness facts"
 // and the GetInfo and Renew rows):
@@ -462,9 +470,10 @@ func (w *Worker) Pass(ctx context.Context) error {
 	p, err := w.cfg.Provider(w.node)
 	if err != nil {
 		// Nothing is claimed or cleaned, but the node's running compute is
-		// now unobservable, and is reported so (observePage with no
-		// provider records observation_unavailable).
-		if oerr := w.observePage(ctx, nil); errors.Is(oerr, store.ErrSuperseded) {
+		// now unobservable, and is reported so (observeScan with no
+		// provider records it unavailable, with the refusal's reason when
+		// Core refused to call the node, observation_unavailable otherwise).
+		if oerr := w.observeScan(ctx, nil, err); errors.Is(oerr, store.ErrSuperseded) {
 			return oerr
 		}
 		return err

@@ -22,7 +22,12 @@
 //     unset for a node Core holds no connection loop for.
 //   - A token's text appears only in the CreateEnrollmentToken response;
 //     no other response or error carries it.
+//   - RemoveNode with abandon is Registry.Abandon; its response (and a
+//     later RemoveNode of the removed node) carries the recorded
+//     abandonment with Berth names and counts only, never the native
+//     identities the durable record keeps.
 //   - It holds no state and makes no decision: refusals (node_enabled,
-//     node_removed, node_holds_allocations, enrollment_token_used,
+//     node_removed, node_holds_allocations, abandon_backend_not_bound,
+//     node_backend_not_mismatched, enrollment_token_used,
 //     enrollment_token_spent) are the logic's and the store's.
 package nodeadmin

@@ -38,13 +38,16 @@ func NewServer(tokens *enrollment.Tokens, registry *nodes.Registry, pages *admin
 	return &server{tokens: tokens, registry: registry, pages: pages, live: live}, nil
 }
 
-// Liveness reports what Core's node connections know of a node now: its
-// presence, latest readiness and capacity. false means Core holds no
-// connection loop for the node (it is not enabled, or Core just started).
-type Liveness func(id uuid.UUID) (LiveState, bool)
+// Liveness reports what Core knows of each of the nodes ids now: its
+// presence, latest readiness and capacity. A node missing from the map is
+// one Core holds no connection loop for (it is not enabled, or Core just
+// started): nothing is reported for it.
+type Liveness func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]LiveState, error)
 
 // LiveState is one node's connection state as Core sees it.
 type LiveState struct {
+	// Connected is the node's presence: the one predicate placement
+	// applies too (store.NodePresence.Present).
 	Connected      bool
 	LastReport     time.Time
 	Generation     uint64
@@ -111,7 +114,11 @@ func (g *server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.ListNodesResponse{Nodes: admin.Protos(page, g.nodeProto), NextPageToken: next}, nil
+	out, err := g.nodeProtos(ctx, page...)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ListNodesResponse{Nodes: out, NextPageToken: next}, nil
 }
 
 func (g *server) GetNode(ctx context.Context, req *adminv1.GetNodeRequest) (*adminv1.GetNodeResponse, error) {
@@ -138,12 +145,55 @@ func (g *server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest)
 	return &adminv1.RetireNodeResponse{Node: n}, nil
 }
 
+// RemoveNode removes the node (Registry.Remove) or, with abandon, removes
+// it by abandoning what it holds (Registry.Abandon). Either way a removed
+// node comes back with its recorded abandonment, if it has one.
 func (g *server) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest) (*adminv1.RemoveNodeResponse, error) {
-	n, err := g.onNode(ctx, req.GetName(), g.registry.Remove)
+	var ab *store.NodeAbandonment
+	remove := g.registry.Remove
+	if a := req.GetAbandon(); a != nil {
+		remove = func(ctx context.Context, id uuid.UUID) (nodes.Node, error) {
+			n, got, err := g.registry.Abandon(ctx, id, a.GetBackendFingerprint())
+			ab = got
+			return n, err
+		}
+	}
+	n, err := g.onNode(ctx, req.GetName(), remove)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.RemoveNodeResponse{Node: n}, nil
+	if ab == nil && n.GetState() == adminv1.Node_STATE_REMOVED {
+		id, _ := uuid.Parse(n.GetId())
+		if ab, err = g.registry.Abandonment(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return &adminv1.RemoveNodeResponse{Node: n, Abandonment: abandonmentProto(ab)}, nil
+}
+
+// abandonmentProto is the API form of a recorded abandonment (nil: none):
+// Berth names and counts only, never the native identities the record
+// keeps.
+func abandonmentProto(ab *store.NodeAbandonment) *adminv1.NodeAbandonment {
+	if ab == nil {
+		return nil
+	}
+	out := &adminv1.NodeAbandonment{
+		BackendFingerprint: ab.BackendFingerprint,
+		AbandonTime:        admin.Timestamp(&ab.AbandonedAt),
+	}
+	for _, a := range ab.Allocations {
+		out.Allocations = append(out.Allocations, &adminv1.AbandonedAllocation{
+			Allocation:   admin.AllocationName.Format(a.AllocationID.String()),
+			Session:      admin.SessionName.Format(a.SessionID.String()),
+			Snapshots:    clamp32(int64(len(a.Snapshots))),
+			Incarnations: clamp32(int64(len(a.Computes))),
+		})
+	}
+	for _, r := range ab.Reservations {
+		out.Reservations = append(out.Reservations, admin.SessionName.Format(r.SessionID.String()))
+	}
+	return out
 }
 
 // onNode parses the node name ("nodes/{node}") and calls the registry
@@ -161,7 +211,11 @@ func (g *server) onNode(ctx context.Context, name string, call func(context.Cont
 	if err != nil {
 		return nil, err
 	}
-	return g.nodeProto(n), nil
+	out, err := g.nodeProtos(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }
 
 // requestID reads CreateEnrollmentTokenRequest.request_id: a required
@@ -222,12 +276,34 @@ func tokenProto(tok store.EnrollmentToken) *adminv1.EnrollmentToken {
 	return out
 }
 
+// nodeProtos is the API form of each of ns, with what Core knows of them
+// now (Liveness, read once for all of them).
+func (g *server) nodeProtos(ctx context.Context, ns ...nodes.Node) ([]*adminv1.Node, error) {
+	var live map[uuid.UUID]LiveState
+	if g.live != nil {
+		ids := make([]uuid.UUID, len(ns))
+		for i, n := range ns {
+			ids[i] = n.ID
+		}
+		var err error
+		if live, err = g.live(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*adminv1.Node, len(ns))
+	for i, n := range ns {
+		l, ok := live[n.ID]
+		out[i] = nodeProto(n, l, ok)
+	}
+	return out, nil
+}
+
 // nodeProto is the API form of a node, with presence, readiness and the
-// reported capacity from Core's node connections when it has them, and
+// reported capacity (l, when known) from Core's node connections, and
 // always what it holds (active, retained) and, once a deployment is
 // committed, its limits (max_active, max_retained) and, with a report,
 // why it has no room for one more sandbox (nodes.NoRoom).
-func (g *server) nodeProto(n nodes.Node) *adminv1.Node {
+func nodeProto(n nodes.Node, l LiveState, known bool) *adminv1.Node {
 	out := &adminv1.Node{
 		Name:             admin.NodeName.Format(n.ID.String()),
 		Id:               n.ID.String(),
@@ -238,10 +314,8 @@ func (g *server) nodeProto(n nodes.Node) *adminv1.Node {
 	if n.EnrollmentTokenID != "" {
 		out.EnrollmentToken = admin.EnrollmentTokenName.Format(n.EnrollmentTokenID)
 	}
-	if g.live == nil {
-		return out
-	}
-	if l, ok := g.live(n.ID); ok {
+	out.BackendFingerprint = n.BackendFingerprint
+	if known {
 		out.Presence = &adminv1.Presence{Connected: l.Connected, LastReportTime: admin.Timestamp(&l.LastReport)}
 		if !l.CheckTime.IsZero() {
 			out.Readiness = &adminv1.Readiness{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -44,23 +45,30 @@ type Store interface {
 	// BindNodeBackend binds a node serving the committed generation to
 	// the backend it reports, once, and returns the bound one.
 	BindNodeBackend(ctx context.Context, nodeID uuid.UUID, fingerprint string) (string, error)
+	// NodeBackend reads the backend a node is bound to (ErrNotFound while
+	// it is unbound).
+	NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error)
 	MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error
 	// PromoteServingPin pins the committed generation as served once a
 	// node reports ready for it (a superseded one pins nothing).
 	PromoteServingPin(ctx context.Context, generation uint64) (bool, error)
 }
 
-// PresenceWindow is how recent a node's last health report must be for the
-// node to count as present (with the current connection and owner epoch).
-const PresenceWindow = 45 * time.Second
-
-// Presence is what Core knows of a node's connection right now.
+// Presence is what Core's connection loop knows of a node right now. It
+// says whether Core holds a connection, not whether the node counts as
+// present: that is one predicate, the database's (store.NodePresence's
+// Present, which placement applies), decided from the records this loop
+// writes every presenceEvery.
 type Presence struct {
+	// Connected: Core holds a connection to the node (its Connect stream
+	// is open, or its end is not recorded yet).
 	Connected    bool
 	ConnectionID string
-	LastReport   time.Time
-	Report       *pb.ConnectResponse
-	Hello        *pb.HelloResponse
+	// LastReport is when the connection's latest health report arrived
+	// (Core's clock).
+	LastReport time.Time
+	Report     *pb.ConnectResponse
+	Hello      *pb.HelloResponse
 	// Readiness is the node's readiness for the committed generation as
 	// Core last recorded it: the node's probe result for that generation,
 	// or not ready with the diagnostic code of the node's mismatch with
@@ -70,11 +78,6 @@ type Presence struct {
 	// Generations is the status of every generation the node serves, as
 	// it last answered ServeGenerations, each with its latest readiness.
 	Generations []*pb.GenerationStatus
-}
-
-// Present reports whether the node counts as present at now.
-func (p Presence) Present(now time.Time) bool {
-	return p.Connected && !p.LastReport.IsZero() && now.Sub(p.LastReport) < PresenceWindow
 }
 
 // Manager keeps one connection per enabled or retired node (serves): a
@@ -119,9 +122,12 @@ type nodeLoop struct {
 	served    []*pb.GenerationStatus
 	published []uint64
 	// backend is the node's bound backend fingerprint once read: the
-	// binding never changes for the node's identity.
-	backend  string
-	attempts int
+	// binding never changes for the node's identity. bindingRead says the
+	// binding was read (backend "" then means unbound); until it is, no
+	// call is sent (backendErr).
+	backend     string
+	bindingRead bool
+	attempts    int
 	// pinned is the highest generation this loop saw pinned as served.
 	pinned uint64
 }
@@ -251,7 +257,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 	defer close(l.done)
 	backoff := time.Second
 	for ctx.Err() == nil {
-		conn, hello, proxy, err := m.connect(ctx, n)
+		conn, hello, proxy, err := m.connect(ctx, n, l)
 		l.mu.Lock()
 		l.attempts++
 		l.mu.Unlock()
@@ -277,6 +283,9 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 			continue
 		}
 		backoff = time.Second
+		// The binding is read before the proxy is offered: a call is sent
+		// only once the node's backend is known to be its bound one.
+		m.readBinding(ctx, l, n.ID)
 		l.mu.Lock()
 		l.proxy = proxy
 		l.mu.Unlock()
@@ -384,9 +393,12 @@ const publishTimeout = 90 * time.Second
 // recordPresence records the connection's latest health report, bounded,
 // with the node's readiness for the committed generation (readiness):
 // a node that does not serve it as committed is recorded not ready with
-// the mismatch's diagnostic code, whatever its report says.
+// the mismatch's diagnostic code, whatever its report says. The report is
+// recorded with its age (store.NodePresence.ReportAge), never as new: a
+// node whose reports stop while its connection lives stops counting as
+// present when its last one is 45 seconds old.
 func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUID, conn *Connection) error {
-	report, _ := conn.Last()
+	report, arrived := conn.Last()
 	if report == nil {
 		return nil
 	}
@@ -421,6 +433,7 @@ func (m *Manager) recordPresence(ctx context.Context, l *nodeLoop, node uuid.UUI
 		NodeID: node, ConnectionID: uuid.MustParse(conn.ConnectionID),
 		Generation: gen, Ready: r.GetReady(), DiagnosticCode: r.GetDiagnosticCode(),
 		CPUMillis: c.GetCpuMillis(), MemoryBytes: c.GetMemoryBytes(), DiskFreeBytes: c.GetDiskFreeBytes(),
+		ReportAge: max(time.Since(arrived), 0),
 	})
 	// Shown (GetNode) once recorded: what the admin API reports, placement
 	// already sees.
@@ -447,6 +460,7 @@ func (m *Manager) readiness(ctx context.Context, l *nodeLoop, node uuid.UUID, re
 	if err != nil {
 		return 0, nil, err
 	}
+	m.readBinding(ctx, l, node)
 	l.mu.Lock()
 	kind, backend := l.hello.GetProviderKind(), l.backend
 	st := servedStatus(l.served, g.Generation)
@@ -462,7 +476,7 @@ func (m *Manager) readiness(ctx context.Context, l *nodeLoop, node uuid.UUID, re
 			return 0, nil, err
 		}
 		l.mu.Lock()
-		l.backend = backend
+		l.backend, l.bindingRead = backend, true
 		l.mu.Unlock()
 	}
 	if code := CheckBackend(st.GetBackendFingerprint(), backend); code != "" {
@@ -521,7 +535,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func (m *Manager) connect(ctx context.Context, n store.Node) (*Connection, *pb.HelloResponse, *Proxy, error) {
+func (m *Manager) connect(ctx context.Context, n store.Node, l *nodeLoop) (*Connection, *pb.HelloResponse, *Proxy, error) {
 	tlsCfg, err := nodetls.ClientConfig(m.coreCert, m.ca, n.ID.String())
 	if err != nil {
 		return nil, nil, nil, err
@@ -551,6 +565,11 @@ func (m *Manager) connect(ctx context.Context, n store.Node) (*Connection, *pb.H
 	proxy, err := NewProxy(ops, func(context.Context) (*Session, error) {
 		if conn.Err() != nil {
 			return nil, errdefs.ErrObservationUnavailable
+		}
+		// Checked for every call, not only when the proxy is handed out:
+		// a publication on this connection may change what it serves.
+		if err := l.backendErr(); err != nil {
+			return nil, err
 		}
 		return &conn.Session, nil
 	}, m.allocationGeneration(n.ID))
@@ -617,11 +636,81 @@ func (m *Manager) Provider(id uuid.UUID) (*Proxy, error) {
 		return nil, errdefs.ErrNotFound
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.proxy == nil {
+	proxy := l.proxy
+	l.mu.Unlock()
+	if proxy == nil {
 		return nil, errdefs.ErrObservationUnavailable
 	}
-	return l.proxy, nil
+	if err := l.backendErr(); err != nil {
+		return nil, err
+	}
+	return proxy, nil
+}
+
+// ErrBackendMismatch refuses every call to a node whose current connection
+// serves a generation on another native backend than the one the node is
+// bound to (store.Owner.BindNodeBackend): its agent was restarted against
+// another engine. Nothing is sent, so nothing of the node's allocations is
+// created, observed or cleaned up on the wrong engine and nothing is
+// released on the strength of an empty one; its allocations stay owned
+// until the node is back on its bound backend, or an operator abandons
+// them (Registry.Abandon). The reason is the readiness diagnostic's.
+var ErrBackendMismatch error = errdefs.Refuse(errdefs.ErrFailedPrecondition, DiagnosticBackendFingerprintMismatch,
+	"node agent runs on another engine than the node is bound to, so nothing is sent: restart it on its bound engine, or retire the node and abandon it")
+
+// errBindingUnread refuses a call while the node's binding could not be
+// read yet (the store failed): whether its backend is the bound one is
+// unknown, so nothing is sent.
+var errBindingUnread = fmt.Errorf("the node's backend binding is not read yet: %w", errdefs.ErrObservationUnavailable)
+
+// backendErr is why no call may be sent on the loop's current connection
+// now, nil when one may: the binding must have been read, and every
+// generation the node serves with a built adapter must report the bound
+// backend. A node not bound yet holds nothing (placement needs a ready
+// record, and readiness needs the binding), so calls to it pass.
+func (l *nodeLoop) backendErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.bindingRead {
+		return errBindingUnread
+	}
+	if l.backend == "" {
+		return nil
+	}
+	for _, st := range l.served {
+		if fp := st.GetBackendFingerprint(); fp != "" && fp != l.backend {
+			return ErrBackendMismatch
+		}
+	}
+	return nil
+}
+
+// readBinding reads node's backend binding into l unless it was read
+// already (it never changes for the node's identity). A failed read
+// leaves it unread: calls wait (backendErr) and the next presence record
+// reads it again.
+func (m *Manager) readBinding(ctx context.Context, l *nodeLoop, node uuid.UUID) {
+	l.mu.Lock()
+	read := l.bindingRead
+	l.mu.Unlock()
+	if read {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fp, err := m.store.NodeBackend(rctx, node)
+	switch {
+	case errdefs.IsNotFound(err):
+		fp = ""
+	case err != nil:
+		m.log.Warn("read the node's backend binding", "node", node.String(), "error", err.Error())
+		return
+	}
+	l.mu.Lock()
+	if !l.bindingRead {
+		l.backend, l.bindingRead = fp, true
+	}
+	l.mu.Unlock()
 }
 
 // Nodes returns the nodes the manager keeps a connection loop for: every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/google/uuid"
 
@@ -23,6 +24,8 @@ type RegistryStore interface {
 	NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error)
 	EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error)
 	NodeLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]store.NodeLoad, error)
+	// NodeBackends gives the backend each node is bound to.
+	NodeBackends(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error)
 	// CurrentGeneration gives the limits a node's load is compared with
 	// (errdefs.ErrNotFound before the first commit).
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
@@ -45,6 +48,10 @@ type Node struct {
 	// Limits are the committed generation's per-node limits and
 	// per-sandbox resources; nil before the first commit.
 	Limits *sandbox.Specification
+	// BackendFingerprint is the native backend the node is bound to
+	// (store.Owner.BindNodeBackend); "" before it first served the
+	// committed generation.
+	BackendFingerprint string
 }
 
 // Reasons a node has no room for one more sandbox of the committed
@@ -98,8 +105,14 @@ const casAttempts = 3
 // the enrolled nodes and enables, retires and removes them.
 type Registry struct {
 	store RegistryStore
-	// gate guards each retirement (GateRetirement); nil runs it bare.
+	// gate guards each retirement and abandonment (GateRetirement); nil
+	// runs it bare.
 	gate RetireGate
+	// abandons, log and terminated serve Abandon (AllowAbandon); a nil
+	// abandons refuses it.
+	abandons   AbandonStore
+	log        *slog.Logger
+	terminated func(store.Termination)
 }
 
 // RetireGate runs retire, the compare-and-swap that retires nodes (one
@@ -287,6 +300,10 @@ func (r *Registry) withTokens(ctx context.Context, nodes ...store.Node) ([]Node,
 	if err != nil {
 		return nil, err
 	}
+	backends, err := r.store.NodeBackends(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	var limits *sandbox.Specification
 	switch g, err := r.store.CurrentGeneration(ctx); {
 	case err == nil:
@@ -296,7 +313,164 @@ func (r *Registry) withTokens(ctx context.Context, nodes ...store.Node) ([]Node,
 	}
 	out := make([]Node, len(nodes))
 	for i, n := range nodes {
-		out[i] = Node{Node: n, EnrollmentTokenID: tokens[n.ID], Load: loads[n.ID], Limits: limits}
+		out[i] = Node{Node: n, EnrollmentTokenID: tokens[n.ID], Load: loads[n.ID], Limits: limits, BackendFingerprint: backends[n.ID]}
 	}
 	return out, nil
+}
+
+// AbandonStore is what an abandonment reads and writes: the node's
+// binding and latest presence, its recorded abandonment, and the
+// abandonment itself, a lifecycle write under Core's owner epoch
+// (store.Owner.AbandonNode).
+type AbandonStore interface {
+	NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error)
+	GetNodePresence(ctx context.Context, nodeID uuid.UUID) (store.NodePresence, error)
+	GetNodeAbandonment(ctx context.Context, nodeID uuid.UUID) (store.NodeAbandonment, error)
+	AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint string) (store.NodeAbandonment, error)
+}
+
+// AllowAbandon lets Abandon run over st: it logs each abandonment to log
+// and tells terminated (nil: no one) of each terminal cleanup it
+// committed. Call it before the Registry serves.
+func (r *Registry) AllowAbandon(st AbandonStore, log *slog.Logger, terminated func(store.Termination)) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r.abandons, r.log, r.terminated = st, log, terminated
+}
+
+// The refusals of an abandonment: each says what holds and what to do.
+var (
+	errAbandonUnavailable = errdefs.Refuse(errdefs.ErrFailedPrecondition, "abandon_unavailable",
+		"this Core does not abandon nodes: delete the node's Sessions and wait for their cleanup")
+	errAbandonNotBound = errdefs.Refuse(errdefs.ErrFailedPrecondition, "abandon_backend_not_bound",
+		"abandon must name the backend the node is bound to (GetNode backend_fingerprint); nothing was abandoned")
+	errAbandonNotMismatched = errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_backend_not_mismatched",
+		"the node is not back on another backend, so it keeps what it holds: start its agent on the new engine first, then abandon")
+	errAbandonUndrained = errdefs.Refuse(errdefs.ErrFailedPrecondition, "owner_failure",
+		"node not abandoned: its worker did not drain in time and admission is closed: restart berth-core, then abandon again")
+)
+
+// Abandon removes node id by abandoning everything it holds on the
+// backend it is bound to: the explicit, audited operator action for a
+// host that really moved to another engine. It is refused unless the node
+// is retired (node_enabled: retire it first), fingerprint is the backend
+// it is bound to (abandon_backend_not_bound) and its agent came back on
+// another backend: its latest presence record carries
+// backend_fingerprint_mismatch (node_backend_not_mismatched; a node that
+// is only offline keeps what it holds, as the guide requires). It runs
+// through the retirement gate (no lifecycle operation on the node is in
+// flight when it commits), then store.Owner.AbandonNode ends every
+// Environment the node holds as failed (node_abandoned), releases its
+// allocations and reservations without cleanup, records the abandonment
+// and removes the node, in one transaction. The abandonment is logged
+// and returned. A removed node comes back unchanged, with the
+// abandonment recorded for it (nil when it was removed without one).
+func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string) (Node, *store.NodeAbandonment, error) {
+	const op = "abandon node"
+	if r.abandons == nil {
+		return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonUnavailable)
+	}
+	if fingerprint == "" || len(fingerprint) > store.MaxBackendFingerprint {
+		return Node{}, nil, fmt.Errorf("%s: %w", op, errdefs.Invalid("abandon.backend_fingerprint", "required, at most 256 bytes"))
+	}
+	for attempt := 1; ; attempt++ {
+		cur, err := r.store.GetNode(ctx, id)
+		if err != nil {
+			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		switch cur.State {
+		case store.NodeRemoved:
+			ab, err := r.Abandonment(ctx, id)
+			if err != nil {
+				return Node{}, nil, fmt.Errorf("%s: %w", op, err)
+			}
+			n, err := r.withTokens(ctx, cur)
+			if err != nil {
+				return Node{}, nil, fmt.Errorf("%s: %w", op, err)
+			}
+			return n[0], ab, nil
+		case store.NodeEnabled:
+			return Node{}, nil, fmt.Errorf("%s: %w", op, errNodeEnabled)
+		}
+		switch bound, err := r.abandons.NodeBackend(ctx, id); {
+		case errdefs.IsNotFound(err), err == nil && bound != fingerprint:
+			return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonNotBound)
+		case err != nil:
+			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		switch p, err := r.abandons.GetNodePresence(ctx, id); {
+		case errdefs.IsNotFound(err), err == nil && p.DiagnosticCode != DiagnosticBackendFingerprintMismatch:
+			return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonNotMismatched)
+		case err != nil:
+			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		var ab store.NodeAbandonment
+		abandon := func() error {
+			var err error
+			ab, err = r.abandons.AbandonNode(ctx, id, fingerprint)
+			return err
+		}
+		if r.gate != nil {
+			err = r.gate(ctx, []uuid.UUID{id}, abandon)
+		} else {
+			err = abandon()
+		}
+		if errors.Is(err, ErrRetireUndrained) {
+			return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonUndrained)
+		}
+		if errdefs.IsFenced(err) && !errors.Is(err, store.ErrSuperseded) && attempt < casAttempts {
+			continue // the node moved on meanwhile: decide again
+		}
+		if err != nil {
+			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		r.logAbandonment(ab)
+		if r.terminated != nil {
+			for _, t := range ab.Terminations {
+				r.terminated(t)
+			}
+		}
+		n, err := r.Get(ctx, id)
+		if err != nil {
+			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		return n, &ab, nil
+	}
+}
+
+// Abandonment returns the abandonment recorded for node id, nil when it
+// was never abandoned (or abandoning is not allowed here).
+func (r *Registry) Abandonment(ctx context.Context, id uuid.UUID) (*store.NodeAbandonment, error) {
+	if r.abandons == nil {
+		return nil, nil
+	}
+	ab, err := r.abandons.GetNodeAbandonment(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ab, nil
+}
+
+// logAbandonment writes the operator action's log line: the node, the
+// abandoned backend and exactly what was abandoned (Berth ids).
+func (r *Registry) logAbandonment(ab store.NodeAbandonment) {
+	allocations := make([]string, len(ab.Allocations))
+	snapshots, computes := 0, 0
+	for i, a := range ab.Allocations {
+		allocations[i] = a.AllocationID.String()
+		snapshots += len(a.Snapshots)
+		computes += len(a.Computes)
+	}
+	reservations := make([]string, len(ab.Reservations))
+	for i, rv := range ab.Reservations {
+		reservations[i] = rv.EnvironmentID.String()
+	}
+	r.log.Warn("node abandoned: its allocations and reservations were released without cleanup and the node removed",
+		"node", ab.NodeID.String(), "action", ab.Action, "backend", ab.BackendFingerprint,
+		"allocations", allocations, "snapshots", snapshots, "incarnations", computes,
+		"reservation_environments", reservations, "abandoned_at", ab.AbandonedAt)
 }

@@ -255,3 +255,19 @@ func TestRetirementRunsThroughTheGate(t *testing.T) {
 		t.Fatalf("the gate ran for %v, want twice for the enabled node", gated)
 	}
 }
+
+// TestRefusalsCrossTheAdminBoundary: every refusal of the registry and of
+// the manager keeps its own reason and message at the admin API (a
+// message the boundary does not accept as authored would be replaced by
+// the class's generic one).
+func TestRefusalsCrossTheAdminBoundary(t *testing.T) {
+	for _, err := range nodes.Refusals() {
+		r, ok := errdefs.AsRefusal(err)
+		if !ok {
+			t.Fatalf("%v is not a refusal", err)
+		}
+		if !errgrpc.SafeMessage(r.Message) {
+			t.Errorf("refusal %s: message %q is not one the boundary sends (at most 160 characters of the authored form)", r.Reason, r.Message)
+		}
+	}
+}

@@ -77,6 +77,7 @@ func AllocationProto(a store.SessionAllocation) *adminv1.Allocation {
 		CreateTime:        admin.Timestamp(&a.CreatedAt),
 		ReleaseTime:       admin.Timestamp(a.ReleasedAt),
 		CreateFailed:      sessions.CreateFailed(a.Allocation),
+		Abandoned:         a.AbandonedAt != nil,
 	}
 }
 

@@ -86,9 +86,12 @@ type Allocation struct {
 	// CreateAbandonedAt is when the lifecycle worker gave up the unknown
 	// Create (AbandonCreate); nil otherwise.
 	CreateAbandonedAt *time.Time
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	ReleasedAt        *time.Time
+	// AbandonedAt is when an operator's abandon of the allocation's node
+	// released it without cleanup (Owner.AbandonNode); nil otherwise.
+	AbandonedAt *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	ReleasedAt  *time.Time
 	// Observation is what the lifecycle worker last observed of the running
 	// compute (RecordObservation); the zero value before the first.
 	Observation Observation
@@ -927,6 +930,7 @@ func allocationFromRow(r db.Allocation) Allocation {
 		UpdatedAt:          r.UpdatedAt,
 		ReleasedAt:         r.ReleasedAt,
 		CreateAbandonedAt:  r.CreateAbandonedAt,
+		AbandonedAt:        r.AbandonedAt,
 		Observation:        observationFromRow(r),
 	}
 }

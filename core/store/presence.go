@@ -27,16 +27,31 @@ type NodePresence struct {
 	CPUMillis     int64
 	MemoryBytes   int64
 	DiskFreeBytes int64
+	// ReportAge is how long before the record the report arrived, as the
+	// recording Core measured it (its monotonic clock, never a wall clock
+	// compared with another host's): the record's reported_at is the
+	// database's now() less ReportAge. A report recorded again with no
+	// newer one has aged meanwhile, so presence ends 45 seconds after the
+	// node's last report even while its connection lives. Write only; at
+	// least 0.
+	ReportAge time.Duration
 	// Connected: the recording Core still holds the connection the report
 	// came on (MarkNodeDisconnected clears it). Read only.
 	Connected bool
-	// ReportedAt is the database time the report was recorded. Read only.
+	// ReportedAt is the database time the report arrived (the time of the
+	// record less its ReportAge). Read only.
 	ReportedAt time.Time
-	// Present: connected, reported within 45 seconds by the database clock,
-	// under the owner epoch that holds the unexpired execution lease. Read
-	// only.
+	// Present is the one presence predicate (node_present, migration
+	// 0019), which placement applies too: connected, the report arrived
+	// less than 45 seconds ago by the database clock, under the owner
+	// epoch that holds the unexpired execution lease. Read only.
 	Present bool
 }
+
+// maxReportAge bounds NodePresence.ReportAge: a report older than an hour
+// is recorded an hour old (absent either way), which keeps the interval
+// arithmetic far from any overflow.
+const maxReportAge = time.Hour
 
 // RecordNodePresence records a health report received on Core's
 // connection to a node, under the Owner's epoch (p.OwnerEpoch is
@@ -55,6 +70,9 @@ func (s *Owner) RecordNodePresence(ctx context.Context, p NodePresence) error {
 	if p.CPUMillis < 0 || p.MemoryBytes < 0 || p.DiskFreeBytes < 0 {
 		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "capacity must not be negative"))
 	}
+	if p.ReportAge < 0 {
+		return fmt.Errorf("%s: %w", op, errdefs.Invalid("presence", "report age must not be negative"))
+	}
 	if p.Ready {
 		p.DiagnosticCode = ""
 	} else if p.DiagnosticCode == "" {
@@ -64,6 +82,7 @@ func (s *Owner) RecordNodePresence(ctx context.Context, p NodePresence) error {
 		NodeID: p.NodeID, ConnectionID: p.ConnectionID, OwnerEpoch: int64(p.OwnerEpoch),
 		Generation: int64(p.Generation), Ready: p.Ready, DiagnosticCode: p.DiagnosticCode,
 		CPUMillis: p.CPUMillis, MemoryBytes: p.MemoryBytes, DiskFreeBytes: p.DiskFreeBytes,
+		ReportAgeMicros: min(p.ReportAge, maxReportAge).Microseconds(),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: a newer owner recorded this node: %w", op, errdefs.ErrFenced)
@@ -81,12 +100,30 @@ func (s *Store) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (NodePres
 	if err != nil {
 		return NodePresence{}, wrap("get node presence", err)
 	}
+	return presenceFromRow(db.ListNodePresenceRow(row)), nil
+}
+
+// NodePresences is GetNodePresence of each of the nodes ids; a node with
+// no record is left out.
+func (s *Store) NodePresences(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]NodePresence, error) {
+	rows, err := s.q.ListNodePresence(ctx, ids)
+	if err != nil {
+		return nil, wrap("list node presence", err)
+	}
+	out := make(map[uuid.UUID]NodePresence, len(rows))
+	for _, r := range rows {
+		out[r.NodeID] = presenceFromRow(r)
+	}
+	return out, nil
+}
+
+func presenceFromRow(row db.ListNodePresenceRow) NodePresence {
 	return NodePresence{
 		NodeID: row.NodeID, ConnectionID: row.ConnectionID, OwnerEpoch: uint64(row.OwnerEpoch),
 		Generation: uint64(row.Generation), Ready: row.Ready, DiagnosticCode: row.DiagnosticCode,
 		CPUMillis: row.CPUMillis, MemoryBytes: row.MemoryBytes, DiskFreeBytes: row.DiskFreeBytes,
 		Connected: row.Connected, ReportedAt: row.ReportedAt, Present: row.Present,
-	}, nil
+	}
 }
 
 // MarkNodeDisconnected records that Core's connection connectionID to the
@@ -102,6 +139,16 @@ func (s *Store) MarkNodeDisconnected(ctx context.Context, nodeID, connectionID u
 
 // MaxBackendFingerprint bounds a backend fingerprint's length.
 const MaxBackendFingerprint = 256
+
+// NodeBackend returns the backend fingerprint node nodeID is bound to
+// (store.Owner.BindNodeBackend), ErrNotFound while it is unbound.
+func (s *Store) NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error) {
+	fp, err := s.q.GetNodeBackend(ctx, nodeID)
+	if err != nil {
+		return "", wrap("get node backend", err)
+	}
+	return fp, nil
+}
 
 // BindNodeBackend binds the node to the native backend identified by
 // fingerprint unless it is bound already, and returns the fingerprint it

@@ -108,6 +108,55 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 	}
 }
 
+// TestNodePresenceAgesWithTheReport: a report is recorded with its age
+// (the time since it arrived), not as new: recorded again without a newer
+// report it keeps ageing, and one that arrived 46 s ago does not count,
+// however recently it was recorded. GetNodePresence and NodePresences
+// apply the one predicate (node_present); a negative age is refused.
+func TestNodePresenceAgesWithTheReport(t *testing.T) {
+	st, ctx, _, epoch, nodeID := presenceFixture(t)
+	owned := st.AsOwner(epoch)
+	report := store.NodePresence{NodeID: nodeID, ConnectionID: uuid.New(), Generation: 1, Ready: true, ReportAge: 46 * time.Second}
+	if err := owned.RecordNodePresence(ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.GetNodePresence(ctx, nodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Present || !p.Connected {
+		t.Fatalf("a report that arrived 46 s ago, just recorded: %+v", p)
+	}
+	var micros float64
+	if err := st.Pool().QueryRow(ctx, "SELECT extract(epoch FROM now() - reported_at) * 1e6 FROM node_presence WHERE node_id = $1", nodeID).Scan(&micros); err != nil {
+		t.Fatal(err)
+	}
+	if age := time.Duration(micros) * time.Microsecond; age < 46*time.Second {
+		t.Fatalf("reported_at is %v before the database's now, want at least the report's age", age)
+	}
+	all, err := st.NodePresences(ctx, []uuid.UUID{nodeID, uuid.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[nodeID].Present || all[nodeID].ReportedAt != p.ReportedAt {
+		t.Fatalf("NodePresences %+v, want the one record, absent like GetNodePresence's %+v", all, p)
+	}
+	report.ReportAge = 10 * time.Second
+	if err := owned.RecordNodePresence(ctx, report); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := st.GetNodePresence(ctx, nodeID); !p.Present {
+		t.Fatalf("a report that arrived 10 s ago: %+v", p)
+	}
+	if all, _ := st.NodePresences(ctx, []uuid.UUID{nodeID}); !all[nodeID].Present {
+		t.Fatalf("NodePresences disagrees with GetNodePresence: %+v", all)
+	}
+	report.ReportAge = -time.Second
+	if err := owned.RecordNodePresence(ctx, report); !errdefs.IsInvalid(err) {
+		t.Fatalf("a negative report age: %v", err)
+	}
+}
+
 func fmtHex(b []byte) string {
 	const digits = "0123456789abcdef"
 	out := make([]byte, 0, 2*len(b))

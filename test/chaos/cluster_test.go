@@ -76,7 +76,7 @@ type options struct {
 	// minute (the least it accepts); the scenarios suspend on request.
 	suspend bool
 	// healthInterval is the node agents' health_interval (default the
-	// stack's, 1m).
+	// stack's, 10s).
 	healthInterval string
 }
 

@@ -81,6 +81,17 @@
 // Turns go through the Runtime gateway), and TestTurnsAcrossFaults kills
 // the node agent while Runtimes are connected.
 //
+// Issue 26's TestNodeBackOnAnotherBackend (backend_test.go) runs two
+// private engines at once (startDockerdSlot: each slot its own namespace,
+// lock and bridge) and restarts a node agent holding running Sessions on
+// engine A against engine B: nothing may reach B (no tombstone), a
+// Session deleted meanwhile stays CLEANING_UP with its container on A,
+// the running one reports compute_reason backend_fingerprint_mismatch, and
+// back on A the deletion completes. It then walks the explicit abandon of
+// a node that moved for good (RemoveNode refusals, the abandonment and its
+// durable record, A's containers untouched until the operator removes
+// them).
+//
 // Rules: real processes, the real engine and a real PostgreSQL (a test's
 // own database on the shared server; the PostgreSQL restart, connection
 // and clock scenarios run their own server in a temporary folder so

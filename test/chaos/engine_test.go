@@ -38,12 +38,35 @@ const (
 	engineBridgeIP = "10.253.253.1/24"
 )
 
+// engineSlot is one set of the private engine's fixed names: its
+// containerd namespace, its lock, its bridge and the bridge's address.
+// Slot 0 is the names above; a test that needs two private engines at
+// once (a node restarted on another engine) takes slots 0 and 1, each
+// serialised by its own lock.
+type engineSlot struct {
+	namespace, lock, bridge, bridgeIP string
+}
+
+// slotOf returns the names of slot i (0 or 1).
+func slotOf(i int) engineSlot {
+	if i == 0 {
+		return engineSlot{engineNamespace, engineLock, engineBridge, engineBridgeIP}
+	}
+	return engineSlot{
+		namespace: fmt.Sprintf("%s%d", engineNamespace, i),
+		lock:      fmt.Sprintf("/run/berth-test/chaos-engine%d.lock", i),
+		bridge:    fmt.Sprintf("bchaos%d", i),
+		bridgeIP:  fmt.Sprintf("10.253.%d.1/24", 253-i),
+	}
+}
+
 // dockerd is a Docker Engine of the test's own: its own socket, data and
 // exec roots, its own bridge interface and no iptables rules, on the test
 // services' containerd under its own namespace. Restarting it disturbs no
 // other test.
 type dockerd struct {
 	t    testing.TB
+	slot engineSlot
 	dir  string
 	Host string
 	// Image is the runtime image built from this tree and loaded into the
@@ -65,6 +88,14 @@ func startDockerd(t testing.TB) *dockerd {
 // not 0, is a tmpfs of that many bytes (a disk that can fill up).
 func startDockerdOn(t testing.TB, dataRootSize int64) *dockerd {
 	t.Helper()
+	return startDockerdSlot(t, 0, dataRootSize)
+}
+
+// startDockerdSlot is startDockerdOn with the names of slot (slotOf), so
+// that two private engines can run at once.
+func startDockerdSlot(t testing.TB, slot int, dataRootSize int64) *dockerd {
+	t.Helper()
+	names := slotOf(slot)
 	testenv.SkipShort(t, "a private Docker Engine")
 	for _, p := range []string{filepath.Join(engineBinDir, "dockerd"), containerdSocket} {
 		if _, err := os.Stat(p); err != nil || os.Geteuid() != 0 {
@@ -72,7 +103,7 @@ func startDockerdOn(t testing.TB, dataRootSize int64) *dockerd {
 			testenv.Unavailable(t, msg)
 		}
 	}
-	lock, err := os.OpenFile(engineLock, os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(names.lock, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,18 +132,18 @@ func startDockerdOn(t testing.TB, dataRootSize int64) *dockerd {
 		// Registered before the engine's stop, so it runs after it.
 		t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
 	}
-	_ = exec.Command("ip", "link", "del", engineBridge).Run() // a leftover of a killed run
+	_ = exec.Command("ip", "link", "del", names.bridge).Run() // a leftover of a killed run
 	for _, args := range [][]string{
-		{"link", "add", engineBridge, "type", "bridge"},
-		{"addr", "add", engineBridgeIP, "dev", engineBridge},
-		{"link", "set", engineBridge, "up"},
+		{"link", "add", names.bridge, "type", "bridge"},
+		{"addr", "add", names.bridgeIP, "dev", names.bridge},
+		{"link", "set", names.bridge, "up"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v %s", args, err, out)
 		}
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", engineBridge).Run() })
-	d := &dockerd{t: t, dir: dir, Host: "unix://" + filepath.Join(dir, "d.sock")}
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", names.bridge).Run() })
+	d := &dockerd{t: t, slot: names, dir: dir, Host: "unix://" + filepath.Join(dir, "d.sock")}
 	d.start()
 	t.Cleanup(d.stop)
 	load := exec.Command(filepath.Join(stack.RepoRoot(), "scripts", "build-runtime-image"))
@@ -135,9 +166,9 @@ func (d *dockerd) start() {
 	d.cmd = exec.Command(filepath.Join(engineBinDir, "dockerd"),
 		"--host", d.Host, "--data-root", filepath.Join(d.dir, "data"), "--exec-root", filepath.Join(d.dir, "exec"),
 		"--pidfile", filepath.Join(d.dir, "pid"), "--containerd", containerdSocket,
-		"--containerd-namespace", engineNamespace, "--containerd-plugins-namespace", engineNamespace+"-plugins",
+		"--containerd-namespace", d.slot.namespace, "--containerd-plugins-namespace", d.slot.namespace+"-plugins",
 		"--add-runtime", "berth-runc="+filepath.Join(engineBinDir, "runc"), "--default-runtime", "berth-runc",
-		"--bridge", engineBridge, "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false", "--init-path", "/usr/bin/tini-static", "--group", "root")
+		"--bridge", d.slot.bridge, "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false", "--init-path", "/usr/bin/tini-static", "--group", "root")
 	d.cmd.Env = append(os.Environ(), "PATH="+engineBinDir+":"+os.Getenv("PATH"))
 	logFile, err := os.OpenFile(filepath.Join(d.dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {

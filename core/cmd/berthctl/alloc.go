@@ -64,6 +64,7 @@ func (a *app) allocCmd() *cobra.Command {
 			field(w, "BOOTSTRAP COMPLETE", yesno(al.GetBootstrapComplete()))
 			field(w, "CREATED", ts(al.GetCreateTime()))
 			field(w, "RELEASED", ts(al.GetReleaseTime()))
+			field(w, "ABANDONED", yesno(al.GetAbandoned()))
 		})
 	})
 	return a.groupCmd("alloc", "Show compute ownership (AllocationService, read-only)", ls, get)

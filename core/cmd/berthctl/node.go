@@ -30,7 +30,7 @@ func (a *app) nodeCmd() *cobra.Command {
 		a.tokenCmd(), a.nodeListCmd(), a.nodeGetCmd(),
 		a.nodeChangeCmd("enable", "Admit an enrolled or retired node to placement", enableNode),
 		a.nodeChangeCmd("retire", "Stop new placement on a node; what it holds stays owned", retireNode),
-		a.nodeChangeCmd("remove", "Remove a retired or enrolled node for good", removeNode))
+		a.nodeRemoveCmd())
 }
 
 func (a *app) tokenCmd() *cobra.Command {
@@ -224,6 +224,7 @@ func nodeFields(w io.Writer, n *adminv1.Node) {
 	field(w, "ADDRESS", n.GetAdvertiseAddress())
 	field(w, "ENROLLED", ts(n.GetEnrollTime()))
 	field(w, "ENROLLMENT TOKEN", dash(n.GetEnrollmentToken()))
+	field(w, "BACKEND", dash(n.GetBackendFingerprint()))
 	field(w, "CONNECTED", yesno(n.GetPresence().GetConnected()))
 	field(w, "LAST REPORT", ts(n.GetPresence().GetLastReportTime()))
 	field(w, "READY", readiness(n.GetReadiness()))
@@ -267,7 +268,40 @@ func retireNode(ctx context.Context, api adminv1.NodeServiceClient, name string)
 	return r, r.GetNode(), err
 }
 
-func removeNode(ctx context.Context, api adminv1.NodeServiceClient, name string) (proto.Message, *adminv1.Node, error) {
-	r, err := api.RemoveNode(ctx, &adminv1.RemoveNodeRequest{Name: name})
-	return r, r.GetNode(), err
+// nodeRemoveCmd is remove: RemoveNode, or with --abandon-backend the
+// explicit abandon of what a retired node that came back on another
+// backend still holds (RemoveNodeRequest abandon), whose record it shows.
+func (a *app) nodeRemoveCmd() *cobra.Command {
+	var abandon string
+	c := a.command("remove NODE", "Remove a retired or enrolled node for good", exactArgs("NODE"), func(cmd *cobra.Command, args []string) error {
+		api, err := a.nodes()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.call()
+		defer cancel()
+		req := &adminv1.RemoveNodeRequest{Name: name("nodes", args[0])}
+		if abandon != "" {
+			req.Abandon = &adminv1.NodeAbandon{BackendFingerprint: abandon}
+		}
+		resp, err := api.RemoveNode(ctx, req)
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) {
+			nodeFields(w, resp.GetNode())
+			if ab := resp.GetAbandonment(); ab != nil {
+				var allocations []string
+				for _, al := range ab.GetAllocations() {
+					allocations = append(allocations, al.GetAllocation())
+				}
+				field(w, "ABANDONED BACKEND", ab.GetBackendFingerprint())
+				field(w, "ABANDONED AT", ts(ab.GetAbandonTime()))
+				field(w, "ABANDONED ALLOCATIONS", dash(strings.Join(allocations, ", ")))
+				field(w, "ABANDONED RESERVATIONS", dash(strings.Join(ab.GetReservations(), ", ")))
+			}
+		})
+	})
+	c.Flags().StringVar(&abandon, "abandon-backend", "", "abandon what the retired node still holds on this backend, its bound one (see node get BACKEND): only for a node whose agent came back on another backend; its Sessions fail and nothing is cleaned up")
+	return c
 }

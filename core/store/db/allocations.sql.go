@@ -24,7 +24,7 @@ SET state                = 'cleanup_requested',
 WHERE id = $1 AND revision = $2
   AND state IN ('create_unknown', 'create_dispatched')
   AND create_dispatched_at <= now() - make_interval(secs => $3::integer)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
 `
 
 type AbandonCreateParams struct {
@@ -89,6 +89,7 @@ func (q *Queries) AbandonCreate(ctx context.Context, arg AbandonCreateParams) (A
 		&i.SuspensionAbortedAt,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
+		&i.AbandonedAt,
 	)
 	return i, err
 }
@@ -126,7 +127,7 @@ UPDATE allocations
 SET state = 'create_dispatched', create_dispatched_at = now(),
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND create_receipt = $2 AND state = 'allocated'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
 `
 
 type ClaimCreateParams struct {
@@ -187,6 +188,7 @@ func (q *Queries) ClaimCreate(ctx context.Context, arg ClaimCreateParams) (Alloc
 		&i.SuspensionAbortedAt,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
+		&i.AbandonedAt,
 	)
 	return i, err
 }
@@ -243,7 +245,7 @@ func (q *Queries) CountUnreleasedAllocations(ctx context.Context) ([]CountUnrele
 }
 
 const getAllocation = `-- name: GetAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at FROM allocations WHERE id = $1
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at FROM allocations WHERE id = $1
 `
 
 func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
@@ -296,6 +298,7 @@ func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, 
 		&i.SuspensionAbortedAt,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
+		&i.AbandonedAt,
 	)
 	return i, err
 }
@@ -319,7 +322,7 @@ func (q *Queries) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Ge
 }
 
 const getAllocationWithSession = `-- name: GetAllocationWithSession :one
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE a.id = $1
@@ -380,13 +383,14 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 		&i.Allocation.SuspensionAbortedAt,
 		&i.Allocation.SuspendRequestedAt,
 		&i.Allocation.RestoredAt,
+		&i.Allocation.AbandonedAt,
 		&i.SessionID,
 	)
 	return i, err
 }
 
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at FROM allocations WHERE environment_id = $1 AND state <> 'released'
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at FROM allocations WHERE environment_id = $1 AND state <> 'released'
 `
 
 func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, environmentID uuid.UUID) (Allocation, error) {
@@ -439,6 +443,7 @@ func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, env
 		&i.SuspensionAbortedAt,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
+		&i.AbandonedAt,
 	)
 	return i, err
 }
@@ -450,7 +455,7 @@ INSERT INTO allocations (id, environment_id, tenant_id, node_id, generation,
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8,
         $9, $10)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
 `
 
 type InsertAllocationParams struct {
@@ -527,12 +532,13 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		&i.SuspensionAbortedAt,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
+		&i.AbandonedAt,
 	)
 	return i, err
 }
 
 const listAllocationsByAge = `-- name: ListAllocationsByAge :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, e.session_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE (a.created_at, a.id) > ($1::timestamptz, $2::uuid)
@@ -619,6 +625,7 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 			&i.Allocation.SuspensionAbortedAt,
 			&i.Allocation.SuspendRequestedAt,
 			&i.Allocation.RestoredAt,
+			&i.Allocation.AbandonedAt,
 			&i.SessionID,
 		); err != nil {
 			return nil, err
@@ -632,7 +639,7 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 }
 
 const listAllocationsForNode = `-- name: ListAllocationsForNode :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at FROM allocations
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at FROM allocations
 WHERE node_id = $1 AND state <> 'released' AND id > $2
 ORDER BY id
 LIMIT $3
@@ -702,6 +709,7 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 			&i.SuspensionAbortedAt,
 			&i.SuspendRequestedAt,
 			&i.RestoredAt,
+			&i.AbandonedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -714,7 +722,7 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 }
 
 const listObservableForNode = `-- name: ListObservableForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at,
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at,
        (a.observed_at IS NULL
         OR a.observed_at <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
@@ -820,6 +828,7 @@ func (q *Queries) ListObservableForNode(ctx context.Context, arg ListObservableF
 			&i.Allocation.SuspensionAbortedAt,
 			&i.Allocation.SuspendRequestedAt,
 			&i.Allocation.RestoredAt,
+			&i.Allocation.AbandonedAt,
 			&i.ObservationDue,
 			&i.KeepaliveDue,
 			&i.KeepaliveLapsed,
@@ -898,7 +907,7 @@ func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNode
 }
 
 const listSuspensionCandidatesForNode = `-- name: ListSuspensionCandidatesForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, coalesce(i.since, now())::timestamptz AS idle_since
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, coalesce(i.since, now())::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
@@ -994,6 +1003,7 @@ func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListS
 			&i.Allocation.SuspensionAbortedAt,
 			&i.Allocation.SuspendRequestedAt,
 			&i.Allocation.RestoredAt,
+			&i.Allocation.AbandonedAt,
 			&i.IdleSince,
 		); err != nil {
 			return nil, err
@@ -1007,7 +1017,7 @@ func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListS
 }
 
 const lockAllocation = `-- name: LockAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at FROM allocations WHERE id = $1 FOR UPDATE
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at FROM allocations WHERE id = $1 FOR UPDATE
 `
 
 // LockAllocation reads an allocation and locks its row until the
@@ -1062,6 +1072,7 @@ func (q *Queries) LockAllocation(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.SuspensionAbortedAt,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
+		&i.AbandonedAt,
 	)
 	return i, err
 }
@@ -1073,7 +1084,7 @@ SET observed_at      = now(),
     observed_reason  = $2::text,
     keepalive_at     = CASE WHEN $3::boolean THEN now() ELSE keepalive_at END
 WHERE id = $4 AND revision = $5 AND state = 'running'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
 `
 
 type RecordObservationParams struct {
@@ -1145,6 +1156,7 @@ func (q *Queries) RecordObservation(ctx context.Context, arg RecordObservationPa
 		&i.SuspensionAbortedAt,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
+		&i.AbandonedAt,
 	)
 	return i, err
 }
@@ -1216,7 +1228,7 @@ SET state                = $1,
     revision             = revision + 1,
     updated_at           = now()
 WHERE id = $6 AND revision = $7
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
 `
 
 type UpdateAllocationParams struct {
@@ -1290,6 +1302,7 @@ func (q *Queries) UpdateAllocation(ctx context.Context, arg UpdateAllocationPara
 		&i.SuspensionAbortedAt,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
+		&i.AbandonedAt,
 	)
 	return i, err
 }

@@ -58,6 +58,7 @@ type Allocation struct {
 	SuspensionAbortedAt  *time.Time
 	SuspendRequestedAt   *time.Time
 	RestoredAt           *time.Time
+	AbandonedAt          *time.Time
 }
 
 type AllocationLeftover struct {
@@ -156,6 +157,24 @@ type Node struct {
 	State                  string
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
+}
+
+type NodeAbandonedResource struct {
+	NodeID        uuid.UUID
+	Kind          string
+	Identity      string
+	AllocationID  *uuid.UUID
+	EnvironmentID uuid.UUID
+	SessionID     uuid.UUID
+	NativeID      pgtype.Text
+}
+
+type NodeAbandonment struct {
+	NodeID             uuid.UUID
+	Action             string
+	BackendFingerprint string
+	OwnerEpoch         int64
+	AbandonedAt        time.Time
 }
 
 type NodeBackend struct {

@@ -10,7 +10,86 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const abandonNodeAllocations = `-- name: AbandonNodeAllocations :many
+UPDATE allocations
+SET state = 'released', released_at = now(), abandoned_at = now(), revision = revision + 1, updated_at = now()
+WHERE node_id = $1 AND state <> 'released'
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+`
+
+// AbandonNodeAllocations releases every unreleased allocation of node
+// @node_id without cleanup (abandoned_at, migration 0019), returning them
+// as they were named.
+func (q *Queries) AbandonNodeAllocations(ctx context.Context, nodeID uuid.UUID) ([]Allocation, error) {
+	rows, err := q.db.Query(ctx, abandonNodeAllocations, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Allocation
+	for rows.Next() {
+		var i Allocation
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Generation,
+			&i.CredentialDigest,
+			&i.DeviceID,
+			&i.State,
+			&i.CreateReceipt,
+			&i.CreateDispatchedAt,
+			&i.CreateSettled,
+			&i.AbsenceReceipt,
+			&i.BootstrapComplete,
+			&i.ProviderID,
+			&i.ComputePhase,
+			&i.Revision,
+			&i.CleanupRequestedAt,
+			&i.CleanupConfirmedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ReleasedAt,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
+			&i.ObservedAt,
+			&i.ObservedCompute,
+			&i.ObservedReason,
+			&i.KeepaliveAt,
+			&i.DeviceRevokedAt,
+			&i.CreateAbandonedAt,
+			&i.ComputeGeneration,
+			&i.ComputeName,
+			&i.ComputeID,
+			&i.SuspendOperation,
+			&i.QuiesceArmedAt,
+			&i.QuiesceAckedAt,
+			&i.CaptureDispatchedAt,
+			&i.SnapshotID,
+			&i.SnapshotProvenance,
+			&i.SuspendedAt,
+			&i.RetentionDeadline,
+			&i.RestoreOperation,
+			&i.RestoreDispatchedAt,
+			&i.WakeRequestedAt,
+			&i.SuspensionAbortedAt,
+			&i.SuspendRequestedAt,
+			&i.RestoredAt,
+			&i.AbandonedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
 
 const getNode = `-- name: GetNode :one
 SELECT id, advertise_address, certificate_der, certificate_fingerprint, public_key_hash, state, created_at, updated_at FROM nodes WHERE id = $1
@@ -28,6 +107,23 @@ func (q *Queries) GetNode(ctx context.Context, id uuid.UUID) (Node, error) {
 		&i.State,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const getNodeAbandonment = `-- name: GetNodeAbandonment :one
+SELECT node_id, action, backend_fingerprint, owner_epoch, abandoned_at FROM node_abandonments WHERE node_id = $1
+`
+
+func (q *Queries) GetNodeAbandonment(ctx context.Context, nodeID uuid.UUID) (NodeAbandonment, error) {
+	row := q.db.QueryRow(ctx, getNodeAbandonment, nodeID)
+	var i NodeAbandonment
+	err := row.Scan(
+		&i.NodeID,
+		&i.Action,
+		&i.BackendFingerprint,
+		&i.OwnerEpoch,
+		&i.AbandonedAt,
 	)
 	return i, err
 }
@@ -91,6 +187,174 @@ func (q *Queries) InsertNode(ctx context.Context, arg InsertNodeParams) (Node, e
 	return i, err
 }
 
+const insertNodeAbandonedResource = `-- name: InsertNodeAbandonedResource :exec
+INSERT INTO node_abandoned_resources (node_id, kind, identity, allocation_id, environment_id, session_id, native_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT DO NOTHING
+`
+
+type InsertNodeAbandonedResourceParams struct {
+	NodeID        uuid.UUID
+	Kind          string
+	Identity      string
+	AllocationID  *uuid.UUID
+	EnvironmentID uuid.UUID
+	SessionID     uuid.UUID
+	NativeID      pgtype.Text
+}
+
+func (q *Queries) InsertNodeAbandonedResource(ctx context.Context, arg InsertNodeAbandonedResourceParams) error {
+	_, err := q.db.Exec(ctx, insertNodeAbandonedResource,
+		arg.NodeID,
+		arg.Kind,
+		arg.Identity,
+		arg.AllocationID,
+		arg.EnvironmentID,
+		arg.SessionID,
+		arg.NativeID,
+	)
+	return err
+}
+
+const insertNodeAbandonment = `-- name: InsertNodeAbandonment :one
+INSERT INTO node_abandonments (node_id, action, backend_fingerprint, owner_epoch)
+VALUES ($1, $2, $3, $4)
+RETURNING node_id, action, backend_fingerprint, owner_epoch, abandoned_at
+`
+
+type InsertNodeAbandonmentParams struct {
+	NodeID             uuid.UUID
+	Action             string
+	BackendFingerprint string
+	OwnerEpoch         int64
+}
+
+func (q *Queries) InsertNodeAbandonment(ctx context.Context, arg InsertNodeAbandonmentParams) (NodeAbandonment, error) {
+	row := q.db.QueryRow(ctx, insertNodeAbandonment,
+		arg.NodeID,
+		arg.Action,
+		arg.BackendFingerprint,
+		arg.OwnerEpoch,
+	)
+	var i NodeAbandonment
+	err := row.Scan(
+		&i.NodeID,
+		&i.Action,
+		&i.BackendFingerprint,
+		&i.OwnerEpoch,
+		&i.AbandonedAt,
+	)
+	return i, err
+}
+
+const listNodeAbandonedResources = `-- name: ListNodeAbandonedResources :many
+SELECT node_id, kind, identity, allocation_id, environment_id, session_id, native_id FROM node_abandoned_resources WHERE node_id = $1
+ORDER BY allocation_id NULLS LAST, kind, identity
+`
+
+// ListNodeAbandonedResources lists what node @node_id's abandonment
+// named: each allocation's rows together (reservations last), then by
+// kind and identity.
+func (q *Queries) ListNodeAbandonedResources(ctx context.Context, nodeID uuid.UUID) ([]NodeAbandonedResource, error) {
+	rows, err := q.db.Query(ctx, listNodeAbandonedResources, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []NodeAbandonedResource
+	for rows.Next() {
+		var i NodeAbandonedResource
+		if err := rows.Scan(
+			&i.NodeID,
+			&i.Kind,
+			&i.Identity,
+			&i.AllocationID,
+			&i.EnvironmentID,
+			&i.SessionID,
+			&i.NativeID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listNodeBackends = `-- name: ListNodeBackends :many
+SELECT node_id, backend_fingerprint FROM node_backends WHERE node_id = ANY($1::uuid[])
+`
+
+type ListNodeBackendsRow struct {
+	NodeID             uuid.UUID
+	BackendFingerprint string
+}
+
+// ListNodeBackends returns the bindings of those of the nodes @ids that
+// are bound.
+func (q *Queries) ListNodeBackends(ctx context.Context, ids []uuid.UUID) ([]ListNodeBackendsRow, error) {
+	rows, err := q.db.Query(ctx, listNodeBackends, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListNodeBackendsRow
+	for rows.Next() {
+		var i ListNodeBackendsRow
+		if err := rows.Scan(&i.NodeID, &i.BackendFingerprint); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listNodeHeldEnvironments = `-- name: ListNodeHeldEnvironments :many
+SELECT e.id AS environment_id, e.session_id,
+       EXISTS (SELECT 1 FROM allocations a
+               WHERE a.environment_id = e.id AND a.node_id = $1 AND a.state <> 'released')::boolean AS allocated
+FROM environments e
+WHERE e.id IN (SELECT p.environment_id FROM placements p WHERE p.node_id = $1 AND p.state <> 'released'
+               UNION
+               SELECT a.environment_id FROM allocations a WHERE a.node_id = $1 AND a.state <> 'released')
+ORDER BY e.session_id, e.id
+`
+
+type ListNodeHeldEnvironmentsRow struct {
+	EnvironmentID uuid.UUID
+	SessionID     uuid.UUID
+	Allocated     bool
+}
+
+// ListNodeHeldEnvironments lists the Environments node @node_id holds (an
+// unreleased placement or allocation on it), with their Sessions, in
+// Session order (the order their Session locks are taken in), and whether
+// the node holds an unreleased allocation of each.
+func (q *Queries) ListNodeHeldEnvironments(ctx context.Context, nodeID uuid.UUID) ([]ListNodeHeldEnvironmentsRow, error) {
+	rows, err := q.db.Query(ctx, listNodeHeldEnvironments, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListNodeHeldEnvironmentsRow
+	for rows.Next() {
+		var i ListNodeHeldEnvironmentsRow
+		if err := rows.Scan(&i.EnvironmentID, &i.SessionID, &i.Allocated); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listNodeLoads = `-- name: ListNodeLoads :many
 SELECT node_id, held, retained FROM node_load WHERE node_id = ANY($1::uuid[])
 `
@@ -108,6 +372,45 @@ func (q *Queries) ListNodeLoads(ctx context.Context, ids []uuid.UUID) ([]NodeLoa
 	for rows.Next() {
 		var i NodeLoad
 		if err := rows.Scan(&i.NodeID, &i.Held, &i.Retained); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listNodeOwedLeftovers = `-- name: ListNodeOwedLeftovers :many
+SELECT l.id, l.allocation_id, l.kind, l.identity, l.provenance, l.generation, l.native_id, l.created_at, l.deleted_at FROM allocation_leftovers l
+JOIN allocations a ON a.id = l.allocation_id
+WHERE a.node_id = $1 AND a.state <> 'released' AND l.deleted_at IS NULL
+ORDER BY l.allocation_id, l.id
+`
+
+// ListNodeOwedLeftovers lists the leftovers that cleanup still owes of the
+// unreleased allocations of node @node_id.
+func (q *Queries) ListNodeOwedLeftovers(ctx context.Context, nodeID uuid.UUID) ([]AllocationLeftover, error) {
+	rows, err := q.db.Query(ctx, listNodeOwedLeftovers, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AllocationLeftover
+	for rows.Next() {
+		var i AllocationLeftover
+		if err := rows.Scan(
+			&i.ID,
+			&i.AllocationID,
+			&i.Kind,
+			&i.Identity,
+			&i.Provenance,
+			&i.Generation,
+			&i.NativeID,
+			&i.CreatedAt,
+			&i.DeletedAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -215,6 +518,41 @@ func (q *Queries) ListNodesByAge(ctx context.Context, arg ListNodesByAgeParams) 
 	return items, nil
 }
 
+const lockNode = `-- name: LockNode :one
+SELECT id, advertise_address, certificate_der, certificate_fingerprint, public_key_hash, state, created_at, updated_at FROM nodes WHERE id = $1 FOR UPDATE
+`
+
+// LockNode reads a node and locks its row until the transaction ends.
+func (q *Queries) LockNode(ctx context.Context, id uuid.UUID) (Node, error) {
+	row := q.db.QueryRow(ctx, lockNode, id)
+	var i Node
+	err := row.Scan(
+		&i.ID,
+		&i.AdvertiseAddress,
+		&i.CertificateDER,
+		&i.CertificateFingerprint,
+		&i.PublicKeyHash,
+		&i.State,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const lockNodePresenceDiagnostic = `-- name: LockNodePresenceDiagnostic :one
+SELECT diagnostic_code FROM node_presence WHERE node_id = $1 FOR UPDATE
+`
+
+// LockNodePresenceDiagnostic reads the node's latest recorded diagnostic
+// and locks its presence row (a presence record waits for the
+// transaction).
+func (q *Queries) LockNodePresenceDiagnostic(ctx context.Context, nodeID uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, lockNodePresenceDiagnostic, nodeID)
+	var diagnostic_code string
+	err := row.Scan(&diagnostic_code)
+	return diagnostic_code, err
+}
+
 const notifyNodeWork = `-- name: NotifyNodeWork :exec
 SELECT pg_notify('berth_node_work', $1::text)
 `
@@ -225,6 +563,18 @@ SELECT pg_notify('berth_node_work', $1::text)
 // when it rolls back; the workers' periodic scan remains the safety net.
 func (q *Queries) NotifyNodeWork(ctx context.Context, nodeID string) error {
 	_, err := q.db.Exec(ctx, notifyNodeWork, nodeID)
+	return err
+}
+
+const releaseNodePlacements = `-- name: ReleaseNodePlacements :exec
+UPDATE placements SET state = 'released', released_at = coalesce(released_at, now())
+WHERE node_id = $1 AND state <> 'released'
+`
+
+// ReleaseNodePlacements releases every unreleased placement on node
+// @node_id.
+func (q *Queries) ReleaseNodePlacements(ctx context.Context, nodeID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, releaseNodePlacements, nodeID)
 	return err
 }
 

@@ -26,11 +26,10 @@ const choosePlacementNode = `-- name: ChoosePlacementNode :one
 SELECT n.id, h.held
 FROM nodes n
 JOIN node_presence p ON p.node_id = n.id
-JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
 JOIN node_load h ON h.node_id = n.id
 WHERE n.state = 'enabled'
-  AND p.connected AND p.ready AND p.generation = $1::bigint
-  AND p.reported_at > now() - interval '45 seconds'
+  AND p.ready AND p.generation = $1::bigint
+  AND node_present(p.connected, p.reported_at, p.owner_epoch)
   AND h.held < $2::bigint
   AND h.held < coalesce(p.cpu_millis / nullif($3::bigint, 0), $2::bigint)
   AND h.held < coalesce(p.memory_bytes / nullif($4::bigint, 0), $2::bigint)
@@ -54,11 +53,12 @@ type ChoosePlacementNodeRow struct {
 }
 
 // ChoosePlacementNode picks the node for a new placement, reading durable
-// presence only. A node qualifies when it is enabled and its presence
-// record counts: its connection is still held, it is ready for
-// generation @generation, its latest health report is younger than 45
-// seconds by the database clock, and it was recorded under the owner epoch
-// that holds the unexpired execution lease. Among those it takes the one
+// presence only. A node qualifies when it is enabled, ready for
+// generation @generation and present (node_present, migration 0019: its
+// connection is still held, its latest health report arrived less than 45
+// seconds ago by the database clock, and it was recorded under the owner
+// epoch that holds the unexpired execution lease; the one predicate the
+// admin API reports too). Among those it takes the one
 // holding the fewest environments (unreleased placements or unreleased
 // allocations, so reservations and unresolved resources both count),
 // provided it holds fewer than @max_active and fewer than its reported
@@ -100,11 +100,10 @@ const choosePlacementNodeWait = `-- name: ChoosePlacementNodeWait :one
 SELECT n.id, h.held
 FROM nodes n
 JOIN node_presence p ON p.node_id = n.id
-JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
 JOIN node_load h ON h.node_id = n.id
 WHERE n.state = 'enabled'
-  AND p.connected AND p.ready AND p.generation = $1::bigint
-  AND p.reported_at > now() - interval '45 seconds'
+  AND p.ready AND p.generation = $1::bigint
+  AND node_present(p.connected, p.reported_at, p.owner_epoch)
   AND h.held < $2::bigint
   AND h.held < coalesce(p.cpu_millis / nullif($3::bigint, 0), $2::bigint)
   AND h.held < coalesce(p.memory_bytes / nullif($4::bigint, 0), $2::bigint)

@@ -35,12 +35,21 @@ func (q *Queries) BindNodeBackend(ctx context.Context, arg BindNodeBackendParams
 	return backend_fingerprint, err
 }
 
+const getNodeBackend = `-- name: GetNodeBackend :one
+SELECT backend_fingerprint FROM node_backends WHERE node_id = $1
+`
+
+// GetNodeBackend returns the backend the node is bound to (no row while it
+// is unbound).
+func (q *Queries) GetNodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, getNodeBackend, nodeID)
+	var backend_fingerprint string
+	err := row.Scan(&backend_fingerprint)
+	return backend_fingerprint, err
+}
+
 const getNodePresence = `-- name: GetNodePresence :one
-SELECT p.node_id, p.connection_id, p.owner_epoch, p.generation, p.ready, p.diagnostic_code, p.reported_at, p.connected, p.cpu_millis, p.memory_bytes, p.disk_free_bytes,
-       (p.connected
-        AND p.reported_at > now() - interval '45 seconds'
-        AND EXISTS (SELECT 1 FROM execution_lease l
-                    WHERE l.owner_epoch = p.owner_epoch AND l.expires_at > now()))::boolean AS present
+SELECT p.node_id, p.connection_id, p.owner_epoch, p.generation, p.ready, p.diagnostic_code, p.reported_at, p.connected, p.cpu_millis, p.memory_bytes, p.disk_free_bytes, node_present(p.connected, p.reported_at, p.owner_epoch)::boolean AS present
 FROM node_presence p
 WHERE p.node_id = $1
 `
@@ -61,9 +70,8 @@ type GetNodePresenceRow struct {
 }
 
 // GetNodePresence returns the node's latest presence and whether it counts
-// as present now: its connection still held, reported within 45 seconds
-// by the database clock, under the owner epoch that holds the unexpired
-// execution lease (the same predicate ChoosePlacementNode applies).
+// as present now (node_present, migration 0019: the predicate placement
+// applies).
 func (q *Queries) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (GetNodePresenceRow, error) {
 	row := q.db.QueryRow(ctx, getNodePresence, nodeID)
 	var i GetNodePresenceRow
@@ -82,6 +90,62 @@ func (q *Queries) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (GetNod
 		&i.Present,
 	)
 	return i, err
+}
+
+const listNodePresence = `-- name: ListNodePresence :many
+SELECT p.node_id, p.connection_id, p.owner_epoch, p.generation, p.ready, p.diagnostic_code, p.reported_at, p.connected, p.cpu_millis, p.memory_bytes, p.disk_free_bytes, node_present(p.connected, p.reported_at, p.owner_epoch)::boolean AS present
+FROM node_presence p
+WHERE p.node_id = ANY($1::uuid[])
+`
+
+type ListNodePresenceRow struct {
+	NodeID         uuid.UUID
+	ConnectionID   uuid.UUID
+	OwnerEpoch     int64
+	Generation     int64
+	Ready          bool
+	DiagnosticCode string
+	ReportedAt     time.Time
+	Connected      bool
+	CPUMillis      int64
+	MemoryBytes    int64
+	DiskFreeBytes  int64
+	Present        bool
+}
+
+// ListNodePresence is GetNodePresence of each of the nodes @ids that has a
+// record.
+func (q *Queries) ListNodePresence(ctx context.Context, ids []uuid.UUID) ([]ListNodePresenceRow, error) {
+	rows, err := q.db.Query(ctx, listNodePresence, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListNodePresenceRow
+	for rows.Next() {
+		var i ListNodePresenceRow
+		if err := rows.Scan(
+			&i.NodeID,
+			&i.ConnectionID,
+			&i.OwnerEpoch,
+			&i.Generation,
+			&i.Ready,
+			&i.DiagnosticCode,
+			&i.ReportedAt,
+			&i.Connected,
+			&i.CPUMillis,
+			&i.MemoryBytes,
+			&i.DiskFreeBytes,
+			&i.Present,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const markNodeDisconnected = `-- name: MarkNodeDisconnected :execrows
@@ -109,7 +173,8 @@ const recordNodePresence = `-- name: RecordNodePresence :one
 INSERT INTO node_presence (node_id, connection_id, owner_epoch, generation, ready, diagnostic_code,
                            cpu_millis, memory_bytes, disk_free_bytes, connected, reported_at)
 VALUES ($1, $2, $3, $4, $5, $6,
-        $7, $8, $9, true, now())
+        $7, $8, $9, true,
+        now() - ($10::bigint * interval '1 microsecond'))
 ON CONFLICT (node_id) DO UPDATE
 SET connection_id = EXCLUDED.connection_id,
     owner_epoch = EXCLUDED.owner_epoch,
@@ -120,26 +185,30 @@ SET connection_id = EXCLUDED.connection_id,
     memory_bytes = EXCLUDED.memory_bytes,
     disk_free_bytes = EXCLUDED.disk_free_bytes,
     connected = true,
-    reported_at = now()
+    reported_at = EXCLUDED.reported_at
 WHERE node_presence.owner_epoch <= EXCLUDED.owner_epoch
 RETURNING node_id, connection_id, owner_epoch, generation, ready, diagnostic_code, reported_at, connected, cpu_millis, memory_bytes, disk_free_bytes
 `
 
 type RecordNodePresenceParams struct {
-	NodeID         uuid.UUID
-	ConnectionID   uuid.UUID
-	OwnerEpoch     int64
-	Generation     int64
-	Ready          bool
-	DiagnosticCode string
-	CPUMillis      int64
-	MemoryBytes    int64
-	DiskFreeBytes  int64
+	NodeID          uuid.UUID
+	ConnectionID    uuid.UUID
+	OwnerEpoch      int64
+	Generation      int64
+	Ready           bool
+	DiagnosticCode  string
+	CPUMillis       int64
+	MemoryBytes     int64
+	DiskFreeBytes   int64
+	ReportAgeMicros int64
 }
 
-// RecordNodePresence stores a health report received on a connection. A
-// Core with an older owner epoch than the recorded one changes nothing
-// (and gets no row back).
+// RecordNodePresence stores a health report received on a connection.
+// reported_at is when the report arrived by the database clock: now()
+// less @report_age_micros, the time since its arrival as Core measured it
+// (so a report recorded again, with no newer one, keeps ageing). A Core
+// with an older owner epoch than the recorded one changes nothing (and
+// gets no row back).
 func (q *Queries) RecordNodePresence(ctx context.Context, arg RecordNodePresenceParams) (NodePresence, error) {
 	row := q.db.QueryRow(ctx, recordNodePresence,
 		arg.NodeID,
@@ -151,6 +220,7 @@ func (q *Queries) RecordNodePresence(ctx context.Context, arg RecordNodePresence
 		arg.CPUMillis,
 		arg.MemoryBytes,
 		arg.DiskFreeBytes,
+		arg.ReportAgeMicros,
 	)
 	var i NodePresence
 	err := row.Scan(

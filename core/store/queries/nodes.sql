@@ -50,3 +50,75 @@ SELECT pg_notify('berth_node_work', sqlc.arg(node_id)::text);
 -- exact by the database): active environments (placements and unreleased
 -- allocations not suspended) and retained snapshots.
 SELECT node_id, held, retained FROM node_load WHERE node_id = ANY(@ids::uuid[]);
+
+-- name: LockNode :one
+-- LockNode reads a node and locks its row until the transaction ends.
+SELECT * FROM nodes WHERE id = @id FOR UPDATE;
+
+-- name: ListNodeBackends :many
+-- ListNodeBackends returns the bindings of those of the nodes @ids that
+-- are bound.
+SELECT node_id, backend_fingerprint FROM node_backends WHERE node_id = ANY(@ids::uuid[]);
+
+-- name: LockNodePresenceDiagnostic :one
+-- LockNodePresenceDiagnostic reads the node's latest recorded diagnostic
+-- and locks its presence row (a presence record waits for the
+-- transaction).
+SELECT diagnostic_code FROM node_presence WHERE node_id = @node_id FOR UPDATE;
+
+-- name: ListNodeHeldEnvironments :many
+-- ListNodeHeldEnvironments lists the Environments node @node_id holds (an
+-- unreleased placement or allocation on it), with their Sessions, in
+-- Session order (the order their Session locks are taken in), and whether
+-- the node holds an unreleased allocation of each.
+SELECT e.id AS environment_id, e.session_id,
+       EXISTS (SELECT 1 FROM allocations a
+               WHERE a.environment_id = e.id AND a.node_id = @node_id AND a.state <> 'released')::boolean AS allocated
+FROM environments e
+WHERE e.id IN (SELECT p.environment_id FROM placements p WHERE p.node_id = @node_id AND p.state <> 'released'
+               UNION
+               SELECT a.environment_id FROM allocations a WHERE a.node_id = @node_id AND a.state <> 'released')
+ORDER BY e.session_id, e.id;
+
+-- name: ListNodeOwedLeftovers :many
+-- ListNodeOwedLeftovers lists the leftovers that cleanup still owes of the
+-- unreleased allocations of node @node_id.
+SELECT l.* FROM allocation_leftovers l
+JOIN allocations a ON a.id = l.allocation_id
+WHERE a.node_id = @node_id AND a.state <> 'released' AND l.deleted_at IS NULL
+ORDER BY l.allocation_id, l.id;
+
+-- name: AbandonNodeAllocations :many
+-- AbandonNodeAllocations releases every unreleased allocation of node
+-- @node_id without cleanup (abandoned_at, migration 0019), returning them
+-- as they were named.
+UPDATE allocations
+SET state = 'released', released_at = now(), abandoned_at = now(), revision = revision + 1, updated_at = now()
+WHERE node_id = @node_id AND state <> 'released'
+RETURNING *;
+
+-- name: ReleaseNodePlacements :exec
+-- ReleaseNodePlacements releases every unreleased placement on node
+-- @node_id.
+UPDATE placements SET state = 'released', released_at = coalesce(released_at, now())
+WHERE node_id = @node_id AND state <> 'released';
+
+-- name: InsertNodeAbandonment :one
+INSERT INTO node_abandonments (node_id, action, backend_fingerprint, owner_epoch)
+VALUES (@node_id, @action, @backend_fingerprint, @owner_epoch)
+RETURNING *;
+
+-- name: InsertNodeAbandonedResource :exec
+INSERT INTO node_abandoned_resources (node_id, kind, identity, allocation_id, environment_id, session_id, native_id)
+VALUES (@node_id, @kind, @identity, @allocation_id, @environment_id, @session_id, @native_id)
+ON CONFLICT DO NOTHING;
+
+-- name: GetNodeAbandonment :one
+SELECT * FROM node_abandonments WHERE node_id = @node_id;
+
+-- name: ListNodeAbandonedResources :many
+-- ListNodeAbandonedResources lists what node @node_id's abandonment
+-- named: each allocation's rows together (reservations last), then by
+-- kind and identity.
+SELECT * FROM node_abandoned_resources WHERE node_id = @node_id
+ORDER BY allocation_id NULLS LAST, kind, identity;

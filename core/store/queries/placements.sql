@@ -1,10 +1,11 @@
 -- name: ChoosePlacementNode :one
 -- ChoosePlacementNode picks the node for a new placement, reading durable
--- presence only. A node qualifies when it is enabled and its presence
--- record counts: its connection is still held, it is ready for
--- generation @generation, its latest health report is younger than 45
--- seconds by the database clock, and it was recorded under the owner epoch
--- that holds the unexpired execution lease. Among those it takes the one
+-- presence only. A node qualifies when it is enabled, ready for
+-- generation @generation and present (node_present, migration 0019: its
+-- connection is still held, its latest health report arrived less than 45
+-- seconds ago by the database clock, and it was recorded under the owner
+-- epoch that holds the unexpired execution lease; the one predicate the
+-- admin API reports too). Among those it takes the one
 -- holding the fewest environments (unreleased placements or unreleased
 -- allocations, so reservations and unresolved resources both count),
 -- provided it holds fewer than @max_active and fewer than its reported
@@ -32,11 +33,10 @@
 SELECT n.id, h.held
 FROM nodes n
 JOIN node_presence p ON p.node_id = n.id
-JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
 JOIN node_load h ON h.node_id = n.id
 WHERE n.state = 'enabled'
-  AND p.connected AND p.ready AND p.generation = @generation::bigint
-  AND p.reported_at > now() - interval '45 seconds'
+  AND p.ready AND p.generation = @generation::bigint
+  AND node_present(p.connected, p.reported_at, p.owner_epoch)
   AND h.held < @max_active::bigint
   AND h.held < coalesce(p.cpu_millis / nullif(@cpu_millis::bigint, 0), @max_active::bigint)
   AND h.held < coalesce(p.memory_bytes / nullif(@memory_bytes::bigint, 0), @max_active::bigint)
@@ -55,11 +55,10 @@ FOR UPDATE OF h SKIP LOCKED;
 SELECT n.id, h.held
 FROM nodes n
 JOIN node_presence p ON p.node_id = n.id
-JOIN execution_lease l ON l.owner_epoch = p.owner_epoch AND l.expires_at > now()
 JOIN node_load h ON h.node_id = n.id
 WHERE n.state = 'enabled'
-  AND p.connected AND p.ready AND p.generation = @generation::bigint
-  AND p.reported_at > now() - interval '45 seconds'
+  AND p.ready AND p.generation = @generation::bigint
+  AND node_present(p.connected, p.reported_at, p.owner_epoch)
   AND h.held < @max_active::bigint
   AND h.held < coalesce(p.cpu_millis / nullif(@cpu_millis::bigint, 0), @max_active::bigint)
   AND h.held < coalesce(p.memory_bytes / nullif(@memory_bytes::bigint, 0), @max_active::bigint)

@@ -1,11 +1,15 @@
 -- name: RecordNodePresence :one
--- RecordNodePresence stores a health report received on a connection. A
--- Core with an older owner epoch than the recorded one changes nothing
--- (and gets no row back).
+-- RecordNodePresence stores a health report received on a connection.
+-- reported_at is when the report arrived by the database clock: now()
+-- less @report_age_micros, the time since its arrival as Core measured it
+-- (so a report recorded again, with no newer one, keeps ageing). A Core
+-- with an older owner epoch than the recorded one changes nothing (and
+-- gets no row back).
 INSERT INTO node_presence (node_id, connection_id, owner_epoch, generation, ready, diagnostic_code,
                            cpu_millis, memory_bytes, disk_free_bytes, connected, reported_at)
 VALUES (@node_id, @connection_id, @owner_epoch, @generation, @ready, @diagnostic_code,
-        @cpu_millis, @memory_bytes, @disk_free_bytes, true, now())
+        @cpu_millis, @memory_bytes, @disk_free_bytes, true,
+        now() - (sqlc.arg(report_age_micros)::bigint * interval '1 microsecond'))
 ON CONFLICT (node_id) DO UPDATE
 SET connection_id = EXCLUDED.connection_id,
     owner_epoch = EXCLUDED.owner_epoch,
@@ -16,22 +20,24 @@ SET connection_id = EXCLUDED.connection_id,
     memory_bytes = EXCLUDED.memory_bytes,
     disk_free_bytes = EXCLUDED.disk_free_bytes,
     connected = true,
-    reported_at = now()
+    reported_at = EXCLUDED.reported_at
 WHERE node_presence.owner_epoch <= EXCLUDED.owner_epoch
 RETURNING *;
 
 -- name: GetNodePresence :one
 -- GetNodePresence returns the node's latest presence and whether it counts
--- as present now: its connection still held, reported within 45 seconds
--- by the database clock, under the owner epoch that holds the unexpired
--- execution lease (the same predicate ChoosePlacementNode applies).
-SELECT p.*,
-       (p.connected
-        AND p.reported_at > now() - interval '45 seconds'
-        AND EXISTS (SELECT 1 FROM execution_lease l
-                    WHERE l.owner_epoch = p.owner_epoch AND l.expires_at > now()))::boolean AS present
+-- as present now (node_present, migration 0019: the predicate placement
+-- applies).
+SELECT p.*, node_present(p.connected, p.reported_at, p.owner_epoch)::boolean AS present
 FROM node_presence p
 WHERE p.node_id = @node_id;
+
+-- name: ListNodePresence :many
+-- ListNodePresence is GetNodePresence of each of the nodes @ids that has a
+-- record.
+SELECT p.*, node_present(p.connected, p.reported_at, p.owner_epoch)::boolean AS present
+FROM node_presence p
+WHERE p.node_id = ANY(@ids::uuid[]);
 
 -- name: MarkNodeDisconnected :execrows
 -- MarkNodeDisconnected records that connection @connection_id to the node
@@ -48,3 +54,8 @@ INSERT INTO node_backends (node_id, backend_fingerprint, owner_epoch)
 VALUES (@node_id, @backend_fingerprint, @owner_epoch)
 ON CONFLICT (node_id) DO UPDATE SET node_id = node_backends.node_id
 RETURNING backend_fingerprint;
+
+-- name: GetNodeBackend :one
+-- GetNodeBackend returns the backend the node is bound to (no row while it
+-- is unbound).
+SELECT backend_fingerprint FROM node_backends WHERE node_id = @node_id;

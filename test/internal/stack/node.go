@@ -105,7 +105,7 @@ type NodeOptions struct {
 	// process, after the test's own.
 	Env []string
 	// HealthInterval is the configuration's health_interval (default
-	// "1m"): the period of health reports, and of the adapter's upkeep
+	// "10s"): the period of health reports, and of the adapter's upkeep
 	// that runs beside each probe.
 	HealthInterval string
 }
@@ -210,7 +210,9 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 			"socket": o.Socket, "image": o.Image, "network": o.Network,
 			"seccomp_profile": filepath.Join(RepoRoot(), "deploy", "runtime", "seccomp.json"),
 		},
-		"health_interval": cmp.Or(o.HealthInterval, "1m"),
+		// Core's presence window is 45 s: a report every 10 s (the
+		// default here) keeps a node present.
+		"health_interval": cmp.Or(o.HealthInterval, "10s"),
 		"capacity":        capacity,
 	}
 	if o.MetricsListen != "" {

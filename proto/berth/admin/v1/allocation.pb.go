@@ -134,7 +134,12 @@ type Allocation struct {
 	ReleaseTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=release_time,json=releaseTime,proto3" json:"release_time,omitempty"`
 	// create_failed: Create settled without compute (the provider's explicit
 	// absence receipt). It stays true through cleanup and release.
-	CreateFailed  bool `protobuf:"varint,10,opt,name=create_failed,json=createFailed,proto3" json:"create_failed,omitempty"`
+	CreateFailed bool `protobuf:"varint,10,opt,name=create_failed,json=createFailed,proto3" json:"create_failed,omitempty"`
+	// abandoned: released by an operator's abandon of its node
+	// (RemoveNodeRequest abandon), without cleanup: its cleanup was never
+	// confirmed, and its compute and storage may remain on the abandoned
+	// backend.
+	Abandoned     bool `protobuf:"varint,11,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -235,6 +240,13 @@ func (x *Allocation) GetReleaseTime() *timestamppb.Timestamp {
 func (x *Allocation) GetCreateFailed() bool {
 	if x != nil {
 		return x.CreateFailed
+	}
+	return false
+}
+
+func (x *Allocation) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
 	}
 	return false
 }
@@ -455,7 +467,7 @@ var File_berth_admin_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fberth/admin/v1/allocation.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x04\n" +
+	"\x1fberth/admin/v1/allocation.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x04\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -471,7 +483,8 @@ const file_berth_admin_v1_allocation_proto_rawDesc = "" +
 	"createTime\x12=\n" +
 	"\frelease_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vreleaseTime\x12#\n" +
 	"\rcreate_failed\x18\n" +
-	" \x01(\bR\fcreateFailed\"\x9b\x01\n" +
+	" \x01(\bR\fcreateFailed\x12\x1c\n" +
+	"\tabandoned\x18\v \x01(\bR\tabandoned\"\x9b\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_PENDING\x10\x01\x12\x12\n" +

@@ -600,8 +600,15 @@ type Node struct {
 	EnrollTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=enroll_time,json=enrollTime,proto3" json:"enroll_time,omitempty"`
 	// enrollment_token is "enrollmentTokens/{token}" the node enrolled with.
 	EnrollmentToken string `protobuf:"bytes,9,opt,name=enrollment_token,json=enrollmentToken,proto3" json:"enrollment_token,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// backend_fingerprint is the native backend the node is bound to (for
+	// Docker "docker:" and the engine's id): the one it first served the
+	// committed deployment on, which its allocations resolve to for good.
+	// Empty before it first did. A node whose agent runs against another
+	// backend is not ready (backend_fingerprint_mismatch) and Core sends it
+	// nothing.
+	BackendFingerprint string `protobuf:"bytes,10,opt,name=backend_fingerprint,json=backendFingerprint,proto3" json:"backend_fingerprint,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -693,6 +700,13 @@ func (x *Node) GetEnrollTime() *timestamppb.Timestamp {
 func (x *Node) GetEnrollmentToken() string {
 	if x != nil {
 		return x.EnrollmentToken
+	}
+	return ""
+}
+
+func (x *Node) GetBackendFingerprint() string {
+	if x != nil {
+		return x.BackendFingerprint
 	}
 	return ""
 }
@@ -1362,7 +1376,20 @@ func (x *RetireNodeResponse) GetNode() *Node {
 type RemoveNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is "nodes/{node}".
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// abandon, when set, removes a retired node that still holds
+	// allocations, snapshots or reservations by abandoning them, for a host
+	// that really moved to another engine: the node's agent must have come
+	// back on another backend than the one the node is bound to (readiness
+	// diagnostic backend_fingerprint_mismatch), and abandon must name the
+	// bound backend. Core then, in one transaction, ends every Environment
+	// the node holds as failed (failure code node_abandoned, the Sessions'
+	// devices revoked, their Turns settled as for any terminal cleanup),
+	// releases their allocations and reservations without any cleanup,
+	// records the abandonment (the response's abandonment) and removes the
+	// node. Whatever the abandoned allocations left on the bound backend
+	// stays there: the operator removes it. Unset: an ordinary removal.
+	Abandon       *NodeAbandon `protobuf:"bytes,2,opt,name=abandon,proto3" json:"abandon,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1404,18 +1431,75 @@ func (x *RemoveNodeRequest) GetName() string {
 	return ""
 }
 
+func (x *RemoveNodeRequest) GetAbandon() *NodeAbandon {
+	if x != nil {
+		return x.Abandon
+	}
+	return nil
+}
+
+// NodeAbandon is an operator's explicit abandon of what a node holds.
+type NodeAbandon struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// backend_fingerprint must be the node's bound backend (Node
+	// backend_fingerprint): the backend whose resources are abandoned.
+	BackendFingerprint string `protobuf:"bytes,1,opt,name=backend_fingerprint,json=backendFingerprint,proto3" json:"backend_fingerprint,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *NodeAbandon) Reset() {
+	*x = NodeAbandon{}
+	mi := &file_berth_admin_v1_node_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAbandon) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAbandon) ProtoMessage() {}
+
+func (x *NodeAbandon) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_node_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAbandon.ProtoReflect.Descriptor instead.
+func (*NodeAbandon) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_node_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *NodeAbandon) GetBackendFingerprint() string {
+	if x != nil {
+		return x.BackendFingerprint
+	}
+	return ""
+}
+
 // RemoveNodeResponse carries the node.
 type RemoveNodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node after the change.
-	Node          *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Node *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// abandonment is what the removal abandoned, as Core recorded it; unset
+	// for an ordinary removal.
+	Abandonment   *NodeAbandonment `protobuf:"bytes,2,opt,name=abandonment,proto3" json:"abandonment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_berth_admin_v1_node_proto_msgTypes[20]
+	mi := &file_berth_admin_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1511,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_node_proto_msgTypes[20]
+	mi := &file_berth_admin_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1524,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_berth_admin_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RemoveNodeResponse) GetNode() *Node {
@@ -1448,6 +1532,172 @@ func (x *RemoveNodeResponse) GetNode() *Node {
 		return x.Node
 	}
 	return nil
+}
+
+func (x *RemoveNodeResponse) GetAbandonment() *NodeAbandonment {
+	if x != nil {
+		return x.Abandonment
+	}
+	return nil
+}
+
+// NodeAbandonment is the durable record of a node removed by abandoning
+// what it held (RemoveNodeRequest abandon).
+type NodeAbandonment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// backend_fingerprint is the abandoned backend (the node's binding).
+	BackendFingerprint string `protobuf:"bytes,1,opt,name=backend_fingerprint,json=backendFingerprint,proto3" json:"backend_fingerprint,omitempty"`
+	// abandon_time is when the abandonment committed (database clock).
+	AbandonTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=abandon_time,json=abandonTime,proto3" json:"abandon_time,omitempty"`
+	// allocations are the abandoned allocations, in id order. Core no
+	// longer owns them; their compute and storage may remain on the
+	// abandoned backend.
+	Allocations []*AbandonedAllocation `protobuf:"bytes,3,rep,name=allocations,proto3" json:"allocations,omitempty"`
+	// reservations are the Sessions ("sessions/{session}") whose
+	// Environment held only a reservation on the node (no allocation, so
+	// nothing on any engine), released.
+	Reservations  []string `protobuf:"bytes,4,rep,name=reservations,proto3" json:"reservations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAbandonment) Reset() {
+	*x = NodeAbandonment{}
+	mi := &file_berth_admin_v1_node_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAbandonment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAbandonment) ProtoMessage() {}
+
+func (x *NodeAbandonment) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_node_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAbandonment.ProtoReflect.Descriptor instead.
+func (*NodeAbandonment) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_node_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *NodeAbandonment) GetBackendFingerprint() string {
+	if x != nil {
+		return x.BackendFingerprint
+	}
+	return ""
+}
+
+func (x *NodeAbandonment) GetAbandonTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AbandonTime
+	}
+	return nil
+}
+
+func (x *NodeAbandonment) GetAllocations() []*AbandonedAllocation {
+	if x != nil {
+		return x.Allocations
+	}
+	return nil
+}
+
+func (x *NodeAbandonment) GetReservations() []string {
+	if x != nil {
+		return x.Reservations
+	}
+	return nil
+}
+
+// AbandonedAllocation is one allocation a node's abandonment released
+// without cleanup. Like every admin message it carries Berth names, never
+// native ids: what the allocation left on the abandoned backend carries
+// the installation's and the allocation's ownership labels (Docker:
+// io.berth.installation, io.berth.allocation), and Core's durable record
+// of the abandonment keeps the native identities.
+type AbandonedAllocation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// allocation is "allocations/{allocation}".
+	Allocation string `protobuf:"bytes,1,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	// session is "sessions/{session}" it served.
+	Session string `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	// snapshots is how many snapshots of it were abandoned: the one it was
+	// suspended into and those cleanup still owed.
+	Snapshots int32 `protobuf:"varint,3,opt,name=snapshots,proto3" json:"snapshots,omitempty"`
+	// incarnations is how many of its compute incarnations other than its
+	// Create's were abandoned: the one a restore made it run as and those
+	// cleanup still owed.
+	Incarnations  int32 `protobuf:"varint,4,opt,name=incarnations,proto3" json:"incarnations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbandonedAllocation) Reset() {
+	*x = AbandonedAllocation{}
+	mi := &file_berth_admin_v1_node_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbandonedAllocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbandonedAllocation) ProtoMessage() {}
+
+func (x *AbandonedAllocation) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_node_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbandonedAllocation.ProtoReflect.Descriptor instead.
+func (*AbandonedAllocation) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_node_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AbandonedAllocation) GetAllocation() string {
+	if x != nil {
+		return x.Allocation
+	}
+	return ""
+}
+
+func (x *AbandonedAllocation) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *AbandonedAllocation) GetSnapshots() int32 {
+	if x != nil {
+		return x.Snapshots
+	}
+	return 0
+}
+
+func (x *AbandonedAllocation) GetIncarnations() int32 {
+	if x != nil {
+		return x.Incarnations
+	}
+	return 0
 }
 
 var File_berth_admin_v1_node_proto protoreflect.FileDescriptor
@@ -1492,7 +1742,7 @@ const file_berth_admin_v1_node_proto_rawDesc = "" +
 	"\x1cRevokeEnrollmentTokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"k\n" +
 	"\x1dRevokeEnrollmentTokenResponse\x12J\n" +
-	"\x10enrollment_token\x18\x01 \x01(\v2\x1f.berth.admin.v1.EnrollmentTokenR\x0fenrollmentToken\"\x83\x04\n" +
+	"\x10enrollment_token\x18\x01 \x01(\v2\x1f.berth.admin.v1.EnrollmentTokenR\x0fenrollmentToken\"\xb4\x04\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12+\n" +
@@ -1503,7 +1753,9 @@ const file_berth_admin_v1_node_proto_rawDesc = "" +
 	"\bcapacity\x18\a \x01(\v2\x18.berth.admin.v1.CapacityR\bcapacity\x12;\n" +
 	"\venroll_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"enrollTime\x12)\n" +
-	"\x10enrollment_token\x18\t \x01(\tR\x0fenrollmentToken\"k\n" +
+	"\x10enrollment_token\x18\t \x01(\tR\x0fenrollmentToken\x12/\n" +
+	"\x13backend_fingerprint\x18\n" +
+	" \x01(\tR\x12backendFingerprint\"k\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATE_ENROLLED\x10\x01\x12\x11\n" +
@@ -1552,11 +1804,27 @@ const file_berth_admin_v1_node_proto_rawDesc = "" +
 	"\x11RetireNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\">\n" +
 	"\x12RetireNodeResponse\x12(\n" +
-	"\x04node\x18\x01 \x01(\v2\x14.berth.admin.v1.NodeR\x04node\"'\n" +
+	"\x04node\x18\x01 \x01(\v2\x14.berth.admin.v1.NodeR\x04node\"^\n" +
 	"\x11RemoveNodeRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\">\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\aabandon\x18\x02 \x01(\v2\x1b.berth.admin.v1.NodeAbandonR\aabandon\">\n" +
+	"\vNodeAbandon\x12/\n" +
+	"\x13backend_fingerprint\x18\x01 \x01(\tR\x12backendFingerprint\"\x81\x01\n" +
 	"\x12RemoveNodeResponse\x12(\n" +
-	"\x04node\x18\x01 \x01(\v2\x14.berth.admin.v1.NodeR\x04node2\x89\x06\n" +
+	"\x04node\x18\x01 \x01(\v2\x14.berth.admin.v1.NodeR\x04node\x12A\n" +
+	"\vabandonment\x18\x02 \x01(\v2\x1f.berth.admin.v1.NodeAbandonmentR\vabandonment\"\xec\x01\n" +
+	"\x0fNodeAbandonment\x12/\n" +
+	"\x13backend_fingerprint\x18\x01 \x01(\tR\x12backendFingerprint\x12=\n" +
+	"\fabandon_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vabandonTime\x12E\n" +
+	"\vallocations\x18\x03 \x03(\v2#.berth.admin.v1.AbandonedAllocationR\vallocations\x12\"\n" +
+	"\freservations\x18\x04 \x03(\tR\freservations\"\x91\x01\n" +
+	"\x13AbandonedAllocation\x12\x1e\n" +
+	"\n" +
+	"allocation\x18\x01 \x01(\tR\n" +
+	"allocation\x12\x18\n" +
+	"\asession\x18\x02 \x01(\tR\asession\x12\x1c\n" +
+	"\tsnapshots\x18\x03 \x01(\x05R\tsnapshots\x12\"\n" +
+	"\fincarnations\x18\x04 \x01(\x05R\fincarnations2\x89\x06\n" +
 	"\vNodeService\x12t\n" +
 	"\x15CreateEnrollmentToken\x12,.berth.admin.v1.CreateEnrollmentTokenRequest\x1a-.berth.admin.v1.CreateEnrollmentTokenResponse\x12q\n" +
 	"\x14ListEnrollmentTokens\x12+.berth.admin.v1.ListEnrollmentTokensRequest\x1a,.berth.admin.v1.ListEnrollmentTokensResponse\x12t\n" +
@@ -1583,7 +1851,7 @@ func file_berth_admin_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_admin_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_admin_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_berth_admin_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_berth_admin_v1_node_proto_goTypes = []any{
 	(EnrollmentToken_State)(0),            // 0: berth.admin.v1.EnrollmentToken.State
 	(Node_State)(0),                       // 1: berth.admin.v1.Node.State
@@ -1607,17 +1875,20 @@ var file_berth_admin_v1_node_proto_goTypes = []any{
 	(*RetireNodeRequest)(nil),             // 19: berth.admin.v1.RetireNodeRequest
 	(*RetireNodeResponse)(nil),            // 20: berth.admin.v1.RetireNodeResponse
 	(*RemoveNodeRequest)(nil),             // 21: berth.admin.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),            // 22: berth.admin.v1.RemoveNodeResponse
-	(*timestamppb.Timestamp)(nil),         // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 24: google.protobuf.Duration
+	(*NodeAbandon)(nil),                   // 22: berth.admin.v1.NodeAbandon
+	(*RemoveNodeResponse)(nil),            // 23: berth.admin.v1.RemoveNodeResponse
+	(*NodeAbandonment)(nil),               // 24: berth.admin.v1.NodeAbandonment
+	(*AbandonedAllocation)(nil),           // 25: berth.admin.v1.AbandonedAllocation
+	(*timestamppb.Timestamp)(nil),         // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 27: google.protobuf.Duration
 }
 var file_berth_admin_v1_node_proto_depIdxs = []int32{
 	0,  // 0: berth.admin.v1.EnrollmentToken.state:type_name -> berth.admin.v1.EnrollmentToken.State
-	23, // 1: berth.admin.v1.EnrollmentToken.create_time:type_name -> google.protobuf.Timestamp
-	23, // 2: berth.admin.v1.EnrollmentToken.expire_time:type_name -> google.protobuf.Timestamp
-	23, // 3: berth.admin.v1.EnrollmentToken.use_time:type_name -> google.protobuf.Timestamp
-	23, // 4: berth.admin.v1.EnrollmentToken.revoke_time:type_name -> google.protobuf.Timestamp
-	24, // 5: berth.admin.v1.CreateEnrollmentTokenRequest.ttl:type_name -> google.protobuf.Duration
+	26, // 1: berth.admin.v1.EnrollmentToken.create_time:type_name -> google.protobuf.Timestamp
+	26, // 2: berth.admin.v1.EnrollmentToken.expire_time:type_name -> google.protobuf.Timestamp
+	26, // 3: berth.admin.v1.EnrollmentToken.use_time:type_name -> google.protobuf.Timestamp
+	26, // 4: berth.admin.v1.EnrollmentToken.revoke_time:type_name -> google.protobuf.Timestamp
+	27, // 5: berth.admin.v1.CreateEnrollmentTokenRequest.ttl:type_name -> google.protobuf.Duration
 	2,  // 6: berth.admin.v1.CreateEnrollmentTokenResponse.enrollment_token:type_name -> berth.admin.v1.EnrollmentToken
 	2,  // 7: berth.admin.v1.ListEnrollmentTokensResponse.enrollment_tokens:type_name -> berth.admin.v1.EnrollmentToken
 	2,  // 8: berth.admin.v1.RevokeEnrollmentTokenResponse.enrollment_token:type_name -> berth.admin.v1.EnrollmentToken
@@ -1625,35 +1896,39 @@ var file_berth_admin_v1_node_proto_depIdxs = []int32{
 	10, // 10: berth.admin.v1.Node.presence:type_name -> berth.admin.v1.Presence
 	11, // 11: berth.admin.v1.Node.readiness:type_name -> berth.admin.v1.Readiness
 	12, // 12: berth.admin.v1.Node.capacity:type_name -> berth.admin.v1.Capacity
-	23, // 13: berth.admin.v1.Node.enroll_time:type_name -> google.protobuf.Timestamp
-	23, // 14: berth.admin.v1.Presence.last_report_time:type_name -> google.protobuf.Timestamp
-	23, // 15: berth.admin.v1.Readiness.check_time:type_name -> google.protobuf.Timestamp
+	26, // 13: berth.admin.v1.Node.enroll_time:type_name -> google.protobuf.Timestamp
+	26, // 14: berth.admin.v1.Presence.last_report_time:type_name -> google.protobuf.Timestamp
+	26, // 15: berth.admin.v1.Readiness.check_time:type_name -> google.protobuf.Timestamp
 	9,  // 16: berth.admin.v1.ListNodesResponse.nodes:type_name -> berth.admin.v1.Node
 	9,  // 17: berth.admin.v1.GetNodeResponse.node:type_name -> berth.admin.v1.Node
 	9,  // 18: berth.admin.v1.EnableNodeResponse.node:type_name -> berth.admin.v1.Node
 	9,  // 19: berth.admin.v1.RetireNodeResponse.node:type_name -> berth.admin.v1.Node
-	9,  // 20: berth.admin.v1.RemoveNodeResponse.node:type_name -> berth.admin.v1.Node
-	3,  // 21: berth.admin.v1.NodeService.CreateEnrollmentToken:input_type -> berth.admin.v1.CreateEnrollmentTokenRequest
-	5,  // 22: berth.admin.v1.NodeService.ListEnrollmentTokens:input_type -> berth.admin.v1.ListEnrollmentTokensRequest
-	7,  // 23: berth.admin.v1.NodeService.RevokeEnrollmentToken:input_type -> berth.admin.v1.RevokeEnrollmentTokenRequest
-	13, // 24: berth.admin.v1.NodeService.ListNodes:input_type -> berth.admin.v1.ListNodesRequest
-	15, // 25: berth.admin.v1.NodeService.GetNode:input_type -> berth.admin.v1.GetNodeRequest
-	17, // 26: berth.admin.v1.NodeService.EnableNode:input_type -> berth.admin.v1.EnableNodeRequest
-	19, // 27: berth.admin.v1.NodeService.RetireNode:input_type -> berth.admin.v1.RetireNodeRequest
-	21, // 28: berth.admin.v1.NodeService.RemoveNode:input_type -> berth.admin.v1.RemoveNodeRequest
-	4,  // 29: berth.admin.v1.NodeService.CreateEnrollmentToken:output_type -> berth.admin.v1.CreateEnrollmentTokenResponse
-	6,  // 30: berth.admin.v1.NodeService.ListEnrollmentTokens:output_type -> berth.admin.v1.ListEnrollmentTokensResponse
-	8,  // 31: berth.admin.v1.NodeService.RevokeEnrollmentToken:output_type -> berth.admin.v1.RevokeEnrollmentTokenResponse
-	14, // 32: berth.admin.v1.NodeService.ListNodes:output_type -> berth.admin.v1.ListNodesResponse
-	16, // 33: berth.admin.v1.NodeService.GetNode:output_type -> berth.admin.v1.GetNodeResponse
-	18, // 34: berth.admin.v1.NodeService.EnableNode:output_type -> berth.admin.v1.EnableNodeResponse
-	20, // 35: berth.admin.v1.NodeService.RetireNode:output_type -> berth.admin.v1.RetireNodeResponse
-	22, // 36: berth.admin.v1.NodeService.RemoveNode:output_type -> berth.admin.v1.RemoveNodeResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	22, // 20: berth.admin.v1.RemoveNodeRequest.abandon:type_name -> berth.admin.v1.NodeAbandon
+	9,  // 21: berth.admin.v1.RemoveNodeResponse.node:type_name -> berth.admin.v1.Node
+	24, // 22: berth.admin.v1.RemoveNodeResponse.abandonment:type_name -> berth.admin.v1.NodeAbandonment
+	26, // 23: berth.admin.v1.NodeAbandonment.abandon_time:type_name -> google.protobuf.Timestamp
+	25, // 24: berth.admin.v1.NodeAbandonment.allocations:type_name -> berth.admin.v1.AbandonedAllocation
+	3,  // 25: berth.admin.v1.NodeService.CreateEnrollmentToken:input_type -> berth.admin.v1.CreateEnrollmentTokenRequest
+	5,  // 26: berth.admin.v1.NodeService.ListEnrollmentTokens:input_type -> berth.admin.v1.ListEnrollmentTokensRequest
+	7,  // 27: berth.admin.v1.NodeService.RevokeEnrollmentToken:input_type -> berth.admin.v1.RevokeEnrollmentTokenRequest
+	13, // 28: berth.admin.v1.NodeService.ListNodes:input_type -> berth.admin.v1.ListNodesRequest
+	15, // 29: berth.admin.v1.NodeService.GetNode:input_type -> berth.admin.v1.GetNodeRequest
+	17, // 30: berth.admin.v1.NodeService.EnableNode:input_type -> berth.admin.v1.EnableNodeRequest
+	19, // 31: berth.admin.v1.NodeService.RetireNode:input_type -> berth.admin.v1.RetireNodeRequest
+	21, // 32: berth.admin.v1.NodeService.RemoveNode:input_type -> berth.admin.v1.RemoveNodeRequest
+	4,  // 33: berth.admin.v1.NodeService.CreateEnrollmentToken:output_type -> berth.admin.v1.CreateEnrollmentTokenResponse
+	6,  // 34: berth.admin.v1.NodeService.ListEnrollmentTokens:output_type -> berth.admin.v1.ListEnrollmentTokensResponse
+	8,  // 35: berth.admin.v1.NodeService.RevokeEnrollmentToken:output_type -> berth.admin.v1.RevokeEnrollmentTokenResponse
+	14, // 36: berth.admin.v1.NodeService.ListNodes:output_type -> berth.admin.v1.ListNodesResponse
+	16, // 37: berth.admin.v1.NodeService.GetNode:output_type -> berth.admin.v1.GetNodeResponse
+	18, // 38: berth.admin.v1.NodeService.EnableNode:output_type -> berth.admin.v1.EnableNodeResponse
+	20, // 39: berth.admin.v1.NodeService.RetireNode:output_type -> berth.admin.v1.RetireNodeResponse
+	23, // 40: berth.admin.v1.NodeService.RemoveNode:output_type -> berth.admin.v1.RemoveNodeResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_node_proto_init() }
@@ -1667,7 +1942,7 @@ func file_berth_admin_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_node_proto_rawDesc), len(file_berth_admin_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

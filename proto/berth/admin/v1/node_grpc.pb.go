@@ -58,8 +58,11 @@ type NodeServiceClient interface {
 	// RemoveNode removes an enrolled or retired node for good (an enabled
 	// node must be retired first). It is refused with FAILED_PRECONDITION
 	// while the node holds allocations, snapshots, reservations, unknown
-	// results or cleanup. Removing a removed node returns it unchanged. A removed node keeps its
-	// identity so that its certificate stays refused.
+	// results or cleanup, unless the request abandons them (abandon): only
+	// for a retired node whose agent came back on another backend than the
+	// one it is bound to, naming that bound backend. Removing a removed node
+	// returns it unchanged (with its abandonment, if it was abandoned). A
+	// removed node keeps its identity so that its certificate stays refused.
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
 }
 
@@ -180,8 +183,11 @@ type NodeServiceServer interface {
 	// RemoveNode removes an enrolled or retired node for good (an enabled
 	// node must be retired first). It is refused with FAILED_PRECONDITION
 	// while the node holds allocations, snapshots, reservations, unknown
-	// results or cleanup. Removing a removed node returns it unchanged. A removed node keeps its
-	// identity so that its certificate stays refused.
+	// results or cleanup, unless the request abandons them (abandon): only
+	// for a retired node whose agent came back on another backend than the
+	// one it is bound to, naming that bound backend. Removing a removed node
+	// returns it unchanged (with its abandonment, if it was abandoned). A
+	// removed node keeps its identity so that its certificate stays refused.
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
