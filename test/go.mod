@@ -6,6 +6,7 @@ require (
 	berth.dev/core v0.0.0-00010101000000-000000000000
 	berth.dev/nodeagent v0.0.0-00010101000000-000000000000
 	berth.dev/proto v0.0.0
+	berth.dev/runtimebootstrap v0.0.0
 	berth.dev/sandbox v0.0.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
@@ -21,7 +22,6 @@ require (
 )
 
 require (
-	berth.dev/runtimebootstrap v0.0.0 // indirect
 	github.com/Microsoft/go-winio v0.6.4 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
