@@ -27,6 +27,12 @@ const (
 type ComputeInfo struct {
 	Compute Compute
 	State   ComputeState
+	// AbsenceReceipt (with State absent and no native id) is the
+	// incarnation's explicit absence receipt: its name is claimed, so no
+	// attempt to restore into it can make it any more (KillCompute of an
+	// incarnation whose native id Core never learned places the claim).
+	// An absent observation without it is only a missing observation.
+	AbsenceReceipt bool
 }
 
 // SnapshotIdentity names a captured snapshot. Core persists ID and

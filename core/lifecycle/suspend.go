@@ -62,24 +62,27 @@ import (
 //     recorded and no wake is sent; a restoring allocation past its
 //     deadline is expired like a suspended one, and the allocation's Kill
 //     removes whatever the restore made.
-//   - An unknown restore is only observed (ObserveOnly), never redone. The
-//     guide's rule for an unknown Create holds: a failed observation
-//     observed nothing, and "not found" (or an absent state) is only a
-//     missing observation (the original request could still be carried
-//     out), so neither ever abandons the restore: it stays restoring,
-//     observed on each pass, until it is seen running, the Session is
-//     deleted, or the retention deadline expires it. The checkpoint
-//     contract offers no absence receipt for a restore target (GetCompute
-//     calls a free name an observation, not a receipt); what it offers is
-//     exact incarnations: an attempt makes at most one native instance of
-//     its target, and KillCompute with that instance's id removes exactly
-//     it. So a restore is abandoned only when an observation named that
-//     instance, not running, and the restore has stayed unknown for
-//     RestoreAbandonAfter since its dispatch (database clock): the instance
-//     is owed to cleanup by its id (store.AbandonRestore), and the next
-//     restore, into a later incarnation, is armed only once that cleanup
-//     is confirmed (store.ErrTargetOwed until then). Two incarnations
-//     holding the Session's device credential never run at once.
+//   - An unknown restore is only observed (ObserveOnly), never redone
+//     without evidence. The guide's rule for an unknown Create holds: a
+//     failed observation observed nothing, and "not found" (or an absent
+//     state) is only a missing observation (the original request could
+//     still be carried out), so neither abandons the restore by itself.
+//     Once the restore has stayed unknown for RestoreAbandonAfter since its
+//     dispatch (database clock) there are two ways out, both exact:
+//     an observation that named the attempt's instance (its native id) not
+//     running abandons it, and the instance is owed to cleanup by its id
+//     (store.AbandonRestore; the next restore, into a later incarnation,
+//     is armed only once that cleanup is confirmed: store.ErrTargetOwed);
+//     an observation that found no instance makes the worker ask the
+//     provider to claim the target's name (KillCompute of the incarnation
+//     without a native id: the Docker adapter's tombstone, as Kill places
+//     for a Create), and only a later observation that returns the
+//     target's absence receipt (sandbox.ComputeInfo.AbsenceReceipt)
+//     abandons it, owing nothing (store.AbandonRestoreOnReceipt). Until
+//     then it stays restoring, observed on each pass, until it is seen
+//     running, the Session is deleted or the retention deadline expires
+//     it. Two incarnations holding the Session's device credential never
+//     run at once.
 //   - A suspended allocation past its retention deadline (database clock)
 //     is expired: terminal cleanup (store.ExpireRetention), whose Kill
 //     deletes the snapshot.
@@ -429,15 +432,17 @@ func (w *Worker) bootstrap(ctx context.Context, a store.Allocation) (runtimeboot
 }
 
 // observeRestore observes a dispatched restore of unknown outcome
-// (ObserveOnly). A running target is recorded (settleRestore). An
-// observation that failed observed nothing, and one that found no
-// instance of the target is only a missing observation: the attempt may
-// still make it, so the restore stays unknown and is observed again,
-// never redone. Only once an observation found the exact instance the
-// attempt made (its native id) not running, and the restore has been
-// unknown for RestoreAbandonAfter (overdue), is it abandoned: that
-// instance is owed to cleanup by its id, and the next restore waits for
-// its confirmed absence (store.ErrTargetOwed).
+// (ObserveOnly). A running target is recorded (settleRestore); the
+// target's absence receipt abandons it, owing nothing. An observation
+// that failed observed nothing, and one that found no instance of the
+// target is only a missing observation: the attempt may still make it, so
+// the restore stays unknown and is observed again, never redone; once it
+// is overdue (unknown for RestoreAbandonAfter) such an observation makes
+// the worker claim the target's name (claimRestoreTarget), whose receipt
+// a later observation returns. An observation of the exact instance the
+// attempt made (its native id) not running, once overdue, abandons it:
+// that instance is owed to cleanup by its id, and the next restore waits
+// for its confirmed absence (store.ErrTargetOwed).
 func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, overdue bool) error {
 	target, err := a.Compute(cp.Initial)
 	if err != nil {
@@ -453,6 +458,9 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 	if callErr != nil {
 		w.cfg.Log.InfoContext(ctx, "lifecycle restore still unknown", "node", w.node, "allocation", a.ID,
 			"not_found", errors.Is(callErr, errdefs.ErrNotFound), "error", callErr)
+		if overdue && errors.Is(callErr, errdefs.ErrNotFound) {
+			return w.claimRestoreTarget(ctx, cp, a, target)
+		}
 		return nil
 	}
 	got := res.Compute
@@ -462,16 +470,44 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 	if got.Compute.Name != target.Name || got.Compute.Generation != target.Generation || got.Compute.Reference != target.Reference {
 		return errors.New("restore observation named another incarnation than its target")
 	}
-	if !overdue || got.Compute.ID == "" || got.State == sandbox.ComputeAbsent {
-		return nil
-	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
+	if got.AbsenceReceipt {
+		// The target's name is claimed: the attempt can never make it.
+		if _, err := w.cfg.Store.AbandonRestoreOnReceipt(rctx, a.ID, op); err != nil {
+			return err
+		}
+		w.cfg.Log.Info("lifecycle restore abandoned on its absence receipt", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
+		return nil
+	}
+	if !overdue {
+		return nil
+	}
+	if got.Compute.ID == "" || got.State == sandbox.ComputeAbsent {
+		return w.claimRestoreTarget(ctx, cp, a, target)
+	}
 	target.ID = got.Compute.ID
 	if _, err := w.cfg.Store.AbandonRestore(rctx, a.ID, op, target); err != nil {
 		return err
 	}
 	w.cfg.Log.Info("lifecycle restore abandoned", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
+	return nil
+}
+
+// claimRestoreTarget asks the provider to claim the name of target, the
+// overdue restore's incarnation that no observation found (KillCompute of
+// an incarnation whose instance Core never learned: the Docker adapter
+// places a tombstone there, as Kill does for a Create). The claim is
+// evidence only once an observation returns it as the target's absence
+// receipt; until then the restore stays unknown.
+func (w *Worker) claimRestoreTarget(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, target sandbox.Compute) error {
+	target.ID = ""
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	err := cp.KillCompute(callCtx, target)
+	cancel()
+	if err != nil {
+		w.cfg.Log.InfoContext(ctx, "lifecycle restore target not claimed", "node", w.node, "allocation", a.ID, "error", err)
+	}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/store"
 	"berth.dev/runtimebootstrap"
+	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
 )
 
@@ -282,16 +283,18 @@ func TestAFailedRestoreObservationNeverAbandonsTheRestore(t *testing.T) {
 	}
 }
 
-// TestARestoreObservedAbsentIsNeverRedone (item 3): a restore whose
-// target's create was lost (the engine never made the container) is
-// observed absent. "Not found" is only a missing observation: the
-// restore is never abandoned, its target never claimed settled, and no
-// later incarnation is restored while its outcome is unknown (the
-// original request could still be carried out). Deletion still cleans
-// up everything.
-func TestARestoreObservedAbsentIsNeverRedone(t *testing.T) {
+// TestARestoreObservedAbsentIsClaimedBeforeItIsRedone (item 3): a
+// restore whose target's create was lost (the engine never made the
+// container) is observed absent. "Not found" is only a missing
+// observation: before RestoreAbandonAfter nothing happens; after it the
+// worker claims the target's name (KillCompute: the adapter's tombstone),
+// and only the target's absence receipt that a later observation returns
+// abandons the restore, which is then redone into the next incarnation.
+// The claim stays (the adapter removes it once the engine proves it
+// unneeded); deletion cleans up everything else.
+func TestARestoreObservedAbsentIsClaimedBeforeItIsRedone(t *testing.T) {
 	e, n, _ := suspending(t, time.Hour, 4, 4)
-	e.cfg.RestoreAbandonAfter = time.Second
+	e.cfg.RestoreAbandonAfter = 2 * time.Second
 	w := lifecycle.NewWorker(e.cfg, n.id)
 	b, _ := e.suspendedSession(t, n, w)
 	name := n.p.Name(b.Allocation.Reference())
@@ -302,7 +305,7 @@ func TestARestoreObservedAbsentIsNeverRedone(t *testing.T) {
 	if _, ok := n.srv.Container(name + "-g2"); ok {
 		t.Fatal("the dropped create made a container")
 	}
-	time.Sleep(e.cfg.RestoreAbandonAfter + 300*time.Millisecond)
+	// Not yet overdue: observed, never claimed, never redone.
 	for range 3 {
 		pass(t, w)
 	}
@@ -310,14 +313,24 @@ func TestARestoreObservedAbsentIsNeverRedone(t *testing.T) {
 	if *a.Suspension.RestoreOperation != *sent.Suspension.RestoreOperation || a.ComputeGeneration != 2 {
 		t.Fatalf("restore %v generation %d, want the first attempt's", *a.Suspension.RestoreOperation, a.ComputeGeneration)
 	}
-	if left, err := e.st.ListOwedLeftovers(context.Background(), a); err != nil || len(left) != 0 {
-		t.Fatalf("leftovers of a restore observed absent: %+v %v", left, err)
-	}
 	if got := containersOf(n, name+"-g"); len(got) != 0 {
-		t.Fatalf("incarnations made while the restore is unknown: %v", got)
+		t.Fatalf("containers under the target's names before the restore is overdue: %v", got)
 	}
-	if v, ok := n.srv.Volume(name + "-g2-home"); !ok || v.Name == "" {
-		t.Fatal("the unknown restore's target volumes were removed")
+
+	time.Sleep(e.cfg.RestoreAbandonAfter)
+	for range 4 {
+		pass(t, w)
+	}
+	claim, ok := n.srv.Container(name + "-g2")
+	if !ok || claim.Labels[docker.LabelTombstone] != "1" || claim.State != dockertest.StateCreated {
+		t.Fatalf("the overdue target's name is not claimed by a never-started tombstone (found %v, labels %v, state %q)", ok, claim.Labels, claim.State)
+	}
+	a = e.wantPhase(t, b.Allocation.ID, store.PhaseRunning)
+	if a.ComputeGeneration != 3 || a.ComputeName != name+"-g3" {
+		t.Fatalf("after the receipt: generation %d %q, want the next incarnation %s-g3", a.ComputeGeneration, a.ComputeName, name)
+	}
+	if left, err := e.st.ListOwedLeftovers(context.Background(), a); err != nil || len(left) != 0 {
+		t.Fatalf("leftovers owed for a target abandoned on its receipt: %+v %v", left, err)
 	}
 
 	_, err := e.svc.Delete(context.Background(), b.Session.ID)
@@ -328,7 +341,9 @@ func TestARestoreObservedAbsentIsNeverRedone(t *testing.T) {
 	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationReleased {
 		t.Fatalf("after deletion: %s", a.State)
 	}
-	wantNothingLeft(t, n, name)
+	if got := containersOf(n, name); !slices.Equal(got, []string{name + "-g2"}) {
+		t.Fatalf("after deletion the engine holds %v, want only the target's claim", got)
+	}
 }
 
 // TestARestoredIncarnationGetsKeepalives (item 8): a restored incarnation

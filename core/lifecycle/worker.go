@@ -242,6 +242,7 @@ type Store interface {
 	ClaimRestore(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
 	RecordRestored(ctx context.Context, id, op uuid.UUID, computeID string) (store.Allocation, error)
 	AbandonRestore(ctx context.Context, id, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
+	AbandonRestoreOnReceipt(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
 	ExpireRetention(ctx context.Context, id uuid.UUID) (store.Termination, error)
 	ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]uuid.UUID, error)
 	ListOwedLeftovers(ctx context.Context, a store.Allocation) ([]store.Leftover, error)

@@ -514,6 +514,18 @@ func (s *Owner) AbandonRestore(ctx context.Context, id, op uuid.UUID, target san
 	})
 }
 
+// AbandonRestoreOnReceipt gives up the restore of operation op of
+// allocation id whose target the provider answered with its absence
+// receipt (sandbox.ComputeInfo.AbsenceReceipt: its name is claimed, so the
+// attempt can never make it): restoring back to suspended, with nothing
+// owed to cleanup (the claim is the adapter's to remove once it can). The
+// next restore uses a new incarnation.
+func (s *Owner) AbandonRestoreOnReceipt(ctx context.Context, id, op uuid.UUID) (Allocation, error) {
+	return s.phaseWrite(ctx, "abandon restore", func(q *db.Queries) (db.Allocation, error) {
+		return q.AbandonRestore(ctx, db.AbandonRestoreParams{ID: id, Operation: &op})
+	})
+}
+
 // ExpireRetention ends allocation id whose snapshot's retention deadline
 // passed by the database clock while it is suspended, or restoring and
 // not yet recorded restored (expiry wins over a wake up to

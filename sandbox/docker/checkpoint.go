@@ -170,6 +170,48 @@ func (p *Provider) inspectCompute(ctx context.Context, c sandbox.Compute) (conta
 	return ct, nil
 }
 
+// computeTombstone reads whether c's name is held by c's own tombstone
+// (KillCompute's claim of a restore target: tombstone.go): every ownership
+// label of c's Reference, c's generation and the tombstone label.
+func (p *Provider) computeTombstone(ctx context.Context, c sandbox.Compute) (bool, error) {
+	ct, err := p.inspectContainer(ctx, c.Name)
+	switch {
+	case errdefs.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	labels := labelsOf(ct)
+	return p.owns(c.Reference, labels) && labels[LabelGeneration] == strconv.FormatUint(c.Generation, 10) &&
+		labels[LabelTombstone] == "1", nil
+}
+
+// observeCompute is the observation of incarnation c that GetCompute and
+// an observe-only Resume return: its instance, the absence receipt when
+// c's tombstone holds its name, or State absent (only a missing
+// observation) when nothing does.
+func (p *Provider) observeCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
+	ct, err := p.inspectCompute(ctx, c)
+	switch {
+	case err == nil:
+		return computeInfo(c, ct), nil
+	case errdefs.IsOwnership(err):
+		claimed, terr := p.computeTombstone(ctx, c)
+		if terr != nil {
+			return sandbox.ComputeInfo{}, terr
+		}
+		if claimed {
+			c.ID = ""
+			return sandbox.ComputeInfo{Compute: c, State: sandbox.ComputeAbsent, AbsenceReceipt: true}, nil
+		}
+		return sandbox.ComputeInfo{}, err
+	case errdefs.IsNotFound(err):
+		return sandbox.ComputeInfo{Compute: c, State: sandbox.ComputeAbsent}, nil
+	default:
+		return sandbox.ComputeInfo{}, err
+	}
+}
+
 // computeInfo is the observation of c from its inspected container.
 func computeInfo(c sandbox.Compute, ct container.InspectResponse) sandbox.ComputeInfo {
 	c.ID = ct.ID
@@ -187,7 +229,7 @@ func computeInfo(c sandbox.Compute, ct container.InspectResponse) sandbox.Comput
 
 // GetCompute observes incarnation c without changing it. A free name (or
 // one held by another incarnation) is State absent: an observation, not a
-// receipt.
+// receipt. c's tombstone is the receipt (AbsenceReceipt).
 func (p *Provider) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.ComputeInfo, error) {
 	if err := p.ops.Check(sandbox.OpGetCompute); err != nil {
 		return sandbox.ComputeInfo{}, err
@@ -195,14 +237,11 @@ func (p *Provider) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.C
 	if err := p.checkCompute(c); err != nil {
 		return sandbox.ComputeInfo{}, err
 	}
-	ct, err := p.inspectCompute(ctx, c)
-	switch {
-	case errdefs.IsNotFound(err):
-		return sandbox.ComputeInfo{Compute: c, State: sandbox.ComputeAbsent}, nil
-	case err != nil:
+	info, err := p.observeCompute(ctx, c)
+	if err != nil {
 		return sandbox.ComputeInfo{}, fmt.Errorf("get compute: %w", err)
 	}
-	return computeInfo(c, ct), nil
+	return info, nil
 }
 
 // ResumeCompute thaws incarnation c after an aborted suspend: a paused
@@ -276,10 +315,41 @@ func (p *Provider) KillCompute(ctx context.Context, c sandbox.Compute) error {
 		return nil
 	case errdefs.IsNotFound(err):
 		ct = container.InspectResponse{}
+	case errdefs.IsOwnership(err):
+		// c's own tombstone: the name is claimed, nothing more to do.
+		if claimed, terr := p.computeTombstone(ctx, c); terr != nil || !claimed {
+			return fmt.Errorf("kill compute: %w", err)
+		}
+		return nil
 	case err != nil:
 		return fmt.Errorf("kill compute: %w", err)
 	}
-	return p.removeGroup(ctx, c.Reference, c.Name, "kill compute", ct.ID)
+	if err := p.removeGroup(ctx, c.Reference, c.Name, "kill compute", ct.ID); err != nil {
+		return err
+	}
+	if ct.ID != "" || c.ID != "" || c.Generation < 2 {
+		return nil
+	}
+	// A restore target whose instance Core never learned, and nothing holds
+	// its name: a restore attempt may still make it. Claim the name (the
+	// incarnation's absence receipt), as Kill does for a Create.
+	if err := p.placeTombstoneAt(ctx, c.Reference, c.Name, p.computeLabels(c.Reference, c.Generation)); err != nil {
+		return fmt.Errorf("kill compute: %w", err)
+	}
+	if claimed, err := p.computeTombstone(ctx, c); err != nil || !claimed {
+		return fmt.Errorf("kill compute: confirm tombstone: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	for _, name := range []string{c.Name + homeSuffix, c.Name + environmentSuffix} {
+		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+		if err != nil || !p.volumeIsOwned(c.Reference, name, v.Volume.Labels) {
+			return fmt.Errorf("kill compute: confirm tombstone volumes: %w", errdefs.ErrComputeUnconfirmed)
+		}
+		if !p.owns(c.Reference, v.Volume.Labels) {
+			return nil // left unlabelled: its record stays, as for Kill's
+		}
+	}
+	p.forget(c.Name)
+	return nil
 }
 
 // removeGroup removes the containers ids (checked by the caller) and
@@ -588,11 +658,14 @@ func (p *Provider) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandb
 	}
 	ref := t.Reference
 	if req.ObserveOnly {
-		ct, err := p.inspectCompute(ctx, t)
-		if err != nil {
+		info, err := p.observeCompute(ctx, t)
+		switch {
+		case err != nil:
 			return sandbox.ResumeResult{}, fmt.Errorf("resume: %w", err)
+		case info.State == sandbox.ComputeAbsent && !info.AbsenceReceipt:
+			return sandbox.ResumeResult{}, fmt.Errorf("resume: %w", errdefs.ErrNotFound)
 		}
-		return sandbox.ResumeResult{Compute: computeInfo(t, ct)}, nil
+		return sandbox.ResumeResult{Compute: info}, nil
 	}
 	if err := req.Resources.Validate(); err != nil {
 		return sandbox.ResumeResult{}, err
@@ -614,6 +687,9 @@ func (p *Provider) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandb
 	if snapshotIdentity(req.Snapshot.ID, h) != req.Snapshot {
 		return sandbox.ResumeResult{}, errdefs.Invalid("snapshot.provenance", "does not match the snapshot")
 	}
+	// Registered before the first look at the target, like Create's: no
+	// tombstone is placed on the target's name while this runs.
+	defer p.startCreateNamed(t.Name)()
 	if err := p.refuseExistingCompute(ctx, t); err != nil {
 		return sandbox.ResumeResult{}, err
 	}

@@ -509,3 +509,62 @@ func TestAcceptanceKillBesideAForeignFirstName(t *testing.T) {
 		t.Errorf("the foreign container is gone: %v", err)
 	}
 }
+
+// TestAcceptanceKillComputeClaimsAnUnknownRestoreTarget (issue 26, item
+// 3) on a real engine: a restore target that nothing holds, whose
+// instance Core never learned, is claimed by KillCompute (a never-started
+// tombstone under its name, mounting its two volumes); GetCompute and an
+// observe-only Resume then return its absence receipt, a Resume into it
+// is refused and makes nothing, and the allocation's Kill leaves the claim
+// for Housekeep (the engine that could hold the attempt's requests still
+// runs) while removing everything else.
+func TestAcceptanceKillComputeClaimsAnUnknownRestoreTarget(t *testing.T) {
+	e := newEngine(t, false)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+	e.create(ref)
+	first, _ := e.p.Initial(ref)
+	res, err := e.p.Suspend(ctx, sandbox.SuspendRequest{Compute: first, OperationID: uuid.NewString()})
+	if err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	target, _ := e.p.NewCompute(first)
+	req := sandbox.ResumeRequest{Snapshot: res.Snapshot, Target: target, OperationID: uuid.NewString(), Resources: resources,
+		Bootstrap: contracttest.CreateRequest(ref, resources).Bootstrap}
+
+	observe := req
+	observe.ObserveOnly = true
+	if _, err := e.p.Resume(ctx, observe); !errdefs.IsNotFound(err) {
+		t.Fatalf("observe-only Resume of a free target = %v; want ErrNotFound (no receipt)", err)
+	}
+	if err := e.p.KillCompute(ctx, target); err != nil {
+		t.Fatalf("KillCompute of the unknown target: %v", err)
+	}
+	if err := e.p.KillCompute(ctx, target); err != nil {
+		t.Fatalf("KillCompute of the claimed target: %v", err)
+	}
+	got, err := e.p.GetCompute(ctx, target)
+	if err != nil || !got.AbsenceReceipt || got.State != sandbox.ComputeAbsent || got.Compute.ID != "" {
+		t.Fatalf("GetCompute of the claimed target = %+v, %v; want its absence receipt", got, err)
+	}
+	seen, err := e.p.Resume(ctx, observe)
+	if err != nil || !seen.Compute.AbsenceReceipt {
+		t.Fatalf("observe-only Resume of the claimed target = %+v, %v; want its absence receipt", seen, err)
+	}
+	if _, err := e.p.Resume(ctx, req); !errdefs.IsExists(err) {
+		t.Fatalf("Resume into the claimed target = %v; want ErrExists", err)
+	}
+	claim, ok := e.inspect(target.Name)
+	if !ok || claim.Config.Labels[docker.LabelTombstone] != "1" || claim.State.Status != container.StateCreated {
+		t.Fatalf("the claim is not a never-started tombstone: found %v", ok)
+	}
+
+	e.kill(ref)
+	cs, vs := e.owned()
+	if len(cs) != 1 || cs[0] != claim.ID || len(vs) != 2 {
+		t.Fatalf("after Kill: containers %v and volumes %v; want only the target's claim and its two volumes", cs, vs)
+	}
+	if held, err := e.p.Housekeep(ctx); err != nil || held != 1 {
+		t.Fatalf("Housekeep = %d, %v; want the claim held (its engine runs)", held, err)
+	}
+}

@@ -163,10 +163,23 @@
 //     Runtime; it returns the running incarnation with its id. The
 //     snapshot stays until DeleteSnapshot, which removes exactly its
 //     holder, a left-over capture container and its two volumes.
+//   - A restore target's absence receipt: KillCompute of an incarnation
+//     of generation 2 or more whose native id Core never learned, when
+//     nothing holds its name, claims the name with a tombstone exactly as
+//     Kill does for a Create (same container settings, its group's two
+//     volumes mounted, the incarnation's labels plus the tombstone's and
+//     the engine's), after removing the group's owned volumes; none is
+//     placed while a Resume into that target runs in this process.
+//     GetCompute and an observe-only Resume of the target then return
+//     State absent with AbsenceReceipt; a Resume into it is refused
+//     (ErrExists). The soundness argument is the Create's below: Resume's
+//     mutations are volume creates, a container create under the target's
+//     name, and then copies and a start by the id that create returned.
 //   - Kill removes every incarnation and snapshot of ref besides the first
 //     incarnation (listed by ref's allocation and installation labels,
-//     each checked for all ownership labels), then settles the first
-//     incarnation as before, tombstone included.
+//     each checked for all ownership labels), except restore targets'
+//     tombstones, which stay for Housekeep like the first's; then it
+//     settles the first incarnation as before, tombstone included.
 //   - Every snapshot and incarnation volume group is recorded before the
 //     engine is asked for it (intents.go), as Create's is.
 //
@@ -180,8 +193,9 @@
 //     or holds a receipt). Only an unknown Create needs one, so deleting a
 //     Session whose container was removed from outside leaves nothing.
 //   - Housekeep (the node agent calls it beside the probe, on every health
-//     report) removes a tombstone, with its two volumes, once the engine
-//     process that was listening when Kill placed it has exited.
+//     report) removes a tombstone (a Create's or a restore target's), with
+//     its two volumes, once the engine process that was listening when it
+//     was placed has exited.
 //
 // Why that exit proves that no request of the original attempt can reach
 // the engine any more:

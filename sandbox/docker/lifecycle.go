@@ -302,6 +302,11 @@ func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (other
 		if !p.owns(ref, c.Labels) {
 			return others{}, errdefs.ErrOwnership
 		}
+		if c.Labels[LabelTombstone] == "1" {
+			// A restore target's claim (KillCompute): it stays until the
+			// engine proves it unneeded (Housekeep), like the first's.
+			continue
+		}
 		containers = append(containers, c.ID)
 	}
 	vs, err := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
@@ -316,6 +321,9 @@ func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (other
 		if !p.owns(ref, v.Labels) {
 			return others{}, errdefs.ErrOwnership
 		}
+		if v.Labels[LabelTombstone] == "1" {
+			continue // a claimed restore target's (above)
+		}
 		volumes = append(volumes, v.Name)
 	}
 	recorded := p.recordedGroups(ref)
@@ -325,6 +333,9 @@ func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (other
 		}
 		for _, name := range []string{group + homeSuffix, group + environmentSuffix} {
 			switch owned, err := p.volumeOwned(ctx, ref, name); {
+			case err == nil && owned && p.claimedVolume(ctx, name):
+				// A claimed restore target's volume whose labels the engine
+				// kept: it stays with its tombstone (above).
 			case err == nil && owned && !slices.Contains(volumes, name):
 				volumes = append(volumes, name)
 			case err != nil && errdefs.IsOwnership(err):
@@ -360,4 +371,12 @@ func (p *Provider) removeOthers(ctx context.Context, o others) error {
 		p.forget(group)
 	}
 	return nil
+}
+
+// claimedVolume reads whether volume name carries the tombstone label (a
+// restore target's claim, pinned by its tombstone); false when it cannot
+// be read.
+func (p *Provider) claimedVolume(ctx context.Context, name string) bool {
+	v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	return err == nil && v.Volume.Labels[LabelTombstone] == "1"
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/moby/moby/api/types/container"
@@ -63,28 +64,41 @@ func (p *Provider) tombstoneLabels(ref sandbox.Reference) map[string]string {
 // an earlier one: the identity recorded on the tombstone
 // (LabelTombstoneEngine) is read before the tombstone is created.
 func (p *Provider) placeTombstone(ctx context.Context, ref sandbox.Reference) error {
+	if err := p.placeTombstoneAt(ctx, ref, p.Name(ref), p.Labels(ref)); err != nil {
+		return fmt.Errorf("claim name: %w", err)
+	}
+	return nil
+}
+
+// placeTombstoneAt is placeTombstone for the name of any incarnation of
+// ref (its group's volumes mounted), labelled with labels (ref's
+// ownership labels, and an incarnation's generation) and the tombstone's:
+// Kill's claim of the first incarnation, KillCompute's of a restore
+// target. Every failure is ErrComputeUnconfirmed.
+func (p *Provider) placeTombstoneAt(ctx context.Context, ref sandbox.Reference, name string, labels map[string]string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.creating[p.Name(ref)] > 0 {
-		return fmt.Errorf("claim name: the allocation's Create is still running: %w", errdefs.ErrComputeUnconfirmed)
+	if p.creating[name] > 0 {
+		return fmt.Errorf("the attempt that makes it is still running: %w", errdefs.ErrComputeUnconfirmed)
 	}
 	// The engine creates the volumes the tombstone mounts, as it does
 	// Create's: their names are recorded first (intents.go).
-	if err := p.record(ref, p.Name(ref)); err != nil {
-		return fmt.Errorf("claim name: %w", errdefs.ErrComputeUnconfirmed)
+	if err := p.record(ref, name); err != nil {
+		return errdefs.ErrComputeUnconfirmed
 	}
 	// The container and its volumes record the engine: volumes left by
 	// an interrupted removal are judged by the same proof (Housekeep).
-	labels := p.tombstoneLabels(ref)
+	labels = maps.Clone(labels)
+	labels[LabelTombstone] = "1"
 	labels[LabelTombstoneEngine] = p.engineIdentity(ctx)
-	volume := func(name, target string) mount.Mount {
+	volume := func(source, target string) mount.Mount {
 		return mount.Mount{
-			Type: mount.TypeVolume, Source: name, Target: target,
+			Type: mount.TypeVolume, Source: source, Target: target,
 			VolumeOptions: &mount.VolumeOptions{Labels: maps.Clone(labels)},
 		}
 	}
 	_, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: p.Name(ref),
+		Name: name,
 		Config: &container.Config{
 			Image:           p.opts.Config.Image,
 			User:            RuntimeUser,
@@ -99,13 +113,13 @@ func (p *Provider) placeTombstone(ctx context.Context, ref sandbox.Reference) er
 			CapDrop:        []string{"ALL"},
 			SecurityOpt:    []string{"no-new-privileges:true"},
 			Mounts: []mount.Mount{
-				volume(p.HomeVolume(ref), HomeMount),
-				volume(p.EnvironmentVolume(ref), EnvironmentPath),
+				volume(name+homeSuffix, HomeMount),
+				volume(name+environmentSuffix, EnvironmentPath),
 			},
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("claim name: %w", errdefs.ErrComputeUnconfirmed)
+		return errdefs.ErrComputeUnconfirmed
 	}
 	return nil
 }
@@ -137,7 +151,13 @@ func (p *Provider) confirmTombstone(ctx context.Context, ref sandbox.Reference) 
 // startCreate registers a Create of ref in progress in this process and
 // returns its end.
 func (p *Provider) startCreate(ref sandbox.Reference) (end func()) {
-	name := p.Name(ref)
+	return p.startCreateNamed(p.Name(ref))
+}
+
+// startCreateNamed registers an attempt in progress in this process that
+// makes the incarnation named name (a Create, or a Resume into a restore
+// target) and returns its end.
+func (p *Provider) startCreateNamed(name string) (end func()) {
 	p.mu.Lock()
 	p.creating[name]++
 	p.mu.Unlock()
@@ -176,12 +196,13 @@ func (p *Provider) Housekeep(ctx context.Context) (held int, err error) {
 			tombstones[strings.TrimPrefix(n, "/")] = true
 		}
 		ref := sandbox.Reference{TenantID: c.Labels[LabelTenant], EnvironmentID: c.Labels[LabelEnvironment], AllocationID: c.Labels[LabelAllocation]}
-		if ref.Validate() != nil || !p.owns(ref, c.Labels) || !slices.Contains(c.Names, "/"+p.Name(ref)) ||
+		name, named := p.tombstoneName(ref, c.Labels)
+		if ref.Validate() != nil || !p.owns(ref, c.Labels) || !named || !slices.Contains(c.Names, "/"+name) ||
 			!engineGone(c.Labels[LabelTombstoneEngine], current) {
 			held++
 			continue
 		}
-		if rerr := p.removeTombstone(ctx, ref, c.ID); rerr != nil {
+		if rerr := p.removeTombstone(ctx, ref, name, c.ID); rerr != nil {
 			held++
 			if err == nil {
 				err = rerr
@@ -199,28 +220,44 @@ func (p *Provider) Housekeep(ctx context.Context) (held int, err error) {
 	for _, v := range vs.Items {
 		group, ok := volumeGroup(v.Name)
 		ref := sandbox.Reference{TenantID: v.Labels[LabelTenant], EnvironmentID: v.Labels[LabelEnvironment], AllocationID: v.Labels[LabelAllocation]}
-		if !ok || tombstones[group] || ref.Validate() != nil || !p.owns(ref, v.Labels) || group != p.Name(ref) ||
+		name, named := p.tombstoneName(ref, v.Labels)
+		if !ok || tombstones[group] || ref.Validate() != nil || !p.owns(ref, v.Labels) || !named || group != name ||
 			!engineGone(v.Labels[LabelTombstoneEngine], current) {
 			continue
 		}
-		if rerr := p.removeTombstone(ctx, ref, ""); rerr != nil && err == nil {
+		if rerr := p.removeTombstone(ctx, ref, name, ""); rerr != nil && err == nil {
 			err = rerr
 		}
 	}
 	return held, err
 }
 
-// removeTombstone removes ref's tombstone id and its two volumes, unless a
-// Create of ref runs in this process.
-func (p *Provider) removeTombstone(ctx context.Context, ref sandbox.Reference, id string) error {
+// tombstoneName is the name a tombstone of ref with labels must hold:
+// ref's first incarnation's, or, with a generation label of 2 or more,
+// that restore target's.
+func (p *Provider) tombstoneName(ref sandbox.Reference, labels map[string]string) (string, bool) {
+	g, ok := labels[LabelGeneration]
+	if !ok {
+		return p.Name(ref), true
+	}
+	gen, err := strconv.ParseUint(g, 10, 64)
+	if err != nil || gen < 2 {
+		return "", false
+	}
+	return p.ComputeName(ref, gen), true
+}
+
+// removeTombstone removes ref's tombstone id under name and its two
+// volumes, unless an attempt that makes name runs in this process.
+func (p *Provider) removeTombstone(ctx context.Context, ref sandbox.Reference, name, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.creating[p.Name(ref)] > 0 {
-		return fmt.Errorf("housekeep: the allocation's Create is running: %w", errdefs.ErrComputeUnconfirmed)
+	if p.creating[name] > 0 {
+		return fmt.Errorf("housekeep: the attempt that makes it is running: %w", errdefs.ErrComputeUnconfirmed)
 	}
 	// id is the listed tombstone, or "" for its left-over volumes: either
-	// way ref's name must hold ref's tombstone or nothing.
-	c, err := p.inspectContainer(ctx, p.Name(ref))
+	// way the name must hold ref's tombstone or nothing.
+	c, err := p.inspectContainer(ctx, name)
 	switch {
 	case errdefs.IsNotFound(err):
 		if id != "" {
@@ -231,7 +268,7 @@ func (p *Provider) removeTombstone(ctx context.Context, ref sandbox.Reference, i
 	case !p.isTombstone(ref, c) || c.ID != id:
 		return fmt.Errorf("housekeep: %w", errdefs.ErrOwnership)
 	}
-	if err := p.removeGroup(ctx, ref, p.Name(ref), "housekeep", id); err != nil {
+	if err := p.removeGroup(ctx, ref, name, "housekeep", id); err != nil {
 		return err
 	}
 	return nil

@@ -50,7 +50,7 @@ func computeInfoToWire(path string, ci sandbox.ComputeInfo) (*pb.ComputeInfo, er
 	if err := checkComputeInfo(path, ci); err != nil {
 		return nil, asResult(err, path)
 	}
-	return &pb.ComputeInfo{Compute: ComputeToWire(ci.Compute), State: computeStateToWire[ci.State]}, nil
+	return &pb.ComputeInfo{Compute: ComputeToWire(ci.Compute), State: computeStateToWire[ci.State], AbsenceReceipt: ci.AbsenceReceipt}, nil
 }
 
 // ComputeInfoFromWire converts and validates a ComputeInfo (paths
@@ -74,7 +74,20 @@ func computeInfoFromWire(path string, m *pb.ComputeInfo) (sandbox.ComputeInfo, e
 	if !ok {
 		return sandbox.ComputeInfo{}, errdefs.Invalid(sub(path, "state"), reasonUnknownEnum)
 	}
-	return sandbox.ComputeInfo{Compute: c, State: state}, nil
+	ci := sandbox.ComputeInfo{Compute: c, State: state, AbsenceReceipt: m.GetAbsenceReceipt()}
+	if err := checkReceipt(path, ci); err != nil {
+		return sandbox.ComputeInfo{}, err
+	}
+	return ci, nil
+}
+
+// checkReceipt refuses an absence receipt that observes an instance: a
+// receipt is State absent without a native id.
+func checkReceipt(path string, ci sandbox.ComputeInfo) error {
+	if ci.AbsenceReceipt && (ci.State != sandbox.ComputeAbsent || ci.Compute.ID != "") {
+		return errdefs.Invalid(sub(path, "absence_receipt"), "must observe no instance")
+	}
+	return nil
 }
 
 func checkComputeInfo(path string, ci sandbox.ComputeInfo) error {
@@ -90,7 +103,7 @@ func checkComputeInfo(path string, ci sandbox.ComputeInfo) error {
 	if _, ok := computeStateToWire[ci.State]; !ok {
 		return errdefs.Invalid(sub(path, "state"), reasonUnknownEnum)
 	}
-	return nil
+	return checkReceipt(path, ci)
 }
 
 // SnapshotToWire converts s.

@@ -2256,9 +2256,13 @@ type ComputeInfo struct {
 	// compute observed.
 	Compute *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
 	// state observed.
-	State         ComputeState `protobuf:"varint,2,opt,name=state,proto3,enum=berth.sandboxnode.v1.ComputeState" json:"state,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	State ComputeState `protobuf:"varint,2,opt,name=state,proto3,enum=berth.sandboxnode.v1.ComputeState" json:"state,omitempty"`
+	// absence_receipt (state absent, no native id) is the incarnation's
+	// explicit absence receipt (sandbox.ComputeInfo.AbsenceReceipt): its
+	// name is claimed, so no restore into it can make it any more.
+	AbsenceReceipt bool `protobuf:"varint,3,opt,name=absence_receipt,json=absenceReceipt,proto3" json:"absence_receipt,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ComputeInfo) Reset() {
@@ -2303,6 +2307,13 @@ func (x *ComputeInfo) GetState() ComputeState {
 		return x.State
 	}
 	return ComputeState_COMPUTE_STATE_UNSPECIFIED
+}
+
+func (x *ComputeInfo) GetAbsenceReceipt() bool {
+	if x != nil {
+		return x.AbsenceReceipt
+	}
+	return false
 }
 
 // SnapshotIdentity names a snapshot.
@@ -3424,10 +3435,11 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x0e\n" +
-	"\x02id\x18\x04 \x01(\tR\x02id\"\x80\x01\n" +
+	"\x02id\x18\x04 \x01(\tR\x02id\"\xa9\x01\n" +
 	"\vComputeInfo\x127\n" +
 	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\x128\n" +
-	"\x05state\x18\x02 \x01(\x0e2\".berth.sandboxnode.v1.ComputeStateR\x05state\"B\n" +
+	"\x05state\x18\x02 \x01(\x0e2\".berth.sandboxnode.v1.ComputeStateR\x05state\x12'\n" +
+	"\x0fabsence_receipt\x18\x03 \x01(\bR\x0eabsenceReceipt\"B\n" +
 	"\x10SnapshotIdentity\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
