@@ -108,6 +108,13 @@ func newEnvWith(t testing.TB, spec *adminv1.Specification, n int, tls bool) *env
 			t.Logf("berth-core log:\n%s", e.core.Logs())
 			e.logContainers()
 		}
+		// Stopped first (their own cleanups repeat it harmlessly): a Core
+		// or agent still running could make more (a capture mid-way)
+		// after the removal, which the suite's end would find.
+		for _, n := range e.nodes {
+			n.Stop()
+		}
+		e.core.Stop()
 		stack.RemoveOwned(t, cli, e.installationID)
 	})
 	return e

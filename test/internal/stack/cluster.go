@@ -60,6 +60,11 @@ func OneNodeCluster(t testing.TB, spec *adminv1.Specification, core CoreOptions,
 		if t.Failed() {
 			t.Logf("berth-core log:\n%s", c.Logs())
 		}
+		// Stopped first (their own cleanups repeat it harmlessly): a Core
+		// or agent still running could make more after the removal, which
+		// the suite's end would find (Run).
+		n.Stop()
+		c.Stop()
 		RemoveOwned(t, engine, inst)
 	})
 	return &Cluster{Core: c, CC: cc, Ctx: ctx, Installation: inst, Node: n, NodeName: name, Engine: engine, Spec: spec}
