@@ -42,12 +42,6 @@ func (p *Provider) isTombstone(ref sandbox.Reference, c container.InspectRespons
 	return p.owns(ref, labels) && labels[LabelTombstone] == "1"
 }
 
-func (p *Provider) tombstoneLabels(ref sandbox.Reference) map[string]string {
-	labels := p.Labels(ref)
-	labels[LabelTombstone] = "1"
-	return labels
-}
-
 // placeTombstone creates ref's tombstone: never started, no network, no
 // capabilities, a read-only root filesystem, the configured image (the one
 // image the node is known to hold) and ref's two volume names mounted, so
