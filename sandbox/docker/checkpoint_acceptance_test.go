@@ -424,27 +424,35 @@ func TestAcceptanceResumeComputeThawsOnlyAPausedSource(t *testing.T) {
 	e.kill(ref)
 }
 
-// TestAcceptanceKillRemovesEveryIncarnationAndSnapshot: Kill of a
-// Session suspended and resumed removes the resumed incarnation and the
-// snapshot (and settles the first incarnation with its tombstone): the
-// engine holds nothing of the allocation but the tombstone.
-func TestAcceptanceKillRemovesEveryIncarnationAndSnapshot(t *testing.T) {
-	e := newEngine(t, false)
+// suspendedAndResumed creates ref, suspends its first incarnation and
+// resumes the snapshot into the second, and returns both.
+func (e *engine) suspendedAndResumed(ref sandbox.Reference) (sandbox.SnapshotIdentity, sandbox.Compute) {
+	e.t.Helper()
 	ctx := context.Background()
-	ref := contracttest.NewReference()
 	e.create(ref)
 	first, _ := e.p.Initial(ref)
 	res, err := e.p.Suspend(ctx, sandbox.SuspendRequest{Compute: first, OperationID: uuid.NewString()})
 	if err != nil {
-		t.Fatalf("Suspend: %v", err)
+		e.t.Fatalf("Suspend: %v", err)
 	}
 	second, _ := e.p.NewCompute(first)
 	if _, err := e.p.Resume(ctx, sandbox.ResumeRequest{
 		Snapshot: res.Snapshot, Target: second, OperationID: uuid.NewString(), Resources: resources,
 		Bootstrap: contracttest.CreateRequest(ref, resources).Bootstrap,
 	}); err != nil {
-		t.Fatalf("Resume: %v", err)
+		e.t.Fatalf("Resume: %v", err)
 	}
+	return res.Snapshot, second
+}
+
+// TestAcceptanceKillRemovesEveryIncarnationAndSnapshot: Kill of a
+// Session suspended and resumed removes the resumed incarnation and the
+// snapshot (and settles the first incarnation with its tombstone): the
+// engine holds nothing of the allocation but the tombstone.
+func TestAcceptanceKillRemovesEveryIncarnationAndSnapshot(t *testing.T) {
+	e := newEngine(t, false)
+	ref := contracttest.NewReference()
+	e.suspendedAndResumed(ref)
 	if cs, vs := e.owned(); len(cs) != 2 || len(vs) != 4 {
 		t.Fatalf("before Kill: %d containers and %d volumes, want 2 and 4 (the incarnation and the snapshot)", len(cs), len(vs))
 	}
@@ -467,19 +475,7 @@ func TestAcceptanceKillBesideAForeignFirstName(t *testing.T) {
 	e := newEngine(t, false)
 	ctx := context.Background()
 	ref := contracttest.NewReference()
-	e.create(ref)
-	first, _ := e.p.Initial(ref)
-	res, err := e.p.Suspend(ctx, sandbox.SuspendRequest{Compute: first, OperationID: uuid.NewString()})
-	if err != nil {
-		t.Fatalf("Suspend: %v", err)
-	}
-	second, _ := e.p.NewCompute(first)
-	if _, err := e.p.Resume(ctx, sandbox.ResumeRequest{
-		Snapshot: res.Snapshot, Target: second, OperationID: uuid.NewString(), Resources: resources,
-		Bootstrap: contracttest.CreateRequest(ref, resources).Bootstrap,
-	}); err != nil {
-		t.Fatalf("Resume: %v", err)
-	}
+	snapshot, second := e.suspendedAndResumed(ref)
 	foreign := e.p.Labels(ref)
 	foreign[docker.LabelTenant] = uuid.NewString()
 	cc, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -496,7 +492,7 @@ func TestAcceptanceKillBesideAForeignFirstName(t *testing.T) {
 	if _, ok := e.inspect(second.Name); ok {
 		t.Error("Kill left the second incarnation on the engine")
 	}
-	if _, ok := e.inspect(res.Snapshot.ID); ok {
+	if _, ok := e.inspect(snapshot.ID); ok {
 		t.Error("Kill left the snapshot's holder on the engine")
 	}
 	// Every resource left with the installation's label is the foreign
