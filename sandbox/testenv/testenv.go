@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -37,10 +38,13 @@ func RuntimeImage(t testing.TB) string {
 	return require(t, RuntimeImageEnv, "the Berth runtime image")
 }
 
-// InCI reports whether the tests run in CI (CI=true), where a missing test
-// service is a failure instead of a skip.
+// InCI reports whether the tests run in CI (CI set to any true value
+// strconv.ParseBool accepts: true, 1, TRUE, ...), where a missing test
+// service is a failure instead of a skip. CI systems set CI=true or CI=1;
+// treating only "true" as CI let a CI=1 run pass by skipping.
 func InCI() bool {
-	return os.Getenv("CI") == "true"
+	ci, err := strconv.ParseBool(os.Getenv("CI"))
+	return err == nil && ci
 }
 
 // SkipShort skips the test under -short, naming what it needs. The helpers

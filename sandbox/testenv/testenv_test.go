@@ -133,3 +133,25 @@ func TestUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestInCIAcceptsEveryTrueValue: CI=1 is CI as much as CI=true (issue 27,
+// item 8); an unset, false or unparsable CI is not.
+func TestInCIAcceptsEveryTrueValue(t *testing.T) {
+	for v, want := range map[string]bool{
+		"true": true, "1": true, "TRUE": true, "True": true, "t": true,
+		"": false, "false": false, "0": false, "no": false, "yes please": false,
+	} {
+		t.Setenv("CI", v)
+		if got := InCI(); got != want {
+			t.Errorf("CI=%q: InCI() = %v, want %v", v, got, want)
+		}
+	}
+	t.Setenv("CI", "1")
+	setShort(t, false)
+	t.Setenv(DockerHostEnv, "")
+	r := &recorder{TB: t}
+	DockerHost(r)
+	if r.fatal == "" || r.skip != "" {
+		t.Errorf("a missing service under CI=1: fatal %q, skip %q; want a failure", r.fatal, r.skip)
+	}
+}
