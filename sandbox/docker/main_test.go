@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/testenv"
 )
 
@@ -45,29 +44,12 @@ func leftovers() ([]string, error) {
 		return nil, err
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var left []string
-	var failed error
+	var ids []string
 	installations.Range(func(k, _ any) bool {
-		f := client.Filters{}.Add("label", docker.LabelInstallation+"="+k.(string))
-		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-		if err != nil {
-			failed = err
-			return false
-		}
-		vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
-		if err != nil {
-			failed = err
-			return false
-		}
-		for _, c := range cs.Items {
-			left = append(left, fmt.Sprintf("container %v", c.Names))
-		}
-		for _, v := range vs.Items {
-			left = append(left, "volume "+v.Name)
-		}
+		ids = append(ids, k.(string))
 		return true
 	})
-	return left, failed
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return dockertest.Leftovers(ctx, cli, ids)
 }

@@ -2,15 +2,12 @@ package stack
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/testenv"
 )
 
@@ -62,25 +59,5 @@ func engineLeftovers() ([]string, error) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f := client.Filters{}.Add("label", docker.LabelInstallation)
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return nil, fmt.Errorf("list the test engine's containers: %w", err)
-	}
-	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
-	if err != nil {
-		return nil, fmt.Errorf("list the test engine's volumes: %w", err)
-	}
-	var left []string
-	for _, c := range cs.Items {
-		if slices.Contains(ids, c.Labels[docker.LabelInstallation]) {
-			left = append(left, fmt.Sprintf("container %v (labels %v)", c.Names, c.Labels))
-		}
-	}
-	for _, v := range vs.Items {
-		if slices.Contains(ids, v.Labels[docker.LabelInstallation]) {
-			left = append(left, fmt.Sprintf("volume %s (labels %v)", v.Name, v.Labels))
-		}
-	}
-	return left, nil
+	return dockertest.Leftovers(ctx, cli, ids)
 }
