@@ -339,17 +339,7 @@ func (p *Provider) KillCompute(ctx context.Context, c sandbox.Compute) error {
 	if claimed, err := p.computeTombstone(ctx, c); err != nil || !claimed {
 		return fmt.Errorf("kill compute: confirm tombstone: %w", errdefs.ErrComputeUnconfirmed)
 	}
-	for _, name := range []string{c.Name + homeSuffix, c.Name + environmentSuffix} {
-		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
-		if err != nil || !p.volumeIsOwned(c.Reference, name, v.Volume.Labels) {
-			return fmt.Errorf("kill compute: confirm tombstone volumes: %w", errdefs.ErrComputeUnconfirmed)
-		}
-		if !p.owns(c.Reference, v.Volume.Labels) {
-			return nil // left unlabelled: its record stays, as for Kill's
-		}
-	}
-	p.forget(c.Name)
-	return nil
+	return p.confirmClaimedVolumes(ctx, c.Reference, c.Name, "kill compute")
 }
 
 // removeGroup removes the containers ids (checked by the caller) and

@@ -127,17 +127,25 @@ func (p *Provider) confirmTombstone(ctx context.Context, ref sandbox.Reference) 
 	if err != nil || !p.isTombstone(ref, c) {
 		return fmt.Errorf("kill: confirm tombstone: %w", errdefs.ErrComputeUnconfirmed)
 	}
-	volumes := []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)}
+	return p.confirmClaimedVolumes(ctx, ref, p.Name(ref), "kill")
+}
+
+// confirmClaimedVolumes confirms that the two volumes of a tombstone under
+// name (ref's first incarnation's, or a restore target's) exist and are
+// owned; the group's record goes once both carry ref's labels, and a
+// volume the engine left unlabelled keeps it, for as long as the
+// tombstone pins it.
+func (p *Provider) confirmClaimedVolumes(ctx context.Context, ref sandbox.Reference, name, op string) error {
 	labelled := true
-	for _, name := range volumes {
-		v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
-		if err != nil || !p.volumeIsOwned(ref, name, v.Volume.Labels) {
-			return fmt.Errorf("kill: confirm tombstone volumes: %w", errdefs.ErrComputeUnconfirmed)
+	for _, v := range []string{name + homeSuffix, name + environmentSuffix} {
+		res, err := p.cli.VolumeInspect(ctx, v, client.VolumeInspectOptions{})
+		if err != nil || !p.volumeIsOwned(ref, v, res.Volume.Labels) {
+			return fmt.Errorf("%s: confirm tombstone volumes: %w", op, errdefs.ErrComputeUnconfirmed)
 		}
-		labelled = labelled && p.owns(ref, v.Volume.Labels)
+		labelled = labelled && p.owns(ref, res.Volume.Labels)
 	}
 	if labelled {
-		p.forget(p.Name(ref))
+		p.forget(name)
 	}
 	return nil
 }
