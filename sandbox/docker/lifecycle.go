@@ -256,18 +256,24 @@ func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 // owned (labelled, or unlabelled while ref's names are recorded:
 // intents.go), ErrNotFound, ErrOwnership, or ErrObservationUnavailable.
 func (p *Provider) volumeOwned(ctx context.Context, ref sandbox.Reference, name string) (bool, error) {
+	_, err := p.ownedVolumeLabels(ctx, ref, name)
+	return err == nil, err
+}
+
+// ownedVolumeLabels is volumeOwned that also returns the volume's labels.
+func (p *Provider) ownedVolumeLabels(ctx context.Context, ref sandbox.Reference, name string) (map[string]string, error) {
 	v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 	switch {
 	case err == nil:
 	case classify(err) == outcomeNotFound:
-		return false, errdefs.ErrNotFound
+		return nil, errdefs.ErrNotFound
 	default:
-		return false, errdefs.ErrObservationUnavailable
+		return nil, errdefs.ErrObservationUnavailable
 	}
 	if !p.volumeIsOwned(ref, name, v.Volume.Labels) {
-		return false, errdefs.ErrOwnership
+		return nil, errdefs.ErrOwnership
 	}
-	return true, nil
+	return v.Volume.Labels, nil
 }
 
 // others are ref's resources other than its first incarnation (Create's
@@ -332,11 +338,11 @@ func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (other
 			continue
 		}
 		for _, name := range []string{group + homeSuffix, group + environmentSuffix} {
-			switch owned, err := p.volumeOwned(ctx, ref, name); {
-			case err == nil && owned && p.claimedVolume(ctx, name):
+			switch labels, err := p.ownedVolumeLabels(ctx, ref, name); {
+			case err == nil && labels[LabelTombstone] == "1":
 				// A claimed restore target's volume whose labels the engine
 				// kept: it stays with its tombstone (above).
-			case err == nil && owned && !slices.Contains(volumes, name):
+			case err == nil && !slices.Contains(volumes, name):
 				volumes = append(volumes, name)
 			case err != nil && errdefs.IsOwnership(err):
 				return others{}, errdefs.ErrOwnership
@@ -371,12 +377,4 @@ func (p *Provider) removeOthers(ctx context.Context, o others) error {
 		p.forget(group)
 	}
 	return nil
-}
-
-// claimedVolume reads whether volume name carries the tombstone label (a
-// restore target's claim, pinned by its tombstone); false when it cannot
-// be read.
-func (p *Provider) claimedVolume(ctx context.Context, name string) bool {
-	v, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
-	return err == nil && v.Volume.Labels[LabelTombstone] == "1"
 }
