@@ -39,7 +39,13 @@
 //     (ServeGenerations, generations.go), never one from its file: one
 //     adapter per generation, built through the registration table with
 //     its own generations/<number> state directory, probed for every
-//     health report. A generation left out of a publication stops being
+//     health report. Beside each probe runs the adapter's upkeep
+//     (providerapi.Built.Housekeep, optional: the Docker adapter removes
+//     the tombstones it can prove unneeded), bounded by housekeepTimeout;
+//     its count of receipts still held goes into the report, once per
+//     backend. It is a construction-time hook rather than a provider
+//     operation because it is the node's own upkeep: it acts on no
+//     Reference Core names, and Core never calls it. A generation left out of a publication stops being
 //     served and is closed once its calls have finished. A start serves
 //     nothing until Core publishes; the file keeps only the host's own
 //     settings (state directory, listen address, provider kind and the
