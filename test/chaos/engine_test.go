@@ -17,6 +17,7 @@ import (
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/testenv"
 
 	"berth.dev/test/internal/stack"
@@ -254,8 +255,8 @@ func TestDockerEngineRestart(t *testing.T) {
 		engine.start()
 		r.fault(t, "restarted dockerd after the deletions (%d tombstones held)", tombs)
 		c.waitReceiptsHeld(0, receiptsDeadline)
-		if containers, volumes := c.engineAll(); containers != 0 || volumes != 0 {
-			c.violation("I2", "after the engine restart the engine holds %d containers and %d volumes of the installation (tombstones included), want none", containers, volumes)
+		if left, err := dockertest.Leftovers(context.Background(), c.cli, []string{c.inst}); err != nil || len(left) != 0 {
+			c.violation("I2", "after the engine restart the engine holds %v of the installation (tombstones included), want none (%v)", left, err)
 		}
 	})
 }
@@ -274,22 +275,6 @@ func (c *cluster) engineTombstones() int {
 		c.t.Fatalf("ContainerList: %v", err)
 	}
 	return len(cs.Items)
-}
-
-// engineAll counts every container and volume of the installation on the
-// engine, tombstones included.
-func (c *cluster) engineAll() (containers, volumes int) {
-	c.t.Helper()
-	f := stack.InstallationFilter(c.inst)
-	cs, err := c.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		c.t.Fatalf("ContainerList: %v", err)
-	}
-	vs, err := c.cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: f})
-	if err != nil {
-		c.t.Fatalf("VolumeList: %v", err)
-	}
-	return len(cs.Items), len(vs.Items)
 }
 
 // waitReceiptsHeld waits until GetNode reports want creation receipts
