@@ -26,11 +26,11 @@ func TestMain(m *testing.M) { stack.Main(m) }
 func BenchmarkBerth(b *testing.B) {
 	samples := benchstat.EnvInt(b, "BERTH_BENCH_SAMPLES", 20)
 	start := time.Now()
-	rows := measure(b, samples, true)
+	rows, settings := measure(b, samples, true)
 	for _, r := range rows {
 		r.summarize()
 	}
-	rep := report{Time: start.UTC(), Samples: samples, Core: coreSettings(true), Measures: rows}
+	rep := report{Time: start.UTC(), Samples: samples, Core: settings, Measures: rows}
 	printTable(os.Stdout, rep)
 	benchstat.Save(b, "BERTH_BENCH_JSON", filepath.Join(stack.RepoRoot(), ".run", "bench.json"), rep)
 	for _, r := range rows {
@@ -43,7 +43,7 @@ func BenchmarkBerth(b *testing.B) {
 // nothing about time.
 func TestBenchSmoke(t *testing.T) {
 	testenv.SkipShort(t, "a Docker Engine, PostgreSQL and the runtime image")
-	rows := measure(t, 1, false)
+	rows, settings := measure(t, 1, false)
 	for _, r := range rows {
 		r.summarize()
 		wantBaseline := 1
@@ -54,7 +54,7 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s: %d Berth and %d baseline samples, want 1 and %d", r.ID, len(r.berth), len(r.baseline), wantBaseline)
 		}
 	}
-	rep := report{Samples: 1, Core: coreSettings(false), Measures: rows}
+	rep := report{Samples: 1, Core: settings, Measures: rows}
 	var w strings.Builder
 	printTable(&w, rep)
 	t.Log(w.String())

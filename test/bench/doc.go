@@ -44,7 +44,15 @@
 // Rules: every baseline does the same work through the Engine API from Go
 // with the adapter's own client (docker.NewClient), never through a CLI
 // process; the docker CLI's figures are printed beside, never divided by.
-// Berth runs at its default settings. Samples are interleaved, Berth then
+// Berth runs at its default settings, as `berth-core serve` and
+// `berth-nodeagent serve` do when installed: the Runtime gateway serves
+// TLS from the installation CA, the node agents report health at their
+// default interval, and Core gets no interval flag. The table's header
+// reads Core's argv and the agents' configuration files and names every
+// flag or key beyond addresses and paths (stack.Settings); the benchmark
+// refuses to run if there is one, and the smoke run's header lists its
+// short intervals. A Berth p99 of fewer than 100 samples is printed as
+// "max": that is what it is. Samples are interleaved, Berth then
 // baseline, and everything a sample creates is deleted before the next
 // one. Nothing here asserts a time: the smoke test runs each measure once
 // so that the benchmark cannot rot, and the goals are only reported.

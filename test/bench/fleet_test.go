@@ -49,6 +49,7 @@ func (r *rig) addFleet(o stack.NodeOptions) *victim {
 			advertise = v.proxy.Addr()
 		}
 		n := stack.EnrollAndStart(r.t, c.Core, c.Ctx, c.CC, c.Installation, node, advertise)
+		r.nodes = append(r.nodes, n)
 		if advertise != "" {
 			v.node = n
 		}

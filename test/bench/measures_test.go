@@ -56,6 +56,9 @@ type rig struct {
 	dockerCLI string // "" without the docker CLI on PATH
 	// victim is the fleet's node behind a proxy, which P6 harms.
 	victim *victim
+	// nodes are the cluster's node agents, whose configuration the
+	// report's header reads.
+	nodes []*stack.Node
 }
 
 // newRig starts the cluster; defaults runs Core at its default intervals
@@ -68,7 +71,10 @@ func newRig(t testing.TB, defaults bool) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = engine.Close() })
-	coreOpts, _ := stack.RuntimeGateway(t, engine)
+	// The gateway serves TLS from the installation CA, as berth-core
+	// serve does unless told --runtime-insecure.
+	coreOpts, gateway := stack.RuntimeGateway(t, engine)
+	coreOpts.PublicURL = "https://" + gateway
 	coreOpts.Defaults = defaults
 	// The nodes run at their default capacity (host reserve, no CPU
 	// overcommit), as installed.
@@ -108,6 +114,7 @@ func newRig(t testing.TB, defaults bool) *rig {
 		r.dockerCLI = p
 	}
 	nodeOpts.Socket, nodeOpts.Image, nodeOpts.Specification = strings.TrimPrefix(host, "unix://"), testenv.RuntimeImage(t), spec
+	r.nodes = []*stack.Node{c.Node}
 	r.victim = r.addFleet(nodeOpts)
 	return r
 }
@@ -367,9 +374,13 @@ func cliExec(t testing.TB, dockerCLI, host, container string) time.Duration {
 
 // measure runs P1, P2 and P3 with samples samples each and returns their
 // rows; defaults starts Core at its default intervals.
-func measure(t testing.TB, samples int, defaults bool) []*row {
+func measure(t testing.TB, samples int, defaults bool) (rows []*row, settings string) {
 	t.Helper()
 	r := newRig(t, defaults)
+	settings, atDefaults := stack.Settings(r.cluster.Core, r.nodes...)
+	if defaults && !atDefaults {
+		t.Fatalf("the benchmark measures Berth at its defaults, but it runs %s", settings)
+	}
 	p1 := &row{ID: "P1", Kind: latency, Measure: "Session create to execution admitted", Baseline: "engine: volumes, container, start, first process reaches a host listener", Goal: 1.15}
 	for range samples {
 		d, name := r.admitted()
@@ -422,7 +433,7 @@ func measure(t testing.TB, samples int, defaults bool) []*row {
 		r.deleteAll(names)
 	}
 
-	rows := []*row{p1, p2, p3, p4}
+	rows = []*row{p1, p2, p3, p4}
 	for _, f := range faults {
 		p6 := &row{ID: f.id, Kind: bound, Goal: 15, Measure: "node not connected (so not placed on): " + f.what,
 			Baseline: fmt.Sprintf("none, a bound: %d samples (each costs a keepalive timeout and a reconnection)", min(samples, p6Samples))}
@@ -432,7 +443,7 @@ func measure(t testing.TB, samples int, defaults bool) []*row {
 		rows = append(rows, p6)
 	}
 	rows = append(rows, r.suspensionRows(samples)...)
-	return append(rows, checkpointRows(t, samples)...)
+	return append(rows, checkpointRows(t, samples)...), settings
 }
 
 // p6Samples caps P6's samples per fault: a stopped or cut-off node costs

@@ -75,8 +75,8 @@ type options struct {
 	// suspend commits a deployment that suspends Sessions idle for a
 	// minute (the least it accepts); the scenarios suspend on request.
 	suspend bool
-	// healthInterval is the node agents' health_interval (default the
-	// stack's, 10s).
+	// healthInterval is the node agents' health_interval (default: the
+	// agent's own, nodeagent.DefaultHealthInterval).
 	healthInterval string
 }
 

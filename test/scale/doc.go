@@ -6,7 +6,11 @@
 //
 // What is real:
 //   - berth-core is the binary the stack package builds, at its default
-//     intervals, on its own fresh database of the test PostgreSQL.
+//     settings (no flag beyond addresses and paths; the Runtime gateway
+//     served over TLS from the installation CA, though no Runtime
+//     connects), on its own fresh database of the test PostgreSQL. The
+//     table's header says so from Core's argv (stack.Settings), and the
+//     benchmark refuses to run otherwise.
 //   - Every node agent is the node agent's own gRPC server
 //     (nodeagent.NewServer behind nodeagent.NewGRPCServer, what
 //     berth-nodeagent serves: metadata checks, the owner-epoch fence, the
@@ -41,6 +45,11 @@
 //     far longer than the measures; the rows are those CreateSession and a
 //     settled Create write, less the sealed device credential (NULL, which
 //     the schema allows; no Runtime connects here).
+//
+// The table lists under it what is not simulated (no Runtime connects,
+// the in-memory adapter answers at once, the agents share one process),
+// so that no figure is read as more than it is; a p99 of fewer than 100
+// samples is printed as "max".
 //
 // Measures (each reported, none asserted; goals from the issue):
 //   - page scan: for every node, the first page (store.NodePageSize) of

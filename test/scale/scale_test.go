@@ -24,6 +24,7 @@ import (
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 
+	"berth.dev/nodeagent"
 	"berth.dev/test/internal/stack"
 )
 
@@ -61,7 +62,11 @@ func run(t testing.TB, cfg config) report {
 	t.Helper()
 	start := time.Now()
 	ctx := context.Background()
-	c := stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true, stack.CoreOptions{Defaults: cfg.Defaults})
+	// Core serves the Runtime gateway over TLS from the installation CA,
+	// as installed, although no Runtime connects here.
+	gateway := stack.FreeAddr(t)
+	c := stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true,
+		stack.CoreOptions{Defaults: cfg.Defaults, RuntimeListen: gateway, PublicURL: "https://" + gateway})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("berth-core log:\n%s", c.Logs())
@@ -131,13 +136,15 @@ func run(t testing.TB, cfg config) report {
 		value("Core CPU, during CreateSession", createCores, "cores", "", nil),
 		value("Core threads", float64(threads), "threads", "", nil),
 	)
-	coreDesc := "berth-core at its default intervals"
-	if !cfg.Defaults {
-		coreDesc = "berth-core at the tests' short intervals (smoke run)"
+	core, atDefaults := stack.Settings(c)
+	if cfg.Defaults && !atDefaults {
+		t.Fatalf("the benchmark measures Berth at its defaults, but it runs %s", core)
 	}
+	settings := fmt.Sprintf("%s; simulated node agents at the agent's default health interval (%v)", core, nodeagent.DefaultHealthInterval)
 	return report{
 		Time: start.UTC(), Machine: machine(), Nodes: cfg.Nodes, Seeded: cfg.Allocations, Creates: created,
-		Clients: cfg.Clients, Core: coreDesc, Elapsed: time.Since(start).Round(time.Second).String(), Measures: rows,
+		Clients: cfg.Clients, Core: settings, Elapsed: time.Since(start).Round(time.Second).String(), Measures: rows,
+		NotSimulated: notSimulated,
 	}
 }
 
@@ -264,7 +271,7 @@ func measureObservationAge(t testing.TB, ctx context.Context, pool *pgxpool.Pool
 		t.Fatalf("observation age: %v", err)
 	}
 	ok := p99 <= 10000
-	return row{Measure: "age of the last observation (running)", P50MS: p50, P99MS: p99, Samples: n,
+	return row{Measure: "age of the last observation (running)", P50MS: p50, P99MS: p99, Tail: benchstat.Tail(n), Samples: n,
 		Goal: "≤ 10 s (observe period)", MeetsGoal: &ok}
 }
 

@@ -31,6 +31,17 @@ func Percentile(samples []time.Duration, p float64) time.Duration {
 	return s[max(rank, 1)-1]
 }
 
+// Tail names what Percentile(samples, 99) of n samples is: "p99" from
+// 100 samples on, "max" below (a nearest-rank p99 of fewer than 100
+// samples is their largest), so that a report never calls a maximum a
+// percentile.
+func Tail(n int) string {
+	if n < 100 {
+		return "max"
+	}
+	return "p99"
+}
+
 // Millis is d in milliseconds, to the microsecond.
 func Millis(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 

@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -104,9 +103,10 @@ type NodeOptions struct {
 	// Env are extra environment entries (KEY=value) of the agent's
 	// process, after the test's own.
 	Env []string
-	// HealthInterval is the configuration's health_interval (default
-	// "10s"): the period of health reports, and of the adapter's upkeep
-	// that runs beside each probe.
+	// HealthInterval is the configuration's health_interval: the period
+	// of health reports, and of the adapter's upkeep that runs beside each
+	// probe. Empty leaves it out, so the agent runs at its own default
+	// (nodeagent.DefaultHealthInterval), as installed.
 	HealthInterval string
 }
 
@@ -210,10 +210,10 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 			"socket": o.Socket, "image": o.Image, "network": o.Network,
 			"seccomp_profile": filepath.Join(RepoRoot(), "deploy", "runtime", "seccomp.json"),
 		},
-		// Core's presence window is 45 s: a report every 10 s (the
-		// default here) keeps a node present.
-		"health_interval": cmp.Or(o.HealthInterval, "10s"),
-		"capacity":        capacity,
+		"capacity": capacity,
+	}
+	if o.HealthInterval != "" {
+		cfg["health_interval"] = o.HealthInterval
 	}
 	if o.MetricsListen != "" {
 		cfg["metrics_listen"] = o.MetricsListen
