@@ -22,13 +22,13 @@ import (
 const soakCheckEvery = 3 * time.Minute
 
 // soakShort is the soak's length when CHAOS_SOAK_DURATION is unset: the
-// form `make test` runs. Two minutes are a few dozen Sessions, over a
-// hundred Turns and about ten faults (every kind soakFault injects, most
-// runs), enough to exercise the refusal check and the final invariant
-// check; the chaos scenarios run one after the other (none calls
-// t.Parallel), so the soak adds its length plus its setup and final
-// check (about 2.5 minutes measured) to the package's wall time, which
-// keeps a warm `make test` within its 15-minute budget.
+// form `make test` runs. Two minutes are about 300 operations, over a
+// hundred Turns and ten or so faults (in most runs every kind soakFault
+// injects) before the final invariant check. The chaos scenarios run one
+// after the other (none calls t.Parallel), so the soak adds its length
+// plus its setup and final check (123 s measured, twice) to the
+// package's wall time, which keeps a warm `make test` within its
+// 15-minute budget.
 const soakShort = 2 * time.Minute
 
 // soakDuration is CHAOS_SOAK_DURATION (`make soak DURATION=30m`), or
