@@ -98,9 +98,33 @@
 // parallel tests are not disturbed); every scenario logs its seed (CHAOS_SEED replays one) and
 // timings; timings are reported, never asserted tightly; CHAOS_LOGS=dir
 // keeps a failed scenario's process logs there; each scenario runs
-// CHAOS_RUNS times (default 1: the shortened form `make test` runs); the
-// soak workload runs only when CHAOS_SOAK_DURATION is set (`make soak`)
-// and fails on a refusal the cluster's state does not explain. Under
+// CHAOS_RUNS times (default 1: the shortened form `make test` runs). The
+// soak workload (TestSoak) runs for CHAOS_SOAK_DURATION (`make soak`), or
+// soakShort (2 minutes) when it is unset, so `make test` runs it too; it
+// fails on a refusal the cluster's state at that moment does not explain
+// (explainRefusal): only FAILED_PRECONDITION no_ready_node_with_capacity
+// is ever explained, and only by the admin API's capacity read just
+// before or just after the call showing a node not taking placement or
+// every node full; a capacity that cannot be read after the call explains
+// nothing, and no time since a fault's repair is an excuse.
+//
+// Every observer is shown able to fail (selftest_test.go and
+// TestInvariantChecksDetectViolations): a deliberately broken fixture in
+// a real cluster, judged with cluster.captured collecting the violations,
+// must be reported, and the same observer on the unbroken cluster must
+// report nothing. I1-I3: a Create replayed after cleanup, an unlabelled
+// volume under a derived name, a removed foreign volume. The Turn
+// witness: a completed Turn's command run a second time in its sandbox
+// through an Engine API exec (two host-side reports, two workspace
+// lines). I6: a Session ACTIVE in Berth whose container was stopped
+// through the Engine API (in a cluster without the gateway, so only the
+// engine tells), and one placed on a SIGSTOPped node agent, left
+// provisioning past a short deadline. The refusal check: a real capacity
+// refusal judged by a state with room, and with ListNodes failing (Core
+// stopped), and an UNAVAILABLE. The engine leak check (checkEngineLeaks):
+// containers and volumes planted after cleanup under the installation's
+// label and under an allocation's derived names without labels, and a
+// tombstone holding no allocation's name. Under
 // `go test -race` (make chaos-race) the harness builds berth-core and
 // berth-nodeagent with -race too and fails on their race reports.
 // Every captured log of the suite is scanned for the admin token,

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,17 +21,40 @@ import (
 // invariants.
 const soakCheckEvery = 3 * time.Minute
 
+// soakShort is the soak's length when CHAOS_SOAK_DURATION is unset: the
+// form `make test` runs. Two minutes are about 300 operations, over a
+// hundred Turns and ten or so faults (in most runs every kind soakFault
+// injects) before the final invariant check. The chaos scenarios run one
+// after the other (none calls t.Parallel), so the soak adds its length
+// plus its setup and final check (123 s measured, twice) to the
+// package's wall time, which keeps a warm `make test` within its
+// 15-minute budget.
+const soakShort = 2 * time.Minute
+
+// soakDuration is CHAOS_SOAK_DURATION (`make soak DURATION=30m`), or
+// soakShort when it is unset. A value that does not parse, or is not
+// positive, fails the test: a typo must not run the short form silently.
+func soakDuration(t *testing.T) time.Duration {
+	v := os.Getenv("CHAOS_SOAK_DURATION")
+	if v == "" {
+		return soakShort
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("CHAOS_SOAK_DURATION=%q: want a positive duration such as 30m", v)
+	}
+	return d
+}
+
 // TestSoak runs a mixed workload (create Sessions, run Turns in them,
-// delete them) with random faults for CHAOS_SOAK_DURATION (`make soak DURATION=10m`) and prints
+// delete them) with random faults for soakDuration (soakShort in `make
+// test`, CHAOS_SOAK_DURATION with `make soak DURATION=30m`) and prints
 // the totals: operations, Turns and how they ended, faults injected,
 // invariant violations (I1-I4) and leaks, and every refusal by its
-// explanation (explainRefusal): one the cluster's state does not explain
-// is a violation. It skips when the variable is not set.
+// explanation (explainRefusal): one the cluster's state at that moment
+// does not explain is a violation.
 func TestSoak(t *testing.T) {
-	d, err := time.ParseDuration(os.Getenv("CHAOS_SOAK_DURATION"))
-	if err != nil || d <= 0 {
-		t.Skip("set CHAOS_SOAK_DURATION (make soak DURATION=10m) to run the soak")
-	}
+	d := soakDuration(t)
 	scenario(t, "soak", func(t *testing.T, r *run) {
 		c := newCluster(t, r, options{proxied: 0, maxActive: 40, turns: true})
 		start := time.Now()
@@ -39,15 +64,10 @@ func TestSoak(t *testing.T) {
 		var tally turnTally
 		refused, leaks, checks := 0, 0, 0
 		reasons := map[string]int{} // refusals by explanation
-		var lastFault, lastRepair time.Time
-		var lastFaultKind string
-		refuse := func(op string, err error) {
+		var lastFault time.Time
+		refuse := func(op string, err error, before capacity) {
 			refused++
-			why, ok := c.explainRefusal(err, lastFaultKind, time.Since(lastRepair))
-			reasons[why]++
-			if !ok {
-				c.violation("refusal", "%s refused without an explanation (%s): %v; nodes: %s", op, why, status.Code(err), c.nodeLoad())
-			}
+			reasons[c.refusal(op, err, before)]++
 		}
 		lastCheck := time.Now()
 		check := func() {
@@ -71,25 +91,27 @@ func TestSoak(t *testing.T) {
 			switch x := r.rng.IntN(100); {
 			case x < 15 && time.Since(lastFault) > 10*time.Second:
 				lastFault = time.Now()
-				lastFaultKind = soakFault(t, c, r)
-				lastRepair = time.Now()
+				soakFault(t, c, r)
 			case x < 45 && len(live) > 0:
 				if s, err := c.submitTurn(pick(r.rng, live)); err == nil {
 					turns = append(turns, s)
 					tally.submitted++
 				} else {
-					refuse("SubmitTurn", err)
+					refuse("SubmitTurn", err, unread)
 				}
 			case x < 70 && len(live) < 12:
+				// Placement refuses only a creation: the state it is
+				// judged by is read on both sides of the call.
+				before := c.capacity()
 				if name, err := c.createSession(); err == nil {
 					live = append(live, name)
 				} else {
-					refuse("CreateSession", err)
+					refuse("CreateSession", err, before)
 				}
 			case len(live) > 0:
 				i := r.rng.IntN(len(live))
 				if err := c.deleteSession(live[i]); err != nil {
-					refuse("DeleteSession", err)
+					refuse("DeleteSession", err, unread)
 				}
 				live = append(live[:i], live[i+1:]...)
 			}
@@ -117,85 +139,142 @@ func TestSoak(t *testing.T) {
 	})
 }
 
-// faultRecovery is how long after a fault's repair a refusal it explains
-// may still come: a restarted node agent or Core reconnects with backoff,
-// and a node is placed on again once its health report is in.
-const faultRecovery = 30 * time.Second
-
-// explainRefusal classifies a refusal of the soak's workload: why names
-// it, and ok says whether the cluster's state explains it. Explained:
-// UNAVAILABLE while a restarted Core comes back (kind "core", within
-// faultRecovery of its restart); FAILED_PRECONDITION
-// no_ready_node_with_capacity while a node is not connected or not ready,
-// or within faultRecovery of a fault's repair, or when every ready node is
-// full by the admin API's own capacity figures. Anything else is
-// unexplained: the soak fails on it.
-func (c *cluster) explainRefusal(err error, kind string, sinceRepair time.Duration) (why string, ok bool) {
-	c.t.Helper()
-	recent := sinceRepair < faultRecovery
-	switch code, reason := status.Code(err), stack.AdminReason(err); {
-	case code == codes.Unavailable && kind == "core" && recent:
-		return "core restarting", true
-	case code == codes.FailedPrecondition && reason == "no_ready_node_with_capacity":
-		ready, full := c.readiness()
-		switch {
-		case ready < len(c.nodes):
-			return "no capacity: a node down or not ready", true
-		case recent:
-			return "no capacity: nodes reconnecting after a fault", true
-		case full == len(c.nodes):
-			return "no capacity: every node full", true
-		}
-		return "no capacity with every node ready and room left", false
-	default:
-		return fmt.Sprintf("%v %s", code, reason), false
-	}
+// capacity is what the admin API says about placement at one moment:
+// how many of the cluster's nodes take placement (enabled, connected,
+// ready for the committed generation) and how many of those have no room
+// left for one more Session of the cluster's specification, by their
+// reported figures. err is set when it could not be read: nothing is then
+// known about that moment.
+type capacity struct {
+	nodes, ready, full int
+	desc               string // each node's figures, for a violation's message
+	err                error
 }
 
-// readiness counts the cluster's nodes that are connected and ready for
-// the current generation, and those of them with no room left by the
-// admin API's capacity (active against max_active and against CPU and
-// memory for the cluster's specification).
-func (c *cluster) readiness() (ready, full int) {
-	c.t.Helper()
-	resp, err := c.nodesAPI().ListNodes(c.ctx, &adminv1.ListNodesRequest{PageSize: 100})
-	if err != nil {
-		return 0, 0
+// unread is the capacity of a moment nobody read (before a call that is
+// never refused for capacity): it explains nothing.
+var unread = capacity{err: errNotRead}
+
+var errNotRead = errors.New("not read")
+
+// room says whether one more Session would fit on a node that takes
+// placement.
+func (p capacity) room() bool { return p.err == nil && p.full < p.ready }
+
+func (p capacity) String() string {
+	switch {
+	case errors.Is(p.err, errNotRead):
+		return "<not read>"
+	case p.err != nil:
+		return fmt.Sprintf("<unreadable: %v>", status.Code(p.err))
 	}
-	for _, n := range resp.GetNodes() {
-		if !n.GetPresence().GetConnected() || !n.GetReadiness().GetReady() {
-			continue
-		}
-		ready++
-		cp := n.GetCapacity()
-		room := min(int64(cp.GetMaxActive()), cp.GetCpuMillis()/c.spec.GetCpuMillis(), cp.GetMemoryBytes()/c.spec.GetMemoryBytes())
-		if int64(cp.GetActive()) >= room {
-			full++
-		}
-	}
-	return ready, full
+	return fmt.Sprintf("%d of %d nodes take placement, %d of them full (%s)", p.ready, p.nodes, p.full, p.desc)
 }
 
-// nodeLoad describes each node's presence, readiness and load for a
-// violation's message.
-func (c *cluster) nodeLoad() string {
+// capacity reads the cluster's placement state from the admin API right
+// now (GetDeployment for the committed generation, ListNodes for each
+// node). A node takes placement as ChoosePlacementNode requires: enabled,
+// connected (the presence predicate placement reads too), ready for the
+// committed generation. It is full when what it holds (active) reaches
+// the least of max_active and its reported CPU, memory and free disk
+// divided by the specification's needs, computed here from the raw
+// figures rather than taken from Core's no_room_reason (which the
+// description shows beside them).
+func (c *cluster) capacity() capacity {
 	c.t.Helper()
-	resp, err := c.nodesAPI().ListNodes(c.ctx, &adminv1.ListNodesRequest{PageSize: 100})
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	dep, err := adminv1.NewDeploymentServiceClient(c.cc).GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
 	if err != nil {
-		return fmt.Sprintf("<ListNodes: %v>", status.Code(err))
+		return capacity{err: err}
 	}
+	resp, err := c.nodesAPI().ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: 100})
+	if err != nil {
+		return capacity{err: err}
+	}
+	generation := dep.GetDeployment().GetGeneration()
+	p := capacity{nodes: len(resp.GetNodes())}
 	var parts []string
 	for _, n := range resp.GetNodes() {
-		cp := n.GetCapacity()
-		parts = append(parts, fmt.Sprintf("%s connected %v ready %v active %d/%d",
-			n.GetName(), n.GetPresence().GetConnected(), n.GetReadiness().GetReady(), cp.GetActive(), cp.GetMaxActive()))
+		cp, rd := n.GetCapacity(), n.GetReadiness()
+		takes := n.GetState() == adminv1.Node_STATE_ENABLED && stack.Connected(n) && rd.GetReady() && rd.GetGeneration() == generation
+		parts = append(parts, fmt.Sprintf("%s %v connected %v ready %v (generation %d of %d) active %d/%d no_room_reason %q",
+			n.GetName(), n.GetState(), stack.Connected(n), rd.GetReady(), rd.GetGeneration(), generation, cp.GetActive(), cp.GetMaxActive(), cp.GetNoRoomReason()))
+		if !takes {
+			continue
+		}
+		p.ready++
+		room := int64(cp.GetMaxActive())
+		for _, fit := range []struct{ have, need int64 }{
+			{cp.GetCpuMillis(), int64(c.spec.GetCpuMillis())},
+			{cp.GetMemoryBytes(), c.spec.GetMemoryBytes()},
+			{cp.GetDiskFreeBytes(), c.spec.GetDiskBytes()},
+		} {
+			if fit.need > 0 {
+				room = min(room, fit.have/fit.need)
+			}
+		}
+		if int64(cp.GetActive()) >= room {
+			p.full++
+		}
 	}
-	return strings.Join(parts, "; ")
+	p.desc = strings.Join(parts, "; ")
+	return p
 }
 
-// soakFault injects one random fault, repairs it and returns its kind:
-// "node" (an agent or its path) or "core".
-func soakFault(t *testing.T, c *cluster, r *run) string {
+// refusal judges a refusal of the soak's workload (explainRefusal, by the
+// capacity read just before the call and the one read now, just after
+// it): an unexplained one is a violation. It returns the explanation the
+// soak tallies.
+func (c *cluster) refusal(op string, err error, before capacity) string {
+	c.t.Helper()
+	after := c.capacity()
+	why, ok := c.explainRefusal(err, before, after)
+	c.t.Logf("%s refused (%v %s): %s; capacity before the call: %v; after it: %v", op, status.Code(err), stack.AdminReason(err), why, before, after)
+	if !ok {
+		c.violation("refusal", "%s refused without an explanation (%s): %v %s; capacity before the call: %v; after it: %v",
+			op, why, status.Code(err), stack.AdminReason(err), before, after)
+	}
+	return why
+}
+
+// explainRefusal classifies a refusal of the soak's workload: why names
+// it, and ok says whether the cluster's state explains it. Only
+// FAILED_PRECONDITION no_ready_node_with_capacity can be explained, and
+// only by the state of the moment it was decided, which lies between the
+// read before the call (before) and the one after it (after): some node
+// not taking placement or every one that does full, in either read. The
+// read after must succeed: a refusal whose aftermath cannot be read is
+// unexplained, whatever before said. A fault's repair is no explanation
+// by itself (the soak's faults are repaired before the next operation,
+// and a node that is still reconnecting shows as not connected or not
+// ready). Anything else is unexplained: UNAVAILABLE included, since
+// restartCore returns only once the new Core serves, so no operation is
+// ever sent while Core is down.
+func (c *cluster) explainRefusal(err error, before, after capacity) (why string, ok bool) {
+	code, reason := status.Code(err), stack.AdminReason(err)
+	if code != codes.FailedPrecondition || reason != "no_ready_node_with_capacity" {
+		return strings.TrimSpace(fmt.Sprintf("%v %s", code, reason)), false
+	}
+	if after.err != nil {
+		return "no capacity, and ListNodes failed right after", false
+	}
+	for _, p := range []capacity{before, after} {
+		switch {
+		case p.err != nil:
+		case p.ready < p.nodes:
+			return "no capacity: a node not connected or not ready", true
+		case !p.room():
+			return "no capacity: every node full", true
+		}
+	}
+	return "no capacity with every node ready and room left", false
+}
+
+// soakFault injects one random fault and repairs it before it returns:
+// an agent SIGKILLed or SIGSTOPped, the Core-node path cut, or Core
+// SIGKILLed or SIGTERMed (restartCore returns once the new Core serves).
+func soakFault(t *testing.T, c *cluster, r *run) {
 	t.Helper()
 	n := pick(r.rng, c.nodes)
 	hold := time.Duration(500+r.rng.IntN(2500)) * time.Millisecond
@@ -219,11 +298,8 @@ func soakFault(t *testing.T, c *cluster, r *run) string {
 	case 3:
 		r.fault(t, "SIGKILL berth-core")
 		c.restartCore(true)
-		return "core"
 	case 4:
 		r.fault(t, "SIGTERM berth-core")
 		c.restartCore(false)
-		return "core"
 	}
-	return "node"
 }
