@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/test/internal/stack"
 	"github.com/moby/moby/api/types/events"
 	"google.golang.org/grpc/status"
 )
@@ -89,16 +88,19 @@ func TestCoreKilledDuringCleanup(t *testing.T) {
 
 // TestPostgresRestartUnderLoad runs a cluster on a PostgreSQL server of
 // its own and crashes it (immediate stop) for a seeded 1-3 s while
-// Sessions are being created. Creations during the outage may fail; Core
-// either rides it out or exits (a lost execution lease) and is started
-// again. Every accepted Session becomes ACTIVE, is created once (I1), and
-// cleanup leaves nothing (I2).
+// Sessions are being created. Creations during the outage may be refused,
+// each exactly UNAVAILABLE database_unavailable (core/store/pgerr's
+// refusal of a store call that met the database down or starting up), or,
+// only when Core exited (a lost execution lease; it is then started
+// again), the transport's UNAVAILABLE without an ErrorInfo while no Core
+// listens; any other refusal is a violation. Every accepted Session
+// becomes ACTIVE, is created once (I1), and cleanup leaves nothing (I2).
 func TestPostgresRestartUnderLoad(t *testing.T) {
 	scenario(t, "PostgreSQL restart under load", func(t *testing.T, r *run) {
 		pg := startPostgres(t)
 		c := newCluster(t, r, options{proxied: -1, dsn: pg.DSN, turns: true})
 		var accepted []string
-		failed := 0
+		var refused refusals
 		load := make(chan struct{})
 		go func() {
 			defer close(load)
@@ -106,7 +108,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 				if name, err := c.createSession(); err == nil {
 					accepted = append(accepted, name)
 				} else {
-					failed++
+					refused.add(err)
 				}
 				time.Sleep(150 * time.Millisecond)
 			}
@@ -119,8 +121,12 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		pg.start()
 		repaired := time.Now()
 		<-load
-		t.Logf("load: %d Sessions accepted, %d creations refused during the outage", len(accepted), failed)
-		c.restartIfExited()
+		t.Logf("load: %d Sessions accepted, %d creations refused during the outage: %v", len(accepted), refused.total(), &refused)
+		if c.restartIfExited() {
+			c.requireRefusals("CreateSession during the outage", &refused, refusedDatabaseUnavailable, refusedCoreGone)
+		} else {
+			c.requireRefusals("CreateSession during the outage", &refused, refusedDatabaseUnavailable)
+		}
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (PostgreSQL back to a probe Session ACTIVE): %v", r.recovery)
 		got := c.waitActive(accepted, repaired, 15*time.Second)
@@ -192,19 +198,28 @@ func TestStandbyCoreTakesOver(t *testing.T) {
 // TestPostgresConnectionsExhausted takes every connection slot of the
 // cluster's own PostgreSQL server for a seeded 3-6 s while Sessions are
 // being created. Core keeps what its pool holds and may refuse or exit
-// (a lost execution lease, then it is started again); a refusal is a
-// fixed status, never PostgreSQL's text. Afterwards a probe Session runs,
-// every accepted Session ends ACTIVE or FAILED (I6), and cleanup leaves
-// nothing (I1-I3).
+// (a lost execution lease, then it is started again); a refusal is
+// exactly UNAVAILABLE database_unavailable (core/store/pgerr: SQLSTATE
+// class 53, the server out of slots, when the pool opens a connection)
+// or, only when Core exited, the transport's UNAVAILABLE without an
+// ErrorInfo, and never carries PostgreSQL's text. Core's pool keeps the
+// connections it opened before the fault, so by itself it refuses
+// nothing; by the seed, half the runs also end Core's connections once
+// the slots are taken (pg_terminate_backend, as an administrator or a
+// failover would) and take the slots they free, so Core must connect
+// again while none is free, and its refusals are checked. Afterwards a
+// probe Session runs, every accepted Session ends ACTIVE or FAILED (I6),
+// and cleanup leaves nothing (I1-I3).
 func TestPostgresConnectionsExhausted(t *testing.T) {
 	scenario(t, "PostgreSQL connection slots exhausted under load", func(t *testing.T, r *run) {
 		pg := startPostgres(t)
 		c := newCluster(t, r, options{proxied: -1, dsn: pg.DSN})
 		hold := time.Duration(3000+r.rng.IntN(3000)) * time.Millisecond
-		held, release := pg.exhaust()
-		r.fault(t, "%d connections take every PostgreSQL slot for %v", held, hold)
+		evict := r.rng.IntN(2) == 0
+		held, evicted, release := pg.exhaust(evict)
+		r.fault(t, "%d connections take every PostgreSQL slot for %v (evict the others: %v, %d backends ended)", held, hold, evict, evicted)
 		var accepted []string
-		refused := map[string]int{}
+		var refused refusals
 		// At most 8 creates, so the cluster (3 nodes of 8) keeps room for
 		// the probe after the repair.
 		for i, end := 0, time.Now().Add(hold); i < 8 && time.Now().Before(end); i++ {
@@ -212,8 +227,8 @@ func TestPostgresConnectionsExhausted(t *testing.T) {
 			if err == nil {
 				accepted = append(accepted, name)
 			} else {
-				refused[status.Code(err).String()+" "+stack.AdminReason(err)]++
-				if msg := strings.ToLower(status.Convert(err).Message()); strings.Contains(msg, "too many") || strings.Contains(msg, "slots") {
+				refused.add(err)
+				if msg := strings.ToLower(status.Convert(err).Message()); strings.Contains(msg, "too many clients") || strings.Contains(msg, "remaining connection slots") {
 					c.violation("refusal", "a refusal carries PostgreSQL's text: %v", err)
 				}
 			}
@@ -221,8 +236,12 @@ func TestPostgresConnectionsExhausted(t *testing.T) {
 		}
 		release()
 		repaired := time.Now()
-		t.Logf("load: %d Sessions accepted, refusals %v", len(accepted), refused)
-		c.restartIfExited()
+		t.Logf("load: %d Sessions accepted, %d refused: %v", len(accepted), refused.total(), &refused)
+		if c.restartIfExited() {
+			c.requireRefusals("CreateSession while the slots are taken", &refused, refusedDatabaseUnavailable, refusedCoreGone)
+		} else {
+			c.requireRefusals("CreateSession while the slots are taken", &refused, refusedDatabaseUnavailable)
+		}
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (slots released to a probe Session ACTIVE): %v", r.recovery)
 		requireOutcomes(t, c, accepted, outcomeDeadline)
@@ -232,14 +251,16 @@ func TestPostgresConnectionsExhausted(t *testing.T) {
 
 // restartIfExited starts Core again when it exited during a database
 // fault (a lost execution lease), waiting up to 2 s to see whether it
-// does.
-func (c *cluster) restartIfExited() {
+// does, and reports whether it had exited.
+func (c *cluster) restartIfExited() bool {
 	c.t.Helper()
 	select {
 	case <-c.core.Exited:
 		c.t.Logf("berth-core exited during the database fault (lease lost); starting it again")
 		c.startCore()
+		return true
 	case <-time.After(2 * time.Second):
 		c.t.Logf("berth-core rode out the database fault")
+		return false
 	}
 }

@@ -49,6 +49,17 @@
 //     and its Session gets a new allocation, so the deadline is that plus
 //     activeDeadline (outcomeDeadline).
 //
+// Refusals are checked by their exact gRPC code and ErrorInfo domain and
+// reason (refusal_test.go), never only counted: during the PostgreSQL
+// restart and with its slots taken, CreateSession is refused only with
+// UNAVAILABLE database_unavailable (or, once Core exited on a lost
+// lease, the transport's UNAVAILABLE without an ErrorInfo); the flood's
+// bad hellos only with UNAUTHENTICATED runtime_credential_rejected and
+// its unauthenticated admin requests only with UNAUTHENTICATED
+// unauthenticated; on a full data root only with FAILED_PRECONDITION
+// no_ready_node_with_capacity. Any other refusal is a violation named
+// refusal.
+//
 // Issue 12's scenarios check, besides I1-I3, what Core reports and keeps
 // (their violations are named placement, observation and retention):
 // TestRetiredNodeAgentKilledDuringDeletion retires a node holding
