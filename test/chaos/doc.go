@@ -11,7 +11,11 @@
 // presenting another node's certificate) and after each scenario checks
 // the invariants against the engine and the database, through observers
 // independent of Berth's own report where one exists (the engine's event
-// log and container list, Turn side effects):
+// log and container list, Turn side effects). An observer that cannot
+// read fails the scenario: only the engine's NotFound means a resource is
+// gone or a Turn left no file, and an engine read (inspect, copy, list)
+// that fails otherwise is a violation or a fatal error, never taken for
+// absence:
 //
 //   - I1: no allocation had more than one container or volume set created
 //     (counted from the engine's event log, so a Create replayed after a
@@ -115,6 +119,10 @@
 // `go test -race` (make chaos-race) the harness builds berth-core and
 // berth-nodeagent with -race too and fails on their race reports.
 // Every captured log of the suite is scanned for the admin token,
-// enrollment tokens, device credentials and private key PEM markers.
+// enrollment tokens, device credentials and private key PEM markers; in a
+// cluster that serves the Runtime gateway each Runtime container's device
+// credential is read from its bootstrap file as it starts (the ones
+// Runtimes present to Core), and a scenario whose Runtimes started with
+// none read, or a read that failed, is a violation named secrets.
 // Code here is test-only: the package has no non-test code but this file.
 package chaos
