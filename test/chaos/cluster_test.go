@@ -732,14 +732,31 @@ func (c *cluster) recordCreates() {
 	c.t.Cleanup(func() { cancel(); <-done })
 }
 
-// createEvents returns the create events counted so far (after a moment
-// for the stream to catch up).
+// createEvents returns the create events counted so far, once the
+// subscription has caught up with the engine: the engine delivers its
+// events in order, so once the stream has counted the create of a marker
+// volume of a fresh name made now, it has counted every earlier event.
+// The marker is removed again and left out of the result.
 func (c *cluster) createEvents() map[string]int {
 	c.t.Helper()
-	time.Sleep(500 * time.Millisecond)
+	ctx := context.Background()
+	marker := "chaos-marker-" + uuid.NewString()
+	if _, err := c.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: marker, Labels: map[string]string{chaosLabel: "marker"}}); err != nil {
+		c.t.Fatalf("create the event stream's marker volume: %v", err)
+	}
+	stack.WaitFor(c.t, settleDeadline, "the engine's event stream to count the marker volume's create", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.creates["volume:"+marker] > 0
+	})
+	if _, err := c.cli.VolumeRemove(ctx, marker, client.VolumeRemoveOptions{Force: true}); err != nil {
+		c.t.Errorf("remove the event stream's marker volume: %v", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.creates)
+	out := maps.Clone(c.creates)
+	delete(out, "volume:"+marker)
+	return out
 }
 
 // invariants checks I1, I2 (after deleting every Session) and I3 and

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/moby/moby/api/types/events"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/test/internal/stack"
 )
 
 // TestCoreKilledBeforeCreate SIGKILLs berth-core right after Sessions'
@@ -154,10 +157,15 @@ func TestStandbyCoreTakesOver(t *testing.T) {
 			t.Fatalf("only %d of %d Sessions ACTIVE before the fault", len(got), len(names))
 		}
 		standby := c.startStandby()
+		// Once the standby logged its first refused attempt at the lease,
+		// it must not serve: the active Core holds the lease.
+		stack.WaitFor(t, nodeDeadline, "the standby's refused attempt at the execution lease", func() bool {
+			return strings.Contains(standby.Logs(), "another berth-core holds the execution lease; waiting")
+		})
 		select {
 		case <-standby.Serving:
 			t.Fatal("the standby served while the active Core held the lease")
-		case <-time.After(time.Second):
+		default:
 		}
 		names = append(names, c.mustCreate(3)...)
 		delay := time.Duration(r.rng.IntN(500)) * time.Millisecond
@@ -249,18 +257,39 @@ func TestPostgresConnectionsExhausted(t *testing.T) {
 	})
 }
 
-// restartIfExited starts Core again when it exited during a database
-// fault (a lost execution lease), waiting up to 2 s to see whether it
-// does, and reports whether it had exited.
+// restartIfExited waits, after a database fault, until Core has either
+// exited (a lost execution lease) or renewed its lease after the repair
+// (read from the database: Core gives the lease up only on a failed
+// renewal, so one that succeeded after the fault means it rode it out),
+// starts it again in the first case, and reports whether it had exited.
+// Neither within nodeDeadline fails the test.
 func (c *cluster) restartIfExited() bool {
 	c.t.Helper()
-	select {
-	case <-c.core.Exited:
-		c.t.Logf("berth-core exited during the database fault (lease lost); starting it again")
-		c.startCore()
-		return true
-	case <-time.After(2 * time.Second):
-		c.t.Logf("berth-core rode out the database fault")
-		return false
+	st := c.db()
+	var seen time.Time // the last renewal read; zero until one is read
+	end := time.Now().Add(nodeDeadline)
+	for {
+		select {
+		case <-c.core.Exited:
+			c.t.Logf("berth-core exited during the database fault (lease lost); starting it again")
+			c.startCore()
+			return true
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		lease, err := st.GetLease(ctx)
+		cancel()
+		switch {
+		case err != nil: // the test's own pool may meet the fault's end too
+		case seen.IsZero():
+			seen = lease.RenewedAt
+		case lease.RenewedAt.After(seen):
+			c.t.Logf("berth-core rode out the database fault (it renewed its execution lease after it)")
+			return false
+		}
+		if time.Now().After(end) {
+			c.t.Fatalf("berth-core neither exited nor renewed its execution lease within %v of the database fault's end (last read: %v)", nodeDeadline, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -15,7 +15,8 @@
 // read fails the scenario: only the engine's NotFound means a resource is
 // gone or a Turn left no file, and an engine read (inspect, copy, list)
 // that fails otherwise is a violation or a fatal error, never taken for
-// absence:
+// absence, and the event count waits until the stream has delivered a
+// marker volume's create instead of sleeping:
 //
 //   - I1: no allocation had more than one container or volume set created
 //     (counted from the engine's event log, so a Create replayed after a
@@ -72,11 +73,13 @@
 // succeeds); TestExternalContainerRemoval removes a running Session's
 // container through the Engine API (compute_available false with
 // compute_missing before a generous deadline, the time recorded as the
-// scenario's recovery at Core's default intervals; volumes kept until
-// deletion); TestEngineRestartUnderRunningSessions restarts a private
-// engine under running Sessions (compute_stopped, never available while
-// the container is stopped for longer than one observation period after
-// the engine is back; volumes and workspace kept).
+// scenario's recovery at Core's default intervals; no recreate and the
+// volumes kept until deletion, polled over one full observation period
+// after the report); TestEngineRestartUnderRunningSessions restarts a
+// private engine under running Sessions (compute_stopped, never available
+// while the container is stopped for longer than one observation period
+// after the engine is back, polled until every Session reports and one
+// observation period more; volumes and workspace kept).
 //
 // Issue 16's scenarios (suspend_test.go) suspend Sessions that ran a Turn
 // and wake them with Turns, with berth-core SIGKILLed during the quiesce,
