@@ -94,7 +94,9 @@ var codec = errgrpc.New(ErrorDomain,
 //     ErrFailedPrecondition: FAILED_PRECONDITION. An errdefs.Refusal
 //     crosses with its own reason ("node_enabled") and message ("node is
 //     enabled: retire it first"), which tell the operator what to do.
-//   - ErrObservationUnavailable: UNAVAILABLE.
+//   - ErrObservationUnavailable: UNAVAILABLE; a store call that met the
+//     database unavailable crosses as core/store/pgerr's refusal
+//     (database_unavailable, "retry once it is back").
 //   - ErrUnsupported: UNIMPLEMENTED (with the operation and reason code of
 //     a providercontract.UnsupportedError in the ErrorInfo).
 //   - ErrComputeUnconfirmed, ErrCommandUnconfirmed: UNKNOWN, an unknown

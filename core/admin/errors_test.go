@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/core/store/pgerr"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/providercontract"
 )
@@ -67,6 +69,10 @@ func TestToStatusClasses(t *testing.T) {
 		{"runtime not running", wrap(errdefs.ErrRuntimeNotRunning), codes.FailedPrecondition, "runtime not running", ReasonRuntimeNotRunning},
 		{"failed precondition", wrap(errdefs.ErrFailedPrecondition), codes.FailedPrecondition, "failed precondition", ReasonFailedPrecondition},
 		{"observation unavailable", wrap(errdefs.ErrObservationUnavailable), codes.Unavailable, "observation unavailable", ReasonObservationUnavailable},
+		// A store call that met the database down crosses as pgerr's
+		// refusal, which names the database, not as the class's generic
+		// reason the admin API also reports for a node's compute.
+		{"database unavailable", fmt.Errorf("create session: %w", pgerr.Classify(io.ErrUnexpectedEOF)), codes.Unavailable, pgerr.ErrDatabaseUnavailable.Message, "database_unavailable"},
 		{"unsupported class", wrap(errdefs.ErrUnsupported), codes.Unimplemented, "unsupported operation", ReasonUnsupported},
 		{"compute unconfirmed", wrap(errdefs.ErrComputeUnconfirmed), codes.Unknown, "compute outcome unconfirmed", ReasonComputeUnconfirmed},
 		{"command unconfirmed", wrap(errdefs.ErrCommandUnconfirmed), codes.Unknown, "command completion unconfirmed", ReasonCommandUnconfirmed},

@@ -1,9 +1,7 @@
 package chaos
 
 import (
-	"archive/tar"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/uuid"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/events"
@@ -110,7 +109,8 @@ type cluster struct {
 	// (options.runtimeProxied only).
 	runtimeProxy *faultnet.Proxy
 	foreign      []foreign
-	outputs      []string // enroll command outputs, scanned for secrets
+	outputs      []string         // enroll command outputs, scanned for secrets
+	creds        *credentialWatch // read as Runtimes start (turns only: watchCredentials)
 	// coreOpts start every Core of the cluster; network is the
 	// containers' network ("none" unless the cluster runs Turns).
 	coreOpts stack.CoreOptions
@@ -194,6 +194,9 @@ func newCluster(t *testing.T, r *run, o options) *cluster {
 	c.cc, c.ctx = c.core.AdminClient(t)
 	c.inst = stack.InstallationID(t, c.ctx, c.cc)
 	c.recordCreates()
+	if o.turns {
+		c.watchCredentials()
+	}
 	addSecret(c.core.AdminToken(t))
 	for i := range o.nodes {
 		c.addNode(socketPath(host), i == o.proxied)
@@ -729,20 +732,38 @@ func (c *cluster) recordCreates() {
 	c.t.Cleanup(func() { cancel(); <-done })
 }
 
-// createEvents returns the create events counted so far (after a moment
-// for the stream to catch up).
+// createEvents returns the create events counted so far, once the
+// subscription has caught up with the engine: the engine delivers its
+// events in order, so once the stream has counted the create of a marker
+// volume of a fresh name made now, it has counted every earlier event.
+// The marker is removed again and left out of the result.
 func (c *cluster) createEvents() map[string]int {
 	c.t.Helper()
-	time.Sleep(500 * time.Millisecond)
+	ctx := context.Background()
+	marker := "chaos-marker-" + uuid.NewString()
+	if _, err := c.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: marker, Labels: map[string]string{chaosLabel: "marker"}}); err != nil {
+		c.t.Fatalf("create the event stream's marker volume: %v", err)
+	}
+	stack.WaitFor(c.t, settleDeadline, "the engine's event stream to count the marker volume's create", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.creates["volume:"+marker] > 0
+	})
+	if _, err := c.cli.VolumeRemove(ctx, marker, client.VolumeRemoveOptions{Force: true}); err != nil {
+		c.t.Errorf("remove the event stream's marker volume: %v", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.creates)
+	out := maps.Clone(c.creates)
+	delete(out, "volume:"+marker)
+	return out
 }
 
 // invariants checks I1, I2 (after deleting every Session) and I3 and
 // returns the time cleanup took to settle.
 func (c *cluster) invariants() time.Duration {
 	c.t.Helper()
+	c.checkCredentials()
 	c.deleteAll()
 	d := c.settle()
 	c.checkCreates()
@@ -758,7 +779,9 @@ func (c *cluster) invariants() time.Duration {
 // for one of the installation's allocations (so also one that lost or
 // never had its labels) must be gone, except the tombstones, each of
 // which must hold the names of one of the installation's allocations, and
-// the suite's own foreign resources.
+// the suite's own foreign resources. Only the engine's NotFound counts as
+// gone: an inspection that fails otherwise is a violation, never a
+// resource taken for removed.
 func (c *cluster) checkEngineLeaks() {
 	c.t.Helper()
 	ctx := context.Background()
@@ -796,8 +819,13 @@ func (c *cluster) checkEngineLeaks() {
 			continue
 		}
 		res, err := c.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-		if err != nil {
+		switch {
+		case cerrdefs.IsNotFound(err):
 			continue // gone
+		case err != nil:
+			// A failed observation is no proof it is gone.
+			c.violation("I2", "container %s created during the run: inspect failed (%v), so it may still be there", name, err)
+			continue
 		}
 		checked++
 		leak("container", name, labelsOfContainer(res.Container))
@@ -811,7 +839,11 @@ func (c *cluster) checkEngineLeaks() {
 			continue
 		}
 		res, err := c.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
-		if err != nil {
+		switch {
+		case cerrdefs.IsNotFound(err):
+			continue // gone
+		case err != nil:
+			c.violation("I2", "volume %s created during the run: inspect failed (%v), so it may still be there", name, err)
 			continue
 		}
 		checked++
@@ -979,36 +1011,6 @@ func (c *cluster) scanLogs() {
 	for _, race := range stack.DataRaces(logs...) {
 		c.t.Errorf("a process of the cluster reported a data race:\n%s", race)
 	}
-}
-
-// credentials reads each running container's bootstrap file and registers
-// its device credential as a secret the log scan looks for.
-func (c *cluster) credentials() int {
-	c.t.Helper()
-	ctx := context.Background()
-	cs, err := c.cli.ContainerList(ctx, client.ContainerListOptions{Filters: stack.InstallationFilter(c.inst)})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	found := 0
-	for _, ct := range cs.Items {
-		res, err := c.cli.CopyFromContainer(ctx, ct.ID, client.CopyFromContainerOptions{SourcePath: "/home/runtime/runtime-bootstrap.json"})
-		if err != nil {
-			continue
-		}
-		tr := tar.NewReader(res.Content)
-		if _, err := tr.Next(); err == nil {
-			var f struct {
-				Credential string `json:"credential"`
-			}
-			if json.NewDecoder(tr).Decode(&f) == nil && f.Credential != "" {
-				addSecret(f.Credential)
-				found++
-			}
-		}
-		_ = res.Content.Close()
-	}
-	return found
 }
 
 // pick returns a random element of list (by the run's seed).

@@ -1,14 +1,16 @@
 package chaos
 
 import (
+	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"berth.dev/test/internal/stack"
 	"github.com/moby/moby/api/types/events"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/test/internal/stack"
 )
 
 // TestCoreKilledBeforeCreate SIGKILLs berth-core right after Sessions'
@@ -89,16 +91,19 @@ func TestCoreKilledDuringCleanup(t *testing.T) {
 
 // TestPostgresRestartUnderLoad runs a cluster on a PostgreSQL server of
 // its own and crashes it (immediate stop) for a seeded 1-3 s while
-// Sessions are being created. Creations during the outage may fail; Core
-// either rides it out or exits (a lost execution lease) and is started
-// again. Every accepted Session becomes ACTIVE, is created once (I1), and
-// cleanup leaves nothing (I2).
+// Sessions are being created. Creations during the outage may be refused,
+// each exactly UNAVAILABLE database_unavailable (core/store/pgerr's
+// refusal of a store call that met the database down or starting up), or,
+// only when Core exited (a lost execution lease; it is then started
+// again), the transport's UNAVAILABLE without an ErrorInfo while no Core
+// listens; any other refusal is a violation. Every accepted Session
+// becomes ACTIVE, is created once (I1), and cleanup leaves nothing (I2).
 func TestPostgresRestartUnderLoad(t *testing.T) {
 	scenario(t, "PostgreSQL restart under load", func(t *testing.T, r *run) {
 		pg := startPostgres(t)
 		c := newCluster(t, r, options{proxied: -1, dsn: pg.DSN, turns: true})
 		var accepted []string
-		failed := 0
+		var refused refusals
 		load := make(chan struct{})
 		go func() {
 			defer close(load)
@@ -106,7 +111,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 				if name, err := c.createSession(); err == nil {
 					accepted = append(accepted, name)
 				} else {
-					failed++
+					refused.add(err)
 				}
 				time.Sleep(150 * time.Millisecond)
 			}
@@ -119,8 +124,12 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		pg.start()
 		repaired := time.Now()
 		<-load
-		t.Logf("load: %d Sessions accepted, %d creations refused during the outage", len(accepted), failed)
-		c.restartIfExited()
+		t.Logf("load: %d Sessions accepted, %d creations refused during the outage: %v", len(accepted), refused.total(), &refused)
+		if c.restartIfExited() {
+			c.requireRefusals("CreateSession during the outage", &refused, refusedDatabaseUnavailable, refusedCoreGone)
+		} else {
+			c.requireRefusals("CreateSession during the outage", &refused, refusedDatabaseUnavailable)
+		}
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (PostgreSQL back to a probe Session ACTIVE): %v", r.recovery)
 		got := c.waitActive(accepted, repaired, 15*time.Second)
@@ -148,10 +157,15 @@ func TestStandbyCoreTakesOver(t *testing.T) {
 			t.Fatalf("only %d of %d Sessions ACTIVE before the fault", len(got), len(names))
 		}
 		standby := c.startStandby()
+		// Once the standby logged its first refused attempt at the lease,
+		// it must not serve: the active Core holds the lease.
+		stack.WaitFor(t, nodeDeadline, "the standby's refused attempt at the execution lease", func() bool {
+			return strings.Contains(standby.Logs(), "another berth-core holds the execution lease; waiting")
+		})
 		select {
 		case <-standby.Serving:
 			t.Fatal("the standby served while the active Core held the lease")
-		case <-time.After(time.Second):
+		default:
 		}
 		names = append(names, c.mustCreate(3)...)
 		delay := time.Duration(r.rng.IntN(500)) * time.Millisecond
@@ -192,19 +206,28 @@ func TestStandbyCoreTakesOver(t *testing.T) {
 // TestPostgresConnectionsExhausted takes every connection slot of the
 // cluster's own PostgreSQL server for a seeded 3-6 s while Sessions are
 // being created. Core keeps what its pool holds and may refuse or exit
-// (a lost execution lease, then it is started again); a refusal is a
-// fixed status, never PostgreSQL's text. Afterwards a probe Session runs,
-// every accepted Session ends ACTIVE or FAILED (I6), and cleanup leaves
-// nothing (I1-I3).
+// (a lost execution lease, then it is started again); a refusal is
+// exactly UNAVAILABLE database_unavailable (core/store/pgerr: SQLSTATE
+// class 53, the server out of slots, when the pool opens a connection)
+// or, only when Core exited, the transport's UNAVAILABLE without an
+// ErrorInfo, and never carries PostgreSQL's text. Core's pool keeps the
+// connections it opened before the fault, so by itself it refuses
+// nothing; by the seed, half the runs also end Core's connections once
+// the slots are taken (pg_terminate_backend, as an administrator or a
+// failover would) and take the slots they free, so Core must connect
+// again while none is free, and its refusals are checked. Afterwards a
+// probe Session runs, every accepted Session ends ACTIVE or FAILED (I6),
+// and cleanup leaves nothing (I1-I3).
 func TestPostgresConnectionsExhausted(t *testing.T) {
 	scenario(t, "PostgreSQL connection slots exhausted under load", func(t *testing.T, r *run) {
 		pg := startPostgres(t)
 		c := newCluster(t, r, options{proxied: -1, dsn: pg.DSN})
 		hold := time.Duration(3000+r.rng.IntN(3000)) * time.Millisecond
-		held, release := pg.exhaust()
-		r.fault(t, "%d connections take every PostgreSQL slot for %v", held, hold)
+		evict := r.rng.IntN(2) == 0
+		held, evicted, release := pg.exhaust(evict)
+		r.fault(t, "%d connections take every PostgreSQL slot for %v (evict the others: %v, %d backends ended)", held, hold, evict, evicted)
 		var accepted []string
-		refused := map[string]int{}
+		var refused refusals
 		// At most 8 creates, so the cluster (3 nodes of 8) keeps room for
 		// the probe after the repair.
 		for i, end := 0, time.Now().Add(hold); i < 8 && time.Now().Before(end); i++ {
@@ -212,8 +235,8 @@ func TestPostgresConnectionsExhausted(t *testing.T) {
 			if err == nil {
 				accepted = append(accepted, name)
 			} else {
-				refused[status.Code(err).String()+" "+stack.AdminReason(err)]++
-				if msg := strings.ToLower(status.Convert(err).Message()); strings.Contains(msg, "too many") || strings.Contains(msg, "slots") {
+				refused.add(err)
+				if msg := strings.ToLower(status.Convert(err).Message()); strings.Contains(msg, "too many clients") || strings.Contains(msg, "remaining connection slots") {
 					c.violation("refusal", "a refusal carries PostgreSQL's text: %v", err)
 				}
 			}
@@ -221,8 +244,12 @@ func TestPostgresConnectionsExhausted(t *testing.T) {
 		}
 		release()
 		repaired := time.Now()
-		t.Logf("load: %d Sessions accepted, refusals %v", len(accepted), refused)
-		c.restartIfExited()
+		t.Logf("load: %d Sessions accepted, %d refused: %v", len(accepted), refused.total(), &refused)
+		if c.restartIfExited() {
+			c.requireRefusals("CreateSession while the slots are taken", &refused, refusedDatabaseUnavailable, refusedCoreGone)
+		} else {
+			c.requireRefusals("CreateSession while the slots are taken", &refused, refusedDatabaseUnavailable)
+		}
 		r.recovery = c.probe(repaired)
 		t.Logf("recovery (slots released to a probe Session ACTIVE): %v", r.recovery)
 		requireOutcomes(t, c, accepted, outcomeDeadline)
@@ -230,16 +257,39 @@ func TestPostgresConnectionsExhausted(t *testing.T) {
 	})
 }
 
-// restartIfExited starts Core again when it exited during a database
-// fault (a lost execution lease), waiting up to 2 s to see whether it
-// does.
-func (c *cluster) restartIfExited() {
+// restartIfExited waits, after a database fault, until Core has either
+// exited (a lost execution lease) or renewed its lease after the repair
+// (read from the database: Core gives the lease up only on a failed
+// renewal, so one that succeeded after the fault means it rode it out),
+// starts it again in the first case, and reports whether it had exited.
+// Neither within nodeDeadline fails the test.
+func (c *cluster) restartIfExited() bool {
 	c.t.Helper()
-	select {
-	case <-c.core.Exited:
-		c.t.Logf("berth-core exited during the database fault (lease lost); starting it again")
-		c.startCore()
-	case <-time.After(2 * time.Second):
-		c.t.Logf("berth-core rode out the database fault")
+	st := c.db()
+	var seen time.Time // the last renewal read; zero until one is read
+	end := time.Now().Add(nodeDeadline)
+	for {
+		select {
+		case <-c.core.Exited:
+			c.t.Logf("berth-core exited during the database fault (lease lost); starting it again")
+			c.startCore()
+			return true
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		lease, err := st.GetLease(ctx)
+		cancel()
+		switch {
+		case err != nil: // the test's own pool may meet the fault's end too
+		case seen.IsZero():
+			seen = lease.RenewedAt
+		case lease.RenewedAt.After(seen):
+			c.t.Logf("berth-core rode out the database fault (it renewed its execution lease after it)")
+			return false
+		}
+		if time.Now().After(end) {
+			c.t.Fatalf("berth-core neither exited nor renewed its execution lease within %v of the database fault's end (last read: %v)", nodeDeadline, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -11,7 +11,12 @@
 // presenting another node's certificate) and after each scenario checks
 // the invariants against the engine and the database, through observers
 // independent of Berth's own report where one exists (the engine's event
-// log and container list, Turn side effects):
+// log and container list, Turn side effects). An observer that cannot
+// read fails the scenario: only the engine's NotFound means a resource is
+// gone or a Turn left no file, and an engine read (inspect, copy, list)
+// that fails otherwise is a violation or a fatal error, never taken for
+// absence, and the event count waits until the stream has delivered a
+// marker volume's create instead of sleeping:
 //
 //   - I1: no allocation had more than one container or volume set created
 //     (counted from the engine's event log, so a Create replayed after a
@@ -49,6 +54,17 @@
 //     and its Session gets a new allocation, so the deadline is that plus
 //     activeDeadline (outcomeDeadline).
 //
+// Refusals are checked by their exact gRPC code and ErrorInfo domain and
+// reason (refusal_test.go), never only counted: during the PostgreSQL
+// restart and with its slots taken, CreateSession is refused only with
+// UNAVAILABLE database_unavailable (or, once Core exited on a lost
+// lease, the transport's UNAVAILABLE without an ErrorInfo); the flood's
+// bad hellos only with UNAUTHENTICATED runtime_credential_rejected and
+// its unauthenticated admin requests only with UNAUTHENTICATED
+// unauthenticated; on a full data root only with FAILED_PRECONDITION
+// no_ready_node_with_capacity. Any other refusal is a violation named
+// refusal.
+//
 // Issue 12's scenarios check, besides I1-I3, what Core reports and keeps
 // (their violations are named placement, observation and retention):
 // TestRetiredNodeAgentKilledDuringDeletion retires a node holding
@@ -57,11 +73,13 @@
 // succeeds); TestExternalContainerRemoval removes a running Session's
 // container through the Engine API (compute_available false with
 // compute_missing before a generous deadline, the time recorded as the
-// scenario's recovery at Core's default intervals; volumes kept until
-// deletion); TestEngineRestartUnderRunningSessions restarts a private
-// engine under running Sessions (compute_stopped, never available while
-// the container is stopped for longer than one observation period after
-// the engine is back; volumes and workspace kept).
+// scenario's recovery at Core's default intervals; no recreate and the
+// volumes kept until deletion, polled over one full observation period
+// after the report); TestEngineRestartUnderRunningSessions restarts a
+// private engine under running Sessions (compute_stopped, never available
+// while the container is stopped for longer than one observation period
+// after the engine is back, polled until every Session reports and one
+// observation period more; volumes and workspace kept).
 //
 // Issue 16's scenarios (suspend_test.go) suspend Sessions that ran a Turn
 // and wake them with Turns, with berth-core SIGKILLed during the quiesce,
@@ -128,6 +146,10 @@
 // `go test -race` (make chaos-race) the harness builds berth-core and
 // berth-nodeagent with -race too and fails on their race reports.
 // Every captured log of the suite is scanned for the admin token,
-// enrollment tokens, device credentials and private key PEM markers.
+// enrollment tokens, device credentials and private key PEM markers; in a
+// cluster that serves the Runtime gateway each Runtime container's device
+// credential is read from its bootstrap file as it starts (the ones
+// Runtimes present to Core), and a scenario whose Runtimes started with
+// none read, or a read that failed, is a violation named secrets.
 // Code here is test-only: the package has no non-test code but this file.
 package chaos

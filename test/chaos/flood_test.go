@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,9 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 	"berth.dev/sandbox/errgrpc/errgrpctest"
@@ -29,9 +28,13 @@ const floodRSSBound = 256 << 20
 // unauthenticated malformed admin requests, while real work goes on:
 // Sessions are created and Turns run in every Session. Nothing that
 // should pass is refused (every create accepted, every Turn completed
-// with its exact output, once by its witnesses), every bad hello and bad
-// request is refused, berth-core's resident memory grows by less than
-// floodRSSBound, and cleanup leaves nothing (I1-I3).
+// with its exact output, once by its witnesses); every bad hello is
+// refused exactly UNAUTHENTICATED runtime_credential_rejected (the
+// Runtime gateway's codec, core/gateway) and every bad request exactly
+// UNAUTHENTICATED unauthenticated (the admin server's tap, from the
+// headers, core/admin), at least one of each; a call the flood's end cut
+// off has no outcome and is not counted. berth-core's resident memory
+// grows by less than floodRSSBound, and cleanup leaves nothing (I1-I3).
 func TestFloodDuringWork(t *testing.T) {
 	scenario(t, "bad hellos and malformed admin requests flood Core during work", func(t *testing.T, r *run) {
 		c := newCluster(t, r, options{proxied: -1, turns: true})
@@ -44,6 +47,7 @@ func TestFloodDuringWork(t *testing.T) {
 		ctx, stop := context.WithTimeout(context.Background(), hold)
 		defer stop()
 		var hellos, requests, admitted atomic.Int64
+		var helloRefusals, requestRefusals refusals
 		var wg sync.WaitGroup
 		gateway, err := grpc.NewClient(c.coreOpts.RuntimeListen, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -60,8 +64,13 @@ func TestFloodDuringWork(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil {
-					if badHello(ctx, gateway) {
+					err := badHello(ctx, gateway)
+					switch {
+					case ctx.Err() != nil: // cut off by the flood's end
+					case err == nil:
 						admitted.Add(1)
+					default:
+						helloRefusals.add(err)
 					}
 					hellos.Add(1)
 				}
@@ -71,8 +80,12 @@ func TestFloodDuringWork(t *testing.T) {
 				for ctx.Err() == nil {
 					for _, body := range errgrpctest.Malformed {
 						err := errgrpctest.Invoke(ctx, admin, "/berth.admin.v1.SessionService/CreateSession", body)
-						if status.Code(err) == codes.OK {
+						switch {
+						case ctx.Err() != nil:
+						case err == nil:
 							admitted.Add(1)
+						default:
+							requestRefusals.add(err)
 						}
 						requests.Add(1)
 					}
@@ -104,8 +117,12 @@ func TestFloodDuringWork(t *testing.T) {
 		if n := admitted.Load(); n > 0 {
 			c.violation("security", "%d bad hellos or unauthenticated requests were accepted", n)
 		}
-		if hellos.Load() == 0 || requests.Load() == 0 {
-			c.violation("flood", "the flood sent nothing (%d hellos, %d requests)", hellos.Load(), requests.Load())
+		t.Logf("flood refusals: hellos %v, admin requests %v", &helloRefusals, &requestRefusals)
+		c.requireRefusals("a bad hello", &helloRefusals, refusedCredential)
+		c.requireRefusals("an unauthenticated malformed admin request", &requestRefusals, refusedUnauthenticated)
+		if helloRefusals.total() == 0 || requestRefusals.total() == 0 {
+			c.violation("flood", "the flood had nothing refused (%d of %d hellos, %d of %d requests)",
+				helloRefusals.total(), hellos.Load(), requestRefusals.total(), requests.Load())
 		}
 		if after-before > floodRSSBound {
 			c.violation("memory", "berth-core grew by %d MiB during the flood, more than %d MiB", (after-before)>>20, floodRSSBound>>20)
@@ -122,23 +139,33 @@ func TestFloodDuringWork(t *testing.T) {
 	})
 }
 
+// errWelcomedNothing is a gateway answer to a hello that is neither a
+// welcome nor a refusal.
+var errWelcomedNothing = errors.New("the gateway answered the hello with neither a welcome nor a refusal")
+
 // badHello opens a Runtime connection with an unknown device and a wrong
-// credential and reports whether the gateway welcomed it.
-func badHello(ctx context.Context, cc *grpc.ClientConn) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+// credential and returns the gateway's refusal, nil when it welcomed the
+// Runtime. The stream ends with ctx.
+func badHello(ctx context.Context, cc *grpc.ClientConn) error {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := runtimev1.NewRuntimeGatewayServiceClient(cc).Connect(ctx)
 	if err != nil {
-		return false
+		return err
 	}
-	if err := st.Send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Hello{Hello: &runtimev1.Hello{
+	// A failed Send ends the stream: its status is Recv's.
+	_ = st.Send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Hello{Hello: &runtimev1.Hello{
 		ProtocolVersion: runtimev1.ProtocolVersion, DeviceId: uuid.NewString(),
 		Credential: "not-a-credential-" + uuid.NewString(), RuntimeVersion: "flood",
-	}}}); err != nil {
-		return false
-	}
+	}}})
 	m, err := st.Recv()
-	return err == nil && m.GetWelcome() != nil
+	switch {
+	case err != nil:
+		return err
+	case m.GetWelcome() == nil:
+		return errWelcomedNothing
+	}
+	return nil
 }
 
 // coreRSS reads berth-core's resident set size in bytes.

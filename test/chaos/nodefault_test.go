@@ -281,8 +281,9 @@ func TestNodeAbsentThenBack(t *testing.T) {
 // read-only (a read-only bind mount over it, which root cannot write
 // through) and restarts berth-core, so the agent must persist Core's new
 // owner epoch before it admits the connection. It cannot: it refuses
-// Core, which keeps it not connected and places new Sessions on the other
-// nodes (I5, I6), and Core sends it nothing. Once the directory is
+// Core (checked once Core's log shows the refused connection), which
+// keeps it not connected and places new Sessions on the other nodes (I5,
+// I6), and Core sends it nothing. Once the directory is
 // writable again the agent admits Core, every Session ends ACTIVE or
 // FAILED (I6) and cleanup leaves nothing (I1-I3).
 func TestReadOnlyNodeStateDirectory(t *testing.T) {
@@ -295,7 +296,13 @@ func TestReadOnlyNodeStateDirectory(t *testing.T) {
 		readOnly(t, state)
 		r.fault(t, "state directory of node agent %s read-only, berth-core restarted (a new owner epoch to persist)", victim.name)
 		c.restartCore(true)
-		time.Sleep(3 * time.Second) // a few of Core's dials
+		// Evidence that the new Core tried the node and was refused (its
+		// "node not reachable" line for it), not a wait that its dial
+		// backoff may outlast; only then is "not connected" a result.
+		refusedLine := c.waitCoreLog(nodeDeadline, "the new Core's failed connection to "+victim.name, func(l string) bool {
+			return strings.Contains(l, `"node not reachable"`) && strings.Contains(l, victim.ID)
+		})
+		t.Logf("Core's connection refused: %s", refusedLine)
 		if resp, err := c.nodesAPI().GetNode(c.ctx, &adminv1.GetNodeRequest{Name: victim.name}); err != nil || stack.Connected(resp.GetNode()) {
 			c.violation("fence", "node %s is connected although it could not persist the owner epoch (%v)", victim.name, err)
 		}
@@ -315,6 +322,24 @@ func TestReadOnlyNodeStateDirectory(t *testing.T) {
 		requireOutcomes(t, c, append(names, during...), outcomeDeadline)
 		c.invariants()
 	})
+}
+
+// waitCoreLog waits up to within for a line of the current Core's log
+// that match accepts and returns it; none fails the test (what names the
+// awaited evidence).
+func (c *cluster) waitCoreLog(within time.Duration, what string, match func(line string) bool) string {
+	c.t.Helper()
+	var found string
+	stack.WaitFor(c.t, within, what, func() bool {
+		for _, l := range strings.Split(c.core.Logs(), "\n") {
+			if match(l) {
+				found = l
+				return true
+			}
+		}
+		return false
+	})
+	return found
 }
 
 // readOnly bind-mounts dir read-only over itself until writable or the

@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/uuid"
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
@@ -22,6 +22,12 @@ import (
 
 	"berth.dev/test/internal/stack"
 )
+
+// retentionMargin extends a window of one observation period in which
+// nothing may change (no recreate, no volume removed, a stopped container
+// never reported available) so that a whole observation pass, started
+// at any moment, lands inside it on a loaded machine.
+const retentionMargin = 5 * time.Second
 
 // observeDeadline bounds how long a Session may take to report what
 // happened to its container: one observation period, plus generous margin
@@ -185,7 +191,9 @@ func TestRetiredNodeAgentKilledDuringDeletion(t *testing.T) {
 // took is logged and recorded as the recovery, so the table's median
 // recovery is the median time from removal to compute_available false);
 // the other Session stays available, Core neither recreates the container
-// nor removes the volumes until the Session is deleted, and deletion then
+// nor removes the volumes until the Session is deleted (polled over one
+// full observation period after the report, plus retentionMargin), and
+// deletion then
 // leaves nothing (I2). Core runs with its default lifecycle and node
 // intervals here, so the figure is the one of a default installation
 // (the observation period is fixed at daemon.DefaultObservePeriod).
@@ -250,15 +258,31 @@ func TestExternalContainerRemoval(t *testing.T) {
 			t.Errorf("the untouched Session %s reports compute unavailable (%q)", other, o.GetEnvironment().GetComputeReason())
 		}
 		// Kept until deletion: no recreate, the volumes stay, and the
-		// Session goes on reporting the compute missing.
-		time.Sleep(2 * time.Second)
-		containers, volumes = c.engineResources(id)
-		if len(containers) != 0 || volumes != 2 {
-			c.violation("retention", "before deletion allocation %s has %d containers and %d volumes on the engine, want 0 and 2", id, len(containers), volumes)
+		// Session goes on reporting the compute missing, on every poll of a
+		// window of one full observation period after the compute_missing
+		// report plus retentionMargin, so the next observation of the
+		// missing container lands inside it.
+		window := time.Now().Add(daemon.DefaultObservePeriod + retentionMargin)
+		polls, reads := 0, 0
+		for ok := true; ok && time.Now().Before(window); polls++ {
+			containers, volumes = c.engineResources(id)
+			if len(containers) != 0 || volumes != 2 {
+				c.violation("retention", "before deletion allocation %s has %d containers and %d volumes on the engine, want 0 and 2", id, len(containers), volumes)
+				ok = false
+			}
+			if s := c.getSession(victim); s != nil {
+				reads++
+				if s.GetEnvironment().GetComputeAvailable() || s.GetEnvironment().GetComputeReason() != "compute_missing" {
+					t.Errorf("later %s reports available=%v %q", victim, s.GetEnvironment().GetComputeAvailable(), s.GetEnvironment().GetComputeReason())
+					ok = false
+				}
+			}
+			time.Sleep(250 * time.Millisecond)
 		}
-		if s := c.getSession(victim); s.GetEnvironment().GetComputeAvailable() || s.GetEnvironment().GetComputeReason() != "compute_missing" {
-			t.Errorf("later %s reports available=%v %q", victim, s.GetEnvironment().GetComputeAvailable(), s.GetEnvironment().GetComputeReason())
+		if reads == 0 {
+			t.Fatalf("GetSession %s failed on every poll of the retention window", victim)
 		}
+		t.Logf("retention window: %d polls (%d Session reads) over %v after the compute_missing report", polls, reads, daemon.DefaultObservePeriod+retentionMargin)
 		c.deleteAll()
 		c.settle()
 		// Core had settled this Session's creation long before (it saw
@@ -293,19 +317,25 @@ func (c *cluster) writeWorkspace(ct, content string) {
 }
 
 // readWorkspace reads /workspace/chaos-marker of container ct (running or
-// not) through the Engine API.
+// not) through the Engine API. The engine's NotFound (no such container
+// or file) comes back as an error; any other failure to read fails the
+// test: a failed observation is never a lost workspace.
 func (c *cluster) readWorkspace(ct string) (string, error) {
-	res, err := c.cli.CopyFromContainer(context.Background(), ct, client.CopyFromContainerOptions{SourcePath: docker.WorkspacePath + "/" + workspaceMarker})
-	if err != nil {
+	c.t.Helper()
+	path := docker.WorkspacePath + "/" + workspaceMarker
+	res, err := c.cli.CopyFromContainer(context.Background(), ct, client.CopyFromContainerOptions{SourcePath: path})
+	switch {
+	case cerrdefs.IsNotFound(err):
 		return "", err
+	case err != nil:
+		c.t.Fatalf("reading %s of container %s: %v", path, ct, err)
 	}
 	defer res.Content.Close()
-	tr := tar.NewReader(res.Content)
-	if _, err := tr.Next(); err != nil {
-		return "", err
+	b, err := readTarFile(res.Content)
+	if err != nil {
+		c.t.Fatalf("reading %s of container %s: %v", path, ct, err)
 	}
-	b, err := io.ReadAll(tr)
-	return string(b), err
+	return string(b), nil
 }
 
 // TestEngineRestartUnderRunningSessions restarts the node's private Docker
@@ -316,9 +346,10 @@ func (c *cluster) readWorkspace(ct string) (string, error) {
 // compute_available false with compute_stopped, or, if its container
 // runs again, available; never available while its container is stopped
 // for longer than one observation period after the engine is back
-// (checked on every poll, from the engine's own state). Its volumes and
-// workspace are kept; deleting cleans up (every allocation RELEASED,
-// nothing left, I2).
+// (checked on every poll, from the engine's own state, until every
+// Session reports and then over one more full observation period). Its
+// volumes and workspace are kept; deleting cleans up (every allocation
+// RELEASED, nothing left, I2).
 func TestEngineRestartUnderRunningSessions(t *testing.T) {
 	scenario(t, "Docker Engine restarted under running Sessions", func(t *testing.T, r *run) {
 		engine := startDockerd(t)
@@ -405,9 +436,10 @@ func TestEngineRestartUnderRunningSessions(t *testing.T) {
 		}
 		t.Logf("recovery (engine back to every Session reporting its compute): %v", r.recovery.Round(time.Millisecond))
 
-		// A few more polls: a stopped container is never reported
-		// available again, and the volumes and workspace are kept.
-		for range 10 {
+		// Polls over one full observation period (plus retentionMargin):
+		// a stopped container is never reported available again, and the
+		// volumes and workspace are kept.
+		for window := time.Now().Add(daemon.DefaultObservePeriod + retentionMargin); time.Now().Before(window); {
 			for _, n := range names {
 				h := sessions[n]
 				containers, volumes := c.engineResources(h.id)

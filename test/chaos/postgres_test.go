@@ -162,20 +162,41 @@ func (p *postgres) crash() {
 
 // exhaust opens connections to the server until it refuses one (every
 // slot taken, the superuser's reserved ones included: the suite connects
-// as postgres, like Core) and returns a function that closes them.
-func (p *postgres) exhaust() (held int, release func()) {
+// as postgres, like Core) and returns a function that closes them. With
+// evict it then ends every other client backend (pg_terminate_backend,
+// as an administrator or a failover would: Core's pooled connections
+// among them) and takes the slots they free, so Core must connect again
+// while none is free; evicted is how many it ended.
+func (p *postgres) exhaust(evict bool) (held, evicted int, release func()) {
 	p.t.Helper()
 	var conns []*pgx.Conn
-	for range 200 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		conn, err := pgx.Connect(ctx, p.DSN)
+	fill := func() {
+		for range 200 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			conn, err := pgx.Connect(ctx, p.DSN)
+			cancel()
+			if err != nil {
+				break
+			}
+			conns = append(conns, conn)
+		}
+	}
+	fill()
+	if evict && len(conns) > 0 {
+		pids := make([]int32, len(conns))
+		for i, conn := range conns {
+			pids[i] = int32(conn.PgConn().PID())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := conns[0].QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND pid <> ALL($1)`, pids).Scan(&evicted)
 		cancel()
 		if err != nil {
-			break
+			p.t.Fatalf("terminating the other backends: %v", err)
 		}
-		conns = append(conns, conn)
+		fill()
 	}
-	return len(conns), func() {
+	return len(conns), evicted, func() {
 		for _, conn := range conns {
 			_ = conn.Close(context.Background())
 		}

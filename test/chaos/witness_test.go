@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
@@ -87,6 +88,9 @@ func (w *witness) script(nonce string, sleep time.Duration) []string {
 // workspaceLines reads witnessFile from the workspace of every
 // allocation of the installation (workspaceHolders) through the Engine
 // API and counts each nonce's lines, and how many containers had the file.
+// Only the engine's NotFound means no Turn ran there (no file, or the
+// container was removed since the listing); any other failure to read the
+// file fails the test, never counts as no lines.
 func (c *cluster) workspaceLines() (lines map[string]int, files int) {
 	c.t.Helper()
 	ctx := context.Background()
@@ -103,24 +107,38 @@ func (c *cluster) workspaceLines() (lines map[string]int, files int) {
 			path = docker.EnvironmentPath + "/" + docker.WorkspaceSubpath + "/" + witnessName
 		}
 		res, err := c.cli.CopyFromContainer(ctx, ct.ID, client.CopyFromContainerOptions{SourcePath: path})
-		if err != nil {
-			continue // no Turn ran there, or a tombstone
+		switch {
+		case cerrdefs.IsNotFound(err):
+			continue // no Turn ran there
+		case err != nil:
+			c.t.Fatalf("I4 witness: reading %s of container %s: %v", path, ct.ID[:12], err)
 		}
-		tr := tar.NewReader(res.Content)
-		if _, err := tr.Next(); err == nil {
-			b, _ := io.ReadAll(tr)
-			files++
-			for _, l := range strings.Split(string(b), "\n") {
-				if l != "" {
-					lines[l]++
-				}
-			}
-		} else if !errors.Is(err, io.EOF) {
-			c.t.Logf("read %s of %s: %v", witnessFile, ct.ID[:12], err)
-		}
+		b, err := readTarFile(res.Content)
 		_ = res.Content.Close()
+		if err != nil {
+			c.t.Fatalf("I4 witness: reading %s of container %s: %v", path, ct.ID[:12], err)
+		}
+		files++
+		for _, l := range strings.Split(string(b), "\n") {
+			if l != "" {
+				lines[l]++
+			}
+		}
 	}
 	return lines, files
+}
+
+// readTarFile returns the content of the one file of a CopyFromContainer
+// archive; an archive without it is an error, never an empty file.
+func readTarFile(r io.Reader) ([]byte, error) {
+	tr := tar.NewReader(r)
+	if _, err := tr.Next(); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the engine's archive holds no file")
+		}
+		return nil, err
+	}
+	return io.ReadAll(tr)
 }
 
 // checkWitness checks, before the Sessions are deleted, that no Turn of

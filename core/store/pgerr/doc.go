@@ -15,6 +15,11 @@
 //     have committed, so callers re-read instead of assuming either way.
 //     Anything else keeps its original error unclassified, which is an
 //     unknown outcome, never permission to retry.
+//   - An ErrObservationUnavailable error of the database also carries the
+//     refusal ErrDatabaseUnavailable (errors.As finds it): a boundary that
+//     sends refusals (the admin API) answers UNAVAILABLE with reason
+//     database_unavailable and a message that says to retry, never the
+//     class's observation_unavailable, which names a node's compute there.
 //   - Texts name constraints and SQLSTATE codes, never row values: the
 //     server's detail line (which quotes the offending key) is dropped.
 //     Only connection failures and unclassified server errors keep the

@@ -24,6 +24,19 @@ var ErrRetryable = errors.New("retryable database conflict")
 // IsRetryable reports whether err is of class ErrRetryable.
 func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
 
+// ErrDatabaseUnavailable is how an error of class
+// errdefs.ErrObservationUnavailable that Classify made (the database could
+// not be reached, is out of connection slots, starting up or shutting
+// down, or did not answer in time) crosses a boundary that sends refusals
+// (the admin API): reason database_unavailable and a message that says
+// what to do, instead of the class's generic observation_unavailable,
+// which the admin API also reports for a node's compute. errors.As finds
+// it on such an error; errors.Is(err, errdefs.ErrObservationUnavailable)
+// still holds. The message promises nothing about a write's outcome: the
+// caller retries, with the same request_id where the call takes one.
+var ErrDatabaseUnavailable = errdefs.Refuse(errdefs.ErrObservationUnavailable, "database_unavailable",
+	"the database is unavailable (down, starting up or out of connection slots): retry once it is back, with the same request_id where the call takes one")
+
 // SQLSTATE codes that Classify distinguishes
 // (https://www.postgresql.org/docs/current/errcodes-appendix.html).
 const (
@@ -65,6 +78,18 @@ func (e *Error) Is(target error) bool { return e.class != nil && target == e.cla
 
 // Unwrap returns the original error.
 func (e *Error) Unwrap() error { return e.cause }
+
+// As lets errors.As find ErrDatabaseUnavailable on an error of class
+// errdefs.ErrObservationUnavailable, so a boundary that sends refusals
+// names the database (the chain itself holds only the driver's error).
+func (e *Error) As(target any) bool {
+	r, ok := target.(**errdefs.Refusal)
+	if !ok || e.class != errdefs.ErrObservationUnavailable { //nolint:errorlint // the class is the sentinel itself, never a wrapper
+		return false
+	}
+	*r = ErrDatabaseUnavailable
+	return true
+}
 
 // Class returns e's class: an errdefs sentinel, ErrRetryable, or nil for a
 // server error without a class (an unknown outcome).

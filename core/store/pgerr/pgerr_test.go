@@ -106,3 +106,32 @@ func TestClassifyLeavesOthersAlone(t *testing.T) {
 		t.Errorf("Classify(%q) = %q, want it unchanged", decided, got)
 	}
 }
+
+// TestUnavailableIsARefusal: a database that cannot be reached, is out of
+// connection slots or is starting up crosses a boundary as the refusal
+// ErrDatabaseUnavailable (reason database_unavailable and a message that
+// says what to do), still of class ErrObservationUnavailable; no other
+// class is a refusal.
+func TestUnavailableIsARefusal(t *testing.T) {
+	dialErr := &net.OpError{Op: "dial", Net: "unix", Err: errors.New("connection refused")}
+	for _, err := range []error{
+		&pgconn.PgError{Code: "53300", Message: "sorry, too many clients already"},
+		&pgconn.PgError{Code: "57P03", Message: "the database system is starting up"},
+		fmt.Errorf("connect: %w", dialErr),
+		io.ErrUnexpectedEOF,
+	} {
+		got := fmt.Errorf("create session: %w", pgerr.Classify(err))
+		r, ok := errdefs.AsRefusal(got)
+		if !ok || r.Reason != "database_unavailable" || r != pgerr.ErrDatabaseUnavailable { //nolint:errorlint // the refusal is the package's sentinel itself
+			t.Errorf("%q: refusal %v %v, want database_unavailable", got, r, ok)
+		}
+		if !errors.Is(got, errdefs.ErrObservationUnavailable) {
+			t.Errorf("%q is not of class ErrObservationUnavailable", got)
+		}
+	}
+	for _, err := range []error{&pgconn.PgError{Code: "23505"}, &pgconn.PgError{Code: "40001"}, &pgconn.PgError{Code: "42703"}, pgx.ErrNoRows} {
+		if r, ok := errdefs.AsRefusal(pgerr.Classify(err)); ok {
+			t.Errorf("%v crosses as the refusal %s", err, r.Reason)
+		}
+	}
+}
