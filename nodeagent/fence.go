@@ -1,7 +1,9 @@
 package nodeagent
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"berth.dev/sandbox/errdefs"
@@ -14,14 +16,24 @@ import (
 // served set's business (Generations.Agent), not the fence's.
 type Fence struct {
 	state *StateDir
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	current string
 	epoch   uint64
 }
 
-// NewFence returns a fence over state.
-func NewFence(state *StateDir) *Fence { return &Fence{state: state} }
+// NewFence returns a fence over state. log (nil: none) hears of a
+// Connect refused because the state directory cannot take the new epoch,
+// which only the host's operator can repair: the wire carries only the
+// class (observation_unavailable: not now), never the path or the
+// system's error.
+func NewFence(state *StateDir, log *slog.Logger) *Fence {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Fence{state: state, log: log}
+}
 
 // Connect makes connID with epoch the current connection. The epoch is
 // persisted before the connection is admitted.
@@ -32,6 +44,10 @@ func (f *Fence) Connect(connID string, epoch uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.state.AcceptEpoch(epoch); err != nil {
+		if errors.Is(err, errdefs.ErrObservationUnavailable) {
+			f.log.Error("refused Core: the owner epoch cannot be persisted in the state directory; make it writable (and give it room), Core retries by itself",
+				"state_dir", f.state.Path(), "error", err.Error())
+		}
 		return err
 	}
 	f.current, f.epoch = connID, epoch

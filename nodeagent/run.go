@@ -164,7 +164,7 @@ func (p *process) setupServer(context.Context) error {
 	p.meter = p.newMeter()
 	gens := NewGenerations(p.cfg.Provider, filepath.Join(p.cfg.StateDir, "generations"), p.build,
 		func(b providers.Built) { p.meter.SetDataRoot(b.DataRoot) }, p.log)
-	server, err := NewServer(gens, NewFence(p.state), Description{
+	server, err := NewServer(gens, NewFence(p.state, p.log), Description{
 		NodeID:       p.id.NodeID,
 		ProviderKind: p.cfg.Provider,
 		Operations:   p.reg.Operations,

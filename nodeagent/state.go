@@ -107,7 +107,10 @@ func (s *StateDir) HighestEpoch() uint64 {
 
 // AcceptEpoch accepts an owner epoch no lower than the highest seen,
 // persisting it durably (write, fsync, rename, fsync the directory) before
-// returning when it is higher. A lower epoch is ErrFenced.
+// returning when it is higher. A lower epoch is ErrFenced; one it cannot
+// persist (the directory read-only or full) is ErrObservationUnavailable
+// (the node cannot serve the new owner now) and leaves the highest epoch
+// as it was.
 func (s *StateDir) AcceptEpoch(e uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -118,7 +121,12 @@ func (s *StateDir) AcceptEpoch(e uint64) error {
 		return nil
 	}
 	if err := atomicfile.Write(filepath.Join(s.path, epochFile), []byte(strconv.FormatUint(e, 10)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("persist owner epoch: %w", err)
+		// The node cannot take the new owner now; Core retries, and
+		// succeeds once the directory is writable. Nothing of any sandbox
+		// was touched, so it is no unknown outcome: the node protocol's
+		// class for "not now" (its codes are fixed; it has no
+		// failed_precondition).
+		return fmt.Errorf("persist owner epoch: %w: %w", errdefs.ErrObservationUnavailable, err)
 	}
 	s.epoch = e
 	return nil

@@ -5,7 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/nodewire"
 )
 
 func TestStateDirIsPrivateLockedAndKeepsTheEpoch(t *testing.T) {
@@ -76,7 +80,7 @@ func TestFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	f := NewFence(s)
+	f := NewFence(s, nil)
 	if err := f.Check("c1", 1); !errdefs.IsFenced(err) {
 		t.Fatalf("call before any connection: %v", err)
 	}
@@ -121,5 +125,44 @@ func TestFence(t *testing.T) {
 	f.Disconnect("c3")
 	if err := f.Check("c3", 3); !errdefs.IsFenced(err) {
 		t.Fatalf("call after disconnect: %v", err)
+	}
+}
+
+// TestUnwritableStateRefusesCoreForNow: an owner epoch the agent cannot
+// persist (its state directory read-only, full, or the file's place
+// taken) refuses Core's Connect as unavailable for now (UNAVAILABLE, which
+// Core retries), never as an unknown compute outcome, and keeps the old
+// epoch.
+func TestUnwritableStateRefusesCoreForNow(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := OpenStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.AcceptEpoch(2); err != nil {
+		t.Fatal(err)
+	}
+	// A directory where the epoch file goes: the rename over it fails,
+	// also for root, which read-only modes do not stop.
+	if err := os.Remove(filepath.Join(dir, epochFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, epochFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFence(s, nil)
+	err = f.Connect("conn-1", 3)
+	if !errdefs.IsObservationUnavailable(err) || errdefs.IsComputeUnconfirmed(err) {
+		t.Fatalf("Connect with an unwritable state directory: %v, want unavailable for now", err)
+	}
+	if got := status.Code(nodewire.ToStatus(err)); got != codes.Unavailable {
+		t.Errorf("on the wire: %v, want Unavailable", got)
+	}
+	if s.HighestEpoch() != 2 {
+		t.Errorf("epoch after the failed persist = %d, want 2", s.HighestEpoch())
+	}
+	if err := f.Check("conn-1", 3); !errdefs.IsFenced(err) {
+		t.Errorf("a call on the refused connection: %v, want fenced", err)
 	}
 }

@@ -115,7 +115,7 @@ func startSim(t testing.TB, c *stack.Core, ctx context.Context, cc *grpc.ClientC
 				}, nil
 			}
 			gens := nodeagent.NewGenerations(simKind, filepath.Join(state.Path(), "generations"), build, nil, nil)
-			server, err := nodeagent.NewServer(gens, nodeagent.NewFence(state), nodeagent.Description{
+			server, err := nodeagent.NewServer(gens, nodeagent.NewFence(state, nil), nodeagent.Description{
 				NodeID: id.NodeID, ProviderKind: simKind, Operations: prov.ProviderOperations(),
 			}, func() nodeagent.Capacity { return simCapacity }, nodeagent.DefaultHealthInterval)
 			if err != nil {
