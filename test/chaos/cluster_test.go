@@ -871,18 +871,21 @@ func (c *cluster) nodeOfAllocation(id string) *node {
 // ACTIVE. One at a time, so that a node's serial worker never queues two
 // and the figure is one Create's latency, comparable before and during a
 // fault. A healthy node's Session missing the deadline is an I5
-// violation; Sessions placed on the faulty node are not waited for.
-func (c *cluster) healthyLatency(k int, faulty *node) []time.Duration {
+// violation; Sessions placed on the faulty node are not waited for here.
+// created is every Session it created, those on the faulty node
+// included: the fault touched them most directly, so the scenario puts
+// them all through requireOutcomes (I6) after the repair.
+func (c *cluster) healthyLatency(k int, faulty *node) (latencies []time.Duration, created []string) {
 	c.t.Helper()
-	var out []time.Duration
 	// Sessions placed on the faulty node are no sample: try up to three
 	// times k Sessions for k samples.
 	for range 3 * k {
-		if len(out) == k {
+		if len(latencies) == k {
 			break
 		}
 		start := time.Now()
 		name := c.mustCreate(1)[0]
+		created = append(created, name)
 		a := bySession(c.allocations())[name]
 		if faulty != nil && a.GetNode() == faulty.name {
 			continue
@@ -892,9 +895,9 @@ func (c *cluster) healthyLatency(k int, faulty *node) []time.Duration {
 			c.violation("I5", "Session %s on healthy node %s not ACTIVE within %v", name, a.GetNode(), activeDeadline)
 			continue
 		}
-		out = append(out, d)
+		latencies = append(latencies, d)
 	}
-	return out
+	return latencies, created
 }
 
 // reportI5 logs the healthy nodes' latency during a fault against before.

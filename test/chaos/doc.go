@@ -37,17 +37,26 @@
 //     Create latency during the fault is measured against before it and
 //     logged; samples are required, and "within its deadline" asserted).
 //
-//   - I6: every Session a fault touched ends ACTIVE (its allocation ACTIVE
-//     with its Create settled, a running container on the engine, its
-//     Runtime connected to Core where the cluster serves the gateway) or
-//     FAILED
-//     with a recorded failure code within its deadline after the repair
-//     (requireOutcomes: a Core crash, a PostgreSQL crash, a cut Core-node
-//     path, a node agent killed or the engine crashed during a Create,
-//     foreign resources taking an allocation's names). A Create a fault
-//     left unknown is abandoned after lifecycle.DefaultCreateAbandonAfter
-//     and its Session gets a new allocation, so the deadline is that plus
-//     activeDeadline (outcomeDeadline).
+//   - I6: every Session a fault touched, created before or during it,
+//     ends ACTIVE (its allocation ACTIVE with its Create settled, a
+//     running container on the engine, its Runtime connected to Core
+//     where the cluster serves the gateway) or FAILED with a recorded
+//     failure code within its deadline after the repair (requireOutcomes:
+//     a Core crash, a PostgreSQL crash, a cut Core-node path, a node agent
+//     killed or the engine crashed during a Create, foreign resources
+//     taking an allocation's names, and at the soak's end). The latency
+//     samples count: those placed on the faulty node, which I5 does not
+//     wait for, are checked with the rest. Where nothing may fail a
+//     Session (a node only stuck or absent for a while, a node presenting
+//     another's certificate, the healthy node of the retired-node
+//     scenario, Sessions that ran through Turn faults) it must end ACTIVE
+//     by the same reading (requireActive). Sessions whose container the
+//     engine's restart stopped report exactly that (compute_stopped, from
+//     the engine's own state too). A Create a fault left unknown is
+//     abandoned after lifecycle.DefaultCreateAbandonAfter and its Session
+//     gets a new allocation, so the deadline is that plus activeDeadline
+//     (outcomeDeadline). Sessions a scenario deletes are checked by the
+//     cleanup checks (I1, I2) instead.
 //
 // Issue 12's scenarios check, besides I1-I3, what Core reports and keeps
 // (their violations are named placement, observation and retention):

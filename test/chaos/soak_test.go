@@ -22,7 +22,7 @@ const soakCheckEvery = 3 * time.Minute
 // TestSoak runs a mixed workload (create Sessions, run Turns in them,
 // delete them) with random faults for CHAOS_SOAK_DURATION (`make soak DURATION=10m`) and prints
 // the totals: operations, Turns and how they ended, faults injected,
-// invariant violations (I1-I4) and leaks, and every refusal by its
+// invariant violations (I1-I4; I6 at its end) and leaks, and every refusal by its
 // explanation (explainRefusal): one the cluster's state does not explain
 // is a violation. It skips when the variable is not set.
 func TestSoak(t *testing.T) {
@@ -98,6 +98,10 @@ func TestSoak(t *testing.T) {
 			}
 			time.Sleep(time.Duration(100+r.rng.IntN(400)) * time.Millisecond)
 		}
+		// I6 at the end: every Session still present (created since the
+		// last check and not deleted) ends ACTIVE, its container running
+		// on the engine and its Runtime connected, or FAILED with a code.
+		requireOutcomes(t, c, live, outcomeDeadline)
 		check()
 		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused, by explanation %v), %d Turns (%d completed with their exact output, %d ended with a clear failure), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
 			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, reasons, tally.submitted, tally.completed, tally.failed,
