@@ -33,9 +33,17 @@
 //     to a host-side witness and appends a workspace line, and the checker
 //     counts both (witness_test.go);
 //
-//   - I5: healthy nodes keep serving while another one is faulty (their
-//     Create latency during the fault is measured against before it and
-//     logged; samples are required, and "within its deadline" asserted).
+//   - I5: healthy nodes keep serving while another one is faulty: each of
+//     their Sessions created during the fault is ACTIVE within its
+//     deadline, and the median of their create-to-ACTIVE latency during
+//     the fault is at most i5Bound (3) times the median before it
+//     (reportI5; samples are required). Why 3: a healthy node stalled by
+//     the faulty one has its serial worker queued behind a stuck call,
+//     which waits for the call's bound (2 minutes): a deadline miss or a
+//     ratio of tens, and a partial stall that lasts shows as several
+//     times; noise does not reach 3, since on this suite's 2-core machine
+//     beside other suites the median of a few one-second Creates moves by
+//     up to 1.5x without any fault (quiet-machine ratios were 0.98-1.10).
 //
 //   - I6: every Session a fault touched, created before or during it,
 //     ends ACTIVE (its allocation ACTIVE with its Create settled, a
@@ -82,8 +90,14 @@
 // once (nothing captured or restored twice); I4's workspace witness reads
 // each allocation's current workspace (its running incarnation, or the
 // snapshot of a suspended one), so a completed Turn's line must survive
-// the suspension; every Session runs a Turn after the repair (waking it),
-// and cleanup leaves nothing (I2).
+// the suspension: the Turns run before the fault must complete (exit 0,
+// exact output; requireCompleted), so that check always has a line to
+// find, and every completed Turn's line must be found; every Session
+// runs a Turn after the repair (waking it), and cleanup leaves nothing
+// (I2). With the restored Runtime
+// killed while parked, the waking Turn fails at its queue deadline with
+// runtime_not_ready and the Session reports compute_available false with
+// compute_stopped (its incarnation on the engine, not running).
 //
 // TestAgentKilledDuringRunCommand drives RunCommand through Core's node
 // proxy to a standalone node agent (Core itself never calls RunCommand:
