@@ -54,7 +54,10 @@
 //     killed or the engine crashed during a Create, foreign resources
 //     taking an allocation's names, and at the soak's end). The latency
 //     samples count: those placed on the faulty node, which I5 does not
-//     wait for, are checked with the rest. Where nothing may fail a
+//     wait for, are checked with the rest; so does a Session Core lists
+//     although its CreateSession answered an error (a PostgreSQL fault may
+//     cut the answer, not the commit) or its deletion was refused (the
+//     soak): withPresent adds them. Where nothing may fail a
 //     Session (a node only stuck or absent for a while, a node presenting
 //     another's certificate, the healthy node of the retired-node
 //     scenario, Sessions that ran through Turn faults) it must end ACTIVE

@@ -122,6 +122,34 @@ func requireOutcomes(t *testing.T, c *cluster, names []string, deadline time.Dur
 	}
 }
 
+// withPresent returns names and every other Session Core lists that is
+// not being deleted. A CreateSession that answered an error during a fault
+// may still have committed its Session (the fault cut the answer, not the
+// commit); such a Session is as present as any other, and I6 holds for it
+// too, so a scenario whose creations may fail checks these as well.
+func (c *cluster) withPresent(names []string) []string {
+	c.t.Helper()
+	out := slices.Clone(names)
+	token := ""
+	for {
+		ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+		resp, err := c.sessions().ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 100, PageToken: token})
+		cancel()
+		if err != nil {
+			c.t.Fatalf("ListSessions: %v", err)
+		}
+		for _, s := range resp.GetSessions() {
+			if st := s.GetState(); st != adminv1.Session_STATE_DELETING && st != adminv1.Session_STATE_DELETED && !slices.Contains(out, s.GetName()) {
+				c.t.Logf("I6 also for %s (%v): Core lists it beyond the given names (a probe, or a creation whose answer a fault cut)", s.GetName(), st)
+				out = append(out, s.GetName())
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return out
+		}
+	}
+}
+
 // requireActive is requireOutcomes for Sessions that no fault may fail
 // (a healthy node's, or one whose node was only absent or stuck for a
 // while and then back): each must end ACTIVE by the same reading (its
