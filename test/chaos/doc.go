@@ -42,7 +42,7 @@
 //     which waits for the call's bound (2 minutes): a deadline miss or a
 //     ratio of tens, and a partial stall that lasts shows as several
 //     times; noise does not reach 3, since on this suite's 2-core machine
-//     beside other suites the median of a few one-second Creates moves by
+//     beside other suites the median of a few half-second Creates moves by
 //     up to 1.5x without any fault (quiet-machine ratios were 0.98-1.10).
 //
 //   - I6: every Session a fault touched, created before or during it,
