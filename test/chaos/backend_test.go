@@ -120,6 +120,8 @@ func TestNodeBackOnAnotherBackend(t *testing.T) {
 			resp, err := c.sessions().GetSession(c.ctx, &adminv1.GetSessionRequest{Name: running})
 			return err == nil && resp.GetSession().GetEnvironment().GetComputeAvailable()
 		})
+		// And by engine A's account: its container runs (I6).
+		requireActive(t, c, []string{running}, activeDeadline)
 
 		// The host really moved: the operator abandons what the node held.
 		abandonMovedNode(t, r, c, n, engineA, engineB, cliB, running)

@@ -38,21 +38,45 @@
 //     to a host-side witness and appends a workspace line, and the checker
 //     counts both (witness_test.go);
 //
-//   - I5: healthy nodes keep serving while another one is faulty (their
-//     Create latency during the fault is measured against before it and
-//     logged; samples are required, and "within its deadline" asserted).
+//   - I5: healthy nodes keep serving while another one is faulty: each of
+//     their Sessions created during the fault is ACTIVE within its
+//     deadline, and the median of their create-to-ACTIVE latency during
+//     the fault is at most i5Bound (3) times the median before it, or
+//     grew by at most i5Margin (5 s) (reportI5; samples are required).
+//     Why 3: a healthy node stalled by the faulty one has its serial
+//     worker queued behind a stuck call, which waits for the call's bound
+//     (2 minutes): a deadline miss or a ratio of tens, and a partial stall
+//     that lasts shows as several times; noise does not reach 3, since on
+//     this suite's 2-core machine beside other suites the median of a few
+//     half-second Creates moves by up to 1.5x without any fault
+//     (quiet-machine ratios were 0.98-1.10). Why 5 s too: 3x of half a
+//     second is a burst of the suites beside, while the shortest stall a
+//     faulty node could pass on is its detection (a keepalive timeout,
+//     about 13 s).
 //
-//   - I6: every Session a fault touched ends ACTIVE (its allocation ACTIVE
-//     with its Create settled, a running container on the engine, its
-//     Runtime connected to Core where the cluster serves the gateway) or
-//     FAILED
-//     with a recorded failure code within its deadline after the repair
-//     (requireOutcomes: a Core crash, a PostgreSQL crash, a cut Core-node
-//     path, a node agent killed or the engine crashed during a Create,
-//     foreign resources taking an allocation's names). A Create a fault
-//     left unknown is abandoned after lifecycle.DefaultCreateAbandonAfter
-//     and its Session gets a new allocation, so the deadline is that plus
-//     activeDeadline (outcomeDeadline).
+//   - I6: every Session a fault touched, created before or during it,
+//     ends ACTIVE (its allocation ACTIVE with its Create settled, a
+//     running container on the engine, its Runtime connected to Core
+//     where the cluster serves the gateway) or FAILED with a recorded
+//     failure code within its deadline after the repair (requireOutcomes:
+//     a Core crash, a PostgreSQL crash, a cut Core-node path, a node agent
+//     killed or the engine crashed during a Create, foreign resources
+//     taking an allocation's names, and at the soak's end). The latency
+//     samples count: those placed on the faulty node, which I5 does not
+//     wait for, are checked with the rest; so does a Session Core lists
+//     although its CreateSession answered an error (a PostgreSQL fault may
+//     cut the answer, not the commit) or its deletion was refused (the
+//     soak): withPresent adds them. Where nothing may fail a
+//     Session (a node only stuck or absent for a while, a node presenting
+//     another's certificate, the healthy node of the retired-node
+//     scenario, Sessions that ran through Turn faults) it must end ACTIVE
+//     by the same reading (requireActive). Sessions whose container the
+//     engine's restart stopped report exactly that (compute_stopped, from
+//     the engine's own state too). A Create a fault left unknown is
+//     abandoned after lifecycle.DefaultCreateAbandonAfter and its Session
+//     gets a new allocation, so the deadline is that plus activeDeadline
+//     (outcomeDeadline). Sessions a scenario deletes are checked by the
+//     cleanup checks (I1, I2) instead.
 //
 // Refusals are checked by their exact gRPC code and ErrorInfo domain and
 // reason (refusal_test.go), never only counted: during the PostgreSQL
@@ -91,8 +115,14 @@
 // once (nothing captured or restored twice); I4's workspace witness reads
 // each allocation's current workspace (its running incarnation, or the
 // snapshot of a suspended one), so a completed Turn's line must survive
-// the suspension; every Session runs a Turn after the repair (waking it),
-// and cleanup leaves nothing (I2).
+// the suspension: the Turns run before the fault must complete (exit 0,
+// exact output; requireCompleted), so that check always has a line to
+// find, and every completed Turn's line must be found; every Session
+// runs a Turn after the repair (waking it), and cleanup leaves nothing
+// (I2). With the restored Runtime
+// killed while parked, the waking Turn fails at its queue deadline with
+// runtime_not_ready and the Session reports compute_available false with
+// compute_stopped (its incarnation on the engine, not running).
 //
 // TestAgentKilledDuringRunCommand drives RunCommand through Core's node
 // proxy to a standalone node agent (Core itself never calls RunCommand:

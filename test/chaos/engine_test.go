@@ -19,6 +19,8 @@ import (
 	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/testenv"
 
+	"berth.dev/core/lifecycle"
+
 	"berth.dev/test/internal/stack"
 )
 
@@ -239,10 +241,10 @@ func TestDockerEngineRestart(t *testing.T) {
 		t.Logf("recovery (engine back to a probe Session ACTIVE): %v", r.recovery)
 		c.waitActive(names, repaired, 8*time.Second)
 		// I6 for the Sessions created around the crash. The two created
-		// before it have exited containers (no restart policy) and report
-		// compute_stopped until deleted (core/lifecycle's engine-restart
-		// rule); TestDockerEngineRestart does not assert more of them.
+		// before it have exited containers (no restart policy): each
+		// reports exactly that (core/lifecycle's engine-restart rule).
 		requireOutcomes(t, c, faulted, outcomeDeadline)
+		requireStoppedOrActive(t, c, names[:len(names)-len(faulted)], observeDeadline)
 		c.invariants()
 
 		tombs := c.engineTombstones()
@@ -258,6 +260,52 @@ func TestDockerEngineRestart(t *testing.T) {
 			c.violation("I2", "after the engine restart the engine holds %v of the installation (tombstones included), want none (%v)", left, err)
 		}
 	})
+}
+
+// requireStoppedOrActive is I6 for Sessions that ran before the engine
+// under them restarted: Core never starts a container again, so each
+// Session ends, within deadline, either ACTIVE by requireOutcomes' reading
+// (its container runs again: an engine that restores its containers) or
+// with its allocation's container on the engine not running and the
+// Session reporting exactly that: compute_available false with
+// compute_stopped, the Session still ACTIVE (an observation moves no
+// state). Anything else, a FAILED Session included, is a violation.
+func requireStoppedOrActive(t *testing.T, c *cluster, names []string, deadline time.Duration) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		parts, _ := outcomes(c, names)
+		allocs := bySession(c.allocations())
+		var pending []string
+		for i, n := range names {
+			if parts[i] == "ACTIVE" {
+				continue
+			}
+			a := allocs[n]
+			containers, _ := c.engineResources(allocationID(a))
+			running := false
+			for _, r := range containers {
+				running = running || r
+			}
+			s := c.getSession(n)
+			env := s.GetEnvironment()
+			if a == nil || len(containers) == 0 || running || s.GetState() != adminv1.Session_STATE_ACTIVE ||
+				env.GetComputeAvailable() || env.GetComputeReason() != lifecycle.ReasonStopped {
+				pending = append(pending, fmt.Sprintf("%s: %s, %d containers on the engine (running %v), Session %v, compute_available %v %q",
+					n, parts[i], len(containers), running, s.GetState(), env.GetComputeAvailable(), env.GetComputeReason()))
+				continue
+			}
+			parts[i] = "ACTIVE (compute stopped)"
+		}
+		if len(pending) == 0 || time.Now().After(end) {
+			t.Logf("outcomes of the Sessions that ran before the engine restart: %s", strings.Join(parts, ", "))
+			for _, p := range pending {
+				c.violation("I6", "not ACTIVE nor reporting its stopped container (%s) %v after the repair: %s", lifecycle.ReasonStopped, deadline, p)
+			}
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // receiptsDeadline bounds how long the nodes take to report a change in

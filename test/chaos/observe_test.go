@@ -83,7 +83,9 @@ func (c *cluster) getSession(name string) *adminv1.Session {
 // node's connection and lifecycle worker: every allocation ends RELEASED
 // with nothing left on the engine (counted from the engine), no Session
 // is placed on the retired node (checked at creation and from the
-// database), and RemoveNode then succeeds (issue 12).
+// database), the Session created during the fault runs on the other node
+// (I6: ACTIVE with a running container on the engine) before it is
+// deleted too, and RemoveNode then succeeds (issue 12).
 func TestRetiredNodeAgentKilledDuringDeletion(t *testing.T) {
 	scenario(t, "retired node, agent SIGKILL during deletion", func(t *testing.T, r *run) {
 		c := newCluster(t, r, options{proxied: -1, nodes: 2})
@@ -155,6 +157,9 @@ func TestRetiredNodeAgentKilledDuringDeletion(t *testing.T) {
 		repaired := time.Now()
 		victim.restart()
 		c.waitConnected(victim, true)
+		// The Session created mid-fault, on the node that is not retired,
+		// runs (I6) before it is deleted too.
+		requireActive(t, c, during, activeDeadline)
 		if err := c.deleteSession(during[0]); err != nil {
 			t.Fatalf("DeleteSession: %v", err)
 		}
@@ -257,6 +262,8 @@ func TestExternalContainerRemoval(t *testing.T) {
 		if o := c.getSession(other); !o.GetEnvironment().GetComputeAvailable() {
 			t.Errorf("the untouched Session %s reports compute unavailable (%q)", other, o.GetEnvironment().GetComputeReason())
 		}
+		// The untouched Session runs on by the engine's account too (I6).
+		requireActive(t, c, []string{other}, activeDeadline)
 		// Kept until deletion: no recreate, the volumes stay, and the
 		// Session goes on reporting the compute missing, on every poll of a
 		// window of one full observation period after the compute_missing

@@ -50,9 +50,9 @@ func soakDuration(t *testing.T) time.Duration {
 // delete them) with random faults for soakDuration (soakShort in `make
 // test`, CHAOS_SOAK_DURATION with `make soak DURATION=30m`) and prints
 // the totals: operations, Turns and how they ended, faults injected,
-// invariant violations (I1-I4) and leaks, and every refusal by its
-// explanation (explainRefusal): one the cluster's state at that moment
-// does not explain is a violation.
+// invariant violations (I1-I4; I6 at its end) and leaks, and every
+// refusal by its explanation (explainRefusal): one the cluster's state at
+// that moment does not explain is a violation.
 func TestSoak(t *testing.T) {
 	d := soakDuration(t)
 	scenario(t, "soak", func(t *testing.T, r *run) {
@@ -120,6 +120,11 @@ func TestSoak(t *testing.T) {
 			}
 			time.Sleep(time.Duration(100+r.rng.IntN(400)) * time.Millisecond)
 		}
+		// I6 at the end: every Session still present (created since the
+		// last check and not deleted, or whose creation's answer or
+		// deletion a fault cut) ends ACTIVE, its container running on the
+		// engine and its Runtime connected, or FAILED with a code.
+		requireOutcomes(t, c, c.withPresent(live), outcomeDeadline)
 		check()
 		summary := fmt.Sprintf("soak %v (seed %d): %d operations (%d refused, by explanation %v), %d Turns (%d completed with their exact output, %d ended with a clear failure), %d faults injected, %d invariant checks, %d invariant violations, %d leaked resources\n",
 			time.Since(start).Round(time.Second), r.seed, r.ops.Load(), refused, reasons, tally.submitted, tally.completed, tally.failed,

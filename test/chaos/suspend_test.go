@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
+
+	"berth.dev/core/lifecycle"
 )
 
 // Issue 16's scenarios: faults during a suspension and a wake. Each runs
@@ -130,7 +133,7 @@ func suspensionScenario(t *testing.T, r *run, o options, fault func(c *cluster, 
 	}
 	var all []submitted
 	var tally turnTally
-	c.checkTurns(c.turnsOn(names, &all, &tally), &tally, true)
+	c.requireCompleted(c.turnsOn(names, &all, &tally), &tally, "before the fault")
 
 	repair := fault(c, names, &all, &tally)
 	repaired := time.Now()
@@ -151,8 +154,16 @@ func suspensionScenario(t *testing.T, r *run, o options, fault func(c *cluster, 
 	var final turnTally
 	c.checkTurns(all, &final, true)
 	t.Logf("turns: %d submitted, %d completed, %d ended with a clear failure", len(all), final.completed, final.failed)
-	if host, _ := c.checkWitness(all); host < final.completed {
+	// No Session is deleted yet, so every completed Turn's line is in its
+	// Session's current workspace (running, or a snapshot's: a suspension
+	// requested before the fault may legitimately be carried out after
+	// the repair's Turns, and the idle policy suspends after a minute).
+	host, workspace := c.checkWitness(all)
+	if host < final.completed {
 		c.violation("I4", "the host-side witness saw %d Turns, fewer than the %d completed", host, final.completed)
+	}
+	if workspace < final.completed {
+		c.violation("I4", "%d of the %d completed Turns have their line in their Session's workspace, want all", workspace, final.completed)
 	}
 	c.invariants()
 }
@@ -282,8 +293,12 @@ func TestRuntimePathCutDuringWake(t *testing.T) {
 
 // TestRuntimeKilledWhileParked kills the restored Runtime while it waits
 // for its wake (the container's main process, so the incarnation
-// stops): the Turn that woke it ends with a clear failure, the Session
-// reports its compute stopped, and deletion leaves nothing.
+// stops): the Turn that woke it is never picked up and fails at its queue
+// deadline with runtime_not_ready (core/store's ExpireQueuedTurns: the
+// Session is still active), the Session reports compute_available false
+// with compute_stopped (the restored incarnation is on the engine, not
+// running: Core never starts it again), the Turn completed before the
+// suspension keeps its workspace line, and deletion leaves nothing.
 func TestRuntimeKilledWhileParked(t *testing.T) {
 	scenario(t, "Runtime killed while parked", func(t *testing.T, r *run) {
 		c := newCluster(t, r, options{turns: true, suspend: true, proxied: -1, nodes: 1})
@@ -296,7 +311,7 @@ func TestRuntimeKilledWhileParked(t *testing.T) {
 		}
 		var all []submitted
 		var tally turnTally
-		c.checkTurns(c.turnsOn(names, &all, &tally), &tally, true)
+		c.requireCompleted(c.turnsOn(names, &all, &tally), &tally, "before the suspension")
 		c.suspendSessions(names)
 		c.waitPhases(names, adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, suspendDeadline)
 		fired := c.onEvent(func(m events.Message) bool {
@@ -313,11 +328,76 @@ func TestRuntimeKilledWhileParked(t *testing.T) {
 			c.violation("I4", "the waking Turn did not end")
 		}
 		t.Logf("the waking Turn: %d completed, %d failed", one.completed, one.failed)
+		if got, err := c.turns().GetTurn(c.ctx, &adminv1.GetTurnRequest{Name: wake[0].name}); err != nil {
+			t.Fatalf("GetTurn: %v", err)
+		} else if turn := got.GetTurn(); turn.GetState() != adminv1.Turn_STATE_FAILED || turn.GetFailureCode() != "runtime_not_ready" {
+			c.violation("I4", "the Turn that woke the killed Runtime ended %v %q, want FAILED runtime_not_ready (never picked up, failed at its queue deadline)", turn.GetState(), turn.GetFailureCode())
+		}
+		c.requireComputeStopped(names[0], observeDeadline)
 		var final turnTally
 		c.checkTurns(all, &final, true)
-		c.checkWitness(all)
+		if _, workspace := c.checkWitness(all); workspace < final.completed {
+			c.violation("I4", "%d of the %d completed Turns have their line in the stopped incarnation's workspace, want all", workspace, final.completed)
+		}
 		c.invariants()
 	})
+}
+
+// requireComputeStopped requires the Session name, whose running
+// incarnation was stopped outside Core, to report exactly that within
+// deadline: compute_available false with compute_reason compute_stopped
+// (lifecycle.ReasonStopped), the Session still ACTIVE (an observation
+// moves no state), and, read from the engine, its allocation's containers
+// present and none running. A violation otherwise names what was last
+// seen.
+func (c *cluster) requireComputeStopped(name string, deadline time.Duration) {
+	c.t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		var seen string
+		s := c.getSession(name)
+		if a := bySession(c.allocations())[name]; a != nil && s != nil {
+			containers, _ := c.engineResources(allocationID(a))
+			running := 0
+			for _, r := range containers {
+				if r {
+					running++
+				}
+			}
+			env := s.GetEnvironment()
+			seen = fmt.Sprintf("Session %v, compute_available %v %q, phase %v; allocation %s %v: %d containers on the engine, %d running",
+				s.GetState(), env.GetComputeAvailable(), env.GetComputeReason(), env.GetComputePhase(), allocationID(a), a.GetState(), len(containers), running)
+			if s.GetState() == adminv1.Session_STATE_ACTIVE && !env.GetComputeAvailable() && env.GetComputeReason() == lifecycle.ReasonStopped &&
+				len(containers) > 0 && running == 0 {
+				c.t.Logf("%s reports its stopped compute: %s", name, seen)
+				return
+			}
+		} else {
+			seen = fmt.Sprintf("Session %v, allocation %v", s, a)
+		}
+		if time.Now().After(end) {
+			c.violation("observation", "%s does not report its stopped compute (%s) within %v: %s", name, lifecycle.ReasonStopped, deadline, seen)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// requireCompleted waits for every Turn of list to end and requires each
+// to have completed (exit code 0 and its exact output, checkTurns): the
+// Turns a scenario runs before its fault, whose workspace lines the
+// witness then requires to survive the suspension. One that ended
+// otherwise would leave that check nothing to check, so it is a
+// violation (I4), named with when the Turns ran.
+func (c *cluster) requireCompleted(list []submitted, tally *turnTally, when string) {
+	c.t.Helper()
+	var one turnTally
+	c.checkTurns(list, &one, true)
+	tally.completed += one.completed
+	tally.failed += one.failed
+	if one.completed != len(list) {
+		c.violation("I4", "%d of %d Turns submitted %s completed (exit 0, exact output), want all: the workspace check after the fault would check nothing of theirs", one.completed, len(list), when)
+	}
 }
 
 // waitEvent waits for a trigger, failing the scenario after suspendDeadline.

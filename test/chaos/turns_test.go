@@ -169,8 +169,9 @@ func (c *cluster) turnOutput(name string) string {
 // SIGKILLed and restarted: every Turn ends with its exact output or a
 // clear failure within its deadline (I4), none runs twice and every
 // completed one ran once, counted by its side effects (checkWitness: a
-// host-side report and a workspace line per execution), and afterwards
-// nothing is left (I1-I3). Recovery is the time from Core's restart until
+// host-side report and a workspace line per execution), every Session
+// ends ACTIVE with its Runtime connected (I6), and afterwards nothing is
+// left (I1-I3). Recovery is the time from Core's restart until
 // a new Turn completes.
 func TestTurnsAcrossFaults(t *testing.T) {
 	scenario(t, "Turns across node agent and Core SIGKILL", func(t *testing.T, r *run) {
@@ -224,6 +225,8 @@ func TestTurnsAcrossFaults(t *testing.T) {
 		}
 		r.recovery = time.Since(restarted)
 		t.Logf("turns: %d submitted, %d completed, %d ended with a clear failure", tally.submitted, tally.completed, tally.failed)
+		// The Sessions ran through both faults: each ends ACTIVE (I6).
+		requireActive(t, c, sessions, activeDeadline)
 		if host, _ := c.checkWitness(all); host < tally.completed {
 			c.violation("I4", "the host-side witness saw %d Turns, fewer than the %d completed", host, tally.completed)
 		}
@@ -238,7 +241,8 @@ func TestTurnsAcrossFaults(t *testing.T) {
 // Every Turn ends with its exact output or a clear failure in time (I4;
 // a result that cannot be delivered ends UNCONFIRMED, never as a guess),
 // none runs twice by its side effects, a Turn submitted after the
-// partition heals completes in every Session, and cleanup leaves nothing
+// partition heals completes in every Session, every Session ends ACTIVE
+// with its Runtime connected again (I6), and cleanup leaves nothing
 // (I1-I3). Recovery is the time from the repair until those Turns
 // completed.
 func TestRuntimePartitionedMidTurn(t *testing.T) {
@@ -291,6 +295,9 @@ func TestRuntimePartitionedMidTurn(t *testing.T) {
 			c.violation("I4", "%d of %d Turns submitted after the partition healed completed", healed.completed, len(after))
 		}
 		r.recovery = time.Since(repaired)
+		// The partition touched every Session: each ends ACTIVE, its
+		// Runtime connected again (I6).
+		requireActive(t, c, sessions, activeDeadline)
 		tally.completed += healed.completed
 		tally.failed += healed.failed
 		t.Logf("turns: %d submitted, %d completed, %d ended with a clear failure", tally.submitted, tally.completed, tally.failed)
