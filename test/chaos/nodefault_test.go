@@ -366,6 +366,15 @@ func TestReadOnlyNodeStateDirectory(t *testing.T) {
 			return strings.Contains(l, `"node not reachable"`) && strings.Contains(l, victim.ID)
 		})
 		t.Logf("Core's connection refused: %s", refusedLine)
+		// The node says "not now" and why, to Core (never an unknown
+		// compute outcome: nothing of a sandbox was touched) and to its
+		// operator in its own log.
+		if !strings.Contains(refusedLine, "observation unavailable") {
+			c.violation("refusal", "the node refused Core's Connect with another class than unavailable-for-now: %s", refusedLine)
+		}
+		if !strings.Contains(victim.Logs(), "the owner epoch cannot be persisted in the state directory") {
+			c.violation("refusal", "node agent %s refused Core without saying in its log that its state directory cannot take the owner epoch", victim.name)
+		}
 		if resp, err := c.nodesAPI().GetNode(c.ctx, &adminv1.GetNodeRequest{Name: victim.name}); err != nil || stack.Connected(resp.GetNode()) {
 			c.violation("fence", "node %s is connected although it could not persist the owner epoch (%v)", victim.name, err)
 		}
