@@ -209,12 +209,7 @@ func knownSecrets() []string {
 // allocation's derived name trips I2 by the engine's event log, and a
 // removed foreign volume trips I3.
 func TestInvariantChecksDetectViolations(t *testing.T) {
-	r := &run{}
-	c := newCluster(t, r, options{proxied: -1, nodes: 1})
-	names := c.mustCreate(1)
-	if got := c.waitActive(names, time.Now(), activeDeadline); len(got) != 1 {
-		t.Fatal("the Session never became ACTIVE")
-	}
+	c, _ := selfTestCluster(t, options{proxied: -1, nodes: 1})
 	ctx := context.Background()
 	list, err := c.cli.ContainerList(ctx, client.ContainerListOptions{Filters: stack.InstallationFilter(c.inst)})
 	if err != nil || len(list.Items) != 1 {

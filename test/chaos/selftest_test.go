@@ -31,14 +31,22 @@ import (
 // API (an exec in the container, as a replayed Turn would run it): the
 // second execution reports itself to the host-side witness and appends
 // its workspace line like the first, and checkWitness must report the
-// Turn as run twice, by both witnesses.
-func TestWitnessDetectsTurnRunTwice(t *testing.T) {
-	r := &run{}
-	c := newCluster(t, r, options{proxied: -1, nodes: 1, turns: true})
+
+// selfTestCluster is the fixture a self-test breaks: a cluster of o's
+// shape (one node) with one Session ACTIVE on it, whose name it returns.
+func selfTestCluster(t *testing.T, o options) (*cluster, []string) {
+	t.Helper()
+	c := newCluster(t, &run{}, o)
 	names := c.mustCreate(1)
 	if got := c.waitActive(names, time.Now(), activeDeadline); len(got) != 1 {
 		t.Fatal("the Session never became ACTIVE")
 	}
+	return c, names
+}
+
+// Turn as run twice, by both witnesses.
+func TestWitnessDetectsTurnRunTwice(t *testing.T) {
+	c, names := selfTestCluster(t, options{proxied: -1, nodes: 1, turns: true})
 	turn, err := c.submitTurn(names[0])
 	if err != nil {
 		t.Fatalf("SubmitTurn: %v", err)
@@ -75,12 +83,7 @@ func TestWitnessDetectsTurnRunTwice(t *testing.T) {
 // is still present, so the Session is placed, but its Create never
 // reaches the engine), which stays provisioning past a short deadline.
 func TestOutcomesDetectSessionsNotActive(t *testing.T) {
-	r := &run{}
-	c := newCluster(t, r, options{proxied: -1, nodes: 1})
-	stopped := c.mustCreate(1)
-	if got := c.waitActive(stopped, time.Now(), activeDeadline); len(got) != 1 {
-		t.Fatal("the Session never became ACTIVE")
-	}
+	c, stopped := selfTestCluster(t, options{proxied: -1, nodes: 1})
 	var got []string
 	c.captured = &got
 	requireOutcomes(t, c, stopped, activeDeadline)
@@ -132,12 +135,7 @@ func TestOutcomesDetectSessionsNotActive(t *testing.T) {
 // ListNodes fails right after it (Core stopped), however full the node
 // was before; and an UNAVAILABLE from the stopped Core is never explained.
 func TestRefusalCheckDetectsUnexplainedRefusals(t *testing.T) {
-	r := &run{}
-	c := newCluster(t, r, options{proxied: -1, nodes: 1, maxActive: 1})
-	names := c.mustCreate(1)
-	if got := c.waitActive(names, time.Now(), activeDeadline); len(got) != 1 {
-		t.Fatal("the Session never became ACTIVE")
-	}
+	c, _ := selfTestCluster(t, options{proxied: -1, nodes: 1, maxActive: 1})
 	full := c.capacity()
 	_, refused := c.createSession()
 	if status.Code(refused) != codes.FailedPrecondition || stack.AdminReason(refused) != "no_ready_node_with_capacity" {
@@ -183,12 +181,7 @@ func TestRefusalCheckDetectsUnexplainedRefusals(t *testing.T) {
 // derived names without any label, and a tombstone holding a name no
 // allocation has. checkEngineLeaks must report each one.
 func TestEngineLeakCheckDetectsLeftovers(t *testing.T) {
-	r := &run{}
-	c := newCluster(t, r, options{proxied: -1, nodes: 1})
-	names := c.mustCreate(1)
-	if got := c.waitActive(names, time.Now(), activeDeadline); len(got) != 1 {
-		t.Fatal("the Session never became ACTIVE")
-	}
+	c, _ := selfTestCluster(t, options{proxied: -1, nodes: 1})
 	all := c.allAllocations(c.db())
 	if len(all) != 1 {
 		t.Fatalf("%d allocations, want 1", len(all))
