@@ -274,11 +274,11 @@ func requireStoppedOrActive(t *testing.T, c *cluster, names []string, deadline t
 	t.Helper()
 	end := time.Now().Add(deadline)
 	for {
-		parts, _ := outcomes(c, names)
+		list := outcomes(c, names)
 		allocs := bySession(c.allocations())
 		var pending []string
 		for i, n := range names {
-			if parts[i] == "ACTIVE" {
+			if list[i].active {
 				continue
 			}
 			a := allocs[n]
@@ -292,13 +292,13 @@ func requireStoppedOrActive(t *testing.T, c *cluster, names []string, deadline t
 			if a == nil || len(containers) == 0 || running || s.GetState() != adminv1.Session_STATE_ACTIVE ||
 				env.GetComputeAvailable() || env.GetComputeReason() != lifecycle.ReasonStopped {
 				pending = append(pending, fmt.Sprintf("%s: %s, %d containers on the engine (running %v), Session %v, compute_available %v %q",
-					n, parts[i], len(containers), running, s.GetState(), env.GetComputeAvailable(), env.GetComputeReason()))
+					n, list[i].part, len(containers), running, s.GetState(), env.GetComputeAvailable(), env.GetComputeReason()))
 				continue
 			}
-			parts[i] = "ACTIVE (compute stopped)"
+			list[i].part = "ACTIVE (compute stopped)"
 		}
 		if len(pending) == 0 || time.Now().After(end) {
-			t.Logf("outcomes of the Sessions that ran before the engine restart: %s", strings.Join(parts, ", "))
+			t.Logf("outcomes of the Sessions that ran before the engine restart: %s", parts(list))
 			for _, p := range pending {
 				c.violation("I6", "not ACTIVE nor reporting its stopped container (%s) %v after the repair: %s", lifecycle.ReasonStopped, deadline, p)
 			}

@@ -110,9 +110,10 @@ func requireOutcomes(t *testing.T, c *cluster, names []string, deadline time.Dur
 	t.Helper()
 	end := time.Now().Add(deadline)
 	for {
-		parts, pending := outcomes(c, names)
+		list := outcomes(c, names)
+		pending := undecided(list)
 		if len(pending) == 0 || time.Now().After(end) {
-			t.Logf("outcomes of the faulted batch: %s", strings.Join(parts, ", "))
+			t.Logf("outcomes of the faulted batch: %s", parts(list))
 			for _, p := range pending {
 				c.violation("I6", "not ACTIVE nor FAILED with a code %v after the repair: %s", deadline, p)
 			}
@@ -160,15 +161,16 @@ func requireActive(t *testing.T, c *cluster, names []string, deadline time.Durat
 	t.Helper()
 	end := time.Now().Add(deadline)
 	for {
-		parts, pending := outcomes(c, names)
+		list := outcomes(c, names)
+		pending := undecided(list)
 		var failed []string
-		for i, p := range parts {
-			if strings.HasPrefix(p, "FAILED") {
-				failed = append(failed, names[i]+": "+p)
+		for _, o := range list {
+			if o.failed {
+				failed = append(failed, o.name+": "+o.part)
 			}
 		}
 		if len(pending)+len(failed) == 0 || len(failed) > 0 || time.Now().After(end) {
-			t.Logf("outcomes (all required ACTIVE): %s", strings.Join(parts, ", "))
+			t.Logf("outcomes (all required ACTIVE): %s", parts(list))
 			for _, f := range failed {
 				c.violation("I6", "FAILED where nothing may fail it, want ACTIVE: %s", f)
 			}
@@ -198,22 +200,32 @@ func (c *cluster) runningOnEngine() map[string]bool {
 	return out
 }
 
-// outcomes reads each Session's outcome: parts for the log, and pending
-// the ones neither ACTIVE with a connected Runtime nor FAILED with a
-// failure code.
-func outcomes(c *cluster, names []string) (parts, pending []string) {
+// outcome is one Session's reading by outcomes: ACTIVE (active), FAILED
+// with a failure code (failed), or neither, with what was seen (detail).
+// part is the short form for the log.
+type outcome struct {
+	name           string
+	active, failed bool
+	part, detail   string
+}
+
+// outcomes reads each Session's outcome: ACTIVE with a running container
+// on the engine (and a connected Runtime where the cluster serves the
+// gateway), FAILED with a failure code, or neither.
+func outcomes(c *cluster, names []string) []outcome {
 	m := bySession(c.allocations())
 	running := c.runningOnEngine()
+	out := make([]outcome, 0, len(names))
 	for _, n := range names {
 		s, err := c.sessions().GetSession(c.ctx, &adminv1.GetSessionRequest{Name: n})
 		env := s.GetSession().GetEnvironment()
 		switch a, ok := m[n]; {
 		case err == nil && ok && active(a) && (env.GetRuntimeConnected() || !c.runsTurns()) &&
 			running[strings.TrimPrefix(a.GetName(), "allocations/")]:
-			parts = append(parts, "ACTIVE")
+			out = append(out, outcome{name: n, active: true, part: "ACTIVE"})
 			continue
 		case err == nil && s.GetSession().GetState() == adminv1.Session_STATE_FAILED && env.GetFailureCode() != "":
-			parts = append(parts, "FAILED "+env.GetFailureCode())
+			out = append(out, outcome{name: n, failed: true, part: "FAILED " + env.GetFailureCode()})
 			continue
 		}
 		state := "no allocation"
@@ -223,11 +235,31 @@ func outcomes(c *cluster, names []string) (parts, pending []string) {
 				state += " (no running container on the engine)"
 			}
 		}
-		pending = append(pending, fmt.Sprintf("%s: %s (Session %v, Runtime connected %v, %v)",
-			n, state, s.GetSession().GetState(), env.GetRuntimeConnected(), err))
-		parts = append(parts, state)
+		out = append(out, outcome{name: n, part: state, detail: fmt.Sprintf("%s: %s (Session %v, Runtime connected %v, %v)",
+			n, state, s.GetSession().GetState(), env.GetRuntimeConnected(), err)})
 	}
-	return parts, pending
+	return out
+}
+
+// undecided is what outcomes saw of the Sessions neither ACTIVE nor FAILED
+// with a code.
+func undecided(list []outcome) []string {
+	var out []string
+	for _, o := range list {
+		if !o.active && !o.failed {
+			out = append(out, o.detail)
+		}
+	}
+	return out
+}
+
+// parts is the log's short form of outcomes' reading.
+func parts(list []outcome) string {
+	out := make([]string, len(list))
+	for i, o := range list {
+		out[i] = o.part
+	}
+	return strings.Join(out, ", ")
 }
 
 func settledMark(a *adminv1.Allocation) string {
