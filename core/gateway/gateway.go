@@ -270,11 +270,12 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 	if err := c.suspension(ctx); err != nil {
 		return err
 	}
+	// The waits are armed before each dispatch reads the store, so that a
+	// Turn or a phase announced after that read closes the channel the
+	// next select waits on; armed after it, the announcement would be lost
+	// until the next keepalive tick.
+	wake, phase := c.arm()
 	for {
-		wake := c.g.cfg.Turns.Wait(c.grant.SessionID)
-		// The lifecycle worker's suspension transitions are announced on
-		// the Environment's key.
-		phase := c.g.cfg.Turns.Wait(c.grant.EnvironmentID)
 		woken := false
 		select {
 		case <-ctx.Done():
@@ -301,10 +302,18 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 				return err
 			}
 		}
+		wake, phase = c.arm()
 		if err := c.dispatch(ctx, woken); err != nil {
 			return err
 		}
 	}
+}
+
+// arm returns the channels closed by the next announcement of a Turn of
+// the connection's Session (wake) and of a suspension transition, which
+// the lifecycle worker announces on the Environment's key (phase).
+func (c *conn) arm() (wake, phase <-chan struct{}) {
+	return c.g.cfg.Turns.Wait(c.grant.SessionID), c.g.cfg.Turns.Wait(c.grant.EnvironmentID)
 }
 
 // handle applies one Runtime message.
