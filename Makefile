@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # Go modules of the workspace (go.work). tools/ is deliberately outside it.
-MODULES := proto sandbox nodeagent core runtimebootstrap test
+MODULES := proto sandbox platform nodeagent core runtimebootstrap test
 PKGS := $(foreach m,$(MODULES),berth.dev/$(m)/...)
 # The modules whose tests run with the race detector; test/ holds the
 # black-box suites over real binaries and runs without it (make chaos-race
@@ -12,7 +12,7 @@ PKGS := $(foreach m,$(MODULES),berth.dev/$(m)/...)
 # berth-core and berth-nodeagent: about 6-7 more minutes before the
 # 2-minute soak joined the short form, which adds at least those 2
 # minutes; past CI's budget on 2 cores).
-RACE_MODULES := proto sandbox nodeagent core runtimebootstrap
+RACE_MODULES := proto sandbox platform nodeagent core runtimebootstrap
 RACE_PKGS := $(foreach m,$(RACE_MODULES),berth.dev/$(m)/...)
 BLACKBOX_PKGS := berth.dev/test/...
 # CHAOS_PKG is the fault suite: make test runs its short form beside
@@ -142,7 +142,7 @@ verify-systemd: ## systemd-analyze verify (no warning allowed) and an exposure b
 	scripts/verify-systemd
 
 .PHONY: test
-test: verify ## Everything CI runs: verify, every test of proto, sandbox, nodeagent, core, runtimebootstrap with -race, then the black-box suites (test/; the fault suite's short form, a 2-minute soak included, runs beside all of it from the start)
+test: verify ## Everything CI runs: verify, every test of proto, sandbox, platform, nodeagent, core, runtimebootstrap with -race, then the black-box suites (test/; the fault suite's short form, a 2-minute soak included, runs beside all of it from the start)
 	@chaos_log=$$(mktemp); trap 'rm -f "$$chaos_log"' EXIT; status=0; \
 	echo "go test $(GO_TEST_FLAGS) -timeout $(CHAOS_TIMEOUT) $(CHAOS_PKG) (in the background from the start: it waits more than it computes; its output follows)"; \
 	go test $(GO_TEST_FLAGS) -timeout $(CHAOS_TIMEOUT) $(CHAOS_PKG) >"$$chaos_log" 2>&1 & chaos=$$!; \
@@ -226,7 +226,7 @@ FUZZ_TARGETS := \
 	berth.dev/runtimebootstrap:FuzzDecode \
 	berth.dev/sandbox/strictjson:FuzzDecode \
 	berth.dev/sandbox/docker:FuzzDecodeNodeConfig \
-	berth.dev/sandbox/nodewire:FuzzInfoFromWire \
+	berth.dev/platform/nodewire:FuzzInfoFromWire \
 	berth.dev/nodeagent:FuzzDecodeConfig \
 	berth.dev/runtimebootstrap/turnexec:FuzzPrepare \
 	berth.dev/core/admin:FuzzAdminServerDecoding \

@@ -3,15 +3,17 @@ module berth.dev/core
 go 1.26.0
 
 replace (
+	berth.dev/platform => ../platform
 	berth.dev/proto => ../proto
 	berth.dev/runtimebootstrap => ../runtimebootstrap
 	berth.dev/sandbox => ../sandbox
 )
 
 require (
+	berth.dev/platform v0.0.0
 	berth.dev/proto v0.0.0
 	berth.dev/runtimebootstrap v0.0.0
-	berth.dev/sandbox v0.0.0-00010101000000-000000000000
+	berth.dev/sandbox v0.0.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/moby/moby/client v0.6.2

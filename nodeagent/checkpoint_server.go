@@ -3,10 +3,10 @@ package nodeagent
 import (
 	"context"
 
+	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodewire"
 )
 
 // The checkpoint RPCs go through the Agent like every other operation, so

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/errgrpc/errgrpctest"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 )
 
 // TestMalformedBodiesAreInvalid: a body that does not decode is the node

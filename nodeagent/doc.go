@@ -60,7 +60,7 @@
 //   - Operations on one allocation run one at a time; each runs on a
 //     context bounded by the caller's deadline. Nothing is ever resent,
 //     after a reconnect or otherwise: an unknown outcome stays unknown.
-//   - Errors cross the wire only as the fixed codes of sandbox/nodewire.
+//   - Errors cross the wire only as the fixed codes of platform/nodewire.
 //   - Measuring capacity never fails: a figure that cannot be read is
 //     reported as zero, never guessed, and a reserve larger than the host
 //     leaves zero, never a negative figure.

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/nodetls"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/atomicfile"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
 )
 
 // pendingKeyFile holds the key of an enrollment in progress, written before

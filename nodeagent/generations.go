@@ -13,10 +13,10 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 )
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/platform/nodewire"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 )
 

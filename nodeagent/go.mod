@@ -3,14 +3,16 @@ module berth.dev/nodeagent
 go 1.26.0
 
 replace (
+	berth.dev/platform => ../platform
 	berth.dev/proto => ../proto
 	berth.dev/runtimebootstrap => ../runtimebootstrap
 	berth.dev/sandbox => ../sandbox
 )
 
 require (
+	berth.dev/platform v0.0.0
 	berth.dev/proto v0.0.0
-	berth.dev/sandbox v0.0.0-00010101000000-000000000000
+	berth.dev/sandbox v0.0.0
 	github.com/google/uuid v1.6.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

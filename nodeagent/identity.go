@@ -11,9 +11,9 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"berth.dev/platform/nodetls"
 	"berth.dev/sandbox/atomicfile"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
 	"berth.dev/sandbox/redact"
 	"berth.dev/sandbox/strictjson"
 )

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"berth.dev/sandbox/otelsetup"
+	"berth.dev/platform/otelsetup"
 )
 
 // meterName is the instrumentation scope of the node agent's own

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"berth.dev/platform/nodewire"
+	"berth.dev/platform/otelsetup"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodewire"
-	"berth.dev/sandbox/otelsetup"
 	"berth.dev/sandbox/providers"
 )
 

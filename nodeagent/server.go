@@ -12,11 +12,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"berth.dev/platform/errgrpc"
+	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/errgrpc"
-	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providercontract"
 )
 

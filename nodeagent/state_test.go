@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/nodewire"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodewire"
 )
 
 func TestStateDirIsPrivateLockedAndKeepsTheEpoch(t *testing.T) {

@@ -17,4 +17,9 @@
 //   - A provider credential travels only as a Credential, which no printer
 //     shows (sandbox/redacttest checks it); adapters Reveal it to parse
 //     it, Core to seal it.
+//   - This module is what an adapter author imports, so it stays lean: no
+//     gRPC, no node protocol, no telemetry SDK. The shared platform pieces
+//     (errgrpc, nodewire, nodetls, otelsetup) are the berth.dev/platform
+//     module, which imports this one and never the reverse (depguard:
+//     sandbox-lean, platform-no-upper-layers).
 package sandbox

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	berth.dev/core v0.0.0-00010101000000-000000000000
 	berth.dev/nodeagent v0.0.0-00010101000000-000000000000
+	berth.dev/platform v0.0.0
 	berth.dev/proto v0.0.0
 	berth.dev/runtimebootstrap v0.0.0
 	berth.dev/sandbox v0.0.0
@@ -72,6 +73,7 @@ require (
 replace (
 	berth.dev/core => ../core
 	berth.dev/nodeagent => ../nodeagent
+	berth.dev/platform => ../platform
 	berth.dev/proto => ../proto
 	berth.dev/runtimebootstrap => ../runtimebootstrap
 	berth.dev/sandbox => ../sandbox

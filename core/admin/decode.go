@@ -1,8 +1,8 @@
 package admin
 
 import (
+	"berth.dev/platform/errgrpc"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/errgrpc"
 )
 
 // errMalformed answers a request body that is not a well-formed message of

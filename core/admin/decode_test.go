@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"berth.dev/platform/errgrpc/errgrpctest"
 	adminv1 "berth.dev/proto/berth/admin/v1"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 )
 
 // The methods the tests call with hand-made bodies.

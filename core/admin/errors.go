@@ -6,9 +6,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/errgrpc"
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/errgrpc"
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of every admin API error

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/stats"
 
+	"berth.dev/platform/errgrpc"
 	adminv1 "berth.dev/proto/berth/admin/v1"
-	"berth.dev/sandbox/errgrpc"
 )
 
 // DefaultUnaryTimeout bounds a unary call that arrives without a deadline.

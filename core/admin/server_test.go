@@ -17,9 +17,9 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/errgrpc/errgrpctest"
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 )
 
 // testInstallation is what the reader returns unless told otherwise.

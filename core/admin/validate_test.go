@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/platform/errgrpc"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/errgrpc"
 )
 
 const (

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"berth.dev/platform/nodetls"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"

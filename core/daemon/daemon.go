@@ -22,11 +22,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
+	"berth.dev/platform/nodetls"
+	"berth.dev/platform/otelsetup"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
-	"berth.dev/sandbox/otelsetup"
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/admin"

@@ -25,7 +25,7 @@
 //   - The admin token, master key and CA key never reach a log line, an
 //     error, a span or a metric label; every lifecycle decision reads the
 //     database clock.
-//   - Telemetry goes through the OpenTelemetry API only (sandbox/otelsetup
+//   - Telemetry goes through the OpenTelemetry API only (platform/otelsetup
 //     installs the providers: traces from the OTEL_* environment in
 //     cmd/berth-core, metrics here): without them every instrument and
 //     span is a no-op.

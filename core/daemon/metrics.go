@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"berth.dev/sandbox/otelsetup"
+	"berth.dev/platform/otelsetup"
 
 	"berth.dev/core/nodes"
 	"berth.dev/core/sessions"

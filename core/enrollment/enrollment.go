@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/platform/nodetls"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/store"
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/platform/nodetls"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/enrollment"
 	"berth.dev/core/store"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/platform/nodetls"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
 	"berth.dev/sandbox/redact"
 
 	"berth.dev/core/store"

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"berth.dev/platform/errgrpc"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/errgrpc"
 
 	"berth.dev/core/enrollment"
 )

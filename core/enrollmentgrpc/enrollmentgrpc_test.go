@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/errgrpc/errgrpctest"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 
 	"berth.dev/core/enrollmentgrpc"
 )

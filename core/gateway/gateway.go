@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"berth.dev/platform/errgrpc"
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
-	"berth.dev/sandbox/errgrpc"
 
 	"berth.dev/core/store"
 	"berth.dev/core/turns"

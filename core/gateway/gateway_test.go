@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/platform/errgrpc/errgrpctest"
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 
 	"berth.dev/core/gateway"
 	"berth.dev/core/store"

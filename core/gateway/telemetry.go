@@ -14,7 +14,7 @@ import (
 )
 
 // Telemetry of the gateway, through the global OpenTelemetry providers
-// (no-ops unless berth-core installed them, sandbox/otelsetup):
+// (no-ops unless berth-core installed them, platform/otelsetup):
 //
 //	metric berth.gateway.connections    Runtime connections open (up-down counter)
 //	metric berth.turn.queue.duration    (s) submission to dispatch of each Turn

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 
+	"berth.dev/platform/errgrpc/errgrpctest"
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 
 	"berth.dev/core/gateway"
 	"berth.dev/core/secrets"

@@ -15,7 +15,7 @@ import (
 // Telemetry of the lifecycle worker: a span and a duration around each
 // provider operation the worker performs (not around the scans that find
 // nothing to do), recorded through the global OpenTelemetry providers,
-// which are no-ops unless berth-core installed them (sandbox/otelsetup).
+// which are no-ops unless berth-core installed them (platform/otelsetup).
 //
 //	span   lifecycle.<operation>   attributes berth.node, berth.allocation
 //	metric berth.lifecycle.operation.duration (s) {operation, outcome}

@@ -13,9 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"berth.dev/platform/nodetls"
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs/errdefstest"
-	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
+	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
-	"berth.dev/sandbox/nodewire"
 )
 
 // The checkpoint operations: the declaration decides first, then the node.

@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
+	"berth.dev/platform/nodewire"
+	"berth.dev/platform/otelsetup"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodewire"
-	"berth.dev/sandbox/otelsetup"
 	"berth.dev/sandbox/providercontract"
 )
 

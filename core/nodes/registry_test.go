@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/platform/errgrpc"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/errdefs/errdefstest"
-	"berth.dev/sandbox/errgrpc"
 
 	"berth.dev/core/enrollment/enrollmenttest"
 	"berth.dev/core/nodes"

@@ -9,8 +9,8 @@ import (
 	"berth.dev/core/sessions"
 	"berth.dev/core/sessions/sessionstest"
 	"berth.dev/core/store"
+	"berth.dev/platform/errgrpc"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/errgrpc"
 )
 
 func TestDisabledProviderRefusesCreationOnly(t *testing.T) {

@@ -3,7 +3,14 @@ package docker_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +23,6 @@ import (
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
 )
 
 // The checkpoint operations against the Docker API fixture, where faults
@@ -100,12 +106,9 @@ func TestFixtureSuspendCalls(t *testing.T) {
 	}
 	second, _ := f.p.NewCompute(f.first)
 	f.srv.ResetCalls()
-	ca, err := nodetls.NewCA(uuid.NewString(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := selfSignedPEM(t)
 	resumed, err := f.p.Resume(ctx, sandbox.ResumeRequest{Snapshot: res.Snapshot, Target: second, OperationID: uuid.NewString(),
-		Resources: resources, Bootstrap: contracttest.CreateRequest(f.ref, resources).Bootstrap, CoreCA: ca.CertificatePEM()})
+		Resources: resources, Bootstrap: contracttest.CreateRequest(f.ref, resources).Bootstrap, CoreCA: ca})
 	if err != nil || resumed.Compute.State != sandbox.ComputeRunning {
 		t.Fatalf("Resume: %+v, %v", resumed, err)
 	}
@@ -125,7 +128,7 @@ func TestFixtureSuspendCalls(t *testing.T) {
 	if last := archives[len(archives)-1]; last.Path != docker.HomeMount || len(last.Entries) != 3 ||
 		!strings.HasSuffix(last.Entries[1].Header.Name, "runtime-bootstrap.json") ||
 		last.Entries[2].Header.Name != "runtime/core-ca.pem" || last.Entries[2].Header.Mode != 0o644 ||
-		!bytes.Equal(last.Entries[2].Content, ca.CertificatePEM()) {
+		!bytes.Equal(last.Entries[2].Content, ca) {
 		t.Fatalf("the last archive written is %+v, want the fresh bootstrap and the CA", last.Path)
 	}
 	if err := f.p.DeleteSnapshot(ctx, f.ref, res.Snapshot); err != nil {
@@ -348,4 +351,22 @@ func TestFixtureKillBesideAForeignFirstName(t *testing.T) {
 			t.Fatalf("Kill left volume %s", v.Name)
 		}
 	}
+}
+
+// selfSignedPEM returns a fresh self-signed certificate in PEM: the CA a
+// Resume hands the Runtime only has to be a certificate.
+func selfSignedPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "checkpoint fixture CA"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

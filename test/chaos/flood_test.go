@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"berth.dev/platform/errgrpc/errgrpctest"
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 	"berth.dev/test/internal/benchstat"
 )
 

@@ -9,9 +9,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/errgrpc/errgrpctest"
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 )
 
 // refusal is what a refused call carried: its gRPC code and the domain

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/nodetls"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
-	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollmentgrpc"

@@ -19,13 +19,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/nodetls"
+	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/docker/dockertest"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
-	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/nodes"

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
+	"berth.dev/platform/nodewire"
 	adminv1 "berth.dev/proto/berth/admin/v1"
-	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/nodeagent"

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/core/admin"
+	"berth.dev/platform/errgrpc/errgrpctest"
 	"berth.dev/sandbox/errdefs/errdefstest"
-	"berth.dev/sandbox/errgrpc/errgrpctest"
 )
 
 // Serve starts a real admin server for opts (with a fresh admin token) on

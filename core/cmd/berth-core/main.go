@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"berth.dev/sandbox/otelsetup"
+	"berth.dev/platform/otelsetup"
 
 	"berth.dev/core/daemon"
 	"berth.dev/core/store"

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/platform/nodetls"
 	"berth.dev/sandbox/errdefs/errdefstest"
-	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/enrollment"
 	"berth.dev/core/nodes"

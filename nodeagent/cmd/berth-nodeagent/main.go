@@ -22,8 +22,8 @@ import (
 	"runtime"
 	"syscall"
 
+	"berth.dev/platform/otelsetup"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
-	"berth.dev/sandbox/otelsetup"
 
 	"berth.dev/nodeagent"
 )

@@ -16,13 +16,13 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 
+	"berth.dev/platform/nodetls"
+	"berth.dev/platform/nodewire"
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
-	"berth.dev/sandbox/nodetls"
-	"berth.dev/sandbox/nodewire"
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/nodes"

@@ -21,8 +21,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"berth.dev/platform/otelsetup"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/otelsetup"
 )
 
 func TestTracesWanted(t *testing.T) {
@@ -137,7 +137,7 @@ func TestMetricsServesPrometheusNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Shutdown(ctx)
-	meter := otel.Meter("berth.dev/sandbox/otelsetup/test")
+	meter := otel.Meter("berth.dev/platform/otelsetup/test")
 	h, err := meter.Float64Histogram("berth.test.operation.duration", metric.WithUnit("s"))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestMetricsServesPrometheusNames(t *testing.T) {
 	defer srv.Close()
 	body := get(t, srv.URL+otelsetup.MetricsPath, http.StatusOK)
 	for _, want := range []string{
-		`berth_test_operation_duration_seconds_count{operation="create",otel_scope_name="berth.dev/sandbox/otelsetup/test"`,
+		`berth_test_operation_duration_seconds_count{operation="create",otel_scope_name="berth.dev/platform/otelsetup/test"`,
 		`berth_test_operation_duration_seconds_bucket{`,
 		"\nberth_test_connections{",
 		`target_info{`,

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"berth.dev/platform/nodetls"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/nodetls"
 )
 
 // wire sends m through the real encoding, so round trips see what a peer

@@ -10,8 +10,9 @@ import (
 	"testing"
 )
 
-// TestOnlyPackageImportingProto enforces DESIGN.md's allowance: the sandbox
-// module imports berth.dev/proto for the node wire mapping only, here.
+// TestOnlyPackageImportingProto enforces DESIGN.md's allowance: the platform
+// module imports berth.dev/proto for the node wire mapping only, here (the
+// sandbox module never does: depguard's sandbox-lean rule).
 func TestOnlyPackageImportingProto(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -43,7 +44,7 @@ func TestOnlyPackageImportingProto(t *testing.T) {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			if p == "berth.dev/proto" || strings.HasPrefix(p, "berth.dev/proto/") {
 				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s imports %s; only sandbox/nodewire may", rel, p)
+				t.Errorf("%s imports %s; only platform/nodewire may", rel, p)
 			}
 		}
 		return nil

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/errgrpc"
 	"berth.dev/sandbox/errdefs"
-	"berth.dev/sandbox/errgrpc"
 	"berth.dev/sandbox/providercontract"
 )
 
