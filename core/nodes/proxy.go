@@ -124,15 +124,15 @@ func (p *Proxy) outgoing(ctx context.Context, s *Session, ref sandbox.Reference)
 	return s.outgoing(ctx, g), nil
 }
 
-// Create forwards Create. A failure may carry reference-bound settlement
+// Create forwards Create. It does not validate req: its caller (the
+// lifecycle worker, before its claim) has, and the node agent validates it
+// again where it leaves the wire, so an invalid request is refused as
+// ErrInvalid either way. A failure may carry reference-bound settlement
 // evidence, returned with the error; a transport failure is an unknown
 // outcome and Create is never resent.
 func (p *Proxy) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Info, error) {
 	s, err := p.session(ctx, sandbox.OpCreate)
 	if err != nil {
-		return sandbox.Info{}, err
-	}
-	if err := req.Validate(); err != nil {
 		return sandbox.Info{}, err
 	}
 	wire, err := nodewire.CreateRequestToWire(req)

@@ -211,12 +211,12 @@ func bootstrapFromWire(path string, m *pb.Bootstrap) (runtimebootstrap.File, err
 	return f, nil
 }
 
-// CreateRequestToWire validates req (sandbox.CreateRequest.Validate) and
-// converts it. Nothing invalid is sent: a failure is of class ErrInvalid.
+// CreateRequestToWire converts req. It does not validate: a Create is
+// validated once per boundary, by its caller before dispatch (Core's
+// lifecycle worker, before its claim) and by CreateRequestFromWire on the
+// node's side. A failure (a value the wire cannot carry) is of class
+// ErrInvalid.
 func CreateRequestToWire(req sandbox.CreateRequest) (*pb.CreateRequest, error) {
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
 	b, err := BootstrapToWire(req.Bootstrap)
 	if err != nil {
 		return nil, err
@@ -230,7 +230,9 @@ func CreateRequestToWire(req sandbox.CreateRequest) (*pb.CreateRequest, error) {
 }
 
 // CreateRequestFromWire converts and validates a CreateRequest (paths
-// "reference.*", "resources.*", "bootstrap", "core_ca_pem").
+// "reference.*", "resources.*", "bootstrap", "core_ca_pem"): each part is
+// validated once as it is decoded, which together is exactly
+// sandbox.CreateRequest.Validate.
 func CreateRequestFromWire(m *pb.CreateRequest) (sandbox.CreateRequest, error) {
 	if m == nil {
 		return sandbox.CreateRequest{}, required(pathRequest)
@@ -247,9 +249,8 @@ func CreateRequestFromWire(m *pb.CreateRequest) (sandbox.CreateRequest, error) {
 	if err != nil {
 		return sandbox.CreateRequest{}, err
 	}
-	req := sandbox.CreateRequest{Reference: ref, Resources: res, Bootstrap: boot, CoreCA: m.GetCoreCaPem()}
-	if err := req.Validate(); err != nil {
-		return sandbox.CreateRequest{}, err
+	if runtimebootstrap.ValidateCA(m.GetCoreCaPem()) != nil {
+		return sandbox.CreateRequest{}, errCoreCA
 	}
-	return req, nil
+	return sandbox.CreateRequest{Reference: ref, Resources: res, Bootstrap: boot, CoreCA: m.GetCoreCaPem()}, nil
 }

@@ -258,7 +258,7 @@ func TestResourcesAndBootstrapAndCreateRequest(t *testing.T) {
 		t.Fatalf("round trip with a CA: %v", err)
 	}
 
-	// Nothing invalid leaves the client.
+	// A value the wire cannot carry is refused on the way out.
 	bad := req
 	bad.Bootstrap.Version = math.MaxInt32 + 1
 	if _, err := CreateRequestToWire(bad); !errdefs.IsInvalid(err) {
@@ -267,10 +267,16 @@ func TestResourcesAndBootstrapAndCreateRequest(t *testing.T) {
 	if _, err := BootstrapToWire(bad.Bootstrap); !errdefs.IsInvalid(err) {
 		t.Fatalf("BootstrapToWire accepted a bad version: %v", err)
 	}
+	// An invalid request is validated where it leaves the wire (the
+	// sender's caller validated it before dispatch; ToWire converts only).
 	bad = req
 	bad.Resources.CPUMillis = 0
-	if _, err := CreateRequestToWire(bad); !errdefs.IsInvalid(err) {
-		t.Fatalf("bad resources sent: %v", err)
+	m, err = CreateRequestToWire(bad)
+	if err != nil {
+		t.Fatalf("ToWire validates: %v", err)
+	}
+	if _, err := CreateRequestFromWire(wire(t, m)); !errdefs.IsInvalid(err) {
+		t.Fatalf("bad resources accepted from the wire: %v", err)
 	}
 
 	property(t, func(t *testing.T, g gen) bool {
@@ -598,3 +604,46 @@ func TestBootstrapCredentialStaysSecret(t *testing.T) {
 		t.Fatalf("rejection is not ErrInvalid: %v", err)
 	}
 }
+
+// TestCreateRequestFromWireIsValidate: CreateRequestFromWire validates each
+// part once as it decodes it, instead of decoding and then running
+// sandbox.CreateRequest.Validate over the whole again; together the parts
+// must refuse exactly what Validate refuses, with the same field.
+func TestCreateRequestFromWireIsValidate(t *testing.T) {
+	g := newGen(5)
+	for name, mutate := range map[string]func(r *sandbox.CreateRequest){
+		"valid":            func(*sandbox.CreateRequest) {},
+		"no tenant":        func(r *sandbox.CreateRequest) { r.Reference.TenantID = "" },
+		"no environment":   func(r *sandbox.CreateRequest) { r.Reference.EnvironmentID = "" },
+		"zero cpu":         func(r *sandbox.CreateRequest) { r.Resources.CPUMillis = 0 },
+		"zero memory":      func(r *sandbox.CreateRequest) { r.Resources.MemoryBytes = 0 },
+		"bootstrap no url": func(r *sandbox.CreateRequest) { r.Bootstrap.CoreURL = "" },
+		"core ca not pem":  func(r *sandbox.CreateRequest) { r.CoreCA = []byte("not a certificate") },
+		"core ca truncated": func(r *sandbox.CreateRequest) {
+			r.CoreCA = []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req := g.createRequest()
+			mutate(&req)
+			want := req.Validate()
+			m := &pb.CreateRequest{Reference: ReferenceToWire(req.Reference), Resources: ResourcesToWire(req.Resources),
+				Bootstrap: &pb.Bootstrap{Version: int32(req.Bootstrap.Version), CoreUrl: req.Bootstrap.CoreURL,
+					DeviceId: req.Bootstrap.DeviceID, Credential: req.Bootstrap.Credential.Reveal()},
+				CoreCaPem: req.CoreCA}
+			_, got := CreateRequestFromWire(wire(t, m))
+			if (want == nil) != (got == nil) {
+				t.Fatalf("Validate: %v; CreateRequestFromWire: %v", want, got)
+			}
+			// The wire names the field by its path in the request.
+			if wf, _ := errdefs.Field(want); want != nil && !strings.HasSuffix(fieldOf(got), wf) {
+				t.Fatalf("Validate refuses field %q; CreateRequestFromWire: %v", wf, got)
+			}
+			if name != "valid" && want == nil {
+				t.Fatalf("the %q mutation left the request valid", name)
+			}
+		})
+	}
+}
+
+func fieldOf(err error) string { f, _ := errdefs.Field(err); return f }
