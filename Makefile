@@ -244,7 +244,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 1m; make fuzz FUZZTIME
 		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 .PHONY: up
-up: ## Build, provision and start Core + one node agent, create a Session and run a Turn; leaves it running
+up: ## Build, provision and start Core + two node agents, create a Session and run a Turn; leaves it running
 	scripts/berth-up up
 
 .PHONY: down
