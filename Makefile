@@ -76,7 +76,7 @@ generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, runtime seccomp
 # The static checks, after etcd's verify-* targets: each runs alone and
 # `make verify` runs them all. None of them writes into the checkout.
 .PHONY: verify
-verify: verify-gofmt verify-vet verify-lint verify-tidy verify-generated verify-buf verify-depguard-selftest verify-systemd ## Every static check below (each verify-* target also runs alone)
+verify: verify-gofmt verify-vet verify-lint verify-tidy verify-generated verify-buf verify-depguard-selftest verify-systemd verify-docs ## Every static check below (each verify-* target also runs alone)
 
 .PHONY: lint
 lint: verify ## Alias of verify
@@ -136,6 +136,10 @@ verify-buf: $(BIN)/buf ## buf lint, buf format, buf breaking against the merge b
 .PHONY: verify-depguard-selftest
 verify-depguard-selftest: $(BIN)/golangci-lint ## Prove the depguard rules refuse wrong imports (planted in a temporary copy of the tree)
 	scripts/verify-depguard-selftest
+
+.PHONY: verify-docs
+verify-docs: ## Every hand-written Go package has a doc.go with its rules (at most 60 lines); README.md's, core/README.md's and docs/'s links resolve
+	scripts/verify-docs
 
 .PHONY: verify-systemd
 verify-systemd: ## systemd-analyze verify (no warning allowed) and an exposure bound (systemd-analyze security) on deploy/systemd's units
@@ -240,7 +244,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 1m; make fuzz FUZZTIME
 		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 .PHONY: up
-up: ## Build, provision and start Core + one node agent, create a Session and run a Turn; leaves it running
+up: ## Build, provision and start Core + two node agents, create a Session and run a Turn; leaves it running
 	scripts/berth-up up
 
 .PHONY: down

@@ -12,27 +12,9 @@
 // (host.go), and every default of the process and its command
 // (defaults.go).
 //
-// The capacity section of the configuration file (every field optional):
-//
-//	"capacity": {
-//	  "reserve": {"cpu_millis": 500, "memory_bytes": 1073741824, "disk_bytes": 5368709120},
-//	  "cpu_overcommit": 1.0
-//	}
-//
-// reserve.* is kept back from sandboxes for the kernel, the engine and the
-// agent; a field left out is the larger of its floor (500 millis, 1 GiB,
-// 5 GiB) and 10 % of the host's total (CPU, MemTotal, the disk
-// filesystem's size); a field set, even to 0, is used as is; negative is
-// refused. cpu_overcommit (1 to 16, default 1) multiplies the CPU left
-// after the reserve. Memory and disk are never overcommitted. Hello and
-// every health report carry cpu_millis = (host - reserve) x factor,
-// memory_bytes = MemTotal - reserve and disk_free_bytes = free - reserve,
-// each at least 0. Disk is measured on the engine's data root (the Docker
-// engine's DockerRootDir, named by the first generation's adapter: before
-// Core publishes a generation, on the state directory) when the agent can
-// see that directory, else on the state directory, and the agent logs the diagnostic
-// disk_data_root_not_visible (at start and at each change, never failing):
-// an agent in a container should mount the data root at the same path.
+// The capacity it reports (host.go) is the host's CPU, memory and disk
+// less a reserve, its CPU times an overcommit factor; docs/node-agent.md
+// gives the configuration and the formulas.
 //
 // Rules:
 //   - The node serves the deployment generations Core publishes

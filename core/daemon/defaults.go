@@ -51,7 +51,7 @@ const (
 	DefaultAdminListen = "127.0.0.1:7000"
 
 	// DefaultListen is the public listener (node enrollment over TLS) on
-	// every interface: nodes on other hosts dial it, and the README's
+	// every interface: nodes on other hosts dial it, and docs/grpcurl.md's
 	// `berth-nodeagent enroll --core HOST:7443` names this port.
 	DefaultListen = ":7443"
 

@@ -1,12 +1,3 @@
-// Package installation is the logic of the installation as Core reports
-// it: the stable identity claimed at first start, the public URL, the
-// serving Core's owner epoch, the CA fingerprint, the current deployment
-// generation and the build version. core/installationadmin is its thin
-// berth.admin.v1.InstallationService adapter.
-//
-// Rules: it only reads; the identity is claimed once by the daemon
-// (store.ClaimInstallation), and everything but the serving Core's own
-// facts (owner epoch, CA, version) comes from the database on every call.
 package installation
 
 import (

@@ -1,10 +1,3 @@
-// Package secrets seals credentials that Core keeps at rest: AES-256-GCM
-// under the installation's master key, with additional data that binds each
-// ciphertext to what it belongs to (for example the installation and
-// generation), so a ciphertext moved to another row does not open.
-//
-// Rules: keys and plaintexts never appear in errors or logs; a failed Open
-// says only that it failed.
 package secrets
 
 import (

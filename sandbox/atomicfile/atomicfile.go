@@ -1,7 +1,3 @@
-// Package atomicfile writes small state files durably: after a crash a
-// file holds either its old content or its new one, never a part. The node
-// agent keeps its identity and owner epoch with it, the Docker adapter its
-// volume intents.
 package atomicfile
 
 import (

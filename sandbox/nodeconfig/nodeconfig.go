@@ -1,12 +1,3 @@
-// Package nodeconfig is the deployment-configuration adapter shared by node
-// providers (today only Docker). A node provider's native settings live in
-// each node's own configuration; its deployment configuration is therefore an
-// empty public object, it takes no credential, and it offers neither
-// configuration discovery nor credential replacement (the guide's "Register
-// the provider kind", step 3).
-//
-// Rules: the adapter never passes request JSON through and its errors never
-// echo submitted values.
 package nodeconfig
 
 import (

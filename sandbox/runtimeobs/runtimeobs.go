@@ -1,10 +1,3 @@
-// Package runtimeobs is the observation contract: ownership-checked,
-// read-only observations of an allocation's compute, singly (Source) or in
-// bounded batches (BatchSource).
-//
-// Rules: the interfaces are defined in package sandbox (so that the
-// operation inventory sees them) and re-exported here under the guide's
-// names. Observation never renews, starts, prepares or stops compute.
 package runtimeobs
 
 import (

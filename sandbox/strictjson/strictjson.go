@@ -1,10 +1,3 @@
-// Package strictjson decodes outside JSON documents strictly: one object,
-// bounded size, no unknown, duplicate or case-aliased keys at any depth of
-// struct fields (encoding/json alone matches keys case-insensitively and
-// keeps the last duplicate), no trailing data. Errors are fixed phrases
-// that never echo the input. The key checks recurse only where the target
-// type has a struct field, so their depth is the type's, never the
-// input's.
 package strictjson
 
 import (

@@ -1,5 +1,3 @@
-// Package admintest serves admin API services on a loopback port for tests
-// and checks the admin API's error form. It is imported only by tests.
 package admintest
 
 import (

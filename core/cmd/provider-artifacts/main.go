@@ -1,7 +1,3 @@
-// Command provider-artifacts writes (-write) or checks the distribution
-// projection of the provider registration table: every file each node
-// adapter needs distributed (providers.ArtifactCatalog), at
-// deploy/projections/provider-artifacts.json.
 package main
 
 import (

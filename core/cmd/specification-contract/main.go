@@ -1,7 +1,3 @@
-// Command specification-contract writes (-write) or checks the installer's
-// projection of the provider registration table: the shared bounds of a
-// deployment specification and each provider kind's policies
-// (providers.SpecificationContract), at deploy/projections/specification-contract.json.
 package main
 
 import (

@@ -1,7 +1,3 @@
-// Package deploymenttest gives the deployment tests (the logic's and the
-// admin adapter's) a DeploymentService on a fresh database, over a
-// registry of docker and a test-only direct provider that takes a
-// credential.
 package deploymenttest
 
 import (

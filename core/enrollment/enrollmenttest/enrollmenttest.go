@@ -1,8 +1,3 @@
-// Package enrollmenttest gives the tests of enrollment tokens, of the node
-// registry and of their admin adapter (core/enrollment, core/nodes,
-// core/nodeadmin) a fresh database with an installation CA, the token
-// logic and the enrollment service that consumes its tokens. It is
-// imported only by tests.
 package enrollmenttest
 
 import (

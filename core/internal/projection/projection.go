@@ -1,8 +1,3 @@
-// Package projection runs the commands that write the registration
-// table's machine-readable projections (core/cmd/specification-contract,
-// core/cmd/provider-artifacts): with -write they write the file, without
-// it they check that the committed file is fresh, so the same command
-// generates and verifies (make generate, make verify-generated).
 package projection
 
 import (

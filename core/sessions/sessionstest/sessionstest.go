@@ -1,6 +1,3 @@
-// Package sessionstest gives the Session tests (the logic's and the admin
-// adapter's) a sessions.Service on a fresh database with one enabled,
-// present node as the only placement candidate and no deployment yet.
 package sessionstest
 
 import (

@@ -1,6 +1,3 @@
-// Package turnstest gives the tests of Turns (core/turns) and of the
-// Runtime gateway (core/gateway) the Turn service over a fresh database
-// with one running Session. It is imported only by tests.
 package turnstest
 
 import (

@@ -1,8 +1,3 @@
-// Package errgrpctest is the client side of a hostile peer for the tests
-// of every server that installs an errgrpc.Decoder (the admin API,
-// enrollment, the Runtime gateway, the node protocol): bodies sent in wire
-// form, unchanged, and the ErrorInfo of the refusal. It is imported only
-// by tests.
 package errgrpctest
 
 import (

@@ -1,8 +1,3 @@
-// Package gatewaytest serves a test's fake of Core's Runtime gateway on
-// loopback, so that the client's and the daemon's tests start it the same
-// way: Serve for a hand-written gateway, Start for the scriptable Core,
-// whose Conns the test drives message by message (welcome, keepalives,
-// Turns, quiesce) and ends with a status of its choice.
 package gatewaytest
 
 import (

@@ -1,6 +1,3 @@
-// Package errdefstest holds the test assertions on errdefs classes that
-// every layer's tests share (the logic's, the adapters', the store's), so
-// a logic package's tests need not import an API layer's helpers.
 package errdefstest
 
 import (

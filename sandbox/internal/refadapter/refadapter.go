@@ -1,7 +1,3 @@
-// Package refadapter is a small reference adapter over the refnative
-// service. It exists only to prove the shared contract suite and the
-// registration rules with a real adapter at a real HTTP boundary; it is
-// never registered in providers/registry.go.
 package refadapter
 
 import (

@@ -1,11 +1,3 @@
-// Package refnative is a small native compute service spoken over HTTP, the
-// native side of the reference adapter (internal/refadapter) that proves the
-// shared contract suite. It models labelled resources with a bootstrap file,
-// a start step and a command endpoint, records every call it receives and
-// injects native-side faults on request.
-//
-// It exists for tests only: it is the fixture at the adapter's real HTTP
-// boundary, never a stand-in for a SandboxProvider.
 package refnative
 
 import (

@@ -1,7 +1,3 @@
-// Package benchstat is what the benchmarks (test/bench, test/scale) share:
-// percentiles of timed samples in milliseconds and the JSON file a run's
-// table is written to, so that both reports compute a p50 or a p99 the
-// same way.
 package benchstat
 
 import (

@@ -1,8 +1,3 @@
-// Package faultnet is a TCP path the black-box suites can break: a proxy
-// between Core and a node agent that forwards until told to cut every
-// connection (a reset the peers see at once) or to black-hole them (the
-// connections stay open and every byte is dropped, as across a partition,
-// so only keepalives can notice).
 package faultnet
 
 import (
