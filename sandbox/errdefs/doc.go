@@ -11,6 +11,6 @@
 //     every other package can depend on it (depguard: errdefs-leaf).
 //   - A refusal is errdefs.Refuse: a class, a fixed snake_case reason and a
 //     message that tells the operator what to do and the bounds enforced.
-//   - A new class is added here or nowhere; the codec (sandbox/errgrpc)
+//   - A new class is added here or nowhere; the codec (platform/errgrpc)
 //     gives each its wire code.
 package errdefs

@@ -12,5 +12,5 @@
 //     never by writing rows; what the store keeps (StoredSecretHash) is
 //     read back from the database.
 //   - It may import the logic packages it serves, the store and its test
-//     helpers, sandbox/nodetls and errdefstest; never an admin adapter.
+//     helpers, platform/nodetls and errdefstest; never an admin adapter.
 package enrollmenttest

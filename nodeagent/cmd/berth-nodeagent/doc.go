@@ -12,5 +12,5 @@
 //     timeouts) comes from nodeagent's defaults.go; main only parses flags
 //     and calls package nodeagent.
 //   - It imports nodeagent, the node protocol's version (proto) and
-//     sandbox/otelsetup; never Core.
+//     platform/otelsetup; never Core.
 package main
