@@ -257,18 +257,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 	defer close(l.done)
 	backoff := time.Second
 	for ctx.Err() == nil {
-		conn, hello, proxy, err := m.connect(ctx, n, l)
-		l.mu.Lock()
-		l.attempts++
-		l.mu.Unlock()
-		if err == nil {
-			l.mu.Lock()
-			l.conn, l.hello, l.served, l.published = conn, hello, hello.GetGenerations(), nil
-			l.mu.Unlock()
-			if err = m.publish(ctx, l, n.ID, conn); err != nil {
-				conn.Close()
-			}
-		}
+		conn, proxy, err := m.attach(ctx, l, n)
 		if err != nil {
 			m.log.Info("node not reachable", "node", n.ID.String(), "error", err.Error())
 			l.mu.Lock()
@@ -292,43 +281,75 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID)
 		m.serving(n.ID)
 		m.recordPresence(ctx, l, n.ID, conn)
-		tick := time.NewTicker(presenceEvery)
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				conn.Close()
-				break wait
-			case <-conn.Done():
-				m.log.Info("node connection ended", "node", n.ID.String(), "error", errString(conn.Err()))
-				break wait
-			case <-l.publish:
-				if err := m.publish(ctx, l, n.ID, conn); err != nil {
-					m.log.Warn("publish generations", "node", n.ID.String(), "error", err.Error())
-					conn.Close()
-					break wait
-				}
-				m.recordPresence(ctx, l, n.ID, conn)
-			case <-tick.C:
-				if err := m.publish(ctx, l, n.ID, conn); err != nil {
-					m.log.Warn("publish generations", "node", n.ID.String(), "error", err.Error())
-					conn.Close()
-					break wait
-				}
-				if errdefs.IsFenced(m.recordPresence(ctx, l, n.ID, conn)) {
-					m.log.Warn("a newer Core owns the node; closing this connection", "node", n.ID.String())
-					conn.Close()
-					break wait
-				}
-			}
-		}
-		tick.Stop()
+		m.hold(ctx, l, n.ID, conn)
 		// Recorded first, then shown: GetNode never reports the node
 		// gone while placement may still choose it.
 		m.recordDisconnect(ctx, n.ID, conn)
 		l.mu.Lock()
 		l.conn, l.proxy, l.readiness, l.served, l.published = nil, nil, nil, nil, nil
 		l.mu.Unlock()
+	}
+}
+
+// attach makes one connection attempt to n, counts it, and on success
+// records the connection and its hello on l and publishes the node's
+// generations, so the proxy it returns is offered only to a node that was
+// given them. A failed publish closes the connection and is the attempt's
+// failure.
+func (m *Manager) attach(ctx context.Context, l *nodeLoop, n store.Node) (*Connection, *Proxy, error) {
+	conn, hello, proxy, err := m.connect(ctx, n, l)
+	l.mu.Lock()
+	l.attempts++
+	l.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	l.mu.Lock()
+	l.conn, l.hello, l.served, l.published = conn, hello, hello.GetGenerations(), nil
+	l.mu.Unlock()
+	if err := m.publish(ctx, l, n.ID, conn); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, proxy, nil
+}
+
+// hold keeps a connected node's connection until it ends, ctx ends (then
+// it closes it) or a newer Core owns the node. It publishes the node's
+// generations again when l.publish signals a change and every
+// presenceEvery, and records the node's presence after each; a failed
+// publish closes the connection, so the loop reconnects and publishes
+// afresh.
+func (m *Manager) hold(ctx context.Context, l *nodeLoop, node uuid.UUID, conn *Connection) {
+	tick := time.NewTicker(presenceEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			conn.Close()
+			return
+		case <-conn.Done():
+			m.log.Info("node connection ended", "node", node.String(), "error", errString(conn.Err()))
+			return
+		case <-l.publish:
+			if err := m.publish(ctx, l, node, conn); err != nil {
+				m.log.Warn("publish generations", "node", node.String(), "error", err.Error())
+				conn.Close()
+				return
+			}
+			m.recordPresence(ctx, l, node, conn)
+		case <-tick.C:
+			if err := m.publish(ctx, l, node, conn); err != nil {
+				m.log.Warn("publish generations", "node", node.String(), "error", err.Error())
+				conn.Close()
+				return
+			}
+			if errdefs.IsFenced(m.recordPresence(ctx, l, node, conn)) {
+				m.log.Warn("a newer Core owns the node; closing this connection", "node", node.String())
+				conn.Close()
+				return
+			}
+		}
 	}
 }
 

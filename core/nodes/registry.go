@@ -381,41 +381,18 @@ func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string
 		}
 		switch cur.State {
 		case store.NodeRemoved:
-			ab, err := r.Abandonment(ctx, id)
+			n, ab, err := r.removedWithAbandonment(ctx, cur)
 			if err != nil {
 				return Node{}, nil, fmt.Errorf("%s: %w", op, err)
 			}
-			n, err := r.withTokens(ctx, cur)
-			if err != nil {
-				return Node{}, nil, fmt.Errorf("%s: %w", op, err)
-			}
-			return n[0], ab, nil
+			return n, ab, nil
 		case store.NodeEnabled:
 			return Node{}, nil, fmt.Errorf("%s: %w", op, errNodeEnabled)
 		}
-		switch bound, err := r.abandons.NodeBackend(ctx, id); {
-		case errdefs.IsNotFound(err), err == nil && bound != fingerprint:
-			return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonNotBound)
-		case err != nil:
+		if err := r.checkAbandonable(ctx, id, fingerprint); err != nil {
 			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
 		}
-		switch p, err := r.abandons.GetNodePresence(ctx, id); {
-		case errdefs.IsNotFound(err), err == nil && p.DiagnosticCode != DiagnosticBackendFingerprintMismatch:
-			return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonNotMismatched)
-		case err != nil:
-			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
-		}
-		var ab store.NodeAbandonment
-		abandon := func() error {
-			var err error
-			ab, err = r.abandons.AbandonNode(ctx, id, fingerprint)
-			return err
-		}
-		if r.gate != nil {
-			err = r.gate(ctx, []uuid.UUID{id}, abandon)
-		} else {
-			err = abandon()
-		}
+		ab, err := r.abandonThroughGate(ctx, id, fingerprint)
 		if errors.Is(err, ErrRetireUndrained) {
 			return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonUndrained)
 		}
@@ -437,6 +414,62 @@ func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string
 		}
 		return n, &ab, nil
 	}
+}
+
+// removedWithAbandonment answers Abandon for a node already removed: the
+// node unchanged, with the abandonment recorded for it (nil when it was
+// removed without one), so a repeated Abandon whose answer was lost learns
+// what the first one did.
+func (r *Registry) removedWithAbandonment(ctx context.Context, cur store.Node) (Node, *store.NodeAbandonment, error) {
+	ab, err := r.Abandonment(ctx, cur.ID)
+	if err != nil {
+		return Node{}, nil, err
+	}
+	n, err := r.withTokens(ctx, cur)
+	if err != nil {
+		return Node{}, nil, err
+	}
+	return n[0], ab, nil
+}
+
+// checkAbandonable refuses to abandon node id unless fingerprint is the
+// backend it is bound to (abandon_backend_not_bound) and its latest
+// presence record says its agent came back on another backend
+// (node_backend_not_mismatched): a node that is only offline keeps what it
+// holds.
+func (r *Registry) checkAbandonable(ctx context.Context, id uuid.UUID, fingerprint string) error {
+	switch bound, err := r.abandons.NodeBackend(ctx, id); {
+	case errdefs.IsNotFound(err), err == nil && bound != fingerprint:
+		return errAbandonNotBound
+	case err != nil:
+		return err
+	}
+	switch p, err := r.abandons.GetNodePresence(ctx, id); {
+	case errdefs.IsNotFound(err), err == nil && p.DiagnosticCode != DiagnosticBackendFingerprintMismatch:
+		return errAbandonNotMismatched
+	case err != nil:
+		return err
+	}
+	return nil
+}
+
+// abandonThroughGate runs store.Owner.AbandonNode through the retirement
+// gate when there is one, so no lifecycle operation on the node is in
+// flight when the abandonment commits.
+func (r *Registry) abandonThroughGate(ctx context.Context, id uuid.UUID, fingerprint string) (store.NodeAbandonment, error) {
+	var ab store.NodeAbandonment
+	abandon := func() error {
+		var err error
+		ab, err = r.abandons.AbandonNode(ctx, id, fingerprint)
+		return err
+	}
+	var err error
+	if r.gate != nil {
+		err = r.gate(ctx, []uuid.UUID{id}, abandon)
+	} else {
+		err = abandon()
+	}
+	return ab, err
 }
 
 // Abandonment returns the abandonment recorded for node id, nil when it

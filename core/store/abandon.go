@@ -116,45 +116,15 @@ func (s *Owner) AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint s
 	}
 	var out NodeAbandonment
 	err = s.ownedTx(ctx, func(q *db.Queries) error {
-		n, err := q.LockNode(ctx, nodeID)
-		if err != nil {
+		if err := lockAbandonable(ctx, q, nodeID, fingerprint); err != nil {
 			return err
 		}
-		if NodeState(n.State) != NodeRetired {
-			return fmt.Errorf("node is %s, not retired: %w", n.State, errdefs.ErrFenced)
-		}
-		bound, err := q.GetNodeBackend(ctx, nodeID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && bound != fingerprint) {
-			return fmt.Errorf("node is not bound to the named backend: %w", errdefs.ErrFenced)
-		}
-		if err != nil {
-			return err
-		}
-		diag, err := q.LockNodePresenceDiagnostic(ctx, nodeID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && diag != diagnosticBackendMismatch) {
-			return fmt.Errorf("node is not recorded on another backend: %w", errdefs.ErrFenced)
-		}
-		if err != nil {
-			return err
-		}
-
 		held, err := q.ListNodeHeldEnvironments(ctx, nodeID)
 		if err != nil {
 			return err
 		}
-		for _, h := range held {
-			// The Session lock first, as every terminal cleanup takes it.
-			if _, err := q.LockSession(ctx, h.SessionID); err != nil {
-				return err
-			}
-			t, err := terminate(ctx, q, h.EnvironmentID, TerminalFailed, FailureNodeAbandoned)
-			if err != nil {
-				return err
-			}
-			out.Terminations = append(out.Terminations, t)
-			if !h.Allocated {
-				out.Reservations = append(out.Reservations, AbandonedReservation{EnvironmentID: h.EnvironmentID, SessionID: h.SessionID})
-			}
+		if out.Terminations, out.Reservations, err = terminateHeld(ctx, q, held); err != nil {
+			return err
 		}
 		leftovers, err := q.ListNodeOwedLeftovers(ctx, nodeID)
 		if err != nil {
@@ -167,60 +137,125 @@ func (s *Owner) AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint s
 		if err := q.ReleaseNodePlacements(ctx, nodeID); err != nil {
 			return err
 		}
-		sessionOf := make(map[uuid.UUID]uuid.UUID, len(held))
-		for _, h := range held {
-			sessionOf[h.EnvironmentID] = h.SessionID
-		}
-		byID := make(map[uuid.UUID]int, len(rows))
-		for _, r := range rows {
-			a := allocationFromRow(r)
-			aa := AbandonedAllocation{AllocationID: a.ID, EnvironmentID: a.EnvironmentID, SessionID: sessionOf[a.EnvironmentID], ProviderID: a.ProviderID}
-			if a.ComputeName != "" {
-				aa.Computes = append(aa.Computes, AbandonedResource{Identity: a.ComputeName, NativeID: a.ComputeID})
-			}
-			if id := a.Suspension.Snapshot.ID; id != "" {
-				aa.Snapshots = append(aa.Snapshots, AbandonedResource{Identity: id})
-			}
-			byID[a.ID] = len(out.Allocations)
-			out.Allocations = append(out.Allocations, aa)
-		}
-		for _, l := range leftovers {
-			i, ok := byID[l.AllocationID]
-			if !ok {
-				continue
-			}
-			r := AbandonedResource{Identity: l.Identity, NativeID: l.NativeID.String}
-			if l.Kind == "compute" {
-				out.Allocations[i].Computes = appendResource(out.Allocations[i].Computes, r)
-			} else {
-				out.Allocations[i].Snapshots = appendResource(out.Allocations[i].Snapshots, r)
-			}
-		}
-		sortAbandoned(out.Allocations)
-
-		rec, err := q.InsertNodeAbandonment(ctx, db.InsertNodeAbandonmentParams{
-			NodeID: nodeID, Action: ActionRemoveNodeAbandon, BackendFingerprint: fingerprint, OwnerEpoch: epoch,
-		})
-		if err != nil {
-			return err
-		}
-		out.NodeID, out.Action, out.BackendFingerprint = rec.NodeID, rec.Action, rec.BackendFingerprint
-		out.OwnerEpoch, out.AbandonedAt = uint64(rec.OwnerEpoch), rec.AbandonedAt
-		for _, r := range abandonedRows(out) {
-			if err := q.InsertNodeAbandonedResource(ctx, r); err != nil {
-				return err
-			}
-		}
-		if _, err := q.SetNodeState(ctx, db.SetNodeStateParams{ID: nodeID, FromState: string(NodeRetired), ToState: string(NodeRemoved)}); err != nil {
-			return err
-		}
-		// Core lets go of the node at once (its connection and worker).
-		return notifyNodeWork(ctx, q, nodeID)
+		out.Allocations = abandonedAllocations(held, rows, leftovers)
+		return recordAbandonment(ctx, q, &out, nodeID, fingerprint, epoch)
 	})
 	if err != nil {
 		return NodeAbandonment{}, wrap(op, err)
 	}
 	return out, nil
+}
+
+// lockAbandonable locks node nodeID and checks, under the lock, what the
+// caller decided on: the node is still retired, bound to exactly
+// fingerprint, and its latest presence record carries
+// backend_fingerprint_mismatch. Anything else is ErrFenced (read again and
+// decide again).
+func lockAbandonable(ctx context.Context, q *db.Queries, nodeID uuid.UUID, fingerprint string) error {
+	n, err := q.LockNode(ctx, nodeID)
+	if err != nil {
+		return err
+	}
+	if NodeState(n.State) != NodeRetired {
+		return fmt.Errorf("node is %s, not retired: %w", n.State, errdefs.ErrFenced)
+	}
+	bound, err := q.GetNodeBackend(ctx, nodeID)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && bound != fingerprint) {
+		return fmt.Errorf("node is not bound to the named backend: %w", errdefs.ErrFenced)
+	}
+	if err != nil {
+		return err
+	}
+	diag, err := q.LockNodePresenceDiagnostic(ctx, nodeID)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && diag != diagnosticBackendMismatch) {
+		return fmt.Errorf("node is not recorded on another backend: %w", errdefs.ErrFenced)
+	}
+	return err
+}
+
+// terminateHeld ends every Environment the node holds as failed
+// (FailureNodeAbandoned), each Session locked first as every terminal
+// cleanup takes it, in the order held lists them. It returns the
+// terminations and the Environments that held only a reservation.
+func terminateHeld(ctx context.Context, q *db.Queries, held []db.ListNodeHeldEnvironmentsRow) ([]Termination, []AbandonedReservation, error) {
+	var terminations []Termination
+	var reservations []AbandonedReservation
+	for _, h := range held {
+		if _, err := q.LockSession(ctx, h.SessionID); err != nil {
+			return nil, nil, err
+		}
+		t, err := terminate(ctx, q, h.EnvironmentID, TerminalFailed, FailureNodeAbandoned)
+		if err != nil {
+			return nil, nil, err
+		}
+		terminations = append(terminations, t)
+		if !h.Allocated {
+			reservations = append(reservations, AbandonedReservation{EnvironmentID: h.EnvironmentID, SessionID: h.SessionID})
+		}
+	}
+	return terminations, reservations, nil
+}
+
+// abandonedAllocations says exactly what the abandoned allocations leave on
+// the backend: each one's native id, current incarnation and snapshot,
+// and the owed leftovers (each identity once), in id order.
+func abandonedAllocations(held []db.ListNodeHeldEnvironmentsRow, rows []db.Allocation, leftovers []db.AllocationLeftover) []AbandonedAllocation {
+	sessionOf := make(map[uuid.UUID]uuid.UUID, len(held))
+	for _, h := range held {
+		sessionOf[h.EnvironmentID] = h.SessionID
+	}
+	var out []AbandonedAllocation
+	byID := make(map[uuid.UUID]int, len(rows))
+	for _, r := range rows {
+		a := allocationFromRow(r)
+		aa := AbandonedAllocation{AllocationID: a.ID, EnvironmentID: a.EnvironmentID, SessionID: sessionOf[a.EnvironmentID], ProviderID: a.ProviderID}
+		if a.ComputeName != "" {
+			aa.Computes = append(aa.Computes, AbandonedResource{Identity: a.ComputeName, NativeID: a.ComputeID})
+		}
+		if id := a.Suspension.Snapshot.ID; id != "" {
+			aa.Snapshots = append(aa.Snapshots, AbandonedResource{Identity: id})
+		}
+		byID[a.ID] = len(out)
+		out = append(out, aa)
+	}
+	for _, l := range leftovers {
+		i, ok := byID[l.AllocationID]
+		if !ok {
+			continue
+		}
+		r := AbandonedResource{Identity: l.Identity, NativeID: l.NativeID.String}
+		if l.Kind == "compute" {
+			out[i].Computes = appendResource(out[i].Computes, r)
+		} else {
+			out[i].Snapshots = appendResource(out[i].Snapshots, r)
+		}
+	}
+	sortAbandoned(out)
+	return out
+}
+
+// recordAbandonment writes the audit of the abandonment into out's
+// record and resources (completing out from the inserted row), removes
+// the node and tells Core to let go of it at once (its connection and
+// worker).
+func recordAbandonment(ctx context.Context, q *db.Queries, out *NodeAbandonment, nodeID uuid.UUID, fingerprint string, epoch int64) error {
+	rec, err := q.InsertNodeAbandonment(ctx, db.InsertNodeAbandonmentParams{
+		NodeID: nodeID, Action: ActionRemoveNodeAbandon, BackendFingerprint: fingerprint, OwnerEpoch: epoch,
+	})
+	if err != nil {
+		return err
+	}
+	out.NodeID, out.Action, out.BackendFingerprint = rec.NodeID, rec.Action, rec.BackendFingerprint
+	out.OwnerEpoch, out.AbandonedAt = uint64(rec.OwnerEpoch), rec.AbandonedAt
+	for _, r := range abandonedRows(*out) {
+		if err := q.InsertNodeAbandonedResource(ctx, r); err != nil {
+			return err
+		}
+	}
+	if _, err := q.SetNodeState(ctx, db.SetNodeStateParams{ID: nodeID, FromState: string(NodeRetired), ToState: string(NodeRemoved)}); err != nil {
+		return err
+	}
+	return notifyNodeWork(ctx, q, nodeID)
 }
 
 // appendResource appends r unless list names its identity already.

@@ -305,64 +305,109 @@ func (a Allocation) CreateAttempt() CreateAttempt {
 // when there is no such allocation; ErrInvalid for a malformed outcome.
 func (s *Owner) RecordCreateOutcome(ctx context.Context, attempt CreateAttempt, o CreateOutcome) (Allocation, error) {
 	const op = "record create outcome"
-	switch o.Kind {
-	case CreateRunning:
-		if o.ProviderID == "" || len(o.ProviderID) > 256 || !utf8.ValidString(o.ProviderID) {
-			return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("provider_id", "must be 1 to 256 bytes of UTF-8"))
-		}
-	case CreateUnknown, CreateAbsent:
-		if o.ProviderID != "" || o.BootstrapComplete {
-			return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("outcome", "only a running outcome carries a provider id or bootstrap"))
-		}
-	default:
-		return Allocation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("outcome", "unknown kind"))
+	if err := validateCreateOutcome(o); err != nil {
+		return Allocation{}, fmt.Errorf("%s: %w", op, err)
 	}
 	return s.transition(ctx, op, attempt.AllocationID, nil, func(q *db.Queries, a *Allocation) error {
-		switch {
-		case a.CreateReceipt != attempt.Receipt:
-			return fmt.Errorf("not the allocation's create attempt: %w", errdefs.ErrFenced)
-		case a.CreateDispatchedAt == nil:
-			return fmt.Errorf("create was never claimed: %w", errdefs.ErrFailedPrecondition)
-		case a.State == AllocationReleased:
-			return fmt.Errorf("allocation is released: %w", errdefs.ErrFailedPrecondition)
+		if err := checkCreateAttempt(a, attempt); err != nil {
+			return err
 		}
 		cleanup := a.State.inCleanup()
 		switch o.Kind {
 		case CreateRunning:
-			if a.AbsenceReceipt {
-				return fmt.Errorf("create already settled as absent: %w", errdefs.ErrFailedPrecondition)
-			}
-			if a.ProviderID != "" && a.ProviderID != o.ProviderID {
-				return fmt.Errorf("another provider id is recorded: %w", errdefs.ErrFailedPrecondition)
-			}
-			a.ProviderID = o.ProviderID
-			a.BootstrapComplete = a.BootstrapComplete || o.BootstrapComplete
-			a.CreateSettled = a.BootstrapComplete
-			switch {
-			case !cleanup:
-				a.State = AllocationRunning
-				return q.ActivatePlacement(ctx, a.EnvironmentID)
-			case a.State == AllocationCleanupConfirmed:
-				a.State = AllocationCleanupUnknown
-			}
+			return recordCreateRunning(ctx, q, a, o, cleanup)
 		case CreateUnknown:
-			if a.CreateSettled || a.AbsenceReceipt || a.State == AllocationRunning {
-				return fmt.Errorf("create already settled: %w", errdefs.ErrFailedPrecondition)
-			}
-			if !cleanup {
-				a.State = AllocationCreateUnknown
-			}
+			return recordCreateUnknown(a, cleanup)
 		case CreateAbsent:
-			if a.CreateSettled || a.ProviderID != "" {
-				return fmt.Errorf("a resource was observed: %w", errdefs.ErrFailedPrecondition)
-			}
-			a.AbsenceReceipt = true
-			if !cleanup {
-				a.State = AllocationCreateFailed
-			}
+			return recordCreateAbsent(a, cleanup)
 		}
 		return nil
 	})
+}
+
+// validateCreateOutcome checks o's shape before anything is read: a running
+// outcome carries a valid provider id, the others carry neither a provider
+// id nor bootstrap (ErrInvalid).
+func validateCreateOutcome(o CreateOutcome) error {
+	switch o.Kind {
+	case CreateRunning:
+		if o.ProviderID == "" || len(o.ProviderID) > 256 || !utf8.ValidString(o.ProviderID) {
+			return errdefs.Invalid("provider_id", "must be 1 to 256 bytes of UTF-8")
+		}
+	case CreateUnknown, CreateAbsent:
+		if o.ProviderID != "" || o.BootstrapComplete {
+			return errdefs.Invalid("outcome", "only a running outcome carries a provider id or bootstrap")
+		}
+	default:
+		return errdefs.Invalid("outcome", "unknown kind")
+	}
+	return nil
+}
+
+// checkCreateAttempt refuses an outcome for a's locked row unless attempt
+// is a's own Create attempt (ErrFenced), that Create was claimed and a is
+// not released (ErrFailedPrecondition).
+func checkCreateAttempt(a *Allocation, attempt CreateAttempt) error {
+	switch {
+	case a.CreateReceipt != attempt.Receipt:
+		return fmt.Errorf("not the allocation's create attempt: %w", errdefs.ErrFenced)
+	case a.CreateDispatchedAt == nil:
+		return fmt.Errorf("create was never claimed: %w", errdefs.ErrFailedPrecondition)
+	case a.State == AllocationReleased:
+		return fmt.Errorf("allocation is released: %w", errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// recordCreateRunning records a running resource: its provider id once and
+// bootstrap that only accumulates. Before cleanup the allocation runs and
+// its placement turns active; after a confirmed cleanup the confirmation
+// is taken back (cleanup_unknown), since the resource may have appeared
+// after the Kill that confirmed it.
+func recordCreateRunning(ctx context.Context, q *db.Queries, a *Allocation, o CreateOutcome, cleanup bool) error {
+	if a.AbsenceReceipt {
+		return fmt.Errorf("create already settled as absent: %w", errdefs.ErrFailedPrecondition)
+	}
+	if a.ProviderID != "" && a.ProviderID != o.ProviderID {
+		return fmt.Errorf("another provider id is recorded: %w", errdefs.ErrFailedPrecondition)
+	}
+	a.ProviderID = o.ProviderID
+	a.BootstrapComplete = a.BootstrapComplete || o.BootstrapComplete
+	a.CreateSettled = a.BootstrapComplete
+	switch {
+	case !cleanup:
+		a.State = AllocationRunning
+		return q.ActivatePlacement(ctx, a.EnvironmentID)
+	case a.State == AllocationCleanupConfirmed:
+		a.State = AllocationCleanupUnknown
+	}
+	return nil
+}
+
+// recordCreateUnknown records a Create of unknown outcome, refused once
+// creation settled or a running resource was seen; before cleanup the
+// allocation becomes create_unknown.
+func recordCreateUnknown(a *Allocation, cleanup bool) error {
+	if a.CreateSettled || a.AbsenceReceipt || a.State == AllocationRunning {
+		return fmt.Errorf("create already settled: %w", errdefs.ErrFailedPrecondition)
+	}
+	if !cleanup {
+		a.State = AllocationCreateUnknown
+	}
+	return nil
+}
+
+// recordCreateAbsent records the absence receipt, refused once a resource
+// was observed; before cleanup the allocation becomes create_failed.
+func recordCreateAbsent(a *Allocation, cleanup bool) error {
+	if a.CreateSettled || a.ProviderID != "" {
+		return fmt.Errorf("a resource was observed: %w", errdefs.ErrFailedPrecondition)
+	}
+	a.AbsenceReceipt = true
+	if !cleanup {
+		a.State = AllocationCreateFailed
+	}
+	return nil
 }
 
 // RequestCleanup records the intent to clean up the allocation's owned

@@ -214,89 +214,128 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 		if err := fenceOwner(ctx, q, s.epoch); err != nil {
 			return err
 		}
-		existing, err := q.GetSessionByRequestID(ctx, p.RequestID)
-		switch {
-		case err == nil:
-			if existing.TenantID != p.TenantID || existing.DisplayName != p.DisplayName {
-				return fmt.Errorf("request id already used by another request: %w", errdefs.ErrExists)
-			}
-			out, err = loadBundle(ctx, q, existing)
-			return err
-		case !errors.Is(err, pgx.ErrNoRows):
+		if b, found, err := committedSession(ctx, q, p); err != nil || found {
+			out = b
 			return err
 		}
-
 		// A retry of a committed request returned above; a new Session
 		// needs the provider enabled.
-		current, err := admitProvider(ctx, q)
+		if err := admitGeneration(ctx, q, p.Generation); err != nil {
+			return err
+		}
+		chosen, err := choosePlacementNode(ctx, q, p)
 		if err != nil {
 			return err
 		}
-		// The admission is fenced by the generation it was prepared for:
-		// a replacement committed since then (which waits for this
-		// transaction's share lock, and this one for its) moved it.
-		if current != 0 && current != p.Generation {
-			return fmt.Errorf("admission for generation %d, current %d: %w", p.Generation, current, ErrGenerationMoved)
-		}
-		choose := db.ChoosePlacementNodeParams{
-			Generation:  p.Generation,
-			MaxActive:   int64(p.MaxActive),
-			CPUMillis:   p.Resources.CPUMillis,
-			MemoryBytes: p.Resources.MemoryBytes,
-			DiskBytes:   p.Resources.DiskBytes,
-		}
-		chosen, err := q.ChoosePlacementNode(ctx, choose)
-		if errors.Is(err, pgx.ErrNoRows) {
-			// Every node with room may be locked by a concurrent
-			// placement: wait for them before deciding there is none.
-			var w db.ChoosePlacementNodeWaitRow
-			w, err = q.ChoosePlacementNodeWait(ctx, db.ChoosePlacementNodeWaitParams(choose))
-			chosen = db.ChoosePlacementNodeRow(w)
-		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNoCapacity
-		}
-		if err != nil {
+		if out, err = insertSessionBundle(ctx, q, p, chosen.ID); err != nil {
 			return err
-		}
-		sess, err := q.InsertSession(ctx, db.InsertSessionParams{
-			ID: p.SessionID, TenantID: p.TenantID, DisplayName: p.DisplayName, RequestID: p.RequestID,
-		})
-		if err != nil {
-			return err
-		}
-		env, err := q.InsertEnvironment(ctx, db.InsertEnvironmentParams{
-			ID: p.EnvironmentID, SessionID: sess.ID, TenantID: sess.TenantID,
-		})
-		if err != nil {
-			return err
-		}
-		pl, err := q.InsertPlacement(ctx, db.InsertPlacementParams{
-			EnvironmentID: env.ID, NodeID: chosen.ID, Generation: p.Generation,
-		})
-		if err != nil {
-			return err
-		}
-		alloc, err := insertAllocation(ctx, q, env, pl, p.AllocationID, p.DeviceID, p.CreateReceipt,
-			p.CredentialDigest, p.CredentialNonce, p.CredentialCiphertext)
-		if err != nil {
-			return err
-		}
-		out = SessionBundle{
-			Session:     sessionFromRow(sess),
-			Environment: environmentFromRow(env),
-			Placement:   placementFromRow(pl),
-			Allocation:  allocationFromRow(alloc),
-			Created:     true,
 		}
 		// The node's worker creates the compute at once, not at its next
 		// scan.
-		return notifyNodeWork(ctx, q, pl.NodeID)
+		return notifyNodeWork(ctx, q, out.Placement.NodeID)
 	})
 	if err != nil {
 		return SessionBundle{}, wrap(op, err)
 	}
 	return out, nil
+}
+
+// committedSession looks p.RequestID up: found, it returns the rows the
+// first call committed (a retry writes nothing), or ErrExists when the
+// request id was used with another tenant or display name. The caller
+// holds the request's lock, so a concurrent retry waits for this answer.
+func committedSession(ctx context.Context, q *db.Queries, p CreateSessionParams) (SessionBundle, bool, error) {
+	existing, err := q.GetSessionByRequestID(ctx, p.RequestID)
+	switch {
+	case err == nil:
+		if existing.TenantID != p.TenantID || existing.DisplayName != p.DisplayName {
+			return SessionBundle{}, true, fmt.Errorf("request id already used by another request: %w", errdefs.ErrExists)
+		}
+		b, err := loadBundle(ctx, q, existing)
+		return b, true, err
+	case !errors.Is(err, pgx.ErrNoRows):
+		return SessionBundle{}, false, err
+	}
+	return SessionBundle{}, false, nil
+}
+
+// admitGeneration admits a new Session: the provider is enabled
+// (ErrProviderDisabled), and the admission is fenced by the generation it
+// was prepared for: a replacement committed since then (which waits for
+// this transaction's share lock, and this one for its) moved it
+// (ErrGenerationMoved).
+func admitGeneration(ctx context.Context, q *db.Queries, generation int64) error {
+	current, err := admitProvider(ctx, q)
+	if err != nil {
+		return err
+	}
+	if current != 0 && current != generation {
+		return fmt.Errorf("admission for generation %d, current %d: %w", generation, current, ErrGenerationMoved)
+	}
+	return nil
+}
+
+// choosePlacementNode picks the node for a new Session of p's generation
+// and resources, within each node's capacity. Every node with room may be
+// locked by a concurrent placement, so before deciding there is none
+// (ErrNoCapacity) it waits for them and asks again.
+func choosePlacementNode(ctx context.Context, q *db.Queries, p CreateSessionParams) (db.ChoosePlacementNodeRow, error) {
+	choose := db.ChoosePlacementNodeParams{
+		Generation:  p.Generation,
+		MaxActive:   int64(p.MaxActive),
+		CPUMillis:   p.Resources.CPUMillis,
+		MemoryBytes: p.Resources.MemoryBytes,
+		DiskBytes:   p.Resources.DiskBytes,
+	}
+	chosen, err := q.ChoosePlacementNode(ctx, choose)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var w db.ChoosePlacementNodeWaitRow
+		w, err = q.ChoosePlacementNodeWait(ctx, db.ChoosePlacementNodeWaitParams(choose))
+		chosen = db.ChoosePlacementNodeRow(w)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return db.ChoosePlacementNodeRow{}, ErrNoCapacity
+	}
+	if err != nil {
+		return db.ChoosePlacementNodeRow{}, err
+	}
+	return chosen, nil
+}
+
+// insertSessionBundle writes a new Session's rows: the Session, its
+// Environment, the placement on node and the allocation with its device
+// credential and create receipt.
+func insertSessionBundle(ctx context.Context, q *db.Queries, p CreateSessionParams, node uuid.UUID) (SessionBundle, error) {
+	sess, err := q.InsertSession(ctx, db.InsertSessionParams{
+		ID: p.SessionID, TenantID: p.TenantID, DisplayName: p.DisplayName, RequestID: p.RequestID,
+	})
+	if err != nil {
+		return SessionBundle{}, err
+	}
+	env, err := q.InsertEnvironment(ctx, db.InsertEnvironmentParams{
+		ID: p.EnvironmentID, SessionID: sess.ID, TenantID: sess.TenantID,
+	})
+	if err != nil {
+		return SessionBundle{}, err
+	}
+	pl, err := q.InsertPlacement(ctx, db.InsertPlacementParams{
+		EnvironmentID: env.ID, NodeID: node, Generation: p.Generation,
+	})
+	if err != nil {
+		return SessionBundle{}, err
+	}
+	alloc, err := insertAllocation(ctx, q, env, pl, p.AllocationID, p.DeviceID, p.CreateReceipt,
+		p.CredentialDigest, p.CredentialNonce, p.CredentialCiphertext)
+	if err != nil {
+		return SessionBundle{}, err
+	}
+	return SessionBundle{
+		Session:     sessionFromRow(sess),
+		Environment: environmentFromRow(env),
+		Placement:   placementFromRow(pl),
+		Allocation:  allocationFromRow(alloc),
+		Created:     true,
+	}, nil
 }
 
 // loadBundle reads the rows a committed CreateSession wrote for sess. The

@@ -54,16 +54,9 @@ const transportKeepalive = 20 * time.Second
 // stream was welcomed (zero if never) and why it ended. Any running Turn is
 // killed before it returns: its result could no longer be delivered.
 func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
-	// Transport keepalives find a Core that vanished without closing the
-	// connection (a partition, a dead host), so the Runtime reconnects
-	// instead of waiting forever; Core's gateway permits them every 10 s.
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(c.creds),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: transportKeepalive, Timeout: transportKeepalive, PermitWithoutStream: true}),
-	}
-	conn, err := grpc.NewClient(c.target, append(opts, c.cfg.DialOptions...)...)
+	conn, err := c.dial()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("dial core: %w", err)
+		return time.Time{}, err
 	}
 	defer conn.Close()
 
@@ -85,29 +78,65 @@ func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
 		s.turns.Wait()
 	}()
 
-	if err := s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Hello{Hello: &runtimev1.Hello{
-		ProtocolVersion: runtimev1.ProtocolVersion,
-		DeviceId:        c.cfg.Bootstrap.DeviceID,
-		Credential:      c.cfg.Bootstrap.Credential.Reveal(),
-		RuntimeVersion:  c.cfg.RuntimeVersion,
-	}}}); err != nil {
-		// The stream's status comes from Recv.
-		_, err = stream.Recv()
-		return time.Time{}, err
-	}
-
-	first, err := stream.Recv()
-	if err != nil {
-		return time.Time{}, err
-	}
-	w := first.GetWelcome()
+	w, err := s.handshake()
 	if w == nil {
-		return time.Time{}, errNoWelcome
+		return time.Time{}, err
 	}
 	welcomed = time.Now()
 	c.log.Info("connected to core", "connection_id", w.GetConnectionId(), "connection_generation", w.GetConnectionGeneration())
-	// The quiesced state belongs to a connection: this one starts with
-	// admission open, so a restart must not start parked.
+	s.prepareConnection()
+	return welcomed, s.receive(sctx)
+}
+
+// dial makes the client connection to Core. Transport keepalives find a
+// Core that vanished without closing the connection (a partition, a dead
+// host), so the Runtime reconnects instead of waiting forever; Core's
+// gateway permits them every 10 s.
+func (c *Client) dial() (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(c.creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: transportKeepalive, Timeout: transportKeepalive, PermitWithoutStream: true}),
+	}
+	conn, err := grpc.NewClient(c.target, append(opts, c.cfg.DialOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("dial core: %w", err)
+	}
+	return conn, nil
+}
+
+// handshake sends hello (the device's credential) and reads Core's first
+// message, which must be welcome. It returns the welcome, or nil and why
+// the stream ended: when the hello cannot be sent, the stream's status
+// comes from Recv (nil if Recv still returned a message).
+func (s *session) handshake() (*runtimev1.Welcome, error) {
+	if err := s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Hello{Hello: &runtimev1.Hello{
+		ProtocolVersion: runtimev1.ProtocolVersion,
+		DeviceId:        s.c.cfg.Bootstrap.DeviceID,
+		Credential:      s.c.cfg.Bootstrap.Credential.Reveal(),
+		RuntimeVersion:  s.c.cfg.RuntimeVersion,
+	}}}); err != nil {
+		_, err = s.stream.Recv()
+		return nil, err
+	}
+	first, err := s.stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	w := first.GetWelcome()
+	if w == nil {
+		return nil, errNoWelcome
+	}
+	return w, nil
+}
+
+// prepareConnection readies a welcomed connection: the quiesced state belongs to a
+// connection, and this one starts with admission open, so the park marker
+// of an earlier one goes (a restart must not start parked); then the
+// Runtime's preparation runs and, when it succeeds, Core hears prepared.
+// A failure is logged only: the connection stays, and Core sees that no
+// prepared arrived.
+func (s *session) prepareConnection() {
+	c := s.c
 	if removed, err := c.park.RemoveMarker(); err != nil {
 		c.log.Error("the park marker could not be removed; a restart would start parked")
 	} else if removed {
@@ -118,22 +147,26 @@ func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
 	} else if err := s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Prepared{Prepared: &runtimev1.Prepared{}}}); err == nil {
 		c.log.Info("runtime prepared")
 	}
+}
 
+// receive handles Core's messages until the stream ends or Core breaks the
+// protocol, and returns why. Turns run under ctx, the stream's context.
+func (s *session) receive(ctx context.Context) error {
 	for {
-		msg, err := stream.Recv()
+		msg, err := s.stream.Recv()
 		if err != nil {
-			return welcomed, err
+			return err
 		}
 		switch m := msg.GetMessage().(type) {
 		case *runtimev1.ConnectResponse_RunTurn:
 			if s.quiesced {
-				c.log.Warn("ending the connection: core sent a turn after quiesce", "turn_id", m.RunTurn.GetTurnId())
-				return welcomed, fmt.Errorf("run_turn after quiesce: %w", errOutOfProtocol)
+				s.c.log.Warn("ending the connection: core sent a turn after quiesce", "turn_id", m.RunTurn.GetTurnId())
+				return fmt.Errorf("run_turn after quiesce: %w", errOutOfProtocol)
 			}
-			s.startTurn(sctx, m.RunTurn)
+			s.startTurn(ctx, m.RunTurn)
 		case *runtimev1.ConnectResponse_Quiesce:
 			if err := s.quiesce(m.Quiesce.GetSuspensionToken()); err != nil {
-				return welcomed, err
+				return err
 			}
 		case *runtimev1.ConnectResponse_CancelTurn:
 			s.cancel(m.CancelTurn.GetTurnId())
@@ -142,7 +175,7 @@ func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
 				KeepaliveAck: &runtimev1.KeepaliveAck{Sequence: m.Keepalive.GetSequence()},
 			}})
 		default:
-			c.log.Warn("ignored an unexpected message from core")
+			s.c.log.Warn("ignored an unexpected message from core")
 		}
 	}
 }

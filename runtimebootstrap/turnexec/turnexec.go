@@ -201,7 +201,6 @@ func (r *Runner) Run(ctx context.Context, t Turn, ev Events) Result {
 	if code != "" {
 		return failed(code)
 	}
-	argv, bound := p.argv, p.bound
 	if err := ctx.Err(); err != nil {
 		return Result{Outcome: Cancelled}
 	}
@@ -213,11 +212,35 @@ func (r *Runner) Run(ctx context.Context, t Turn, ev Events) Result {
 	defer cancel()
 
 	out := &output{ev: ev}
-	stdout := &streamWriter{out: out, stream: Stdout, bound: bound}
-	stderr := &streamWriter{out: out, stream: Stderr, bound: bound}
+	stdout := &streamWriter{out: out, stream: Stdout, bound: p.bound}
+	stderr := &streamWriter{out: out, stream: Stderr, bound: p.bound}
+	cmd, killed := r.process(ctx, runCtx, t, p, stdout, stderr)
+	if res, ok := startProcess(ctx, runCtx, cmd, out, ev); !ok {
+		return res
+	}
 
-	// argv[0] is absolute, so exec does not look it up in the daemon's PATH.
-	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
+	_ = cmd.Wait() // the outcome comes from ProcessState and killed
+	children.Lock()
+	delete(children.pids, cmd.Process.Pid)
+	children.Unlock()
+	return processResult(cmd, out, stdout, stderr, p.bound, killed)
+}
+
+// killRecord is why cmd.Cancel killed a Turn's process group: Cancelled or
+// TimedOut, zero when it did not. Cancel sets it before it kills; Run
+// reads it after Wait.
+type killRecord struct {
+	mu sync.Mutex
+	by Outcome
+}
+
+// process builds t's command under runCtx (ctx bounded by the Turn's
+// timeout). argv[0] is absolute, so exec does not look it up in the
+// daemon's PATH. The process leads its own group, so a cancellation or the
+// timeout kills the group whole, and the returned record says which of the
+// two it was.
+func (r *Runner) process(ctx, runCtx context.Context, t Turn, p prepared, stdout, stderr *streamWriter) (*exec.Cmd, *killRecord) {
+	cmd := exec.CommandContext(runCtx, p.argv[0], p.argv[1:]...)
 	cmd.Dir = p.dir
 	cmd.Env = p.env
 	cmd.Stdout = stdout
@@ -227,20 +250,26 @@ func (r *Runner) Run(ctx context.Context, t Turn, ev Events) Result {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = r.waitDelay()
-	var killedBy Outcome // set by Cancel before it kills; read after Wait
-	var killMu sync.Mutex
+	killed := &killRecord{}
 	cmd.Cancel = func() error {
-		killMu.Lock()
+		killed.mu.Lock()
 		if ctx.Err() != nil {
-			killedBy = Cancelled
+			killed.by = Cancelled
 		} else {
-			killedBy = TimedOut
+			killed.by = TimedOut
 		}
-		killMu.Unlock()
+		killed.mu.Unlock()
 		return killGroup(cmd.Process.Pid)
 	}
+	return cmd, killed
+}
 
-	// Hold the output lock across Start so that Started precedes any chunk.
+// startProcess starts cmd and records its pid among the children to reap.
+// It holds the output lock across Start so that Started precedes any
+// chunk. When the start fails it returns the Turn's result and false:
+// Cancelled or TimedOut when the context ended first, otherwise
+// program_not_found or start_failed.
+func startProcess(ctx, runCtx context.Context, cmd *exec.Cmd, out *output, ev Events) (Result, bool) {
 	out.mu.Lock()
 	children.Lock()
 	err := cmd.Start()
@@ -253,25 +282,27 @@ func (r *Runner) Run(ctx context.Context, t Turn, ev Events) Result {
 		out.mu.Unlock()
 		if runCtx.Err() != nil {
 			if ctx.Err() != nil {
-				return Result{Outcome: Cancelled}
+				return Result{Outcome: Cancelled}, false
 			}
-			return Result{Outcome: TimedOut}
+			return Result{Outcome: TimedOut}, false
 		}
 		if errors.Is(err, fs.ErrNotExist) {
-			return failed(CodeProgramNotFound)
+			return failed(CodeProgramNotFound), false
 		}
-		return failed(CodeStartFailed)
+		return failed(CodeStartFailed), false
 	}
 	if ev.Started != nil {
 		ev.Started()
 	}
 	out.mu.Unlock()
+	return Result{}, true
+}
 
-	_ = cmd.Wait() // the outcome comes from ProcessState and killedBy
-	children.Lock()
-	delete(children.pids, cmd.Process.Pid)
-	children.Unlock()
-
+// processResult closes the output of a waited-for process and says how it
+// ended: Cancelled or TimedOut when Cancel killed it, otherwise Exited with
+// its exit code (128 plus the signal for a signalled process), with the
+// byte counts of both streams and whether bound truncated them.
+func processResult(cmd *exec.Cmd, out *output, stdout, stderr *streamWriter, bound int64, killed *killRecord) Result {
 	out.mu.Lock()
 	out.closed = true
 	res := Result{
@@ -279,9 +310,9 @@ func (r *Runner) Run(ctx context.Context, t Turn, ev Events) Result {
 		StdoutTruncated: stdout.total > bound, StderrTruncated: stderr.total > bound,
 	}
 	out.mu.Unlock()
-	killMu.Lock()
-	res.Outcome = killedBy
-	killMu.Unlock()
+	killed.mu.Lock()
+	res.Outcome = killed.by
+	killed.mu.Unlock()
 	if res.Outcome != 0 {
 		return res
 	}

@@ -134,10 +134,49 @@ func CheckCheckpointCase(t Reporter, h Harness, c CheckpointCase) {
 		t.Fatalf("the fixture is no CheckpointNative")
 	}
 	bg := context.Background()
-	ref := NewReference()
 	setupCtx, setupCancel := context.WithTimeout(bg, 30*time.Second)
 	defer setupCancel()
-	if info, err := h.Provider.Create(setupCtx, CreateRequest(ref, h.Resources)); err != nil || !info.IsSettledRunning(ref) {
+	sc := setupCheckpointCase(setupCtx, t, h, cp, native, c)
+	h.Native.ResetCalls()
+
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	if c.Fault != "" && c.Fault != FaultForeignOwnership {
+		h.Native.Arm(c.At, c.Fault, cancel)
+	}
+	err := sc.run(ctx, t, c.Operation, false)
+	checkCheckpointOutcome(t, h, c, err)
+
+	// Recovery after an unknown capture or restore observes the exact
+	// attempt and never performs it again.
+	unknown := (c.Operation == sandbox.OpSuspend || c.Operation == sandbox.OpResume) &&
+		(c.Fault == FaultTransport || c.Fault == FaultCancelAfterDispatch)
+	if !unknown {
+		return
+	}
+	checkCheckpointRecovery(t, h, c, sc)
+}
+
+// checkpointScenario is what a checkpoint case operates on once its Setup
+// is reached: ref's first incarnation, the snapshot (the setup's, or the
+// planted foreign one), the operation id and the Resume request into the
+// next incarnation.
+type checkpointScenario struct {
+	cp       sandbox.CheckpointProvider
+	ref      sandbox.Reference
+	first    sandbox.Compute
+	snapshot sandbox.SnapshotIdentity
+	op       string
+	resume   sandbox.ResumeRequest
+}
+
+// setupCheckpointCase creates a fresh Reference and brings it to c.Setup
+// through the adapter and the native fixture, without faults, so a
+// failure here is a broken harness (Fatalf), not a finding of the case.
+func setupCheckpointCase(ctx context.Context, t Reporter, h Harness, cp sandbox.CheckpointProvider, native CheckpointNative, c CheckpointCase) checkpointScenario {
+	t.Helper()
+	ref := NewReference()
+	if info, err := h.Provider.Create(ctx, CreateRequest(ref, h.Resources)); err != nil || !info.IsSettledRunning(ref) {
 		t.Fatalf("setup Create: %+v, %v", info, err)
 	}
 	first, err := cp.Initial(ref)
@@ -152,7 +191,7 @@ func CheckCheckpointCase(t Reporter, h Harness, c CheckpointCase) {
 	case SetupStopped:
 		native.StopCompute(ref)
 	case SetupSuspended:
-		res, err := cp.Suspend(setupCtx, sandbox.SuspendRequest{Compute: first, OperationID: uuid.NewString()})
+		res, err := cp.Suspend(ctx, sandbox.SuspendRequest{Compute: first, OperationID: uuid.NewString()})
 		if err != nil {
 			t.Fatalf("setup Suspend: %v", err)
 		}
@@ -172,36 +211,39 @@ func CheckCheckpointCase(t Reporter, h Harness, c CheckpointCase) {
 		Snapshot: snapshot, Target: next, OperationID: op,
 		Resources: CreateRequest(ref, h.Resources).Resources, Bootstrap: CreateRequest(ref, h.Resources).Bootstrap,
 	}
-	h.Native.ResetCalls()
+	return checkpointScenario{cp: cp, ref: ref, first: first, snapshot: snapshot, op: op, resume: resume}
+}
 
-	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
-	defer cancel()
-	if c.Fault != "" && c.Fault != FaultForeignOwnership {
-		h.Native.Arm(c.At, c.Fault, cancel)
+// run performs operation on the scenario (Suspend and Resume under its one
+// operation id, so a repeat is the same attempt), with ObserveOnly where
+// the operation has it.
+func (sc checkpointScenario) run(ctx context.Context, t Reporter, operation providercontract.Operation, observeOnly bool) error {
+	switch operation {
+	case sandbox.OpSuspend:
+		_, err := sc.cp.Suspend(ctx, sandbox.SuspendRequest{Compute: sc.first, OperationID: sc.op, ObserveOnly: observeOnly})
+		return err
+	case sandbox.OpResume:
+		r := sc.resume
+		r.ObserveOnly = observeOnly
+		_, err := sc.cp.Resume(ctx, r)
+		return err
+	case sandbox.OpResumeCompute:
+		_, err := sc.cp.ResumeCompute(ctx, sc.first)
+		return err
+	case sandbox.OpKillCompute:
+		return sc.cp.KillCompute(ctx, sc.first)
+	case sandbox.OpDeleteSnapshot:
+		return sc.cp.DeleteSnapshot(ctx, sc.ref, sc.snapshot)
 	}
-	run := func(ctx context.Context, observeOnly bool) error {
-		switch c.Operation {
-		case sandbox.OpSuspend:
-			_, err := cp.Suspend(ctx, sandbox.SuspendRequest{Compute: first, OperationID: op, ObserveOnly: observeOnly})
-			return err
-		case sandbox.OpResume:
-			r := resume
-			r.ObserveOnly = observeOnly
-			_, err := cp.Resume(ctx, r)
-			return err
-		case sandbox.OpResumeCompute:
-			_, err := cp.ResumeCompute(ctx, first)
-			return err
-		case sandbox.OpKillCompute:
-			return cp.KillCompute(ctx, first)
-		case sandbox.OpDeleteSnapshot:
-			return cp.DeleteSnapshot(ctx, ref, snapshot)
-		}
-		t.Fatalf("no checkpoint scenario for operation %s", c.Operation)
-		return nil
-	}
-	err = run(ctx, false)
+	t.Fatalf("no checkpoint scenario for operation %s", operation)
+	return nil
+}
 
+// checkCheckpointOutcome checks the faulted operation's error class and
+// text and the native calls it sent; a ResumeCompute of a stopped source
+// must be refused without starting anything.
+func checkCheckpointOutcome(t Reporter, h Harness, c CheckpointCase, err error) {
+	t.Helper()
 	if c.WantErr != nil && err == nil {
 		t.Errorf("%s returned no error, want class %v", c.name(), c.WantErr)
 	}
@@ -225,18 +267,18 @@ func CheckCheckpointCase(t Reporter, h Harness, c CheckpointCase) {
 	if stoppedSource && !errdefs.IsRuntimeNotRunning(err) {
 		t.Errorf("ResumeCompute of a stopped source = %v, want a refusal (runtime not running)", err)
 	}
+}
 
-	// Recovery after an unknown capture or restore observes the exact
-	// attempt and never performs it again.
-	unknown := (c.Operation == sandbox.OpSuspend || c.Operation == sandbox.OpResume) &&
-		(c.Fault == FaultTransport || c.Fault == FaultCancelAfterDispatch)
-	if !unknown {
-		return
-	}
+// checkCheckpointRecovery follows a Suspend or Resume of unknown outcome
+// as Core would: the same operation with ObserveOnly must send no mutating
+// call, and a Suspend repeated under the same operation id must not
+// capture again (c.NeverAgain).
+func checkCheckpointRecovery(t Reporter, h Harness, c CheckpointCase, sc checkpointScenario) {
+	t.Helper()
 	h.Native.ResetCalls()
-	octx, ocancel := context.WithTimeout(bg, 30*time.Second)
+	octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ocancel()
-	_ = run(octx, true)
+	_ = sc.run(octx, t, c.Operation, true)
 	for _, call := range h.Native.Calls() {
 		if call.Mutating {
 			t.Errorf("ObserveOnly after an unknown %s sent mutating call %s", c.Operation, call.Name)
@@ -246,7 +288,7 @@ func CheckCheckpointCase(t Reporter, h Harness, c CheckpointCase) {
 		return
 	}
 	h.Native.ResetCalls()
-	_ = run(octx, false)
+	_ = sc.run(octx, t, c.Operation, false)
 	for _, call := range h.Native.Calls() {
 		if slices.Contains(c.NeverAgain, call.Name) && call.Mutating {
 			t.Errorf("Suspend repeated under the same operation id captured again (%s)", call.Name)

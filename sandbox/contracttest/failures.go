@@ -193,12 +193,26 @@ func CheckCase(t Reporter, h Harness, c Case) {
 	if c.Fault != FaultForeignOwnership {
 		h.Native.Arm(c.At, c.Fault, cancel)
 	}
+	info, hasInfo, err := runCase(ctx, t, h, c, ref)
+	checkCaseError(t, h, c, err)
+	if hasInfo {
+		checkCaseInfo(t, c, ref, info)
+	}
 
-	var (
-		info    sandbox.Info
-		hasInfo bool
-		err     error
-	)
+	checkNativeCalls(t, h, c.WantCalls, c.Fault == FaultForeignOwnership, nil)
+
+	// After an unknown Create, recovery observes the original Reference and
+	// never creates again.
+	if c.Operation == sandbox.OpCreate && c.Fault != FaultForeignOwnership {
+		checkCreateRecovery(t, h, c, ref)
+	}
+}
+
+// runCase performs c.Operation on ref once, under the armed fault.
+// hasInfo says whether the operation returns an Info (Create, GetInfo,
+// Renew) that checkCaseInfo must judge.
+func runCase(ctx context.Context, t Reporter, h Harness, c Case, ref sandbox.Reference) (info sandbox.Info, hasInfo bool, err error) {
+	t.Helper()
 	switch c.Operation {
 	case sandbox.OpCreate:
 		info, err = h.Provider.Create(ctx, CreateRequest(ref, h.Resources))
@@ -220,7 +234,15 @@ func CheckCase(t Reporter, h Harness, c Case) {
 	default:
 		t.Fatalf("no failure scenario for operation %s", c.Operation)
 	}
+	return info, hasInfo, err
+}
 
+// checkCaseError checks that the case itself is well formed (only Kill
+// under foreign ownership may succeed, only a Create refused for foreign
+// ownership may settle) and that the operation's error has the wanted
+// class and no native detail.
+func checkCaseError(t Reporter, h Harness, c Case, err error) {
+	t.Helper()
 	switch {
 	case c.WantErr == nil && (c.Operation != sandbox.OpKill || c.Fault != FaultForeignOwnership):
 		t.Errorf("case %s wants no error: only Kill under foreign ownership may succeed", c.name())
@@ -241,41 +263,46 @@ func CheckCase(t Reporter, h Harness, c Case) {
 			t.Errorf("error leaks native detail %q: %v", s, err)
 		}
 	}
-	if hasInfo {
-		switch {
-		case c.WantAbsenceReceipt:
-			if !info.IsAbsenceReceipt(ref) {
-				t.Errorf("a Create refused before any mutation returned %+v, want the absence receipt", info)
-			}
-		case info.CreateSettled || info.BootstrapComplete:
-			t.Errorf("a failed %s claimed settlement: %+v", c.Operation, info)
+}
+
+// checkCaseInfo checks the Info a failed operation returned: the absence
+// receipt where the case wants one, otherwise no claim of settlement, and
+// never another reference or a contradiction.
+func checkCaseInfo(t Reporter, c Case, ref sandbox.Reference, info sandbox.Info) {
+	t.Helper()
+	switch {
+	case c.WantAbsenceReceipt:
+		if !info.IsAbsenceReceipt(ref) {
+			t.Errorf("a Create refused before any mutation returned %+v, want the absence receipt", info)
 		}
-		if !info.Reference.IsZero() && info.Reference != ref {
-			t.Errorf("info names another reference: %+v", info.Reference)
-		}
-		if cerr := info.CheckFor(ref); cerr != nil {
-			t.Errorf("contradictory info: %v", cerr)
+	case info.CreateSettled || info.BootstrapComplete:
+		t.Errorf("a failed %s claimed settlement: %+v", c.Operation, info)
+	}
+	if !info.Reference.IsZero() && info.Reference != ref {
+		t.Errorf("info names another reference: %+v", info.Reference)
+	}
+	if cerr := info.CheckFor(ref); cerr != nil {
+		t.Errorf("contradictory info: %v", cerr)
+	}
+}
+
+// checkCreateRecovery observes ref after a faulted Create as Core's
+// recovery would: GetInfo sends no mutating call, and after a dispatched
+// Create it finds the original Reference.
+func checkCreateRecovery(t Reporter, h Harness, c Case, ref sandbox.Reference) {
+	t.Helper()
+	h.Native.ResetCalls()
+	octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
+	observed, oerr := h.Provider.GetInfo(octx, ref)
+	ocancel()
+	for _, call := range h.Native.Calls() {
+		if call.Mutating {
+			t.Errorf("observation after a failed Create made mutating call %s", call.Name)
 		}
 	}
-
-	checkNativeCalls(t, h, c.WantCalls, c.Fault == FaultForeignOwnership, nil)
-
-	// After an unknown Create, recovery observes the original Reference and
-	// never creates again.
-	if c.Operation == sandbox.OpCreate && c.Fault != FaultForeignOwnership {
-		h.Native.ResetCalls()
-		octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
-		observed, oerr := h.Provider.GetInfo(octx, ref)
-		ocancel()
-		for _, call := range h.Native.Calls() {
-			if call.Mutating {
-				t.Errorf("observation after a failed Create made mutating call %s", call.Name)
-			}
-		}
-		if c.Fault == FaultCancelAfterDispatch {
-			if oerr != nil || observed.Reference != ref || observed.ProviderID == "" {
-				t.Errorf("after a dispatched Create, GetInfo = %+v, %v; want the original reference observed", observed, oerr)
-			}
+	if c.Fault == FaultCancelAfterDispatch {
+		if oerr != nil || observed.Reference != ref || observed.ProviderID == "" {
+			t.Errorf("after a dispatched Create, GetInfo = %+v, %v; want the original reference observed", observed, oerr)
 		}
 	}
 }

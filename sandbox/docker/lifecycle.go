@@ -172,34 +172,12 @@ func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 		return fmt.Errorf("kill: %w", err)
 	}
 	// Check everything first: a foreign resource stops the whole cleanup.
-	var containerID string
-	tombstone, foreign, foreignName := false, false, false
-	switch c, err := p.inspectName(ctx, ref); {
-	case err == nil && p.isTombstone(ref, c):
-		tombstone = true
-	case err == nil:
-		containerID = c.ID
-	case errdefs.IsNotFound(err):
-	case errdefs.IsOwnership(err):
-		foreign, foreignName = true, true
-	default:
-		return fmt.Errorf("kill: inspect container: %w", errdefs.ErrComputeUnconfirmed)
+	first, err := p.inspectFirst(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("kill: %w", err)
 	}
-	volumes := []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)}
-	var present []string
-	for _, name := range volumes {
-		switch owned, err := p.volumeOwned(ctx, ref, name); {
-		case err != nil && errdefs.IsNotFound(err):
-		case err != nil && errdefs.IsOwnership(err):
-			foreign = true
-		case err != nil:
-			return fmt.Errorf("kill: inspect volume: %w", errdefs.ErrComputeUnconfirmed)
-		case owned:
-			present = append(present, name)
-		}
-	}
-	if foreign {
-		if foreignName && len(present) == 0 {
+	if first.foreign {
+		if first.foreignName && len(first.present) == 0 {
 			// Another's container holds ref's name, so no container of
 			// ref's can exist there, and no volume of ref's first
 			// incarnation does. ref's later incarnations and snapshots
@@ -209,47 +187,110 @@ func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 		}
 		return fmt.Errorf("kill: %w", errdefs.ErrOwnership)
 	}
-	if tombstone {
+	if first.tombstone {
 		// The names are claimed: no Create of ref can make anything any
 		// more, and the volumes present are the tombstone's, empty and
 		// pinned by it.
 		return p.removeOthers(ctx, others)
 	}
-
-	// Remove by the inspected id, never by name, so a container that took
-	// the name since the check is never touched.
-	if containerID != "" {
-		_, err := p.cli.ContainerRemove(ctx, containerID, client.ContainerRemoveOptions{Force: true})
-		if err != nil && classify(err) != outcomeNotFound {
-			return fmt.Errorf("kill: remove container: %w", errdefs.ErrComputeUnconfirmed)
-		}
+	if err := p.removeFirst(ctx, first); err != nil {
+		return fmt.Errorf("kill: %w", err)
 	}
-	for _, name := range present {
-		_, err := p.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
-		if err != nil && classify(err) != outcomeNotFound {
-			return fmt.Errorf("kill: remove volume: %w", errdefs.ErrComputeUnconfirmed)
-		}
-	}
-
-	if containerID == "" && others.empty() && !req.CreateSettled {
+	if first.containerID == "" && others.empty() && !req.CreateSettled {
 		// No container: Create may still be in flight. Claim the names.
 		if err := p.placeTombstone(ctx, ref); err != nil {
 			return fmt.Errorf("kill: %w", err)
 		}
 		return p.confirmTombstone(ctx, ref)
 	}
-
-	// Confirm absence of all three.
-	if _, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{}); err == nil || classify(err) != outcomeNotFound {
-		return fmt.Errorf("kill: confirm container absence: %w", errdefs.ErrComputeUnconfirmed)
-	}
-	for _, name := range volumes {
-		if _, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err == nil || classify(err) != outcomeNotFound {
-			return fmt.Errorf("kill: confirm volume absence: %w", errdefs.ErrComputeUnconfirmed)
-		}
+	if err := p.confirmFirstAbsent(ctx, ref, first.volumes); err != nil {
+		return fmt.Errorf("kill: %w", err)
 	}
 	p.forget(p.Name(ref))
 	return p.removeOthers(ctx, others)
+}
+
+// firstIncarnation is what Kill found under the names of ref's first
+// incarnation before it changes anything.
+type firstIncarnation struct {
+	// containerID is ref's owned container, "" when there is none (or the
+	// name holds ref's tombstone or a foreign container).
+	containerID string
+	// tombstone: ref's tombstone holds the container name.
+	tombstone bool
+	// foreign: a resource without every ownership label of ref holds one
+	// of the names; foreignName: that resource is the container.
+	foreign, foreignName bool
+	// volumes are both volume names of the first incarnation; present the
+	// owned ones that exist.
+	volumes, present []string
+}
+
+// inspectFirst reads the container and both volumes of ref's first
+// incarnation, without changing anything, so Kill can refuse on a foreign
+// resource before its first removal. Any failure to observe is
+// ErrComputeUnconfirmed: Kill cannot tell what it would leave behind.
+func (p *Provider) inspectFirst(ctx context.Context, ref sandbox.Reference) (firstIncarnation, error) {
+	var first firstIncarnation
+	switch c, err := p.inspectName(ctx, ref); {
+	case err == nil && p.isTombstone(ref, c):
+		first.tombstone = true
+	case err == nil:
+		first.containerID = c.ID
+	case errdefs.IsNotFound(err):
+	case errdefs.IsOwnership(err):
+		first.foreign, first.foreignName = true, true
+	default:
+		return firstIncarnation{}, fmt.Errorf("inspect container: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	first.volumes = []string{p.HomeVolume(ref), p.EnvironmentVolume(ref)}
+	for _, name := range first.volumes {
+		switch owned, err := p.volumeOwned(ctx, ref, name); {
+		case err != nil && errdefs.IsNotFound(err):
+		case err != nil && errdefs.IsOwnership(err):
+			first.foreign = true
+		case err != nil:
+			return firstIncarnation{}, fmt.Errorf("inspect volume: %w", errdefs.ErrComputeUnconfirmed)
+		case owned:
+			first.present = append(first.present, name)
+		}
+	}
+	return first, nil
+}
+
+// removeFirst removes the owned container and volumes inspectFirst found.
+// The container goes by its inspected id, never by name, so a container
+// that took the name since the check is never touched. Already gone is
+// success.
+func (p *Provider) removeFirst(ctx context.Context, first firstIncarnation) error {
+	if first.containerID != "" {
+		_, err := p.cli.ContainerRemove(ctx, first.containerID, client.ContainerRemoveOptions{Force: true})
+		if err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("remove container: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	for _, name := range first.present {
+		_, err := p.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
+		if err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("remove volume: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	return nil
+}
+
+// confirmFirstAbsent asks the engine again for ref's container name and
+// both volumes, so Kill reports success only when the engine says all
+// three are gone (a removal whose answer was lost proves nothing).
+func (p *Provider) confirmFirstAbsent(ctx context.Context, ref sandbox.Reference, volumes []string) error {
+	if _, err := p.cli.ContainerInspect(ctx, p.Name(ref), client.ContainerInspectOptions{}); err == nil || classify(err) != outcomeNotFound {
+		return fmt.Errorf("confirm container absence: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	for _, name := range volumes {
+		if _, err := p.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err == nil || classify(err) != outcomeNotFound {
+			return fmt.Errorf("confirm volume absence: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	return nil
 }
 
 // volumeOwned reads a volume of ref: (true, nil) when it exists and is
@@ -296,60 +337,18 @@ func (o others) empty() bool { return len(o.containers) == 0 && len(o.volumes) =
 func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (others, error) {
 	filter := client.Filters{}.Add("label", LabelAllocation+"="+ref.AllocationID).Add("label", LabelInstallation+"="+p.opts.InstallationID)
 	first := p.Name(ref)
-	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
+	containers, err := p.otherContainers(ctx, ref, filter, first)
 	if err != nil {
-		return others{}, fmt.Errorf("list containers: %w", errdefs.ErrComputeUnconfirmed)
+		return others{}, err
 	}
-	var containers []string
-	for _, c := range cs.Items {
-		if slices.Contains(c.Names, "/"+first) {
-			continue
-		}
-		if !p.owns(ref, c.Labels) {
-			return others{}, errdefs.ErrOwnership
-		}
-		if c.Labels[LabelTombstone] == "1" {
-			// A restore target's claim (KillCompute): it stays until the
-			// engine proves it unneeded (Housekeep), like the first's.
-			continue
-		}
-		containers = append(containers, c.ID)
-	}
-	vs, err := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
+	volumes, err := p.otherVolumes(ctx, ref, filter, first)
 	if err != nil {
-		return others{}, fmt.Errorf("list volumes: %w", errdefs.ErrComputeUnconfirmed)
-	}
-	var volumes []string
-	for _, v := range vs.Items {
-		if group, _ := volumeGroup(v.Name); group == first {
-			continue
-		}
-		if !p.owns(ref, v.Labels) {
-			return others{}, errdefs.ErrOwnership
-		}
-		if v.Labels[LabelTombstone] == "1" {
-			continue // a claimed restore target's (above)
-		}
-		volumes = append(volumes, v.Name)
+		return others{}, err
 	}
 	recorded := p.recordedGroups(ref)
-	for _, group := range recorded {
-		if group == first {
-			continue
-		}
-		for _, name := range []string{group + homeSuffix, group + environmentSuffix} {
-			switch labels, err := p.ownedVolumeLabels(ctx, ref, name); {
-			case err == nil && labels[LabelTombstone] == "1":
-				// A claimed restore target's volume whose labels the engine
-				// kept: it stays with its tombstone (above).
-			case err == nil && !slices.Contains(volumes, name):
-				volumes = append(volumes, name)
-			case err != nil && errdefs.IsOwnership(err):
-				return others{}, errdefs.ErrOwnership
-			case err != nil && !errdefs.IsNotFound(err):
-				return others{}, fmt.Errorf("inspect volume: %w", errdefs.ErrComputeUnconfirmed)
-			}
-		}
+	volumes, err = p.recordedVolumes(ctx, ref, recorded, first, volumes)
+	if err != nil {
+		return others{}, err
 	}
 	var groups []string
 	for _, group := range recorded {
@@ -358,6 +357,82 @@ func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (other
 		}
 	}
 	return others{containers: containers, volumes: volumes, groups: groups}, nil
+}
+
+// otherContainers lists the containers carrying ref's allocation and
+// installation labels, except the one named first and claimed restore
+// targets. One without every ownership label of ref is ErrOwnership.
+func (p *Provider) otherContainers(ctx context.Context, ref sandbox.Reference, filter client.Filters, first string) ([]string, error) {
+	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	var containers []string
+	for _, c := range cs.Items {
+		if slices.Contains(c.Names, "/"+first) {
+			continue
+		}
+		if !p.owns(ref, c.Labels) {
+			return nil, errdefs.ErrOwnership
+		}
+		if c.Labels[LabelTombstone] == "1" {
+			// A restore target's claim (KillCompute): it stays until the
+			// engine proves it unneeded (Housekeep), like the first's.
+			continue
+		}
+		containers = append(containers, c.ID)
+	}
+	return containers, nil
+}
+
+// otherVolumes lists the labelled volumes of ref outside the first
+// incarnation's group, except claimed restore targets'. One without every
+// ownership label of ref is ErrOwnership.
+func (p *Provider) otherVolumes(ctx context.Context, ref sandbox.Reference, filter client.Filters, first string) ([]string, error) {
+	vs, err := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
+	if err != nil {
+		return nil, fmt.Errorf("list volumes: %w", errdefs.ErrComputeUnconfirmed)
+	}
+	var volumes []string
+	for _, v := range vs.Items {
+		if group, _ := volumeGroup(v.Name); group == first {
+			continue
+		}
+		if !p.owns(ref, v.Labels) {
+			return nil, errdefs.ErrOwnership
+		}
+		if v.Labels[LabelTombstone] == "1" {
+			continue // a claimed restore target's (otherContainers)
+		}
+		volumes = append(volumes, v.Name)
+	}
+	return volumes, nil
+}
+
+// recordedVolumes adds to volumes the existing volumes of the groups
+// recorded for ref (intents.go) other than first: a full data root makes
+// the engine keep a volume without its labels, so the label filter of
+// otherVolumes misses it and only the record proves it ref's.
+func (p *Provider) recordedVolumes(ctx context.Context, ref sandbox.Reference, recorded []string, first string, volumes []string) ([]string, error) {
+	for _, group := range recorded {
+		if group == first {
+			continue
+		}
+		for _, name := range []string{group + homeSuffix, group + environmentSuffix} {
+			switch labels, err := p.ownedVolumeLabels(ctx, ref, name); {
+			case err == nil && labels[LabelTombstone] == "1":
+				// A claimed restore target's volume whose labels the engine
+				// kept: it stays with its tombstone (otherContainers).
+			case err == nil && !slices.Contains(volumes, name):
+				volumes = append(volumes, name)
+			case err != nil && errdefs.IsOwnership(err):
+				return nil, errdefs.ErrOwnership
+			case err != nil && !errdefs.IsNotFound(err):
+				return nil, fmt.Errorf("inspect volume: %w", errdefs.ErrComputeUnconfirmed)
+			}
+		}
+	}
+	return volumes, nil
 }
 
 // removeOthers removes what findOthers found: the containers, then the

@@ -36,20 +36,9 @@ func Validate(decl Operations, inventory []Contract) error {
 	if len(decl) == 0 {
 		return &ContractError{Code: CodeDeclarationMissing}
 	}
-	owner := make(map[Operation]*Contract)
-	byName := make(map[string]*Contract)
-	for i := range inventory {
-		c := &inventory[i]
-		if c.Name == "" || len(c.Methods) == 0 || byName[c.Name] != nil {
-			return &ContractError{Code: CodeInventoryInvalid}
-		}
-		byName[c.Name] = c
-		for _, m := range c.Methods {
-			if owner[m] != nil {
-				return &ContractError{Code: CodeInventoryInvalid, Operation: m}
-			}
-			owner[m] = c
-		}
+	owner, byName, err := indexInventory(inventory)
+	if err != nil {
+		return err
 	}
 	for op := range decl {
 		if owner[op] == nil {
@@ -58,29 +47,71 @@ func Validate(decl Operations, inventory []Contract) error {
 		}
 	}
 	for i := range inventory {
-		c := &inventory[i]
-		if c.Requires != "" && byName[c.Requires] == nil {
-			return &ContractError{Code: CodeInventoryInvalid}
-		}
-		var first Decision
-		for j, m := range c.Methods {
-			d, ok := decl[m]
-			if !ok {
-				return &ContractError{Code: CodeOperationUndeclared, Operation: m}
-			}
-			if err := validDecision(m, d); err != nil {
-				return err
-			}
-			if c.Rule == RuleRequired && d.State != StateSupported {
-				return &ContractError{Code: CodeRequiredUnsupported, Operation: m}
-			}
-			if j == 0 {
-				first = d
-			} else if c.Rule == RuleUniform && d != first {
-				return &ContractError{Code: CodeDecisionsMixed, Operation: m}
-			}
+		if err := validContract(decl, &inventory[i], byName); err != nil {
+			return err
 		}
 	}
+	return requirementsMet(decl, inventory, byName)
+}
+
+// indexInventory maps every operation to its contract and every contract to
+// its name, so Validate can tell an unknown operation from a known one. It
+// rejects an inventory with an unnamed or empty contract, a name used twice
+// or an operation claimed by two contracts: those are bugs of the caller's
+// reflection, not of the declaration.
+func indexInventory(inventory []Contract) (map[Operation]*Contract, map[string]*Contract, error) {
+	owner := make(map[Operation]*Contract)
+	byName := make(map[string]*Contract)
+	for i := range inventory {
+		c := &inventory[i]
+		if c.Name == "" || len(c.Methods) == 0 || byName[c.Name] != nil {
+			return nil, nil, &ContractError{Code: CodeInventoryInvalid}
+		}
+		byName[c.Name] = c
+		for _, m := range c.Methods {
+			if owner[m] != nil {
+				return nil, nil, &ContractError{Code: CodeInventoryInvalid, Operation: m}
+			}
+			owner[m] = c
+		}
+	}
+	return owner, byName, nil
+}
+
+// validContract checks one contract's decisions against its Rule, in method
+// order, so the first error names the first offending method. It also
+// rejects a Requires that names no contract of the inventory, before any
+// decision of c is looked at.
+func validContract(decl Operations, c *Contract, byName map[string]*Contract) error {
+	if c.Requires != "" && byName[c.Requires] == nil {
+		return &ContractError{Code: CodeInventoryInvalid}
+	}
+	var first Decision
+	for j, m := range c.Methods {
+		d, ok := decl[m]
+		if !ok {
+			return &ContractError{Code: CodeOperationUndeclared, Operation: m}
+		}
+		if err := validDecision(m, d); err != nil {
+			return err
+		}
+		if c.Rule == RuleRequired && d.State != StateSupported {
+			return &ContractError{Code: CodeRequiredUnsupported, Operation: m}
+		}
+		if j == 0 {
+			first = d
+		} else if c.Rule == RuleUniform && d != first {
+			return &ContractError{Code: CodeDecisionsMixed, Operation: m}
+		}
+	}
+	return nil
+}
+
+// requirementsMet rejects a contract that supports any method while the
+// contract it Requires is not fully supported. It runs after every
+// contract's decisions are valid, so a requirement is judged on valid
+// decisions only.
+func requirementsMet(decl Operations, inventory []Contract, byName map[string]*Contract) error {
 	for i := range inventory {
 		c := &inventory[i]
 		if c.Requires == "" || !anySupported(decl, c) {

@@ -147,6 +147,10 @@ func (s *Server) SetExecInspectLag(n int) {
 	s.execLag = n
 }
 
+// execStart answers exec.start like the engine: a detached start or one
+// without an upgrade runs the command and answers over HTTP; otherwise the
+// connection is hijacked, upgraded (101) and carries stdin in and the
+// output stream out.
 func (s *Server) execStart(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.admit(CallExecStart, w, r)
 	if !ok {
@@ -173,19 +177,7 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request) {
 	upgrade := strings.EqualFold(r.Header.Get("Upgrade"), "tcp") &&
 		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
 	if req.Detach || !upgrade {
-		res := runCommand(e.Cmd, nil)
-		s.finishExec(e.ID, nil, res.code)
-		if a.fault == FaultCancelAfterDispatch {
-			s.withhold(r, a.cancel)
-			return
-		}
-		if req.Detach {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.Header().Set("Content-Type", media)
-		w.WriteHeader(http.StatusOK)
-		_ = res.write(w, e)
+		s.execPlain(w, r, a, e, req.Detach, media)
 		return
 	}
 
@@ -204,6 +196,41 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.untrack(conn)
 
+	if _, err := conn.Write(upgradeHead(w, media)); err != nil {
+		s.finishExec(e.ID, nil, 137)
+		return
+	}
+	if a.fault == FaultCancelAfterDispatch {
+		s.execCancelled(a, e, brw)
+		return
+	}
+	s.execStream(conn, brw, e)
+}
+
+// execPlain runs e's command for a start without an upgrade: a detached
+// start answers an empty 200, any other the output stream as the body.
+// Under FaultCancelAfterDispatch the command still runs, and the answer is
+// withheld.
+func (s *Server) execPlain(w http.ResponseWriter, r *http.Request, a armed, e Exec, detach bool, media string) {
+	res := runCommand(e.Cmd, nil)
+	s.finishExec(e.ID, nil, res.code)
+	if a.fault == FaultCancelAfterDispatch {
+		s.withhold(r, a.cancel)
+		return
+	}
+	if detach {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.Header().Set("Content-Type", media)
+	w.WriteHeader(http.StatusOK)
+	_ = res.write(w, e)
+}
+
+// upgradeHead is the engine's 101 answer to an upgraded exec.start, with
+// the version headers the server set on w, written by hand because the
+// connection is already hijacked.
+func upgradeHead(w http.ResponseWriter, media string) []byte {
 	var head bytes.Buffer
 	head.WriteString("HTTP/1.1 101 UPGRADED\r\n")
 	head.WriteString("Content-Type: " + media + "\r\n")
@@ -212,37 +239,39 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request) {
 		head.WriteString(k + ": " + w.Header().Get(k) + "\r\n")
 	}
 	head.WriteString("\r\n")
-	if _, err := conn.Write(head.Bytes()); err != nil {
-		s.finishExec(e.ID, nil, 137)
-		return
-	}
+	return head.Bytes()
+}
 
-	if a.fault == FaultCancelAfterDispatch {
-		// The command runs to completion (its stdin read to the end), its
-		// output is withheld, then the caller is cancelled and the
-		// connection held. Without stdin, a grace period lets the client
-		// hand the hijacked connection to its caller first, so that the
-		// cancellation arrives mid-stream rather than racing the handshake.
-		var stdin []byte
-		if e.AttachStdin {
-			stdin, _ = io.ReadAll(io.LimitReader(brw.Reader, maxStdin))
-		}
-		s.finishExec(e.ID, stdin, runCommand(e.Cmd, stdin).code)
-		if !e.AttachStdin {
-			select {
-			case <-time.After(cancelGrace):
-			case <-s.done:
-			}
-		}
-		if a.cancel != nil {
-			a.cancel()
-		}
-		// Hold: never answer, until the caller closes and the server ends.
-		_, _ = io.Copy(io.Discard, brw.Reader)
-		<-s.done
-		return
+// execCancelled is an upgraded exec.start under FaultCancelAfterDispatch:
+// the command runs to completion (its stdin read to the end), its output
+// is withheld, then the caller is cancelled and the connection held.
+// Without stdin, a grace period lets the client hand the hijacked
+// connection to its caller first, so that the cancellation arrives
+// mid-stream rather than racing the handshake.
+func (s *Server) execCancelled(a armed, e Exec, brw *bufio.ReadWriter) {
+	var stdin []byte
+	if e.AttachStdin {
+		stdin, _ = io.ReadAll(io.LimitReader(brw.Reader, maxStdin))
 	}
+	s.finishExec(e.ID, stdin, runCommand(e.Cmd, stdin).code)
+	if !e.AttachStdin {
+		select {
+		case <-time.After(cancelGrace):
+		case <-s.done:
+		}
+	}
+	if a.cancel != nil {
+		a.cancel()
+	}
+	// Hold: never answer, until the caller closes and the server ends.
+	_, _ = io.Copy(io.Discard, brw.Reader)
+	<-s.done
+}
 
+// execStream is an upgraded exec.start: it reads stdin until the client
+// closes its write side, runs the command, writes its output stream and
+// closes the connection gracefully.
+func (s *Server) execStream(conn net.Conn, brw *bufio.ReadWriter, e Exec) {
 	var stdin []byte
 	if e.AttachStdin {
 		// Until the client closes its write side.
