@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/nodetls"
 
 	"berth.dev/core/enrollment"
@@ -58,7 +57,7 @@ func startEnrollment(t *testing.T, inst *stack.Installation, dropFirst bool) *co
 			}
 			return resp, err
 		}))
-	enrollmentv1.RegisterEnrollmentServiceServer(gs, enrollmentgrpc.NewServer(enrollment.NewService(st, inst.CA, time.Now, uuid.New)))
+	enrollmentgrpc.New(enrollment.NewService(st, inst.CA, time.Now, uuid.New)).Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
