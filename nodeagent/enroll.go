@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/errgrpc"
 	"berth.dev/platform/nodetls"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/atomicfile"
@@ -56,7 +59,8 @@ func Enroll(ctx context.Context, state *StateDir, coreAddr, tokenText, advertise
 	if err != nil {
 		return Identity{}, errdefs.Invalid("token", "malformed CA fingerprint")
 	}
-	cc, err := grpc.NewClient(coreAddr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	var pin pinCheck
+	cc, err := grpc.NewClient(coreAddr, grpc.WithTransportCredentials(credentials.NewTLS(pin.wrap(tlsCfg))))
 	if err != nil {
 		return Identity{}, errdefs.Invalid("core", "cannot dial")
 	}
@@ -65,7 +69,7 @@ func Enroll(ctx context.Context, state *StateDir, coreAddr, tokenText, advertise
 		Token: strings.TrimSpace(tokenText), CsrDer: csr, AdvertiseAddress: advertise,
 	})
 	if err != nil {
-		return Identity{}, enrollErr(err)
+		return Identity{}, enrollErr(err, pin.refused.Load())
 	}
 	id, err := checkEnrollment(resp, tok, key.Public().(*ecdsa.PublicKey), keyPEM)
 	if err != nil {
@@ -141,17 +145,56 @@ func checkEnrollment(resp *enrollmentv1.EnrollResponse, tok nodetls.Token, pub *
 	}, nil
 }
 
-// enrollErr turns Core's answer into a class without its text.
-func enrollErr(err error) error {
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable &&
-		strings.Contains(st.Message(), "authentication handshake failed") {
+// errTokenRejected is Core's refusal of the token, whichever check
+// refused it.
+var errTokenRejected = fmt.Errorf("enrollment token rejected: %w", errdefs.ErrFenced)
+
+// codec reads Core's answers to Enroll: enrollment's codec
+// (core/enrollmentgrpc builds the same table: its token refusal row, the
+// shared rows, an internal unknown row), used here only to decode.
+var codec = errgrpc.New(enrollmentv1.ErrorDomain, append([]errgrpc.Row{{
+	Class: errTokenRejected, Code: codes.PermissionDenied, Reason: enrollmentv1.ReasonTokenRejected,
+	Message: "enrollment token rejected",
+}}, errgrpc.Common()...), errgrpc.Options{
+	Unknown:      errgrpc.Row{Code: codes.Internal, Reason: "internal", Message: "enrollment failed"},
+	FieldDetails: true,
+})
+
+// pinCheck records that the pinned-CA check refused Core's certificate.
+// grpc-go reports a failed handshake only as UNAVAILABLE with text, never
+// its cause, so the check itself says so.
+type pinCheck struct{ refused atomic.Bool }
+
+// wrap makes cfg's connection check record a refusal in p.
+func (p *pinCheck) wrap(cfg *tls.Config) *tls.Config {
+	verify := cfg.VerifyConnection
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := verify(cs)
+		if err != nil {
+			p.refused.Store(true)
+		}
+		return err
+	}
+	return cfg
+}
+
+// enrollErr turns Core's answer into a class without its text: a
+// refused pin is fenced; a status in enrollment's codec form is its
+// class; anything else (a transport failure, a status of another form,
+// Core's internal error) is no answer, and the same token may be retried.
+func enrollErr(err error, pinRefused bool) error {
+	if pinRefused {
 		return fmt.Errorf("enroll: Core's certificate does not chain to the CA the token pins: %w", errdefs.ErrFenced)
 	}
-	switch status.Code(err) {
-	case codes.InvalidArgument:
-		return fmt.Errorf("enroll: Core rejected the request: %w", errdefs.ErrInvalid)
-	case codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition:
+	d, ok := codec.Decode(status.Convert(err))
+	switch class := d.Row.Class; {
+	case !ok || class == nil:
+		return fmt.Errorf("enroll: no answer from Core (retry with the same token): %w", errdefs.ErrObservationUnavailable)
+	case errors.Is(class, errdefs.ErrFenced):
 		return fmt.Errorf("enroll: Core rejected the token: %w", errdefs.ErrFenced)
+	case errors.Is(class, errdefs.ErrInvalid):
+		return fmt.Errorf("enroll: Core rejected the request: %w", errdefs.ErrInvalid)
+	default:
+		return fmt.Errorf("enroll: Core refused the enrollment: %w", class)
 	}
-	return fmt.Errorf("enroll: no answer from Core (retry with the same token): %w", errdefs.ErrObservationUnavailable)
 }

@@ -32,6 +32,9 @@ type deployments struct {
 	adminv1.UnimplementedDeploymentServiceServer
 }
 
+// Register serves d as the DeploymentService (admin.Service).
+func (d deployments) Register(s *grpc.Server) { adminv1.RegisterDeploymentServiceServer(s, d) }
+
 func (deployments) PreviewDeployment(_ context.Context, req *adminv1.PreviewDeploymentRequest) (*adminv1.PreviewDeploymentResponse, error) {
 	if err := ValidateStruct("candidate.configuration", req.GetCandidate().GetConfiguration()); err != nil {
 		return nil, err
@@ -101,7 +104,7 @@ func wantMalformed(t *testing.T, err error) {
 // same bodies are UNAUTHENTICATED, because authentication comes first.
 func TestMalformedBodiesAreInvalidArgument(t *testing.T) {
 	r := &reader{}
-	f := start(t, Options{Deployment: deployments{}, Turns: &turns{}}, r)
+	f := start(t, Options{Services: []Service{deployments{}, &turns{}}}, r)
 	ctx := testContext(t)
 	valid := mustMarshal(t, &adminv1.GetInstallationRequest{Name: "installation"})
 	badUTF8 := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "\xff\xfe")
@@ -143,7 +146,7 @@ func TestMalformedBodiesAreInvalidArgument(t *testing.T) {
 // MaxStructDepth but within MaxMessageDepth decodes and is refused by
 // validation on its field; at the bound it is accepted.
 func TestStructDepthBound(t *testing.T) {
-	f := start(t, Options{Deployment: deployments{}}, nil)
+	f := start(t, Options{Services: []Service{deployments{}}}, nil)
 	ctx := f.authed(testContext(t))
 	if MaxMessageDepth < 3*MaxStructDepth+3 {
 		t.Fatalf("MaxMessageDepth %d cannot decode a Struct MaxStructDepth (%d) deep", MaxMessageDepth, MaxStructDepth)
@@ -264,7 +267,7 @@ func FuzzAdminServerDecoding(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	cc := errgrpctest.Serve(f, NewServer(Options{TokenDigest: digest, Installation: &reader{}, Deployment: deployments{}, Turns: &turns{}}))
+	cc := errgrpctest.Serve(f, NewServer(Options{TokenDigest: digest, Services: []Service{&reader{}, deployments{}, &turns{}}}))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 
 	valid := mustMarshal(f, &adminv1.GetInstallationRequest{Name: "installation"})

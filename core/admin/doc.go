@@ -18,8 +18,9 @@
 //     are bounded (limits.go), so an unauthenticated caller costs Core
 //     one bounded header block. A body that does not decode is
 //     INVALID_ARGUMENT naming "request" (decode.go), never grpc-go's text.
-//   - Only implemented services are registered: the server never answers a
-//     whole service with UNIMPLEMENTED stubs.
+//   - Only the adapters in Options.Services are registered (each calls
+//     Register; core/README.md, "Adapter template"): the server never
+//     answers a whole service with UNIMPLEMENTED stubs.
 //   - Every list method pages through Paginate (a keyset pager: page_size
 //     rules, signed page tokens, one look-ahead row); a list implementation
 //     gives only its query and its cursor encoding.

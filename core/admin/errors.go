@@ -2,7 +2,10 @@ package admin
 
 import (
 	"context"
+	"errors"
+	"regexp"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -63,22 +66,34 @@ const (
 	MetadataReason = errgrpc.MetadataReason
 )
 
+// ErrInternal, ErrUnauthenticated and ErrUnimplemented are the classes a
+// client decodes the admin API's own statuses to (Decode): Core's failure
+// of no known class, a call without a valid admin token, a method this
+// server does not serve. No errdefs class says any of them.
+var (
+	ErrInternal        = errors.New("internal error")
+	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrUnimplemented   = errors.New("unknown method")
+)
+
 // The admin API's own rows, after the shared ones.
 var (
 	failedPrecondition = errgrpc.Row{Class: errdefs.ErrFailedPrecondition, Code: codes.FailedPrecondition, Reason: string(ReasonFailedPrecondition), Message: "failed precondition"}
 	cancelled          = errgrpc.Row{Class: context.Canceled, Code: codes.Canceled, Reason: string(ReasonCancelled), Message: "request cancelled"}
 	deadline           = errgrpc.Row{Class: context.DeadlineExceeded, Code: codes.DeadlineExceeded, Reason: string(ReasonDeadlineExceeded), Message: "deadline exceeded"}
-	internal           = errgrpc.Row{Code: codes.Internal, Reason: string(ReasonInternal), Message: "internal error"}
-	unauthenticatedRow = errgrpc.Row{Code: codes.Unauthenticated, Reason: string(ReasonUnauthenticated), Message: "unauthenticated"}
-	unimplementedRow   = errgrpc.Row{Code: codes.Unimplemented, Reason: string(ReasonUnimplemented), Message: "unknown method"}
+	internal           = errgrpc.Row{Class: ErrInternal, Code: codes.Internal, Reason: string(ReasonInternal), Message: "internal error"}
+	unauthenticatedRow = errgrpc.Row{Class: ErrUnauthenticated, Code: codes.Unauthenticated, Reason: string(ReasonUnauthenticated), Message: "unauthenticated"}
+	unimplementedRow   = errgrpc.Row{Class: ErrUnimplemented, Code: codes.Unimplemented, Reason: string(ReasonUnimplemented), Message: "unknown method"}
 )
 
 // codec is the admin API's one codec: the shared table, then
-// failed_precondition and the two context ends; everything else is
-// internal. Refusals cross with their own reason and message, field errors
-// with a google.rpc.BadRequest.
+// failed_precondition, the two context ends and the server's own
+// unauthenticated and unimplemented answers (no handler returns their
+// classes: they are rows so that a client decodes them); everything else
+// is internal. Refusals cross with their own reason and message, field
+// errors with a google.rpc.BadRequest.
 var codec = errgrpc.New(ErrorDomain,
-	append(errgrpc.Common(), failedPrecondition, cancelled, deadline),
+	append(errgrpc.Common(), failedPrecondition, cancelled, deadline, unauthenticatedRow, unimplementedRow),
 	errgrpc.Options{Unknown: internal, FieldDetails: true, Refusals: true})
 
 // ToStatus is the one mapping from errors to the admin API's gRPC status;
@@ -141,3 +156,43 @@ func unauthenticated(message string) error {
 
 // unimplemented answers a method this server does not serve.
 func unimplemented() error { return codec.Err(codec.Build(unimplementedRow, nil)) }
+
+// refusalClasses are the classes a client gives a refusal by its code: a
+// refusal crosses with its own reason, which no row of the codec holds.
+var refusalClasses = map[codes.Code]error{
+	codes.FailedPrecondition: errdefs.ErrFailedPrecondition,
+	codes.Unavailable:        errdefs.ErrObservationUnavailable,
+}
+
+// Decode is the client side of ToStatus: a status in the admin API's form
+// becomes its class as an *errdefs.Refusal carrying the status's fixed
+// reason and message, which a client prints as they are. A row's status
+// decodes through the codec (errgrpc) to the row's class; a refusal (one
+// ErrorInfo of the domain with a reason no row holds, no metadata, a
+// message of authored form) to the class of its code. Anything else (the
+// transport's statuses, another domain's) is not the admin API's: ok is
+// false.
+func Decode(st *status.Status) (r *errdefs.Refusal, ok bool) {
+	if d, ok := codec.Decode(st); ok {
+		return errdefs.Refuse(d.Row.Class, d.Row.Reason, st.Message()), true
+	}
+	class, ok := refusalClasses[st.Code()]
+	if !ok || !errgrpc.SafeMessage(st.Message()) {
+		return nil, false
+	}
+	var info *errdetails.ErrorInfo
+	for _, detail := range st.Details() {
+		m, isInfo := detail.(*errdetails.ErrorInfo)
+		if !isInfo || info != nil {
+			return nil, false
+		}
+		info = m
+	}
+	if info == nil || info.GetDomain() != ErrorDomain || len(info.GetMetadata()) != 0 || !reasonForm.MatchString(info.GetReason()) {
+		return nil, false
+	}
+	return errdefs.Refuse(class, info.GetReason(), st.Message()), true
+}
+
+// reasonForm is the form of a refusal's reason: snake_case.
+var reasonForm = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)

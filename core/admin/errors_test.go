@@ -221,3 +221,40 @@ func TestRefusalCrossesWithItsReasonAndMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeIsToStatusReversed: what the server sends, a client decodes
+// through the same codec to the class, with the fixed reason and message
+// the server sent; a status not in the admin API's form is not decoded.
+func TestDecodeIsToStatusReversed(t *testing.T) {
+	for _, c := range []struct {
+		sent            error
+		class           error
+		reason, message string
+	}{
+		{errdefs.Refuse(errdefs.ErrFailedPrecondition, "node_enabled", "node is enabled: retire it first"), errdefs.ErrFailedPrecondition, "node_enabled", "node is enabled: retire it first"},
+		{errdefs.Refuse(errdefs.ErrObservationUnavailable, "database_unavailable", "the database is unavailable: retry once it is back"), errdefs.ErrObservationUnavailable, "database_unavailable", "the database is unavailable: retry once it is back"},
+		{errdefs.Invalid("ttl", "must be positive"), errdefs.ErrInvalid, "invalid", "invalid ttl: must be positive"},
+		{errdefs.ErrNotFound, errdefs.ErrNotFound, "not_found", "not found"},
+		{errors.New("native text"), ErrInternal, "internal", "internal error"},
+		{unauthenticated("missing admin token"), ErrUnauthenticated, "unauthenticated", "missing admin token"},
+		{unimplemented(), ErrUnimplemented, "unimplemented", "unknown method"},
+	} {
+		r, ok := Decode(status.Convert(ToStatus(c.sent)))
+		if !ok || !errors.Is(r, c.class) || r.Reason != c.reason || r.Message != c.message {
+			t.Errorf("%v: decoded %+v %v; want %v %q %q", c.sent, r, ok, c.class, c.reason, c.message)
+		}
+	}
+	foreign, err := status.New(codes.FailedPrecondition, "nope").WithDetails(&errdetails.ErrorInfo{Reason: "x", Domain: "other.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*status.Status{
+		status.New(codes.Unavailable, "connection refused"),
+		status.New(codes.FailedPrecondition, "no details"),
+		foreign,
+	} {
+		if r, ok := Decode(st); ok {
+			t.Errorf("%v decoded as %+v", st, r)
+		}
+	}
+}

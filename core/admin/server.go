@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +15,6 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"berth.dev/platform/errgrpc"
-	adminv1 "berth.dev/proto/berth/admin/v1"
 )
 
 // DefaultUnaryTimeout bounds a unary call that arrives without a deadline.
@@ -23,8 +24,14 @@ const DefaultUnaryTimeout = 30 * time.Second
 // errors ToStatus converts.
 const adminPrefix = "/berth.admin.v1."
 
-// Options configure the admin server. Each service field registers that
-// service when non-nil; nothing else of berth.admin.v1 is served.
+// Service is one adapter of berth.admin.v1 (the template of
+// core/README.md): Register registers its service, or services, on the
+// admin server.
+type Service interface {
+	Register(s *grpc.Server)
+}
+
+// Options configure the admin server.
 type Options struct {
 	// TokenDigest is the SHA-256 of the admin token (TokenDigest). With
 	// anything but a 32-byte digest every authenticated call is refused.
@@ -43,14 +50,10 @@ type Options struct {
 	// check never reaches it.
 	Stats stats.Handler
 
-	// The services: each is the thin adapter of its resource
-	// (core/<resource>admin).
-	Installation adminv1.InstallationServiceServer
-	Deployment   adminv1.DeploymentServiceServer
-	Nodes        adminv1.NodeServiceServer
-	Sessions     adminv1.SessionServiceServer
-	Turns        adminv1.TurnServiceServer
-	Allocations  adminv1.AllocationServiceServer
+	// Services are the berth.admin.v1 services served, each the thin
+	// adapter of its resource (core/<resource>admin's *Server, which
+	// registers itself). Nothing else of berth.admin.v1 is served.
+	Services []Service
 }
 
 // NewServer returns the admin gRPC server: bearer-token authentication
@@ -60,7 +63,7 @@ type Options struct {
 // refused as INVALID_ARGUMENT (decoder), then the deadline policy, then
 // the error mapping of the berth.admin.v1 services; the standard health
 // service (SERVING overall and for each registered service), server
-// reflection and the services set in opts. A method it does not serve is
+// reflection and opts.Services. A method it does not serve is
 // UNIMPLEMENTED, and only after authentication.
 func NewServer(opts Options) *grpc.Server {
 	auth := newAuthenticator(opts.TokenDigest)
@@ -86,23 +89,13 @@ func NewServer(opts Options) *grpc.Server {
 	}
 	s := grpc.NewServer(sopts...)
 
-	hs := health.NewServer()
-	var names []string
-	// register serves impl, unless it is nil (the service is not served);
-	// each field of opts is an interface, so a nil field is a nil impl.
-	register := func(desc *grpc.ServiceDesc, impl any) {
-		if impl == nil {
-			return
-		}
-		s.RegisterService(desc, impl)
-		names = append(names, desc.ServiceName)
+	for _, svc := range opts.Services {
+		svc.Register(s)
 	}
-	register(&adminv1.InstallationService_ServiceDesc, opts.Installation)
-	register(&adminv1.DeploymentService_ServiceDesc, opts.Deployment)
-	register(&adminv1.NodeService_ServiceDesc, opts.Nodes)
-	register(&adminv1.SessionService_ServiceDesc, opts.Sessions)
-	register(&adminv1.TurnService_ServiceDesc, opts.Turns)
-	register(&adminv1.AllocationService_ServiceDesc, opts.Allocations)
+	// Every service registered so far is an adapter's: health and
+	// reflection come after.
+	hs := health.NewServer()
+	names := slices.Sorted(maps.Keys(s.GetServiceInfo()))
 	for _, n := range names {
 		hs.SetServingStatus(n, healthpb.HealthCheckResponse_SERVING)
 	}

@@ -62,6 +62,9 @@ func (r *reader) GetInstallation(ctx context.Context, req *adminv1.GetInstallati
 	return &adminv1.GetInstallationResponse{Installation: testInstallation}, nil
 }
 
+// Register serves r as the InstallationService (admin.Service).
+func (r *reader) Register(s *grpc.Server) { adminv1.RegisterInstallationServiceServer(s, r) }
+
 func (r *reader) last() (int, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -85,6 +88,9 @@ func (s *turns) StreamTurnOutput(req *adminv1.StreamTurnOutputRequest, stream gr
 	return s.err
 }
 
+// Register serves s as the TurnService (admin.Service).
+func (s *turns) Register(g *grpc.Server) { adminv1.RegisterTurnServiceServer(g, s) }
+
 type fixture struct {
 	token string
 	cc    *grpc.ClientConn
@@ -99,7 +105,7 @@ func start(t *testing.T, opts Options, r *reader) fixture {
 	}
 	opts.TokenDigest = digest
 	if r != nil {
-		opts.Installation = r
+		opts.Services = append(opts.Services, r)
 	}
 	return fixture{token: token, cc: errgrpctest.Serve(t, NewServer(opts)), read: r}
 }
@@ -173,7 +179,7 @@ func listServices(ctx context.Context, cc *grpc.ClientConn) ([]string, error) {
 }
 
 func TestReflectionNeedsNoToken(t *testing.T) {
-	f := start(t, Options{Turns: &turns{}}, &reader{})
+	f := start(t, Options{Services: []Service{&turns{}}}, &reader{})
 	ctx := testContext(t)
 
 	names, err := listServices(ctx, f.cc)
@@ -330,7 +336,7 @@ func TestHandlerErrorsAreMapped(t *testing.T) {
 }
 
 func TestStreams(t *testing.T) {
-	f := start(t, Options{Turns: &turns{err: fmt.Errorf("%s: %w", secretText, errdefs.ErrCommandUnconfirmed)}}, nil)
+	f := start(t, Options{Services: []Service{&turns{err: fmt.Errorf("%s: %w", secretText, errdefs.ErrCommandUnconfirmed)}}}, nil)
 	ctx := testContext(t)
 	client := adminv1.NewTurnServiceClient(f.cc)
 	name := TurnName.Format(u1, u2)

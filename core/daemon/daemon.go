@@ -24,7 +24,6 @@ import (
 
 	"berth.dev/platform/nodetls"
 	"berth.dev/platform/otelsetup"
-	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/providers"
@@ -461,7 +460,7 @@ func (c *core) setupAdmin(context.Context) error {
 	// is a lifecycle write under this Core's owner epoch; the Turns it
 	// settles or asks to cancel are told at once.
 	nodeRegistry.AllowAbandon(c.owned, c.log, c.turns.Terminated)
-	nodeSrv, err := nodeadmin.NewServer(tokens, nodeRegistry, pages, liveness(c.manager, c.st))
+	nodeSrv, err := nodeadmin.New(tokens, nodeRegistry, pages, liveness(c.manager, c.st))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
 	}
@@ -476,23 +475,20 @@ func (c *core) setupAdmin(context.Context) error {
 	deploySvc.OnCommit(c.manager.Publish)
 	deploySvc.GateRetirement(c.coordinator.Gate(deployment.ErrReplaceUndrained))
 	deploySvc.ObserveNodes(nodeServing(c.manager, c.st))
-	sessionServer, err := sessionadmin.NewSessionServer(sessionSvc, DefaultTenant, pages)
+	sessionSrv, err := sessionadmin.New(sessionSvc, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
 	}
-	allocationServer, err := sessionadmin.NewAllocationServer(sessionSvc, pages)
-	if err != nil {
-		return fmt.Errorf("allocation service: %w", err)
-	}
 	srv := admin.NewServer(admin.Options{
-		TokenDigest:  c.adminDigest,
-		Installation: installationadmin.NewServer(installation.New(c.st, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),
-		Nodes:        nodeSrv,
-		Deployment:   deploymentadmin.NewServer(deploySvc),
-		Sessions:     sessionServer,
-		Allocations:  allocationServer,
-		Turns:        turnadmin.New(c.turns, pages),
-		Stats:        otelsetup.ServerHandler(),
+		TokenDigest: c.adminDigest,
+		Stats:       otelsetup.ServerHandler(),
+		Services: []admin.Service{
+			installationadmin.New(installation.New(c.st, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),
+			nodeSrv,
+			deploymentadmin.New(deploySvc),
+			sessionSrv,
+			turnadmin.New(c.turns, pages),
+		},
 	})
 	c.adminLis, err = c.group.listen("admin", c.cfg.AdminListen, "admin API", srv, srv.GracefulStop)
 	return err
@@ -505,10 +501,10 @@ func (c *core) setupEnrollment(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("public TLS: %w", err)
 	}
-	srv := grpc.NewServer(append(enrollmentgrpc.ServerOptions(), grpc.Creds(credentials.NewTLS(publicTLS)),
+	enroll := enrollmentgrpc.New(enrollment.NewService(c.st, c.ca, time.Now, uuid.New))
+	srv := grpc.NewServer(append(enroll.ServerOptions(), grpc.Creds(credentials.NewTLS(publicTLS)),
 		grpc.MaxHeaderListSize(publicMaxHeaderListBytes), grpc.MaxRecvMsgSize(publicMaxRecvMsgBytes))...)
-	enrollmentv1.RegisterEnrollmentServiceServer(srv,
-		enrollmentgrpc.NewServer(enrollment.NewService(c.st, c.ca, time.Now, uuid.New)))
+	enroll.Register(srv)
 	c.publicLis, err = c.group.listen("public", c.cfg.Listen, "enrollment", srv, srv.GracefulStop)
 	return err
 }

@@ -202,7 +202,7 @@ type client struct {
 
 func serve(t *testing.T, f deploymenttest.Fixture) client {
 	t.Helper()
-	cc, token := admintest.Serve(t, admin.Options{Deployment: deploymentadmin.NewServer(f.Svc)})
+	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{deploymentadmin.New(f.Svc)}})
 	return client{DeploymentServiceClient: adminv1.NewDeploymentServiceClient(cc), token: token}
 }
 

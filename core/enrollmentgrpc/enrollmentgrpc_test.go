@@ -20,8 +20,9 @@ import (
 // INTERNAL and parser text, and reaches no handler (the service here has
 // no logic to reach).
 func TestMalformedEnrollRequestIsInvalidArgument(t *testing.T) {
-	srv := grpc.NewServer(enrollmentgrpc.ServerOptions()...)
-	enrollmentv1.RegisterEnrollmentServiceServer(srv, enrollmentgrpc.NewServer(nil))
+	enroll := enrollmentgrpc.New(nil)
+	srv := grpc.NewServer(enroll.ServerOptions()...)
+	enroll.Register(srv)
 	cc := errgrpctest.Serve(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

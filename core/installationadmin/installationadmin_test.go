@@ -32,7 +32,7 @@ func TestGetInstallationConverts(t *testing.T) {
 		CreateTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), OwnerEpoch: 7, CAFingerprint: "abab",
 		DeploymentGeneration: 3, CoreVersion: "dev",
 	}
-	cc, token := admintest.Serve(t, admin.Options{Installation: installationadmin.NewServer(reader{inst: inst})})
+	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{installationadmin.New(reader{inst: inst})}})
 	client := adminv1.NewInstallationServiceClient(cc)
 	ctx := admintest.Authed(t.Context(), token)
 
@@ -47,7 +47,7 @@ func TestGetInstallationConverts(t *testing.T) {
 	_, err = client.GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installations/x"})
 	admintest.WantInvalidField(t, err, "name")
 
-	cc, token = admintest.Serve(t, admin.Options{Installation: installationadmin.NewServer(reader{err: errdefs.ErrObservationUnavailable})})
+	cc, token = admintest.Serve(t, admin.Options{Services: []admin.Service{installationadmin.New(reader{err: errdefs.ErrObservationUnavailable})}})
 	_, err = adminv1.NewInstallationServiceClient(cc).GetInstallation(admintest.Authed(t.Context(), token), &adminv1.GetInstallationRequest{Name: "installation"})
 	admintest.WantStatus(t, err, codes.Unavailable, admin.ReasonObservationUnavailable)
 }

@@ -1,7 +1,8 @@
 // Package nodeadmin is the thin gRPC adapter of berth.admin.v1.NodeService,
-// for admin.Options.Nodes: its enrollment token calls (create, list,
-// revoke) forward to core/enrollment's Tokens, its node calls (list, get,
-// enable, retire, remove) to core/nodes' Registry.
+// served by the admin server (admin.Options.Services): its enrollment
+// token calls (create, list, revoke) forward to core/enrollment's Tokens,
+// its node calls (list, get, enable, retire, remove) to core/nodes'
+// Registry.
 //
 // Rules:
 //   - It only converts. Requests become the logic's arguments: resource
@@ -10,9 +11,10 @@
 //     admin.ValidateRequestID and becomes a UUID, an unset ttl is
 //     enrollment.DefaultTokenTTL (its bounds are the logic's). Results
 //     become responses; errors are returned as they are, and the admin
-//     server converts them once. The logic's field names ("request_id",
-//     "ttl") are already the request's paths, so there is no FieldPaths
-//     mapping; a new logic field that differs gets one here.
+//     server converts them once. server.go forwards, convert.go
+//     converts. The logic's field names ("request_id", "ttl") are already
+//     the request's paths, so there is no FieldPaths mapping; a new logic
+//     field that differs gets one here.
 //   - The list calls page through admin.Paginate. The page token scopes
 //     and the cursor encoding (creation time in Unix microseconds, then
 //     the 16 bytes of the id) are this adapter's, in pages.go; changing

@@ -37,9 +37,9 @@ func serve(t *testing.T, f enrollmenttest.Fixture) client {
 	errdefstest.Must(t, err)
 	pages, err := admin.NewPageTokens(key)
 	errdefstest.Must(t, err)
-	srv, err := nodeadmin.NewServer(f.Tokens, f.Registry, pages, nil)
+	srv, err := nodeadmin.New(f.Tokens, f.Registry, pages, nil)
 	errdefstest.Must(t, err)
-	cc, token := admintest.Serve(t, admin.Options{Nodes: srv})
+	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{srv}})
 	return client{NodeServiceClient: adminv1.NewNodeServiceClient(cc), token: token}
 }
 

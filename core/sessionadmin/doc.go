@@ -1,10 +1,15 @@
 // Package sessionadmin is the thin gRPC adapter of
 // berth.admin.v1.SessionService (create, get, list and delete Sessions)
 // and berth.admin.v1.AllocationService (list and get allocations,
-// read-only) over core/sessions, for admin.Options.Sessions and
-// admin.Options.Allocations.
+// read-only) over core/sessions, served by the admin server
+// (admin.Options.Services).
 //
 // Rules:
+//   - One Server implements and registers both services: allocations are
+//     the Sessions' compute, read through the same sessions.Service with
+//     the same cursor encoding, and AllocationService has two read
+//     methods; a package of its own would repeat the fixture, the cursor
+//     and the depguard entry for nothing.
 //   - It only converts: resource names ("sessions/{session}",
 //     "allocations/{allocation}", admin.ValidateName) and request ids to
 //     uuids, page_size and page_token to keyset cursors and limits
@@ -16,9 +21,9 @@
 //     once (admin.ToStatus), so refusals (no_deployment,
 //     no_ready_node_with_capacity) pass as the logic returns them.
 //   - The admin API has no tenant: every Session it creates belongs to
-//     the one tenant id Core passes to NewSessionServer.
+//     the one tenant id Core passes to New.
 //   - The adapter owns the page tokens: their scopes (method and filter)
-//     and the cursor encoding (page.go) are fixed, so a token minted
+//     and the cursor encoding (pages.go) are fixed, so a token minted
 //     before keeps working and one for another method or filter is
 //     refused.
 //   - An allocation never shows its provider's native id, its device

@@ -41,11 +41,9 @@ type client struct {
 
 func (f fixture) serve(t *testing.T) client {
 	t.Helper()
-	sessionServer, err := sessionadmin.NewSessionServer(f.Svc, f.Tenant, f.pages)
+	srv, err := sessionadmin.New(f.Svc, f.Tenant, f.pages)
 	errdefstest.Must(t, err)
-	allocationServer, err := sessionadmin.NewAllocationServer(f.Svc, f.pages)
-	errdefstest.Must(t, err)
-	cc, token := admintest.Serve(t, admin.Options{Sessions: sessionServer, Allocations: allocationServer})
+	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{srv}})
 	return client{
 		SessionServiceClient:    adminv1.NewSessionServiceClient(cc),
 		AllocationServiceClient: adminv1.NewAllocationServiceClient(cc),

@@ -2,7 +2,6 @@ package turnadmin
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -13,9 +12,6 @@ import (
 	"berth.dev/core/store"
 	"berth.dev/core/turns"
 )
-
-// scopeListTurns is the ListTurns page token scope.
-const scopeListTurns = "berth.admin.v1.TurnService/ListTurns"
 
 // Server implements berth.admin.v1.TurnService.
 type Server struct {
@@ -62,23 +58,7 @@ func (g *Server) ListTurns(ctx context.Context, req *adminv1.ListTurnsRequest) (
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), admin.Keyset[store.Turn, int64]{
-		Scope: []string{scopeListTurns, req.GetParent()},
-		Fetch: func(ctx context.Context, afterSeq int64, limit int) ([]store.Turn, error) {
-			page, err := g.turns.List(ctx, s, afterSeq, limit)
-			if err != nil {
-				return nil, fmt.Errorf("list turns: %w", err)
-			}
-			return page, nil
-		},
-		Cursor: func(t store.Turn) ([]byte, error) { return binary.BigEndian.AppendUint64(nil, uint64(t.Seq)), nil },
-		Position: func(cursor []byte) (int64, bool) {
-			if len(cursor) != 8 {
-				return 0, false
-			}
-			return int64(binary.BigEndian.Uint64(cursor)), true
-		},
-	})
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), turnKeyset(g.turns, s, req.GetParent()))
 	if err != nil {
 		return nil, err
 	}

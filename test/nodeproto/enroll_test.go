@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/platform/nodetls"
-	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollmentgrpc"
@@ -58,7 +57,7 @@ func startEnrollment(t *testing.T, inst *stack.Installation, dropFirst bool) *co
 			}
 			return resp, err
 		}))
-	enrollmentv1.RegisterEnrollmentServiceServer(gs, enrollmentgrpc.NewServer(enrollment.NewService(st, inst.CA, time.Now, uuid.New)))
+	enrollmentgrpc.New(enrollment.NewService(st, inst.CA, time.Now, uuid.New)).Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -10,19 +10,17 @@ import (
 )
 
 func (a *app) allocCmd() *cobra.Command {
+	return a.groupCmd("alloc", "Show compute ownership (AllocationService, read-only)", a.allocListCmd(), a.allocGetCmd())
+}
+
+func (a *app) allocListCmd() *cobra.Command {
 	var (
 		released bool
 		p        page
 	)
 	ls := a.command("list", "List allocations in creation order", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		api, err := a.allocations()
-		if err != nil {
-			return err
-		}
 		allocs, next, err := list(p, func(size int32, token string) ([]*adminv1.Allocation, string, error) {
-			ctx, cancel := a.call()
-			defer cancel()
-			resp, err := api.ListAllocations(ctx, &adminv1.ListAllocationsRequest{PageSize: size, PageToken: token, ShowReleased: released})
+			resp, err := call(a.allocations.ListAllocations, &adminv1.ListAllocationsRequest{PageSize: size, PageToken: token, ShowReleased: released})
 			return resp.GetAllocations(), resp.GetNextPageToken(), err
 		})
 		if err != nil {
@@ -40,15 +38,12 @@ func (a *app) allocCmd() *cobra.Command {
 	})
 	ls.Flags().BoolVar(&released, "show-released", false, "include released allocations")
 	p.flags(ls.Flags())
+	return ls
+}
 
-	get := a.command("get ALLOCATION", "Show one allocation", exactArgs("ALLOCATION"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.allocations()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: name("allocations", args[0])})
+func (a *app) allocGetCmd() *cobra.Command {
+	return a.command("get ALLOCATION", "Show one allocation", exactArgs("ALLOCATION"), func(cmd *cobra.Command, args []string) error {
+		resp, err := call(a.allocations.GetAllocation, &adminv1.GetAllocationRequest{Name: name("allocations", args[0])})
 		if err != nil {
 			return err
 		}
@@ -67,5 +62,4 @@ func (a *app) allocCmd() *cobra.Command {
 			field(w, "ABANDONED", yesno(al.GetAbandoned()))
 		})
 	})
-	return a.groupCmd("alloc", "Show compute ownership (AllocationService, read-only)", ls, get)
 }

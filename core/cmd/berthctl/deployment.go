@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,86 +21,8 @@ import (
 )
 
 func (a *app) deploymentCmd() *cobra.Command {
-	get := a.command("get", "Show the deployment: provider, specification, generations and what each node serves", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		api, err := a.deployments()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.GetDeployment(ctx, &adminv1.GetDeploymentRequest{Name: "deployment"})
-		if err != nil {
-			return err
-		}
-		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), true) })
-	})
-
-	var pc candidateFlags
-	var previewMask string
-	preview := a.command("preview", "Validate and normalize a candidate and show what a commit would store (writes nothing)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		return a.withCandidate(cmd, &pc, func(ctx context.Context, api adminv1.DeploymentServiceClient, cand *adminv1.DeploymentCandidate) error {
-			resp, err := api.PreviewDeployment(ctx, &adminv1.PreviewDeploymentRequest{Candidate: cand, UpdateMask: mask(previewMask)})
-			if err != nil {
-				return err
-			}
-			return a.show(resp, func(w io.Writer) {
-				deploymentFields(w, resp.GetDeployment(), false)
-				field(w, "CHANGED", yesno(resp.GetChanged()))
-				field(w, "EXPECTED GENERATION", fmt.Sprint(resp.GetExpectedGeneration()))
-			})
-		})
-	})
-	pc.flags(preview.Flags())
-	preview.Flags().StringVar(&previewMask, "update-mask", "", "preview a replacement that sets only these comma-separated candidate paths (see replace)")
-
-	var cc candidateFlags
-	var commitExpected uint64
-	commit := a.command("commit", "Commit the first deployment generation", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		return a.withCandidate(cmd, &cc, func(ctx context.Context, api adminv1.DeploymentServiceClient, cand *adminv1.DeploymentCandidate) error {
-			resp, err := api.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: commitExpected})
-			if err != nil {
-				return err
-			}
-			return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), false) })
-		})
-	})
-	cc.flags(commit.Flags())
-	commit.Flags().Uint64Var(&commitExpected, "expected-generation", 0, "the generation previewed against (0 before the first commit)")
-
-	var rc candidateFlags
-	var replaceMask string
-	var replaceExpected uint64
-	replace := a.command("replace", "Replace the committed deployment with a new generation", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		if !cmd.Flags().Changed("expected-generation") {
-			return usagef(cmd, "replace needs --expected-generation: the generation you previewed against ('deployment preview' shows it)")
-		}
-		return a.withCandidate(cmd, &rc, func(ctx context.Context, api adminv1.DeploymentServiceClient, cand *adminv1.DeploymentCandidate) error {
-			resp, err := api.ReplaceDeployment(ctx, &adminv1.ReplaceDeploymentRequest{Candidate: cand, UpdateMask: mask(replaceMask), ExpectedGeneration: replaceExpected})
-			if err != nil {
-				return err
-			}
-			return a.show(resp, func(w io.Writer) {
-				deploymentFields(w, resp.GetDeployment(), false)
-				field(w, "CHANGED", yesno(resp.GetChanged()))
-				field(w, "RETIRED NODES", dash(strings.Join(resp.GetRetiredNodes(), ", ")))
-				field(w, "REVOKED TOKENS", fmt.Sprint(resp.GetRevokedEnrollmentTokens()))
-				field(w, "ADMISSION PAUSE", dur(resp.GetAdmissionPause()))
-			})
-		})
-	})
-	replace.Long = `replace commits the candidate as a new generation when --expected-generation
-is still current. --update-mask names the candidate's paths that are set;
-the rest is inherited from the current generation: provider_kind,
-configuration, credential, specification, or
-specification.{cpu_millis,memory_bytes,disk_bytes,max_active,max_retained,suspension}.
-Without it the candidate is complete. Preview with the same mask first.`
-	replace.Example = `  berthctl deployment preview --memory-bytes 768Mi --update-mask specification.memory_bytes
-  berthctl deployment replace --memory-bytes 768Mi --update-mask specification.memory_bytes --expected-generation 1`
-	rc.flags(replace.Flags())
-	replace.Flags().StringVar(&replaceMask, "update-mask", "", "comma-separated candidate paths the candidate sets; the rest is inherited")
-	replace.Flags().Uint64Var(&replaceExpected, "expected-generation", 0, "the generation previewed against (required)")
-
-	c := a.groupCmd("deployment", "Select the sandbox provider and size its sandboxes (DeploymentService)", get, preview, commit, replace)
+	c := a.groupCmd("deployment", "Select the sandbox provider and size its sandboxes (DeploymentService)",
+		a.deploymentGetCmd(), a.deploymentPreviewCmd(), a.deploymentCommitCmd(), a.deploymentReplaceCmd())
 	c.Long = `A candidate comes from -f FILE (a berth.admin.v1.DeploymentCandidate in
 JSON, - for stdin; the only way to give a credential, which never goes in
 argv) and from flags, which override the file's fields. A candidate without
@@ -114,22 +35,100 @@ suspension off.`
 	return c
 }
 
-// withCandidate reads cf's candidate and calls call with it, a
-// DeploymentService client and a bounded context.
-func (a *app) withCandidate(cmd *cobra.Command, cf *candidateFlags,
-	call func(context.Context, adminv1.DeploymentServiceClient, *adminv1.DeploymentCandidate) error,
-) error {
-	cand, err := cf.candidate(cmd, a.stdin)
-	if err != nil {
-		return err
-	}
-	api, err := a.deployments()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := a.call()
-	defer cancel()
-	return call(ctx, api, cand)
+func (a *app) deploymentGetCmd() *cobra.Command {
+	return a.command("get", "Show the deployment: provider, specification, generations and what each node serves", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		resp, err := call(a.deployments.GetDeployment, &adminv1.GetDeploymentRequest{Name: "deployment"})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), true) })
+	})
+}
+
+func (a *app) deploymentPreviewCmd() *cobra.Command {
+	var (
+		cf         candidateFlags
+		updateMask string
+	)
+	c := a.command("preview", "Validate and normalize a candidate and show what a commit would store (writes nothing)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		cand, err := cf.candidate(cmd, a.stdin)
+		if err != nil {
+			return err
+		}
+		resp, err := call(a.deployments.PreviewDeployment, &adminv1.PreviewDeploymentRequest{Candidate: cand, UpdateMask: mask(updateMask)})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) {
+			deploymentFields(w, resp.GetDeployment(), false)
+			field(w, "CHANGED", yesno(resp.GetChanged()))
+			field(w, "EXPECTED GENERATION", fmt.Sprint(resp.GetExpectedGeneration()))
+		})
+	})
+	cf.flags(c.Flags())
+	c.Flags().StringVar(&updateMask, "update-mask", "", "preview a replacement that sets only these comma-separated candidate paths (see replace)")
+	return c
+}
+
+func (a *app) deploymentCommitCmd() *cobra.Command {
+	var (
+		cf       candidateFlags
+		expected uint64
+	)
+	c := a.command("commit", "Commit the first deployment generation", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		cand, err := cf.candidate(cmd, a.stdin)
+		if err != nil {
+			return err
+		}
+		resp, err := call(a.deployments.CommitDeployment, &adminv1.CommitDeploymentRequest{Candidate: cand, ExpectedGeneration: expected})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), false) })
+	})
+	cf.flags(c.Flags())
+	c.Flags().Uint64Var(&expected, "expected-generation", 0, "the generation previewed against (0 before the first commit)")
+	return c
+}
+
+func (a *app) deploymentReplaceCmd() *cobra.Command {
+	var (
+		cf         candidateFlags
+		updateMask string
+		expected   uint64
+	)
+	c := a.command("replace", "Replace the committed deployment with a new generation", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed("expected-generation") {
+			return usagef(cmd, "replace needs --expected-generation: the generation you previewed against ('deployment preview' shows it)")
+		}
+		cand, err := cf.candidate(cmd, a.stdin)
+		if err != nil {
+			return err
+		}
+		resp, err := call(a.deployments.ReplaceDeployment, &adminv1.ReplaceDeploymentRequest{Candidate: cand, UpdateMask: mask(updateMask), ExpectedGeneration: expected})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) {
+			deploymentFields(w, resp.GetDeployment(), false)
+			field(w, "CHANGED", yesno(resp.GetChanged()))
+			field(w, "RETIRED NODES", dash(strings.Join(resp.GetRetiredNodes(), ", ")))
+			field(w, "REVOKED TOKENS", fmt.Sprint(resp.GetRevokedEnrollmentTokens()))
+			field(w, "ADMISSION PAUSE", dur(resp.GetAdmissionPause()))
+		})
+	})
+	c.Long = `replace commits the candidate as a new generation when --expected-generation
+is still current. --update-mask names the candidate's paths that are set;
+the rest is inherited from the current generation: provider_kind,
+configuration, credential, specification, or
+specification.{cpu_millis,memory_bytes,disk_bytes,max_active,max_retained,suspension}.
+Without it the candidate is complete. Preview with the same mask first.`
+	c.Example = `  berthctl deployment preview --memory-bytes 768Mi --update-mask specification.memory_bytes
+  berthctl deployment replace --memory-bytes 768Mi --update-mask specification.memory_bytes --expected-generation 1`
+	cf.flags(c.Flags())
+	c.Flags().StringVar(&updateMask, "update-mask", "", "comma-separated candidate paths the candidate sets; the rest is inherited")
+	c.Flags().Uint64Var(&expected, "expected-generation", 0, "the generation previewed against (required)")
+	return c
 }
 
 // mask parses --update-mask: comma-separated paths, nil when empty.

@@ -19,6 +19,12 @@
 //     response message as protojson for scripts (a listing read across
 //     pages as one response of its type). Only a command that waits draws
 //     a progress line, on stderr, and only when stderr is a terminal.
+//   - One constructor per subcommand ((*app).sessionCreateCmd, ...); every
+//     unary call goes through call (main.go): the one connection dialled
+//     and authenticated at the first call, the callTimeout deadline, and
+//     the error decoded once through the admin API's errgrpc codec
+//     (adminclient.Decode, admin.Decode) into an errdefs class with
+//     Core's fixed reason and message.
 //   - Exit status: 0; 1 for an error, printed as "error: <reason>: <message>"
 //     with the admin API's fixed reason (adminclient.Describe); 2 for a
 //     command line berthctl cannot run; `turn run` exits with the

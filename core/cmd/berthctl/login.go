@@ -35,13 +35,10 @@ func (a *app) login(cmd *cobra.Command, _ []string) error {
 		return usagef(cmd, "login needs --address HOST:PORT and --token-file PATH")
 	}
 	s.TokenFile = absPath(s.TokenFile)
-	cc, err := a.connect(s)
-	if err != nil {
+	if _, err := a.connect(s); err != nil {
 		return err
 	}
-	ctx, cancel := a.call()
-	defer cancel()
-	resp, err := adminv1.NewInstallationServiceClient(cc).GetInstallation(ctx, &adminv1.GetInstallationRequest{Name: "installation"})
+	resp, err := call(a.installation.GetInstallation, &adminv1.GetInstallationRequest{Name: "installation"})
 	if err != nil {
 		return err
 	}

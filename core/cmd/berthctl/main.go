@@ -43,13 +43,35 @@ type app struct {
 	started  bool
 	settings adminclient.Settings
 	cc       *grpc.ClientConn
+
+	// The admin API's clients, over one connection dialled at the first
+	// call (conn).
+	installation adminv1.InstallationServiceClient
+	nodes        adminv1.NodeServiceClient
+	deployments  adminv1.DeploymentServiceClient
+	sessions     adminv1.SessionServiceClient
+	turns        adminv1.TurnServiceClient
+	allocations  adminv1.AllocationServiceClient
+}
+
+// newApp returns an invocation over its streams and environment.
+func newApp(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) *app {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	c := conn{a}
+	a.installation = adminv1.NewInstallationServiceClient(c)
+	a.nodes = adminv1.NewNodeServiceClient(c)
+	a.deployments = adminv1.NewDeploymentServiceClient(c)
+	a.sessions = adminv1.NewSessionServiceClient(c)
+	a.turns = adminv1.NewTurnServiceClient(c)
+	a.allocations = adminv1.NewAllocationServiceClient(c)
+	return a
 }
 
 // run executes one command line and returns the exit status: 0 on
 // success, 1 when the command or the admin API failed, 2 for a usage
 // error, and for `turn run` the Turn's own exit status.
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	a := newApp(getenv, stdin, stdout, stderr)
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -236,34 +258,38 @@ func (a *app) connect(s adminclient.Settings) (*grpc.ClientConn, error) {
 	return a.cc, err
 }
 
-// call returns a context for one unary call.
-func (a *app) call() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), callTimeout)
+// conn is the admin API connection of a's clients: it dials (a.dial:
+// the settings, the token from its file, the loopback check) at the
+// first call, so building the commands reads no configuration.
+type conn struct{ a *app }
+
+// Invoke dials once and runs a unary call.
+func (c conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	cc, err := c.a.dial()
+	if err != nil {
+		return err
+	}
+	return cc.Invoke(ctx, method, args, reply, opts...)
 }
 
-func (a *app) nodes() (adminv1.NodeServiceClient, error) {
-	cc, err := a.dial()
-	return adminv1.NewNodeServiceClient(cc), err
+// NewStream dials once and opens a stream.
+func (c conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cc, err := c.a.dial()
+	if err != nil {
+		return nil, err
+	}
+	return cc.NewStream(ctx, desc, method, opts...)
 }
 
-func (a *app) deployments() (adminv1.DeploymentServiceClient, error) {
-	cc, err := a.dial()
-	return adminv1.NewDeploymentServiceClient(cc), err
-}
-
-func (a *app) sessions() (adminv1.SessionServiceClient, error) {
-	cc, err := a.dial()
-	return adminv1.NewSessionServiceClient(cc), err
-}
-
-func (a *app) turns() (adminv1.TurnServiceClient, error) {
-	cc, err := a.dial()
-	return adminv1.NewTurnServiceClient(cc), err
-}
-
-func (a *app) allocations() (adminv1.AllocationServiceClient, error) {
-	cc, err := a.dial()
-	return adminv1.NewAllocationServiceClient(cc), err
+// call is berthctl's one unary admin call: method (a client's, which
+// dials and authenticates through conn) with req, bounded by callTimeout,
+// its error decoded through the admin API's codec (adminclient.Decode);
+// exitCode prints it.
+func call[Req, Resp any](method func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	resp, err := method(ctx, req)
+	return resp, adminclient.Decode(err)
 }
 
 // absPath makes a relative path absolute, so a stored path works from

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -34,18 +33,16 @@ func (a *app) nodeCmd() *cobra.Command {
 }
 
 func (a *app) tokenCmd() *cobra.Command {
+	return a.groupCmd("token", "Create, list and revoke enrollment tokens", a.tokenCreateCmd(), a.tokenListCmd(), a.tokenRevokeCmd())
+}
+
+func (a *app) tokenCreateCmd() *cobra.Command {
 	var (
 		ttl       time.Duration
 		requestID string
 		out       string
-		inactive  bool
-		p         page
 	)
 	create := a.command("create", "Create a single-use enrollment token", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		api, err := a.nodes()
-		if err != nil {
-			return err
-		}
 		req := &adminv1.CreateEnrollmentTokenRequest{RequestId: requestID}
 		if req.RequestId == "" {
 			req.RequestId = uuid.NewString()
@@ -53,9 +50,7 @@ func (a *app) tokenCmd() *cobra.Command {
 		if ttl != 0 {
 			req.Ttl = durationpb.New(ttl)
 		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.CreateEnrollmentToken(ctx, req)
+		resp, err := call(a.nodes.CreateEnrollmentToken, req)
 		if err != nil {
 			return err
 		}
@@ -84,16 +79,17 @@ secret.`
 	create.Flags().DurationVar(&ttl, "ttl", 0, "how long the token stays usable (default: Core's, one hour)")
 	create.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
 	create.Flags().StringVar(&out, "out", "", "write the token text to this new file (mode 0600) instead of printing it")
+	return create
+}
 
+func (a *app) tokenListCmd() *cobra.Command {
+	var (
+		inactive bool
+		p        page
+	)
 	ls := a.command("list", "List enrollment tokens", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		api, err := a.nodes()
-		if err != nil {
-			return err
-		}
 		tokens, next, err := list(p, func(size int32, token string) ([]*adminv1.EnrollmentToken, string, error) {
-			ctx, cancel := a.call()
-			defer cancel()
-			resp, err := api.ListEnrollmentTokens(ctx, &adminv1.ListEnrollmentTokensRequest{PageSize: size, PageToken: token, ShowInactive: inactive})
+			resp, err := call(a.nodes.ListEnrollmentTokens, &adminv1.ListEnrollmentTokensRequest{PageSize: size, PageToken: token, ShowInactive: inactive})
 			return resp.GetEnrollmentTokens(), resp.GetNextPageToken(), err
 		})
 		if err != nil {
@@ -110,21 +106,17 @@ secret.`
 	})
 	ls.Flags().BoolVar(&inactive, "show-inactive", false, "include used, expired and revoked tokens")
 	p.flags(ls.Flags())
+	return ls
+}
 
-	revoke := a.command("revoke TOKEN", "Make an unused enrollment token unusable", exactArgs("TOKEN"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.nodes()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.RevokeEnrollmentToken(ctx, &adminv1.RevokeEnrollmentTokenRequest{Name: name("enrollmentTokens", args[0])})
+func (a *app) tokenRevokeCmd() *cobra.Command {
+	return a.command("revoke TOKEN", "Make an unused enrollment token unusable", exactArgs("TOKEN"), func(cmd *cobra.Command, args []string) error {
+		resp, err := call(a.nodes.RevokeEnrollmentToken, &adminv1.RevokeEnrollmentTokenRequest{Name: name("enrollmentTokens", args[0])})
 		if err != nil {
 			return err
 		}
 		return a.show(resp, func(w io.Writer) { tokenFields(w, resp.GetEnrollmentToken()) })
 	})
-	return a.groupCmd("token", "Create, list and revoke enrollment tokens", create, ls, revoke)
 }
 
 // writeSecret writes text to a new file at path, mode 0600; an existing
@@ -161,14 +153,8 @@ func (a *app) nodeListCmd() *cobra.Command {
 		p       page
 	)
 	c := a.command("list", "List nodes in enrollment order", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		api, err := a.nodes()
-		if err != nil {
-			return err
-		}
 		nodes, next, err := list(p, func(size int32, token string) ([]*adminv1.Node, string, error) {
-			ctx, cancel := a.call()
-			defer cancel()
-			resp, err := api.ListNodes(ctx, &adminv1.ListNodesRequest{PageSize: size, PageToken: token, ShowRemoved: removed})
+			resp, err := call(a.nodes.ListNodes, &adminv1.ListNodesRequest{PageSize: size, PageToken: token, ShowRemoved: removed})
 			return resp.GetNodes(), resp.GetNextPageToken(), err
 		})
 		if err != nil {
@@ -203,13 +189,7 @@ func readiness(r *adminv1.Readiness) string {
 
 func (a *app) nodeGetCmd() *cobra.Command {
 	return a.command("get NODE", "Show one node: presence, readiness and capacity", exactArgs("NODE"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.nodes()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.GetNode(ctx, &adminv1.GetNodeRequest{Name: name("nodes", args[0])})
+		resp, err := call(a.nodes.GetNode, &adminv1.GetNodeRequest{Name: name("nodes", args[0])})
 		if err != nil {
 			return err
 		}
@@ -238,19 +218,13 @@ func nodeFields(w io.Writer, n *adminv1.Node) {
 }
 
 // nodeChange is one node state change: the call and its answer.
-type nodeChange func(ctx context.Context, api adminv1.NodeServiceClient, name string) (proto.Message, *adminv1.Node, error)
+type nodeChange func(a *app, name string) (proto.Message, *adminv1.Node, error)
 
 // nodeChangeCmd is enable, retire or remove: one call naming the node,
 // answered with the node.
 func (a *app) nodeChangeCmd(verb, short string, change nodeChange) *cobra.Command {
 	return a.command(verb+" NODE", short, exactArgs("NODE"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.nodes()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, node, err := change(ctx, api, name("nodes", args[0]))
+		resp, node, err := change(a, name("nodes", args[0]))
 		if err != nil {
 			return err
 		}
@@ -258,13 +232,13 @@ func (a *app) nodeChangeCmd(verb, short string, change nodeChange) *cobra.Comman
 	})
 }
 
-func enableNode(ctx context.Context, api adminv1.NodeServiceClient, name string) (proto.Message, *adminv1.Node, error) {
-	r, err := api.EnableNode(ctx, &adminv1.EnableNodeRequest{Name: name})
+func enableNode(a *app, name string) (proto.Message, *adminv1.Node, error) {
+	r, err := call(a.nodes.EnableNode, &adminv1.EnableNodeRequest{Name: name})
 	return r, r.GetNode(), err
 }
 
-func retireNode(ctx context.Context, api adminv1.NodeServiceClient, name string) (proto.Message, *adminv1.Node, error) {
-	r, err := api.RetireNode(ctx, &adminv1.RetireNodeRequest{Name: name})
+func retireNode(a *app, name string) (proto.Message, *adminv1.Node, error) {
+	r, err := call(a.nodes.RetireNode, &adminv1.RetireNodeRequest{Name: name})
 	return r, r.GetNode(), err
 }
 
@@ -274,17 +248,11 @@ func retireNode(ctx context.Context, api adminv1.NodeServiceClient, name string)
 func (a *app) nodeRemoveCmd() *cobra.Command {
 	var abandon string
 	c := a.command("remove NODE", "Remove a retired or enrolled node for good", exactArgs("NODE"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.nodes()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
 		req := &adminv1.RemoveNodeRequest{Name: name("nodes", args[0])}
 		if abandon != "" {
 			req.Abandon = &adminv1.NodeAbandon{BackendFingerprint: abandon}
 		}
-		resp, err := api.RemoveNode(ctx, req)
+		resp, err := call(a.nodes.RemoveNode, req)
 		if err != nil {
 			return err
 		}

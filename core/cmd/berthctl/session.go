@@ -1,12 +1,13 @@
 package main
 
 import (
-	"context"
 	"io"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/proto"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
@@ -17,56 +18,68 @@ import (
 const pollInterval = 500 * time.Millisecond
 
 func (a *app) sessionCmd() *cobra.Command {
-	var (
-		display   string
-		requestID string
-		wait      bool
-		waitFor   time.Duration
-	)
-	create := a.command("create", "Create a Session (Core places it and creates its sandbox in the background)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		api, err := a.sessions()
+	return a.groupCmd("session", "Create, list, show and delete Sessions (SessionService)",
+		a.sessionCreateCmd(), a.sessionListCmd(), a.sessionGetCmd(), a.sessionDeleteCmd())
+}
+
+// waitFlags are --wait and --wait-timeout of a command that can wait.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (w *waitFlags) flags(fs *pflag.FlagSet, what string) {
+	fs.BoolVar(&w.wait, "wait", false, what)
+	fs.DurationVar(&w.timeout, "wait-timeout", 5*time.Minute, "give up waiting after this long")
+}
+
+// showSession prints resp, which carries the Session *session, after
+// waiting for goal when --wait asks; resp then shows the Session last
+// read.
+func (a *app) showSession(resp proto.Message, session **adminv1.Session, w waitFlags, goal waitGoal) error {
+	if w.wait {
+		s, err := a.waitSession((*session).GetName(), w.timeout, goal)
+		if s != nil {
+			*session = s
+		}
 		if err != nil {
 			return err
 		}
+	}
+	return a.show(resp, func(out io.Writer) { sessionFields(out, *session) })
+}
+
+func (a *app) sessionCreateCmd() *cobra.Command {
+	var (
+		display   string
+		requestID string
+		w         waitFlags
+	)
+	c := a.command("create", "Create a Session (Core places it and creates its sandbox in the background)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
 		req := &adminv1.CreateSessionRequest{RequestId: requestID, Session: &adminv1.Session{DisplayName: display}}
 		if req.RequestId == "" {
 			req.RequestId = uuid.NewString()
 		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.CreateSession(ctx, req)
+		resp, err := call(a.sessions.CreateSession, req)
 		if err != nil {
 			return err
 		}
-		if wait {
-			s, err := a.waitSession(api, resp.GetSession().GetName(), waitFor, admitted)
-			if s != nil {
-				resp.Session = s
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return a.show(resp, func(w io.Writer) { sessionFields(w, resp.GetSession()) })
+		return a.showSession(resp, &resp.Session, w, admitted)
 	})
-	create.Flags().StringVar(&display, "display-name", "", "an optional label (at most 63 characters)")
-	create.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
-	create.Flags().BoolVar(&wait, "wait", false, "wait until the Session's Runtime accepts Turns (or the Session fails)")
-	create.Flags().DurationVar(&waitFor, "wait-timeout", 5*time.Minute, "give up waiting after this long")
+	c.Flags().StringVar(&display, "display-name", "", "an optional label (at most 63 characters)")
+	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
+	w.flags(c.Flags(), "wait until the Session's Runtime accepts Turns (or the Session fails)")
+	return c
+}
 
+func (a *app) sessionListCmd() *cobra.Command {
 	var (
 		deleted bool
 		p       page
 	)
-	ls := a.command("list", "List Sessions in creation order", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		api, err := a.sessions()
-		if err != nil {
-			return err
-		}
+	c := a.command("list", "List Sessions in creation order", exactArgs(), func(cmd *cobra.Command, _ []string) error {
 		sessions, next, err := list(p, func(size int32, token string) ([]*adminv1.Session, string, error) {
-			ctx, cancel := a.call()
-			defer cancel()
-			resp, err := api.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: size, PageToken: token, ShowDeleted: deleted})
+			resp, err := call(a.sessions.ListSessions, &adminv1.ListSessionsRequest{PageSize: size, PageToken: token, ShowDeleted: deleted})
 			return resp.GetSessions(), resp.GetNextPageToken(), err
 		})
 		if err != nil {
@@ -83,53 +96,32 @@ func (a *app) sessionCmd() *cobra.Command {
 		a.more(next)
 		return err
 	})
-	ls.Flags().BoolVar(&deleted, "show-deleted", false, "include deleted Sessions")
-	p.flags(ls.Flags())
+	c.Flags().BoolVar(&deleted, "show-deleted", false, "include deleted Sessions")
+	p.flags(c.Flags())
+	return c
+}
 
-	get := a.command("get SESSION", "Show one Session and its Environment's readiness", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.sessions()
+func (a *app) sessionGetCmd() *cobra.Command {
+	return a.command("get SESSION", "Show one Session and its Environment's readiness", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		resp, err := call(a.sessions.GetSession, &adminv1.GetSessionRequest{Name: name("sessions", args[0])})
 		if err != nil {
 			return err
 		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.GetSession(ctx, &adminv1.GetSessionRequest{Name: name("sessions", args[0])})
-		if err != nil {
-			return err
-		}
-		return a.show(resp, func(w io.Writer) { sessionFields(w, resp.GetSession()) })
+		return a.showSession(resp, &resp.Session, waitFlags{}, nil)
 	})
+}
 
-	var (
-		deleteWait    bool
-		deleteWaitFor time.Duration
-	)
-	del := a.command("delete SESSION", "Delete a Session; Core removes its sandbox and then marks it DELETED", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.sessions()
+func (a *app) sessionDeleteCmd() *cobra.Command {
+	var w waitFlags
+	c := a.command("delete SESSION", "Delete a Session; Core removes its sandbox and then marks it DELETED", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		resp, err := call(a.sessions.DeleteSession, &adminv1.DeleteSessionRequest{Name: name("sessions", args[0])})
 		if err != nil {
 			return err
 		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.DeleteSession(ctx, &adminv1.DeleteSessionRequest{Name: name("sessions", args[0])})
-		if err != nil {
-			return err
-		}
-		if deleteWait {
-			s, err := a.waitSession(api, resp.GetSession().GetName(), deleteWaitFor, gone)
-			if s != nil {
-				resp.Session = s
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return a.show(resp, func(w io.Writer) { sessionFields(w, resp.GetSession()) })
+		return a.showSession(resp, &resp.Session, w, gone)
 	})
-	del.Flags().BoolVar(&deleteWait, "wait", false, "wait until the cleanup is confirmed (state DELETED)")
-	del.Flags().DurationVar(&deleteWaitFor, "wait-timeout", 5*time.Minute, "give up waiting after this long")
-
-	return a.groupCmd("session", "Create, list, show and delete Sessions (SessionService)", create, ls, get, del)
+	w.flags(c.Flags(), "wait until the cleanup is confirmed (state DELETED)")
+	return c
 }
 
 // A waitGoal says whether a Session is where a wait wants it (done), or
@@ -154,15 +146,13 @@ func gone(s *adminv1.Session) (bool, error) {
 
 // waitSession reads the Session until goal is reached, showing its state
 // on the progress line; it returns the Session last read.
-func (a *app) waitSession(api adminv1.SessionServiceClient, name string, timeout time.Duration, goal waitGoal) (*adminv1.Session, error) {
+func (a *app) waitSession(name string, timeout time.Duration, goal waitGoal) (*adminv1.Session, error) {
 	p := a.progress()
 	defer p.clear()
 	deadline := time.Now().Add(timeout)
 	var last *adminv1.Session
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		resp, err := api.GetSession(ctx, &adminv1.GetSessionRequest{Name: name})
-		cancel()
+		resp, err := call(a.sessions.GetSession, &adminv1.GetSessionRequest{Name: name})
 		if err != nil {
 			return last, err
 		}

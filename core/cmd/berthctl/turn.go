@@ -40,6 +40,11 @@ const cancelWait = 15 * time.Second
 const streamRetries = 30
 
 func (a *app) turnCmd() *cobra.Command {
+	return a.groupCmd("turn", "Run commands in Sessions and inspect Turns (TurnService)",
+		a.turnRunCmd(), a.turnListCmd(), a.turnGetCmd(), a.turnCancelCmd())
+}
+
+func (a *app) turnRunCmd() *cobra.Command {
 	var f runFlags
 	run := a.command("run SESSION -- CMD [ARG...]", "Run a command in a Session and stream its output", minArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
 		return a.turnRun(cmd, args, f)
@@ -67,18 +72,15 @@ waiting at once.`
 	fs.DurationVar(&f.timeout, "timeout", 0, "stop the command after this long (default: Core's)")
 	fs.DurationVar(&f.queueTimeout, "queue-timeout", 0, "fail the Turn if its Runtime has not taken it within this long (default: 5m)")
 	fs.StringVar(&f.requestID, "request-id", "", "UUID that makes a retried submission idempotent (default: a new one)")
+	return run
+}
 
+func (a *app) turnListCmd() *cobra.Command {
 	var p page
 	ls := a.command("list SESSION", "List a Session's Turns in submission order", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.turns()
-		if err != nil {
-			return err
-		}
 		parent := name("sessions", args[0])
 		turns, next, err := list(p, func(size int32, token string) ([]*adminv1.Turn, string, error) {
-			ctx, cancel := a.call()
-			defer cancel()
-			resp, err := api.ListTurns(ctx, &adminv1.ListTurnsRequest{Parent: parent, PageSize: size, PageToken: token})
+			resp, err := call(a.turns.ListTurns, &adminv1.ListTurnsRequest{Parent: parent, PageSize: size, PageToken: token})
 			return resp.GetTurns(), resp.GetNextPageToken(), err
 		})
 		if err != nil {
@@ -95,36 +97,27 @@ waiting at once.`
 		return err
 	})
 	p.flags(ls.Flags())
+	return ls
+}
 
-	get := a.command("get TURN", "Show one Turn (sessions/S/turns/T)", exactArgs("TURN"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.turns()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.GetTurn(ctx, &adminv1.GetTurnRequest{Name: args[0]})
+func (a *app) turnGetCmd() *cobra.Command {
+	return a.command("get TURN", "Show one Turn (sessions/S/turns/T)", exactArgs("TURN"), func(cmd *cobra.Command, args []string) error {
+		resp, err := call(a.turns.GetTurn, &adminv1.GetTurnRequest{Name: args[0]})
 		if err != nil {
 			return err
 		}
 		return a.show(resp, func(w io.Writer) { turnFields(w, resp.GetTurn()) })
 	})
+}
 
-	cancelCmd := a.command("cancel TURN", "Request a Turn's cancellation (sessions/S/turns/T)", exactArgs("TURN"), func(cmd *cobra.Command, args []string) error {
-		api, err := a.turns()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := a.call()
-		defer cancel()
-		resp, err := api.CancelTurn(ctx, &adminv1.CancelTurnRequest{Name: args[0]})
+func (a *app) turnCancelCmd() *cobra.Command {
+	return a.command("cancel TURN", "Request a Turn's cancellation (sessions/S/turns/T)", exactArgs("TURN"), func(cmd *cobra.Command, args []string) error {
+		resp, err := call(a.turns.CancelTurn, &adminv1.CancelTurnRequest{Name: args[0]})
 		if err != nil {
 			return err
 		}
 		return a.show(resp, func(w io.Writer) { turnFields(w, resp.GetTurn()) })
 	})
-
-	return a.groupCmd("turn", "Run commands in Sessions and inspect Turns (TurnService)", run, ls, get, cancelCmd)
 }
 
 // runFlags are `turn run`'s flags.
@@ -176,10 +169,6 @@ func (a *app) turnRun(cmd *cobra.Command, args []string, f runFlags) error {
 		return err
 	}
 	turn.Stdin = stdin
-	api, err := a.turns()
-	if err != nil {
-		return err
-	}
 
 	// From here Ctrl-C cancels the Turn instead of ending berthctl; one
 	// pressed during the submission is handled as soon as it returns, so
@@ -192,13 +181,11 @@ func (a *app) turnRun(cmd *cobra.Command, args []string, f runFlags) error {
 	if req.RequestId == "" {
 		req.RequestId = uuid.NewString()
 	}
-	ctx, cancel := a.call()
-	resp, err := api.SubmitTurn(ctx, req)
-	cancel()
+	resp, err := call(a.turns.SubmitTurn, req)
 	if err != nil {
 		return err
 	}
-	return a.follow(api, resp.GetTurn().GetName(), sigs)
+	return a.follow(resp.GetTurn().GetName(), sigs)
 }
 
 // turnStdin is the Turn's stdin: --stdin's file, or berthctl's stdin when
@@ -223,12 +210,12 @@ type chunk struct {
 
 // follow streams the Turn's output to stdout and stderr until the Turn
 // ends and returns its outcome (exitError). A signal cancels the Turn.
-func (a *app) follow(api adminv1.TurnServiceClient, turn string, sigs <-chan os.Signal) error {
+func (a *app) follow(turn string, sigs <-chan os.Signal) error {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	out := make(chan chunk)
 	ended := make(chan error, 1)
-	go func() { ended <- streamOutput(ctx, api, turn, out) }()
+	go func() { ended <- streamOutput(ctx, a.turns, turn, out) }()
 
 	p := a.progress()
 	defer p.clear()
@@ -261,11 +248,9 @@ func (a *app) follow(api adminv1.TurnServiceClient, turn string, sigs <-chan os.
 			if err != nil {
 				return err
 			}
-			return a.outcome(api, turn, interrupted)
+			return a.outcome(turn, interrupted)
 		case <-tick:
-			cctx, cancel := a.call()
-			resp, err := api.GetTurn(cctx, &adminv1.GetTurnRequest{Name: turn})
-			cancel()
+			resp, err := call(a.turns.GetTurn, &adminv1.GetTurnRequest{Name: turn})
 			switch {
 			case err != nil:
 			case resp.GetTurn().GetState() == adminv1.Turn_STATE_QUEUED:
@@ -280,10 +265,7 @@ func (a *app) follow(api adminv1.TurnServiceClient, turn string, sigs <-chan os.
 			}
 			interrupted = true
 			fmt.Fprintf(a.stderr, "berthctl: cancelling %s (Ctrl-C again to stop waiting)\n", turn)
-			cctx, cancel := a.call()
-			_, err := api.CancelTurn(cctx, &adminv1.CancelTurnRequest{Name: turn})
-			cancel()
-			if err != nil {
+			if _, err := call(a.turns.CancelTurn, &adminv1.CancelTurnRequest{Name: turn}); err != nil {
 				return err
 			}
 			giveUp = time.After(cancelWait)
@@ -331,7 +313,7 @@ func streamOutput(ctx context.Context, api adminv1.TurnServiceClient, turn strin
 			}
 		}
 		if !adminclient.Unreachable(err) || retries >= streamRetries {
-			return err
+			return adminclient.Decode(err)
 		}
 		select {
 		case <-time.After(time.Second):
@@ -342,10 +324,8 @@ func streamOutput(ctx context.Context, api adminv1.TurnServiceClient, turn strin
 }
 
 // outcome reads how the Turn ended and returns berthctl's exit for it.
-func (a *app) outcome(api adminv1.TurnServiceClient, turn string, interrupted bool) error {
-	ctx, cancel := a.call()
-	defer cancel()
-	resp, err := api.GetTurn(ctx, &adminv1.GetTurnRequest{Name: turn})
+func (a *app) outcome(turn string, interrupted bool) error {
+	resp, err := call(a.turns.GetTurn, &adminv1.GetTurnRequest{Name: turn})
 	if err != nil {
 		return err
 	}

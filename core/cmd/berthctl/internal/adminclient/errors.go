@@ -5,16 +5,37 @@ import (
 	"strings"
 	"unicode"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/admin"
 )
+
+// Decode converts the error of an admin API call, once: a status in the
+// admin API's form becomes its errdefs class as an *errdefs.Refusal with
+// the fixed reason and message Core sent (admin.Decode, the client side
+// of the admin API's errgrpc codec). Anything else (the transport's
+// status, an *Error of berthctl's own, a context error) is returned as
+// it is. nil returns nil.
+func Decode(err error) error {
+	if _, ok := errdefs.AsRefusal(err); ok || err == nil {
+		return err
+	}
+	st, ok := grpcStatus(err)
+	if !ok {
+		return err
+	}
+	if r, ok := admin.Decode(st); ok {
+		return r
+	}
+	return err
+}
 
 // Describe is the one line berthctl prints for err (after "error: "):
 //
-//   - an admin API status: its ErrorInfo's fixed reason and its message,
+//   - an admin API error (Decode): its fixed reason and message,
 //     "node_enabled: node is enabled: retire it first";
 //   - another gRPC status (the transport's, before Core answered): its
 //     code in snake case and its message, "unavailable: connection error";
@@ -25,40 +46,35 @@ func Describe(err error) string {
 	if errors.As(err, &e) {
 		return e.Error()
 	}
-	st, ok := grpcStatus(err)
-	if !ok {
-		return err.Error()
+	err = Decode(err)
+	if r, ok := errdefs.AsRefusal(err); ok {
+		return r.Reason + ": " + r.Message
 	}
-	if reason := Reason(err); reason != "" {
-		return reason + ": " + st.Message()
+	if st, ok := grpcStatus(err); ok {
+		return snake(st.Code().String()) + ": " + st.Message()
 	}
-	return snake(st.Code().String()) + ": " + st.Message()
+	return err.Error()
 }
 
-// Reason is the fixed reason of an admin API error: its ErrorInfo's when
-// the status carries one of the admin domain, an *Error's, or "".
+// Reason is the fixed reason of an admin API error (Decode) or of an
+// *Error, "" for anything else.
 func Reason(err error) string {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Reason
 	}
-	st, ok := grpcStatus(err)
-	if !ok {
-		return ""
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == adminv1.ErrorDomain {
-			return info.GetReason()
-		}
+	if r, ok := errdefs.AsRefusal(Decode(err)); ok {
+		return r.Reason
 	}
 	return ""
 }
 
 // Unreachable reports whether err is the transport's failure to reach the
-// admin API (no answer from Core).
+// admin API (no answer from Core): UNAVAILABLE, and not in the admin
+// API's form.
 func Unreachable(err error) bool {
-	st, ok := grpcStatus(err)
-	return ok && st.Code() == codes.Unavailable && Reason(err) == ""
+	st, ok := grpcStatus(Decode(err))
+	return ok && st.Code() == codes.Unavailable
 }
 
 // snake turns a gRPC code name ("DeadlineExceeded") into a reason

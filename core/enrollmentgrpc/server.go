@@ -1,8 +1,3 @@
-// Package enrollmentgrpc is the thin gRPC adapter of
-// berth.enrollment.v1.EnrollmentService over core/enrollment, served on
-// Core's public mutual-TLS listener. It only converts the request and the
-// result; its error crosses once, through codec, with a fixed reason and
-// message and never the cause.
 package enrollmentgrpc
 
 import (
@@ -18,14 +13,19 @@ import (
 	"berth.dev/core/enrollment"
 )
 
-// Server is the gRPC EnrollmentService over enrollment.Service.
+// Server implements berth.enrollment.v1.EnrollmentService over
+// enrollment.Service.
 type Server struct {
 	enrollmentv1.UnimplementedEnrollmentServiceServer
 	svc *enrollment.Service
 }
 
-// NewServer returns the gRPC service.
-func NewServer(svc *enrollment.Service) *Server { return &Server{svc: svc} }
+// New returns the EnrollmentService over svc.
+func New(svc *enrollment.Service) *Server { return &Server{svc: svc} }
+
+// Register registers the service on g, which must have been built with
+// ServerOptions.
+func (s *Server) Register(g *grpc.Server) { enrollmentv1.RegisterEnrollmentServiceServer(g, s) }
 
 // codec is enrollment's one codec: the token refusal first (it wraps
 // ErrFenced), then the shared table; anything else is internal.
@@ -44,8 +44,8 @@ var errMalformed = errdefs.Invalid("request", "not a well-formed protobuf messag
 // ServerOptions are the options of the server enrollment is served on,
 // before any other interceptor option: its codec refuses a malformed body
 // with enrollment's INVALID_ARGUMENT (errgrpc.Decoder) instead of grpc-go's
-// INTERNAL and parser text. The caller is not authenticated yet.
-func ServerOptions() []grpc.ServerOption {
+// INTERNAL and parser text.
+func (s *Server) ServerOptions() []grpc.ServerOption {
 	return errgrpc.NewDecoder(0, func() error { return codec.ToStatus(errMalformed) }).ServerOptions()
 }
 
@@ -56,10 +56,5 @@ func (s *Server) Enroll(ctx context.Context, req *enrollmentv1.EnrollRequest) (*
 	if err != nil {
 		return nil, codec.ToStatus(err)
 	}
-	return &enrollmentv1.EnrollResponse{
-		NodeId:           res.NodeID.String(),
-		InstallationId:   res.InstallationID,
-		CertificateDer:   res.CertificateDER,
-		CaCertificateDer: res.CADER,
-	}, nil
+	return enrollResponse(res), nil
 }

@@ -4,16 +4,71 @@ import (
 	"github.com/google/uuid"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 )
 
-// SessionProto is the API form of a Session, with r the Runtime readiness
+// requestPaths maps the logic's field names to CreateSession's request
+// paths.
+var requestPaths = admin.FieldPaths{Renames: []admin.Rename{
+	{From: "display_name", To: "session.display_name"},
+	{From: "request_id", To: "request_id"},
+}}
+
+// outputOnlyEmpty refuses a CreateSession whose session sets an output
+// only field, naming the field.
+func outputOnlyEmpty(s *adminv1.Session) error {
+	const reason = "is output only"
+	switch {
+	case s.GetName() != "":
+		return errdefs.Invalid("session.name", reason)
+	case s.GetState() != adminv1.Session_STATE_UNSPECIFIED:
+		return errdefs.Invalid("session.state", reason)
+	case s.GetCreateTime() != nil:
+		return errdefs.Invalid("session.create_time", reason)
+	case s.GetDeleteTime() != nil:
+		return errdefs.Invalid("session.delete_time", reason)
+	case s.GetEnvironment() != nil:
+		return errdefs.Invalid("session.environment", reason)
+	case s.GetNode() != "":
+		return errdefs.Invalid("session.node", reason)
+	case s.GetAllocation() != "":
+		return errdefs.Invalid("session.allocation", reason)
+	}
+	return nil
+}
+
+// computeRequest parses a SuspendSession or ResumeSession request.
+func computeRequest(req interface {
+	GetName() string
+	GetRequestId() string
+}) (uuid.UUID, uuid.UUID, error) {
+	id, err := parseID("name", req.GetName(), admin.SessionName)
+	if err != nil {
+		return uuid.Nil, uuid.Nil, err
+	}
+	if err := admin.ValidateRequestID("request_id", req.GetRequestId()); err != nil {
+		return uuid.Nil, uuid.Nil, err
+	}
+	return id, uuid.MustParse(req.GetRequestId()), nil
+}
+
+// parseID validates name against p and returns its one UUID id.
+func parseID(field, name string, p admin.Pattern) (uuid.UUID, error) {
+	ids, err := admin.ValidateName(field, name, p)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return uuid.MustParse(ids[0]), nil
+}
+
+// sessionProto is the API form of a Session, with r the Runtime readiness
 // of its allocation. Its state and Environment are what the logic derives
 // (sessions.StateOf, sessions.EnvironmentOf).
-func SessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Session {
+func sessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Session {
 	env := sessions.EnvironmentOf(b, r)
 	out := &adminv1.Session{
 		Name:        admin.SessionName.Format(b.Session.ID.String()),
@@ -62,10 +117,10 @@ var computePhases = map[sessions.ComputePhase]adminv1.ComputePhase{
 	sessions.ComputeRestoring:  adminv1.ComputePhase_COMPUTE_PHASE_RESTORING,
 }
 
-// AllocationProto is the API form of an allocation. It carries Berth
+// allocationProto is the API form of an allocation. It carries Berth
 // names only: never the provider's native id, the device credential
 // (digest or sealed), the device id or the create receipt.
-func AllocationProto(a store.SessionAllocation) *adminv1.Allocation {
+func allocationProto(a store.SessionAllocation) *adminv1.Allocation {
 	return &adminv1.Allocation{
 		Name:              admin.AllocationName.Format(a.ID.String()),
 		Session:           admin.SessionName.Format(a.SessionID.String()),

@@ -1,7 +1,6 @@
 package deploymentadmin
 
 import (
-	"context"
 	"encoding/json"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -22,15 +21,6 @@ import (
 // credential objects.
 const maxObjectBytes = 64 << 10
 
-// NewServer returns s as berth.admin.v1.DeploymentService, for
-// admin.Options.Deployment. It only converts: requests to s's arguments,
-// its results to responses, the logic's field names to request field
-// paths; the admin server converts errors once. The credential is input
-// only: no response carries it, only has_credential.
-func NewServer(s *deployment.Service) adminv1.DeploymentServiceServer {
-	return &server{svc: s}
-}
-
 // requestPaths maps the registry's and the specification's field paths
 // (and the logic's own, "provider.kind", "specification.suspension") to
 // the request's, longest prefix first. A field of no known place is
@@ -47,52 +37,6 @@ var requestPaths = admin.FieldPaths{Default: "candidate", Renames: []admin.Renam
 	{From: "expected_generation", To: "expected_generation"},
 	{From: "update_mask", To: "update_mask"},
 }}
-
-type server struct {
-	adminv1.UnimplementedDeploymentServiceServer
-	svc *deployment.Service
-}
-
-func (g *server) GetDeployment(ctx context.Context, req *adminv1.GetDeploymentRequest) (*adminv1.GetDeploymentResponse, error) {
-	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Get(ctx) },
-		func(pb *adminv1.Deployment) *adminv1.GetDeploymentResponse {
-			return &adminv1.GetDeploymentResponse{Deployment: pb}
-		})
-}
-
-func (g *server) PreviewDeployment(ctx context.Context, req *adminv1.PreviewDeploymentRequest) (*adminv1.PreviewDeploymentResponse, error) {
-	c, set, err := maskedCandidate(req.GetCandidate(), req.GetUpdateMask())
-	if err != nil {
-		return nil, err
-	}
-	var p deployment.Preview
-	if set != nil {
-		p, err = g.svc.PreviewReplacement(ctx, c, set)
-	} else {
-		p, err = g.svc.Preview(ctx, c)
-	}
-	return reply(p.Deployment, err, func(pb *adminv1.Deployment) *adminv1.PreviewDeploymentResponse {
-		return &adminv1.PreviewDeploymentResponse{Deployment: pb, Changed: p.Changed, ExpectedGeneration: p.ExpectedGeneration}
-	})
-}
-
-func (g *server) ReplaceDeployment(ctx context.Context, req *adminv1.ReplaceDeploymentRequest) (*adminv1.ReplaceDeploymentResponse, error) {
-	c, set, err := maskedCandidate(req.GetCandidate(), req.GetUpdateMask())
-	if err != nil {
-		return nil, err
-	}
-	r, err := g.svc.Replace(ctx, c, set, req.GetExpectedGeneration())
-	return reply(r.Deployment, err, func(pb *adminv1.Deployment) *adminv1.ReplaceDeploymentResponse {
-		out := &adminv1.ReplaceDeploymentResponse{
-			Deployment: pb, Changed: r.Changed, RevokedEnrollmentTokens: r.RevokedTokens,
-			AdmissionPause: durationpb.New(r.AdmissionPause),
-		}
-		for _, id := range r.RetiredNodes {
-			out.RetiredNodes = append(out.RetiredNodes, admin.NodeName.Format(id.String()))
-		}
-		return out
-	})
-}
 
 // maskFields maps an update_mask path (relative to the candidate) to the
 // logic's fields.
@@ -142,59 +86,6 @@ func fieldsFromMask(m *fieldmaskpb.FieldMask) (deployment.Fields, error) {
 	return set, nil
 }
 
-func (g *server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploymentRequest) (*adminv1.CommitDeploymentResponse, error) {
-	c, err := candidateFromProto(req.GetCandidate(), false)
-	if err != nil {
-		return nil, err
-	}
-	d, err := g.svc.Commit(ctx, c, req.GetExpectedGeneration())
-	return reply(d, err, func(pb *adminv1.Deployment) *adminv1.CommitDeploymentResponse {
-		return &adminv1.CommitDeploymentResponse{Deployment: pb}
-	})
-}
-
-func (g *server) DisableProvider(ctx context.Context, req *adminv1.DisableProviderRequest) (*adminv1.DisableProviderResponse, error) {
-	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Disable(ctx) },
-		func(pb *adminv1.Deployment) *adminv1.DisableProviderResponse {
-			return &adminv1.DisableProviderResponse{Deployment: pb}
-		})
-}
-
-func (g *server) EnableProvider(ctx context.Context, req *adminv1.EnableProviderRequest) (*adminv1.EnableProviderResponse, error) {
-	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Enable(ctx) },
-		func(pb *adminv1.Deployment) *adminv1.EnableProviderResponse {
-			return &adminv1.EnableProviderResponse{Deployment: pb}
-		})
-}
-
-// onDeployment serves a call on the resource name ("deployment"): it
-// checks the name, runs call and replies with its Deployment.
-func onDeployment[R any](name string, call func() (deployment.Deployment, error), wrap func(*adminv1.Deployment) R) (R, error) {
-	if _, err := admin.ValidateName("name", name, admin.DeploymentName); err != nil {
-		var zero R
-		return zero, err
-	}
-	d, err := call()
-	return reply(d, err, wrap)
-}
-
-// reply converts the logic's answer: its error with the logic's field
-// names mapped to request paths, or its Deployment wrapped in the
-// response.
-func reply[R any](d deployment.Deployment, err error, wrap func(*adminv1.Deployment) R) (R, error) {
-	var zero R
-	if err != nil {
-		return zero, requestPaths.Map(err)
-	}
-	pb, err := deploymentProto(d)
-	if err != nil {
-		return zero, err
-	}
-	return wrap(pb), nil
-}
-
-// candidateFromProto converts a request's candidate. An absent or empty
-// credential object means no credential. A partial candidate (one with an
 // update_mask) may leave its specification out: the fields the mask does
 // not name are inherited anyway.
 func candidateFromProto(c *adminv1.DeploymentCandidate, partial bool) (deployment.Candidate, error) {

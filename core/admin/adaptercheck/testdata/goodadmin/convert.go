@@ -1,0 +1,4 @@
+package goodadmin
+
+// Proto converts a thing.
+func Proto(n int) int { return n }

@@ -1,0 +1,5 @@
+// Package goodadmin is a conforming adapter.
+//
+// Rules:
+//   - It only converts.
+package goodadmin

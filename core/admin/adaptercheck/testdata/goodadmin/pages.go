@@ -1,0 +1,3 @@
+package goodadmin
+
+const scopeListThings = "berth.admin.v1.ThingService/ListThings"

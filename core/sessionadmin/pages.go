@@ -1,0 +1,59 @@
+package sessionadmin
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/admin"
+	"berth.dev/core/sessions"
+	"berth.dev/core/store"
+)
+
+// The list calls' page token scopes: the method and every request field
+// that shapes the listing, so a token is refused by another method or
+// with another filter. They and the cursor encoding are part of every
+// token already handed out: changing either invalidates them.
+const (
+	scopeListSessions    = "berth.admin.v1.SessionService/ListSessions"
+	scopeListAllocations = "berth.admin.v1.AllocationService/ListAllocations"
+)
+
+// encodeCursor and decodeCursor are admin's creation-order cursor over a
+// store.AgeCursor.
+func encodeCursor(c store.AgeCursor) []byte { return admin.EncodeAgeCursor(c.CreatedAt, c.ID[:]) }
+
+func decodeCursor(b []byte) (store.AgeCursor, bool) {
+	createdAt, id, ok := admin.DecodeAgeCursor(b)
+	if !ok {
+		return store.AgeCursor{}, false
+	}
+	return store.AgeCursor{CreatedAt: createdAt, ID: uuid.UUID(id)}, true
+}
+
+// sessionKeyset pages ListSessions over svc.List, in creation order.
+func sessionKeyset(svc *sessions.Service, showDeleted bool) admin.Keyset[store.SessionBundle, store.AgeCursor] {
+	return admin.Keyset[store.SessionBundle, store.AgeCursor]{
+		Scope: []string{scopeListSessions, admin.FlagScope("show_deleted", showDeleted)},
+		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionBundle, error) {
+			return svc.List(ctx, after, limit, showDeleted)
+		},
+		Cursor:   func(b store.SessionBundle) ([]byte, error) { return encodeCursor(sessions.Cursor(b)), nil },
+		Position: decodeCursor,
+	}
+}
+
+// allocationKeyset pages ListAllocations over svc.ListAllocations, in
+// creation order.
+func allocationKeyset(svc *sessions.Service, showReleased bool) admin.Keyset[store.SessionAllocation, store.AgeCursor] {
+	return admin.Keyset[store.SessionAllocation, store.AgeCursor]{
+		Scope: []string{scopeListAllocations, admin.FlagScope("show_released", showReleased)},
+		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionAllocation, error) {
+			return svc.ListAllocations(ctx, after, limit, showReleased)
+		},
+		Cursor: func(a store.SessionAllocation) ([]byte, error) {
+			return encodeCursor(sessions.AllocationCursor(a)), nil
+		},
+		Position: decodeCursor,
+	}
+}

@@ -1,0 +1,174 @@
+package sessionadmin
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+
+	"berth.dev/core/admin"
+	"berth.dev/core/sessions"
+	"berth.dev/core/store"
+)
+
+// Server implements berth.admin.v1.SessionService and
+// berth.admin.v1.AllocationService over one sessions.Service: the
+// allocations are the Sessions' compute, read through the same logic and
+// paged the same way.
+type Server struct {
+	// A method added to either service later (ArchiveSession) answers
+	// UNIMPLEMENTED until it is implemented here.
+	adminv1.UnimplementedSessionServiceServer
+	adminv1.UnimplementedAllocationServiceServer
+	svc    *sessions.Service
+	tenant uuid.UUID
+	pages  *admin.PageTokens
+}
+
+// New returns the SessionService and AllocationService over s. tenant is
+// the tenant id every Session created through the admin API belongs to:
+// the admin API has no tenant field, so Core passes its one default
+// tenant. pages mints and checks the list calls' page tokens (its key
+// must outlive restarts). It refuses a missing s, pages or tenant.
+func New(s *sessions.Service, tenant uuid.UUID, pages *admin.PageTokens) (*Server, error) {
+	switch {
+	case s == nil:
+		return nil, errors.New("sessionadmin: no sessions service")
+	case pages == nil:
+		return nil, errors.New("sessionadmin: no page tokens")
+	case tenant == uuid.Nil:
+		return nil, errors.New("sessionadmin: no tenant id")
+	}
+	return &Server{svc: s, tenant: tenant, pages: pages}, nil
+}
+
+// Register registers both services on s.
+func (g *Server) Register(s *grpc.Server) {
+	adminv1.RegisterSessionServiceServer(s, g)
+	adminv1.RegisterAllocationServiceServer(s, g)
+}
+
+// CreateSession creates a Session of the tenant; Core places it and creates its sandbox in the background.
+func (g *Server) CreateSession(ctx context.Context, req *adminv1.CreateSessionRequest) (*adminv1.CreateSessionResponse, error) {
+	if err := admin.ValidateRequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	if err := outputOnlyEmpty(req.GetSession()); err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Create(ctx, sessions.CreateRequest{
+		RequestID:   uuid.MustParse(req.GetRequestId()),
+		TenantID:    g.tenant,
+		DisplayName: req.GetSession().GetDisplayName(),
+	})
+	if err != nil {
+		return nil, requestPaths.Map(err)
+	}
+	return &adminv1.CreateSessionResponse{Session: g.proto(ctx, b)}, nil
+}
+
+// proto maps one Session with its Runtime readiness; a failed readiness
+// read reports no Runtime fact rather than failing the call, since the
+// Session itself was read (and possibly changed) already.
+func (g *Server) proto(ctx context.Context, b store.SessionBundle) *adminv1.Session {
+	ready, err := g.svc.Readiness(ctx, b)
+	if err != nil {
+		return sessionProto(b, store.RuntimeReadiness{})
+	}
+	return sessionProto(b, ready[b.Allocation.ID])
+}
+
+// GetSession reads a Session with its Runtime readiness.
+func (g *Server) GetSession(ctx context.Context, req *adminv1.GetSessionRequest) (*adminv1.GetSessionResponse, error) {
+	id, err := parseID("name", req.GetName(), admin.SessionName)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.GetSessionResponse{Session: g.proto(ctx, b)}, nil
+}
+
+// ListSessions lists Sessions in creation order.
+func (g *Server) ListSessions(ctx context.Context, req *adminv1.ListSessionsRequest) (*adminv1.ListSessionsResponse, error) {
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), sessionKeyset(g.svc, req.GetShowDeleted()))
+	if err != nil {
+		return nil, err
+	}
+	ready, err := g.svc.Readiness(ctx, page...)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ListSessionsResponse{
+		Sessions: admin.Protos(page, func(b store.SessionBundle) *adminv1.Session {
+			return sessionProto(b, ready[b.Allocation.ID])
+		}),
+		NextPageToken: next,
+	}, nil
+}
+
+// DeleteSession requests a Session's deletion.
+func (g *Server) DeleteSession(ctx context.Context, req *adminv1.DeleteSessionRequest) (*adminv1.DeleteSessionResponse, error) {
+	id, err := parseID("name", req.GetName(), admin.SessionName)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Delete(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.DeleteSessionResponse{Session: g.proto(ctx, b)}, nil
+}
+
+// SuspendSession requests a Session's suspension.
+func (g *Server) SuspendSession(ctx context.Context, req *adminv1.SuspendSessionRequest) (*adminv1.SuspendSessionResponse, error) {
+	id, requestID, err := computeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Suspend(ctx, id, requestID)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.SuspendSessionResponse{Session: g.proto(ctx, b)}, nil
+}
+
+// ResumeSession requests a suspended Session's restore.
+func (g *Server) ResumeSession(ctx context.Context, req *adminv1.ResumeSessionRequest) (*adminv1.ResumeSessionResponse, error) {
+	id, requestID, err := computeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Resume(ctx, id, requestID)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ResumeSessionResponse{Session: g.proto(ctx, b)}, nil
+}
+
+// ListAllocations lists allocations in creation order.
+func (g *Server) ListAllocations(ctx context.Context, req *adminv1.ListAllocationsRequest) (*adminv1.ListAllocationsResponse, error) {
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), allocationKeyset(g.svc, req.GetShowReleased()))
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ListAllocationsResponse{Allocations: admin.Protos(page, allocationProto), NextPageToken: next}, nil
+}
+
+// GetAllocation reads an allocation.
+func (g *Server) GetAllocation(ctx context.Context, req *adminv1.GetAllocationRequest) (*adminv1.GetAllocationResponse, error) {
+	id, err := parseID("name", req.GetName(), admin.AllocationName)
+	if err != nil {
+		return nil, err
+	}
+	a, err := g.svc.GetAllocation(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.GetAllocationResponse{Allocation: allocationProto(a)}, nil
+}
