@@ -159,7 +159,7 @@ func fenced(err error) error {
 
 // arm arms the suspension of idle candidate a.
 func (w *Worker) arm(ctx context.Context, a store.Allocation) error {
-	armed, err := w.cfg.Store.ArmSuspension(ctx, a.ID, a.Revision, w.cfg.NewID())
+	_, err := w.cfg.Suspension.Arm(ctx, a, w.cfg.NewID())
 	if errors.Is(err, store.ErrNoRoom) {
 		return nil // the node keeps max_retained snapshots: the Session keeps running
 	}
@@ -167,16 +167,7 @@ func (w *Worker) arm(ctx context.Context, a store.Allocation) error {
 		return err
 	}
 	w.cfg.Log.Info("lifecycle suspension armed", "node", w.node, "allocation", a.ID)
-	w.notify(armed)
 	return nil
-}
-
-// notify wakes the gateway's connection of a's Session (it delivers or
-// withdraws a quiesce on the phase it reads).
-func (w *Worker) notify(a store.Allocation) {
-	if w.cfg.NotifyEnvironment != nil {
-		w.cfg.NotifyEnvironment(a.EnvironmentID)
-	}
 }
 
 // advance moves one allocation of the suspension cycle on.
@@ -187,10 +178,9 @@ func (w *Worker) advance(ctx context.Context, cp sandbox.CheckpointProvider, sw 
 		op := *a.Suspension.Operation
 		switch {
 		case sw.WorkWaiting, a.Suspension.AckedAt == nil && sw.QuiesceOverdue:
-			aborted, err := w.cfg.Store.AbortQuiesce(ctx, a.ID, op)
+			_, err := w.cfg.Suspension.Abort(ctx, a, op)
 			if err == nil {
 				w.cfg.Log.Info("lifecycle suspension aborted", "node", w.node, "allocation", a.ID, "work_waiting", sw.WorkWaiting)
-				w.notify(aborted)
 			}
 			return err
 		case a.Suspension.AckedAt != nil:
@@ -226,7 +216,7 @@ func (w *Worker) advance(ctx context.Context, cp sandbox.CheckpointProvider, sw 
 // expire ends allocation a, suspended or restoring past its snapshot's
 // retention deadline (store.ExpireRetention).
 func (w *Worker) expire(ctx context.Context, a store.Allocation) error {
-	term, err := w.cfg.Store.ExpireRetention(ctx, a.ID)
+	term, err := w.cfg.Suspension.Expire(ctx, a)
 	if err == nil {
 		w.cfg.Log.Info("lifecycle snapshot retention expired", "node", w.node, "allocation", a.ID,
 			"phase", a.ComputePhase, "settled_turns", len(term.SettledTurns))
@@ -241,9 +231,8 @@ func (w *Worker) capture(ctx context.Context, cp sandbox.CheckpointProvider, a s
 	if err != nil {
 		return err
 	}
-	claimed, err := w.cfg.Store.ClaimCapture(ctx, a.ID, op)
+	claimed, err := w.cfg.Suspension.BeginCapture(ctx, a, op)
 	if err != nil {
-		w.notify(a) // an abort because work arrived: the gateway reopens admission
 		return err
 	}
 	ctx, end := w.tel.operation(ctx, opCapture, w.node, a.ID)
@@ -285,7 +274,7 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 	case callErr == nil && res.Snapshot.ID != "" && res.Source.State == sandbox.ComputeRunning:
 		// The source runs again (a rollback overtook the capture): it stays,
 		// and the snapshot is owed to cleanup.
-		_, err := w.cfg.Store.RollBackCapture(rctx, a.ID, op, "", &res.Snapshot)
+		_, err := w.cfg.Suspension.RolledBack(rctx, a, op, "", &res.Snapshot)
 		return err
 	case callErr == nil && res.Snapshot.ID != "":
 		if res.Source.State != sandbox.ComputeAbsent {
@@ -298,10 +287,9 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 				return err
 			}
 		}
-		suspended, err := w.cfg.Store.RecordSuspended(rctx, a.ID, op, res.Snapshot)
+		_, err := w.cfg.Suspension.Captured(rctx, a, op, res.Snapshot)
 		if err == nil {
 			w.cfg.Log.Info("lifecycle suspended", "node", w.node, "allocation", a.ID)
-			w.notify(suspended)
 		}
 		return err
 	case errors.Is(callErr, errdefs.ErrNotFound):
@@ -323,10 +311,9 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 		if res.Snapshot.ID != "" {
 			left = &res.Snapshot
 		}
-		rolled, err := w.cfg.Store.RollBackCapture(rctx, a.ID, op, id, left)
+		_, err = w.cfg.Suspension.RolledBack(rctx, a, op, id, left)
 		if err == nil {
 			w.cfg.Log.Info("lifecycle capture rolled back", "node", w.node, "allocation", a.ID)
-			w.notify(rolled)
 		}
 		return err
 	}
@@ -364,7 +351,7 @@ func (w *Worker) restore(ctx context.Context, cp sandbox.CheckpointProvider, a s
 	if err != nil {
 		return err
 	}
-	armed, err := w.cfg.Store.ArmRestore(ctx, a.ID, a.Revision, w.cfg.NewID(), target)
+	armed, err := w.cfg.Suspension.PrepareRestore(ctx, a, w.cfg.NewID(), target)
 	if errors.Is(err, store.ErrNoRoom) || errors.Is(err, store.ErrProviderDisabled) || errors.Is(err, store.ErrTargetOwed) {
 		// No active slot on the node, the provider disabled, or an
 		// abandoned target not yet confirmed absent: the work waits.
@@ -394,7 +381,7 @@ func (w *Worker) resume(ctx context.Context, cp sandbox.CheckpointProvider, a st
 	op := *a.Suspension.RestoreOperation
 	req := sandbox.ResumeRequest{Snapshot: a.Suspension.Snapshot, Target: target, OperationID: op.String(),
 		Resources: gen.Specification.Resources, Bootstrap: bootstrap, CoreCA: w.cfg.RuntimeCA}
-	if _, err := w.cfg.Store.ClaimRestore(ctx, a.ID, op); err != nil {
+	if _, err := w.cfg.Suspension.BeginRestore(ctx, a, op); err != nil {
 		if errors.Is(err, store.ErrProviderDisabled) {
 			return nil // the receipt stays fresh: the restore waits for the provider
 		}
@@ -474,7 +461,7 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 	defer rcancel()
 	if got.AbsenceReceipt {
 		// The target's name is claimed: the attempt can never make it.
-		if _, err := w.cfg.Store.AbandonRestoreOnReceipt(rctx, a.ID, op); err != nil {
+		if _, err := w.cfg.Suspension.RestoreAbsent(rctx, a, op); err != nil {
 			return err
 		}
 		w.cfg.Log.Info("lifecycle restore abandoned on its absence receipt", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
@@ -487,7 +474,7 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 		return w.claimRestoreTarget(ctx, cp, a, target)
 	}
 	target.ID = got.Compute.ID
-	if _, err := w.cfg.Store.AbandonRestore(rctx, a.ID, op, target); err != nil {
+	if _, err := w.cfg.Suspension.RestoreAbandoned(rctx, a, op, target); err != nil {
 		return err
 	}
 	w.cfg.Log.Info("lifecycle restore abandoned", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
@@ -523,7 +510,7 @@ func (w *Worker) settleRestore(ctx context.Context, cp sandbox.CheckpointProvide
 		return errors.New("restore returned another incarnation than its target")
 	}
 	rctx, rcancel := recordContext(ctx)
-	restored, err := w.cfg.Store.RecordRestored(rctx, a.ID, op, got.Compute.ID)
+	restored, err := w.cfg.Suspension.Restored(rctx, a, op, got.Compute.ID)
 	rcancel()
 	if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
 		// Deletion, device revocation or retention expiry came first: the
@@ -554,7 +541,6 @@ func (w *Worker) wakeRuntime(ctx context.Context, cp sandbox.CheckpointProvider,
 	if err != nil || (res.ExitCode != 0 && res.ExitCode != runtimebootstrap.WakeNotParked) {
 		w.cfg.Log.Info("lifecycle wake not confirmed", "node", w.node, "allocation", a.ID, "exit_code", res.ExitCode, "error", err)
 	}
-	w.notify(a)
 }
 
 // deleteLeftovers deletes the owed leftovers of allocation id exactly and
@@ -580,7 +566,7 @@ func (w *Worker) deleteLeftovers(ctx context.Context, cp sandbox.CheckpointProvi
 		if err != nil {
 			return err
 		}
-		if err := w.cfg.Store.MarkLeftoverDeleted(ctx, l.ID); err != nil {
+		if err := w.cfg.Suspension.LeftoverDeleted(ctx, l.ID); err != nil {
 			return err
 		}
 	}

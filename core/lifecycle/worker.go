@@ -233,20 +233,27 @@ type Store interface {
 	// The suspension cycle (suspend.go).
 	ListSuspensionCandidatesForNode(ctx context.Context, sc store.SuspensionScan) ([]store.SuspensionCandidate, error)
 	ListSuspensionWorkForNode(ctx context.Context, sc store.SuspensionWorkScan) ([]store.SuspensionWork, error)
-	ArmSuspension(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID) (store.Allocation, error)
-	AbortQuiesce(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	ClaimCapture(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	RecordSuspended(ctx context.Context, id, op uuid.UUID, snap sandbox.SnapshotIdentity) (store.Allocation, error)
-	RollBackCapture(ctx context.Context, id, op uuid.UUID, computeID string, leftover *sandbox.SnapshotIdentity) (store.Allocation, error)
-	ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
-	ClaimRestore(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	RecordRestored(ctx context.Context, id, op uuid.UUID, computeID string) (store.Allocation, error)
-	AbandonRestore(ctx context.Context, id, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
-	AbandonRestoreOnReceipt(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	ExpireRetention(ctx context.Context, id uuid.UUID) (store.Termination, error)
 	ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]uuid.UUID, error)
 	ListOwedLeftovers(ctx context.Context, a store.Allocation) ([]store.Leftover, error)
-	MarkLeftoverDeleted(ctx context.Context, id int64) error
+}
+
+// Suspension records the suspension cycle's outcomes: core/suspension's
+// Service, the one writer of compute-phase state, which also announces
+// each transition to the Runtime gateway. The worker only decides and
+// calls the provider.
+type Suspension interface {
+	Arm(ctx context.Context, a store.Allocation, op uuid.UUID) (store.Allocation, error)
+	Abort(ctx context.Context, a store.Allocation, op uuid.UUID) (store.Allocation, error)
+	BeginCapture(ctx context.Context, a store.Allocation, op uuid.UUID) (store.Allocation, error)
+	Captured(ctx context.Context, a store.Allocation, op uuid.UUID, snap sandbox.SnapshotIdentity) (store.Allocation, error)
+	RolledBack(ctx context.Context, a store.Allocation, op uuid.UUID, computeID string, leftover *sandbox.SnapshotIdentity) (store.Allocation, error)
+	PrepareRestore(ctx context.Context, a store.Allocation, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
+	BeginRestore(ctx context.Context, a store.Allocation, op uuid.UUID) (store.Allocation, error)
+	Restored(ctx context.Context, a store.Allocation, op uuid.UUID, computeID string) (store.Allocation, error)
+	RestoreAbandoned(ctx context.Context, a store.Allocation, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
+	RestoreAbsent(ctx context.Context, a store.Allocation, op uuid.UUID) (store.Allocation, error)
+	Expire(ctx context.Context, a store.Allocation) (store.Termination, error)
+	LeftoverDeleted(ctx context.Context, id int64) error
 }
 
 // Defaults of Config.
@@ -278,6 +285,9 @@ type ProviderFunc func(nodeID uuid.UUID) (sandbox.SandboxProvider, error)
 type Config struct {
 	// Store must act for Core's owner epoch (a *store.Owner, store.Store.AsOwner).
 	Store Store
+	// Suspension records every suspension outcome (core/suspension's
+	// Service, bound to the same owner epoch as Store).
+	Suspension Suspension
 	// Key opens the sealed device credentials.
 	Key secrets.Key
 	// Installation gives the credentials' binding (ID) and the Runtime's
@@ -315,10 +325,6 @@ type Config struct {
 	// time a drain passes DrainTimeout (Core closes admission until it
 	// restarts: sessions.Service.CloseAdmission). It must not block.
 	OwnerFailure func(nodes []uuid.UUID)
-	// NotifyEnvironment, when set, is told of each suspension transition
-	// of an Environment's allocation (Core wakes the Runtime gateway's
-	// connection of the Environment's Session with it).
-	NotifyEnvironment func(environmentID uuid.UUID)
 	// RuntimeCA is the PEM CA certificate a Runtime trusts for the
 	// installation's https URL when Core's gateway certificate is issued
 	// from the installation CA; every Create and restore sends it

@@ -38,6 +38,20 @@ type Store interface {
 	ExpireQueuedTurns(ctx context.Context) ([]store.TurnRef, error)
 	UnconfirmOrphanedTurns(ctx context.Context) ([]store.TurnRef, error)
 	EndTurnsOnLostCompute(ctx context.Context) ([]store.TurnRef, error)
+	// A Runtime connection's start and end unconfirm the Turns that ran
+	// on the connection it ends (runtime.go).
+	AcceptRuntime(ctx context.Context, p store.AcceptRuntimeParams) (store.RuntimeGrant, error)
+	CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
+}
+
+// Writes lists the store methods this package alone calls: every write
+// of Turn state, including a Runtime connection's start and end, which
+// unconfirm the Turns that ran on the connection they end. The one-writer
+// test (writers_test.go) fails when another package of the core module
+// calls one.
+var Writes = []string{
+	"SubmitTurn", "RequestTurnCancel", "ClaimNextTurn", "MarkTurnStarted", "AppendTurnOutput", "FinishTurn",
+	"ExpireQueuedTurns", "UnconfirmOrphanedTurns", "EndTurnsOnLostCompute", "AcceptRuntime", "CloseRuntimeConnection",
 }
 
 // Bounds and defaults of a Turn.
