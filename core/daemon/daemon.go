@@ -43,6 +43,7 @@ import (
 	"berth.dev/core/sessionadmin"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
+	"berth.dev/core/suspension"
 	"berth.dev/core/turnadmin"
 	"berth.dev/core/turns"
 )
@@ -126,6 +127,7 @@ type core struct {
 
 	manager     *nodes.Manager
 	turns       *turns.Service
+	suspension  *suspension.Service
 	sessions    *sessions.Service
 	coordinator *lifecycle.Coordinator
 	// metrics is the metrics pipeline (nil: no --metrics-listen).
@@ -332,6 +334,9 @@ func (c *core) setupNodes(context.Context) error {
 // it) and runs its sweep.
 func (c *core) setupTurns(context.Context) error {
 	c.turns = turns.New(c.owned, c.masterKey, c.inst.ID, uuid.New, turns.NewHub())
+	// The one writer of compute-phase state; its announcement of a
+	// transition wakes the gateway's connection of the Session.
+	c.suspension = suspension.New(c.owned, func(id uuid.UUID) { c.turns.Notify(id) })
 	log := c.log.With("component", "turns")
 	c.group.addWorker(func(ctx context.Context) error {
 		c.turns.Sweep(ctx, log)
@@ -343,7 +348,7 @@ func (c *core) setupTurns(context.Context) error {
 // setupSessions makes the Session service (the admin API serves it; the
 // lifecycle's owner failures close its admission).
 func (c *core) setupSessions(context.Context) error {
-	c.sessions = sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New)
+	c.sessions = sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New, c.suspension)
 	c.sessions.NotifyTerminations(c.turns.Terminated)
 	return nil
 }
@@ -354,13 +359,12 @@ func (c *core) setupSessions(context.Context) error {
 // it again.
 func (c *core) setupLifecycle(context.Context) error {
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
-		Store: c.owned, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
+		Store: c.owned, Suspension: c.suspension, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
 		ObservePeriod: DefaultObservePeriod, KeepaliveInterval: DefaultComputeKeepalive,
 		CreateAbandonAfter: c.cfg.CreateAbandonAfter,
 		QuiesceTimeout:     c.cfg.QuiesceTimeout, RestoreAbandonAfter: c.cfg.RestoreAbandonAfter,
-		Provider:          func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
-		NotifyEnvironment: func(id uuid.UUID) { c.turns.Notify(id) },
-		RuntimeCA:         c.runtimeCA,
+		Provider:  func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
+		RuntimeCA: c.runtimeCA,
 		// A drain past its bound (a retirement's, a replacement's, a
 		// removed node's, or at shutdown) is an owner failure: admission
 		// closes until Core restarts.
@@ -427,7 +431,7 @@ func (c *core) setupGateway(context.Context) error {
 		// trace, linked to whatever context it brought.
 		grpc.StatsHandler(otelsetup.PublicServerHandler()))...)
 	gateway.New(gateway.Config{
-		Store: c.owned, Turns: c.turns, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
+		Store: c.owned, Turns: c.turns, Suspension: c.suspension, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
 		Log: c.log.With("component", "gateway"),
 	}).Register(srv)
 	var err error

@@ -21,20 +21,23 @@ import (
 	"berth.dev/runtimebootstrap"
 )
 
-// Store is what the gateway reads and writes of Runtime connections: the
-// owner-bound store, because admission is fenced by the owner epoch.
-// Turn state it records only through core/turns.
+// Store is what the gateway reads and writes of Runtime connections. A
+// connection's start and end, and Turn state, it records only through
+// core/turns; the suspension cycle only through core/suspension.
 type Store interface {
-	AcceptRuntime(ctx context.Context, p store.AcceptRuntimeParams) (store.RuntimeGrant, error)
 	MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (store.RuntimeConnection, error)
 	TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error
 	GetRuntimeConnection(ctx context.Context, id uuid.UUID) (conn store.RuntimeConnection, now time.Time, err error)
-	CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
 	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
-	// The suspension cycle's Runtime half (suspend.go).
+	// The compute phase the connection follows (suspend.go).
 	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
-	RecordQuiesceAck(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	AbortQuiesce(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
+}
+
+// Suspension records what a Runtime answers to a quiesce: core/suspension's
+// Service, the one writer of compute-phase state.
+type Suspension interface {
+	QuiesceAcknowledged(ctx context.Context, allocationID, op uuid.UUID) error
+	QuiesceRejected(ctx context.Context, allocationID, op uuid.UUID) error
 }
 
 // Defaults of Config.
@@ -58,9 +61,10 @@ const (
 
 // Config configures a Gateway.
 type Config struct {
-	Store Store
-	Turns *turns.Service
-	NewID func() uuid.UUID
+	Store      Store
+	Turns      *turns.Service
+	Suspension Suspension
+	NewID      func() uuid.UUID
 	// Keepalive is the interval of service keepalives (DefaultKeepalive
 	// when 0).
 	Keepalive time.Duration
@@ -183,7 +187,6 @@ func (g *Gateway) connect(s stream) error {
 		"session", grant.SessionID.String(), "generation", grant.Connection.Generation), ctx: ctx}
 	g.tel.connected(ctx)
 	defer c.close()
-	g.cfg.Turns.Unconfirmed(grant.Unconfirmed...)
 	if err := s.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_Welcome{Welcome: &runtimev1.Welcome{
 		ConnectionId:         grant.Connection.ID.String(),
 		ConnectionGeneration: grant.Connection.Generation,
@@ -210,7 +213,7 @@ func (g *Gateway) accept(ctx context.Context, h *runtimev1.Hello) (store.Runtime
 	}
 	deadline := time.Now().Add(g.cfg.SettleWait)
 	for {
-		grant, err := g.cfg.Store.AcceptRuntime(ctx, store.AcceptRuntimeParams{
+		grant, err := g.cfg.Turns.ConnectionOpened(ctx, store.AcceptRuntimeParams{
 			ConnectionID: g.cfg.NewID(), DeviceID: device, Credential: runtimebootstrap.NewSecret(h.GetCredential()),
 			RuntimeVersion: h.GetRuntimeVersion(),
 		})
@@ -569,12 +572,11 @@ func (c *conn) close() {
 	defer cancel()
 	c.g.tel.closed(ctx)
 	c.g.tel.lost(c.currentSpan)
-	ids, err := c.g.cfg.Store.CloseRuntimeConnection(ctx, c.id())
+	ids, err := c.g.cfg.Turns.ConnectionClosed(ctx, c.id(), c.grant.SessionID)
 	if err != nil {
 		c.log.Warn("record disconnect failed", "error", err)
 		return
 	}
-	c.g.cfg.Turns.Unconfirmed(append(ids, c.grant.SessionID)...)
 	c.log.Info("runtime disconnected", "unconfirmed_turns", len(ids))
 }
 

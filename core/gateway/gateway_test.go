@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/core/gateway"
 	"berth.dev/core/store"
+	"berth.dev/core/suspension"
 	"berth.dev/core/turns"
 	"berth.dev/core/turns/turnstest"
 )
@@ -37,7 +38,7 @@ func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	t.Helper()
 	tf := turnstest.New(t)
 	srv := grpc.NewServer(gateway.ServerOptions()...)
-	gateway.New(gateway.Config{Store: tf.St, Turns: tf.Svc, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
+	gateway.New(gateway.Config{Store: tf.St, Turns: tf.Svc, Suspension: suspension.New(tf.St, func(id uuid.UUID) { tf.Svc.Notify(id) }), NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
 	cc := errgrpctest.Serve(t, srv)
 	return &fixture{
 		st: tf.St, turns: tf.Svc, client: runtimev1.NewRuntimeGatewayServiceClient(cc), cc: cc,

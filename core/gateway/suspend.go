@@ -63,7 +63,7 @@ func (c *conn) quiesceAcked(ctx context.Context, token string) error {
 	if c.quiesce == uuid.Nil || token != c.quiesce.String() {
 		return errInvalid
 	}
-	_, err := c.g.cfg.Store.RecordQuiesceAck(ctx, c.grant.Connection.AllocationID, c.quiesce)
+	err := c.g.cfg.Suspension.QuiesceAcknowledged(ctx, c.grant.Connection.AllocationID, c.quiesce)
 	if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
 		c.log.Info("quiesce acknowledged after the suspension ended")
 		return errNotAdmit
@@ -87,7 +87,7 @@ func (c *conn) quiesceRejected(ctx context.Context, token, reason string) error 
 	}
 	op := c.quiesce
 	c.quiesce = uuid.Nil
-	_, err := c.g.cfg.Store.AbortQuiesce(ctx, c.grant.Connection.AllocationID, op)
+	err := c.g.cfg.Suspension.QuiesceRejected(ctx, c.grant.Connection.AllocationID, op)
 	if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
 		return nil // already ended
 	}

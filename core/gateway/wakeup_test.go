@@ -15,6 +15,7 @@ import (
 	"berth.dev/core/gateway"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
+	"berth.dev/core/suspension"
 	"berth.dev/core/turns"
 	"berth.dev/core/turns/turnstest"
 )
@@ -70,7 +71,7 @@ func TestATurnSubmittedDuringAClaimIsDeliveredAtOnce(t *testing.T) {
 		}
 	}
 	srv := grpc.NewServer(gateway.ServerOptions()...)
-	gateway.New(gateway.Config{Store: tf.St, Turns: svc, NewID: uuid.New, Keepalive: time.Minute, SettleWait: 200 * time.Millisecond}).Register(srv)
+	gateway.New(gateway.Config{Store: tf.St, Turns: svc, Suspension: suspension.New(tf.St, func(id uuid.UUID) { svc.Notify(id) }), NewID: uuid.New, Keepalive: time.Minute, SettleWait: 200 * time.Millisecond}).Register(srv)
 	f := &fixture{st: tf.St, turns: svc, client: runtimev1.NewRuntimeGatewayServiceClient(errgrpctest.Serve(t, srv)),
 		session: tf.Session, cred: tf.Cred, epoch: tf.St.Epoch()}
 

@@ -24,6 +24,7 @@ import (
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
+	"berth.dev/core/suspension"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/docker/dockertest"
@@ -106,14 +107,14 @@ func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
 		e.place = n.id
 	}
 	e.cfg = lifecycle.Config{
-		Store: st, Key: key, Installation: inst,
+		Store: st, Suspension: suspension.New(st, nil), Key: key, Installation: inst,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) {
 			return e.nodes[id].p, nil
 		},
 		CallTimeout: 20 * time.Second,
 		Interval:    20 * time.Millisecond,
 	}
-	e.svc = sessions.New(st, key, inst.ID, uuid.New)
+	e.svc = sessions.New(st, key, inst.ID, uuid.New, e.cfg.Suspension.(*suspension.Service))
 	// As Core wires it (core/daemon): an owner failure closes admission.
 	e.cfg.OwnerFailure = func([]uuid.UUID) { e.svc.CloseAdmission() }
 	return e

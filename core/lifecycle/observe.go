@@ -74,7 +74,7 @@ func (c Config) observeWait() time.Duration {
 	return time.Microsecond
 }
 
-// observePage runs one page (store.NodePageSize) of the observation scan:
+// pass runs one page (store.NodePageSize) of the observation scan:
 // the node's running allocations with settled creation, in id order, with
 // its own cursor that wraps after the last page. For each allocation whose
 // observation is due it reads the compute (GetInfo) and records what it
@@ -86,7 +86,7 @@ func (c Config) observeWait() time.Duration {
 // it) a due observation is recorded unavailable without a call, so a
 // Session on an unreachable node is not reported available on the
 // strength of an old observation (observeScan).
-func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) error {
+func (w *observer) pass(ctx context.Context, p sandbox.SandboxProvider) error {
 	return w.observeScan(ctx, p, errdefs.ErrObservationUnavailable)
 }
 
@@ -95,7 +95,7 @@ func (w *Worker) observePage(ctx context.Context, p sandbox.SandboxProvider) err
 // protocol carries none) is recorded with its fixed reason, such as the
 // node's backend_fingerprint_mismatch, anything else as
 // observation_unavailable (observed).
-func (w *Worker) observeScan(ctx context.Context, p sandbox.SandboxProvider, unreachable error) error {
+func (w *observer) observeScan(ctx context.Context, p sandbox.SandboxProvider, unreachable error) error {
 	// Only a refusal keeps its own meaning: any other reason there is no
 	// provider (ErrNotFound for a node without a connection loop among
 	// them) observed nothing, and is never a missing observation.
@@ -104,8 +104,8 @@ func (w *Worker) observeScan(ctx context.Context, p sandbox.SandboxProvider, unr
 	} else {
 		unreachable = errdefs.ErrObservationUnavailable
 	}
-	page, err := w.cfg.Store.ListObservableForNode(ctx, store.ObservableScan{
-		NodeID: w.node, After: w.observeAfter, Limit: store.NodePageSize,
+	page, err := w.store.ListObservableForNode(ctx, store.ObservableScan{
+		NodeID: w.node, After: w.after, Limit: store.NodePageSize,
 		ObserveAfter: w.cfg.observeWait(), KeepaliveAfter: w.cfg.KeepaliveInterval,
 	})
 	if err != nil {
@@ -120,7 +120,7 @@ func (w *Worker) observeScan(ctx context.Context, p sandbox.SandboxProvider, unr
 	// own, as before: the Turn sweep and the Session API act on it.
 	var batch []pendingRecord
 	defer func() { w.recordBatch(ctx, batch) }()
-	return scan(ctx, &w.observeAfter, page, func(o store.Observable) uuid.UUID { return o.ID }, func(o store.Observable) error {
+	return scan(ctx, &w.after, page, func(o store.Observable) uuid.UUID { return o.ID }, func(o store.Observable) error {
 		rec, err := w.observeRunning(ctx, p, o, unreachable)
 		if rec != nil {
 			batch = append(batch, *rec)
@@ -141,7 +141,7 @@ type pendingRecord struct {
 // recordBatch records the page's unchanged running observations in one
 // transaction (detached from ctx's cancellation, like every record of a
 // provider outcome, and bounded).
-func (w *Worker) recordBatch(ctx context.Context, batch []pendingRecord) {
+func (w *observer) recordBatch(ctx context.Context, batch []pendingRecord) {
 	if len(batch) == 0 {
 		return
 	}
@@ -151,7 +151,7 @@ func (w *Worker) recordBatch(ctx context.Context, batch []pendingRecord) {
 	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	errs, err := w.cfg.Store.RecordObservations(rctx, ps)
+	errs, err := w.store.RecordObservations(rctx, ps)
 	if err != nil {
 		if !errors.Is(err, store.ErrSuperseded) {
 			w.cfg.Log.Warn("lifecycle observe", "node", w.node, "allocations", len(ps), "error", err)
@@ -178,7 +178,7 @@ func keepaliveWanted(o store.Observable) bool {
 // observeRunning observes o when due. Compute found running as last
 // recorded, with no keepalive to confirm, is returned for the page's
 // batch instead of recorded here; everything else is recorded at once.
-func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable, unreachable error) (*pendingRecord, error) {
+func (w *observer) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable, unreachable error) (*pendingRecord, error) {
 	keepalive := p != nil && keepaliveWanted(o)
 	if !keepalive && !o.ObservationDue {
 		return nil, nil
@@ -246,7 +246,7 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	_, err := w.cfg.Store.RecordObservation(rctx, params)
+	_, err := w.store.RecordObservation(rctx, params)
 	if err == nil && compute != o.Observation.Compute {
 		w.cfg.Log.Info("lifecycle observed compute", "node", w.node, "allocation", o.ID, "reason", reason)
 	}
@@ -255,7 +255,7 @@ func (w *Worker) observeRunning(ctx context.Context, p sandbox.SandboxProvider, 
 
 // getCompute observes a's current incarnation (GetCompute) as an Info of
 // its Reference with the incarnation's native id.
-func (w *Worker) getCompute(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) (sandbox.Info, error) {
+func (w *observer) getCompute(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) (sandbox.Info, error) {
 	c, err := a.Compute(cp.Initial)
 	if err != nil {
 		return sandbox.Info{}, err
@@ -279,7 +279,7 @@ func (w *Worker) getCompute(ctx context.Context, cp sandbox.CheckpointProvider, 
 	return sandbox.Info{Reference: c.Reference, ProviderID: ci.Compute.ID, State: state}, nil
 }
 
-func (w *Worker) getInfo(ctx context.Context, p sandbox.SandboxProvider, ref sandbox.Reference) (sandbox.Info, error) {
+func (w *observer) getInfo(ctx context.Context, p sandbox.SandboxProvider, ref sandbox.Reference) (sandbox.Info, error) {
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	defer cancel()
 	return p.GetInfo(callCtx, ref)

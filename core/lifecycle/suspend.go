@@ -14,82 +14,6 @@ import (
 	"berth.dev/sandbox/errdefs"
 )
 
-// Suspension and wake (the guide's "Suspension"; store/suspension.go and
-// migration 0016 hold the phases and their rules). The worker only
-// drives them, one allocation at a time, inside its serial pass:
-//   - An idle candidate (store.ListSuspensionCandidatesForNode) is armed
-//     (store.ArmSuspension repeats the idle test under the Session lock and
-//     takes a retained slot): PhaseQuiescing. The gateway delivers the
-//     quiesce to the Runtime and records its acknowledgement; the worker
-//     never captures without it. Work that arrives meanwhile, a Runtime
-//     that does not acknowledge within QuiesceTimeout, aborts the
-//     suspension (PhaseRunning).
-//   - An acknowledged suspension is captured once: store.ClaimCapture
-//     consumes its receipt (repeating, under the Session lock, that
-//     nothing is queued or running) and only then is Suspend sent. Its
-//     outcome, or, after an error or a crash, the observation of the same
-//     operation (ObserveOnly), settles it: a complete snapshot with the
-//     source gone (the source is torn down with KillCompute first if it
-//     is still there) records PhaseSuspended, which frees the node's
-//     active slot; a source that runs again, or the provider's answer that
-//     the operation has no complete snapshot (ErrNotFound: it made
-//     nothing, or its capture did not complete), thaws the source
-//     (ResumeCompute of the paused source only) and returns to
-//     PhaseRunning, with whatever snapshot the attempt named owed to
-//     cleanup. Any other failure of the observation (a transport failure
-//     is ErrComputeUnconfirmed across the node protocol) observed
-//     nothing: the capture stays suspending and is observed again, so a
-//     snapshot that completed is recorded, never left outside
-//     max_retained. An unknown capture is never sent again.
-//   - A suspended allocation with work waiting (a queued Turn, an admin's
-//     wake) is restored: store.ArmRestore takes an active slot under the
-//     placement lock and records the target incarnation (NewCompute of the
-//     last), store.ClaimRestore consumes the restore receipt, Resume gets
-//     the deployment's resources and a fresh bootstrap file, and
-//     store.RecordRestored records the running target (the gateway admits
-//     its Runtime from then on) and owes the consumed snapshot to cleanup.
-//     Then RunCommandCompute wakes the parked Runtime (wakeRuntime).
-//   - A restore is a bootstrap, like a Create, so it follows a Create's
-//     rules for a disabled provider (store.ProviderSwitch): while the
-//     provider is disabled no restore is armed or claimed
-//     (store.ErrProviderDisabled: the work, or an armed restore with its
-//     fresh receipt, waits until it is enabled); an unknown restore is
-//     still observed, and deletion and expiry still go on.
-//   - Deletion, device revocation and retention expiry win over a wake up
-//     to the restore's final write: store.RecordRestored is fenced once
-//     the allocation's cleanup was requested, its device revoked or its
-//     retention deadline passed (database clock), and then nothing is
-//     recorded and no wake is sent; a restoring allocation past its
-//     deadline is expired like a suspended one, and the allocation's Kill
-//     removes whatever the restore made.
-//   - An unknown restore is only observed (ObserveOnly), never redone
-//     without evidence. The guide's rule for an unknown Create holds: a
-//     failed observation observed nothing, and "not found" (or an absent
-//     state) is only a missing observation (the original request could
-//     still be carried out), so neither abandons the restore by itself.
-//     Once the restore has stayed unknown for RestoreAbandonAfter since its
-//     dispatch (database clock) there are two ways out, both exact:
-//     an observation that named the attempt's instance (its native id) not
-//     running abandons it, and the instance is owed to cleanup by its id
-//     (store.AbandonRestore; the next restore, into a later incarnation,
-//     is armed only once that cleanup is confirmed: store.ErrTargetOwed);
-//     an observation that found no instance makes the worker ask the
-//     provider to claim the target's name (KillCompute of the incarnation
-//     without a native id: the Docker adapter's tombstone, as Kill places
-//     for a Create), and only a later observation that returns the
-//     target's absence receipt (sandbox.ComputeInfo.AbsenceReceipt)
-//     abandons it, owing nothing (store.AbandonRestoreOnReceipt). Until
-//     then it stays restoring, observed on each pass, until it is seen
-//     running, the Session is deleted or the retention deadline expires
-//     it. Two incarnations holding the Session's device credential never
-//     run at once.
-//   - A suspended allocation past its retention deadline (database clock)
-//     is expired: terminal cleanup (store.ExpireRetention), whose Kill
-//     deletes the snapshot.
-//   - Leftovers (consumed snapshots, rolled-back captures, abandoned
-//     targets) are deleted exactly (DeleteSnapshot, KillCompute) and
-//     marked; a confirmed Kill of the whole allocation covers them too.
-
 // Defaults of the suspension cycle.
 const (
 	// DefaultQuiesceTimeout is how long an armed suspension waits for the
@@ -108,42 +32,51 @@ func checkpointer(p sandbox.SandboxProvider) sandbox.CheckpointProvider {
 	return cp
 }
 
-// suspensionPage runs one page of the node's allocations in a suspension
-// phase, then one page of suspension candidates, then one page of owed
-// leftovers.
-func (w *Worker) suspensionPage(ctx context.Context, p sandbox.SandboxProvider) error {
+// pass runs one page of the node's allocations in a suspension phase.
+func (w *suspensionScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
 	cp := checkpointer(p)
 	if cp == nil {
 		return nil
 	}
-	work, err := w.cfg.Store.ListSuspensionWorkForNode(ctx, store.SuspensionWorkScan{
-		NodeID: w.node, After: w.suspendAfter, Limit: store.NodePageSize,
+	work, err := w.store.ListSuspensionWorkForNode(ctx, store.SuspensionWorkScan{
+		NodeID: w.node, After: w.after, Limit: store.NodePageSize,
 		QuiesceTimeout: w.cfg.QuiesceTimeout, RestoreTimeout: w.cfg.RestoreAbandonAfter,
 	})
 	if err != nil {
 		return err
 	}
-	if err := scan(ctx, &w.suspendAfter, work, func(sw store.SuspensionWork) uuid.UUID { return sw.ID }, func(sw store.SuspensionWork) error {
+	return scan(ctx, &w.after, work, func(sw store.SuspensionWork) uuid.UUID { return sw.ID }, func(sw store.SuspensionWork) error {
 		return w.passOn(fenced(w.advance(ctx, cp, sw)), "lifecycle suspension", "allocation", sw.ID)
-	}); err != nil {
-		return err
+	})
+}
+
+// pass runs one page of the node's suspension candidates.
+func (w *candidateScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
+	if checkpointer(p) == nil {
+		return nil
 	}
-	candidates, err := w.cfg.Store.ListSuspensionCandidatesForNode(ctx, store.SuspensionScan{
-		NodeID: w.node, After: w.candidateAfter, Limit: store.NodePageSize,
+	candidates, err := w.store.ListSuspensionCandidatesForNode(ctx, store.SuspensionScan{
+		NodeID: w.node, After: w.after, Limit: store.NodePageSize,
 	})
 	if err != nil {
 		return err
 	}
-	if err := scan(ctx, &w.candidateAfter, candidates, func(c store.SuspensionCandidate) uuid.UUID { return c.ID }, func(c store.SuspensionCandidate) error {
+	return scan(ctx, &w.after, candidates, func(c store.SuspensionCandidate) uuid.UUID { return c.ID }, func(c store.SuspensionCandidate) error {
 		return w.passOn(fenced(w.arm(ctx, c.Allocation)), "lifecycle arm suspension", "allocation", c.ID)
-	}); err != nil {
-		return err
+	})
+}
+
+// pass runs one page of the node's allocations owing leftovers.
+func (w *leftoverScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
+	cp := checkpointer(p)
+	if cp == nil {
+		return nil
 	}
-	owing, err := w.cfg.Store.ListAllocationsOwingLeftovers(ctx, w.node, w.leftoverAfter, store.NodePageSize)
+	owing, err := w.store.ListAllocationsOwingLeftovers(ctx, w.node, w.after, store.NodePageSize)
 	if err != nil {
 		return err
 	}
-	return scan(ctx, &w.leftoverAfter, owing, func(id uuid.UUID) uuid.UUID { return id }, func(id uuid.UUID) error {
+	return scan(ctx, &w.after, owing, func(id uuid.UUID) uuid.UUID { return id }, func(id uuid.UUID) error {
 		return w.passOn(fenced(w.deleteLeftovers(ctx, cp, id)), "lifecycle leftovers", "allocation", id)
 	})
 }
@@ -158,8 +91,8 @@ func fenced(err error) error {
 }
 
 // arm arms the suspension of idle candidate a.
-func (w *Worker) arm(ctx context.Context, a store.Allocation) error {
-	armed, err := w.cfg.Store.ArmSuspension(ctx, a.ID, a.Revision, w.cfg.NewID())
+func (w *candidateScan) arm(ctx context.Context, a store.Allocation) error {
+	_, err := w.susp.Arm(ctx, a, w.cfg.NewID())
 	if errors.Is(err, store.ErrNoRoom) {
 		return nil // the node keeps max_retained snapshots: the Session keeps running
 	}
@@ -167,30 +100,20 @@ func (w *Worker) arm(ctx context.Context, a store.Allocation) error {
 		return err
 	}
 	w.cfg.Log.Info("lifecycle suspension armed", "node", w.node, "allocation", a.ID)
-	w.notify(armed)
 	return nil
 }
 
-// notify wakes the gateway's connection of a's Session (it delivers or
-// withdraws a quiesce on the phase it reads).
-func (w *Worker) notify(a store.Allocation) {
-	if w.cfg.NotifyEnvironment != nil {
-		w.cfg.NotifyEnvironment(a.EnvironmentID)
-	}
-}
-
 // advance moves one allocation of the suspension cycle on.
-func (w *Worker) advance(ctx context.Context, cp sandbox.CheckpointProvider, sw store.SuspensionWork) error {
+func (w *suspensionScan) advance(ctx context.Context, cp sandbox.CheckpointProvider, sw store.SuspensionWork) error {
 	a := sw.Allocation
 	switch a.ComputePhase {
 	case store.PhaseQuiescing:
 		op := *a.Suspension.Operation
 		switch {
 		case sw.WorkWaiting, a.Suspension.AckedAt == nil && sw.QuiesceOverdue:
-			aborted, err := w.cfg.Store.AbortQuiesce(ctx, a.ID, op)
+			_, err := w.susp.Abort(ctx, a, op)
 			if err == nil {
 				w.cfg.Log.Info("lifecycle suspension aborted", "node", w.node, "allocation", a.ID, "work_waiting", sw.WorkWaiting)
-				w.notify(aborted)
 			}
 			return err
 		case a.Suspension.AckedAt != nil:
@@ -225,8 +148,8 @@ func (w *Worker) advance(ctx context.Context, cp sandbox.CheckpointProvider, sw 
 
 // expire ends allocation a, suspended or restoring past its snapshot's
 // retention deadline (store.ExpireRetention).
-func (w *Worker) expire(ctx context.Context, a store.Allocation) error {
-	term, err := w.cfg.Store.ExpireRetention(ctx, a.ID)
+func (w *suspensionScan) expire(ctx context.Context, a store.Allocation) error {
+	term, err := w.susp.Expire(ctx, a)
 	if err == nil {
 		w.cfg.Log.Info("lifecycle snapshot retention expired", "node", w.node, "allocation", a.ID,
 			"phase", a.ComputePhase, "settled_turns", len(term.SettledTurns))
@@ -236,14 +159,13 @@ func (w *Worker) expire(ctx context.Context, a store.Allocation) error {
 
 // capture consumes the capture receipt of the acknowledged suspension op
 // and sends the one Suspend, then settles what it returned.
-func (w *Worker) capture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, op uuid.UUID) error {
+func (w *suspensionScan) capture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, op uuid.UUID) error {
 	src, err := a.Compute(cp.Initial)
 	if err != nil {
 		return err
 	}
-	claimed, err := w.cfg.Store.ClaimCapture(ctx, a.ID, op)
+	claimed, err := w.susp.BeginCapture(ctx, a, op)
 	if err != nil {
-		w.notify(a) // an abort because work arrived: the gateway reopens admission
 		return err
 	}
 	ctx, end := w.tel.operation(ctx, opCapture, w.node, a.ID)
@@ -261,7 +183,7 @@ func (w *Worker) capture(ctx context.Context, cp sandbox.CheckpointProvider, a s
 
 // observeCapture observes the capture of a suspending allocation (its
 // receipt spent) and settles it.
-func (w *Worker) observeCapture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
+func (w *suspensionScan) observeCapture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
 	src, err := a.Compute(cp.Initial)
 	if err != nil {
 		return err
@@ -276,7 +198,7 @@ func (w *Worker) observeCapture(ctx context.Context, cp sandbox.CheckpointProvid
 }
 
 // settleCapture records what a capture (or its observation) found.
-func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, src sandbox.Compute,
+func (w *suspensionScan) settleCapture(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, src sandbox.Compute,
 	op uuid.UUID, res sandbox.SuspendResult, callErr error,
 ) error {
 	rctx, rcancel := recordContext(ctx)
@@ -285,7 +207,7 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 	case callErr == nil && res.Snapshot.ID != "" && res.Source.State == sandbox.ComputeRunning:
 		// The source runs again (a rollback overtook the capture): it stays,
 		// and the snapshot is owed to cleanup.
-		_, err := w.cfg.Store.RollBackCapture(rctx, a.ID, op, "", &res.Snapshot)
+		_, err := w.susp.RolledBack(rctx, a, op, "", &res.Snapshot)
 		return err
 	case callErr == nil && res.Snapshot.ID != "":
 		if res.Source.State != sandbox.ComputeAbsent {
@@ -298,10 +220,9 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 				return err
 			}
 		}
-		suspended, err := w.cfg.Store.RecordSuspended(rctx, a.ID, op, res.Snapshot)
+		_, err := w.susp.Captured(rctx, a, op, res.Snapshot)
 		if err == nil {
 			w.cfg.Log.Info("lifecycle suspended", "node", w.node, "allocation", a.ID)
-			w.notify(suspended)
 		}
 		return err
 	case errors.Is(callErr, errdefs.ErrNotFound):
@@ -323,10 +244,9 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 		if res.Snapshot.ID != "" {
 			left = &res.Snapshot
 		}
-		rolled, err := w.cfg.Store.RollBackCapture(rctx, a.ID, op, id, left)
+		_, err = w.susp.RolledBack(rctx, a, op, id, left)
 		if err == nil {
 			w.cfg.Log.Info("lifecycle capture rolled back", "node", w.node, "allocation", a.ID)
-			w.notify(rolled)
 		}
 		return err
 	}
@@ -336,7 +256,7 @@ func (w *Worker) settleCapture(ctx context.Context, cp sandbox.CheckpointProvide
 // thaw makes src run again after a capture that did not complete: a
 // paused source is resumed (ResumeCompute only thaws, never cold-starts);
 // a running one is left alone. It returns the source's native id.
-func (w *Worker) thaw(ctx context.Context, cp sandbox.CheckpointProvider, src sandbox.Compute) (string, error) {
+func (w *suspensionScan) thaw(ctx context.Context, cp sandbox.CheckpointProvider, src sandbox.Compute) (string, error) {
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	defer cancel()
 	info, err := cp.GetCompute(callCtx, src)
@@ -355,7 +275,7 @@ func (w *Worker) thaw(ctx context.Context, cp sandbox.CheckpointProvider, src sa
 }
 
 // restore arms and performs the restore of suspended allocation a.
-func (w *Worker) restore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
+func (w *suspensionScan) restore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
 	prev, err := a.Compute(cp.Initial)
 	if err != nil {
 		return err
@@ -364,7 +284,7 @@ func (w *Worker) restore(ctx context.Context, cp sandbox.CheckpointProvider, a s
 	if err != nil {
 		return err
 	}
-	armed, err := w.cfg.Store.ArmRestore(ctx, a.ID, a.Revision, w.cfg.NewID(), target)
+	armed, err := w.susp.PrepareRestore(ctx, a, w.cfg.NewID(), target)
 	if errors.Is(err, store.ErrNoRoom) || errors.Is(err, store.ErrProviderDisabled) || errors.Is(err, store.ErrTargetOwed) {
 		// No active slot on the node, the provider disabled, or an
 		// abandoned target not yet confirmed absent: the work waits.
@@ -378,23 +298,23 @@ func (w *Worker) restore(ctx context.Context, cp sandbox.CheckpointProvider, a s
 
 // resume consumes the restore receipt of restoring allocation a and sends
 // the one Resume, then records a confirmed running target.
-func (w *Worker) resume(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
+func (w *suspensionScan) resume(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation) error {
 	target, err := a.Compute(cp.Initial)
 	if err != nil {
 		return err
 	}
-	gen, err := w.cfg.Store.GetGeneration(ctx, uint64(a.Generation))
+	gen, err := w.store.GetGeneration(ctx, uint64(a.Generation))
 	if err != nil {
 		return err
 	}
-	bootstrap, err := w.bootstrap(ctx, a)
+	bootstrap, err := w.bootstrap(ctx, w.store, a)
 	if err != nil {
 		return err
 	}
 	op := *a.Suspension.RestoreOperation
 	req := sandbox.ResumeRequest{Snapshot: a.Suspension.Snapshot, Target: target, OperationID: op.String(),
 		Resources: gen.Specification.Resources, Bootstrap: bootstrap, CoreCA: w.cfg.RuntimeCA}
-	if _, err := w.cfg.Store.ClaimRestore(ctx, a.ID, op); err != nil {
+	if _, err := w.susp.BeginRestore(ctx, a, op); err != nil {
 		if errors.Is(err, store.ErrProviderDisabled) {
 			return nil // the receipt stays fresh: the restore waits for the provider
 		}
@@ -416,8 +336,8 @@ func (w *Worker) resume(ctx context.Context, cp sandbox.CheckpointProvider, a st
 // for its Create and for every restore (the same device and credential:
 // a restored Runtime authenticates as the Create's did). The credential
 // never reaches a log or an error.
-func (w *Worker) bootstrap(ctx context.Context, a store.Allocation) (runtimebootstrap.File, error) {
-	sealed, err := w.cfg.Store.GetAllocationCredential(ctx, a.ID)
+func (w *base) bootstrap(ctx context.Context, creds credentialStore, a store.Allocation) (runtimebootstrap.File, error) {
+	sealed, err := creds.GetAllocationCredential(ctx, a.ID)
 	if err != nil {
 		return runtimebootstrap.File{}, err
 	}
@@ -443,7 +363,7 @@ func (w *Worker) bootstrap(ctx context.Context, a store.Allocation) (runtimeboot
 // attempt made (its native id) not running, once overdue, abandons it:
 // that instance is owed to cleanup by its id, and the next restore waits
 // for its confirmed absence (store.ErrTargetOwed).
-func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, overdue bool) error {
+func (w *suspensionScan) observeRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, overdue bool) error {
 	target, err := a.Compute(cp.Initial)
 	if err != nil {
 		return err
@@ -474,7 +394,7 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 	defer rcancel()
 	if got.AbsenceReceipt {
 		// The target's name is claimed: the attempt can never make it.
-		if _, err := w.cfg.Store.AbandonRestoreOnReceipt(rctx, a.ID, op); err != nil {
+		if _, err := w.susp.RestoreAbsent(rctx, a, op); err != nil {
 			return err
 		}
 		w.cfg.Log.Info("lifecycle restore abandoned on its absence receipt", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
@@ -487,7 +407,7 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 		return w.claimRestoreTarget(ctx, cp, a, target)
 	}
 	target.ID = got.Compute.ID
-	if _, err := w.cfg.Store.AbandonRestore(rctx, a.ID, op, target); err != nil {
+	if _, err := w.susp.RestoreAbandoned(rctx, a, op, target); err != nil {
 		return err
 	}
 	w.cfg.Log.Info("lifecycle restore abandoned", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
@@ -500,7 +420,7 @@ func (w *Worker) observeRestore(ctx context.Context, cp sandbox.CheckpointProvid
 // places a tombstone there, as Kill does for a Create). The claim is
 // evidence only once an observation returns it as the target's absence
 // receipt; until then the restore stays unknown.
-func (w *Worker) claimRestoreTarget(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, target sandbox.Compute) error {
+func (w *suspensionScan) claimRestoreTarget(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, target sandbox.Compute) error {
 	target.ID = ""
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	err := cp.KillCompute(callCtx, target)
@@ -513,7 +433,7 @@ func (w *Worker) claimRestoreTarget(ctx context.Context, cp sandbox.CheckpointPr
 
 // settleRestore records a restore confirmed running and wakes its
 // Runtime.
-func (w *Worker) settleRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, op uuid.UUID, got sandbox.ComputeInfo) error {
+func (w *suspensionScan) settleRestore(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, op uuid.UUID, got sandbox.ComputeInfo) error {
 	target, err := a.Compute(cp.Initial)
 	if err != nil {
 		return err
@@ -523,7 +443,7 @@ func (w *Worker) settleRestore(ctx context.Context, cp sandbox.CheckpointProvide
 		return errors.New("restore returned another incarnation than its target")
 	}
 	rctx, rcancel := recordContext(ctx)
-	restored, err := w.cfg.Store.RecordRestored(rctx, a.ID, op, got.Compute.ID)
+	restored, err := w.susp.Restored(rctx, a, op, got.Compute.ID)
 	rcancel()
 	if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
 		// Deletion, device revocation or retention expiry came first: the
@@ -546,7 +466,7 @@ func (w *Worker) settleRestore(ctx context.Context, cp sandbox.CheckpointProvide
 // process identity fenced by PID and start time inside the sandbox)
 // connects and authenticates again. A failed wake is logged; the
 // observation scan repeats it while the Runtime stays disconnected.
-func (w *Worker) wakeRuntime(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, c sandbox.Compute) {
+func (w *base) wakeRuntime(ctx context.Context, cp sandbox.CheckpointProvider, a store.Allocation, c sandbox.Compute) {
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	res, err := cp.RunCommandCompute(callCtx, c, sandbox.Command{Args: runtimebootstrap.WakeCommand()})
 	cancel()
@@ -554,17 +474,16 @@ func (w *Worker) wakeRuntime(ctx context.Context, cp sandbox.CheckpointProvider,
 	if err != nil || (res.ExitCode != 0 && res.ExitCode != runtimebootstrap.WakeNotParked) {
 		w.cfg.Log.Info("lifecycle wake not confirmed", "node", w.node, "allocation", a.ID, "exit_code", res.ExitCode, "error", err)
 	}
-	w.notify(a)
 }
 
 // deleteLeftovers deletes the owed leftovers of allocation id exactly and
 // marks each confirmed.
-func (w *Worker) deleteLeftovers(ctx context.Context, cp sandbox.CheckpointProvider, id uuid.UUID) error {
-	a, err := w.cfg.Store.GetAllocation(ctx, id)
+func (w *leftoverScan) deleteLeftovers(ctx context.Context, cp sandbox.CheckpointProvider, id uuid.UUID) error {
+	a, err := w.store.GetAllocation(ctx, id)
 	if err != nil {
 		return err
 	}
-	left, err := w.cfg.Store.ListOwedLeftovers(ctx, a)
+	left, err := w.store.ListOwedLeftovers(ctx, a)
 	if err != nil {
 		return err
 	}
@@ -580,7 +499,7 @@ func (w *Worker) deleteLeftovers(ctx context.Context, cp sandbox.CheckpointProvi
 		if err != nil {
 			return err
 		}
-		if err := w.cfg.Store.MarkLeftoverDeleted(ctx, l.ID); err != nil {
+		if err := w.susp.LeftoverDeleted(ctx, l.ID); err != nil {
 			return err
 		}
 	}

@@ -1,196 +1,3 @@
-// Package lifecycle drives allocations to their provider: one serial
-// Worker per node sends the one Create each fresh create receipt permits,
-// observes unknown creations and cleans up deleted Sessions; a thin
-// Coordinator starts and stops the workers.
-//
-// Rules (the guide's "Allocation lifecycle", "Per-node lifecycle workers"
-// and "Operation outcomes and retries"):
-//   - Create is sent only after ClaimCreate succeeded for that allocation,
-//     and never again: an error or an unknown outcome is recorded as
-//     create_unknown and later only observed (GetInfo).
-//   - Only a settled running Info or an explicit absence receipt settles
-//     creation; ErrNotFound, an empty listing or a successful Kill never do.
-//     Such evidence counts also when the call that returned it failed (a
-//     provider may return Info with its error): a failed Create's absence
-//     receipt leads to create_failed, its settled running resource settles
-//     as running. Any other Info of a failed call is no evidence.
-//   - An outcome is recorded against the Create attempt
-//     (store.CreateAttempt), not the revision the worker read: a Session
-//     deleted while its Create is in flight keeps both the deletion and the
-//     outcome, and is released after cleanup once creation settled.
-//   - An allocation is released only after confirmed cleanup and settled
-//     creation (the store enforces it too). While creation is unsettled,
-//     each pass of a deleted Session's allocation kills again and then
-//     observes: Kill is owned cleanup, the one call allowed to mutate to
-//     settle a creation (the Docker adapter claims the Reference's names
-//     with a tombstone when it finds no container, and GetInfo then
-//     returns the absence receipt, recorded as store.CreateAbsent), and a
-//     Kill that removed a container proves nothing by itself. A cleanup
-//     whose Create was never sent (never claimed) sends no Kill: nothing
-//     of the fresh Reference exists or ever will.
-//   - An unknown creation of a live Session is observed, and killed only
-//     once abandoned: when it has stayed unknown (not observed running)
-//     for CreateAbandonAfter since its dispatch by the database clock
-//     (store.AbandonCreate: the allocation's device is revoked and its
-//     cleanup requested in one transaction). The cleanup then settles the
-//     attempt as it settles a deleted Session's (below), and the release
-//     keeps the Environment's reservation, so the pending scan gives it a
-//     new allocation; after store.MaxCreateAttempts attempts without
-//     compute the Environment is recorded failed (create_failed) instead.
-//     Abandoning is no proof of failure: the cleanup must still settle
-//     the attempt (the tombstone's receipt) before the release, and a
-//     Create that would still have turned out running is lost, not
-//     mistaken for absent; an abandoned attempt counts towards
-//     MaxCreateAttempts. Before abandonment the allocation keeps its
-//     reservation.
-//   - Every provider call gets a bounded context; no database transaction
-//     is held across a provider call (each store call is its own).
-//   - A dispatched Create's outcome is recorded even when the pass's context
-//     ends during the call: the record uses a detached, bounded context.
-//   - The device credential is opened only to build the bootstrap file and
-//     never reaches a log or an error.
-//   - A pending Environment without an allocation (its previous allocation
-//     ended in a settled Create failure and was released) gets a new
-//     allocation with a new credential and receipt on its placement's node
-//     (store.AllocatePending); an existing allocation never re-enters that
-//     path. A create_failed allocation is cleaned up and released first
-//     (store.ResolveCreateFailure), and after store.MaxCreateAttempts
-//     settled failures the Environment is recorded failed instead.
-//   - While the provider is disabled (store.ProviderSwitch, set by
-//     DeploymentService.DisableProvider) the pending scan sends no new
-//     Create and allocates nothing: pending allocations keep their fresh
-//     receipts and wait until the provider is enabled again, and
-//     store.ClaimCreate refuses a claim that races the switch. The
-//     allocation scan goes on: cleanup (Kill, release) and the
-//     observation of unknown creations are never blocked. Restores follow
-//     the same rule (suspend.go): no restore is armed or claimed while
-//     the provider is disabled (an admin's ResumeSession is kept and acted
-//     on once it is enabled); an unknown restore is still observed.
-//   - Suspension and wake (suspend.go) keep the same evidence rules as
-//     Create. Where the guide is silent, decided as follows: an unknown
-//     restore is never redone on a failed or empty observation (the
-//     checkpoint contract has no absence receipt for a restore target),
-//     only once its attempt's exact instance was observed not running and
-//     then removed by its id; a capture is rolled back only on the
-//     provider's definite answer that no complete snapshot exists
-//     (ErrNotFound), never on a failed observation; a restore not recorded
-//     by its retention deadline is expired, not recorded.
-//   - Kill follows terminal cleanup only: an allocation's cleanup is
-//     requested in the same transaction that revokes its device, records
-//     the Environment's end, settles its queued Turns and requests
-//     cancellation of the running one (store.Termination), so the worker
-//     kills only what that transaction handed over; and not before the
-//     running Turn's Runtime has reported the cancelled result or
-//     store.CancelDrain has passed since the request (CancelDraining), so
-//     the Kill does not make a cancelled Turn unconfirmed.
-//   - Every store write is fenced by Core's owner epoch (the Store is bound
-//     with store.Store.AsOwner): once another Core holds the execution
-//     lease a write is store.ErrSuperseded, and the pass stops there.
-//   - A node Core refuses to call (ProviderFunc's error; for a node whose
-//     agent came back on another backend than the one it is bound to,
-//     core/nodes.ErrBackendMismatch) gets no pass at all: nothing is
-//     claimed, created, killed or released, so its allocations stay owned
-//     until the node is back on its bound backend (or an operator abandons
-//     them, core/nodes.Registry.Abandon). Its running compute is recorded
-//     unavailable, with the refusal's reason (ReasonBackendMismatch), so
-//     the Session API names why.
-//
-// Running compute (observe.go; the guide's "Four distinct readiness facts"
-// and the GetInfo and Renew rows):
-//   - Each pass also pages the node's running allocations with settled
-//     creation (its own wrapping cursor, 32 rows, node filter before the
-//     limit) and observes each whose last observation is older than
-//     ObservePeriod less two Intervals (GetInfo, bounded, inside the
-//     worker's serial pass and outside any transaction), so external
-//     removal or a stop is recorded within one ObservePeriod. What it
-//     found is recorded with a fixed code (store.RecordObservation: the
-//     database clock, fenced by the owner epoch and the revision read):
-//     running, stopped, missing (ErrNotFound or an absent state) or
-//     unavailable (any other failure). Compute found running as last
-//     recorded (no keepalive) is recorded for the whole page in one
-//     transaction at the page's end (store.RecordObservations); a change,
-//     a stop, a missing or unavailable observation and a keepalive are
-//     recorded at once, each on its own. An observation is evidence only:
-//     it never moves the allocation's state, requests cleanup, discards
-//     volumes, starts or recreates compute. The Session API reports
-//     compute_available false with that code (sessions.ComputeReason), and
-//     the Turn sweep (core/turns) ends running Turns on compute observed
-//     stopped or missing after their dispatch.
-//   - Connected (an open Runtime connection of the lease holder), observed
-//     running compute with no running Turn gets a keepalive (Renew) every
-//     KeepaliveInterval instead of the GetInfo; its Info is recorded as the
-//     observation (for Docker, Renew only reads state). A failed Renew is
-//     followed by a GetInfo and confirms nothing. A keepalive lapse (none
-//     confirmed for an hour) is never revived, and an allocation in
-//     cleanup is never in the scan.
-//   - Expiry: a node allocation never expires because its keepalive is
-//     an hour old (the guide); deletion authorizes its cleanup, and so
-//     does the end of a suspended snapshot's retention (suspend.go:
-//     store.ExpireRetention records the Environment expired). Direct
-//     providers with native leases (E2B) are not wired. A lapse only stops
-//     keepalives.
-//   - A restored incarnation (suspend.go) is observed with GetCompute on
-//     its exact incarnation, and gets keepalives by the same rules as a
-//     first incarnation (connected, observed running, no Turn running,
-//     due and not lapsed); its keepalive is that same exact read, since
-//     the checkpoint contract renews no incarnation and a checkpointing
-//     backend has no native lease (as Renew on Docker only reads). Its
-//     lapse counts from the restore (store.RecordRestored clears the
-//     previous incarnation's keepalive). While its Runtime is not
-//     connected each observation repeats the idempotent wake.
-//   - Engine restart (Docker): a Session's container has no restart
-//     policy, so after an engine restart it is exited. Core never starts
-//     it again (GetInfo and Renew only read): the next observation records
-//     it stopped and the Session reports compute_available false with
-//     compute_stopped, within one ObservePeriod of the worker's first pass
-//     after the node is reachable again; until then a failed observation
-//     reports observation_unavailable. Its volumes (workspace, home) are
-//     kept. With the engine's live-restore, or when something outside Core
-//     starts the same container again, the container's command is the
-//     Runtime daemon with its bootstrap file on the home volume: the next
-//     observation finds it running, the Session reports it available and
-//     its Runtime reconnects with its own credential (each readiness fact
-//     keeps its own evidence). So after an engine restart every Session
-//     either runs again with its workspace intact and its Runtime
-//     reconnected, or is reported unavailable with compute_stopped (or
-//     compute_missing, observation_unavailable); it is never reported
-//     available while its container is stopped, for longer than one
-//     ObservePeriod. A Session whose container stays stopped stays
-//     unavailable until it is deleted.
-//   - Drain: a worker is stopped (its node removed, its node retired, or
-//     Core stopping before it releases the execution lease) between
-//     operations, never inside one: Coordinator.Stop, Restart and Close
-//     drain it (Worker.Drain: every scan stops before its next row or
-//     page), so a claimed Create, a Kill or a capture in flight ends and
-//     is recorded. The wait is bounded (DrainTimeout, the guide's five
-//     seconds).
-//   - A planned drain (Stop: a removed node's worker, as Sync stops it;
-//     Restart: a retirement) past its bound cancels nothing: it is an
-//     owner failure, logged and told to Config.OwnerFailure (Core closes
-//     admission: every CreateSession is refused with owner_failure until
-//     it restarts), and returns ErrUndrained. The late worker ends with its
-//     operation and keeps the node's lifecycle identity until Core stops
-//     (the drain barrier stays closed: no new worker, and every later Stop
-//     or Restart of the node fails at once). Only Close, the owner's
-//     shutdown, cancels past the bound (the guide: before releasing the
-//     execution lease the coordinator cancels and drains every worker);
-//     it reports the same owner failure and returns ErrDrainTimeout, and
-//     the cancelled operation's outcome is then unknown (observed, never
-//     replayed).
-//   - Retirement: retiring nodes restarts their workers through the same
-//     gate (Coordinator.Restart, given to the callers as Coordinator.Gate):
-//     the workers drain between operations, all within one bound, the
-//     retirement commits while none of them runs, and new workers (a new
-//     lifecycle identity) go on creating what was placed on the nodes
-//     before, observing and cleaning up (Core never moves a placement).
-//     Both retirements use it: RetireNode (nodes.Registry.Retire) and a
-//     deployment replacement with another provider kind, which retires
-//     every enabled node in its commit (deployment.Service.Replace). Past
-//     the bound the retirement is not made (the planned drain's owner
-//     failure, above); the nodes whose workers did drain get new ones. A
-//     replacement of the same kind restarts no worker: each allocation
-//     keeps its own generation, and the placement fence is in the
-//     database (store.ChoosePlacementNode, store.ReplaceGeneration).
 package lifecycle
 
 import (
@@ -210,43 +17,26 @@ import (
 )
 
 // Store is what a lifecycle worker reads and writes: the owner-bound
-// store, because every lifecycle write is fenced by the owner epoch.
+// store, because every lifecycle write is fenced by the owner epoch. It is
+// the union of what its pieces use (pieces.go), each through its own
+// narrow interface.
 type Store interface {
-	GetGeneration(ctx context.Context, n uint64) (store.Generation, error)
-	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
-	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
-	GetAllocationCredential(ctx context.Context, id uuid.UUID) (store.SealedCredential, error)
-	ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Allocation, error)
-	ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Pending, error)
-	AllocatePending(ctx context.Context, p store.PendingAllocationParams) (store.Allocation, error)
-	ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (store.Allocation, error)
-	RecordCreateOutcome(ctx context.Context, attempt store.CreateAttempt, o store.CreateOutcome) (store.Allocation, error)
-	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
-	AbandonCreate(ctx context.Context, id uuid.UUID, revision int64, after time.Duration) (store.Allocation, bool, error)
-	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
-	CancelDraining(ctx context.Context, id uuid.UUID) (bool, error)
-	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
-	ListObservableForNode(ctx context.Context, sc store.ObservableScan) ([]store.Observable, error)
-	RecordObservation(ctx context.Context, p store.RecordObservationParams) (store.Allocation, error)
-	RecordObservations(ctx context.Context, ps []store.RecordObservationParams) ([]error, error)
+	pendingStore
+	allocationStore
+	suspensionStore
+	candidateStore
+	leftoverStore
+	observeStore
+}
 
-	// The suspension cycle (suspend.go).
-	ListSuspensionCandidatesForNode(ctx context.Context, sc store.SuspensionScan) ([]store.SuspensionCandidate, error)
-	ListSuspensionWorkForNode(ctx context.Context, sc store.SuspensionWorkScan) ([]store.SuspensionWork, error)
-	ArmSuspension(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID) (store.Allocation, error)
-	AbortQuiesce(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	ClaimCapture(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	RecordSuspended(ctx context.Context, id, op uuid.UUID, snap sandbox.SnapshotIdentity) (store.Allocation, error)
-	RollBackCapture(ctx context.Context, id, op uuid.UUID, computeID string, leftover *sandbox.SnapshotIdentity) (store.Allocation, error)
-	ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
-	ClaimRestore(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	RecordRestored(ctx context.Context, id, op uuid.UUID, computeID string) (store.Allocation, error)
-	AbandonRestore(ctx context.Context, id, op uuid.UUID, target sandbox.Compute) (store.Allocation, error)
-	AbandonRestoreOnReceipt(ctx context.Context, id, op uuid.UUID) (store.Allocation, error)
-	ExpireRetention(ctx context.Context, id uuid.UUID) (store.Termination, error)
-	ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]uuid.UUID, error)
-	ListOwedLeftovers(ctx context.Context, a store.Allocation) ([]store.Leftover, error)
-	MarkLeftoverDeleted(ctx context.Context, id int64) error
+// Suspension records the suspension cycle's outcomes: core/suspension's
+// Service, the one writer of compute-phase state, which also announces
+// each transition to the Runtime gateway. The worker only decides and
+// calls the provider.
+type Suspension interface {
+	cycle
+	armer
+	leftoverRecorder
 }
 
 // Defaults of Config.
@@ -278,6 +68,9 @@ type ProviderFunc func(nodeID uuid.UUID) (sandbox.SandboxProvider, error)
 type Config struct {
 	// Store must act for Core's owner epoch (a *store.Owner, store.Store.AsOwner).
 	Store Store
+	// Suspension records every suspension outcome (core/suspension's
+	// Service, bound to the same owner epoch as Store).
+	Suspension Suspension
 	// Key opens the sealed device credentials.
 	Key secrets.Key
 	// Installation gives the credentials' binding (ID) and the Runtime's
@@ -315,10 +108,6 @@ type Config struct {
 	// time a drain passes DrainTimeout (Core closes admission until it
 	// restarts: sessions.Service.CloseAdmission). It must not block.
 	OwnerFailure func(nodes []uuid.UUID)
-	// NotifyEnvironment, when set, is told of each suspension transition
-	// of an Environment's allocation (Core wakes the Runtime gateway's
-	// connection of the Environment's Session with it).
-	NotifyEnvironment func(environmentID uuid.UUID)
 	// RuntimeCA is the PEM CA certificate a Runtime trusts for the
 	// installation's https URL when Core's gateway certificate is issued
 	// from the installation CA; every Create and restore sends it
@@ -370,20 +159,11 @@ func (c Config) withDefaults() Config {
 type Worker struct {
 	cfg  Config
 	node uuid.UUID
-	// tel is the worker's tracer and instruments (telemetry.go).
-	tel telemetry
-	// pendingAfter, allocAfter and observeAfter are the per-node cursors of
-	// the pending, the allocation and the observation scans; uuid.Nil is
-	// the start.
-	pendingAfter uuid.UUID
-	allocAfter   uuid.UUID
-	observeAfter uuid.UUID
-	// suspendAfter, candidateAfter and leftoverAfter are the cursors of
-	// the suspension scans (suspend.go).
-	suspendAfter   uuid.UUID
-	candidateAfter uuid.UUID
-	leftoverAfter  uuid.UUID
-	wake           chan struct{}
+	// pieces are the scans of a pass, in order (pieces.go); observe is the
+	// last of them, which also runs when the node has no provider.
+	pieces  []piece
+	observe *observer
+	wake    chan struct{}
 	// drain is closed by Drain: the worker stops at the end of the
 	// operation in flight.
 	drain     chan struct{}
@@ -392,7 +172,9 @@ type Worker struct {
 
 // NewWorker returns the worker of node nodeID.
 func NewWorker(cfg Config, nodeID uuid.UUID) *Worker {
-	return &Worker{cfg: cfg.withDefaults(), node: nodeID, tel: newTelemetry(), wake: make(chan struct{}, 1), drain: make(chan struct{})}
+	cfg = cfg.withDefaults()
+	pieces, observe := newPieces(&base{cfg: cfg, node: nodeID, tel: newTelemetry()})
+	return &Worker{cfg: cfg, node: nodeID, pieces: pieces, observe: observe, wake: make(chan struct{}, 1), drain: make(chan struct{})}
 }
 
 // Drain asks the worker to stop between operations: Run returns once the
@@ -461,12 +243,14 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
-// Pass runs one bounded pass: one page (store.NodePageSize) of the node's
-// pending allocations, then one page of its unreleased allocations, then
-// one page of each suspension scan (suspensionPage), then one page of its
-// running allocations to observe (observePage). Each scan
-// advances its own cursor and wraps to the start after its last page.
-// A failure of one allocation is logged and does not stop the page.
+// Pass runs one bounded pass: one page (store.NodePageSize) of each
+// piece in order (pieces.go): the node's pending allocations, its
+// unreleased allocations, its allocations in a suspension phase, its
+// suspension candidates, its allocations owing leftovers, then its
+// running allocations to observe. Each piece advances its own cursor and
+// wraps to the start after its last page; a drain stops the pass before
+// the next piece, page or row. A failure of one allocation is logged and
+// does not stop the page.
 func (w *Worker) Pass(ctx context.Context) error {
 	p, err := w.cfg.Provider(w.node)
 	if err != nil {
@@ -474,41 +258,39 @@ func (w *Worker) Pass(ctx context.Context) error {
 		// now unobservable, and is reported so (observeScan with no
 		// provider records it unavailable, with the refusal's reason when
 		// Core refused to call the node, observation_unavailable otherwise).
-		if oerr := w.observeScan(ctx, nil, err); errors.Is(oerr, store.ErrSuperseded) {
+		if oerr := w.observe.observeScan(ctx, nil, err); errors.Is(oerr, store.ErrSuperseded) {
 			return oerr
 		}
 		return err
 	}
-	for _, page := range []func(context.Context, sandbox.SandboxProvider) error{
-		w.pendingPage, w.allocationPage, w.suspensionPage, w.observePage,
-	} {
+	for _, pc := range w.pieces {
 		if err := halted(ctx); err != nil {
 			return err
 		}
-		if err := page(ctx, p); err != nil {
+		if err := pc.pass(ctx, p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) error {
+func (w *pendingScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
 	// A disabled provider gets no new Create: the pending allocations keep
 	// their fresh receipts and wait (the cursor stays), and the allocation
 	// scan (cleanup, observation) goes on. ClaimCreate refuses too, for a
 	// switch that flips during the page.
-	sw, err := w.cfg.Store.GetProviderSwitch(ctx)
+	sw, err := w.store.GetProviderSwitch(ctx)
 	if err != nil {
 		return err
 	}
 	if sw.Disabled {
 		return nil
 	}
-	page, err := w.cfg.Store.ListPendingForNode(ctx, w.node, w.pendingAfter, store.NodePageSize)
+	page, err := w.store.ListPendingForNode(ctx, w.node, w.after, store.NodePageSize)
 	if err != nil {
 		return err
 	}
-	return scan(ctx, &w.pendingAfter, page, func(pe store.Pending) uuid.UUID { return pe.EnvironmentID }, func(pe store.Pending) error {
+	return scan(ctx, &w.after, page, func(pe store.Pending) uuid.UUID { return pe.EnvironmentID }, func(pe store.Pending) error {
 		// An Environment whose Session is being deleted gets no Create here
 		// (deletion already spent the receipt).
 		if pe.SessionState != store.SessionActive {
@@ -528,13 +310,13 @@ func (w *Worker) pendingPage(ctx context.Context, p sandbox.SandboxProvider) err
 
 // allocate commits a new allocation, with a new device credential and
 // create receipt, for a pending Environment that has none.
-func (w *Worker) allocate(ctx context.Context, pe store.Pending) (store.Allocation, error) {
+func (w *pendingScan) allocate(ctx context.Context, pe store.Pending) (store.Allocation, error) {
 	id := w.cfg.NewID()
 	cred, err := sessions.NewSealedCredential(w.cfg.Key, w.cfg.Installation.ID, id)
 	if err != nil {
 		return store.Allocation{}, err
 	}
-	return w.cfg.Store.AllocatePending(ctx, store.PendingAllocationParams{
+	return w.store.AllocatePending(ctx, store.PendingAllocationParams{
 		EnvironmentID:        pe.EnvironmentID,
 		NodeID:               w.node,
 		AllocationID:         id,
@@ -548,21 +330,21 @@ func (w *Worker) allocate(ctx context.Context, pe store.Pending) (store.Allocati
 
 // create claims the allocation's create receipt and, only when the claim
 // succeeded, sends Create once and records its outcome.
-func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.UUID) error {
-	a, err := w.cfg.Store.GetAllocation(ctx, id)
+func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.UUID) error {
+	a, err := w.store.GetAllocation(ctx, id)
 	if err != nil {
 		return err
 	}
 	if a.State != store.AllocationAllocated || a.NodeID != w.node {
 		return nil
 	}
-	gen, err := w.cfg.Store.GetGeneration(ctx, uint64(a.Generation))
+	gen, err := w.store.GetGeneration(ctx, uint64(a.Generation))
 	if err != nil {
 		return err
 	}
 	// Everything that can fail before Create is done before the claim, so
 	// a claimed receipt is always followed by the one Create.
-	bootstrap, err := w.bootstrap(ctx, a)
+	bootstrap, err := w.bootstrap(ctx, w.store, a)
 	if err != nil {
 		return err
 	}
@@ -572,7 +354,7 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 		return err
 	}
 
-	claimed, err := w.cfg.Store.ClaimCreate(ctx, a.ID, a.CreateReceipt)
+	claimed, err := w.store.ClaimCreate(ctx, a.ID, a.CreateReceipt)
 	if err != nil {
 		// Fenced (spent receipt, cleanup first, or a superseded owner), a
 		// disabled provider (the receipt stays fresh: it waits) or an
@@ -594,7 +376,7 @@ func (w *Worker) create(ctx context.Context, p sandbox.SandboxProvider, id uuid.
 	outcome := evidence(claimed.Reference(), info)
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	if _, err := w.cfg.Store.RecordCreateOutcome(rctx, claimed.CreateAttempt(), outcome); err != nil {
+	if _, err := w.store.RecordCreateOutcome(rctx, claimed.CreateAttempt(), outcome); err != nil {
 		return err
 	}
 	if callErr != nil {
@@ -622,12 +404,12 @@ func evidence(ref sandbox.Reference, info sandbox.Info) store.CreateOutcome {
 	return store.CreateOutcome{Kind: store.CreateUnknown}
 }
 
-func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) error {
-	page, err := w.cfg.Store.ListAllocationsForNode(ctx, w.node, w.allocAfter, store.NodePageSize)
+func (w *allocationScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
+	page, err := w.store.ListAllocationsForNode(ctx, w.node, w.after, store.NodePageSize)
 	if err != nil {
 		return err
 	}
-	return scan(ctx, &w.allocAfter, page, func(a store.Allocation) uuid.UUID { return a.ID }, func(a store.Allocation) error {
+	return scan(ctx, &w.after, page, func(a store.Allocation) uuid.UUID { return a.ID }, func(a store.Allocation) error {
 		var err error
 		switch a.State {
 		case store.AllocationCleanupRequested, store.AllocationCleanupUnknown, store.AllocationCleanupConfirmed:
@@ -644,7 +426,7 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 			// left, then release, so the Environment gets a new allocation
 			// (or is recorded failed after store.MaxCreateAttempts).
 			var resolved store.Allocation
-			if resolved, err = w.cfg.Store.ResolveCreateFailure(ctx, a.ID, a.Revision); err == nil {
+			if resolved, err = w.store.ResolveCreateFailure(ctx, a.ID, a.Revision); err == nil {
 				err = w.cleanup(ctx, p, resolved)
 			}
 		}
@@ -655,11 +437,11 @@ func (w *Worker) allocationPage(ctx context.Context, p sandbox.SandboxProvider) 
 // abandon gives up a Create still unknown after CreateAbandonAfter
 // (store.AbandonCreate decides on the database clock) and starts its
 // cleanup at once.
-func (w *Worker) abandon(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
+func (w *allocationScan) abandon(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
 	if a.State != store.AllocationCreateUnknown && a.State != store.AllocationCreateDispatched {
 		return nil
 	}
-	abandoned, ok, err := w.cfg.Store.AbandonCreate(ctx, a.ID, a.Revision, w.cfg.CreateAbandonAfter)
+	abandoned, ok, err := w.store.AbandonCreate(ctx, a.ID, a.Revision, w.cfg.CreateAbandonAfter)
 	if err != nil || !ok {
 		return err
 	}
@@ -672,7 +454,7 @@ func (w *Worker) abandon(ctx context.Context, p sandbox.SandboxProvider, a store
 // settlement evidence: a settled running resource or an absence receipt.
 // Anything else (ErrNotFound included) keeps creation unknown. It returns
 // the allocation as recorded.
-func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) (store.Allocation, error) {
+func (w *allocationScan) observe(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) (store.Allocation, error) {
 	ref := a.Reference()
 	ctx, end := w.tel.operation(ctx, opObserve, w.node, a.ID)
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
@@ -685,7 +467,7 @@ func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store
 	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	return w.cfg.Store.RecordCreateOutcome(rctx, a.CreateAttempt(), outcome)
+	return w.store.RecordCreateOutcome(rctx, a.CreateAttempt(), outcome)
 }
 
 // cleanup kills the allocation's compute and, once cleanup is confirmed
@@ -697,7 +479,7 @@ func (w *Worker) observe(ctx context.Context, p sandbox.SandboxProvider, a store
 // tombstone when it finds no container, and GetInfo then returns the
 // absence receipt), and a Kill that removed a container settles nothing
 // by itself.
-func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
+func (w *allocationScan) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation) error {
 	if a.State != store.AllocationCleanupConfirmed || !a.CreationSettled() {
 		var killErr error
 		if a.CreateDispatchedAt != nil {
@@ -705,7 +487,7 @@ func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store
 			// its Runtime may still report the result (store.CancelDrain),
 			// which a Kill now would cut off, leaving the Turn unconfirmed.
 			// A later pass kills.
-			if draining, err := w.cfg.Store.CancelDraining(ctx, a.ID); err != nil || draining {
+			if draining, err := w.store.CancelDraining(ctx, a.ID); err != nil || draining {
 				return err
 			}
 			kctx, end := w.tel.operation(ctx, opKill, w.node, a.ID)
@@ -722,7 +504,7 @@ func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store
 		// nothing.
 		rctx, rcancel := recordContext(ctx)
 		var err error
-		a, err = w.cfg.Store.RecordCleanup(rctx, a.ID, a.Revision, killErr == nil)
+		a, err = w.store.RecordCleanup(rctx, a.ID, a.Revision, killErr == nil)
 		rcancel()
 		if err != nil {
 			return err
@@ -744,7 +526,7 @@ func (w *Worker) cleanup(ctx context.Context, p sandbox.SandboxProvider, a store
 		}
 		a = observed
 	}
-	_, err := w.cfg.Store.Release(ctx, a.ID)
+	_, err := w.store.Release(ctx, a.ID)
 	return err
 }
 
@@ -780,7 +562,7 @@ func scan[T any](ctx context.Context, cursor *uuid.UUID, page []T, id func(T) uu
 // (this owner epoch lost the lease, so the pass stops there); any other is
 // logged as msg with the node, args and the error, and the scan goes on
 // with the next row.
-func (w *Worker) passOn(err error, msg string, args ...any) error {
+func (w *base) passOn(err error, msg string, args ...any) error {
 	if err == nil || errors.Is(err, store.ErrSuperseded) {
 		return err
 	}

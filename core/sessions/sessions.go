@@ -26,8 +26,13 @@ type Store interface {
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
 	DeleteSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
-	RequestSuspend(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error)
-	RequestResume(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error)
+}
+
+// Suspension records an admin's suspend-now and resume-now:
+// core/suspension's Service, the one writer of compute-phase state.
+type Suspension interface {
+	SuspendNow(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error)
+	ResumeNow(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error)
 }
 
 // Reader is what the Service reads: plain, unfenced reads.
@@ -51,6 +56,7 @@ type Service struct {
 	key          secrets.Key
 	installation uuid.UUID
 	newID        func() uuid.UUID
+	suspension   Suspension
 	// terminated is told what each deletion's terminal cleanup changed
 	// (NotifyTerminations); nil tells no one.
 	terminated func(store.Termination)
@@ -84,8 +90,9 @@ func (s *Service) NotifyTerminations(fn func(store.Termination)) { s.terminated 
 // installation id the credentials are bound to and newID makes every new
 // id. Placement reads the nodes' durable presence and reported capacity
 // inside the store's placement transaction; no caller list takes part.
-func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID) *Service {
-	return &Service{store: st, key: key, installation: installation, newID: newID}
+// susp records Suspend and Resume (core/suspension's Service).
+func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, susp Suspension) *Service {
+	return &Service{store: st, key: key, installation: installation, newID: newID, suspension: susp}
 }
 
 // CreateRequest asks for a Session.
@@ -217,14 +224,15 @@ func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.Sessio
 	return b, nil
 }
 
-// Suspend asks for the Session's suspension now (store.RequestSuspend):
+// Suspend asks for the Session's suspension now (store.RequestSuspend,
+// through core/suspension):
 // the node's lifecycle worker arms it at once, the Runtime quiesces, and
 // the workspace is captured. It obeys the idle suspension's predicate
 // except the idle time (a Turn ended, nothing queued or running), and is
 // refused otherwise with what to wait for (no_turn_ended, session_busy).
 // Idempotent by requestID.
 func (s *Service) Suspend(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
-	b, err := s.store.RequestSuspend(ctx, sessionID, requestID)
+	b, err := s.suspension.SuspendNow(ctx, sessionID, requestID)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("suspend session: %w", err)
 	}
@@ -232,10 +240,11 @@ func (s *Service) Suspend(ctx context.Context, sessionID, requestID uuid.UUID) (
 }
 
 // Resume asks for a suspended Session's restore now
-// (store.RequestResume), as a submitted Turn would. Idempotent by
+// (store.RequestResume, through core/suspension), as a submitted Turn
+// would. Idempotent by
 // requestID.
 func (s *Service) Resume(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
-	b, err := s.store.RequestResume(ctx, sessionID, requestID)
+	b, err := s.suspension.ResumeNow(ctx, sessionID, requestID)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("resume session: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
+	"berth.dev/core/suspension"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
@@ -35,7 +36,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	owned := storetest.Owner(t, st)
 	node := storetest.EnabledNode(t, st)
 	storetest.Present(t, owned, node, 1)
-	svc := sessions.New(owned, key, installation, uuid.New)
+	svc := sessions.New(owned, key, installation, uuid.New, suspension.New(owned, nil))
 
 	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"}
 	_, err = svc.Create(ctx, req)
@@ -113,7 +114,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 			CPUMillis: cpu, MemoryBytes: storetest.Ample, DiskFreeBytes: storetest.Ample,
 		}))
 	}
-	svc := sessions.New(owned, key, uuid.New(), uuid.New)
+	svc := sessions.New(owned, key, uuid.New(), uuid.New, suspension.New(owned, nil))
 	create := func() error {
 		_, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()})
 		return err
@@ -180,7 +181,7 @@ func TestCreateAfterAReplacementUsesTheNewGeneration(t *testing.T) {
 	})
 	must(t, err)
 	storetest.Present(t, owned, node, 2) // ready for the generation about to be committed
-	svc := sessions.New(&replacing{Owner: owned, t: t}, key, uuid.New(), uuid.New)
+	svc := sessions.New(&replacing{Owner: owned, t: t}, key, uuid.New(), uuid.New, suspension.New(owned, nil))
 	b, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
 	must(t, err)
 	if b.Placement.Generation != 2 || b.Allocation.Generation != 2 {

@@ -107,37 +107,11 @@ func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (Runti
 		if err != nil {
 			return err
 		}
-		if subtle.ConstantTimeCompare(a.CredentialDigest, digest[:]) != 1 {
-			return ErrRuntimeCredential
-		}
-		state := AllocationState(a.State)
-		if SessionState(a.SessionState) != SessionActive || a.DeviceRevokedAt != nil ||
-			state.inCleanup() || state == AllocationReleased {
-			return ErrRuntimeRevoked
-		}
-		if state != AllocationRunning || !a.CreateSettled || !a.BootstrapComplete {
-			return ErrRuntimeNotAdmitted
-		}
-		// A capture or restore is under way, or the compute is suspended:
-		// the Runtime of a restored incarnation is admitted once Core
-		// recorded the restore (PhaseRunning). A quiescing one is admitted
-		// until it acknowledged, so a transient disconnect can retry the
-		// armed suspension; once acknowledged it is not (a welcome would
-		// remove its park marker before the capture) until the suspension
-		// ends.
-		if p := ComputePhase(a.ComputePhase); p != PhaseRunning && (p != PhaseQuiescing || a.QuiesceAckedAt != nil) {
-			return ErrRuntimeNotAdmitted
-		}
-		closed, err := q.CloseOpenRuntimeConnections(ctx, a.ID)
-		if err != nil {
+		if err := admit(a, digest[:]); err != nil {
 			return err
 		}
-		for _, id := range closed {
-			rows, err := q.UnconfirmTurnsOfConnection(ctx, &id)
-			if err != nil {
-				return err
-			}
-			g.Unconfirmed = append(g.Unconfirmed, rows...)
+		if g.Unconfirmed, err = closeOpenConnections(ctx, q, a.ID); err != nil {
+			return err
 		}
 		gen, err := q.NextRuntimeConnectionGeneration(ctx, a.ID)
 		if err != nil {
@@ -160,6 +134,52 @@ func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (Runti
 		return RuntimeGrant{}, fmt.Errorf("accept runtime: %w", err)
 	}
 	return g, nil
+}
+
+// admit is AcceptRuntime's decision on device allocation a for a
+// credential of digest: ErrRuntimeCredential, ErrRuntimeRevoked,
+// ErrRuntimeNotAdmitted or nil.
+func admit(a db.GetDeviceAllocationRow, digest []byte) error {
+	if subtle.ConstantTimeCompare(a.CredentialDigest, digest) != 1 {
+		return ErrRuntimeCredential
+	}
+	state := AllocationState(a.State)
+	if SessionState(a.SessionState) != SessionActive || a.DeviceRevokedAt != nil ||
+		state.inCleanup() || state == AllocationReleased {
+		return ErrRuntimeRevoked
+	}
+	if state != AllocationRunning || !a.CreateSettled || !a.BootstrapComplete {
+		return ErrRuntimeNotAdmitted
+	}
+	// A capture or restore is under way, or the compute is suspended:
+	// the Runtime of a restored incarnation is admitted once Core
+	// recorded the restore (PhaseRunning). A quiescing one is admitted
+	// until it acknowledged, so a transient disconnect can retry the
+	// armed suspension; once acknowledged it is not (a welcome would
+	// remove its park marker before the capture) until the suspension
+	// ends.
+	if p := ComputePhase(a.ComputePhase); p != PhaseRunning && (p != PhaseQuiescing || a.QuiesceAckedAt != nil) {
+		return ErrRuntimeNotAdmitted
+	}
+	return nil
+}
+
+// closeOpenConnections closes allocation id's open Runtime connections
+// and makes the Turns that ran on them unconfirmed (returned).
+func closeOpenConnections(ctx context.Context, q *db.Queries, id uuid.UUID) ([]uuid.UUID, error) {
+	closed, err := q.CloseOpenRuntimeConnections(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var unconfirmed []uuid.UUID
+	for _, c := range closed {
+		rows, err := q.UnconfirmTurnsOfConnection(ctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		unconfirmed = append(unconfirmed, rows...)
+	}
+	return unconfirmed, nil
 }
 
 // MarkRuntimePrepared records that the connection's Runtime finished its

@@ -724,40 +724,20 @@ func (s *Owner) computeRequest(ctx context.Context, name string, sessionID, requ
 		if err != nil {
 			return err
 		}
-		if _, err := q.InsertComputeRequest(ctx, db.InsertComputeRequestParams{RequestID: requestID, SessionID: sessionID, Kind: kind}); err != nil {
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			prev, err := q.GetComputeRequest(ctx, requestID)
-			if err != nil {
-				return err
-			}
-			if prev.SessionID != sessionID || prev.Kind != kind {
-				return fmt.Errorf("request_id was used for another request: %w", errdefs.ErrExists)
-			}
+		retry, err := recordComputeRequest(ctx, q, sessionID, requestID, kind)
+		if err != nil {
+			return err
+		}
+		if retry {
 			out, err = loadBundle(ctx, q, sess)
 			return err
 		}
 		if SessionState(sess.State) != SessionActive {
 			return ErrSessionNotActive
 		}
-		env, err := q.GetEnvironmentBySession(ctx, sessionID)
+		a, err := runningAllocation(ctx, q, sessionID)
 		if err != nil {
 			return err
-		}
-		if env.TerminalCause.Valid {
-			return ErrEnvironmentEnded
-		}
-		row, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrComputeNotRunning
-		}
-		if err != nil {
-			return err
-		}
-		a := allocationFromRow(row)
-		if a.State != AllocationRunning || a.DeviceRevokedAt != nil {
-			return ErrComputeNotRunning
 		}
 		if err := act(q, sess, a); err != nil {
 			return err
@@ -769,4 +749,47 @@ func (s *Owner) computeRequest(ctx context.Context, name string, sessionID, requ
 		return SessionBundle{}, wrap(name, err)
 	}
 	return out, nil
+}
+
+// recordComputeRequest records requestID, an admin's compute request of
+// kind for Session sessionID; retry is true when it was recorded before
+// (nothing more to do). The id of another request is ErrExists.
+func recordComputeRequest(ctx context.Context, q *db.Queries, sessionID, requestID uuid.UUID, kind string) (retry bool, err error) {
+	_, err = q.InsertComputeRequest(ctx, db.InsertComputeRequestParams{RequestID: requestID, SessionID: sessionID, Kind: kind})
+	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+		return false, err
+	}
+	prev, err := q.GetComputeRequest(ctx, requestID)
+	if err != nil {
+		return false, err
+	}
+	if prev.SessionID != sessionID || prev.Kind != kind {
+		return false, fmt.Errorf("request_id was used for another request: %w", errdefs.ErrExists)
+	}
+	return true, nil
+}
+
+// runningAllocation is Session sessionID's unreleased allocation, running
+// with its device unrevoked: ErrEnvironmentEnded once its Environment
+// ended, ErrComputeNotRunning without one.
+func runningAllocation(ctx context.Context, q *db.Queries, sessionID uuid.UUID) (Allocation, error) {
+	env, err := q.GetEnvironmentBySession(ctx, sessionID)
+	if err != nil {
+		return Allocation{}, err
+	}
+	if env.TerminalCause.Valid {
+		return Allocation{}, ErrEnvironmentEnded
+	}
+	row, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Allocation{}, ErrComputeNotRunning
+	}
+	if err != nil {
+		return Allocation{}, err
+	}
+	a := allocationFromRow(row)
+	if a.State != AllocationRunning || a.DeviceRevokedAt != nil {
+		return Allocation{}, ErrComputeNotRunning
+	}
+	return a, nil
 }

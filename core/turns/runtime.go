@@ -59,15 +59,39 @@ func (s *Service) Finish(ctx context.Context, id, conn uuid.UUID, r store.TurnRe
 	return t, nil
 }
 
-// Unconfirmed wakes the readers of Turns that the end of their Runtime
-// connection made unconfirmed (the store does that in the same
-// transaction as the connection's end, store.AcceptRuntime and
-// store.CloseRuntimeConnection), and their Sessions.
-func (s *Service) Unconfirmed(ids ...uuid.UUID) { s.hub.Notify(ids...) }
+// ConnectionOpened records a Runtime's connection (store.AcceptRuntime:
+// the device credential, the allocation's settled creation and compute
+// phase checked, the owner epoch fenced). Accepting it ends the
+// allocation's previous connection, whose running Turn becomes
+// unconfirmed in the same transaction; their readers are woken. Its
+// refusals are the store's (ErrRuntimeCredential, ErrRuntimeRevoked,
+// ErrRuntimeNotAdmitted).
+func (s *Service) ConnectionOpened(ctx context.Context, p store.AcceptRuntimeParams) (store.RuntimeGrant, error) {
+	g, err := s.store.AcceptRuntime(ctx, p)
+	if err != nil {
+		return store.RuntimeGrant{}, err
+	}
+	s.hub.Notify(g.Unconfirmed...)
+	return g, nil
+}
 
-// Notify wakes the waiters of keys in this process (Wait): the lifecycle
-// worker announces an Environment's suspension transitions with it, so the
-// gateway's connection of its Session reads the new compute phase at once.
+// ConnectionClosed records the end of Runtime connection conn of Session
+// session (store.CloseRuntimeConnection): the Turn running on it becomes
+// unconfirmed in the same transaction. It wakes the Turns' readers and
+// the Session, and returns the Turns it made unconfirmed. Closing twice
+// changes nothing the second time.
+func (s *Service) ConnectionClosed(ctx context.Context, conn, session uuid.UUID) ([]uuid.UUID, error) {
+	ids, err := s.store.CloseRuntimeConnection(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	s.hub.Notify(append(ids, session)...)
+	return ids, nil
+}
+
+// Notify wakes the waiters of keys in this process (Wait): core/suspension
+// announces an Environment's compute-phase transitions with it, so the
+// gateway's connection of its Session reads the new phase at once.
 func (s *Service) Notify(keys ...uuid.UUID) { s.hub.Notify(keys...) }
 
 // Terminated wakes whoever waits on what a terminal cleanup changed

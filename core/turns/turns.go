@@ -38,6 +38,20 @@ type Store interface {
 	ExpireQueuedTurns(ctx context.Context) ([]store.TurnRef, error)
 	UnconfirmOrphanedTurns(ctx context.Context) ([]store.TurnRef, error)
 	EndTurnsOnLostCompute(ctx context.Context) ([]store.TurnRef, error)
+	// A Runtime connection's start and end unconfirm the Turns that ran
+	// on the connection it ends (runtime.go).
+	AcceptRuntime(ctx context.Context, p store.AcceptRuntimeParams) (store.RuntimeGrant, error)
+	CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
+}
+
+// Writes lists the store methods this package alone calls: every write
+// of Turn state, including a Runtime connection's start and end, which
+// unconfirm the Turns that ran on the connection they end. The one-writer
+// test (writers_test.go) fails when another package of the core module
+// calls one.
+var Writes = []string{
+	"SubmitTurn", "RequestTurnCancel", "ClaimNextTurn", "MarkTurnStarted", "AppendTurnOutput", "FinishTurn",
+	"ExpireQueuedTurns", "UnconfirmOrphanedTurns", "EndTurnsOnLostCompute", "AcceptRuntime", "CloseRuntimeConnection",
 }
 
 // Bounds and defaults of a Turn.
@@ -118,7 +132,41 @@ func (r *SubmitRequest) Validate() error {
 	case r.RequestID == uuid.Nil:
 		return errdefs.Invalid("request_id", "must be a UUID")
 	}
-	c := r.Command
+	if err := r.Command.validate(); err != nil {
+		return err
+	}
+	if r.WorkingDirectory == "" {
+		r.WorkingDirectory = WorkspaceRoot
+	}
+	wd := r.WorkingDirectory
+	if len(wd) > 4096 || !cleanText(wd) || !path.IsAbs(wd) || path.Clean(wd) != wd ||
+		(wd != WorkspaceRoot && !strings.HasPrefix(wd, WorkspaceRoot+"/")) {
+		return errdefs.Invalid("working_directory", "must be a clean absolute path under /workspace")
+	}
+	if err := validateEnv(r.Env); err != nil {
+		return err
+	}
+	if len(r.Stdin) > MaxStdinBytes {
+		return errdefs.Invalid("stdin", "at most 1 MiB")
+	}
+	switch {
+	case r.Timeout == 0:
+		r.Timeout = DefaultTimeout
+	case r.Timeout < time.Second || r.Timeout > MaxTimeout:
+		return errdefs.Invalid("timeout", "must be between 1s and 24h")
+	}
+	switch {
+	case r.QueueTimeout == 0:
+		r.QueueTimeout = DefaultQueueTimeout
+	case r.QueueTimeout < time.Second || r.QueueTimeout > MaxQueueTimeout:
+		return errdefs.Invalid("queue_timeout", "must be between 1s and 1h")
+	}
+	return nil
+}
+
+// validate checks that c is exactly one of a bounded argv and a bounded
+// script.
+func (c Command) validate() error {
 	switch {
 	case c.Argv != nil && c.Script != nil, c.Argv == nil && c.Script == nil:
 		return errdefs.Invalid("command", "exactly one of argv and shell_script")
@@ -139,18 +187,16 @@ func (r *SubmitRequest) Validate() error {
 			return errdefs.Invalid("command.script", "must be 1 byte to 256 KiB of UTF-8 without NUL")
 		}
 	}
-	if r.WorkingDirectory == "" {
-		r.WorkingDirectory = WorkspaceRoot
-	}
-	wd := r.WorkingDirectory
-	if len(wd) > 4096 || !cleanText(wd) || !path.IsAbs(wd) || path.Clean(wd) != wd ||
-		(wd != WorkspaceRoot && !strings.HasPrefix(wd, WorkspaceRoot+"/")) {
-		return errdefs.Invalid("working_directory", "must be a clean absolute path under /workspace")
-	}
-	if len(r.Env) > MaxEnv {
+	return nil
+}
+
+// validateEnv checks a Turn's environment: bounded, well-formed names
+// outside the reserved prefix, bounded clean values.
+func validateEnv(env map[string]string) error {
+	if len(env) > MaxEnv {
 		return errdefs.Invalid("env", fmt.Sprintf("at most %d variables", MaxEnv))
 	}
-	for k, v := range r.Env {
+	for k, v := range env {
 		switch {
 		case !envName.MatchString(k) || len(k) > 256:
 			return errdefs.Invalid("env", "names must match [A-Za-z_][A-Za-z0-9_]*")
@@ -159,21 +205,6 @@ func (r *SubmitRequest) Validate() error {
 		case len(v) > MaxEnvBytes || !cleanText(v):
 			return errdefs.Invalid("env", "values must be UTF-8 without NUL, at most 64 KiB")
 		}
-	}
-	if len(r.Stdin) > MaxStdinBytes {
-		return errdefs.Invalid("stdin", "at most 1 MiB")
-	}
-	switch {
-	case r.Timeout == 0:
-		r.Timeout = DefaultTimeout
-	case r.Timeout < time.Second || r.Timeout > MaxTimeout:
-		return errdefs.Invalid("timeout", "must be between 1s and 24h")
-	}
-	switch {
-	case r.QueueTimeout == 0:
-		r.QueueTimeout = DefaultQueueTimeout
-	case r.QueueTimeout < time.Second || r.QueueTimeout > MaxQueueTimeout:
-		return errdefs.Invalid("queue_timeout", "must be between 1s and 1h")
 	}
 	return nil
 }
@@ -320,33 +351,8 @@ func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID,
 		if err != nil {
 			return err
 		}
-		for {
-			chunks, err := s.store.ReadTurnOutput(ctx, turnID, seq, outputPage)
-			if err != nil {
-				return err
-			}
-			for _, c := range chunks {
-				seq = c.Seq
-				from := stdoutFrom
-				if c.Stream == store.StreamStderr {
-					from = stderrFrom
-				}
-				end := c.Offset + int64(len(c.Data))
-				if end <= from {
-					continue
-				}
-				data := c.Data
-				off := c.Offset
-				if off < from {
-					data, off = data[from-off:], from
-				}
-				if err := send(Chunk{Stream: c.Stream, Offset: off, Data: data}); err != nil {
-					return err
-				}
-			}
-			if len(chunks) < outputPage {
-				break
-			}
+		if seq, err = s.sendRecorded(ctx, turnID, seq, stdoutFrom, stderrFrom, send); err != nil {
+			return err
 		}
 		if t.State.Terminal() {
 			return nil
@@ -356,6 +362,37 @@ func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID,
 			return ctx.Err()
 		case <-wake:
 		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// sendRecorded sends Turn turnID's recorded output after chunk seq,
+// each stream from its offset, and returns the last chunk's seq.
+func (s *Service) sendRecorded(ctx context.Context, turnID uuid.UUID, seq, stdoutFrom, stderrFrom int64, send func(Chunk) error) (int64, error) {
+	for {
+		chunks, err := s.store.ReadTurnOutput(ctx, turnID, seq, outputPage)
+		if err != nil {
+			return seq, err
+		}
+		for _, c := range chunks {
+			seq = c.Seq
+			from := stdoutFrom
+			if c.Stream == store.StreamStderr {
+				from = stderrFrom
+			}
+			if c.Offset+int64(len(c.Data)) <= from {
+				continue
+			}
+			data, off := c.Data, c.Offset
+			if off < from {
+				data, off = data[from-off:], from
+			}
+			if err := send(Chunk{Stream: c.Stream, Offset: off, Data: data}); err != nil {
+				return seq, err
+			}
+		}
+		if len(chunks) < outputPage {
+			return seq, nil
 		}
 	}
 }

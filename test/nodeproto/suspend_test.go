@@ -14,6 +14,7 @@ import (
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
+	"berth.dev/core/suspension"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
@@ -53,8 +54,9 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 	gen, err := st.CurrentGeneration(ctx)
 	must(t, err)
 	storetest.Present(t, st, node, gen.Generation)
+	susp := suspension.New(st, nil)
 	w := lifecycle.NewWorker(lifecycle.Config{
-		Store: st, Key: key, Installation: inst,
+		Store: st, Suspension: susp, Key: key, Installation: inst,
 		Provider:    func(uuid.UUID) (sandbox.SandboxProvider, error) { return proxy, nil },
 		CallTimeout: 5 * time.Second, Interval: 20 * time.Millisecond,
 	}, node)
@@ -72,7 +74,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 		return a
 	}
 
-	b, err := sessions.New(st, key, inst.ID, uuid.New).Create(ctx, sessions.CreateRequest{
+	b, err := sessions.New(st, key, inst.ID, uuid.New, susp).Create(ctx, sessions.CreateRequest{
 		RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "capture"})
 	must(t, err)
 	for range 3 {
@@ -157,7 +159,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 		t.Fatalf("node retains %d %v, want 1", r, err)
 	}
 
-	_, err = sessions.New(st, key, inst.ID, uuid.New).Delete(ctx, b.Session.ID)
+	_, err = sessions.New(st, key, inst.ID, uuid.New, susp).Delete(ctx, b.Session.ID)
 	must(t, err)
 	for range 4 {
 		pass()

@@ -14,6 +14,7 @@ import (
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
+	"berth.dev/core/suspension"
 )
 
 // Fixture is a Service over the owner-bound store of a fresh database.
@@ -38,7 +39,7 @@ func New(t *testing.T) Fixture {
 	storetest.Present(t, owned, node, 1)
 	installation := uuid.New()
 	return Fixture{
-		Svc: sessions.New(owned, key, installation, uuid.New), St: owned, Key: key,
+		Svc: sessions.New(owned, key, installation, uuid.New, suspension.New(owned, nil)), St: owned, Key: key,
 		Installation: installation, Node: node, Tenant: uuid.New(), Ctx: ctx,
 	}
 }

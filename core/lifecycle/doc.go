@@ -1,0 +1,28 @@
+// Package lifecycle drives allocations to their provider: one serial
+// Worker per node creates, observes, keeps alive, suspends, restores and
+// cleans up; a thin Coordinator starts, drains and stops the workers. The
+// narrative of the rules below, with the guide's reasons, is
+// docs/lifecycle.md.
+//
+// Rules:
+//   - One serial worker per node; a pass runs its pieces (pieces.go) in a
+//     fixed order, one page each, each with its own cursor and narrow store
+//     interface. A drain stops it between operations, never inside one.
+//   - A Create or a capture or restore is sent only after its receipt was
+//     claimed, and never again; an unknown outcome is only observed.
+//   - Only a settled running Info or an explicit absence receipt settles a
+//     creation; an abandoned restore needs its instance's exact evidence.
+//   - An allocation is released only after confirmed cleanup and settled
+//     creation; Kill follows terminal cleanup, after the cancel drain.
+//   - No transaction is held across a provider call; every call is
+//     bounded, and an outcome is recorded with a detached, bounded context.
+//   - Every store write is fenced by the owner epoch; ErrSuperseded stops
+//     the pass. Compute-phase state is written only through
+//     core/suspension (Config.Suspension), which also announces each
+//     transition; the worker decides and calls the provider.
+//   - A disabled provider gets no new Create and no restore; cleanup and
+//     observation go on. A node Core refuses to call gets no pass; its
+//     running compute is recorded unavailable with the refusal's reason.
+//   - Lifecycle decisions (abandonment, expiry, due observations) use the
+//     database clock. The device credential never reaches a log or error.
+package lifecycle
