@@ -15,11 +15,10 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"berth.dev/platform/errgrpc"
+	"berth.dev/platform/enrollwire"
 	"berth.dev/platform/nodetls"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/atomicfile"
@@ -149,16 +148,10 @@ func checkEnrollment(resp *enrollmentv1.EnrollResponse, tok nodetls.Token, pub *
 // refused it.
 var errTokenRejected = fmt.Errorf("enrollment token rejected: %w", errdefs.ErrFenced)
 
-// codec reads Core's answers to Enroll: enrollment's codec
-// (core/enrollmentgrpc builds the same table: its token refusal row, the
-// shared rows, an internal unknown row), used here only to decode.
-var codec = errgrpc.New(enrollmentv1.ErrorDomain, append([]errgrpc.Row{{
-	Class: errTokenRejected, Code: codes.PermissionDenied, Reason: enrollmentv1.ReasonTokenRejected,
-	Message: "enrollment token rejected",
-}}, errgrpc.Common()...), errgrpc.Options{
-	Unknown:      errgrpc.Row{Code: codes.Internal, Reason: "internal", Message: "enrollment failed"},
-	FieldDetails: true,
-})
+// codec reads Core's answers to Enroll: enrollment's one table
+// (platform/enrollwire, the one Core encodes with), its token refusal read
+// as errTokenRejected.
+var codec = enrollwire.Codec(errTokenRejected)
 
 // pinCheck records that the pinned-CA check refused Core's certificate.
 // grpc-go reports a failed handshake only as UNAVAILABLE with text, never

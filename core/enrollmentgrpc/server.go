@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
+	"berth.dev/platform/enrollwire"
 	"berth.dev/platform/errgrpc"
 	enrollmentv1 "berth.dev/proto/berth/enrollment/v1"
 	"berth.dev/sandbox/errdefs"
@@ -27,15 +27,9 @@ func New(svc *enrollment.Service) *Server { return &Server{svc: svc} }
 // ServerOptions.
 func (s *Server) Register(g *grpc.Server) { enrollmentv1.RegisterEnrollmentServiceServer(g, s) }
 
-// codec is enrollment's one codec: the token refusal first (it wraps
-// ErrFenced), then the shared table; anything else is internal.
-var codec = errgrpc.New(enrollmentv1.ErrorDomain, append([]errgrpc.Row{{
-	Class: enrollment.ErrRejected, Code: codes.PermissionDenied, Reason: enrollmentv1.ReasonTokenRejected,
-	Message: "enrollment token rejected: create a new enrollment token and enroll again",
-}}, errgrpc.Common()...), errgrpc.Options{
-	Unknown:      errgrpc.Row{Code: codes.Internal, Reason: "internal", Message: "enrollment failed"},
-	FieldDetails: true,
-})
+// codec is enrollment's one codec (platform/enrollwire, the table the
+// node agent decodes with), its token refusal being enrollment.ErrRejected.
+var codec = enrollwire.Codec(enrollment.ErrRejected)
 
 // errMalformed answers a request body that is not a well-formed
 // EnrollRequest.
