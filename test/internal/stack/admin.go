@@ -202,9 +202,33 @@ func Owned(t testing.TB, cli *client.Client, installationID string) (containers,
 }
 
 // RemoveOwned force-removes everything labelled with the installation and
-// returns how many containers and volumes it found.
+// returns how many containers and volumes it found. The processes that
+// made them are stopped first, but the engine may still be carrying out a
+// request a stopped node agent sent (a Create it answers after the agent
+// is gone): so it passes again, settlePause apart, until a pass after the
+// first finds nothing (at most settlePasses passes; the suite's end, Run,
+// reports what is left even then).
 func RemoveOwned(t testing.TB, cli *client.Client, installationID string) (containers, volumes int) {
 	t.Helper()
+	for pass := range settlePasses {
+		c, v := removeOwnedOnce(cli, installationID)
+		containers, volumes = containers+c, volumes+v
+		if c+v == 0 && pass > 0 {
+			break
+		}
+		time.Sleep(settlePause)
+	}
+	return containers, volumes
+}
+
+// settlePasses and settlePause bound RemoveOwned's passes.
+const (
+	settlePasses = 10
+	settlePause  = time.Second
+)
+
+// removeOwnedOnce is one pass of RemoveOwned.
+func removeOwnedOnce(cli *client.Client, installationID string) (containers, volumes int) {
 	f := InstallationFilter(installationID)
 	cs, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
 	vs, _ := cli.VolumeList(context.Background(), client.VolumeListOptions{Filters: f})
