@@ -114,7 +114,7 @@ type core struct {
 	// presence) is its own transaction under that fence, so a Core whose
 	// lease another took over stops writing before it notices the loss
 	// itself.
-	owned *store.Owner
+	owned views
 	inst  store.Installation
 	epoch uint64
 
@@ -228,7 +228,7 @@ func (c *core) claimInstallation(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("owner epoch: %w", err)
 	}
-	c.inst, c.epoch, c.owned = inst, epoch, c.st.AsOwner(epoch)
+	c.inst, c.epoch, c.owned = inst, epoch, newViews(c.st, epoch)
 	return nil
 }
 
@@ -322,7 +322,7 @@ func (c *core) gatewayTLS(context.Context) error {
 
 // setupNodes runs the node manager: one connection per enabled node.
 func (c *core) setupNodes(context.Context) error {
-	c.manager = nodes.NewManager(c.owned, c.coreClient, c.ca.Certificate(), c.log, c.cfg.NodeInterval)
+	c.manager = nodes.NewManager(c.owned.readOwner(), c.coreClient, c.ca.Certificate(), c.log, c.cfg.NodeInterval)
 	c.group.addWorker(func(ctx context.Context) error {
 		c.manager.Run(ctx)
 		return nil
@@ -333,10 +333,10 @@ func (c *core) setupNodes(context.Context) error {
 // setupTurns makes the Turn service (the gateway and the admin API share
 // it) and runs its sweep.
 func (c *core) setupTurns(context.Context) error {
-	c.turns = turns.New(c.owned, c.masterKey, c.inst.ID, uuid.New, turns.NewHub())
+	c.turns = turns.New(c.owned.all(), c.masterKey, c.inst.ID, uuid.New, turns.NewHub())
 	// The one writer of compute-phase state; its announcement of a
 	// transition wakes the gateway's connection of the Session.
-	c.suspension = suspension.New(c.owned, func(id uuid.UUID) { c.turns.Notify(id) })
+	c.suspension = suspension.New(c.owned.owner, func(id uuid.UUID) { c.turns.Notify(id) })
 	log := c.log.With("component", "turns")
 	c.group.addWorker(func(ctx context.Context) error {
 		c.turns.Sweep(ctx, log)
@@ -348,7 +348,7 @@ func (c *core) setupTurns(context.Context) error {
 // setupSessions makes the Session service (the admin API serves it; the
 // lifecycle's owner failures close its admission).
 func (c *core) setupSessions(context.Context) error {
-	c.sessions = sessions.New(c.owned, c.masterKey, c.inst.ID, uuid.New, c.suspension)
+	c.sessions = sessions.New(c.owned.readOwner(), c.masterKey, c.inst.ID, uuid.New, c.suspension)
 	c.sessions.NotifyTerminations(c.turns.Terminated)
 	return nil
 }
@@ -359,7 +359,7 @@ func (c *core) setupSessions(context.Context) error {
 // it again.
 func (c *core) setupLifecycle(context.Context) error {
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
-		Store: c.owned, Suspension: c.suspension, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
+		Store: c.owned.readOwner(), Suspension: c.suspension, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
 		ObservePeriod: DefaultObservePeriod, KeepaliveInterval: DefaultComputeKeepalive,
 		CreateAbandonAfter: c.cfg.CreateAbandonAfter,
 		QuiesceTimeout:     c.cfg.QuiesceTimeout, RestoreAbandonAfter: c.cfg.RestoreAbandonAfter,
@@ -431,7 +431,7 @@ func (c *core) setupGateway(context.Context) error {
 		// trace, linked to whatever context it brought.
 		grpc.StatsHandler(otelsetup.PublicServerHandler()))...)
 	gateway.New(gateway.Config{
-		Store: c.owned, Turns: c.turns, Suspension: c.suspension, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
+		Store: c.owned.readRuntime(), Turns: c.turns, Suspension: c.suspension, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
 		Log: c.log.With("component", "gateway"),
 	}).Register(srv)
 	var err error
@@ -446,11 +446,11 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("page tokens: %w", err)
 	}
-	tokens, err := enrollment.NewTokens(c.st, c.ca.Fingerprint(), time.Now)
+	tokens, err := enrollment.NewTokens(c.owned.readAdmin(), c.ca.Fingerprint(), time.Now)
 	if err != nil {
 		return fmt.Errorf("enrollment tokens: %w", err)
 	}
-	nodeRegistry, err := nodes.NewRegistry(c.st)
+	nodeRegistry, err := nodes.NewRegistry(c.owned.readOwner())
 	if err != nil {
 		return fmt.Errorf("node registry: %w", err)
 	}
@@ -463,8 +463,8 @@ func (c *core) setupAdmin(context.Context) error {
 	// An operator's abandon of a node that came back on another backend
 	// is a lifecycle write under this Core's owner epoch; the Turns it
 	// settles or asks to cancel are told at once.
-	nodeRegistry.AllowAbandon(c.owned, c.log, c.turns.Terminated)
-	nodeSrv, err := nodeadmin.New(tokens, nodeRegistry, pages, liveness(c.manager, c.st))
+	nodeRegistry.AllowAbandon(c.owned.readOwner(), c.log, c.turns.Terminated)
+	nodeSrv, err := nodeadmin.New(tokens, nodeRegistry, pages, liveness(c.manager, c.owned.reader))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
 	}
@@ -472,13 +472,13 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("provider registry: %w", err)
 	}
-	deploySvc, err := deployment.NewService(c.st, registry, c.masterKey, c.inst.ID)
+	deploySvc, err := deployment.NewService(c.owned.readAdminOwner(), registry, c.masterKey, c.inst.ID)
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
 	deploySvc.OnCommit(c.manager.Publish)
 	deploySvc.GateRetirement(c.coordinator.Gate(deployment.ErrReplaceUndrained))
-	deploySvc.ObserveNodes(nodeServing(c.manager, c.st))
+	deploySvc.ObserveNodes(nodeServing(c.manager, c.owned.reader))
 	sessionSrv, err := sessionadmin.New(sessionSvc, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
@@ -487,7 +487,7 @@ func (c *core) setupAdmin(context.Context) error {
 		TokenDigest: c.adminDigest,
 		Stats:       otelsetup.ServerHandler(),
 		Services: []admin.Service{
-			installationadmin.New(installation.New(c.st, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),
+			installationadmin.New(installation.New(c.owned.reader, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),
 			nodeSrv,
 			deploymentadmin.New(deploySvc),
 			sessionSrv,
@@ -505,7 +505,7 @@ func (c *core) setupEnrollment(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("public TLS: %w", err)
 	}
-	enroll := enrollmentgrpc.New(enrollment.NewService(c.st, c.ca, time.Now, uuid.New))
+	enroll := enrollmentgrpc.New(enrollment.NewService(c.owned.readAdmin(), c.ca, time.Now, uuid.New))
 	srv := grpc.NewServer(append(enroll.ServerOptions(), grpc.Creds(credentials.NewTLS(publicTLS)),
 		grpc.MaxHeaderListSize(publicMaxHeaderListBytes), grpc.MaxRecvMsgSize(publicMaxRecvMsgBytes))...)
 	enroll.Register(srv)
@@ -531,7 +531,7 @@ func (c *core) ready() Ready {
 // liveness reads the node connections for the admin API, with each
 // node's presence as the database decides it (store.NodePresence.Present,
 // the one predicate placement applies).
-func liveness(m *nodes.Manager, st *store.Store) nodeadmin.Liveness {
+func liveness(m *nodes.Manager, st *store.Reader) nodeadmin.Liveness {
 	return func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]nodeadmin.LiveState, error) {
 		recorded, err := st.NodePresences(ctx, ids)
 		if err != nil {
@@ -569,7 +569,7 @@ func liveness(m *nodes.Manager, st *store.Store) nodeadmin.Liveness {
 
 // nodeServing reads what each node serves for GetDeployment, with its
 // presence as the database decides it.
-func nodeServing(m *nodes.Manager, st *store.Store) func(context.Context) ([]deployment.NodeServing, error) {
+func nodeServing(m *nodes.Manager, st *store.Reader) func(context.Context) ([]deployment.NodeServing, error) {
 	return func(ctx context.Context) ([]deployment.NodeServing, error) {
 		ids := m.Nodes()
 		slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })

@@ -111,7 +111,7 @@ func TestRunStopsWhenTheContextEnds(t *testing.T) {
 		t.Fatalf("Run after the context ended: %v", err)
 	}
 	stopped(t, cfg, s.ready.AdminAddr, s.ready.PublicAddr, s.ready.RuntimeAddr)
-	lease, err := openStore(t, cfg.DatabaseURL).GetLease(t.Context())
+	lease, err := openStore(t, cfg.DatabaseURL).Reader().GetLease(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestRunStopsWhenTheLeaseIsLost(t *testing.T) {
 	// Core takes it. Core's renewals may revive a lapsed lease until then.
 	other := uuid.New()
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		lease, err := st.GetLease(t.Context())
+		lease, err := st.Reader().GetLease(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestRunStopsWhenTheLeaseIsLost(t *testing.T) {
 		t.Fatalf("Run after losing the lease: %v, want ErrLeaseLost", err)
 	}
 	stopped(t, cfg, s.ready.AdminAddr, s.ready.PublicAddr, s.ready.RuntimeAddr)
-	if lease, err := st.GetLease(t.Context()); err != nil || lease.Holder != other || lease.Expired {
+	if lease, err := st.Reader().GetLease(t.Context()); err != nil || lease.Holder != other || lease.Expired {
 		t.Errorf("the new holder's lease after the old Core stopped: %+v %v", lease, err)
 	}
 }
@@ -189,7 +189,7 @@ func TestRunClosesWhatASetupStepOpened(t *testing.T) {
 		t.Fatalf("the Runtime gateway's listener was left open: %v", err)
 	}
 	again.Close()
-	lease, err := openStore(t, cfg.DatabaseURL).GetLease(t.Context())
+	lease, err := openStore(t, cfg.DatabaseURL).Reader().GetLease(t.Context())
 	if err != nil || !lease.Expired {
 		t.Errorf("the lease was not released: %+v %v", lease, err)
 	}

@@ -88,7 +88,7 @@ func (c *core) observeCore(context.Context) error {
 	if c.metrics == nil {
 		return nil
 	}
-	reg, err := registerGauges(otel.Meter(meterName), &dbCounts{sessions: c.sessions, store: c.st, refresh: metricsRefresh},
+	reg, err := registerGauges(otel.Meter(meterName), &dbCounts{sessions: c.sessions, store: c.owned.reader, refresh: metricsRefresh},
 		c.manager, c.st.Pool())
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

@@ -16,8 +16,8 @@ import (
 	"berth.dev/core/store/storetest"
 )
 
-func setup(t *testing.T) (*enrollment.Service, *store.Store, *nodetls.CA) {
-	st := storetest.New(t)
+func setup(t *testing.T) (*enrollment.Service, *storetest.Owned, *nodetls.CA) {
+	st := storetest.Owner(t, storetest.New(t))
 	ca, err := nodetls.NewCA(uuid.NewString(), time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +25,7 @@ func setup(t *testing.T) (*enrollment.Service, *store.Store, *nodetls.CA) {
 	return enrollment.NewService(st, ca, time.Now, uuid.New), st, ca
 }
 
-func token(t *testing.T, st *store.Store, ca *nodetls.CA, ttl time.Duration) string {
+func token(t *testing.T, st *storetest.Owned, ca *nodetls.CA, ttl time.Duration) string {
 	text, id, hash, _, err := nodetls.NewToken(ca.Fingerprint(), time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/core/gateway"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/core/suspension"
 	"berth.dev/core/turns"
 	"berth.dev/core/turns/turnstest"
@@ -25,7 +26,7 @@ import (
 // fixture is a gateway over a real PostgreSQL with one running Session,
 // served on loopback gRPC; the test plays the Runtime.
 type fixture struct {
-	st      *store.Owner
+	st      *storetest.Owned
 	turns   *turns.Service
 	client  runtimev1.RuntimeGatewayServiceClient
 	cc      *grpc.ClientConn
@@ -191,7 +192,7 @@ func TestTurnsAreDeliveredOnceInOrderAfterPreparation(t *testing.T) {
 	}
 }
 
-func waitState(t *testing.T, st *store.Owner, id uuid.UUID, want store.TurnState) {
+func waitState(t *testing.T, st *storetest.Owned, id uuid.UUID, want store.TurnState) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -52,7 +52,7 @@ type node struct {
 }
 
 type env struct {
-	st    *store.Owner
+	st    *storetest.Owned
 	inst  store.Installation
 	cfg   lifecycle.Config
 	svc   *sessions.Service
@@ -90,7 +90,7 @@ func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
 	must(t, err)
 	e := &env{st: st, inst: inst, nodes: map[uuid.UUID]*node{}}
 	for range nodes {
-		n := &node{id: storetest.EnabledNode(t, base), srv: dockertest.Start(t)}
+		n := &node{id: storetest.EnabledNode(t, st), srv: dockertest.Start(t)}
 		n.srv.PutImage(fixtureImage)
 		cli, err := docker.NewClient(n.srv.Host())
 		must(t, err)
@@ -133,7 +133,7 @@ func (e *env) createBundle(t *testing.T, on uuid.UUID) store.SessionBundle {
 	for id := range e.nodes {
 		storetest.Present(t, e.st, id, gen.Generation)
 		if id != on {
-			storetest.Absent(t, e.st.Store, id)
+			storetest.Absent(t, e.st, id)
 		}
 	}
 	e.place = on
@@ -877,7 +877,7 @@ func TestSupersededWorkerSendsNoCreate(t *testing.T) {
 		t.Fatalf("allocation changed under a superseded owner: %+v", a)
 	}
 	cfg := e.cfg
-	cfg.Store = e.st.AsOwner(epoch)
+	cfg.Store = storetest.As(e.st.Store, epoch)
 	pass(t, lifecycle.NewWorker(cfg, n.id))
 	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationRunning {
 		t.Fatalf("the new owner's worker: %+v", a)
@@ -1349,7 +1349,7 @@ func (e *env) replacer(t *testing.T, c *lifecycle.Coordinator) *deployment.Servi
 	t.Helper()
 	reg, err := providers.NewRegistry(docker.Registration(), deploymenttest.DirectRegistration())
 	must(t, err)
-	svc, err := deployment.NewService(e.st.Store, reg, e.cfg.Key, e.inst.ID)
+	svc, err := deployment.NewService(e.st, reg, e.cfg.Key, e.inst.ID)
 	must(t, err)
 	svc.GateRetirement(c.Gate(deployment.ErrReplaceUndrained))
 	return svc

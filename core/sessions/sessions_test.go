@@ -34,9 +34,9 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	must(t, err)
 	installation := uuid.New()
 	owned := storetest.Owner(t, st)
-	node := storetest.EnabledNode(t, st)
+	node := storetest.EnabledNode(t, owned)
 	storetest.Present(t, owned, node, 1)
-	svc := sessions.New(owned, key, installation, uuid.New, suspension.New(owned, nil))
+	svc := sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, nil))
 
 	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"}
 	_, err = svc.Create(ctx, req)
@@ -101,7 +101,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	owned := storetest.Owner(t, st)
-	node := storetest.EnabledNode(t, st)
+	node := storetest.EnabledNode(t, owned)
 	res := sandbox.Resources{CPUMillis: 700, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
@@ -114,7 +114,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 			CPUMillis: cpu, MemoryBytes: storetest.Ample, DiskFreeBytes: storetest.Ample,
 		}))
 	}
-	svc := sessions.New(owned, key, uuid.New(), uuid.New, suspension.New(owned, nil))
+	svc := sessions.New(owned, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil))
 	create := func() error {
 		_, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()})
 		return err
@@ -146,7 +146,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 // first CreateSession reaches the store: the admission that read
 // generation 1 meets generation 2 in its transaction.
 type replacing struct {
-	*store.Owner
+	*storetest.Owned
 	once sync.Once
 	t    *testing.T
 }
@@ -174,14 +174,14 @@ func TestCreateAfterAReplacementUsesTheNewGeneration(t *testing.T) {
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	owned := storetest.Owner(t, st)
-	node := storetest.EnabledNode(t, st)
+	node := storetest.EnabledNode(t, owned)
 	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 100, MemoryBytes: 1 << 30, DiskBytes: 1 << 30}, MaxActive: 8},
 	})
 	must(t, err)
 	storetest.Present(t, owned, node, 2) // ready for the generation about to be committed
-	svc := sessions.New(&replacing{Owner: owned, t: t}, key, uuid.New(), uuid.New, suspension.New(owned, nil))
+	svc := sessions.New(&replacing{Owned: owned, t: t}, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil))
 	b, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
 	must(t, err)
 	if b.Placement.Generation != 2 || b.Allocation.Generation != 2 {

@@ -308,7 +308,7 @@ func abandonedRows(a NodeAbandonment) []db.InsertNodeAbandonedResourceParams {
 
 // GetNodeAbandonment returns the abandonment recorded for node nodeID,
 // with what it abandoned; ErrNotFound when the node was never abandoned.
-func (s *Store) GetNodeAbandonment(ctx context.Context, nodeID uuid.UUID) (NodeAbandonment, error) {
+func (s *Reader) GetNodeAbandonment(ctx context.Context, nodeID uuid.UUID) (NodeAbandonment, error) {
 	const op = "get node abandonment"
 	rec, err := s.q.GetNodeAbandonment(ctx, nodeID)
 	if err != nil {
@@ -350,7 +350,7 @@ func (s *Store) GetNodeAbandonment(ctx context.Context, nodeID uuid.UUID) (NodeA
 
 // NodeBackends returns the bindings of those of the nodes ids that are
 // bound (Owner.BindNodeBackend).
-func (s *Store) NodeBackends(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
+func (s *Reader) NodeBackends(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
 	rows, err := s.q.ListNodeBackends(ctx, ids)
 	if err != nil {
 		return nil, wrap("list node backends", err)

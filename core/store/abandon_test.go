@@ -53,7 +53,7 @@ func TestAbandonNodeReleasesWithoutCleanupAndRecordsIt(t *testing.T) {
 		}
 	}
 	fenced("an enabled node", bound)
-	if _, err := st.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired); err != nil {
+	if _, err := owned.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired); err != nil {
 		t.Fatal(err)
 	}
 	fenced("a node recorded on its bound backend", bound)
@@ -141,7 +141,7 @@ func TestAbandonNodeReleasesWithoutCleanupAndRecordsIt(t *testing.T) {
 
 // createSessionOn commits a Session on the only present node of owned's
 // database, its Create never claimed.
-func createSessionOn(t *testing.T, owned *store.Owner) store.SessionBundle {
+func createSessionOn(t *testing.T, owned *storetest.Owned) store.SessionBundle {
 	t.Helper()
 	raw := make([]byte, 48)
 	_, _ = rand.Read(raw)

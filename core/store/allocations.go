@@ -117,7 +117,7 @@ func (a Allocation) CreationSettled() bool {
 // CountUnreleasedAllocations counts the unreleased allocations by state
 // (an index scan of the unreleased ones; released allocations are history
 // and are not counted).
-func (s *Store) CountUnreleasedAllocations(ctx context.Context) (map[AllocationState]int64, error) {
+func (s *Reader) CountUnreleasedAllocations(ctx context.Context) (map[AllocationState]int64, error) {
 	rows, err := s.q.CountUnreleasedAllocations(ctx)
 	if err != nil {
 		return nil, wrap("count unreleased allocations", err)
@@ -131,7 +131,7 @@ func (s *Store) CountUnreleasedAllocations(ctx context.Context) (map[AllocationS
 
 // GetAllocation returns an allocation by id; ErrNotFound when there is
 // none.
-func (s *Store) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
+func (s *Reader) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
 	row, err := s.q.GetAllocation(ctx, id)
 	if err != nil {
 		return Allocation{}, wrap("get allocation", err)
@@ -151,7 +151,7 @@ const CancelDrain = 20 * time.Second
 // CancelDraining reports whether allocation id's Session has a running
 // Turn whose cancellation was requested less than CancelDrain ago by the
 // database clock: its result may still arrive, so Kill waits.
-func (s *Store) CancelDraining(ctx context.Context, id uuid.UUID) (bool, error) {
+func (s *Reader) CancelDraining(ctx context.Context, id uuid.UUID) (bool, error) {
 	draining, err := s.q.AllocationCancelDraining(ctx, db.AllocationCancelDrainingParams{ID: id, DrainSeconds: int32(CancelDrain / time.Second)})
 	if err != nil {
 		return false, wrap("cancel draining", err)
@@ -176,7 +176,7 @@ type SealedCredential struct {
 // credential; ErrNotFound when there is no such allocation, and
 // ErrFailedPrecondition when the allocation keeps none (it predates
 // sealed credentials): such an allocation can never be created.
-func (s *Store) GetAllocationCredential(ctx context.Context, id uuid.UUID) (SealedCredential, error) {
+func (s *Reader) GetAllocationCredential(ctx context.Context, id uuid.UUID) (SealedCredential, error) {
 	const op = "get allocation credential"
 	row, err := s.q.GetAllocationCredential(ctx, id)
 	if err != nil {
@@ -888,7 +888,7 @@ func update(ctx context.Context, q *db.Queries, a Allocation, revision int64) (A
 // the start), in id order. The node filter applies before the limit, so
 // another node's rows never shorten a page. An empty page means the end:
 // the caller's per-node cursor wraps to uuid.Nil.
-func (s *Store) ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Allocation, error) {
+func (s *Reader) ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Allocation, error) {
 	const op = "list allocations for node"
 	n, err := nodePageParam(op, limit)
 	if err != nil {
@@ -919,7 +919,7 @@ type Pending struct {
 // environment id order. A failed Environment is never listed. Like
 // ListAllocationsForNode it filters by node before the limit, and an empty
 // page means the end.
-func (s *Store) ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Pending, error) {
+func (s *Reader) ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Pending, error) {
 	const op = "list pending for node"
 	n, err := nodePageParam(op, limit)
 	if err != nil {
@@ -989,7 +989,7 @@ type SessionAllocation struct {
 
 // GetSessionAllocation returns allocation id with its Session;
 // ErrNotFound when there is no such allocation.
-func (s *Store) GetSessionAllocation(ctx context.Context, id uuid.UUID) (SessionAllocation, error) {
+func (s *Reader) GetSessionAllocation(ctx context.Context, id uuid.UUID) (SessionAllocation, error) {
 	row, err := s.q.GetAllocationWithSession(ctx, id)
 	if err != nil {
 		return SessionAllocation{}, wrap("get session allocation", err)
@@ -1001,7 +1001,7 @@ func (s *Store) GetSessionAllocation(ctx context.Context, id uuid.UUID) (Session
 // allocations, with their Sessions, after cursor after (the zero cursor
 // for the start) in creation order (ties by id); released ones only with
 // includeReleased.
-func (s *Store) ListAllocationsByAge(ctx context.Context, limit int, after AgeCursor, includeReleased bool) ([]SessionAllocation, error) {
+func (s *Reader) ListAllocationsByAge(ctx context.Context, limit int, after AgeCursor, includeReleased bool) ([]SessionAllocation, error) {
 	return listPage("list allocations by age", limit, func(n int32) ([]db.ListAllocationsByAgeRow, error) {
 		return s.q.ListAllocationsByAge(ctx, db.ListAllocationsByAgeParams{
 			AfterCreatedAt: after.CreatedAt, AfterID: after.ID,

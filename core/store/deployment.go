@@ -49,14 +49,14 @@ func (g Generation) HasCredential() bool { return len(g.CredentialCiphertext) > 
 // the current generation (0 before the first commit) is not
 // expectedCurrent it writes nothing and returns errdefs.ErrFailedPrecondition,
 // so a retried commit never creates two generations.
-func (s *Store) CommitGeneration(ctx context.Context, expectedCurrent uint64, g NewGeneration) (Generation, error) {
+func (s *Admin) CommitGeneration(ctx context.Context, expectedCurrent uint64, g NewGeneration) (Generation, error) {
 	const op = "commit deployment generation"
 	params, err := generationParams(expectedCurrent, g)
 	if err != nil {
 		return Generation{}, fmt.Errorf("%s: %w", op, err)
 	}
 	var row db.DeploymentGeneration
-	err = s.InTx(ctx, func(q *db.Queries) error {
+	err = s.inTx(ctx, func(q *db.Queries) error {
 		current, err := q.LockDeployment(ctx)
 		if err != nil {
 			return err
@@ -95,7 +95,7 @@ var ErrNodesMoved error = errdefs.Refuse(errdefs.ErrFenced, "deployment_nodes_mo
 
 // EnabledNodes lists the enabled nodes, in id order: the nodes a
 // replacement with another provider kind retires (Replacement.Drained).
-func (s *Store) EnabledNodes(ctx context.Context) ([]uuid.UUID, error) {
+func (s *Reader) EnabledNodes(ctx context.Context) ([]uuid.UUID, error) {
 	ids, err := s.q.ListEnabledNodeIDs(ctx)
 	if err != nil {
 		return nil, wrap("list enabled nodes", err)
@@ -123,8 +123,10 @@ type Replaced struct {
 // wait for its commit and then see the new generation. When the current
 // generation is not expectedCurrent (or nothing is committed) it writes
 // nothing and returns errdefs.ErrFailedPrecondition; when it would retire
-// a node r does not list as drained, ErrNodesMoved.
-func (s *Store) ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g NewGeneration, r Replacement) (Replaced, error) {
+// a node r does not list as drained, ErrNodesMoved. It is fenced
+// (ErrSuperseded): a replacement retires nodes through the owner's drain
+// gate, which a deposed Core's drain cannot vouch for.
+func (s *Owner) ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g NewGeneration, r Replacement) (Replaced, error) {
 	const op = "replace deployment generation"
 	params, err := generationParams(expectedCurrent, g)
 	if err != nil {
@@ -134,7 +136,7 @@ func (s *Store) ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g
 		return Replaced{}, fmt.Errorf("%s: nothing is committed to replace: %w", op, errdefs.ErrFailedPrecondition)
 	}
 	var out Replaced
-	err = s.InTx(ctx, func(q *db.Queries) error {
+	err = s.ownedTx(ctx, func(q *db.Queries) error {
 		start := time.Now()
 		current, err := q.LockDeployment(ctx)
 		if err != nil {
@@ -181,7 +183,7 @@ type ServingPin struct {
 }
 
 // GetServingPin reads the serving pin.
-func (s *Store) GetServingPin(ctx context.Context) (ServingPin, error) {
+func (s *Reader) GetServingPin(ctx context.Context) (ServingPin, error) {
 	row, err := s.q.GetServingPin(ctx)
 	if err != nil {
 		return ServingPin{}, wrap("get serving pin", err)
@@ -203,7 +205,7 @@ func (s *Owner) PromoteServingPin(ctx context.Context, generation uint64) (bool,
 		return false, fmt.Errorf("%s: %w", op, errdefs.Invalid("generation", "must be between 1 and 2^63-1"))
 	}
 	var n int64
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, func(q *db.Queries) error {
 		if err := fenceOwner(ctx, q, s.epoch); err != nil {
 			return err
 		}
@@ -225,7 +227,7 @@ type RetainedGeneration struct {
 
 // RetainedGenerations returns every generation unreleased allocations are
 // bound to, with how many, ascending.
-func (s *Store) RetainedGenerations(ctx context.Context) ([]RetainedGeneration, error) {
+func (s *Reader) RetainedGenerations(ctx context.Context) ([]RetainedGeneration, error) {
 	rows, err := s.q.ListRetainedGenerations(ctx)
 	if err != nil {
 		return nil, wrap("retained generations", err)
@@ -261,7 +263,7 @@ func insertCurrent(ctx context.Context, q *db.Queries, params db.InsertDeploymen
 
 // CurrentGeneration returns the current deployment generation,
 // errdefs.ErrNotFound before the first commit.
-func (s *Store) CurrentGeneration(ctx context.Context) (Generation, error) {
+func (s *Reader) CurrentGeneration(ctx context.Context) (Generation, error) {
 	row, err := s.q.GetCurrentGeneration(ctx)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Generation{}, fmt.Errorf("current deployment generation: none committed: %w", errdefs.ErrNotFound)
@@ -274,7 +276,7 @@ func (s *Store) CurrentGeneration(ctx context.Context) (Generation, error) {
 
 // GetGeneration returns deployment generation n, errdefs.ErrNotFound when
 // there is none.
-func (s *Store) GetGeneration(ctx context.Context, n uint64) (Generation, error) {
+func (s *Reader) GetGeneration(ctx context.Context, n uint64) (Generation, error) {
 	const op = "get deployment generation"
 	if n == 0 || n > math.MaxInt64 {
 		return Generation{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("generation", "must be between 1 and 2^63-1"))
@@ -289,7 +291,7 @@ func (s *Store) GetGeneration(ctx context.Context, n uint64) (Generation, error)
 // NodeGenerations returns the generations node must serve, ascending:
 // the current one while the node is enabled, and every generation an
 // unreleased placement or allocation on it is bound to.
-func (s *Store) NodeGenerations(ctx context.Context, node uuid.UUID) ([]Generation, error) {
+func (s *Reader) NodeGenerations(ctx context.Context, node uuid.UUID) ([]Generation, error) {
 	rows, err := s.q.ListNodeGenerations(ctx, node)
 	if err != nil {
 		return nil, wrap("node generations", err)

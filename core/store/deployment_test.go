@@ -190,7 +190,7 @@ func TestNodeGenerations(t *testing.T) {
 		}
 		return out
 	}
-	idle := storetest.EnabledNode(t, st)
+	idle := storetest.EnabledNode(t, owned)
 	if got := served(idle); len(got) != 0 {
 		t.Fatalf("before the first commit: %v", got)
 	}
@@ -210,7 +210,7 @@ func TestNodeGenerations(t *testing.T) {
 	if got := served(holder); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("enabled node holding a generation 1 allocation: %v, want [1 2]", got)
 	}
-	if _, err := st.SetNodeState(ctx, holder, store.NodeEnabled, store.NodeRetired); err != nil {
+	if _, err := owned.SetNodeState(ctx, holder, store.NodeEnabled, store.NodeRetired); err != nil {
 		t.Fatal(err)
 	}
 	if got := served(holder); !slices.Equal(got, []uint64{1}) {
@@ -302,7 +302,7 @@ func TestReplacementFencesAdmission(t *testing.T) {
 // TestReplaceGenerationRefusals: nothing committed, or another current
 // generation than the expected one: nothing is written.
 func TestReplaceGenerationRefusals(t *testing.T) {
-	st, ctx := newStore(t)
+	st, ctx := newOwned(t)
 	_, err := st.ReplaceGeneration(ctx, 0, testGeneration("docker"), store.Replacement{})
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
@@ -322,7 +322,7 @@ func TestReplaceGenerationRefusals(t *testing.T) {
 // retirement, no revoked token. With every enabled node listed it retires
 // them.
 func TestReplaceGenerationRetiresOnlyDrainedNodes(t *testing.T) {
-	st, ctx := newStore(t)
+	st, ctx := newOwned(t)
 	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
 		t.Fatal(err)
 	}

@@ -30,13 +30,20 @@
 //     insert raises that count, so concurrent Session creations never
 //     place past a node's max_active, while creations on different nodes
 //     run side by side (ChoosePlacementNode in queries/placements.sql).
-//   - Authority is in the types: the fenced lifecycle writes (Session
-//     creation and deletion, allocation claims, outcomes, cleanup and
-//     release, Turn claims and sweeps, Runtime admission, node presence)
-//     are methods of Owner (Store.AsOwner), never of Store, so a write
-//     without an owner epoch does not compile; each checks the execution
-//     lease in its own transaction. Consumers name the narrow interface
-//     they use (their package's Store), not *Store.
+//   - Authority is in the types. Store has only the start-up writes that
+//     make the others' authority (installation, owner epoch, lease, CA)
+//     and hands out the views: Reader (reads only, unfenced), Owner
+//     (AsOwner: the fenced writes, each checking in its own transaction
+//     that the epoch holds the execution lease; no reads, no embedded
+//     Store), Admin (an operator's or a client's intent, compare-and-set
+//     on the rows it names, valid whichever Core carries it) and Runtime
+//     (a Runtime connection's writes, refused once it is closed). Writes
+//     that change what the owner's workers serve (SetNodeState,
+//     ReplaceGeneration, presence) are Owner's. authority_test.go checks
+//     the method sets by their names.
+//   - Consumers name the narrow interface they use (their package's
+//     Store); Core's daemon gives each a struct embedding only the views
+//     it needs. storetest composes every view, for tests only.
 //   - Methods that create are idempotent where a lost response must be
 //     retryable (ClaimInstallation, CreateNode, ConsumeEnrollmentToken,
 //     CreateRequestedEnrollmentToken, SaveCA, CreateSession): a write whose outcome is unknown (ErrObservationUnavailable)

@@ -53,7 +53,7 @@ type ConsumeResult struct {
 // CreateEnrollmentToken stores a token's id and the SHA-256 of its secret
 // (never the token), expiring ttl from now by the database clock.
 // ErrExists when the id is taken.
-func (s *Store) CreateEnrollmentToken(ctx context.Context, id string, secretHash []byte, ttl time.Duration) (EnrollmentToken, error) {
+func (s *Admin) CreateEnrollmentToken(ctx context.Context, id string, secretHash []byte, ttl time.Duration) (EnrollmentToken, error) {
 	const op = "create enrollment token"
 	if len(secretHash) != hashLen {
 		return EnrollmentToken{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("secret_hash", "must be a SHA-256"))
@@ -70,7 +70,7 @@ func (s *Store) CreateEnrollmentToken(ctx context.Context, id string, secretHash
 }
 
 // GetEnrollmentToken returns one token's public record.
-func (s *Store) GetEnrollmentToken(ctx context.Context, id string) (EnrollmentToken, error) {
+func (s *Reader) GetEnrollmentToken(ctx context.Context, id string) (EnrollmentToken, error) {
 	row, err := s.q.GetEnrollmentToken(ctx, id)
 	if err != nil {
 		return EnrollmentToken{}, wrap("get enrollment token", err)
@@ -82,7 +82,7 @@ func (s *Store) GetEnrollmentToken(ctx context.Context, id string) (EnrollmentTo
 // ("" for the first page), in id order. next is the cursor for the
 // following page, "" when there is none; keyset pagination stays correct
 // while tokens are created and revoked between pages.
-func (s *Store) ListEnrollmentTokens(ctx context.Context, pageSize int, after string) (page []EnrollmentToken, next string, err error) {
+func (s *Reader) ListEnrollmentTokens(ctx context.Context, pageSize int, after string) (page []EnrollmentToken, next string, err error) {
 	const op = "list enrollment tokens"
 	n, err := pageSizeParam(pageSize)
 	if err != nil {
@@ -106,7 +106,7 @@ func (s *Store) ListEnrollmentTokens(ctx context.Context, pageSize int, after st
 // RevokeEnrollmentToken makes a token unusable from now on, for first use
 // and for replays alike; revoking twice keeps the first time. ErrNotFound
 // for an unknown id.
-func (s *Store) RevokeEnrollmentToken(ctx context.Context, id string) (EnrollmentToken, error) {
+func (s *Admin) RevokeEnrollmentToken(ctx context.Context, id string) (EnrollmentToken, error) {
 	row, err := s.q.RevokeEnrollmentToken(ctx, id)
 	if err != nil {
 		return EnrollmentToken{}, wrap("revoke enrollment token", err)
@@ -129,7 +129,7 @@ type TokenCursor struct {
 // stored lifetime is exactly the requested one); a different ttl is
 // ErrExists, a different request under a reused id. The returned token
 // may meanwhile have been used, revoked or expired; the caller decides.
-func (s *Store) CreateRequestedEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte, ttl time.Duration) (tok EnrollmentToken, created bool, err error) {
+func (s *Admin) CreateRequestedEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte, ttl time.Duration) (tok EnrollmentToken, created bool, err error) {
 	const op = "create requested enrollment token"
 	if requestID == uuid.Nil {
 		return EnrollmentToken{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("request_id", "must not be the nil UUID"))
@@ -171,7 +171,7 @@ func (s *Store) CreateRequestedEnrollmentToken(ctx context.Context, requestID uu
 //
 // The guarded update and ConsumeEnrollmentToken's row lock serialize, so
 // a consumption either sees the new hash or wins and makes this refuse.
-func (s *Store) ReissueEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte) (EnrollmentToken, error) {
+func (s *Admin) ReissueEnrollmentToken(ctx context.Context, requestID uuid.UUID, id string, secretHash []byte) (EnrollmentToken, error) {
 	const op = "reissue enrollment token"
 	if len(secretHash) != hashLen {
 		return EnrollmentToken{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("secret_hash", "must be a SHA-256"))
@@ -212,7 +212,7 @@ var (
 // answer was lost can still recover it. ErrNotFound for an unknown id.
 // (RevokeEnrollmentToken, unlike this, also ends the replays of a used
 // token.)
-func (s *Store) RevokeActiveEnrollmentToken(ctx context.Context, id string) (EnrollmentToken, error) {
+func (s *Admin) RevokeActiveEnrollmentToken(ctx context.Context, id string) (EnrollmentToken, error) {
 	const op = "revoke active enrollment token"
 	row, err := s.q.RevokeActiveEnrollmentToken(ctx, id)
 	if err == nil {
@@ -236,7 +236,7 @@ func (s *Store) RevokeActiveEnrollmentToken(ctx context.Context, id string) (Enr
 // tokens after cursor after (the zero cursor for the start), oldest first
 // (ties by id). Without includeInactive only tokens that can still enroll
 // a node are listed (unused, unrevoked, unexpired by the database clock).
-func (s *Store) ListEnrollmentTokensByAge(ctx context.Context, limit int, after TokenCursor, includeInactive bool) ([]EnrollmentToken, error) {
+func (s *Reader) ListEnrollmentTokensByAge(ctx context.Context, limit int, after TokenCursor, includeInactive bool) ([]EnrollmentToken, error) {
 	return listPage("list enrollment tokens by age", limit, func(n int32) ([]db.ListEnrollmentTokensByAgeRow, error) {
 		return s.q.ListEnrollmentTokensByAge(ctx, db.ListEnrollmentTokensByAgeParams{
 			FirstPage: after.CreatedAt.IsZero(), AfterCreatedAt: after.CreatedAt, AfterID: after.ID,
@@ -250,7 +250,7 @@ func (s *Store) ListEnrollmentTokensByAge(ctx context.Context, limit int, after 
 // EnrollmentTokensOfNodes returns the id of the token that enrolled each
 // of nodeIDs, for the nodes a token enrolled (the first used, should
 // several name one node).
-func (s *Store) EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error) {
+func (s *Reader) EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error) {
 	if len(nodeIDs) > MaxPageSize {
 		return nil, fmt.Errorf("enrollment tokens of nodes: %w", errdefs.Invalid("node_ids", fmt.Sprintf("at most %d", MaxPageSize)))
 	}
@@ -283,7 +283,7 @@ func (s *Store) EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID
 // the database sees only its hash, and an unknown id answers faster than a
 // known one, which reveals ids (which are not secret) but nothing of any
 // secret.
-func (s *Store) ConsumeEnrollmentToken(ctx context.Context, id string, secretHash []byte, nodeID uuid.UUID, publicKeyHash []byte) (ConsumeResult, error) {
+func (s *Admin) ConsumeEnrollmentToken(ctx context.Context, id string, secretHash []byte, nodeID uuid.UUID, publicKeyHash []byte) (ConsumeResult, error) {
 	const op = "consume enrollment token"
 	switch {
 	case nodeID == uuid.Nil:
@@ -294,7 +294,7 @@ func (s *Store) ConsumeEnrollmentToken(ctx context.Context, id string, secretHas
 		return ConsumeResult{}, fmt.Errorf("%s: %w", op, ErrEnrollmentRejected)
 	}
 	var res ConsumeResult
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, func(q *db.Queries) error {
 		tok, err := q.LockEnrollmentToken(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrEnrollmentRejected

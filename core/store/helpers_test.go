@@ -20,7 +20,7 @@ const testTimeout = time.Minute
 
 // newStore returns a store on a fresh database and a context bounded by
 // testTimeout.
-func newStore(t *testing.T) (*store.Store, context.Context) {
+func newStore(t *testing.T) (*storetest.Store, context.Context) {
 	t.Helper()
 	return storetest.Parallel(t)
 }
@@ -70,7 +70,7 @@ func must(t testing.TB, err error) {
 }
 
 // claim claims the installation and issues n owner epochs.
-func claim(t testing.TB, ctx context.Context, st *store.Store, n int) []uint64 {
+func claim(t testing.TB, ctx context.Context, st *storetest.Store, n int) []uint64 {
 	t.Helper()
 	if _, err := st.ClaimInstallation(ctx, newUUID(t), "https://core.example"); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func idPages[T any, ID comparable](t testing.TB, page func(after ID) ([]T, ID, e
 
 // newSession commits a Session of a new tenant (sessionParams, max_active
 // 5) on st's present node and returns its input and its rows.
-func newSession(t *testing.T, ctx context.Context, st *store.Owner) (store.CreateSessionParams, store.SessionBundle) {
+func newSession(t *testing.T, ctx context.Context, st *storetest.Owned) (store.CreateSessionParams, store.SessionBundle) {
 	t.Helper()
 	p := sessionParams(t, newUUID(t), 5)
 	b, err := st.CreateSession(ctx, p)
@@ -139,7 +139,7 @@ func newSession(t *testing.T, ctx context.Context, st *store.Owner) (store.Creat
 
 // newToken stores an enrollment token of a new id and secret that expires
 // in an hour, and returns the id and the secret.
-func newToken(t testing.TB, ctx context.Context, st *store.Store) (string, []byte) {
+func newToken(t testing.TB, ctx context.Context, st *storetest.Store) (string, []byte) {
 	t.Helper()
 	id, secret := tokenID(t), randomBytes(t, 32)
 	_, err := st.CreateEnrollmentToken(ctx, id, hash(secret), time.Hour)
@@ -150,11 +150,18 @@ func newToken(t testing.TB, ctx context.Context, st *store.Store) (string, []byt
 // wantLease asks for the execution lease for holder under epoch for ttl
 // and fails the test unless the answer is want; what names the step, for
 // the failure.
-func wantLease(t testing.TB, ctx context.Context, st *store.Store, holder uuid.UUID, epoch uint64, ttl time.Duration,
+func wantLease(t testing.TB, ctx context.Context, st *storetest.Store, holder uuid.UUID, epoch uint64, ttl time.Duration,
 	want bool, what string,
 ) {
 	t.Helper()
 	if ok, err := st.AcquireLease(ctx, holder, epoch, ttl); err != nil || ok != want {
 		t.Fatalf("%s: %v, %v", what, ok, err)
 	}
+}
+
+// newOwned returns a store on a fresh database acting for a lease-holding
+// owner epoch (storetest.Owner).
+func newOwned(t *testing.T) (*storetest.Owned, context.Context) {
+	st, ctx := newStore(t)
+	return storetest.Owner(t, st), ctx
 }

@@ -52,7 +52,7 @@ func (s *Store) ClaimInstallation(ctx context.Context, newID uuid.UUID, publicUR
 
 // GetInstallation returns the installation identity, ErrNotFound before
 // the first claim.
-func (s *Store) GetInstallation(ctx context.Context) (Installation, error) {
+func (s *Reader) GetInstallation(ctx context.Context) (Installation, error) {
 	row, err := s.q.GetInstallation(ctx)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Installation{}, fmt.Errorf("get installation: %w", errNotClaimed)

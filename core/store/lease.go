@@ -98,7 +98,7 @@ func (s *Store) ReleaseLease(ctx context.Context, holder uuid.UUID, epoch uint64
 
 // GetLease returns the execution lease, ErrNotFound when no Core ever took
 // it.
-func (s *Store) GetLease(ctx context.Context) (Lease, error) {
+func (s *Reader) GetLease(ctx context.Context) (Lease, error) {
 	r, err := s.q.GetLease(ctx)
 	if err != nil {
 		return Lease{}, wrap("get lease", err)
@@ -122,7 +122,7 @@ var ErrSuperseded = fmt.Errorf("owner epoch does not hold the execution lease: %
 // presence, so a write without an owner epoch does not compile. Each one
 // checks, in its own transaction and by the database clock, that the epoch
 // holds the unexpired execution lease, and is ErrSuperseded otherwise.
-// Reads (the embedded Store) are not fenced.
+// It has no reads: a consumer that also reads is given a Reader beside it.
 //
 // The fence is the lease row, not the installation's newest epoch: a
 // standby Core issues its epoch before it waits for the lease, and that
@@ -130,12 +130,12 @@ var ErrSuperseded = fmt.Errorf("owner epoch does not hold the execution lease: %
 // took over (or that lapsed) is fenced at its next write, also before it
 // notices the loss itself.
 type Owner struct {
-	*Store
+	handle
 	epoch uint64
 }
 
 // AsOwner returns the Store acting for owner epoch epoch.
-func (s *Store) AsOwner(epoch uint64) *Owner { return &Owner{Store: s, epoch: epoch} }
+func (s *Store) AsOwner(epoch uint64) *Owner { return &Owner{handle: s.handle, epoch: epoch} }
 
 // Epoch returns the owner epoch the Owner writes for.
 func (s *Owner) Epoch() uint64 { return s.epoch }
@@ -143,7 +143,7 @@ func (s *Owner) Epoch() uint64 { return s.epoch }
 // ownedTx runs fn in one transaction after the owner fence (FenceOwner),
 // which holds the lease row against a takeover until the transaction ends.
 func (s *Owner) ownedTx(ctx context.Context, fn func(q *db.Queries) error) error {
-	return s.InTx(ctx, func(q *db.Queries) error {
+	return s.inTx(ctx, func(q *db.Queries) error {
 		if err := fenceOwner(ctx, q, s.epoch); err != nil {
 			return err
 		}

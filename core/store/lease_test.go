@@ -148,11 +148,11 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("lease: %v %v", ok, err)
 	}
-	old := base.AsOwner(epochs[0])
+	old := storetest.As(base, epochs[0])
 	node := enabledNode(t, ctx, old)
 	storetest.Present(t, old, node, 1)
 
-	create := func(st *store.Owner) (store.CreateSessionParams, error) {
+	create := func(st *storetest.Owned) (store.CreateSessionParams, error) {
 		p := sessionParams(t, newUUID(t), 50)
 		_, err := st.CreateSession(ctx, p)
 		return p, err
@@ -193,7 +193,7 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("takeover: %v %v", ok, err)
 	}
-	cur := base.AsOwner(standby)
+	cur := storetest.As(base, standby)
 	before := map[uuid.UUID]store.Allocation{}
 	for _, id := range []uuid.UUID{s1.AllocationID, s2.AllocationID, a3.ID} {
 		before[id], err = base.GetAllocation(ctx, id)

@@ -77,7 +77,7 @@ func TestMigrateTwiceIsNoop(t *testing.T) {
 
 	must(t, store.Migrate(ctx, dsn))
 	must(t, store.CheckSchema(ctx, st.Pool()))
-	got, err := st.GetInstallation(ctx)
+	got, err := st.Reader().GetInstallation(ctx)
 	must(t, err)
 	if got != want {
 		t.Errorf("after a second Migrate the installation is %+v, want %+v", got, want)

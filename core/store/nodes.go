@@ -59,7 +59,7 @@ type Node struct {
 // back unchanged (an enrollment retried after a lost response gets the
 // node it already has). An id or key hash already held by another node is
 // ErrExists.
-func (s *Store) CreateNode(ctx context.Context, id uuid.UUID, address string, certDER []byte, fingerprint string, publicKeyHash []byte) (Node, error) {
+func (s *Admin) CreateNode(ctx context.Context, id uuid.UUID, address string, certDER []byte, fingerprint string, publicKeyHash []byte) (Node, error) {
 	const op = "create node"
 	if id == uuid.Nil {
 		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("node.id", "must not be the nil UUID"))
@@ -88,7 +88,7 @@ func (s *Store) CreateNode(ctx context.Context, id uuid.UUID, address string, ce
 }
 
 // GetNode returns a node by id, ErrNotFound when there is none.
-func (s *Store) GetNode(ctx context.Context, id uuid.UUID) (Node, error) {
+func (s *Reader) GetNode(ctx context.Context, id uuid.UUID) (Node, error) {
 	row, err := s.q.GetNode(ctx, id)
 	if err != nil {
 		return Node{}, wrap("get node", err)
@@ -98,7 +98,7 @@ func (s *Store) GetNode(ctx context.Context, id uuid.UUID) (Node, error) {
 
 // NodeByPublicKeyHash returns the node enrolled with the public key whose
 // SHA-256 is publicKeyHash, ErrNotFound when there is none.
-func (s *Store) NodeByPublicKeyHash(ctx context.Context, publicKeyHash []byte) (Node, error) {
+func (s *Reader) NodeByPublicKeyHash(ctx context.Context, publicKeyHash []byte) (Node, error) {
 	row, err := s.q.GetNodeByPublicKeyHash(ctx, publicKeyHash)
 	if err != nil {
 		return Node{}, wrap("node by public key", err)
@@ -109,7 +109,7 @@ func (s *Store) NodeByPublicKeyHash(ctx context.Context, publicKeyHash []byte) (
 // ListNodes returns up to pageSize nodes with ids after after (uuid.Nil
 // for the first page), in id order, removed ones included. next is the
 // cursor for the following page, uuid.Nil when there is none.
-func (s *Store) ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (page []Node, next uuid.UUID, err error) {
+func (s *Reader) ListNodes(ctx context.Context, pageSize int, after uuid.UUID) (page []Node, next uuid.UUID, err error) {
 	const op = "list nodes"
 	n, err := pageSizeParam(pageSize)
 	if err != nil {
@@ -137,7 +137,7 @@ type NodeCursor = AgeCursor
 // ListNodesByAge returns up to limit (1 to MaxPageSize+1) nodes after
 // cursor after (the zero cursor for the start) in enrollment order
 // (creation time, ties by id), removed ones only with includeRemoved.
-func (s *Store) ListNodesByAge(ctx context.Context, limit int, after NodeCursor, includeRemoved bool) ([]Node, error) {
+func (s *Reader) ListNodesByAge(ctx context.Context, limit int, after NodeCursor, includeRemoved bool) ([]Node, error) {
 	return listPage("list nodes by age", limit, func(n int32) ([]db.Node, error) {
 		return s.q.ListNodesByAge(ctx, db.ListNodesByAgeParams{
 			FirstPage: after.CreatedAt.IsZero(), AfterCreatedAt: after.CreatedAt, AfterID: after.ID,
@@ -151,8 +151,11 @@ func (s *Store) ListNodesByAge(ctx context.Context, limit int, after NodeCursor,
 // request or worker moved it), nothing changes and the answer is
 // ErrFenced; the caller re-reads and decides again. A removed node never
 // leaves removed and no node returns to enrolled (ErrInvalid). ErrNotFound
-// when there is no such node.
-func (s *Store) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeState) (Node, error) {
+// when there is no such node. It is fenced (ErrSuperseded): the node
+// states are what the owner's lifecycle workers serve, and a retirement
+// commits through the owner's drain gate, which a deposed Core's drain
+// cannot vouch for.
+func (s *Owner) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeState) (Node, error) {
 	const op = "set node state"
 	switch {
 	case !from.Valid():
@@ -164,8 +167,18 @@ func (s *Store) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeSta
 	case to == NodeEnrolled && from != NodeEnrolled:
 		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("to", "a node never returns to enrolled"))
 	}
-	row, err := s.q.SetNodeState(ctx, db.SetNodeStateParams{ID: id, FromState: string(from), ToState: string(to)})
-	if errors.Is(err, pgx.ErrNoRows) {
+	var row db.Node
+	moved := false
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		var err error
+		row, err = q.SetNodeState(ctx, db.SetNodeStateParams{ID: id, FromState: string(from), ToState: string(to)})
+		moved = errors.Is(err, pgx.ErrNoRows)
+		if moved {
+			return nil
+		}
+		return err
+	})
+	if err == nil && moved {
 		if _, err := s.q.GetNode(ctx, id); err != nil {
 			return Node{}, wrap(op, err)
 		}
@@ -204,7 +217,7 @@ type NodeLoad struct {
 
 // NodeLoads returns the load of each of the nodes ids (a node with no row
 // holds nothing and is left out).
-func (s *Store) NodeLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]NodeLoad, error) {
+func (s *Reader) NodeLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]NodeLoad, error) {
 	rows, err := s.q.ListNodeLoads(ctx, ids)
 	if err != nil {
 		return nil, wrap("node loads", err)

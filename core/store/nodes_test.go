@@ -102,7 +102,7 @@ func TestCreateNodeValidates(t *testing.T) {
 }
 
 func TestListNodesPages(t *testing.T) {
-	st, ctx := newStore(t)
+	st, ctx := newOwned(t)
 	const total, size = 45, 20
 	want := idsOf(createNodes(t, ctx, st, total), func(n store.Node) uuid.UUID { return n.ID })
 	slices.SortFunc(want, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
@@ -120,7 +120,7 @@ func TestListNodesPages(t *testing.T) {
 }
 
 func TestSetNodeStateCompareAndSwap(t *testing.T) {
-	st, ctx := newStore(t)
+	st, ctx := newOwned(t)
 	n := createNode(t, ctx, st, newUUID(t))
 	step := func(from, to store.NodeState) {
 		t.Helper()
@@ -166,7 +166,7 @@ func TestSetNodeStateCompareAndSwap(t *testing.T) {
 }
 
 func TestRemovedNodeIsFinal(t *testing.T) {
-	st, ctx := newStore(t)
+	st, ctx := newOwned(t)
 	n := createNode(t, ctx, st, newUUID(t))
 	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeRemoved)
 	must(t, err)
@@ -192,7 +192,7 @@ func TestRemovedNodeIsFinal(t *testing.T) {
 }
 
 func TestListNodesByAge(t *testing.T) {
-	st, ctx := newStore(t)
+	st, ctx := newOwned(t)
 	const total, size = 45, 20
 	all := createNodes(t, ctx, st, total)
 	slices.SortFunc(all, func(a, b store.Node) int {

@@ -205,7 +205,7 @@ type ObservableScan struct {
 // settled creation of node s.NodeID with ids after s.After, in id order:
 // the observation scan's page. Like ListAllocationsForNode it filters by
 // node before the limit, and an empty page means the end.
-func (s *Store) ListObservableForNode(ctx context.Context, sc ObservableScan) ([]Observable, error) {
+func (s *Reader) ListObservableForNode(ctx context.Context, sc ObservableScan) ([]Observable, error) {
 	const op = "list observable for node"
 	n, err := nodePageParam(op, sc.Limit)
 	if err != nil {

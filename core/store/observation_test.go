@@ -93,7 +93,7 @@ func TestRecordObservationIsRevisionFencedEvidence(t *testing.T) {
 
 // runningOn commits a Session on node whose allocation is observed
 // running with settled creation.
-func runningOn(t *testing.T, st *store.Owner, node uuid.UUID) store.Allocation {
+func runningOn(t *testing.T, st *storetest.Owned, node uuid.UUID) store.Allocation {
 	t.Helper()
 	ctx := t.Context()
 	b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 1000))
@@ -119,7 +119,7 @@ func TestListObservableForNodePagesByNodeAndSaysWhatIsDue(t *testing.T) {
 	creating, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 1000))
 	must(t, err)
 	// Another node's running allocations never shorten a page.
-	storetest.Absent(t, st.Store, node)
+	storetest.Absent(t, st, node)
 	other := presentNode(t, ctx, st)
 	for range 4 {
 		runningOn(t, st, other)

@@ -37,7 +37,7 @@ type Placement struct {
 
 // GetPlacement returns the placement of an Environment; ErrNotFound when
 // there is none.
-func (s *Store) GetPlacement(ctx context.Context, environmentID uuid.UUID) (Placement, error) {
+func (s *Reader) GetPlacement(ctx context.Context, environmentID uuid.UUID) (Placement, error) {
 	row, err := s.q.GetPlacement(ctx, environmentID)
 	if err != nil {
 		return Placement{}, wrap("get placement", err)
@@ -49,7 +49,7 @@ func (s *Store) GetPlacement(ctx context.Context, environmentID uuid.UUID) (Plac
 // unreleased placements (reservations) or unreleased allocations
 // (unresolved resources), except the suspended ones (NodeRetained). This
 // is the count CreateSession and a restore compare with max_active.
-func (s *Store) NodeHeld(ctx context.Context, nodeID uuid.UUID) (int64, error) {
+func (s *Reader) NodeHeld(ctx context.Context, nodeID uuid.UUID) (int64, error) {
 	n, err := s.q.CountNodeHeld(ctx, nodeID)
 	if err != nil {
 		return 0, wrap("count node held", err)
@@ -59,7 +59,7 @@ func (s *Store) NodeHeld(ctx context.Context, nodeID uuid.UUID) (int64, error) {
 
 // NodeRetained counts the Environments node nodeID holds only as a
 // snapshot (suspended), which max_retained bounds.
-func (s *Store) NodeRetained(ctx context.Context, nodeID uuid.UUID) (int64, error) {
+func (s *Reader) NodeRetained(ctx context.Context, nodeID uuid.UUID) (int64, error) {
 	n, err := s.q.CountNodeRetained(ctx, nodeID)
 	if err != nil {
 		return 0, wrap("count node retained", err)
@@ -72,7 +72,7 @@ func (s *Store) NodeRetained(ctx context.Context, nodeID uuid.UUID) (int64, erro
 // cleanup included. Node removal must be refused while it does. A false
 // answer for a node that is no longer enabled stays false: placement only
 // chooses enabled nodes, and holdings of other nodes only shrink.
-func (s *Store) NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error) {
+func (s *Reader) NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error) {
 	holds, err := s.q.NodeHolds(ctx, nodeID)
 	if err != nil {
 		return false, wrap("node holds", err)

@@ -20,7 +20,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	epochs := claim(t, ctx, st, 2)
 	old, cur := epochs[0], epochs[1]
 	wantLease(t, ctx, st, newUUID(t), cur, time.Hour, true, "lease")
-	owned := st.AsOwner(cur)
+	owned := storetest.As(st, cur)
 
 	report := func(node uuid.UUID, epoch, generation uint64, ready bool) {
 		t.Helper()
@@ -32,7 +32,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	// reported is a new enabled node with one report.
 	reported := func(epoch, generation uint64, ready bool) uuid.UUID {
 		t.Helper()
-		node := enabledNode(t, ctx, st)
+		node := enabledNode(t, ctx, owned)
 		report(node, epoch, generation, ready)
 		return node
 	}
@@ -42,8 +42,8 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	notReady := reported(cur, 1, false)
 	otherGeneration := reported(cur, 2, true)
 	disconnected := reported(cur, 1, true)
-	storetest.Absent(t, st, disconnected)
-	enabledNode(t, ctx, st) // never reported
+	storetest.Absent(t, owned, disconnected)
+	enabledNode(t, ctx, owned) // never reported
 	// 46 seconds old by the database clock.
 	if _, err := st.Pool().Exec(ctx, "UPDATE node_presence SET reported_at = now() - interval '46 seconds' WHERE node_id = $1", stale); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 // 0013, kept by triggers) equal what they summarize: for every node, the
 // Environments with an unreleased placement or an unreleased allocation on
 // it, and their count (CountNodeHeld, the count placement used to make).
-func wantNodeLoadExact(t *testing.T, ctx context.Context, st *store.Store) {
+func wantNodeLoadExact(t *testing.T, ctx context.Context, st *storetest.Store) {
 	t.Helper()
 	var diff int
 	err := st.Pool().QueryRow(ctx, `

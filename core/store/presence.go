@@ -95,7 +95,7 @@ func (s *Owner) RecordNodePresence(ctx context.Context, p NodePresence) error {
 
 // GetNodePresence returns the node's latest recorded presence, ErrNotFound
 // before the first report.
-func (s *Store) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (NodePresence, error) {
+func (s *Reader) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (NodePresence, error) {
 	row, err := s.q.GetNodePresence(ctx, nodeID)
 	if err != nil {
 		return NodePresence{}, wrap("get node presence", err)
@@ -105,7 +105,7 @@ func (s *Store) GetNodePresence(ctx context.Context, nodeID uuid.UUID) (NodePres
 
 // NodePresences is GetNodePresence of each of the nodes ids; a node with
 // no record is left out.
-func (s *Store) NodePresences(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]NodePresence, error) {
+func (s *Reader) NodePresences(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]NodePresence, error) {
 	rows, err := s.q.ListNodePresence(ctx, ids)
 	if err != nil {
 		return nil, wrap("list node presence", err)
@@ -129,9 +129,14 @@ func presenceFromRow(row db.ListNodePresenceRow) NodePresence {
 // MarkNodeDisconnected records that Core's connection connectionID to the
 // node ended, so the node stops counting as present at once rather than
 // when its last report turns 45 seconds old. A record that a newer
-// connection wrote is left alone; so is a node without a record.
-func (s *Store) MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error {
-	if _, err := s.q.MarkNodeDisconnected(ctx, db.MarkNodeDisconnectedParams{NodeID: nodeID, ConnectionID: connectionID}); err != nil {
+// connection wrote is left alone; so is a node without a record. It is
+// fenced like RecordNodePresence, whose record it ends.
+func (s *Owner) MarkNodeDisconnected(ctx context.Context, nodeID, connectionID uuid.UUID) error {
+	err := s.ownedTx(ctx, func(q *db.Queries) error {
+		_, err := q.MarkNodeDisconnected(ctx, db.MarkNodeDisconnectedParams{NodeID: nodeID, ConnectionID: connectionID})
+		return err
+	})
+	if err != nil {
 		return wrap("mark node disconnected", err)
 	}
 	return nil
@@ -142,7 +147,7 @@ const MaxBackendFingerprint = 256
 
 // NodeBackend returns the backend fingerprint node nodeID is bound to
 // (store.Owner.BindNodeBackend), ErrNotFound while it is unbound.
-func (s *Store) NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error) {
+func (s *Reader) NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error) {
 	fp, err := s.q.GetNodeBackend(ctx, nodeID)
 	if err != nil {
 		return "", wrap("get node backend", err)

@@ -17,7 +17,7 @@ import (
 // presenceFixture claims the installation, issues two owner epochs, the
 // second holding the execution lease, and creates a node: where the
 // presence and backend binding tests start.
-func presenceFixture(t *testing.T) (st *store.Store, ctx context.Context, stale, leased uint64, nodeID uuid.UUID) {
+func presenceFixture(t *testing.T) (st *storetest.Store, ctx context.Context, stale, leased uint64, nodeID uuid.UUID) {
 	t.Helper()
 	st = storetest.New(t)
 	ctx = context.Background()
@@ -70,13 +70,13 @@ func TestNodePresenceIsFencedAndAgesByTheDatabaseClock(t *testing.T) {
 		t.Fatalf("fresh report again: %+v", p)
 	}
 	// Another connection's end leaves the record alone.
-	if err := st.MarkNodeDisconnected(ctx, nodeID, uuid.New()); err != nil {
+	if err := st.AsOwner(epoch2).MarkNodeDisconnected(ctx, nodeID, uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := st.GetNodePresence(ctx, nodeID); !p.Present {
 		t.Fatalf("another connection's end changed the record: %+v", p)
 	}
-	if err := st.MarkNodeDisconnected(ctx, nodeID, report.ConnectionID); err != nil {
+	if err := st.AsOwner(epoch2).MarkNodeDisconnected(ctx, nodeID, report.ConnectionID); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := st.GetNodePresence(ctx, nodeID); p.Present || p.Connected {

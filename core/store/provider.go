@@ -29,7 +29,7 @@ type ProviderSwitch struct {
 }
 
 // GetProviderSwitch reads the provider switch.
-func (s *Store) GetProviderSwitch(ctx context.Context) (ProviderSwitch, error) {
+func (s *Reader) GetProviderSwitch(ctx context.Context) (ProviderSwitch, error) {
 	row, err := s.q.GetProviderSwitch(ctx)
 	if err != nil {
 		return ProviderSwitch{}, wrap("get provider switch", err)
@@ -42,7 +42,7 @@ func (s *Store) GetProviderSwitch(ctx context.Context) (ProviderSwitch, error) {
 // It waits for admissions that read the switch in their own transaction
 // (CreateSession, ClaimCreate), so once it returns no admission that saw
 // the provider enabled is still to commit.
-func (s *Store) SetProviderDisabled(ctx context.Context, disabled bool) (ProviderSwitch, error) {
+func (s *Admin) SetProviderDisabled(ctx context.Context, disabled bool) (ProviderSwitch, error) {
 	row, err := s.q.SetProviderDisabled(ctx, disabled)
 	if err != nil {
 		return ProviderSwitch{}, wrap("set provider disabled", err)

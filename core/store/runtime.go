@@ -99,7 +99,7 @@ func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (Runti
 	p.RuntimeVersion = printableASCII(p.RuntimeVersion)
 	digest := sha256.Sum256([]byte(p.Credential.Reveal()))
 	var g RuntimeGrant
-	err = s.InTx(ctx, func(q *db.Queries) error {
+	err = s.inTx(ctx, func(q *db.Queries) error {
 		a, err := q.GetDeviceAllocation(ctx, p.DeviceID)
 		if errors.Is(pgerr.Classify(err), errdefs.ErrNotFound) {
 			return ErrRuntimeCredential
@@ -185,7 +185,7 @@ func closeOpenConnections(ctx context.Context, q *db.Queries, id uuid.UUID) ([]u
 // MarkRuntimePrepared records that the connection's Runtime finished its
 // common preparation. ErrNotFound when the connection is closed or belongs
 // to a superseded owner.
-func (s *Store) MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (RuntimeConnection, error) {
+func (s *Runtime) MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (RuntimeConnection, error) {
 	row, err := s.q.MarkRuntimePrepared(ctx, id)
 	if err != nil {
 		return RuntimeConnection{}, wrap("mark runtime prepared", err)
@@ -195,7 +195,7 @@ func (s *Store) MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (RuntimeC
 
 // TouchRuntimeConnection records that the connection answered (a
 // keepalive); ErrNotFound when it is closed.
-func (s *Store) TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error {
+func (s *Runtime) TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error {
 	n, err := s.q.TouchRuntimeConnection(ctx, id)
 	if err != nil {
 		return wrap("touch runtime connection", err)
@@ -209,9 +209,9 @@ func (s *Store) TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error 
 // CloseRuntimeConnection ends a connection and makes the Turn running on
 // it unconfirmed (returned). Closing twice changes nothing the second
 // time.
-func (s *Store) CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
+func (s *Runtime) CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, func(q *db.Queries) error {
 		if _, err := q.CloseRuntimeConnection(ctx, id); err != nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func (s *Store) CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uui
 // at the read: Core's own clock may be off the database's, so whoever
 // compares the time with a database timestamp (a Turn's dispatched_at or
 // cancel_requested_at) takes now from here.
-func (s *Store) GetRuntimeConnection(ctx context.Context, id uuid.UUID) (conn RuntimeConnection, now time.Time, err error) {
+func (s *Reader) GetRuntimeConnection(ctx context.Context, id uuid.UUID) (conn RuntimeConnection, now time.Time, err error) {
 	row, err := s.q.GetRuntimeConnection(ctx, id)
 	if err != nil {
 		return RuntimeConnection{}, time.Time{}, wrap("get runtime connection", err)
@@ -250,7 +250,7 @@ type RuntimeReadiness struct {
 
 // RuntimeReadiness returns, per allocation id, the readiness of its open
 // connection; allocations without one are absent from the map.
-func (s *Store) RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]RuntimeReadiness, error) {
+func (s *Reader) RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]RuntimeReadiness, error) {
 	out := make(map[uuid.UUID]RuntimeReadiness, len(allocationIDs))
 	if len(allocationIDs) == 0 {
 		return out, nil

@@ -204,7 +204,7 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 		return SessionBundle{}, fmt.Errorf("%s: %w", op, err)
 	}
 	var out SessionBundle
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, func(q *db.Queries) error {
 		// The request's lock comes first, so the request id lookup below
 		// serializes with a concurrent retry of the same request; the owner
 		// fence follows it, so the lease row is held only while placing.
@@ -429,10 +429,10 @@ func loadBundles(ctx context.Context, q *db.Queries, sessions []db.Session) ([]S
 
 // GetSession returns a Session with its Environment, placement and
 // unreleased allocation; ErrNotFound when there is no such Session.
-func (s *Store) GetSession(ctx context.Context, id uuid.UUID) (SessionBundle, error) {
+func (s *Reader) GetSession(ctx context.Context, id uuid.UUID) (SessionBundle, error) {
 	const op = "get session"
 	var out SessionBundle
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, func(q *db.Queries) error {
 		sess, err := q.GetSession(ctx, id)
 		if err != nil {
 			return err
@@ -530,13 +530,13 @@ type AgeCursor struct {
 // allocation as GetSession reads them. A deleted Session (deletion
 // requested and its allocation released) is listed only with
 // includeDeleted.
-func (s *Store) ListSessionsByAge(ctx context.Context, limit int, after AgeCursor, includeDeleted bool) (page []SessionBundle, err error) {
+func (s *Reader) ListSessionsByAge(ctx context.Context, limit int, after AgeCursor, includeDeleted bool) (page []SessionBundle, err error) {
 	const op = "list sessions by age"
 	n, err := limitParam(limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	err = s.InTx(ctx, func(q *db.Queries) error {
+	err = s.inTx(ctx, func(q *db.Queries) error {
 		rows, err := q.ListSessionsByAge(ctx, db.ListSessionsByAgeParams{
 			AfterCreatedAt: after.CreatedAt,
 			AfterID:        after.ID,
@@ -573,7 +573,7 @@ type SessionStateCount struct {
 // by the facts their state is derived from (a few rows). It reads every
 // Session row once: metrics call it at most once per refresh, never per
 // request.
-func (s *Store) CountLiveSessions(ctx context.Context) ([]SessionStateCount, error) {
+func (s *Reader) CountLiveSessions(ctx context.Context) ([]SessionStateCount, error) {
 	return fetchRows("count live sessions", func() ([]db.CountLiveSessionsRow, error) { return s.q.CountLiveSessions(ctx) },
 		func(r db.CountLiveSessionsRow) SessionStateCount {
 			return SessionStateCount{

@@ -26,7 +26,7 @@ func enabledNode(t *testing.T, ctx context.Context, st nodeWriter) uuid.UUID {
 
 // ownedStore is newStore acting for an owner epoch that holds the
 // execution lease (storetest.Owner), for lifecycle writes.
-func ownedStore(t *testing.T) (*store.Owner, context.Context) {
+func ownedStore(t *testing.T) (*storetest.Owned, context.Context) {
 	t.Helper()
 	st, ctx := newStore(t)
 	return storetest.Owner(t, st), ctx
@@ -34,9 +34,9 @@ func ownedStore(t *testing.T) (*store.Owner, context.Context) {
 
 // presentNode creates and enables a node and records a fresh, ready
 // presence with ample capacity for generation 1 under st's owner epoch.
-func presentNode(t *testing.T, ctx context.Context, st *store.Owner) uuid.UUID {
+func presentNode(t *testing.T, ctx context.Context, st *storetest.Owned) uuid.UUID {
 	t.Helper()
-	id := enabledNode(t, ctx, st.Store)
+	id := enabledNode(t, ctx, st)
 	storetest.Present(t, st, id, 1)
 	return id
 }
@@ -115,7 +115,7 @@ func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
 	// and not present any more).
 	_, err = st.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired)
 	must(t, err)
-	storetest.Absent(t, st.Store, node)
+	storetest.Absent(t, st, node)
 	again, err = st.CreateSession(ctx, retry)
 	must(t, err)
 	if again.Created || again.Placement.NodeID != node {
@@ -161,7 +161,7 @@ func TestCreateSessionRejectsBadInput(t *testing.T) {
 	wantClass(t, err, errdefs.ErrExists)
 
 	// An enrolled (not enabled) node is never chosen, present or not.
-	storetest.Absent(t, st.Store, node)
+	storetest.Absent(t, st, node)
 	enrolled := createNode(t, ctx, st, newUUID(t)).ID
 	storetest.Present(t, st, enrolled, 1)
 	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 5))
@@ -353,8 +353,8 @@ func TestCreateSessionHonoursEachNodesCapacity(t *testing.T) {
 		"disk":   {storetest.Ample, storetest.Ample, 4<<30 - 1},
 		"zero":   {0, 0, 0},
 	} {
-		storetest.Absent(t, st.Store, small)
-		storetest.Absent(t, st.Store, big)
+		storetest.Absent(t, st, small)
+		storetest.Absent(t, st, big)
 		n := enabledNode(t, ctx, st)
 		report(n, c[0], c[1], c[2])
 		p := sessionParams(t, newUUID(t), 5)
@@ -369,7 +369,7 @@ func TestCreateSessionHonoursEachNodesCapacity(t *testing.T) {
 				t.Errorf("zero need on a zero report: %+v, %v", b.Placement, err)
 			}
 		}
-		storetest.Absent(t, st.Store, n)
+		storetest.Absent(t, st, n)
 	}
 }
 

@@ -20,17 +20,25 @@ import (
 // another page follows.
 const MaxPageSize = 1000
 
-// Store is Core's access to PostgreSQL: a connection pool and the queries
-// sqlc generated for it.
-type Store struct {
+// handle is the connection pool and the queries sqlc generated for it,
+// which every store type shares; its methods are unexported, so a store
+// type's exported method set is only what its authority allows.
+type handle struct {
 	pool *pgxpool.Pool
 	q    *db.Queries
+}
+
+// Store is Core's access to PostgreSQL: the pool, the start-up writes that
+// make the authority of the others (installation, owner epoch, execution
+// lease, CA) and the typed views on it (Reader, AsOwner, Admin, Runtime).
+type Store struct {
+	handle
 }
 
 // New returns a Store over pool; the Store owns pool from then on and
 // Close closes it.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: db.New(pool)}
+	return &Store{handle{pool: pool, q: db.New(pool)}}
 }
 
 // Open connects to the database at dsn and returns a Store once the
@@ -65,6 +73,11 @@ func (s *Store) Close() { s.pool.Close() }
 // transaction may span provider or network I/O: fn only talks to the
 // database.
 func (s *Store) InTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	return s.inTx(ctx, fn)
+}
+
+// inTx is InTx for every store type.
+func (s handle) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return fn(s.q.WithTx(tx))
 	})

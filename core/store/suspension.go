@@ -42,7 +42,7 @@ type SuspensionScan struct {
 // clock. A candidate is only that: the Session-locked recheck
 // (SessionIdleSince under the Session's lock) repeats the test before a
 // suspension is armed. An empty page means the end.
-func (s *Store) ListSuspensionCandidatesForNode(ctx context.Context, sc SuspensionScan) ([]SuspensionCandidate, error) {
+func (s *Reader) ListSuspensionCandidatesForNode(ctx context.Context, sc SuspensionScan) ([]SuspensionCandidate, error) {
 	const op = "list suspension candidates for node"
 	n, err := nodePageParam(op, sc.Limit)
 	if err != nil {
@@ -76,7 +76,7 @@ func (i Idleness) IdleFor(d time.Duration) bool { return i.Idle && i.ReadAt.Sub(
 // under the Session's lock, it is the recheck a suspension repeats before
 // it is armed; keepalives, observations and Runtime connections never
 // change it.
-func (s *Store) SessionIdleSince(ctx context.Context, sessionID uuid.UUID) (Idleness, error) {
+func (s *Reader) SessionIdleSince(ctx context.Context, sessionID uuid.UUID) (Idleness, error) {
 	r, err := s.q.SessionIdleSince(ctx, sessionID)
 	if err != nil {
 		return Idleness{}, wrap("session idle since", err)
@@ -181,7 +181,7 @@ type SuspensionWorkScan struct {
 // ListSuspensionWorkForNode returns up to sc.Limit running allocations of
 // node sc.NodeID in a suspension phase (not PhaseRunning), with ids after
 // sc.After, in id order. An empty page means the end.
-func (s *Store) ListSuspensionWorkForNode(ctx context.Context, sc SuspensionWorkScan) ([]SuspensionWork, error) {
+func (s *Reader) ListSuspensionWorkForNode(ctx context.Context, sc SuspensionWorkScan) ([]SuspensionWork, error) {
 	const op = "list suspension work for node"
 	n, err := nodePageParam(op, sc.Limit)
 	if err != nil {
@@ -576,7 +576,7 @@ type Leftover struct {
 
 // ListOwedLeftovers returns up to 32 leftovers of allocation id not yet
 // confirmed deleted, oldest first.
-func (s *Store) ListOwedLeftovers(ctx context.Context, a Allocation) ([]Leftover, error) {
+func (s *Reader) ListOwedLeftovers(ctx context.Context, a Allocation) ([]Leftover, error) {
 	return fetchRows("list owed leftovers", func() ([]db.AllocationLeftover, error) {
 		return s.q.ListOwedLeftovers(ctx, a.ID)
 	}, func(r db.AllocationLeftover) Leftover {
@@ -601,7 +601,7 @@ func (s *Owner) MarkLeftoverDeleted(ctx context.Context, id int64) error {
 
 // ListAllocationsOwingLeftovers returns up to limit running allocations of
 // node nodeID with ids after after that owe a leftover, in id order.
-func (s *Store) ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]uuid.UUID, error) {
+func (s *Reader) ListAllocationsOwingLeftovers(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]uuid.UUID, error) {
 	const op = "list allocations owing leftovers"
 	n, err := nodePageParam(op, limit)
 	if err != nil {

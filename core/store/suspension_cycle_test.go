@@ -26,7 +26,7 @@ type suspendable struct {
 
 // commitSuspensionGeneration commits generation 1 with a suspension
 // policy (suspensionIdle, retention) and the given slots.
-func commitSuspensionGeneration(t *testing.T, st *store.Owner, retention time.Duration, maxActive, maxRetained int) {
+func commitSuspensionGeneration(t *testing.T, st *storetest.Owned, retention time.Duration, maxActive, maxRetained int) {
 	t.Helper()
 	gen := testGeneration("docker")
 	gen.Specification.Suspension = sandbox.SuspensionPolicy{Idle: suspensionIdle, Retention: retention}
@@ -37,7 +37,7 @@ func commitSuspensionGeneration(t *testing.T, st *store.Owner, retention time.Du
 
 // idleSession runs one Turn to its end on a new running Session and waits
 // out the idle time.
-func idleSession(t *testing.T, st *store.Owner, epoch uint64) suspendable {
+func idleSession(t *testing.T, st *storetest.Owned, epoch uint64) suspendable {
 	t.Helper()
 	ctx := t.Context()
 	b, cred := storetest.RunningSession(t, st)
@@ -51,7 +51,7 @@ func idleSession(t *testing.T, st *store.Owner, epoch uint64) suspendable {
 }
 
 // finishTurn submits, claims and ends one Turn on a (new) connection.
-func (s *suspendable) finishTurn(t *testing.T, st *store.Owner, epoch uint64) {
+func (s *suspendable) finishTurn(t *testing.T, st *storetest.Owned, epoch uint64) {
 	t.Helper()
 	ctx := t.Context()
 	turn := turnParams(t, s.b.Session.ID, "true")
@@ -69,7 +69,7 @@ func (s *suspendable) finishTurn(t *testing.T, st *store.Owner, epoch uint64) {
 }
 
 // wantPhase reads allocation id and checks its compute phase.
-func wantPhase(t *testing.T, st *store.Owner, id uuid.UUID, want store.ComputePhase) store.Allocation {
+func wantPhase(t *testing.T, st *storetest.Owned, id uuid.UUID, want store.ComputePhase) store.Allocation {
 	t.Helper()
 	a, err := st.GetAllocation(t.Context(), id)
 	must(t, err)
@@ -81,7 +81,7 @@ func wantPhase(t *testing.T, st *store.Owner, id uuid.UUID, want store.ComputePh
 
 // wantLoad checks node's active and retained counts, both as node_load
 // keeps them and as counted from the rows.
-func wantLoad(t *testing.T, st *store.Owner, node uuid.UUID, held, retained int64) {
+func wantLoad(t *testing.T, st *storetest.Owned, node uuid.UUID, held, retained int64) {
 	t.Helper()
 	ctx := t.Context()
 	var h, r int64
@@ -96,7 +96,7 @@ func wantLoad(t *testing.T, st *store.Owner, node uuid.UUID, held, retained int6
 }
 
 // suspend drives s through a whole capture: arm, ack, claim, record.
-func suspend(t *testing.T, st *store.Owner, s suspendable) (store.Allocation, uuid.UUID) {
+func suspend(t *testing.T, st *storetest.Owned, s suspendable) (store.Allocation, uuid.UUID) {
 	t.Helper()
 	ctx := t.Context()
 	op := uuid.New()
@@ -216,7 +216,7 @@ func TestSuspensionCycle(t *testing.T) {
 }
 
 // suspensionWork lists node's suspension work by allocation id.
-func suspensionWork(t *testing.T, st *store.Owner, node uuid.UUID) map[uuid.UUID]store.SuspensionWork {
+func suspensionWork(t *testing.T, st *storetest.Owned, node uuid.UUID) map[uuid.UUID]store.SuspensionWork {
 	t.Helper()
 	got, err := st.ListSuspensionWorkForNode(t.Context(), store.SuspensionWorkScan{NodeID: node, Limit: store.NodePageSize,
 		QuiesceTimeout: time.Minute, RestoreTimeout: time.Minute})
@@ -332,7 +332,7 @@ func TestMaxRetainedBoundsSuspensions(t *testing.T) {
 
 // sessionOnNode makes an idle running Session on node (the only present
 // node of the test's database, so placement chooses it).
-func sessionOnNode(t *testing.T, st *store.Owner, epoch uint64, node uuid.UUID) suspendable {
+func sessionOnNode(t *testing.T, st *storetest.Owned, epoch uint64, node uuid.UUID) suspendable {
 	t.Helper()
 	ctx := t.Context()
 	p := sessionParams(t, newUUID(t), 8)
@@ -529,7 +529,7 @@ func TestRestoreWaitsWhileTheProviderIsDisabled(t *testing.T) {
 // compare-and-swap: a restore claimed before either is not recorded
 // after it, and an expired one is ended by ExpireRetention.
 func TestTheRestoresFinalWriteLosesToTheSessionsEnd(t *testing.T) {
-	restoring := func(t *testing.T, retention time.Duration) (*store.Owner, context.Context, suspendable, store.Allocation, uuid.UUID) {
+	restoring := func(t *testing.T, retention time.Duration) (*storetest.Owned, context.Context, suspendable, store.Allocation, uuid.UUID) {
 		st, ctx, epoch := owner(t)
 		commitSuspensionGeneration(t, st, retention, 8, 4)
 		s := idleSession(t, st, epoch)

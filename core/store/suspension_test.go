@@ -16,7 +16,7 @@ import (
 const suspensionIdle = time.Second
 
 // candidateIDs lists node's suspension candidates' allocation ids.
-func candidateIDs(t *testing.T, st *store.Owner, node uuid.UUID) map[uuid.UUID]time.Time {
+func candidateIDs(t *testing.T, st *storetest.Owned, node uuid.UUID) map[uuid.UUID]time.Time {
 	t.Helper()
 	got, err := st.ListSuspensionCandidatesForNode(t.Context(), store.SuspensionScan{NodeID: node, Limit: store.NodePageSize})
 	must(t, err)

@@ -15,7 +15,7 @@ import (
 
 // snapshot is every row terminal cleanup may touch, as JSON text, so a
 // comparison shows whether anything changed at all.
-func snapshot(t *testing.T, ctx context.Context, st *store.Store) string {
+func snapshot(t *testing.T, ctx context.Context, st *storetest.Store) string {
 	t.Helper()
 	var out string
 	err := st.Pool().QueryRow(ctx, `
@@ -40,7 +40,7 @@ type terminalFixture struct {
 	running, queued, overdue uuid.UUID
 }
 
-func newTerminalFixture(t *testing.T, ctx context.Context, st *store.Owner) terminalFixture {
+func newTerminalFixture(t *testing.T, ctx context.Context, st *storetest.Owned) terminalFixture {
 	t.Helper()
 	b, cred := storetest.RunningSession(t, st)
 	g := accept(t, ctx, st, b, cred, st.Epoch())
@@ -74,7 +74,7 @@ func (f terminalFixture) acceptParams(t *testing.T) store.AcceptRuntimeParams {
 	}
 }
 
-func wantTurn(t *testing.T, ctx context.Context, st *store.Owner, id uuid.UUID, state store.TurnState, code string) store.Turn {
+func wantTurn(t *testing.T, ctx context.Context, st *storetest.Owned, id uuid.UUID, state store.TurnState, code string) store.Turn {
 	t.Helper()
 	got, err := st.GetTurn(ctx, id)
 	must(t, err)

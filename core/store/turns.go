@@ -176,7 +176,7 @@ func (p SubmitTurnParams) validate() error {
 // id's uniqueness once the winner has committed, and SubmitTurn then runs
 // its transaction again, which finds the winner's Turn and compares it as
 // above. So concurrent identical submissions all return the one Turn.
-func (s *Store) SubmitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, created bool, err error) {
+func (s *Admin) SubmitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, created bool, err error) {
 	if err := p.validate(); err != nil {
 		return Turn{}, false, fmt.Errorf("submit turn: %w", err)
 	}
@@ -196,8 +196,8 @@ func (s *Store) SubmitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 var errInsertRaced = fmt.Errorf("a concurrent submission inserted first: %w", errdefs.ErrExists)
 
 // submitTurn is one attempt of SubmitTurn.
-func (s *Store) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, created bool, err error) {
-	err = s.InTx(ctx, func(q *db.Queries) error {
+func (s *Admin) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, created bool, err error) {
+	err = s.inTx(ctx, func(q *db.Queries) error {
 		prev, err := q.GetTurnByRequestID(ctx, p.RequestID)
 		switch {
 		case err == nil:
@@ -259,7 +259,7 @@ func (s *Store) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 }
 
 // GetTurn returns a Turn; ErrNotFound when there is none.
-func (s *Store) GetTurn(ctx context.Context, id uuid.UUID) (Turn, error) {
+func (s *Reader) GetTurn(ctx context.Context, id uuid.UUID) (Turn, error) {
 	row, err := s.q.GetTurn(ctx, id)
 	if err != nil {
 		return Turn{}, wrap("get turn", err)
@@ -269,7 +269,7 @@ func (s *Store) GetTurn(ctx context.Context, id uuid.UUID) (Turn, error) {
 
 // ListTurns returns up to limit (1 to MaxPageSize+1) of a Session's
 // Turns after seq afterSeq, in submission order.
-func (s *Store) ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]Turn, error) {
+func (s *Reader) ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]Turn, error) {
 	return listPage("list turns", limit, func(n int32) ([]db.Turn, error) {
 		return s.q.ListTurns(ctx, db.ListTurnsParams{SessionID: sessionID, AfterSeq: afterSeq, PageSize: n})
 	}, turnFromRow)
@@ -297,7 +297,7 @@ func (s *Owner) ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.
 }
 
 // MarkTurnStarted records that the Runtime started the Turn.
-func (s *Store) MarkTurnStarted(ctx context.Context, id, connectionID uuid.UUID) (Turn, error) {
+func (s *Runtime) MarkTurnStarted(ctx context.Context, id, connectionID uuid.UUID) (Turn, error) {
 	conn := connectionID
 	row, err := s.q.MarkTurnStarted(ctx, db.MarkTurnStartedParams{ID: id, ConnectionID: &conn})
 	if err != nil {
@@ -309,7 +309,7 @@ func (s *Store) MarkTurnStarted(ctx context.Context, id, connectionID uuid.UUID)
 // AppendTurnOutput records one chunk of a running Turn's output: only from
 // the connection it runs on, only at the stream's next offset and within
 // the Turn's bound; otherwise ErrTurnProtocol and nothing is written.
-func (s *Store) AppendTurnOutput(ctx context.Context, id, connectionID uuid.UUID, stream int16, offset int64, data []byte) error {
+func (s *Runtime) AppendTurnOutput(ctx context.Context, id, connectionID uuid.UUID, stream int16, offset int64, data []byte) error {
 	if stream != StreamStdout && stream != StreamStderr {
 		return errdefs.Invalid("stream", "must be stdout or stderr")
 	}
@@ -317,7 +317,7 @@ func (s *Store) AppendTurnOutput(ctx context.Context, id, connectionID uuid.UUID
 		return errdefs.Invalid("data", "must be 1 to 65536 bytes")
 	}
 	conn := connectionID
-	err := s.InTx(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, func(q *db.Queries) error {
 		if _, err := q.AdvanceTurnOutput(ctx, db.AdvanceTurnOutputParams{
 			ID: id, ConnectionID: &conn, Stream: stream, ByteOffset: offset, Length: int64(len(data)),
 		}); err != nil {
@@ -345,7 +345,7 @@ type TurnResult struct {
 
 // FinishTurn records a Turn's result from the connection it runs on;
 // ErrTurnProtocol when it does not run there (any more).
-func (s *Store) FinishTurn(ctx context.Context, id, connectionID uuid.UUID, r TurnResult) (Turn, error) {
+func (s *Runtime) FinishTurn(ctx context.Context, id, connectionID uuid.UUID, r TurnResult) (Turn, error) {
 	switch r.State {
 	case TurnCompleted:
 		if r.ExitCode == nil {
@@ -382,7 +382,7 @@ func (s *Store) FinishTurn(ctx context.Context, id, connectionID uuid.UUID, r Tu
 // RequestTurnCancel records a cancellation request and returns the Turn:
 // a queued Turn is cancelled at once, a running one keeps running until
 // its Runtime reports, a terminal one is returned unchanged.
-func (s *Store) RequestTurnCancel(ctx context.Context, id uuid.UUID) (Turn, error) {
+func (s *Admin) RequestTurnCancel(ctx context.Context, id uuid.UUID) (Turn, error) {
 	row, err := s.q.RequestTurnCancel(ctx, id)
 	if err == nil {
 		return turnFromRow(row), nil
@@ -390,7 +390,7 @@ func (s *Store) RequestTurnCancel(ctx context.Context, id uuid.UUID) (Turn, erro
 	if !errors.Is(pgerr.Classify(err), errdefs.ErrNotFound) {
 		return Turn{}, wrap("cancel turn", err)
 	}
-	return s.GetTurn(ctx, id)
+	return s.reader().GetTurn(ctx, id)
 }
 
 // TurnRef names a Turn and its Session.
@@ -434,7 +434,7 @@ type OutputChunk struct {
 
 // ReadTurnOutput returns up to limit chunks recorded after seq afterSeq,
 // in arrival order.
-func (s *Store) ReadTurnOutput(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]OutputChunk, error) {
+func (s *Reader) ReadTurnOutput(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]OutputChunk, error) {
 	n, err := pageSizeParam(limit)
 	if err != nil {
 		return nil, fmt.Errorf("read turn output: %w", err)

@@ -17,7 +17,7 @@ import (
 )
 
 // owner returns a store acting for a lease-holding owner epoch.
-func owner(t *testing.T) (*store.Owner, context.Context, uint64) {
+func owner(t *testing.T) (*storetest.Owned, context.Context, uint64) {
 	t.Helper()
 	st, ctx := newStore(t)
 	owned := storetest.Owner(t, st)
@@ -33,7 +33,7 @@ func turnParams(t testing.TB, session uuid.UUID, script string) store.SubmitTurn
 	}
 }
 
-func accept(t *testing.T, ctx context.Context, st *store.Owner, b store.SessionBundle, cred []byte, epoch uint64) store.RuntimeGrant {
+func accept(t *testing.T, ctx context.Context, st *storetest.Owned, b store.SessionBundle, cred []byte, epoch uint64) store.RuntimeGrant {
 	t.Helper()
 	g, err := st.AsOwner(epoch).AcceptRuntime(ctx, store.AcceptRuntimeParams{
 		ConnectionID: newUUID(t), DeviceID: b.Allocation.DeviceID, Credential: runtimebootstrap.NewSecret(string(cred)), RuntimeVersion: "test\x00v1",
@@ -46,7 +46,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	st, ctx, epoch := owner(t)
 
 	// Not settled yet: not admitted.
-	node := storetest.EnabledNode(t, st.Store)
+	node := storetest.EnabledNode(t, st)
 	storetest.Present(t, st, node, 1)
 	p := sessionParams(t, newUUID(t), 5)
 	cred := randomBytes(t, 32)

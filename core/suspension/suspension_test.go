@@ -24,7 +24,7 @@ const idle = time.Second
 // whose one Turn ended more than the idle time ago, and what it announced.
 type fixture struct {
 	svc       *suspension.Service
-	st        *store.Owner
+	st        *storetest.Owned
 	a         store.Allocation
 	announced []uuid.UUID
 }
@@ -59,7 +59,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // endOneTurn runs one Turn to its end on a new Runtime connection of b.
-func endOneTurn(t *testing.T, st *store.Owner, b store.SessionBundle, cred []byte) {
+func endOneTurn(t *testing.T, st *storetest.Owned, b store.SessionBundle, cred []byte) {
 	t.Helper()
 	ctx := t.Context()
 	script := "true"

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/core/turns"
 	"berth.dev/core/turns/turnstest"
 	"berth.dev/runtimebootstrap"
@@ -184,7 +185,7 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 // credentialOf cannot read a credential back (only its digest is kept), so
 // the fixture's RunningSession credential is re-derived by accepting with
 // it; here we replace the digest with one of a known credential.
-func credentialOf(t *testing.T, st *store.Owner, b store.SessionBundle) []byte {
+func credentialOf(t *testing.T, st *storetest.Owned, b store.SessionBundle) []byte {
 	t.Helper()
 	cred := []byte("known-credential-for-this-test-0123456789")
 	if _, err := st.Pool().Exec(context.Background(), "UPDATE allocations SET credential_digest = sha256($1) WHERE id = $2", cred, b.Allocation.ID); err != nil {

@@ -133,7 +133,7 @@ type cluster struct {
 	// (turnQueueTimeout when 0).
 	queueTimeout time.Duration
 	// st reads the cluster's database directly (db), opened once.
-	st *store.Store
+	st *storetest.Store
 	mu sync.Mutex
 }
 
@@ -506,7 +506,7 @@ func (c *cluster) settle() time.Duration {
 
 // db is the cluster's database, read directly (not through Core): opened
 // on first use and closed at the test's end; Core restarts keep it.
-func (c *cluster) db() *store.Store {
+func (c *cluster) db() *storetest.Store {
 	c.t.Helper()
 	if c.st == nil {
 		c.st = c.core.Store(c.t)
@@ -516,7 +516,7 @@ func (c *cluster) db() *store.Store {
 
 // allAllocations reads every allocation from the database, released ones
 // included, in creation order.
-func (c *cluster) allAllocations(st *store.Store) []store.SessionAllocation {
+func (c *cluster) allAllocations(st *storetest.Store) []store.SessionAllocation {
 	c.t.Helper()
 	var all []store.SessionAllocation
 	var cursor store.AgeCursor

@@ -20,7 +20,6 @@ import (
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollmentgrpc"
 	"berth.dev/core/nodes"
-	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 
 	"berth.dev/test/internal/stack"
@@ -30,7 +29,7 @@ import (
 // PostgreSQL, the installation CA and the enrollment gRPC service over TLS.
 type core struct {
 	inst  *stack.Installation
-	store *store.Store
+	store *storetest.Store
 	addr  string
 }
 

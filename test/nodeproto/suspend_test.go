@@ -50,7 +50,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 			Suspension: sandbox.SuspensionPolicy{Idle: idle, Retention: time.Hour}},
 	})
 	must(t, err)
-	node := storetest.EnabledNode(t, base)
+	node := storetest.EnabledNode(t, st)
 	gen, err := st.CurrentGeneration(ctx)
 	must(t, err)
 	storetest.Present(t, st, node, gen.Generation)

@@ -152,7 +152,7 @@ func run(t testing.TB, cfg config) report {
 // scans a lifecycle worker's pass runs (store.NodePageSize rows, the same
 // store methods and sqlc queries), against the live database while Core
 // runs; "pass" is the three together.
-func measureScan(t testing.TB, ctx context.Context, st *store.Store, s *sim) []row {
+func measureScan(t testing.TB, ctx context.Context, st *storetest.Store, s *sim) []row {
 	t.Helper()
 	var pending, allocs, observable, pass []time.Duration
 	for _, nd := range s.nodes {

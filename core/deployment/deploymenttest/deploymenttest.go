@@ -19,7 +19,6 @@ import (
 
 	"berth.dev/core/deployment"
 	"berth.dev/core/secrets"
-	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
 
@@ -31,7 +30,7 @@ const DirectKind = "direct-test"
 // docker and the test-only direct provider.
 type Fixture struct {
 	Svc            *deployment.Service
-	St             *store.Store
+	St             *storetest.Owned
 	Key            secrets.Key
 	InstallationID uuid.UUID
 	Ctx            context.Context
@@ -47,9 +46,10 @@ func New(t *testing.T) Fixture {
 	errdefstest.Must(t, err)
 	reg, err := providers.NewRegistry(docker.Registration(), DirectRegistration())
 	errdefstest.Must(t, err)
-	svc, err := deployment.NewService(st, reg, key, inst.ID)
+	owned := storetest.Owner(t, st)
+	svc, err := deployment.NewService(owned, reg, key, inst.ID)
 	errdefstest.Must(t, err)
-	return Fixture{Svc: svc, St: st, Key: key, InstallationID: inst.ID, Ctx: ctx}
+	return Fixture{Svc: svc, St: owned, Key: key, InstallationID: inst.ID, Ctx: ctx}
 }
 
 // Generations counts the stored generations.

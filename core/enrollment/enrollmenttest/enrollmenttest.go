@@ -12,7 +12,6 @@ import (
 
 	"berth.dev/core/enrollment"
 	"berth.dev/core/nodes"
-	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
 
@@ -23,7 +22,7 @@ type Fixture struct {
 	Tokens   *enrollment.Tokens
 	Enroll   *enrollment.Service
 	Registry *nodes.Registry
-	St       *store.Store
+	St       *storetest.Owned
 	CA       *nodetls.CA
 	Ctx      context.Context
 }
@@ -31,7 +30,8 @@ type Fixture struct {
 // New returns a Fixture for a parallel test.
 func New(t *testing.T) Fixture {
 	t.Helper()
-	st, ctx := storetest.Parallel(t)
+	base, ctx := storetest.Parallel(t)
+	st := storetest.Owner(t, base)
 	ca, err := nodetls.NewCA(uuid.NewString(), time.Now())
 	errdefstest.Must(t, err)
 	tokens, err := enrollment.NewTokens(st, ca.Fingerprint(), time.Now)

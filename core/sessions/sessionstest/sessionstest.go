@@ -20,7 +20,7 @@ import (
 // Fixture is a Service over the owner-bound store of a fresh database.
 type Fixture struct {
 	Svc          *sessions.Service
-	St           *store.Owner
+	St           *storetest.Owned
 	Key          secrets.Key
 	Installation uuid.UUID
 	Node         uuid.UUID
@@ -35,11 +35,11 @@ func New(t *testing.T) Fixture {
 	key, _, err := secrets.NewKey()
 	errdefstest.Must(t, err)
 	owned := storetest.Owner(t, st)
-	node := storetest.EnabledNode(t, st)
+	node := storetest.EnabledNode(t, owned)
 	storetest.Present(t, owned, node, 1)
 	installation := uuid.New()
 	return Fixture{
-		Svc: sessions.New(owned, key, installation, uuid.New, suspension.New(owned, nil)), St: owned, Key: key,
+		Svc: sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, nil)), St: owned, Key: key,
 		Installation: installation, Node: node, Tenant: uuid.New(), Ctx: ctx,
 	}
 }

@@ -32,10 +32,33 @@ var slots = make(chan struct{}, maxDatabases)
 // TestTimeout bounds the context Parallel gives a test.
 const TestTimeout = time.Minute
 
+// Store is the store with its read view and its unfenced writes
+// embedded, for tests that act as several parts of Core at once. Core
+// itself never composes the views this way: each consumer is given only
+// the ones it needs.
+type Store struct {
+	*store.Store
+	*store.Reader
+	*store.Admin
+	*store.Runtime
+}
+
+// Owned is a Store that also acts for a lease-holding owner epoch
+// (Owner): the fenced writes beside everything else.
+type Owned struct {
+	*Store
+	*store.Owner
+}
+
+// Wrap returns the test composition of st.
+func Wrap(st *store.Store) *Store {
+	return &Store{Store: st, Reader: st.Reader(), Admin: st.Admin(), Runtime: st.Runtime()}
+}
+
 // Parallel marks t parallel and returns a Store on a fresh, migrated
 // database (New) and a context bounded by TestTimeout that ends with t:
 // the start of every store-backed test fixture.
-func Parallel(t *testing.T) (*store.Store, context.Context) {
+func Parallel(t *testing.T) (*Store, context.Context) {
 	t.Helper()
 	t.Parallel()
 	st := New(t)
@@ -47,7 +70,7 @@ func Parallel(t *testing.T) (*store.Store, context.Context) {
 // New returns a Store on a fresh, migrated database that is dropped when
 // the test ends. Without a test database it skips (fails under CI=true),
 // as testenv.DatabaseURL does.
-func New(t testing.TB) *store.Store {
+func New(t testing.TB) *Store {
 	t.Helper()
 	dsn := NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
@@ -60,7 +83,7 @@ func New(t testing.TB) *store.Store {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(st.Close)
-	return st
+	return Wrap(st)
 }
 
 // NewDatabase creates an empty database (no schema) that is dropped when
@@ -127,7 +150,7 @@ func withDatabase(dsn, name string) (string, error) {
 
 // EnabledNode records an enrolled node with a random certificate and key
 // hash and enables it, for tests that need a node to place on.
-func EnabledNode(t testing.TB, st *store.Store) uuid.UUID {
+func EnabledNode(t testing.TB, st *Owned) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	der := make([]byte, 300)
@@ -148,7 +171,7 @@ func EnabledNode(t testing.TB, st *store.Store) uuid.UUID {
 // Owner claims the installation (when unclaimed), issues a new owner epoch,
 // takes the execution lease with it for an hour and returns st acting for
 // that epoch (store.Store.AsOwner), as Core does at start-up.
-func Owner(t testing.TB, st *store.Store) *store.Owner {
+func Owner(t testing.TB, st *Store) *Owned {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example"); err != nil {
@@ -162,7 +185,7 @@ func Owner(t testing.TB, st *store.Store) *store.Owner {
 	if err != nil || !ok {
 		t.Fatalf("storetest: acquire lease: %v, %v", ok, err)
 	}
-	return st.AsOwner(epoch)
+	return &Owned{Store: st, Owner: st.AsOwner(epoch)}
 }
 
 // Ample is a reported capacity that bounds no test deployment.
@@ -171,7 +194,9 @@ const Ample = int64(1) << 40
 // Present records a fresh, ready health report of node for generation
 // under owned's owner epoch, with Ample capacity, so placement may choose
 // the node.
-func Present(t testing.TB, owned *store.Owner, node uuid.UUID, generation uint64) {
+func Present(t testing.TB, owned interface {
+	RecordNodePresence(ctx context.Context, p store.NodePresence) error
+}, node uuid.UUID, generation uint64) {
 	t.Helper()
 	err := owned.RecordNodePresence(context.Background(), store.NodePresence{
 		NodeID: node, ConnectionID: uuid.New(), Generation: generation,
@@ -184,7 +209,7 @@ func Present(t testing.TB, owned *store.Owner, node uuid.UUID, generation uint64
 
 // Absent makes node's presence record stop counting (its connection
 // ended), so placement passes it over.
-func Absent(t testing.TB, st *store.Store, node uuid.UUID) {
+func Absent(t testing.TB, st *Owned, node uuid.UUID) {
 	t.Helper()
 	p, err := st.GetNodePresence(context.Background(), node)
 	if err != nil {
@@ -199,10 +224,10 @@ func Absent(t testing.TB, st *store.Store, node uuid.UUID) {
 // allocation was created and observed running with completed bootstrap, as
 // the lifecycle worker records it, and returns it with its device
 // credential. owned acts for the lease-holding owner epoch (Owner).
-func RunningSession(t testing.TB, owned *store.Owner) (store.SessionBundle, []byte) {
+func RunningSession(t testing.TB, owned *Owned) (store.SessionBundle, []byte) {
 	t.Helper()
 	ctx := context.Background()
-	node := EnabledNode(t, owned.Store)
+	node := EnabledNode(t, owned)
 	Present(t, owned, node, 1)
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw)
@@ -258,7 +283,10 @@ func Pages[T, C any](t testing.TB, size int, page func(after C) ([]T, error), ne
 // Release records a's cleanup as confirmed, at a's revision (its cleanup
 // requested), and releases it, as a node's worker does once the compute is
 // gone. It returns the released allocation.
-func Release(t testing.TB, owned *store.Owner, a store.Allocation) store.Allocation {
+func Release(t testing.TB, owned interface {
+	RecordCleanup(ctx context.Context, id uuid.UUID, revision int64, confirmed bool) (store.Allocation, error)
+	Release(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+}, a store.Allocation) store.Allocation {
 	t.Helper()
 	ctx := context.Background()
 	a, err := owned.RecordCleanup(ctx, a.ID, a.Revision, true)
@@ -269,4 +297,10 @@ func Release(t testing.TB, owned *store.Owner, a store.Allocation) store.Allocat
 		t.Fatal(err)
 	}
 	return a
+}
+
+// As returns st acting for owner epoch epoch (store.Store.AsOwner), whose
+// lease the caller took.
+func As(st *Store, epoch uint64) *Owned {
+	return &Owned{Store: st, Owner: st.AsOwner(epoch)}
 }

@@ -16,7 +16,7 @@ import (
 // a Session whose allocation runs (storetest.RunningSession).
 type Fixture struct {
 	Svc     *turns.Service
-	St      *store.Owner
+	St      *storetest.Owned
 	Session store.SessionBundle
 	// Cred is the Session's device credential, as its Runtime presents it.
 	Cred []byte

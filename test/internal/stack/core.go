@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 )
 
 // DefaultPublicURL is the public URL Core announces unless CoreOptions
@@ -250,14 +251,14 @@ func (c *Core) AdminClient(t testing.TB) (*grpc.ClientConn, context.Context) {
 }
 
 // Store opens Core's database directly, to check what Core recorded.
-func (c *Core) Store(t testing.TB) *store.Store {
+func (c *Core) Store(t testing.TB) *storetest.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), c.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	return st
+	return storetest.Wrap(st)
 }
 
 // CoreStateDir creates an empty 0700 state directory for Core.
