@@ -37,7 +37,13 @@
 //     that the epoch holds the execution lease; no reads, no embedded
 //     Store), Admin (an operator's or a client's intent, compare-and-set
 //     on the rows it names, valid whichever Core carries it) and Runtime
-//     (a Runtime connection's writes, refused once it is closed). Writes
+//     (a Runtime connection's writes, refused once it is closed). A
+//     connection's writes, and Owner.ClaimNextTurn, take its RuntimeConn
+//     (unexported fields, made only by AcceptRuntime's grant), never raw
+//     ids; the zero value is ErrNoRuntimeConn. A deployment commit
+//     (CommitGeneration, ReplaceGeneration) takes the GenerationSeen of
+//     the read it decided on (SeenGeneration), never a number; the zero
+//     value is ErrGenerationNotSeen. Writes
 //     that change what the owner's workers serve (SetNodeState,
 //     ReplaceGeneration, presence) are Owner's. authority_test.go checks
 //     the method sets by their names.
