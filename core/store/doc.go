@@ -37,21 +37,25 @@
 //     that the epoch holds the execution lease; no reads, no embedded
 //     Store), Admin (an operator's or a client's intent, compare-and-set
 //     on the rows it names, valid whichever Core carries it) and Runtime
-//     (a Runtime connection's writes, refused once it is closed). A
-//     connection's writes, and Owner.ClaimNextTurn, take its RuntimeConn
-//     (unexported fields, made only by AcceptRuntime's grant), never raw
-//     ids; the zero value is ErrNoRuntimeConn. A deployment commit
-//     (CommitGeneration, ReplaceGeneration) takes the GenerationSeen of
-//     the read it decided on (SeenGeneration), never a number; the zero
-//     value is ErrGenerationNotSeen. Writes
+//     (a Runtime connection's writes, refused once it is closed). Writes
 //     that change what the owner's workers serve (SetNodeState,
 //     ReplaceGeneration, presence) are Owner's. authority_test.go checks
 //     the method sets by their names.
+//   - Tokens, not numbers: a connection's writes and Owner.ClaimNextTurn
+//     take its RuntimeConn (made only by AcceptRuntime), a deployment
+//     commit the GenerationSeen of the read it decided on
+//     (SeenGeneration); their zero values are ErrNoRuntimeConn and
+//     ErrGenerationNotSeen.
 //   - Consumers name the narrow interface they use (their package's
 //     Store); Core's daemon gives each a struct embedding only the views
-//     it needs. storetest composes every view, for tests only.
+//     it needs, observed by storeobs (generated: go generate here).
+//     Telemetry goes around the views, never inside a query.
 //   - Methods that create are idempotent where a lost response must be
 //     retryable (ClaimInstallation, CreateNode, ConsumeEnrollmentToken,
-//     CreateRequestedEnrollmentToken, SaveCA, CreateSession): a write whose outcome is unknown (ErrObservationUnavailable)
-//     is resolved by calling again with the same input, never by guessing.
+//     CreateRequestedEnrollmentToken, SaveCA, CreateSession): a write of
+//     unknown outcome (ErrObservationUnavailable) is resolved by calling
+//     again with the same input, never by guessing. storetest composes
+//     every view, for tests only.
 package store
+
+//go:generate go run ./internal/gendecorate
