@@ -48,14 +48,12 @@
 //     ErrGenerationNotSeen.
 //   - Consumers name the narrow interface they use (their package's
 //     Store); Core's daemon gives each a struct embedding only the views
-//     it needs, observed by storeobs (generated: go generate here).
-//     Telemetry goes around the views, never inside a query.
+//     it needs, observed by storeobs (generated: go generate here;
+//     telemetry around the views, never inside a query). storetest
+//     composes every view, for tests only.
 //   - Methods that create are idempotent where a lost response must be
 //     retryable (ClaimInstallation, CreateNode, ConsumeEnrollmentToken,
 //     CreateRequestedEnrollmentToken, SaveCA, CreateSession): a write of
 //     unknown outcome (ErrObservationUnavailable) is resolved by calling
-//     again with the same input, never by guessing. storetest composes
-//     every view, for tests only.
+//     again with the same input, never by guessing.
 package store
-
-//go:generate go run ./internal/gendecorate
