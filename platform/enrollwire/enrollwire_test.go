@@ -26,7 +26,7 @@ func TestBothSidesReadOneTable(t *testing.T) {
 		t.Fatalf("token refusal crosses as %v %q", st.Code(), st.Message())
 	}
 	d, ok := client.Decode(st)
-	if !ok || d.Row.Class != agentRejected || d.Row.Reason != enrollmentv1.ReasonTokenRejected {
+	if !ok || !errors.Is(d.Row.Class, agentRejected) || d.Row.Reason != enrollmentv1.ReasonTokenRejected {
 		t.Fatalf("the node agent reads the token refusal as %+v (ok %v)", d.Row, ok)
 	}
 
