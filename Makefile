@@ -64,13 +64,13 @@ GENERATORS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/s
 # checkout (make generate) or a temporary copy of it (make verify-generated).
 generate_in = cd $(1) && find proto -name '*.pb.go' -delete && buf generate && \
 	rm -f core/store/db/db.go core/store/db/models.go core/store/db/*.sql.go && \
-	(cd core/store && $(BIN)/sqlc generate) && \
+	(cd core/store && $(BIN)/sqlc generate && go run ./internal/gendecorate) && \
 	go run berth.dev/sandbox/docker/internal/seccompgen -out deploy/runtime && \
 	go run berth.dev/core/cmd/specification-contract -write && \
 	go run berth.dev/core/cmd/provider-artifacts -write
 
 .PHONY: generate
-generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, runtime seccomp profile, the provider projections in deploy/projections)
+generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, the store's observed views in core/store/storeobs, runtime seccomp profile, the provider projections in deploy/projections)
 	$(call generate_in,$(CURDIR))
 
 # The static checks, after etcd's verify-* targets: each runs alone and

@@ -43,6 +43,7 @@ import (
 	"berth.dev/core/sessionadmin"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storeobs"
 	"berth.dev/core/suspension"
 	"berth.dev/core/turnadmin"
 	"berth.dev/core/turns"
@@ -531,7 +532,7 @@ func (c *core) ready() Ready {
 // liveness reads the node connections for the admin API, with each
 // node's presence as the database decides it (store.NodePresence.Present,
 // the one predicate placement applies).
-func liveness(m *nodes.Manager, st *store.Reader) nodeadmin.Liveness {
+func liveness(m *nodes.Manager, st *storeobs.Reader) nodeadmin.Liveness {
 	return func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]nodeadmin.LiveState, error) {
 		recorded, err := st.NodePresences(ctx, ids)
 		if err != nil {
@@ -569,7 +570,7 @@ func liveness(m *nodes.Manager, st *store.Reader) nodeadmin.Liveness {
 
 // nodeServing reads what each node serves for GetDeployment, with its
 // presence as the database decides it.
-func nodeServing(m *nodes.Manager, st *store.Reader) func(context.Context) ([]deployment.NodeServing, error) {
+func nodeServing(m *nodes.Manager, st *storeobs.Reader) func(context.Context) ([]deployment.NodeServing, error) {
 	return func(ctx context.Context) ([]deployment.NodeServing, error) {
 		ids := m.Nodes()
 		slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })

@@ -1,56 +1,67 @@
 package daemon
 
-import "berth.dev/core/store"
+import (
+	"berth.dev/core/store"
+	"berth.dev/core/store/storeobs"
+)
 
 // views are the store's typed views this Core hands its parts, each part
 // only the ones it needs: reads, the owner epoch's fenced writes, the
-// administrative writes and the Runtime connections' writes.
+// administrative writes and the Runtime connections' writes. Each is
+// observed (storeobs: a span and a duration sample per call, around the
+// view rather than inside its queries); the parts name their own narrow
+// interfaces, which the observed views satisfy as the store's do.
 type views struct {
-	reader  *store.Reader
-	owner   *store.Owner
-	admin   *store.Admin
-	runtime *store.Runtime
+	reader  *storeobs.Reader
+	owner   *storeobs.Owner
+	admin   *storeobs.Admin
+	runtime *storeobs.Runtime
 }
 
-// newViews returns st's views, its fenced writes acting for epoch.
+// newViews returns st's views, its fenced writes acting for epoch, each
+// observed on the global OpenTelemetry providers.
 func newViews(st *store.Store, epoch uint64) views {
-	return views{reader: st.Reader(), owner: st.AsOwner(epoch), admin: st.Admin(), runtime: st.Runtime()}
+	obs := storeobs.New()
+	return views{
+		reader: storeobs.NewReader(st.Reader(), obs), owner: storeobs.NewOwner(st.AsOwner(epoch), obs),
+		admin: storeobs.NewAdmin(st.Admin(), obs), runtime: storeobs.NewRuntime(st.Runtime(), obs),
+	}
 }
 
 // readOwner is reads and fenced writes: the lifecycle, the node manager
 // and registry, the Session service.
 type readOwner struct {
-	*store.Reader
-	*store.Owner
+	*storeobs.Reader
+	*storeobs.Owner
 }
 
 // readAdmin is reads and administrative writes: enrollment.
 type readAdmin struct {
-	*store.Reader
-	*store.Admin
+	*storeobs.Reader
+	*storeobs.Admin
 }
 
 // readAdminOwner is reads, administrative and fenced writes: deployment
 // (the first commit is administrative, a replacement fenced).
 type readAdminOwner struct {
-	*store.Reader
-	*store.Admin
-	*store.Owner
+	*storeobs.Reader
+	*storeobs.Admin
+	*storeobs.Owner
 }
 
 // readRuntime is reads and a Runtime connection's writes: the gateway.
 type readRuntime struct {
-	*store.Reader
-	*store.Runtime
+	*storeobs.Reader
+	*storeobs.Runtime
 }
 
 // allViews is every view: core/turns writes Turns for clients (Admin),
 // for the owner (claims, sweeps, admission) and for Runtime connections.
 type allViews struct {
-	*store.Reader
-	*store.Owner
-	*store.Admin
-	*store.Runtime
+	*storeobs.Reader
+	*storeobs.Owner
+	*storeobs.Admin
+	*storeobs.Runtime
 }
 
 func (v views) readOwner() readOwner           { return readOwner{v.reader, v.owner} }

@@ -174,10 +174,11 @@ func (s *Service) prepareReplacement(c Candidate, set Fields, cur store.Generati
 // it with the current generation. It writes nothing. Before the first
 // commit it is errNotCommitted.
 func (s *Service) PreviewReplacement(ctx context.Context, c Candidate, set Fields) (Preview, error) {
-	cur, p, d, err := s.replacing(ctx, c, set)
+	seen, p, d, err := s.replacing(ctx, c, set)
 	if err != nil {
 		return Preview{}, err
 	}
+	cur, _ := seen.Current()
 	if d.same() {
 		desc, err := s.describe(cur)
 		if err != nil {
@@ -211,10 +212,11 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	if expected >= math.MaxInt64 {
 		return Replacement{}, errdefs.Invalid("expected_generation", "out of range")
 	}
-	cur, p, d, err := s.replacing(ctx, c, set)
+	seen, p, d, err := s.replacing(ctx, c, set)
 	if err != nil {
 		return Replacement{}, err
 	}
+	cur, _ := seen.Current()
 	switch {
 	case d.same() && (cur.Generation == expected || cur.Generation == expected+1):
 		// Nothing to change, or the retry of a replacement that committed.
@@ -230,7 +232,7 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	var r store.Replaced
 	commit := func(retire store.Replacement) error {
 		var err error
-		r, err = s.store.ReplaceGeneration(ctx, expected, next, retire)
+		r, err = s.store.ReplaceGeneration(ctx, seen, next, retire)
 		if errdefs.IsFailedPrecondition(err) {
 			return fmt.Errorf("replace deployment: %w", errGenerationMoved)
 		}
@@ -278,26 +280,27 @@ func (s *Service) retiring(ctx context.Context, commit func(store.Replacement) e
 // replacement (prepareReplacement), compared with it; a same-kind
 // credential change is refused. Before the first commit it is
 // errNotCommitted. Preview and Replace share it, so both decide alike.
-func (s *Service) replacing(ctx context.Context, c Candidate, set Fields) (store.Generation, prepared, sameness, error) {
-	cur, ok, err := s.current(ctx)
+func (s *Service) replacing(ctx context.Context, c Candidate, set Fields) (store.GenerationSeen, prepared, sameness, error) {
+	seen, err := s.store.SeenGeneration(ctx)
 	if err != nil {
-		return store.Generation{}, prepared{}, sameness{}, err
+		return store.GenerationSeen{}, prepared{}, sameness{}, err
 	}
+	cur, ok := seen.Current()
 	if !ok {
-		return store.Generation{}, prepared{}, sameness{}, fmt.Errorf("replace deployment: %w", errNotCommitted)
+		return store.GenerationSeen{}, prepared{}, sameness{}, fmt.Errorf("replace deployment: %w", errNotCommitted)
 	}
 	p, err := s.prepareReplacement(c, set, cur)
 	if err != nil {
-		return store.Generation{}, prepared{}, sameness{}, err
+		return store.GenerationSeen{}, prepared{}, sameness{}, err
 	}
 	d, err := s.compare(p, cur)
 	if err != nil {
-		return store.Generation{}, prepared{}, sameness{}, err
+		return store.GenerationSeen{}, prepared{}, sameness{}, err
 	}
 	if err := s.refuseCredentialChange(p, cur, d); err != nil {
-		return store.Generation{}, prepared{}, sameness{}, err
+		return store.GenerationSeen{}, prepared{}, sameness{}, err
 	}
-	return cur, p, d, nil
+	return seen, p, d, nil
 }
 
 // refuseCredentialChange refuses a candidate of the current provider kind

@@ -21,9 +21,9 @@ import (
 
 // Store is what the deployment logic reads and writes.
 type Store interface {
-	CurrentGeneration(ctx context.Context) (store.Generation, error)
-	CommitGeneration(ctx context.Context, expectedCurrent uint64, g store.NewGeneration) (store.Generation, error)
-	ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g store.NewGeneration, r store.Replacement) (store.Replaced, error)
+	SeenGeneration(ctx context.Context) (store.GenerationSeen, error)
+	CommitGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration) (store.Generation, error)
+	ReplaceGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration, r store.Replacement) (store.Replaced, error)
 	EnabledNodes(ctx context.Context) ([]uuid.UUID, error)
 	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
 	GetServingPin(ctx context.Context) (store.ServingPin, error)
@@ -184,10 +184,11 @@ func OpenCredential(key secrets.Key, installationID uuid.UUID, g store.Generatio
 // Get returns the current deployment; before the first commit its
 // generation is 0 and its provider kind empty.
 func (s *Service) Get(ctx context.Context) (Deployment, error) {
-	cur, ok, err := s.current(ctx)
+	seen, err := s.store.SeenGeneration(ctx)
 	if err != nil {
 		return Deployment{}, err
 	}
+	cur, ok := seen.Current()
 	var d Deployment
 	if ok {
 		if d, err = s.describe(cur); err != nil {
@@ -204,10 +205,11 @@ func (s *Service) Preview(ctx context.Context, c Candidate) (Preview, error) {
 	if err != nil {
 		return Preview{}, err
 	}
-	cur, ok, err := s.current(ctx)
+	seen, err := s.store.SeenGeneration(ctx)
 	if err != nil {
 		return Preview{}, err
 	}
+	cur, ok := seen.Current()
 	if ok {
 		d, err := s.compare(p, cur)
 		if err != nil {
@@ -243,10 +245,11 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 	if expected >= math.MaxInt64 {
 		return Deployment{}, errdefs.Invalid("expected_generation", "out of range")
 	}
-	cur, ok, err := s.current(ctx)
+	seen, err := s.store.SeenGeneration(ctx)
 	if err != nil {
 		return Deployment{}, err
 	}
+	cur, ok := seen.Current()
 	if cur.Generation != expected {
 		return Deployment{}, fmt.Errorf("commit deployment: %w", errGenerationMoved)
 	}
@@ -266,7 +269,7 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 	if err != nil {
 		return Deployment{}, err
 	}
-	g, err := s.store.CommitGeneration(ctx, expected, next)
+	g, err := s.store.CommitGeneration(ctx, seen, next)
 	if err != nil {
 		return Deployment{}, err
 	}
@@ -291,19 +294,6 @@ func (s *Service) sealed(p prepared, number uint64) (store.NewGeneration, error)
 		next.CredentialNonce, next.CredentialCiphertext = nonce, ct
 	}
 	return next, nil
-}
-
-// current returns the current generation; ok is false (and the zero
-// generation returned) before the first commit.
-func (s *Service) current(ctx context.Context) (store.Generation, bool, error) {
-	g, err := s.store.CurrentGeneration(ctx)
-	if errdefs.IsNotFound(err) {
-		return store.Generation{}, false, nil
-	}
-	if err != nil {
-		return store.Generation{}, false, err
-	}
-	return g, true, nil
 }
 
 // prepared is a candidate normalized and validated through its

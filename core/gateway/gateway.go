@@ -25,8 +25,8 @@ import (
 // connection's start and end, and Turn state, it records only through
 // core/turns; the suspension cycle only through core/suspension.
 type Store interface {
-	MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (store.RuntimeConnection, error)
-	TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error
+	MarkRuntimePrepared(ctx context.Context, c store.RuntimeConn) (store.RuntimeConnection, error)
+	TouchRuntimeConnection(ctx context.Context, c store.RuntimeConn) error
 	GetRuntimeConnection(ctx context.Context, id uuid.UUID) (conn store.RuntimeConnection, now time.Time, err error)
 	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
 	// The compute phase the connection follows (suspend.go).
@@ -324,19 +324,19 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 	st := c.g.cfg.Store
 	switch m.GetMessage().(type) {
 	case *runtimev1.ConnectRequest_Prepared:
-		if _, err := st.MarkRuntimePrepared(ctx, c.id()); err != nil {
+		if _, err := st.MarkRuntimePrepared(ctx, c.grant.Conn); err != nil {
 			return c.storeErr("mark prepared", err)
 		}
 		c.prepared = true
 		c.log.Info("runtime prepared")
 		return nil
 	case *runtimev1.ConnectRequest_KeepaliveAck:
-		return c.storeErr("keepalive", st.TouchRuntimeConnection(ctx, c.id()))
+		return c.storeErr("keepalive", st.TouchRuntimeConnection(ctx, c.grant.Conn))
 	case *runtimev1.ConnectRequest_TurnStarted:
 		if !c.isCurrent(m.GetTurnStarted().GetTurnId()) {
 			return errInvalid
 		}
-		return c.storeErr("turn started", c.g.cfg.Turns.Started(ctx, c.current.ID, c.id()))
+		return c.storeErr("turn started", c.g.cfg.Turns.Started(ctx, c.current.ID, c.grant.Conn))
 	case *runtimev1.ConnectRequest_TurnOutput:
 		o := m.GetTurnOutput()
 		if !c.isCurrent(o.GetTurnId()) {
@@ -351,7 +351,7 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 		default:
 			return errInvalid
 		}
-		return c.storeErr("turn output", c.g.cfg.Turns.Output(ctx, c.current.ID, c.id(), sid, o.GetOffset(), o.GetData()))
+		return c.storeErr("turn output", c.g.cfg.Turns.Output(ctx, c.current.ID, c.grant.Conn, sid, o.GetOffset(), o.GetData()))
 	case *runtimev1.ConnectRequest_QuiesceAck:
 		return c.quiesceAcked(ctx, m.GetQuiesceAck().GetSuspensionToken())
 	case *runtimev1.ConnectRequest_QuiesceRejected:
@@ -366,7 +366,7 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 		if !ok {
 			return errInvalid
 		}
-		t, err := c.g.cfg.Turns.Finish(ctx, c.current.ID, c.id(), res)
+		t, err := c.g.cfg.Turns.Finish(ctx, c.current.ID, c.grant.Conn, res)
 		if err != nil {
 			return c.storeErr("turn result", err)
 		}
@@ -426,7 +426,7 @@ func (c *conn) dispatch(ctx context.Context, woken bool) error {
 		// not have been seen yet (the Turn's may come first).
 		return c.suspension(ctx)
 	}
-	t, ok, err := c.g.cfg.Turns.Claim(ctx, c.grant.SessionID, c.id())
+	t, ok, err := c.g.cfg.Turns.Claim(ctx, c.grant.Conn)
 	if err != nil {
 		return c.storeErr("claim turn", err)
 	}
@@ -572,7 +572,7 @@ func (c *conn) close() {
 	defer cancel()
 	c.g.tel.closed(ctx)
 	c.g.tel.lost(c.currentSpan)
-	ids, err := c.g.cfg.Turns.ConnectionClosed(ctx, c.id(), c.grant.SessionID)
+	ids, err := c.g.cfg.Turns.ConnectionClosed(ctx, c.grant.Conn)
 	if err != nil {
 		c.log.Warn("record disconnect failed", "error", err)
 		return

@@ -14,6 +14,7 @@ import (
 	"berth.dev/sandbox"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 )
 
 // idleArmed runs one Turn on a fresh connection, commits a deployment that
@@ -22,7 +23,7 @@ import (
 func (f *fixture) idleArmed(t *testing.T) (rt, uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := f.st.CommitGeneration(ctx, 0, store.NewGeneration{
+	_, err := f.st.CommitGeneration(ctx, storetest.Seen(t, f.st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{
 			Resources: sandbox.Resources{CPUMillis: 500, MemoryBytes: 256 << 20, DiskBytes: 1 << 30}, MaxActive: 4, MaxRetained: 4,

@@ -30,8 +30,8 @@ type lateSubmit struct {
 	submit func()
 }
 
-func (l *lateSubmit) ClaimNextTurn(ctx context.Context, session, conn uuid.UUID) (store.Turn, bool, error) {
-	t, ok, err := l.Store.ClaimNextTurn(ctx, session, conn)
+func (l *lateSubmit) ClaimNextTurn(ctx context.Context, conn store.RuntimeConn) (store.Turn, bool, error) {
+	t, ok, err := l.Store.ClaimNextTurn(ctx, conn)
 	select {
 	case <-l.armed:
 		if !ok && err == nil {

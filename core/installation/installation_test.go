@@ -36,7 +36,7 @@ func TestGetReadsTheDatabaseEveryCall(t *testing.T) {
 	}
 
 	// A commit shows at the next call: the generation is read, not kept.
-	if _, err := st.CommitGeneration(ctx, 0, store.NewGeneration{
+	if _, err := st.CommitGeneration(ctx, storetest.Seen(t, st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}, MaxActive: 1},
 	}); err != nil {

@@ -83,7 +83,7 @@ func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
 	st := storetest.Owner(t, base)
 	key, _, err := secrets.NewKey()
 	must(t, err)
-	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+	_, err = st.CommitGeneration(ctx, storetest.Seen(t, st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: spec,
 	})
@@ -657,7 +657,7 @@ func TestWorkerPagesAndWrapsOverMoreThanOnePage(t *testing.T) {
 	e := newEnv(t, 1)
 	n := e.only(t)
 	ctx := context.Background()
-	_, err := e.st.CommitGeneration(ctx, 1, store.NewGeneration{
+	_, err := e.st.CommitGeneration(ctx, storetest.Seen(t, e.st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{Resources: resources, MaxActive: 64, MaxRetained: 8},
 	})
@@ -892,9 +892,7 @@ func TestSupersededWorkerSendsNoCreate(t *testing.T) {
 func (e *env) commitMaxActive(t *testing.T, maxActive int32) {
 	t.Helper()
 	ctx := context.Background()
-	cur, err := e.st.CurrentGeneration(ctx)
-	must(t, err)
-	_, err = e.st.CommitGeneration(ctx, uint64(cur.Generation), store.NewGeneration{
+	_, err := e.st.CommitGeneration(ctx, storetest.Seen(t, e.st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{Resources: resources, MaxActive: maxActive, MaxRetained: 8},
 	})

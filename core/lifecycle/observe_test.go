@@ -409,7 +409,7 @@ func TestNoKeepaliveWhileATurnRuns(t *testing.T) {
 	b := e.running(t, w, n)
 	g := e.connect(t, n, b)
 	ctx := context.Background()
-	_, err := e.st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err := e.st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
 	script := "sleep 60"
 	_, _, err = e.st.SubmitTurn(ctx, store.SubmitTurnParams{
@@ -419,12 +419,12 @@ func TestNoKeepaliveWhileATurnRuns(t *testing.T) {
 		Timeout: time.Minute, QueueTimeout: time.Minute, MaxOutputBytes: 10,
 	})
 	must(t, err)
-	turn, ok, err := e.st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID)
+	turn, ok, err := e.st.ClaimNextTurn(ctx, g.Conn)
 	must(t, err)
 	if !ok {
 		t.Fatal("nothing claimed")
 	}
-	_, err = e.st.MarkTurnStarted(ctx, turn.ID, g.Connection.ID)
+	_, err = e.st.MarkTurnStarted(ctx, turn.ID, g.Conn)
 	must(t, err)
 
 	c.reset()

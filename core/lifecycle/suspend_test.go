@@ -36,14 +36,14 @@ func (e *env) idle(t *testing.T, n *node, b store.SessionBundle) store.RuntimeGr
 	t.Helper()
 	ctx := context.Background()
 	g := e.connect(t, n, b)
-	_, err := e.st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err := e.st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
 	turn := e.submit(t, b)
-	if _, ok, err := e.st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID); err != nil || !ok {
+	if _, ok, err := e.st.ClaimNextTurn(ctx, g.Conn); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	code := int32(0)
-	_, err = e.st.FinishTurn(ctx, turn, g.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	_, err = e.st.FinishTurn(ctx, turn, g.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	must(t, err)
 	time.Sleep(suspendIdle + 100*time.Millisecond)
 	return g

@@ -15,6 +15,7 @@ import (
 
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 )
 
 // TestGRPCSuspendAndResumeSession: the requests name their invalid
@@ -71,7 +72,7 @@ func TestGRPCSuspendAndResumeSession(t *testing.T) {
 // wait for, and nothing is requested: its compute keeps running.
 func TestGRPCSuspendSessionBeforeAnyTurnEnded(t *testing.T) {
 	f := newFixture(t)
-	_, err := f.St.CommitGeneration(f.Ctx, 0, store.NewGeneration{
+	_, err := f.St.CommitGeneration(f.Ctx, storetest.Seen(t, f.St), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{
 			Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},

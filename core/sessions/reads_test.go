@@ -241,7 +241,7 @@ func TestStateFollowsRecordedEvidence(t *testing.T) {
 	if env != (sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, ComputePhase: sessions.ComputeRunning}) {
 		t.Fatalf("connected: %+v", env)
 	}
-	_, err = f.St.MarkRuntimePrepared(f.Ctx, g.Connection.ID)
+	_, err = f.St.MarkRuntimePrepared(f.Ctx, g.Conn)
 	must(t, err)
 	_, env = read()
 	if env != (sessions.Environment{ComputeAvailable: true, RuntimeConnected: true, CapabilitiesPrepared: true, ExecutionAdmitted: true, ComputePhase: sessions.ComputeRunning}) {

@@ -44,7 +44,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 		t.Fatalf("Create without a deployment: %v", err)
 	}
 
-	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+	_, err = st.CommitGeneration(ctx, storetest.Seen(t, st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{
 			Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},
@@ -103,7 +103,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 	owned := storetest.Owner(t, st)
 	node := storetest.EnabledNode(t, owned)
 	res := sandbox.Resources{CPUMillis: 700, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}
-	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+	_, err = st.CommitGeneration(ctx, storetest.Seen(t, st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{Resources: res, MaxActive: 8, MaxRetained: 1},
 	})
@@ -157,7 +157,7 @@ func (r *replacing) CreateSession(ctx context.Context, p store.CreateSessionPara
 			ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 			Specification: sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 100, MemoryBytes: 2 << 30, DiskBytes: 1 << 30}, MaxActive: 8},
 		}
-		if _, err := r.Owner.ReplaceGeneration(ctx, 1, next, store.Replacement{}); err != nil {
+		if _, err := r.Owner.ReplaceGeneration(ctx, storetest.Seen(r.t, r), next, store.Replacement{}); err != nil {
 			r.t.Errorf("replace: %v", err)
 		}
 	})
@@ -175,7 +175,7 @@ func TestCreateAfterAReplacementUsesTheNewGeneration(t *testing.T) {
 	must(t, err)
 	owned := storetest.Owner(t, st)
 	node := storetest.EnabledNode(t, owned)
-	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+	_, err = st.CommitGeneration(ctx, storetest.Seen(t, st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 100, MemoryBytes: 1 << 30, DiskBytes: 1 << 30}, MaxActive: 8},
 	})

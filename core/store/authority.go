@@ -26,8 +26,10 @@ func (s *Store) Admin() *Admin { return &Admin{s.handle} }
 
 // Runtime holds the writes a Runtime connection makes through the
 // gateway and core/turns (prepared, keepalive, close, a Turn's start,
-// output and result). Each is bound to the connection it is made for,
-// and refused once that connection is closed or replaced.
+// output and result). Each takes the connection's grant (RuntimeConn,
+// made only by Owner.AcceptRuntime) instead of raw ids, so it is bound to
+// the connection it is made for, and refused once that connection is
+// closed or replaced.
 type Runtime struct {
 	handle
 }

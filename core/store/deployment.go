@@ -44,13 +44,63 @@ type Generation struct {
 // HasCredential reports whether g stores a credential.
 func (g Generation) HasCredential() bool { return len(g.CredentialCiphertext) > 0 }
 
-// CommitGeneration commits g as generation expectedCurrent+1 and makes it
-// current, in one transaction that holds the deployment row's lock: when
-// the current generation (0 before the first commit) is not
-// expectedCurrent it writes nothing and returns errdefs.ErrFailedPrecondition,
-// so a retried commit never creates two generations.
-func (s *Admin) CommitGeneration(ctx context.Context, expectedCurrent uint64, g NewGeneration) (Generation, error) {
+// GenerationSeen is the current deployment generation as one read saw it
+// (Reader.SeenGeneration): the token a deployment write takes, so a
+// commit cannot be written without naming the generation it read as
+// current. Its fields are unexported; the zero value is
+// ErrGenerationNotSeen.
+type GenerationSeen struct {
+	current Generation
+	// committed: a generation was current; read: SeenGeneration made it.
+	committed, read bool
+}
+
+// Generation is the number of the generation seen current, 0 when none
+// was committed.
+func (g GenerationSeen) Generation() uint64 { return g.current.Generation }
+
+// Current is the generation seen current; ok is false when none was
+// committed.
+func (g GenerationSeen) Current() (gen Generation, ok bool) { return g.current, g.committed }
+
+// ErrGenerationNotSeen refuses a deployment write given the zero
+// GenerationSeen: a token no read made, a caller's bug.
+var ErrGenerationNotSeen error = errdefs.Invalid("seen_generation", "must be read with SeenGeneration before the commit")
+
+// expected is the generation number a write given g expects current.
+func (g GenerationSeen) expected() (uint64, error) {
+	if !g.read {
+		return 0, ErrGenerationNotSeen
+	}
+	return g.current.Generation, nil
+}
+
+// SeenGeneration reads the current deployment generation (none before
+// the first commit) as the token CommitGeneration and ReplaceGeneration
+// take.
+func (s *Reader) SeenGeneration(ctx context.Context) (GenerationSeen, error) {
+	row, err := s.q.GetCurrentGeneration(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return GenerationSeen{read: true}, nil
+	}
+	if err != nil {
+		return GenerationSeen{}, wrap("current deployment generation", err)
+	}
+	return GenerationSeen{current: generationFromRow(row), committed: true, read: true}, nil
+}
+
+// CommitGeneration commits g as the generation after the one seen current
+// and makes it current, in one transaction that holds the deployment
+// row's lock: when the current generation (0 before the first commit) is
+// not the one seen it writes nothing and returns
+// errdefs.ErrFailedPrecondition, so a retried commit never creates two
+// generations.
+func (s *Admin) CommitGeneration(ctx context.Context, seen GenerationSeen, g NewGeneration) (Generation, error) {
 	const op = "commit deployment generation"
+	expectedCurrent, err := seen.expected()
+	if err != nil {
+		return Generation{}, fmt.Errorf("%s: %w", op, err)
+	}
 	params, err := generationParams(expectedCurrent, g)
 	if err != nil {
 		return Generation{}, fmt.Errorf("%s: %w", op, err)
@@ -116,18 +166,22 @@ type Replaced struct {
 	LockWait, Locked time.Duration
 }
 
-// ReplaceGeneration commits g as generation expectedCurrent+1 and makes it
-// current, with what r asks, in one transaction that holds the deployment
+// ReplaceGeneration commits g as the generation after the one seen
+// current and makes it current, with what r asks, in one transaction that holds the deployment
 // row's lock: admissions (CreateSession) hold it shared, so the
 // replacement waits for those in flight, and those that start after it
 // wait for its commit and then see the new generation. When the current
-// generation is not expectedCurrent (or nothing is committed) it writes
+// generation is not the one seen (or nothing is committed) it writes
 // nothing and returns errdefs.ErrFailedPrecondition; when it would retire
 // a node r does not list as drained, ErrNodesMoved. It is fenced
 // (ErrSuperseded): a replacement retires nodes through the owner's drain
 // gate, which a deposed Core's drain cannot vouch for.
-func (s *Owner) ReplaceGeneration(ctx context.Context, expectedCurrent uint64, g NewGeneration, r Replacement) (Replaced, error) {
+func (s *Owner) ReplaceGeneration(ctx context.Context, seen GenerationSeen, g NewGeneration, r Replacement) (Replaced, error) {
 	const op = "replace deployment generation"
+	expectedCurrent, err := seen.expected()
+	if err != nil {
+		return Replaced{}, fmt.Errorf("%s: %w", op, err)
+	}
 	params, err := generationParams(expectedCurrent, g)
 	if err != nil {
 		return Replaced{}, fmt.Errorf("%s: %w", op, err)

@@ -42,7 +42,7 @@ func TestDeploymentNoneBeforeFirstCommit(t *testing.T) {
 func TestDeploymentCommitGenerations(t *testing.T) {
 	st, ctx := newStore(t)
 	first := testGeneration("docker")
-	g1, err := st.CommitGeneration(ctx, 0, first)
+	g1, err := st.CommitGeneration(ctx, storetest.Seen(t, st), first)
 	must(t, err)
 	if g1.Generation != 1 || g1.ProviderKind != "docker" || g1.HasCredential() || g1.CreatedAt.IsZero() {
 		t.Fatalf("first generation %+v", g1)
@@ -53,7 +53,7 @@ func TestDeploymentCommitGenerations(t *testing.T) {
 	second.CredentialCiphertext = bytes.Repeat([]byte{7}, 40)
 	second.CredentialNonce = bytes.Repeat([]byte{1}, 12)
 	second.Specification.Suspension = sandbox.SuspensionPolicy{Idle: 10 * time.Minute, Retention: 48 * time.Hour}
-	g2, err := st.CommitGeneration(ctx, 1, second)
+	g2, err := st.CommitGeneration(ctx, storetest.Seen(t, st), second)
 	must(t, err)
 	if g2.Generation != 2 {
 		t.Fatalf("second generation %d", g2.Generation)
@@ -78,20 +78,48 @@ func TestDeploymentCommitGenerations(t *testing.T) {
 	}
 }
 
+// TestDeploymentCommitRefusesStaleExpectation: a commit names the
+// generation it read as current (store.GenerationSeen); a token read
+// before another commit is refused (errdefs.ErrFailedPrecondition) and
+// the zero token, which no read made, is refused before any write
+// (store.ErrGenerationNotSeen). Nothing is written either way.
 func TestDeploymentCommitRefusesStaleExpectation(t *testing.T) {
-	st, ctx := newStore(t)
-	_, err := st.CommitGeneration(ctx, 0, testGeneration("docker"))
-	must(t, err)
-	for _, expected := range []uint64{0, 2, 7} {
-		_, err = st.CommitGeneration(ctx, expected, testGeneration("docker"))
-		wantClass(t, err, errdefs.ErrFailedPrecondition)
+	st, ctx := newOwned(t)
+	none := storetest.Seen(t, st)
+	if _, ok := none.Current(); ok || none.Generation() != 0 {
+		t.Fatalf("seen before the first commit: %d %v", none.Generation(), ok)
 	}
+	_, err := st.CommitGeneration(ctx, none, testGeneration("docker"))
+	must(t, err)
+	one := storetest.Seen(t, st)
+	if g, ok := one.Current(); !ok || one.Generation() != 1 || g.ProviderKind != "docker" {
+		t.Fatalf("seen after the first commit: %d %v %q", one.Generation(), ok, g.ProviderKind)
+	}
+	_, err = st.CommitGeneration(ctx, none, testGeneration("docker"))
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	_, err = st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	// Another commit moves the generation: the token of 1 is stale too.
+	_, err = st.ReplaceGeneration(ctx, one, testGeneration("docker"), store.Replacement{})
+	must(t, err)
+	_, err = st.CommitGeneration(ctx, one, testGeneration("docker"))
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+	_, err = st.ReplaceGeneration(ctx, one, testGeneration("docker"), store.Replacement{})
+	wantClass(t, err, errdefs.ErrFailedPrecondition)
+
+	var zero store.GenerationSeen
+	_, err = st.CommitGeneration(ctx, zero, testGeneration("docker"))
+	wantClass(t, err, store.ErrGenerationNotSeen)
+	wantClass(t, err, errdefs.ErrInvalid)
+	_, err = st.ReplaceGeneration(ctx, zero, testGeneration("docker"), store.Replacement{})
+	wantClass(t, err, store.ErrGenerationNotSeen)
+
 	cur, err := st.CurrentGeneration(ctx)
 	must(t, err)
-	if cur.Generation != 1 {
-		t.Fatalf("current generation %d after refused commits", cur.Generation)
+	if cur.Generation != 2 {
+		t.Fatalf("current generation %d after refused commits, want 2", cur.Generation)
 	}
-	_, err = st.GetGeneration(ctx, 2)
+	_, err = st.GetGeneration(ctx, 3)
 	wantClass(t, err, errdefs.ErrNotFound)
 }
 
@@ -100,9 +128,11 @@ func TestDeploymentConcurrentCommitsCreateOneGeneration(t *testing.T) {
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make([]error, n)
+	// Every commit read the same (no) generation as current.
+	seen := storetest.Seen(t, st)
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = st.CommitGeneration(ctx, 0, testGeneration("docker"))
+			_, errs[i] = st.CommitGeneration(ctx, seen, testGeneration("docker"))
 		})
 	}
 	wg.Wait()
@@ -127,7 +157,7 @@ func TestDeploymentConcurrentCommitsCreateOneGeneration(t *testing.T) {
 
 func TestDeploymentGenerationsAreImmutable(t *testing.T) {
 	st, ctx := newStore(t)
-	_, err := st.CommitGeneration(ctx, 0, testGeneration("docker"))
+	_, err := st.CommitGeneration(ctx, storetest.Seen(t, st), testGeneration("docker"))
 	must(t, err)
 	for _, stmt := range []string{
 		"UPDATE deployment_generations SET cpu_millis = 2000 WHERE generation = 1",
@@ -162,7 +192,7 @@ func TestDeploymentCommitRefusesMalformedGeneration(t *testing.T) {
 	for i, mutate := range bad {
 		g := testGeneration("docker")
 		mutate(&g)
-		_, err := st.CommitGeneration(ctx, 0, g)
+		_, err := st.CommitGeneration(ctx, storetest.Seen(t, st), g)
 		if !errdefs.IsInvalid(err) {
 			t.Fatalf("case %d: %v, want invalid", i, err)
 		}
@@ -194,14 +224,14 @@ func TestNodeGenerations(t *testing.T) {
 	if got := served(idle); len(got) != 0 {
 		t.Fatalf("before the first commit: %v", got)
 	}
-	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+	if _, err := st.CommitGeneration(ctx, storetest.Seen(t, st), testGeneration("docker")); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := storetest.RunningSession(t, owned) // generation 1, on a new node
 	holder := b.Allocation.NodeID
 	second := testGeneration("docker")
 	second.Specification.Resources.MemoryBytes *= 2
-	if _, err := st.CommitGeneration(ctx, 1, second); err != nil {
+	if _, err := st.CommitGeneration(ctx, storetest.Seen(t, st), second); err != nil {
 		t.Fatal(err)
 	}
 	if got := served(idle); !slices.Equal(got, []uint64{2}) {
@@ -236,7 +266,7 @@ func TestNodeGenerations(t *testing.T) {
 // the new generation is admitted.
 func TestReplacementFencesAdmission(t *testing.T) {
 	st, ctx := ownedStore(t)
-	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+	if _, err := st.CommitGeneration(ctx, storetest.Seen(t, st), testGeneration("docker")); err != nil {
 		t.Fatal(err)
 	}
 	node := presentNode(t, ctx, st)
@@ -255,8 +285,9 @@ func TestReplacementFencesAdmission(t *testing.T) {
 	second := testGeneration("docker")
 	second.Specification.Resources.MemoryBytes *= 2
 	done := make(chan store.Replaced, 1)
+	seen := storetest.Seen(t, st)
 	go func() {
-		r, err := st.ReplaceGeneration(ctx, 1, second, store.Replacement{})
+		r, err := st.ReplaceGeneration(ctx, seen, second, store.Replacement{})
 		if err != nil {
 			t.Errorf("replace: %v", err)
 		}
@@ -303,12 +334,13 @@ func TestReplacementFencesAdmission(t *testing.T) {
 // generation than the expected one: nothing is written.
 func TestReplaceGenerationRefusals(t *testing.T) {
 	st, ctx := newOwned(t)
-	_, err := st.ReplaceGeneration(ctx, 0, testGeneration("docker"), store.Replacement{})
+	none := storetest.Seen(t, st)
+	_, err := st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{})
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
-	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+	if _, err := st.CommitGeneration(ctx, none, testGeneration("docker")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.ReplaceGeneration(ctx, 2, testGeneration("docker"), store.Replacement{RetireNodes: true})
+	_, err = st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{RetireNodes: true})
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	if g, err := st.CurrentGeneration(ctx); err != nil || g.Generation != 1 {
 		t.Fatalf("current after refusals: %d %v", g.Generation, err)
@@ -323,7 +355,7 @@ func TestReplaceGenerationRefusals(t *testing.T) {
 // them.
 func TestReplaceGenerationRetiresOnlyDrainedNodes(t *testing.T) {
 	st, ctx := newOwned(t)
-	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+	if _, err := st.CommitGeneration(ctx, storetest.Seen(t, st), testGeneration("docker")); err != nil {
 		t.Fatal(err)
 	}
 	a := storetest.EnabledNode(t, st)
@@ -333,7 +365,7 @@ func TestReplaceGenerationRetiresOnlyDrainedNodes(t *testing.T) {
 		t.Fatalf("enabled nodes %v, want [%s]", enabled, a)
 	}
 	b := storetest.EnabledNode(t, st) // enabled after the caller read them
-	_, err = st.ReplaceGeneration(ctx, 1, testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled})
+	_, err = st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled})
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "deployment_nodes_moved" || !errors.Is(err, errdefs.ErrFenced) {
 		t.Fatalf("a replacement retiring an undrained node: %v, want the deployment_nodes_moved refusal", err)
 	}
@@ -347,7 +379,7 @@ func TestReplaceGenerationRetiresOnlyDrainedNodes(t *testing.T) {
 	}
 	enabled, err = st.EnabledNodes(ctx)
 	must(t, err)
-	r, err := st.ReplaceGeneration(ctx, 1, testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled})
+	r, err := st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled})
 	must(t, err)
 	if r.Generation.Generation != 2 || len(r.RetiredNodes) != 2 {
 		t.Fatalf("replacement %+v, want generation 2 retiring both nodes", r)
@@ -370,7 +402,7 @@ func TestServingPin(t *testing.T) {
 	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok || pin() != 0 {
 		t.Fatalf("pin before any commit: %v %v %d", ok, err, pin())
 	}
-	if _, err := st.CommitGeneration(ctx, 0, testGeneration("docker")); err != nil {
+	if _, err := st.CommitGeneration(ctx, storetest.Seen(t, st), testGeneration("docker")); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || !ok || pin() != 1 {
@@ -379,7 +411,7 @@ func TestServingPin(t *testing.T) {
 	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok {
 		t.Fatalf("pin again: %v %v", ok, err)
 	}
-	if _, err := st.ReplaceGeneration(ctx, 1, testGeneration("docker"), store.Replacement{}); err != nil {
+	if _, err := st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("docker"), store.Replacement{}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok || pin() != 1 {

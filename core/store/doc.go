@@ -41,11 +41,19 @@
 //     that change what the owner's workers serve (SetNodeState,
 //     ReplaceGeneration, presence) are Owner's. authority_test.go checks
 //     the method sets by their names.
+//   - Tokens, not numbers: a connection's writes and Owner.ClaimNextTurn
+//     take its RuntimeConn (made only by AcceptRuntime), a deployment
+//     commit the GenerationSeen of the read it decided on
+//     (SeenGeneration); their zero values are ErrNoRuntimeConn and
+//     ErrGenerationNotSeen.
 //   - Consumers name the narrow interface they use (their package's
 //     Store); Core's daemon gives each a struct embedding only the views
-//     it needs. storetest composes every view, for tests only.
+//     it needs, observed by storeobs (generated: go generate here;
+//     telemetry around the views, never inside a query). storetest
+//     composes every view, for tests only.
 //   - Methods that create are idempotent where a lost response must be
 //     retryable (ClaimInstallation, CreateNode, ConsumeEnrollmentToken,
-//     CreateRequestedEnrollmentToken, SaveCA, CreateSession): a write whose outcome is unknown (ErrObservationUnavailable)
-//     is resolved by calling again with the same input, never by guessing.
+//     CreateRequestedEnrollmentToken, SaveCA, CreateSession): a write of
+//     unknown outcome (ErrObservationUnavailable) is resolved by calling
+//     again with the same input, never by guessing.
 package store

@@ -193,16 +193,16 @@ func TestEndTurnsOnLostComputeEndsRunningTurnsOnlyOnStoppedOrMissing(t *testing.
 	b, cred := storetest.RunningSession(t, st)
 	a := b.Allocation
 	g := accept(t, ctx, st, b, cred, epoch)
-	_, err := st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err := st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
 	_, _, err = st.SubmitTurn(ctx, turnParams(t, b.Session.ID, "sleep 100"))
 	must(t, err)
-	turn, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID)
+	turn, ok, err := st.ClaimNextTurn(ctx, g.Conn)
 	must(t, err)
 	if !ok {
 		t.Fatal("nothing claimed")
 	}
-	_, err = st.MarkTurnStarted(ctx, turn.ID, g.Connection.ID)
+	_, err = st.MarkTurnStarted(ctx, turn.ID, g.Conn)
 	must(t, err)
 
 	// Running and unavailable observations end nothing.

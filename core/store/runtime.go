@@ -55,12 +55,45 @@ func runtimeConnectionFromRow(r db.RuntimeConnection) RuntimeConnection {
 
 // RuntimeGrant is what an accepted connection may act for.
 type RuntimeGrant struct {
-	Connection    RuntimeConnection
+	Connection RuntimeConnection
+	// Conn is the connection's authority for its writes (Runtime's and
+	// ClaimNextTurn): only AcceptRuntime makes one.
+	Conn          RuntimeConn
 	SessionID     uuid.UUID
 	EnvironmentID uuid.UUID
 	// Unconfirmed are the Turns that ran on the connection this one
 	// replaced: their results can no longer arrive.
 	Unconfirmed []uuid.UUID
+}
+
+// RuntimeConn is one accepted Runtime connection's authority: every write
+// made for a connection (Runtime's, and Owner.ClaimNextTurn) takes it
+// instead of raw ids, so a write for a connection cannot be made without
+// that connection's grant (RuntimeGrant.Conn, made only by
+// AcceptRuntime). Its fields are unexported; the zero value is refused
+// with ErrNoRuntimeConn. The SQL still checks that the connection is open
+// (and, where it did, under the epoch holding the lease): a value of a
+// connection closed or replaced since is fenced there.
+type RuntimeConn struct {
+	id, session uuid.UUID
+}
+
+// ID is the connection's id.
+func (c RuntimeConn) ID() uuid.UUID { return c.id }
+
+// SessionID is the Session the connection serves.
+func (c RuntimeConn) SessionID() uuid.UUID { return c.session }
+
+// ErrNoRuntimeConn refuses a connection write given the zero RuntimeConn:
+// a value not made by AcceptRuntime, a caller's bug.
+var ErrNoRuntimeConn error = errdefs.Invalid("runtime_connection", "must be the grant of an accepted connection (AcceptRuntime)")
+
+// param is c's connection id for a query, or ErrNoRuntimeConn.
+func (c RuntimeConn) param() (uuid.UUID, error) {
+	if c.id == uuid.Nil || c.session == uuid.Nil {
+		return uuid.Nil, ErrNoRuntimeConn
+	}
+	return c.id, nil
 }
 
 // AcceptRuntimeParams is the input of AcceptRuntime.
@@ -128,6 +161,7 @@ func (s *Owner) AcceptRuntime(ctx context.Context, p AcceptRuntimeParams) (Runti
 		}
 		g.Connection = runtimeConnectionFromRow(row)
 		g.SessionID, g.EnvironmentID = a.SessionID, a.EnvironmentID
+		g.Conn = RuntimeConn{id: row.ID, session: a.SessionID}
 		return nil
 	})
 	if err != nil {
@@ -185,7 +219,11 @@ func closeOpenConnections(ctx context.Context, q *db.Queries, id uuid.UUID) ([]u
 // MarkRuntimePrepared records that the connection's Runtime finished its
 // common preparation. ErrNotFound when the connection is closed or belongs
 // to a superseded owner.
-func (s *Runtime) MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (RuntimeConnection, error) {
+func (s *Runtime) MarkRuntimePrepared(ctx context.Context, c RuntimeConn) (RuntimeConnection, error) {
+	id, err := c.param()
+	if err != nil {
+		return RuntimeConnection{}, fmt.Errorf("mark runtime prepared: %w", err)
+	}
 	row, err := s.q.MarkRuntimePrepared(ctx, id)
 	if err != nil {
 		return RuntimeConnection{}, wrap("mark runtime prepared", err)
@@ -195,7 +233,11 @@ func (s *Runtime) MarkRuntimePrepared(ctx context.Context, id uuid.UUID) (Runtim
 
 // TouchRuntimeConnection records that the connection answered (a
 // keepalive); ErrNotFound when it is closed.
-func (s *Runtime) TouchRuntimeConnection(ctx context.Context, id uuid.UUID) error {
+func (s *Runtime) TouchRuntimeConnection(ctx context.Context, c RuntimeConn) error {
+	id, err := c.param()
+	if err != nil {
+		return fmt.Errorf("touch runtime connection: %w", err)
+	}
 	n, err := s.q.TouchRuntimeConnection(ctx, id)
 	if err != nil {
 		return wrap("touch runtime connection", err)
@@ -209,9 +251,13 @@ func (s *Runtime) TouchRuntimeConnection(ctx context.Context, id uuid.UUID) erro
 // CloseRuntimeConnection ends a connection and makes the Turn running on
 // it unconfirmed (returned). Closing twice changes nothing the second
 // time.
-func (s *Runtime) CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
+func (s *Runtime) CloseRuntimeConnection(ctx context.Context, c RuntimeConn) ([]uuid.UUID, error) {
+	id, err := c.param()
+	if err != nil {
+		return nil, fmt.Errorf("close runtime connection: %w", err)
+	}
 	var ids []uuid.UUID
-	err := s.inTx(ctx, func(q *db.Queries) error {
+	err = s.inTx(ctx, func(q *db.Queries) error {
 		if _, err := q.CloseRuntimeConnection(ctx, id); err != nil {
 			return err
 		}

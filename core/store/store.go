@@ -1,5 +1,9 @@
 package store
 
+// The observed views (storeobs) are generated from this package's method
+// sets.
+//go:generate go run ./internal/gendecorate
+
 import (
 	"context"
 	"fmt"

@@ -31,7 +31,7 @@ func commitSuspensionGeneration(t *testing.T, st *storetest.Owned, retention tim
 	gen := testGeneration("docker")
 	gen.Specification.Suspension = sandbox.SuspensionPolicy{Idle: suspensionIdle, Retention: retention}
 	gen.Specification.MaxActive, gen.Specification.MaxRetained = int32(maxActive), int32(maxRetained)
-	_, err := st.CommitGeneration(context.Background(), 0, gen)
+	_, err := st.CommitGeneration(context.Background(), storetest.Seen(t, st), gen)
 	must(t, err)
 }
 
@@ -58,13 +58,13 @@ func (s *suspendable) finishTurn(t *testing.T, st *storetest.Owned, epoch uint64
 	_, _, err := st.SubmitTurn(ctx, turn)
 	must(t, err)
 	s.conn = accept(t, ctx, st, s.b, s.cred, epoch)
-	_, err = st.MarkRuntimePrepared(ctx, s.conn.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, s.conn.Conn)
 	must(t, err)
-	if _, ok, err := st.ClaimNextTurn(ctx, s.b.Session.ID, s.conn.Connection.ID); err != nil || !ok {
+	if _, ok, err := st.ClaimNextTurn(ctx, s.conn.Conn); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	code := int32(0)
-	_, err = st.FinishTurn(ctx, turn.ID, s.conn.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	_, err = st.FinishTurn(ctx, turn.ID, s.conn.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	must(t, err)
 }
 
@@ -262,7 +262,7 @@ func TestWorkDuringQuiesceAbortsTheCapture(t *testing.T) {
 	turn := turnParams(t, s.b.Session.ID, "true")
 	_, _, err = st.SubmitTurn(ctx, turn)
 	must(t, err)
-	if _, ok, err := st.ClaimNextTurn(ctx, s.b.Session.ID, s.conn.Connection.ID); err != nil || ok {
+	if _, ok, err := st.ClaimNextTurn(ctx, s.conn.Conn); err != nil || ok {
 		t.Fatalf("claimed while quiescing: %v %v", ok, err)
 	}
 	if !suspensionWork(t, st, s.b.Allocation.NodeID)[id].WorkWaiting {
@@ -271,7 +271,7 @@ func TestWorkDuringQuiesceAbortsTheCapture(t *testing.T) {
 	_, err = st.ClaimCapture(ctx, id, op)
 	wantClass(t, err, errdefs.ErrFenced)
 	wantPhase(t, st, id, store.PhaseRunning)
-	if _, ok, err := st.ClaimNextTurn(ctx, s.b.Session.ID, s.conn.Connection.ID); err != nil || !ok {
+	if _, ok, err := st.ClaimNextTurn(ctx, s.conn.Conn); err != nil || !ok {
 		t.Fatalf("claim after the abort: %v %v", ok, err)
 	}
 }
@@ -734,16 +734,16 @@ func TestAdminSuspendObeysTheIdlePredicate(t *testing.T) {
 	_, err = st.RequestSuspend(ctx, b.Session.ID, uuid.New())
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "no_turn_ended")
 	s.conn = accept(t, ctx, st, b, cred, epoch)
-	_, err = st.MarkRuntimePrepared(ctx, s.conn.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, s.conn.Conn)
 	must(t, err)
-	if _, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, s.conn.Connection.ID); err != nil || !ok {
+	if _, ok, err := st.ClaimNextTurn(ctx, s.conn.Conn); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	_, err = st.RequestSuspend(ctx, b.Session.ID, uuid.New())
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "no_turn_ended")
 	wantNoRequest("the first turn running")
 	code := int32(0)
-	_, err = st.FinishTurn(ctx, turn.ID, s.conn.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	_, err = st.FinishTurn(ctx, turn.ID, s.conn.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	must(t, err)
 
 	// A Turn ended and another is queued: busy.

@@ -37,7 +37,7 @@ func TestSuspensionCandidatesOnTheDatabaseClock(t *testing.T) {
 	st, ctx, epoch := owner(t)
 	gen := testGeneration("docker")
 	gen.Specification.Suspension = sandbox.SuspensionPolicy{Idle: suspensionIdle, Retention: time.Hour}
-	_, err := st.CommitGeneration(ctx, 0, gen)
+	_, err := st.CommitGeneration(ctx, storetest.Seen(t, st), gen)
 	must(t, err)
 	b, cred := storetest.RunningSession(t, st)
 	a, node := b.Allocation, b.Allocation.NodeID
@@ -81,9 +81,9 @@ func TestSuspensionCandidatesOnTheDatabaseClock(t *testing.T) {
 		t.Fatal("idle with a queued Turn")
 	}
 	g := accept(t, ctx, st, b, cred, epoch)
-	_, err = st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
-	if _, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID); err != nil || !ok {
+	if _, ok, err := st.ClaimNextTurn(ctx, g.Conn); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	time.Sleep(suspensionIdle + 100*time.Millisecond)
@@ -91,7 +91,7 @@ func TestSuspensionCandidatesOnTheDatabaseClock(t *testing.T) {
 
 	// Ended: idle since it ended, a candidate once the idle time passed.
 	code := int32(0)
-	done, err := st.FinishTurn(ctx, first.ID, g.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	done, err := st.FinishTurn(ctx, first.ID, g.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	must(t, err)
 	i := idleness()
 	if !i.Idle || done.EndedAt == nil || !i.Since.Equal(*done.EndedAt) {
@@ -107,7 +107,7 @@ func TestSuspensionCandidatesOnTheDatabaseClock(t *testing.T) {
 	}
 
 	// Keepalives, observations and the Runtime connection are no activity.
-	must(t, st.TouchRuntimeConnection(ctx, g.Connection.ID))
+	must(t, st.TouchRuntimeConnection(ctx, g.Conn))
 	_, err = st.RecordObservation(ctx, store.RecordObservationParams{
 		ID: a.ID, Revision: a.Revision, Compute: store.ObservedRunning, Reason: "compute_running", Keepalive: true,
 	})
@@ -141,20 +141,20 @@ func TestSuspensionCandidatesOnTheDatabaseClock(t *testing.T) {
 // policy an idle Session is never a candidate.
 func TestNoSuspensionWithoutAPolicy(t *testing.T) {
 	st, ctx, epoch := owner(t)
-	_, err := st.CommitGeneration(ctx, 0, testGeneration("docker"))
+	_, err := st.CommitGeneration(ctx, storetest.Seen(t, st), testGeneration("docker"))
 	must(t, err)
 	b, cred := storetest.RunningSession(t, st)
 	turn := turnParams(t, b.Session.ID, "true")
 	_, _, err = st.SubmitTurn(ctx, turn)
 	must(t, err)
 	g := accept(t, ctx, st, b, cred, epoch)
-	_, err = st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
-	if _, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID); err != nil || !ok {
+	if _, ok, err := st.ClaimNextTurn(ctx, g.Conn); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	code := int32(0)
-	_, err = st.FinishTurn(ctx, turn.ID, g.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	_, err = st.FinishTurn(ctx, turn.ID, g.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	must(t, err)
 	time.Sleep(suspensionIdle + 100*time.Millisecond)
 	if i, err := st.SessionIdleSince(ctx, b.Session.ID); err != nil || !i.IdleFor(suspensionIdle) {

@@ -36,7 +36,7 @@ SELECT concat_ws(E'\n',
 type terminalFixture struct {
 	b                        store.SessionBundle
 	cred                     []byte
-	conn                     uuid.UUID
+	conn                     store.RuntimeConn
 	running, queued, overdue uuid.UUID
 }
 
@@ -44,13 +44,13 @@ func newTerminalFixture(t *testing.T, ctx context.Context, st *storetest.Owned) 
 	t.Helper()
 	b, cred := storetest.RunningSession(t, st)
 	g := accept(t, ctx, st, b, cred, st.Epoch())
-	_, err := st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err := st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
-	f := terminalFixture{b: b, cred: cred, conn: g.Connection.ID}
+	f := terminalFixture{b: b, cred: cred, conn: g.Conn}
 	run := turnParams(t, b.Session.ID, "run")
 	_, _, err = st.SubmitTurn(ctx, run)
 	must(t, err)
-	claimed, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID)
+	claimed, ok, err := st.ClaimNextTurn(ctx, g.Conn)
 	must(t, err)
 	if !ok || claimed.ID != run.ID {
 		t.Fatalf("claimed %v, %v", claimed.ID, ok)
@@ -124,14 +124,14 @@ CREATE TRIGGER refuse_cleanup BEFORE UPDATE ON allocations FOR EACH ROW
 	must(t, err)
 	// The reconnect made the running Turn unconfirmed; run a new one on the
 	// new connection.
-	_, err = st.MarkRuntimePrepared(ctx, g2.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, g2.Conn)
 	must(t, err)
 	wantTurn(t, ctx, st, f.running, store.TurnUnconfirmed, "runtime_disconnected")
 	rerun := turnParams(t, f.b.Session.ID, "rerun")
 	_, _, err = st.SubmitTurn(ctx, rerun)
 	must(t, err)
 	// queued is first in line; it runs now, rerun stays queued.
-	claimed, ok, err := st.ClaimNextTurn(ctx, f.b.Session.ID, g2.Connection.ID)
+	claimed, ok, err := st.ClaimNextTurn(ctx, g2.Conn)
 	must(t, err)
 	if !ok || claimed.ID != f.queued {
 		t.Fatalf("claimed %v %v, want %v", claimed.ID, ok, f.queued)
@@ -165,7 +165,7 @@ CREATE TRIGGER refuse_cleanup BEFORE UPDATE ON allocations FOR EACH ROW
 	// The device is refused from now on.
 	_, err = st.AcceptRuntime(ctx, f.acceptParams(t))
 	wantClass(t, err, store.ErrRuntimeRevoked)
-	if _, err := st.FinishTurn(ctx, f.queued, g2.Connection.ID, store.TurnResult{State: store.TurnCancelled}); err != nil {
+	if _, err := st.FinishTurn(ctx, f.queued, g2.Conn, store.TurnResult{State: store.TurnCancelled}); err != nil {
 		t.Fatalf("result of the cancelled turn: %v", err)
 	}
 	wantTurn(t, ctx, st, f.queued, store.TurnCancelled, "")

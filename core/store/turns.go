@@ -275,16 +275,19 @@ func (s *Reader) ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq in
 	}, turnFromRow)
 }
 
-// ClaimNextTurn moves the Session's first queued Turn to running on the
-// connection (see the query for every condition); ok is false when there
-// is nothing to run now. A claimed Turn is never claimed again.
-func (s *Owner) ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.UUID) (t Turn, ok bool, err error) {
+// ClaimNextTurn moves the first queued Turn of c's Session to running on
+// c (see the query for every condition); ok is false when there is
+// nothing to run now. A claimed Turn is never claimed again.
+func (s *Owner) ClaimNextTurn(ctx context.Context, c RuntimeConn) (t Turn, ok bool, err error) {
 	epoch, err := epochParam(s.epoch)
 	if err != nil {
 		return Turn{}, false, err
 	}
-	conn := connectionID
-	row, err := s.q.ClaimNextTurn(ctx, db.ClaimNextTurnParams{SessionID: sessionID, ConnectionID: &conn, OwnerEpoch: epoch})
+	conn, err := c.param()
+	if err != nil {
+		return Turn{}, false, fmt.Errorf("claim turn: %w", err)
+	}
+	row, err := s.q.ClaimNextTurn(ctx, db.ClaimNextTurnParams{SessionID: c.session, ConnectionID: &conn, OwnerEpoch: epoch})
 	if err != nil {
 		err = pgerr.Classify(err)
 		// No row: nothing queued; a unique violation: another claim won.
@@ -297,8 +300,11 @@ func (s *Owner) ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.
 }
 
 // MarkTurnStarted records that the Runtime started the Turn.
-func (s *Runtime) MarkTurnStarted(ctx context.Context, id, connectionID uuid.UUID) (Turn, error) {
-	conn := connectionID
+func (s *Runtime) MarkTurnStarted(ctx context.Context, id uuid.UUID, c RuntimeConn) (Turn, error) {
+	conn, err := c.param()
+	if err != nil {
+		return Turn{}, fmt.Errorf("mark turn started: %w", err)
+	}
 	row, err := s.q.MarkTurnStarted(ctx, db.MarkTurnStartedParams{ID: id, ConnectionID: &conn})
 	if err != nil {
 		return Turn{}, protocolErr("mark turn started", err)
@@ -309,15 +315,18 @@ func (s *Runtime) MarkTurnStarted(ctx context.Context, id, connectionID uuid.UUI
 // AppendTurnOutput records one chunk of a running Turn's output: only from
 // the connection it runs on, only at the stream's next offset and within
 // the Turn's bound; otherwise ErrTurnProtocol and nothing is written.
-func (s *Runtime) AppendTurnOutput(ctx context.Context, id, connectionID uuid.UUID, stream int16, offset int64, data []byte) error {
+func (s *Runtime) AppendTurnOutput(ctx context.Context, id uuid.UUID, c RuntimeConn, stream int16, offset int64, data []byte) error {
+	conn, err := c.param()
+	if err != nil {
+		return fmt.Errorf("append turn output: %w", err)
+	}
 	if stream != StreamStdout && stream != StreamStderr {
 		return errdefs.Invalid("stream", "must be stdout or stderr")
 	}
 	if len(data) == 0 || len(data) > MaxOutputChunk {
 		return errdefs.Invalid("data", "must be 1 to 65536 bytes")
 	}
-	conn := connectionID
-	err := s.inTx(ctx, func(q *db.Queries) error {
+	err = s.inTx(ctx, func(q *db.Queries) error {
 		if _, err := q.AdvanceTurnOutput(ctx, db.AdvanceTurnOutputParams{
 			ID: id, ConnectionID: &conn, Stream: stream, ByteOffset: offset, Length: int64(len(data)),
 		}); err != nil {
@@ -345,7 +354,11 @@ type TurnResult struct {
 
 // FinishTurn records a Turn's result from the connection it runs on;
 // ErrTurnProtocol when it does not run there (any more).
-func (s *Runtime) FinishTurn(ctx context.Context, id, connectionID uuid.UUID, r TurnResult) (Turn, error) {
+func (s *Runtime) FinishTurn(ctx context.Context, id uuid.UUID, c RuntimeConn, r TurnResult) (Turn, error) {
+	connectionID, err := c.param()
+	if err != nil {
+		return Turn{}, fmt.Errorf("finish turn: %w", err)
+	}
 	switch r.State {
 	case TurnCompleted:
 		if r.ExitCode == nil {

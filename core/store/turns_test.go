@@ -84,7 +84,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	if r := ready[b.Allocation.ID]; !r.Connected || r.Prepared || r.Generation != 1 {
 		t.Fatalf("readiness = %+v", r)
 	}
-	_, err = st.MarkRuntimePrepared(ctx, g1.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, g1.Conn)
 	must(t, err)
 
 	// A Turn runs on the first connection; a reconnect replaces it and the
@@ -92,7 +92,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	tp := turnParams(t, b.Session.ID, "true")
 	_, _, err = st.SubmitTurn(ctx, tp)
 	must(t, err)
-	turn, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, b.Session.ID, g1.Connection.ID)
+	turn, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, g1.Conn)
 	must(t, err)
 	if !ok || turn.ID != tp.ID || turn.State != store.TurnRunning {
 		t.Fatalf("claim = %v %+v", ok, turn)
@@ -112,7 +112,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 		t.Fatalf("readiness after reconnect = %+v", r)
 	}
 	// The old connection can report nothing any more.
-	_, err = st.FinishTurn(ctx, tp.ID, g1.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: new(int32)})
+	_, err = st.FinishTurn(ctx, tp.ID, g1.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: new(int32)})
 	wantClass(t, err, store.ErrTurnProtocol)
 
 	// Deleting the Session revokes the device.
@@ -151,10 +151,10 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 
 	g := accept(t, ctx, st, b, cred, epoch)
 	// Not prepared: nothing is claimed.
-	if _, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID); err != nil || ok {
+	if _, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, g.Conn); err != nil || ok {
 		t.Fatalf("claim before prepared: ok=%v err=%v", ok, err)
 	}
-	_, err = st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
 
 	// Concurrent claims: exactly one wins, and it is the first Turn.
@@ -167,7 +167,7 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			turn, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID)
+			turn, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, g.Conn)
 			if err != nil {
 				t.Error(err)
 				return
@@ -184,18 +184,18 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 		t.Fatalf("claims = %v, want only %v", claims, first.ID)
 	}
 
-	_, err = st.MarkTurnStarted(ctx, first.ID, g.Connection.ID)
+	_, err = st.MarkTurnStarted(ctx, first.ID, g.Conn)
 	must(t, err)
-	must(t, st.AppendTurnOutput(ctx, first.ID, g.Connection.ID, store.StreamStdout, 0, []byte("hello ")))
-	// Out of order, another connection, beyond the bound: refused.
-	wantClass(t, st.AppendTurnOutput(ctx, first.ID, g.Connection.ID, store.StreamStdout, 0, []byte("x")), store.ErrTurnProtocol)
-	wantClass(t, st.AppendTurnOutput(ctx, first.ID, newUUID(t), store.StreamStdout, 6, []byte("x")), store.ErrTurnProtocol)
-	wantClass(t, st.AppendTurnOutput(ctx, first.ID, g.Connection.ID, store.StreamStdout, 6, []byte("world")), store.ErrTurnProtocol)
-	must(t, st.AppendTurnOutput(ctx, first.ID, g.Connection.ID, store.StreamStderr, 0, []byte("e")))
-	must(t, st.AppendTurnOutput(ctx, first.ID, g.Connection.ID, store.StreamStdout, 6, []byte("worl")))
+	must(t, st.AppendTurnOutput(ctx, first.ID, g.Conn, store.StreamStdout, 0, []byte("hello ")))
+	// Out of order, without a connection's grant, beyond the bound: refused.
+	wantClass(t, st.AppendTurnOutput(ctx, first.ID, g.Conn, store.StreamStdout, 0, []byte("x")), store.ErrTurnProtocol)
+	wantClass(t, st.AppendTurnOutput(ctx, first.ID, store.RuntimeConn{}, store.StreamStdout, 6, []byte("x")), store.ErrNoRuntimeConn)
+	wantClass(t, st.AppendTurnOutput(ctx, first.ID, g.Conn, store.StreamStdout, 6, []byte("world")), store.ErrTurnProtocol)
+	must(t, st.AppendTurnOutput(ctx, first.ID, g.Conn, store.StreamStderr, 0, []byte("e")))
+	must(t, st.AppendTurnOutput(ctx, first.ID, g.Conn, store.StreamStdout, 6, []byte("worl")))
 
 	code := int32(3)
-	done, err := st.FinishTurn(ctx, first.ID, g.Connection.ID, store.TurnResult{
+	done, err := st.FinishTurn(ctx, first.ID, g.Conn, store.TurnResult{
 		State: store.TurnCompleted, ExitCode: &code, StdoutBytes: 11, StderrBytes: 1,
 	})
 	must(t, err)
@@ -217,15 +217,15 @@ func TestTurnsRunOnceInOrderWithBoundedOutput(t *testing.T) {
 		t.Fatalf("output %q %q (%d chunks)", out.String(), errb.String(), len(chunks))
 	}
 	// Finished twice: refused; the second Turn runs next.
-	_, err = st.FinishTurn(ctx, first.ID, g.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	_, err = st.FinishTurn(ctx, first.ID, g.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	wantClass(t, err, store.ErrTurnProtocol)
-	next, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID)
+	next, ok, err := st.AsOwner(epoch).ClaimNextTurn(ctx, g.Conn)
 	must(t, err)
 	if !ok || next.ID != second.ID {
 		t.Fatalf("next claim = %v %v", ok, next.ID)
 	}
 	// Closing the connection leaves it unconfirmed.
-	ids, err := st.CloseRuntimeConnection(ctx, g.Connection.ID)
+	ids, err := st.CloseRuntimeConnection(ctx, g.Conn)
 	must(t, err)
 	if len(ids) != 1 || ids[0] != second.ID {
 		t.Fatalf("unconfirmed = %v", ids)

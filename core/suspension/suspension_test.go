@@ -40,7 +40,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	st := storetest.Owner(t, storetest.New(t))
-	_, err := st.CommitGeneration(ctx, 0, store.NewGeneration{
+	_, err := st.CommitGeneration(ctx, storetest.Seen(t, st), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{
 			Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},
@@ -77,13 +77,13 @@ func endOneTurn(t *testing.T, st *storetest.Owned, b store.SessionBundle, cred [
 		ConnectionID: uuid.New(), DeviceID: b.Allocation.DeviceID, Credential: runtimebootstrap.NewSecret(string(cred)),
 	})
 	must(t, err)
-	_, err = st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
-	if _, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID); err != nil || !ok {
+	if _, ok, err := st.ClaimNextTurn(ctx, g.Conn); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	code := int32(0)
-	_, err = st.FinishTurn(ctx, turn.ID, g.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	_, err = st.FinishTurn(ctx, turn.ID, g.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	must(t, err)
 }
 

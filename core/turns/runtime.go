@@ -18,11 +18,11 @@ import (
 // Session or Turn id): a Turn queued, cancelled, reported or swept.
 func (s *Service) Wait(key uuid.UUID) <-chan struct{} { return s.hub.Wait(key) }
 
-// Claim claims the next queued Turn of session for the Runtime connection
-// conn under the store's owner epoch; ok is false when none is queued. A
-// claimed Turn is delivered at most once.
-func (s *Service) Claim(ctx context.Context, session, conn uuid.UUID) (store.Turn, bool, error) {
-	return s.store.ClaimNextTurn(ctx, session, conn)
+// Claim claims the next queued Turn of conn's Session for the Runtime
+// connection conn under the store's owner epoch; ok is false when none is
+// queued. A claimed Turn is delivered at most once.
+func (s *Service) Claim(ctx context.Context, conn store.RuntimeConn) (store.Turn, bool, error) {
+	return s.store.ClaimNextTurn(ctx, conn)
 }
 
 // Current reads Turn id for the connection running it (to see a
@@ -33,7 +33,7 @@ func (s *Service) Current(ctx context.Context, id uuid.UUID) (store.Turn, error)
 
 // Started records that Turn id started on conn. A report that does not
 // fit the Turn is store.ErrTurnProtocol.
-func (s *Service) Started(ctx context.Context, id, conn uuid.UUID) error {
+func (s *Service) Started(ctx context.Context, id uuid.UUID, conn store.RuntimeConn) error {
 	_, err := s.store.MarkTurnStarted(ctx, id, conn)
 	return err
 }
@@ -41,7 +41,7 @@ func (s *Service) Started(ctx context.Context, id, conn uuid.UUID) error {
 // Output records a chunk of Turn id's output on stream at offset and wakes
 // its readers. Chunks must be contiguous: anything else is
 // store.ErrTurnProtocol.
-func (s *Service) Output(ctx context.Context, id, conn uuid.UUID, stream int16, offset int64, data []byte) error {
+func (s *Service) Output(ctx context.Context, id uuid.UUID, conn store.RuntimeConn, stream int16, offset int64, data []byte) error {
 	if err := s.store.AppendTurnOutput(ctx, id, conn, stream, offset, data); err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (s *Service) Output(ctx context.Context, id, conn uuid.UUID, stream int16, 
 }
 
 // Finish records Turn id's result and wakes its readers and its Session.
-func (s *Service) Finish(ctx context.Context, id, conn uuid.UUID, r store.TurnResult) (store.Turn, error) {
+func (s *Service) Finish(ctx context.Context, id uuid.UUID, conn store.RuntimeConn, r store.TurnResult) (store.Turn, error) {
 	t, err := s.store.FinishTurn(ctx, id, conn, r)
 	if err != nil {
 		return store.Turn{}, err
@@ -75,17 +75,17 @@ func (s *Service) ConnectionOpened(ctx context.Context, p store.AcceptRuntimePar
 	return g, nil
 }
 
-// ConnectionClosed records the end of Runtime connection conn of Session
-// session (store.CloseRuntimeConnection): the Turn running on it becomes
+// ConnectionClosed records the end of Runtime connection conn
+// (store.CloseRuntimeConnection): the Turn running on it becomes
 // unconfirmed in the same transaction. It wakes the Turns' readers and
-// the Session, and returns the Turns it made unconfirmed. Closing twice
-// changes nothing the second time.
-func (s *Service) ConnectionClosed(ctx context.Context, conn, session uuid.UUID) ([]uuid.UUID, error) {
+// conn's Session, and returns the Turns it made unconfirmed. Closing
+// twice changes nothing the second time.
+func (s *Service) ConnectionClosed(ctx context.Context, conn store.RuntimeConn) ([]uuid.UUID, error) {
 	ids, err := s.store.CloseRuntimeConnection(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	s.hub.Notify(append(ids, session)...)
+	s.hub.Notify(append(ids, conn.SessionID())...)
 	return ids, nil
 }
 

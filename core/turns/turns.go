@@ -31,17 +31,17 @@ type Store interface {
 	ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]store.Turn, error)
 	RequestTurnCancel(ctx context.Context, id uuid.UUID) (store.Turn, error)
 	ReadTurnOutput(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]store.OutputChunk, error)
-	ClaimNextTurn(ctx context.Context, sessionID, connectionID uuid.UUID) (t store.Turn, ok bool, err error)
-	MarkTurnStarted(ctx context.Context, id, connectionID uuid.UUID) (store.Turn, error)
-	AppendTurnOutput(ctx context.Context, id, connectionID uuid.UUID, stream int16, offset int64, data []byte) error
-	FinishTurn(ctx context.Context, id, connectionID uuid.UUID, r store.TurnResult) (store.Turn, error)
+	ClaimNextTurn(ctx context.Context, c store.RuntimeConn) (t store.Turn, ok bool, err error)
+	MarkTurnStarted(ctx context.Context, id uuid.UUID, c store.RuntimeConn) (store.Turn, error)
+	AppendTurnOutput(ctx context.Context, id uuid.UUID, c store.RuntimeConn, stream int16, offset int64, data []byte) error
+	FinishTurn(ctx context.Context, id uuid.UUID, c store.RuntimeConn, r store.TurnResult) (store.Turn, error)
 	ExpireQueuedTurns(ctx context.Context) ([]store.TurnRef, error)
 	UnconfirmOrphanedTurns(ctx context.Context) ([]store.TurnRef, error)
 	EndTurnsOnLostCompute(ctx context.Context) ([]store.TurnRef, error)
 	// A Runtime connection's start and end unconfirm the Turns that ran
 	// on the connection it ends (runtime.go).
 	AcceptRuntime(ctx context.Context, p store.AcceptRuntimeParams) (store.RuntimeGrant, error)
-	CloseRuntimeConnection(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
+	CloseRuntimeConnection(ctx context.Context, c store.RuntimeConn) ([]uuid.UUID, error)
 }
 
 // Writes lists the store methods this package alone calls: every write

@@ -126,11 +126,11 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := g.Connection.ID
+	conn := g.Conn
 	if _, err := st.MarkRuntimePrepared(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := svc.Claim(ctx, b.Session.ID, conn); !ok || err != nil {
+	if _, ok, err := svc.Claim(ctx, conn); !ok || err != nil {
 		t.Fatalf("claim %v %v", ok, err)
 	}
 	if err := svc.Output(ctx, turn.ID, conn, store.StreamStdout, 0, []byte("hello ")); err != nil {

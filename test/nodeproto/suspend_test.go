@@ -44,7 +44,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	const idle = time.Second
-	_, err = st.CommitGeneration(ctx, 0, store.NewGeneration{
+	_, err = st.CommitGeneration(ctx, storetest.Seen(t, st), store.NewGeneration{
 		ProviderKind: docker.Kind, PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{Resources: stack.Resources, MaxActive: 4, MaxRetained: 4,
 			Suspension: sandbox.SuspensionPolicy{Idle: idle, Retention: time.Hour}},
@@ -101,13 +101,13 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 		Credential: runtimebootstrap.NewSecret(bootstrapCredential(t, engine, name)), RuntimeVersion: "test",
 	})
 	must(t, err)
-	_, err = st.MarkRuntimePrepared(ctx, g.Connection.ID)
+	_, err = st.MarkRuntimePrepared(ctx, g.Conn)
 	must(t, err)
-	if _, ok, err := st.ClaimNextTurn(ctx, b.Session.ID, g.Connection.ID); err != nil || !ok {
+	if _, ok, err := st.ClaimNextTurn(ctx, g.Conn); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	code := int32(0)
-	_, err = st.FinishTurn(ctx, turn, g.Connection.ID, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
+	_, err = st.FinishTurn(ctx, turn, g.Conn, store.TurnResult{State: store.TurnCompleted, ExitCode: &code})
 	must(t, err)
 	time.Sleep(idle + 200*time.Millisecond)
 

@@ -47,11 +47,7 @@ func New(t *testing.T) Fixture {
 // Deploy commits the next deployment generation with maxActive per node.
 func (f Fixture) Deploy(t *testing.T, maxActive int32) {
 	t.Helper()
-	var prev uint64
-	if cur, err := f.St.CurrentGeneration(f.Ctx); err == nil {
-		prev = cur.Generation
-	}
-	_, err := f.St.CommitGeneration(f.Ctx, prev, store.NewGeneration{
+	_, err := f.St.CommitGeneration(f.Ctx, storetest.Seen(t, f.St), store.NewGeneration{
 		ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 		Specification: sandbox.Specification{
 			Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30},

@@ -304,3 +304,16 @@ func Release(t testing.TB, owned interface {
 func As(st *Store, epoch uint64) *Owned {
 	return &Owned{Store: st, Owner: st.AsOwner(epoch)}
 }
+
+// Seen reads the current deployment generation as the token a commit
+// takes (store.GenerationSeen), failing t when it cannot.
+func Seen(t testing.TB, st interface {
+	SeenGeneration(context.Context) (store.GenerationSeen, error)
+}) store.GenerationSeen {
+	t.Helper()
+	seen, err := st.SeenGeneration(context.Background())
+	if err != nil {
+		t.Fatalf("read the current deployment generation: %v", err)
+	}
+	return seen
+}
