@@ -15,8 +15,8 @@ import (
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/providers"
 
-	"berth.dev/core/secrets"
 	"berth.dev/core/events"
+	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 )
 
