@@ -379,9 +379,10 @@ func (c *Coordinator) ownerFailure(cause string, late []*running) {
 	for i, r := range late {
 		nodes[i] = r.w.Node()
 	}
+	c.cfg.Log.Error("owner failure: lifecycle workers did not drain within the bound", "cause", cause,
+		"nodes", nodes, "bound", c.cfg.DrainTimeout)
 	if c.cfg.Admission != nil {
 		c.cfg.Admission.CloseAdmission()
+		c.cfg.Log.Error("owner failure: admission closed until Core restarts", "nodes", nodes, "cause", "lifecycle drain")
 	}
-	c.cfg.Log.Error("owner failure: lifecycle workers did not drain within the bound; admission closed until Core restarts",
-		"cause", cause, "nodes", nodes, "bound", c.cfg.DrainTimeout)
 }
