@@ -33,6 +33,7 @@ import (
 	"berth.dev/core/deploymentadmin"
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollmentgrpc"
+	"berth.dev/core/events"
 	"berth.dev/core/gateway"
 	"berth.dev/core/installation"
 	"berth.dev/core/installationadmin"
@@ -69,6 +70,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		c.openStore,
 		c.claimInstallation,
 		c.holdLease,
+		c.setupEvents,
 		c.loadCA,
 		c.gatewayTLS,
 		c.setupNodes,
@@ -118,6 +120,9 @@ type core struct {
 	owned views
 	inst  store.Installation
 	epoch uint64
+	// bus is Core's one way to signal a change (core/events): every
+	// component publishes on it after its commit, none calls another back.
+	bus *events.Bus
 
 	ca                     *nodetls.CA
 	coreClient, coreServer tls.Certificate
@@ -268,6 +273,18 @@ func (c *core) holdLease(ctx context.Context) error {
 	return nil
 }
 
+// setupEvents makes the bus and feeds it what the store's LISTEN hears
+// from every Core process (node work, this Core's own writes included):
+// one connection, listened again after a pause when it fails.
+func (c *core) setupEvents(context.Context) error {
+	c.bus = events.New()
+	c.group.addWorker(func(ctx context.Context) error {
+		c.bus.Feed(ctx, c.st.ListenEvents, listenRetry, c.log)
+		return nil
+	})
+	return nil
+}
+
 // loadCA opens (or creates) the installation CA and issues Core's own
 // client and server certificates.
 func (c *core) loadCA(ctx context.Context) error {
@@ -323,7 +340,7 @@ func (c *core) gatewayTLS(context.Context) error {
 
 // setupNodes runs the node manager: one connection per enabled node.
 func (c *core) setupNodes(context.Context) error {
-	c.manager = nodes.NewManager(c.owned.readOwner(), c.coreClient, c.ca.Certificate(), c.log, c.cfg.NodeInterval)
+	c.manager = nodes.NewManager(c.owned.readOwner(), c.coreClient, c.ca.Certificate(), c.log, c.cfg.NodeInterval, c.bus)
 	c.group.addWorker(func(ctx context.Context) error {
 		c.manager.Run(ctx)
 		return nil
@@ -334,10 +351,11 @@ func (c *core) setupNodes(context.Context) error {
 // setupTurns makes the Turn service (the gateway and the admin API share
 // it) and runs its sweep.
 func (c *core) setupTurns(context.Context) error {
-	c.turns = turns.New(c.owned.all(), c.masterKey, c.inst.ID, uuid.New, turns.NewHub())
+	c.turns = turns.New(c.owned.all(), c.masterKey, c.inst.ID, uuid.New, c.bus)
 	// The one writer of compute-phase state; its announcement of a
-	// transition wakes the gateway's connection of the Session.
-	c.suspension = suspension.New(c.owned.owner, func(id uuid.UUID) { c.turns.Notify(id) })
+	// transition (events.Phase) wakes the gateway's connection of the
+	// Session.
+	c.suspension = suspension.New(c.owned.owner, c.bus)
 	log := c.log.With("component", "turns")
 	c.group.addWorker(func(ctx context.Context) error {
 		c.turns.Sweep(ctx, log)
@@ -349,8 +367,7 @@ func (c *core) setupTurns(context.Context) error {
 // setupSessions makes the Session service (the admin API serves it; the
 // lifecycle's owner failures close its admission).
 func (c *core) setupSessions(context.Context) error {
-	c.sessions = sessions.New(c.owned.readOwner(), c.masterKey, c.inst.ID, uuid.New, c.suspension)
-	c.sessions.NotifyTerminations(c.turns.Terminated)
+	c.sessions = sessions.New(c.owned.readOwner(), c.masterKey, c.inst.ID, uuid.New, c.suspension, c.bus)
 	return nil
 }
 
@@ -369,18 +386,25 @@ func (c *core) setupLifecycle(context.Context) error {
 		// A drain past its bound (a retirement's, a replacement's, a
 		// removed node's, or at shutdown) is an owner failure: admission
 		// closes until Core restarts.
-		OwnerFailure: func(nodes []uuid.UUID) {
-			c.sessions.CloseAdmission()
-			c.log.Error("owner failure: admission closed until Core restarts", "nodes", nodes, "cause", "lifecycle drain")
-		},
+		Admission: c.sessions,
 	})
 	c.coordinator = coordinator
 	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is an owner failure
-	// A node's worker starts, or passes again, as soon as Core's connection
-	// to it is established (at start, after enabling, after a reconnect).
-	c.manager.OnServe(func(id uuid.UUID) {
-		coordinator.Ensure(context.Background(), id)
-		coordinator.Wake(id)
+	// Subscribed now, before anything runs: no event is lost to the
+	// start of the worker that routes it.
+	routed := c.bus.Subscribe(events.Any(events.NodeWork), events.Any(events.NodeServing), events.Any(events.Generation))
+	c.group.addWorker(func(ctx context.Context) error {
+		defer routed.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-routed.Ready():
+			}
+			for _, e := range routed.Take() {
+				c.route(e)
+			}
+		}
 	})
 	c.group.addWorker(func(ctx context.Context) error {
 		t := time.NewTicker(c.cfg.NodeInterval)
@@ -394,27 +418,29 @@ func (c *core) setupLifecycle(context.Context) error {
 			}
 		}
 	})
-	// Committed work wakes its node's worker at once (store.NodeWorkChannel,
-	// also for writes another Core made); the scan every LifecycleInterval
-	// is the safety net. A failed listen is retried after a pause.
-	c.group.addWorker(func(ctx context.Context) error {
-		for {
-			if err := c.st.ListenNodeWork(ctx, func(id uuid.UUID) {
-				coordinator.Wake(id)
-				if !c.manager.Serves(id) {
-					c.manager.Wake() // a node Core does not serve yet (just enabled)
-				}
-			}); err != nil {
-				c.log.Warn("listen for node work", "error", err)
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(listenRetry):
-			}
-		}
-	})
 	return nil
+}
+
+// route acts on an event for the node manager and the lifecycle workers.
+// Committed work wakes its node's worker at once (events.NodeWork, also
+// for writes another Core made; the scan every LifecycleInterval is the
+// safety net). A node's worker starts, or passes again, as soon as Core's
+// connection to it is established (events.NodeServing: at start, after
+// enabling, after a reconnect). A committed generation is given to the
+// nodes at once (events.Generation).
+func (c *core) route(e events.Event) {
+	switch e.Kind {
+	case events.NodeWork:
+		c.coordinator.Wake(e.ID)
+		if !c.manager.Serves(e.ID) {
+			c.manager.Wake() // a node Core does not serve yet (just enabled)
+		}
+	case events.NodeServing:
+		c.coordinator.Ensure(context.Background(), e.ID)
+		c.coordinator.Wake(e.ID)
+	case events.Generation:
+		c.manager.Publish()
+	}
 }
 
 // setupGateway serves the Runtime gateway on RuntimeListen, when set:
@@ -432,7 +458,7 @@ func (c *core) setupGateway(context.Context) error {
 		// trace, linked to whatever context it brought.
 		grpc.StatsHandler(otelsetup.PublicServerHandler()))...)
 	gateway.New(gateway.Config{
-		Store: c.owned.readRuntime(), Turns: c.turns, Suspension: c.suspension, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
+		Store: c.owned.readRuntime(), Turns: c.turns, Suspension: c.suspension, Events: c.bus, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
 		Log: c.log.With("component", "gateway"),
 	}).Register(srv)
 	var err error
@@ -451,20 +477,20 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("enrollment tokens: %w", err)
 	}
-	nodeRegistry, err := nodes.NewRegistry(c.owned.readOwner())
+	// A retirement restarts its nodes' lifecycle workers through the drain
+	// gate, RetireNode's and a replacement's with another provider kind
+	// alike; a drain past its bound refuses it and closes admission (the
+	// coordinator's owner failure). An operator's abandon of a node that
+	// came back on another backend is a lifecycle write under this Core's
+	// owner epoch; the Turns it settles or asks to cancel hear it on the
+	// bus.
+	nodeRegistry, err := nodes.NewRegistry(c.owned.readOwner(), nodes.RegistryOptions{
+		Gate: c.coordinator.Gate(nodes.ErrRetireUndrained), Abandons: c.owned.readOwner(), Log: c.log, Events: c.bus,
+	})
 	if err != nil {
 		return fmt.Errorf("node registry: %w", err)
 	}
 	sessionSvc := c.sessions
-	// A retirement restarts its nodes' lifecycle workers through the drain
-	// gate, RetireNode's and a replacement's with another provider kind
-	// alike; a drain past its bound refuses it and closes admission (the
-	// coordinator's owner failure).
-	nodeRegistry.GateRetirement(c.coordinator.Gate(nodes.ErrRetireUndrained))
-	// An operator's abandon of a node that came back on another backend
-	// is a lifecycle write under this Core's owner epoch; the Turns it
-	// settles or asks to cancel are told at once.
-	nodeRegistry.AllowAbandon(c.owned.readOwner(), c.log, c.turns.Terminated)
 	nodeSrv, err := nodeadmin.New(tokens, nodeRegistry, pages, liveness(c.manager, c.owned.reader))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
@@ -473,13 +499,12 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("provider registry: %w", err)
 	}
-	deploySvc, err := deployment.NewService(c.owned.readAdminOwner(), registry, c.masterKey, c.inst.ID)
+	deploySvc, err := deployment.NewService(c.owned.readAdminOwner(), registry, c.masterKey, c.inst.ID, deployment.Options{
+		Nodes: nodeServing(c.manager, c.owned.reader), Gate: c.coordinator.Gate(deployment.ErrReplaceUndrained), Events: c.bus,
+	})
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
-	deploySvc.OnCommit(c.manager.Publish)
-	deploySvc.GateRetirement(c.coordinator.Gate(deployment.ErrReplaceUndrained))
-	deploySvc.ObserveNodes(nodeServing(c.manager, c.owned.reader))
 	sessionSrv, err := sessionadmin.New(sessionSvc, DefaultTenant, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)

@@ -16,7 +16,7 @@ import (
 // wait, Turn timeouts, the admin API's unary deadline, the node presence
 // window) stay with their package.
 
-// listenRetry is the pause before listening for node work again after
+// listenRetry is the pause before listening for events again after
 // the listening connection failed (a database restart): the periodic
 // scan covers the gap.
 const listenRetry = time.Second

@@ -3,7 +3,8 @@
 // metrics endpoint and the process's MeterProvider, only with
 // MetricsListen), loadSecrets (master key and admin token), openStore (migrate when asked, refuse an unknown
 // schema), claimInstallation (and a new owner epoch), holdLease (a second
-// Core waits here), loadCA (the installation CA, its key sealed under the
+// Core waits here), setupEvents (the change bus, core/events, and its
+// LISTEN feed), loadCA (the installation CA, its key sealed under the
 // master key, and Core's own certificates), setupNodes (the node
 // connections), setupTurns (the Turn service and its sweep),
 // setupSessions (the Session service), setupLifecycle (one serial worker
@@ -22,6 +23,10 @@
 //     reverse order of the steps. No error path closes anything by hand.
 //   - The lease is released only after everything that ran under it has
 //     stopped, and losing it stops Core (ErrLeaseLost).
+//   - Components signal a change only on the bus (core/events); Run sets
+//     no callbacks between them: it subscribes where a change crosses
+//     components (route) and passes synchronous dependencies (a drain
+//     gate, a node observer, admission) as constructor arguments.
 //   - The admin token, master key and CA key never reach a log line, an
 //     error, a span or a metric label; every lifecycle decision reads the
 //     database clock.

@@ -63,8 +63,8 @@ func (s *Service) withSwitch(ctx context.Context, d Deployment) (Deployment, err
 	if d.Retained, err = s.store.RetainedGenerations(ctx); err != nil {
 		return Deployment{}, err
 	}
-	if s.nodes != nil {
-		if d.Nodes, err = s.nodes(ctx); err != nil {
+	if s.opts.Nodes != nil {
+		if d.Nodes, err = s.opts.Nodes(ctx); err != nil {
 			return Deployment{}, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 
+	"berth.dev/core/events"
 	"berth.dev/core/store"
 )
 
@@ -61,10 +62,6 @@ var errNotCommitted = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_
 // When the drain passes its bound it must not run retire and returns
 // ErrReplaceUndrained.
 type RetireGate func(ctx context.Context, nodes []uuid.UUID, retire func() error) error
-
-// GateRetirement makes every replacement that retires nodes (another
-// provider kind) commit through gate. Call it before the Service serves.
-func (s *Service) GateRetirement(gate RetireGate) { s.gate = gate }
 
 // ErrReplaceUndrained refuses a replacement with another provider kind
 // whose nodes' lifecycle workers did not all reach the end of their
@@ -207,7 +204,7 @@ func (s *Service) PreviewReplacement(ctx context.Context, c Candidate, set Field
 // so is a credential change for the same kind
 // (errCredentialReplacementUnsupported), and one that would retire a node
 // enabled since the drain (store.ErrNodesMoved). After the commit the
-// nodes are told at once (OnCommit); nothing after the commit can fail.
+// nodes are told at once (events.Generation); nothing after the commit can fail.
 func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected uint64) (Replacement, error) {
 	if expected >= math.MaxInt64 {
 		return Replacement{}, errdefs.Invalid("expected_generation", "out of range")
@@ -246,7 +243,7 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	if err != nil {
 		return Replacement{}, err
 	}
-	s.committed()
+	s.opts.Events.Publish(events.Event{Kind: events.Generation})
 	desc, err := s.describeWithSwitch(ctx, r.Generation)
 	if err != nil {
 		return Replacement{}, err
@@ -259,7 +256,7 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 
 // retiring commits a replacement with another provider kind, which
 // retires every enabled node: it reads the enabled nodes and commits
-// through the drain gate (GateRetirement) of their lifecycle workers, so
+// through the drain gate (Options.Gate) of their lifecycle workers, so
 // no lifecycle operation on a node begun before the retirement is still
 // in flight when it commits, and nothing in flight is cancelled. The
 // commit retires exactly the nodes drained: a node enabled meanwhile
@@ -270,10 +267,10 @@ func (s *Service) retiring(ctx context.Context, commit func(store.Replacement) e
 		return err
 	}
 	retire := func() error { return commit(store.Replacement{RetireNodes: true, Drained: nodes}) }
-	if s.gate == nil || len(nodes) == 0 {
+	if s.opts.Gate == nil || len(nodes) == 0 {
 		return retire()
 	}
-	return s.gate(ctx, nodes, retire)
+	return s.opts.Gate(ctx, nodes, retire)
 }
 
 // replacing reads the current generation and prepares c as its

@@ -183,14 +183,11 @@ func TestReplaceWithAnotherKindRetiresNodes(t *testing.T) {
 // the deployment, the nodes and the tokens as they were, refused with
 // owner_failure. A replacement of the same kind does not touch the gate.
 func TestReplacementRetiresThroughTheGate(t *testing.T) {
-	f := deploymenttest.New(t)
-	_, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
-	errdefstest.Must(t, err)
-	a, b := storetest.EnabledNode(t, f.St), storetest.EnabledNode(t, f.St)
-
 	undrained := true
 	var gated [][]uuid.UUID
-	f.Svc.GateRetirement(func(_ context.Context, nodes []uuid.UUID, retire func() error) error {
+	var f deploymenttest.Fixture
+	var a, b uuid.UUID
+	f = deploymenttest.NewWith(t, deployment.Options{Gate: func(_ context.Context, nodes []uuid.UUID, retire func() error) error {
 		gated = append(gated, nodes)
 		if undrained {
 			return deployment.ErrReplaceUndrained
@@ -203,7 +200,10 @@ func TestReplacementRetiresThroughTheGate(t *testing.T) {
 			}
 		}
 		return retire()
-	})
+	}})
+	_, err := f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
+	errdefstest.Must(t, err)
+	a, b = storetest.EnabledNode(t, f.St), storetest.EnabledNode(t, f.St)
 
 	memory := deployment.Candidate{Specification: sandbox.Specification{Resources: sandbox.Resources{MemoryBytes: 2 << 30}}}
 	_, err = f.Svc.Replace(f.Ctx, memory, deployment.Fields{deployment.FieldMemoryBytes}, 1)

@@ -15,6 +15,7 @@ import (
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/providers"
 
+	"berth.dev/core/events"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 )
@@ -101,7 +102,7 @@ type Deployment struct {
 	// Not in a preview.
 	Retained []store.RetainedGeneration
 	// Nodes is what each node Core keeps a connection for serves (from
-	// the function given to ObserveNodes). Not in a preview.
+	// Options.Nodes). Not in a preview.
 	Nodes []NodeServing
 }
 
@@ -136,27 +137,29 @@ type Service struct {
 	registry       *providers.Registry
 	key            secrets.Key
 	installationID uuid.UUID
-	committed      func()
-	nodes          func(context.Context) ([]NodeServing, error)
-	// gate runs a commit that retires nodes (GateRetirement); nil runs
-	// it bare.
-	gate RetireGate
+	opts           Options
 }
 
-// ObserveNodes sets fn, which reports what each node serves for
-// GetDeployment (the node manager's connections, and each node's presence
-// as the database decides it). Call it before serving.
-func (s *Service) ObserveNodes(fn func(context.Context) ([]NodeServing, error)) { s.nodes = fn }
-
-// OnCommit sets fn, called (after the transaction) each time a commit
-// creates a generation, so the nodes are given it at once rather than at
-// their next presence record. Call it before serving.
-func (s *Service) OnCommit(fn func()) { s.committed = fn }
+// Options are what a Service depends on beyond its store, fixed at
+// construction.
+type Options struct {
+	// Nodes reports what each node serves for GetDeployment (the node
+	// manager's connections, and each node's presence as the database
+	// decides it); nil reports none.
+	Nodes func(context.Context) ([]NodeServing, error)
+	// Gate runs every replacement that retires nodes (another provider
+	// kind); nil runs it bare.
+	Gate RetireGate
+	// Events hears of each committed generation (events.Generation), so
+	// the nodes are given it at once rather than at their next presence
+	// record.
+	Events *events.Bus
+}
 
 // NewService returns the DeploymentService logic over st and registry.
 // key is the master key that seals credentials; installationID is the
 // installation identity every sealed credential is bound to.
-func NewService(st Store, registry *providers.Registry, key secrets.Key, installationID uuid.UUID) (*Service, error) {
+func NewService(st Store, registry *providers.Registry, key secrets.Key, installationID uuid.UUID, opts Options) (*Service, error) {
 	switch {
 	case st == nil:
 		return nil, errors.New("deployment: no store")
@@ -168,7 +171,7 @@ func NewService(st Store, registry *providers.Registry, key secrets.Key, install
 	if !key.Valid() {
 		return nil, errors.New("deployment: no master key")
 	}
-	return &Service{store: st, registry: registry, key: key, installationID: installationID, committed: func() {}}, nil
+	return &Service{store: st, registry: registry, key: key, installationID: installationID, opts: opts}, nil
 }
 
 // OpenCredential opens generation g's sealed credential: nil when g has
@@ -273,7 +276,7 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 	if err != nil {
 		return Deployment{}, err
 	}
-	s.committed()
+	s.opts.Events.Publish(events.Event{Kind: events.Generation})
 	return s.describeWithSwitch(ctx, g)
 }
 

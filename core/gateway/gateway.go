@@ -16,6 +16,7 @@ import (
 	"berth.dev/platform/errgrpc"
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 
+	"berth.dev/core/events"
 	"berth.dev/core/store"
 	"berth.dev/core/turns"
 	"berth.dev/runtimebootstrap"
@@ -64,7 +65,11 @@ type Config struct {
 	Store      Store
 	Turns      *turns.Service
 	Suspension Suspension
-	NewID      func() uuid.UUID
+	// Events is the bus core/turns and core/suspension publish on: a
+	// connection waits on its Session (events.Session) and its
+	// Environment's phase (events.Phase).
+	Events *events.Bus
+	NewID  func() uuid.UUID
 	// Keepalive is the interval of service keepalives (DefaultKeepalive
 	// when 0).
 	Keepalive time.Duration
@@ -270,14 +275,18 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 	tick := time.NewTicker(c.g.cfg.Keepalive)
 	defer tick.Stop()
 	c.lastAnswer = time.Now()
+	// The subscriptions are made before the first read of the store and
+	// hold every event until the select below takes it, so a Turn or a
+	// phase announced after a dispatch's read wakes the next select;
+	// subscribed after it, the announcement would be lost until the next
+	// keepalive tick.
+	wake := c.g.cfg.Events.Subscribe(events.Event{Kind: events.Session, ID: c.grant.SessionID})
+	defer wake.Close()
+	phase := c.g.cfg.Events.Subscribe(events.Event{Kind: events.Phase, ID: c.grant.EnvironmentID})
+	defer phase.Close()
 	if err := c.suspension(ctx); err != nil {
 		return err
 	}
-	// The waits are armed before each dispatch reads the store, so that a
-	// Turn or a phase announced after that read closes the channel the
-	// next select waits on; armed after it, the announcement would be lost
-	// until the next keepalive tick.
-	wake, phase := c.arm()
 	for {
 		woken := false
 		select {
@@ -293,9 +302,9 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 			if err := c.handle(ctx, m); err != nil {
 				return err
 			}
-		case <-wake:
+		case <-wake.Ready():
 			woken = true
-		case <-phase:
+		case <-phase.Ready():
 			if err := c.suspension(ctx); err != nil {
 				return err
 			}
@@ -305,18 +314,10 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 				return err
 			}
 		}
-		wake, phase = c.arm()
 		if err := c.dispatch(ctx, woken); err != nil {
 			return err
 		}
 	}
-}
-
-// arm returns the channels closed by the next announcement of a Turn of
-// the connection's Session (wake) and of a suspension transition, which
-// the lifecycle worker announces on the Environment's key (phase).
-func (c *conn) arm() (wake, phase <-chan struct{}) {
-	return c.g.cfg.Turns.Wait(c.grant.SessionID), c.g.cfg.Turns.Wait(c.grant.EnvironmentID)
 }
 
 // handle applies one Runtime message.

@@ -15,6 +15,7 @@ import (
 	"berth.dev/platform/errgrpc/errgrpctest"
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 
+	"berth.dev/core/events"
 	"berth.dev/core/gateway"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
@@ -28,6 +29,7 @@ import (
 type fixture struct {
 	st      *storetest.Owned
 	turns   *turns.Service
+	bus     *events.Bus
 	client  runtimev1.RuntimeGatewayServiceClient
 	cc      *grpc.ClientConn
 	session store.SessionBundle
@@ -39,10 +41,10 @@ func newFixture(t *testing.T, keepalive time.Duration) *fixture {
 	t.Helper()
 	tf := turnstest.New(t)
 	srv := grpc.NewServer(gateway.ServerOptions()...)
-	gateway.New(gateway.Config{Store: tf.St, Turns: tf.Svc, Suspension: suspension.New(tf.St, func(id uuid.UUID) { tf.Svc.Notify(id) }), NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
+	gateway.New(gateway.Config{Store: tf.St, Turns: tf.Svc, Suspension: suspension.New(tf.St, tf.Bus), Events: tf.Bus, NewID: uuid.New, Keepalive: keepalive, SettleWait: 200 * time.Millisecond}).Register(srv)
 	cc := errgrpctest.Serve(t, srv)
 	return &fixture{
-		st: tf.St, turns: tf.Svc, client: runtimev1.NewRuntimeGatewayServiceClient(cc), cc: cc,
+		st: tf.St, turns: tf.Svc, bus: tf.Bus, client: runtimev1.NewRuntimeGatewayServiceClient(cc), cc: cc,
 		session: tf.Session, cred: tf.Cred, epoch: tf.St.Epoch(),
 	}
 }

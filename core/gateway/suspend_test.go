@@ -13,6 +13,7 @@ import (
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 	"berth.dev/sandbox"
 
+	"berth.dev/core/events"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
@@ -51,7 +52,7 @@ func (f *fixture) idleArmed(t *testing.T) (rt, uuid.UUID) {
 	if _, err := f.st.ArmSuspension(ctx, a.ID, a.Revision, op); err != nil {
 		t.Fatal(err)
 	}
-	f.turns.Notify(a.EnvironmentID)
+	f.bus.Publish(events.Event{Kind: events.Phase, ID: a.EnvironmentID})
 	return s, op
 }
 
@@ -123,7 +124,7 @@ func TestArmedSuspensionIsDeliveredAndAcknowledged(t *testing.T) {
 	if _, err := f.st.AbortQuiesce(context.Background(), f.session.Allocation.ID, op); err != nil {
 		t.Fatal(err)
 	}
-	f.turns.Notify(f.session.Environment.ID)
+	f.bus.Publish(events.Event{Kind: events.Phase, ID: f.session.Environment.ID})
 	endsWith(t, s2, codes.Unavailable, runtimev1.ReasonNotAdmitted)
 }
 
@@ -162,7 +163,7 @@ func TestSuspendedComputeEndsTheConnection(t *testing.T) {
 	s, op := f.capturing(t)
 	ctx := context.Background()
 	id := f.session.Allocation.ID
-	f.turns.Notify(f.session.Environment.ID)
+	f.bus.Publish(events.Event{Kind: events.Phase, ID: f.session.Environment.ID})
 	endsWith(t, s, codes.Unavailable, runtimev1.ReasonNotAdmitted)
 	if _, err := f.st.RecordSuspended(ctx, id, op, sandbox.SnapshotIdentity{ID: "snap", Provenance: "p"}); err != nil {
 		t.Fatal(err)

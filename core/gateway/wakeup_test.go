@@ -59,7 +59,7 @@ func TestATurnSubmittedDuringAClaimIsDeliveredAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := &lateSubmit{Store: tf.St, armed: make(chan struct{})}
-	svc := turns.New(late, key, inst.ID, uuid.New, turns.NewHub())
+	svc := turns.New(late, key, inst.ID, uuid.New, tf.Bus)
 	var submitted store.Turn
 	late.submit = func() {
 		script := "echo late"
@@ -71,8 +71,8 @@ func TestATurnSubmittedDuringAClaimIsDeliveredAtOnce(t *testing.T) {
 		}
 	}
 	srv := grpc.NewServer(gateway.ServerOptions()...)
-	gateway.New(gateway.Config{Store: tf.St, Turns: svc, Suspension: suspension.New(tf.St, func(id uuid.UUID) { svc.Notify(id) }), NewID: uuid.New, Keepalive: time.Minute, SettleWait: 200 * time.Millisecond}).Register(srv)
-	f := &fixture{st: tf.St, turns: svc, client: runtimev1.NewRuntimeGatewayServiceClient(errgrpctest.Serve(t, srv)),
+	gateway.New(gateway.Config{Store: tf.St, Turns: svc, Suspension: suspension.New(tf.St, tf.Bus), Events: tf.Bus, NewID: uuid.New, Keepalive: time.Minute, SettleWait: 200 * time.Millisecond}).Register(srv)
+	f := &fixture{st: tf.St, turns: svc, bus: tf.Bus, client: runtimev1.NewRuntimeGatewayServiceClient(errgrpctest.Serve(t, srv)),
 		session: tf.Session, cred: tf.Cred, epoch: tf.St.Epoch()}
 
 	s, _ := f.connect(t)

@@ -20,7 +20,7 @@ import (
 // Its drains are of two kinds. A planned drain (Stop, Restart: a node
 // removed, retired, or retired by a deployment replacement) never cancels
 // an operation in flight: past DrainTimeout it reports an owner failure
-// (Config.OwnerFailure: Core closes admission) and the late worker keeps
+// (Config.Admission: Core closes admission) and the late worker keeps
 // its node's lifecycle identity until Close. Close, the owner's shutdown
 // before it releases the execution lease, drains the same way and then
 // cancels what is still running.
@@ -126,7 +126,7 @@ func (c *Coordinator) Wake(node uuid.UUID) {
 // identity until the Coordinator closes. The drain barrier stays closed:
 // the node gets no new worker, a change Restart guarded was not made, and
 // every later Stop or Restart of the node fails the same way at once.
-// Config.OwnerFailure was told (Core closes admission).
+// Config.Admission was closed.
 var ErrUndrained = errors.New("lifecycle worker did not drain in time; nothing was cancelled")
 
 // ErrDrainTimeout is the owner failure of Close whose workers did not all
@@ -246,7 +246,7 @@ func (c *Coordinator) Restart(ctx context.Context, nodes []uuid.UUID, change fun
 }
 
 // Gate is Restart as the retirement gate of a caller (Core gives it to
-// nodes.Registry.GateRetirement and deployment.Service.GateRetirement):
+// nodes.RegistryOptions.Gate and deployment.Options.Gate):
 // ErrUndrained becomes undrained, the caller's own refusal. The new
 // workers take none of the request's values (its trace, its deadline).
 func (c *Coordinator) Gate(undrained error) func(ctx context.Context, nodes []uuid.UUID, change func() error) error {
@@ -373,8 +373,7 @@ func (c *Coordinator) renew(ctx context.Context, rs []*running) {
 }
 
 // ownerFailure reports the owner failure of a drain past its bound: it
-// logs it with the late workers' nodes and tells Config.OwnerFailure
-// (Core closes admission).
+// closes Config.Admission and logs it with the late workers' nodes.
 func (c *Coordinator) ownerFailure(cause string, late []*running) {
 	nodes := make([]uuid.UUID, len(late))
 	for i, r := range late {
@@ -382,7 +381,8 @@ func (c *Coordinator) ownerFailure(cause string, late []*running) {
 	}
 	c.cfg.Log.Error("owner failure: lifecycle workers did not drain within the bound", "cause", cause,
 		"nodes", nodes, "bound", c.cfg.DrainTimeout)
-	if c.cfg.OwnerFailure != nil {
-		c.cfg.OwnerFailure(nodes)
+	if c.cfg.Admission != nil {
+		c.cfg.Admission.CloseAdmission()
+		c.cfg.Log.Error("owner failure: admission closed until Core restarts", "nodes", nodes, "cause", "lifecycle drain")
 	}
 }

@@ -114,9 +114,9 @@ func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
 		CallTimeout: 20 * time.Second,
 		Interval:    20 * time.Millisecond,
 	}
-	e.svc = sessions.New(st, key, inst.ID, uuid.New, e.cfg.Suspension.(*suspension.Service))
+	e.svc = sessions.New(st, key, inst.ID, uuid.New, e.cfg.Suspension.(*suspension.Service), nil)
 	// As Core wires it (core/daemon): an owner failure closes admission.
-	e.cfg.OwnerFailure = func([]uuid.UUID) { e.svc.CloseAdmission() }
+	e.cfg.Admission = e.svc
 	return e
 }
 
@@ -1347,9 +1347,8 @@ func (e *env) replacer(t *testing.T, c *lifecycle.Coordinator) *deployment.Servi
 	t.Helper()
 	reg, err := providers.NewRegistry(docker.Registration(), deploymenttest.DirectRegistration())
 	must(t, err)
-	svc, err := deployment.NewService(e.st, reg, e.cfg.Key, e.inst.ID)
+	svc, err := deployment.NewService(e.st, reg, e.cfg.Key, e.inst.ID, deployment.Options{Gate: c.Gate(deployment.ErrReplaceUndrained)})
 	must(t, err)
-	svc.GateRetirement(c.Gate(deployment.ErrReplaceUndrained))
 	return svc
 }
 

@@ -64,6 +64,14 @@ const (
 // manager's proxy). An error skips the node's pass: nothing is claimed.
 type ProviderFunc func(nodeID uuid.UUID) (sandbox.SandboxProvider, error)
 
+// Admission is what an owner failure closes: Core's admission of new
+// Sessions (sessions.Service). It is a dependency, not an event: the
+// refusal of an undrained retirement says admission is closed, so it must
+// be closed when that refusal returns.
+type Admission interface {
+	CloseAdmission()
+}
+
 // Config is shared by the Coordinator and its workers.
 type Config struct {
 	// Store must act for Core's owner epoch (a *store.Owner, store.Store.AsOwner).
@@ -104,10 +112,12 @@ type Config struct {
 	// when 0): past it a planned drain (Coordinator.Stop, Restart) is an
 	// owner failure and cancels nothing, and Close cancels.
 	DrainTimeout time.Duration
-	// OwnerFailure, when set, is told the nodes of the late workers each
-	// time a drain passes DrainTimeout (Core closes admission until it
-	// restarts: sessions.Service.CloseAdmission). It must not block.
-	OwnerFailure func(nodes []uuid.UUID)
+	// Admission, when set, is closed each time a drain passes
+	// DrainTimeout (an owner failure: sessions.Service.CloseAdmission,
+	// until Core restarts), before the drain's refusal is returned, so
+	// that refusal's "admission closed" is already true. It must not
+	// block.
+	Admission Admission
 	// RuntimeCA is the PEM CA certificate a Runtime trusts for the
 	// installation's https URL when Core's gateway certificate is issued
 	// from the installation CA; every Create and restore sends it

@@ -21,6 +21,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 
+	"berth.dev/core/events"
 	"berth.dev/core/store"
 )
 
@@ -95,10 +96,10 @@ type Manager struct {
 	log      *slog.Logger
 	interval time.Duration
 
-	// wake asks Run for a reconcile now (Wake); serving is called with a
-	// node whose loop just started (OnServe).
-	wake    chan struct{}
-	serving func(uuid.UUID)
+	// wake asks Run for a reconcile now (Wake); bus hears of each
+	// connection established (events.NodeServing).
+	wake chan struct{}
+	bus  *events.Bus
 
 	mu    sync.Mutex
 	loops map[uuid.UUID]*nodeLoop
@@ -132,19 +133,16 @@ type nodeLoop struct {
 	pinned uint64
 }
 
-// NewManager returns a manager for the owner epoch of st.
-func NewManager(st Store, coreCert tls.Certificate, ca *x509.Certificate, log *slog.Logger, interval time.Duration) *Manager {
+// NewManager returns a manager for the owner epoch of st. It publishes
+// events.NodeServing on bus each time Core's connection to a node is
+// established, so the node's lifecycle worker starts, or passes again, at
+// once rather than at its next periodic sync or scan.
+func NewManager(st Store, coreCert tls.Certificate, ca *x509.Certificate, log *slog.Logger, interval time.Duration, bus *events.Bus) *Manager {
 	return &Manager{
 		store: st, coreCert: coreCert, ca: ca, epoch: st.Epoch(), log: log, interval: interval,
-		loops: map[uuid.UUID]*nodeLoop{}, wake: make(chan struct{}, 1), serving: func(uuid.UUID) {},
+		loops: map[uuid.UUID]*nodeLoop{}, wake: make(chan struct{}, 1), bus: bus,
 	}
 }
-
-// OnServe sets fn, called (without the manager's lock) with a node each
-// time Core's connection to it is established, so the node's lifecycle
-// worker starts, or passes again, at once rather than at its next
-// periodic sync or scan. Call it before Run.
-func (m *Manager) OnServe(fn func(uuid.UUID)) { m.serving = fn }
 
 // Serves reports whether the manager keeps a connection loop for node id.
 func (m *Manager) Serves(id uuid.UUID) bool {
@@ -279,7 +277,7 @@ func (m *Manager) runLoop(ctx context.Context, l *nodeLoop, n store.Node) {
 		l.proxy = proxy
 		l.mu.Unlock()
 		m.log.Info("node connected", "node", n.ID.String(), "connection", conn.ConnectionID)
-		m.serving(n.ID)
+		m.bus.Publish(events.Event{Kind: events.NodeServing, ID: n.ID})
 		m.recordPresence(ctx, l, n.ID, conn)
 		m.hold(ctx, l, n.ID, conn)
 		// Recorded first, then shown: GetNode never reports the node

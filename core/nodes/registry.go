@@ -11,6 +11,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
 
+	"berth.dev/core/events"
 	"berth.dev/core/store"
 )
 
@@ -105,14 +106,28 @@ const casAttempts = 3
 // the enrolled nodes and enables, retires and removes them.
 type Registry struct {
 	store RegistryStore
-	// gate guards each retirement and abandonment (GateRetirement); nil
-	// runs it bare.
+	// gate guards each retirement and abandonment; nil runs it bare.
 	gate RetireGate
-	// abandons, log and terminated serve Abandon (AllowAbandon); a nil
-	// abandons refuses it.
-	abandons   AbandonStore
-	log        *slog.Logger
-	terminated func(store.Termination)
+	// abandons, log and bus serve Abandon; a nil abandons refuses it.
+	abandons AbandonStore
+	log      *slog.Logger
+	bus      *events.Bus
+}
+
+// RegistryOptions are what a Registry depends on beyond its store, fixed
+// at construction.
+type RegistryOptions struct {
+	// Gate runs every retirement of an enrolled or enabled node, and
+	// every abandonment (nil: run bare).
+	Gate RetireGate
+	// Abandons serves Abandon (nil: refused, abandon_unavailable).
+	Abandons AbandonStore
+	// Log records each abandonment (nil: discarded).
+	Log *slog.Logger
+	// Events is told what each abandonment's terminal cleanups changed
+	// (events.Terminated), so the Sessions' gateway connections forward
+	// the cancellations at once.
+	Events *events.Bus
 }
 
 // RetireGate runs retire, the compare-and-swap that retires nodes (one
@@ -130,16 +145,16 @@ type RetireGate func(ctx context.Context, nodes []uuid.UUID, retire func() error
 var ErrRetireUndrained error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "owner_failure",
 	"node not retired: its lifecycle worker did not drain in time and Core closed admission: restart berth-core, then retire the node again")
 
-// GateRetirement makes every retirement of an enrolled or enabled node run
-// through gate. Call it before the Registry serves.
-func (r *Registry) GateRetirement(gate RetireGate) { r.gate = gate }
-
 // NewRegistry returns the node registry over st.
-func NewRegistry(st RegistryStore) (*Registry, error) {
+func NewRegistry(st RegistryStore, opts RegistryOptions) (*Registry, error) {
 	if st == nil {
 		return nil, errors.New("nodes: registry has no store")
 	}
-	return &Registry{store: st}, nil
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Registry{store: st, gate: opts.Gate, abandons: opts.Abandons, log: log, bus: opts.Events}, nil
 }
 
 // List returns up to limit (1 to store.MaxPageSize+1) nodes after
@@ -181,7 +196,7 @@ func (r *Registry) Enable(ctx context.Context, id uuid.UUID) (Node, error) {
 // Retire stops new placement on node id: an enrolled or enabled node
 // becomes retired (what it holds stays owned and observed), a retired one
 // comes back unchanged, a removed one is refused (node_removed). The
-// change runs through the retirement gate (GateRetirement), so when it
+// change runs through the retirement gate (RegistryOptions.Gate), so when it
 // commits no lifecycle operation on the node begun before it is still in
 // flight; a gate whose drain passed its bound leaves the node as it was
 // (ErrRetireUndrained, reason owner_failure).
@@ -329,16 +344,6 @@ type AbandonStore interface {
 	AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint string) (store.NodeAbandonment, error)
 }
 
-// AllowAbandon lets Abandon run over st: it logs each abandonment to log
-// and tells terminated (nil: no one) of each terminal cleanup it
-// committed. Call it before the Registry serves.
-func (r *Registry) AllowAbandon(st AbandonStore, log *slog.Logger, terminated func(store.Termination)) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	r.abandons, r.log, r.terminated = st, log, terminated
-}
-
 // The refusals of an abandonment: each says what holds and what to do.
 var (
 	errAbandonUnavailable = errdefs.Refuse(errdefs.ErrFailedPrecondition, "abandon_unavailable",
@@ -403,10 +408,8 @@ func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string
 			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
 		}
 		r.logAbandonment(ab)
-		if r.terminated != nil {
-			for _, t := range ab.Terminations {
-				r.terminated(t)
-			}
+		for _, t := range ab.Terminations {
+			r.bus.Publish(events.Terminated(t.SessionID, t.SettledTurns, t.CancelRequested)...)
 		}
 		n, err := r.Get(ctx, id)
 		if err != nil {

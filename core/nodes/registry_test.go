@@ -219,7 +219,7 @@ func TestRetirementRunsThroughTheGate(t *testing.T) {
 
 	undrained := true
 	var gated []uuid.UUID
-	f.Registry.GateRetirement(func(_ context.Context, ids []uuid.UUID, retire func() error) error {
+	reg, err := nodes.NewRegistry(f.St, nodes.RegistryOptions{Gate: func(_ context.Context, ids []uuid.UUID, retire func() error) error {
 		gated = append(gated, ids...)
 		if undrained {
 			return nodes.ErrRetireUndrained
@@ -229,27 +229,28 @@ func TestRetirementRunsThroughTheGate(t *testing.T) {
 			t.Errorf("inside the gate before retire: %v, %v", n.State, err)
 		}
 		return retire()
-	})
-	_, err = f.Registry.Retire(f.Ctx, id)
+	}})
+	errdefstest.Must(t, err)
+	_, err = reg.Retire(f.Ctx, id)
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errdefs.IsFailedPrecondition(err) || !errgrpc.SafeMessage(r.Message) {
 		t.Fatalf("retire with an undrained worker: %v, want the owner_failure refusal", err)
 	}
-	if n, err := f.Registry.Get(f.Ctx, id); err != nil || n.State != store.NodeEnabled {
+	if n, err := reg.Get(f.Ctx, id); err != nil || n.State != store.NodeEnabled {
 		t.Fatalf("after a failed drain the node is %s (%v), want enabled", n.State, err)
 	}
 
 	undrained = false
-	n, err := f.Registry.Retire(f.Ctx, id)
+	n, err := reg.Retire(f.Ctx, id)
 	errdefstest.Must(t, err)
 	if n.State != store.NodeRetired {
 		t.Fatalf("retired node is %s", n.State)
 	}
 	// Retiring it again, or a removed node, has nothing to drain.
-	_, err = f.Registry.Retire(f.Ctx, id)
+	_, err = reg.Retire(f.Ctx, id)
 	errdefstest.Must(t, err)
-	_, err = f.Registry.Remove(f.Ctx, id)
+	_, err = reg.Remove(f.Ctx, id)
 	errdefstest.Must(t, err)
-	_, err = f.Registry.Retire(f.Ctx, id)
+	_, err = reg.Retire(f.Ctx, id)
 	errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	if len(gated) != 2 || gated[0] != id || gated[1] != id {
 		t.Fatalf("the gate ran for %v, want twice for the enabled node", gated)

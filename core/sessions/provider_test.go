@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/events"
 	"berth.dev/core/sessions"
 	"berth.dev/core/sessions/sessionstest"
 	"berth.dev/core/store"
@@ -38,12 +39,12 @@ func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
 	if _, err := f.Svc.Get(f.Ctx, b.Session.ID); err != nil {
 		t.Fatalf("get while disabled: %v", err)
 	}
-	var told store.Termination
-	f.Svc.NotifyTerminations(func(t store.Termination) { told = t })
+	told := f.Bus.Subscribe(events.Event{Kind: events.Session, ID: b.Session.ID})
+	defer told.Close()
 	deleted, err := f.Svc.Delete(f.Ctx, b.Session.ID)
 	must(t, err)
-	if told.SessionID != b.Session.ID || told.Cause != store.TerminalDeleted || told.Cleanup.ID != b.Allocation.ID {
-		t.Fatalf("told %+v", told)
+	if got := told.Take(); len(got) != 1 {
+		t.Fatalf("the deletion published %v, want its Session", got)
 	}
 	if deleted.Session.State != store.SessionDeleteRequested ||
 		deleted.Allocation.State != store.AllocationCleanupRequested ||

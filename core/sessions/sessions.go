@@ -15,6 +15,7 @@ import (
 
 	"berth.dev/sandbox/errdefs"
 
+	"berth.dev/core/events"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 )
@@ -57,9 +58,9 @@ type Service struct {
 	installation uuid.UUID
 	newID        func() uuid.UUID
 	suspension   Suspension
-	// terminated is told what each deletion's terminal cleanup changed
-	// (NotifyTerminations); nil tells no one.
-	terminated func(store.Termination)
+	// bus is told what each deletion's terminal cleanup changed
+	// (events.Terminated).
+	bus *events.Bus
 	// admissionClosed is set by CloseAdmission: every later Create is
 	// refused (ErrAdmissionClosed).
 	admissionClosed atomic.Bool
@@ -73,16 +74,10 @@ var ErrAdmissionClosed error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "ow
 
 // CloseAdmission refuses every later Create with ErrAdmissionClosed until
 // the process ends: Core calls it when a lifecycle worker's drain passes
-// its bound (lifecycle.Config.OwnerFailure), the guide's closed manager
+// its bound (lifecycle.Config.Admission), the guide's closed manager
 // admission. What exists goes on: Turns, reads, deletions and the
 // workers.
 func (s *Service) CloseAdmission() { s.admissionClosed.Store(true) }
-
-// NotifyTerminations makes Delete tell fn what its committed terminal
-// cleanup changed (Core passes turns.Service.Terminated, so the gateway
-// forwards the cancellation at once instead of at its next keepalive).
-// Call it before the Service serves.
-func (s *Service) NotifyTerminations(fn func(store.Termination)) { s.terminated = fn }
 
 // New returns a Service. st must act for Core's owner epoch
 // (a *store.Owner, store.Store.AsOwner): creation and deletion are fenced
@@ -90,9 +85,12 @@ func (s *Service) NotifyTerminations(fn func(store.Termination)) { s.terminated 
 // installation id the credentials are bound to and newID makes every new
 // id. Placement reads the nodes' durable presence and reported capacity
 // inside the store's placement transaction; no caller list takes part.
-// susp records Suspend and Resume (core/suspension's Service).
-func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, susp Suspension) *Service {
-	return &Service{store: st, key: key, installation: installation, newID: newID, suspension: susp}
+// susp records Suspend and Resume (core/suspension's Service). bus hears
+// what each deletion's terminal cleanup changed (events.Terminated), so
+// the gateway forwards the cancellation at once instead of at its next
+// keepalive.
+func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, susp Suspension, bus *events.Bus) *Service {
+	return &Service{store: st, key: key, installation: installation, newID: newID, suspension: susp, bus: bus}
 }
 
 // CreateRequest asks for a Session.
@@ -218,9 +216,7 @@ func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.Sessio
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
 	}
-	if s.terminated != nil {
-		s.terminated(term)
-	}
+	s.bus.Publish(events.Terminated(term.SessionID, term.SettledTurns, term.CancelRequested)...)
 	return b, nil
 }
 

@@ -36,7 +36,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	owned := storetest.Owner(t, st)
 	node := storetest.EnabledNode(t, owned)
 	storetest.Present(t, owned, node, 1)
-	svc := sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, nil))
+	svc := sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, nil), nil)
 
 	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"}
 	_, err = svc.Create(ctx, req)
@@ -114,7 +114,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 			CPUMillis: cpu, MemoryBytes: storetest.Ample, DiskFreeBytes: storetest.Ample,
 		}))
 	}
-	svc := sessions.New(owned, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil))
+	svc := sessions.New(owned, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil), nil)
 	create := func() error {
 		_, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()})
 		return err
@@ -181,7 +181,7 @@ func TestCreateAfterAReplacementUsesTheNewGeneration(t *testing.T) {
 	})
 	must(t, err)
 	storetest.Present(t, owned, node, 2) // ready for the generation about to be committed
-	svc := sessions.New(&replacing{Owned: owned, t: t}, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil))
+	svc := sessions.New(&replacing{Owned: owned, t: t}, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil), nil)
 	b, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
 	must(t, err)
 	if b.Placement.Generation != 2 || b.Allocation.Generation != 2 {

@@ -13,14 +13,16 @@
 //     evidence (a Runtime's acknowledgement, a provider's answer); every
 //     method is one fenced store transaction and returns the store's
 //     errors as they are (ErrFenced, store.ErrSuperseded, ErrNoRoom...).
-//   - The one signal of a compute-phase transition is the Service's
-//     announce function, told the Environment's id after the transition
+//   - The one signal of a compute-phase transition is an events.Phase of
+//     the Environment, published on the bus after the transition
 //     committed: arming, every abort, a refused capture claim, the
 //     capture's record or rollback, arming and recording a restore,
 //     abandoning one, and retention expiry. The claim of a capture is not
 //     announced (the quiesced Runtime's connection ends on its record),
 //     nor are receipts (an acknowledgement, a restore's claim, a deleted
 //     leftover) or an admin's request (the store wakes the node's worker).
+//     Retention expiry is a terminal cleanup: it also publishes its
+//     Session and the Turns it settled (events.Terminated), as a deletion.
 //   - An announcement only shortens a wait: every waiter also reads the
 //     phase on its own, so a missed one delays and never loses work.
 package suspension

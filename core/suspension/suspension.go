@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/events"
 	"berth.dev/core/store"
 	"berth.dev/sandbox"
 )
@@ -47,23 +48,25 @@ var Writes = []string{
 // one store transaction.
 type Service struct {
 	store Store
-	// announce is the one signal of a committed compute-phase transition,
-	// told the Environment's id (doc.go).
-	announce func(environmentID uuid.UUID)
+	// bus hears of every committed compute-phase transition (doc.go).
+	bus *events.Bus
 }
 
-// New returns the Service writing to st. announce, when not nil, is told
-// the Environment of every compute-phase transition once it committed
-// (Core wakes the Runtime gateway's connection of the Session with it).
-func New(st Store, announce func(environmentID uuid.UUID)) *Service {
-	if announce == nil {
-		announce = func(uuid.UUID) {}
-	}
-	return &Service{store: st, announce: announce}
+// New returns the Service writing to st. bus is told the Environment of
+// every compute-phase transition once it committed (events.Phase: the
+// Runtime gateway's connection of the Session reads the new phase at
+// once) and what a retention expiry's terminal cleanup changed.
+func New(st Store, bus *events.Bus) *Service {
+	return &Service{store: st, bus: bus}
 }
 
-// announced tells announce of a's transition when err is nil, and
-// returns a and err as they are.
+// announce publishes the compute-phase change of Environment env.
+func (s *Service) announce(env uuid.UUID) {
+	s.bus.Publish(events.Event{Kind: events.Phase, ID: env})
+}
+
+// announced announces a's transition when err is nil, and returns a and
+// err as they are.
 func (s *Service) announced(a store.Allocation, err error) (store.Allocation, error) {
 	if err == nil {
 		s.announce(a.EnvironmentID)
@@ -176,11 +179,14 @@ func (s *Service) RestoreAbsent(ctx context.Context, a store.Allocation, op uuid
 }
 
 // Expire ends allocation a, suspended or restoring past its snapshot's
-// retention deadline (store.ExpireRetention: terminal cleanup).
+// retention deadline (store.ExpireRetention: terminal cleanup), and
+// publishes its phase change and what the cleanup changed (its Session,
+// the Turns it settled or asked to cancel), as a deletion does.
 func (s *Service) Expire(ctx context.Context, a store.Allocation) (store.Termination, error) {
 	term, err := s.store.ExpireRetention(ctx, a.ID)
 	if err == nil {
 		s.announce(a.EnvironmentID)
+		s.bus.Publish(events.Terminated(term.SessionID, term.SettledTurns, term.CancelRequested)...)
 	}
 	return term, err
 }

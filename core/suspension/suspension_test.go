@@ -4,11 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/events"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 	"berth.dev/core/suspension"
@@ -23,10 +25,16 @@ const idle = time.Second
 // fixture is a Service over a fresh database with one running Session
 // whose one Turn ended more than the idle time ago, and what it announced.
 type fixture struct {
-	svc       *suspension.Service
-	st        *storetest.Owned
-	a         store.Allocation
-	announced []uuid.UUID
+	svc *suspension.Service
+	st  *storetest.Owned
+	a   store.Allocation
+	// session is the Session of a.
+	session uuid.UUID
+	bus     *events.Bus
+	// phases is subscribed to every Phase event; announced counts the
+	// times it was found signalled (wantAnnounced).
+	phases    *events.Subscription
+	announced int
 }
 
 func must(t *testing.T, err error) {
@@ -53,8 +61,9 @@ func newFixture(t *testing.T) *fixture {
 	time.Sleep(idle + 100*time.Millisecond)
 	a, err := st.GetAllocation(ctx, b.Allocation.ID)
 	must(t, err)
-	f := &fixture{st: st, a: a}
-	f.svc = suspension.New(st, func(id uuid.UUID) { f.announced = append(f.announced, id) })
+	bus := events.New()
+	f := &fixture{st: st, a: a, session: b.Session.ID, bus: bus, phases: bus.Subscribe(events.Any(events.Phase))}
+	f.svc = suspension.New(st, bus)
 	return f
 }
 
@@ -99,16 +108,22 @@ func (f *fixture) phase(t *testing.T, want store.ComputePhase) store.Allocation 
 }
 
 // wantAnnounced checks how many transitions were announced so far, each
-// of the fixture's Environment.
+// of the fixture's Environment. The bus coalesces, so a test checks after
+// every step that may announce (at most one new announcement each).
 func (f *fixture) wantAnnounced(t *testing.T, n int) {
 	t.Helper()
-	if len(f.announced) != n {
-		t.Fatalf("announced %d transitions, want %d", len(f.announced), n)
+	select {
+	case <-f.phases.Ready():
+		f.announced++
+	default:
 	}
-	for _, id := range f.announced {
-		if id != f.a.EnvironmentID {
-			t.Fatalf("announced environment %s, want %s", id, f.a.EnvironmentID)
+	for _, e := range f.phases.Take() {
+		if e.ID != f.a.EnvironmentID {
+			t.Fatalf("announced environment %s, want %s", e.ID, f.a.EnvironmentID)
 		}
+	}
+	if f.announced != n {
+		t.Fatalf("announced %d transitions, want %d", f.announced, n)
 	}
 }
 
@@ -184,4 +199,46 @@ func TestAStaleOperationIsFenced(t *testing.T) {
 	_, err = f.svc.RolledBack(ctx, claimed, op, "", nil)
 	wantFenced(t, "a rollback after the record", err)
 	f.phase(t, store.PhaseSuspended)
+}
+
+// TestRetentionExpiryWakesTheSessionsTurns: an expiry is a terminal
+// cleanup like a deletion: whoever waits on the Session (its gateway
+// connection) or on a Turn it settled (an output stream) is woken, not
+// left to its next poll. Before the bus, Expire announced only the
+// Environment's phase and core/turns never heard of the termination.
+func TestRetentionExpiryWakesTheSessionsTurns(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	op := uuid.New()
+	armed, err := f.svc.Arm(ctx, f.a, op)
+	must(t, err)
+	must(t, f.svc.QuiesceAcknowledged(ctx, f.a.ID, op))
+	claimed, err := f.svc.BeginCapture(ctx, armed, op)
+	must(t, err)
+	suspended, err := f.svc.Captured(ctx, claimed, op, sandbox.SnapshotIdentity{ID: "snap", Provenance: "test;digest=1"})
+	must(t, err)
+	script := "true"
+	queued, _, err := f.st.SubmitTurn(ctx, store.SubmitTurnParams{
+		ID: uuid.New(), SessionID: f.session, RequestID: uuid.New(), RequestDigest: make([]byte, 32),
+		ShellScript: &script, WorkingDirectory: "/workspace",
+		Input:   store.SealedCredential{Ciphertext: make([]byte, 32), Nonce: make([]byte, 12)},
+		Timeout: time.Minute, QueueTimeout: time.Hour, MaxOutputBytes: 10,
+	})
+	must(t, err)
+	// The retention deadline passes by the database clock.
+	if _, err := f.st.Pool().Exec(ctx, `UPDATE allocations SET retention_deadline = now() - interval '1 second' WHERE id = $1`, f.a.ID); err != nil {
+		t.Fatal(err)
+	}
+	waiters := f.bus.Subscribe(events.Event{Kind: events.Session, ID: f.session}, events.Event{Kind: events.Turn, ID: queued.ID})
+	defer waiters.Close()
+	term, err := f.svc.Expire(ctx, suspended)
+	must(t, err)
+	if len(term.SettledTurns) != 1 || term.SettledTurns[0] != queued.ID {
+		t.Fatalf("termination %+v, want the queued Turn settled", term)
+	}
+	got := waiters.Take()
+	if !slices.Contains(got, events.Event{Kind: events.Session, ID: f.session}) ||
+		!slices.Contains(got, events.Event{Kind: events.Turn, ID: queued.ID}) {
+		t.Fatalf("the expiry woke %v, want its Session and its settled Turn", got)
+	}
 }

@@ -7,15 +7,18 @@
 // (core/turnadmin) exposes them.
 //
 // Rules:
-//   - This package is the one writer of Turn state, and the one that
-//     wakes whoever waits on a Turn or a Session. The one exception is
-//     terminal cleanup (store.Termination: Session deletion, an
-//     Environment's failure or expiry): it ends queued Turns with a fixed
+//   - This package is the one writer of Turn state, and publishes each
+//     committed change of a Turn or a Session's queue on the bus
+//     (events.Turn, events.Session) for whoever waits on them. The one
+//     exception is terminal cleanup (store.Termination: Session deletion,
+//     an Environment's failure or expiry, a node's abandonment): it ends
+//     queued Turns with a fixed
 //     code (session_deleted, environment_failed, environment_expired; an
 //     overdue one runtime_not_ready) and requests cancellation of the
 //     running one inside its own store transaction, so the device's
 //     revocation, the Environment's end, the Turns and the cleanup
-//     request commit together. Its Turn SQL lives in the Turn queries
+//     request commit together, and its writer publishes what it changed
+//     (events.Terminated). Its Turn SQL lives in the Turn queries
 //     (store/queries/turns.sql) like every other Turn write.
 //   - Errors name the logic's own fields ("command.argv", "env"); the
 //     adapter maps them to request paths.

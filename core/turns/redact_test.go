@@ -18,6 +18,6 @@ func TestServiceNeverPrintsItsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := turns.New(nil, key, uuid.New(), uuid.New, turns.NewHub())
+	svc := turns.New(nil, key, uuid.New(), uuid.New, nil)
 	redacttest.Check(t, *svc, raw, key.Derive("turn-request-digest"))
 }

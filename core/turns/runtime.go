@@ -5,18 +5,28 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/events"
 	"berth.dev/core/store"
 )
 
 // The Runtime side of Turns. The Runtime gateway (core/gateway) records
 // what a Runtime reports only through these methods: this package is the
-// one writer of Turn state, and the one that wakes whoever waits on a
-// Turn or a Session (the admin API's output streams, the gateway's
-// dispatch loop).
+// one writer of Turn state, and the one that publishes its changes
+// (events.Turn, events.Session) to whoever waits on a Turn or a Session
+// (the admin API's output streams, the gateway's dispatch loop).
 
-// Wait returns a channel that is closed at the next change of key (a
-// Session or Turn id): a Turn queued, cancelled, reported or swept.
-func (s *Service) Wait(key uuid.UUID) <-chan struct{} { return s.hub.Wait(key) }
+// changed publishes, after the commit, a change of Session session (none
+// when uuid.Nil) and of turns.
+func (s *Service) changed(session uuid.UUID, turns ...uuid.UUID) {
+	evs := make([]events.Event, 0, len(turns)+1)
+	if session != uuid.Nil {
+		evs = append(evs, events.Event{Kind: events.Session, ID: session})
+	}
+	for _, id := range turns {
+		evs = append(evs, events.Event{Kind: events.Turn, ID: id})
+	}
+	s.bus.Publish(evs...)
+}
 
 // Claim claims the next queued Turn of conn's Session for the Runtime
 // connection conn under the store's owner epoch; ok is false when none is
@@ -45,7 +55,7 @@ func (s *Service) Output(ctx context.Context, id uuid.UUID, conn store.RuntimeCo
 	if err := s.store.AppendTurnOutput(ctx, id, conn, stream, offset, data); err != nil {
 		return err
 	}
-	s.hub.Notify(id)
+	s.changed(uuid.Nil, id)
 	return nil
 }
 
@@ -55,7 +65,7 @@ func (s *Service) Finish(ctx context.Context, id uuid.UUID, conn store.RuntimeCo
 	if err != nil {
 		return store.Turn{}, err
 	}
-	s.hub.Notify(t.ID, t.SessionID)
+	s.changed(t.SessionID, t.ID)
 	return t, nil
 }
 
@@ -71,7 +81,7 @@ func (s *Service) ConnectionOpened(ctx context.Context, p store.AcceptRuntimePar
 	if err != nil {
 		return store.RuntimeGrant{}, err
 	}
-	s.hub.Notify(g.Unconfirmed...)
+	s.changed(uuid.Nil, g.Unconfirmed...)
 	return g, nil
 }
 
@@ -85,20 +95,6 @@ func (s *Service) ConnectionClosed(ctx context.Context, conn store.RuntimeConn) 
 	if err != nil {
 		return nil, err
 	}
-	s.hub.Notify(append(ids, conn.SessionID())...)
+	s.changed(conn.SessionID(), ids...)
 	return ids, nil
-}
-
-// Notify wakes the waiters of keys in this process (Wait): core/suspension
-// announces an Environment's compute-phase transitions with it, so the
-// gateway's connection of its Session reads the new phase at once.
-func (s *Service) Notify(keys ...uuid.UUID) { s.hub.Notify(keys...) }
-
-// Terminated wakes whoever waits on what a terminal cleanup changed
-// (store.Termination): the Session's gateway connection, so it forwards
-// the requested cancellation of the running Turn at once, and the readers
-// of the Turns it ended or asked to cancel.
-func (s *Service) Terminated(t store.Termination) {
-	ids := append([]uuid.UUID{t.SessionID}, t.SettledTurns...)
-	s.hub.Notify(append(ids, t.CancelRequested...)...)
 }

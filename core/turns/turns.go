@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/events"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 	"berth.dev/sandbox/errdefs"
@@ -109,17 +110,19 @@ type Service struct {
 	key          secrets.Key
 	installation uuid.UUID
 	newID        func() uuid.UUID
-	hub          *Hub
+	bus          *events.Bus
 	// digestMAC is an HMAC under the request digest key; the key is held
 	// only inside the func, which no printer shows.
 	digestMAC func() hash.Hash
 }
 
 // New returns a Service. key seals Turn input, bound to installation;
-// newID makes Turn ids; hub wakes the gateway and output streams.
-func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, hub *Hub) *Service {
+// newID makes Turn ids; bus carries each committed change of a Turn or a
+// Session's queue (events.Turn, events.Session) to the gateway and the
+// output streams, and wakes the streams.
+func New(st Store, key secrets.Key, installation uuid.UUID, newID func() uuid.UUID, bus *events.Bus) *Service {
 	digestKey := key.Derive("turn-request-digest")
-	return &Service{store: st, key: key, installation: installation, newID: newID, hub: hub,
+	return &Service{store: st, key: key, installation: installation, newID: newID, bus: bus,
 		digestMAC: func() hash.Hash { return hmac.New(sha256.New, digestKey) }}
 }
 
@@ -261,7 +264,7 @@ func (s *Service) Submit(ctx context.Context, r SubmitRequest) (store.Turn, erro
 	if err != nil {
 		return store.Turn{}, err
 	}
-	s.hub.Notify(r.SessionID)
+	s.changed(r.SessionID)
 	return t, nil
 }
 
@@ -312,7 +315,7 @@ func (s *Service) Cancel(ctx context.Context, sessionID, turnID uuid.UUID) (stor
 	if err != nil {
 		return store.Turn{}, err
 	}
-	s.hub.Notify(sessionID, turnID)
+	s.changed(sessionID, turnID)
 	return t, nil
 }
 
@@ -326,7 +329,7 @@ type Chunk struct {
 // outputPage is how many chunks one read returns.
 const outputPage = 64
 
-// pollInterval bounds how long a waiter relies on the hub alone.
+// pollInterval bounds how long a waiter relies on the bus alone.
 const pollInterval = 500 * time.Millisecond
 
 // StreamOutput sends a Turn's output from the given offsets: what is
@@ -342,9 +345,12 @@ func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID,
 	if _, err := s.Get(ctx, sessionID, turnID); err != nil {
 		return err
 	}
+	// Subscribed before the first read: a change committed after any read
+	// below wakes the wait that follows it.
+	wake := s.bus.Subscribe(events.Event{Kind: events.Turn, ID: turnID})
+	defer wake.Close()
 	var seq int64
 	for {
-		wake := s.hub.Wait(turnID)
 		// Read the state first: if it is terminal, every chunk is already
 		// recorded and the reads below drain them.
 		t, err := s.store.GetTurn(ctx, turnID)
@@ -360,7 +366,7 @@ func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID,
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-wake:
+		case <-wake.Ready():
 		case <-time.After(pollInterval):
 		}
 	}
@@ -419,7 +425,7 @@ func (s *Service) Sweep(ctx context.Context, log *slog.Logger) {
 				continue
 			}
 			for _, r := range refs {
-				s.hub.Notify(r.ID, r.SessionID)
+				s.changed(r.SessionID, r.ID)
 			}
 		}
 		select {

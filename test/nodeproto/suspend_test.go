@@ -74,7 +74,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 		return a
 	}
 
-	b, err := sessions.New(st, key, inst.ID, uuid.New, susp).Create(ctx, sessions.CreateRequest{
+	b, err := sessions.New(st, key, inst.ID, uuid.New, susp, nil).Create(ctx, sessions.CreateRequest{
 		RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "capture"})
 	must(t, err)
 	for range 3 {
@@ -159,7 +159,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 		t.Fatalf("node retains %d %v, want 1", r, err)
 	}
 
-	_, err = sessions.New(st, key, inst.ID, uuid.New, susp).Delete(ctx, b.Session.ID)
+	_, err = sessions.New(st, key, inst.ID, uuid.New, susp, nil).Delete(ctx, b.Session.ID)
 	must(t, err)
 	for range 4 {
 		pass()

@@ -39,6 +39,13 @@ type Fixture struct {
 // New returns a Fixture for a parallel test.
 func New(t *testing.T) Fixture {
 	t.Helper()
+	return NewWith(t, deployment.Options{})
+}
+
+// NewWith is New with the Service's options (a gate, a node observer, a
+// bus).
+func NewWith(t *testing.T, opts deployment.Options) Fixture {
+	t.Helper()
 	st, ctx := storetest.Parallel(t)
 	inst, err := st.ClaimInstallation(ctx, uuid.New(), "https://core.example")
 	errdefstest.Must(t, err)
@@ -47,7 +54,7 @@ func New(t *testing.T) Fixture {
 	reg, err := providers.NewRegistry(docker.Registration(), DirectRegistration())
 	errdefstest.Must(t, err)
 	owned := storetest.Owner(t, st)
-	svc, err := deployment.NewService(owned, reg, key, inst.ID)
+	svc, err := deployment.NewService(owned, reg, key, inst.ID, opts)
 	errdefstest.Must(t, err)
 	return Fixture{Svc: svc, St: owned, Key: key, InstallationID: inst.ID, Ctx: ctx}
 }

@@ -36,7 +36,7 @@ func New(t *testing.T) Fixture {
 	errdefstest.Must(t, err)
 	tokens, err := enrollment.NewTokens(st, ca.Fingerprint(), time.Now)
 	errdefstest.Must(t, err)
-	registry, err := nodes.NewRegistry(st)
+	registry, err := nodes.NewRegistry(st, nodes.RegistryOptions{})
 	errdefstest.Must(t, err)
 	return Fixture{
 		Tokens: tokens, Enroll: enrollment.NewService(st, ca, time.Now, uuid.New), Registry: registry,

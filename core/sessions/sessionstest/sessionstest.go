@@ -10,6 +10,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs/errdefstest"
 
+	"berth.dev/core/events"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
@@ -25,7 +26,9 @@ type Fixture struct {
 	Installation uuid.UUID
 	Node         uuid.UUID
 	Tenant       uuid.UUID
-	Ctx          context.Context
+	// Bus is what the Service (and its suspension Service) publish on.
+	Bus *events.Bus
+	Ctx context.Context
 }
 
 // New returns a Fixture for a parallel test.
@@ -38,8 +41,9 @@ func New(t *testing.T) Fixture {
 	node := storetest.EnabledNode(t, owned)
 	storetest.Present(t, owned, node, 1)
 	installation := uuid.New()
+	bus := events.New()
 	return Fixture{
-		Svc: sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, nil)), St: owned, Key: key,
+		Svc: sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, bus), bus), Bus: bus, St: owned, Key: key,
 		Installation: installation, Node: node, Tenant: uuid.New(), Ctx: ctx,
 	}
 }

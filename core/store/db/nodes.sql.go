@@ -553,16 +553,22 @@ func (q *Queries) LockNodePresenceDiagnostic(ctx context.Context, nodeID uuid.UU
 	return diagnostic_code, err
 }
 
-const notifyNodeWork = `-- name: NotifyNodeWork :exec
-SELECT pg_notify('berth_node_work', $1::text)
+const notifyEvent = `-- name: NotifyEvent :exec
+SELECT pg_notify('berth_events', $1::text || ':' || $2::text)
 `
 
-// NotifyNodeWork tells the lifecycle worker of node @node_id that it has
-// work now (a Session committed on it, a cleanup requested). PostgreSQL
-// delivers it to the listeners when the transaction commits and drops it
-// when it rolls back; the workers' periodic scan remains the safety net.
-func (q *Queries) NotifyNodeWork(ctx context.Context, nodeID string) error {
-	_, err := q.db.Exec(ctx, notifyNodeWork, nodeID)
+type NotifyEventParams struct {
+	Kind string
+	ID   string
+}
+
+// NotifyEvent queues the event "@kind:@id" on Core's events channel
+// (berth_events; core/events parses it), e.g. node_work for the node whose
+// lifecycle worker has work now. PostgreSQL delivers it to the listeners
+// when the transaction commits and drops it when it rolls back; the
+// workers' periodic scan remains the safety net.
+func (q *Queries) NotifyEvent(ctx context.Context, arg NotifyEventParams) error {
+	_, err := q.db.Exec(ctx, notifyEvent, arg.Kind, arg.ID)
 	return err
 }
 

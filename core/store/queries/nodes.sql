@@ -38,12 +38,13 @@ WHERE (sqlc.arg(first_page)::boolean
 ORDER BY created_at, id
 LIMIT @page_size;
 
--- name: NotifyNodeWork :exec
--- NotifyNodeWork tells the lifecycle worker of node @node_id that it has
--- work now (a Session committed on it, a cleanup requested). PostgreSQL
--- delivers it to the listeners when the transaction commits and drops it
--- when it rolls back; the workers' periodic scan remains the safety net.
-SELECT pg_notify('berth_node_work', sqlc.arg(node_id)::text);
+-- name: NotifyEvent :exec
+-- NotifyEvent queues the event "@kind:@id" on Core's events channel
+-- (berth_events; core/events parses it), e.g. node_work for the node whose
+-- lifecycle worker has work now. PostgreSQL delivers it to the listeners
+-- when the transaction commits and drops it when it rolls back; the
+-- workers' periodic scan remains the safety net.
+SELECT pg_notify('berth_events', sqlc.arg(kind)::text || ':' || sqlc.arg(id)::text);
 
 -- name: ListNodeLoads :many
 -- ListNodeLoads returns what each of the nodes @ids holds (node_load, kept

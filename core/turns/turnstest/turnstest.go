@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/events"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
@@ -20,6 +21,8 @@ type Fixture struct {
 	Session store.SessionBundle
 	// Cred is the Session's device credential, as its Runtime presents it.
 	Cred []byte
+	// Bus is what Svc publishes on.
+	Bus *events.Bus
 }
 
 // New returns a Fixture on a fresh database.
@@ -35,5 +38,6 @@ func New(t *testing.T) Fixture {
 		t.Fatal(err)
 	}
 	b, cred := storetest.RunningSession(t, st)
-	return Fixture{Svc: turns.New(st, key, inst.ID, uuid.New, turns.NewHub()), St: st, Session: b, Cred: cred}
+	bus := events.New()
+	return Fixture{Svc: turns.New(st, key, inst.ID, uuid.New, bus), St: st, Session: b, Cred: cred, Bus: bus}
 }

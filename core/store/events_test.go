@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,19 +12,26 @@ import (
 )
 
 // TestCommittedWorkNotifiesItsNode: a committed Session and a committed
-// deletion each notify their node's worker (store.NodeWorkChannel); a
-// refused write notifies nothing.
+// deletion each notify their node's worker (store.NodeWorkEvent on
+// store.EventsChannel); a refused write notifies nothing.
 func TestCommittedWorkNotifiesItsNode(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
 	got := make(chan uuid.UUID, 16)
+	deliver := func(payload string) {
+		kind, id, _ := strings.Cut(payload, ":")
+		if kind != store.NodeWorkEvent {
+			t.Errorf("payload %q, want kind %s", payload, store.NodeWorkEvent)
+		}
+		got <- uuid.MustParse(id)
+	}
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- st.ListenNodeWork(lctx, func(id uuid.UUID) { got <- id }) }()
+	go func() { done <- st.ListenEvents(lctx, deliver) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
-			t.Errorf("ListenNodeWork: %v", err)
+			t.Errorf("ListenEvents: %v", err)
 		}
 	})
 	// The listener is up once a notification of ours arrives: repeat a
