@@ -201,14 +201,22 @@ func TestEngineLeakCheckDetectsLeftovers(t *testing.T) {
 	labels := map[string]string{docker.LabelInstallation: c.inst}
 	fresh := "chaos-leak-" + uuid.NewString()[:8]
 	tombstone := "chaos-tombstone-" + uuid.NewString()[:8]
+	// A tombstone on a later incarnation's names (an overdue restore's
+	// claimed target) is a receipt Berth keeps, like one on a first name:
+	// not reported.
+	tombstoneLabels := map[string]string{docker.LabelInstallation: c.inst, docker.LabelTombstone: "1"}
+	restoreTarget := derived + "-g2"
 	containers := map[string]map[string]string{
-		fresh:     labels,
-		derived:   nil,
-		tombstone: {docker.LabelInstallation: c.inst, docker.LabelTombstone: "1"},
+		fresh:         labels,
+		derived:       nil,
+		tombstone:     tombstoneLabels,
+		restoreTarget: tombstoneLabels,
 	}
 	volumes := map[string]map[string]string{
-		fresh + "-volume":        labels,
-		derived + "-environment": nil,
+		fresh + "-volume":              labels,
+		derived + "-environment":       nil,
+		restoreTarget + "-home":        tombstoneLabels,
+		restoreTarget + "-environment": tombstoneLabels,
 	}
 	t.Cleanup(func() {
 		for name := range containers {
@@ -248,6 +256,9 @@ func TestEngineLeakCheckDetectsLeftovers(t *testing.T) {
 	c.checkEngineLeaks()
 	c.captured = nil
 	joined := strings.Join(got, "\n")
+	if strings.Contains(joined, restoreTarget) {
+		t.Errorf("the leak check reported a restore target's tombstone:\n%s", joined)
+	}
 	for _, want := range []string{
 		"I2: container " + fresh + " created during the run is still on the engine",
 		"I2: container " + derived + " created during the run is still on the engine",
@@ -298,4 +309,20 @@ func (c *cluster) execInSession(session string, argv []string) int {
 		c.t.Fatalf("exec inspect: %v", err)
 	}
 	return res.ExitCode
+}
+
+// TestIncarnationNames: the names a restore targets (and a tombstone may
+// claim) are an allocation's <base>-g<generation> and their volumes; a
+// snapshot's, another allocation's or a malformed suffix are not.
+func TestIncarnationNames(t *testing.T) {
+	bases := map[string]string{"berth-abc": "a"}
+	for name, want := range map[string]bool{
+		"berth-abc-g2": true, "berth-abc-g12-home": true, "berth-abc-g3-environment": true,
+		"berth-abc": false, "berth-abc-home": false, "berth-abc-s0f3": false, "berth-abc-g": false,
+		"berth-abc-gx": false, "berth-abd-g2": false, "berth-abc-g2x-home": false,
+	} {
+		if got := incarnationOf(bases, name); got != want {
+			t.Errorf("incarnationOf(%q) = %v, want %v", name, got, want)
+		}
+	}
 }
