@@ -410,6 +410,14 @@ func TestReadOnlyNodeStateDirectory(t *testing.T) {
 		if resp, err := c.nodesAPI().GetNode(c.ctx, &adminv1.GetNodeRequest{Name: victim.name}); err != nil || stack.Connected(resp.GetNode()) {
 			c.violation("fence", "node %s is connected although it could not persist the owner epoch (%v)", victim.name, err)
 		}
+		// The new Core dials every node at once; the healthy ones may
+		// connect after the victim's refusal is logged, and until they do
+		// CreateSession is rightly refused for want of a ready node.
+		for _, n := range c.nodes {
+			if n != victim {
+				c.waitConnected(n, true)
+			}
+		}
 		during := c.mustCreate(3)
 		for name, a := range bySession(c.allocations()) {
 			if slices.Contains(during, name) && a.GetNode() == victim.name {
