@@ -26,7 +26,15 @@ const killGrace = 2 * time.Second
 type Invocation struct {
 	Args  []string
 	Stdin io.Reader
+	// Limit bounds what is kept of each of stdout and stderr (0:
+	// MaxOutput). The caller bounds it (RunCommand: the command's output
+	// limit, at most sandbox.MaxOutputLimit, and its completion record).
+	Limit int
 }
+
+// tailSize is how many of the last bytes of stderr a Result keeps beside
+// its bounded prefix (RunCommand's completion record is at the end).
+const tailSize = 128
 
 // Result is what one msb call returned. ExitCode is -1 when the process did
 // not exit by itself (it was signalled).
@@ -34,6 +42,10 @@ type Result struct {
 	Stdout, Stderr []byte
 	ExitCode       int
 	Truncated      bool
+	// StdoutTotal and StderrTotal count every byte written to each stream;
+	// StderrTail holds the last tailSize of them.
+	StdoutTotal, StderrTotal int
+	StderrTail               []byte
 }
 
 // Runner runs msb calls. Exec is the real one; tests may point it at a
@@ -63,9 +75,16 @@ func (e Exec) Run(ctx context.Context, inv Invocation) (Result, error) {
 	cmd.Env = []string{"MSB_HOME=" + e.Home, "HOME=" + e.Home, "PATH=" + fixedPath, "NO_COLOR=1", "LANG=C.UTF-8"}
 	cmd.Dir = e.Home
 	cmd.Stdin = inv.Stdin
-	stdout, stderr := &boundedBuffer{max: MaxOutput}, &boundedBuffer{max: MaxOutput}
+	limit := MaxOutput
+	if inv.Limit > 0 {
+		limit = inv.Limit
+	}
+	stdout, stderr := &boundedBuffer{max: limit}, &boundedBuffer{max: limit}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: an msb call never outlives the node agent, so a call
+	// of a dead agent process cannot still be running behind the next
+	// one (doc.go, the call fence).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return Result{ExitCode: -1}, err
 	}
@@ -99,18 +118,29 @@ func result(cmd *exec.Cmd, stdout, stderr *boundedBuffer) Result {
 	if cmd.ProcessState != nil && cmd.ProcessState.Exited() {
 		code = cmd.ProcessState.ExitCode()
 	}
-	return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: code, Truncated: stdout.over || stderr.over}
+	return Result{
+		Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: code, Truncated: stdout.over || stderr.over,
+		StdoutTotal: stdout.total, StderrTotal: stderr.total, StderrTail: stderr.tail,
+	}
 }
 
 // boundedBuffer keeps the first max bytes written to it and discards the
-// rest, so a chatty msb cannot grow the node agent's memory.
+// rest, so a chatty msb cannot grow the node agent's memory. It also
+// counts every byte and keeps the last tailSize.
 type boundedBuffer struct {
 	bytes.Buffer
-	max  int
-	over bool
+	max   int
+	over  bool
+	total int
+	tail  []byte
 }
 
 func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.total += len(p)
+	b.tail = append(b.tail, p[max(0, len(p)-tailSize):]...)
+	if len(b.tail) > tailSize {
+		b.tail = append([]byte(nil), b.tail[len(b.tail)-tailSize:]...)
+	}
 	if room := b.max - b.Len(); room < len(p) {
 		b.over = true
 		if room > 0 {
