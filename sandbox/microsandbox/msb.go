@@ -126,9 +126,11 @@ func result(cmd *exec.Cmd, stdout, stderr *boundedBuffer) Result {
 
 // boundedBuffer keeps the first max bytes written to it and discards the
 // rest, so a chatty msb cannot grow the node agent's memory. It also
-// counts every byte and keeps the last tailSize.
+// counts every byte and keeps the last tailSize. The buffer is a field,
+// not embedded: an embedded bytes.Buffer's ReadFrom would let io.Copy
+// (which os/exec uses) bypass Write and its bound.
 type boundedBuffer struct {
-	bytes.Buffer
+	buf   bytes.Buffer
 	max   int
 	over  bool
 	total int
@@ -141,12 +143,15 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 	if len(b.tail) > tailSize {
 		b.tail = append([]byte(nil), b.tail[len(b.tail)-tailSize:]...)
 	}
-	if room := b.max - b.Len(); room < len(p) {
+	if room := b.max - b.buf.Len(); room < len(p) {
 		b.over = true
 		if room > 0 {
-			b.Buffer.Write(p[:room])
+			b.buf.Write(p[:room])
 		}
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+// Bytes returns what was kept.
+func (b *boundedBuffer) Bytes() []byte { return b.buf.Bytes() }
