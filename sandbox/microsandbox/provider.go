@@ -36,7 +36,7 @@ const (
 	ReasonNoNativeBatch providercontract.ReasonCode = "microsandbox_no_native_batch"
 	// ReasonNoCheckpoints: checkpoints on `msb snapshot` are not built yet
 	// (doc.go says which guarantee is missing).
-	ReasonNoCheckpoints providercontract.ReasonCode = "microsandbox_checkpoints_not_built"
+	ReasonNoCheckpoints providercontract.ReasonCode = "microsandbox_no_checkpoints"
 )
 
 // Operations is the adapter's one declaration, shared by its instances and

@@ -302,3 +302,8 @@ func (f *Fixture) ExitVM(name string) {
 		st.Sandboxes[name], _ = json.Marshal(sb)
 	})
 }
+
+// PutImage makes the fixture hold an image reference with digest.
+func (f *Fixture) PutImage(reference, digest string) {
+	f.update(func(st *state) { st.Images[reference] = digest })
+}
