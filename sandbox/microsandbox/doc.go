@@ -9,18 +9,40 @@
 // version the adapter checks (PinnedVersion), every call is one argv with
 // a fixed environment, and the adapter waits for each child to exit, even
 // after its caller gave up, before it answers: that wait is the call fence
-// (a native call of ours is never still running behind a later one).
-// A helper would add a second protocol and process for nothing msb lacks.
+// (a native call of ours is never still running behind a later one; the
+// child dies with the node agent, Pdeathsig). A helper would add a second
+// protocol and process for nothing msb lacks.
 //
-// Rules:
+// Rules (the msb facts behind them: docs/microsandbox-receipts.md):
 //   - Every sandbox is named from the installation and the exact
 //     Reference (Name) and carries the io.berth.* ownership labels; every
 //     read, mutation and cleanup checks all of them, and a mismatch
-//     touches nothing.
+//     touches nothing. Kill removes by the four labels, never by a name.
 //   - msb runs with a fixed environment (MSB_HOME from the node
 //     configuration, a fixed PATH); the node agent's environment never
-//     reaches it. No secret is ever in argv: the Runtime bootstrap file is
-//     copied from a private host file.
+//     reaches it. No secret is ever in argv: the bootstrap file (0600) and
+//     the CA (0644) are written to the sandbox's host home directory,
+//     mounted at /home/runtime as the Runtime user; stdin goes to msb's
+//     stdin.
+//   - Each sandbox's host directories live under the generation's state
+//     directory (microsandbox/<name>: home, environment, its workspace at
+//     /workspace), so the workspace survives the microVM; Kill removes
+//     them after the sandbox and confirms both gone.
+//   - Create asks msb once (`run --detach`, after checking the name is
+//     free), then reads the record back: image digest, CPU, memory, disk.
+//     An unknown outcome is settled by the call fence: only the msb
+//     process of the call inserts a record, so once it has exited, Kill's
+//     list by labels is final. Create and Kill of one name serialize.
+//   - Network: none or msb's public profile, plus one exact egress rule
+//     for Core's host and port from the bootstrap (and DNS for a name),
+//     since msb denies private ranges by default.
+//   - RunCommand settles only on its completion record (the exit status
+//     the wrapping /bin/sh writes last on stderr after a per-call nonce);
+//     msb's own exit code cannot tell its failures from the command's.
+//     It runs only in a Running sandbox: msb's exec boots a stopped one.
+//   - Checkpoints are declared unsupported (ReasonNoCheckpoints): not
+//     built on `msb snapshot` yet, and no native run can verify the
+//     fresh-bootstrap resume here.
 //   - Errors are errdefs classes with fixed text; msb's output, names and
 //     paths never cross the adapter.
 package microsandbox

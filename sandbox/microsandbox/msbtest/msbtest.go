@@ -1,9 +1,3 @@
-// Package msbtest is the native-side fixture of the microsandbox adapter:
-// a fake msb executable (fakemsb, built by Build) over a state file in its
-// MSB_HOME, and Fixture, which plants records and arms faults in that
-// state and reads the calls it recorded. Fixture implements
-// contracttest.Native. The adapter under test is the real one, driving
-// the fake through its real process boundary (microsandbox.Exec).
 package msbtest
 
 import (

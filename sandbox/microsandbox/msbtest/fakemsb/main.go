@@ -1,11 +1,3 @@
-// Command fakemsb behaves like msb 0.6.18 for exactly the subcommands the
-// microsandbox adapter drives (--version, run --detach, inspect, list,
-// remove, exec, metrics, image inspect), with the same argv grammar, JSON
-// shapes, exit codes and error lines, over a state file in $MSB_HOME/fake
-// (msbtest owns its format). No microVM exists: a sandbox is a record, and
-// exec runs the command on the host in a scratch directory, so stdin,
-// output and exit codes are real. Faults armed by the test hit the next
-// call of a name (msbtest.Fixture.Arm).
 package main
 
 import (
