@@ -93,7 +93,7 @@ func classify(res Result, err error) ran {
 // says there is none, ErrObservationUnavailable for any other failure.
 // Every caller checks the labels it requires before it trusts it.
 func (p *Provider) inspect(ctx context.Context, name string) (record, error) {
-	res, err := p.msb.Run(ctx, Invocation{Args: []string{"inspect", name, "--format", "json"}})
+	res, err := p.msb.Run(ctx, Invocation{Args: []string{"inspect", name, "--format", "json"}, Limit: maxJSON})
 	switch classify(res, err) {
 	case ranOK:
 	case ranFailed:
@@ -144,7 +144,7 @@ func (p *Provider) labelArgs(ref sandbox.Reference) []string {
 // (msb ANDs the selectors), under any name.
 func (p *Provider) listOwned(ctx context.Context, ref sandbox.Reference) ([]listEntry, error) {
 	args := append([]string{"list"}, p.labelArgs(ref)...)
-	res, err := p.msb.Run(ctx, Invocation{Args: append(args, "--format", "json")})
+	res, err := p.msb.Run(ctx, Invocation{Args: append(args, "--format", "json"), Limit: maxJSON})
 	if classify(res, err) != ranOK {
 		return nil, errdefs.ErrObservationUnavailable
 	}

@@ -26,7 +26,7 @@ func (p *Provider) Observe(ctx context.Context, ref sandbox.Reference) (sandbox.
 	if rec.Status != statusRunning {
 		return sandbox.Observation{}, fmt.Errorf("observe: %w", errdefs.ErrRuntimeNotRunning)
 	}
-	res, err := p.msb.Run(ctx, Invocation{Args: []string{"metrics", rec.Name, "--format", "json"}})
+	res, err := p.msb.Run(ctx, Invocation{Args: []string{"metrics", rec.Name, "--format", "json"}, Limit: maxJSON})
 	var m metrics
 	if classify(res, err) != ranOK || res.Truncated || json.Unmarshal(res.Stdout, &m) != nil || m.Name != rec.Name {
 		return sandbox.Observation{}, fmt.Errorf("observe: %w", errdefs.ErrObservationUnavailable)

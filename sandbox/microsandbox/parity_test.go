@@ -3,6 +3,7 @@ package microsandbox_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -29,7 +30,8 @@ func call(t *testing.T, bin, home string, args ...string) answer {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	code := 0
-	if exitErr, ok := err.(*exec.ExitError); ok {
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
 		code = exitErr.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)

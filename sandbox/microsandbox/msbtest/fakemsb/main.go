@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -449,7 +450,8 @@ func runExec(dir string, args []string) (int, string) {
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = scratch, os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + scratch}
 	err := cmd.Run()
-	if exitErr, ok := err.(*exec.ExitError); ok {
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
 		return exitErr.ExitCode(), ""
 	}
 	if err != nil {
