@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,4 +207,75 @@ func TestRealMSBCreateAndKill(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(stateDir, "microsandbox", p.Name(ref))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("host directory left: %v", err)
 	}
+}
+
+// TestRealMSBNetworkRules: the real msb accepts the network argv of each
+// configuration and records exactly the intended policy: default egress
+// denied, one allow rule for Core's host and port (a name, an IPv4 or an
+// IPv6 literal), DNS for a name, and the public profile when configured.
+func TestRealMSBNetworkRules(t *testing.T) {
+	bin, home, digest := realMSB(t)
+	for _, tc := range []struct {
+		network, coreURL, destination string
+		port                          int
+	}{
+		{"none", "https://core.berth.test:8443", `{"domain":"core.berth.test"}`, 8443},
+		{"public", "https://10.1.2.3", `{"cidr":"10.1.2.3/32"}`, 443},
+		{"none", "http://[fd00::7]:8080", `{"cidr":"fd00::7/128"}`, 8080},
+	} {
+		t.Run(tc.network+"/"+tc.coreURL, func(t *testing.T) {
+			p := microsandbox.New(microsandbox.Exec{Path: bin, Home: home}, microsandbox.Options{
+				InstallationID: uuid.NewString(),
+				Config:         microsandbox.NodeConfig{MSB: bin, Home: home, Image: realImage, ImageDigest: digest, Network: tc.network},
+				Resources:      resources, StateDirectory: t.TempDir(),
+			})
+			ref := contracttest.NewReference()
+			req := contracttest.CreateRequest(ref, resources)
+			req.Bootstrap.CoreURL = tc.coreURL
+			ctx := context.Background()
+			if _, err := p.Create(ctx, req); err != nil && !errdefs.IsRuntimeNotRunning(err) {
+				t.Fatalf("Create = %v; want success or, without virtualization, ErrRuntimeNotRunning", err)
+			}
+			defer func() {
+				if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
+					t.Errorf("Kill: %v", err)
+				}
+			}()
+			var rec struct {
+				Config struct {
+					Network struct {
+						Policy struct {
+							DefaultEgress string `json:"default_egress"`
+							Rules         []struct {
+								Action      string          `json:"action"`
+								Destination json.RawMessage `json:"destination"`
+								Ports       []struct{ Start, End int }
+							} `json:"rules"`
+						} `json:"policy"`
+					} `json:"network"`
+				} `json:"config"`
+			}
+			out := msb(t, bin, home, "inspect", p.Name(ref), "--format", "json")
+			if err := json.Unmarshal([]byte(out), &rec); err != nil {
+				t.Fatal(err)
+			}
+			policy := rec.Config.Network.Policy
+			found := false
+			for _, r := range policy.Rules {
+				if r.Action == "allow" && jsonEq(r.Destination, tc.destination) && len(r.Ports) == 1 &&
+					r.Ports[0].Start == tc.port && r.Ports[0].End == tc.port {
+					found = true
+				}
+			}
+			if !found || policy.DefaultEgress != "deny" {
+				t.Errorf("recorded policy lacks the allow rule for %s port %d (default egress %q):\n%s",
+					tc.destination, tc.port, policy.DefaultEgress, out)
+			}
+		})
+	}
+}
+
+func jsonEq(a json.RawMessage, b string) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
 }
