@@ -40,9 +40,10 @@
 //     the wrapping /bin/sh writes last on stderr after a per-call nonce);
 //     msb's own exit code cannot tell its failures from the command's.
 //     It runs only in a Running sandbox: msb's exec boots a stopped one.
-//   - Checkpoints are declared unsupported (ReasonNoCheckpoints): not
-//     built on `msb snapshot` yet, and no native run can verify the
-//     fresh-bootstrap resume here.
+//   - Checkpoints are declared unsupported (ReasonNoCheckpoints): msb has
+//     no pause, and `msb snapshot create` needs a stopped sandbox, so an
+//     aborted Suspend could not be undone by thawing the same resident
+//     microVM (ResumeCompute never cold-starts); not built until it can.
 //   - Errors are errdefs classes with fixed text; msb's output, names and
 //     paths never cross the adapter.
 package microsandbox
