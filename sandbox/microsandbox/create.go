@@ -55,6 +55,7 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		return sandbox.Info{}, err
 	}
 	name := p.Name(ref)
+	defer p.startCreate(name)()
 	release, err := p.hold(ctx, name)
 	if err != nil {
 		return sandbox.Info{}, fmt.Errorf("create: %w", err)

@@ -324,3 +324,33 @@ func TestObserve(t *testing.T) {
 		t.Fatalf("Observe = %+v, %v", obs, err)
 	}
 }
+
+// TestNoSettlementWhileCreating: while this process's create call for ref
+// is still running (msb has inserted and booted the record but not
+// answered), GetInfo reports what it sees without claiming the creation
+// settled; once the call has exited, the same record settles it.
+func TestNoSettlementWhileCreating(t *testing.T) {
+	fx := newFixture(t)
+	ref := contracttest.NewReference()
+	dispatched := make(chan struct{})
+	fx.f.Arm("run", contracttest.FaultCancelAfterDispatch, func() { close(dispatched) })
+	ctx, cancel := context.WithCancel(context.Background())
+	created := make(chan error, 1)
+	go func() {
+		_, err := fx.p.Create(ctx, contracttest.CreateRequest(ref, resources))
+		created <- err
+	}()
+	<-dispatched
+	bg := context.Background()
+	info, err := fx.p.GetInfo(bg, ref)
+	if err != nil || info.CreateSettled || info.BootstrapComplete {
+		t.Errorf("GetInfo while the create call runs = %+v, %v; want no settlement", info, err)
+	}
+	cancel()
+	if err := <-created; !errdefs.IsComputeUnconfirmed(err) {
+		t.Fatalf("Create = %v, want ErrComputeUnconfirmed", err)
+	}
+	if info, err := fx.p.GetInfo(bg, ref); err != nil || !info.IsSettledRunning(ref) {
+		t.Errorf("GetInfo after the create call exited = %+v, %v", info, err)
+	}
+}

@@ -185,13 +185,15 @@ func state(status string) (sandbox.State, bool) {
 // is the sandbox name (msb shows no other); a running record has a
 // completed bootstrap and a settled Create (the bootstrap files are in
 // place before msb is asked, and msb runs a sandbox only after its create
-// inserted it).
+// inserted it), unless a Create of this process for it is still running
+// (its msb call may still stop it; no other process's call can outlive
+// that process: doc.go).
 func (p *Provider) info(ref sandbox.Reference, rec record) (sandbox.Info, error) {
 	st, ok := state(rec.Status)
 	if !ok {
 		return sandbox.Info{}, errdefs.ErrObservationUnavailable
 	}
-	running := st == sandbox.StateRunning
+	running := st == sandbox.StateRunning && !p.isCreating(rec.Name)
 	return sandbox.Info{
 		Reference: ref, ProviderID: rec.Name, State: st,
 		BootstrapComplete: running, CreateSettled: running,

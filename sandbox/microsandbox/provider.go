@@ -77,6 +77,10 @@ type Provider struct {
 	// waits for a Create of this process whose msb call still runs.
 	mu   sync.Mutex
 	busy map[string]*nameLock
+	// creating counts the Creates of this process in progress by name:
+	// while one runs, its msb call may still change the record, so no
+	// observation claims the creation settled (info).
+	creating map[string]int
 }
 
 // nameLock is one name's semaphore and the number of its holders and
@@ -95,7 +99,28 @@ var (
 // New returns an adapter that drives msb through run. With a nil run only
 // the operations declared unsupported may be called.
 func New(run Runner, opts Options) *Provider {
-	return &Provider{ops: Operations(), msb: run, opts: opts, busy: map[string]*nameLock{}}
+	return &Provider{ops: Operations(), msb: run, opts: opts, busy: map[string]*nameLock{}, creating: map[string]int{}}
+}
+
+// startCreate marks a Create of name in progress until the returned
+// function runs.
+func (p *Provider) startCreate(name string) func() {
+	p.mu.Lock()
+	p.creating[name]++
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if p.creating[name]--; p.creating[name] == 0 {
+			delete(p.creating, name)
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *Provider) isCreating(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.creating[name] > 0
 }
 
 // hold takes name's semaphore, waiting at most until ctx ends, and returns
