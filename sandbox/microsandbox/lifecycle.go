@@ -74,9 +74,11 @@ func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 		return fmt.Errorf("kill: %w", err)
 	}
 	defer release()
-	foreign := false
+	foreign, named := false, false
 	switch _, err := p.inspectOwned(ctx, ref); {
-	case err == nil, errdefs.IsNotFound(err):
+	case err == nil:
+		named = true
+	case errdefs.IsNotFound(err):
 	case errdefs.IsOwnership(err):
 		foreign = true
 	default:
@@ -86,8 +88,13 @@ func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 	if err != nil {
 		return fmt.Errorf("kill: list: %w", errdefs.ErrComputeUnconfirmed)
 	}
-	if foreign && len(owned) > 0 {
+	switch {
+	case foreign && len(owned) > 0:
 		return fmt.Errorf("kill: %w", errdefs.ErrOwnership)
+	case named && len(owned) == 0:
+		// msb contradicts itself: the label selector would not remove
+		// what inspect showed.
+		return fmt.Errorf("kill: list: %w", errdefs.ErrComputeUnconfirmed)
 	}
 	if len(owned) > 0 {
 		if err := p.removeOwned(ctx, ref); err != nil {
