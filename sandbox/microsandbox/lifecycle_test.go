@@ -14,6 +14,7 @@ import (
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/microsandbox"
+	"berth.dev/sandbox/microsandbox/msbtest"
 )
 
 // hostRoot is ref's host directory under the node's state directory.
@@ -352,5 +353,31 @@ func TestNoSettlementWhileCreating(t *testing.T) {
 	}
 	if info, err := fx.p.GetInfo(bg, ref); err != nil || !info.IsSettledRunning(ref) {
 		t.Errorf("GetInfo after the create call exited = %+v, %v", info, err)
+	}
+}
+
+// TestKillDistrustsStaleList: when inspect shows ref's sandbox but the
+// label list does not, Kill removes nothing, keeps the host directory and
+// reports the outcome unconfirmed.
+func TestKillDistrustsStaleList(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+	if _, err := fx.p.Create(ctx, contracttest.CreateRequest(ref, resources)); err != nil {
+		t.Fatal(err)
+	}
+	fx.f.Arm("list", msbtest.FaultEmpty, nil)
+	fx.f.ResetCalls()
+	if err := fx.p.Kill(ctx, sandbox.KillRequest{Reference: ref}); !errdefs.IsComputeUnconfirmed(err) {
+		t.Fatalf("Kill = %v, want ErrComputeUnconfirmed", err)
+	}
+	if got := fx.callNames(); got != "inspect list" {
+		t.Errorf("calls = %q", got)
+	}
+	if _, ok := fx.f.Sandboxes()[fx.p.Name(ref)]; !ok {
+		t.Errorf("the sandbox is gone")
+	}
+	if _, err := os.Lstat(fx.hostRoot(ref)); err != nil {
+		t.Errorf("the host directory went before the sandbox: %v", err)
 	}
 }

@@ -160,6 +160,8 @@ func (f *Fixture) SetBoot(ok bool) {
 const (
 	// FaultFail: msb exits 1 before doing anything.
 	FaultFail contracttest.Fault = "fail"
+	// FaultEmpty: list answers [] whatever exists.
+	FaultEmpty contracttest.Fault = "empty"
 )
 
 // Arm makes the next msb call named call fail with fault. For
@@ -168,7 +170,7 @@ const (
 func (f *Fixture) Arm(call string, fault_ contracttest.Fault, cancel context.CancelFunc) {
 	kind := map[contracttest.Fault]string{
 		contracttest.FaultTransport: "transport", contracttest.FaultCancelAfterDispatch: "dispatch",
-		contracttest.FaultCleanupFailure: "cleanup", FaultFail: "fail",
+		contracttest.FaultCleanupFailure: "cleanup", FaultFail: "fail", FaultEmpty: "empty",
 	}[fault_]
 	if kind == "" {
 		f.t.Fatalf("fixture cannot arm %s", fault_)

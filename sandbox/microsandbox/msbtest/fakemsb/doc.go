@@ -16,6 +16,7 @@
 //   - Faults armed by msbtest hit the next call of a name: transport
 //     (killed before doing anything), dispatch (does the work, tells the
 //     test, hangs until killed), cleanup (remove stops the VM, keeps the
-//     record, fails), fail (exit 1 before doing anything).
+//     record, fails), fail (exit 1 before doing anything), empty (list
+//     answers [] whatever exists: a stale answer).
 //   - Every call is recorded, under the state's lock, before it acts.
 package main

@@ -151,6 +151,9 @@ func dispatch(st *State, dir, name string, args []string, fault string) (int, st
 	case "inspect":
 		return inspect(st, args[1:])
 	case "list":
+		if fault == "empty" {
+			return 0, "[]\n", ""
+		}
 		return list(st, args[1:])
 	case "remove":
 		return remove(st, args[1:], fault)
