@@ -74,6 +74,7 @@ func contractCases() []contracttest.Case {
 		{Operation: sandbox.OpCreate, Fault: transport, At: "inspect", WantErr: unconfirmed, WantCalls: []string{"inspect"}},
 		{Operation: sandbox.OpCreate, Fault: transport, At: "run", WantErr: unconfirmed, WantCalls: []string{"inspect", "run"}},
 		{Operation: sandbox.OpCreate, Fault: cancel, At: "run", WantErr: unconfirmed, WantCalls: []string{"inspect", "run"}},
+		{Operation: sandbox.OpCreate, Fault: msbtest.FaultHang, At: "run", WantErr: unconfirmed, WantCalls: []string{"inspect", "run"}},
 		{Operation: sandbox.OpCreate, Fault: msbtest.FaultFail, At: "run", WantErr: errdefs.ErrFailedPrecondition, WantCalls: []string{"inspect", "run", "inspect"}},
 		{Operation: sandbox.OpCreate, Fault: foreign, WantErr: errdefs.ErrOwnership, WantAbsenceReceipt: true, WantCalls: []string{"inspect"}},
 
@@ -89,12 +90,14 @@ func contractCases() []contracttest.Case {
 		{Operation: sandbox.OpKill, Fault: transport, At: "list", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list"}},
 		{Operation: sandbox.OpKill, Fault: transport, At: "remove", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list", "remove"}},
 		{Operation: sandbox.OpKill, Fault: cancel, At: "remove", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list", "remove"}},
+		{Operation: sandbox.OpKill, Fault: msbtest.FaultHang, At: "remove", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list", "remove"}},
 		{Operation: sandbox.OpKill, Fault: cleanup, At: "remove", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list", "remove"}},
 		{Operation: sandbox.OpKill, Fault: foreign, WantErr: nil, WantCalls: []string{"inspect", "list"}},
 
 		{Operation: sandbox.OpRunCommand, Fault: transport, At: "inspect", Existing: true, WantErr: unavailable, WantCalls: []string{"inspect"}},
 		{Operation: sandbox.OpRunCommand, Fault: transport, At: "exec", Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{"inspect", "exec"}},
 		{Operation: sandbox.OpRunCommand, Fault: cancel, At: "exec", Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{"inspect", "exec"}},
+		{Operation: sandbox.OpRunCommand, Fault: msbtest.FaultHang, At: "exec", Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{"inspect", "exec"}},
 		{Operation: sandbox.OpRunCommand, Fault: foreign, WantErr: errdefs.ErrOwnership, WantCalls: []string{"inspect"}},
 	}
 }

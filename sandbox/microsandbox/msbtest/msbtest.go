@@ -162,15 +162,18 @@ const (
 	FaultFail contracttest.Fault = "fail"
 	// FaultEmpty: list answers [] whatever exists.
 	FaultEmpty contracttest.Fault = "empty"
+	// FaultHang: msb does nothing and hangs until killed; cancel (as for
+	// FaultCancelAfterDispatch) runs once it hangs.
+	FaultHang contracttest.Fault = "hang"
 )
 
 // Arm makes the next msb call named call fail with fault. For
 // FaultCancelAfterDispatch the fake does the work, then hangs, and cancel
-// runs once it has.
+// runs once it has; for FaultHang it hangs without doing anything.
 func (f *Fixture) Arm(call string, fault_ contracttest.Fault, cancel context.CancelFunc) {
 	kind := map[contracttest.Fault]string{
 		contracttest.FaultTransport: "transport", contracttest.FaultCancelAfterDispatch: "dispatch",
-		contracttest.FaultCleanupFailure: "cleanup", FaultFail: "fail", FaultEmpty: "empty",
+		contracttest.FaultCleanupFailure: "cleanup", FaultFail: "fail", FaultEmpty: "empty", FaultHang: "hang",
 	}[fault_]
 	if kind == "" {
 		f.t.Fatalf("fixture cannot arm %s", fault_)
@@ -178,7 +181,7 @@ func (f *Fixture) Arm(call string, fault_ contracttest.Fault, cancel context.Can
 	marker := filepath.Join(f.dir(), "dispatched")
 	_ = os.Remove(marker)
 	f.update(func(st *state) { st.Faults = append(st.Faults, fault{Call: call, Kind: kind}) })
-	if kind != "dispatch" {
+	if kind != "dispatch" && kind != "hang" {
 		return
 	}
 	done := make(chan struct{})

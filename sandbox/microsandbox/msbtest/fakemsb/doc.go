@@ -17,6 +17,7 @@
 //     (killed before doing anything), dispatch (does the work, tells the
 //     test, hangs until killed), cleanup (remove stops the VM, keeps the
 //     record, fails), fail (exit 1 before doing anything), empty (list
-//     answers [] whatever exists: a stale answer).
+//     answers [] whatever exists: a stale answer), hang (does nothing,
+//     tells the test, hangs until killed).
 //   - Every call is recorded, under the state's lock, before it acts.
 package main

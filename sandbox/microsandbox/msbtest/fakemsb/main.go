@@ -93,6 +93,15 @@ func run(args []string) (int, string) {
 	name := callName(args)
 	st.Calls = append(st.Calls, Call{Name: name, Args: args})
 	fault := st.take(name)
+	if fault == "hang" {
+		// Received, never performed, never answered.
+		if err := save(dir, st); err != nil {
+			unlock()
+			return 1, "error: fixture state: " + err.Error() + "\n"
+		}
+		unlock()
+		hang(dir)
+	}
 	if fault == "transport" || fault == "fail" {
 		if err := save(dir, st); err != nil {
 			unlock()
@@ -117,12 +126,17 @@ func run(args []string) (int, string) {
 	}
 	if fault == "dispatch" {
 		// The work is done and saved; the answer is never given.
-		_ = os.WriteFile(filepath.Join(dir, "dispatched"), nil, 0o600)
-		for {
-			time.Sleep(time.Hour)
-		}
+		hang(dir)
 	}
 	return code, msg
+}
+
+// hang tells the test (msbtest watches the marker) and waits to be killed.
+func hang(dir string) {
+	_ = os.WriteFile(filepath.Join(dir, "dispatched"), nil, 0o600)
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 // callName is the recorded name: the subcommand ("image.inspect" for the
