@@ -55,6 +55,9 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		return sandbox.Info{}, err
 	}
 	name := p.Name(ref)
+	if _, err := p.dirsOf(name); err != nil {
+		return sandbox.Info{}, err
+	}
 	defer p.startCreate(name)()
 	release, err := p.hold(ctx, name)
 	if err != nil {

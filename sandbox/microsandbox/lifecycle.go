@@ -69,6 +69,9 @@ func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 	}
 	ref := req.Reference
 	name := p.Name(ref)
+	if _, err := p.dirsOf(name); err != nil {
+		return err
+	}
 	release, err := p.hold(ctx, name)
 	if err != nil {
 		return fmt.Errorf("kill: %w", err)

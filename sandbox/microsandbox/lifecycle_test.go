@@ -381,3 +381,25 @@ func TestKillDistrustsStaleList(t *testing.T) {
 		t.Errorf("the host directory went before the sandbox: %v", err)
 	}
 }
+
+// TestStateDirectoryChecked: without a usable state directory Create and
+// Kill refuse before any msb call.
+func TestStateDirectoryChecked(t *testing.T) {
+	fx := newFixture(t)
+	for _, dir := range []string{"", "relative", "/a:b", "/a,b", "/a/../b"} {
+		opts := fx.opts
+		opts.StateDirectory = dir
+		p := microsandbox.New(fx.f.Runner(), opts)
+		ref := contracttest.NewReference()
+		fx.f.ResetCalls()
+		if _, err := p.Create(context.Background(), contracttest.CreateRequest(ref, resources)); !errdefs.IsInvalid(err) {
+			t.Errorf("Create with state directory %q = %v, want ErrInvalid", dir, err)
+		}
+		if err := p.Kill(context.Background(), sandbox.KillRequest{Reference: ref}); !errdefs.IsInvalid(err) {
+			t.Errorf("Kill with state directory %q = %v, want ErrInvalid", dir, err)
+		}
+		if got := fx.callNames(); got != "" {
+			t.Errorf("state directory %q: msb calls %q", dir, got)
+		}
+	}
+}
