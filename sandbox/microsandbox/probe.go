@@ -26,6 +26,12 @@ const (
 	ProbeImageMissing     = "image_missing"
 )
 
+// ProbeHomeUnusable is the build's diagnostic (before any probe) when
+// msb's home cannot be created or its backend id cannot be read or
+// written: a node agent without write access to it, or a file in its
+// place.
+const ProbeHomeUnusable = "msb_home_unusable"
+
 // HostPaths are the host files the probe reads to judge the platform. They
 // are not node configuration: a node always probes its own host
 // (DefaultHostPaths); tests plant their own.

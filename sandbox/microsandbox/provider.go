@@ -37,13 +37,13 @@ const (
 // its registration.
 func Operations() providercontract.Operations {
 	s := providercontract.Supported()
-	return providercontract.Operations{
+	return sandbox.WithoutCheckpoints(providercontract.Operations{
 		sandbox.OpCreate: s, sandbox.OpGetInfo: s, sandbox.OpRenew: s, sandbox.OpKill: s, sandbox.OpRunCommand: s,
 		sandbox.OpObserve:           s,
 		sandbox.OpObserveBatch:      providercontract.Unsupported(ReasonNoNativeBatch),
 		sandbox.OpDiscoverSelection: providercontract.Unsupported(nodeconfig.ReasonNoDiscovery),
 		sandbox.OpVerifyCredential:  providercontract.Unsupported(nodeconfig.ReasonNoCredential),
-	}
+	}, ReasonNoCheckpoints)
 }
 
 // Options configure a Provider.
