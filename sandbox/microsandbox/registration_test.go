@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/microsandbox"
 	"berth.dev/sandbox/providers"
 )
 
@@ -139,5 +140,39 @@ func TestBuildRefusals(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), home) {
 		t.Errorf("the error names the path: %v", err)
+	}
+}
+
+// TestExampleNodeConfiguration: the shipped example configuration
+// (deploy/examples/nodeagent-microsandbox.json) names this provider and
+// its node section is valid once the operator fills in the image digest,
+// its one placeholder that cannot pass as it is.
+func TestExampleNodeConfiguration(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "nodeagent-microsandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Provider string          `json:"provider"`
+		Node     json.RawMessage `json:"node"`
+	}
+	if err := json.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	if file.Provider != microsandbox.Kind {
+		t.Fatalf("provider %q", file.Provider)
+	}
+	if _, err := microsandbox.DecodeNodeConfig(file.Node); err == nil {
+		t.Fatal("the example's placeholder digest passes validation")
+	} else if field, _ := errdefs.Field(err); field != "node.image_digest" {
+		t.Fatalf("the example fails on %q (%v), want only its image_digest placeholder", field, err)
+	}
+	filled := strings.Replace(string(file.Node), "sha256:REPLACE-WITH-THE-DIGEST-MSB-IMAGE-INSPECT-PRINTS", pinnedDigest, 1)
+	cfg, err := microsandbox.DecodeNodeConfig([]byte(filled))
+	if err != nil {
+		t.Fatalf("the example with a digest: %v", err)
+	}
+	if filepath.Dir(filepath.Dir(cfg.MSB)) != "/opt/berth/microsandbox" || !strings.HasPrefix(cfg.Home, "/var/lib/berth-nodeagent/") {
+		t.Errorf("the example's msb %q and home %q are not the README's install layout", cfg.MSB, cfg.Home)
 	}
 }
