@@ -2,11 +2,14 @@ package microsandbox
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/testenv"
@@ -30,35 +33,9 @@ func TestMicrosandboxNodeReportsWhyItIsNotReady(t *testing.T) {
 	core := stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true, stack.CoreOptions{})
 	cc, ctx := core.AdminClient(t)
 	installation := stack.InstallationID(t, ctx, cc)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("berth-core log:\n%s", core.Logs())
-		}
-	})
+	logOnFailure(t, core)
 
-	listen := stack.FreeAddr(t)
-	n := stack.PrepareNode(t, &stack.Installation{ID: installation}, stack.NodeOptions{Listen: listen, HealthInterval: "500ms"})
-	home := filepath.Join(n.Dir, "msb-home")
-	n.EditConfig(func(cfg map[string]any) {
-		cfg["provider"] = "microsandbox"
-		cfg["node"] = map[string]any{
-			"msb":          msb,
-			"home":         home,
-			"image":        "berth-runtime:readiness",
-			"image_digest": "sha256:" + strings.Repeat("0", 64),
-			"network":      "none",
-		}
-	})
-	if out, code := stack.EnrollCmd(t, n, core.PublicAddr(), stack.CreateEnrollmentToken(t, ctx, cc), listen); code != 0 {
-		t.Fatalf("enroll: %d %s", code, out)
-	}
-	n.Start()
-	t.Cleanup(n.Stop)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("berth-nodeagent log:\n%s", n.Logs())
-		}
-	})
+	startNode(t, core, ctx, cc, installation, msb)
 	name := stack.EnableAll(t, ctx, cc)[0]
 
 	resp, err := adminv1.NewDeploymentServiceClient(cc).CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
@@ -114,6 +91,46 @@ func TestMicrosandboxNodeReportsWhyItIsNotReady(t *testing.T) {
 		t.Fatalf("a later probe: connected %v, ready %v, diagnostic %q", again.GetPresence().GetConnected(),
 			again.GetReadiness().GetReady(), again.GetReadiness().GetDiagnosticCode())
 	}
+}
+
+// startNode prepares a node agent configured for microsandbox with the
+// real msb (its own msb home in the node's folder, no image loaded),
+// enrolls it with a fresh token through Core and starts it; the test's
+// cleanup stops it and, if the test failed, shows its log.
+func startNode(t *testing.T, core *stack.Core, ctx context.Context, cc *grpc.ClientConn, installation, msb string) *stack.Node {
+	t.Helper()
+	listen := stack.FreeAddr(t)
+	n := stack.PrepareNode(t, &stack.Installation{ID: installation}, stack.NodeOptions{Listen: listen, HealthInterval: "500ms"})
+	n.EditConfig(func(cfg map[string]any) {
+		cfg["provider"] = "microsandbox"
+		cfg["node"] = map[string]any{
+			"msb":          msb,
+			"home":         filepath.Join(n.Dir, "msb-home"),
+			"image":        "berth-runtime:readiness",
+			"image_digest": "sha256:" + strings.Repeat("0", 64),
+			"network":      "none",
+		}
+	})
+	if out, code := stack.EnrollCmd(t, n, core.PublicAddr(), stack.CreateEnrollmentToken(t, ctx, cc), listen); code != 0 {
+		t.Fatalf("enroll: %d %s", code, out)
+	}
+	n.Start()
+	t.Cleanup(n.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-nodeagent (microsandbox) log:\n%s", n.Logs())
+		}
+	})
+	return n
+}
+
+// logOnFailure shows Core's log when the test fails.
+func logOnFailure(t *testing.T, core *stack.Core) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-core log:\n%s", core.Logs())
+		}
+	})
 }
 
 // nodeRow returns the cells of `berthctl node list`'s row for name.
