@@ -78,3 +78,7 @@ func (p *Provider) DeleteSnapshot(context.Context, sandbox.Reference, sandbox.Sn
 func (p *Provider) RunCommandCompute(context.Context, sandbox.Compute, sandbox.Command) (sandbox.CommandResult, error) {
 	return sandbox.CommandResult{}, unsupported(sandbox.OpRunCommandCompute)
 }
+
+// owns is used by A's operations; referenced here so that the linter's
+// unused check passes on this branch.
+var _ = (*Provider).owns
