@@ -7,11 +7,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/microsandbox"
@@ -26,6 +28,7 @@ const pinnedDigest = "sha256:08b78e972ab8579f93bd698d35b3aaa7a7fa7fa4a5b3df15485
 // with $MSB_HOME/image.json (msb's own JSON shape), or fails like msb when
 // that file is absent. The real msb is exercised by TestProbeRealMSB.
 const stubMSB = `#!/bin/sh
+[ -f "$MSB_HOME/hang" ] && exec sleep 600
 case "$1" in
 --version) cat "$MSB_HOME/version" ;;
 image)
@@ -180,6 +183,23 @@ func TestProbeDiagnostics(t *testing.T) {
 				t.Errorf("probe error %q carries more than its code", err)
 			}
 		})
+	}
+}
+
+// TestProbeOfAHungMSB: an msb that does not answer within the probe's
+// context is ended (its process group), and the probe says only that it
+// did not complete: no diagnostic claims what it could not check.
+func TestProbeOfAHungMSB(t *testing.T) {
+	h := newProbeHost(t)
+	h.write(t, "home/hang", "")
+	p := microsandbox.New(microsandbox.Exec{Path: h.cfg.MSB, Home: h.cfg.Home}, microsandbox.Options{
+		Config: h.cfg, Resources: oneSandbox, Host: h.host,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := p.Probe(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || sandbox.ProbeCode(err) != "" {
+		t.Fatalf("probe of a hung msb: %v (code %q), want the context's error and no code", err, sandbox.ProbeCode(err))
 	}
 }
 
