@@ -26,10 +26,10 @@ const (
 	ProbeImageMissing     = "image_missing"
 )
 
-// ProbeHomeUnusable is the build's diagnostic (before any probe) when
-// msb's home cannot be created or its backend id cannot be read or
-// written: a node agent without write access to it, or a file in its
-// place.
+// ProbeHomeUnusable is the build's diagnostic when msb's home cannot be
+// created or its backend id cannot be read or written (a node agent
+// without write access to it, or a file in its place), and the probe's
+// when the home is gone and msb cannot run in it.
 const ProbeHomeUnusable = "msb_home_unusable"
 
 // HostPaths are the host files the probe reads to judge the platform. They
@@ -185,6 +185,11 @@ func (p *Provider) probeArtifacts(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if err != nil {
+		// msb runs in its home: one removed after the build is the
+		// reason, not msb.
+		if fi, serr := os.Stat(p.opts.Config.Home); serr != nil || !fi.IsDir() {
+			return &sandbox.ProbeError{Code: ProbeHomeUnusable}
+		}
 		return &sandbox.ProbeError{Code: ProbeMSBMissing}
 	}
 	if out.ExitCode != 0 || strings.TrimSpace(string(out.Stdout)) != "msb "+PinnedVersion {

@@ -137,6 +137,11 @@ func TestProbeDiagnostics(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, oneSandbox, microsandbox.ProbeMSBMissing},
+		{"msb home gone", func(t *testing.T, h *probeHost) {
+			if err := os.RemoveAll(h.cfg.Home); err != nil {
+				t.Fatal(err)
+			}
+		}, oneSandbox, microsandbox.ProbeHomeUnusable},
 		{"another msb version", func(t *testing.T, h *probeHost) { h.write(t, "home/version", "msb 0.7.2\n") }, oneSandbox, microsandbox.ProbeMSBVersion},
 		{"a version with a suffix", func(t *testing.T, h *probeHost) { h.write(t, "home/version", "msb 0.6.18-dev\n") }, oneSandbox, microsandbox.ProbeMSBVersion},
 		{"msb fails on --version", func(t *testing.T, h *probeHost) {
