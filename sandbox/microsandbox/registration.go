@@ -34,6 +34,9 @@ func Registration() providerapi.Registration {
 			{Path: "bin/berth-nodeagent", Suffix: "linux-amd64", Role: providerapi.RoleNode},
 			{Path: "runtime/berth-runtime", Suffix: "linux-amd64", Role: providerapi.RoleRuntime},
 			{Path: "runtime/berth-runtime-image.tar", Suffix: "tar", Role: providerapi.RoleImage},
+			// The digest msb gives that archive once loaded: the node
+			// section's image_digest.
+			{Path: "runtime/berth-runtime-image.msb-digest", Suffix: "msb-digest", Role: providerapi.RoleImage},
 			// The pinned msb and libkrunfw, in the layout msb needs
 			// (libkrunfw in ../lib beside the executable).
 			{Path: "microsandbox/bin/msb", Suffix: "linux-amd64", Role: providerapi.RoleNode},
