@@ -28,7 +28,7 @@ export PATH := $(BIN):$(PATH)
 
 # Addresses of the test services, written by scripts/test-services.
 -include .run/test-services.env
-export BERTH_TEST_DOCKER_HOST BERTH_TEST_DATABASE_URL BERTH_TEST_RUNTIME_IMAGE
+export BERTH_TEST_DOCKER_HOST BERTH_TEST_DATABASE_URL BERTH_TEST_RUNTIME_IMAGE BERTH_TEST_MSB
 
 GO_TEST_FLAGS ?= -count=1
 

@@ -1,7 +1,7 @@
 // Package nodeagent is berth-nodeagent: the one process per compute host that
 // serves the berth.sandboxnode.v1 protocol to Core and wraps the host's local
-// adapter (Docker: the only node adapter built; the guide's microsandbox
-// adapter is not).
+// adapter (Docker or microsandbox, whichever its configuration's provider
+// names; it never branches on the kind).
 //
 // It holds the configuration file (config.go), the private state directory
 // with the identity and the highest owner epoch seen (state.go,

@@ -46,4 +46,9 @@
 //     microVM (ResumeCompute never cold-starts); not built until it can.
 //   - Errors are errdefs classes with fixed text; msb's output, names and
 //     paths never cross the adapter.
+//   - Building runs no msb and checks nothing (the probe does, in the
+//     guide's order, so a node that cannot boot a microVM is served and
+//     says why); it creates only msb's home and, once, its random backend
+//     id (BackendIDFile), the backend fingerprint: a wiped home is a new
+//     backend even at the same path.
 package microsandbox

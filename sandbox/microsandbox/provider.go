@@ -64,6 +64,9 @@ type Options struct {
 	// (providerapi.LocalOptions.GenerationStateDirectory): workspaces and
 	// the adapter's records live below it.
 	StateDirectory string
+	// Host are the host files the probe reads; zero fields are the real
+	// host's (DefaultHostPaths). Only tests set them.
+	Host HostPaths
 }
 
 // Provider is the microsandbox adapter.

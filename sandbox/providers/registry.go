@@ -1,6 +1,9 @@
 package providers
 
-import "berth.dev/sandbox/docker"
+import (
+	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/microsandbox"
+)
 
 // table is the only registration table: one explicit entry per provider
 // kind, each built by its adapter package's Registration function. Adding a
@@ -8,6 +11,7 @@ import "berth.dev/sandbox/docker"
 func table() []Registration {
 	return []Registration{
 		docker.Registration(),
+		microsandbox.Registration(),
 	}
 }
 

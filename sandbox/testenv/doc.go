@@ -1,5 +1,6 @@
 // Package testenv gives tests the addresses of Berth's real test services:
-// a Docker Engine and a PostgreSQL database.
+// a Docker Engine and a PostgreSQL database, and the pinned microsandbox
+// msb.
 //
 // The addresses come from environment variables that `scripts/test-services
 // up` writes to .run/test-services.env and that the Makefile exports to
@@ -7,6 +8,7 @@
 //
 //   - BERTH_TEST_DOCKER_HOST, e.g. unix:///run/berth-test/docker.sock
 //   - BERTH_TEST_DATABASE_URL, e.g. postgres:///berth_test?host=/run/berth-test/pg&user=postgres
+//   - BERTH_TEST_MSB, e.g. /var/cache/berth/msb/0.6.18/bin/msb
 //
 // The rule when a variable is missing:
 //

@@ -11,6 +11,7 @@ const (
 	DockerHostEnv   = "BERTH_TEST_DOCKER_HOST"
 	DatabaseURLEnv  = "BERTH_TEST_DATABASE_URL"
 	RuntimeImageEnv = "BERTH_TEST_RUNTIME_IMAGE"
+	MSBEnv          = "BERTH_TEST_MSB"
 )
 
 // DockerHost returns the Docker Engine address for tests
@@ -36,6 +37,15 @@ func DatabaseURL(t testing.TB) string {
 func RuntimeImage(t testing.TB) string {
 	t.Helper()
 	return require(t, RuntimeImageEnv, "the Berth runtime image")
+}
+
+// MSB returns the absolute path of the pinned msb executable (with
+// libkrunfw beside it, ../lib) that scripts/test-services installs
+// (BERTH_TEST_MSB). Under -short the test is skipped; when the variable is
+// not set, the test fails under CI=true and is skipped otherwise.
+func MSB(t testing.TB) string {
+	t.Helper()
+	return require(t, MSBEnv, "the pinned microsandbox msb")
 }
 
 // InCI reports whether the tests run in CI (CI set to any true value

@@ -46,6 +46,7 @@ func TestMissing(t *testing.T) {
 		for name, get := range map[string]func(testing.TB) string{
 			DockerHostEnv:  DockerHost,
 			DatabaseURLEnv: DatabaseURL,
+			MSBEnv:         MSB,
 		} {
 			t.Run(name+"/CI="+ci, func(t *testing.T) {
 				setShort(t, false)
@@ -81,6 +82,7 @@ func TestShort(t *testing.T) {
 			DockerHostEnv:   DockerHost,
 			DatabaseURLEnv:  DatabaseURL,
 			RuntimeImageEnv: RuntimeImage,
+			MSBEnv:          MSB,
 		} {
 			t.Run(fmt.Sprintf("%s/set=%v", name, set), func(t *testing.T) {
 				setShort(t, true)
