@@ -267,6 +267,9 @@ func (n *native) sweep() {
 	if len(left) > 0 {
 		n.t.Errorf("the test left %d msb sandboxes behind", len(left))
 	}
+	if snaps := n.snapshots(n.t); len(snaps) > 0 {
+		n.t.Errorf("the test left %d msb snapshots behind", len(snaps))
+	}
 }
 
 // inspected is the part of `msb inspect --format json` the suite reads.
@@ -535,6 +538,7 @@ func (n *native) checkCheckpoint(t *testing.T) {
 	}
 	content := uuid.NewString()
 	n.run(t, ref, sandbox.Command{Args: []string{"/bin/sh", "-c", `printf %s "$0" > /workspace/kept`, content}})
+	before := n.snapshots(t)
 	op := uuid.NewString()
 	res, err := cp.Suspend(ctx, sandbox.SuspendRequest{Compute: first, OperationID: op})
 	if err != nil || res.Snapshot.ID == "" || res.Source.State != sandbox.ComputeAbsent {
@@ -574,7 +578,25 @@ func (n *native) checkCheckpoint(t *testing.T) {
 			t.Fatalf("KillCompute: %v", err)
 		}
 	}
-	if list := n.msbOK(t, "snapshot", "list", "--format", "json"); bytes.Contains(list, []byte(res.Snapshot.ID)) {
-		t.Errorf("msb still lists the snapshot after DeleteSnapshot")
+	if after := n.snapshots(t); !slices.Equal(after, before) {
+		t.Errorf("msb lists the snapshots %q after DeleteSnapshot; before Suspend it listed %q", after, before)
 	}
+}
+
+// snapshots lists the digests of the snapshots msb knows in the suite's
+// private MSB_HOME, sorted: all of them are the suite's.
+func (n *native) snapshots(t testing.TB) []string {
+	t.Helper()
+	var list []struct {
+		Digest string `json:"digest"`
+	}
+	if err := json.Unmarshal(n.msbOK(t, "snapshot", "list", "--format", "json"), &list); err != nil {
+		t.Fatalf("msb snapshot list: %v", err)
+	}
+	var digests []string
+	for _, s := range list {
+		digests = append(digests, s.Digest)
+	}
+	slices.Sort(digests)
+	return digests
 }
