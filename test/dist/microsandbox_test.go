@@ -85,6 +85,11 @@ func TestRuntimeImageForMicrosandbox(t *testing.T) {
 	if img.Config.User != "1000:1000" || img.Config.WorkingDir != "/workspace" || img.LayerCount != 1 {
 		t.Errorf("msb image inspect: %+v", img)
 	}
+	// msb holds exactly the archive's config and layer.
+	config, layers := archiveBlobs(t, a)
+	if img.Config.Digest != config || len(img.Layers) != 1 || img.Layers[0].BlobDigest != layers[0] {
+		t.Errorf("msb holds config %s and layers %+v; the archive has config %s and layers %q", img.Config.Digest, img.Layers, config, layers)
+	}
 	// Loaded without -t, the archive's own name is the reference.
 	if named := msbLoad(t, msb, filepath.Join(dir, "b.tar"), ""); named.Digest != want || named.Reference != "berth-runtime:"+tag {
 		t.Errorf("msb load without -t: %s as %q; want %s as berth-runtime:%s", named.Digest, named.Reference, want, tag)
@@ -118,9 +123,13 @@ type msbImage struct {
 	Reference  string `json:"reference"`
 	LayerCount int    `json:"layer_count"`
 	Config     struct {
+		Digest     string `json:"digest"`
 		User       string `json:"user"`
 		WorkingDir string `json:"working_dir"`
 	} `json:"config"`
+	Layers []struct {
+		BlobDigest string `json:"blob_digest"`
+	} `json:"layers"`
 }
 
 // msbLoad loads archive into a fresh MSB_HOME with the real msb (under
@@ -155,6 +164,28 @@ func msbLoad(t *testing.T, msb, archive, tag string) msbImage {
 		t.Fatalf("msb image inspect: %v", err)
 	}
 	return img
+}
+
+// archiveBlobs returns the digests of a docker-save archive's config and
+// layers, computed from their bytes.
+func archiveBlobs(t *testing.T, archive []byte) (config string, layers []string) {
+	t.Helper()
+	files := tarFiles(t, bytes.NewReader(archive))
+	var manifest []struct {
+		Config string
+		Layers []string
+	}
+	if err := json.Unmarshal(files["manifest.json"].data, &manifest); err != nil || len(manifest) != 1 {
+		t.Fatalf("manifest.json: %v %+v", err, manifest)
+	}
+	digest := func(name string) string {
+		sum := sha256.Sum256(files[name].data)
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	for _, l := range manifest[0].Layers {
+		layers = append(layers, digest(l))
+	}
+	return digest(manifest[0].Config), layers
 }
 
 // msbManifestDigest recomputes, from a docker-save archive, the manifest
