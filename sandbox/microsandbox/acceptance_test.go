@@ -41,6 +41,10 @@ import (
 //     this host calls for (read here from /dev/kvm and /proc/cpuinfo) and
 //     logs that the native part did not run. CI's hosts have no VT-x.
 //
+// On a host that cannot boot, what msb does without a microVM still runs
+// for real first (CreateWhereNoMicroVMBoots: the failed boot leaves a
+// stopped record; Create must not claim it, Kill must remove it all).
+//
 // The suite is written against the adapter's public API and the contract
 // interfaces (sandbox.SandboxProvider, sandbox.CheckpointProvider, the
 // probe), so it compiles whatever the adapter has implemented so far and
@@ -86,8 +90,15 @@ type native struct {
 }
 
 func TestAcceptanceNative(t *testing.T) {
-	n := newNative(t)
-	if n == nil {
+	n, optedIn := newNative(t)
+	if cannot := n.probe(t); cannot != "" {
+		// What msb does here without booting still runs for real.
+		t.Run("CreateWhereNoMicroVMBoots", n.checkCannotBoot)
+		if optedIn {
+			t.Fatalf("%s=1, but this host cannot boot a microVM: the probe reports %q", NativeEnv, cannot)
+		}
+		t.Logf("CI=true, %s unset: this host cannot boot a microVM and the probe says so (%q); "+
+			"the native part did not run (make check-microsandbox-provider on a host with VT-x/AMD-V runs it)", NativeEnv, cannot)
 		return
 	}
 	ref := contracttest.NewReference()
@@ -104,9 +115,9 @@ func TestAcceptanceNative(t *testing.T) {
 }
 
 // newNative applies the suite's gate, loads the runtime image into a
-// private MSB_HOME and probes. It returns nil when the test is over
-// (CI on a host without virtualization, after checking the diagnostic).
-func newNative(t *testing.T) *native {
+// private MSB_HOME and returns the adapter over it, and whether the suite
+// was opted into.
+func newNative(t *testing.T) (*native, bool) {
 	t.Helper()
 	testenv.SkipShort(t, "the real msb and a host with hardware virtualization")
 	optedIn := os.Getenv(NativeEnv) == "1"
@@ -132,15 +143,12 @@ func newNative(t *testing.T) *native {
 		InstallationID: n.installation, Config: cfg, Resources: nativeResources, StateDirectory: n.state,
 	})
 	t.Cleanup(n.sweep)
-	if !n.probe(t, optedIn) {
-		return nil
-	}
 	sp, ok := any(n.p).(sandbox.SandboxProvider)
 	if !ok {
 		t.Fatal("*microsandbox.Provider does not implement sandbox.SandboxProvider yet")
 	}
 	n.sp = sp
-	return n
+	return n, optedIn
 }
 
 // hostCannotBoot returns the probe code this host calls for, read from
@@ -164,8 +172,10 @@ func hostCannotBoot(t *testing.T) string {
 	return microsandbox.ProbeNoVirtualization
 }
 
-// probe runs the adapter's probe and reports whether the suite goes on.
-func (n *native) probe(t *testing.T, optedIn bool) bool {
+// probe runs the adapter's probe: on a host that can boot microVMs it
+// must pass; on one that cannot, it must report exactly the diagnostic the
+// host calls for, which it returns.
+func (n *native) probe(t *testing.T) string {
 	t.Helper()
 	pr, ok := any(n.p).(prober)
 	if !ok {
@@ -178,18 +188,63 @@ func (n *native) probe(t *testing.T, optedIn bool) bool {
 	switch {
 	case want == "" && err != nil:
 		t.Fatalf("probe on a host that can boot microVMs: %v (code %q)", err, code)
-	case want == "":
-		return true
 	case code != want:
 		t.Fatalf("probe on a host without %s: %v (code %q); want the diagnostic %q", map[string]string{
 			microsandbox.ProbeNoKVM: "/dev/kvm", microsandbox.ProbeNoVirtualization: "hardware virtualization",
 		}[want], err, code, want)
-	case optedIn:
-		t.Fatalf("%s=1, but this host cannot boot a microVM: the probe reports %q (%v)", NativeEnv, code, err)
 	}
-	t.Logf("CI=true, %s unset: this host cannot boot a microVM and the probe says so (%q); "+
-		"the native part did not run (make check-microsandbox-provider on a host with VT-x/AMD-V runs it)", NativeEnv, code)
-	return false
+	return want
+}
+
+// checkCannotBoot runs Create with the real msb on a host where the
+// microVM cannot boot (msb leaves a stopped record behind): Create fails
+// without claiming a running sandbox or passing msb's text on, and Kill
+// then leaves nothing: no sandbox of the installation, no file (the
+// bootstrap credential among them) below the state directory.
+func (n *native) checkCannotBoot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ref := contracttest.NewReference()
+	info, err := n.sp.Create(ctx, contracttest.CreateRequest(ref, nativeResources))
+	if err == nil || info.IsSettledRunning(ref) || info.CheckFor(ref) != nil {
+		t.Fatalf("Create where no microVM boots = %+v, %v; want an error and no running sandbox", info, err)
+	}
+	t.Logf("Create where no microVM boots: %+v, %v", info, err)
+	for _, native := range []string{"agent relay", "exit status", n.p.Name(ref), n.home, n.state, "msb logs"} {
+		if strings.Contains(err.Error(), native) {
+			t.Errorf("Create's error %q carries msb's text or a native name or path (%q)", err, native)
+		}
+	}
+	for range 2 {
+		if err := n.sp.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
+			t.Fatalf("Kill after the failed Create: %v", err)
+		}
+	}
+	if left := n.owned(t); len(left) != 0 {
+		t.Errorf("after Kill msb still lists %d sandboxes of the installation", len(left))
+	}
+	if files := regularFiles(t, n.state); len(files) != 0 {
+		t.Errorf("after Kill %d files are left below the state directory: %q", len(files), files)
+	}
+	if _, err := n.sp.GetInfo(ctx, ref); !errdefs.IsNotFound(err) {
+		t.Errorf("GetInfo after Kill: %v; want not found", err)
+	}
+}
+
+// regularFiles lists the regular files below dir.
+func regularFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return files
 }
 
 // loadImage loads the runtime image archive into the private MSB_HOME as
