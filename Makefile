@@ -172,6 +172,17 @@ test-short: ## Unit tests only (-short; -race outside test/): tests that need a 
 check-sandbox-provider-contract: ## The shared provider contract suite and its validation tables
 	go test $(GO_TEST_FLAGS) berth.dev/sandbox/...
 
+# The native microsandbox suite boots microVMs: it needs a host with
+# hardware virtualization (vmx/svm) and /dev/kvm, root (it builds the
+# runtime image archive unless BERTH_TEST_MSB_IMAGE names one) and the
+# pinned msb in BERTH_TEST_MSB (scripts/test-services writes it to
+# .run/test-services.env). sandbox/microsandbox/README.md says how to
+# install msb; the suite's gate is in sandbox/microsandbox/acceptance_test.go.
+.PHONY: check-microsandbox-provider
+check-microsandbox-provider: ## The native microsandbox acceptance suite (opt-in: BERTH_TEST_MICROSANDBOX=1; needs VT-x/AMD-V, /dev/kvm, root and BERTH_TEST_MSB): the runtime image's msb digest, then create, isolation and limits from inside, Kill, a checkpoint round trip
+	go test $(GO_TEST_FLAGS) -v -run '^TestRuntimeImageForMicrosandbox$$' berth.dev/test/dist/
+	BERTH_TEST_MICROSANDBOX=1 go test $(GO_TEST_FLAGS) -v -timeout 30m -run '^TestAcceptance' berth.dev/sandbox/microsandbox/
+
 .PHONY: services
 services: ## Provision and start the test services (Docker Engine, PostgreSQL)
 	scripts/test-services up

@@ -87,6 +87,7 @@ func TestRelease(t *testing.T) {
 	t.Run("NodeAgentPackage", r.nodeAgentPackage)
 	t.Run("InstalledNodeAgentServes", r.installedNodeAgentServes)
 	t.Run("RuntimeImage", r.runtimeImage)
+	t.Run("MicrosandboxImage", r.microsandboxImage)
 	t.Run("Archives", r.archives)
 	t.Run("MaintainerScripts", r.maintainerScripts)
 }
@@ -311,8 +312,9 @@ func (r *release) archives(t *testing.T) {
 			"examples/nodeagent.json":         {pub, "0/0"},
 		},
 		"runtime": {
-			"bin/berth-runtime":                             {exe, "0/0"},
-			"berth-runtime-image_" + version + "_amd64.tar": {pub, "0/0"},
+			"bin/berth-runtime":                                    {exe, "0/0"},
+			"berth-runtime-image_" + version + "_amd64.tar":        {pub, "0/0"},
+			"berth-runtime-image_" + version + "_amd64.msb-digest": {pub, "0/0"},
 		},
 	} {
 		if component != "core" {

@@ -6,9 +6,12 @@
 // lines, with the example settings expanded as systemd would, are accepted
 // by the binaries' flag parsing; the example configurations decode with the
 // node agent's and the Docker adapter's own decoders; the runtime image
-// archive holds the very berth-runtime of the release; the maintainer
-// scripts run against stub commands.
+// archive holds the very berth-runtime of the release, and the real msb
+// (BERTH_TEST_MSB, the pinned release) loads it under exactly the digest
+// written beside it (.msb-digest, a microsandbox node's image_digest); the
+// maintainer scripts run against stub commands.
 //
 // make dist needs root (the runtime image's file owners): without it the
-// test is skipped, and fails under CI=true. Under -short it is skipped.
+// test is skipped, and fails under CI=true; so does a missing
+// BERTH_TEST_MSB. Under -short it is skipped.
 package dist
