@@ -145,14 +145,15 @@ func (r *release) corePackage(t *testing.T) {
 func (r *release) nodeAgentPackage(t *testing.T) {
 	deb := r.deb("berth-nodeagent")
 	r.checkPackage(t, deb, "berth-nodeagent", map[string]entry{
-		"./usr/bin/berth-nodeagent":                         {exe, "root/root"},
-		"./lib/systemd/system/berth-nodeagent.service":      {pub, "root/root"},
-		"./etc/berth/nodeagent.json":                        {pub, "root/root"},
-		"./usr/share/berth/runtime/seccomp.json":            {pub, "root/root"},
-		"./usr/share/berth/runtime/seccomp.LICENSE":         {pub, "root/root"},
-		"./usr/share/berth/runtime/seccomp.json.sha256":     {pub, "root/root"},
-		"./usr/share/berth/runtime/berth-runtime-image.tar": {pub, "root/root"},
-		"./usr/share/doc/berth-nodeagent/README.md":         {pub, "root/root"},
+		"./usr/bin/berth-nodeagent":                                {exe, "root/root"},
+		"./lib/systemd/system/berth-nodeagent.service":             {pub, "root/root"},
+		"./etc/berth/nodeagent.json":                               {pub, "root/root"},
+		"./usr/share/berth/runtime/seccomp.json":                   {pub, "root/root"},
+		"./usr/share/berth/runtime/seccomp.LICENSE":                {pub, "root/root"},
+		"./usr/share/berth/runtime/seccomp.json.sha256":            {pub, "root/root"},
+		"./usr/share/berth/runtime/berth-runtime-image.tar":        {pub, "root/root"},
+		"./usr/share/berth/runtime/berth-runtime-image.msb-digest": {pub, "root/root"},
+		"./usr/share/doc/berth-nodeagent/README.md":                {pub, "root/root"},
 	}, []string{"/etc/berth/nodeagent.json"})
 	dir := r.extract(t, "berth-nodeagent")
 	bin := filepath.Join(dir, "usr/bin/berth-nodeagent")
@@ -172,6 +173,10 @@ func (r *release) nodeAgentPackage(t *testing.T) {
 	image := readFile(t, filepath.Join(dir, "usr/share/berth/runtime/berth-runtime-image.tar"))
 	if !bytes.Equal(image, readFile(t, filepath.Join(r.dist, "berth-runtime-image_"+version+"_amd64.tar"))) {
 		t.Error("the packaged runtime image differs from dist's berth-runtime-image archive")
+	}
+	if !bytes.Equal(readFile(t, filepath.Join(dir, "usr/share/berth/runtime/berth-runtime-image.msb-digest")),
+		readFile(t, filepath.Join(r.dist, "berth-runtime-image_"+version+"_amd64.msb-digest"))) {
+		t.Error("the packaged msb digest differs from dist's .msb-digest file")
 	}
 
 	// The example configuration decodes with the agent's own decoder, its
