@@ -179,9 +179,10 @@ check-sandbox-provider-contract: ## The shared provider contract suite and its v
 # .run/test-services.env). sandbox/microsandbox/README.md says how to
 # install msb; the suite's gate is in sandbox/microsandbox/acceptance_test.go.
 .PHONY: check-microsandbox-provider
-check-microsandbox-provider: ## The native microsandbox acceptance suite (opt-in: BERTH_TEST_MICROSANDBOX=1; needs VT-x/AMD-V, /dev/kvm, root and BERTH_TEST_MSB): the runtime image's msb digest, then create, isolation and limits from inside, Kill, a checkpoint round trip
+check-microsandbox-provider: ## The native microsandbox acceptance suite (opt-in: BERTH_TEST_MICROSANDBOX=1; needs VT-x/AMD-V, /dev/kvm, root and BERTH_TEST_MSB): the runtime image's msb digest; create, isolation and limits from inside, Kill (checkpoints are declared unsupported: that case says so); a Turn through the Runtime with the real Core and node agent
 	go test $(GO_TEST_FLAGS) -v -run '^TestRuntimeImageForMicrosandbox$$' berth.dev/test/dist/
 	BERTH_TEST_MICROSANDBOX=1 go test $(GO_TEST_FLAGS) -v -timeout 30m -run '^TestAcceptance' berth.dev/sandbox/microsandbox/
+	BERTH_TEST_MICROSANDBOX=1 go test $(GO_TEST_FLAGS) -v -timeout 30m -run '^TestMicrosandboxTurnThroughTheRuntime$$' berth.dev/test/microsandbox/
 
 .PHONY: services
 services: ## Provision and start the test services (Docker Engine, PostgreSQL)
