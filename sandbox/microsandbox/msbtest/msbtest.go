@@ -79,6 +79,32 @@ func Start(t testing.TB, installation string) *Fixture {
 	return f
 }
 
+// Install lays the fixture's executable out as the pinned release is
+// installed, dir/bin/msb with a placeholder dir/lib/libkrunfw beside it
+// (what the probe's artifact check reads; fakemsb never loads it), and
+// points Bin at that copy: a node agent configured with Bin passes the
+// probe up to the image, which the fixture holds.
+func (f *Fixture) Install(dir string) {
+	f.t.Helper()
+	exe, err := os.ReadFile(f.Bin)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	bin, lib := filepath.Join(dir, "bin", "msb"), filepath.Join(dir, "lib", microsandbox.PinnedLibkrunfw)
+	for _, d := range []string{filepath.Dir(bin), filepath.Dir(lib)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(lib, []byte("placeholder: fakemsb boots nothing\n"), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	f.Bin = bin
+}
+
 // Runner is the adapter's real msb runner pointed at the fixture.
 func (f *Fixture) Runner() microsandbox.Exec {
 	return microsandbox.Exec{Path: f.Bin, Home: f.Home}
