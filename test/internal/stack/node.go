@@ -344,7 +344,8 @@ func (n *Node) Dial(t testing.TB) *grpc.ClientConn {
 }
 
 // Published is the generation Connect publishes: NodeOptions.Generation
-// with NodeOptions.Specification, of the Docker provider.
+// with NodeOptions.Specification, of the provider the node's configuration
+// names (Docker unless EditConfig changed it), as Core would publish it.
 func (n *Node) Published() nodewire.Generation {
 	spec := sandbox.Specification{
 		Resources: sandbox.Resources{CPUMillis: n.spec.GetCpuMillis(), MemoryBytes: n.spec.GetMemoryBytes(), DiskBytes: n.spec.GetDiskBytes()},
@@ -353,10 +354,27 @@ func (n *Node) Published() nodewire.Generation {
 	if p := n.spec.GetSuspension(); p != nil {
 		spec.Suspension = sandbox.SuspensionPolicy{Idle: p.GetIdle().AsDuration(), Retention: p.GetRetention().AsDuration()}
 	}
+	kind := n.provider()
 	return nodewire.Generation{
-		Number: n.generation, ProviderKind: docker.Kind, Public: []byte(`{}`), Specification: spec,
-		DeploymentDigest: providers.DeploymentDigest(docker.Kind, spec),
+		Number: n.generation, ProviderKind: kind, Public: []byte(`{}`), Specification: spec,
+		DeploymentDigest: providers.DeploymentDigest(kind, spec),
 	}
+}
+
+// provider is the provider kind the node's configuration file names.
+func (n *Node) provider() string {
+	n.t.Helper()
+	data, err := os.ReadFile(n.Config)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var cfg struct {
+		Provider string `json:"provider"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil || cfg.Provider == "" {
+		n.t.Fatalf("node configuration names no provider: %v", err)
+	}
+	return cfg.Provider
 }
 
 // Connect performs Hello, opens a connection under epoch and publishes
