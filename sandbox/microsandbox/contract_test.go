@@ -8,7 +8,6 @@ import (
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/contracttest"
-	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/microsandbox"
 	"berth.dev/sandbox/microsandbox/msbtest"
 )
@@ -59,45 +58,5 @@ func TestDeclaration(t *testing.T) {
 }
 
 func TestContractFailures(t *testing.T) {
-	contracttest.RunFailures(t, newHarness, contractCases())
-}
-
-func contractCases() []contracttest.Case {
-	const (
-		transport = contracttest.FaultTransport
-		cancel    = contracttest.FaultCancelAfterDispatch
-		foreign   = contracttest.FaultForeignOwnership
-		cleanup   = contracttest.FaultCleanupFailure
-	)
-	unconfirmed, unavailable := errdefs.ErrComputeUnconfirmed, errdefs.ErrObservationUnavailable
-	return []contracttest.Case{
-		{Operation: sandbox.OpCreate, Fault: transport, At: "inspect", WantErr: unconfirmed, WantCalls: []string{"inspect"}},
-		{Operation: sandbox.OpCreate, Fault: transport, At: "run", WantErr: unconfirmed, WantCalls: []string{"inspect", "run"}},
-		{Operation: sandbox.OpCreate, Fault: cancel, At: "run", WantErr: unconfirmed, WantCalls: []string{"inspect", "run"}},
-		{Operation: sandbox.OpCreate, Fault: msbtest.FaultHang, At: "run", WantErr: unconfirmed, WantCalls: []string{"inspect", "run"}},
-		{Operation: sandbox.OpCreate, Fault: msbtest.FaultFail, At: "run", WantErr: errdefs.ErrFailedPrecondition, WantCalls: []string{"inspect", "run", "inspect"}},
-		{Operation: sandbox.OpCreate, Fault: foreign, WantErr: errdefs.ErrOwnership, WantAbsenceReceipt: true, WantCalls: []string{"inspect"}},
-
-		{Operation: sandbox.OpGetInfo, Fault: transport, At: "inspect", Existing: true, WantErr: unavailable, WantCalls: []string{"inspect"}},
-		{Operation: sandbox.OpGetInfo, Fault: cancel, At: "inspect", Existing: true, WantErr: unavailable, WantCalls: []string{"inspect"}},
-		{Operation: sandbox.OpGetInfo, Fault: foreign, WantErr: errdefs.ErrOwnership, WantCalls: []string{"inspect"}},
-
-		{Operation: sandbox.OpRenew, Fault: transport, At: "inspect", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect"}},
-		{Operation: sandbox.OpRenew, Fault: cancel, At: "inspect", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect"}},
-		{Operation: sandbox.OpRenew, Fault: foreign, WantErr: errdefs.ErrOwnership, WantCalls: []string{"inspect"}},
-
-		{Operation: sandbox.OpKill, Fault: transport, At: "inspect", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect"}},
-		{Operation: sandbox.OpKill, Fault: transport, At: "list", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list"}},
-		{Operation: sandbox.OpKill, Fault: transport, At: "remove", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list", "remove"}},
-		{Operation: sandbox.OpKill, Fault: cancel, At: "remove", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list", "remove"}},
-		{Operation: sandbox.OpKill, Fault: msbtest.FaultHang, At: "remove", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list", "remove"}},
-		{Operation: sandbox.OpKill, Fault: cleanup, At: "remove", Existing: true, WantErr: unconfirmed, WantCalls: []string{"inspect", "list", "remove"}},
-		{Operation: sandbox.OpKill, Fault: foreign, WantErr: nil, WantCalls: []string{"inspect", "list"}},
-
-		{Operation: sandbox.OpRunCommand, Fault: transport, At: "inspect", Existing: true, WantErr: unavailable, WantCalls: []string{"inspect"}},
-		{Operation: sandbox.OpRunCommand, Fault: transport, At: "exec", Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{"inspect", "exec"}},
-		{Operation: sandbox.OpRunCommand, Fault: cancel, At: "exec", Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{"inspect", "exec"}},
-		{Operation: sandbox.OpRunCommand, Fault: msbtest.FaultHang, At: "exec", Existing: true, WantErr: errdefs.ErrCommandUnconfirmed, WantCalls: []string{"inspect", "exec"}},
-		{Operation: sandbox.OpRunCommand, Fault: foreign, WantErr: errdefs.ErrOwnership, WantCalls: []string{"inspect"}},
-	}
+	contracttest.RunFailures(t, newHarness, msbtest.ContractCases())
 }

@@ -102,8 +102,12 @@ func (p *Provider) settle(ctx context.Context, ref sandbox.Reference, name strin
 	case err == nil && !p.owns(ref, rec.Config.Labels):
 		return partial, fmt.Errorf("create: %w", errdefs.ErrOwnership)
 	case errdefs.IsNotFound(err) && outcome == ranFailed:
-		// msb refused before it inserted anything, and its process is gone.
-		return partial, fmt.Errorf("create: msb refused the sandbox: %w", errdefs.ErrFailedPrecondition)
+		// msb refused before it inserted anything, and its process is
+		// gone, but this Create wrote the host directories, which only
+		// Kill removes: an unknown outcome for the caller (as a node
+		// answers it; the protocol has no settled refusal of a Create),
+		// never a refusal that touched nothing.
+		return partial, fmt.Errorf("create: msb refused the sandbox: %w", errdefs.ErrComputeUnconfirmed)
 	case err != nil:
 		return partial, fmt.Errorf("create: inspect created sandbox: %w", errdefs.ErrComputeUnconfirmed)
 	}

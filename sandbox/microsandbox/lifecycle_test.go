@@ -246,6 +246,34 @@ func TestBootFailure(t *testing.T) {
 	}
 }
 
+// TestRefusedCreate: msb refuses the create call (exit 1, no record).
+// The Create wrote ref's host directory first, so its outcome is unknown
+// to the caller (ErrComputeUnconfirmed, no settlement claimed, the class a
+// node answers too), never a refusal that touched nothing; Kill then
+// finds no sandbox, removes the host directory and confirms.
+func TestRefusedCreate(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+	fx.f.Arm("run", msbtest.FaultFail, nil)
+	info, err := fx.p.Create(ctx, contracttest.CreateRequest(ref, resources))
+	if !errdefs.IsComputeUnconfirmed(err) || info.Reference != ref || info.CreateSettled || info.BootstrapComplete {
+		t.Fatalf("Create = %+v, %v; want the Reference, no settlement, ErrComputeUnconfirmed", info, err)
+	}
+	if n := len(fx.f.Sandboxes()); n != 0 {
+		t.Fatalf("msb refused, yet %d sandboxes exist", n)
+	}
+	if _, err := os.Lstat(fx.hostRoot(ref)); err != nil {
+		t.Fatalf("the refused Create's host directory: %v, want it left for Kill", err)
+	}
+	if err := fx.p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	if _, err := os.Lstat(fx.hostRoot(ref)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("host directory left after Kill: %v", err)
+	}
+}
+
 // TestReferenceBound: Kill of one Reference leaves another's sandbox and
 // host directory, even of the same Environment; Create never reuses a
 // sandbox or a retained host directory.

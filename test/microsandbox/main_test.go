@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"berth.dev/sandbox/microsandbox/msbtest"
+
 	"berth.dev/test/internal/stack"
 )
 
@@ -14,7 +16,7 @@ import (
 var berthctlBin string
 
 // TestMain builds berthctl beside the binaries stack.Run builds, then runs
-// the tests.
+// the tests; it removes the fakemsb that msbtest builds for them.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "berthctl-bin")
 	if err != nil {
@@ -31,5 +33,6 @@ func TestMain(m *testing.M) {
 		code = stack.Run(m)
 	}
 	os.RemoveAll(dir)
+	msbtest.Cleanup()
 	os.Exit(code)
 }

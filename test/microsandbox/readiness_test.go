@@ -93,23 +93,34 @@ func TestMicrosandboxNodeReportsWhyItIsNotReady(t *testing.T) {
 	}
 }
 
-// startNode prepares a node agent configured for microsandbox with the
-// real msb (its own msb home in the node's folder, no image loaded),
-// enrolls it with a fresh token through Core and starts it; the test's
-// cleanup stops it and, if the test failed, shows its log.
+// startNode enrolls and starts a node agent configured for microsandbox
+// with the real msb (its own msb home in the node's folder, no image
+// loaded).
 func startNode(t *testing.T, core *stack.Core, ctx context.Context, cc *grpc.ClientConn, installation, msb string) *stack.Node {
 	t.Helper()
-	listen := stack.FreeAddr(t)
-	n := stack.PrepareNode(t, &stack.Installation{ID: installation}, stack.NodeOptions{Listen: listen, HealthInterval: "500ms"})
-	n.EditConfig(func(cfg map[string]any) {
-		cfg["provider"] = "microsandbox"
-		cfg["node"] = map[string]any{
+	return enrollMicrosandboxNode(t, core, ctx, cc, installation, nil, func(dir string) map[string]any {
+		return map[string]any{
 			"msb":          msb,
-			"home":         filepath.Join(n.Dir, "msb-home"),
+			"home":         filepath.Join(dir, "msb-home"),
 			"image":        "berth-runtime:readiness",
 			"image_digest": "sha256:" + strings.Repeat("0", 64),
 			"network":      "none",
 		}
+	})
+}
+
+// enrollMicrosandboxNode prepares a node agent configured for microsandbox
+// with the node section section(the node's folder) and the argv prefix
+// wrapper, enrolls it with a fresh token through Core and starts it; the
+// test's cleanup stops it and, if the test failed, shows its log.
+func enrollMicrosandboxNode(t *testing.T, core *stack.Core, ctx context.Context, cc *grpc.ClientConn, installation string,
+	wrapper []string, section func(dir string) map[string]any) *stack.Node {
+	t.Helper()
+	listen := stack.FreeAddr(t)
+	n := stack.PrepareNode(t, &stack.Installation{ID: installation}, stack.NodeOptions{Listen: listen, HealthInterval: "500ms", Wrapper: wrapper})
+	n.EditConfig(func(cfg map[string]any) {
+		cfg["provider"] = "microsandbox"
+		cfg["node"] = section(n.Dir)
 	})
 	if out, code := stack.EnrollCmd(t, n, core.PublicAddr(), stack.CreateEnrollmentToken(t, ctx, cc), listen); code != 0 {
 		t.Fatalf("enroll: %d %s", code, out)

@@ -79,6 +79,32 @@ func Start(t testing.TB, installation string) *Fixture {
 	return f
 }
 
+// Install lays the fixture's executable out as the pinned release is
+// installed, dir/bin/msb with a placeholder dir/lib/libkrunfw beside it
+// (what the probe's artifact check reads; fakemsb never loads it), and
+// points Bin at that copy: a node agent configured with Bin passes the
+// probe up to the image, which the fixture holds.
+func (f *Fixture) Install(dir string) {
+	f.t.Helper()
+	exe, err := os.ReadFile(f.Bin)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	bin, lib := filepath.Join(dir, "bin", "msb"), filepath.Join(dir, "lib", microsandbox.PinnedLibkrunfw)
+	for _, d := range []string{filepath.Dir(bin), filepath.Dir(lib)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(lib, []byte("placeholder: fakemsb boots nothing\n"), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	f.Bin = bin
+}
+
 // Runner is the adapter's real msb runner pointed at the fixture.
 func (f *Fixture) Runner() microsandbox.Exec {
 	return microsandbox.Exec{Path: f.Bin, Home: f.Home}
@@ -238,12 +264,19 @@ func (f *Fixture) ForeignIntact() bool {
 // mutating are the calls that change msb state.
 var mutating = []string{"run", "create", "start", "stop", "remove", "exec"}
 
-// Calls returns the calls received since the last ResetCalls.
+// probeCalls are the readiness probe's recorded calls (fakemsb records
+// no `--version`). They belong to no operation, and a node agent probes
+// beside every health report, so Calls leaves them out; Args keeps them.
+var probeCalls = []string{"image.inspect"}
+
+// Calls returns the operation calls received since the last ResetCalls.
 func (f *Fixture) Calls() []contracttest.NativeCall {
-	st := f.read()
-	out := make([]contracttest.NativeCall, len(st.Calls))
-	for i, c := range st.Calls {
-		out[i] = contracttest.NativeCall{Name: c.Name, Mutating: slices.Contains(mutating, c.Name)}
+	var out []contracttest.NativeCall
+	for _, c := range f.read().Calls {
+		if slices.Contains(probeCalls, c.Name) {
+			continue
+		}
+		out = append(out, contracttest.NativeCall{Name: c.Name, Mutating: slices.Contains(mutating, c.Name)})
 	}
 	return out
 }

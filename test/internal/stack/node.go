@@ -74,8 +74,8 @@ type Node struct {
 	spec       *adminv1.Specification
 	// Bin is the binary it runs ("": Main's).
 	Bin string
-	// env is NodeOptions.Env.
-	env []string
+	// env is NodeOptions.Env, wrapper NodeOptions.Wrapper.
+	env, wrapper []string
 }
 
 // NodeOptions shape a node's configuration.
@@ -108,6 +108,12 @@ type NodeOptions struct {
 	// probe. Empty leaves it out, so the agent runs at its own default
 	// (nodeagent.DefaultHealthInterval), as installed.
 	HealthInterval string
+	// Wrapper is an argv prefix of the serving agent process (not of
+	// enrollment), e.g. `unshare --mount sh -c '<mounts> && exec "$@"' --`,
+	// so a test can run the real agent in a private mount namespace with
+	// host files of its own. The wrapper must exec the agent, so that Stop
+	// and Kill signal the agent itself.
+	Wrapper []string
 }
 
 // DefaultSpecification is the specification a node is configured with
@@ -201,7 +207,7 @@ func PrepareNode(t testing.TB, inst *Installation, o NodeOptions) *Node {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	state := filepath.Join(dir, "state")
-	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json"), generation: o.Generation, spec: spec, Bin: o.Bin, env: o.Env}
+	n := &Node{t: t, Inst: inst, Dir: dir, Config: filepath.Join(dir, "nodeagent.json"), generation: o.Generation, spec: spec, Bin: o.Bin, env: o.Env, wrapper: o.Wrapper}
 	cfg := map[string]any{
 		"state_dir": state,
 		"listen":    o.Listen,
@@ -249,7 +255,8 @@ func (n *Node) EditConfig(edit func(cfg map[string]any)) {
 // Start runs the agent and waits for it to report its address.
 func (n *Node) Start() {
 	n.t.Helper()
-	n.Cmd = exec.Command(n.bin(), "serve", "--config", n.Config)
+	argv := append(append([]string(nil), n.wrapper...), n.bin(), "serve", "--config", n.Config)
+	n.Cmd = exec.Command(argv[0], argv[1:]...)
 	if len(n.env) > 0 {
 		n.Cmd.Env = append(os.Environ(), n.env...)
 	}
@@ -337,7 +344,8 @@ func (n *Node) Dial(t testing.TB) *grpc.ClientConn {
 }
 
 // Published is the generation Connect publishes: NodeOptions.Generation
-// with NodeOptions.Specification, of the Docker provider.
+// with NodeOptions.Specification, of the provider the node's configuration
+// names (Docker unless EditConfig changed it), as Core would publish it.
 func (n *Node) Published() nodewire.Generation {
 	spec := sandbox.Specification{
 		Resources: sandbox.Resources{CPUMillis: n.spec.GetCpuMillis(), MemoryBytes: n.spec.GetMemoryBytes(), DiskBytes: n.spec.GetDiskBytes()},
@@ -346,10 +354,27 @@ func (n *Node) Published() nodewire.Generation {
 	if p := n.spec.GetSuspension(); p != nil {
 		spec.Suspension = sandbox.SuspensionPolicy{Idle: p.GetIdle().AsDuration(), Retention: p.GetRetention().AsDuration()}
 	}
+	kind := n.provider()
 	return nodewire.Generation{
-		Number: n.generation, ProviderKind: docker.Kind, Public: []byte(`{}`), Specification: spec,
-		DeploymentDigest: providers.DeploymentDigest(docker.Kind, spec),
+		Number: n.generation, ProviderKind: kind, Public: []byte(`{}`), Specification: spec,
+		DeploymentDigest: providers.DeploymentDigest(kind, spec),
 	}
+}
+
+// provider is the provider kind the node's configuration file names.
+func (n *Node) provider() string {
+	n.t.Helper()
+	data, err := os.ReadFile(n.Config)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var cfg struct {
+		Provider string `json:"provider"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil || cfg.Provider == "" {
+		n.t.Fatalf("node configuration names no provider: %v", err)
+	}
+	return cfg.Provider
 }
 
 // Connect performs Hello, opens a connection under epoch and publishes
