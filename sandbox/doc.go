@@ -13,6 +13,8 @@
 //     interfaces in this package by reflection; there is no second list.
 //   - All observation interfaces live here (runtimeobs re-exports them) so
 //     that the inventory sees every contract without an import cycle.
+//   - An adapter without checkpoints embeds CheckpointsUnsupported over its
+//     declaration instead of writing the nine refusals again.
 //   - Error classes come from errdefs; nothing here matches error text.
 //   - A provider credential travels only as a Credential, which no printer
 //     shows (sandbox/redacttest checks it); adapters Reveal it to parse

@@ -71,6 +71,11 @@ type Options struct {
 
 // Provider is the microsandbox adapter.
 type Provider struct {
+	// CheckpointsUnsupported answers every CheckpointProvider method
+	// with the typed error of the declaration (ReasonNoCheckpoints);
+	// doc.go says which guarantee of checkpoints on `msb snapshot` is not
+	// met.
+	sandbox.CheckpointsUnsupported
 	ops  providercontract.Operations
 	msb  Runner
 	opts Options
@@ -102,7 +107,8 @@ var (
 // New returns an adapter that drives msb through run. With a nil run only
 // the operations declared unsupported may be called.
 func New(run Runner, opts Options) *Provider {
-	return &Provider{ops: Operations(), msb: run, opts: opts, busy: map[string]*nameLock{}, creating: map[string]int{}}
+	ops := Operations()
+	return &Provider{CheckpointsUnsupported: sandbox.CheckpointsUnsupported{Ops: ops}, ops: ops, msb: run, opts: opts, busy: map[string]*nameLock{}, creating: map[string]int{}}
 }
 
 // startCreate marks a Create of name in progress until the returned

@@ -56,6 +56,9 @@ func Operations() providercontract.Operations {
 
 // Provider is the reference adapter.
 type Provider struct {
+	// The native service has no checkpoints: every CheckpointProvider
+	// method is declared unsupported and answered before any native I/O.
+	sandbox.CheckpointsUnsupported
 	ops          providercontract.Operations
 	endpoint     string
 	installation string
@@ -68,7 +71,8 @@ var _ sandbox.SandboxProvider = (*Provider)(nil)
 // client the adapter has no native client at all: only methods declared
 // unsupported can be called.
 func New(endpoint, installationID string, client *http.Client) *Provider {
-	return &Provider{ops: Operations(), endpoint: endpoint, installation: installationID, client: client}
+	ops := Operations()
+	return &Provider{CheckpointsUnsupported: sandbox.CheckpointsUnsupported{Ops: ops}, ops: ops, endpoint: endpoint, installation: installationID, client: client}
 }
 
 // NewClient returns the native HTTP client. Every call uses its own
