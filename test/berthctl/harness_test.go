@@ -19,29 +19,9 @@ import (
 	"berth.dev/test/internal/stack"
 )
 
-// berthctlBin is the binary TestMain builds.
-var berthctlBin string
-
 // TestMain builds berthctl beside the binaries stack.Run builds, then runs
 // the tests.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "berthctl-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	berthctlBin = filepath.Join(dir, "berthctl")
-	build := exec.Command("go", "build", "-o", berthctlBin, "berth.dev/core/cmd/berthctl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	code := 1
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build berthctl:", err)
-	} else {
-		code = stack.Run(m)
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(stack.RunWithBerthctl(m)) }
 
 // ctl runs berthctl as an operator whose home and config file are the
 // test's own, and checks that no run shows the admin token.
@@ -71,7 +51,7 @@ func (r result) String() string {
 // cmd prepares berthctl with args, the given extra environment, and
 // stdin from /dev/null.
 func (c *ctl) cmd(ctx context.Context, env []string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, berthctlBin, args...)
+	cmd := exec.CommandContext(ctx, stack.BerthctlBin(), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.home, "BERTHCTL_CONFIG=" + c.config}, env...)
 	return cmd
 }

@@ -64,7 +64,7 @@ func TestMicrosandboxNodeReportsWhyItIsNotReady(t *testing.T) {
 	home2 := t.TempDir()
 	ctl := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(berthctlBin, args...)
+		cmd := exec.Command(stack.BerthctlBin(), args...)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home2, "BERTHCTL_CONFIG=" + filepath.Join(home2, "berthctl.json")}
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut

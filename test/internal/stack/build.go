@@ -71,6 +71,31 @@ func Run(m *testing.M) int {
 	return code
 }
 
+// berthctlBin is the berthctl binary RunWithBerthctl built.
+var berthctlBin string
+
+// RunWithBerthctl is Run for the suites that also drive berthctl as an
+// operator does: it builds berthctl first (BerthctlBin).
+func RunWithBerthctl(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "berthctl-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	berthctlBin = filepath.Join(dir, "berthctl")
+	build := exec.Command("go", "build", "-o", berthctlBin, "berth.dev/core/cmd/berthctl")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build berthctl:", err)
+		return 1
+	}
+	return Run(m)
+}
+
+// BerthctlBin is the path of the berthctl binary RunWithBerthctl built.
+func BerthctlBin() string { return berthctlBin }
+
 // NodeAgentBin is the path of the berth-nodeagent binary built by Main.
 func NodeAgentBin() string { return nodeAgentBin }
 
