@@ -108,7 +108,34 @@ type DirectRequest struct {
 	Deployment     sandbox.EncodedConfiguration
 	Specification  sandbox.Specification
 	InstallationID string
-	Paths          ProcessPaths
+	// Generation is the deployment generation the adapter serves (1 or
+	// more), so an adapter can name its private state and receipts per
+	// generation; LocalOptions.Generation is the node-side counterpart.
+	Generation uint64
+	Paths      ProcessPaths
+}
+
+// DirectBuilt is a constructed direct adapter: what Core needs to serve
+// and retire one generation without knowing the vendor. Construction
+// never creates an Environment.
+type DirectBuilt struct {
+	Provider sandbox.SandboxProvider
+	// Probe checks native readiness (the vendor reachable, the credential
+	// accepted); its errors carry fixed diagnostic codes (sandbox.ProbeError).
+	Probe func(ctx context.Context) error
+	// Close releases what construction acquired. Core calls it only after
+	// Fence.Exclude returned, so no native call of the adapter still runs.
+	Close func() error
+	// Fence is the one CallFence around every native call of the adapter:
+	// Core excludes it before it replaces the credential or closes the
+	// adapter (the guide's prepared fencing callback).
+	Fence *sandbox.CallFence
+	// BackendFingerprint names the vendor namespace the adapter reaches
+	// (such as the API endpoint and the credential's team), at most 256
+	// bytes. Optional: when set, Core binds it to the generation, so a
+	// rebuilt adapter that reaches another namespace is never sent a
+	// retained allocation's calls.
+	BackendFingerprint string
 }
 
 // Registration binds one provider kind. Every field is mandatory except
@@ -132,5 +159,5 @@ type Registration struct {
 	// BuildLocal constructs a node-local adapter (ModeNodes only).
 	BuildLocal func(ctx context.Context, deployment sandbox.NativeConfiguration, req LocalRequest) (Built, error)
 	// BuildDirect constructs a direct adapter (ModeDirect only).
-	BuildDirect func(ctx context.Context, deployment sandbox.NativeConfiguration, req DirectRequest) (sandbox.SandboxProvider, error)
+	BuildDirect func(ctx context.Context, deployment sandbox.NativeConfiguration, req DirectRequest) (DirectBuilt, error)
 }

@@ -90,35 +90,69 @@ func (r *Registry) Build(ctx context.Context, kind string, req LocalRequest) (Bu
 	return built, nil
 }
 
-// BuildDirect constructs a direct adapter of kind.
-func (r *Registry) BuildDirect(ctx context.Context, kind string, req DirectRequest) (sandbox.SandboxProvider, error) {
+// BuildDirect constructs a direct adapter of kind for one generation. It
+// requires canonical absolute process paths and a generation, validates
+// the specification, decodes the stored deployment configuration through
+// the adapter, and checks the result before returning it: the provider's
+// binding, a probe, a close function and the call fence Core excludes
+// before a credential change or a close. A rejected result is closed.
+func (r *Registry) BuildDirect(ctx context.Context, kind string, req DirectRequest) (DirectBuilt, error) {
 	reg, err := r.Lookup(kind)
 	if err != nil {
-		return nil, err
+		return DirectBuilt{}, err
 	}
 	if reg.Mode != ModeDirect {
-		return nil, errdefs.Invalid("provider.kind", "provider is not a direct provider")
+		return DirectBuilt{}, errdefs.Invalid("provider.kind", "provider is not a direct provider")
 	}
 	for _, root := range []struct{ field, p string }{{"paths.root", req.Paths.Root}, {"paths.state", req.Paths.State}} {
 		if !canonicalAbs(root.p) {
-			return nil, errdefs.Invalid(root.field, "must be a canonical absolute path")
+			return DirectBuilt{}, errdefs.Invalid(root.field, "must be a canonical absolute path")
 		}
 	}
+	if req.Generation == 0 {
+		return DirectBuilt{}, errdefs.Invalid("generation", "must name a deployment generation (1 or more)")
+	}
 	if err := validateSpecification(reg, req.Specification); err != nil {
-		return nil, err
+		return DirectBuilt{}, err
 	}
 	cfg, err := reg.Configuration.Decode(req.Deployment)
 	if err != nil {
-		return nil, fmt.Errorf("decode deployment configuration: %w", err)
+		return DirectBuilt{}, fmt.Errorf("decode deployment configuration: %w", err)
 	}
-	p, err := reg.BuildDirect(ctx, cfg, req)
+	built, err := reg.BuildDirect(ctx, cfg, req)
 	if err != nil {
-		return nil, fmt.Errorf("build %s provider: %w", kind, err)
+		return DirectBuilt{}, fmt.Errorf("build %s provider: %w", kind, err)
 	}
-	if err := ValidateBinding(reg, p); err != nil {
-		return nil, err
+	if err := checkBuiltDirect(reg, built); err != nil {
+		if built.Close != nil {
+			err = errors.Join(err, built.Close())
+		}
+		return DirectBuilt{}, err
 	}
-	return p, nil
+	return built, nil
+}
+
+// maxBackendFingerprint bounds DirectBuilt.BackendFingerprint, which Core
+// stores beside the generation.
+const maxBackendFingerprint = 256
+
+// checkBuiltDirect names the first part of b that Core cannot serve a
+// generation without.
+func checkBuiltDirect(reg Registration, b DirectBuilt) error {
+	if err := ValidateBinding(reg, b.Provider); err != nil {
+		return err
+	}
+	switch {
+	case b.Probe == nil:
+		return contractErr(providercontract.CodeBuildResult, "probe")
+	case b.Close == nil:
+		return contractErr(providercontract.CodeBuildResult, "close")
+	case b.Fence == nil:
+		return contractErr(providercontract.CodeBuildResult, "fence")
+	case len(b.BackendFingerprint) > maxBackendFingerprint:
+		return contractErr(providercontract.CodeBuildResult, "backend_fingerprint")
+	}
+	return nil
 }
 
 func validateLocalOptions(o LocalOptions) error {

@@ -23,6 +23,7 @@ type (
 	Built              = providerapi.Built
 	ProcessPaths       = providerapi.ProcessPaths
 	DirectRequest      = providerapi.DirectRequest
+	DirectBuilt        = providerapi.DirectBuilt
 	Registration       = providerapi.Registration
 )
 

@@ -65,8 +65,8 @@ func withCheckpoints(state providercontract.Decision) func(*providers.Registrati
 func direct(r *providers.Registration) {
 	r.Mode = providers.ModeDirect
 	r.BuildLocal = nil
-	r.BuildDirect = func(context.Context, sandbox.NativeConfiguration, providers.DirectRequest) (sandbox.SandboxProvider, error) {
-		return nil, errors.New("unused")
+	r.BuildDirect = func(context.Context, sandbox.NativeConfiguration, providers.DirectRequest) (providers.DirectBuilt, error) {
+		return providers.DirectBuilt{}, errors.New("unused")
 	}
 }
 

@@ -116,8 +116,8 @@ func DirectRegistration() providerapi.Registration {
 		Configuration: directAdapter{},
 		Operations:    sandbox.WithoutCheckpoints(docker.Operations(), "test_direct_no_checkpoints"),
 		RuntimeInput:  providerapi.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
-		BuildDirect: func(context.Context, sandbox.NativeConfiguration, providerapi.DirectRequest) (sandbox.SandboxProvider, error) {
-			return nil, errors.New("not constructed in these tests")
+		BuildDirect: func(context.Context, sandbox.NativeConfiguration, providerapi.DirectRequest) (providerapi.DirectBuilt, error) {
+			return providerapi.DirectBuilt{}, errors.New("not constructed in these tests")
 		},
 	}
 }
