@@ -123,9 +123,29 @@ func reasonOf(err error) string {
 // endsWith reads until the stream ends and checks its status.
 func endsWith(t *testing.T, s rt, code codes.Code, reason string) {
 	t.Helper()
+	ends(t, s, code, reason, false)
+}
+
+// endsAnswering is endsWith for a live Runtime: it answers keepalives
+// until the stream ends, so the end it reads is the one under test, not
+// the liveness check of a Runtime that stopped answering (three missed
+// keepalives: a short keepalive on a loaded machine would otherwise end
+// the connection first).
+func endsAnswering(t *testing.T, s rt, code codes.Code, reason string) {
+	t.Helper()
+	ends(t, s, code, reason, true)
+}
+
+// ends reads s to its end, answering keepalives when answer is set, and
+// requires the end's code and reason.
+func ends(t *testing.T, s rt, code codes.Code, reason string, answer bool) {
+	t.Helper()
 	for {
-		_, err := s.Recv()
+		m, err := s.Recv()
 		if err == nil {
+			if k := m.GetKeepalive(); k != nil && answer {
+				_ = s.Send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_KeepaliveAck{KeepaliveAck: &runtimev1.KeepaliveAck{Sequence: k.GetSequence()}}})
+			}
 			continue
 		}
 		if status.Code(err) != code || reasonOf(err) != reason {
@@ -397,7 +417,7 @@ func TestDeletionCancelsTheRunningTurnAndKeepsItsResult(t *testing.T) {
 		TurnId: turn.ID.String(), Outcome: runtimev1.TurnResult_OUTCOME_CANCELLED, Signal: 15}}})
 	// With the result recorded nothing runs any more: the revoked
 	// connection ends.
-	endsWith(t, s, codes.PermissionDenied, runtimev1.ReasonRevoked)
+	endsAnswering(t, s, codes.PermissionDenied, runtimev1.ReasonRevoked)
 	got, err := f.st.GetTurn(context.Background(), turn.ID)
 	if err != nil {
 		t.Fatal(err)
