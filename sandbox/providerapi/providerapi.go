@@ -95,17 +95,24 @@ type Built struct {
 	Close func() error
 }
 
-// ProcessPaths are fixed distribution roots from the launcher's process
-// environment, read once by Core. Adapters resolve their helper and state
-// locations below them.
-type ProcessPaths struct {
-	Root  string
-	State string
-}
+// ProcessPaths is sandbox.ProcessPaths: the fixed distribution roots the
+// caller derives once and passes to every direct construction.
+type ProcessPaths = sandbox.ProcessPaths
 
 // DirectRequest is what Core passes to BuildDirect.
 type DirectRequest struct {
-	Deployment     sandbox.EncodedConfiguration
+	// Deployment is the generation's stored public selectors and
+	// observations. It never carries the secret (Secret zero): the
+	// credential travels only in Credential.
+	Deployment sandbox.EncodedConfiguration
+	// Credential is the credential Core opened for the generation (its
+	// sealed bytes, as the adapter's Encode wrote them): the current
+	// credential of the generation's credential source. providers.
+	// BuildDirect composes it into the decoded selectors through the
+	// registration's Configuration.WithCredential, the one place an
+	// adapter parses it, and passes the constructor a request whose
+	// Credential is zero. Zero when the generation has none.
+	Credential     sandbox.Credential
 	Specification  sandbox.Specification
 	InstallationID string
 	// Generation is the deployment generation the adapter serves (1 or

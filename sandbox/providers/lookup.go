@@ -91,11 +91,20 @@ func (r *Registry) Build(ctx context.Context, kind string, req LocalRequest) (Bu
 }
 
 // BuildDirect constructs a direct adapter of kind for one generation. It
-// requires canonical absolute process paths and a generation, validates
-// the specification, decodes the stored deployment configuration through
-// the adapter, and checks the result before returning it: the provider's
-// binding, a probe, a close function and the call fence Core excludes
-// before a credential change or a close. A rejected result is closed.
+// requires valid process paths (sandbox.ProcessPaths.Validate) and a
+// generation, validates the specification, decodes the stored selectors
+// (which never carry the secret) through the adapter, composes the opened
+// credential into them with the registration's
+// Configuration.WithCredential, and only then calls the constructor, with
+// the composed configuration and a request whose Credential is zero: the
+// adapter parses the credential once, in WithCredential, and a retained
+// generation meets the current credential only there (the guide's
+// composition). A credential-required registration without a credential
+// is refused with ErrCredentialRequired, and a credential for a
+// registration that takes none is invalid, both before construction. It
+// checks the result before returning it: the provider's binding, a probe,
+// a close function and the call fence Core excludes before a credential
+// change or a close. A rejected result is closed.
 func (r *Registry) BuildDirect(ctx context.Context, kind string, req DirectRequest) (DirectBuilt, error) {
 	reg, err := r.Lookup(kind)
 	if err != nil {
@@ -104,10 +113,8 @@ func (r *Registry) BuildDirect(ctx context.Context, kind string, req DirectReque
 	if reg.Mode != ModeDirect {
 		return DirectBuilt{}, errdefs.Invalid("provider.kind", "provider is not a direct provider")
 	}
-	for _, root := range []struct{ field, p string }{{"paths.root", req.Paths.Root}, {"paths.state", req.Paths.State}} {
-		if !canonicalAbs(root.p) {
-			return DirectBuilt{}, errdefs.Invalid(root.field, "must be a canonical absolute path")
-		}
+	if err := req.Paths.Validate(); err != nil {
+		return DirectBuilt{}, err
 	}
 	if req.Generation == 0 {
 		return DirectBuilt{}, errdefs.Invalid("generation", "must name a deployment generation (1 or more)")
@@ -115,10 +122,11 @@ func (r *Registry) BuildDirect(ctx context.Context, kind string, req DirectReque
 	if err := validateSpecification(reg, req.Specification); err != nil {
 		return DirectBuilt{}, err
 	}
-	cfg, err := reg.Configuration.Decode(req.Deployment)
+	cfg, err := composeDirect(reg, req.Deployment, req.Credential)
 	if err != nil {
-		return DirectBuilt{}, fmt.Errorf("decode deployment configuration: %w", err)
+		return DirectBuilt{}, err
 	}
+	req.Credential = sandbox.Credential{}
 	built, err := reg.BuildDirect(ctx, cfg, req)
 	if err != nil {
 		return DirectBuilt{}, fmt.Errorf("build %s provider: %w", kind, err)
@@ -130,6 +138,49 @@ func (r *Registry) BuildDirect(ctx context.Context, kind string, req DirectReque
 		return DirectBuilt{}, err
 	}
 	return built, nil
+}
+
+// ErrCredentialRequired refuses a direct build of a credential-required
+// registration without a credential, before the adapter sees anything:
+// reason credential_required, class ErrFailedPrecondition.
+var ErrCredentialRequired error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "credential_required",
+	"this direct provider requires a credential and none was given for the generation: nothing was constructed")
+
+// composeDirect decodes stored (refused when it carries a secret: the
+// credential travels only beside it) and composes credential into the
+// result through the adapter, as the registration's requirement says.
+func composeDirect(reg Registration, stored sandbox.EncodedConfiguration, credential sandbox.Credential) (sandbox.NativeConfiguration, error) {
+	if stored.Secret.Len() > 0 {
+		return nil, errdefs.Invalid("deployment.secret", "the stored configuration carries no credential: pass the opened credential as DirectRequest.Credential")
+	}
+	required := reg.Configuration.Requirements().Credential == sandbox.Required
+	switch {
+	case required && credential.Len() == 0:
+		return nil, ErrCredentialRequired
+	case !required && credential.Len() > 0:
+		return nil, errdefs.Invalid("credential", "this provider takes no credential")
+	}
+	cfg, err := reg.Configuration.Decode(stored)
+	if err != nil {
+		return nil, fmt.Errorf("decode deployment configuration: %w", err)
+	}
+	if !required {
+		return checkKind(reg, cfg)
+	}
+	// The bytes are revealed only into the adapter's WithCredential.
+	composed, err := reg.Configuration.WithCredential(cfg, credential.Reveal())
+	if err != nil {
+		return nil, fmt.Errorf("compose deployment credential: %w", err)
+	}
+	return checkKind(reg, composed)
+}
+
+// checkKind requires cfg to be a configuration of reg's kind.
+func checkKind(reg Registration, cfg sandbox.NativeConfiguration) (sandbox.NativeConfiguration, error) {
+	if isNil(cfg) || cfg.ProviderKind() != reg.Kind {
+		return nil, contractErr(providercontract.CodeConfigurationKind, "configuration")
+	}
+	return cfg, nil
 }
 
 // maxBackendFingerprint bounds DirectBuilt.BackendFingerprint, which Core

@@ -152,6 +152,10 @@ func TestBuildDirectRefusesBeforeConstruction(t *testing.T) {
 		"relative root":      {func(r *providers.DirectRequest) { r.Paths.Root = "usr/lib/berth" }, "paths.root"},
 		"missing state":      {func(r *providers.DirectRequest) { r.Paths.State = "" }, "paths.state"},
 		"non-canonical root": {func(r *providers.DirectRequest) { r.Paths.Root = "/usr/lib/../berth" }, "paths.root"},
+		"trailing slash":     {func(r *providers.DirectRequest) { r.Paths.State = "/var/lib/berth/" }, "paths.state"},
+		"filesystem root":    {func(r *providers.DirectRequest) { r.Paths.Root = "/" }, "paths.root"},
+		"relative state":     {func(r *providers.DirectRequest) { r.Paths.State = "./state" }, "paths.state"},
+		"missing root":       {func(r *providers.DirectRequest) { r.Paths.Root = "" }, "paths.root"},
 		"no generation":      {func(r *providers.DirectRequest) { r.Generation = 0 }, "generation"},
 		"specification out of bounds": {func(r *providers.DirectRequest) {
 			r.Specification.Resources.CPUMillis = 1

@@ -147,7 +147,9 @@ func (configAdapter) Encode(n sandbox.NativeConfiguration) (sandbox.EncodedConfi
 }
 
 // Decode restores stored selectors and the stored key, without asking
-// the vendor anything.
+// the vendor anything. providers.BuildDirect gives it the selectors only
+// (no secret) and composes the opened key through WithCredential; the
+// stored key is read here for ResolveChange's inheritance.
 func (configAdapter) Decode(stored sandbox.EncodedConfiguration) (sandbox.NativeConfiguration, error) {
 	p, err := parsePublic(stored.Public)
 	if err != nil {

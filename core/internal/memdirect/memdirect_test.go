@@ -53,19 +53,35 @@ func encoded(t *testing.T, reg *providers.Registry, key string) sandbox.EncodedC
 	return enc
 }
 
+// stored splits enc as the store keeps it: the selectors and
+// observations, and the secret the store seals apart (and Core opens).
+func stored(enc sandbox.EncodedConfiguration) (sandbox.EncodedConfiguration, sandbox.Credential) {
+	return sandbox.EncodedConfiguration{Public: enc.Public, Observations: enc.Observations}, enc.Secret
+}
+
+// directRequest is the request Core makes for generation 1 of a
+// deployment committed with key: the stored selectors, and the opened
+// credential beside them.
+func directRequest(t *testing.T, reg *providers.Registry, installation, key string) providers.DirectRequest {
+	t.Helper()
+	deployment, credential := stored(encoded(t, reg, key))
+	return providers.DirectRequest{
+		Deployment:     deployment,
+		Credential:     credential,
+		Specification:  sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}, MaxActive: 4},
+		InstallationID: installation,
+		Generation:     1,
+		Paths:          providers.ProcessPaths{Root: "/usr/lib/berth", State: "/var/lib/berth/providers"},
+	}
+}
+
 func buildErr(t *testing.T, v *memdirect.Vendor, installation, key string) (adapter, error) {
 	t.Helper()
 	reg, err := providers.NewRegistry(memdirect.Registration(v))
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := reg.BuildDirect(context.Background(), memdirect.Kind, providers.DirectRequest{
-		Deployment:     encoded(t, reg, key),
-		Specification:  sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 1000, MemoryBytes: 1 << 30, DiskBytes: 4 << 30}, MaxActive: 4},
-		InstallationID: installation,
-		Generation:     1,
-		Paths:          providers.ProcessPaths{Root: "/usr/lib/berth", State: "/var/lib/berth/providers"},
-	})
+	built, err := reg.BuildDirect(context.Background(), memdirect.Kind, directRequest(t, reg, installation, key))
 	if err != nil {
 		return adapter{}, err
 	}
@@ -479,8 +495,12 @@ func decoded(t *testing.T, v *memdirect.Vendor, key string) sandbox.NativeConfig
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := r.Configuration.Decode(encoded(t, reg, key))
+	deployment, credential := stored(encoded(t, reg, key))
+	cfg, err := r.Configuration.Decode(deployment)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = r.Configuration.WithCredential(cfg, credential.Reveal()); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

@@ -3,6 +3,7 @@ package memdirect
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -54,14 +55,21 @@ type Vendor struct {
 	id string
 
 	mu        sync.Mutex
-	keys      map[string]string   // API key -> team
-	sandboxes map[string]*Sandbox // id -> sandbox
+	keys      map[keyDigest]string // API key's digest -> team
+	sandboxes map[string]*Sandbox  // id -> sandbox
 	next      int
 	offset    time.Duration
 	holds     map[string][]hold
 	lose      map[string]int
 	calls     []Call
 }
+
+// keyDigest is an API key's SHA-256: the vendor keeps digests, as a real
+// one does, so no printing of a Vendor (or of an adapter that points to
+// it, through a mismatched fmt verb) shows a key.
+type keyDigest [sha256.Size]byte
+
+func digest(key string) keyDigest { return sha256.Sum256([]byte(key)) }
 
 // hold is one armed slow call: received is closed when the vendor has
 // the call, release lets it go on.
@@ -76,7 +84,7 @@ var vendors atomic.Int64
 func NewVendor() *Vendor {
 	return &Vendor{
 		id:        "vendor-" + strconv.FormatInt(vendors.Add(1), 10),
-		keys:      map[string]string{},
+		keys:      map[keyDigest]string{},
 		sandboxes: map[string]*Sandbox{},
 		holds:     map[string][]hold{},
 		lose:      map[string]int{},
@@ -87,14 +95,14 @@ func NewVendor() *Vendor {
 func (v *Vendor) AddKey(key, team string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.keys[key] = team
+	v.keys[digest(key)] = team
 }
 
 // RemoveKey revokes key: the vendor answers its calls 401.
 func (v *Vendor) RemoveKey(key string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	delete(v.keys, key)
+	delete(v.keys, digest(key))
 }
 
 // Advance moves the vendor's clock on by d: sandboxes whose lease ends
@@ -198,7 +206,7 @@ func (v *Vendor) receive(ctx context.Context, name, key string, mutating bool) (
 		return "", false, err
 	}
 	v.mu.Lock()
-	team = v.keys[key]
+	team = v.keys[digest(key)]
 	v.calls = append(v.calls, Call{Name: name, Team: team, Mutating: mutating})
 	var h *hold
 	if hs := v.holds[name]; len(hs) > 0 {
