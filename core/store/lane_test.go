@@ -287,18 +287,16 @@ func TestDirectScansReturnOnlyTheLane(t *testing.T) {
 	g := directGeneration(t, ctx, st)
 	directReady(t, ctx, st, g.Generation)
 	want := map[uuid.UUID]bool{}
-	var running []store.Allocation
 	for i := range 40 {
 		b := directSession(t, ctx, st, g.Generation, 100)
 		want[b.Allocation.ID] = true
 		if i < 35 {
 			a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
 			must(t, err)
-			a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{
+			_, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{
 				Kind: store.CreateRunning, ProviderID: "d-" + a.ID.String(), BootstrapComplete: true,
 			})
 			must(t, err)
-			running = append(running, a)
 		}
 	}
 	pending := func(lane uuid.UUID) (ids []uuid.UUID, sizes []int) {
