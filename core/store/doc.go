@@ -30,14 +30,7 @@
 //     insert raises that count, so concurrent Session creations never
 //     place past a node's max_active, while creations on different nodes
 //     run side by side (ChoosePlacementNode in queries/placements.sql).
-//   - The direct lane (migration 0020): a direct generation's placements
-//     and allocations have node_id NULL, DirectLane (uuid.Nil) in Go.
-//     Triggers keep a placement on its generation's mode's lane and an
-//     allocation on its placement's lane and generation; direct_load
-//     counts the lane as node_load counts a node, and its one row is the
-//     direct placements' lock (ChooseDirectLane). The …ForNode scans and
-//     AllocatePending take DirectLane; the lane's writes queue
-//     DirectWorkEvent.
+//   - node_id NULL is the direct lane, DirectLane in Go (docs/store.md).
 //   - Authority is in the types. Store has only the start-up writes that
 //     make the others' authority (installation, owner epoch, lease, CA)
 //     and hands out the views: Reader (reads only, unfenced), Owner
