@@ -288,6 +288,10 @@ func (s *Service) sealed(p prepared, number uint64) (store.NewGeneration, error)
 		PublicConfig:  p.enc.Public,
 		Observations:  p.enc.Observations,
 		Specification: p.spec,
+		Mode:          store.ModeNodes,
+	}
+	if p.reg.Mode == providers.ModeDirect {
+		next.Mode = store.ModeDirect
 	}
 	if p.enc.Secret.Len() > 0 {
 		nonce, ct, err := s.key.Seal(p.enc.Secret.Reveal(), secrets.DeploymentCredential(s.installationID, number))

@@ -119,12 +119,12 @@ var computePhases = map[sessions.ComputePhase]adminv1.ComputePhase{
 
 // allocationProto is the API form of an allocation. It carries Berth
 // names only: never the provider's native id, the device credential
-// (digest or sealed), the device id or the create receipt.
+// (digest or sealed), the device id or the create receipt. Node is empty for an allocation on the direct lane (store.DirectLane):
+// a direct provider has no node.
 func allocationProto(a store.SessionAllocation) *adminv1.Allocation {
-	return &adminv1.Allocation{
+	out := &adminv1.Allocation{
 		Name:              admin.AllocationName.Format(a.ID.String()),
 		Session:           admin.SessionName.Format(a.SessionID.String()),
-		Node:              admin.NodeName.Format(a.NodeID.String()),
 		State:             allocationState(sessions.AllocationStateOf(a.Allocation)),
 		Generation:        uint64(a.Generation),
 		CreateSettled:     sessions.CreateSettled(a.Allocation),
@@ -134,6 +134,10 @@ func allocationProto(a store.SessionAllocation) *adminv1.Allocation {
 		CreateFailed:      sessions.CreateFailed(a.Allocation),
 		Abandoned:         a.AbandonedAt != nil,
 	}
+	if a.NodeID != store.DirectLane {
+		out.Node = admin.NodeName.Format(a.NodeID.String())
+	}
+	return out
 }
 
 // allocationStates maps the logic's allocation states to the API.

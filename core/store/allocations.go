@@ -688,7 +688,8 @@ func failAfterMaxAttempts(ctx context.Context, q *db.Queries, environmentID uuid
 // caller's, fresh for this allocation.
 type PendingAllocationParams struct {
 	EnvironmentID uuid.UUID
-	// NodeID is the node of the worker asking: it must be the node of the
+	// NodeID is the lane of the worker asking (a node, or DirectLane): it
+	// must be the lane of the
 	// Environment's placement (Core never chooses another node).
 	NodeID       uuid.UUID
 	AllocationID uuid.UUID
@@ -701,10 +702,9 @@ type PendingAllocationParams struct {
 	CreateReceipt        uuid.UUID
 }
 
+// validate accepts every NodeID: uuid.Nil is the direct lane
+// (DirectLane), and AllocatePending refuses a placement on another lane.
 func (p PendingAllocationParams) validate() error {
-	if p.NodeID == uuid.Nil {
-		return errdefs.Invalid("node_id", "must not be the nil UUID")
-	}
 	return validateNewAllocation(p.EnvironmentID, p.AllocationID, p.DeviceID, p.CreateReceipt,
 		p.CredentialDigest, p.CredentialNonce, p.CredentialCiphertext)
 }
@@ -805,8 +805,8 @@ func (s *Owner) AllocatePending(ctx context.Context, p PendingAllocationParams) 
 			return fmt.Errorf("environment is not pending: %w", errdefs.ErrFailedPrecondition)
 		case PlacementState(pl.State) == PlacementReleased:
 			return fmt.Errorf("placement is released: %w", errdefs.ErrFailedPrecondition)
-		case pl.NodeID != p.NodeID:
-			return fmt.Errorf("environment is placed on another node: %w", errdefs.ErrFailedPrecondition)
+		case laneOf(pl.NodeID) != p.NodeID:
+			return fmt.Errorf("environment is placed on another lane: %w", errdefs.ErrFailedPrecondition)
 		}
 		if _, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID); err == nil {
 			return fmt.Errorf("environment has an allocation: %w", errdefs.ErrExists)
@@ -887,7 +887,8 @@ func update(ctx context.Context, q *db.Queries, a Allocation, revision int64) (A
 // unreleased allocations of node nodeID with ids after after (uuid.Nil for
 // the start), in id order. The node filter applies before the limit, so
 // another node's rows never shorten a page. An empty page means the end:
-// the caller's per-node cursor wraps to uuid.Nil.
+// the caller's per-node cursor wraps to uuid.Nil. nodeID DirectLane
+// (uuid.Nil) pages the direct lane's allocations.
 func (s *Reader) ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Allocation, error) {
 	const op = "list allocations for node"
 	n, err := nodePageParam(op, limit)
@@ -895,6 +896,9 @@ func (s *Reader) ListAllocationsForNode(ctx context.Context, nodeID, after uuid.
 		return nil, err
 	}
 	return fetchRows(op, func() ([]db.Allocation, error) {
+		if nodeID == DirectLane {
+			return s.q.ListAllocationsForDirect(ctx, db.ListAllocationsForDirectParams{After: after, PageSize: n})
+		}
 		return s.q.ListAllocationsForNode(ctx, db.ListAllocationsForNodeParams{NodeID: nodeID, After: after, PageSize: n})
 	}, allocationFromRow)
 }
@@ -918,7 +922,8 @@ type Pending struct {
 // AllocatePending) or one still in allocated (Create not claimed), in
 // environment id order. A failed Environment is never listed. Like
 // ListAllocationsForNode it filters by node before the limit, and an empty
-// page means the end.
+// page means the end. nodeID DirectLane (uuid.Nil) pages the direct
+// lane's pending Environments.
 func (s *Reader) ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Pending, error) {
 	const op = "list pending for node"
 	n, err := nodePageParam(op, limit)
@@ -926,6 +931,14 @@ func (s *Reader) ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID
 		return nil, err
 	}
 	return fetchRows(op, func() ([]db.ListPendingForNodeRow, error) {
+		if nodeID == DirectLane {
+			rows, err := s.q.ListPendingForDirect(ctx, db.ListPendingForDirectParams{After: after, PageSize: n})
+			out := make([]db.ListPendingForNodeRow, len(rows))
+			for i, r := range rows {
+				out[i] = db.ListPendingForNodeRow(r)
+			}
+			return out, err
+		}
 		return s.q.ListPendingForNode(ctx, db.ListPendingForNodeParams{NodeID: nodeID, After: after, PageSize: n})
 	}, func(r db.ListPendingForNodeRow) Pending {
 		p := Pending{
@@ -944,7 +957,7 @@ func allocationFromRow(r db.Allocation) Allocation {
 		ID:                 r.ID,
 		EnvironmentID:      r.EnvironmentID,
 		TenantID:           r.TenantID,
-		NodeID:             r.NodeID,
+		NodeID:             laneOf(r.NodeID),
 		Generation:         r.Generation,
 		CredentialDigest:   r.CredentialDigest,
 		DeviceID:           r.DeviceID,

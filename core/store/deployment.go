@@ -32,7 +32,21 @@ type NewGeneration struct {
 	CredentialCiphertext []byte
 	CredentialNonce      []byte
 	Specification        sandbox.Specification
+	// Mode is where the registration's adapter runs (its generic Mode):
+	// ModeNodes (the zero value stores as it) or ModeDirect, whose
+	// Sessions are placed on the direct lane (migration 0020).
+	Mode GenerationMode
 }
+
+// GenerationMode is where a generation's adapter runs: on the nodes, or
+// in Core (the direct lane).
+type GenerationMode string
+
+// The generation modes (deployment_generations.mode).
+const (
+	ModeNodes  GenerationMode = "nodes"
+	ModeDirect GenerationMode = "direct"
+)
 
 // Generation is a committed, immutable deployment generation.
 type Generation struct {
@@ -343,7 +357,8 @@ func (s *Reader) GetGeneration(ctx context.Context, n uint64) (Generation, error
 }
 
 // NodeGenerations returns the generations node must serve, ascending:
-// the current one while the node is enabled, and every generation an
+// the current one while the node is enabled and it is a node generation
+// (a direct one is served by Core's direct lane), and every generation an
 // unreleased placement or allocation on it is bound to.
 func (s *Reader) NodeGenerations(ctx context.Context, node uuid.UUID) ([]Generation, error) {
 	rows, err := s.q.ListNodeGenerations(ctx, node)
@@ -375,8 +390,17 @@ func generationParams(expectedCurrent uint64, g NewGeneration) (db.InsertDeploym
 			return db.InsertDeploymentGenerationParams{}, errdefs.Invalid(o.field, "must be a JSON object")
 		}
 	}
+	mode := g.Mode
+	switch mode {
+	case "":
+		mode = ModeNodes
+	case ModeNodes, ModeDirect:
+	default:
+		return db.InsertDeploymentGenerationParams{}, errdefs.Invalid("mode", "must be nodes or direct")
+	}
 	spec := g.Specification
 	p := db.InsertDeploymentGenerationParams{
+		Mode:                 string(mode),
 		Generation:           int64(expectedCurrent) + 1,
 		ProviderKind:         g.ProviderKind,
 		PublicConfig:         g.PublicConfig,
@@ -408,6 +432,7 @@ func generationFromRow(r db.DeploymentGeneration) Generation {
 			Observations:         json.RawMessage(r.Observations),
 			CredentialCiphertext: r.CredentialCiphertext,
 			CredentialNonce:      r.CredentialNonce,
+			Mode:                 GenerationMode(r.Mode),
 			Specification: sandbox.Specification{
 				Resources: sandbox.Resources{
 					CPUMillis:   r.CPUMillis,

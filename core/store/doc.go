@@ -30,6 +30,7 @@
 //     insert raises that count, so concurrent Session creations never
 //     place past a node's max_active, while creations on different nodes
 //     run side by side (ChoosePlacementNode in queries/placements.sql).
+//   - node_id NULL is the direct lane, DirectLane in Go (docs/store.md).
 //   - Authority is in the types. Store has only the start-up writes that
 //     make the others' authority (installation, owner epoch, lease, CA)
 //     and hands out the views: Reader (reads only, unfenced), Owner

@@ -23,14 +23,20 @@ const EventsChannel = "berth_events"
 // of a node (the id) it has work: core/events' NodeWork.
 const NodeWorkEvent = "node_work"
 
-// notifyNodeWork queues a NodeWorkEvent for node in the caller's
-// transaction: it is delivered when the transaction commits, never when
-// it rolls back.
-func notifyNodeWork(ctx context.Context, q *db.Queries, node uuid.UUID) error {
-	if node == uuid.Nil {
-		return nil
+// DirectWorkEvent is the kind of the event that tells the direct lane's
+// lifecycle worker (DirectLane, uuid.Nil) it has work: core/events'
+// DirectWork. Its id is always the nil UUID.
+const DirectWorkEvent = "direct_work"
+
+// notifyNodeWork queues the work event of lane in the caller's
+// transaction: a NodeWorkEvent for a node, a DirectWorkEvent for the
+// direct lane (DirectLane). It is delivered when the transaction commits,
+// never when it rolls back.
+func notifyNodeWork(ctx context.Context, q *db.Queries, lane uuid.UUID) error {
+	if lane == DirectLane {
+		return q.NotifyEvent(ctx, db.NotifyEventParams{Kind: DirectWorkEvent, ID: DirectLane.String()})
 	}
-	return q.NotifyEvent(ctx, db.NotifyEventParams{Kind: NodeWorkEvent, ID: node.String()})
+	return q.NotifyEvent(ctx, db.NotifyEventParams{Kind: NodeWorkEvent, ID: lane.String()})
 }
 
 // ListenEvents listens on EventsChannel on a connection of its own

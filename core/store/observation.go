@@ -204,7 +204,8 @@ type ObservableScan struct {
 // ListObservableForNode returns up to s.Limit running allocations with
 // settled creation of node s.NodeID with ids after s.After, in id order:
 // the observation scan's page. Like ListAllocationsForNode it filters by
-// node before the limit, and an empty page means the end.
+// node before the limit, and an empty page means the end. s.NodeID
+// DirectLane (uuid.Nil) pages the direct lane's allocations.
 func (s *Reader) ListObservableForNode(ctx context.Context, sc ObservableScan) ([]Observable, error) {
 	const op = "list observable for node"
 	n, err := nodePageParam(op, sc.Limit)
@@ -220,6 +221,16 @@ func (s *Reader) ListObservableForNode(ctx context.Context, sc ObservableScan) (
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return fetchRows(op, func() ([]db.ListObservableForNodeRow, error) {
+		if sc.NodeID == DirectLane {
+			rows, err := s.q.ListObservableForDirect(ctx, db.ListObservableForDirectParams{
+				ObserveAfterMicros: obs, KeepaliveAfterMicros: keep, After: sc.After, PageSize: n,
+			})
+			out := make([]db.ListObservableForNodeRow, len(rows))
+			for i, r := range rows {
+				out[i] = db.ListObservableForNodeRow(r)
+			}
+			return out, err
+		}
 		return s.q.ListObservableForNode(ctx, db.ListObservableForNodeParams{
 			ObserveAfterMicros: obs, KeepaliveAfterMicros: keep,
 			NodeID: sc.NodeID, After: sc.After, PageSize: n,

@@ -83,7 +83,7 @@ func (s *Reader) NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error) 
 func placementFromRow(r db.Placement) Placement {
 	return Placement{
 		EnvironmentID: r.EnvironmentID,
-		NodeID:        r.NodeID,
+		NodeID:        laneOf(r.NodeID),
 		Generation:    r.Generation,
 		State:         PlacementState(r.State),
 		CreatedAt:     r.CreatedAt,

@@ -223,14 +223,14 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 		if err := admitGeneration(ctx, q, p.Generation); err != nil {
 			return err
 		}
-		chosen, err := choosePlacementNode(ctx, q, p)
+		lane, err := choosePlacementLane(ctx, q, p)
 		if err != nil {
 			return err
 		}
-		if out, err = insertSessionBundle(ctx, q, p, chosen.ID); err != nil {
+		if out, err = insertSessionBundle(ctx, q, p, lane); err != nil {
 			return err
 		}
-		// The node's worker creates the compute at once, not at its next
+		// The lane's worker creates the compute at once, not at its next
 		// scan.
 		return notifyNodeWork(ctx, q, out.Placement.NodeID)
 	})
@@ -319,7 +319,7 @@ func insertSessionBundle(ctx context.Context, q *db.Queries, p CreateSessionPara
 		return SessionBundle{}, err
 	}
 	pl, err := q.InsertPlacement(ctx, db.InsertPlacementParams{
-		EnvironmentID: env.ID, NodeID: node, Generation: p.Generation,
+		EnvironmentID: env.ID, NodeID: laneParam(node), Generation: p.Generation,
 	})
 	if err != nil {
 		return SessionBundle{}, err

@@ -292,7 +292,7 @@ func (s *Owner) RecordQuiesceAck(ctx context.Context, id, op uuid.UUID) (Allocat
 		if err != nil {
 			return row, err
 		}
-		return row, notifyNodeWork(ctx, q, row.NodeID)
+		return row, notifyNodeWork(ctx, q, laneOf(row.NodeID))
 	})
 }
 

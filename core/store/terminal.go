@@ -192,7 +192,7 @@ func terminate(ctx context.Context, q *db.Queries, environmentID uuid.UUID, caus
 		return Termination{}, err
 	}
 	// The node's worker cleans up at once, not at its next scan.
-	return out, notifyNodeWork(ctx, q, alloc.NodeID)
+	return out, notifyNodeWork(ctx, q, laneOf(alloc.NodeID))
 }
 
 // validFailureCode reports whether code fits environments.failure_code.

@@ -251,7 +251,7 @@ func (s *Admin) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 		case err != nil:
 			return err
 		case ComputePhase(alloc.ComputePhase) != PhaseRunning:
-			return notifyNodeWork(ctx, q, alloc.NodeID)
+			return notifyNodeWork(ctx, q, laneOf(alloc.NodeID))
 		}
 		return nil
 	})

@@ -462,7 +462,7 @@ type InsertAllocationParams struct {
 	ID                   uuid.UUID
 	EnvironmentID        uuid.UUID
 	TenantID             uuid.UUID
-	NodeID               uuid.UUID
+	NodeID               *uuid.UUID
 	Generation           int64
 	CredentialDigest     []byte
 	DeviceID             uuid.UUID
@@ -638,9 +638,91 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 	return items, nil
 }
 
+const listAllocationsForDirect = `-- name: ListAllocationsForDirect :many
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at FROM allocations
+WHERE node_id IS NULL AND state <> 'released' AND id > $1
+ORDER BY id
+LIMIT $2
+`
+
+type ListAllocationsForDirectParams struct {
+	After    uuid.UUID
+	PageSize int32
+}
+
+// ListAllocationsForDirect is ListAllocationsForNode for the direct lane
+// (node_id NULL, migration 0020).
+func (q *Queries) ListAllocationsForDirect(ctx context.Context, arg ListAllocationsForDirectParams) ([]Allocation, error) {
+	rows, err := q.db.Query(ctx, listAllocationsForDirect, arg.After, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Allocation
+	for rows.Next() {
+		var i Allocation
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Generation,
+			&i.CredentialDigest,
+			&i.DeviceID,
+			&i.State,
+			&i.CreateReceipt,
+			&i.CreateDispatchedAt,
+			&i.CreateSettled,
+			&i.AbsenceReceipt,
+			&i.BootstrapComplete,
+			&i.ProviderID,
+			&i.ComputePhase,
+			&i.Revision,
+			&i.CleanupRequestedAt,
+			&i.CleanupConfirmedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ReleasedAt,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
+			&i.ObservedAt,
+			&i.ObservedCompute,
+			&i.ObservedReason,
+			&i.KeepaliveAt,
+			&i.DeviceRevokedAt,
+			&i.CreateAbandonedAt,
+			&i.ComputeGeneration,
+			&i.ComputeName,
+			&i.ComputeID,
+			&i.SuspendOperation,
+			&i.QuiesceArmedAt,
+			&i.QuiesceAckedAt,
+			&i.CaptureDispatchedAt,
+			&i.SnapshotID,
+			&i.SnapshotProvenance,
+			&i.SuspendedAt,
+			&i.RetentionDeadline,
+			&i.RestoreOperation,
+			&i.RestoreDispatchedAt,
+			&i.WakeRequestedAt,
+			&i.SuspensionAbortedAt,
+			&i.SuspendRequestedAt,
+			&i.RestoredAt,
+			&i.AbandonedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listAllocationsForNode = `-- name: ListAllocationsForNode :many
 SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at FROM allocations
-WHERE node_id = $1 AND state <> 'released' AND id > $2
+WHERE node_id = $1::uuid AND state <> 'released' AND id > $2
 ORDER BY id
 LIMIT $3
 `
@@ -721,6 +803,121 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 	return items, nil
 }
 
+const listObservableForDirect = `-- name: ListObservableForDirect :many
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at,
+       (a.observed_at IS NULL
+        OR a.observed_at <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
+       (a.keepalive_at IS NULL
+        OR a.keepalive_at <= now() - $2::bigint * interval '1 microsecond')::boolean AS keepalive_due,
+       (coalesce(a.keepalive_at, a.updated_at) <= now() - interval '1 hour')::boolean AS keepalive_lapsed,
+       EXISTS (SELECT 1 FROM runtime_connections c
+               JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
+               WHERE c.allocation_id = a.id AND c.disconnected_at IS NULL)::boolean AS runtime_connected,
+       EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
+               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
+FROM allocations a
+WHERE a.node_id IS NULL AND a.state = 'running' AND a.create_settled AND a.id > $3
+  AND a.compute_phase IN ('running', 'quiescing')
+ORDER BY a.id
+LIMIT $4
+`
+
+type ListObservableForDirectParams struct {
+	ObserveAfterMicros   int64
+	KeepaliveAfterMicros int64
+	After                uuid.UUID
+	PageSize             int32
+}
+
+type ListObservableForDirectRow struct {
+	Allocation       Allocation
+	ObservationDue   bool
+	KeepaliveDue     bool
+	KeepaliveLapsed  bool
+	RuntimeConnected bool
+	TurnRunning      bool
+}
+
+// ListObservableForDirect is ListObservableForNode for the direct lane
+// (node_id NULL, migration 0020).
+func (q *Queries) ListObservableForDirect(ctx context.Context, arg ListObservableForDirectParams) ([]ListObservableForDirectRow, error) {
+	rows, err := q.db.Query(ctx, listObservableForDirect,
+		arg.ObserveAfterMicros,
+		arg.KeepaliveAfterMicros,
+		arg.After,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListObservableForDirectRow
+	for rows.Next() {
+		var i ListObservableForDirectRow
+		if err := rows.Scan(
+			&i.Allocation.ID,
+			&i.Allocation.EnvironmentID,
+			&i.Allocation.TenantID,
+			&i.Allocation.NodeID,
+			&i.Allocation.Generation,
+			&i.Allocation.CredentialDigest,
+			&i.Allocation.DeviceID,
+			&i.Allocation.State,
+			&i.Allocation.CreateReceipt,
+			&i.Allocation.CreateDispatchedAt,
+			&i.Allocation.CreateSettled,
+			&i.Allocation.AbsenceReceipt,
+			&i.Allocation.BootstrapComplete,
+			&i.Allocation.ProviderID,
+			&i.Allocation.ComputePhase,
+			&i.Allocation.Revision,
+			&i.Allocation.CleanupRequestedAt,
+			&i.Allocation.CleanupConfirmedAt,
+			&i.Allocation.CreatedAt,
+			&i.Allocation.UpdatedAt,
+			&i.Allocation.ReleasedAt,
+			&i.Allocation.CredentialCiphertext,
+			&i.Allocation.CredentialNonce,
+			&i.Allocation.ObservedAt,
+			&i.Allocation.ObservedCompute,
+			&i.Allocation.ObservedReason,
+			&i.Allocation.KeepaliveAt,
+			&i.Allocation.DeviceRevokedAt,
+			&i.Allocation.CreateAbandonedAt,
+			&i.Allocation.ComputeGeneration,
+			&i.Allocation.ComputeName,
+			&i.Allocation.ComputeID,
+			&i.Allocation.SuspendOperation,
+			&i.Allocation.QuiesceArmedAt,
+			&i.Allocation.QuiesceAckedAt,
+			&i.Allocation.CaptureDispatchedAt,
+			&i.Allocation.SnapshotID,
+			&i.Allocation.SnapshotProvenance,
+			&i.Allocation.SuspendedAt,
+			&i.Allocation.RetentionDeadline,
+			&i.Allocation.RestoreOperation,
+			&i.Allocation.RestoreDispatchedAt,
+			&i.Allocation.WakeRequestedAt,
+			&i.Allocation.SuspensionAbortedAt,
+			&i.Allocation.SuspendRequestedAt,
+			&i.Allocation.RestoredAt,
+			&i.Allocation.AbandonedAt,
+			&i.ObservationDue,
+			&i.KeepaliveDue,
+			&i.KeepaliveLapsed,
+			&i.RuntimeConnected,
+			&i.TurnRunning,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listObservableForNode = `-- name: ListObservableForNode :many
 SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at,
        (a.observed_at IS NULL
@@ -734,7 +931,7 @@ SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credentia
        EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
                WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
 FROM allocations a
-WHERE a.node_id = $3 AND a.state = 'running' AND a.create_settled AND a.id > $4
+WHERE a.node_id = $3::uuid AND a.state = 'running' AND a.create_settled AND a.id > $4
   AND a.compute_phase IN ('running', 'quiescing')
 ORDER BY a.id
 LIMIT $5
@@ -845,6 +1042,64 @@ func (q *Queries) ListObservableForNode(ctx context.Context, arg ListObservableF
 	return items, nil
 }
 
+const listPendingForDirect = `-- name: ListPendingForDirect :many
+SELECT p.environment_id, p.generation, e.session_id, e.tenant_id,
+       s.state AS session_state,
+       a.id AS allocation_id
+FROM placements p
+JOIN environments e ON e.id = p.environment_id
+JOIN sessions s ON s.id = e.session_id
+LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
+WHERE p.node_id IS NULL AND p.state <> 'released' AND p.environment_id > $1
+  AND e.state = 'pending'
+  AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id IS NOT DISTINCT FROM p.node_id))
+ORDER BY p.environment_id
+LIMIT $2
+`
+
+type ListPendingForDirectParams struct {
+	After    uuid.UUID
+	PageSize int32
+}
+
+type ListPendingForDirectRow struct {
+	EnvironmentID uuid.UUID
+	Generation    int64
+	SessionID     uuid.UUID
+	TenantID      uuid.UUID
+	SessionState  string
+	AllocationID  *uuid.UUID
+}
+
+// ListPendingForDirect is ListPendingForNode for the direct lane (node_id
+// NULL, migration 0020).
+func (q *Queries) ListPendingForDirect(ctx context.Context, arg ListPendingForDirectParams) ([]ListPendingForDirectRow, error) {
+	rows, err := q.db.Query(ctx, listPendingForDirect, arg.After, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListPendingForDirectRow
+	for rows.Next() {
+		var i ListPendingForDirectRow
+		if err := rows.Scan(
+			&i.EnvironmentID,
+			&i.Generation,
+			&i.SessionID,
+			&i.TenantID,
+			&i.SessionState,
+			&i.AllocationID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listPendingForNode = `-- name: ListPendingForNode :many
 SELECT p.environment_id, p.generation, e.session_id, e.tenant_id,
        s.state AS session_state,
@@ -853,7 +1108,7 @@ FROM placements p
 JOIN environments e ON e.id = p.environment_id
 JOIN sessions s ON s.id = e.session_id
 LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
-WHERE p.node_id = $1 AND p.state <> 'released' AND p.environment_id > $2
+WHERE p.node_id = $1::uuid AND p.state <> 'released' AND p.environment_id > $2
   AND e.state = 'pending'
   AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
 ORDER BY p.environment_id
@@ -913,7 +1168,7 @@ JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
 JOIN deployment_generations g ON g.generation = a.generation
 CROSS JOIN LATERAL (SELECT session_idle_since(s.id) AS since) i
-WHERE a.node_id = $1 AND a.state = 'running' AND a.create_settled AND a.id > $2
+WHERE a.node_id = $1::uuid AND a.state = 'running' AND a.create_settled AND a.id > $2
   AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL

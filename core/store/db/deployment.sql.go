@@ -14,7 +14,7 @@ import (
 )
 
 const getCurrentGeneration = `-- name: GetCurrentGeneration :one
-SELECT g.generation, g.provider_kind, g.public_config, g.observations, g.credential_ciphertext, g.credential_nonce, g.cpu_millis, g.memory_bytes, g.disk_bytes, g.max_active, g.max_retained, g.suspension_idle_seconds, g.suspension_retention_seconds, g.created_at
+SELECT g.generation, g.provider_kind, g.public_config, g.observations, g.credential_ciphertext, g.credential_nonce, g.cpu_millis, g.memory_bytes, g.disk_bytes, g.max_active, g.max_retained, g.suspension_idle_seconds, g.suspension_retention_seconds, g.created_at, g.mode
 FROM deployment d
 JOIN deployment_generations g ON g.generation = d.current_generation
 `
@@ -37,12 +37,13 @@ func (q *Queries) GetCurrentGeneration(ctx context.Context) (DeploymentGeneratio
 		&i.SuspensionIdleSeconds,
 		&i.SuspensionRetentionSeconds,
 		&i.CreatedAt,
+		&i.Mode,
 	)
 	return i, err
 }
 
 const getDeploymentGeneration = `-- name: GetDeploymentGeneration :one
-SELECT generation, provider_kind, public_config, observations, credential_ciphertext, credential_nonce, cpu_millis, memory_bytes, disk_bytes, max_active, max_retained, suspension_idle_seconds, suspension_retention_seconds, created_at FROM deployment_generations WHERE generation = $1
+SELECT generation, provider_kind, public_config, observations, credential_ciphertext, credential_nonce, cpu_millis, memory_bytes, disk_bytes, max_active, max_retained, suspension_idle_seconds, suspension_retention_seconds, created_at, mode FROM deployment_generations WHERE generation = $1
 `
 
 func (q *Queries) GetDeploymentGeneration(ctx context.Context, generation int64) (DeploymentGeneration, error) {
@@ -63,6 +64,7 @@ func (q *Queries) GetDeploymentGeneration(ctx context.Context, generation int64)
 		&i.SuspensionIdleSeconds,
 		&i.SuspensionRetentionSeconds,
 		&i.CreatedAt,
+		&i.Mode,
 	)
 	return i, err
 }
@@ -105,13 +107,13 @@ INSERT INTO deployment_generations (
     generation, provider_kind, public_config, observations,
     credential_ciphertext, credential_nonce,
     cpu_millis, memory_bytes, disk_bytes, max_active, max_retained,
-    suspension_idle_seconds, suspension_retention_seconds)
+    suspension_idle_seconds, suspension_retention_seconds, mode)
 VALUES (
     $1, $2, $3, $4,
     $5, $6,
     $7, $8, $9, $10, $11,
-    $12, $13)
-RETURNING generation, provider_kind, public_config, observations, credential_ciphertext, credential_nonce, cpu_millis, memory_bytes, disk_bytes, max_active, max_retained, suspension_idle_seconds, suspension_retention_seconds, created_at
+    $12, $13, $14)
+RETURNING generation, provider_kind, public_config, observations, credential_ciphertext, credential_nonce, cpu_millis, memory_bytes, disk_bytes, max_active, max_retained, suspension_idle_seconds, suspension_retention_seconds, created_at, mode
 `
 
 type InsertDeploymentGenerationParams struct {
@@ -128,6 +130,7 @@ type InsertDeploymentGenerationParams struct {
 	MaxRetained                int32
 	SuspensionIdleSeconds      pgtype.Int8
 	SuspensionRetentionSeconds pgtype.Int8
+	Mode                       string
 }
 
 func (q *Queries) InsertDeploymentGeneration(ctx context.Context, arg InsertDeploymentGenerationParams) (DeploymentGeneration, error) {
@@ -145,6 +148,7 @@ func (q *Queries) InsertDeploymentGeneration(ctx context.Context, arg InsertDepl
 		arg.MaxRetained,
 		arg.SuspensionIdleSeconds,
 		arg.SuspensionRetentionSeconds,
+		arg.Mode,
 	)
 	var i DeploymentGeneration
 	err := row.Scan(
@@ -162,6 +166,7 @@ func (q *Queries) InsertDeploymentGeneration(ctx context.Context, arg InsertDepl
 		&i.SuspensionIdleSeconds,
 		&i.SuspensionRetentionSeconds,
 		&i.CreatedAt,
+		&i.Mode,
 	)
 	return i, err
 }
@@ -194,24 +199,27 @@ func (q *Queries) ListEnabledNodeIDs(ctx context.Context) ([]uuid.UUID, error) {
 }
 
 const listNodeGenerations = `-- name: ListNodeGenerations :many
-SELECT g.generation, g.provider_kind, g.public_config, g.observations, g.credential_ciphertext, g.credential_nonce, g.cpu_millis, g.memory_bytes, g.disk_bytes, g.max_active, g.max_retained, g.suspension_idle_seconds, g.suspension_retention_seconds, g.created_at
+SELECT g.generation, g.provider_kind, g.public_config, g.observations, g.credential_ciphertext, g.credential_nonce, g.cpu_millis, g.memory_bytes, g.disk_bytes, g.max_active, g.max_retained, g.suspension_idle_seconds, g.suspension_retention_seconds, g.created_at, g.mode
 FROM deployment_generations g
 WHERE g.generation IN (
     SELECT d.current_generation
     FROM deployment d
-    JOIN nodes n ON n.id = $1 AND n.state = 'enabled'
+    JOIN nodes n ON n.id = $1::uuid AND n.state = 'enabled'
+    JOIN deployment_generations c ON c.generation = d.current_generation AND c.mode = 'nodes'
     WHERE d.current_generation IS NOT NULL
     UNION
     SELECT p.generation FROM placements p
-    WHERE p.node_id = $1 AND p.state <> 'released'
+    WHERE p.node_id = $1::uuid AND p.state <> 'released'
     UNION
     SELECT a.generation FROM allocations a
-    WHERE a.node_id = $1 AND a.state <> 'released')
+    WHERE a.node_id = $1::uuid AND a.state <> 'released')
 ORDER BY g.generation
 `
 
 // ListNodeGenerations returns the generations node @node_id must serve, in
-// ascending order: the current one while the node is enabled, and every
+// ascending order: the current one while the node is enabled and it is a
+// node generation (mode 'nodes': a direct generation is served by Core's
+// direct lane, never published to a node), and every
 // generation an unreleased placement or allocation on the node is bound
 // to (a retired node keeps serving what it holds, and an allocation keeps
 // its generation after a newer one is committed).
@@ -239,6 +247,7 @@ func (q *Queries) ListNodeGenerations(ctx context.Context, nodeID uuid.UUID) ([]
 			&i.SuspensionIdleSeconds,
 			&i.SuspensionRetentionSeconds,
 			&i.CreatedAt,
+			&i.Mode,
 		); err != nil {
 			return nil, err
 		}

@@ -15,7 +15,7 @@ type Allocation struct {
 	ID                   uuid.UUID
 	EnvironmentID        uuid.UUID
 	TenantID             uuid.UUID
-	NodeID               uuid.UUID
+	NodeID               *uuid.UUID
 	Generation           int64
 	CredentialDigest     []byte
 	DeviceID             uuid.UUID
@@ -98,6 +98,27 @@ type DeploymentGeneration struct {
 	SuspensionIdleSeconds      pgtype.Int8
 	SuspensionRetentionSeconds pgtype.Int8
 	CreatedAt                  time.Time
+	Mode                       string
+}
+
+type DirectHolding struct {
+	EnvironmentID uuid.UUID
+	Retained      bool
+}
+
+type DirectLoad struct {
+	Singleton bool
+	Held      int64
+	Retained  int64
+}
+
+type DirectReadiness struct {
+	Generation         int64
+	OwnerEpoch         int64
+	Ready              bool
+	DiagnosticCode     string
+	BackendFingerprint pgtype.Text
+	CheckedAt          time.Time
 }
 
 type EnrollmentToken struct {
@@ -212,7 +233,7 @@ type NodePresence struct {
 
 type Placement struct {
 	EnvironmentID uuid.UUID
-	NodeID        uuid.UUID
+	NodeID        *uuid.UUID
 	Generation    int64
 	State         string
 	CreatedAt     time.Time

@@ -16,7 +16,7 @@ import (
 const abandonNodeAllocations = `-- name: AbandonNodeAllocations :many
 UPDATE allocations
 SET state = 'released', released_at = now(), abandoned_at = now(), revision = revision + 1, updated_at = now()
-WHERE node_id = $1 AND state <> 'released'
+WHERE node_id = $1::uuid AND state <> 'released'
 RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
 `
 
@@ -317,11 +317,11 @@ func (q *Queries) ListNodeBackends(ctx context.Context, ids []uuid.UUID) ([]List
 const listNodeHeldEnvironments = `-- name: ListNodeHeldEnvironments :many
 SELECT e.id AS environment_id, e.session_id,
        EXISTS (SELECT 1 FROM allocations a
-               WHERE a.environment_id = e.id AND a.node_id = $1 AND a.state <> 'released')::boolean AS allocated
+               WHERE a.environment_id = e.id AND a.node_id = $1::uuid AND a.state <> 'released')::boolean AS allocated
 FROM environments e
-WHERE e.id IN (SELECT p.environment_id FROM placements p WHERE p.node_id = $1 AND p.state <> 'released'
+WHERE e.id IN (SELECT p.environment_id FROM placements p WHERE p.node_id = $1::uuid AND p.state <> 'released'
                UNION
-               SELECT a.environment_id FROM allocations a WHERE a.node_id = $1 AND a.state <> 'released')
+               SELECT a.environment_id FROM allocations a WHERE a.node_id = $1::uuid AND a.state <> 'released')
 ORDER BY e.session_id, e.id
 `
 
@@ -385,7 +385,7 @@ func (q *Queries) ListNodeLoads(ctx context.Context, ids []uuid.UUID) ([]NodeLoa
 const listNodeOwedLeftovers = `-- name: ListNodeOwedLeftovers :many
 SELECT l.id, l.allocation_id, l.kind, l.identity, l.provenance, l.generation, l.native_id, l.created_at, l.deleted_at FROM allocation_leftovers l
 JOIN allocations a ON a.id = l.allocation_id
-WHERE a.node_id = $1 AND a.state <> 'released' AND l.deleted_at IS NULL
+WHERE a.node_id = $1::uuid AND a.state <> 'released' AND l.deleted_at IS NULL
 ORDER BY l.allocation_id, l.id
 `
 
@@ -574,7 +574,7 @@ func (q *Queries) NotifyEvent(ctx context.Context, arg NotifyEventParams) error 
 
 const releaseNodePlacements = `-- name: ReleaseNodePlacements :exec
 UPDATE placements SET state = 'released', released_at = coalesce(released_at, now())
-WHERE node_id = $1 AND state <> 'released'
+WHERE node_id = $1::uuid AND state <> 'released'
 `
 
 // ReleaseNodePlacements releases every unreleased placement on node

@@ -7,8 +7,10 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const activatePlacement = `-- name: ActivatePlacement :exec
@@ -20,6 +22,38 @@ WHERE environment_id = $1 AND state = 'reserved'
 func (q *Queries) ActivatePlacement(ctx context.Context, environmentID uuid.UUID) error {
 	_, err := q.db.Exec(ctx, activatePlacement, environmentID)
 	return err
+}
+
+const chooseDirectLane = `-- name: ChooseDirectLane :one
+SELECT l.held,
+       coalesce((SELECT node_present(r.ready, r.checked_at, r.owner_epoch)
+                 FROM direct_readiness r WHERE r.generation = $1::bigint), false)::boolean AS ready,
+       coalesce((SELECT r.diagnostic_code
+                 FROM direct_readiness r WHERE r.generation = $1::bigint), '')::text AS diagnostic_code
+FROM direct_load l
+FOR UPDATE OF l
+`
+
+type ChooseDirectLaneRow struct {
+	Held           int64
+	Ready          bool
+	DiagnosticCode string
+}
+
+// ChooseDirectLane reads, for a new placement of direct generation
+// @generation on the direct lane (migration 0020), what the lane holds
+// (direct_load.held, kept exact by the hold trigger) and whether the
+// generation's readiness is fresh: ready, recorded under the owner epoch
+// that holds the unexpired execution lease, less than 45 seconds ago (the
+// node_present rule, 0019, with ready for connected), with its
+// diagnostic code. The lane's one direct_load row stays locked until the
+// transaction ends, so concurrent direct placements run one at a time and
+// never both take the last free slot.
+func (q *Queries) ChooseDirectLane(ctx context.Context, generation int64) (ChooseDirectLaneRow, error) {
+	row := q.db.QueryRow(ctx, chooseDirectLane, generation)
+	var i ChooseDirectLaneRow
+	err := row.Scan(&i.Held, &i.Ready, &i.DiagnosticCode)
+	return i, err
 }
 
 const choosePlacementNode = `-- name: ChoosePlacementNode :one
@@ -180,6 +214,69 @@ func (q *Queries) CountNodeRetained(ctx context.Context, nodeID uuid.UUID) (int6
 	return column_1, err
 }
 
+const getDirectHeld = `-- name: GetDirectHeld :one
+SELECT held, retained FROM direct_load
+`
+
+type GetDirectHeldRow struct {
+	Held     int64
+	Retained int64
+}
+
+// GetDirectHeld returns how many Environments the direct lane holds.
+func (q *Queries) GetDirectHeld(ctx context.Context) (GetDirectHeldRow, error) {
+	row := q.db.QueryRow(ctx, getDirectHeld)
+	var i GetDirectHeldRow
+	err := row.Scan(&i.Held, &i.Retained)
+	return i, err
+}
+
+const getDirectReadiness = `-- name: GetDirectReadiness :one
+SELECT r.generation, r.owner_epoch, r.ready, r.diagnostic_code, r.backend_fingerprint, r.checked_at, node_present(r.ready, r.checked_at, r.owner_epoch)::boolean AS fresh
+FROM direct_readiness r
+WHERE r.generation = $1
+`
+
+type GetDirectReadinessRow struct {
+	Generation         int64
+	OwnerEpoch         int64
+	Ready              bool
+	DiagnosticCode     string
+	BackendFingerprint pgtype.Text
+	CheckedAt          time.Time
+	Fresh              bool
+}
+
+// GetDirectReadiness returns direct generation @generation's readiness
+// and whether it is fresh now (the ChooseDirectLane rule).
+func (q *Queries) GetDirectReadiness(ctx context.Context, generation int64) (GetDirectReadinessRow, error) {
+	row := q.db.QueryRow(ctx, getDirectReadiness, generation)
+	var i GetDirectReadinessRow
+	err := row.Scan(
+		&i.Generation,
+		&i.OwnerEpoch,
+		&i.Ready,
+		&i.DiagnosticCode,
+		&i.BackendFingerprint,
+		&i.CheckedAt,
+		&i.Fresh,
+	)
+	return i, err
+}
+
+const getGenerationMode = `-- name: GetGenerationMode :one
+SELECT mode FROM deployment_generations WHERE generation = $1
+`
+
+// GetGenerationMode returns generation @generation's mode ('nodes' or
+// 'direct'); no row when it is not stored.
+func (q *Queries) GetGenerationMode(ctx context.Context, generation int64) (string, error) {
+	row := q.db.QueryRow(ctx, getGenerationMode, generation)
+	var mode string
+	err := row.Scan(&mode)
+	return mode, err
+}
+
 const getPlacement = `-- name: GetPlacement :one
 SELECT environment_id, node_id, generation, state, created_at, released_at FROM placements WHERE environment_id = $1
 `
@@ -206,7 +303,7 @@ RETURNING environment_id, node_id, generation, state, created_at, released_at
 
 type InsertPlacementParams struct {
 	EnvironmentID uuid.UUID
-	NodeID        uuid.UUID
+	NodeID        *uuid.UUID
 	Generation    int64
 }
 
@@ -257,6 +354,51 @@ func (q *Queries) NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error)
 	var holds bool
 	err := row.Scan(&holds)
 	return holds, err
+}
+
+const recordDirectReadiness = `-- name: RecordDirectReadiness :one
+INSERT INTO direct_readiness (generation, owner_epoch, ready, diagnostic_code, backend_fingerprint, checked_at)
+VALUES ($1, $2, $3, $4, $5, now())
+ON CONFLICT (generation) DO UPDATE
+SET owner_epoch = EXCLUDED.owner_epoch,
+    ready = EXCLUDED.ready,
+    diagnostic_code = EXCLUDED.diagnostic_code,
+    backend_fingerprint = coalesce(direct_readiness.backend_fingerprint, EXCLUDED.backend_fingerprint),
+    checked_at = EXCLUDED.checked_at
+WHERE direct_readiness.owner_epoch <= EXCLUDED.owner_epoch
+RETURNING generation, owner_epoch, ready, diagnostic_code, backend_fingerprint, checked_at
+`
+
+type RecordDirectReadinessParams struct {
+	Generation         int64
+	OwnerEpoch         int64
+	Ready              bool
+	DiagnosticCode     string
+	BackendFingerprint pgtype.Text
+}
+
+// RecordDirectReadiness stores the probe result of direct generation
+// @generation, checked now. The backend fingerprint is bound once: the
+// first non-null one stays. A Core with an older owner epoch than the
+// recorded one changes nothing (and gets no row back).
+func (q *Queries) RecordDirectReadiness(ctx context.Context, arg RecordDirectReadinessParams) (DirectReadiness, error) {
+	row := q.db.QueryRow(ctx, recordDirectReadiness,
+		arg.Generation,
+		arg.OwnerEpoch,
+		arg.Ready,
+		arg.DiagnosticCode,
+		arg.BackendFingerprint,
+	)
+	var i DirectReadiness
+	err := row.Scan(
+		&i.Generation,
+		&i.OwnerEpoch,
+		&i.Ready,
+		&i.DiagnosticCode,
+		&i.BackendFingerprint,
+		&i.CheckedAt,
+	)
+	return i, err
 }
 
 const releasePlacement = `-- name: ReleasePlacement :exec

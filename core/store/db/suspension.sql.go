@@ -561,7 +561,7 @@ const listAllocationsOwingLeftovers = `-- name: ListAllocationsOwingLeftovers :m
 SELECT DISTINCT a.id
 FROM allocations a
 JOIN allocation_leftovers l ON l.allocation_id = a.id AND l.deleted_at IS NULL
-WHERE a.node_id = $1 AND a.state = 'running' AND a.id > $2
+WHERE a.node_id = $1::uuid AND a.state = 'running' AND a.id > $2
 ORDER BY a.id
 LIMIT $3
 `
@@ -644,7 +644,7 @@ SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credentia
        (a.retention_deadline IS NOT NULL AND a.retention_deadline <= now())::boolean AS retention_expired
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
-WHERE a.node_id = $3 AND a.state = 'running' AND a.compute_phase <> 'running' AND a.id > $4
+WHERE a.node_id = $3::uuid AND a.state = 'running' AND a.compute_phase <> 'running' AND a.id > $4
 ORDER BY a.id
 LIMIT $5
 `

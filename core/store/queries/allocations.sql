@@ -76,7 +76,7 @@ RETURNING *;
 -- ListAllocationsForNode pages the unreleased allocations of one node by id
 -- (keyset): the node filter applies before the limit.
 SELECT * FROM allocations
-WHERE node_id = @node_id AND state <> 'released' AND id > @after
+WHERE node_id = @node_id::uuid AND state <> 'released' AND id > @after
 ORDER BY id
 LIMIT @page_size;
 
@@ -92,7 +92,7 @@ FROM placements p
 JOIN environments e ON e.id = p.environment_id
 JOIN sessions s ON s.id = e.session_id
 LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
-WHERE p.node_id = @node_id AND p.state <> 'released' AND p.environment_id > @after
+WHERE p.node_id = @node_id::uuid AND p.state <> 'released' AND p.environment_id > @after
   AND e.state = 'pending'
   AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
 ORDER BY p.environment_id
@@ -148,7 +148,7 @@ SELECT sqlc.embed(a),
        EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
                WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
 FROM allocations a
-WHERE a.node_id = @node_id AND a.state = 'running' AND a.create_settled AND a.id > @after
+WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.create_settled AND a.id > @after
   AND a.compute_phase IN ('running', 'quiescing')
 ORDER BY a.id
 LIMIT @page_size;
@@ -207,7 +207,7 @@ JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
 JOIN deployment_generations g ON g.generation = a.generation
 CROSS JOIN LATERAL (SELECT session_idle_since(s.id) AS since) i
-WHERE a.node_id = @node_id AND a.state = 'running' AND a.create_settled AND a.id > @after
+WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.create_settled AND a.id > @after
   AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL
@@ -235,3 +235,47 @@ SELECT state, count(*)::bigint AS allocations
 FROM allocations
 WHERE state <> 'released'
 GROUP BY state;
+
+-- name: ListAllocationsForDirect :many
+-- ListAllocationsForDirect is ListAllocationsForNode for the direct lane
+-- (node_id NULL, migration 0020).
+SELECT * FROM allocations
+WHERE node_id IS NULL AND state <> 'released' AND id > @after
+ORDER BY id
+LIMIT @page_size;
+
+-- name: ListPendingForDirect :many
+-- ListPendingForDirect is ListPendingForNode for the direct lane (node_id
+-- NULL, migration 0020).
+SELECT p.environment_id, p.generation, e.session_id, e.tenant_id,
+       s.state AS session_state,
+       a.id AS allocation_id
+FROM placements p
+JOIN environments e ON e.id = p.environment_id
+JOIN sessions s ON s.id = e.session_id
+LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
+WHERE p.node_id IS NULL AND p.state <> 'released' AND p.environment_id > @after
+  AND e.state = 'pending'
+  AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id IS NOT DISTINCT FROM p.node_id))
+ORDER BY p.environment_id
+LIMIT @page_size;
+
+-- name: ListObservableForDirect :many
+-- ListObservableForDirect is ListObservableForNode for the direct lane
+-- (node_id NULL, migration 0020).
+SELECT sqlc.embed(a),
+       (a.observed_at IS NULL
+        OR a.observed_at <= now() - sqlc.arg(observe_after_micros)::bigint * interval '1 microsecond')::boolean AS observation_due,
+       (a.keepalive_at IS NULL
+        OR a.keepalive_at <= now() - sqlc.arg(keepalive_after_micros)::bigint * interval '1 microsecond')::boolean AS keepalive_due,
+       (coalesce(a.keepalive_at, a.updated_at) <= now() - interval '1 hour')::boolean AS keepalive_lapsed,
+       EXISTS (SELECT 1 FROM runtime_connections c
+               JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
+               WHERE c.allocation_id = a.id AND c.disconnected_at IS NULL)::boolean AS runtime_connected,
+       EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
+               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
+FROM allocations a
+WHERE a.node_id IS NULL AND a.state = 'running' AND a.create_settled AND a.id > @after
+  AND a.compute_phase IN ('running', 'quiescing')
+ORDER BY a.id
+LIMIT @page_size;

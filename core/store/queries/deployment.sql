@@ -10,12 +10,12 @@ INSERT INTO deployment_generations (
     generation, provider_kind, public_config, observations,
     credential_ciphertext, credential_nonce,
     cpu_millis, memory_bytes, disk_bytes, max_active, max_retained,
-    suspension_idle_seconds, suspension_retention_seconds)
+    suspension_idle_seconds, suspension_retention_seconds, mode)
 VALUES (
     @generation, @provider_kind, @public_config, @observations,
     @credential_ciphertext, @credential_nonce,
     @cpu_millis, @memory_bytes, @disk_bytes, @max_active, @max_retained,
-    @suspension_idle_seconds, @suspension_retention_seconds)
+    @suspension_idle_seconds, @suspension_retention_seconds, @mode)
 RETURNING *;
 
 -- name: SetCurrentGeneration :execrows
@@ -58,7 +58,9 @@ RETURNING provider_disabled, provider_disabled_at;
 
 -- name: ListNodeGenerations :many
 -- ListNodeGenerations returns the generations node @node_id must serve, in
--- ascending order: the current one while the node is enabled, and every
+-- ascending order: the current one while the node is enabled and it is a
+-- node generation (mode 'nodes': a direct generation is served by Core's
+-- direct lane, never published to a node), and every
 -- generation an unreleased placement or allocation on the node is bound
 -- to (a retired node keeps serving what it holds, and an allocation keeps
 -- its generation after a newer one is committed).
@@ -67,14 +69,15 @@ FROM deployment_generations g
 WHERE g.generation IN (
     SELECT d.current_generation
     FROM deployment d
-    JOIN nodes n ON n.id = @node_id AND n.state = 'enabled'
+    JOIN nodes n ON n.id = @node_id::uuid AND n.state = 'enabled'
+    JOIN deployment_generations c ON c.generation = d.current_generation AND c.mode = 'nodes'
     WHERE d.current_generation IS NOT NULL
     UNION
     SELECT p.generation FROM placements p
-    WHERE p.node_id = @node_id AND p.state <> 'released'
+    WHERE p.node_id = @node_id::uuid AND p.state <> 'released'
     UNION
     SELECT a.generation FROM allocations a
-    WHERE a.node_id = @node_id AND a.state <> 'released')
+    WHERE a.node_id = @node_id::uuid AND a.state <> 'released')
 ORDER BY g.generation;
 
 -- name: ListEnabledNodeIDs :many

@@ -74,11 +74,11 @@ SELECT diagnostic_code FROM node_presence WHERE node_id = @node_id FOR UPDATE;
 -- the node holds an unreleased allocation of each.
 SELECT e.id AS environment_id, e.session_id,
        EXISTS (SELECT 1 FROM allocations a
-               WHERE a.environment_id = e.id AND a.node_id = @node_id AND a.state <> 'released')::boolean AS allocated
+               WHERE a.environment_id = e.id AND a.node_id = @node_id::uuid AND a.state <> 'released')::boolean AS allocated
 FROM environments e
-WHERE e.id IN (SELECT p.environment_id FROM placements p WHERE p.node_id = @node_id AND p.state <> 'released'
+WHERE e.id IN (SELECT p.environment_id FROM placements p WHERE p.node_id = @node_id::uuid AND p.state <> 'released'
                UNION
-               SELECT a.environment_id FROM allocations a WHERE a.node_id = @node_id AND a.state <> 'released')
+               SELECT a.environment_id FROM allocations a WHERE a.node_id = @node_id::uuid AND a.state <> 'released')
 ORDER BY e.session_id, e.id;
 
 -- name: ListNodeOwedLeftovers :many
@@ -86,7 +86,7 @@ ORDER BY e.session_id, e.id;
 -- unreleased allocations of node @node_id.
 SELECT l.* FROM allocation_leftovers l
 JOIN allocations a ON a.id = l.allocation_id
-WHERE a.node_id = @node_id AND a.state <> 'released' AND l.deleted_at IS NULL
+WHERE a.node_id = @node_id::uuid AND a.state <> 'released' AND l.deleted_at IS NULL
 ORDER BY l.allocation_id, l.id;
 
 -- name: AbandonNodeAllocations :many
@@ -95,14 +95,14 @@ ORDER BY l.allocation_id, l.id;
 -- as they were named.
 UPDATE allocations
 SET state = 'released', released_at = now(), abandoned_at = now(), revision = revision + 1, updated_at = now()
-WHERE node_id = @node_id AND state <> 'released'
+WHERE node_id = @node_id::uuid AND state <> 'released'
 RETURNING *;
 
 -- name: ReleaseNodePlacements :exec
 -- ReleaseNodePlacements releases every unreleased placement on node
 -- @node_id.
 UPDATE placements SET state = 'released', released_at = coalesce(released_at, now())
-WHERE node_id = @node_id AND state <> 'released';
+WHERE node_id = @node_id::uuid AND state <> 'released';
 
 -- name: InsertNodeAbandonment :one
 INSERT INTO node_abandonments (node_id, action, backend_fingerprint, owner_epoch)

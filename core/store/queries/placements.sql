@@ -121,3 +121,53 @@ WHERE environment_id = @environment_id;
 -- creations and pending cleanup).
 SELECT (EXISTS (SELECT 1 FROM placements p WHERE p.node_id = @node_id::uuid AND p.state <> 'released')
      OR EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = @node_id::uuid AND a.state <> 'released'))::boolean AS holds;
+
+-- name: ChooseDirectLane :one
+-- ChooseDirectLane reads, for a new placement of direct generation
+-- @generation on the direct lane (migration 0020), what the lane holds
+-- (direct_load.held, kept exact by the hold trigger) and whether the
+-- generation's readiness is fresh: ready, recorded under the owner epoch
+-- that holds the unexpired execution lease, less than 45 seconds ago (the
+-- node_present rule, 0019, with ready for connected), with its
+-- diagnostic code. The lane's one direct_load row stays locked until the
+-- transaction ends, so concurrent direct placements run one at a time and
+-- never both take the last free slot.
+SELECT l.held,
+       coalesce((SELECT node_present(r.ready, r.checked_at, r.owner_epoch)
+                 FROM direct_readiness r WHERE r.generation = @generation::bigint), false)::boolean AS ready,
+       coalesce((SELECT r.diagnostic_code
+                 FROM direct_readiness r WHERE r.generation = @generation::bigint), '')::text AS diagnostic_code
+FROM direct_load l
+FOR UPDATE OF l;
+
+-- name: GetDirectHeld :one
+-- GetDirectHeld returns how many Environments the direct lane holds.
+SELECT held, retained FROM direct_load;
+
+-- name: GetGenerationMode :one
+-- GetGenerationMode returns generation @generation's mode ('nodes' or
+-- 'direct'); no row when it is not stored.
+SELECT mode FROM deployment_generations WHERE generation = @generation;
+
+-- name: RecordDirectReadiness :one
+-- RecordDirectReadiness stores the probe result of direct generation
+-- @generation, checked now. The backend fingerprint is bound once: the
+-- first non-null one stays. A Core with an older owner epoch than the
+-- recorded one changes nothing (and gets no row back).
+INSERT INTO direct_readiness (generation, owner_epoch, ready, diagnostic_code, backend_fingerprint, checked_at)
+VALUES (@generation, @owner_epoch, @ready, @diagnostic_code, sqlc.narg(backend_fingerprint), now())
+ON CONFLICT (generation) DO UPDATE
+SET owner_epoch = EXCLUDED.owner_epoch,
+    ready = EXCLUDED.ready,
+    diagnostic_code = EXCLUDED.diagnostic_code,
+    backend_fingerprint = coalesce(direct_readiness.backend_fingerprint, EXCLUDED.backend_fingerprint),
+    checked_at = EXCLUDED.checked_at
+WHERE direct_readiness.owner_epoch <= EXCLUDED.owner_epoch
+RETURNING *;
+
+-- name: GetDirectReadiness :one
+-- GetDirectReadiness returns direct generation @generation's readiness
+-- and whether it is fresh now (the ChooseDirectLane rule).
+SELECT r.*, node_present(r.ready, r.checked_at, r.owner_epoch)::boolean AS fresh
+FROM direct_readiness r
+WHERE r.generation = @generation;

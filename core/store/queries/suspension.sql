@@ -191,7 +191,7 @@ SELECT sqlc.embed(a),
        (a.retention_deadline IS NOT NULL AND a.retention_deadline <= now())::boolean AS retention_expired
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
-WHERE a.node_id = @node_id AND a.state = 'running' AND a.compute_phase <> 'running' AND a.id > @after
+WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.compute_phase <> 'running' AND a.id > @after
 ORDER BY a.id
 LIMIT @page_size;
 
@@ -226,7 +226,7 @@ WHERE allocation_id = @allocation_id AND deleted_at IS NULL;
 SELECT DISTINCT a.id
 FROM allocations a
 JOIN allocation_leftovers l ON l.allocation_id = a.id AND l.deleted_at IS NULL
-WHERE a.node_id = @node_id AND a.state = 'running' AND a.id > @after
+WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.id > @after
 ORDER BY a.id
 LIMIT @page_size;
 

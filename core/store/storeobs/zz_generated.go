@@ -48,6 +48,20 @@ func (d *Reader) CurrentGeneration(p0 context.Context) (store.Generation, error)
 	return r0, r1
 }
 
+func (d *Reader) DirectHeld(p0 context.Context) (int64, error) {
+	ctx, c := d.obs.start(p0, "Reader", "DirectHeld")
+	r0, r1 := d.next.DirectHeld(ctx)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) DirectReadiness(p0 context.Context, p1 int64) (store.DirectReadiness, error) {
+	ctx, c := d.obs.start(p0, "Reader", "DirectReadiness")
+	r0, r1 := d.next.DirectReadiness(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) EnabledNodes(p0 context.Context) ([]uuid.UUID, error) {
 	ctx, c := d.obs.start(p0, "Reader", "EnabledNodes")
 	r0, r1 := d.next.EnabledNodes(ctx)
@@ -547,6 +561,13 @@ func (d *Owner) RecordCleanup(p0 context.Context, p1 uuid.UUID, p2 int64, p3 boo
 func (d *Owner) RecordCreateOutcome(p0 context.Context, p1 store.CreateAttempt, p2 store.CreateOutcome) (store.Allocation, error) {
 	ctx, c := d.obs.start(p0, "Owner", "RecordCreateOutcome")
 	r0, r1 := d.next.RecordCreateOutcome(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) RecordDirectReadiness(p0 context.Context, p1 store.DirectReadiness) (store.DirectReadiness, error) {
+	ctx, c := d.obs.start(p0, "Owner", "RecordDirectReadiness")
+	r0, r1 := d.next.RecordDirectReadiness(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
