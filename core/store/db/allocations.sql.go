@@ -651,7 +651,10 @@ type ListAllocationsForDirectParams struct {
 }
 
 // ListAllocationsForDirect is ListAllocationsForNode for the direct lane
-// (node_id NULL, migration 0020).
+// (node_id NULL, migration 0020). The lane's three scans are copies of the
+// node ones rather than one query on node_id IS NOT DISTINCT FROM @node_id,
+// which the planner cannot serve from the node_id indexes: each copy's
+// node_id IS NULL (like the node's node_id = @node_id) is an index range.
 func (q *Queries) ListAllocationsForDirect(ctx context.Context, arg ListAllocationsForDirectParams) ([]Allocation, error) {
 	rows, err := q.db.Query(ctx, listAllocationsForDirect, arg.After, arg.PageSize)
 	if err != nil {
