@@ -55,7 +55,7 @@ func TestMicrosandboxTurnThroughTheRuntime(t *testing.T) {
 			"(make check-microsandbox-provider); in CI this test checks the refusal instead", diagnostic)
 	}
 
-	gateway := freeAddr(t, hostAddress(t))
+	gateway := stack.FreeAddrOn(t, hostAddress(t))
 	core := stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true,
 		stack.CoreOptions{PublicURL: "https://" + gateway, RuntimeListen: gateway})
 	cc, ctx := core.AdminClient(t)
@@ -278,15 +278,4 @@ func hostAddress(t *testing.T) string {
 	}
 	t.Fatal("the host has no non-loopback IPv4 address for the Runtime gateway")
 	return ""
-}
-
-// freeAddr is a free TCP address on host.
-func freeAddr(t *testing.T, host string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -21,7 +21,14 @@ import (
 // FreeAddr returns a loopback address with a port free right now.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return FreeAddrOn(t, "127.0.0.1")
+}
+
+// FreeAddrOn is a free TCP address on host, for a listener another machine
+// (a microVM, a container) must reach.
+func FreeAddrOn(t testing.TB, host string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

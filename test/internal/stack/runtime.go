@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -33,11 +32,6 @@ func BridgeGateway(t testing.TB, cli *client.Client) string {
 // containers to reach it.
 func RuntimeGateway(t testing.TB, cli *client.Client) (CoreOptions, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(BridgeGateway(t, cli), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := FreeAddrOn(t, BridgeGateway(t, cli))
 	return CoreOptions{PublicURL: "http://" + addr, RuntimeListen: addr}, addr
 }
