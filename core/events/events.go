@@ -30,13 +30,16 @@ const (
 	NodeServing
 	// Generation: a deployment generation was committed. ID: uuid.Nil.
 	Generation
+	// DirectWork: lifecycle work committed for the direct lane (crosses
+	// processes). ID: uuid.Nil, the lane's key (store.DirectLane).
+	DirectWork
 )
 
 // names are the kinds' wire and log names; the store's NOTIFY payload
 // starts with one.
 var names = map[Kind]string{
 	Turn: "turn", Session: "session", Phase: "phase", NodeWork: "node_work",
-	NodeServing: "node_serving", Generation: "generation",
+	NodeServing: "node_serving", Generation: "generation", DirectWork: "direct_work",
 }
 
 func (k Kind) String() string {
@@ -47,8 +50,9 @@ func (k Kind) String() string {
 }
 
 // Crosses reports whether events of k arrive from other Core processes
-// (Feed): only NodeWork, whose writers may be a Core that lost the lease.
-func (k Kind) Crosses() bool { return k == NodeWork }
+// (Feed): only NodeWork and DirectWork, whose writers may be a Core that
+// lost the lease.
+func (k Kind) Crosses() bool { return k == NodeWork || k == DirectWork }
 
 // Event is one change: its kind and the id of what changed.
 type Event struct {

@@ -146,6 +146,9 @@ func TestOnlyKindsThatCrossAreParsed(t *testing.T) {
 	if e, ok := events.Parse("node_work:" + id.String()); !ok || e != (events.Event{Kind: events.NodeWork, ID: id}) {
 		t.Fatalf("node_work: %v %v", e, ok)
 	}
+	if e, ok := events.Parse("direct_work:" + uuid.Nil.String()); !ok || e != (events.Event{Kind: events.DirectWork}) {
+		t.Fatalf("direct_work: %v %v", e, ok)
+	}
 	for _, p := range []string{"turn:" + id.String(), "node_work", "node_work:x", id.String(), "nope:" + id.String()} {
 		if e, ok := events.Parse(p); ok {
 			t.Errorf("%q parsed as %v", p, e)

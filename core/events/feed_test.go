@@ -110,10 +110,13 @@ func awaitListening(t *testing.T, writer *storetest.Owned, sub *events.Subscript
 	return events.Event{}
 }
 
-// TestTheStoreSpeaksTheBusKinds: the kind the store queues for node work
-// is the bus's NodeWork, and it crosses processes.
+// TestTheStoreSpeaksTheBusKinds: the kinds the store queues for node and
+// direct-lane work are the bus's NodeWork and DirectWork, and they cross
+// processes.
 func TestTheStoreSpeaksTheBusKinds(t *testing.T) {
-	if events.NodeWork.String() != store.NodeWorkEvent || !events.NodeWork.Crosses() {
-		t.Fatalf("store %q, bus %q (crosses %v)", store.NodeWorkEvent, events.NodeWork, events.NodeWork.Crosses())
+	for kind, stored := range map[events.Kind]string{events.NodeWork: store.NodeWorkEvent, events.DirectWork: store.DirectWorkEvent} {
+		if kind.String() != stored || !kind.Crosses() {
+			t.Errorf("store %q, bus %q (crosses %v)", stored, kind, kind.Crosses())
+		}
 	}
 }

@@ -1,6 +1,8 @@
 // Package lifecycle drives allocations to their provider: one serial
 // Worker per node creates, observes, keeps alive, suspends, restores and
-// cleans up; a thin Coordinator starts, drains and stops the workers. The
+// cleans up, and one more, keyed DirectLane, does the same for every
+// allocation of a direct provider (no node: Core calls the adapter); a
+// thin Coordinator starts, drains and stops the workers. The
 // narrative of the rules below, with the guide's reasons, is
 // docs/lifecycle.md.
 //
@@ -20,6 +22,12 @@
 //     the pass. Compute-phase state is written only through
 //     core/suspension (Config.Suspension), which also announces each
 //     transition; the worker decides and calls the provider.
+//   - The direct lane is a worker like a node's, with the same pieces and
+//     rules; its scans read the allocations whose node is NULL. A Create
+//     is claimed only when Config.Serves says the lane can serve the
+//     allocation's generation now (its adapter built and not fenced), so
+//     no receipt is spent on a call refused before any I/O. Its keepalive
+//     also runs during Turns: a native lease ends compute mid-Turn.
 //   - A disabled provider gets no new Create and no restore; cleanup and
 //     observation go on. A node Core refuses to call gets no pass; its
 //     running compute is recorded unavailable with the refusal's reason.

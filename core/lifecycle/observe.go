@@ -154,24 +154,30 @@ func (w *observer) recordBatch(ctx context.Context, batch []pendingRecord) {
 	errs, err := w.store.RecordObservations(rctx, ps)
 	if err != nil {
 		if !errors.Is(err, store.ErrSuperseded) {
-			w.cfg.Log.Warn("lifecycle observe", "node", w.node, "allocations", len(ps), "error", err)
+			w.log.Warn("lifecycle observe", "allocations", len(ps), "error", err)
 		}
 		return
 	}
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, errdefs.ErrFenced) {
-			w.cfg.Log.Warn("lifecycle observe", "node", w.node, "allocation", ps[i].ID, "error", err)
+			w.log.Warn("lifecycle observe", "allocation", ps[i].ID, "error", err)
 		}
 	}
 }
 
 // keepaliveWanted reports whether o gets a keepalive now: its Runtime is
-// connected, no Turn of its Session runs, its last observation found it
-// running, and a keepalive is due and has not lapsed. A lapse (no
-// keepalive confirmed for an hour) is never revived, and an allocation in
-// cleanup is never in the scan.
-func keepaliveWanted(o store.Observable) bool {
-	return o.RuntimeConnected && !o.TurnRunning && o.Observation.Compute == store.ObservedRunning &&
+// connected, no Turn of its Session runs (unless duringTurns), its last
+// observation found it running, and a keepalive is due and has not
+// lapsed. A lapse (no keepalive confirmed for an hour) is never revived,
+// and an allocation in cleanup is never in the scan.
+//
+// duringTurns is true on the direct lane: a direct provider's native lease
+// (E2B's sandbox timeout) ends compute even in the middle of a Turn, so
+// the guide's keepalive "between Turns" would let a Turn longer than the
+// lease lose its sandbox. Node backends have no such lease (Docker's and
+// microsandbox's Renew only observe), so their Turns get none.
+func keepaliveWanted(o store.Observable, duringTurns bool) bool {
+	return o.RuntimeConnected && (duringTurns || !o.TurnRunning) && o.Observation.Compute == store.ObservedRunning &&
 		o.KeepaliveDue && !o.KeepaliveLapsed
 }
 
@@ -179,7 +185,7 @@ func keepaliveWanted(o store.Observable) bool {
 // recorded, with no keepalive to confirm, is returned for the page's
 // batch instead of recorded here; everything else is recorded at once.
 func (w *observer) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable, unreachable error) (*pendingRecord, error) {
-	keepalive := p != nil && keepaliveWanted(o)
+	keepalive := p != nil && keepaliveWanted(o, w.node == DirectLane)
 	if !keepalive && !o.ObservationDue {
 		return nil, nil
 	}
@@ -248,7 +254,7 @@ func (w *observer) observeRunning(ctx context.Context, p sandbox.SandboxProvider
 	defer rcancel()
 	_, err := w.store.RecordObservation(rctx, params)
 	if err == nil && compute != o.Observation.Compute {
-		w.cfg.Log.Info("lifecycle observed compute", "node", w.node, "allocation", o.ID, "reason", reason)
+		w.log.Info("lifecycle observed compute", "allocation", o.ID, "reason", reason)
 	}
 	return nil, err
 }

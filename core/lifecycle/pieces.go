@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,7 +28,9 @@ type piece interface {
 type base struct {
 	cfg  Config
 	node uuid.UUID
-	tel  telemetry
+	// log is cfg.Log naming the worker's lane (laneAttr).
+	log *slog.Logger
+	tel telemetry
 }
 
 // credentialStore opens an allocation's sealed device credential, for a

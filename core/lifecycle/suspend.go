@@ -99,7 +99,7 @@ func (w *candidateScan) arm(ctx context.Context, a store.Allocation) error {
 	if err != nil {
 		return err
 	}
-	w.cfg.Log.Info("lifecycle suspension armed", "node", w.node, "allocation", a.ID)
+	w.log.Info("lifecycle suspension armed", "allocation", a.ID)
 	return nil
 }
 
@@ -113,7 +113,7 @@ func (w *suspensionScan) advance(ctx context.Context, cp sandbox.CheckpointProvi
 		case sw.WorkWaiting, a.Suspension.AckedAt == nil && sw.QuiesceOverdue:
 			_, err := w.susp.Abort(ctx, a, op)
 			if err == nil {
-				w.cfg.Log.Info("lifecycle suspension aborted", "node", w.node, "allocation", a.ID, "work_waiting", sw.WorkWaiting)
+				w.log.Info("lifecycle suspension aborted", "allocation", a.ID, "work_waiting", sw.WorkWaiting)
 			}
 			return err
 		case a.Suspension.AckedAt != nil:
@@ -151,7 +151,7 @@ func (w *suspensionScan) advance(ctx context.Context, cp sandbox.CheckpointProvi
 func (w *suspensionScan) expire(ctx context.Context, a store.Allocation) error {
 	term, err := w.susp.Expire(ctx, a)
 	if err == nil {
-		w.cfg.Log.Info("lifecycle snapshot retention expired", "node", w.node, "allocation", a.ID,
+		w.log.Info("lifecycle snapshot retention expired", "allocation", a.ID,
 			"phase", a.ComputePhase, "settled_turns", len(term.SettledTurns))
 	}
 	return err
@@ -175,7 +175,7 @@ func (w *suspensionScan) capture(ctx context.Context, cp sandbox.CheckpointProvi
 	end(callErr)
 	if callErr != nil {
 		// Unknown: the next pass observes the operation, never repeats it.
-		w.cfg.Log.InfoContext(ctx, "lifecycle capture unconfirmed", "node", w.node, "allocation", a.ID, "error", callErr)
+		w.log.InfoContext(ctx, "lifecycle capture unconfirmed", "allocation", a.ID, "error", callErr)
 		return nil
 	}
 	return w.settleCapture(ctx, cp, claimed, src, op, res, nil)
@@ -222,7 +222,7 @@ func (w *suspensionScan) settleCapture(ctx context.Context, cp sandbox.Checkpoin
 		}
 		_, err := w.susp.Captured(rctx, a, op, res.Snapshot)
 		if err == nil {
-			w.cfg.Log.Info("lifecycle suspended", "node", w.node, "allocation", a.ID)
+			w.log.Info("lifecycle suspended", "allocation", a.ID)
 		}
 		return err
 	case errors.Is(callErr, errdefs.ErrNotFound):
@@ -246,7 +246,7 @@ func (w *suspensionScan) settleCapture(ctx context.Context, cp sandbox.Checkpoin
 		}
 		_, err = w.susp.RolledBack(rctx, a, op, id, left)
 		if err == nil {
-			w.cfg.Log.Info("lifecycle capture rolled back", "node", w.node, "allocation", a.ID)
+			w.log.Info("lifecycle capture rolled back", "allocation", a.ID)
 		}
 		return err
 	}
@@ -326,7 +326,7 @@ func (w *suspensionScan) resume(ctx context.Context, cp sandbox.CheckpointProvid
 	cancel()
 	end(callErr)
 	if callErr != nil {
-		w.cfg.Log.InfoContext(ctx, "lifecycle restore unconfirmed", "node", w.node, "allocation", a.ID, "error", callErr)
+		w.log.InfoContext(ctx, "lifecycle restore unconfirmed", "allocation", a.ID, "error", callErr)
 		return nil
 	}
 	return w.settleRestore(ctx, cp, a, op, res.Compute)
@@ -376,7 +376,7 @@ func (w *suspensionScan) observeRestore(ctx context.Context, cp sandbox.Checkpoi
 	cancel()
 	end(callErr)
 	if callErr != nil {
-		w.cfg.Log.InfoContext(ctx, "lifecycle restore still unknown", "node", w.node, "allocation", a.ID,
+		w.log.InfoContext(ctx, "lifecycle restore still unknown", "allocation", a.ID,
 			"not_found", errors.Is(callErr, errdefs.ErrNotFound), "error", callErr)
 		if overdue && errors.Is(callErr, errdefs.ErrNotFound) {
 			return w.claimRestoreTarget(ctx, cp, a, target)
@@ -397,7 +397,7 @@ func (w *suspensionScan) observeRestore(ctx context.Context, cp sandbox.Checkpoi
 		if _, err := w.susp.RestoreAbsent(rctx, a, op); err != nil {
 			return err
 		}
-		w.cfg.Log.Info("lifecycle restore abandoned on its absence receipt", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
+		w.log.Info("lifecycle restore abandoned on its absence receipt", "allocation", a.ID, "compute_generation", target.Generation)
 		return nil
 	}
 	if !overdue {
@@ -410,7 +410,7 @@ func (w *suspensionScan) observeRestore(ctx context.Context, cp sandbox.Checkpoi
 	if _, err := w.susp.RestoreAbandoned(rctx, a, op, target); err != nil {
 		return err
 	}
-	w.cfg.Log.Info("lifecycle restore abandoned", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
+	w.log.Info("lifecycle restore abandoned", "allocation", a.ID, "compute_generation", target.Generation)
 	return nil
 }
 
@@ -426,7 +426,7 @@ func (w *suspensionScan) claimRestoreTarget(ctx context.Context, cp sandbox.Chec
 	err := cp.KillCompute(callCtx, target)
 	cancel()
 	if err != nil {
-		w.cfg.Log.InfoContext(ctx, "lifecycle restore target not claimed", "node", w.node, "allocation", a.ID, "error", err)
+		w.log.InfoContext(ctx, "lifecycle restore target not claimed", "allocation", a.ID, "error", err)
 	}
 	return nil
 }
@@ -450,13 +450,13 @@ func (w *suspensionScan) settleRestore(ctx context.Context, cp sandbox.Checkpoin
 		// restore is not recorded and its Runtime never woken. Cleanup
 		// (the allocation's Kill, after the deletion or the expiry the next
 		// pass records) removes the incarnation.
-		w.cfg.Log.Info("lifecycle restore lost to the Session's end", "node", w.node, "allocation", a.ID)
+		w.log.Info("lifecycle restore lost to the Session's end", "allocation", a.ID)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	w.cfg.Log.Info("lifecycle restored", "node", w.node, "allocation", a.ID, "compute_generation", target.Generation)
+	w.log.Info("lifecycle restored", "allocation", a.ID, "compute_generation", target.Generation)
 	target.ID = got.Compute.ID
 	w.wakeRuntime(ctx, cp, restored, target)
 	return nil
@@ -472,7 +472,7 @@ func (w *base) wakeRuntime(ctx context.Context, cp sandbox.CheckpointProvider, a
 	cancel()
 	// WakeNotParked: it woke already, or never parked.
 	if err != nil || (res.ExitCode != 0 && res.ExitCode != runtimebootstrap.WakeNotParked) {
-		w.cfg.Log.Info("lifecycle wake not confirmed", "node", w.node, "allocation", a.ID, "exit_code", res.ExitCode, "error", err)
+		w.log.Info("lifecycle wake not confirmed", "allocation", a.ID, "exit_code", res.ExitCode, "error", err)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // nothing to do), recorded through the global OpenTelemetry providers,
 // which are no-ops unless berth-core installed them (platform/otelsetup).
 //
-//	span   lifecycle.<operation>   attributes berth.node, berth.allocation
+//	span   lifecycle.<operation>   attributes berth.node (berth.lane=direct on the direct lane), berth.allocation
 //	metric berth.lifecycle.operation.duration (s) {operation, outcome}
 //
 // The operations: create (the claimed Create and the record of its
@@ -68,13 +68,22 @@ func newTelemetry() telemetry {
 	return telemetry{tracer: otel.Tracer(scopeName), duration: h}
 }
 
+// laneAttribute names the worker's lane on a span: berth.lane=direct for
+// the direct lane, berth.node=<id> for a node.
+func laneAttribute(lane uuid.UUID) attribute.KeyValue {
+	if lane == DirectLane {
+		return attribute.String("berth.lane", "direct")
+	}
+	return attribute.String("berth.node", lane.String())
+}
+
 // operation starts operation op of node's worker on allocation id: ctx
 // carries its span, and end (called once, with the operation's error)
 // records its duration and outcome and ends the span.
 func (t telemetry) operation(ctx context.Context, op string, node, id uuid.UUID) (_ context.Context, end func(error)) {
 	start := time.Now()
 	ctx, span := t.tracer.Start(ctx, "lifecycle."+op, trace.WithAttributes(
-		attribute.String("berth.node", node.String()), attribute.String("berth.allocation", id.String())))
+		laneAttribute(node), attribute.String("berth.allocation", id.String())))
 	return ctx, func(err error) {
 		outcome := "ok"
 		if err != nil {

@@ -85,6 +85,11 @@ type Config struct {
 	// Core URL (PublicURL).
 	Installation store.Installation
 	Provider     ProviderFunc
+	// Serves, when set, says whether the lane can serve a Create of a
+	// generation now; an error leaves the allocation's create receipt
+	// fresh, to be claimed on a later pass. Core sets it for the direct
+	// lane (core/direct.Set.Serves); nil serves every generation.
+	Serves func(lane uuid.UUID, generation int64) error
 	// CallTimeout bounds each provider call (DefaultCallTimeout when 0).
 	CallTimeout time.Duration
 	// Interval is the wait between passes (DefaultInterval when 0).
@@ -169,6 +174,7 @@ func (c Config) withDefaults() Config {
 type Worker struct {
 	cfg  Config
 	node uuid.UUID
+	log  *slog.Logger
 	// pieces are the scans of a pass, in order (pieces.go); observe is the
 	// last of them, which also runs when the node has no provider.
 	pieces  []piece
@@ -180,11 +186,28 @@ type Worker struct {
 	drainOnce sync.Once
 }
 
-// NewWorker returns the worker of node nodeID.
+// DirectLane is the key of the direct lane's worker, which serves every
+// allocation without a node (store.DirectLane: the nil UUID, which no
+// node id can be). The Coordinator runs it like a node's, and
+// Config.Provider returns the direct proxy for it.
+var DirectLane = store.DirectLane
+
+// laneAttr names a worker's lane in its logs: lane=direct for the direct
+// lane, node=<id> for a node.
+func laneAttr(lane uuid.UUID) slog.Attr {
+	if lane == DirectLane {
+		return slog.String("lane", "direct")
+	}
+	return slog.String("node", lane.String())
+}
+
+// NewWorker returns the worker of node nodeID (DirectLane: the direct
+// lane's).
 func NewWorker(cfg Config, nodeID uuid.UUID) *Worker {
 	cfg = cfg.withDefaults()
-	pieces, observe := newPieces(&base{cfg: cfg, node: nodeID, tel: newTelemetry()})
-	return &Worker{cfg: cfg, node: nodeID, pieces: pieces, observe: observe, wake: make(chan struct{}, 1), drain: make(chan struct{})}
+	log := cfg.Log.With(laneAttr(nodeID))
+	pieces, observe := newPieces(&base{cfg: cfg, node: nodeID, log: log, tel: newTelemetry()})
+	return &Worker{cfg: cfg, node: nodeID, log: log, pieces: pieces, observe: observe, wake: make(chan struct{}, 1), drain: make(chan struct{})}
 }
 
 // Drain asks the worker to stop between operations: Run returns once the
@@ -247,7 +270,7 @@ func (w *Worker) Run(ctx context.Context) {
 			return
 		}
 		if err != nil && ctx.Err() == nil {
-			w.cfg.Log.Warn("lifecycle pass failed", "node", w.node, "error", err)
+			w.log.Warn("lifecycle pass failed", "error", err)
 		}
 		t.Reset(w.cfg.Interval)
 	}
@@ -352,6 +375,15 @@ func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id 
 	if err != nil {
 		return err
 	}
+	// A generation the lane cannot serve now (a direct adapter not built,
+	// or fenced by a key change) keeps its receipt fresh: the allocation
+	// waits, as under a disabled provider, instead of spending the receipt
+	// on a Create refused before any I/O.
+	if w.cfg.Serves != nil {
+		if err := w.cfg.Serves(w.node, a.Generation); err != nil {
+			return nil
+		}
+	}
 	// Everything that can fail before Create is done before the claim, so
 	// a claimed receipt is always followed by the one Create.
 	bootstrap, err := w.bootstrap(ctx, w.store, a)
@@ -390,7 +422,7 @@ func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id 
 		return err
 	}
 	if callErr != nil {
-		w.cfg.Log.InfoContext(ctx, "lifecycle create failed", "node", w.node, "allocation", claimed.ID,
+		w.log.InfoContext(ctx, "lifecycle create failed", "allocation", claimed.ID,
 			"settled", outcome.Kind != store.CreateUnknown, "error", callErr)
 	}
 	return nil
@@ -455,7 +487,7 @@ func (w *allocationScan) abandon(ctx context.Context, p sandbox.SandboxProvider,
 	if err != nil || !ok {
 		return err
 	}
-	w.cfg.Log.Info("lifecycle create abandoned", "node", w.node, "allocation", a.ID,
+	w.log.Info("lifecycle create abandoned", "allocation", a.ID,
 		"environment", a.EnvironmentID, "after", w.cfg.CreateAbandonAfter)
 	return w.cleanup(ctx, p, abandoned)
 }
@@ -576,6 +608,6 @@ func (w *base) passOn(err error, msg string, args ...any) error {
 	if err == nil || errors.Is(err, store.ErrSuperseded) {
 		return err
 	}
-	w.cfg.Log.Warn(msg, append(append([]any{"node", w.node}, args...), "error", err)...)
+	w.log.Warn(msg, append(args, "error", err)...)
 	return nil
 }
