@@ -3,6 +3,9 @@ package daemon
 import (
 	"path/filepath"
 	"time"
+
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/providers"
 )
 
 // Config is berth-core's configuration. A zero duration, or an empty
@@ -71,6 +74,15 @@ type Config struct {
 	RestoreAbandonAfter time.Duration
 	// Version is the build version, reported by GetInstallation.
 	Version string
+	// ProcessPaths are the fixed distribution paths direct provider
+	// adapters are built with: berth-core derives them once from its
+	// executable's location and its state directory (never from the
+	// environment, never a flag). Zero: a direct generation cannot be
+	// built, and is recorded not ready.
+	ProcessPaths sandbox.ProcessPaths
+	// Providers is the provider registry (providers.Default() when nil):
+	// in-process tests inject one with a test provider.
+	Providers *providers.Registry
 }
 
 // withDefaults returns c with every unset duration and the master key file

@@ -31,6 +31,7 @@ import (
 	"berth.dev/core/admin"
 	"berth.dev/core/deployment"
 	"berth.dev/core/deploymentadmin"
+	"berth.dev/core/direct"
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollmentgrpc"
 	"berth.dev/core/events"
@@ -76,6 +77,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		c.setupNodes,
 		c.setupTurns,
 		c.setupSessions,
+		c.setupDirect,
 		c.setupLifecycle,
 		c.setupGateway,
 		c.setupAdmin,
@@ -131,7 +133,11 @@ type core struct {
 	runtimeCreds credentials.TransportCredentials
 	runtimeCA    []byte
 
+	// registry is the provider registry, shared by the deployment service
+	// and the direct Set.
+	registry    *providers.Registry
 	manager     *nodes.Manager
+	direct      *direct.Set
 	turns       *turns.Service
 	suspension  *suspension.Service
 	sessions    *sessions.Service
@@ -371,6 +377,36 @@ func (c *core) setupSessions(context.Context) error {
 	return nil
 }
 
+// setupDirect runs the direct Set: one adapter per direct generation the
+// lane serves, probed and recorded ready (core/direct). It is set up
+// before the lifecycle, so it stops after the coordinator drained the
+// direct lane's worker: no adapter closes under a call of the worker.
+func (c *core) setupDirect(context.Context) error {
+	c.registry = c.cfg.Providers
+	if c.registry == nil {
+		var err error
+		if c.registry, err = providers.Default(); err != nil {
+			return fmt.Errorf("provider registry: %w", err)
+		}
+	}
+	if p := c.cfg.ProcessPaths.State; p != "" {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return fmt.Errorf("provider state directory: %w", err)
+		}
+	}
+	set := direct.New(direct.Config{
+		Store: c.owned.readOwner(), Registry: c.registry, Key: c.masterKey, InstallationID: c.inst.ID,
+		Paths: c.cfg.ProcessPaths, Events: c.bus, Log: c.log.With("component", "direct"),
+	})
+	c.direct = set
+	c.group.onStop(func() { _ = set.Close() })
+	c.group.addWorker(func(ctx context.Context) error {
+		set.Run(ctx)
+		return nil
+	})
+	return nil
+}
+
 // setupLifecycle runs one serial lifecycle worker per node the manager
 // serves (enabled or retired, connected or not), kept in step with it
 // every NodeInterval: a retired node's deletions complete without enabling
@@ -381,7 +417,13 @@ func (c *core) setupLifecycle(context.Context) error {
 		ObservePeriod: DefaultObservePeriod, KeepaliveInterval: DefaultComputeKeepalive,
 		CreateAbandonAfter: c.cfg.CreateAbandonAfter,
 		QuiesceTimeout:     c.cfg.QuiesceTimeout, RestoreAbandonAfter: c.cfg.RestoreAbandonAfter,
-		Provider:  func(id uuid.UUID) (sandbox.SandboxProvider, error) { return c.manager.Provider(id) },
+		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) {
+			if id == lifecycle.DirectLane {
+				return c.direct.Provider(), nil
+			}
+			return c.manager.Provider(id)
+		},
+		Serves:    c.direct.Serves,
 		RuntimeCA: c.runtimeCA,
 		// A drain past its bound (a retirement's, a replacement's, a
 		// removed node's, or at shutdown) is an owner failure: admission
@@ -392,7 +434,8 @@ func (c *core) setupLifecycle(context.Context) error {
 	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is an owner failure
 	// Subscribed now, before anything runs: no event is lost to the
 	// start of the worker that routes it.
-	routed := c.bus.Subscribe(events.Any(events.NodeWork), events.Any(events.NodeServing), events.Any(events.Generation))
+	routed := c.bus.Subscribe(events.Any(events.NodeWork), events.Any(events.DirectWork), events.Any(events.NodeServing),
+		events.Any(events.Generation))
 	c.group.addWorker(func(ctx context.Context) error {
 		defer routed.Close()
 		for {
@@ -410,7 +453,9 @@ func (c *core) setupLifecycle(context.Context) error {
 		t := time.NewTicker(c.cfg.NodeInterval)
 		defer t.Stop()
 		for {
-			coordinator.Sync(ctx, c.manager.Nodes()...)
+			// The direct lane's worker always runs: with nothing direct its
+			// pass is three indexed empty reads.
+			coordinator.Sync(ctx, append(c.manager.Nodes(), lifecycle.DirectLane)...)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -430,6 +475,8 @@ func (c *core) setupLifecycle(context.Context) error {
 // nodes at once (events.Generation).
 func (c *core) route(e events.Event) {
 	switch e.Kind {
+	case events.DirectWork:
+		c.coordinator.Wake(lifecycle.DirectLane)
 	case events.NodeWork:
 		c.coordinator.Wake(e.ID)
 		if !c.manager.Serves(e.ID) {
@@ -495,11 +542,7 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
 	}
-	registry, err := providers.Default()
-	if err != nil {
-		return fmt.Errorf("provider registry: %w", err)
-	}
-	deploySvc, err := deployment.NewService(c.owned.readAdminOwner(), registry, c.masterKey, c.inst.ID, deployment.Options{
+	deploySvc, err := deployment.NewService(c.owned.readAdminOwner(), c.registry, c.masterKey, c.inst.ID, deployment.Options{
 		Nodes: nodeServing(c.manager, c.owned.reader), Gate: c.coordinator.Gate(deployment.ErrReplaceUndrained), Events: c.bus,
 	})
 	if err != nil {

@@ -45,7 +45,8 @@ func (s *Service) describeWithSwitch(ctx context.Context, g store.Generation) (D
 }
 
 // withSwitch adds the deployment's state to d: the provider switch, the
-// serving pin, the retained generations and what each node serves.
+// serving pin, the retained generations, what each node serves and what
+// the direct lane serves.
 func (s *Service) withSwitch(ctx context.Context, d Deployment) (Deployment, error) {
 	sw, err := s.store.GetProviderSwitch(ctx)
 	if err != nil {
@@ -68,5 +69,21 @@ func (s *Service) withSwitch(ctx context.Context, d Deployment) (Deployment, err
 			return Deployment{}, err
 		}
 	}
+	direct, err := s.store.DirectReadinesses(ctx)
+	if err != nil {
+		return Deployment{}, err
+	}
+	for _, r := range direct {
+		g := ServedGeneration{Generation: uint64(r.Generation), Ready: r.Fresh, DiagnosticCode: r.DiagnosticCode}
+		if r.Ready && !r.Fresh {
+			g.DiagnosticCode = DiagnosticReadinessStale
+		}
+		d.Direct = append(d.Direct, g)
+	}
 	return d, nil
 }
+
+// DiagnosticReadinessStale is a direct generation's diagnostic code when
+// its last recorded probe succeeded but is too old for placement (more
+// than 45 seconds, or recorded by a Core that no longer holds the lease).
+const DiagnosticReadinessStale = "readiness_stale"

@@ -26,6 +26,7 @@ type Store interface {
 	CommitGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration) (store.Generation, error)
 	ReplaceGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration, r store.Replacement) (store.Replaced, error)
 	EnabledNodes(ctx context.Context) ([]uuid.UUID, error)
+	DirectReadinesses(ctx context.Context) ([]store.DirectReadiness, error)
 	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
 	GetServingPin(ctx context.Context) (store.ServingPin, error)
 	RetainedGenerations(ctx context.Context) ([]store.RetainedGeneration, error)
@@ -104,6 +105,10 @@ type Deployment struct {
 	// Nodes is what each node Core keeps a connection for serves (from
 	// Options.Nodes). Not in a preview.
 	Nodes []NodeServing
+	// Direct is what Core's direct lane serves: each direct generation's
+	// readiness as placement applies it (store.DirectReadiness.Fresh).
+	// Not in a preview.
+	Direct []ServedGeneration
 }
 
 // NodeServing is what one node serves, as Core's connection to it knows.
@@ -115,7 +120,8 @@ type NodeServing struct {
 	Generations []ServedGeneration
 }
 
-// ServedGeneration is one generation as a node serves it.
+// ServedGeneration is one generation as a node, or the direct lane,
+// serves it.
 type ServedGeneration struct {
 	Generation     uint64
 	Ready          bool

@@ -196,6 +196,9 @@ func deploymentProto(d deployment.Deployment) (*adminv1.Deployment, error) {
 		}
 		pb.Nodes = append(pb.Nodes, ng)
 	}
+	for _, g := range d.Direct {
+		pb.DirectGenerations = append(pb.DirectGenerations, &adminv1.ServedGeneration{Generation: g.Generation, Ready: g.Ready, DiagnosticCode: g.DiagnosticCode})
+	}
 	if d.ProviderKind == "" {
 		// Before the first commit: nothing is selected.
 		return pb, nil

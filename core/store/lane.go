@@ -193,6 +193,40 @@ func (s *Reader) DirectReadiness(ctx context.Context, generation int64) (DirectR
 	}, row.Fresh), nil
 }
 
+// DirectGenerations returns the direct generations Core's direct lane
+// serves, ascending: the current generation when it is a direct one, and
+// each direct generation an unreleased placement or allocation on the
+// lane is bound to. core/direct keeps one adapter for each.
+func (s *Reader) DirectGenerations(ctx context.Context) ([]uint64, error) {
+	rows, err := s.q.ListDirectGenerations(ctx)
+	if err != nil {
+		return nil, wrap("direct generations", err)
+	}
+	out := make([]uint64, len(rows))
+	for i, g := range rows {
+		out[i] = uint64(g)
+	}
+	return out, nil
+}
+
+// DirectReadinesses returns every recorded direct readiness, with Fresh
+// evaluated now, ascending by generation: what GetDeployment reports as
+// direct_generations.
+func (s *Reader) DirectReadinesses(ctx context.Context) ([]DirectReadiness, error) {
+	rows, err := s.q.ListDirectReadiness(ctx)
+	if err != nil {
+		return nil, wrap("direct readiness", err)
+	}
+	out := make([]DirectReadiness, len(rows))
+	for i, row := range rows {
+		out[i] = directReadinessFromRow(db.DirectReadiness{
+			Generation: row.Generation, OwnerEpoch: row.OwnerEpoch, Ready: row.Ready,
+			DiagnosticCode: row.DiagnosticCode, BackendFingerprint: row.BackendFingerprint, CheckedAt: row.CheckedAt,
+		}, row.Fresh)
+	}
+	return out, nil
+}
+
 func directReadinessFromRow(r db.DirectReadiness, fresh bool) DirectReadiness {
 	out := DirectReadiness{
 		Generation: r.Generation, Ready: r.Ready, DiagnosticCode: r.DiagnosticCode,

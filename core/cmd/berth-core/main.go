@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"berth.dev/platform/otelsetup"
 
 	"berth.dev/core/daemon"
 	"berth.dev/core/store"
+	"berth.dev/sandbox"
 )
 
 // version is the release, set at build time with
@@ -135,8 +137,35 @@ func serveFlags(cfg *daemon.Config, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// processPaths derives the fixed distribution paths of direct provider
+// adapters once, from where this executable is installed and from the
+// state directory: Root is <dir of the executable>/../lib/berth
+// (/usr/lib/berth for the packaged /usr/bin/berth-core), State is
+// <state-dir>/providers. Never from the environment.
+func processPaths(stateDir string) (sandbox.ProcessPaths, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return sandbox.ProcessPaths{}, err
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return sandbox.ProcessPaths{}, err
+	}
+	state, err := filepath.Abs(stateDir)
+	if err != nil {
+		return sandbox.ProcessPaths{}, err
+	}
+	p := sandbox.ProcessPaths{
+		Root:  filepath.Join(filepath.Dir(exe), "..", "lib", "berth"),
+		State: filepath.Join(state, "providers"),
+	}
+	return p, p.Validate()
+}
+
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var cfg daemon.Config
+	var (
+		cfg daemon.Config
+		err error
+	)
 	fs := serveFlags(&cfg, stderr)
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
@@ -151,6 +180,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	cfg.Version = version
 	// A record logged inside a span carries its trace and span ids.
 	log := slog.New(otelsetup.LogHandler(slog.NewJSONHandler(stderr, nil)))
+	if cfg.ProcessPaths, err = processPaths(cfg.StateDir); err != nil {
+		// Only a direct provider needs them; it is then recorded not
+		// ready (build_failed), and node providers run as ever.
+		log.Warn("no process paths for direct providers", "error", err.Error())
+	}
 	// Traces only when the OTEL_* environment asks for them.
 	shutdown, _, err := otelsetup.Traces(ctx, otelsetup.CoreService, version, log)
 	if err != nil {

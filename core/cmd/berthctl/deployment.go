@@ -334,20 +334,28 @@ func deploymentFields(w io.Writer, d *adminv1.Deployment, all bool) {
 		retained = append(retained, fmt.Sprintf("%d (%d %s)", r.GetGeneration(), r.GetAllocations(), unit))
 	}
 	field(w, "RETAINED GENERATIONS", dash(strings.Join(retained, ", ")))
+	if direct := d.GetDirectGenerations(); len(direct) > 0 {
+		field(w, "DIRECT GENERATIONS", served(direct))
+	}
 	if len(d.GetNodes()) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
 	row(w, "NODE", "CONNECTED", "GENERATIONS SERVED")
 	for _, n := range d.GetNodes() {
-		var gens []string
-		for _, g := range n.GetGenerations() {
-			gen := fmt.Sprintf("%d ready", g.GetGeneration())
-			if !g.GetReady() {
-				gen = fmt.Sprintf("%d not ready (%s)", g.GetGeneration(), dash(g.GetDiagnosticCode()))
-			}
-			gens = append(gens, gen)
-		}
-		row(w, n.GetNode(), yesno(n.GetConnected()), dash(strings.Join(gens, ", ")))
+		row(w, n.GetNode(), yesno(n.GetConnected()), served(n.GetGenerations()))
 	}
+}
+
+// served lists generations as "2 ready, 3 not ready (code)".
+func served(gs []*adminv1.ServedGeneration) string {
+	var out []string
+	for _, g := range gs {
+		gen := fmt.Sprintf("%d ready", g.GetGeneration())
+		if !g.GetReady() {
+			gen = fmt.Sprintf("%d not ready (%s)", g.GetGeneration(), dash(g.GetDiagnosticCode()))
+		}
+		out = append(out, gen)
+	}
+	return dash(strings.Join(out, ", "))
 }

@@ -321,6 +321,90 @@ func (q *Queries) InsertPlacement(ctx context.Context, arg InsertPlacementParams
 	return i, err
 }
 
+const listDirectGenerations = `-- name: ListDirectGenerations :many
+SELECT g.generation
+FROM deployment_generations g
+WHERE g.mode = 'direct'
+  AND (g.generation = (SELECT d.current_generation FROM deployment d)
+       OR EXISTS (SELECT 1 FROM placements p
+                  WHERE p.node_id IS NULL AND p.generation = g.generation AND p.state <> 'released')
+       OR EXISTS (SELECT 1 FROM allocations a
+                  WHERE a.node_id IS NULL AND a.generation = g.generation AND a.state <> 'released'))
+ORDER BY g.generation
+`
+
+// ListDirectGenerations returns the direct generations Core's direct lane
+// serves, ascending: the current generation when it is a direct one, and
+// every direct generation an unreleased placement or allocation on the
+// lane is bound to (a retained generation keeps its adapter until it
+// holds nothing).
+func (q *Queries) ListDirectGenerations(ctx context.Context) ([]int64, error) {
+	rows, err := q.db.Query(ctx, listDirectGenerations)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var generation int64
+		if err := rows.Scan(&generation); err != nil {
+			return nil, err
+		}
+		items = append(items, generation)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listDirectReadiness = `-- name: ListDirectReadiness :many
+SELECT r.generation, r.owner_epoch, r.ready, r.diagnostic_code, r.backend_fingerprint, r.checked_at, node_present(r.ready, r.checked_at, r.owner_epoch)::boolean AS fresh
+FROM direct_readiness r
+ORDER BY r.generation
+`
+
+type ListDirectReadinessRow struct {
+	Generation         int64
+	OwnerEpoch         int64
+	Ready              bool
+	DiagnosticCode     string
+	BackendFingerprint pgtype.Text
+	CheckedAt          time.Time
+	Fresh              bool
+}
+
+// ListDirectReadiness returns every direct generation's recorded
+// readiness with whether it is fresh now (the ChooseDirectLane rule),
+// ascending.
+func (q *Queries) ListDirectReadiness(ctx context.Context) ([]ListDirectReadinessRow, error) {
+	rows, err := q.db.Query(ctx, listDirectReadiness)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListDirectReadinessRow
+	for rows.Next() {
+		var i ListDirectReadinessRow
+		if err := rows.Scan(
+			&i.Generation,
+			&i.OwnerEpoch,
+			&i.Ready,
+			&i.DiagnosticCode,
+			&i.BackendFingerprint,
+			&i.CheckedAt,
+			&i.Fresh,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockPlacementRow = `-- name: LockPlacementRow :one
 SELECT environment_id, node_id, generation, state, created_at, released_at FROM placements WHERE environment_id = $1 FOR UPDATE
 `

@@ -171,3 +171,27 @@ RETURNING *;
 SELECT r.*, node_present(r.ready, r.checked_at, r.owner_epoch)::boolean AS fresh
 FROM direct_readiness r
 WHERE r.generation = @generation;
+
+-- name: ListDirectGenerations :many
+-- ListDirectGenerations returns the direct generations Core's direct lane
+-- serves, ascending: the current generation when it is a direct one, and
+-- every direct generation an unreleased placement or allocation on the
+-- lane is bound to (a retained generation keeps its adapter until it
+-- holds nothing).
+SELECT g.generation
+FROM deployment_generations g
+WHERE g.mode = 'direct'
+  AND (g.generation = (SELECT d.current_generation FROM deployment d)
+       OR EXISTS (SELECT 1 FROM placements p
+                  WHERE p.node_id IS NULL AND p.generation = g.generation AND p.state <> 'released')
+       OR EXISTS (SELECT 1 FROM allocations a
+                  WHERE a.node_id IS NULL AND a.generation = g.generation AND a.state <> 'released'))
+ORDER BY g.generation;
+
+-- name: ListDirectReadiness :many
+-- ListDirectReadiness returns every direct generation's recorded
+-- readiness with whether it is fresh now (the ChooseDirectLane rule),
+-- ascending.
+SELECT r.*, node_present(r.ready, r.checked_at, r.owner_epoch)::boolean AS fresh
+FROM direct_readiness r
+ORDER BY r.generation;

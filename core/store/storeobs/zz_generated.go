@@ -48,6 +48,13 @@ func (d *Reader) CurrentGeneration(p0 context.Context) (store.Generation, error)
 	return r0, r1
 }
 
+func (d *Reader) DirectGenerations(p0 context.Context) ([]uint64, error) {
+	ctx, c := d.obs.start(p0, "Reader", "DirectGenerations")
+	r0, r1 := d.next.DirectGenerations(ctx)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) DirectHeld(p0 context.Context) (int64, error) {
 	ctx, c := d.obs.start(p0, "Reader", "DirectHeld")
 	r0, r1 := d.next.DirectHeld(ctx)
@@ -58,6 +65,13 @@ func (d *Reader) DirectHeld(p0 context.Context) (int64, error) {
 func (d *Reader) DirectReadiness(p0 context.Context, p1 int64) (store.DirectReadiness, error) {
 	ctx, c := d.obs.start(p0, "Reader", "DirectReadiness")
 	r0, r1 := d.next.DirectReadiness(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) DirectReadinesses(p0 context.Context) ([]store.DirectReadiness, error) {
+	ctx, c := d.obs.start(p0, "Reader", "DirectReadinesses")
+	r0, r1 := d.next.DirectReadinesses(ctx)
 	c.end(ctx, r1)
 	return r0, r1
 }

@@ -69,9 +69,16 @@ type Deployment struct {
 	RetainedGenerations []*RetainedGeneration `protobuf:"bytes,13,rep,name=retained_generations,json=retainedGenerations,proto3" json:"retained_generations,omitempty"`
 	// nodes are the nodes Core keeps a connection for, each with the
 	// generations it serves and their readiness. Output only.
-	Nodes         []*NodeGenerations `protobuf:"bytes,14,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Nodes []*NodeGenerations `protobuf:"bytes,14,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// direct_generations are the direct generations Core itself serves (a
+	// direct provider such as E2B: no node), ascending, each with its
+	// latest probe result as placement applies it: ready only when Core's
+	// current probe succeeded within the last 45 seconds, otherwise the
+	// probe's fixed diagnostic code (readiness_stale when no probe was
+	// recorded recently). Output only.
+	DirectGenerations []*ServedGeneration `protobuf:"bytes,15,rep,name=direct_generations,json=directGenerations,proto3" json:"direct_generations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Deployment) Reset() {
@@ -202,6 +209,13 @@ func (x *Deployment) GetNodes() []*NodeGenerations {
 	return nil
 }
 
+func (x *Deployment) GetDirectGenerations() []*ServedGeneration {
+	if x != nil {
+		return x.DirectGenerations
+	}
+	return nil
+}
+
 // RetainedGeneration is a generation allocations still hold.
 type RetainedGeneration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -321,7 +335,8 @@ func (x *NodeGenerations) GetGenerations() []*ServedGeneration {
 	return nil
 }
 
-// ServedGeneration is one generation as a node serves it.
+// ServedGeneration is one generation as a node, or Core's direct lane,
+// serves it.
 type ServedGeneration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// generation number.
@@ -1292,7 +1307,7 @@ var File_berth_admin_v1_deployment_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\n" +
-	"\x1fberth/admin/v1/deployment.proto\x12\x0eberth.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x06\n" +
+	"\x1fberth/admin/v1/deployment.proto\x12\x0eberth.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x06\n" +
 	"\n" +
 	"Deployment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -1312,7 +1327,8 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\x12serving_generation\x18\v \x01(\x04R\x11servingGeneration\x12=\n" +
 	"\fserving_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vservingTime\x12U\n" +
 	"\x14retained_generations\x18\r \x03(\v2\".berth.admin.v1.RetainedGenerationR\x13retainedGenerations\x125\n" +
-	"\x05nodes\x18\x0e \x03(\v2\x1f.berth.admin.v1.NodeGenerationsR\x05nodes\"V\n" +
+	"\x05nodes\x18\x0e \x03(\v2\x1f.berth.admin.v1.NodeGenerationsR\x05nodes\x12O\n" +
+	"\x12direct_generations\x18\x0f \x03(\v2 .berth.admin.v1.ServedGenerationR\x11directGenerations\"V\n" +
 	"\x12RetainedGeneration\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1454,42 +1470,43 @@ var file_berth_admin_v1_deployment_proto_depIdxs = []int32{
 	20, // 5: berth.admin.v1.Deployment.serving_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: berth.admin.v1.Deployment.retained_generations:type_name -> berth.admin.v1.RetainedGeneration
 	2,  // 7: berth.admin.v1.Deployment.nodes:type_name -> berth.admin.v1.NodeGenerations
-	3,  // 8: berth.admin.v1.NodeGenerations.generations:type_name -> berth.admin.v1.ServedGeneration
-	5,  // 9: berth.admin.v1.Specification.suspension:type_name -> berth.admin.v1.SuspensionPolicy
-	21, // 10: berth.admin.v1.SuspensionPolicy.idle:type_name -> google.protobuf.Duration
-	21, // 11: berth.admin.v1.SuspensionPolicy.retention:type_name -> google.protobuf.Duration
-	0,  // 12: berth.admin.v1.GetDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	19, // 13: berth.admin.v1.DeploymentCandidate.configuration:type_name -> google.protobuf.Struct
-	19, // 14: berth.admin.v1.DeploymentCandidate.credential:type_name -> google.protobuf.Struct
-	4,  // 15: berth.admin.v1.DeploymentCandidate.specification:type_name -> berth.admin.v1.Specification
-	8,  // 16: berth.admin.v1.PreviewDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	22, // 17: berth.admin.v1.PreviewDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 18: berth.admin.v1.PreviewDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	8,  // 19: berth.admin.v1.CommitDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	0,  // 20: berth.admin.v1.CommitDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	8,  // 21: berth.admin.v1.ReplaceDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	22, // 22: berth.admin.v1.ReplaceDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 23: berth.admin.v1.ReplaceDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	21, // 24: berth.admin.v1.ReplaceDeploymentResponse.admission_pause:type_name -> google.protobuf.Duration
-	0,  // 25: berth.admin.v1.DisableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
-	0,  // 26: berth.admin.v1.EnableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
-	6,  // 27: berth.admin.v1.DeploymentService.GetDeployment:input_type -> berth.admin.v1.GetDeploymentRequest
-	9,  // 28: berth.admin.v1.DeploymentService.PreviewDeployment:input_type -> berth.admin.v1.PreviewDeploymentRequest
-	11, // 29: berth.admin.v1.DeploymentService.CommitDeployment:input_type -> berth.admin.v1.CommitDeploymentRequest
-	13, // 30: berth.admin.v1.DeploymentService.ReplaceDeployment:input_type -> berth.admin.v1.ReplaceDeploymentRequest
-	15, // 31: berth.admin.v1.DeploymentService.DisableProvider:input_type -> berth.admin.v1.DisableProviderRequest
-	17, // 32: berth.admin.v1.DeploymentService.EnableProvider:input_type -> berth.admin.v1.EnableProviderRequest
-	7,  // 33: berth.admin.v1.DeploymentService.GetDeployment:output_type -> berth.admin.v1.GetDeploymentResponse
-	10, // 34: berth.admin.v1.DeploymentService.PreviewDeployment:output_type -> berth.admin.v1.PreviewDeploymentResponse
-	12, // 35: berth.admin.v1.DeploymentService.CommitDeployment:output_type -> berth.admin.v1.CommitDeploymentResponse
-	14, // 36: berth.admin.v1.DeploymentService.ReplaceDeployment:output_type -> berth.admin.v1.ReplaceDeploymentResponse
-	16, // 37: berth.admin.v1.DeploymentService.DisableProvider:output_type -> berth.admin.v1.DisableProviderResponse
-	18, // 38: berth.admin.v1.DeploymentService.EnableProvider:output_type -> berth.admin.v1.EnableProviderResponse
-	33, // [33:39] is the sub-list for method output_type
-	27, // [27:33] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	3,  // 8: berth.admin.v1.Deployment.direct_generations:type_name -> berth.admin.v1.ServedGeneration
+	3,  // 9: berth.admin.v1.NodeGenerations.generations:type_name -> berth.admin.v1.ServedGeneration
+	5,  // 10: berth.admin.v1.Specification.suspension:type_name -> berth.admin.v1.SuspensionPolicy
+	21, // 11: berth.admin.v1.SuspensionPolicy.idle:type_name -> google.protobuf.Duration
+	21, // 12: berth.admin.v1.SuspensionPolicy.retention:type_name -> google.protobuf.Duration
+	0,  // 13: berth.admin.v1.GetDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	19, // 14: berth.admin.v1.DeploymentCandidate.configuration:type_name -> google.protobuf.Struct
+	19, // 15: berth.admin.v1.DeploymentCandidate.credential:type_name -> google.protobuf.Struct
+	4,  // 16: berth.admin.v1.DeploymentCandidate.specification:type_name -> berth.admin.v1.Specification
+	8,  // 17: berth.admin.v1.PreviewDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	22, // 18: berth.admin.v1.PreviewDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 19: berth.admin.v1.PreviewDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	8,  // 20: berth.admin.v1.CommitDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	0,  // 21: berth.admin.v1.CommitDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	8,  // 22: berth.admin.v1.ReplaceDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	22, // 23: berth.admin.v1.ReplaceDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 24: berth.admin.v1.ReplaceDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	21, // 25: berth.admin.v1.ReplaceDeploymentResponse.admission_pause:type_name -> google.protobuf.Duration
+	0,  // 26: berth.admin.v1.DisableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
+	0,  // 27: berth.admin.v1.EnableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
+	6,  // 28: berth.admin.v1.DeploymentService.GetDeployment:input_type -> berth.admin.v1.GetDeploymentRequest
+	9,  // 29: berth.admin.v1.DeploymentService.PreviewDeployment:input_type -> berth.admin.v1.PreviewDeploymentRequest
+	11, // 30: berth.admin.v1.DeploymentService.CommitDeployment:input_type -> berth.admin.v1.CommitDeploymentRequest
+	13, // 31: berth.admin.v1.DeploymentService.ReplaceDeployment:input_type -> berth.admin.v1.ReplaceDeploymentRequest
+	15, // 32: berth.admin.v1.DeploymentService.DisableProvider:input_type -> berth.admin.v1.DisableProviderRequest
+	17, // 33: berth.admin.v1.DeploymentService.EnableProvider:input_type -> berth.admin.v1.EnableProviderRequest
+	7,  // 34: berth.admin.v1.DeploymentService.GetDeployment:output_type -> berth.admin.v1.GetDeploymentResponse
+	10, // 35: berth.admin.v1.DeploymentService.PreviewDeployment:output_type -> berth.admin.v1.PreviewDeploymentResponse
+	12, // 36: berth.admin.v1.DeploymentService.CommitDeployment:output_type -> berth.admin.v1.CommitDeploymentResponse
+	14, // 37: berth.admin.v1.DeploymentService.ReplaceDeployment:output_type -> berth.admin.v1.ReplaceDeploymentResponse
+	16, // 38: berth.admin.v1.DeploymentService.DisableProvider:output_type -> berth.admin.v1.DisableProviderResponse
+	18, // 39: berth.admin.v1.DeploymentService.EnableProvider:output_type -> berth.admin.v1.EnableProviderResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_deployment_proto_init() }
