@@ -396,7 +396,7 @@ func (c *core) setupDirect(context.Context) error {
 	}
 	set := direct.New(direct.Config{
 		Store: c.owned.readOwner(), Registry: c.registry, Key: c.masterKey, InstallationID: c.inst.ID,
-		Paths: c.cfg.ProcessPaths, Events: c.bus, Log: c.log.With("component", "direct"),
+		Paths: c.cfg.ProcessPaths, RuntimeGateway: c.cfg.RuntimeListen != "", Events: c.bus, Log: c.log.With("component", "direct"),
 	})
 	c.direct = set
 	c.group.onStop(func() { _ = set.Close() })
@@ -544,6 +544,7 @@ func (c *core) setupAdmin(context.Context) error {
 	}
 	deploySvc, err := deployment.NewService(c.owned.readAdminOwner(), c.registry, c.masterKey, c.inst.ID, deployment.Options{
 		Nodes: nodeServing(c.manager, c.owned.reader), Gate: c.coordinator.Gate(deployment.ErrReplaceUndrained), Events: c.bus,
+		Direct: c.direct,
 	})
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)

@@ -18,6 +18,10 @@
 //     admissions in flight finish, later ones wait. Another provider kind
 //     retires the enabled nodes through the lifecycle drain gate (five
 //     seconds, then owner_failure; nothing cancelled).
+//   - A candidate of a direct registration (its generic Mode) is built
+//     and probed before any write (Options.Direct, core/direct.Set) and
+//     refused deployment_candidate_not_ready when it cannot be; its
+//     adapter is published after the commit.
 //   - Existing allocations keep their generation; nothing after the
 //     commit can fail.
 //   - The credential is write-only: sealed (secrets.DeploymentCredential)

@@ -226,6 +226,10 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	if err != nil {
 		return Replacement{}, err
 	}
+	pd, err := s.prepareDirect(ctx, p, expected+1)
+	if err != nil {
+		return Replacement{}, err
+	}
 	var r store.Replaced
 	commit := func(retire store.Replacement) error {
 		var err error
@@ -241,8 +245,10 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 		err = s.retiring(ctx, commit)
 	}
 	if err != nil {
+		pd.Discard()
 		return Replacement{}, err
 	}
+	pd.Publish()
 	s.opts.Events.Publish(events.Event{Kind: events.Generation})
 	desc, err := s.describeWithSwitch(ctx, r.Generation)
 	if err != nil {

@@ -160,6 +160,51 @@ type Options struct {
 	// the nodes are given it at once rather than at their next presence
 	// record.
 	Events *events.Bus
+	// Direct builds and probes a candidate of a direct registration before
+	// it is committed (core/direct.Set); nil commits without (tests of the
+	// service alone).
+	Direct DirectPreparer
+}
+
+// DirectPreparer builds and probes a direct candidate before any write:
+// a candidate whose adapter cannot be built or probed is refused and
+// nothing is committed (the guide: candidates are prepared and validated
+// before any write).
+type DirectPreparer interface {
+	Prepare(ctx context.Context, c DirectCandidate) (PreparedDirect, error)
+}
+
+// DirectCandidate is a direct candidate as it will be committed: its
+// generation number, kind, configuration with its credential, and
+// specification.
+type DirectCandidate struct {
+	Generation    uint64
+	Kind          string
+	Configuration sandbox.EncodedConfiguration
+	Specification sandbox.Specification
+}
+
+// PreparedDirect is a built, probed candidate: Publish after its commit
+// (it cannot fail), Discard when the commit did not happen.
+type PreparedDirect interface {
+	Publish()
+	Discard()
+}
+
+// noDirect is the PreparedDirect of a node candidate, or of a Service
+// without Options.Direct.
+type noDirect struct{}
+
+func (noDirect) Publish() {}
+func (noDirect) Discard() {}
+
+// prepareDirect builds and probes p when it is a direct candidate, to be
+// committed as generation number.
+func (s *Service) prepareDirect(ctx context.Context, p prepared, number uint64) (PreparedDirect, error) {
+	if p.reg.Mode != providers.ModeDirect || s.opts.Direct == nil {
+		return noDirect{}, nil
+	}
+	return s.opts.Direct.Prepare(ctx, DirectCandidate{Generation: number, Kind: p.kind, Configuration: p.enc, Specification: p.spec})
 }
 
 // NewService returns the DeploymentService logic over st and registry.
@@ -278,10 +323,16 @@ func (s *Service) Commit(ctx context.Context, c Candidate, expected uint64) (Dep
 	if err != nil {
 		return Deployment{}, err
 	}
-	g, err := s.store.CommitGeneration(ctx, seen, next)
+	pd, err := s.prepareDirect(ctx, p, expected+1)
 	if err != nil {
 		return Deployment{}, err
 	}
+	g, err := s.store.CommitGeneration(ctx, seen, next)
+	if err != nil {
+		pd.Discard()
+		return Deployment{}, err
+	}
+	pd.Publish()
 	s.opts.Events.Publish(events.Event{Kind: events.Generation})
 	return s.describeWithSwitch(ctx, g)
 }

@@ -72,6 +72,10 @@ type Config struct {
 	// Paths are the fixed distribution paths every direct adapter is
 	// built with (read once by berth-core, never from the environment).
 	Paths sandbox.ProcessPaths
+	// RuntimeGateway: Core serves the Runtime gateway its public URL
+	// names, so sandboxes outside Core's network can connect back; a
+	// provider that requires a public origin is refused without it.
+	RuntimeGateway bool
 	// Events wakes a pass when a generation is committed (may be nil).
 	Events      *events.Bus
 	Interval    time.Duration
@@ -103,6 +107,9 @@ type served struct {
 	// mismatch: its backend fingerprint differs from the one recorded
 	// first for its generation; nothing is sent through it.
 	mismatch bool
+	// ready: its last probe succeeded. A Create waits while it is not
+	// (Serves); calls about existing allocations still go through.
+	ready bool
 }
 
 // Set holds one built adapter per direct generation the lane serves.
@@ -142,13 +149,21 @@ var errBackendMismatch error = errdefs.Refuse(errdefs.ErrFenced, CodeBackendMism
 
 // Serves reports whether the direct lane can serve a Create of
 // generation now (lifecycle.Config.Serves): nil only for the direct lane
-// and a built adapter whose backend matches.
+// and a built adapter whose backend matches and whose last probe
+// succeeded, so no create receipt is spent on a vendor that refuses.
 func (s *Set) Serves(lane uuid.UUID, generation int64) error {
 	if lane != store.DirectLane || generation <= 0 {
 		return ErrNotServed
 	}
-	_, err := s.adapter(uint64(generation))
-	return err
+	if _, err := s.adapter(uint64(generation)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sv := s.gens[uint64(generation)]; sv == nil || !sv.ready {
+		return ErrNotServed
+	}
+	return nil
 }
 
 // adapter returns generation's adapter, or why there is none.
@@ -262,6 +277,7 @@ func (s *Set) serve(ctx context.Context, generation uint64) error {
 	mismatch := prev.BackendFingerprint != "" && prev.BackendFingerprint != sv.built.BackendFingerprint
 	s.mu.Lock()
 	sv.mismatch = mismatch
+	sv.ready = perr == nil && !mismatch
 	s.mu.Unlock()
 	switch {
 	case mismatch:

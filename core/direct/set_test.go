@@ -44,6 +44,7 @@ func must(t testing.TB, err error) {
 // the same registry.
 type env struct {
 	st     *storetest.Owned
+	reg    *providers.Registry
 	inst   store.Installation
 	key    secrets.Key
 	vendor *memdirect.Vendor
@@ -65,22 +66,28 @@ func newEnv(t *testing.T) *env {
 	v.AddKey(keyA, "team-a")
 	reg, err := providers.NewRegistry(memdirect.Registration(v))
 	must(t, err)
-	deploy, err := deployment.NewService(st, reg, key, inst.ID, deployment.Options{})
-	must(t, err)
 	set := direct.New(direct.Config{
 		Store: st, Registry: reg, Key: key, InstallationID: inst.ID,
-		Paths:        sandbox.ProcessPaths{Root: "/usr/lib/berth", State: t.TempDir()},
-		CloseTimeout: 5 * time.Second,
+		Paths:          sandbox.ProcessPaths{Root: "/usr/lib/berth", State: t.TempDir()},
+		RuntimeGateway: true, CloseTimeout: 5 * time.Second,
 	})
 	t.Cleanup(func() { _ = set.Close() })
+	deploy, err := deployment.NewService(st, reg, key, inst.ID, deployment.Options{Direct: set})
+	must(t, err)
 	svc := sessions.New(st, key, inst.ID, uuid.New, suspension.New(st, nil), nil)
-	return &env{st: st, inst: inst, key: key, vendor: v, deploy: deploy, set: set, svc: svc}
+	return &env{st: st, reg: reg, inst: inst, key: key, vendor: v, deploy: deploy, set: set, svc: svc}
 }
 
 // commit commits (or replaces with) a memdirect generation with key and
 // template.
 func (e *env) commit(t *testing.T, key, template string) uint64 {
 	t.Helper()
+	g, err := e.commitErr(key, template)
+	must(t, err)
+	return g
+}
+
+func (e *env) commitErr(key, template string) (uint64, error) {
 	ctx := context.Background()
 	c := deployment.Candidate{
 		ProviderKind:  memdirect.Kind,
@@ -89,15 +96,15 @@ func (e *env) commit(t *testing.T, key, template string) uint64 {
 		Specification: spec, SuspensionOff: true,
 	}
 	cur, err := e.deploy.Get(ctx)
-	must(t, err)
+	if err != nil {
+		return 0, err
+	}
 	if cur.Generation == 0 {
 		d, err := e.deploy.Commit(ctx, c, 0)
-		must(t, err)
-		return d.Generation
+		return d.Generation, err
 	}
 	r, err := e.deploy.Replace(ctx, c, nil, cur.Generation)
-	must(t, err)
-	return r.Deployment.Generation
+	return r.Deployment.Generation, err
 }
 
 func (e *env) readiness(t *testing.T, g uint64) store.DirectReadiness {
@@ -136,18 +143,17 @@ func wantReason(t *testing.T, err error, reason string) {
 	}
 }
 
-// TestPassBuildsProbesAndServes: a committed direct generation is built
-// through the registry, probed, recorded ready with its backend
-// fingerprint and pinned as served; the lane then serves it, a Session is
+// TestPassBuildsProbesAndServes: a committed direct generation (built and
+// probed before its commit, published after) is probed by a pass, recorded
+// ready with its backend fingerprint and pinned as served; the lane then serves it, a Session is
 // placed on the lane, and the Provider sends its Create to that
 // generation's adapter (the vendor holds one sandbox with the
 // allocation's metadata).
 func TestPassBuildsProbesAndServes(t *testing.T) {
 	e := newEnv(t)
 	g := e.commit(t, keyA, "berth-runtime")
-	if err := e.set.Serves(store.DirectLane, int64(g)); !errors.Is(err, direct.ErrNotServed) {
-		t.Fatalf("served before a pass: %v", err)
-	}
+	// The commit published the candidate built and probed before it.
+	must(t, e.set.Serves(store.DirectLane, int64(g)))
 	e.pass(t)
 	r := e.readiness(t, g)
 	if !r.Ready || !r.Fresh || !strings.Contains(r.BackendFingerprint, "team-a") {
@@ -174,11 +180,48 @@ func TestPassBuildsProbesAndServes(t *testing.T) {
 	}
 }
 
-// TestBuildFailureIsRecordedAndRetried: a generation whose key the vendor
-// rejects is recorded not ready with the adapter's fixed reason, is not
-// served, and Sessions are refused; once the key is valid the next pass
-// builds it.
-func TestBuildFailureIsRecordedAndRetried(t *testing.T) {
+// TestRejectedCandidateWritesNothing: a direct candidate whose key the
+// vendor rejects is refused before any write (deployment_candidate_not_ready
+// naming credential_rejected, never the key), and nothing is committed;
+// the same candidate with a valid key commits.
+func TestRejectedCandidateWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	const unknown = "e2b_unknownkey0123456789abcdef0123456"
+	_, err := e.commitErr(unknown, "berth-runtime")
+	wantReason(t, err, "deployment_candidate_not_ready")
+	if !strings.Contains(err.Error(), "credential_rejected") || strings.Contains(err.Error(), unknown) {
+		t.Fatalf("refusal %q", err)
+	}
+	d, err := e.deploy.Get(context.Background())
+	must(t, err)
+	if d.Generation != 0 {
+		t.Fatalf("generation %d committed", d.Generation)
+	}
+	if g := e.commit(t, keyA, "berth-runtime"); g != 1 {
+		t.Fatalf("committed generation %d", g)
+	}
+}
+
+// TestPublicOriginIsRequired: a Core that serves no Runtime gateway
+// refuses a direct candidate whose sandboxes must connect back to it
+// (public_origin_required), before building anything.
+func TestPublicOriginIsRequired(t *testing.T) {
+	e := newEnv(t)
+	set := direct.New(direct.Config{Store: e.st, Registry: e.reg, Key: e.key, InstallationID: e.inst.ID,
+		Paths: sandbox.ProcessPaths{Root: "/usr/lib/berth", State: t.TempDir()}})
+	t.Cleanup(func() { _ = set.Close() })
+	_, err := set.Prepare(context.Background(), deployment.DirectCandidate{Generation: 1, Kind: memdirect.Kind})
+	wantReason(t, err, "public_origin_required")
+	if calls := e.vendor.Calls(); len(calls) != 0 {
+		t.Fatalf("the vendor received %v", calls)
+	}
+}
+
+// TestFailingProbeIsRecordedAndRetried: a served generation whose key the
+// vendor stops accepting is recorded not ready with the probe's code,
+// gets no new Create (Serves), and Sessions are refused; once the key is
+// accepted again the next pass records it ready.
+func TestFailingProbeIsRecordedAndRetried(t *testing.T) {
 	e := newEnv(t)
 	const revoked = "e2b_revokedkey0123456789abcdef012345"
 	e.vendor.AddKey(revoked, "team-c")
@@ -308,4 +351,37 @@ func TestBackendMismatchIsNeverServed(t *testing.T) {
 		t.Fatalf("readiness %+v", r)
 	}
 	wantReason(t, e.set.Serves(store.DirectLane, int64(g)), direct.CodeBackendMismatch)
+}
+
+// TestRestartRebuildsFromTheStore: a Core that starts (a new Set over the
+// same store) rebuilds each wanted generation from its stored selectors
+// and sealed credential and serves it; when the vendor no longer accepts
+// the stored key, the build failure is recorded not ready with the
+// adapter's fixed reason and nothing is served.
+func TestRestartRebuildsFromTheStore(t *testing.T) {
+	e := newEnv(t)
+	g := e.commit(t, keyA, "berth-runtime")
+	restarted := func() *direct.Set {
+		s := direct.New(direct.Config{Store: e.st, Registry: e.reg, Key: e.key, InstallationID: e.inst.ID,
+			Paths: sandbox.ProcessPaths{Root: "/usr/lib/berth", State: t.TempDir()}, RuntimeGateway: true})
+		t.Cleanup(func() { _ = s.Close() })
+		if err := s.Serves(store.DirectLane, int64(g)); !errors.Is(err, direct.ErrNotServed) {
+			t.Fatalf("served before its first pass: %v", err)
+		}
+		must(t, s.Pass(context.Background()))
+		return s
+	}
+	must(t, restarted().Serves(store.DirectLane, int64(g)))
+	if r := e.readiness(t, g); !r.Ready {
+		t.Fatalf("after the rebuild: %+v", r)
+	}
+
+	e.vendor.RemoveKey(keyA)
+	s := restarted()
+	if err := s.Serves(store.DirectLane, int64(g)); !errors.Is(err, direct.ErrNotServed) {
+		t.Fatalf("served with a rejected key: %v", err)
+	}
+	if r := e.readiness(t, g); r.Ready || r.DiagnosticCode != "credential_rejected" {
+		t.Fatalf("readiness %+v, want not ready credential_rejected", r)
+	}
 }

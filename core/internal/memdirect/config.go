@@ -225,7 +225,7 @@ func (configAdapter) WithCredential(n sandbox.NativeConfiguration, credential []
 func (configAdapter) Requirements() sandbox.ConfigurationRequirements {
 	return sandbox.ConfigurationRequirements{
 		Credential:   sandbox.Required,
-		PublicOrigin: sandbox.NotRequired,
+		PublicOrigin: sandbox.Required,
 		Discovery:    providercontract.Unsupported(ReasonNoDiscovery),
 	}
 }
