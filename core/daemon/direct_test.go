@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"berth.dev/core/internal/memdirect"
@@ -20,7 +21,10 @@ import (
 	"berth.dev/sandbox/providers"
 )
 
-const directTestKey = "e2b_daemondirectkey0123456789abcdef01"
+const (
+	directTestKey  = "e2b_daemondirectkey0123456789abcdef01"
+	directTestKey2 = "e2b_daemondirectkeytwo0123456789abcd"
+)
 
 // adminConn dials s's admin API with the admin token Core wrote into
 // cfg's state directory.
@@ -42,11 +46,13 @@ func adminConn(t *testing.T, ctx context.Context, cfg Config, s *started) (conte
 // direct provider commits it through the admin API, builds and probes it
 // (GetDeployment's direct_generations says ready, the serving pin moves
 // to it), places a Session on the direct lane (no node), and the lane's
-// worker creates its sandbox at the vendor; deleting the Session leaves
-// the vendor holding nothing. No node agent exists.
+// worker creates its sandbox at the vendor; the key is replaced through
+// ReplaceDeployment and the old one revoked, and deleting the Session
+// still leaves the vendor holding nothing. No node agent exists.
 func TestDirectDeploymentServesSessions(t *testing.T) {
 	v := memdirect.NewVendor()
 	v.AddKey(directTestKey, "team-a")
+	v.AddKey(directTestKey2, "team-a")
 	reg, err := providers.NewRegistry(memdirect.Registration(v))
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +112,25 @@ func TestDirectDeploymentServesSessions(t *testing.T) {
 	if sb.Metadata[memdirect.MetaAllocation] != strings.TrimPrefix(r.GetSession().GetAllocation(), "allocations/") {
 		t.Fatalf("the sandbox's metadata %v names another allocation than %s", sb.Metadata, r.GetSession().GetAllocation())
 	}
+
+	// The key is replaced through the admin API (inside the direct lane's
+	// drain gate), and the old key revoked at the vendor: the Session's
+	// deletion still reaches its sandbox, with the new key.
+	newKey, err := structpb.NewStruct(map[string]any{"api_key": directTestKey2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := deployments.ReplaceDeployment(actx, &adminv1.ReplaceDeploymentRequest{
+		Candidate:  &adminv1.DeploymentCandidate{ProviderKind: memdirect.Kind, Credential: newKey},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"provider_kind", "credential"}}, ExpectedGeneration: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.GetChanged() || rep.GetDeployment().GetGeneration() != 2 {
+		t.Fatalf("key replacement: %v", rep)
+	}
+	v.RemoveKey(directTestKey)
 
 	if _, err := sessions.DeleteSession(actx, &adminv1.DeleteSessionRequest{Name: r.GetSession().GetName()}); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,11 @@
 //     adapter is published after the commit.
 //   - Existing allocations keep their generation; nothing after the
 //     commit can fail.
+//   - A key replacement (same kind, another credential) is refused for a
+//     node provider; a direct provider's runs through Options.Direct's
+//     Rekey inside the direct lane's drain gate, which verifies the new
+//     key against every retained generation before the one commit that
+//     points them at it (deployment_credential_sources).
 //   - The credential is write-only: sealed (secrets.DeploymentCredential)
 //     before it reaches the store, never returned, redacted when printed.
 //     Errors name fields, never values.

@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/events"
 	"berth.dev/core/store"
@@ -226,6 +227,9 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	if err != nil {
 		return Replacement{}, err
 	}
+	if d.rekey {
+		return s.rekey(ctx, seen, p, next, expected+1)
+	}
 	pd, err := s.prepareDirect(ctx, p, expected+1)
 	if err != nil {
 		return Replacement{}, err
@@ -300,31 +304,70 @@ func (s *Service) replacing(ctx context.Context, c Candidate, set Fields) (store
 	if err != nil {
 		return store.GenerationSeen{}, prepared{}, sameness{}, err
 	}
-	if err := s.refuseCredentialChange(p, cur, d); err != nil {
+	if d.rekey, err = s.credentialChange(p, cur, d); err != nil {
 		return store.GenerationSeen{}, prepared{}, sameness{}, err
+	}
+	if d.rekey && (p.reg.Mode != providers.ModeDirect || s.opts.Direct == nil) {
+		return store.GenerationSeen{}, prepared{}, sameness{}, fmt.Errorf("replace deployment: %w", errCredentialReplacementUnsupported)
 	}
 	return seen, p, d, nil
 }
 
-// refuseCredentialChange refuses a candidate of the current provider kind
-// that brings another credential than the current one: replacing a key
-// must verify every retained generation first, which is not built. A
-// candidate of another kind brings its own. d is p compared with cur: its
-// credential verdict is reused when compare made one (an equal
-// selection), so the stored credential is opened once.
-func (s *Service) refuseCredentialChange(p prepared, cur store.Generation, d sameness) error {
+// credentialChange reports whether p keeps the current provider kind but
+// brings another credential than the current one: a key replacement,
+// which only a direct provider supports (Service.rekey). A candidate of
+// another kind brings its own. d is p compared with cur: its credential
+// verdict is reused when compare made one (an equal selection), so the
+// stored credential is opened once.
+func (s *Service) credentialChange(p prepared, cur store.Generation, d sameness) (bool, error) {
 	if p.kind != cur.ProviderKind {
-		return nil
+		return false, nil
 	}
 	same := d.credential
 	if !d.selection {
 		var err error
 		if same, err = s.sameCredential(p, cur); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if !same {
-		return fmt.Errorf("replace deployment: %w", errCredentialReplacementUnsupported)
+	return !same, nil
+}
+
+// rekey commits a key replacement of a direct provider as generation
+// number: inside the direct lane's drain gate (Options.Gate over
+// store.DirectLane: the lane's worker stops between operations, and
+// nothing is sent through the old key while the new one is verified),
+// Options.Direct.Rekey fences the old key's calls, verifies the new key
+// against every retained generation of the kind and commits, in one
+// transaction, the new generation and the verified generations pointed
+// at its credential (store.Replacement.Rekey). A refusal commits nothing.
+func (s *Service) rekey(ctx context.Context, seen store.GenerationSeen, p prepared, next store.NewGeneration, number uint64) (Replacement, error) {
+	var r store.Replaced
+	req := Rekey{
+		Candidate: DirectCandidate{Generation: number, Kind: p.kind, Configuration: p.enc, Specification: p.spec},
+		Commit: func(rekeyed []uint64) error {
+			var err error
+			r, err = s.store.ReplaceGeneration(ctx, seen, next, store.Replacement{Rekey: rekeyed})
+			if errdefs.IsFailedPrecondition(err) {
+				return fmt.Errorf("replace deployment: %w", errGenerationMoved)
+			}
+			return err
+		},
 	}
-	return nil
+	change := func() error { return s.opts.Direct.Rekey(ctx, req) }
+	var err error
+	if s.opts.Gate == nil {
+		err = change()
+	} else {
+		err = s.opts.Gate(ctx, []uuid.UUID{store.DirectLane}, change)
+	}
+	if err != nil {
+		return Replacement{}, err
+	}
+	s.opts.Events.Publish(events.Event{Kind: events.Generation})
+	desc, err := s.describeWithSwitch(ctx, r.Generation)
+	if err != nil {
+		return Replacement{}, err
+	}
+	return Replacement{Deployment: desc, Changed: true, AdmissionPause: r.Locked, LockWait: r.LockWait}, nil
 }

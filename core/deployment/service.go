@@ -47,12 +47,12 @@ var errCommitted = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_com
 	"a deployment is committed: replace it with ReplaceDeployment (PreviewDeployment with an update_mask first)")
 
 // errCredentialReplacementUnsupported refuses a commit or replacement that
-// keeps the committed provider kind but brings another credential. A
-// credential replacement must verify every retained generation and fence
-// the calls that use the old key; committing it as a new generation would
-// leave the allocations of the old one on the old key.
+// keeps the committed provider kind but brings another credential, for a
+// provider whose credential Core cannot replace: a node provider takes
+// none (the guide), and Commit never replaces (ReplaceDeployment does,
+// for a direct provider, after verifying the retained generations).
 var errCredentialReplacementUnsupported = errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_credential_replacement_unsupported",
-	"replacing a committed credential needs verification of the retained generations, not built yet: keep the committed credential")
+	"this provider's credential cannot be replaced here: replace a direct provider's key with ReplaceDeployment, else keep the committed one")
 
 // Candidate is a requested deployment.
 type Candidate struct {
@@ -172,6 +172,21 @@ type Options struct {
 // before any write).
 type DirectPreparer interface {
 	Prepare(ctx context.Context, c DirectCandidate) (PreparedDirect, error)
+	// Rekey replaces the credential of a direct provider: it fences the
+	// calls made with the old key, verifies the new one against every
+	// retained generation of the kind and every allocation reference
+	// still owning something, calls r.Commit once with the generations it
+	// verified, and then serves them with the new key. It runs inside the
+	// direct lane's drain gate. A refusal commits nothing.
+	Rekey(ctx context.Context, r Rekey) error
+}
+
+// Rekey is a key replacement of a direct provider: the new generation
+// (same kind, the new credential) and the commit that stores it and
+// points the verified generations at its credential.
+type Rekey struct {
+	Candidate DirectCandidate
+	Commit    func(rekeyed []uint64) error
 }
 
 // DirectCandidate is a direct candidate as it will be committed: its
@@ -457,6 +472,9 @@ type sameness struct {
 	selection bool
 	// credential: the same credential, or none on both sides.
 	credential bool
+	// rekey: a replacement of the current kind that brings another
+	// credential, which a direct provider replaces (Service.rekey).
+	rekey bool
 }
 
 func (d sameness) same() bool { return d.selection && d.credential }

@@ -25,6 +25,12 @@
 //     Reference that is not a direct allocation's, or whose tenant,
 //     Environment or generation differ, is refused and nothing is sent.
 //     It adds no retry and no resend.
+//   - A key replacement (Rekey, inside the lane's drain gate) excludes
+//     every adapter of the kind, verifies the new key against every
+//     retained generation and allocation reference, commits, and only
+//     then swaps adapters; a refusal readmits the old ones unchanged. A
+//     generation's adapter is always built with the credential
+//     store.CredentialSource names for it.
 //   - A direct adapter declares checkpoints unsupported (the guide:
 //     checkpoints need node mode), so the lane's checkpoint pieces do
 //     nothing.

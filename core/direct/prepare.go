@@ -14,8 +14,7 @@ import (
 // committed.
 func candidateNotReady(code string) error {
 	return errdefs.Refuse(errdefs.ErrFailedPrecondition, "deployment_candidate_not_ready",
-		"the direct provider could not be built or probed with this candidate ("+code+
-			"): fix its configuration or credential and retry; nothing was committed")
+		"candidate not ready ("+code+"): fix its configuration or key; nothing was committed")
 }
 
 // errPublicOriginRequired refuses a direct candidate whose Runtimes must
@@ -36,20 +35,13 @@ func (s *Set) Prepare(ctx context.Context, c deployment.DirectCandidate) (deploy
 	if reg.Configuration.Requirements().PublicOrigin == sandbox.Required && !s.cfg.RuntimeGateway {
 		return nil, errPublicOriginRequired
 	}
-	bctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	built, err := s.cfg.Registry.BuildDirect(bctx, c.Kind, providers.DirectRequest{
-		Deployment:     sandbox.EncodedConfiguration{Public: c.Configuration.Public, Observations: c.Configuration.Observations},
-		Credential:     c.Configuration.Secret,
-		Specification:  c.Specification,
-		InstallationID: s.cfg.InstallationID.String(),
-		Generation:     c.Generation,
-		Paths:          s.cfg.Paths,
-	})
+	built, err := s.buildWith(ctx, c.Kind, c.Generation, c.Configuration, c.Configuration.Secret, c.Specification)
 	if err != nil {
 		return nil, candidateNotReady(diagnostic(err, CodeBuildFailed))
 	}
-	if err := built.Probe(bctx); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	if err := built.Probe(pctx); err != nil {
 		s.closing.Add(1)
 		go func() {
 			defer s.closing.Done()
@@ -61,13 +53,14 @@ func (s *Set) Prepare(ctx context.Context, c deployment.DirectCandidate) (deploy
 		}
 		return nil, candidateNotReady(code)
 	}
-	return &prepared{set: s, generation: c.Generation, built: built}, nil
+	return &prepared{set: s, generation: c.Generation, kind: c.Kind, built: built}, nil
 }
 
 // prepared is a built, probed candidate awaiting its commit.
 type prepared struct {
 	set        *Set
 	generation uint64
+	kind       string
 	built      providers.DirectBuilt
 }
 
@@ -79,7 +72,7 @@ func (p *prepared) Publish() {
 	s := p.set
 	s.mu.Lock()
 	if !s.closed && s.gens[p.generation] == nil {
-		s.gens[p.generation] = &served{built: p.built, ready: true}
+		s.gens[p.generation] = &served{built: p.built, kind: p.kind, ready: true}
 		s.mu.Unlock()
 		return
 	}

@@ -26,6 +26,9 @@ type Store interface {
 	DirectGenerations(ctx context.Context) ([]uint64, error)
 	GetGeneration(ctx context.Context, generation uint64) (store.Generation, error)
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
+	CredentialSource(ctx context.Context, generation uint64) (uint64, error)
+	HeldDirectGenerations(ctx context.Context, kind string) ([]uint64, error)
+	DirectAllocationsOf(ctx context.Context, generation uint64) ([]store.Allocation, error)
 	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
 	DirectReadiness(ctx context.Context, generation int64) (store.DirectReadiness, error)
 	RecordDirectReadiness(ctx context.Context, r store.DirectReadiness) (store.DirectReadiness, error)
@@ -104,6 +107,8 @@ func (c Config) withDefaults() Config {
 // served is one built adapter.
 type served struct {
 	built providers.DirectBuilt
+	// kind is its generation's provider kind.
+	kind string
 	// mismatch: its backend fingerprint differs from the one recorded
 	// first for its generation; nothing is sent through it.
 	mismatch bool
@@ -252,12 +257,12 @@ func (s *Set) serve(ctx context.Context, generation uint64) error {
 		return nil
 	}
 	if sv == nil {
-		built, err := s.build(ctx, generation)
+		built, kind, err := s.build(ctx, generation)
 		if err != nil {
 			s.cfg.Log.Warn("direct provider build failed", "generation", generation, "error", err)
 			return s.record(ctx, generation, "", diagnostic(err, CodeBuildFailed))
 		}
-		sv = &served{built: built}
+		sv = &served{built: built, kind: kind}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -301,27 +306,47 @@ func (s *Set) record(ctx context.Context, generation uint64, fingerprint, code s
 }
 
 // build constructs generation's adapter through the registry's checked
-// path: its stored selectors, its opened credential beside them, the
-// fixed process paths.
-func (s *Set) build(ctx context.Context, generation uint64) (providers.DirectBuilt, error) {
+// path: its stored selectors, the credential it uses now (its own, or the
+// one a key replacement pointed it at: store.CredentialSource) opened
+// beside them, the fixed process paths. It returns the generation's
+// provider kind too.
+func (s *Set) build(ctx context.Context, generation uint64) (providers.DirectBuilt, string, error) {
 	g, err := s.cfg.Store.GetGeneration(ctx, generation)
 	if err != nil {
-		return providers.DirectBuilt{}, err
+		return providers.DirectBuilt{}, "", err
 	}
-	secret, err := deployment.OpenCredential(s.cfg.Key, s.cfg.InstallationID, g)
+	src, err := s.cfg.Store.CredentialSource(ctx, generation)
 	if err != nil {
-		return providers.DirectBuilt{}, err
+		return providers.DirectBuilt{}, "", err
+	}
+	sealed := g
+	if src != generation {
+		if sealed, err = s.cfg.Store.GetGeneration(ctx, src); err != nil {
+			return providers.DirectBuilt{}, "", err
+		}
+	}
+	secret, err := deployment.OpenCredential(s.cfg.Key, s.cfg.InstallationID, sealed)
+	if err != nil {
+		return providers.DirectBuilt{}, "", err
 	}
 	var cred sandbox.Credential
 	if secret != nil {
 		cred = sandbox.NewCredential(secret)
 	}
+	built, err := s.buildWith(ctx, g.ProviderKind, generation, sandbox.EncodedConfiguration{Public: g.PublicConfig, Observations: g.Observations}, cred, g.Specification)
+	return built, g.ProviderKind, err
+}
+
+// buildWith builds one adapter of kind for generation with the stored
+// selectors enc and credential cred, bounded by CallTimeout.
+func (s *Set) buildWith(ctx context.Context, kind string, generation uint64, enc sandbox.EncodedConfiguration,
+	cred sandbox.Credential, spec sandbox.Specification) (providers.DirectBuilt, error) {
 	bctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	return s.cfg.Registry.BuildDirect(bctx, g.ProviderKind, providers.DirectRequest{
-		Deployment:     sandbox.EncodedConfiguration{Public: g.PublicConfig, Observations: g.Observations},
+	return s.cfg.Registry.BuildDirect(bctx, kind, providers.DirectRequest{
+		Deployment:     sandbox.EncodedConfiguration{Public: enc.Public, Observations: enc.Observations},
 		Credential:     cred,
-		Specification:  g.Specification,
+		Specification:  spec,
 		InstallationID: s.cfg.InstallationID.String(),
 		Generation:     generation,
 		Paths:          s.cfg.Paths,

@@ -55,6 +55,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, 5*time.Second)
+}
+
+// newEnvWith is newEnv with a Set whose fences are awaited at most
+// closeTimeout (Config.CloseTimeout).
+func newEnvWith(t *testing.T, closeTimeout time.Duration) *env {
+	t.Helper()
 	ctx := context.Background()
 	base := storetest.New(t)
 	inst, err := base.ClaimInstallation(ctx, uuid.New(), "https://core.example:8443")
@@ -69,7 +76,7 @@ func newEnv(t *testing.T) *env {
 	set := direct.New(direct.Config{
 		Store: st, Registry: reg, Key: key, InstallationID: inst.ID,
 		Paths:          sandbox.ProcessPaths{Root: "/usr/lib/berth", State: t.TempDir()},
-		RuntimeGateway: true, CloseTimeout: 5 * time.Second,
+		RuntimeGateway: true, CloseTimeout: closeTimeout,
 	})
 	t.Cleanup(func() { _ = set.Close() })
 	deploy, err := deployment.NewService(st, reg, key, inst.ID, deployment.Options{Direct: set})
@@ -361,16 +368,7 @@ func TestBackendMismatchIsNeverServed(t *testing.T) {
 func TestRestartRebuildsFromTheStore(t *testing.T) {
 	e := newEnv(t)
 	g := e.commit(t, keyA, "berth-runtime")
-	restarted := func() *direct.Set {
-		s := direct.New(direct.Config{Store: e.st, Registry: e.reg, Key: e.key, InstallationID: e.inst.ID,
-			Paths: sandbox.ProcessPaths{Root: "/usr/lib/berth", State: t.TempDir()}, RuntimeGateway: true})
-		t.Cleanup(func() { _ = s.Close() })
-		if err := s.Serves(store.DirectLane, int64(g)); !errors.Is(err, direct.ErrNotServed) {
-			t.Fatalf("served before its first pass: %v", err)
-		}
-		must(t, s.Pass(context.Background()))
-		return s
-	}
+	restarted := func() *direct.Set { return e.restartedSet(t) }
 	must(t, restarted().Serves(store.DirectLane, int64(g)))
 	if r := e.readiness(t, g); !r.Ready {
 		t.Fatalf("after the rebuild: %+v", r)
@@ -384,4 +382,20 @@ func TestRestartRebuildsFromTheStore(t *testing.T) {
 	if r := e.readiness(t, g); r.Ready || r.DiagnosticCode != "credential_rejected" {
 		t.Fatalf("readiness %+v, want not ready credential_rejected", r)
 	}
+}
+
+// restartedSet is the Set of a Core that starts over the same store: new,
+// serving nothing before its first pass, then passed once.
+func (e *env) restartedSet(t *testing.T) *direct.Set {
+	t.Helper()
+	s := direct.New(direct.Config{Store: e.st, Registry: e.reg, Key: e.key, InstallationID: e.inst.ID,
+		Paths: sandbox.ProcessPaths{Root: "/usr/lib/berth", State: t.TempDir()}, RuntimeGateway: true})
+	t.Cleanup(func() { _ = s.Close() })
+	cur, err := e.deploy.Get(context.Background())
+	must(t, err)
+	if err := s.Serves(store.DirectLane, int64(cur.Generation)); !errors.Is(err, direct.ErrNotServed) {
+		t.Fatalf("served before its first pass: %v", err)
+	}
+	must(t, s.Pass(context.Background()))
+	return s
 }

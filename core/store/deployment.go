@@ -149,6 +149,51 @@ type Replacement struct {
 	// commit: a commit that would retire any other node (one enabled
 	// since) is refused (ErrNodesMoved) and writes nothing.
 	Drained []uuid.UUID
+	// Rekey, for a key replacement of a direct provider (the new
+	// generation has the current one's kind and another credential), are
+	// the retained generations of that kind the caller verified with the
+	// new key: each is pointed at the new generation's sealed credential
+	// (deployment_credential_sources), in the same transaction. A direct
+	// generation of that kind that holds anything and is not listed
+	// refuses the commit (ErrGenerationsMoved). Nil: not a key
+	// replacement; empty: one that found nothing to repoint.
+	Rekey []uint64
+}
+
+// ErrGenerationsMoved refuses a key replacement when a direct generation
+// of the provider kind holds allocations its caller did not verify with
+// the new key. Nothing is committed.
+var ErrGenerationsMoved error = errdefs.Refuse(errdefs.ErrFenced, "deployment_generations_moved",
+	"a generation of this provider came to hold allocations while the new key was verified; nothing was committed: send the replacement again")
+
+// CredentialSource returns the generation whose sealed credential
+// generation uses: the one a key replacement pointed it at
+// (Replacement.Rekey), or generation itself. Open it with that
+// generation's number, to which it is sealed.
+func (s *Reader) CredentialSource(ctx context.Context, generation uint64) (uint64, error) {
+	if generation == 0 || generation > math.MaxInt64 {
+		return 0, errdefs.Invalid("generation", "must be between 1 and 2^63-1")
+	}
+	src, err := s.q.GetCredentialSource(ctx, int64(generation))
+	if err != nil {
+		return 0, wrap("credential source", err)
+	}
+	return uint64(src), nil
+}
+
+// HeldDirectGenerations returns the direct generations of provider kind
+// kind that unreleased placements or allocations on the direct lane are
+// bound to, ascending: what a key replacement of kind must verify.
+func (s *Reader) HeldDirectGenerations(ctx context.Context, kind string) ([]uint64, error) {
+	rows, err := s.q.ListHeldDirectGenerationsOfKind(ctx, kind)
+	if err != nil {
+		return nil, wrap("held direct generations", err)
+	}
+	out := make([]uint64, len(rows))
+	for i, g := range rows {
+		out[i] = uint64(g)
+	}
+	return out, nil
 }
 
 // ErrNodesMoved refuses a replacement with another provider kind that
@@ -178,6 +223,35 @@ type Replaced struct {
 	// row's lock (admissions in flight hold it shared), and Locked how
 	// long it held it: admission is paused from the lock until the commit.
 	LockWait, Locked time.Duration
+}
+
+// rekey points each generation of rekeyed at generation next's sealed
+// credential, after checking that every direct generation of kind that
+// holds anything is among them (ErrGenerationsMoved).
+func rekey(ctx context.Context, q *db.Queries, epoch uint64, kind string, next uint64, rekeyed []uint64) error {
+	if rekeyed == nil {
+		return nil
+	}
+	held, err := q.ListHeldDirectGenerationsOfKind(ctx, kind)
+	if err != nil {
+		return err
+	}
+	for _, g := range held {
+		if !slices.Contains(rekeyed, uint64(g)) {
+			return ErrGenerationsMoved
+		}
+	}
+	for _, g := range rekeyed {
+		if g == 0 || g >= next {
+			return errdefs.Invalid("rekey", "names a generation that is not an earlier one")
+		}
+		if err := q.SetCredentialSource(ctx, db.SetCredentialSourceParams{
+			Generation: int64(g), SourceGeneration: int64(next), OwnerEpoch: int64(epoch),
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReplaceGeneration commits g as the generation after the one seen
@@ -217,6 +291,9 @@ func (s *Owner) ReplaceGeneration(ctx context.Context, seen GenerationSeen, g Ne
 		}
 		row, err := insertCurrent(ctx, q, params, current)
 		if err != nil {
+			return err
+		}
+		if err := rekey(ctx, q, s.epoch, g.ProviderKind, uint64(row.Generation), r.Rekey); err != nil {
 			return err
 		}
 		if r.RetireNodes {

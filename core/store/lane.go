@@ -209,6 +209,23 @@ func (s *Reader) DirectGenerations(ctx context.Context) ([]uint64, error) {
 	return out, nil
 }
 
+// DirectAllocationsOf returns the unreleased allocations on the direct
+// lane bound to generation whose Create settled with a native id and
+// whose cleanup is not confirmed: what still owns something at the
+// vendor, which a key replacement must see with the new key. At most the
+// generation's max_active.
+func (s *Reader) DirectAllocationsOf(ctx context.Context, generation uint64) ([]Allocation, error) {
+	rows, err := s.q.ListDirectAllocationsOfGeneration(ctx, int64(generation))
+	if err != nil {
+		return nil, wrap("direct allocations of generation", err)
+	}
+	out := make([]Allocation, len(rows))
+	for i, r := range rows {
+		out[i] = allocationFromRow(r)
+	}
+	return out, nil
+}
+
 // DirectReadinesses returns every recorded direct readiness, with Fresh
 // evaluated now, ascending by generation: what GetDeployment reports as
 // direct_generations.

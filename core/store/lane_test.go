@@ -577,3 +577,39 @@ func TestRecordDirectReadinessIsFenced(t *testing.T) {
 	_, err = now.RecordDirectReadiness(ctx, store.DirectReadiness{Generation: int64(g.Generation), DiagnosticCode: "Bad Code"})
 	wantClass(t, err, errdefs.ErrInvalid)
 }
+
+// TestKeyReplacementRepointsOnlyWhatWasVerified: a key replacement
+// (Replacement.Rekey) that leaves out a direct generation of the kind
+// holding a Session is refused deployment_generations_moved and commits
+// nothing; one that lists it commits the new generation and points the
+// listed generation at its credential (CredentialSource), in one
+// transaction; a generation without a row uses its own.
+func TestKeyReplacementRepointsOnlyWhatWasVerified(t *testing.T) {
+	st, ctx := newStore(t)
+	owned := storetest.Owner(t, st)
+	g1 := directGeneration(t, ctx, owned)
+	directReady(t, ctx, owned, g1.Generation)
+	directSession(t, ctx, owned, g1.Generation, 10)
+
+	next := testGeneration("direct-test")
+	next.Mode = store.ModeDirect
+	next.Specification.MaxActive = 100
+	_, err := owned.ReplaceGeneration(ctx, storetest.Seen(t, owned), next, store.Replacement{Rekey: []uint64{}})
+	wantClass(t, err, store.ErrGenerationsMoved)
+	if cur, err := owned.CurrentGeneration(ctx); err != nil || cur.Generation != g1.Generation {
+		t.Fatalf("current %d, %v after the refusal", cur.Generation, err)
+	}
+
+	r, err := owned.ReplaceGeneration(ctx, storetest.Seen(t, owned), next, store.Replacement{Rekey: []uint64{g1.Generation}})
+	must(t, err)
+	for g, want := range map[uint64]uint64{g1.Generation: r.Generation.Generation, r.Generation.Generation: r.Generation.Generation} {
+		if src, err := owned.CredentialSource(ctx, g); err != nil || src != want {
+			t.Fatalf("credential source of %d: %d, %v; want %d", g, src, err, want)
+		}
+	}
+	held, err := owned.HeldDirectGenerations(ctx, "direct-test")
+	must(t, err)
+	if len(held) != 1 || held[0] != g1.Generation {
+		t.Fatalf("held direct generations %v", held)
+	}
+}

@@ -806,6 +806,87 @@ func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocation
 	return items, nil
 }
 
+const listDirectAllocationsOfGeneration = `-- name: ListDirectAllocationsOfGeneration :many
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at
+FROM allocations a
+WHERE a.node_id IS NULL AND a.generation = $1
+  AND a.state NOT IN ('cleanup_confirmed', 'released') AND a.provider_id IS NOT NULL
+ORDER BY a.id
+`
+
+// ListDirectAllocationsOfGeneration returns the unreleased allocations on
+// the direct lane bound to generation @generation whose Create settled
+// with a native id and whose cleanup is not confirmed: what still owns
+// something at the vendor, and so what a key replacement must see with
+// the new key. Bounded by max_active.
+func (q *Queries) ListDirectAllocationsOfGeneration(ctx context.Context, generation int64) ([]Allocation, error) {
+	rows, err := q.db.Query(ctx, listDirectAllocationsOfGeneration, generation)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Allocation
+	for rows.Next() {
+		var i Allocation
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Generation,
+			&i.CredentialDigest,
+			&i.DeviceID,
+			&i.State,
+			&i.CreateReceipt,
+			&i.CreateDispatchedAt,
+			&i.CreateSettled,
+			&i.AbsenceReceipt,
+			&i.BootstrapComplete,
+			&i.ProviderID,
+			&i.ComputePhase,
+			&i.Revision,
+			&i.CleanupRequestedAt,
+			&i.CleanupConfirmedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ReleasedAt,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
+			&i.ObservedAt,
+			&i.ObservedCompute,
+			&i.ObservedReason,
+			&i.KeepaliveAt,
+			&i.DeviceRevokedAt,
+			&i.CreateAbandonedAt,
+			&i.ComputeGeneration,
+			&i.ComputeName,
+			&i.ComputeID,
+			&i.SuspendOperation,
+			&i.QuiesceArmedAt,
+			&i.QuiesceAckedAt,
+			&i.CaptureDispatchedAt,
+			&i.SnapshotID,
+			&i.SnapshotProvenance,
+			&i.SuspendedAt,
+			&i.RetentionDeadline,
+			&i.RestoreOperation,
+			&i.RestoreDispatchedAt,
+			&i.WakeRequestedAt,
+			&i.SuspensionAbortedAt,
+			&i.SuspendRequestedAt,
+			&i.RestoredAt,
+			&i.AbandonedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listObservableForDirect = `-- name: ListObservableForDirect :many
 SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at,
        (a.observed_at IS NULL

@@ -13,6 +13,21 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const getCredentialSource = `-- name: GetCredentialSource :one
+SELECT coalesce((SELECT s.source_generation FROM deployment_credential_sources s
+                 WHERE s.generation = $1::bigint), $1::bigint)::bigint AS source
+`
+
+// GetCredentialSource returns the generation whose sealed credential
+// generation @generation uses: the one a key replacement pointed it at,
+// or itself.
+func (q *Queries) GetCredentialSource(ctx context.Context, generation int64) (int64, error) {
+	row := q.db.QueryRow(ctx, getCredentialSource, generation)
+	var source int64
+	err := row.Scan(&source)
+	return source, err
+}
+
 const getCurrentGeneration = `-- name: GetCurrentGeneration :one
 SELECT g.generation, g.provider_kind, g.public_config, g.observations, g.credential_ciphertext, g.credential_nonce, g.cpu_millis, g.memory_bytes, g.disk_bytes, g.max_active, g.max_retained, g.suspension_idle_seconds, g.suspension_retention_seconds, g.created_at, g.mode
 FROM deployment d
@@ -191,6 +206,41 @@ func (q *Queries) ListEnabledNodeIDs(ctx context.Context) ([]uuid.UUID, error) {
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listHeldDirectGenerationsOfKind = `-- name: ListHeldDirectGenerationsOfKind :many
+SELECT g.generation
+FROM deployment_generations g
+WHERE g.mode = 'direct' AND g.provider_kind = $1
+  AND (EXISTS (SELECT 1 FROM placements p
+               WHERE p.node_id IS NULL AND p.generation = g.generation AND p.state <> 'released')
+       OR EXISTS (SELECT 1 FROM allocations a
+                  WHERE a.node_id IS NULL AND a.generation = g.generation AND a.state <> 'released'))
+ORDER BY g.generation
+`
+
+// ListHeldDirectGenerationsOfKind returns the direct generations of
+// provider kind @provider_kind that an unreleased placement or
+// allocation on the direct lane is bound to, ascending: what a key
+// replacement of that kind must have verified.
+func (q *Queries) ListHeldDirectGenerationsOfKind(ctx context.Context, providerKind string) ([]int64, error) {
+	rows, err := q.db.Query(ctx, listHeldDirectGenerationsOfKind, providerKind)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var generation int64
+		if err := rows.Scan(&generation); err != nil {
+			return nil, err
+		}
+		items = append(items, generation)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -395,6 +445,26 @@ func (q *Queries) RevokeUnusedEnrollmentTokens(ctx context.Context) (int64, erro
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const setCredentialSource = `-- name: SetCredentialSource :exec
+INSERT INTO deployment_credential_sources (generation, source_generation, owner_epoch)
+VALUES ($1, $2, $3)
+ON CONFLICT (generation) DO UPDATE
+SET source_generation = EXCLUDED.source_generation, owner_epoch = EXCLUDED.owner_epoch, replaced_at = now()
+`
+
+type SetCredentialSourceParams struct {
+	Generation       int64
+	SourceGeneration int64
+	OwnerEpoch       int64
+}
+
+// SetCredentialSource points generation @generation at
+// @source_generation's sealed credential (a key replacement).
+func (q *Queries) SetCredentialSource(ctx context.Context, arg SetCredentialSourceParams) error {
+	_, err := q.db.Exec(ctx, setCredentialSource, arg.Generation, arg.SourceGeneration, arg.OwnerEpoch)
+	return err
 }
 
 const setCurrentGeneration = `-- name: SetCurrentGeneration :execrows

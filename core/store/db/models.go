@@ -83,6 +83,13 @@ type Deployment struct {
 	ServingSince       *time.Time
 }
 
+type DeploymentCredentialSource struct {
+	Generation       int64
+	SourceGeneration int64
+	OwnerEpoch       int64
+	ReplacedAt       time.Time
+}
+
 type DeploymentGeneration struct {
 	Generation                 int64
 	ProviderKind               string

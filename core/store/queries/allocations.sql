@@ -282,3 +282,15 @@ WHERE a.node_id IS NULL AND a.state = 'running' AND a.create_settled AND a.id > 
   AND a.compute_phase IN ('running', 'quiescing')
 ORDER BY a.id
 LIMIT @page_size;
+
+-- name: ListDirectAllocationsOfGeneration :many
+-- ListDirectAllocationsOfGeneration returns the unreleased allocations on
+-- the direct lane bound to generation @generation whose Create settled
+-- with a native id and whose cleanup is not confirmed: what still owns
+-- something at the vendor, and so what a key replacement must see with
+-- the new key. Bounded by max_active.
+SELECT a.*
+FROM allocations a
+WHERE a.node_id IS NULL AND a.generation = @generation
+  AND a.state NOT IN ('cleanup_confirmed', 'released') AND a.provider_id IS NOT NULL
+ORDER BY a.id;

@@ -123,3 +123,32 @@ FROM allocations
 WHERE state <> 'released'
 GROUP BY generation
 ORDER BY generation;
+
+-- name: GetCredentialSource :one
+-- GetCredentialSource returns the generation whose sealed credential
+-- generation @generation uses: the one a key replacement pointed it at,
+-- or itself.
+SELECT coalesce((SELECT s.source_generation FROM deployment_credential_sources s
+                 WHERE s.generation = @generation::bigint), @generation::bigint)::bigint AS source;
+
+-- name: SetCredentialSource :exec
+-- SetCredentialSource points generation @generation at
+-- @source_generation's sealed credential (a key replacement).
+INSERT INTO deployment_credential_sources (generation, source_generation, owner_epoch)
+VALUES (@generation, @source_generation, @owner_epoch)
+ON CONFLICT (generation) DO UPDATE
+SET source_generation = EXCLUDED.source_generation, owner_epoch = EXCLUDED.owner_epoch, replaced_at = now();
+
+-- name: ListHeldDirectGenerationsOfKind :many
+-- ListHeldDirectGenerationsOfKind returns the direct generations of
+-- provider kind @provider_kind that an unreleased placement or
+-- allocation on the direct lane is bound to, ascending: what a key
+-- replacement of that kind must have verified.
+SELECT g.generation
+FROM deployment_generations g
+WHERE g.mode = 'direct' AND g.provider_kind = @provider_kind
+  AND (EXISTS (SELECT 1 FROM placements p
+               WHERE p.node_id IS NULL AND p.generation = g.generation AND p.state <> 'released')
+       OR EXISTS (SELECT 1 FROM allocations a
+                  WHERE a.node_id IS NULL AND a.generation = g.generation AND a.state <> 'released'))
+ORDER BY g.generation;

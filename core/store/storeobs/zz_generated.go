@@ -41,9 +41,23 @@ func (d *Reader) CountUnreleasedAllocations(p0 context.Context) (map[store.Alloc
 	return r0, r1
 }
 
+func (d *Reader) CredentialSource(p0 context.Context, p1 uint64) (uint64, error) {
+	ctx, c := d.obs.start(p0, "Reader", "CredentialSource")
+	r0, r1 := d.next.CredentialSource(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) CurrentGeneration(p0 context.Context) (store.Generation, error) {
 	ctx, c := d.obs.start(p0, "Reader", "CurrentGeneration")
 	r0, r1 := d.next.CurrentGeneration(ctx)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) DirectAllocationsOf(p0 context.Context, p1 uint64) ([]store.Allocation, error) {
+	ctx, c := d.obs.start(p0, "Reader", "DirectAllocationsOf")
+	r0, r1 := d.next.DirectAllocationsOf(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -198,6 +212,13 @@ func (d *Reader) GetSessionAllocation(p0 context.Context, p1 uuid.UUID) (store.S
 func (d *Reader) GetTurn(p0 context.Context, p1 uuid.UUID) (store.Turn, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetTurn")
 	r0, r1 := d.next.GetTurn(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) HeldDirectGenerations(p0 context.Context, p1 string) ([]uint64, error) {
+	ctx, c := d.obs.start(p0, "Reader", "HeldDirectGenerations")
+	r0, r1 := d.next.HeldDirectGenerations(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }

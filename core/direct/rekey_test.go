@@ -1,0 +1,191 @@
+package direct_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"berth.dev/core/deployment"
+	"berth.dev/core/internal/memdirect"
+	"berth.dev/core/lifecycle"
+	"berth.dev/core/store"
+	"berth.dev/core/suspension"
+	"berth.dev/sandbox"
+	"berth.dev/sandbox/errdefs"
+)
+
+const (
+	keyA2 = "e2b_setteamasecondkey0123456789abcd"
+	keyB  = "e2b_setteambkey0123456789abcdef0123"
+)
+
+// running places a Session and runs the direct lane's worker until its
+// allocation runs with a settled Create: the vendor holds its sandbox and
+// the store its native id.
+func (e *env) running(t *testing.T) store.Allocation {
+	t.Helper()
+	e.pass(t) // records the committed generation's readiness
+	b := e.session(t)
+	w := lifecycle.NewWorker(lifecycle.Config{
+		Store: e.st, Suspension: suspension.New(e.st, nil), Key: e.key, Installation: e.inst,
+		Provider: func(uuid.UUID) (sandbox.SandboxProvider, error) { return e.set.Provider(), nil },
+		Serves:   e.set.Serves, CallTimeout: 5 * time.Second,
+	}, lifecycle.DirectLane)
+	for range 2 {
+		must(t, w.Pass(context.Background()))
+	}
+	a, err := e.st.GetAllocation(context.Background(), b.Allocation.ID)
+	must(t, err)
+	if a.State != store.AllocationRunning || a.ProviderID == "" {
+		t.Fatalf("allocation %s, provider id %q", a.State, a.ProviderID)
+	}
+	return a
+}
+
+// replaceKey replaces the current generation's credential with key,
+// keeping everything else.
+func (e *env) replaceKey(key string) (uint64, error) {
+	ctx := context.Background()
+	cur, err := e.deploy.Get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	r, err := e.deploy.Replace(ctx, deployment.Candidate{
+		ProviderKind: memdirect.Kind,
+		Credential:   sandbox.NewCredential([]byte(`{"api_key":"` + key + `"}`)),
+	}, deployment.Fields{deployment.FieldProviderKind, deployment.FieldCredential}, cur.Generation)
+	return r.Deployment.Generation, err
+}
+
+func (e *env) source(t *testing.T, g uint64) uint64 {
+	t.Helper()
+	src, err := e.st.CredentialSource(context.Background(), g)
+	must(t, err)
+	return src
+}
+
+func (e *env) current(t *testing.T) uint64 {
+	t.Helper()
+	d, err := e.deploy.Get(context.Background())
+	must(t, err)
+	return d.Generation
+}
+
+// TestKeyReplacementRepointsRetainedGenerations: replacing the key of a
+// direct provider with another key of the same vendor account verifies
+// the two retained generations' sandboxes with it, commits generation 3
+// with both pointed at its credential, and serves them with it: once the
+// old key is revoked at the vendor, the retained sandboxes are still
+// observed, and a restarted Core builds them with the new key.
+func TestKeyReplacementRepointsRetainedGenerations(t *testing.T) {
+	e := newEnv(t)
+	e.vendor.AddKey(keyA2, "team-a")
+	g1 := e.commit(t, keyA, "berth-runtime")
+	a1 := e.running(t)
+	g2 := e.commit(t, keyA, "berth-runtime-2")
+	e.pass(t)
+	a2 := e.running(t)
+	if a1.Generation != int64(g1) || a2.Generation != int64(g2) {
+		t.Fatalf("generations %d, %d", a1.Generation, a2.Generation)
+	}
+
+	g3, err := e.replaceKey(keyA2)
+	must(t, err)
+	if g3 != g2+1 || e.source(t, g1) != g3 || e.source(t, g2) != g3 || e.source(t, g3) != g3 {
+		t.Fatalf("generation %d; sources %d, %d, %d", g3, e.source(t, g1), e.source(t, g2), e.source(t, g3))
+	}
+	for _, g := range []uint64{g1, g2, g3} {
+		must(t, e.set.Serves(store.DirectLane, int64(g)))
+	}
+
+	e.vendor.RemoveKey(keyA)
+	for _, a := range []store.Allocation{a1, a2} {
+		info, err := e.set.Provider().GetInfo(context.Background(), a.Reference())
+		must(t, err)
+		if info.ProviderID != a.ProviderID || info.State != sandbox.StateRunning {
+			t.Fatalf("after the old key's revocation: %+v", info)
+		}
+	}
+	restarted := e.restartedSet(t)
+	for _, g := range []uint64{g1, g2, g3} {
+		must(t, restarted.Serves(store.DirectLane, int64(g)))
+	}
+}
+
+// TestKeyOfAnotherAccountIsRefused: a key of another vendor account (which
+// sees none of the retained sandboxes) is refused
+// deployment_credential_not_verified, naming neither key; nothing is
+// committed and the old key goes on serving.
+func TestKeyOfAnotherAccountIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.vendor.AddKey(keyB, "team-b")
+	g1 := e.commit(t, keyA, "berth-runtime")
+	a := e.running(t)
+	_, err := e.replaceKey(keyB)
+	wantReason(t, err, "deployment_credential_not_verified")
+	if strings.Contains(err.Error(), keyB) || strings.Contains(err.Error(), keyA) || strings.Contains(err.Error(), a.ProviderID) {
+		t.Fatalf("refusal %q names a key or a native id", err)
+	}
+	if e.current(t) != g1 || e.source(t, g1) != g1 {
+		t.Fatalf("committed: current %d, source %d", e.current(t), e.source(t, g1))
+	}
+	must(t, e.set.Serves(store.DirectLane, int64(g1)))
+	if _, err := e.set.Provider().GetInfo(context.Background(), a.Reference()); err != nil {
+		t.Fatalf("the old key no longer serves: %v", err)
+	}
+}
+
+// TestKeyReplacementWaitsForTheOldKeysCalls: a call made with the old key
+// that outlives the bound refuses the replacement
+// (deployment_credential_busy) with nothing committed, and the old
+// adapter is readmitted: once the call ends, calls go through again.
+func TestKeyReplacementWaitsForTheOldKeysCalls(t *testing.T) {
+	e := newEnvWith(t, 300*time.Millisecond)
+	e.vendor.AddKey(keyA2, "team-a")
+	g1 := e.commit(t, keyA, "berth-runtime")
+	a := e.running(t)
+	received, release := e.vendor.Hold(memdirect.CallList)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.set.Provider().GetInfo(context.Background(), a.Reference())
+		done <- err
+	}()
+	<-received
+	_, err := e.replaceKey(keyA2)
+	wantReason(t, err, "deployment_credential_busy")
+	if e.current(t) != g1 {
+		t.Fatalf("committed generation %d", e.current(t))
+	}
+	release()
+	must(t, <-done)
+	if _, err := e.set.Provider().GetInfo(context.Background(), a.Reference()); err != nil {
+		t.Fatalf("after the busy refusal: %v", err)
+	}
+	if _, err := e.replaceKey(keyA2); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+}
+
+// TestCommitNeverReplacesAKey: Commit after the first generation never
+// replaces a key, also for a direct provider
+// (deployment_credential_replacement_unsupported, which says to use
+// ReplaceDeployment).
+func TestCommitNeverReplacesAKey(t *testing.T) {
+	e := newEnv(t)
+	e.vendor.AddKey(keyA2, "team-a")
+	e.commit(t, keyA, "berth-runtime")
+	_, err := e.deploy.Commit(context.Background(), deployment.Candidate{
+		ProviderKind: memdirect.Kind, Public: json.RawMessage(`{"template":"berth-runtime"}`),
+		Credential:    sandbox.NewCredential([]byte(`{"api_key":"` + keyA2 + `"}`)),
+		Specification: spec, SuspensionOff: true,
+	}, 1)
+	wantReason(t, err, "deployment_credential_replacement_unsupported")
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("class of %v", err)
+	}
+}
