@@ -111,7 +111,7 @@ func ValidateEndpoint(raw string) bool {
 		return false
 	}
 	host := u.Hostname()
-	if host == "" || host != strings.ToLower(host) || u.String() != raw {
+	if host == "" || strings.HasSuffix(u.Host, ":") || host != strings.ToLower(host) || u.String() != raw {
 		return false
 	}
 	if p := u.Port(); p != "" && (p[0] == '0' || len(p) > 5) {

@@ -36,8 +36,8 @@
 //   - The bootstrap file (0600) and Core's CA (0644) are written by
 //     `install -m MODE /dev/stdin PATH` with their bytes in stdin only; the
 //     Runtime starts tagged berth-runtime, and envd's List of that tag is
-//     GetInfo's bootstrap evidence. The envd token is read from GET for each
-//     operation, never persisted or logged.
+//     GetInfo's bootstrap evidence. The envd token comes from E2B's answer
+//     (create, or GET for each later operation), never persisted or logged.
 //   - RunCommand sends an argv (no shell); output is kept byte for byte
 //     up to the limit; a broken stream is ErrCommandUnconfirmed and the
 //     process is SIGKILLed best-effort.

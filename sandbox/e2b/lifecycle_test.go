@@ -112,6 +112,9 @@ func TestCreateDeliversTheBootstrap(t *testing.T) {
 	if !slices.Equal(calls, wantCalls) {
 		t.Fatalf("calls = %v, want %v", calls, wantCalls)
 	}
+	if n, m := f.Connections(), len(f.Requests()); n != m {
+		t.Fatalf("%d requests over %d connections: a connection was reused", m, n)
+	}
 	argv := f.Argv()
 	if !slices.Contains(flatten(argv), runtimebootstrap.BinaryPath) {
 		t.Fatalf("the Runtime was not started: %v", argv)
@@ -204,10 +207,16 @@ func TestRunCommandGivenUpIsKilled(t *testing.T) {
 	p := f.Provider(t)
 	ref := sandboxRef()
 	create(t, p, ref)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := p.RunCommand(ctx, ref, sandbox.Command{Args: []string{"/bin/sleep", "30"}})
-	if !errdefs.IsCommandUnconfirmed(err) {
+	ran := make(chan error, 1)
+	go func() {
+		_, err := p.RunCommand(ctx, ref, sandbox.Command{Args: []string{"/bin/sleep", "30"}})
+		ran <- err
+	}()
+	waitFor(t, func() bool { return only(t, f).Processes == 2 })
+	cancel()
+	if err := <-ran; !errdefs.IsCommandUnconfirmed(err) {
 		t.Fatalf("err = %v, want ErrCommandUnconfirmed", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -156,6 +157,7 @@ type Fixture struct {
 	gone      []string
 	tokens    []string
 	held      []*armed
+	conns     int
 }
 
 // Start starts a fixture and stops it (killing every process) when t ends.
@@ -173,7 +175,15 @@ func Start(t testing.TB) *Fixture {
 		foreign:   map[string]time.Time{},
 	}
 	f.keys[f.Key] = "team-a"
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			f.mu.Lock()
+			f.conns++
+			f.mu.Unlock()
+		}
+	}
+	f.srv.Start()
 	f.URL = f.srv.URL
 	t.Cleanup(f.Close)
 	return f
@@ -323,6 +333,13 @@ func (f *Fixture) Argv() [][]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.argv)
+}
+
+// Connections is the number of connections the server accepted.
+func (f *Fixture) Connections() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.conns
 }
 
 // Tokens returns every envd access token the fixture minted.

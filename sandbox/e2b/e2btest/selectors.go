@@ -53,6 +53,8 @@ func SelectorFixtures() []SelectorFixture {
 		{Name: "url with query", Public: `{"api_url":"https://api.e2b.app?key=hunter2","template":"abc"}`, Field: pub + ".api_url"},
 		{Name: "url upper case", Public: `{"api_url":"https://API.e2b.app","template":"abc"}`, Field: pub + ".api_url"},
 		{Name: "url other scheme", Public: `{"api_url":"ftp://api.e2b.app","template":"abc"}`, Field: pub + ".api_url"},
+		{Name: "url empty port", Public: `{"api_url":"https://api.e2b.app:","template":"abc"}`, Field: pub + ".api_url"},
+		{Name: "url zero-padded port", Public: `{"api_url":"https://api.e2b.app:0443","template":"abc"}`, Field: pub + ".api_url"},
 		{Name: "url relative", Public: `{"api_url":"api.e2b.app","template":"abc"}`, Field: pub + ".api_url"},
 		{Name: "sandbox url http remote", Public: `{"sandbox_url":"http://sandbox.e2b.app","template":"abc"}`, Field: pub + ".sandbox_url"},
 		{Name: "sandbox url empty", Public: `{"sandbox_url":"","template":"abc"}`, Field: pub + ".sandbox_url"},
