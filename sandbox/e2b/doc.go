@@ -31,6 +31,7 @@
 //     removed when settled) is absent or began at least SettleAfter (120 s)
 //     ago. E2B publishes no bound on how long a create can still commit;
 //     its open-source API ends every request at 70 s (receipts §1.10).
+//     The receipts are evidence: the state directory must outlive Core.
 //   - The lease is the create timeout and the value Renew sets again
 //     (E2B replaces endAt); Renew never revives, and E2B kills at endAt.
 //   - The bootstrap file (0600) and Core's CA (0644) are written by
