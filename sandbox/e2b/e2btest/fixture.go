@@ -42,6 +42,8 @@ const (
 	FaultRateLimit contracttest.Fault = "429"
 	// FaultLostAnswer performs the call and drops the connection.
 	FaultLostAnswer contracttest.Fault = "lost_answer"
+	// faultStatus answers a chosen status, unperformed (ArmStatus).
+	faultStatus contracttest.Fault = "status"
 )
 
 // Template is the template reference the fixture knows.
@@ -123,6 +125,7 @@ type proc struct {
 type event map[string]any
 
 type armed struct {
+	status  int
 	fault   contracttest.Fault
 	cancel  context.CancelFunc
 	release chan struct{}
@@ -248,6 +251,14 @@ func (f *Fixture) Arm(call string, fault contracttest.Fault, cancel context.Canc
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.armed[call] = append(f.armed[call], &armed{fault: fault, cancel: cancel, release: make(chan struct{})})
+}
+
+// ArmStatus makes the next native call named call answer status with
+// E2B's error body, without performing it.
+func (f *Fixture) ArmStatus(call string, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed[call] = append(f.armed[call], &armed{fault: faultStatus, status: status, release: make(chan struct{})})
 }
 
 // Release lets every held FaultHang call go on.
@@ -499,6 +510,9 @@ func (f *Fixture) exec(w http.ResponseWriter, r *http.Request, name string, perf
 		case FaultRateLimit:
 			w.Header().Set("Retry-After", "1")
 			writeError(w, 429)
+			return
+		case faultStatus:
+			writeError(w, a.status)
 			return
 		case FaultHang:
 			select {
