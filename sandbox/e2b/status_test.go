@@ -121,3 +121,42 @@ func TestRenewReportsE2BsClamp(t *testing.T) {
 		t.Fatalf("Renew = %+v, %v; want E2B's clamped endAt %v", info, err, start.Add(20*time.Minute))
 	}
 }
+
+// TestConcurrentReferences: calls about different References run side by
+// side (the fence orders only one Reference's calls) and each allocation
+// gets exactly one sandbox and one create POST.
+func TestConcurrentReferences(t *testing.T) {
+	f := e2btest.Start(t)
+	p := f.Provider(t)
+	refs := make([]sandbox.Reference, 8)
+	errs := make(chan error, len(refs))
+	for i := range refs {
+		refs[i] = sandboxRef()
+		go func(ref sandbox.Reference) {
+			info, err := p.Create(ctxT(t), contracttest.CreateRequest(ref, sandbox.Resources{}))
+			if err == nil && !info.IsSettledRunning(ref) {
+				err = errors.New("not settled running")
+			}
+			if err == nil {
+				var res sandbox.CommandResult
+				res, err = p.RunCommand(ctxT(t), ref, sandbox.Command{Args: []string{"/bin/echo", ref.AllocationID}})
+				if err == nil && string(res.Stdout) != ref.AllocationID+"\n" {
+					err = errors.New("output of another command")
+				}
+			}
+			errs <- err
+		}(refs[i])
+	}
+	for range refs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(f.Sandboxes()); n != len(refs) {
+		t.Fatalf("%d sandboxes for %d allocations", n, len(refs))
+	}
+	if p.Fence().Active() != 0 {
+		t.Fatal("calls still counted after every caller returned")
+	}
+	checkNoReplay(t, f)
+}
