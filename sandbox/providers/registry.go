@@ -2,6 +2,7 @@ package providers
 
 import (
 	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/e2b"
 	"berth.dev/sandbox/microsandbox"
 )
 
@@ -11,6 +12,7 @@ import (
 func table() []Registration {
 	return []Registration{
 		docker.Registration(),
+		e2b.Registration(),
 		microsandbox.Registration(),
 	}
 }
