@@ -32,9 +32,10 @@ const (
 	maxFrame = 4 << 20
 	// EnvdPort is envd's port in every sandbox.
 	EnvdPort = 49983
-	// envdUser is the process user envd runs the adapter's processes as:
-	// the template's Runtime user.
-	envdUser = "runtime"
+	// RuntimeUser is the process user envd runs the adapter's processes
+	// as: the template's Runtime user (deploy/e2b), uid 1000 like the
+	// runtime image's.
+	RuntimeUser = "runtime"
 	// pageLimit is E2B's largest list page.
 	pageLimit = 100
 	// maxPages bounds a listing by metadata (it should find one sandbox).
@@ -300,7 +301,7 @@ func (e envd) header(req *http.Request, contentType string) {
 	req.Header.Set("X-Access-Token", e.token)
 	req.Header.Set("E2b-Sandbox-Id", e.id)
 	req.Header.Set("E2b-Sandbox-Port", strconv.Itoa(EnvdPort))
-	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(envdUser+":")))
+	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(RuntimeUser+":")))
 }
 
 // processJSON is envd's ProcessConfig: an argv, no shell.

@@ -14,7 +14,11 @@ const StateSubdirectory = "e2b"
 
 // Registration is the E2B provider's registry entry: a direct provider
 // (Core constructs it), the API key required, Core's public origin
-// required, no checkpoints and so no suspension defaults.
+// required, no checkpoints and so no suspension defaults. Its artifacts
+// are what an operator builds the Runtime template from (deploy/e2b): the
+// release's berth-runtime and the template's definition (artifact paths
+// are lower case: the release ships it as e2b.Dockerfile, the name E2B's
+// CLI looks for); nothing is installed on a host.
 func Registration() providerapi.Registration {
 	return providerapi.Registration{
 		Kind:                  Kind,
@@ -25,7 +29,11 @@ func Registration() providerapi.Registration {
 		Operations:            Operations(),
 		Suspension:            sandbox.SuspensionPolicy{},
 		RuntimeInput:          providerapi.RuntimeInputPolicy{AcceptsPinnedRuntime: true},
-		BuildDirect:           buildDirect,
+		Artifacts: []providerapi.NodeArtifact{
+			{Path: "runtime/berth-runtime", Suffix: "linux-amd64", Role: providerapi.RoleRuntime},
+			{Path: "e2b/e2b.dockerfile", Suffix: "dockerfile", Role: providerapi.RoleImage},
+		},
+		BuildDirect: buildDirect,
 	}
 }
 

@@ -51,7 +51,7 @@ func TestRegistrationSelectorFixtures(t *testing.T) {
 
 // TestRegistrationDeclares: e2b is in the one registration table as a
 // direct provider with a required key and public origin, its
-// declaration the adapter's.
+// declaration the adapter's, and the template's inputs as its artifacts.
 func TestRegistrationDeclares(t *testing.T) {
 	r, err := registry(t).Lookup(e2b.Kind)
 	if err != nil {
@@ -62,7 +62,7 @@ func TestRegistrationDeclares(t *testing.T) {
 	}
 	req := r.Configuration.Requirements()
 	if r.Mode != providers.ModeDirect || req.Credential != sandbox.Required || req.PublicOrigin != sandbox.Required ||
-		!r.Operations.Equal(e2b.Operations()) || !r.Suspension.IsZero() || len(r.Artifacts) != 0 {
+		!r.Operations.Equal(e2b.Operations()) || !r.Suspension.IsZero() || len(r.Artifacts) != 2 || r.Artifacts[1].Path != "e2b/e2b.dockerfile" {
 		t.Fatalf("registration = %+v", r)
 	}
 }

@@ -31,8 +31,10 @@ const (
 	RoleImage   ArtifactRole = "image"
 )
 
-// NodeArtifact is one file a node adapter needs distributed: its logical
-// distribution path, release filename suffix and installation role.
+// NodeArtifact is one file an adapter needs distributed (a node
+// adapter's on every node; a direct adapter's, such as a vendor
+// template's inputs, for the operator): its logical distribution path,
+// release filename suffix and installation role.
 type NodeArtifact struct {
 	Path   string
 	Suffix string

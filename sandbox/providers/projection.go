@@ -93,10 +93,11 @@ func SpecificationContract(r *Registry) ([]byte, error) {
 	return marshalProjection(doc)
 }
 
-// ArtifactCatalog is the distribution projection: every file each node
-// adapter needs distributed, with its logical path, release filename
-// suffix and installation role, per kind. Packaging and node installation
-// read it instead of naming a provider.
+// ArtifactCatalog is the distribution projection: every file each
+// adapter needs distributed (a direct one's too: a vendor template's
+// inputs), with its logical path, release filename suffix and
+// installation role, per kind. Packaging and node installation read it
+// instead of naming a provider.
 func ArtifactCatalog(r *Registry) ([]byte, error) {
 	type artifact struct {
 		Kind   string `json:"kind"`

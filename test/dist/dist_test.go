@@ -320,6 +320,7 @@ func (r *release) archives(t *testing.T) {
 			"bin/berth-runtime":                                    {exe, "0/0"},
 			"berth-runtime-image_" + version + "_amd64.tar":        {pub, "0/0"},
 			"berth-runtime-image_" + version + "_amd64.msb-digest": {pub, "0/0"},
+			"e2b.Dockerfile":                                       {pub, "0/0"},
 		},
 	} {
 		if component != "core" {

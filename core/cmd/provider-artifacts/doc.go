@@ -1,6 +1,7 @@
 // Command provider-artifacts writes (-write) or checks the distribution
-// projection of the provider registration table: every file each node
-// adapter needs distributed (providers.ArtifactCatalog), at
+// projection of the provider registration table: every file each adapter
+// needs distributed (providers.ArtifactCatalog; a direct adapter's are
+// what the operator builds its template from, E2B's deploy/e2b), at
 // deploy/projections/provider-artifacts.json.
 //
 // Rules:
