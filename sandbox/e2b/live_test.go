@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/e2b"
@@ -19,8 +20,12 @@ import (
 // README.md) are set, and CI never sets them. It creates one sandbox,
 // observes, renews, runs a command and kills it, and proves what the
 // fixture cannot: E2B's real wire format, TLS through its proxy, endAt
-// moving on Renew, and removal. The Runtime it starts cannot reach the
-// test's fake Core URL; only its start is checked.
+// moving on Renew, removal, and that the template built from deploy/e2b
+// gives a sandbox the Runtime's layout (liveTemplateLayout). The Runtime
+// it starts cannot reach the test's fake Core URL; only its start is
+// checked. The key is read from the environment only and never printed:
+// it is a sandbox.Credential, and no error of the adapter carries it (make
+// check-e2b-provider also scans the output for it).
 func TestLiveE2B(t *testing.T) {
 	key, template := os.Getenv("E2B_API_KEY"), os.Getenv("E2B_TEMPLATE")
 	if key == "" || template == "" {
@@ -65,10 +70,36 @@ func TestLiveE2B(t *testing.T) {
 	if err != nil || string(res.Stdout) != "ok\xff" || res.ExitCode != 0 {
 		t.Fatalf("RunCommand = %+v, %v", res, err)
 	}
+	liveTemplateLayout(ctx, t, p, ref)
 	if err := p.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
 	if info, err := p.GetInfo(ctx, ref); err != nil || !info.IsAbsenceReceipt(ref) {
 		t.Fatalf("GetInfo after Kill = %+v, %v", info, err)
+	}
+}
+
+// liveTemplateLayout checks, inside the live sandbox, what
+// deploy/e2b/e2b.Dockerfile promises and test/dist's
+// TestE2BTemplateMatchesTheRuntimeImage checks only on paper: commands
+// run as the Runtime user 1000, whose home (the bootstrap file's folder)
+// is private, the workspace is its own, and berth-runtime is root's and
+// executable at its path; coreutils' install is where the adapter runs it.
+func liveTemplateLayout(ctx context.Context, t *testing.T, p *e2b.Provider, ref sandbox.Reference) {
+	t.Helper()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"/usr/bin/id", "-u", "-n"}, e2b.RuntimeUser + "\n"},
+		{[]string{"/usr/bin/id", "-u"}, "1000\n"},
+		{[]string{"/usr/bin/stat", "-c", "%n %a %u:%g", "/home/runtime", "/workspace", "/environment/workspace", runtimebootstrap.BinaryPath, e2b.InstallPath},
+			"/home/runtime 700 1000:1000\n/workspace 755 1000:1000\n/environment/workspace 755 1000:1000\n" +
+				runtimebootstrap.BinaryPath + " 755 0:0\n" + e2b.InstallPath + " 755 0:0\n"},
+	} {
+		res, err := p.RunCommand(ctx, ref, sandbox.Command{Args: c.args})
+		if err != nil || res.ExitCode != 0 || string(res.Stdout) != c.want {
+			t.Errorf("%q in the template's sandbox = %q (exit %d), %v; want %q", c.args, res.Stdout, res.ExitCode, err, c.want)
+		}
 	}
 }
