@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
@@ -24,14 +25,19 @@ func (a *app) deploymentCmd() *cobra.Command {
 	c := a.groupCmd("deployment", "Select the sandbox provider and size its sandboxes (DeploymentService)",
 		a.deploymentGetCmd(), a.deploymentPreviewCmd(), a.deploymentCommitCmd(), a.deploymentReplaceCmd())
 	c.Long = `A candidate comes from -f FILE (a berth.admin.v1.DeploymentCandidate in
-JSON, - for stdin; the only way to give a credential, which never goes in
-argv) and from flags, which override the file's fields. A candidate without
-a suspension policy gets the provider's registered defaults (Docker: idle
-15m, snapshots kept 168h; preview shows them); --no-suspension turns
-suspension off.`
+JSON, - for stdin) and from flags, which override the file's fields. The
+provider's public configuration object is -f's configuration or
+--configuration; its write-only credential (E2B's {"api_key": ...}) is
+-f's credential or --credential-file FILE (- for stdin), so it never goes
+in argv. A candidate without a suspension policy gets the provider's
+registered defaults (Docker: idle 15m, snapshots kept 168h; preview shows
+them); --no-suspension turns suspension off.`
 	c.Example = `  berthctl deployment preview --provider docker --cpu-millis 1000 --memory-bytes 512Mi \
       --disk-bytes 2Gi --max-active 4 --max-retained 4
-  berthctl deployment commit -f candidate.json --expected-generation 0`
+  berthctl deployment commit -f candidate.json --expected-generation 0
+  berthctl deployment preview --provider e2b --configuration '{"template":"berth-runtime-1-2-3"}' \
+      --credential-file /root/e2b-credential.json --cpu-millis 2000 --memory-bytes 2Gi \
+      --disk-bytes 10Gi --max-active 20 --max-retained 0`
 	return c
 }
 
@@ -149,6 +155,8 @@ func mask(paths string) *fieldmaskpb.FieldMask {
 type candidateFlags struct {
 	file                 string
 	provider             string
+	configuration        string
+	credentialFile       string
 	cpuMillis            int64
 	memory, disk         sizeValue
 	maxActive, maxRetain int32
@@ -159,6 +167,8 @@ type candidateFlags struct {
 func (c *candidateFlags) flags(fs *pflag.FlagSet) {
 	fs.StringVarP(&c.file, "file", "f", "", "the candidate in JSON (berth.admin.v1.DeploymentCandidate; - for stdin)")
 	fs.StringVar(&c.provider, "provider", "", "provider kind, for example docker")
+	fs.StringVar(&c.configuration, "configuration", "", `the provider's public configuration object in JSON, for example '{"template":"berth-runtime-1-2-3"}' (never a credential: see --credential-file)`)
+	fs.StringVar(&c.credentialFile, "credential-file", "", `a file holding the provider's write-only credential object in JSON, for example {"api_key":"..."} (- for stdin): it never goes in argv`)
 	fs.Int64Var(&c.cpuMillis, "cpu-millis", 0, "CPU per sandbox in millicores")
 	fs.Var(&c.memory, "memory-bytes", "memory per sandbox (bytes, or with Ki, Mi, Gi, Ti)")
 	fs.Var(&c.disk, "disk-bytes", "disk per sandbox (bytes, or with Ki, Mi, Gi, Ti)")
@@ -172,6 +182,9 @@ func (c *candidateFlags) flags(fs *pflag.FlagSet) {
 // candidate builds the candidate: the file's, then each flag given.
 func (c *candidateFlags) candidate(cmd *cobra.Command, stdin io.Reader) (*adminv1.DeploymentCandidate, error) {
 	cand := &adminv1.DeploymentCandidate{}
+	if c.file == "-" && c.credentialFile == "-" {
+		return nil, usagef(cmd, "-f and --credential-file cannot both read stdin")
+	}
 	if c.file != "" {
 		data, err := readBounded(c.file, stdin)
 		if err != nil {
@@ -203,6 +216,9 @@ func (c *candidateFlags) candidate(cmd *cobra.Command, stdin io.Reader) (*adminv
 	if set("provider") {
 		cand.ProviderKind = c.provider
 	}
+	if err := c.providerObjects(cmd, cand, stdin); err != nil {
+		return nil, err
+	}
 	if set("cpu-millis") {
 		spec().CpuMillis = c.cpuMillis
 	}
@@ -232,6 +248,44 @@ func (c *candidateFlags) candidate(cmd *cobra.Command, stdin io.Reader) (*adminv
 		}
 	}
 	return cand, nil
+}
+
+// providerObjects sets the candidate's configuration from --configuration
+// and its credential from --credential-file, when given.
+func (c *candidateFlags) providerObjects(cmd *cobra.Command, cand *adminv1.DeploymentCandidate, stdin io.Reader) error {
+	if cmd.Flags().Changed("configuration") {
+		st := &structpb.Struct{}
+		if err := protojson.Unmarshal([]byte(c.configuration), st); err != nil {
+			return usagef(cmd, `--configuration is not a JSON object (for example '{"template":"berth-runtime-1-2-3"}')`)
+		}
+		cand.Configuration = st
+	}
+	if c.credentialFile != "" {
+		st, err := credentialObject(c.credentialFile, stdin)
+		if err != nil {
+			return err
+		}
+		cand.Credential = st
+	}
+	return nil
+}
+
+// credentialObject reads --credential-file: one JSON object. Errors name
+// the file only: protojson's quote the input, which is a secret.
+func credentialObject(path string, stdin io.Reader) (*structpb.Struct, error) {
+	data, err := readBounded(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	st := &structpb.Struct{}
+	if err := protojson.Unmarshal(data, st); err != nil {
+		source := path
+		if source == "-" {
+			source = "stdin"
+		}
+		return nil, adminclient.Errorf("credential_invalid", `%s is not a JSON object (the provider's credential object, for example {"api_key":"..."})`, source)
+	}
+	return st, nil
 }
 
 // readBounded reads a file ("-": stdin) of at most a request's size.

@@ -15,6 +15,10 @@
 //     commands read it from the token file whose path login stored (or
 //     --token-file, $BERTH_ADMIN_TOKEN_FILE), through internal/adminclient,
 //     which also refuses an admin address off loopback.
+//   - A deployment's provider credential (E2B's API key) never appears
+//     in argv or an error: it comes from -f's candidate or
+//     --credential-file, a file or stdin, and a file that does not parse
+//     is named, never quoted.
 //   - Tables (text/tabwriter) are for people; -o json prints the API's
 //     response message as protojson for scripts (a listing read across
 //     pages as one response of its type). Only a command that waits draws

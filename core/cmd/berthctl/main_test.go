@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,87 @@ func TestDeploymentSuspensionFlagsAndDisplay(t *testing.T) {
 		deploymentFields(&b, &adminv1.Deployment{ProviderKind: "docker", Specification: &adminv1.Specification{Suspension: tc.policy}}, false)
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("policy %v shown as:\n%s", tc.policy, b.String())
+		}
+	}
+}
+
+// TestDeploymentCredentialNeverInArgv: a direct provider's candidate
+// (E2B's) is given with its public configuration on the command line and
+// its credential from --credential-file, a file or stdin, so the key
+// never is an argument; the flag overrides -f's credential; a file that
+// is not a JSON object is refused naming the file only, never its bytes;
+// -f and --credential-file cannot both read stdin.
+func TestDeploymentCredentialNeverInArgv(t *testing.T) {
+	const key = "e2b_0123456789abcdef-not-a-real-key"
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	credential := file("credential.json", `{"api_key":"`+key+`"}`+"\n")
+	candidateFile := file("candidate.json", `{"providerKind":"e2b","credential":{"api_key":"from-the-candidate-file"}}`)
+	parse := func(stdin string, args ...string) (*adminv1.DeploymentCandidate, error) {
+		t.Helper()
+		var cf candidateFlags
+		cmd := &cobra.Command{Use: "preview"}
+		cf.flags(cmd.Flags())
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		return cf.candidate(cmd, strings.NewReader(stdin))
+	}
+	apiKey := func(c *adminv1.DeploymentCandidate) string {
+		return c.GetCredential().GetFields()["api_key"].GetStringValue()
+	}
+	public := []string{"--provider", "e2b", "--configuration", `{"template":"berth-runtime-1-2-3","lease_seconds":3600}`}
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+	}{
+		{"a file", "", append(slices.Clone(public), "--credential-file", credential)},
+		{"stdin", `{"api_key":"` + key + `"}`, append(slices.Clone(public), "--credential-file", "-")},
+		{"over -f's credential", "", append(slices.Clone(public), "-f", candidateFile, "--credential-file", credential)},
+	} {
+		c, err := parse(tc.stdin, tc.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		cfg := c.GetConfiguration().GetFields()
+		if apiKey(c) != key || c.GetProviderKind() != "e2b" || cfg["template"].GetStringValue() != "berth-runtime-1-2-3" ||
+			cfg["lease_seconds"].GetNumberValue() != 3600 {
+			t.Errorf("%s: candidate %v", tc.name, c)
+		}
+		if slices.ContainsFunc(tc.args, func(a string) bool { return strings.Contains(a, key) }) {
+			t.Fatalf("%s: the key is in argv", tc.name)
+		}
+	}
+	if c, err := parse("", "-f", candidateFile); err != nil || apiKey(c) != "from-the-candidate-file" {
+		t.Errorf("-f alone: %v, %v", c, err)
+	}
+
+	// Refusals: exit 1 or 2 with the reason, the secret never echoed.
+	notJSON := file("not-json", key+"\n")
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"", []string{"deployment", "preview", "--credential-file", notJSON}, 1,
+			"error: credential_invalid: " + notJSON + " is not a JSON object"},
+		{key, []string{"deployment", "commit", "--credential-file", "-"}, 1, "error: credential_invalid: stdin is not a JSON object"},
+		{"", []string{"deployment", "preview", "--credential-file", filepath.Join(dir, "missing")}, 1, "error: "},
+		{"{}", []string{"deployment", "preview", "-f", "-", "--credential-file", "-"}, 2,
+			"error: -f and --credential-file cannot both read stdin"},
+		{"", []string{"deployment", "preview", "--configuration", `["template"]`}, 2,
+			"error: --configuration is not a JSON object"},
+	} {
+		code, out, errOut := runCmd(t, tc.stdin, tc.args...)
+		if code != tc.code || out != "" || !strings.HasPrefix(errOut, tc.want) || strings.Contains(errOut, key) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q", tc.args, code, out, errOut, tc.code, tc.want)
 		}
 	}
 }
