@@ -3,6 +3,7 @@ package deployment
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"berth.dev/core/store"
 )
@@ -73,7 +74,17 @@ func (s *Service) withSwitch(ctx context.Context, d Deployment) (Deployment, err
 	if err != nil {
 		return Deployment{}, err
 	}
+	// Only the generations the lane serves: a superseded one that holds
+	// nothing keeps its readiness row (its first backend fingerprint) but
+	// is no longer probed, and is not reported stale for ever.
+	served, err := s.store.DirectGenerations(ctx)
+	if err != nil {
+		return Deployment{}, err
+	}
 	for _, r := range direct {
+		if !slices.Contains(served, uint64(r.Generation)) {
+			continue
+		}
 		g := ServedGeneration{Generation: uint64(r.Generation), Ready: r.Fresh, DiagnosticCode: r.DiagnosticCode}
 		if r.Ready && !r.Fresh {
 			g.DiagnosticCode = DiagnosticReadinessStale

@@ -27,6 +27,7 @@ type Store interface {
 	ReplaceGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration, r store.Replacement) (store.Replaced, error)
 	EnabledNodes(ctx context.Context) ([]uuid.UUID, error)
 	DirectReadinesses(ctx context.Context) ([]store.DirectReadiness, error)
+	DirectGenerations(ctx context.Context) ([]uint64, error)
 	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
 	GetServingPin(ctx context.Context) (store.ServingPin, error)
 	RetainedGenerations(ctx context.Context) ([]store.RetainedGeneration, error)
