@@ -345,6 +345,11 @@ func (r *release) archives(t *testing.T) {
 			if file.header.Typeflag != tar.TypeDir {
 				got[rel] = entry{fs.FileMode(file.header.Mode).String(), file.owner()}
 			}
+			// The E2B template's build context: its definition as in
+			// the checkout, beside the release's bin/berth-runtime.
+			if rel == "e2b.Dockerfile" && !bytes.Equal(file.data, readFile(t, filepath.Join(r.root, "deploy/e2b/e2b.Dockerfile"))) {
+				t.Errorf("%s: e2b.Dockerfile is not deploy/e2b/e2b.Dockerfile", name)
+			}
 		}
 		f.Close()
 		if !maps.Equal(got, want) {

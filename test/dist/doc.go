@@ -9,7 +9,10 @@
 // archive holds the very berth-runtime of the release, and the real msb
 // (BERTH_TEST_MSB, the pinned release) loads it under exactly the digest
 // written beside it (.msb-digest, a microsandbox node's image_digest); the
-// maintainer scripts run against stub commands.
+// maintainer scripts run against stub commands; the runtime archive is
+// the E2B template's build context (deploy/e2b/e2b.Dockerfile beside
+// bin/berth-runtime). Without root, TestE2BTemplateMatchesTheRuntimeImage
+// checks that template's definition against the runtime image's layout.
 //
 // make dist needs root (the runtime image's file owners): without it the
 // test is skipped, and fails under CI=true; so does a missing
