@@ -1,6 +1,7 @@
 package berthctl
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,9 @@ import (
 // from --credential-file, a file or stdin, never argv; preview; a commit
 // with a key E2B refuses, refused deployment_candidate_not_ready
 // (credential_rejected) with nothing committed; the commit; DIRECT
-// GENERATIONS ready; a key replacement with --update-mask credential.
+// GENERATIONS ready; a key replacement with --update-mask credential; a
+// new template with --update-mask configuration, which keeps the key and
+// the other selectors.
 // No berthctl output and no line of Core's log carries a key.
 func TestE2BDeploymentWithBerthctl(t *testing.T) {
 	f := e2btest.Start(t)
@@ -128,6 +131,20 @@ func TestE2BDeploymentWithBerthctl(t *testing.T) {
 		t.Fatalf("deployment replace of the key: %v", r)
 	}
 	waitDirect("2 ready")
+
+	// A new template (a new release's) replaces the configuration only:
+	// the other selectors and the key are inherited.
+	r = noKey(c.ok("deployment", "replace", "--configuration", `{"template":"berth-runtime-1-2-4"}`, "--update-mask", "configuration",
+		"--expected-generation", "2"))
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(value(t, r.stdout, "CONFIGURATION")), &cfg); err != nil {
+		t.Fatalf("CONFIGURATION: %v in %v", err, r)
+	}
+	if value(t, r.stdout, "GENERATION") != "3" || value(t, r.stdout, "CREDENTIAL STORED") != "yes" ||
+		cfg["template"] != "berth-runtime-1-2-4" || cfg["api_url"] != f.URL || cfg["lease_seconds"] != float64(3600) {
+		t.Fatalf("deployment replace of the template: %v", r)
+	}
+	waitDirect("3 ready")
 
 	for _, k := range keys {
 		if strings.Contains(core.Logs(), k) {
