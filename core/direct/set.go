@@ -35,6 +35,11 @@ type Store interface {
 	PromoteServingPin(ctx context.Context, generation uint64) (bool, error)
 }
 
+// Writes lists the store methods this package alone calls: the writes of
+// a direct generation's readiness (direct_readiness). Its test fails when
+// another package of the core module calls one.
+var Writes = []string{"RecordDirectReadiness"}
+
 // Defaults of Config.
 const (
 	// DefaultInterval is the wait between the Set's passes (build what is
