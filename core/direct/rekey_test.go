@@ -100,7 +100,7 @@ func TestKeyReplacementRepointsRetainedGenerations(t *testing.T) {
 		t.Fatalf("generation %d; sources %d, %d, %d", g3, e.source(t, g1), e.source(t, g2), e.source(t, g3))
 	}
 	for _, g := range []uint64{g1, g2, g3} {
-		must(t, e.set.Serves(store.DirectLane, int64(g)))
+		must(t, e.set.Serves(int64(g)))
 	}
 
 	e.vendor.RemoveKey(keyA)
@@ -113,7 +113,7 @@ func TestKeyReplacementRepointsRetainedGenerations(t *testing.T) {
 	}
 	restarted := e.restartedSet(t)
 	for _, g := range []uint64{g1, g2, g3} {
-		must(t, restarted.Serves(store.DirectLane, int64(g)))
+		must(t, restarted.Serves(int64(g)))
 	}
 }
 
@@ -134,7 +134,7 @@ func TestKeyOfAnotherAccountIsRefused(t *testing.T) {
 	if e.current(t) != g1 || e.source(t, g1) != g1 {
 		t.Fatalf("committed: current %d, source %d", e.current(t), e.source(t, g1))
 	}
-	must(t, e.set.Serves(store.DirectLane, int64(g1)))
+	must(t, e.set.Serves(int64(g1)))
 	if _, err := e.set.Provider().GetInfo(context.Background(), a.Reference()); err != nil {
 		t.Fatalf("the old key no longer serves: %v", err)
 	}

@@ -158,11 +158,10 @@ var errBackendMismatch error = errdefs.Refuse(errdefs.ErrFenced, CodeBackendMism
 	"the direct provider's adapter reaches another backend than this generation was served with: nothing was sent")
 
 // Serves reports whether the direct lane can serve a Create of
-// generation now (lifecycle.Config.Serves): nil only for the direct lane
-// and a built adapter whose backend matches and whose last probe
+// generation now (lifecycle.Config.Serves): nil only for a built adapter whose backend matches and whose last probe
 // succeeded, so no create receipt is spent on a vendor that refuses.
-func (s *Set) Serves(lane uuid.UUID, generation int64) error {
-	if lane != store.DirectLane || generation <= 0 {
+func (s *Set) Serves(generation int64) error {
+	if generation <= 0 {
 		return ErrNotServed
 	}
 	if _, err := s.adapter(uint64(generation)); err != nil {
