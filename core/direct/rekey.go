@@ -53,6 +53,8 @@ type candidate struct {
 // Any refusal before the commit discards the new adapters and readmits
 // the old ones: nothing changed.
 func (s *Set) Rekey(ctx context.Context, r deployment.Rekey) error {
+	s.passing.Lock()
+	defer s.passing.Unlock()
 	kind := r.Candidate.Kind
 	targets, err := s.cfg.Store.HeldDirectGenerations(ctx, kind)
 	if err != nil {
