@@ -388,11 +388,7 @@ func (s *Set) drop(wanted []uint64) {
 	}
 	s.mu.Unlock()
 	for _, b := range gone {
-		s.closing.Add(1)
-		go func() {
-			defer s.closing.Done()
-			s.closeAdapter(b)
-		}()
+		s.closeLater(b)
 	}
 }
 
