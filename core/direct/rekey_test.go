@@ -189,3 +189,30 @@ func TestCommitNeverReplacesAKey(t *testing.T) {
 		t.Fatalf("class of %v", err)
 	}
 }
+
+// TestUnservedGenerationIsObservedUnavailable: while a running
+// allocation's generation has no adapter (here: the Set closed), the
+// lane's worker records its compute unavailable with the fixed reason
+// direct_generation_unavailable, and the vendor receives nothing.
+func TestUnservedGenerationIsObservedUnavailable(t *testing.T) {
+	e := newEnv(t)
+	e.commit(t, keyA, "berth-runtime")
+	a := e.running(t)
+	must(t, e.set.Close())
+	e.vendor.ResetCalls()
+	w := lifecycle.NewWorker(lifecycle.Config{
+		Store: e.st, Suspension: suspension.New(e.st, nil), Key: e.key, Installation: e.inst,
+		Provider: func(uuid.UUID) (sandbox.SandboxProvider, error) { return e.set.Provider(), nil },
+		Serves:   e.set.Serves, CallTimeout: 5 * time.Second, ObservePeriod: time.Millisecond,
+	}, lifecycle.DirectLane)
+	time.Sleep(5 * time.Millisecond)
+	must(t, w.Pass(context.Background()))
+	got, err := e.st.GetAllocation(context.Background(), a.ID)
+	must(t, err)
+	if got.Observation.Compute != store.ObservedUnavailable || got.Observation.Reason != "direct_generation_unavailable" {
+		t.Fatalf("observation %+v", got.Observation)
+	}
+	if calls := e.vendor.Calls(); len(calls) != 0 {
+		t.Fatalf("the vendor received %v", calls)
+	}
+}
