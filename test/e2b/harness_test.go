@@ -194,10 +194,20 @@ func (e *env) createSession() string {
 func (e *env) waitActive(session string) *adminv1.Allocation {
 	e.t.Helper()
 	var a *adminv1.Allocation
-	stack.WaitFor(e.t, 2*time.Minute, session+" ACTIVE with its Runtime connected", func() bool {
+	var last *adminv1.Session
+	defer func() {
+		if e.t.Failed() {
+			e.t.Logf("%s when the wait ended: %v; its allocation: %v", session, last, a)
+		}
+	}()
+	stack.WaitFor(e.t, time.Minute, session+" ACTIVE with its Runtime connected", func() bool {
 		s, err := e.sessions.GetSession(e.ctx, &adminv1.GetSessionRequest{Name: session})
 		if err != nil {
 			e.t.Fatal(err)
+		}
+		last = s.GetSession()
+		if name := last.GetAllocation(); name != "" {
+			a = e.allocation(name)
 		}
 		if s.GetSession().GetState() == adminv1.Session_STATE_FAILED {
 			e.t.Fatalf("%s FAILED: %v", session, s.GetSession())
@@ -205,7 +215,6 @@ func (e *env) waitActive(session string) *adminv1.Allocation {
 		if s.GetSession().GetState() != adminv1.Session_STATE_ACTIVE || !s.GetSession().GetEnvironment().GetExecutionAdmitted() {
 			return false
 		}
-		a = e.allocation(s.GetSession().GetAllocation())
 		return a.GetState() == adminv1.Allocation_STATE_ACTIVE && a.GetCreateSettled()
 	})
 	return a
