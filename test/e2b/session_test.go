@@ -21,7 +21,9 @@ import (
 // berth-runtime in /usr/local/bin (its own root, not the host's). A Turn
 // leaves a process that escaped its group (setsid): DeleteSession leaves
 // the fixture with no sandbox and the OS process table with no process
-// of the sandbox's namespace. The API key is in no log and no argv.
+// of the sandbox's namespace. A second Session beside it has a sandbox,
+// namespace and workspace of its own, and its deletion leaves the first
+// running. The API key is in no log and no argv.
 func TestSessionAndTurnsOnE2B(t *testing.T) {
 	e := newEnv(t, stack.CoreOptions{})
 	e.commitE2B()
@@ -43,6 +45,21 @@ func TestSessionAndTurnsOnE2B(t *testing.T) {
 	}
 	e.wantTurn(session, `echo kept > note; setsid sleep 600 </dev/null >/dev/null 2>&1 & echo started`, "started\n")
 	e.wantTurn(session, `cat /workspace/note; ls /usr/local/bin`, "kept\nberth-runtime\n")
+
+	// A second Session beside it gets a sandbox, a Runtime and a
+	// workspace of its own.
+	other := e.createSession()
+	otherAlloc := e.waitActive(other)
+	otherSB := e.sandboxOf(otherAlloc.GetName())
+	otherNS := e.runtimeProcesses(otherSB, 2)
+	if otherNS == ns || otherSB.ID == sb.ID {
+		t.Fatalf("the second Session shares the first's sandbox or namespace (%s, %s)", otherSB.ID, otherNS)
+	}
+	e.wantTurn(other, `test ! -e /workspace/note && echo own-workspace`, "own-workspace\n")
+	e.deleteSessions(other)
+	stack.WaitFor(t, time.Minute, "the fixture holds the first Session's sandbox only", func() bool { return len(e.fixture.Sandboxes()) == 1 })
+	e.waitNoProcesses(otherNS, otherSB.Dir)
+	e.wantTurn(session, `cat /workspace/note`, "kept\n")
 	left := processesIn(ns, sb.Dir)
 	if len(left) < 3 || !strings.Contains(strings.Join(left, "\n"), "sleep 600") {
 		t.Fatalf("the sandbox's processes before the deletion: %v; want unshare, the Runtime and the escaped sleep", left)
@@ -54,7 +71,7 @@ func TestSessionAndTurnsOnE2B(t *testing.T) {
 	if a := e.allocation(alloc.GetName()); a.GetState().String() != "STATE_RELEASED" {
 		t.Errorf("the allocation after the deletion: %v, want RELEASED", a.GetState())
 	}
-	e.checkNoKey(1)
+	e.checkNoKey(2)
 }
 
 // TestLostCreateAnswerOnE2B: the fixture performs the Session's first
