@@ -41,8 +41,12 @@ type env struct {
 	allocs   adminv1.AllocationServiceClient
 	deploys  adminv1.DeploymentServiceClient
 
-	mu     sync.Mutex
-	ctlOut []string // everything berthctl printed
+	dsn, stateDir string
+	opts          stack.CoreOptions
+
+	mu       sync.Mutex
+	ctlOut   []string // everything berthctl printed
+	coreLogs []string // the logs of the Cores restartCore stopped
 }
 
 // newEnv starts the fixture and Core with opts (which must serve a
@@ -59,13 +63,9 @@ func newEnv(t *testing.T, opts stack.CoreOptions) *env {
 		addr := stack.FreeAddrOn(t, "127.0.0.1")
 		opts.PublicURL, opts.RuntimeListen = "https://"+addr, addr
 	}
-	e.core = stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true, opts)
-	e.cc, e.ctx = e.core.AdminClient(t)
+	e.dsn, e.stateDir, e.opts = storetest.NewDatabase(t), stack.CoreStateDir(t), opts
+	e.startCore()
 	e.inst = stack.InstallationID(t, e.ctx, e.cc)
-	e.sessions = adminv1.NewSessionServiceClient(e.cc)
-	e.turns = adminv1.NewTurnServiceClient(e.cc)
-	e.allocs = adminv1.NewAllocationServiceClient(e.cc)
-	e.deploys = adminv1.NewDeploymentServiceClient(e.cc)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("berth-core log:\n%s", e.core.Logs())
@@ -74,6 +74,30 @@ func newEnv(t *testing.T, opts stack.CoreOptions) *env {
 		}
 	})
 	return e
+}
+
+// startCore starts berth-core on the env's database, state directory and
+// options, and dials its admin API.
+func (e *env) startCore() {
+	e.t.Helper()
+	e.core = stack.StartCoreWith(e.t, e.dsn, e.stateDir, true, e.opts)
+	e.cc, e.ctx = e.core.AdminClient(e.t)
+	e.sessions = adminv1.NewSessionServiceClient(e.cc)
+	e.turns = adminv1.NewTurnServiceClient(e.cc)
+	e.allocs = adminv1.NewAllocationServiceClient(e.cc)
+	e.deploys = adminv1.NewDeploymentServiceClient(e.cc)
+}
+
+// restartCore stops Core (SIGTERM) and starts it again on the same
+// database, state directory and Runtime gateway address, keeping the
+// stopped one's log for the credential scan.
+func (e *env) restartCore() {
+	e.t.Helper()
+	e.core.Stop()
+	e.mu.Lock()
+	e.coreLogs = append(e.coreLogs, e.core.Logs())
+	e.mu.Unlock()
+	e.startCore()
 }
 
 // e2bCandidate is the E2B candidate berthctl reads from stdin: the
@@ -311,6 +335,12 @@ func (e *env) runtimeLogs() string {
 	return b.String()
 }
 
+// runtimeLog is what the Runtime of sandbox sb wrote.
+func (e *env) runtimeLog(sb e2btest.Sandbox) string {
+	data, _ := os.ReadFile(filepath.Join(e.logDir, filepath.Base(sb.Dir)+".log"))
+	return string(data)
+}
+
 // checkNoKey fails the test if the E2B API key is in Core's log, a
 // Runtime's log, anything berthctl printed, or any argv the fixture ran
 // (as the adapter named it and as it ran locally). It first requires
@@ -318,12 +348,16 @@ func (e *env) runtimeLogs() string {
 func (e *env) checkNoKey(runtimes int) {
 	e.t.Helper()
 	key := e.fixture.Key
-	core := e.core.Logs()
-	if !strings.Contains(core, `"serving"`) {
-		e.t.Fatal("no Core log was captured")
-	}
-	if strings.Contains(core, key) {
-		e.t.Error("Core's log carries the E2B API key")
+	e.mu.Lock()
+	cores := append([]string{e.core.Logs()}, e.coreLogs...)
+	e.mu.Unlock()
+	for _, core := range cores {
+		if !strings.Contains(core, `"serving"`) {
+			e.t.Fatal("no Core log was captured")
+		}
+		if strings.Contains(core, key) {
+			e.t.Error("Core's log carries the E2B API key")
+		}
 	}
 	files, _ := filepath.Glob(filepath.Join(e.logDir, "*.log"))
 	if len(files) < runtimes {

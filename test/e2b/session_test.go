@@ -128,3 +128,48 @@ func TestLostCreateAnswerOnE2B(t *testing.T) {
 	e.waitNoProcesses(ns, sb.Dir)
 	e.checkNoKey(1)
 }
+
+// TestCoreRestartKeepsTheE2BSession: berth-core stops (SIGTERM) and starts
+// again on the same database and state directory while an E2B Session
+// runs. The new Core rebuilds the generation's adapter (ready again), the
+// Session keeps its allocation, generation and sandbox (no second create
+// POST, the same sandbox and Runtime process), the Runtime reconnects to
+// the gateway by itself, and a Turn reads what a Turn before the restart
+// wrote. Deleting the Session then leaves nothing.
+func TestCoreRestartKeepsTheE2BSession(t *testing.T) {
+	e := newEnv(t, stack.CoreOptions{})
+	e.commitE2B()
+	session := e.createSession()
+	alloc := e.waitActive(session)
+	sb := e.sandboxOf(alloc.GetName())
+	ns := e.runtimeProcesses(sb, 2)
+	e.wantTurn(session, `echo before-restart > note; cat note`, "before-restart\n")
+
+	e.restartCore()
+	e.waitDirectReady(1)
+	after := e.waitActive(session)
+	if after.GetName() != alloc.GetName() || after.GetGeneration() != 1 {
+		t.Fatalf("the Session after the restart: %s generation %d; want %s generation 1", after.GetName(), after.GetGeneration(), alloc.GetName())
+	}
+	e.wantTurn(session, `cat /workspace/note`, "before-restart\n")
+	if got := e.sandboxOf(alloc.GetName()); got.ID != sb.ID || len(e.fixture.Sandboxes()) != 1 || sandboxNamespace(sb.Dir) != ns {
+		t.Fatalf("the fixture after the restart: %v; want the one sandbox %s with its Runtime", e.fixture.Sandboxes(), sb.ID)
+	}
+	creates := 0
+	for _, r := range e.fixture.Requests() {
+		if r.Call == "create" {
+			creates++
+		}
+	}
+	if creates != 1 {
+		t.Fatalf("the fixture recorded %d create POSTs, want 1", creates)
+	}
+	if n := strings.Count(e.runtimeLog(sb), `"msg":"connected to core"`); n != 2 {
+		t.Fatalf("the Runtime connected to Core %d times, want 2 (before and after the restart)", n)
+	}
+
+	e.deleteSessions(session)
+	stack.WaitFor(t, time.Minute, "the fixture holds no sandbox", func() bool { return len(e.fixture.Sandboxes()) == 0 })
+	e.waitNoProcesses(ns, sb.Dir)
+	e.checkNoKey(1)
+}
