@@ -32,7 +32,8 @@ import (
 //  4. Deleting the three leaves the engine with no container or volume of
 //     the installation (counted from the engine), the fixture with no
 //     sandbox, and the process table with no process of the E2B
-//     sandbox. The API key is in no log and no argv.
+//     sandbox. The API key is in no log (the node agent's included) and no
+//     argv.
 func TestDockerToE2BAndBack(t *testing.T) {
 	host := testenv.DockerHost(t)
 	image := testenv.RuntimeImage(t)
@@ -139,6 +140,9 @@ func TestDockerToE2BAndBack(t *testing.T) {
 	})
 	e.waitNoProcesses(ns, sb.Dir)
 	e.checkNoKey(1)
+	if strings.Contains(node.Logs(), e.fixture.Key) {
+		t.Error("the node agent's log carries the E2B API key")
+	}
 }
 
 // waitNodeReady waits until node is connected and ready for generation.
