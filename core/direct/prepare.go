@@ -42,11 +42,7 @@ func (s *Set) Prepare(ctx context.Context, c deployment.DirectCandidate) (deploy
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	if err := built.Probe(pctx); err != nil {
-		s.closing.Add(1)
-		go func() {
-			defer s.closing.Done()
-			s.closeAdapter(built)
-		}()
+		s.closeLater(built)
 		code := sandbox.ProbeCode(err)
 		if !validCode(code) {
 			code = diagnostic(err, CodeProbeFailed)
@@ -82,11 +78,4 @@ func (p *prepared) Publish() {
 
 // Discard closes the adapter in the background: its commit did not
 // happen.
-func (p *prepared) Discard() {
-	s := p.set
-	s.closing.Add(1)
-	go func() {
-		defer s.closing.Done()
-		s.closeAdapter(p.built)
-	}()
-}
+func (p *prepared) Discard() { p.set.closeLater(p.built) }

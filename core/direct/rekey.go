@@ -53,6 +53,8 @@ type candidate struct {
 // Any refusal before the commit discards the new adapters and readmits
 // the old ones: nothing changed.
 func (s *Set) Rekey(ctx context.Context, r deployment.Rekey) error {
+	s.passing.Lock()
+	defer s.passing.Unlock()
 	kind := r.Candidate.Kind
 	targets, err := s.cfg.Store.HeldDirectGenerations(ctx, kind)
 	if err != nil {
@@ -199,9 +201,17 @@ func (s *Set) swap(kind string, next uint64, rekeyed []candidate) {
 	}
 }
 
-// closeLater closes b in the background (closeAdapter).
+// closeLater closes b in the background (closeAdapter), or at once once
+// the Set is closed, so no background close starts after Close waited.
 func (s *Set) closeLater(b providers.DirectBuilt) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.closeAdapter(b)
+		return
+	}
 	s.closing.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.closing.Done()
 		s.closeAdapter(b)

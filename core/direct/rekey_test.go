@@ -100,7 +100,7 @@ func TestKeyReplacementRepointsRetainedGenerations(t *testing.T) {
 		t.Fatalf("generation %d; sources %d, %d, %d", g3, e.source(t, g1), e.source(t, g2), e.source(t, g3))
 	}
 	for _, g := range []uint64{g1, g2, g3} {
-		must(t, e.set.Serves(store.DirectLane, int64(g)))
+		must(t, e.set.Serves(int64(g)))
 	}
 
 	e.vendor.RemoveKey(keyA)
@@ -113,7 +113,7 @@ func TestKeyReplacementRepointsRetainedGenerations(t *testing.T) {
 	}
 	restarted := e.restartedSet(t)
 	for _, g := range []uint64{g1, g2, g3} {
-		must(t, restarted.Serves(store.DirectLane, int64(g)))
+		must(t, restarted.Serves(int64(g)))
 	}
 }
 
@@ -134,7 +134,7 @@ func TestKeyOfAnotherAccountIsRefused(t *testing.T) {
 	if e.current(t) != g1 || e.source(t, g1) != g1 {
 		t.Fatalf("committed: current %d, source %d", e.current(t), e.source(t, g1))
 	}
-	must(t, e.set.Serves(store.DirectLane, int64(g1)))
+	must(t, e.set.Serves(int64(g1)))
 	if _, err := e.set.Provider().GetInfo(context.Background(), a.Reference()); err != nil {
 		t.Fatalf("the old key no longer serves: %v", err)
 	}
@@ -187,5 +187,32 @@ func TestCommitNeverReplacesAKey(t *testing.T) {
 	wantReason(t, err, "deployment_credential_replacement_unsupported")
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("class of %v", err)
+	}
+}
+
+// TestUnservedGenerationIsObservedUnavailable: while a running
+// allocation's generation has no adapter (here: the Set closed), the
+// lane's worker records its compute unavailable with the fixed reason
+// direct_generation_unavailable, and the vendor receives nothing.
+func TestUnservedGenerationIsObservedUnavailable(t *testing.T) {
+	e := newEnv(t)
+	e.commit(t, keyA, "berth-runtime")
+	a := e.running(t)
+	must(t, e.set.Close())
+	e.vendor.ResetCalls()
+	w := lifecycle.NewWorker(lifecycle.Config{
+		Store: e.st, Suspension: suspension.New(e.st, nil), Key: e.key, Installation: e.inst,
+		Provider: func(uuid.UUID) (sandbox.SandboxProvider, error) { return e.set.Provider(), nil },
+		Serves:   e.set.Serves, CallTimeout: 5 * time.Second, ObservePeriod: time.Millisecond,
+	}, lifecycle.DirectLane)
+	time.Sleep(5 * time.Millisecond)
+	must(t, w.Pass(context.Background()))
+	got, err := e.st.GetAllocation(context.Background(), a.ID)
+	must(t, err)
+	if got.Observation.Compute != store.ObservedUnavailable || got.Observation.Reason != "direct_generation_unavailable" {
+		t.Fatalf("observation %+v", got.Observation)
+	}
+	if calls := e.vendor.Calls(); len(calls) != 0 {
+		t.Fatalf("the vendor received %v", calls)
 	}
 }

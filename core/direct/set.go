@@ -35,6 +35,11 @@ type Store interface {
 	PromoteServingPin(ctx context.Context, generation uint64) (bool, error)
 }
 
+// Writes lists the store methods this package alone calls: the writes of
+// a direct generation's readiness (direct_readiness). Its test fails when
+// another package of the core module calls one.
+var Writes = []string{"RecordDirectReadiness"}
+
 // Defaults of Config.
 const (
 	// DefaultInterval is the wait between the Set's passes (build what is
@@ -122,6 +127,10 @@ type Set struct {
 	cfg   Config
 	proxy *proxy
 
+	// passing serializes a pass with a key replacement: a pass never
+	// probes an adapter a replacement is fencing or swapping.
+	passing sync.Mutex
+
 	mu     sync.Mutex
 	gens   map[uint64]*served
 	closed bool
@@ -153,19 +162,20 @@ var errBackendMismatch error = errdefs.Refuse(errdefs.ErrFenced, CodeBackendMism
 	"the direct provider's adapter reaches another backend than this generation was served with: nothing was sent")
 
 // Serves reports whether the direct lane can serve a Create of
-// generation now (lifecycle.Config.Serves): nil only for the direct lane
-// and a built adapter whose backend matches and whose last probe
-// succeeded, so no create receipt is spent on a vendor that refuses.
-func (s *Set) Serves(lane uuid.UUID, generation int64) error {
-	if lane != store.DirectLane || generation <= 0 {
+// generation now (lifecycle.Config.Serves): nil only for a built adapter
+// whose backend matches and whose last probe succeeded, so no create
+// receipt is spent on a vendor that refuses.
+func (s *Set) Serves(generation int64) error {
+	if generation <= 0 {
 		return ErrNotServed
-	}
-	if _, err := s.adapter(uint64(generation)); err != nil {
-		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sv := s.gens[uint64(generation)]; sv == nil || !sv.ready {
+	sv, err := s.lookup(uint64(generation))
+	if err != nil {
+		return err
+	}
+	if !sv.ready {
 		return ErrNotServed
 	}
 	return nil
@@ -175,6 +185,16 @@ func (s *Set) Serves(lane uuid.UUID, generation int64) error {
 func (s *Set) adapter(generation uint64) (sandbox.SandboxProvider, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	sv, err := s.lookup(generation)
+	if err != nil {
+		return nil, err
+	}
+	return sv.built.Provider, nil
+}
+
+// lookup returns generation's served adapter, or why there is none. The
+// caller holds mu.
+func (s *Set) lookup(generation uint64) (*served, error) {
 	sv := s.gens[generation]
 	switch {
 	case s.closed || sv == nil:
@@ -182,7 +202,7 @@ func (s *Set) adapter(generation uint64) (sandbox.SandboxProvider, error) {
 	case sv.mismatch:
 		return nil, errBackendMismatch
 	}
-	return sv.built.Provider, nil
+	return sv, nil
 }
 
 // Run makes a pass at once, then every Interval and after each committed
@@ -216,6 +236,8 @@ func (s *Set) Run(ctx context.Context) {
 // does not stop the pass; a store failure does (ErrSuperseded included:
 // this Core lost the lease).
 func (s *Set) Pass(ctx context.Context) error {
+	s.passing.Lock()
+	defer s.passing.Unlock()
 	wanted, err := s.cfg.Store.DirectGenerations(ctx)
 	if err != nil {
 		return err
@@ -366,11 +388,7 @@ func (s *Set) drop(wanted []uint64) {
 	}
 	s.mu.Unlock()
 	for _, b := range gone {
-		s.closing.Add(1)
-		go func() {
-			defer s.closing.Done()
-			s.closeAdapter(b)
-		}()
+		s.closeLater(b)
 	}
 }
 

@@ -160,7 +160,7 @@ func TestPassBuildsProbesAndServes(t *testing.T) {
 	e := newEnv(t)
 	g := e.commit(t, keyA, "berth-runtime")
 	// The commit published the candidate built and probed before it.
-	must(t, e.set.Serves(store.DirectLane, int64(g)))
+	must(t, e.set.Serves(int64(g)))
 	e.pass(t)
 	r := e.readiness(t, g)
 	if !r.Ready || !r.Fresh || !strings.Contains(r.BackendFingerprint, "team-a") {
@@ -171,10 +171,7 @@ func TestPassBuildsProbesAndServes(t *testing.T) {
 	if pin.Generation != g {
 		t.Fatalf("serving pin %d, want %d", pin.Generation, g)
 	}
-	must(t, e.set.Serves(store.DirectLane, int64(g)))
-	if err := e.set.Serves(uuid.New(), int64(g)); err == nil {
-		t.Fatal("a node lane is served by the direct Set")
-	}
+	must(t, e.set.Serves(int64(g)))
 
 	b := e.session(t)
 	if b.Allocation.NodeID != store.DirectLane {
@@ -239,7 +236,7 @@ func TestFailingProbeIsRecordedAndRetried(t *testing.T) {
 	if r.Ready || r.DiagnosticCode != "credential_rejected" {
 		t.Fatalf("readiness %+v, want not ready credential_rejected", r)
 	}
-	if err := e.set.Serves(store.DirectLane, int64(g)); !errors.Is(err, direct.ErrNotServed) {
+	if err := e.set.Serves(int64(g)); !errors.Is(err, direct.ErrNotServed) {
 		t.Fatalf("served: %v", err)
 	}
 	_, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
@@ -250,7 +247,7 @@ func TestFailingProbeIsRecordedAndRetried(t *testing.T) {
 	if r := e.readiness(t, g); !r.Ready {
 		t.Fatalf("after the key came back: %+v", r)
 	}
-	must(t, e.set.Serves(store.DirectLane, int64(g)))
+	must(t, e.set.Serves(int64(g)))
 }
 
 // TestProviderRefusesWhatIsNotADirectAllocation: a Reference that is not
@@ -316,10 +313,10 @@ func TestUnwantedGenerationIsClosedAfterItsCalls(t *testing.T) {
 	storetest.Release(t, e.st, a)
 	g2 := e.commit(t, keyA, "berth-runtime-2")
 	e.pass(t)
-	if err := e.set.Serves(store.DirectLane, int64(g1)); !errors.Is(err, direct.ErrNotServed) {
+	if err := e.set.Serves(int64(g1)); !errors.Is(err, direct.ErrNotServed) {
 		t.Fatalf("generation 1 still served: %v", err)
 	}
-	must(t, e.set.Serves(store.DirectLane, int64(g2)))
+	must(t, e.set.Serves(int64(g2)))
 	// Closing waits for generation 1's adapter, whose fence still counts
 	// the held call.
 	closed := make(chan struct{})
@@ -357,7 +354,7 @@ func TestBackendMismatchIsNeverServed(t *testing.T) {
 	if r.Ready || r.DiagnosticCode != direct.CodeBackendMismatch || r.BackendFingerprint != "memdirect:elsewhere:team:other" {
 		t.Fatalf("readiness %+v", r)
 	}
-	wantReason(t, e.set.Serves(store.DirectLane, int64(g)), direct.CodeBackendMismatch)
+	wantReason(t, e.set.Serves(int64(g)), direct.CodeBackendMismatch)
 }
 
 // TestRestartRebuildsFromTheStore: a Core that starts (a new Set over the
@@ -369,14 +366,14 @@ func TestRestartRebuildsFromTheStore(t *testing.T) {
 	e := newEnv(t)
 	g := e.commit(t, keyA, "berth-runtime")
 	restarted := func() *direct.Set { return e.restartedSet(t) }
-	must(t, restarted().Serves(store.DirectLane, int64(g)))
+	must(t, restarted().Serves(int64(g)))
 	if r := e.readiness(t, g); !r.Ready {
 		t.Fatalf("after the rebuild: %+v", r)
 	}
 
 	e.vendor.RemoveKey(keyA)
 	s := restarted()
-	if err := s.Serves(store.DirectLane, int64(g)); !errors.Is(err, direct.ErrNotServed) {
+	if err := s.Serves(int64(g)); !errors.Is(err, direct.ErrNotServed) {
 		t.Fatalf("served with a rejected key: %v", err)
 	}
 	if r := e.readiness(t, g); r.Ready || r.DiagnosticCode != "credential_rejected" {
@@ -393,7 +390,7 @@ func (e *env) restartedSet(t *testing.T) *direct.Set {
 	t.Cleanup(func() { _ = s.Close() })
 	cur, err := e.deploy.Get(context.Background())
 	must(t, err)
-	if err := s.Serves(store.DirectLane, int64(cur.Generation)); !errors.Is(err, direct.ErrNotServed) {
+	if err := s.Serves(int64(cur.Generation)); !errors.Is(err, direct.ErrNotServed) {
 		t.Fatalf("served before its first pass: %v", err)
 	}
 	must(t, s.Pass(context.Background()))

@@ -153,9 +153,9 @@ func newDirectEnv(t *testing.T, maxActive int32) *directEnv {
 			}
 			return refusingNode{SandboxProvider: e.rec, t: t}, nil
 		},
-		Serves: func(lane uuid.UUID, generation int64) error {
-			if lane != lifecycle.DirectLane || generation != int64(gen.Generation) {
-				t.Errorf("Serves(%s, %d) asked", lane, generation)
+		Serves: func(generation int64) error {
+			if generation != int64(gen.Generation) {
+				t.Errorf("Serves(%d) asked", generation)
 			}
 			return e.serves
 		},
@@ -335,5 +335,22 @@ func TestDirectLaneKeepsALeaseAliveDuringATurn(t *testing.T) {
 	pass(t, w)
 	if r := e.rec.renewsOf(b.Allocation.ID); r != 1 {
 		t.Fatalf("%d keepalives within the interval, want 1", r)
+	}
+}
+
+// TestNodeWorkersNeverAskServes: Config.Serves is the direct lane's: a
+// node's worker creates its Session's compute although Serves refuses
+// every generation (core/daemon gives the one Config to every worker).
+func TestNodeWorkersNeverAskServes(t *testing.T) {
+	e := newEnv(t, 1)
+	e.cfg.Serves = func(int64) error { return errors.New("the direct lane serves nothing") }
+	n := e.only(t)
+	w := lifecycle.NewWorker(e.cfg, n.id)
+	b := e.createSession(t, n.id)
+	for range 3 {
+		pass(t, w)
+	}
+	if a := e.alloc(t, b.ID); a.State != store.AllocationRunning || !a.CreateSettled {
+		t.Fatalf("a node's allocation under a refusing Serves: %s", brief(a))
 	}
 }

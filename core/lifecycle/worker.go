@@ -85,11 +85,12 @@ type Config struct {
 	// Core URL (PublicURL).
 	Installation store.Installation
 	Provider     ProviderFunc
-	// Serves, when set, says whether the lane can serve a Create of a
-	// generation now; an error leaves the allocation's create receipt
-	// fresh, to be claimed on a later pass. Core sets it for the direct
-	// lane (core/direct.Set.Serves); nil serves every generation.
-	Serves func(lane uuid.UUID, generation int64) error
+	// Serves, when set, says whether the direct lane can serve a Create
+	// of a generation now (core/direct.Set.Serves); an error leaves the
+	// allocation's create receipt fresh, to be claimed on a later pass.
+	// Only the direct lane's worker asks it: a node's readiness is the
+	// node's own. Nil serves every generation.
+	Serves func(generation int64) error
 	// CallTimeout bounds each provider call (DefaultCallTimeout when 0).
 	CallTimeout time.Duration
 	// Interval is the wait between passes (DefaultInterval when 0).
@@ -375,12 +376,13 @@ func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id 
 	if err != nil {
 		return err
 	}
-	// A generation the lane cannot serve now (a direct adapter not built,
-	// or fenced by a key change) keeps its receipt fresh: the allocation
+	// A generation the direct lane cannot serve now (its adapter not
+	// built, failing its probe, or fenced by a key change) keeps its
+	// receipt fresh: the allocation
 	// waits, as under a disabled provider, instead of spending the receipt
 	// on a Create refused before any I/O.
-	if w.cfg.Serves != nil {
-		if err := w.cfg.Serves(w.node, a.Generation); err != nil {
+	if w.node == DirectLane && w.cfg.Serves != nil {
+		if err := w.cfg.Serves(a.Generation); err != nil {
 			return nil
 		}
 	}

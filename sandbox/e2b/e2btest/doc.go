@@ -12,7 +12,7 @@
 //     /home/runtime and /workspace arguments map into that directory, so
 //     nothing of the host's is used. Runner is the hook that decides what
 //     runs: DefaultRunner stubs berth-runtime with a process that only
-//     stays alive; a black-box test can run the real Runtime instead.
+//     stays alive; the black-box tests (test/e2b) run the real Runtime.
 //   - Killing or expiring a sandbox kills its process groups and removes
 //     its directory, so leaks are observable.
 //   - It implements contracttest.Native (Arm, PlantForeign, ForeignIntact,

@@ -55,7 +55,8 @@ const nativeDetail = "fixture-native-detail"
 
 // Runner maps the argv a Start names inside the sandbox to the local
 // argv the fixture runs for the sandbox whose directory is dir. It is
-// the hook where a later black-box test runs the real berth-runtime.
+// the hook where the black-box tests (test/e2b) run the real
+// berth-runtime in the sandbox's own namespaces.
 type Runner func(dir string, argv []string) []string
 
 // DefaultRunner maps /home/runtime and /workspace paths into dir and
