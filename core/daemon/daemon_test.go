@@ -38,10 +38,16 @@ type started struct {
 
 func start(t *testing.T, ctx context.Context, cfg Config) *started {
 	t.Helper()
+	return startLogging(t, ctx, cfg, io.Discard)
+}
+
+// startLogging is start with Core's log (JSON, debug and up) written to w.
+func startLogging(t *testing.T, ctx context.Context, cfg Config, w io.Writer) *started {
+	t.Helper()
 	s := &started{done: make(chan error, 1)}
 	readyc := make(chan Ready, 1)
 	go func() {
-		s.done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(r Ready) { readyc <- r })
+		s.done <- Run(ctx, cfg, slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), func(r Ready) { readyc <- r })
 	}()
 	select {
 	case s.ready = <-readyc:

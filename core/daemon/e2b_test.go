@@ -3,8 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -111,22 +109,4 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// startLogging is start with Core's log written to w.
-func startLogging(t *testing.T, ctx context.Context, cfg Config, w io.Writer) *started {
-	t.Helper()
-	s := &started{done: make(chan error, 1)}
-	readyc := make(chan Ready, 1)
-	go func() {
-		s.done <- Run(ctx, cfg, slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), func(r Ready) { readyc <- r })
-	}()
-	select {
-	case s.ready = <-readyc:
-	case err := <-s.done:
-		t.Fatalf("Run ended before serving: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("Core did not serve within 2 minutes")
-	}
-	return s
 }

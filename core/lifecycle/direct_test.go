@@ -307,23 +307,7 @@ func TestDirectLaneKeepsALeaseAliveDuringATurn(t *testing.T) {
 		Credential: runtimebootstrap.NewSecret(reqs[0].Bootstrap.Credential.Reveal()), RuntimeVersion: "test",
 	})
 	must(t, err)
-	_, err = e.st.MarkRuntimePrepared(ctx, g.Conn)
-	must(t, err)
-	script := "sleep 3600"
-	_, _, err = e.st.SubmitTurn(ctx, store.SubmitTurnParams{
-		ID: uuid.New(), SessionID: b.Session.ID, RequestID: uuid.New(), RequestDigest: make([]byte, 32),
-		ShellScript: &script, WorkingDirectory: "/workspace",
-		Input:   store.SealedCredential{Ciphertext: make([]byte, 20), Nonce: make([]byte, 12)},
-		Timeout: time.Hour, QueueTimeout: time.Minute, MaxOutputBytes: 10,
-	})
-	must(t, err)
-	turn, ok, err := e.st.ClaimNextTurn(ctx, g.Conn)
-	must(t, err)
-	if !ok {
-		t.Fatal("nothing claimed")
-	}
-	_, err = e.st.MarkTurnStarted(ctx, turn.ID, g.Conn)
-	must(t, err)
+	startTurn(t, e.st, g, b.Session.ID)
 
 	pass(t, w)
 	if r := e.rec.renewsOf(b.Allocation.ID); r != 1 {

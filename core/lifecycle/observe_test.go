@@ -14,6 +14,7 @@ import (
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
@@ -407,25 +408,7 @@ func TestRefusedNodeIsReportedWithTheRefusalsReason(t *testing.T) {
 func TestNoKeepaliveWhileATurnRuns(t *testing.T) {
 	e, n, c, w := observing(t, 8, time.Hour, time.Hour)
 	b := e.running(t, w, n)
-	g := e.connect(t, n, b)
-	ctx := context.Background()
-	_, err := e.st.MarkRuntimePrepared(ctx, g.Conn)
-	must(t, err)
-	script := "sleep 60"
-	_, _, err = e.st.SubmitTurn(ctx, store.SubmitTurnParams{
-		ID: uuid.New(), SessionID: b.Session.ID, RequestID: uuid.New(), RequestDigest: make([]byte, 32),
-		ShellScript: &script, WorkingDirectory: "/workspace",
-		Input:   store.SealedCredential{Ciphertext: make([]byte, 20), Nonce: make([]byte, 12)},
-		Timeout: time.Minute, QueueTimeout: time.Minute, MaxOutputBytes: 10,
-	})
-	must(t, err)
-	turn, ok, err := e.st.ClaimNextTurn(ctx, g.Conn)
-	must(t, err)
-	if !ok {
-		t.Fatal("nothing claimed")
-	}
-	_, err = e.st.MarkTurnStarted(ctx, turn.ID, g.Conn)
-	must(t, err)
+	startTurn(t, e.st, e.connect(t, n, b), b.Session.ID)
 
 	c.reset()
 	pass(t, w)
@@ -461,4 +444,28 @@ func TestFailedKeepaliveIsFollowedByAnObservationAndConfirmsNothing(t *testing.T
 	if a := e.alloc(t, b.Allocation.ID); a.Observation.KeepaliveAt == nil {
 		t.Fatal("keepalive not recorded")
 	}
+}
+
+// startTurn prepares the Runtime connection g and starts a long Turn of
+// session on it, as the gateway does: the Session has a running Turn.
+func startTurn(t *testing.T, st *storetest.Owned, g store.RuntimeGrant, session uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := st.MarkRuntimePrepared(ctx, g.Conn)
+	must(t, err)
+	script := "sleep 3600"
+	_, _, err = st.SubmitTurn(ctx, store.SubmitTurnParams{
+		ID: uuid.New(), SessionID: session, RequestID: uuid.New(), RequestDigest: make([]byte, 32),
+		ShellScript: &script, WorkingDirectory: "/workspace",
+		Input:   store.SealedCredential{Ciphertext: make([]byte, 20), Nonce: make([]byte, 12)},
+		Timeout: time.Hour, QueueTimeout: time.Minute, MaxOutputBytes: 10,
+	})
+	must(t, err)
+	turn, ok, err := st.ClaimNextTurn(ctx, g.Conn)
+	must(t, err)
+	if !ok {
+		t.Fatal("nothing claimed")
+	}
+	_, err = st.MarkTurnStarted(ctx, turn.ID, g.Conn)
+	must(t, err)
 }
