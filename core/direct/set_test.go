@@ -128,7 +128,7 @@ func (e *env) pass(t *testing.T) {
 
 func (e *env) session(t *testing.T) store.SessionBundle {
 	t.Helper()
-	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	must(t, err)
 	return b
 }
@@ -239,7 +239,7 @@ func TestFailingProbeIsRecordedAndRetried(t *testing.T) {
 	if err := e.set.Serves(int64(g)); !errors.Is(err, direct.ErrNotServed) {
 		t.Fatalf("served: %v", err)
 	}
-	_, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	_, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	wantReason(t, err, "direct_provider_not_ready")
 
 	e.vendor.AddKey(revoked, "team-c")

@@ -169,7 +169,7 @@ func newDirectEnv(t *testing.T, maxActive int32) *directEnv {
 
 func (e *directEnv) create(t *testing.T) store.SessionBundle {
 	t.Helper()
-	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	must(t, err)
 	if b.Allocation.NodeID != lifecycle.DirectLane {
 		t.Fatalf("placed on node %s, want the direct lane", b.Allocation.NodeID)

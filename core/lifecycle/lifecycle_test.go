@@ -137,7 +137,7 @@ func (e *env) createBundle(t *testing.T, on uuid.UUID) store.SessionBundle {
 		}
 	}
 	e.place = on
-	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	must(t, err)
 	if b.Allocation.NodeID != on {
 		t.Fatalf("placed on %s, want %s", b.Allocation.NodeID, on)
@@ -1284,7 +1284,7 @@ func (e *env) inFlight(t *testing.T, allocs []store.Allocation) (store.Allocatio
 // with the owner failure's fixed reason (owner_failure).
 func (e *env) wantAdmissionClosed(t *testing.T, after string) {
 	t.Helper()
-	_, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	_, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("CreateSession %s: %v, want refused with owner_failure (admission closed)", after, err)
 	}

@@ -20,8 +20,9 @@
 //     fields set on a CreateSession. The admin server converts errors
 //     once (admin.ToStatus), so refusals (no_deployment,
 //     no_ready_node_with_capacity) pass as the logic returns them.
-//   - The admin API has no tenant: every Session it creates belongs to
-//     the one tenant id Core passes to New.
+//   - The admin API has no tenant or project yet: every Session it
+//     creates belongs to the one project (of its tenant) Core passes to
+//     New, the default project.
 //   - The adapter owns the page tokens: their scopes (method and filter)
 //     and the cursor encoding (pages.go) are fixed, so a token minted
 //     before keeps working and one for another method or filter is

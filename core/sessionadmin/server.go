@@ -23,17 +23,19 @@ type Server struct {
 	// UNIMPLEMENTED until it is implemented here.
 	adminv1.UnimplementedSessionServiceServer
 	adminv1.UnimplementedAllocationServiceServer
-	svc    *sessions.Service
-	tenant uuid.UUID
-	pages  *admin.PageTokens
+	svc     *sessions.Service
+	tenant  uuid.UUID
+	project uuid.UUID
+	pages   *admin.PageTokens
 }
 
-// New returns the SessionService and AllocationService over s. tenant is
-// the tenant id every Session created through the admin API belongs to:
-// the admin API has no tenant field, so Core passes its one default
-// tenant. pages mints and checks the list calls' page tokens (its key
-// must outlive restarts). It refuses a missing s, pages or tenant.
-func New(s *sessions.Service, tenant uuid.UUID, pages *admin.PageTokens) (*Server, error) {
+// New returns the SessionService and AllocationService over s. project
+// (of tenant) is the project every Session created through the admin API
+// belongs to: the admin API has no project field yet, so Core passes the
+// default project. pages mints and checks the list calls' page tokens
+// (its key must outlive restarts). It refuses a missing s, pages, tenant
+// or project.
+func New(s *sessions.Service, tenant, project uuid.UUID, pages *admin.PageTokens) (*Server, error) {
 	switch {
 	case s == nil:
 		return nil, errors.New("sessionadmin: no sessions service")
@@ -41,8 +43,10 @@ func New(s *sessions.Service, tenant uuid.UUID, pages *admin.PageTokens) (*Serve
 		return nil, errors.New("sessionadmin: no page tokens")
 	case tenant == uuid.Nil:
 		return nil, errors.New("sessionadmin: no tenant id")
+	case project == uuid.Nil:
+		return nil, errors.New("sessionadmin: no project id")
 	}
-	return &Server{svc: s, tenant: tenant, pages: pages}, nil
+	return &Server{svc: s, tenant: tenant, project: project, pages: pages}, nil
 }
 
 // Register registers both services on s.
@@ -51,7 +55,7 @@ func (g *Server) Register(s *grpc.Server) {
 	adminv1.RegisterAllocationServiceServer(s, g)
 }
 
-// CreateSession creates a Session of the tenant; Core places it and creates its sandbox in the background.
+// CreateSession creates a Session in the project; Core places it and creates its sandbox in the background.
 func (g *Server) CreateSession(ctx context.Context, req *adminv1.CreateSessionRequest) (*adminv1.CreateSessionResponse, error) {
 	if err := admin.ValidateRequestID("request_id", req.GetRequestId()); err != nil {
 		return nil, err
@@ -61,6 +65,7 @@ func (g *Server) CreateSession(ctx context.Context, req *adminv1.CreateSessionRe
 	}
 	b, err := g.svc.Create(ctx, sessions.CreateRequest{
 		RequestID:   uuid.MustParse(req.GetRequestId()),
+		ProjectID:   g.project,
 		TenantID:    g.tenant,
 		DisplayName: req.GetSession().GetDisplayName(),
 	})

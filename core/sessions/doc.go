@@ -23,9 +23,9 @@
 //     derived only from recorded evidence (State, EnvironmentOf,
 //     AllocationStateOf); nothing is assumed, and no readiness fact is
 //     inferred from another.
-//   - Every Session belongs to the tenant its CreateRequest names; the
-//     caller decides which (Core's admin API passes its one default
-//     tenant).
+//   - Every Session belongs to the project its CreateRequest names, and
+//     to that project's tenant (the store refuses another); the caller
+//     decides which (Core's admin API passes the default project).
 //   - Deletion is one terminal cleanup transaction (store.Termination):
 //     device revoked, Environment recorded deleted, queued Turns ended
 //     (session_deleted), the running Turn asked to cancel, cleanup

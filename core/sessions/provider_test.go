@@ -17,13 +17,13 @@ import (
 func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
 	f := sessionstest.New(t)
 	f.Deploy(t, 5)
-	first := sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "before"}
+	first := sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "before"}
 	b, err := f.Svc.Create(f.Ctx, first)
 	must(t, err)
 
 	_, err = f.St.SetProviderDisabled(f.Ctx, true)
 	must(t, err)
-	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant})
+	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
 	r, ok := errdefs.AsRefusal(err)
 	if !errors.Is(err, store.ErrProviderDisabled) || !errors.Is(err, errdefs.ErrFailedPrecondition) || !ok ||
 		r.Reason != "provider_disabled" || r.Message != "the sandbox provider is disabled: enable it with DeploymentService.EnableProvider" {
@@ -54,7 +54,7 @@ func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
 
 	_, err = f.St.SetProviderDisabled(f.Ctx, false)
 	must(t, err)
-	if _, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant}); err != nil {
+	if _, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project}); err != nil {
 		t.Fatalf("create after enabling: %v", err)
 	}
 }
@@ -65,10 +65,10 @@ func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
 func TestClosedAdmissionRefusesCreationOnly(t *testing.T) {
 	f := sessionstest.New(t)
 	f.Deploy(t, 5)
-	b, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant})
+	b, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
 	must(t, err)
 	f.Svc.CloseAdmission()
-	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant})
+	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
 	r, ok := errdefs.AsRefusal(err)
 	if !ok || r.Reason != "owner_failure" || !errgrpc.SafeMessage(r.Message) || !errors.Is(err, errdefs.ErrFailedPrecondition) || !errors.Is(err, sessions.ErrAdmissionClosed) {
 		t.Fatalf("create after CloseAdmission: %v", err)

@@ -22,7 +22,7 @@ func newFixture(t *testing.T) fixture { return fixture{sessionstest.New(t)} }
 
 func (f fixture) create(t *testing.T) store.SessionBundle {
 	t.Helper()
-	b, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant})
+	b, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
 	must(t, err)
 	return b
 }
@@ -47,9 +47,9 @@ func TestCreateValidatesBeforeAnyRead(t *testing.T) {
 	f := newFixture(t)
 	// Without a deployment an invalid request is still invalid: nothing
 	// is read before the request is checked.
-	_, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "a\nb"})
+	_, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "a\nb"})
 	wantField(t, err, "display_name")
-	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant})
+	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
 	if !errors.Is(err, sessions.ErrNoDeployment) || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("Create without a deployment: %v", err)
 	}
@@ -59,17 +59,17 @@ func TestCreateValidatesBeforeAnyRead(t *testing.T) {
 		req   sessions.CreateRequest
 		field string
 	}{
-		"no request id":     {sessions.CreateRequest{TenantID: f.Tenant}, "request_id"},
-		"too long":          {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: strings.Repeat("x", sessions.MaxDisplayNameLen+1)}, "display_name"},
-		"too many runes":    {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: strings.Repeat("é", sessions.MaxDisplayNameLen+1)}, "display_name"},
-		"control character": {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "tab\there"}, "display_name"},
-		"invalid UTF-8":     {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "\xff"}, "display_name"},
+		"no request id":     {sessions.CreateRequest{TenantID: f.Tenant, ProjectID: f.Project}, "request_id"},
+		"too long":          {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: strings.Repeat("x", sessions.MaxDisplayNameLen+1)}, "display_name"},
+		"too many runes":    {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: strings.Repeat("é", sessions.MaxDisplayNameLen+1)}, "display_name"},
+		"control character": {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "tab\there"}, "display_name"},
+		"invalid UTF-8":     {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "\xff"}, "display_name"},
 		// Format characters (Cf) reorder or hide what a table shows.
-		"bidi override":     {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "invoice\u202Efdp.exe"}, "display_name"},
-		"bidi isolate":      {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "a\u2067b\u2069"}, "display_name"},
-		"zero-width joiner": {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "a\u200Db"}, "display_name"},
-		"byte order mark":   {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "\uFEFFname"}, "display_name"},
-		"C1 control":        {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: "a\u0085b"}, "display_name"},
+		"bidi override":     {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "invoice\u202Efdp.exe"}, "display_name"},
+		"bidi isolate":      {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "a\u2067b\u2069"}, "display_name"},
+		"zero-width joiner": {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "a\u200Db"}, "display_name"},
+		"byte order mark":   {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "\uFEFFname"}, "display_name"},
+		"C1 control":        {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "a\u0085b"}, "display_name"},
 	} {
 		_, err := f.Svc.Create(f.Ctx, c.req)
 		t.Run(name, func(t *testing.T) { wantField(t, err, c.field) })
@@ -81,7 +81,7 @@ func TestCreateValidatesBeforeAnyRead(t *testing.T) {
 	}
 
 	// The bound is in characters, not bytes.
-	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, DisplayName: strings.Repeat("é", sessions.MaxDisplayNameLen)}
+	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: strings.Repeat("é", sessions.MaxDisplayNameLen)}
 	b, err := f.Svc.Create(f.Ctx, req)
 	must(t, err)
 	if b.Session.DisplayName != req.DisplayName || b.Session.TenantID != f.Tenant {

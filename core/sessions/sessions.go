@@ -98,7 +98,11 @@ type CreateRequest struct {
 	// RequestID identifies the request ("request_id"; required); a retry
 	// reuses it and gets the original Session back.
 	RequestID uuid.UUID
-	// TenantID is the tenant the Session belongs to.
+	// ProjectID is the project the Session belongs to (required; in the
+	// admin API so far the default project).
+	ProjectID uuid.UUID
+	// TenantID is the tenant the Session belongs to: the project's tenant
+	// (the store refuses another).
 	TenantID uuid.UUID
 	// DisplayName ("display_name") is optional: valid UTF-8 of at most
 	// MaxDisplayNameLen characters, no control (Cc) or format (Cf)
@@ -178,6 +182,7 @@ func (s *Service) create(ctx context.Context, req CreateRequest) (store.SessionB
 	}
 	p := store.CreateSessionParams{
 		RequestID:     req.RequestID,
+		ProjectID:     req.ProjectID,
 		TenantID:      req.TenantID,
 		DisplayName:   req.DisplayName,
 		SessionID:     s.newID(),

@@ -38,7 +38,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	storetest.Present(t, owned, node, 1)
 	svc := sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, nil), nil)
 
-	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"}
+	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"}
 	_, err = svc.Create(ctx, req)
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("Create without a deployment: %v", err)
@@ -79,7 +79,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	}
 
 	// max_active comes from the deployment: the node is full.
-	_, err = svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: req.TenantID})
+	_, err = svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: req.TenantID, ProjectID: req.ProjectID})
 	if !errors.Is(err, store.ErrNoCapacity) {
 		t.Fatalf("Create over max_active: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 	}
 	svc := sessions.New(owned, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil), nil)
 	create := func() error {
-		_, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New()})
+		_, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID})
 		return err
 	}
 	report(699) // fits nothing of 700 millis
@@ -182,7 +182,7 @@ func TestCreateAfterAReplacementUsesTheNewGeneration(t *testing.T) {
 	must(t, err)
 	storetest.Present(t, owned, node, 2) // ready for the generation about to be committed
 	svc := sessions.New(&replacing{Owned: owned, t: t}, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil), nil)
-	b, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "s"})
+	b, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	must(t, err)
 	if b.Placement.Generation != 2 || b.Allocation.Generation != 2 {
 		t.Fatalf("admitted for generation %d (allocation %d), want 2", b.Placement.Generation, b.Allocation.Generation)

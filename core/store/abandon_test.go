@@ -147,7 +147,7 @@ func createSessionOn(t *testing.T, owned *storetest.Owned) store.SessionBundle {
 	_, _ = rand.Read(raw)
 	digest := sha256.Sum256(raw)
 	b, err := owned.CreateSession(context.Background(), store.CreateSessionParams{
-		RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "pending",
+		RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "pending",
 		SessionID: uuid.New(), EnvironmentID: uuid.New(), AllocationID: uuid.New(), DeviceID: uuid.New(),
 		CredentialDigest: digest[:], CredentialCiphertext: raw, CredentialNonce: raw[:12],
 		CreateReceipt: uuid.New(), Generation: 1, MaxActive: 5,

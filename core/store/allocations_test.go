@@ -160,7 +160,7 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 	st, ctx := ownedStore(t)
 	presentNode(t, ctx, st)
 	claimed := func() store.Allocation {
-		p := sessionParams(t, newUUID(t), 50)
+		p := sessionParams(t, 50)
 		_, err := st.CreateSession(ctx, p)
 		must(t, err)
 		a, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
@@ -169,7 +169,7 @@ func TestRecordCreateOutcomeTransitions(t *testing.T) {
 	}
 
 	// Never claimed: no outcome can be recorded.
-	p := sessionParams(t, newUUID(t), 50)
+	p := sessionParams(t, 50)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
 	_, err = st.RecordCreateOutcome(ctx, b.Allocation.CreateAttempt(), store.CreateOutcome{Kind: store.CreateUnknown})
@@ -234,7 +234,7 @@ func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
 	// Interleaved creation: placement alternates between the two nodes
 	// (least held first), so their ids interleave in id order.
 	for range 2 * perNode {
-		b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), perNode))
+		b, err := st.CreateSession(ctx, sessionParams(t, perNode))
 		must(t, err)
 		want[b.Placement.NodeID] = append(want[b.Placement.NodeID], b.Allocation.ID)
 		pendingWant[b.Placement.NodeID] = append(pendingWant[b.Placement.NodeID], b.Environment.ID)
@@ -494,7 +494,7 @@ func TestCreateOutcomeAfterDeletionStands(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, ctx := ownedStore(t)
 			node := presentNode(t, ctx, st)
-			p := sessionParams(t, newUUID(t), 1)
+			p := sessionParams(t, 1)
 			_, err := st.CreateSession(ctx, p)
 			must(t, err)
 			claimed, err := st.ClaimCreate(ctx, p.AllocationID, p.CreateReceipt)
@@ -536,7 +536,7 @@ func TestCreateOutcomeAfterDeletionStands(t *testing.T) {
 				t.Fatalf("placement %s after release", pl.State)
 			}
 			// The capacity is free: max_active 1 places another Session.
-			_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 1))
+			_, err = st.CreateSession(ctx, sessionParams(t, 1))
 			must(t, err)
 		})
 	}
@@ -574,7 +574,7 @@ func TestRefusedCreateOutcomeChangesNothing(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
 	newSession := func() store.CreateSessionParams {
-		p := sessionParams(t, newUUID(t), 50)
+		p := sessionParams(t, 50)
 		_, err := st.CreateSession(ctx, p)
 		must(t, err)
 		return p

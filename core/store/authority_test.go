@@ -67,3 +67,22 @@ func TestWritersHaveOnlyWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestProjectMethodsHaveTheirAuthority: the tenant and project writes are
+// an operator's intent (Admin); the project-scoped reads are Reader's.
+func TestProjectMethodsHaveTheirAuthority(t *testing.T) {
+	for typ, want := range map[string]struct {
+		v       any
+		methods []string
+	}{
+		"Admin":  {&store.Admin{}, []string{"CreateTenant", "CreateProject"}},
+		"Reader": {&store.Reader{}, []string{"GetTenant", "GetProject", "GetSessionInProject", "ListProjectSessionsByAge"}},
+	} {
+		have := methods(want.v)
+		for _, m := range want.methods {
+			if !slices.Contains(have, m) {
+				t.Errorf("%s.%s is missing", typ, m)
+			}
+		}
+	}
+}

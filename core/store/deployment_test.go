@@ -270,7 +270,7 @@ func TestReplacementFencesAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := presentNode(t, ctx, st)
-	if _, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 10)); err != nil {
+	if _, err := st.CreateSession(ctx, sessionParams(t, 10)); err != nil {
 		t.Fatalf("admission for the current generation: %v", err)
 	}
 
@@ -312,7 +312,7 @@ func TestReplacementFencesAdmission(t *testing.T) {
 	if err := st.Pool().QueryRow(ctx, "SELECT count(*) FROM sessions").Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	_, err = st.CreateSession(ctx, sessionParams(t, 10))
 	wantClass(t, err, store.ErrGenerationMoved)
 	var after int
 	if err := st.Pool().QueryRow(ctx, "SELECT count(*) FROM sessions").Scan(&after); err != nil {
@@ -322,7 +322,7 @@ func TestReplacementFencesAdmission(t *testing.T) {
 		t.Fatalf("a moved admission wrote %d sessions", after-before)
 	}
 	storetest.Present(t, st, node, 2)
-	p := sessionParams(t, newUUID(t), 10)
+	p := sessionParams(t, 10)
 	p.Generation = 2
 	b, err := st.CreateSession(ctx, p)
 	if err != nil || b.Placement.Generation != 2 {

@@ -49,7 +49,7 @@ func TestCommittedWorkNotifiesItsNode(t *testing.T) {
 	var b store.SessionBundle
 	var err error
 	for range 50 {
-		b, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 100))
+		b, err = st.CreateSession(ctx, sessionParams(t, 100))
 		must(t, err)
 		select {
 		case id := <-got:
@@ -64,7 +64,7 @@ func TestCommittedWorkNotifiesItsNode(t *testing.T) {
 listening:
 	// A refused write (no capacity: max_active 0 is refused) notifies
 	// nothing; the next committed one does.
-	if _, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 0)); err == nil {
+	if _, err := st.CreateSession(ctx, sessionParams(t, 0)); err == nil {
 		t.Fatal("a Session beyond capacity was created")
 	}
 	if _, err := st.RequestSessionDeletion(ctx, b.Session.ID); err != nil {

@@ -131,7 +131,7 @@ func idPages[T any, ID comparable](t testing.TB, page func(after ID) ([]T, ID, e
 // 5) on st's present node and returns its input and its rows.
 func newSession(t *testing.T, ctx context.Context, st *storetest.Owned) (store.CreateSessionParams, store.SessionBundle) {
 	t.Helper()
-	p := sessionParams(t, newUUID(t), 5)
+	p := sessionParams(t, 5)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
 	return p, b

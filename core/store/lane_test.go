@@ -50,7 +50,7 @@ func directReady(t *testing.T, ctx context.Context, st *storetest.Owned, generat
 // directSession commits a Session of generation on the direct lane.
 func directSession(t *testing.T, ctx context.Context, st *storetest.Owned, generation uint64, maxActive int) store.SessionBundle {
 	t.Helper()
-	p := sessionParams(t, newUUID(t), maxActive)
+	p := sessionParams(t, maxActive)
 	p.Generation = int64(generation)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
@@ -95,7 +95,7 @@ func TestDirectCreateSessionPlacesOnTheLane(t *testing.T) {
 	g := directGeneration(t, ctx, owned)
 
 	create := func(maxActive int) (store.SessionBundle, error) {
-		p := sessionParams(t, newUUID(t), maxActive)
+		p := sessionParams(t, maxActive)
 		p.Generation = int64(g.Generation)
 		return owned.CreateSession(ctx, p)
 	}
@@ -177,7 +177,7 @@ func TestDirectLoadExactUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := sessionParams(t, newUUID(t), 20)
+			p := sessionParams(t, 20)
 			p.Generation = int64(g.Generation)
 			b, err := st.CreateSession(ctx, p)
 			mu.Lock()
@@ -241,8 +241,9 @@ func TestLaneTriggersKeepTheLane(t *testing.T) {
 	}
 	// A new Environment placed on a node for the direct generation.
 	sess, env := newUUID(t), newUUID(t)
-	tenant := newUUID(t)
-	must(t, exec(t, ctx, st, `INSERT INTO sessions (id, tenant_id, display_name, request_id) VALUES ($1, $2, 'x', $3)`, sess, tenant, newUUID(t)))
+	tenant := store.DefaultTenantID
+	must(t, exec(t, ctx, st, `INSERT INTO sessions (id, tenant_id, project_id, display_name, request_id) VALUES ($1, $2, $3, 'x', $4)`,
+		sess, tenant, store.DefaultProjectID, newUUID(t)))
 	must(t, exec(t, ctx, st, `INSERT INTO environments (id, session_id, tenant_id) VALUES ($1, $2, $3)`, env, sess, tenant))
 	wantLane(classify(exec(t, ctx, st, `INSERT INTO placements (environment_id, node_id, generation) VALUES ($1, $2, $3)`,
 		env, node, int64(g.Generation))), "placements_lane")

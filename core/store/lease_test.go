@@ -153,7 +153,7 @@ func TestLifecycleWritesAreFencedByTheOwnerEpoch(t *testing.T) {
 	storetest.Present(t, old, node, 1)
 
 	create := func(st *storetest.Owned) (store.CreateSessionParams, error) {
-		p := sessionParams(t, newUUID(t), 50)
+		p := sessionParams(t, 50)
 		_, err := st.CreateSession(ctx, p)
 		return p, err
 	}

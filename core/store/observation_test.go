@@ -96,7 +96,7 @@ func TestRecordObservationIsRevisionFencedEvidence(t *testing.T) {
 func runningOn(t *testing.T, st *storetest.Owned, node uuid.UUID) store.Allocation {
 	t.Helper()
 	ctx := t.Context()
-	b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 1000))
+	b, err := st.CreateSession(ctx, sessionParams(t, 1000))
 	must(t, err)
 	if b.Allocation.NodeID != node {
 		t.Fatalf("placed on %s, want %s", b.Allocation.NodeID, node)
@@ -116,7 +116,7 @@ func TestListObservableForNodePagesByNodeAndSaysWhatIsDue(t *testing.T) {
 		want = append(want, runningOn(t, st, node).ID)
 	}
 	// One allocation of the node still creating is not observable.
-	creating, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 1000))
+	creating, err := st.CreateSession(ctx, sessionParams(t, 1000))
 	must(t, err)
 	// Another node's running allocations never shorten a page.
 	storetest.Absent(t, st, node)

@@ -56,7 +56,7 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	// Every placement goes to the one node that counts, although the
 	// others are enabled, hold less and have room.
 	for i := range 4 {
-		b, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+		b, err := owned.CreateSession(ctx, sessionParams(t, 10))
 		must(t, err)
 		if b.Placement.NodeID != fresh {
 			t.Fatalf("placement %d chose %s, want only %s", i, b.Placement.NodeID, fresh)
@@ -79,12 +79,12 @@ func TestPlacementReadsDurablePresence(t *testing.T) {
 	if _, err := st.Pool().Exec(ctx, "UPDATE node_presence SET reported_at = now() - interval '46 seconds' WHERE node_id = $1", fresh); err != nil {
 		t.Fatal(err)
 	}
-	_, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	_, err := owned.CreateSession(ctx, sessionParams(t, 10))
 	wantClass(t, err, store.ErrNoCapacity)
 
 	// A fresh report of the stale node brings it back.
 	report(stale, cur, 1, true)
-	b, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	b, err := owned.CreateSession(ctx, sessionParams(t, 10))
 	must(t, err)
 	if b.Placement.NodeID != stale {
 		t.Fatalf("after a fresh report placed on %s, want %s", b.Placement.NodeID, stale)
@@ -140,7 +140,7 @@ func TestNodeLoadFollowsPlacements(t *testing.T) {
 	a, b := presentNode(t, ctx, owned), presentNode(t, ctx, owned)
 	count := map[uuid.UUID]int{}
 	for range 6 {
-		bundle, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+		bundle, err := owned.CreateSession(ctx, sessionParams(t, 10))
 		must(t, err)
 		count[bundle.Placement.NodeID]++
 	}
@@ -158,7 +158,7 @@ func TestNodeLoadFollowsPlacements(t *testing.T) {
 func TestNodeLoadConcurrentReleases(t *testing.T) {
 	owned, ctx := ownedStore(t)
 	node := presentNode(t, ctx, owned)
-	bundle, err := owned.CreateSession(ctx, sessionParams(t, newUUID(t), 10))
+	bundle, err := owned.CreateSession(ctx, sessionParams(t, 10))
 	must(t, err)
 	env := bundle.Environment.ID
 	pool := owned.Pool()

@@ -18,7 +18,7 @@ func TestProviderSwitchRefusesAdmissionOnly(t *testing.T) {
 	}
 	// A Session committed before the switch, with a fresh receipt, and
 	// one running.
-	pending, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 5))
+	pending, err := st.CreateSession(ctx, sessionParams(t, 5))
 	must(t, err)
 
 	sw, err = st.SetProviderDisabled(ctx, true)
@@ -33,7 +33,7 @@ func TestProviderSwitchRefusesAdmissionOnly(t *testing.T) {
 	}
 
 	// No new Session, and no Create claim: the receipt stays fresh.
-	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 5))
+	_, err = st.CreateSession(ctx, sessionParams(t, 5))
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "provider_disabled" {
 		t.Fatalf("refusal = %v, %v", r, err)
@@ -59,7 +59,7 @@ func TestProviderSwitchRefusesAdmissionOnly(t *testing.T) {
 	if sw.Disabled || sw.DisabledAt != nil {
 		t.Fatalf("enabled switch = %+v", sw)
 	}
-	next, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 5))
+	next, err := st.CreateSession(ctx, sessionParams(t, 5))
 	must(t, err)
 	_, err = st.ClaimCreate(ctx, next.Allocation.ID, next.Allocation.CreateReceipt)
 	must(t, err)

@@ -60,8 +60,11 @@ var ErrNoCapacity error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_read
 
 // Session is a tenant's Session.
 type Session struct {
-	ID                uuid.UUID
-	TenantID          uuid.UUID
+	ID       uuid.UUID
+	TenantID uuid.UUID
+	// ProjectID is the project the Session belongs to; TenantID is that
+	// project's tenant (a composite foreign key holds it).
+	ProjectID         uuid.UUID
 	DisplayName       string
 	State             SessionState
 	RequestID         uuid.UUID
@@ -101,8 +104,13 @@ type SessionBundle struct {
 // credential digest and the create receipt are the caller's: the store
 // makes none.
 type CreateSessionParams struct {
-	// RequestID identifies the create request; a retry reuses it.
-	RequestID   uuid.UUID
+	// RequestID identifies the create request within ProjectID; a retry
+	// reuses it. The same id in another project is another request.
+	RequestID uuid.UUID
+	// ProjectID is the live project the Session is created in. TenantID
+	// must be its tenant: CreateSession reads the project in its
+	// transaction and refuses another tenant (ErrProjectNotFound).
+	ProjectID   uuid.UUID
 	TenantID    uuid.UUID
 	DisplayName string
 
@@ -141,6 +149,7 @@ func (p CreateSessionParams) validate() error {
 		id   uuid.UUID
 	}{
 		{"request_id", p.RequestID},
+		{"project_id", p.ProjectID},
 		{"tenant_id", p.TenantID},
 		{"session_id", p.SessionID},
 	} {
@@ -193,11 +202,14 @@ func (p CreateSessionParams) validate() error {
 // ErrProviderDisabled and nothing is written; a retry of a committed
 // request still returns its rows.
 //
-// It is idempotent by RequestID: a retry, also one that races the
+// The project must be live and of TenantID, read under a share lock in the
+// transaction: otherwise ErrProjectNotFound and nothing is written.
+//
+// It is idempotent by (ProjectID, RequestID): a retry, also one that races the
 // original, returns the rows the first call committed (Created false) and
 // writes nothing, whatever ids it carries, so a retry keeps its original
-// node even while that node is offline. The same RequestID with another
-// tenant or display name is ErrExists.
+// node even while that node is offline. The same RequestID in the project
+// with another tenant or display name is ErrExists.
 func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (SessionBundle, error) {
 	const op = "create session"
 	if err := p.validate(); err != nil {
@@ -208,7 +220,7 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 		// The request's lock comes first, so the request id lookup below
 		// serializes with a concurrent retry of the same request; the owner
 		// fence follows it, so the lease row is held only while placing.
-		if err := q.LockSessionRequest(ctx, p.RequestID); err != nil {
+		if err := q.LockSessionRequest(ctx, db.LockSessionRequestParams{ProjectID: p.ProjectID, RequestID: p.RequestID}); err != nil {
 			return err
 		}
 		if err := fenceOwner(ctx, q, s.epoch); err != nil {
@@ -221,6 +233,9 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 		// A retry of a committed request returned above; a new Session
 		// needs the provider enabled.
 		if err := admitGeneration(ctx, q, p.Generation); err != nil {
+			return err
+		}
+		if err := admitProject(ctx, q, p.ProjectID, p.TenantID); err != nil {
 			return err
 		}
 		lane, err := choosePlacementLane(ctx, q, p)
@@ -240,12 +255,12 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 	return out, nil
 }
 
-// committedSession looks p.RequestID up: found, it returns the rows the
+// committedSession looks p.RequestID up in p.ProjectID: found, it returns the rows the
 // first call committed (a retry writes nothing), or ErrExists when the
 // request id was used with another tenant or display name. The caller
 // holds the request's lock, so a concurrent retry waits for this answer.
 func committedSession(ctx context.Context, q *db.Queries, p CreateSessionParams) (SessionBundle, bool, error) {
-	existing, err := q.GetSessionByRequestID(ctx, p.RequestID)
+	existing, err := q.GetSessionByRequestID(ctx, db.GetSessionByRequestIDParams{ProjectID: p.ProjectID, RequestID: p.RequestID})
 	switch {
 	case err == nil:
 		if existing.TenantID != p.TenantID || existing.DisplayName != p.DisplayName {
@@ -307,7 +322,7 @@ func choosePlacementNode(ctx context.Context, q *db.Queries, p CreateSessionPara
 // credential and create receipt.
 func insertSessionBundle(ctx context.Context, q *db.Queries, p CreateSessionParams, node uuid.UUID) (SessionBundle, error) {
 	sess, err := q.InsertSession(ctx, db.InsertSessionParams{
-		ID: p.SessionID, TenantID: p.TenantID, DisplayName: p.DisplayName, RequestID: p.RequestID,
+		ID: p.SessionID, TenantID: p.TenantID, ProjectID: p.ProjectID, DisplayName: p.DisplayName, RequestID: p.RequestID,
 	})
 	if err != nil {
 		return SessionBundle{}, err
@@ -446,6 +461,26 @@ func (s *Reader) GetSession(ctx context.Context, id uuid.UUID) (SessionBundle, e
 	return out, nil
 }
 
+// GetSessionInProject is GetSession within one project: a Session of
+// another project is ErrNotFound, as a missing one is, by one indexed
+// lookup with the project in its WHERE.
+func (s *Reader) GetSessionInProject(ctx context.Context, projectID, id uuid.UUID) (SessionBundle, error) {
+	const op = "get session in project"
+	var out SessionBundle
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		sess, err := q.GetSessionInProject(ctx, db.GetSessionInProjectParams{ID: id, ProjectID: projectID})
+		if err != nil {
+			return err
+		}
+		out, err = loadBundle(ctx, q, sess)
+		return err
+	})
+	if err != nil {
+		return SessionBundle{}, wrap(op, err)
+	}
+	return out, nil
+}
+
 // RequestSessionDeletion marks the Session delete_requested and, in the
 // same transaction, runs terminal cleanup of its Environment with cause
 // TerminalDeleted (see Termination): the device is revoked, the queued
@@ -496,6 +531,7 @@ func sessionFromRow(r db.Session) Session {
 	return Session{
 		ID:                r.ID,
 		TenantID:          r.TenantID,
+		ProjectID:         r.ProjectID,
 		DisplayName:       r.DisplayName,
 		State:             SessionState(r.State),
 		RequestID:         r.RequestID,
@@ -538,6 +574,34 @@ func (s *Reader) ListSessionsByAge(ctx context.Context, limit int, after AgeCurs
 	}
 	err = s.inTx(ctx, func(q *db.Queries) error {
 		rows, err := q.ListSessionsByAge(ctx, db.ListSessionsByAgeParams{
+			AfterCreatedAt: after.CreatedAt,
+			AfterID:        after.ID,
+			IncludeDeleted: includeDeleted,
+			PageSize:       n,
+		})
+		if err != nil {
+			return err
+		}
+		page, err = loadBundles(ctx, q, rows)
+		return err
+	})
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return page, nil
+}
+
+// ListProjectSessionsByAge is ListSessionsByAge within one project, on
+// its own keyset index (sessions_project_created_at_id).
+func (s *Reader) ListProjectSessionsByAge(ctx context.Context, projectID uuid.UUID, limit int, after AgeCursor, includeDeleted bool) (page []SessionBundle, err error) {
+	const op = "list project sessions by age"
+	n, err := limitParam(limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		rows, err := q.ListProjectSessionsByAge(ctx, db.ListProjectSessionsByAgeParams{
+			ProjectID:      projectID,
 			AfterCreatedAt: after.CreatedAt,
 			AfterID:        after.ID,
 			IncludeDeleted: includeDeleted,

@@ -41,12 +41,13 @@ func presentNode(t *testing.T, ctx context.Context, st *storetest.Owned) uuid.UU
 	return id
 }
 
-// sessionParams returns CreateSession input with fresh ids for tenant,
-// generation 1, zero resources and maxActive.
-func sessionParams(t testing.TB, tenant uuid.UUID, maxActive int) store.CreateSessionParams {
+// sessionParams returns CreateSession input with fresh ids in the default
+// project (migration 0022), generation 1, zero resources and maxActive.
+func sessionParams(t testing.TB, maxActive int) store.CreateSessionParams {
 	return store.CreateSessionParams{
 		RequestID:        newUUID(t),
-		TenantID:         tenant,
+		ProjectID:        store.DefaultProjectID,
+		TenantID:         store.DefaultTenantID,
 		DisplayName:      "session",
 		SessionID:        newUUID(t),
 		EnvironmentID:    newUUID(t),
@@ -84,7 +85,7 @@ func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
 
 	// A retry with the same request id and fresh everything else: the
 	// first rows, nothing new.
-	retry := sessionParams(t, p.TenantID, 5)
+	retry := sessionParams(t, 5)
 	retry.RequestID = p.RequestID
 	again, err := st.CreateSession(ctx, retry)
 	must(t, err)
@@ -144,7 +145,7 @@ func TestCreateSessionRejectsBadInput(t *testing.T) {
 		"zero max_active": func(p *store.CreateSessionParams) { p.MaxActive = 0 },
 		"control in name": func(p *store.CreateSessionParams) { p.DisplayName = "a\nb" },
 	} {
-		p := sessionParams(t, newUUID(t), 5)
+		p := sessionParams(t, 5)
 		mutate(&p)
 		_, err := st.CreateSession(ctx, p)
 		if !errors.Is(err, errdefs.ErrInvalid) {
@@ -152,10 +153,10 @@ func TestCreateSessionRejectsBadInput(t *testing.T) {
 		}
 	}
 
-	first := sessionParams(t, newUUID(t), 5)
+	first := sessionParams(t, 5)
 	_, err := st.CreateSession(ctx, first)
 	must(t, err)
-	dup := sessionParams(t, newUUID(t), 5)
+	dup := sessionParams(t, 5)
 	dup.DeviceID = first.DeviceID
 	_, err = st.CreateSession(ctx, dup)
 	wantClass(t, err, errdefs.ErrExists)
@@ -164,7 +165,7 @@ func TestCreateSessionRejectsBadInput(t *testing.T) {
 	storetest.Absent(t, st, node)
 	enrolled := createNode(t, ctx, st, newUUID(t)).ID
 	storetest.Present(t, st, enrolled, 1)
-	_, err = st.CreateSession(ctx, sessionParams(t, newUUID(t), 5))
+	_, err = st.CreateSession(ctx, sessionParams(t, 5))
 	wantClass(t, err, store.ErrNoCapacity)
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 }
@@ -182,7 +183,7 @@ func TestCreateSessionNeverOverPlacesUnderConcurrency(t *testing.T) {
 	)
 	start := make(chan struct{})
 	for range callers {
-		p := sessionParams(t, newUUID(t), maxActive)
+		p := sessionParams(t, maxActive)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -220,13 +221,13 @@ func TestCreateSessionNeverOverPlacesUnderConcurrency(t *testing.T) {
 func TestCreateSessionConcurrentRetriesCreateOnce(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
-	base := sessionParams(t, newUUID(t), 5)
+	base := sessionParams(t, 5)
 	const callers = 8
 	results := make([]store.SessionBundle, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
 	for i := range callers {
-		p := sessionParams(t, base.TenantID, 5)
+		p := sessionParams(t, 5)
 		p.RequestID = base.RequestID
 		wg.Add(1)
 		go func() {
@@ -299,7 +300,7 @@ func TestCreateSessionKeepsTheOriginalSealedCredential(t *testing.T) {
 	}
 
 	// A retry with another sealed credential keeps the original one.
-	retry := sessionParams(t, p.TenantID, 5)
+	retry := sessionParams(t, 5)
 	retry.RequestID = p.RequestID
 	again, err := st.CreateSession(ctx, retry)
 	must(t, err)
@@ -334,7 +335,7 @@ func TestCreateSessionHonoursEachNodesCapacity(t *testing.T) {
 	report(big, storetest.Ample, storetest.Ample, storetest.Ample)
 	held := map[uuid.UUID]int{}
 	for range 7 {
-		p := sessionParams(t, newUUID(t), 5)
+		p := sessionParams(t, 5)
 		p.Resources = res
 		b, err := st.CreateSession(ctx, p)
 		if err != nil {
@@ -357,14 +358,14 @@ func TestCreateSessionHonoursEachNodesCapacity(t *testing.T) {
 		storetest.Absent(t, st, big)
 		n := enabledNode(t, ctx, st)
 		report(n, c[0], c[1], c[2])
-		p := sessionParams(t, newUUID(t), 5)
+		p := sessionParams(t, 5)
 		p.Resources = res
 		_, err := st.CreateSession(ctx, p)
 		if !errors.Is(err, store.ErrNoCapacity) {
 			t.Errorf("%s: %v, want ErrNoCapacity", name, err)
 		}
 		if name == "zero" {
-			b, err := st.CreateSession(ctx, sessionParams(t, newUUID(t), 5))
+			b, err := st.CreateSession(ctx, sessionParams(t, 5))
 			if err != nil || b.Placement.NodeID != n {
 				t.Errorf("zero need on a zero report: %+v, %v", b.Placement, err)
 			}

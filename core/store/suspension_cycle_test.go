@@ -335,7 +335,7 @@ func TestMaxRetainedBoundsSuspensions(t *testing.T) {
 func sessionOnNode(t *testing.T, st *storetest.Owned, epoch uint64, node uuid.UUID) suspendable {
 	t.Helper()
 	ctx := t.Context()
-	p := sessionParams(t, newUUID(t), 8)
+	p := sessionParams(t, 8)
 	cred := randomBytes(t, 32)
 	p.CredentialDigest = hash(cred)
 	b, err := st.CreateSession(ctx, p)
@@ -367,7 +367,7 @@ func TestRestoreNeedsAnActiveSlot(t *testing.T) {
 	suspended, _ := suspend(t, st, s)
 	wantLoad(t, st, node, 0, 1)
 	// The freed slot goes to a new Session (placement counts active only).
-	p := sessionParams(t, newUUID(t), 1)
+	p := sessionParams(t, 1)
 	b, err := st.CreateSession(ctx, p)
 	must(t, err)
 	if b.Placement.NodeID != node {

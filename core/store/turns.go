@@ -166,10 +166,11 @@ func (p SubmitTurnParams) validate() error {
 	return nil
 }
 
-// SubmitTurn queues a Turn for an active Session. A retry with the same
-// request id and digest returns the first Turn (created false) and writes
-// nothing; the same request id with another digest or Session is
-// ErrExists.
+// SubmitTurn queues a Turn for an active Session. Request ids are unique
+// per Session: a retry with the same Session, request id and digest
+// returns the first Turn (created false) and writes nothing; the same
+// request id with another digest is ErrExists, and in another Session it
+// is another Turn.
 //
 // A retry that races the first submission (both found no Turn, one insert
 // won) is a retry all the same: the loser's insert violates the request
@@ -198,10 +199,10 @@ var errInsertRaced = fmt.Errorf("a concurrent submission inserted first: %w", er
 // submitTurn is one attempt of SubmitTurn.
 func (s *Admin) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, created bool, err error) {
 	err = s.inTx(ctx, func(q *db.Queries) error {
-		prev, err := q.GetTurnByRequestID(ctx, p.RequestID)
+		prev, err := q.GetTurnByRequestID(ctx, db.GetTurnByRequestIDParams{SessionID: p.SessionID, RequestID: p.RequestID})
 		switch {
 		case err == nil:
-			if prev.SessionID != p.SessionID || !bytes.Equal(prev.RequestDigest, p.RequestDigest) {
+			if !bytes.Equal(prev.RequestDigest, p.RequestDigest) {
 				return fmt.Errorf("request_id was used for another turn: %w", errdefs.ErrExists)
 			}
 			t = turnFromRow(prev)

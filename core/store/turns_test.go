@@ -48,7 +48,7 @@ func TestAcceptRuntimeChecksDeviceCredentialAndSettlement(t *testing.T) {
 	// Not settled yet: not admitted.
 	node := storetest.EnabledNode(t, st)
 	storetest.Present(t, st, node, 1)
-	p := sessionParams(t, newUUID(t), 5)
+	p := sessionParams(t, 5)
 	cred := randomBytes(t, 32)
 	p.CredentialDigest = hash(cred)
 	_, err := st.CreateSession(ctx, p)

@@ -75,7 +75,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 	}
 
 	b, err := sessions.New(st, key, inst.ID, uuid.New, susp, nil).Create(ctx, sessions.CreateRequest{
-		RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "capture"})
+		RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "capture"})
 	must(t, err)
 	for range 3 {
 		pass()

@@ -47,6 +47,13 @@ type seeded struct {
 // device credential (NULL, as for allocations from before it was kept:
 // nothing here connects a Runtime). The node's in-memory adapter adopts
 // each allocation's Reference, so GetInfo finds it running.
+// The default tenant and project of migration 0022: every seeded Session
+// belongs to them.
+var (
+	tenant         = uuid.MustParse("00000000-0000-4000-8000-000000000001")
+	defaultProject = uuid.MustParse("00000000-0000-4000-8000-000000000002")
+)
+
 func seed(t testing.TB, ctx context.Context, pool *pgxpool.Pool, s *sim, total int, generation int64) seeded {
 	t.Helper()
 	now := time.Now()
@@ -54,13 +61,13 @@ func seed(t testing.TB, ctx context.Context, pool *pgxpool.Pool, s *sim, total i
 	var sessions, envs, placements, allocs [][]any
 	for i := range total {
 		nd := s.nodes[i%len(s.nodes)]
-		sess, env, alloc, tenant := uuid.New(), uuid.New(), uuid.New(), uuid.New()
+		sess, env, alloc := uuid.New(), uuid.New(), uuid.New()
 		digest := make([]byte, 32)
 		_, _ = crand.Read(digest)
 		created := now.Add(-time.Duration(total-i) * time.Millisecond)
 		observed := now.Add(-time.Duration(rand.Int64N(int64(10 * time.Second))))
 		providerID := "mem-" + alloc.String()
-		sessions = append(sessions, []any{sess, tenant, "", uuid.New(), created})
+		sessions = append(sessions, []any{sess, tenant, defaultProject, "", uuid.New(), created})
 		envs = append(envs, []any{env, sess, tenant, "ready", created})
 		placements = append(placements, []any{env, nd.ID, generation, "active", created})
 		allocs = append(allocs, []any{alloc, env, tenant, nd.ID, generation, digest, uuid.New(), "running", uuid.New(),
@@ -78,7 +85,7 @@ func seed(t testing.TB, ctx context.Context, pool *pgxpool.Pool, s *sim, total i
 		cols  []string
 		rows  [][]any
 	}{
-		{"sessions", []string{"id", "tenant_id", "display_name", "request_id", "created_at"}, sessions},
+		{"sessions", []string{"id", "tenant_id", "project_id", "display_name", "request_id", "created_at"}, sessions},
 		{"environments", []string{"id", "session_id", "tenant_id", "state", "created_at"}, envs},
 		{"placements", []string{"environment_id", "node_id", "generation", "state", "created_at"}, placements},
 		{"allocations", []string{"id", "environment_id", "tenant_id", "node_id", "generation", "credential_digest",

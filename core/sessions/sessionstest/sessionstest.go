@@ -25,7 +25,10 @@ type Fixture struct {
 	Key          secrets.Key
 	Installation uuid.UUID
 	Node         uuid.UUID
-	Tenant       uuid.UUID
+	// Tenant and Project are where the Fixture's Sessions go: the default
+	// tenant and project (migration 0022).
+	Tenant  uuid.UUID
+	Project uuid.UUID
 	// Bus is what the Service (and its suspension Service) publish on.
 	Bus *events.Bus
 	Ctx context.Context
@@ -44,7 +47,7 @@ func New(t *testing.T) Fixture {
 	bus := events.New()
 	return Fixture{
 		Svc: sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, bus), bus), Bus: bus, St: owned, Key: key,
-		Installation: installation, Node: node, Tenant: uuid.New(), Ctx: ctx,
+		Installation: installation, Node: node, Tenant: store.DefaultTenantID, Project: store.DefaultProjectID, Ctx: ctx,
 	}
 }
 

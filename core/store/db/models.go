@@ -247,6 +247,19 @@ type Placement struct {
 	ReleasedAt    *time.Time
 }
 
+type Project struct {
+	ID                  uuid.UUID
+	TenantID            uuid.UUID
+	DisplayName         string
+	RequestID           uuid.UUID
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	DeletedAt           *time.Time
+	Revision            int64
+	MaxActiveSessions   pgtype.Int4
+	MaxRetainedSessions pgtype.Int4
+}
+
 type RuntimeConnection struct {
 	ID             uuid.UUID
 	AllocationID   uuid.UUID
@@ -267,6 +280,7 @@ type Session struct {
 	RequestID         uuid.UUID
 	CreatedAt         time.Time
 	DeleteRequestedAt *time.Time
+	ProjectID         uuid.UUID
 }
 
 type SessionComputeRequest struct {
@@ -274,6 +288,16 @@ type SessionComputeRequest struct {
 	SessionID uuid.UUID
 	Kind      string
 	CreatedAt time.Time
+}
+
+type Tenant struct {
+	ID          uuid.UUID
+	DisplayName string
+	RequestID   uuid.UUID
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	DeletedAt   *time.Time
+	Revision    int64
 }
 
 type Turn struct {

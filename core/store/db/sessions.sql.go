@@ -106,7 +106,7 @@ func (q *Queries) GetEnvironmentBySession(ctx context.Context, sessionID uuid.UU
 }
 
 const getSession = `-- name: GetSession :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at FROM sessions WHERE id = $1
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE id = $1
 `
 
 func (q *Queries) GetSession(ctx context.Context, id uuid.UUID) (Session, error) {
@@ -120,16 +120,24 @@ func (q *Queries) GetSession(ctx context.Context, id uuid.UUID) (Session, error)
 		&i.RequestID,
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
+		&i.ProjectID,
 	)
 	return i, err
 }
 
 const getSessionByRequestID = `-- name: GetSessionByRequestID :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at FROM sessions WHERE request_id = $1
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE project_id = $1 AND request_id = $2
 `
 
-func (q *Queries) GetSessionByRequestID(ctx context.Context, requestID uuid.UUID) (Session, error) {
-	row := q.db.QueryRow(ctx, getSessionByRequestID, requestID)
+type GetSessionByRequestIDParams struct {
+	ProjectID uuid.UUID
+	RequestID uuid.UUID
+}
+
+// GetSessionByRequestID finds a project's CreateSession request: request
+// ids are unique per project (sessions_project_request_id_key).
+func (q *Queries) GetSessionByRequestID(ctx context.Context, arg GetSessionByRequestIDParams) (Session, error) {
+	row := q.db.QueryRow(ctx, getSessionByRequestID, arg.ProjectID, arg.RequestID)
 	var i Session
 	err := row.Scan(
 		&i.ID,
@@ -139,6 +147,34 @@ func (q *Queries) GetSessionByRequestID(ctx context.Context, requestID uuid.UUID
 		&i.RequestID,
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
+		&i.ProjectID,
+	)
+	return i, err
+}
+
+const getSessionInProject = `-- name: GetSessionInProject :one
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE id = $1 AND project_id = $2
+`
+
+type GetSessionInProjectParams struct {
+	ID        uuid.UUID
+	ProjectID uuid.UUID
+}
+
+// GetSessionInProject reads a Session only when it belongs to the project:
+// another project's Session is no row, as a missing one is.
+func (q *Queries) GetSessionInProject(ctx context.Context, arg GetSessionInProjectParams) (Session, error) {
+	row := q.db.QueryRow(ctx, getSessionInProject, arg.ID, arg.ProjectID)
+	var i Session
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DisplayName,
+		&i.State,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.DeleteRequestedAt,
+		&i.ProjectID,
 	)
 	return i, err
 }
@@ -172,14 +208,15 @@ func (q *Queries) InsertEnvironment(ctx context.Context, arg InsertEnvironmentPa
 }
 
 const insertSession = `-- name: InsertSession :one
-INSERT INTO sessions (id, tenant_id, display_name, request_id)
-VALUES ($1, $2, $3, $4)
-RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at
+INSERT INTO sessions (id, tenant_id, project_id, display_name, request_id)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id
 `
 
 type InsertSessionParams struct {
 	ID          uuid.UUID
 	TenantID    uuid.UUID
+	ProjectID   uuid.UUID
 	DisplayName string
 	RequestID   uuid.UUID
 }
@@ -188,6 +225,7 @@ func (q *Queries) InsertSession(ctx context.Context, arg InsertSessionParams) (S
 	row := q.db.QueryRow(ctx, insertSession,
 		arg.ID,
 		arg.TenantID,
+		arg.ProjectID,
 		arg.DisplayName,
 		arg.RequestID,
 	)
@@ -200,6 +238,7 @@ func (q *Queries) InsertSession(ctx context.Context, arg InsertSessionParams) (S
 		&i.RequestID,
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
+		&i.ProjectID,
 	)
 	return i, err
 }
@@ -270,8 +309,68 @@ func (q *Queries) ListPlacementsByEnvironments(ctx context.Context, environmentI
 	return items, nil
 }
 
+const listProjectSessionsByAge = `-- name: ListProjectSessionsByAge :many
+SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at, s.project_id FROM sessions s
+WHERE s.project_id = $1
+  AND (s.created_at, s.id) > ($2::timestamptz, $3::uuid)
+  AND ($4::boolean
+       OR s.state <> 'delete_requested'
+       OR EXISTS (SELECT 1 FROM environments e
+                  JOIN allocations a ON a.environment_id = e.id
+                  WHERE e.session_id = s.id AND a.state <> 'released'))
+ORDER BY s.created_at, s.id
+LIMIT $5
+`
+
+type ListProjectSessionsByAgeParams struct {
+	ProjectID      uuid.UUID
+	AfterCreatedAt time.Time
+	AfterID        uuid.UUID
+	IncludeDeleted bool
+	PageSize       int32
+}
+
+// ListProjectSessionsByAge is ListSessionsByAge within one project: its
+// own query rather than an optional filter on that one, so the planner
+// seeks sessions_project_created_at_id (project, then the keyset cursor)
+// on every page (TestListProjectSessionsByAgeSeeksIndex).
+func (q *Queries) ListProjectSessionsByAge(ctx context.Context, arg ListProjectSessionsByAgeParams) ([]Session, error) {
+	rows, err := q.db.Query(ctx, listProjectSessionsByAge,
+		arg.ProjectID,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.IncludeDeleted,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Session
+	for rows.Next() {
+		var i Session
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.DisplayName,
+			&i.State,
+			&i.RequestID,
+			&i.CreatedAt,
+			&i.DeleteRequestedAt,
+			&i.ProjectID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listSessionsByAge = `-- name: ListSessionsByAge :many
-SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at FROM sessions s
+SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at, s.project_id FROM sessions s
 WHERE (s.created_at, s.id) > ($1::timestamptz, $2::uuid)
   AND ($3::boolean
        OR s.state <> 'delete_requested'
@@ -318,6 +417,7 @@ func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgePa
 			&i.RequestID,
 			&i.CreatedAt,
 			&i.DeleteRequestedAt,
+			&i.ProjectID,
 		); err != nil {
 			return nil, err
 		}
@@ -424,7 +524,7 @@ func (q *Queries) LockEnvironment(ctx context.Context, id uuid.UUID) (Environmen
 }
 
 const lockSession = `-- name: LockSession :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 // LockSession reads a Session and locks its row until the transaction
@@ -440,26 +540,33 @@ func (q *Queries) LockSession(ctx context.Context, id uuid.UUID) (Session, error
 		&i.RequestID,
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
+		&i.ProjectID,
 	)
 	return i, err
 }
 
 const lockSessionRequest = `-- name: LockSessionRequest :exec
-SELECT pg_advisory_xact_lock(1651733105, hashtext(CAST($1::uuid AS text)))
+SELECT pg_advisory_xact_lock(1651733105,
+    hashtext(CAST($1::uuid AS text) || '/' || CAST($2::uuid AS text)))
 `
 
+type LockSessionRequestParams struct {
+	ProjectID uuid.UUID
+	RequestID uuid.UUID
+}
+
 // LockSessionRequest takes the transaction-scoped advisory lock of one
-// CreateSession request id (class: the ASCII of "bsrq"; key: the id's
-// hash), so a retry that races the original waits for it and then finds
+// CreateSession request (class: the ASCII of "bsrq"; key: the hash of
+// the project and the request id: request ids are unique per project), so a retry that races the original waits for it and then finds
 // its rows. Requests with other ids do not wait: placement itself locks
 // only the chosen node's node_load row (ChoosePlacementNode).
-func (q *Queries) LockSessionRequest(ctx context.Context, requestID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, lockSessionRequest, requestID)
+func (q *Queries) LockSessionRequest(ctx context.Context, arg LockSessionRequestParams) error {
+	_, err := q.db.Exec(ctx, lockSessionRequest, arg.ProjectID, arg.RequestID)
 	return err
 }
 
 const lockSessionShared = `-- name: LockSessionShared :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at FROM sessions WHERE id = $1 FOR SHARE
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE id = $1 FOR SHARE
 `
 
 // LockSessionShared reads a Session and holds a share lock on its row, so
@@ -476,6 +583,7 @@ func (q *Queries) LockSessionShared(ctx context.Context, id uuid.UUID) (Session,
 		&i.RequestID,
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
+		&i.ProjectID,
 	)
 	return i, err
 }
@@ -523,7 +631,7 @@ const requestSessionDeletion = `-- name: RequestSessionDeletion :one
 UPDATE sessions
 SET state = 'delete_requested', delete_requested_at = coalesce(delete_requested_at, now())
 WHERE id = $1
-RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at
+RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id
 `
 
 // RequestSessionDeletion keeps the first request time when called again.
@@ -538,6 +646,7 @@ func (q *Queries) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (Ses
 		&i.RequestID,
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
+		&i.ProjectID,
 	)
 	return i, err
 }

@@ -336,11 +336,18 @@ func (q *Queries) GetTurn(ctx context.Context, id uuid.UUID) (Turn, error) {
 }
 
 const getTurnByRequestID = `-- name: GetTurnByRequestID :one
-SELECT id, seq, session_id, request_id, request_digest, state, argv, shell_script, working_directory, input_ciphertext, input_nonce, timeout_ms, queue_deadline, max_output_bytes, connection_id, exit_code, signal, failure_code, stdout_bytes, stderr_bytes, stdout_recorded, stderr_recorded, output_truncated, created_at, dispatched_at, started_at, ended_at, cancel_requested_at FROM turns WHERE request_id = $1
+SELECT id, seq, session_id, request_id, request_digest, state, argv, shell_script, working_directory, input_ciphertext, input_nonce, timeout_ms, queue_deadline, max_output_bytes, connection_id, exit_code, signal, failure_code, stdout_bytes, stderr_bytes, stdout_recorded, stderr_recorded, output_truncated, created_at, dispatched_at, started_at, ended_at, cancel_requested_at FROM turns WHERE session_id = $1 AND request_id = $2
 `
 
-func (q *Queries) GetTurnByRequestID(ctx context.Context, requestID uuid.UUID) (Turn, error) {
-	row := q.db.QueryRow(ctx, getTurnByRequestID, requestID)
+type GetTurnByRequestIDParams struct {
+	SessionID uuid.UUID
+	RequestID uuid.UUID
+}
+
+// GetTurnByRequestID finds a Session's SubmitTurn request: request ids
+// are unique per Session (turns_session_request_id_key).
+func (q *Queries) GetTurnByRequestID(ctx context.Context, arg GetTurnByRequestIDParams) (Turn, error) {
+	row := q.db.QueryRow(ctx, getTurnByRequestID, arg.SessionID, arg.RequestID)
 	var i Turn
 	err := row.Scan(
 		&i.ID,

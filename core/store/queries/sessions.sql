@@ -1,13 +1,21 @@
 -- name: LockSessionRequest :exec
 -- LockSessionRequest takes the transaction-scoped advisory lock of one
--- CreateSession request id (class: the ASCII of "bsrq"; key: the id's
--- hash), so a retry that races the original waits for it and then finds
+-- CreateSession request (class: the ASCII of "bsrq"; key: the hash of
+-- the project and the request id: request ids are unique per project), so a retry that races the original waits for it and then finds
 -- its rows. Requests with other ids do not wait: placement itself locks
 -- only the chosen node's node_load row (ChoosePlacementNode).
-SELECT pg_advisory_xact_lock(1651733105, hashtext(CAST(sqlc.arg(request_id)::uuid AS text)));
+SELECT pg_advisory_xact_lock(1651733105,
+    hashtext(CAST(sqlc.arg(project_id)::uuid AS text) || '/' || CAST(sqlc.arg(request_id)::uuid AS text)));
 
 -- name: GetSessionByRequestID :one
-SELECT * FROM sessions WHERE request_id = @request_id;
+-- GetSessionByRequestID finds a project's CreateSession request: request
+-- ids are unique per project (sessions_project_request_id_key).
+SELECT * FROM sessions WHERE project_id = @project_id AND request_id = @request_id;
+
+-- name: GetSessionInProject :one
+-- GetSessionInProject reads a Session only when it belongs to the project:
+-- another project's Session is no row, as a missing one is.
+SELECT * FROM sessions WHERE id = @id AND project_id = @project_id;
 
 -- name: GetSession :one
 SELECT * FROM sessions WHERE id = @id;
@@ -18,8 +26,8 @@ SELECT * FROM sessions WHERE id = @id;
 SELECT * FROM sessions WHERE id = @id FOR UPDATE;
 
 -- name: InsertSession :one
-INSERT INTO sessions (id, tenant_id, display_name, request_id)
-VALUES (@id, @tenant_id, @display_name, @request_id)
+INSERT INTO sessions (id, tenant_id, project_id, display_name, request_id)
+VALUES (@id, @tenant_id, @project_id, @display_name, @request_id)
 RETURNING *;
 
 -- name: RequestSessionDeletion :one
@@ -50,6 +58,22 @@ SELECT * FROM environments WHERE session_id = @session_id;
 -- for its Environment) is listed only with @include_deleted.
 SELECT s.* FROM sessions s
 WHERE (s.created_at, s.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid)
+  AND (sqlc.arg(include_deleted)::boolean
+       OR s.state <> 'delete_requested'
+       OR EXISTS (SELECT 1 FROM environments e
+                  JOIN allocations a ON a.environment_id = e.id
+                  WHERE e.session_id = s.id AND a.state <> 'released'))
+ORDER BY s.created_at, s.id
+LIMIT @page_size;
+
+-- name: ListProjectSessionsByAge :many
+-- ListProjectSessionsByAge is ListSessionsByAge within one project: its
+-- own query rather than an optional filter on that one, so the planner
+-- seeks sessions_project_created_at_id (project, then the keyset cursor)
+-- on every page (TestListProjectSessionsByAgeSeeksIndex).
+SELECT s.* FROM sessions s
+WHERE s.project_id = @project_id
+  AND (s.created_at, s.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid)
   AND (sqlc.arg(include_deleted)::boolean
        OR s.state <> 'delete_requested'
        OR EXISTS (SELECT 1 FROM environments e

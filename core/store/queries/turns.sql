@@ -12,7 +12,9 @@ RETURNING *;
 SELECT * FROM turns WHERE id = @id;
 
 -- name: GetTurnByRequestID :one
-SELECT * FROM turns WHERE request_id = @request_id;
+-- GetTurnByRequestID finds a Session's SubmitTurn request: request ids
+-- are unique per Session (turns_session_request_id_key).
+SELECT * FROM turns WHERE session_id = @session_id AND request_id = @request_id;
 
 -- name: ListTurns :many
 -- ListTurns pages a Session's Turns in submission order (keyset on seq).

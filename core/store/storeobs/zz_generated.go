@@ -174,6 +174,13 @@ func (d *Reader) GetPlacement(p0 context.Context, p1 uuid.UUID) (store.Placement
 	return r0, r1
 }
 
+func (d *Reader) GetProject(p0 context.Context, p1 uuid.UUID) (store.Project, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetProject")
+	r0, r1 := d.next.GetProject(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) GetProviderSwitch(p0 context.Context) (store.ProviderSwitch, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetProviderSwitch")
 	r0, r1 := d.next.GetProviderSwitch(ctx)
@@ -205,6 +212,20 @@ func (d *Reader) GetSession(p0 context.Context, p1 uuid.UUID) (store.SessionBund
 func (d *Reader) GetSessionAllocation(p0 context.Context, p1 uuid.UUID) (store.SessionAllocation, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetSessionAllocation")
 	r0, r1 := d.next.GetSessionAllocation(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) GetSessionInProject(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.SessionBundle, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetSessionInProject")
+	r0, r1 := d.next.GetSessionInProject(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) GetTenant(p0 context.Context, p1 uuid.UUID) (store.Tenant, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetTenant")
+	r0, r1 := d.next.GetTenant(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -289,6 +310,13 @@ func (d *Reader) ListOwedLeftovers(p0 context.Context, p1 store.Allocation) ([]s
 func (d *Reader) ListPendingForNode(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int) ([]store.Pending, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListPendingForNode")
 	r0, r1 := d.next.ListPendingForNode(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) ListProjectSessionsByAge(p0 context.Context, p1 uuid.UUID, p2 int, p3 store.AgeCursor, p4 bool) ([]store.SessionBundle, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListProjectSessionsByAge")
+	r0, r1 := d.next.ListProjectSessionsByAge(ctx, p1, p2, p3, p4)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -763,9 +791,23 @@ func (d *Admin) CreateNode(p0 context.Context, p1 uuid.UUID, p2 string, p3 []byt
 	return r0, r1
 }
 
+func (d *Admin) CreateProject(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 uuid.UUID, p4 string) (store.Project, bool, error) {
+	ctx, c := d.obs.start(p0, "Admin", "CreateProject")
+	r0, r1, r2 := d.next.CreateProject(ctx, p1, p2, p3, p4)
+	c.end(ctx, r2)
+	return r0, r1, r2
+}
+
 func (d *Admin) CreateRequestedEnrollmentToken(p0 context.Context, p1 uuid.UUID, p2 string, p3 []byte, p4 time.Duration) (store.EnrollmentToken, bool, error) {
 	ctx, c := d.obs.start(p0, "Admin", "CreateRequestedEnrollmentToken")
 	r0, r1, r2 := d.next.CreateRequestedEnrollmentToken(ctx, p1, p2, p3, p4)
+	c.end(ctx, r2)
+	return r0, r1, r2
+}
+
+func (d *Admin) CreateTenant(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 string) (store.Tenant, bool, error) {
+	ctx, c := d.obs.start(p0, "Admin", "CreateTenant")
+	r0, r1, r2 := d.next.CreateTenant(ctx, p1, p2, p3)
 	c.end(ctx, r2)
 	return r0, r1, r2
 }

@@ -237,7 +237,7 @@ func RunningSession(t testing.TB, owned *Owned) (store.SessionBundle, []byte) {
 	sealed := make([]byte, 48)
 	_, _ = rand.Read(sealed)
 	b, err := owned.CreateSession(ctx, store.CreateSessionParams{
-		RequestID: uuid.New(), TenantID: uuid.New(), DisplayName: "running",
+		RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "running",
 		SessionID: uuid.New(), EnvironmentID: uuid.New(), AllocationID: uuid.New(), DeviceID: uuid.New(),
 		CredentialDigest: digest[:], CredentialCiphertext: sealed, CredentialNonce: sealed[:12],
 		CreateReceipt: uuid.New(), Generation: 1, MaxActive: 5,

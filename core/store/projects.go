@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"berth.dev/core/store/db"
+	"berth.dev/sandbox/errdefs"
+)
+
+// DefaultTenantID is the tenant migration 0022 made of the installation's
+// one fixed tenant (core/daemon's DefaultTenant): the tenant "default".
+var DefaultTenantID = uuid.MustParse("00000000-0000-4000-8000-000000000001")
+
+// DefaultProjectID is the default tenant's project "default", made by
+// migration 0022; every Session that existed before it belongs to it.
+var DefaultProjectID = uuid.MustParse("00000000-0000-4000-8000-000000000002")
+
+// maxTenantNameLen bounds a tenant's or project's display name
+// (characters), as the tables' CHECK does.
+const maxTenantNameLen = 63
+
+// Tenant is the ownership unit the engine sees: its id is the TenantID of
+// every Reference and of the engine's ownership labels.
+type Tenant struct {
+	ID          uuid.UUID
+	DisplayName string
+	RequestID   uuid.UUID
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	DeletedAt   *time.Time
+	Revision    int64
+}
+
+// Project is a tenant's unit of scope: every Session belongs to one, and
+// its tenant is the Session's tenant.
+type Project struct {
+	ID          uuid.UUID
+	TenantID    uuid.UUID
+	DisplayName string
+	RequestID   uuid.UUID
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	DeletedAt   *time.Time
+	Revision    int64
+	// MaxActiveSessions and MaxRetainedSessions are the project's limits;
+	// nil is no limit.
+	MaxActiveSessions   *int32
+	MaxRetainedSessions *int32
+}
+
+// ErrProjectNotFound is the class (errdefs.ErrNotFound) of a CreateSession
+// naming a project that does not exist or was deleted, or that belongs to
+// another tenant than the one named: nothing was written.
+var ErrProjectNotFound = fmt.Errorf("project not found: %w", errdefs.ErrNotFound)
+
+func validTenantName(field, name string) error {
+	n := utf8.RuneCountInString(name)
+	if !utf8.ValidString(name) || n < 1 || n > maxTenantNameLen {
+		return errdefs.Invalid(field, fmt.Sprintf("must be valid UTF-8 of 1 to %d characters", maxTenantNameLen))
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return errdefs.Invalid(field, "must not hold control characters")
+		}
+	}
+	return nil
+}
+
+// CreateTenant creates a tenant. It is idempotent by requestID: a retry
+// returns the tenant the first call made (created false) and writes
+// nothing; the same request id with another display name is ErrExists, and
+// so is the display name of another live tenant.
+func (s *Admin) CreateTenant(ctx context.Context, requestID, id uuid.UUID, displayName string) (t Tenant, created bool, err error) {
+	const op = "create tenant"
+	switch {
+	case requestID == uuid.Nil:
+		return Tenant{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("request_id", "must not be the nil UUID"))
+	case id == uuid.Nil:
+		return Tenant{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("id", "must not be the nil UUID"))
+	}
+	if err := validTenantName("display_name", displayName); err != nil {
+		return Tenant{}, false, fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		row, err := q.InsertTenant(ctx, db.InsertTenantParams{ID: id, DisplayName: displayName, RequestID: requestID})
+		if err == nil {
+			t, created = tenantFromRow(row), true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		prev, err := q.GetTenantByRequestID(ctx, requestID)
+		if err != nil {
+			return err
+		}
+		if prev.DisplayName != displayName {
+			return fmt.Errorf("request id already used by another request: %w", errdefs.ErrExists)
+		}
+		t = tenantFromRow(prev)
+		return nil
+	})
+	if err != nil {
+		return Tenant{}, false, wrap(op, err)
+	}
+	return t, created, nil
+}
+
+// CreateProject creates a project of a live tenant (ErrNotFound for a
+// missing or deleted one). It is idempotent by requestID as CreateTenant
+// is: another tenant or display name under the same request id is
+// ErrExists, and so is the display name of another live project of the
+// tenant.
+func (s *Admin) CreateProject(ctx context.Context, requestID, id, tenantID uuid.UUID, displayName string) (p Project, created bool, err error) {
+	const op = "create project"
+	switch {
+	case requestID == uuid.Nil:
+		return Project{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("request_id", "must not be the nil UUID"))
+	case id == uuid.Nil:
+		return Project{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("id", "must not be the nil UUID"))
+	case tenantID == uuid.Nil:
+		return Project{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("tenant_id", "must not be the nil UUID"))
+	}
+	if err := validTenantName("display_name", displayName); err != nil {
+		return Project{}, false, fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		row, err := q.InsertProject(ctx, db.InsertProjectParams{
+			ID: id, TenantID: tenantID, DisplayName: displayName, RequestID: requestID,
+		})
+		if err == nil {
+			p, created = projectFromRow(row), true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		prev, err := q.GetProjectByRequestID(ctx, requestID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("tenant %s: %w", tenantID, errdefs.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if prev.TenantID != tenantID || prev.DisplayName != displayName {
+			return fmt.Errorf("request id already used by another request: %w", errdefs.ErrExists)
+		}
+		p = projectFromRow(prev)
+		return nil
+	})
+	if err != nil {
+		return Project{}, false, wrap(op, err)
+	}
+	return p, created, nil
+}
+
+// GetTenant returns a tenant, also a deleted one; ErrNotFound when there
+// is none.
+func (s *Reader) GetTenant(ctx context.Context, id uuid.UUID) (Tenant, error) {
+	row, err := s.q.GetTenant(ctx, id)
+	if err != nil {
+		return Tenant{}, wrap("get tenant", err)
+	}
+	return tenantFromRow(row), nil
+}
+
+// GetProject returns a project, also a deleted one; ErrNotFound when there
+// is none.
+func (s *Reader) GetProject(ctx context.Context, id uuid.UUID) (Project, error) {
+	row, err := s.q.GetProject(ctx, id)
+	if err != nil {
+		return Project{}, wrap("get project", err)
+	}
+	return projectFromRow(row), nil
+}
+
+// admitProject holds the Session's project for a new Session: it must be
+// live and belong to tenantID (else ErrProjectNotFound). The share lock
+// keeps it live until the transaction ends.
+func admitProject(ctx context.Context, q *db.Queries, projectID, tenantID uuid.UUID) error {
+	p, err := q.LockProjectShared(ctx, projectID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrProjectNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if p.DeletedAt != nil || p.TenantID != tenantID {
+		return ErrProjectNotFound
+	}
+	return nil
+}
+
+func tenantFromRow(r db.Tenant) Tenant {
+	return Tenant{
+		ID: r.ID, DisplayName: r.DisplayName, RequestID: r.RequestID,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, DeletedAt: r.DeletedAt, Revision: r.Revision,
+	}
+}
+
+func projectFromRow(r db.Project) Project {
+	p := Project{
+		ID: r.ID, TenantID: r.TenantID, DisplayName: r.DisplayName, RequestID: r.RequestID,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, DeletedAt: r.DeletedAt, Revision: r.Revision,
+	}
+	if r.MaxActiveSessions.Valid {
+		v := r.MaxActiveSessions.Int32
+		p.MaxActiveSessions = &v
+	}
+	if r.MaxRetainedSessions.Valid {
+		v := r.MaxRetainedSessions.Int32
+		p.MaxRetainedSessions = &v
+	}
+	return p
+}
