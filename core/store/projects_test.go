@@ -290,3 +290,50 @@ func TestListProjectSessionsByAgeSeeksIndex(t *testing.T) {
 		t.Fatalf("plan scans beyond the project:\n%s", p)
 	}
 }
+
+// TestCreateTenantAndProjectAreIdempotent: a retry returns the first row
+// and writes nothing; another request under the same id, or another live
+// tenant's (project's) name, is ErrExists; a project of a missing tenant
+// is ErrNotFound.
+func TestCreateTenantAndProjectAreIdempotent(t *testing.T) {
+	st, ctx := ownedStore(t)
+	req, id := newUUID(t), newUUID(t)
+	first, created, err := st.CreateTenant(ctx, req, id, "team")
+	must(t, err)
+	again, created2, err := st.CreateTenant(ctx, req, newUUID(t), "team")
+	must(t, err)
+	if !created || created2 || again.ID != first.ID {
+		t.Fatalf("tenant retry: %+v (created %v, %v)", again, created, created2)
+	}
+	_, _, err = st.CreateTenant(ctx, req, newUUID(t), "other")
+	wantClass(t, err, errdefs.ErrExists)
+	_, _, err = st.CreateTenant(ctx, newUUID(t), newUUID(t), "team")
+	wantClass(t, err, errdefs.ErrExists)
+	_, _, err = st.CreateTenant(ctx, newUUID(t), newUUID(t), "default")
+	wantClass(t, err, errdefs.ErrExists)
+
+	preq := newUUID(t)
+	p, created, err := st.CreateProject(ctx, preq, newUUID(t), id, "app")
+	must(t, err)
+	pa, created2, err := st.CreateProject(ctx, preq, newUUID(t), id, "app")
+	must(t, err)
+	if !created || created2 || pa.ID != p.ID {
+		t.Fatalf("project retry: %+v (created %v, %v)", pa, created, created2)
+	}
+	_, _, err = st.CreateProject(ctx, preq, newUUID(t), store.DefaultTenantID, "app")
+	wantClass(t, err, errdefs.ErrExists)
+	_, _, err = st.CreateProject(ctx, newUUID(t), newUUID(t), id, "app")
+	wantClass(t, err, errdefs.ErrExists)
+	_, _, err = st.CreateProject(ctx, newUUID(t), newUUID(t), newUUID(t), "app")
+	wantClass(t, err, errdefs.ErrNotFound)
+	got, err := st.GetProject(ctx, store.DefaultProjectID)
+	must(t, err)
+	if got.TenantID != store.DefaultTenantID || got.DisplayName != "default" || got.MaxActiveSessions != nil {
+		t.Fatalf("default project %+v", got)
+	}
+	ten, err := st.GetTenant(ctx, store.DefaultTenantID)
+	must(t, err)
+	if ten.DisplayName != "default" {
+		t.Fatalf("default tenant %+v", ten)
+	}
+}
