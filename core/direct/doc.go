@@ -8,8 +8,11 @@
 // Rules:
 //   - The Set is the one writer of direct_readiness (store.Owner's
 //     RecordDirectReadiness, fenced by the owner epoch) and promotes the
-//     serving pin of a current direct generation, as nodes.Manager does
-//     for node generations.
+//     serving pin of a current direct generation. nodes.Manager promotes
+//     it for node generations: the pin has these two writers because its
+//     evidence comes from two places (a node's report, Core's own probe),
+//     and they never promote the same generation, since a generation is
+//     either a node one or a direct one (its stored mode).
 //   - The generations served are store.Reader.DirectGenerations: the
 //     current one when it is direct, and every direct generation the lane
 //     still holds. An adapter is built once per generation through

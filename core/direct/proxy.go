@@ -57,7 +57,7 @@ func (p *proxy) resolve(ctx context.Context, ref sandbox.Reference) (sandbox.San
 		return nil, errNotDirect
 	case err != nil:
 		return nil, err
-	case a.NodeID != store.DirectLane || a.Reference() != ref || a.Generation <= 0:
+	case !a.Answers(store.DirectLane, ref):
 		return nil, errNotDirect
 	}
 	return p.set.adapter(uint64(a.Generation))

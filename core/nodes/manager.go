@@ -612,7 +612,7 @@ func (m *Manager) allocationGeneration(node uuid.UUID) GenerationFunc {
 		if err != nil {
 			return 0, err
 		}
-		if a.NodeID != node || a.Reference() != ref || a.Generation <= 0 {
+		if !a.Answers(node, ref) {
 			return 0, errdefs.Invalid("reference", "is not an allocation of this node")
 		}
 		return uint64(a.Generation), nil

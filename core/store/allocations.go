@@ -106,6 +106,15 @@ func (a Allocation) Reference() sandbox.Reference {
 	}
 }
 
+// Answers reports whether a is the allocation a provider call about ref
+// on lane (a node, or DirectLane) may be sent for: ref is exactly a's
+// Reference, a is on lane, and a has a generation. Core's node proxy and
+// its direct lane's provider both refuse a call otherwise, before sending
+// anything.
+func (a Allocation) Answers(lane uuid.UUID, ref sandbox.Reference) bool {
+	return a.NodeID == lane && a.Reference() == ref && a.Generation > 0
+}
+
 // CreationSettled reports whether the original Create can no longer
 // produce a resource later: it was never claimed (so never sent), a
 // matching resource was observed with completed bootstrap, or an explicit
