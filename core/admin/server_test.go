@@ -17,6 +17,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/core/projects"
 	"berth.dev/platform/errgrpc/errgrpctest"
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/errdefs"
@@ -41,6 +42,8 @@ type reader struct {
 	mu        sync.Mutex
 	calls     int
 	deadlines []time.Duration // remaining at the call; -1 without one
+	// principal is PrincipalFrom the last call's context.
+	principal Principal
 	err       error
 }
 
@@ -51,6 +54,7 @@ func (r *reader) GetInstallation(ctx context.Context, req *adminv1.GetInstallati
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
+	r.principal = PrincipalFrom(ctx)
 	remaining := time.Duration(-1)
 	if d, ok := ctx.Deadline(); ok {
 		remaining = time.Until(d)
@@ -72,6 +76,27 @@ func (r *reader) last() (int, time.Duration) {
 		return 0, 0
 	}
 	return r.calls, r.deadlines[len(r.deadlines)-1]
+}
+
+// TestHandlersSeeTheAdminPrincipal: a call with the admin token reaches
+// its handler as the administrator, with the scope of every project, and
+// nothing without a principal has a usable scope.
+func TestHandlersSeeTheAdminPrincipal(t *testing.T) {
+	r := &reader{}
+	f := start(t, Options{}, r)
+	ctx := testContext(t)
+	if _, err := adminv1.NewInstallationServiceClient(f.cc).GetInstallation(f.authed(ctx), &adminv1.GetInstallationRequest{Name: InstallationName.Format()}); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	p := r.principal
+	r.mu.Unlock()
+	if !p.Admin() || p.Actor() != "admin" || p.Scope() != projects.All() {
+		t.Fatalf("handler saw principal %+v", p)
+	}
+	if none := PrincipalFrom(context.Background()); none.Admin() || none.Actor() != "" || none.Scope().Check() == nil {
+		t.Fatalf("a context without a principal has %+v", none)
+	}
 }
 
 // turns is a TurnService with only StreamTurnOutput, to exercise the
