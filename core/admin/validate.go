@@ -122,6 +122,8 @@ var (
 	SessionName         = MustPattern("sessions/{session}")
 	TurnName            = MustPattern("sessions/{session}/turns/{turn}")
 	AllocationName      = MustPattern("allocations/{allocation}")
+	TenantName          = MustPattern("tenants/{tenant}")
+	ProjectName         = MustPattern("tenants/{tenant}/projects/{project}")
 )
 
 // ValidateName checks that value is a name of pattern p and returns its ids
