@@ -51,15 +51,6 @@ import (
 	"berth.dev/core/turns"
 )
 
-// DefaultTenant owns the Sessions the admin API creates: the admin API has
-// no tenant field yet, so one fixed tenant id stands for the installation's
-// operator. Migration 0022 made it the tenant "default" (store.DefaultTenantID).
-var DefaultTenant = store.DefaultTenantID
-
-// DefaultProject is the default tenant's project "default" (migration
-// 0022): every Session the admin API creates goes into it.
-var DefaultProject = store.DefaultProjectID
-
 // ErrLeaseLost ends Core when another Core took over.
 var ErrLeaseLost = fmt.Errorf("execution lease lost: %w", errdefs.ErrFenced)
 
@@ -553,7 +544,7 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
-	sessionSrv, err := sessionadmin.New(sessionSvc, DefaultTenant, DefaultProject, pages)
+	sessionSrv, err := sessionadmin.New(sessionSvc, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
 	}

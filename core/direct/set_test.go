@@ -13,6 +13,7 @@ import (
 	"berth.dev/core/deployment"
 	"berth.dev/core/direct"
 	"berth.dev/core/internal/memdirect"
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
@@ -128,7 +129,7 @@ func (e *env) pass(t *testing.T) {
 
 func (e *env) session(t *testing.T) store.SessionBundle {
 	t.Helper()
-	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
+	b, err := e.svc.Create(context.Background(), projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	must(t, err)
 	return b
 }
@@ -239,7 +240,7 @@ func TestFailingProbeIsRecordedAndRetried(t *testing.T) {
 	if err := e.set.Serves(int64(g)); !errors.Is(err, direct.ErrNotServed) {
 		t.Fatalf("served: %v", err)
 	}
-	_, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
+	_, err := e.svc.Create(context.Background(), projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	wantReason(t, err, "direct_provider_not_ready")
 
 	e.vendor.AddKey(revoked, "team-c")
@@ -306,7 +307,7 @@ func TestUnwantedGenerationIsClosedAfterItsCalls(t *testing.T) {
 		done <- err
 	}()
 	<-received
-	_, err = e.svc.Delete(ctx, b.Session.ID)
+	_, err = e.svc.Delete(ctx, projects.All(), b.Session.ID)
 	must(t, err)
 	a, err := e.st.GetAllocation(ctx, b.Allocation.ID)
 	must(t, err)

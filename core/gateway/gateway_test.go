@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/core/events"
 	"berth.dev/core/gateway"
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 	"berth.dev/core/suspension"
@@ -102,7 +103,7 @@ func prepared() *runtimev1.ConnectRequest {
 
 func (f *fixture) submit(t *testing.T, script string, env map[string]string, stdin []byte) store.Turn {
 	t.Helper()
-	turn, err := f.turns.Submit(context.Background(), turns.SubmitRequest{
+	turn, err := f.turns.Submit(context.Background(), projects.All(), turns.SubmitRequest{
 		SessionID: f.session.Session.ID, RequestID: uuid.New(), Command: turns.Command{Script: &script}, Env: env, Stdin: stdin,
 	})
 	if err != nil {
@@ -191,7 +192,7 @@ func TestTurnsAreDeliveredOnceInOrderAfterPreparation(t *testing.T) {
 	}
 
 	// Cancelling the running Turn reaches the Runtime.
-	if _, err := f.turns.Cancel(context.Background(), f.session.Session.ID, second.ID); err != nil {
+	if _, err := f.turns.Cancel(context.Background(), projects.All(), f.session.Session.ID, second.ID); err != nil {
 		t.Fatal(err)
 	}
 	if c := next(t, s).GetCancelTurn(); c.GetTurnId() != second.ID.String() {

@@ -13,6 +13,7 @@ import (
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 
 	"berth.dev/core/gateway"
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 	"berth.dev/core/suspension"
@@ -63,7 +64,7 @@ func TestATurnSubmittedDuringAClaimIsDeliveredAtOnce(t *testing.T) {
 	var submitted store.Turn
 	late.submit = func() {
 		script := "echo late"
-		submitted, err = svc.Submit(context.Background(), turns.SubmitRequest{
+		submitted, err = svc.Submit(context.Background(), projects.All(), turns.SubmitRequest{
 			SessionID: tf.Session.Session.ID, RequestID: uuid.New(), Command: turns.Command{Script: &script},
 		})
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/core/internal/memdirect"
 	"berth.dev/core/lifecycle"
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
@@ -169,7 +170,7 @@ func newDirectEnv(t *testing.T, maxActive int32) *directEnv {
 
 func (e *directEnv) create(t *testing.T) store.SessionBundle {
 	t.Helper()
-	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
+	b, err := e.svc.Create(context.Background(), projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	must(t, err)
 	if b.Allocation.NodeID != lifecycle.DirectLane {
 		t.Fatalf("placed on node %s, want the direct lane", b.Allocation.NodeID)
@@ -216,7 +217,7 @@ func TestDirectLaneCreatesOnceKillsAndReleases(t *testing.T) {
 		t.Fatalf("%d Creates sent, vendor saw %d creates and holds %d sandboxes, want 1 each", n, e.vendorCalls("create"), e.vendor.Len())
 	}
 
-	_, err := e.svc.Delete(context.Background(), b.Session.ID)
+	_, err := e.svc.Delete(context.Background(), projects.All(), b.Session.ID)
 	must(t, err)
 	for range 3 {
 		pass(t, w)

@@ -20,6 +20,7 @@ import (
 	"berth.dev/core/deployment"
 	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/lifecycle"
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
@@ -137,7 +138,7 @@ func (e *env) createBundle(t *testing.T, on uuid.UUID) store.SessionBundle {
 		}
 	}
 	e.place = on
-	b, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
+	b, err := e.svc.Create(context.Background(), projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	must(t, err)
 	if b.Allocation.NodeID != on {
 		t.Fatalf("placed on %s, want %s", b.Allocation.NodeID, on)
@@ -331,7 +332,7 @@ func TestDeletionKillsAndReleasesOnlyAfterConfirmedCleanupAndSettlement(t *testi
 	if len(n.srv.Containers()) != 1 || len(n.srv.Volumes()) != 2 {
 		t.Fatalf("resources %d containers, %d volumes", len(n.srv.Containers()), len(n.srv.Volumes()))
 	}
-	_, err := e.svc.Delete(ctx, ab.Session.ID)
+	_, err := e.svc.Delete(ctx, projects.All(), ab.Session.ID)
 	must(t, err)
 	pass(t, w)
 	got := e.alloc(t, a.ID)
@@ -390,7 +391,7 @@ func TestLostCreateSettlesByTombstoneReceiptAfterDeletion(t *testing.T) {
 	}
 	e.wantHeld(t, n.id, 1, "with the unknown allocation")
 
-	_, err := e.svc.Delete(ctx, b.Session.ID)
+	_, err := e.svc.Delete(ctx, projects.All(), b.Session.ID)
 	must(t, err)
 	pass(t, w)
 	got := e.alloc(t, a.ID)
@@ -450,7 +451,7 @@ func TestLostCreateWhoseContainerAppearedSettlesAfterTwoKills(t *testing.T) {
 	if got := e.alloc(t, a.ID); got.State != store.AllocationCreateUnknown {
 		t.Fatalf("lost start: %s", brief(got))
 	}
-	_, err := e.svc.Delete(ctx, b.Session.ID)
+	_, err := e.svc.Delete(ctx, projects.All(), b.Session.ID)
 	must(t, err)
 	pass(t, w)
 	got := e.alloc(t, a.ID)
@@ -638,7 +639,7 @@ func TestDeletionBeforeCreateNeverCreates(t *testing.T) {
 	e := newEnv(t, 1)
 	n := e.only(t)
 	b := e.createBundle(t, n.id)
-	_, err := e.svc.Delete(context.Background(), b.Session.ID)
+	_, err := e.svc.Delete(context.Background(), projects.All(), b.Session.ID)
 	must(t, err)
 	w := lifecycle.NewWorker(e.cfg, n.id)
 	pass(t, w)
@@ -689,7 +690,7 @@ func TestWorkerPagesAndWrapsOverMoreThanOnePage(t *testing.T) {
 		t.Fatalf("container create sent %d times for 40 allocations", got)
 	}
 	for _, b := range bundles {
-		_, err := e.svc.Delete(ctx, b.Session.ID)
+		_, err := e.svc.Delete(ctx, projects.All(), b.Session.ID)
 		must(t, err)
 	}
 	for i := 0; i < 6; i++ {
@@ -968,7 +969,7 @@ func TestDeletionRacingCreateIsReleased(t *testing.T) {
 			e.commitMaxActive(t, 1)
 			b := e.createBundle(t, n.id)
 			del := func() {
-				got, err := e.svc.Delete(ctx, b.Session.ID)
+				got, err := e.svc.Delete(ctx, projects.All(), b.Session.ID)
 				if err != nil || got.Allocation.State != store.AllocationCleanupRequested {
 					t.Errorf("delete during Create: %+v %v", got.Allocation, err)
 				}
@@ -1089,7 +1090,7 @@ func TestUnfitContainerIsNotSuccess(t *testing.T) {
 	if cs := n.srv.Containers(); len(cs) != 1 || cs[0].State != dockertest.StateCreated {
 		t.Fatalf("containers %+v", cs)
 	}
-	_, err = e.svc.Delete(ctx, b.Session.ID)
+	_, err = e.svc.Delete(ctx, projects.All(), b.Session.ID)
 	must(t, err)
 	pass(t, w)
 	if c, v := len(n.srv.Containers()), len(n.srv.Volumes()); c+v != 0 {
@@ -1159,7 +1160,7 @@ func TestDisabledProviderSendsNoCreateAndStillCleansUp(t *testing.T) {
 
 	// Disabled: the pending allocation waits with its fresh receipt, and a
 	// deleted Session's compute is still killed and released.
-	_, err = e.svc.Delete(ctx, running.Session.ID)
+	_, err = e.svc.Delete(ctx, projects.All(), running.Session.ID)
 	must(t, err)
 	for range 2 {
 		pass(t, w)
@@ -1284,7 +1285,7 @@ func (e *env) inFlight(t *testing.T, allocs []store.Allocation) (store.Allocatio
 // with the owner failure's fixed reason (owner_failure).
 func (e *env) wantAdmissionClosed(t *testing.T, after string) {
 	t.Helper()
-	_, err := e.svc.Create(context.Background(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
+	_, err := e.svc.Create(context.Background(), projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("CreateSession %s: %v, want refused with owner_failure (admission closed)", after, err)
 	}
@@ -1579,7 +1580,7 @@ func TestFailedRestartRenewsTheDrainedWorkers(t *testing.T) {
 	if !errors.Is(err, lifecycle.ErrUndrained) || changed {
 		t.Fatalf("Restart of both nodes past the bound on one: %v (change ran: %v), want ErrUndrained and no change", err, changed)
 	}
-	_, err = e.svc.Delete(context.Background(), ok.Session.ID)
+	_, err = e.svc.Delete(context.Background(), projects.All(), ok.Session.ID)
 	must(t, err)
 	waitFor(t, "the healthy node's new worker to release the deleted Session's allocation", func() bool {
 		return e.alloc(t, ok.Allocation.ID).State == store.AllocationReleased

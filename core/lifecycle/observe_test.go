@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"berth.dev/core/lifecycle"
+	"berth.dev/core/projects"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
@@ -90,7 +91,7 @@ func (e *env) running(t *testing.T, w *lifecycle.Worker, n *node) store.SessionB
 // bundle reads the Session of b as the Session API does.
 func (e *env) bundle(t *testing.T, b store.SessionBundle) store.SessionBundle {
 	t.Helper()
-	got, err := e.svc.Get(context.Background(), b.Session.ID)
+	got, err := e.svc.Get(context.Background(), projects.All(), b.Session.ID)
 	must(t, err)
 	return got
 }
@@ -257,7 +258,7 @@ func TestKeepaliveGoesOnlyToConnectedRunningComputeBetweenTurns(t *testing.T) {
 	for _, b := range []store.SessionBundle{connected, stopped, cleaning, lapsed} {
 		e.connect(t, n, b)
 	}
-	_, err = e.svc.Delete(ctx, cleaning.Session.ID)
+	_, err = e.svc.Delete(ctx, projects.All(), cleaning.Session.ID)
 	must(t, err)
 	_, err = e.st.Pool().Exec(ctx, `UPDATE allocations SET updated_at = now() - interval '2 hours' WHERE id = $1`, lapsed.Allocation.ID)
 	must(t, err)

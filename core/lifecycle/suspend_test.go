@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/lifecycle"
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
@@ -167,7 +168,7 @@ func TestWorkerSuspendsAnIdleSessionAndAQueuedTurnWakesIt(t *testing.T) {
 	e.wantObserved(t, b, store.ObservedRunning, lifecycle.ReasonRunning)
 
 	// Deletion then removes every incarnation and snapshot.
-	_, err = e.svc.Delete(context.Background(), b.Session.ID)
+	_, err = e.svc.Delete(context.Background(), projects.All(), b.Session.ID)
 	must(t, err)
 	for range 4 {
 		pass(t, w)
@@ -248,7 +249,7 @@ func TestAnUnknownCaptureIsObservedNeverRepeated(t *testing.T) {
 	if k := count(n.srv, dockertest.CallContainerPause); k != 1 {
 		t.Fatalf("paused %d times", k)
 	}
-	_, err := e.svc.Delete(context.Background(), b.Session.ID)
+	_, err := e.svc.Delete(context.Background(), projects.All(), b.Session.ID)
 	must(t, err)
 	for range 4 {
 		pass(t, w)

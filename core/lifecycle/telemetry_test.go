@@ -15,6 +15,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"berth.dev/core/lifecycle"
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 	"berth.dev/sandbox/docker/dockertest"
 )
@@ -95,7 +96,7 @@ func TestOperationsAreTracedAndTimed(t *testing.T) {
 	if got := e.alloc(t, failed.ID); got.State != store.AllocationCreateUnknown {
 		t.Fatalf("dropped Create: %s", got.State)
 	}
-	_, err := e.svc.Delete(context.Background(), ok.Session.ID)
+	_, err := e.svc.Delete(context.Background(), projects.All(), ok.Session.ID)
 	must(t, err)
 	pass(t, w)
 	if got := e.alloc(t, ok.Allocation.ID); got.State != store.AllocationReleased {

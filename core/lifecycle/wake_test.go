@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/lifecycle"
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox/docker"
@@ -136,7 +137,7 @@ func TestDeletionDuringARestoreWinsOverTheWake(t *testing.T) {
 	// The engine starts the restored incarnation; meanwhile the Session is
 	// deleted (its device revoked, its cleanup requested).
 	n.srv.Arm(dockertest.CallContainerStart, dockertest.FaultHookAfterDispatch, func() {
-		_, err := e.svc.Delete(context.Background(), b.Session.ID)
+		_, err := e.svc.Delete(context.Background(), projects.All(), b.Session.ID)
 		hook.set(err)
 	})
 	pass(t, w)
@@ -333,7 +334,7 @@ func TestARestoreObservedAbsentIsClaimedBeforeItIsRedone(t *testing.T) {
 		t.Fatalf("leftovers owed for a target abandoned on its receipt: %+v %v", left, err)
 	}
 
-	_, err := e.svc.Delete(context.Background(), b.Session.ID)
+	_, err := e.svc.Delete(context.Background(), projects.All(), b.Session.ID)
 	must(t, err)
 	for range 4 {
 		pass(t, w)

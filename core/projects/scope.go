@@ -26,6 +26,11 @@ func All() Scope { return Scope{all: true} }
 // In is the scope of one project. In(uuid.Nil) is invalid.
 func In(project uuid.UUID) Scope { return Scope{project: project} }
 
+// None is a valid scope that sees nothing that exists: In(uuid.Max), an
+// id no project has (Core makes random version 4 ids). It is what a filter
+// naming a project that does not exist narrows to.
+func None() Scope { return In(uuid.Max) }
+
 // Project returns the one project the scope is limited to; ok is false for
 // All.
 func (s Scope) Project() (project uuid.UUID, ok bool) {
@@ -61,6 +66,6 @@ func (s Scope) Narrow(project uuid.UUID) Scope {
 	case s.all, s.project == project:
 		return In(project)
 	default:
-		return In(uuid.Max)
+		return None()
 	}
 }

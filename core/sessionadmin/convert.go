@@ -15,6 +15,7 @@ import (
 // paths.
 var requestPaths = admin.FieldPaths{Renames: []admin.Rename{
 	{From: "display_name", To: "session.display_name"},
+	{From: "project", To: "session.project"},
 	{From: "request_id", To: "request_id"},
 }}
 
@@ -75,6 +76,7 @@ func sessionProto(b store.SessionBundle, r store.RuntimeReadiness) *adminv1.Sess
 		DisplayName: b.Session.DisplayName,
 		State:       sessionState(sessions.StateOf(b)),
 		CreateTime:  admin.Timestamp(&b.Session.CreatedAt),
+		Project:     admin.ProjectName.Format(b.Session.TenantID.String(), b.Session.ProjectID.String()),
 		DeleteTime:  admin.Timestamp(b.Session.DeleteRequestedAt),
 		Environment: &adminv1.Environment{
 			ComputeAvailable:     env.ComputeAvailable,

@@ -20,9 +20,13 @@
 //     fields set on a CreateSession. The admin server converts errors
 //     once (admin.ToStatus), so refusals (no_deployment,
 //     no_ready_node_with_capacity) pass as the logic returns them.
-//   - The admin API has no tenant or project yet: every Session it
-//     creates belongs to the one project (of its tenant) Core passes to
-//     New, the default project.
+//   - Every call passes the caller's scope (admin.ScopeFrom) to the
+//     logic, never a project of its own: a Session's project is the one
+//     CreateSession's session.project names, else the default one, and a
+//     Session or project the scope does not see is NOT_FOUND like a
+//     missing one. ListSessions' project filter narrows the scope
+//     (sessions.Service.Narrow), so a project that does not exist lists
+//     nothing; the page token is bound to the filter.
 //   - The adapter owns the page tokens: their scopes (method and filter)
 //     and the cursor encoding (pages.go) are fixed, so a token minted
 //     before keeps working and one for another method or filter is

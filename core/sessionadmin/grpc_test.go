@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
@@ -31,7 +32,7 @@ func TestGRPCRefusesUnauthenticated(t *testing.T) {
 		_, allocationsErr := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{})
 		return []error{createErr, sessionsErr, allocationsErr}
 	})
-	page, err := f.Svc.List(f.Ctx, store.AgeCursor{}, admin.DefaultPageSize, true)
+	page, err := f.Svc.List(f.Ctx, projects.All(), store.AgeCursor{}, admin.DefaultPageSize, true)
 	errdefstest.Must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("unauthenticated calls created %d sessions", len(page))

@@ -41,7 +41,7 @@ type client struct {
 
 func (f fixture) serve(t *testing.T) client {
 	t.Helper()
-	srv, err := sessionadmin.New(f.Svc, f.Tenant, f.Project, f.pages)
+	srv, err := sessionadmin.New(f.Svc, f.pages)
 	errdefstest.Must(t, err)
 	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{srv}})
 	return client{

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/projects"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 )
@@ -31,12 +32,19 @@ func decodeCursor(b []byte) (store.AgeCursor, bool) {
 	return store.AgeCursor{CreatedAt: createdAt, ID: uuid.UUID(id)}, true
 }
 
-// sessionKeyset pages ListSessions over svc.List, in creation order.
-func sessionKeyset(svc *sessions.Service, showDeleted bool) admin.Keyset[store.SessionBundle, store.AgeCursor] {
+// sessionKeyset pages ListSessions over svc.List in scope, in creation
+// order; the token is bound to the project filter as the request named it
+// (project; without one the scope is the one tokens had before the filter
+// existed, so they stay valid).
+func sessionKeyset(svc *sessions.Service, scope projects.Scope, project string, showDeleted bool) admin.Keyset[store.SessionBundle, store.AgeCursor] {
+	tokenScope := []string{scopeListSessions, admin.FlagScope("show_deleted", showDeleted)}
+	if project != "" {
+		tokenScope = append(tokenScope, "project="+project)
+	}
 	return admin.Keyset[store.SessionBundle, store.AgeCursor]{
-		Scope: []string{scopeListSessions, admin.FlagScope("show_deleted", showDeleted)},
+		Scope: tokenScope,
 		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionBundle, error) {
-			return svc.List(ctx, after, limit, showDeleted)
+			return svc.List(ctx, scope, after, limit, showDeleted)
 		},
 		Cursor:   func(b store.SessionBundle) ([]byte, error) { return encodeCursor(sessions.Cursor(b)), nil },
 		Position: decodeCursor,

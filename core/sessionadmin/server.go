@@ -23,30 +23,21 @@ type Server struct {
 	// UNIMPLEMENTED until it is implemented here.
 	adminv1.UnimplementedSessionServiceServer
 	adminv1.UnimplementedAllocationServiceServer
-	svc     *sessions.Service
-	tenant  uuid.UUID
-	project uuid.UUID
-	pages   *admin.PageTokens
+	svc   *sessions.Service
+	pages *admin.PageTokens
 }
 
-// New returns the SessionService and AllocationService over s. project
-// (of tenant) is the project every Session created through the admin API
-// belongs to: the admin API has no project field yet, so Core passes the
-// default project. pages mints and checks the list calls' page tokens
-// (its key must outlive restarts). It refuses a missing s, pages, tenant
-// or project.
-func New(s *sessions.Service, tenant, project uuid.UUID, pages *admin.PageTokens) (*Server, error) {
+// New returns the SessionService and AllocationService over s. pages
+// mints and checks the list calls' page tokens (its key must outlive
+// restarts). It refuses a missing s or pages.
+func New(s *sessions.Service, pages *admin.PageTokens) (*Server, error) {
 	switch {
 	case s == nil:
 		return nil, errors.New("sessionadmin: no sessions service")
 	case pages == nil:
 		return nil, errors.New("sessionadmin: no page tokens")
-	case tenant == uuid.Nil:
-		return nil, errors.New("sessionadmin: no tenant id")
-	case project == uuid.Nil:
-		return nil, errors.New("sessionadmin: no project id")
 	}
-	return &Server{svc: s, tenant: tenant, project: project, pages: pages}, nil
+	return &Server{svc: s, pages: pages}, nil
 }
 
 // Register registers both services on s.
@@ -63,10 +54,18 @@ func (g *Server) CreateSession(ctx context.Context, req *adminv1.CreateSessionRe
 	if err := outputOnlyEmpty(req.GetSession()); err != nil {
 		return nil, err
 	}
-	b, err := g.svc.Create(ctx, sessions.CreateRequest{
+	var tenant, project uuid.UUID
+	if name := req.GetSession().GetProject(); name != "" {
+		ids, err := admin.ValidateName("session.project", name, admin.ProjectName)
+		if err != nil {
+			return nil, err
+		}
+		tenant, project = uuid.MustParse(ids[0]), uuid.MustParse(ids[1])
+	}
+	b, err := g.svc.Create(ctx, admin.ScopeFrom(ctx), sessions.CreateRequest{
 		RequestID:   uuid.MustParse(req.GetRequestId()),
-		ProjectID:   g.project,
-		TenantID:    g.tenant,
+		ProjectID:   project,
+		TenantID:    tenant,
 		DisplayName: req.GetSession().GetDisplayName(),
 	})
 	if err != nil {
@@ -92,7 +91,7 @@ func (g *Server) GetSession(ctx context.Context, req *adminv1.GetSessionRequest)
 	if err != nil {
 		return nil, err
 	}
-	b, err := g.svc.Get(ctx, id)
+	b, err := g.svc.Get(ctx, admin.ScopeFrom(ctx), id)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +100,17 @@ func (g *Server) GetSession(ctx context.Context, req *adminv1.GetSessionRequest)
 
 // ListSessions lists Sessions in creation order.
 func (g *Server) ListSessions(ctx context.Context, req *adminv1.ListSessionsRequest) (*adminv1.ListSessionsResponse, error) {
-	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), sessionKeyset(g.svc, req.GetShowDeleted()))
+	scope := admin.ScopeFrom(ctx)
+	if name := req.GetProject(); name != "" {
+		ids, err := admin.ValidateName("project", name, admin.ProjectName)
+		if err != nil {
+			return nil, err
+		}
+		if scope, err = g.svc.Narrow(ctx, scope, uuid.MustParse(ids[0]), uuid.MustParse(ids[1])); err != nil {
+			return nil, err
+		}
+	}
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), sessionKeyset(g.svc, scope, req.GetProject(), req.GetShowDeleted()))
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +132,7 @@ func (g *Server) DeleteSession(ctx context.Context, req *adminv1.DeleteSessionRe
 	if err != nil {
 		return nil, err
 	}
-	b, err := g.svc.Delete(ctx, id)
+	b, err := g.svc.Delete(ctx, admin.ScopeFrom(ctx), id)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +145,7 @@ func (g *Server) SuspendSession(ctx context.Context, req *adminv1.SuspendSession
 	if err != nil {
 		return nil, err
 	}
-	b, err := g.svc.Suspend(ctx, id, requestID)
+	b, err := g.svc.Suspend(ctx, admin.ScopeFrom(ctx), id, requestID)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +158,7 @@ func (g *Server) ResumeSession(ctx context.Context, req *adminv1.ResumeSessionRe
 	if err != nil {
 		return nil, err
 	}
-	b, err := g.svc.Resume(ctx, id, requestID)
+	b, err := g.svc.Resume(ctx, admin.ScopeFrom(ctx), id, requestID)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/admin/admintest"
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
@@ -47,7 +48,7 @@ func TestGRPCSuspendAndResumeSession(t *testing.T) {
 	_, err = c.SuspendSession(ctx, &adminv1.SuspendSessionRequest{Name: name, RequestId: uuid.NewString()})
 	admintest.WantStatus(t, err, codes.FailedPrecondition, "compute_not_running")
 
-	b, err := f.Svc.Get(f.Ctx, uuid.MustParse(name[len("sessions/"):]))
+	b, err := f.Svc.Get(f.Ctx, projects.All(), uuid.MustParse(name[len("sessions/"):]))
 	errdefstest.Must(t, err)
 	a, err := f.St.ClaimCreate(f.Ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
 	errdefstest.Must(t, err)
@@ -86,7 +87,7 @@ func TestGRPCSuspendSessionBeforeAnyTurnEnded(t *testing.T) {
 	r, err := c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
 	errdefstest.Must(t, err)
 	name := r.GetSession().GetName()
-	b, err := f.Svc.Get(f.Ctx, uuid.MustParse(name[len("sessions/"):]))
+	b, err := f.Svc.Get(f.Ctx, projects.All(), uuid.MustParse(name[len("sessions/"):]))
 	errdefstest.Must(t, err)
 	a, err := f.St.ClaimCreate(f.Ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
 	errdefstest.Must(t, err)

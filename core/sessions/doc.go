@@ -23,9 +23,15 @@
 //     derived only from recorded evidence (State, EnvironmentOf,
 //     AllocationStateOf); nothing is assumed, and no readiness fact is
 //     inferred from another.
-//   - Every Session belongs to the project its CreateRequest names, and
-//     to that project's tenant (the store refuses another); the caller
-//     decides which (Core's admin API passes the default project).
+//   - Every entry takes the call's projects.Scope. A Session belongs to
+//     one project and to that project's tenant (read from the project,
+//     never from the caller): the one CreateRequest names, else the
+//     scope's, else (administrator) the default project. A Session or
+//     project the scope does not see is errdefs.ErrNotFound, the answer a
+//     missing one gets (projects.GetSession), so a project's caller cannot
+//     probe another project's names. The scope is checked by a read before
+//     a write by id; a Session's project never changes, so the write acts
+//     on the Session the read saw.
 //   - Deletion is one terminal cleanup transaction (store.Termination):
 //     device revoked, Environment recorded deleted, queued Turns ended
 //     (session_deleted), the running Turn asked to cancel, cleanup

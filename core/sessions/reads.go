@@ -2,26 +2,61 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
 
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 )
 
 // Get returns Session id with its Environment, placement and unreleased
-// allocation; errdefs.ErrNotFound when there is none. The reads return the
-// store's errors, which name their operation.
-func (s *Service) Get(ctx context.Context, id uuid.UUID) (store.SessionBundle, error) {
-	return s.store.GetSession(ctx, id)
+// allocation; errdefs.ErrNotFound when there is none or scope does not
+// see it (projects.GetSession). The reads return the store's errors,
+// which name their operation.
+func (s *Service) Get(ctx context.Context, scope projects.Scope, id uuid.UUID) (store.SessionBundle, error) {
+	return projects.GetSession(ctx, s.store, scope, id)
 }
 
-// List returns up to limit Sessions after the keyset position after (the
-// zero cursor for the start) in creation order, ties by id; a deleted
-// Session (deletion requested, allocation released) only with
-// includeDeleted. A Session's position is Cursor(b).
-func (s *Service) List(ctx context.Context, after store.AgeCursor, limit int, includeDeleted bool) ([]store.SessionBundle, error) {
+// List returns up to limit Sessions of scope after the keyset position
+// after (the zero cursor for the start) in creation order, ties by id; a
+// deleted Session (deletion requested, allocation released) only with
+// includeDeleted. A Session's position is Cursor(b). A one-project scope
+// reads that project's own index, never a filter over every Session.
+func (s *Service) List(ctx context.Context, scope projects.Scope, after store.AgeCursor, limit int, includeDeleted bool) ([]store.SessionBundle, error) {
+	if err := scope.Check(); err != nil {
+		return nil, err
+	}
+	if project, ok := scope.Project(); ok {
+		return s.store.ListProjectSessionsByAge(ctx, project, limit, after, includeDeleted)
+	}
 	return s.store.ListSessionsByAge(ctx, limit, after, includeDeleted)
+}
+
+// Narrow limits scope to project of tenant, a caller's filter by project
+// name (scope.Narrow): a project that does not exist, was deleted or is
+// of another tenant narrows to projects.None, so a filtered list is empty
+// and answers alike for each.
+func (s *Service) Narrow(ctx context.Context, scope projects.Scope, tenant, project uuid.UUID) (projects.Scope, error) {
+	if err := scope.Check(); err != nil {
+		return projects.Scope{}, err
+	}
+	if !scope.Sees(project) {
+		return projects.None(), nil
+	}
+	p, err := s.store.GetProject(ctx, project)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return projects.None(), nil
+	case err != nil:
+		return projects.Scope{}, err
+	case p.DeletedAt != nil || p.TenantID != tenant:
+		return projects.None(), nil
+	}
+	return scope.Narrow(project), nil
 }
 
 // Cursor is b's position in List's order.

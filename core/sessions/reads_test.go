@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
 	"berth.dev/core/sessions/sessionstest"
@@ -22,7 +23,7 @@ func newFixture(t *testing.T) fixture { return fixture{sessionstest.New(t)} }
 
 func (f fixture) create(t *testing.T) store.SessionBundle {
 	t.Helper()
-	b, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
+	b, err := f.Svc.Create(f.Ctx, projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
 	must(t, err)
 	return b
 }
@@ -47,9 +48,9 @@ func TestCreateValidatesBeforeAnyRead(t *testing.T) {
 	f := newFixture(t)
 	// Without a deployment an invalid request is still invalid: nothing
 	// is read before the request is checked.
-	_, err := f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "a\nb"})
+	_, err := f.Svc.Create(f.Ctx, projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "a\nb"})
 	wantField(t, err, "display_name")
-	_, err = f.Svc.Create(f.Ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
+	_, err = f.Svc.Create(f.Ctx, projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
 	if !errors.Is(err, sessions.ErrNoDeployment) || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("Create without a deployment: %v", err)
 	}
@@ -71,10 +72,10 @@ func TestCreateValidatesBeforeAnyRead(t *testing.T) {
 		"byte order mark":   {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "\uFEFFname"}, "display_name"},
 		"C1 control":        {sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: "a\u0085b"}, "display_name"},
 	} {
-		_, err := f.Svc.Create(f.Ctx, c.req)
+		_, err := f.Svc.Create(f.Ctx, projects.All(), c.req)
 		t.Run(name, func(t *testing.T) { wantField(t, err, c.field) })
 	}
-	page, err := f.Svc.List(f.Ctx, store.AgeCursor{}, 10, true)
+	page, err := f.Svc.List(f.Ctx, projects.All(), store.AgeCursor{}, 10, true)
 	must(t, err)
 	if len(page) != 0 {
 		t.Fatalf("invalid requests created %d sessions", len(page))
@@ -82,14 +83,14 @@ func TestCreateValidatesBeforeAnyRead(t *testing.T) {
 
 	// The bound is in characters, not bytes.
 	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project, DisplayName: strings.Repeat("é", sessions.MaxDisplayNameLen)}
-	b, err := f.Svc.Create(f.Ctx, req)
+	b, err := f.Svc.Create(f.Ctx, projects.All(), req)
 	must(t, err)
 	if b.Session.DisplayName != req.DisplayName || b.Session.TenantID != f.Tenant {
 		t.Fatalf("created %+v", b.Session)
 	}
 	// A retry with another display name is not the same request.
 	req.DisplayName = "other"
-	_, err = f.Svc.Create(f.Ctx, req)
+	_, err = f.Svc.Create(f.Ctx, projects.All(), req)
 	if !errdefs.IsExists(err) {
 		t.Fatalf("retry with another display name: %v", err)
 	}
@@ -106,7 +107,7 @@ func TestReadsListInCreationOrder(t *testing.T) {
 		allocs = append(allocs, b.Allocation.ID)
 	}
 	for i, id := range ids {
-		b, err := f.Svc.Get(f.Ctx, id)
+		b, err := f.Svc.Get(f.Ctx, projects.All(), id)
 		must(t, err)
 		if b.Session.ID != id || b.Allocation.ID != allocs[i] || b.Placement.NodeID != f.Node {
 			t.Fatalf("get %d: %+v", i, b)
@@ -119,7 +120,7 @@ func TestReadsListInCreationOrder(t *testing.T) {
 	}
 
 	// The first Session deleted, its allocation released.
-	_, err := f.Svc.Delete(f.Ctx, ids[0])
+	_, err := f.Svc.Delete(f.Ctx, projects.All(), ids[0])
 	must(t, err)
 	f.release(t, allocs[0])
 
@@ -132,7 +133,7 @@ func TestReadsListInCreationOrder(t *testing.T) {
 	}{
 		{"deleted", ids, func(include bool) []uuid.UUID {
 			page, _ := storetest.Pages(t, 2, func(after store.AgeCursor) ([]store.SessionBundle, error) {
-				return f.Svc.List(f.Ctx, after, 2, include)
+				return f.Svc.List(f.Ctx, projects.All(), after, 2, include)
 			}, sessions.Cursor)
 			return idsOf(page, func(b store.SessionBundle) uuid.UUID { return b.Session.ID })
 		}},
@@ -152,10 +153,10 @@ func TestReadsListInCreationOrder(t *testing.T) {
 	}
 
 	// Unknown ids are not found.
-	if _, err := f.Svc.Get(f.Ctx, uuid.New()); !errdefs.IsNotFound(err) {
+	if _, err := f.Svc.Get(f.Ctx, projects.All(), uuid.New()); !errdefs.IsNotFound(err) {
 		t.Fatalf("get unknown session: %v", err)
 	}
-	if _, err := f.Svc.Delete(f.Ctx, uuid.New()); !errdefs.IsNotFound(err) {
+	if _, err := f.Svc.Delete(f.Ctx, projects.All(), uuid.New()); !errdefs.IsNotFound(err) {
 		t.Fatalf("delete unknown session: %v", err)
 	}
 	if _, err := f.Svc.GetAllocation(f.Ctx, uuid.New()); !errdefs.IsNotFound(err) {
@@ -192,7 +193,7 @@ func TestStateFollowsRecordedEvidence(t *testing.T) {
 	b := f.create(t)
 	read := func() (store.SessionBundle, sessions.Environment) {
 		t.Helper()
-		b, err := f.Svc.Get(f.Ctx, b.Session.ID)
+		b, err := f.Svc.Get(f.Ctx, projects.All(), b.Session.ID)
 		must(t, err)
 		r, err := f.Svc.Readiness(f.Ctx, b)
 		must(t, err)
@@ -250,7 +251,7 @@ func TestStateFollowsRecordedEvidence(t *testing.T) {
 
 	// Deletion: no longer admitted; deleting while the allocation is
 	// owned, deleted once it is released.
-	del, err := f.Svc.Delete(f.Ctx, b.Session.ID)
+	del, err := f.Svc.Delete(f.Ctx, projects.All(), b.Session.ID)
 	must(t, err)
 	r, err := f.Svc.Readiness(f.Ctx, del)
 	must(t, err)
@@ -288,15 +289,15 @@ func TestCountByStateAgreesWithStateOf(t *testing.T) {
 	f.create(t) // two provisioning
 	running()   // one active
 	deleting := running()
-	_, err := f.Svc.Delete(f.Ctx, deleting.Session.ID)
+	_, err := f.Svc.Delete(f.Ctx, projects.All(), deleting.Session.ID)
 	must(t, err)
 	deleted := f.create(t)
-	_, err = f.Svc.Delete(f.Ctx, deleted.Session.ID)
+	_, err = f.Svc.Delete(f.Ctx, projects.All(), deleted.Session.ID)
 	must(t, err)
 	f.release(t, deleted.Allocation.ID)
 
 	want := map[sessions.State]int64{}
-	list, err := f.Svc.List(f.Ctx, store.AgeCursor{}, 100, false)
+	list, err := f.Svc.List(f.Ctx, projects.All(), store.AgeCursor{}, 100, false)
 	must(t, err)
 	for _, b := range list {
 		want[sessions.StateOf(b)]++

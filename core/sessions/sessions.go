@@ -16,6 +16,7 @@ import (
 	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/events"
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 )
@@ -38,8 +39,10 @@ type Suspension interface {
 
 // Reader is what the Service reads: plain, unfenced reads.
 type Reader interface {
-	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+	projects.SessionReader
+	GetProject(ctx context.Context, id uuid.UUID) (store.Project, error)
 	ListSessionsByAge(ctx context.Context, limit int, after store.AgeCursor, includeDeleted bool) ([]store.SessionBundle, error)
+	ListProjectSessionsByAge(ctx context.Context, projectID uuid.UUID, limit int, after store.AgeCursor, includeDeleted bool) ([]store.SessionBundle, error)
 	RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]store.RuntimeReadiness, error)
 	GetSessionAllocation(ctx context.Context, id uuid.UUID) (store.SessionAllocation, error)
 	ListAllocationsByAge(ctx context.Context, limit int, after store.AgeCursor, includeReleased bool) ([]store.SessionAllocation, error)
@@ -98,11 +101,14 @@ type CreateRequest struct {
 	// RequestID identifies the request ("request_id"; required); a retry
 	// reuses it and gets the original Session back.
 	RequestID uuid.UUID
-	// ProjectID is the project the Session belongs to (required; in the
-	// admin API so far the default project).
+	// ProjectID is the project the Session belongs to; its tenant is the
+	// Session's. uuid.Nil is the scope's project (In), or for All the
+	// default project (store.DefaultProjectID).
 	ProjectID uuid.UUID
-	// TenantID is the tenant the Session belongs to: the project's tenant
-	// (the store refuses another).
+	// TenantID, when set, is the tenant the caller named with ProjectID (a
+	// project's name carries both): a project of another tenant is
+	// store.ErrProjectNotFound. The Session's tenant is always read from
+	// the project.
 	TenantID uuid.UUID
 	// DisplayName ("display_name") is optional: valid UTF-8 of at most
 	// MaxDisplayNameLen characters, no control (Cc) or format (Cf)
@@ -134,6 +140,46 @@ func (r CreateRequest) validate() error {
 	return nil
 }
 
+// errDefaultProjectGone refuses a Create for the default project (no
+// project named, administrator's scope) after that project was deleted.
+var errDefaultProjectGone = errdefs.Invalid("project", "required: the default project was deleted")
+
+// project resolves the project a Create in scope is for: req's, the
+// scope's or the default one. A project the scope does not see, or that
+// does not exist or was deleted, is store.ErrProjectNotFound (the same
+// answer for each, so a scoped caller cannot probe other projects).
+func (s *Service) project(ctx context.Context, scope projects.Scope, id uuid.UUID) (store.Project, error) {
+	if err := scope.Check(); err != nil {
+		return store.Project{}, err
+	}
+	named := id != uuid.Nil
+	if !named {
+		id = store.DefaultProjectID
+		if p, ok := scope.Project(); ok {
+			id = p
+		}
+	}
+	if !scope.Sees(id) {
+		return store.Project{}, store.ErrProjectNotFound
+	}
+	p, err := s.store.GetProject(ctx, id)
+	if err == nil && p.DeletedAt != nil {
+		err = store.ErrProjectNotFound
+	}
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound) && !named:
+		if _, scoped := scope.Project(); !scoped {
+			return store.Project{}, errDefaultProjectGone
+		}
+		return store.Project{}, store.ErrProjectNotFound
+	case errors.Is(err, errdefs.ErrNotFound):
+		return store.Project{}, store.ErrProjectNotFound
+	case err != nil:
+		return store.Project{}, err
+	}
+	return p, nil
+}
+
 // ErrNoDeployment is the class (errdefs.ErrFailedPrecondition) of a
 // Create before any deployment was committed: a refusal (reason
 // no_deployment) that tells the operator what to do.
@@ -151,27 +197,41 @@ var ErrNoDeployment error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_de
 // with DeploymentService.EnableProvider) and one that finds no node with
 // room (store.ErrNoCapacity: enabled, present by its durable record,
 // ready for the generation, within capacity) create nothing, and so does
-// one after CloseAdmission (ErrAdmissionClosed, reason owner_failure).
-func (s *Service) Create(ctx context.Context, req CreateRequest) (store.SessionBundle, error) {
+// one after CloseAdmission (ErrAdmissionClosed, reason owner_failure). A
+// project scope does not see, or that is missing or deleted, is
+// store.ErrProjectNotFound; the deleted default project, when no project
+// is named, is an invalid "project".
+func (s *Service) Create(ctx context.Context, scope projects.Scope, req CreateRequest) (store.SessionBundle, error) {
 	if err := req.validate(); err != nil {
 		return store.SessionBundle{}, err
 	}
 	if s.admissionClosed.Load() {
 		return store.SessionBundle{}, ErrAdmissionClosed
 	}
+	p, err := s.project(ctx, scope, req.ProjectID)
+	if err == nil && req.TenantID != uuid.Nil && req.TenantID != p.TenantID {
+		err = store.ErrProjectNotFound
+	}
+	if err != nil {
+		return store.SessionBundle{}, fmt.Errorf("create session: %w", err)
+	}
+	// The tenant is the project's: the store's transaction locks the
+	// project and refuses it if it was deleted or moved meanwhile.
+	req.ProjectID = p.ID
+	tenant := p.TenantID
 	// A replacement committed between the read of the current generation
 	// and the admission's transaction moves it (store.ErrGenerationMoved,
 	// nothing written): prepared once more for the new current
 	// generation, it is admitted there.
-	b, err := s.create(ctx, req)
+	b, err := s.create(ctx, tenant, req)
 	if errors.Is(err, store.ErrGenerationMoved) {
-		b, err = s.create(ctx, req)
+		b, err = s.create(ctx, tenant, req)
 	}
 	return b, err
 }
 
-// create admits req for the current generation.
-func (s *Service) create(ctx context.Context, req CreateRequest) (store.SessionBundle, error) {
+// create admits req, for a project of tenant, for the current generation.
+func (s *Service) create(ctx context.Context, tenant uuid.UUID, req CreateRequest) (store.SessionBundle, error) {
 	const op = "create session"
 	gen, err := s.store.CurrentGeneration(ctx)
 	if errors.Is(err, errdefs.ErrNotFound) {
@@ -183,7 +243,7 @@ func (s *Service) create(ctx context.Context, req CreateRequest) (store.SessionB
 	p := store.CreateSessionParams{
 		RequestID:     req.RequestID,
 		ProjectID:     req.ProjectID,
-		TenantID:      req.TenantID,
+		TenantID:      tenant,
 		DisplayName:   req.DisplayName,
 		SessionID:     s.newID(),
 		EnvironmentID: s.newID(),
@@ -214,9 +274,12 @@ func (s *Service) create(ctx context.Context, req CreateRequest) (store.SessionB
 // lifecycle worker kill its compute, and it releases the allocation only
 // after confirmed cleanup and settled creation. A disabled provider never
 // blocks it. Deleting again changes
-// nothing and returns the Session as it is; an unknown Session is
-// errdefs.ErrNotFound.
-func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.SessionBundle, error) {
+// nothing and returns the Session as it is; an unknown Session, or one
+// scope does not see, is errdefs.ErrNotFound.
+func (s *Service) Delete(ctx context.Context, scope projects.Scope, sessionID uuid.UUID) (store.SessionBundle, error) {
+	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
+	}
 	b, term, err := s.store.DeleteSession(ctx, sessionID)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
@@ -231,8 +294,12 @@ func (s *Service) Delete(ctx context.Context, sessionID uuid.UUID) (store.Sessio
 // the workspace is captured. It obeys the idle suspension's predicate
 // except the idle time (a Turn ended, nothing queued or running), and is
 // refused otherwise with what to wait for (no_turn_ended, session_busy).
-// Idempotent by requestID.
-func (s *Service) Suspend(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
+// Idempotent by requestID. A Session scope does not see is
+// errdefs.ErrNotFound.
+func (s *Service) Suspend(ctx context.Context, scope projects.Scope, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
+	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+		return store.SessionBundle{}, fmt.Errorf("suspend session: %w", err)
+	}
 	b, err := s.suspension.SuspendNow(ctx, sessionID, requestID)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("suspend session: %w", err)
@@ -243,8 +310,11 @@ func (s *Service) Suspend(ctx context.Context, sessionID, requestID uuid.UUID) (
 // Resume asks for a suspended Session's restore now
 // (store.RequestResume, through core/suspension), as a submitted Turn
 // would. Idempotent by
-// requestID.
-func (s *Service) Resume(ctx context.Context, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
+// requestID. A Session scope does not see is errdefs.ErrNotFound.
+func (s *Service) Resume(ctx context.Context, scope projects.Scope, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
+	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+		return store.SessionBundle{}, fmt.Errorf("resume session: %w", err)
+	}
 	b, err := s.suspension.ResumeNow(ctx, sessionID, requestID)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("resume session: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
@@ -39,7 +40,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 	svc := sessions.New(owned, key, installation, uuid.New, suspension.New(owned.Owner, nil), nil)
 
 	req := sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"}
-	_, err = svc.Create(ctx, req)
+	_, err = svc.Create(ctx, projects.All(), req)
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("Create without a deployment: %v", err)
 	}
@@ -52,7 +53,7 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 		},
 	})
 	must(t, err)
-	b, err := svc.Create(ctx, req)
+	b, err := svc.Create(ctx, projects.All(), req)
 	must(t, err)
 	a := b.Allocation
 	if !b.Created || a.NodeID != node || a.Generation != 1 || a.State != store.AllocationAllocated {
@@ -72,19 +73,19 @@ func TestCreateSealsTheCredentialAndRetriesKeepIt(t *testing.T) {
 		t.Fatal("sealed credential opened under another allocation")
 	}
 
-	again, err := svc.Create(ctx, req)
+	again, err := svc.Create(ctx, projects.All(), req)
 	must(t, err)
 	if again.Created || again.Allocation.ID != a.ID || !bytes.Equal(again.Allocation.CredentialDigest, a.CredentialDigest) {
 		t.Fatalf("retry %+v", again)
 	}
 
 	// max_active comes from the deployment: the node is full.
-	_, err = svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: req.TenantID, ProjectID: req.ProjectID})
+	_, err = svc.Create(ctx, projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: req.TenantID, ProjectID: req.ProjectID})
 	if !errors.Is(err, store.ErrNoCapacity) {
 		t.Fatalf("Create over max_active: %v", err)
 	}
 
-	del, err := svc.Delete(ctx, b.Session.ID)
+	del, err := svc.Delete(ctx, projects.All(), b.Session.ID)
 	must(t, err)
 	if del.Session.State != store.SessionDeleteRequested || del.Allocation.State != store.AllocationCleanupRequested {
 		t.Fatalf("delete %+v", del)
@@ -116,7 +117,7 @@ func TestCreateBoundsNodesByTheirRecordedCapacity(t *testing.T) {
 	}
 	svc := sessions.New(owned, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil), nil)
 	create := func() error {
-		_, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID})
+		_, err := svc.Create(ctx, projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID})
 		return err
 	}
 	report(699) // fits nothing of 700 millis
@@ -182,7 +183,7 @@ func TestCreateAfterAReplacementUsesTheNewGeneration(t *testing.T) {
 	must(t, err)
 	storetest.Present(t, owned, node, 2) // ready for the generation about to be committed
 	svc := sessions.New(&replacing{Owned: owned, t: t}, key, uuid.New(), uuid.New, suspension.New(owned.Owner, nil), nil)
-	b, err := svc.Create(ctx, sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
+	b, err := svc.Create(ctx, projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	must(t, err)
 	if b.Placement.Generation != 2 || b.Allocation.Generation != 2 {
 		t.Fatalf("admitted for generation %d (allocation %d), want 2", b.Placement.Generation, b.Allocation.Generation)

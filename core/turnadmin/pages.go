@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 	"berth.dev/core/turns"
 )
@@ -19,12 +20,12 @@ import (
 const scopeListTurns = "berth.admin.v1.TurnService/ListTurns"
 
 // turnKeyset pages ListTurns over t.List for the Session session (named
-// parent in the request), in submission order.
-func turnKeyset(t *turns.Service, session uuid.UUID, parent string) admin.Keyset[store.Turn, int64] {
+// parent in the request) in scope, in submission order.
+func turnKeyset(t *turns.Service, scope projects.Scope, session uuid.UUID, parent string) admin.Keyset[store.Turn, int64] {
 	return admin.Keyset[store.Turn, int64]{
 		Scope: []string{scopeListTurns, parent},
 		Fetch: func(ctx context.Context, afterSeq int64, limit int) ([]store.Turn, error) {
-			page, err := t.List(ctx, session, afterSeq, limit)
+			page, err := t.List(ctx, scope, session, afterSeq, limit)
 			if err != nil {
 				return nil, fmt.Errorf("list turns: %w", err)
 			}

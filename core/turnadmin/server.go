@@ -32,7 +32,7 @@ func (g *Server) SubmitTurn(ctx context.Context, req *adminv1.SubmitTurnRequest)
 	if err != nil {
 		return nil, err
 	}
-	t, err := g.turns.Submit(ctx, r)
+	t, err := g.turns.Submit(ctx, admin.ScopeFrom(ctx), r)
 	if err != nil {
 		return nil, requestPaths.Map(fmt.Errorf("submit turn: %w", err))
 	}
@@ -45,7 +45,7 @@ func (g *Server) GetTurn(ctx context.Context, req *adminv1.GetTurnRequest) (*adm
 	if err != nil {
 		return nil, err
 	}
-	t, err := g.turns.Get(ctx, s, id)
+	t, err := g.turns.Get(ctx, admin.ScopeFrom(ctx), s, id)
 	if err != nil {
 		return nil, fmt.Errorf("get turn: %w", err)
 	}
@@ -58,7 +58,7 @@ func (g *Server) ListTurns(ctx context.Context, req *adminv1.ListTurnsRequest) (
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), turnKeyset(g.turns, s, req.GetParent()))
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), turnKeyset(g.turns, admin.ScopeFrom(ctx), s, req.GetParent()))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (g *Server) StreamTurnOutput(req *adminv1.StreamTurnOutputRequest, s grpc.S
 	if err != nil {
 		return err
 	}
-	err = g.turns.StreamOutput(s.Context(), sess, id, req.GetStdoutOffset(), req.GetStderrOffset(), func(c turns.Chunk) error {
+	err = g.turns.StreamOutput(s.Context(), admin.ScopeFrom(s.Context()), sess, id, req.GetStdoutOffset(), req.GetStderrOffset(), func(c turns.Chunk) error {
 		stream := adminv1.OutputStream_OUTPUT_STREAM_STDOUT
 		if c.Stream == store.StreamStderr {
 			stream = adminv1.OutputStream_OUTPUT_STREAM_STDERR
@@ -93,7 +93,7 @@ func (g *Server) CancelTurn(ctx context.Context, req *adminv1.CancelTurnRequest)
 	if err != nil {
 		return nil, err
 	}
-	t, err := g.turns.Cancel(ctx, s, id)
+	t, err := g.turns.Cancel(ctx, admin.ScopeFrom(ctx), s, id)
 	if err != nil {
 		return nil, fmt.Errorf("cancel turn: %w", err)
 	}

@@ -7,6 +7,12 @@
 // (core/turnadmin) exposes them.
 //
 // Rules:
+//   - Every caller's entry (Submit, Get, List, Cancel, StreamOutput)
+//     takes the call's projects.Scope and reads the Session through
+//     projects.GetSession first: a Session of a project the scope does not
+//     see is errdefs.ErrNotFound, as a missing one is, and nothing is
+//     queued, cancelled or streamed. The Runtime's entries (runtime.go)
+//     are bound to their connection instead.
 //   - This package is the one writer of Turn state, and publishes each
 //     committed change of a Turn or a Session's queue on the bus
 //     (events.Turn, events.Session) for whoever waits on them. The one

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/events"
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/store"
 	"berth.dev/sandbox/errdefs"
@@ -26,7 +27,7 @@ import (
 // Store is what Turns read and write: the owner-bound store, because
 // claims and sweeps are fenced by the owner epoch.
 type Store interface {
-	GetSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, error)
+	projects.SessionReader
 	SubmitTurn(ctx context.Context, p store.SubmitTurnParams) (t store.Turn, created bool, err error)
 	GetTurn(ctx context.Context, id uuid.UUID) (store.Turn, error)
 	ListTurns(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]store.Turn, error)
@@ -237,9 +238,13 @@ func (s *Service) digest(r SubmitRequest) ([]byte, error) {
 // Submit validates and queues a Turn. A retry with the same request id
 // returns the first Turn and queues nothing; with different content it is
 // errdefs.ErrExists. A Session being deleted is
-// errdefs.ErrFailedPrecondition.
-func (s *Service) Submit(ctx context.Context, r SubmitRequest) (store.Turn, error) {
+// errdefs.ErrFailedPrecondition; one scope does not see is
+// errdefs.ErrNotFound.
+func (s *Service) Submit(ctx context.Context, scope projects.Scope, r SubmitRequest) (store.Turn, error) {
 	if err := r.Validate(); err != nil {
+		return store.Turn{}, err
+	}
+	if _, err := projects.GetSession(ctx, s.store, scope, r.SessionID); err != nil {
 		return store.Turn{}, err
 	}
 	digest, err := s.digest(r)
@@ -283,8 +288,11 @@ func (s *Service) OpenInput(t store.Turn) (Input, error) {
 }
 
 // Get returns a Turn of the Session; ErrNotFound for a Turn of another
-// Session.
-func (s *Service) Get(ctx context.Context, sessionID, turnID uuid.UUID) (store.Turn, error) {
+// Session or of a Session scope does not see.
+func (s *Service) Get(ctx context.Context, scope projects.Scope, sessionID, turnID uuid.UUID) (store.Turn, error) {
+	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+		return store.Turn{}, err
+	}
 	t, err := s.store.GetTurn(ctx, turnID)
 	if err != nil {
 		return store.Turn{}, err
@@ -296,9 +304,10 @@ func (s *Service) Get(ctx context.Context, sessionID, turnID uuid.UUID) (store.T
 }
 
 // List returns up to limit (store.ListTurns's bounds) Turns of the
-// Session after seq afterSeq.
-func (s *Service) List(ctx context.Context, sessionID uuid.UUID, afterSeq int64, limit int) ([]store.Turn, error) {
-	if _, err := s.store.GetSession(ctx, sessionID); err != nil {
+// Session after seq afterSeq; ErrNotFound for a Session scope does not
+// see.
+func (s *Service) List(ctx context.Context, scope projects.Scope, sessionID uuid.UUID, afterSeq int64, limit int) ([]store.Turn, error) {
+	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
 		return nil, err
 	}
 	return s.store.ListTurns(ctx, sessionID, afterSeq, limit)
@@ -307,8 +316,8 @@ func (s *Service) List(ctx context.Context, sessionID uuid.UUID, afterSeq int64,
 // Cancel requests cancellation: a queued Turn is cancelled at once, a
 // running one by its Runtime (the gateway is woken), a terminal one is
 // returned unchanged.
-func (s *Service) Cancel(ctx context.Context, sessionID, turnID uuid.UUID) (store.Turn, error) {
-	if _, err := s.Get(ctx, sessionID, turnID); err != nil {
+func (s *Service) Cancel(ctx context.Context, scope projects.Scope, sessionID, turnID uuid.UUID) (store.Turn, error) {
+	if _, err := s.Get(ctx, scope, sessionID, turnID); err != nil {
 		return store.Turn{}, err
 	}
 	t, err := s.store.RequestTurnCancel(ctx, turnID)
@@ -335,14 +344,14 @@ const pollInterval = 500 * time.Millisecond
 // StreamOutput sends a Turn's output from the given offsets: what is
 // recorded, then what arrives, until the Turn is terminal and everything
 // recorded was sent, or ctx ends.
-func (s *Service) StreamOutput(ctx context.Context, sessionID, turnID uuid.UUID, stdoutFrom, stderrFrom int64, send func(Chunk) error) error {
+func (s *Service) StreamOutput(ctx context.Context, scope projects.Scope, sessionID, turnID uuid.UUID, stdoutFrom, stderrFrom int64, send func(Chunk) error) error {
 	if stdoutFrom < 0 {
 		return errdefs.Invalid("stdout_from", "must not be negative")
 	}
 	if stderrFrom < 0 {
 		return errdefs.Invalid("stderr_from", "must not be negative")
 	}
-	if _, err := s.Get(ctx, sessionID, turnID); err != nil {
+	if _, err := s.Get(ctx, scope, sessionID, turnID); err != nil {
 		return err
 	}
 	// Subscribed before the first read: a change committed after any read

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"berth.dev/core/projects"
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 	"berth.dev/core/turns"
@@ -81,7 +82,7 @@ func TestSubmitSealsInputAndRetriesAreIdempotent(t *testing.T) {
 		SessionID: b.Session.ID, RequestID: uuid.New(), Command: script("printenv TOKEN"),
 		Env: map[string]string{"TOKEN": "very-secret-value"}, Stdin: []byte("secret stdin"),
 	}
-	first, err := svc.Submit(ctx, req)
+	first, err := svc.Submit(ctx, projects.All(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +99,17 @@ func TestSubmitSealsInputAndRetriesAreIdempotent(t *testing.T) {
 	if err != nil || in.Env["TOKEN"] != "very-secret-value" || string(in.Stdin) != "secret stdin" {
 		t.Fatalf("opened input %v, %v", in.Env, err)
 	}
-	again, err := svc.Submit(ctx, req)
+	again, err := svc.Submit(ctx, projects.All(), req)
 	if err != nil || again.ID != first.ID {
 		t.Fatalf("retry: %v %v", again.ID, err)
 	}
 	changed := req
 	changed.Env = map[string]string{"TOKEN": "other"}
-	if _, err := svc.Submit(ctx, changed); !errdefs.IsExists(err) {
+	if _, err := svc.Submit(ctx, projects.All(), changed); !errdefs.IsExists(err) {
 		t.Fatalf("same request id, other input: %v, want ErrExists", err)
 	}
 	// Another Session cannot read it.
-	if _, err := svc.Get(ctx, uuid.New(), first.ID); !errdefs.IsNotFound(err) {
+	if _, err := svc.Get(ctx, projects.All(), uuid.New(), first.ID); !errdefs.IsNotFound(err) {
 		t.Fatalf("get through another session: %v", err)
 	}
 }
@@ -117,7 +118,7 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 	f := turnstest.New(t)
 	svc, st, b := f.Svc, f.St, f.Session
 	ctx := context.Background()
-	turn, err := svc.Submit(ctx, turns.SubmitRequest{SessionID: b.Session.ID, RequestID: uuid.New(), Command: script("x")})
+	turn, err := svc.Submit(ctx, projects.All(), turns.SubmitRequest{SessionID: b.Session.ID, RequestID: uuid.New(), Command: script("x")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestStreamOutputFromOffsetsUntilTerminal(t *testing.T) {
 	go func() {
 		var out bytes.Buffer
 		stdout := int64(3)
-		err := svc.StreamOutput(ctx, b.Session.ID, turn.ID, 3, 1, func(c turns.Chunk) error {
+		err := svc.StreamOutput(ctx, projects.All(), b.Session.ID, turn.ID, 3, 1, func(c turns.Chunk) error {
 			if c.Stream == store.StreamStdout {
 				if c.Offset != stdout {
 					t.Errorf("chunk offset %d, want %d", c.Offset, stdout)
@@ -211,7 +212,7 @@ func TestConcurrentIdenticalSubmitsAllGetOneTurn(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			got[i], errs[i] = svc.Submit(ctx, req)
+			got[i], errs[i] = svc.Submit(ctx, projects.All(), req)
 		})
 	}
 	close(start)
@@ -233,7 +234,7 @@ func TestConcurrentIdenticalSubmitsAllGetOneTurn(t *testing.T) {
 	}
 	changed := req
 	changed.Stdin = []byte("other")
-	if _, err := svc.Submit(ctx, changed); !errdefs.IsExists(err) {
+	if _, err := svc.Submit(ctx, projects.All(), changed); !errdefs.IsExists(err) {
 		t.Fatalf("same request id, other body: %v, want ErrExists", err)
 	}
 }

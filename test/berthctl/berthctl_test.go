@@ -220,7 +220,9 @@ func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
 	c.fails(1, "error: deployment_committed: a deployment is committed: replace it with ReplaceDeployment",
 		"deployment", "commit", "-f", candidate, "--memory-bytes", "512Mi", "--expected-generation", "1")
 
-	// A Session, waited for until its Runtime accepts Turns.
+	// A Session, waited for until its Runtime accepts Turns, in the
+	// default project (migration 0022's fixed ids).
+	const defaultProject = "tenants/00000000-0000-4000-8000-000000000001/projects/00000000-0000-4000-8000-000000000002"
 	r = c.ok("session", "create", "--display-name", "berthctl", "--wait")
 	session := value(t, r.stdout, "NAME")
 	if value(t, r.stdout, "STATE") != "ACTIVE" || value(t, r.stdout, "EXECUTION ADMITTED") != "yes" || value(t, r.stdout, "NODE") != nodeName {
@@ -246,8 +248,19 @@ func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
 	if gotSession.GetSession().GetDisplayName() != "berthctl" || gotSession.GetSession().GetAllocation() == "" {
 		t.Fatalf("session get -o json: %v", &gotSession)
 	}
-	if r := c.ok("session", "get", session); value(t, r.stdout, "RUNTIME CONNECTED") != "yes" {
+	if r := c.ok("session", "get", session); value(t, r.stdout, "RUNTIME CONNECTED") != "yes" ||
+		value(t, r.stdout, "PROJECT") != defaultProject {
 		t.Fatalf("session get: %v", r)
+	}
+	// The project filter: the default project lists the Session, a project
+	// that does not exist lists nothing.
+	c.json(&sessions, "session", "list", "--project", defaultProject)
+	if len(sessions.GetSessions()) != 1 || sessions.GetSessions()[0].GetName() != session {
+		t.Fatalf("session list --project %s: %v", defaultProject, &sessions)
+	}
+	c.json(&sessions, "session", "list", "--project", "tenants/"+uuid.NewString()+"/projects/"+uuid.NewString())
+	if len(sessions.GetSessions()) != 0 {
+		t.Fatalf("session list --project of a missing project: %v", &sessions)
 	}
 
 	// turn run: stdout, stderr and the exit status byte for byte, stdin

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/lifecycle"
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
@@ -74,7 +75,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 		return a
 	}
 
-	b, err := sessions.New(st, key, inst.ID, uuid.New, susp, nil).Create(ctx, sessions.CreateRequest{
+	b, err := sessions.New(st, key, inst.ID, uuid.New, susp, nil).Create(ctx, projects.All(), sessions.CreateRequest{
 		RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "capture"})
 	must(t, err)
 	for range 3 {
@@ -159,7 +160,7 @@ func TestAFailedCaptureCheckRollsNothingBack(t *testing.T) {
 		t.Fatalf("node retains %d %v, want 1", r, err)
 	}
 
-	_, err = sessions.New(st, key, inst.ID, uuid.New, susp, nil).Delete(ctx, b.Session.ID)
+	_, err = sessions.New(st, key, inst.ID, uuid.New, susp, nil).Delete(ctx, projects.All(), b.Session.ID)
 	must(t, err)
 	for range 4 {
 		pass()

@@ -52,11 +52,12 @@ func (a *app) showSession(resp proto.Message, session **adminv1.Session, w waitF
 func (a *app) sessionCreateCmd() *cobra.Command {
 	var (
 		display   string
+		project   string
 		requestID string
 		w         waitFlags
 	)
 	c := a.command("create", "Create a Session (Core places it and creates its sandbox in the background)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
-		req := &adminv1.CreateSessionRequest{RequestId: requestID, Session: &adminv1.Session{DisplayName: display}}
+		req := &adminv1.CreateSessionRequest{RequestId: requestID, Session: &adminv1.Session{DisplayName: display, Project: project}}
 		if req.RequestId == "" {
 			req.RequestId = uuid.NewString()
 		}
@@ -67,7 +68,8 @@ func (a *app) sessionCreateCmd() *cobra.Command {
 		return a.showSession(resp, &resp.Session, w, admitted)
 	})
 	c.Flags().StringVar(&display, "display-name", "", "an optional label (at most 63 characters)")
-	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
+	c.Flags().StringVar(&project, "project", "", "the project, tenants/TENANT/projects/PROJECT (default: the default project)")
+	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent within the project (default: a new one)")
 	w.flags(c.Flags(), "wait until the Session's Runtime accepts Turns (or the Session fails)")
 	return c
 }
@@ -75,11 +77,12 @@ func (a *app) sessionCreateCmd() *cobra.Command {
 func (a *app) sessionListCmd() *cobra.Command {
 	var (
 		deleted bool
+		project string
 		p       page
 	)
 	c := a.command("list", "List Sessions in creation order", exactArgs(), func(cmd *cobra.Command, _ []string) error {
 		sessions, next, err := list(p, func(size int32, token string) ([]*adminv1.Session, string, error) {
-			resp, err := call(a.sessions.ListSessions, &adminv1.ListSessionsRequest{PageSize: size, PageToken: token, ShowDeleted: deleted})
+			resp, err := call(a.sessions.ListSessions, &adminv1.ListSessionsRequest{PageSize: size, PageToken: token, ShowDeleted: deleted, Project: project})
 			return resp.GetSessions(), resp.GetNextPageToken(), err
 		})
 		if err != nil {
@@ -97,6 +100,7 @@ func (a *app) sessionListCmd() *cobra.Command {
 		return err
 	})
 	c.Flags().BoolVar(&deleted, "show-deleted", false, "include deleted Sessions")
+	c.Flags().StringVar(&project, "project", "", "list only this project's Sessions (tenants/TENANT/projects/PROJECT)")
 	p.flags(c.Flags())
 	return c
 }
@@ -183,6 +187,7 @@ func sessionFields(w io.Writer, s *adminv1.Session) {
 	env := s.GetEnvironment()
 	field(w, "NAME", s.GetName())
 	field(w, "DISPLAY NAME", dash(s.GetDisplayName()))
+	field(w, "PROJECT", dash(s.GetProject()))
 	field(w, "STATE", enum(s.GetState(), "STATE_"))
 	field(w, "CREATED", ts(s.GetCreateTime()))
 	if s.GetDeleteTime() != nil {

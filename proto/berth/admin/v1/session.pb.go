@@ -176,7 +176,13 @@ type Session struct {
 	Node string `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
 	// allocation is "allocations/{allocation}", the Environment's current
 	// compute ownership; empty before it is committed. Output only.
-	Allocation    string `protobuf:"bytes,8,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	Allocation string `protobuf:"bytes,8,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	// project is "tenants/{tenant}/projects/{project}", the project the
+	// Session belongs to; the Session's tenant is the project's. On
+	// CreateSession it may name the project (empty: the default project);
+	// a project that does not exist or was deleted is NOT_FOUND. It never
+	// changes.
+	Project       string `protobuf:"bytes,9,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -263,6 +269,13 @@ func (x *Session) GetNode() string {
 func (x *Session) GetAllocation() string {
 	if x != nil {
 		return x.Allocation
+	}
+	return ""
+}
+
+func (x *Session) GetProject() string {
+	if x != nil {
+		return x.Project
 	}
 	return ""
 }
@@ -603,11 +616,13 @@ func (x *ResumeSessionResponse) GetSession() *Session {
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// request_id is a UUID chosen by the caller; required. A retry with the
-	// same request_id returns the Session the first call created and never
-	// creates another; a retry with a different session is ALREADY_EXISTS.
+	// same request_id in the same project returns the Session the first call
+	// created and never creates another; a retry with a different session is
+	// ALREADY_EXISTS. Request ids are scoped to the project: another
+	// project's use of the same id is another request.
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// session holds the caller's fields (display_name); output-only fields
-	// must be empty.
+	// session holds the caller's fields (display_name, project); output-only
+	// fields must be empty.
 	Session       *Session `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -804,7 +819,11 @@ type ListSessionsRequest struct {
 	// page_token is next_page_token of a previous call, or empty.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// show_deleted includes DELETED Sessions.
-	ShowDeleted   bool `protobuf:"varint,3,opt,name=show_deleted,json=showDeleted,proto3" json:"show_deleted,omitempty"`
+	ShowDeleted bool `protobuf:"varint,3,opt,name=show_deleted,json=showDeleted,proto3" json:"show_deleted,omitempty"`
+	// project, "tenants/{tenant}/projects/{project}", lists only that
+	// project's Sessions; empty lists every Session the caller may see. A
+	// project that does not exist gives an empty list.
+	Project       string `protobuf:"bytes,4,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -858,6 +877,13 @@ func (x *ListSessionsRequest) GetShowDeleted() bool {
 		return x.ShowDeleted
 	}
 	return false
+}
+
+func (x *ListSessionsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
 }
 
 // ListSessionsResponse carries one page.
@@ -1011,7 +1037,7 @@ var File_berth_admin_v1_session_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x1cberth/admin/v1/session.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x03\n" +
+	"\x1cberth/admin/v1/session.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x04\n" +
 	"\aSession\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x123\n" +
@@ -1024,7 +1050,8 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\x04node\x18\a \x01(\tR\x04node\x12\x1e\n" +
 	"\n" +
 	"allocation\x18\b \x01(\tR\n" +
-	"allocation\"\x81\x01\n" +
+	"allocation\x12\x18\n" +
+	"\aproject\x18\t \x01(\tR\aproject\"\x81\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12STATE_PROVISIONING\x10\x01\x12\x10\n" +
@@ -1062,12 +1089,13 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\x11GetSessionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"G\n" +
 	"\x12GetSessionResponse\x121\n" +
-	"\asession\x18\x01 \x01(\v2\x17.berth.admin.v1.SessionR\asession\"t\n" +
+	"\asession\x18\x01 \x01(\v2\x17.berth.admin.v1.SessionR\asession\"\x8e\x01\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12!\n" +
-	"\fshow_deleted\x18\x03 \x01(\bR\vshowDeleted\"s\n" +
+	"\fshow_deleted\x18\x03 \x01(\bR\vshowDeleted\x12\x18\n" +
+	"\aproject\x18\x04 \x01(\tR\aproject\"s\n" +
 	"\x14ListSessionsResponse\x123\n" +
 	"\bsessions\x18\x01 \x03(\v2\x17.berth.admin.v1.SessionR\bsessions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n" +
