@@ -260,6 +260,18 @@ type Project struct {
 	MaxRetainedSessions pgtype.Int4
 }
 
+type ProjectKey struct {
+	ID          uuid.UUID
+	ProjectID   uuid.UUID
+	TenantID    uuid.UUID
+	Digest      []byte
+	DisplayName string
+	RequestID   uuid.UUID
+	CreatedAt   time.Time
+	ExpireAt    *time.Time
+	RevokedAt   *time.Time
+}
+
 type RuntimeConnection struct {
 	ID             uuid.UUID
 	AllocationID   uuid.UUID

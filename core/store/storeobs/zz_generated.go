@@ -181,6 +181,13 @@ func (d *Reader) GetProject(p0 context.Context, p1 uuid.UUID) (store.Project, er
 	return r0, r1
 }
 
+func (d *Reader) GetProjectKey(p0 context.Context, p1 uuid.UUID) (store.ProjectKey, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetProjectKey")
+	r0, r1 := d.next.GetProjectKey(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) GetProviderSwitch(p0 context.Context) (store.ProviderSwitch, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetProviderSwitch")
 	r0, r1 := d.next.GetProviderSwitch(ctx)
@@ -314,6 +321,13 @@ func (d *Reader) ListPendingForNode(p0 context.Context, p1 uuid.UUID, p2 uuid.UU
 	return r0, r1
 }
 
+func (d *Reader) ListProjectKeysByAge(p0 context.Context, p1 uuid.UUID, p2 int, p3 store.AgeCursor) ([]store.ProjectKey, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListProjectKeysByAge")
+	r0, r1 := d.next.ListProjectKeysByAge(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) ListProjectSessionsByAge(p0 context.Context, p1 uuid.UUID, p2 int, p3 store.AgeCursor, p4 bool) ([]store.SessionBundle, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListProjectSessionsByAge")
 	r0, r1 := d.next.ListProjectSessionsByAge(ctx, p1, p2, p3, p4)
@@ -345,6 +359,13 @@ func (d *Reader) ListSuspensionWorkForNode(p0 context.Context, p1 store.Suspensi
 func (d *Reader) ListTurns(p0 context.Context, p1 uuid.UUID, p2 int64, p3 int) ([]store.Turn, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListTurns")
 	r0, r1 := d.next.ListTurns(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) LiveProjectKeys(p0 context.Context) ([]store.LiveKey, error) {
+	ctx, c := d.obs.start(p0, "Reader", "LiveProjectKeys")
+	r0, r1 := d.next.LiveProjectKeys(ctx)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -443,6 +464,13 @@ func (d *Reader) SeenGeneration(p0 context.Context) (store.GenerationSeen, error
 func (d *Reader) SessionIdleSince(p0 context.Context, p1 uuid.UUID) (store.Idleness, error) {
 	ctx, c := d.obs.start(p0, "Reader", "SessionIdleSince")
 	r0, r1 := d.next.SessionIdleSince(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) VerifyProjectKey(p0 context.Context, p1 uuid.UUID) (store.LiveKey, error) {
+	ctx, c := d.obs.start(p0, "Reader", "VerifyProjectKey")
+	r0, r1 := d.next.VerifyProjectKey(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -798,6 +826,13 @@ func (d *Admin) CreateProject(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3
 	return r0, r1, r2
 }
 
+func (d *Admin) CreateProjectKey(p0 context.Context, p1 store.NewProjectKey) (store.ProjectKey, bool, error) {
+	ctx, c := d.obs.start(p0, "Admin", "CreateProjectKey")
+	r0, r1, r2 := d.next.CreateProjectKey(ctx, p1)
+	c.end(ctx, r2)
+	return r0, r1, r2
+}
+
 func (d *Admin) CreateRequestedEnrollmentToken(p0 context.Context, p1 uuid.UUID, p2 string, p3 []byte, p4 time.Duration) (store.EnrollmentToken, bool, error) {
 	ctx, c := d.obs.start(p0, "Admin", "CreateRequestedEnrollmentToken")
 	r0, r1, r2 := d.next.CreateRequestedEnrollmentToken(ctx, p1, p2, p3, p4)
@@ -836,6 +871,13 @@ func (d *Admin) RevokeActiveEnrollmentToken(p0 context.Context, p1 string) (stor
 func (d *Admin) RevokeEnrollmentToken(p0 context.Context, p1 string) (store.EnrollmentToken, error) {
 	ctx, c := d.obs.start(p0, "Admin", "RevokeEnrollmentToken")
 	r0, r1 := d.next.RevokeEnrollmentToken(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Admin) RevokeProjectKey(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.ProjectKey, error) {
+	ctx, c := d.obs.start(p0, "Admin", "RevokeProjectKey")
+	r0, r1 := d.next.RevokeProjectKey(ctx, p1, p2)
 	c.end(ctx, r1)
 	return r0, r1
 }
