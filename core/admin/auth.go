@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/tap"
+
+	"berth.dev/core/projects"
 )
 
 // TokenPrefix starts every admin token; the rest is 32 random bytes in
@@ -73,15 +75,17 @@ func TokenDigest(token string) []byte {
 	return d[:]
 }
 
-// authenticator checks the admin bearer token. With a configured digest of
-// the wrong length it refuses every call (fail closed).
+// authenticator checks the admin bearer token and project keys. With a
+// configured digest of the wrong length it refuses every admin token
+// (fail closed); without keys it refuses every project key.
 type authenticator struct {
 	digest [sha256.Size]byte
 	ok     bool
+	keys   KeyAuthenticator
 }
 
-func newAuthenticator(digest []byte) authenticator {
-	var a authenticator
+func newAuthenticator(digest []byte, keys KeyAuthenticator) authenticator {
+	a := authenticator{keys: keys}
 	if len(digest) == sha256.Size {
 		copy(a.digest[:], digest)
 		a.ok = true
@@ -99,28 +103,45 @@ func exempt(fullMethod string) bool {
 	return false
 }
 
-// check authenticates a call's metadata. It compares the SHA-256 of the
-// presented token with the configured digest in constant time; both are
-// fixed-length digests, so neither the comparison nor its timing depends on
-// the token's text.
-func (a authenticator) check(md metadata.MD) error {
+// check authenticates a call's metadata for fullMethod and returns its
+// principal. An admin token: it compares the SHA-256 of the presented
+// token with the configured digest in constant time; both are
+// fixed-length digests, so neither the comparison nor its timing depends
+// on the token's text. A project key ("berth-key-v1."): the key index's
+// in-memory Check (no I/O), then the method, which must be one a key may
+// call (keyMethods; PERMISSION_DENIED otherwise); the principal is
+// provisional until the interceptor's verify.
+func (a authenticator) check(md metadata.MD, fullMethod string) (Principal, error) {
 	values := md.Get(authorizationKey)
 	if len(values) == 0 {
-		return unauthenticated(msgMissingToken)
+		return Principal{}, unauthenticated(msgMissingToken)
 	}
 	if len(values) != 1 {
-		return unauthenticated(msgInvalidToken)
+		return Principal{}, unauthenticated(msgInvalidToken)
 	}
 	token, ok := bearerToken(values[0])
 	if !ok {
-		return unauthenticated(msgInvalidToken)
+		return Principal{}, unauthenticated(msgInvalidToken)
+	}
+	if projects.IsKeyToken(token) {
+		if a.keys == nil {
+			return Principal{}, unauthenticated(msgInvalidKey)
+		}
+		k, ok := a.keys.Check(token)
+		if !ok {
+			return Principal{}, unauthenticated(msgInvalidKey)
+		}
+		if !keyMethods[fullMethod] {
+			return Principal{}, keyMethodDenied()
+		}
+		return Principal{key: k}, nil
 	}
 	presented := sha256.Sum256([]byte(token))
 	match := subtle.ConstantTimeCompare(presented[:], a.digest[:]) == 1
 	if !match || !a.ok {
-		return unauthenticated(msgInvalidToken)
+		return Principal{}, unauthenticated(msgInvalidToken)
 	}
-	return nil
+	return Principal{admin: true}, nil
 }
 
 // bearerToken extracts the token of "Bearer <token>" (scheme
@@ -150,8 +171,9 @@ func (a authenticator) tap(ctx context.Context, info *tap.Info) (context.Context
 	if exempt(info.FullMethodName) {
 		return ctx, nil
 	}
-	if err := a.check(info.Header); err != nil {
+	p, err := a.check(info.Header, info.FullMethodName)
+	if err != nil {
 		return ctx, err
 	}
-	return withPrincipal(ctx, Principal{admin: true}), nil
+	return withPrincipal(ctx, p), nil
 }

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
 )
 
 func TestNewAdminToken(t *testing.T) {
@@ -60,7 +62,7 @@ func TestAuthenticatorCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAuthenticator(digest)
+	a := newAuthenticator(digest, nil)
 	cases := []struct {
 		name    string
 		md      metadata.MD
@@ -82,9 +84,9 @@ func TestAuthenticatorCheck(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := a.check(tc.md)
+			p, err := a.check(tc.md, adminv1.InstallationService_GetInstallation_FullMethodName)
 			if tc.message == "" {
-				if err != nil {
+				if err != nil || !p.Admin() {
 					t.Fatalf("refused: %v", err)
 				}
 				return
@@ -116,17 +118,17 @@ func TestAuthenticatorFailsClosedWithoutDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, digest := range [][]byte{nil, {}, make([]byte, 31)} {
-		a := newAuthenticator(digest)
+		a := newAuthenticator(digest, nil)
 		// Even the SHA-256 of the empty string or a zero digest must not
 		// match an unset configuration.
 		for _, presented := range []string{"Bearer " + token, "Bearer x"} {
-			if err := a.check(incoming(presented)); status.Code(err) != codes.Unauthenticated {
+			if _, err := a.check(incoming(presented), ""); status.Code(err) != codes.Unauthenticated {
 				t.Fatalf("digest of %d bytes accepted a call", len(digest))
 			}
 		}
 	}
-	zero := newAuthenticator(make([]byte, 32))
-	if zero.check(incoming("Bearer "+token)) == nil {
+	zero := newAuthenticator(make([]byte, 32), nil)
+	if _, err := zero.check(incoming("Bearer "+token), ""); err == nil {
 		t.Fatal("zero digest accepted a token")
 	}
 }
@@ -139,7 +141,7 @@ func TestTapExemptsOnlyHealthAndReflection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAuthenticator(digest)
+	a := newAuthenticator(digest, nil)
 	cases := []struct {
 		method string
 		exempt bool

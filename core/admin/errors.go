@@ -93,7 +93,7 @@ var (
 // is internal. Refusals cross with their own reason and message, field
 // errors with a google.rpc.BadRequest.
 var codec = errgrpc.New(ErrorDomain,
-	append(errgrpc.Common(), failedPrecondition, cancelled, deadline, unauthenticatedRow, unimplementedRow),
+	append(errgrpc.Common(), failedPrecondition, cancelled, deadline, unauthenticatedRow, unimplementedRow, permissionDeniedRow),
 	errgrpc.Options{Unknown: internal, FieldDetails: true, Refusals: true})
 
 // ToStatus is the one mapping from errors to the admin API's gRPC status;

@@ -34,8 +34,11 @@ type Service interface {
 // Options configure the admin server.
 type Options struct {
 	// TokenDigest is the SHA-256 of the admin token (TokenDigest). With
-	// anything but a 32-byte digest every authenticated call is refused.
+	// anything but a 32-byte digest every admin token is refused.
 	TokenDigest []byte
+	// Keys authenticates project keys (core/projects' KeyIndex); nil
+	// refuses every project key.
+	Keys KeyAuthenticator
 	// Creds secures the transport. nil serves plaintext, which is fit only
 	// for a loopback or Unix-socket listener: the bearer token crosses in
 	// every call.
@@ -66,7 +69,7 @@ type Options struct {
 // reflection and opts.Services. A method it does not serve is
 // UNIMPLEMENTED, and only after authentication.
 func NewServer(opts Options) *grpc.Server {
-	auth := newAuthenticator(opts.TokenDigest)
+	auth := newAuthenticator(opts.TokenDigest, opts.Keys)
 	dec := newDecoder()
 	timeout := opts.DefaultTimeout
 	if timeout <= 0 {
@@ -77,8 +80,8 @@ func NewServer(opts Options) *grpc.Server {
 		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
 		grpc.ForceServerCodecV2(dec),
-		grpc.ChainUnaryInterceptor(dec.UnaryServerInterceptor, deadlinePolicy(timeout), errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod)),
-		grpc.ChainStreamInterceptor(dec.StreamServerInterceptor, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod)),
+		grpc.ChainUnaryInterceptor(dec.UnaryServerInterceptor, deadlinePolicy(timeout), auth.unaryVerify, errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod)),
+		grpc.ChainStreamInterceptor(dec.StreamServerInterceptor, auth.streamVerify, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod)),
 		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error { return unimplemented() }),
 	}
 	if opts.Creds != nil {

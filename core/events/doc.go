@@ -10,10 +10,11 @@
 //     core/turns (and Session, Turn by the writers of a terminal cleanup,
 //     Terminated: core/sessions, core/suspension, core/nodes' abandon);
 //     Phase by core/suspension; NodeServing by nodes.Manager; Generation
-//     by core/deployment. NodeWork and DirectWork are queued by the store
-//     inside the writing transaction (pg_notify) and PostgreSQL delivers
-//     them at commit, never on rollback.
-//   - Only NodeWork and DirectWork cross processes (Kind.Crosses): Feed listens on the
+//     by core/deployment. NodeWork, DirectWork and KeysChanged are queued
+//     by the store inside the writing transaction (pg_notify) and
+//     PostgreSQL delivers them at commit, never on rollback.
+//   - Only NodeWork, DirectWork and KeysChanged cross processes
+//     (Kind.Crosses): Feed listens on the
 //     store's channel (one connection, listened again after a pause) and
 //     publishes what arrives, including this Core's own writes. The other
 //     kinds are written and read only by the Core holding the lease.

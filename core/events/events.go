@@ -33,6 +33,9 @@ const (
 	// DirectWork: lifecycle work committed for the direct lane (crosses
 	// processes). ID: uuid.Nil, the lane's key (store.DirectLane).
 	DirectWork
+	// KeysChanged: a project key was created or revoked (crosses
+	// processes: every Core's key index reloads). ID: the key.
+	KeysChanged
 )
 
 // names are the kinds' wire and log names; the store's NOTIFY payload
@@ -40,6 +43,7 @@ const (
 var names = map[Kind]string{
 	Turn: "turn", Session: "session", Phase: "phase", NodeWork: "node_work",
 	NodeServing: "node_serving", Generation: "generation", DirectWork: "direct_work",
+	KeysChanged: "keys_changed",
 }
 
 func (k Kind) String() string {
@@ -50,9 +54,10 @@ func (k Kind) String() string {
 }
 
 // Crosses reports whether events of k arrive from other Core processes
-// (Feed): only NodeWork and DirectWork, whose writers may be a Core that
-// lost the lease.
-func (k Kind) Crosses() bool { return k == NodeWork || k == DirectWork }
+// (Feed): NodeWork and DirectWork, whose writers may be a Core that lost
+// the lease, and KeysChanged, whose writer may be any Core (an
+// administrator's call is served by whichever Core it reaches).
+func (k Kind) Crosses() bool { return k == NodeWork || k == DirectWork || k == KeysChanged }
 
 // Event is one change: its kind and the id of what changed.
 type Event struct {

@@ -111,10 +111,12 @@ func awaitListening(t *testing.T, writer *storetest.Owned, sub *events.Subscript
 }
 
 // TestTheStoreSpeaksTheBusKinds: the kinds the store queues for node and
-// direct-lane work are the bus's NodeWork and DirectWork, and they cross
-// processes.
+// direct-lane work and for key changes are the bus's NodeWork, DirectWork
+// and KeysChanged, and they cross processes.
 func TestTheStoreSpeaksTheBusKinds(t *testing.T) {
-	for kind, stored := range map[events.Kind]string{events.NodeWork: store.NodeWorkEvent, events.DirectWork: store.DirectWorkEvent} {
+	for kind, stored := range map[events.Kind]string{
+		events.NodeWork: store.NodeWorkEvent, events.DirectWork: store.DirectWorkEvent, events.KeysChanged: store.KeysChangedEvent,
+	} {
 		if kind.String() != stored || !kind.Crosses() {
 			t.Errorf("store %q, bus %q (crosses %v)", stored, kind, kind.Crosses())
 		}
