@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/platform/errgrpc"
+	adminv1 "berth.dev/proto/berth/admin/v1"
 
 	"berth.dev/core/projects"
 )

@@ -42,9 +42,9 @@ func TestKeyTokenForm(t *testing.T) {
 		strings.Replace(s, projects.KeyPrefix, "berth-key-v2.", 1),
 		strings.Replace(s, projects.KeyPrefix, "berth-admin-v1", 1),
 		s[:len(projects.KeyPrefix)+22] + "_" + s[len(projects.KeyPrefix)+23:], // no dot
-		s[:len(projects.KeyPrefix)] + "!" + s[len(projects.KeyPrefix)+1:],    // not base64url
-		s[:len(s)-1] + "=",                // padding
-		s[:len(s)-1] + "B",                // non-canonical last character (strict decoding)
+		s[:len(projects.KeyPrefix)] + "!" + s[len(projects.KeyPrefix)+1:],     // not base64url
+		s[:len(s)-1] + "=", // padding
+		s[:len(s)-1] + "B", // non-canonical last character (strict decoding)
 		projects.KeyPrefix + strings.Repeat("A", 22) + "." + strings.Repeat("A", 43), // the nil id
 		strings.Repeat("x", 10000),
 	}
