@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,15 +17,10 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"berth.dev/core/internal/memdirect"
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox"
-	"berth.dev/sandbox/providers"
-)
-
-const (
-	directTestKey  = "e2b_daemondirectkey0123456789abcdef01"
-	directTestKey2 = "e2b_daemondirectkeytwo0123456789abcd"
+	"berth.dev/sandbox/e2b"
+	"berth.dev/sandbox/e2b/e2btest"
 )
 
 // adminConn dials s's admin API with the admin token Core wrote into
@@ -42,43 +39,42 @@ func adminConn(t *testing.T, ctx context.Context, cfg Config, s *started) (conte
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(token))), conn
 }
 
-// TestDirectDeploymentServesSessions: a Core whose registry holds a
-// direct provider commits it through the admin API, builds and probes it
+// TestDirectDeploymentServesSessions: berth-core built with the default
+// provider registry commits an E2B deployment pointed at the loopback E2B
+// fixture through the admin API, builds and probes the real adapter
 // (GetDeployment's direct_generations says ready, the serving pin moves
 // to it), places a Session on the direct lane (no node), and the lane's
-// worker creates its sandbox at the vendor; the key is replaced through
-// ReplaceDeployment and the old one revoked, and deleting the Session
-// still leaves the vendor holding nothing. No node agent exists.
+// worker creates one sandbox at the fixture carrying the allocation's
+// berth_* metadata and runs it; the key is replaced through
+// ReplaceDeployment with another key of the same team and the old one
+// revoked, and deleting the Session still leaves the fixture holding
+// nothing. No node agent exists, and no log line of Core carries either
+// key.
 func TestDirectDeploymentServesSessions(t *testing.T) {
-	v := memdirect.NewVendor()
-	v.AddKey(directTestKey, "team-a")
-	v.AddKey(directTestKey2, "team-a")
-	reg, err := providers.NewRegistry(memdirect.Registration(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := e2btest.Start(t)
+	key2 := f.AddKey("team-a")
 	cfg := testConfig(t)
-	cfg.Providers = reg
 	cfg.ProcessPaths = sandbox.ProcessPaths{Root: "/usr/lib/berth", State: filepath.Join(t.TempDir(), "providers")}
 	cfg.LifecycleInterval = 50 * time.Millisecond
 	cfg.LeaseTTL = 0
+	logs := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	s := start(t, ctx, cfg)
+	s := startLogging(t, ctx, cfg, logs)
 	actx, conn := adminConn(t, ctx, cfg, s)
 	deployments := adminv1.NewDeploymentServiceClient(conn)
 	sessions := adminv1.NewSessionServiceClient(conn)
 
-	pub, err := structpb.NewStruct(map[string]any{"template": "berth-runtime"})
+	pub, err := structpb.NewStruct(map[string]any{"api_url": f.URL, "sandbox_url": f.URL, "template": e2btest.Template})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, err := structpb.NewStruct(map[string]any{"api_key": directTestKey})
+	cred, err := structpb.NewStruct(map[string]any{"api_key": f.Key})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = deployments.CommitDeployment(actx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
-		ProviderKind: memdirect.Kind, Configuration: pub, Credential: cred,
+		ProviderKind: e2b.Kind, Configuration: pub, Credential: cred,
 		Specification: &adminv1.Specification{CpuMillis: 500, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 4, MaxRetained: 4,
 			Suspension: &adminv1.SuspensionPolicy{Disabled: true}},
 	}})
@@ -107,21 +103,28 @@ func TestDirectDeploymentServesSessions(t *testing.T) {
 	if r.GetSession().GetNode() != "" {
 		t.Fatalf("a direct Session names node %q", r.GetSession().GetNode())
 	}
-	waitUntil(t, "the vendor holds the Session's sandbox", func() bool { return v.Len() == 1 })
-	sb := v.Sandboxes()[0]
-	if sb.Metadata[memdirect.MetaAllocation] != strings.TrimPrefix(r.GetSession().GetAllocation(), "allocations/") {
-		t.Fatalf("the sandbox's metadata %v names another allocation than %s", sb.Metadata, r.GetSession().GetAllocation())
-	}
+	alloc := strings.TrimPrefix(r.GetSession().GetAllocation(), "allocations/")
+	waitUntil(t, "the fixture holds the Session's sandbox", func() bool {
+		sbs := f.Sandboxes()
+		return len(sbs) == 1 && sbs[0].Metadata[e2b.MetaAllocation] == alloc
+	})
+	waitUntil(t, "the allocation runs", func() bool {
+		a, err := adminv1.NewAllocationServiceClient(conn).GetAllocation(actx, &adminv1.GetAllocationRequest{Name: r.GetSession().GetAllocation()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.GetAllocation().GetState() == adminv1.Allocation_STATE_ACTIVE
+	})
 
 	// The key is replaced through the admin API (inside the direct lane's
-	// drain gate), and the old key revoked at the vendor: the Session's
-	// deletion still reaches its sandbox, with the new key.
-	newKey, err := structpb.NewStruct(map[string]any{"api_key": directTestKey2})
+	// drain gate), and the old key revoked at E2B: the Session's deletion
+	// still reaches its sandbox, with the new key.
+	newKey, err := structpb.NewStruct(map[string]any{"api_key": key2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := deployments.ReplaceDeployment(actx, &adminv1.ReplaceDeploymentRequest{
-		Candidate:  &adminv1.DeploymentCandidate{ProviderKind: memdirect.Kind, Credential: newKey},
+		Candidate:  &adminv1.DeploymentCandidate{ProviderKind: e2b.Kind, Credential: newKey},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"provider_kind", "credential"}}, ExpectedGeneration: 1,
 	})
 	if err != nil {
@@ -130,15 +133,23 @@ func TestDirectDeploymentServesSessions(t *testing.T) {
 	if !rep.GetChanged() || rep.GetDeployment().GetGeneration() != 2 {
 		t.Fatalf("key replacement: %v", rep)
 	}
-	v.RemoveKey(directTestKey)
+	f.RevokeKey(f.Key)
 
 	if _, err := sessions.DeleteSession(actx, &adminv1.DeleteSessionRequest{Name: r.GetSession().GetName()}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the vendor holds nothing", func() bool { return v.Len() == 0 })
+	waitUntil(t, "the fixture holds nothing", func() bool { return len(f.Sandboxes()) == 0 })
 	cancel()
 	if err := s.wait(t); err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	for _, key := range []string{f.Key, key2} {
+		if strings.Contains(logs.String(), key) {
+			t.Fatal("a log line of Core carries an API key")
+		}
+	}
+	if !strings.Contains(logs.String(), "serving") {
+		t.Fatal("no log captured")
 	}
 }
 
@@ -151,4 +162,22 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lockedBuffer is a log sink several goroutines write to.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

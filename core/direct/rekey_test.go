@@ -2,7 +2,6 @@ package direct_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -11,22 +10,18 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/core/deployment"
-	"berth.dev/core/internal/memdirect"
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/store"
 	"berth.dev/core/suspension"
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/e2b"
+	"berth.dev/sandbox/e2b/e2btest"
 	"berth.dev/sandbox/errdefs"
 )
 
-const (
-	keyA2 = "e2b_setteamasecondkey0123456789abcd"
-	keyB  = "e2b_setteambkey0123456789abcdef0123"
-)
-
 // running places a Session and runs the direct lane's worker until its
-// allocation runs with a settled Create: the vendor holds its sandbox and
-// the store its native id.
+// allocation runs with a settled Create: E2B holds its sandbox and the
+// store its native id.
 func (e *env) running(t *testing.T) store.Allocation {
 	t.Helper()
 	e.pass(t) // records the committed generation's readiness
@@ -56,8 +51,8 @@ func (e *env) replaceKey(key string) (uint64, error) {
 		return 0, err
 	}
 	r, err := e.deploy.Replace(ctx, deployment.Candidate{
-		ProviderKind: memdirect.Kind,
-		Credential:   sandbox.NewCredential([]byte(`{"api_key":"` + key + `"}`)),
+		ProviderKind: e2b.Kind,
+		Credential:   e2btest.Credential(key),
 	}, deployment.Fields{deployment.FieldProviderKind, deployment.FieldCredential}, cur.Generation)
 	return r.Deployment.Generation, err
 }
@@ -77,17 +72,17 @@ func (e *env) current(t *testing.T) uint64 {
 }
 
 // TestKeyReplacementRepointsRetainedGenerations: replacing the key of a
-// direct provider with another key of the same vendor account verifies
-// the two retained generations' sandboxes with it, commits generation 3
-// with both pointed at its credential, and serves them with it: once the
-// old key is revoked at the vendor, the retained sandboxes are still
-// observed, and a restarted Core builds them with the new key.
+// direct provider with another key of the same E2B team verifies the two
+// retained generations' sandboxes with it, commits generation 3 with both
+// pointed at its credential, and serves them with it: once the old key is
+// revoked at E2B, the retained sandboxes are still observed, and a
+// restarted Core builds them with the new key.
 func TestKeyReplacementRepointsRetainedGenerations(t *testing.T) {
 	e := newEnv(t)
-	e.vendor.AddKey(keyA2, "team-a")
-	g1 := e.commit(t, keyA, "berth-runtime")
+	keyA2 := e.e2b.AddKey("team-a")
+	g1 := e.commit(t, e.keyA, lease1)
 	a1 := e.running(t)
-	g2 := e.commit(t, keyA, "berth-runtime-2")
+	g2 := e.commit(t, e.keyA, lease2)
 	e.pass(t)
 	a2 := e.running(t)
 	if a1.Generation != int64(g1) || a2.Generation != int64(g2) {
@@ -103,7 +98,7 @@ func TestKeyReplacementRepointsRetainedGenerations(t *testing.T) {
 		must(t, e.set.Serves(int64(g)))
 	}
 
-	e.vendor.RemoveKey(keyA)
+	e.e2b.RevokeKey(e.keyA)
 	for _, a := range []store.Allocation{a1, a2} {
 		info, err := e.set.Provider().GetInfo(context.Background(), a.Reference())
 		must(t, err)
@@ -117,18 +112,18 @@ func TestKeyReplacementRepointsRetainedGenerations(t *testing.T) {
 	}
 }
 
-// TestKeyOfAnotherAccountIsRefused: a key of another vendor account (which
-// sees none of the retained sandboxes) is refused
-// deployment_credential_not_verified, naming neither key; nothing is
-// committed and the old key goes on serving.
+// TestKeyOfAnotherAccountIsRefused: a key of another E2B team (accepted
+// by E2B, same endpoint, but it sees none of the retained sandboxes) is
+// refused deployment_credential_not_verified, naming neither key; nothing
+// is committed and the old key goes on serving.
 func TestKeyOfAnotherAccountIsRefused(t *testing.T) {
 	e := newEnv(t)
-	e.vendor.AddKey(keyB, "team-b")
-	g1 := e.commit(t, keyA, "berth-runtime")
+	keyB := e.e2b.AddTeam("team-b")
+	g1 := e.commit(t, e.keyA, lease1)
 	a := e.running(t)
 	_, err := e.replaceKey(keyB)
 	wantReason(t, err, "deployment_credential_not_verified")
-	if strings.Contains(err.Error(), keyB) || strings.Contains(err.Error(), keyA) || strings.Contains(err.Error(), a.ProviderID) {
+	if strings.Contains(err.Error(), keyB) || strings.Contains(err.Error(), e.keyA) || strings.Contains(err.Error(), a.ProviderID) {
 		t.Fatalf("refusal %q names a key or a native id", err)
 	}
 	if e.current(t) != g1 || e.source(t, g1) != g1 {
@@ -146,22 +141,23 @@ func TestKeyOfAnotherAccountIsRefused(t *testing.T) {
 // adapter is readmitted: once the call ends, calls go through again.
 func TestKeyReplacementWaitsForTheOldKeysCalls(t *testing.T) {
 	e := newEnvWith(t, 300*time.Millisecond)
-	e.vendor.AddKey(keyA2, "team-a")
-	g1 := e.commit(t, keyA, "berth-runtime")
+	keyA2 := e.e2b.AddKey("team-a")
+	g1 := e.commit(t, e.keyA, lease1)
 	a := e.running(t)
-	received, release := e.vendor.Hold(memdirect.CallList)
+	e.e2b.ResetCalls()
+	e.e2b.Arm("list", e2btest.FaultHang, nil)
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.set.Provider().GetInfo(context.Background(), a.Reference())
 		done <- err
 	}()
-	<-received
+	e.waitForCall(t, "list")
 	_, err := e.replaceKey(keyA2)
 	wantReason(t, err, "deployment_credential_busy")
 	if e.current(t) != g1 {
 		t.Fatalf("committed generation %d", e.current(t))
 	}
-	release()
+	e.e2b.Release()
 	must(t, <-done)
 	if _, err := e.set.Provider().GetInfo(context.Background(), a.Reference()); err != nil {
 		t.Fatalf("after the busy refusal: %v", err)
@@ -177,11 +173,11 @@ func TestKeyReplacementWaitsForTheOldKeysCalls(t *testing.T) {
 // ReplaceDeployment).
 func TestCommitNeverReplacesAKey(t *testing.T) {
 	e := newEnv(t)
-	e.vendor.AddKey(keyA2, "team-a")
-	e.commit(t, keyA, "berth-runtime")
+	keyA2 := e.e2b.AddKey("team-a")
+	e.commit(t, e.keyA, lease1)
 	_, err := e.deploy.Commit(context.Background(), deployment.Candidate{
-		ProviderKind: memdirect.Kind, Public: json.RawMessage(`{"template":"berth-runtime"}`),
-		Credential:    sandbox.NewCredential([]byte(`{"api_key":"` + keyA2 + `"}`)),
+		ProviderKind: e2b.Kind, Public: e.public(lease1),
+		Credential:    e2btest.Credential(keyA2),
 		Specification: spec, SuspensionOff: true,
 	}, 1)
 	wantReason(t, err, "deployment_credential_replacement_unsupported")
@@ -193,13 +189,13 @@ func TestCommitNeverReplacesAKey(t *testing.T) {
 // TestUnservedGenerationIsObservedUnavailable: while a running
 // allocation's generation has no adapter (here: the Set closed), the
 // lane's worker records its compute unavailable with the fixed reason
-// direct_generation_unavailable, and the vendor receives nothing.
+// direct_generation_unavailable, and E2B receives nothing.
 func TestUnservedGenerationIsObservedUnavailable(t *testing.T) {
 	e := newEnv(t)
-	e.commit(t, keyA, "berth-runtime")
+	e.commit(t, e.keyA, lease1)
 	a := e.running(t)
 	must(t, e.set.Close())
-	e.vendor.ResetCalls()
+	e.e2b.ResetCalls()
 	w := lifecycle.NewWorker(lifecycle.Config{
 		Store: e.st, Suspension: suspension.New(e.st, nil), Key: e.key, Installation: e.inst,
 		Provider: func(uuid.UUID) (sandbox.SandboxProvider, error) { return e.set.Provider(), nil },
@@ -212,7 +208,5 @@ func TestUnservedGenerationIsObservedUnavailable(t *testing.T) {
 	if got.Observation.Compute != store.ObservedUnavailable || got.Observation.Reason != "direct_generation_unavailable" {
 		t.Fatalf("observation %+v", got.Observation)
 	}
-	if calls := e.vendor.Calls(); len(calls) != 0 {
-		t.Fatalf("the vendor received %v", calls)
-	}
+	e.noCalls(t)
 }

@@ -2,7 +2,6 @@ package lifecycle_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"berth.dev/core/internal/memdirect"
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
@@ -20,11 +18,11 @@ import (
 	"berth.dev/core/suspension"
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/e2b"
+	"berth.dev/sandbox/e2b/e2btest"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/providers"
 )
-
-const directKey = "e2b_directlanetestkey0123456789abcdef"
 
 // recorder forwards to a direct adapter and records what the lifecycle
 // sent it: the Create requests (with their bootstrap files) and the
@@ -94,15 +92,16 @@ func (n refusingNode) Kill(context.Context, sandbox.KillRequest) error {
 	return errdefs.ErrObservationUnavailable
 }
 
-// directEnv is a deployment of one memdirect generation, ready, with its
-// adapter built through the registry's checked construction path as Core
-// builds it, and a lifecycle Config whose direct lane calls it.
+// directEnv is a deployment of one E2B generation over the loopback E2B
+// fixture, ready, with the real adapter built through the production
+// registry's checked construction path as Core builds it, and a
+// lifecycle Config whose direct lane calls it.
 type directEnv struct {
-	st     *storetest.Owned
-	cfg    lifecycle.Config
-	svc    *sessions.Service
-	vendor *memdirect.Vendor
-	rec    *recorder
+	st  *storetest.Owned
+	cfg lifecycle.Config
+	svc *sessions.Service
+	e2b *e2btest.Fixture
+	rec *recorder
 	// serves is what Config.Serves answers (nil: served).
 	serves error
 }
@@ -117,35 +116,30 @@ func newDirectEnv(t *testing.T, maxActive int32) *directEnv {
 	key, _, err := secrets.NewKey()
 	must(t, err)
 	spec := sandbox.Specification{Resources: resources, MaxActive: maxActive, MaxRetained: maxActive}
+	f := e2btest.Start(t)
+	reg, err := providers.Default()
+	must(t, err)
+	enc, err := reg.Normalize(e2b.Kind, sandbox.ConfigurationInput{Public: f.Public(), Credential: e2btest.Credential(f.Key)})
+	must(t, err)
 	gen, err := st.CommitGeneration(ctx, storetest.Seen(t, st), store.NewGeneration{
-		ProviderKind: memdirect.Kind, PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
+		ProviderKind: e2b.Kind, PublicConfig: enc.Public, Observations: enc.Observations,
 		Specification: spec, Mode: store.ModeDirect,
 	})
 	must(t, err)
 	_, err = st.RecordDirectReadiness(ctx, store.DirectReadiness{Generation: int64(gen.Generation), Ready: true})
 	must(t, err)
-
-	v := memdirect.NewVendor()
-	v.AddKey(directKey, "team-a")
-	reg, err := providers.NewRegistry(memdirect.Registration(v))
-	must(t, err)
-	enc, err := reg.Normalize(memdirect.Kind, sandbox.ConfigurationInput{
-		Public:     json.RawMessage(`{"template":"berth-runtime"}`),
-		Credential: sandbox.NewCredential([]byte(`{"api_key":"` + directKey + `"}`)),
-	})
-	must(t, err)
-	built, err := reg.BuildDirect(ctx, memdirect.Kind, providers.DirectRequest{
+	built, err := reg.BuildDirect(ctx, e2b.Kind, providers.DirectRequest{
 		Deployment:     sandbox.EncodedConfiguration{Public: enc.Public, Observations: enc.Observations},
 		Credential:     enc.Secret,
 		Specification:  spec,
 		InstallationID: inst.ID.String(),
 		Generation:     gen.Generation,
-		Paths:          providers.ProcessPaths{Root: "/usr/lib/berth", State: "/var/lib/berth/providers"},
+		Paths:          providers.ProcessPaths{Root: "/usr/lib/berth", State: t.TempDir()},
 	})
 	must(t, err)
 	t.Cleanup(func() { _ = built.Close() })
 
-	e := &directEnv{st: st, vendor: v, rec: &recorder{SandboxProvider: built.Provider, renews: map[string]int{}}}
+	e := &directEnv{st: st, e2b: f, rec: &recorder{SandboxProvider: built.Provider, renews: map[string]int{}}}
 	e.cfg = lifecycle.Config{
 		Store: st, Suspension: suspension.New(st, nil), Key: key, Installation: inst,
 		Provider: func(id uuid.UUID) (sandbox.SandboxProvider, error) {
@@ -185,10 +179,11 @@ func (e *directEnv) alloc(t *testing.T, id uuid.UUID) store.Allocation {
 	return a
 }
 
-// vendorCalls counts the vendor's calls by name.
-func (e *directEnv) vendorCalls(name string) int {
+// e2bCalls counts the fixture's calls by name (create, list, get,
+// timeout, kill; start, input... on envd).
+func (e *directEnv) e2bCalls(name string) int {
 	n := 0
-	for _, c := range e.vendor.Calls() {
+	for _, c := range e.e2b.Calls() {
 		if c.Name == name {
 			n++
 		}
@@ -198,7 +193,7 @@ func (e *directEnv) vendorCalls(name string) int {
 
 // TestDirectLaneCreatesOnceKillsAndReleases: the direct lane's worker
 // sends one Create for a direct Session, records it settled running, and
-// after deletion Kills the vendor's sandbox and releases the allocation;
+// after deletion Kills the E2B sandbox and releases the allocation;
 // a node's worker beside it never sends anything about it.
 func TestDirectLaneCreatesOnceKillsAndReleases(t *testing.T) {
 	e := newDirectEnv(t, 4)
@@ -213,8 +208,8 @@ func TestDirectLaneCreatesOnceKillsAndReleases(t *testing.T) {
 	if a.State != store.AllocationRunning || !a.CreateSettled || a.ProviderID == "" {
 		t.Fatalf("allocation %s", brief(a))
 	}
-	if n := len(e.rec.createsOf(a.ID)); n != 1 || e.vendorCalls("create") != 1 || e.vendor.Len() != 1 {
-		t.Fatalf("%d Creates sent, vendor saw %d creates and holds %d sandboxes, want 1 each", n, e.vendorCalls("create"), e.vendor.Len())
+	if n := len(e.rec.createsOf(a.ID)); n != 1 || e.e2bCalls("create") != 1 || len(e.e2b.Sandboxes()) != 1 {
+		t.Fatalf("%d Creates sent, E2B received %d creates and holds %d sandboxes, want 1 each", n, e.e2bCalls("create"), len(e.e2b.Sandboxes()))
 	}
 
 	_, err := e.svc.Delete(context.Background(), projects.All(), b.Session.ID)
@@ -226,8 +221,8 @@ func TestDirectLaneCreatesOnceKillsAndReleases(t *testing.T) {
 	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationReleased {
 		t.Fatalf("after deletion: %s", brief(a))
 	}
-	if e.vendor.Len() != 0 {
-		t.Fatalf("the vendor still holds %d sandboxes", e.vendor.Len())
+	if len(e.e2b.Sandboxes()) != 0 {
+		t.Fatalf("E2B still holds %d sandboxes", len(e.e2b.Sandboxes()))
 	}
 	held, err := e.st.DirectHeld(context.Background())
 	must(t, err)
@@ -236,14 +231,20 @@ func TestDirectLaneCreatesOnceKillsAndReleases(t *testing.T) {
 	}
 }
 
-// TestDirectLaneNeverReplaysALostCreate: a Create whose answer was lost is
-// an unknown outcome (ErrComputeUnconfirmed); the worker observes it by
-// the adapter's metadata listing and settles it running, and the vendor
-// received exactly one create.
+// TestDirectLaneNeverReplaysALostCreate: a create POST whose answer was
+// lost (E2B made the sandbox, the adapter never learnt it) is an unknown
+// outcome (ErrComputeUnconfirmed). The worker observes it by the
+// adapter's metadata listing, which finds the sandbox but no Runtime in
+// it (its bootstrap was never delivered): no settlement evidence, so it
+// stays unknown and is never sent again. Once CreateAbandonAfter has
+// passed the worker abandons it: the Kill removes the sandbox, the next
+// listing settles absence, the allocation is released, and the Session's
+// next allocation runs. E2B received one create per allocation.
 func TestDirectLaneNeverReplaysALostCreate(t *testing.T) {
 	e := newDirectEnv(t, 4)
+	e.cfg.CreateAbandonAfter = time.Second
 	w := lifecycle.NewWorker(e.cfg, lifecycle.DirectLane)
-	e.vendor.LoseAnswer("create")
+	e.e2b.Arm("create", e2btest.FaultLostAnswer, nil)
 	b := e.create(t)
 	for range 3 {
 		pass(t, w)
@@ -254,12 +255,39 @@ func TestDirectLaneNeverReplaysALostCreate(t *testing.T) {
 	if len(errs) != 1 || !errors.Is(errs[0], errdefs.ErrComputeUnconfirmed) {
 		t.Fatalf("Create outcomes %v, want one unconfirmed", errs)
 	}
-	a := e.alloc(t, b.Allocation.ID)
-	if a.State != store.AllocationRunning || !a.CreateSettled || a.ProviderID == "" {
-		t.Fatalf("the lost Create did not settle by observation: %s", brief(a))
+	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationCreateUnknown {
+		t.Fatalf("a lost Create whose sandbox has no Runtime: %s, want create_unknown", brief(a))
 	}
-	if got := e.vendorCalls("create"); got != 1 {
-		t.Fatalf("the vendor received %d creates, want 1 (never replayed)", got)
+	if sbs := e.e2b.Sandboxes(); len(sbs) != 1 || sbs[0].Metadata[e2b.MetaAllocation] != b.Allocation.ID.String() ||
+		e.e2bCalls("create") != 1 || e.e2bCalls("kill") != 0 {
+		t.Fatalf("E2B holds %d sandboxes, received %d creates and %d kills; want the lost one, once, not killed",
+			len(sbs), e.e2bCalls("create"), e.e2bCalls("kill"))
+	}
+
+	time.Sleep(1100 * time.Millisecond)
+	for range 3 {
+		pass(t, w)
+	}
+	if a := e.alloc(t, b.Allocation.ID); a.CreateAbandonedAt == nil || a.State != store.AllocationReleased || !a.AbsenceReceipt {
+		t.Fatalf("after abandonment: %s", brief(a))
+	}
+	sess, err := e.st.GetSession(context.Background(), b.Session.ID)
+	must(t, err)
+	next := sess.Allocation
+	if next.ID == b.Allocation.ID || next.State != store.AllocationRunning || !next.CreateSettled {
+		t.Fatalf("the Session's next allocation: %s", brief(next))
+	}
+	if sbs := e.e2b.Sandboxes(); len(sbs) != 1 || sbs[0].Metadata[e2b.MetaAllocation] != next.ID.String() {
+		t.Fatalf("E2B holds %+v, want the next allocation's sandbox only", sbs)
+	}
+	creates := map[string]int{}
+	for _, r := range e.e2b.Requests() {
+		if r.Call == "create" {
+			creates[r.Allocation]++
+		}
+	}
+	if creates[b.Allocation.ID.String()] != 1 || creates[next.ID.String()] != 1 || len(creates) != 2 {
+		t.Fatalf("create POSTs per allocation %v, want one each (never replayed)", creates)
 	}
 }
 
@@ -275,13 +303,13 @@ func TestDirectLaneWaitsWhileNotServed(t *testing.T) {
 		pass(t, w)
 	}
 	a := e.alloc(t, b.Allocation.ID)
-	if a.State != store.AllocationAllocated || a.CreateDispatchedAt != nil || len(e.rec.createsOf(a.ID)) != 0 || e.vendorCalls("create") != 0 {
+	if a.State != store.AllocationAllocated || a.CreateDispatchedAt != nil || len(e.rec.createsOf(a.ID)) != 0 || e.e2bCalls("create") != 0 {
 		t.Fatalf("a Create was claimed or sent while not served: %s", brief(a))
 	}
 	e.serves = nil
 	pass(t, w)
-	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationRunning || !a.CreateSettled || e.vendorCalls("create") != 1 {
-		t.Fatalf("served: %s, %d vendor creates", brief(a), e.vendorCalls("create"))
+	if a := e.alloc(t, b.Allocation.ID); a.State != store.AllocationRunning || !a.CreateSettled || e.e2bCalls("create") != 1 {
+		t.Fatalf("served: %s, %d creates at E2B", brief(a), e.e2bCalls("create"))
 	}
 }
 
@@ -311,8 +339,8 @@ func TestDirectLaneKeepsALeaseAliveDuringATurn(t *testing.T) {
 	startTurn(t, e.st, g, b.Session.ID)
 
 	pass(t, w)
-	if r := e.rec.renewsOf(b.Allocation.ID); r != 1 {
-		t.Fatalf("%d keepalives while the Turn runs, want 1", r)
+	if r, n := e.rec.renewsOf(b.Allocation.ID), e.e2bCalls("timeout"); r != 1 || n != 1 {
+		t.Fatalf("%d keepalives while the Turn runs, E2B received %d timeout extensions; want 1 each", r, n)
 	}
 	if a := e.alloc(t, b.Allocation.ID); a.Observation.KeepaliveAt == nil {
 		t.Fatal("the keepalive was not recorded")

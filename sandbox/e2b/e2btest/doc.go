@@ -1,10 +1,11 @@
 // Package e2btest is the E2B adapter's loopback fixture: one httptest
-// server that speaks the control plane (API key check, create, get,
-// list with E2B's metadata filter and paging at 100 with X-Next-Token,
-// timeout, kill, expiry at endAt on a fake clock) and envd's process
-// service (Connect, JSON codec: Start, SendInput, CloseStdin,
-// SendSignal, List) routed by E2b-Sandbox-Id, for the facts in
-// docs/e2b-receipts.md §6, and the adapter's shared fault table.
+// server that speaks the control plane (API keys of teams, several per
+// team and revocable; create, get, list with E2B's metadata filter and
+// paging at 100 with X-Next-Token, timeout, kill, expiry at endAt on a
+// fake clock) and envd's process service (Connect, JSON codec: Start,
+// SendInput, CloseStdin, SendSignal, List) routed by E2b-Sandbox-Id, for
+// the facts in docs/e2b-receipts.md §6, and the adapter's shared fault
+// table.
 //
 // Rules:
 //   - A sandbox's processes are local child processes, each in its own

@@ -152,6 +152,7 @@ type Fixture struct {
 	mu        sync.Mutex
 	clock     time.Time
 	keys      map[string]string
+	revoked   map[string]string
 	sandboxes map[string]*sandboxState
 	calls     []contracttest.NativeCall
 	requests  []Request
@@ -174,6 +175,7 @@ func Start(t testing.TB) *Fixture {
 		root:      t.TempDir(),
 		clock:     time.Now().UTC().Truncate(time.Second),
 		keys:      map[string]string{},
+		revoked:   map[string]string{},
 		sandboxes: map[string]*sandboxState{},
 		armed:     map[string][]*armed{},
 		foreign:   map[string]time.Time{},
@@ -210,12 +212,37 @@ func (f *Fixture) Close() {
 
 // AddTeam returns the API key of a new team, which sees none of the
 // other teams' sandboxes.
-func (f *Fixture) AddTeam(name string) string {
+func (f *Fixture) AddTeam(name string) string { return f.AddKey(name) }
+
+// AddKey returns a new API key of team: E2B issues several keys per
+// team, and each sees all of the team's sandboxes.
+func (f *Fixture) AddKey(team string) string {
 	key := "e2b_" + randomHex(20)
 	f.mu.Lock()
-	f.keys[key] = name
+	f.keys[key] = team
 	f.mu.Unlock()
 	return key
+}
+
+// RevokeKey makes E2B answer every request with key 401, as after the
+// key was deleted in E2B's dashboard; the team's sandboxes go on.
+func (f *Fixture) RevokeKey(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if team, ok := f.keys[key]; ok {
+		f.revoked[key] = team
+		delete(f.keys, key)
+	}
+}
+
+// RestoreKey accepts a revoked key again, for its team.
+func (f *Fixture) RestoreKey(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if team, ok := f.revoked[key]; ok {
+		f.keys[key] = team
+		delete(f.revoked, key)
+	}
 }
 
 // Now is the fixture's clock.
@@ -369,6 +396,9 @@ func (f *Fixture) Sensitive() []string {
 	u, _ := url.Parse(f.URL)
 	out := []string{f.URL, u.Host, nativeDetail}
 	for k := range f.keys {
+		out = append(out, k)
+	}
+	for k := range f.revoked {
 		out = append(out, k)
 	}
 	out = append(out, f.tokens...)
