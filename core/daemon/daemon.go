@@ -41,6 +41,8 @@ import (
 	"berth.dev/core/lifecycle"
 	"berth.dev/core/nodeadmin"
 	"berth.dev/core/nodes"
+	"berth.dev/core/projectadmin"
+	"berth.dev/core/projects"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessionadmin"
 	"berth.dev/core/sessions"
@@ -548,6 +550,14 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
 	}
+	projectSvc, err := projects.NewService(c.owned.readAdmin(), uuid.New)
+	if err != nil {
+		return fmt.Errorf("project service: %w", err)
+	}
+	projectSrv, err := projectadmin.New(projectSvc, pages)
+	if err != nil {
+		return fmt.Errorf("project service: %w", err)
+	}
 	srv := admin.NewServer(admin.Options{
 		TokenDigest: c.adminDigest,
 		Stats:       otelsetup.ServerHandler(),
@@ -557,6 +567,7 @@ func (c *core) setupAdmin(context.Context) error {
 			deploymentadmin.New(deploySvc),
 			sessionSrv,
 			turnadmin.New(c.turns, pages),
+			projectSrv,
 		},
 	})
 	c.adminLis, err = c.group.listen("admin", c.cfg.AdminListen, "admin API", srv, srv.GracefulStop)

@@ -16,4 +16,20 @@
 //     indexed read with the project in its WHERE (the store's
 //     GetSessionInProject), never a read followed by a comparison that
 //     answers differently.
+//   - Service is the administrator's management of tenants and projects
+//     over a narrow Store; ids come from the injected newID. Creates are
+//     idempotent by request id. Updates and deletions compare and set
+//     the stored revision (the API's etag; AnyRevision acts at any): a
+//     stale one is the refusal etag_mismatch and writes nothing.
+//   - Deletion is soft (the rows stay: Sessions keep their foreign keys),
+//     and a deleted tenant or project, or a project named under another
+//     tenant, is ErrNotFound to every call and absent from the lists.
+//     DeleteProject is refused project_has_sessions while any Session of
+//     the project is not deleted with its compute released; DeleteTenant
+//     tenant_has_projects while it has a live project. Each decides under
+//     the row's lock, which CreateSession (CreateProject) holds shared, so
+//     nothing is ever created in a deleted project (tenant). The default
+//     tenant and project are deleted like any other once empty.
+//   - Display names are unique among live tenants, and among a tenant's
+//     live projects (ErrExists).
 package projects

@@ -12,7 +12,7 @@ import (
 // writeVerb is how a store write's name starts. A Reader method never
 // starts with one; an Owner, Admin or Runtime method always does (doc.go,
 // "Authority is in the types").
-var writeVerb = regexp.MustCompile(`^(Abandon|Abort|Accept|Allocate|Append|Arm|Bind|Claim|Close|Commit|Consume|Create|Delete|End|Expire|Finish|Mark|Promote|Record|Reissue|Release|Replace|Request|Resolve|Revoke|RollBack|Set|Submit|Terminate|Touch|Unconfirm)`)
+var writeVerb = regexp.MustCompile(`^(Abandon|Abort|Accept|Allocate|Append|Arm|Bind|Claim|Close|Commit|Consume|Create|Delete|End|Expire|Finish|Mark|Promote|Record|Reissue|Release|Replace|Request|Resolve|Revoke|RollBack|Set|Submit|Terminate|Touch|Unconfirm|Update)`)
 
 func methods(v any) []string {
 	t := reflect.TypeOf(v)
@@ -75,8 +75,9 @@ func TestProjectMethodsHaveTheirAuthority(t *testing.T) {
 		v       any
 		methods []string
 	}{
-		"Admin":  {&store.Admin{}, []string{"CreateTenant", "CreateProject"}},
-		"Reader": {&store.Reader{}, []string{"GetTenant", "GetProject", "GetSessionInProject", "ListProjectSessionsByAge"}},
+		"Admin": {&store.Admin{}, []string{"CreateTenant", "UpdateTenant", "DeleteTenant", "CreateProject", "UpdateProject", "DeleteProject"}},
+		"Reader": {&store.Reader{}, []string{"GetTenant", "ListTenantsByAge", "GetProject", "ListProjectsByAge",
+			"GetSessionInProject", "ListProjectSessionsByAge"}},
 	} {
 		have := methods(want.v)
 		for _, m := range want.methods {

@@ -220,3 +220,218 @@ func projectFromRow(r db.Project) Project {
 	}
 	return p
 }
+
+// AnyRevision is the revision argument of an update or deletion that acts
+// whatever the current revision is (the request carried no etag).
+const AnyRevision int64 = 0
+
+// The refusals of tenant and project writes. Their messages cross the
+// admin API as they are (errgrpc.SafeMessage).
+var (
+	// ErrRevisionMismatch refuses an update or deletion whose revision (the
+	// API's etag) is no longer the current one: nothing was written.
+	ErrRevisionMismatch error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "etag_mismatch",
+		"the etag is stale: read the resource again, then retry")
+	// ErrProjectHasSessions refuses DeleteProject while a Session of the
+	// project is not deleted with its allocation released.
+	ErrProjectHasSessions error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "project_has_sessions",
+		"the project still has Sessions: delete them, then retry")
+	// ErrTenantHasProjects refuses DeleteTenant while it has live projects.
+	ErrTenantHasProjects error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "tenant_has_projects",
+		"the tenant still has projects: delete them, then retry")
+)
+
+// liveTenant locks tenant id for the rest of the transaction and checks
+// revision (AnyRevision: any): a missing or deleted tenant is
+// ErrNotFound, another revision ErrRevisionMismatch.
+func liveTenant(ctx context.Context, q *db.Queries, id uuid.UUID, revision int64) error {
+	t, err := q.LockTenant(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && t.DeletedAt != nil) {
+		return fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if revision != AnyRevision && t.Revision != revision {
+		return ErrRevisionMismatch
+	}
+	return nil
+}
+
+// liveProject is liveTenant for project id of tenantID: a project of
+// another tenant is ErrNotFound too, as a missing one.
+func liveProject(ctx context.Context, q *db.Queries, tenantID, id uuid.UUID, revision int64) error {
+	p, err := q.LockProject(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (p.DeletedAt != nil || p.TenantID != tenantID)) {
+		return fmt.Errorf("project %s: %w", id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if revision != AnyRevision && p.Revision != revision {
+		return ErrRevisionMismatch
+	}
+	return nil
+}
+
+func validRevision(revision int64) error {
+	if revision < 0 {
+		return errdefs.Invalid("revision", "must not be negative")
+	}
+	return nil
+}
+
+// UpdateTenant sets live tenant id's display name when its revision is
+// still revision (AnyRevision: whatever it is), and moves the revision on.
+// A missing or deleted tenant is ErrNotFound, a stale revision
+// ErrRevisionMismatch, another live tenant's display name ErrExists;
+// none of them writes anything.
+func (s *Admin) UpdateTenant(ctx context.Context, id uuid.UUID, revision int64, displayName string) (t Tenant, err error) {
+	const op = "update tenant"
+	if err := validRevision(revision); err != nil {
+		return Tenant{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := validTenantName("display_name", displayName); err != nil {
+		return Tenant{}, fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		if err := liveTenant(ctx, q, id, revision); err != nil {
+			return err
+		}
+		row, err := q.UpdateTenantDisplayName(ctx, db.UpdateTenantDisplayNameParams{ID: id, DisplayName: displayName})
+		t = tenantFromRow(row)
+		return err
+	})
+	if err != nil {
+		return Tenant{}, wrap(op, err)
+	}
+	return t, nil
+}
+
+// DeleteTenant deletes live tenant id (soft: its row stays, with
+// deleted_at, since Sessions keep their foreign keys to it) when its
+// revision is still revision (AnyRevision: whatever it is). It is refused
+// ErrTenantHasProjects while the tenant has a live project; a missing or
+// deleted tenant is ErrNotFound, a stale revision ErrRevisionMismatch. The
+// tenant's row lock orders it with CreateProject (InsertProject's share
+// lock), so no project is created in a deleted tenant. The default tenant
+// is deleted like any other.
+func (s *Admin) DeleteTenant(ctx context.Context, id uuid.UUID, revision int64) (t Tenant, err error) {
+	const op = "delete tenant"
+	if err := validRevision(revision); err != nil {
+		return Tenant{}, fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		if err := liveTenant(ctx, q, id, revision); err != nil {
+			return err
+		}
+		has, err := q.TenantHasLiveProjects(ctx, id)
+		if err != nil {
+			return err
+		}
+		if has {
+			return ErrTenantHasProjects
+		}
+		row, err := q.MarkTenantDeleted(ctx, id)
+		t = tenantFromRow(row)
+		return err
+	})
+	if err != nil {
+		return Tenant{}, wrap(op, err)
+	}
+	return t, nil
+}
+
+// TenantCursor is a position in ListTenantsByAge; the zero cursor is the
+// start.
+type TenantCursor = AgeCursor
+
+// ListTenantsByAge returns up to limit (1 to MaxPageSize+1) live tenants
+// after cursor after (the zero cursor for the start) in creation order
+// (ties by id).
+func (s *Reader) ListTenantsByAge(ctx context.Context, limit int, after TenantCursor) ([]Tenant, error) {
+	return listPage("list tenants by age", limit, func(n int32) ([]db.Tenant, error) {
+		return s.q.ListTenantsByAge(ctx, db.ListTenantsByAgeParams{
+			AfterCreatedAt: after.CreatedAt, AfterID: after.ID, PageSize: n,
+		})
+	}, tenantFromRow)
+}
+
+// UpdateProject sets live project id's display name, as UpdateTenant does
+// for a tenant. A project of another tenant than tenantID is ErrNotFound,
+// as a missing one; another live project of the tenant with the display
+// name is ErrExists.
+func (s *Admin) UpdateProject(ctx context.Context, tenantID, id uuid.UUID, revision int64, displayName string) (p Project, err error) {
+	const op = "update project"
+	if err := validRevision(revision); err != nil {
+		return Project{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := validTenantName("display_name", displayName); err != nil {
+		return Project{}, fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		if err := liveProject(ctx, q, tenantID, id, revision); err != nil {
+			return err
+		}
+		row, err := q.UpdateProjectDisplayName(ctx, db.UpdateProjectDisplayNameParams{ID: id, DisplayName: displayName})
+		p = projectFromRow(row)
+		return err
+	})
+	if err != nil {
+		return Project{}, wrap(op, err)
+	}
+	return p, nil
+}
+
+// DeleteProject deletes live project id of tenantID (soft, as
+// DeleteTenant) when its revision is still revision (AnyRevision: whatever
+// it is). It is refused ErrProjectHasSessions while any Session of the
+// project is not deleted with its allocation released (a deleted Session
+// whose compute is not confirmed gone still counts). The project's row
+// lock (FOR UPDATE) orders it with CreateSession, which holds the row's
+// share lock until it commits: a Session committed first is counted, one
+// that comes second finds the project deleted (ErrProjectNotFound). A
+// missing or deleted project, or one of another tenant, is ErrNotFound; a
+// stale revision ErrRevisionMismatch. The default project is deleted like
+// any other.
+func (s *Admin) DeleteProject(ctx context.Context, tenantID, id uuid.UUID, revision int64) (p Project, err error) {
+	const op = "delete project"
+	if err := validRevision(revision); err != nil {
+		return Project{}, fmt.Errorf("%s: %w", op, err)
+	}
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		if err := liveProject(ctx, q, tenantID, id, revision); err != nil {
+			return err
+		}
+		has, err := q.ProjectHasSessions(ctx, id)
+		if err != nil {
+			return err
+		}
+		if has {
+			return ErrProjectHasSessions
+		}
+		row, err := q.MarkProjectDeleted(ctx, id)
+		p = projectFromRow(row)
+		return err
+	})
+	if err != nil {
+		return Project{}, wrap(op, err)
+	}
+	return p, nil
+}
+
+// ProjectCursor is a position in ListProjectsByAge; the zero cursor is the
+// start.
+type ProjectCursor = AgeCursor
+
+// ListProjectsByAge returns up to limit (1 to MaxPageSize+1) live projects
+// of tenantID after cursor after (the zero cursor for the start) in
+// creation order (ties by id). It does not check the tenant: a missing or
+// deleted tenant has no live projects.
+func (s *Reader) ListProjectsByAge(ctx context.Context, tenantID uuid.UUID, limit int, after ProjectCursor) ([]Project, error) {
+	return listPage("list projects by age", limit, func(n int32) ([]db.Project, error) {
+		return s.q.ListProjectsByAge(ctx, db.ListProjectsByAgeParams{
+			TenantID: tenantID, AfterCreatedAt: after.CreatedAt, AfterID: after.ID, PageSize: n,
+		})
+	}, projectFromRow)
+}

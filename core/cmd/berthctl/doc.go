@@ -9,6 +9,8 @@
 //	berthctl turn run SESSION -- CMD [ARG...]              run a command, stream its output, exit with its status
 //	berthctl turn list|get|cancel                          Turns
 //	berthctl alloc list|get                                allocations (read-only)
+//	berthctl tenant create|list|get|update|delete          tenants
+//	berthctl project create|list|get|update|delete         a tenant's projects (--tenant)
 //
 // Rules:
 //   - The admin token never appears in argv, output or the config file:

@@ -52,6 +52,7 @@ type app struct {
 	sessions     adminv1.SessionServiceClient
 	turns        adminv1.TurnServiceClient
 	allocations  adminv1.AllocationServiceClient
+	projects     adminv1.ProjectServiceClient
 }
 
 // newApp returns an invocation over its streams and environment.
@@ -64,6 +65,7 @@ func newApp(getenv func(string) string, stdin io.Reader, stdout, stderr io.Write
 	a.sessions = adminv1.NewSessionServiceClient(c)
 	a.turns = adminv1.NewTurnServiceClient(c)
 	a.allocations = adminv1.NewAllocationServiceClient(c)
+	a.projects = adminv1.NewProjectServiceClient(c)
 	return a
 }
 
@@ -168,6 +170,7 @@ that says what to do, and exit 1; a bad command line exits 2.`,
 		return nil
 	}
 	root.AddCommand(a.loginCmd(), a.nodeCmd(), a.deploymentCmd(), a.sessionCmd(), a.turnCmd(), a.allocCmd())
+	root.AddCommand(a.tenantCmd(), a.projectCmd())
 	return root
 }
 

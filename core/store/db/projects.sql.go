@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -98,6 +99,7 @@ INSERT INTO projects (id, tenant_id, display_name, request_id)
 SELECT $1, t.id, $2, $3
 FROM tenants t
 WHERE t.id = $4 AND t.deleted_at IS NULL
+FOR SHARE OF t
 ON CONFLICT (request_id) DO NOTHING
 RETURNING id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions
 `
@@ -111,7 +113,10 @@ type InsertProjectParams struct {
 
 // InsertProject creates a project of a live tenant for a create request;
 // a request id that already made one, or a deleted or missing tenant,
-// inserts nothing (no row: the caller tells which).
+// inserts nothing (no row: the caller tells which). The tenant's share
+// lock orders it with DeleteTenant (LockTenant): a deletion that commits
+// first is seen (the row is read again after the wait), one that comes
+// second sees the new project.
 func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (Project, error) {
 	row := q.db.QueryRow(ctx, insertProject,
 		arg.ID,
@@ -165,6 +170,132 @@ func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Ten
 	return i, err
 }
 
+const listProjectsByAge = `-- name: ListProjectsByAge :many
+SELECT id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions FROM projects
+WHERE tenant_id = $1
+  AND (created_at, id) > ($2::timestamptz, $3::uuid)
+  AND deleted_at IS NULL
+ORDER BY created_at, id
+LIMIT $4
+`
+
+type ListProjectsByAgeParams struct {
+	TenantID       uuid.UUID
+	AfterCreatedAt time.Time
+	AfterID        uuid.UUID
+	PageSize       int32
+}
+
+// ListProjectsByAge pages a tenant's live projects in creation order by
+// (created_at, id) (keyset) on projects_tenant_created_at_id; the zero
+// cursor is before every row.
+func (q *Queries) ListProjectsByAge(ctx context.Context, arg ListProjectsByAgeParams) ([]Project, error) {
+	rows, err := q.db.Query(ctx, listProjectsByAge,
+		arg.TenantID,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Project
+	for rows.Next() {
+		var i Project
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.DisplayName,
+			&i.RequestID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.DeletedAt,
+			&i.Revision,
+			&i.MaxActiveSessions,
+			&i.MaxRetainedSessions,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listTenantsByAge = `-- name: ListTenantsByAge :many
+SELECT id, display_name, request_id, created_at, updated_at, deleted_at, revision FROM tenants
+WHERE (created_at, id) > ($1::timestamptz, $2::uuid)
+  AND deleted_at IS NULL
+ORDER BY created_at, id
+LIMIT $3
+`
+
+type ListTenantsByAgeParams struct {
+	AfterCreatedAt time.Time
+	AfterID        uuid.UUID
+	PageSize       int32
+}
+
+// ListTenantsByAge pages live tenants in creation order by (created_at,
+// id) (keyset): the rows after the cursor; the zero cursor (year 1, the
+// nil id) is before every row.
+func (q *Queries) ListTenantsByAge(ctx context.Context, arg ListTenantsByAgeParams) ([]Tenant, error) {
+	rows, err := q.db.Query(ctx, listTenantsByAge, arg.AfterCreatedAt, arg.AfterID, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Tenant
+	for rows.Next() {
+		var i Tenant
+		if err := rows.Scan(
+			&i.ID,
+			&i.DisplayName,
+			&i.RequestID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.DeletedAt,
+			&i.Revision,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockProject = `-- name: LockProject :one
+SELECT id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions FROM projects WHERE id = $1 FOR UPDATE
+`
+
+// LockProject reads a project and locks its row until the transaction
+// ends: UpdateProject and DeleteProject decide on the revision under it,
+// and a concurrent CreateSession (LockProjectShared) waits for it, so a
+// deletion never commits beside a new Session of the project.
+func (q *Queries) LockProject(ctx context.Context, id uuid.UUID) (Project, error) {
+	row := q.db.QueryRow(ctx, lockProject, id)
+	var i Project
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DisplayName,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.Revision,
+		&i.MaxActiveSessions,
+		&i.MaxRetainedSessions,
+	)
+	return i, err
+}
+
 const lockProjectShared = `-- name: LockProjectShared :one
 SELECT id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions FROM projects WHERE id = $1 FOR SHARE
 `
@@ -186,6 +317,167 @@ func (q *Queries) LockProjectShared(ctx context.Context, id uuid.UUID) (Project,
 		&i.Revision,
 		&i.MaxActiveSessions,
 		&i.MaxRetainedSessions,
+	)
+	return i, err
+}
+
+const lockTenant = `-- name: LockTenant :one
+SELECT id, display_name, request_id, created_at, updated_at, deleted_at, revision FROM tenants WHERE id = $1 FOR UPDATE
+`
+
+// LockTenant reads a tenant and locks its row until the transaction ends:
+// UpdateTenant and DeleteTenant decide on the revision under it, and a
+// concurrent CreateProject (InsertProject's share lock) waits for it.
+func (q *Queries) LockTenant(ctx context.Context, id uuid.UUID) (Tenant, error) {
+	row := q.db.QueryRow(ctx, lockTenant, id)
+	var i Tenant
+	err := row.Scan(
+		&i.ID,
+		&i.DisplayName,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.Revision,
+	)
+	return i, err
+}
+
+const markProjectDeleted = `-- name: MarkProjectDeleted :one
+UPDATE projects
+SET deleted_at = now(), updated_at = now(), revision = revision + 1
+WHERE id = $1
+RETURNING id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions
+`
+
+func (q *Queries) MarkProjectDeleted(ctx context.Context, id uuid.UUID) (Project, error) {
+	row := q.db.QueryRow(ctx, markProjectDeleted, id)
+	var i Project
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DisplayName,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.Revision,
+		&i.MaxActiveSessions,
+		&i.MaxRetainedSessions,
+	)
+	return i, err
+}
+
+const markTenantDeleted = `-- name: MarkTenantDeleted :one
+UPDATE tenants
+SET deleted_at = now(), updated_at = now(), revision = revision + 1
+WHERE id = $1
+RETURNING id, display_name, request_id, created_at, updated_at, deleted_at, revision
+`
+
+func (q *Queries) MarkTenantDeleted(ctx context.Context, id uuid.UUID) (Tenant, error) {
+	row := q.db.QueryRow(ctx, markTenantDeleted, id)
+	var i Tenant
+	err := row.Scan(
+		&i.ID,
+		&i.DisplayName,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.Revision,
+	)
+	return i, err
+}
+
+const projectHasSessions = `-- name: ProjectHasSessions :one
+SELECT EXISTS (
+    SELECT 1 FROM sessions s
+    WHERE s.project_id = $1
+      AND (s.state <> 'delete_requested'
+           OR EXISTS (SELECT 1 FROM environments e
+                      JOIN allocations a ON a.environment_id = e.id
+                      WHERE e.session_id = s.id AND a.state <> 'released'))
+)::boolean
+`
+
+// ProjectHasSessions reports whether the project has a Session that is not
+// deleted: one whose deletion was not requested, or whose Environment
+// still has an unreleased allocation (ListSessionsByAge's predicate of a
+// deleted Session). DeleteProject's refusal.
+func (q *Queries) ProjectHasSessions(ctx context.Context, projectID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, projectHasSessions, projectID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const tenantHasLiveProjects = `-- name: TenantHasLiveProjects :one
+SELECT EXISTS (SELECT 1 FROM projects WHERE tenant_id = $1 AND deleted_at IS NULL)::boolean
+`
+
+// TenantHasLiveProjects reports whether the tenant has a project that is
+// not deleted: DeleteTenant's refusal.
+func (q *Queries) TenantHasLiveProjects(ctx context.Context, tenantID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, tenantHasLiveProjects, tenantID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const updateProjectDisplayName = `-- name: UpdateProjectDisplayName :one
+UPDATE projects
+SET display_name = $1, updated_at = now(), revision = revision + 1
+WHERE id = $2
+RETURNING id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions
+`
+
+type UpdateProjectDisplayNameParams struct {
+	DisplayName string
+	ID          uuid.UUID
+}
+
+func (q *Queries) UpdateProjectDisplayName(ctx context.Context, arg UpdateProjectDisplayNameParams) (Project, error) {
+	row := q.db.QueryRow(ctx, updateProjectDisplayName, arg.DisplayName, arg.ID)
+	var i Project
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DisplayName,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.Revision,
+		&i.MaxActiveSessions,
+		&i.MaxRetainedSessions,
+	)
+	return i, err
+}
+
+const updateTenantDisplayName = `-- name: UpdateTenantDisplayName :one
+UPDATE tenants
+SET display_name = $1, updated_at = now(), revision = revision + 1
+WHERE id = $2
+RETURNING id, display_name, request_id, created_at, updated_at, deleted_at, revision
+`
+
+type UpdateTenantDisplayNameParams struct {
+	DisplayName string
+	ID          uuid.UUID
+}
+
+func (q *Queries) UpdateTenantDisplayName(ctx context.Context, arg UpdateTenantDisplayNameParams) (Tenant, error) {
+	row := q.db.QueryRow(ctx, updateTenantDisplayName, arg.DisplayName, arg.ID)
+	var i Tenant
+	err := row.Scan(
+		&i.ID,
+		&i.DisplayName,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.Revision,
 	)
 	return i, err
 }

@@ -335,6 +335,13 @@ func (d *Reader) ListProjectSessionsByAge(p0 context.Context, p1 uuid.UUID, p2 i
 	return r0, r1
 }
 
+func (d *Reader) ListProjectsByAge(p0 context.Context, p1 uuid.UUID, p2 int, p3 store.ProjectCursor) ([]store.Project, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListProjectsByAge")
+	r0, r1 := d.next.ListProjectsByAge(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) ListSessionsByAge(p0 context.Context, p1 int, p2 store.AgeCursor, p3 bool) ([]store.SessionBundle, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListSessionsByAge")
 	r0, r1 := d.next.ListSessionsByAge(ctx, p1, p2, p3)
@@ -352,6 +359,13 @@ func (d *Reader) ListSuspensionCandidatesForNode(p0 context.Context, p1 store.Su
 func (d *Reader) ListSuspensionWorkForNode(p0 context.Context, p1 store.SuspensionWorkScan) ([]store.SuspensionWork, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListSuspensionWorkForNode")
 	r0, r1 := d.next.ListSuspensionWorkForNode(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) ListTenantsByAge(p0 context.Context, p1 int, p2 store.TenantCursor) ([]store.Tenant, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListTenantsByAge")
+	r0, r1 := d.next.ListTenantsByAge(ctx, p1, p2)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -847,6 +861,20 @@ func (d *Admin) CreateTenant(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 
 	return r0, r1, r2
 }
 
+func (d *Admin) DeleteProject(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int64) (store.Project, error) {
+	ctx, c := d.obs.start(p0, "Admin", "DeleteProject")
+	r0, r1 := d.next.DeleteProject(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Admin) DeleteTenant(p0 context.Context, p1 uuid.UUID, p2 int64) (store.Tenant, error) {
+	ctx, c := d.obs.start(p0, "Admin", "DeleteTenant")
+	r0, r1 := d.next.DeleteTenant(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Admin) ReissueEnrollmentToken(p0 context.Context, p1 uuid.UUID, p2 string, p3 []byte) (store.EnrollmentToken, error) {
 	ctx, c := d.obs.start(p0, "Admin", "ReissueEnrollmentToken")
 	r0, r1 := d.next.ReissueEnrollmentToken(ctx, p1, p2, p3)
@@ -894,6 +922,20 @@ func (d *Admin) SubmitTurn(p0 context.Context, p1 store.SubmitTurnParams) (store
 	r0, r1, r2 := d.next.SubmitTurn(ctx, p1)
 	c.end(ctx, r2)
 	return r0, r1, r2
+}
+
+func (d *Admin) UpdateProject(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int64, p4 string) (store.Project, error) {
+	ctx, c := d.obs.start(p0, "Admin", "UpdateProject")
+	r0, r1 := d.next.UpdateProject(ctx, p1, p2, p3, p4)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Admin) UpdateTenant(p0 context.Context, p1 uuid.UUID, p2 int64, p3 string) (store.Tenant, error) {
+	ctx, c := d.obs.start(p0, "Admin", "UpdateTenant")
+	r0, r1 := d.next.UpdateTenant(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
 }
 
 // Runtime is store.Runtime observed: a span and a duration sample per call.

@@ -1,0 +1,140 @@
+package projectadmin
+
+import (
+	"strconv"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errdefs"
+
+	"berth.dev/core/admin"
+	"berth.dev/core/projects"
+	"berth.dev/core/store"
+)
+
+// The logic's field names as paths of the tenant and project requests.
+var (
+	tenantPaths = admin.FieldPaths{Renames: []admin.Rename{
+		{From: "display_name", To: "tenant.display_name"},
+		{From: "revision", To: "etag"},
+	}}
+	projectPaths = admin.FieldPaths{Renames: []admin.Rename{
+		{From: "display_name", To: "project.display_name"},
+		{From: "revision", To: "etag"},
+	}}
+)
+
+// The fixed reasons of this adapter's field errors.
+const (
+	reasonOutputOnly = "is output only"
+	reasonEtag       = "must be an etag this service returned"
+	reasonMask       = "may name only display_name"
+)
+
+// tenantOutputOnlyEmpty refuses a created tenant that sets an output-only
+// field, naming it.
+func tenantOutputOnlyEmpty(t *adminv1.Tenant) error {
+	switch {
+	case t.GetName() != "":
+		return errdefs.Invalid("tenant.name", reasonOutputOnly)
+	case t.GetCreateTime() != nil:
+		return errdefs.Invalid("tenant.create_time", reasonOutputOnly)
+	case t.GetUpdateTime() != nil:
+		return errdefs.Invalid("tenant.update_time", reasonOutputOnly)
+	case t.GetEtag() != "":
+		return errdefs.Invalid("tenant.etag", reasonOutputOnly)
+	}
+	return nil
+}
+
+// projectOutputOnlyEmpty is tenantOutputOnlyEmpty for a created project.
+func projectOutputOnlyEmpty(p *adminv1.Project) error {
+	switch {
+	case p.GetName() != "":
+		return errdefs.Invalid("project.name", reasonOutputOnly)
+	case p.GetCreateTime() != nil:
+		return errdefs.Invalid("project.create_time", reasonOutputOnly)
+	case p.GetUpdateTime() != nil:
+		return errdefs.Invalid("project.update_time", reasonOutputOnly)
+	case p.GetEtag() != "":
+		return errdefs.Invalid("project.etag", reasonOutputOnly)
+	}
+	return nil
+}
+
+// parseEtag reads an etag into the stored revision it carries: empty is
+// projects.AnyRevision; anything but a positive decimal is invalid.
+func parseEtag(field, value string) (int64, error) {
+	if value == "" {
+		return projects.AnyRevision, nil
+	}
+	r, err := strconv.ParseInt(value, 10, 64)
+	if err != nil || r < 1 || strconv.FormatInt(r, 10) != value {
+		return 0, errdefs.Invalid(field, reasonEtag)
+	}
+	return r, nil
+}
+
+// etag is the etag of a stored revision.
+func etag(revision int64) string { return strconv.FormatInt(revision, 10) }
+
+// displayNameMask checks an update_mask: unset or empty, or naming only
+// display_name.
+func displayNameMask(m *fieldmaskpb.FieldMask) error {
+	for _, p := range m.GetPaths() {
+		if p != "display_name" {
+			return errdefs.Invalid("update_mask", reasonMask)
+		}
+	}
+	return nil
+}
+
+// requestID checks a create's request_id and returns it.
+func requestID(value string) (uuid.UUID, error) {
+	if err := admin.ValidateRequestID("request_id", value); err != nil {
+		return uuid.Nil, err
+	}
+	return uuid.MustParse(value), nil
+}
+
+// tenantID parses "tenants/{tenant}" in field.
+func tenantID(field, name string) (uuid.UUID, error) {
+	ids, err := admin.ValidateName(field, name, admin.TenantName)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return uuid.MustParse(ids[0]), nil
+}
+
+// projectID parses "tenants/{tenant}/projects/{project}" in field.
+func projectID(field, name string) (tenant, project uuid.UUID, err error) {
+	ids, err := admin.ValidateName(field, name, admin.ProjectName)
+	if err != nil {
+		return uuid.Nil, uuid.Nil, err
+	}
+	return uuid.MustParse(ids[0]), uuid.MustParse(ids[1]), nil
+}
+
+// tenantProto is the API form of a tenant.
+func tenantProto(t store.Tenant) *adminv1.Tenant {
+	return &adminv1.Tenant{
+		Name:        admin.TenantName.Format(t.ID.String()),
+		DisplayName: t.DisplayName,
+		CreateTime:  admin.Timestamp(&t.CreatedAt),
+		UpdateTime:  admin.Timestamp(&t.UpdatedAt),
+		Etag:        etag(t.Revision),
+	}
+}
+
+// projectProto is the API form of a project.
+func projectProto(p store.Project) *adminv1.Project {
+	return &adminv1.Project{
+		Name:        admin.ProjectName.Format(p.TenantID.String(), p.ID.String()),
+		DisplayName: p.DisplayName,
+		CreateTime:  admin.Timestamp(&p.CreatedAt),
+		UpdateTime:  admin.Timestamp(&p.UpdatedAt),
+		Etag:        etag(p.Revision),
+	}
+}
