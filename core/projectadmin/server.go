@@ -12,17 +12,20 @@ import (
 	"berth.dev/core/projects"
 )
 
-// New returns berth.admin.v1.ProjectService over svc. pages mints and
-// checks the list calls' page tokens (its key must outlive restarts). It
-// refuses a missing svc or pages.
-func New(svc *projects.Service, pages *admin.PageTokens) (*Server, error) {
+// New returns berth.admin.v1.ProjectService over svc (tenants and
+// projects) and keys (project keys). pages mints and checks the list
+// calls' page tokens (its key must outlive restarts). It refuses a missing
+// svc, keys or pages.
+func New(svc *projects.Service, keys *projects.Keys, pages *admin.PageTokens) (*Server, error) {
 	switch {
 	case svc == nil:
 		return nil, errors.New("projectadmin: no project service")
+	case keys == nil:
+		return nil, errors.New("projectadmin: no key service")
 	case pages == nil:
 		return nil, errors.New("projectadmin: no page tokens")
 	}
-	return &Server{svc: svc, pages: pages}, nil
+	return &Server{svc: svc, keys: keys, pages: pages}, nil
 }
 
 // Register registers the service on s.
@@ -32,6 +35,7 @@ func (g *Server) Register(s *grpc.Server) { adminv1.RegisterProjectServiceServer
 type Server struct {
 	adminv1.UnimplementedProjectServiceServer
 	svc   *projects.Service
+	keys  *projects.Keys
 	pages *admin.PageTokens
 }
 
