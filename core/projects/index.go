@@ -78,7 +78,7 @@ type KeyIndex struct {
 	// never replaces the copy of one that read it later.
 	keys    atomic.Pointer[map[uuid.UUID]indexed]
 	loading sync.Mutex
-	mu   sync.Mutex
+	mu      sync.Mutex
 	// cache holds positive Verify answers for VerifyCache; cleared on
 	// every keys_changed event.
 	cache map[uuid.UUID]verified
