@@ -163,8 +163,9 @@ func mustMarshal(t testing.TB, m proto.Message) []byte {
 // expired key, a 10,000-character token), the very same answer, so a
 // caller cannot tell which it held; two authorization headers are
 // refused; a key calling a method it may not call with a body past the
-// message bound is PERMISSION_DENIED from the headers alone (reading the
-// body would have been RESOURCE_EXHAUSTED), and Core's memory around
+// message bound is PERMISSION_DENIED from the headers alone (had grpc-go
+// started on the message it would have been RESOURCE_EXHAUSTED), and
+// Core's memory around
 // those calls is reported; 10,000 bad key tokens are all refused (the
 // time reported); live keys and the operator are served throughout and
 // no token reaches Core's log.
@@ -245,10 +246,11 @@ func TestHostileProjectKeys(t *testing.T) {
 	}
 
 	// A body past the message bound to a method a key may not call is
-	// PERMISSION_DENIED: the refusal comes from the headers, since reading
-	// the body would have been RESOURCE_EXHAUSTED (as the administrator's
-	// identical call shows). Core's memory is reported around 50 such
-	// calls, 10 at a time.
+	// PERMISSION_DENIED: the refusal comes from the headers, since had
+	// grpc-go started on the message it would have been RESOURCE_EXHAUSTED
+	// (its size check on the message's length prefix, as the
+	// administrator's identical call shows). Core's memory is reported
+	// around 50 such calls, 10 at a time.
 	big, err := grpc.NewClient(core.AdminAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
@@ -258,7 +260,7 @@ func TestHostileProjectKeys(t *testing.T) {
 	body := appendBytesField(nil, 1, []byte(strings.Repeat("x", 4<<20)))
 	wantStatus(t, "key, 4 MiB body, denied method", invokeRaw(live.ctx(ctx), big, suspendSessMethod, body), codes.PermissionDenied, keyMethodDenied, "")
 	if err := invokeRaw(authed, big, suspendSessMethod, body); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("the administrator's 4 MiB body: %v, want RESOURCE_EXHAUSTED (the body read)", err)
+		t.Fatalf("the administrator's 4 MiB body: %v, want RESOURCE_EXHAUSTED (grpc-go's size check)", err)
 	} else {
 		t.Logf("the administrator's 4 MiB body: %v %v", err, status.Convert(err).Details())
 	}
@@ -311,8 +313,8 @@ func TestHostileProjectKeys(t *testing.T) {
 		t.Errorf("the key's 4 MiB bodies: %v, want 50 PERMISSION_DENIED", got)
 	}
 	// For comparison only: the administrator may call the method, so its
-	// bodies are read (up to the bound) before the refusal.
-	burst("the admin token (reference: the body is read)", authed)
+	// messages reach grpc-go's size check.
+	burst("the admin token (reference: grpc-go's size check)", authed)
 
 	// 10,000 bad key tokens, 16 callers at once: unknown ids and wrong
 	// secrets of the live key, each refused.

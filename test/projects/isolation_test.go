@@ -3,6 +3,7 @@ package projects
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -46,6 +48,14 @@ func (e *env) read(session string) seen {
 		}
 	}
 	return r
+}
+
+func (a seen) String() string {
+	out := "Session " + prototext.Format(a.session)
+	for _, tr := range a.turns {
+		out += "\nTurn " + prototext.Format(tr) + fmt.Sprintf(" output %q", a.output[tr.GetName()])
+	}
+	return out
 }
 
 func (a seen) equal(b seen) bool {
