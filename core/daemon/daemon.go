@@ -554,21 +554,23 @@ func (c *core) setupAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("project service: %w", err)
 	}
+	// The key index holds every live key before the admin listener opens,
+	// so the first call already authenticates; it reloads on every
+	// keys_changed (any Core's creation or revocation, through the feed)
+	// and every projects.IndexReload, and on this Core before
+	// CreateProjectKey returns a new key's token.
+	keys := projects.NewKeyIndex(c.owned.reader, time.Now)
+	if err := keys.Load(ctx); err != nil {
+		return err
+	}
 	keySvc, err := projects.NewKeys(c.owned.readAdmin())
 	if err != nil {
 		return fmt.Errorf("project keys: %w", err)
 	}
+	keySvc.LoadsInto(keys)
 	projectSrv, err := projectadmin.New(projectSvc, keySvc, pages)
 	if err != nil {
 		return fmt.Errorf("project service: %w", err)
-	}
-	// The key index holds every live key before the admin listener opens,
-	// so the first call already authenticates; it reloads on every
-	// keys_changed (any Core's creation or revocation, through the feed)
-	// and every projects.IndexReload.
-	keys := projects.NewKeyIndex(c.owned.reader, time.Now)
-	if err := keys.Load(ctx); err != nil {
-		return err
 	}
 	c.group.addWorker(func(ctx context.Context) error {
 		keys.Run(ctx, c.bus, c.log)

@@ -25,7 +25,15 @@ type KeyStore interface {
 // hears (the feed), so nothing is published here.
 type Keys struct {
 	store KeyStore
+	index *KeyIndex
 }
+
+// LoadsInto makes Create reload x once a new key has committed, before
+// its token is returned: the Core that answered CreateProjectKey then
+// authenticates the token from the caller's very next call, instead of
+// refusing it UNAUTHENTICATED until its own keys_changed notification
+// arrives. Other Cores learn of the key from the notification, as before.
+func (k *Keys) LoadsInto(x *KeyIndex) { k.index = x }
 
 // NewKeys returns Keys over st; it refuses a missing st.
 func NewKeys(st KeyStore) (*Keys, error) {
@@ -72,6 +80,11 @@ func (k *Keys) Create(ctx context.Context, req NewKey) (key store.ProjectKey, to
 	}
 	if !created {
 		return key, KeyToken{}, nil
+	}
+	if k.index != nil {
+		// A failed reload still returns the token, shown only here: the
+		// key exists, and the notification's reload will index it.
+		_ = k.index.Load(ctx)
 	}
 	return key, token, nil
 }
