@@ -43,7 +43,10 @@
 //     headers arrive), then Verify against the database before the
 //     handler. The copy is reloaded whole on every keys_changed event (the
 //     store NOTIFYs it in the writing transaction, so every Core hears
-//     every change) and every IndexReload; Verify's positive answers are
+//     every change), every IndexReload, and by Keys.Create before it
+//     returns a new token (so the Core that made the key accepts it from
+//     the next call; Load is serialized, so an older read never replaces a
+//     newer copy); Verify's positive answers are
 //     reused for VerifyCache and forgotten on every keys_changed. A
 //     Verify read in flight when a revocation commits may still cache its
 //     answer: the bound is VerifyCache, after which the database decides
