@@ -119,6 +119,12 @@ type Project struct {
 	// display_name is the project's name for people: 1 to 63 characters, no
 	// control characters, unique among the tenant's live projects.
 	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	// limits are the most Sessions the project may hold; unset or empty is
+	// no limit. Set on CreateProject, changed by UpdateProject (update_mask
+	// "limits.max_active_sessions", "limits.max_retained_sessions").
+	Limits *ProjectLimits `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
+	// usage is what the project holds now. Output only.
+	Usage *ProjectUsage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	// create_time is when the project was created. Output only.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// update_time is when the project last changed. Output only.
@@ -175,6 +181,20 @@ func (x *Project) GetDisplayName() string {
 	return ""
 }
 
+func (x *Project) GetLimits() *ProjectLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Project) GetUsage() *ProjectUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 func (x *Project) GetCreateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreateTime
@@ -196,6 +216,123 @@ func (x *Project) GetEtag() string {
 	return ""
 }
 
+// ProjectLimits bound what a project holds, counted as a node counts
+// (ProjectUsage). A limit lowered below the usage evicts nothing: only new
+// holdings are refused.
+type ProjectLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// max_active_sessions is the most Sessions the project may hold actively
+	// (deleting ones count until their cleanup is confirmed); unset is no
+	// limit. CreateSession past it is FAILED_PRECONDITION
+	// project_active_limit; a resume past it waits, as for a full node.
+	MaxActiveSessions *int32 `protobuf:"varint,1,opt,name=max_active_sessions,json=maxActiveSessions,proto3,oneof" json:"max_active_sessions,omitempty"`
+	// max_retained_sessions is the most suspended snapshots the project may
+	// retain (suspensions in flight count); unset is no limit. Past it, a
+	// Session stays active instead of being suspended.
+	MaxRetainedSessions *int32 `protobuf:"varint,2,opt,name=max_retained_sessions,json=maxRetainedSessions,proto3,oneof" json:"max_retained_sessions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ProjectLimits) Reset() {
+	*x = ProjectLimits{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectLimits) ProtoMessage() {}
+
+func (x *ProjectLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectLimits.ProtoReflect.Descriptor instead.
+func (*ProjectLimits) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProjectLimits) GetMaxActiveSessions() int32 {
+	if x != nil && x.MaxActiveSessions != nil {
+		return *x.MaxActiveSessions
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetMaxRetainedSessions() int32 {
+	if x != nil && x.MaxRetainedSessions != nil {
+		return *x.MaxRetainedSessions
+	}
+	return 0
+}
+
+// ProjectUsage is what a project holds now.
+type ProjectUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// held is the number of Environments the project holds actively.
+	Held int64 `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
+	// retained is the number held only as a suspended snapshot.
+	Retained      int64 `protobuf:"varint,2,opt,name=retained,proto3" json:"retained,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectUsage) Reset() {
+	*x = ProjectUsage{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectUsage) ProtoMessage() {}
+
+func (x *ProjectUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectUsage.ProtoReflect.Descriptor instead.
+func (*ProjectUsage) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProjectUsage) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *ProjectUsage) GetRetained() int64 {
+	if x != nil {
+		return x.Retained
+	}
+	return 0
+}
+
 // CreateTenantRequest creates a tenant.
 type CreateTenantRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -213,7 +350,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +362,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +375,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{2}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateTenantRequest) GetRequestId() string {
@@ -266,7 +403,7 @@ type CreateTenantResponse struct {
 
 func (x *CreateTenantResponse) Reset() {
 	*x = CreateTenantResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +415,7 @@ func (x *CreateTenantResponse) String() string {
 func (*CreateTenantResponse) ProtoMessage() {}
 
 func (x *CreateTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +428,7 @@ func (x *CreateTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantResponse.ProtoReflect.Descriptor instead.
 func (*CreateTenantResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{3}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateTenantResponse) GetTenant() *Tenant {
@@ -312,7 +449,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +461,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +474,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{4}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -358,7 +495,7 @@ type GetTenantResponse struct {
 
 func (x *GetTenantResponse) Reset() {
 	*x = GetTenantResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +507,7 @@ func (x *GetTenantResponse) String() string {
 func (*GetTenantResponse) ProtoMessage() {}
 
 func (x *GetTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +520,7 @@ func (x *GetTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantResponse.ProtoReflect.Descriptor instead.
 func (*GetTenantResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{5}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetTenantResponse) GetTenant() *Tenant {
@@ -407,7 +544,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +556,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +569,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{6}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListTenantsRequest) GetPageSize() int32 {
@@ -462,7 +599,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +611,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +624,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{7}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*Tenant {
@@ -510,8 +647,10 @@ type UpdateTenantRequest struct {
 	// tenant names the tenant (name) and holds the new values of the fields
 	// update_mask names.
 	Tenant *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	// update_mask names the fields to change: only "display_name" for now.
-	// Unset, it is "display_name".
+	// update_mask names the fields to change: "display_name",
+	// "limits.max_active_sessions", "limits.max_retained_sessions" (a limit
+	// named in the mask and unset in project is removed). Unset, it is
+	// "display_name".
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// etag, when set, must be the tenant's current etag: otherwise nothing
 	// changes and the call is FAILED_PRECONDITION etag_mismatch (read the
@@ -523,7 +662,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +674,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +687,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{8}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateTenantRequest) GetTenant() *Tenant {
@@ -583,7 +722,7 @@ type UpdateTenantResponse struct {
 
 func (x *UpdateTenantResponse) Reset() {
 	*x = UpdateTenantResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +734,7 @@ func (x *UpdateTenantResponse) String() string {
 func (*UpdateTenantResponse) ProtoMessage() {}
 
 func (x *UpdateTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +747,7 @@ func (x *UpdateTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTenantResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{9}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateTenantResponse) GetTenant() *Tenant {
@@ -632,7 +771,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +783,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +796,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{10}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -685,7 +824,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +836,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +849,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{11}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteTenantResponse) GetTenant() *Tenant {
@@ -730,8 +869,8 @@ type CreateProjectRequest struct {
 	// creates another; a retry with a different parent or display_name is
 	// ALREADY_EXISTS.
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// project holds the caller's fields (display_name); output-only fields
-	// must be empty.
+	// project holds the caller's fields (display_name, limits); output-only
+	// fields must be empty. A retry with other limits is ALREADY_EXISTS.
 	Project       *Project `protobuf:"bytes,3,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -739,7 +878,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +890,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +903,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{12}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateProjectRequest) GetParent() string {
@@ -799,7 +938,7 @@ type CreateProjectResponse struct {
 
 func (x *CreateProjectResponse) Reset() {
 	*x = CreateProjectResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +950,7 @@ func (x *CreateProjectResponse) String() string {
 func (*CreateProjectResponse) ProtoMessage() {}
 
 func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +963,7 @@ func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
 func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{13}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateProjectResponse) GetProject() *Project {
@@ -846,7 +985,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[14]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +997,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[14]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1010,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{14}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetProjectRequest) GetName() string {
@@ -892,7 +1031,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[15]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1043,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[15]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1056,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{15}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -945,7 +1084,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[16]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1096,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[16]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1109,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{16}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListProjectsRequest) GetParent() string {
@@ -1007,7 +1146,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[17]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1158,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[17]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1171,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{17}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -1055,8 +1194,10 @@ type UpdateProjectRequest struct {
 	// project names the project (name) and holds the new values of the
 	// fields update_mask names.
 	Project *Project `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
-	// update_mask names the fields to change: only "display_name" for now.
-	// Unset, it is "display_name".
+	// update_mask names the fields to change: "display_name",
+	// "limits.max_active_sessions", "limits.max_retained_sessions" (a limit
+	// named in the mask and unset in project is removed). Unset, it is
+	// "display_name".
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// etag, when set, must be the project's current etag: otherwise nothing
 	// changes and the call is FAILED_PRECONDITION etag_mismatch (read the
@@ -1068,7 +1209,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[18]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1221,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[18]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1234,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{18}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -1128,7 +1269,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[19]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1281,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[19]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1294,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{19}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -1177,7 +1318,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[20]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1330,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[20]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1343,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{20}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteProjectRequest) GetName() string {
@@ -1230,7 +1371,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[21]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1383,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[21]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1396,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{21}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteProjectResponse) GetProject() *Project {
@@ -1277,15 +1418,25 @@ const file_berth_admin_v1_project_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x05 \x01(\tR\x04etag\"\xda\x01\n" +
+	"\x04etag\x18\x05 \x01(\tR\x04etag\"\xb9\x02\n" +
 	"\aProject\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
-	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12;\n" +
+	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x125\n" +
+	"\x06limits\x18\x03 \x01(\v2\x1d.berth.admin.v1.ProjectLimitsR\x06limits\x122\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1c.berth.admin.v1.ProjectUsageR\x05usage\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\a \x01(\tR\x04etagJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"d\n" +
+	"\x04etag\x18\a \x01(\tR\x04etag\"\xaf\x01\n" +
+	"\rProjectLimits\x123\n" +
+	"\x13max_active_sessions\x18\x01 \x01(\x05H\x00R\x11maxActiveSessions\x88\x01\x01\x127\n" +
+	"\x15max_retained_sessions\x18\x02 \x01(\x05H\x01R\x13maxRetainedSessions\x88\x01\x01B\x16\n" +
+	"\x14_max_active_sessionsB\x18\n" +
+	"\x16_max_retained_sessions\">\n" +
+	"\fProjectUsage\x12\x12\n" +
+	"\x04held\x18\x01 \x01(\x03R\x04held\x12\x1a\n" +
+	"\bretained\x18\x02 \x01(\x03R\bretained\"d\n" +
 	"\x13CreateTenantRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
@@ -1371,79 +1522,83 @@ func file_berth_admin_v1_project_proto_rawDescGZIP() []byte {
 	return file_berth_admin_v1_project_proto_rawDescData
 }
 
-var file_berth_admin_v1_project_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_berth_admin_v1_project_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_berth_admin_v1_project_proto_goTypes = []any{
 	(*Tenant)(nil),                // 0: berth.admin.v1.Tenant
 	(*Project)(nil),               // 1: berth.admin.v1.Project
-	(*CreateTenantRequest)(nil),   // 2: berth.admin.v1.CreateTenantRequest
-	(*CreateTenantResponse)(nil),  // 3: berth.admin.v1.CreateTenantResponse
-	(*GetTenantRequest)(nil),      // 4: berth.admin.v1.GetTenantRequest
-	(*GetTenantResponse)(nil),     // 5: berth.admin.v1.GetTenantResponse
-	(*ListTenantsRequest)(nil),    // 6: berth.admin.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 7: berth.admin.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 8: berth.admin.v1.UpdateTenantRequest
-	(*UpdateTenantResponse)(nil),  // 9: berth.admin.v1.UpdateTenantResponse
-	(*DeleteTenantRequest)(nil),   // 10: berth.admin.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 11: berth.admin.v1.DeleteTenantResponse
-	(*CreateProjectRequest)(nil),  // 12: berth.admin.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil), // 13: berth.admin.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),     // 14: berth.admin.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),    // 15: berth.admin.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),   // 16: berth.admin.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),  // 17: berth.admin.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),  // 18: berth.admin.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil), // 19: berth.admin.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),  // 20: berth.admin.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil), // 21: berth.admin.v1.DeleteProjectResponse
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil), // 23: google.protobuf.FieldMask
+	(*ProjectLimits)(nil),         // 2: berth.admin.v1.ProjectLimits
+	(*ProjectUsage)(nil),          // 3: berth.admin.v1.ProjectUsage
+	(*CreateTenantRequest)(nil),   // 4: berth.admin.v1.CreateTenantRequest
+	(*CreateTenantResponse)(nil),  // 5: berth.admin.v1.CreateTenantResponse
+	(*GetTenantRequest)(nil),      // 6: berth.admin.v1.GetTenantRequest
+	(*GetTenantResponse)(nil),     // 7: berth.admin.v1.GetTenantResponse
+	(*ListTenantsRequest)(nil),    // 8: berth.admin.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 9: berth.admin.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 10: berth.admin.v1.UpdateTenantRequest
+	(*UpdateTenantResponse)(nil),  // 11: berth.admin.v1.UpdateTenantResponse
+	(*DeleteTenantRequest)(nil),   // 12: berth.admin.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 13: berth.admin.v1.DeleteTenantResponse
+	(*CreateProjectRequest)(nil),  // 14: berth.admin.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil), // 15: berth.admin.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),     // 16: berth.admin.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),    // 17: berth.admin.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),   // 18: berth.admin.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),  // 19: berth.admin.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),  // 20: berth.admin.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil), // 21: berth.admin.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),  // 22: berth.admin.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil), // 23: berth.admin.v1.DeleteProjectResponse
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil), // 25: google.protobuf.FieldMask
 }
 var file_berth_admin_v1_project_proto_depIdxs = []int32{
-	22, // 0: berth.admin.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
-	22, // 1: berth.admin.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
-	22, // 2: berth.admin.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	22, // 3: berth.admin.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 4: berth.admin.v1.CreateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
-	0,  // 5: berth.admin.v1.CreateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	0,  // 6: berth.admin.v1.GetTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	0,  // 7: berth.admin.v1.ListTenantsResponse.tenants:type_name -> berth.admin.v1.Tenant
-	0,  // 8: berth.admin.v1.UpdateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
-	23, // 9: berth.admin.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 10: berth.admin.v1.UpdateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	0,  // 11: berth.admin.v1.DeleteTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	1,  // 12: berth.admin.v1.CreateProjectRequest.project:type_name -> berth.admin.v1.Project
-	1,  // 13: berth.admin.v1.CreateProjectResponse.project:type_name -> berth.admin.v1.Project
-	1,  // 14: berth.admin.v1.GetProjectResponse.project:type_name -> berth.admin.v1.Project
-	1,  // 15: berth.admin.v1.ListProjectsResponse.projects:type_name -> berth.admin.v1.Project
-	1,  // 16: berth.admin.v1.UpdateProjectRequest.project:type_name -> berth.admin.v1.Project
-	23, // 17: berth.admin.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 18: berth.admin.v1.UpdateProjectResponse.project:type_name -> berth.admin.v1.Project
-	1,  // 19: berth.admin.v1.DeleteProjectResponse.project:type_name -> berth.admin.v1.Project
-	2,  // 20: berth.admin.v1.ProjectService.CreateTenant:input_type -> berth.admin.v1.CreateTenantRequest
-	4,  // 21: berth.admin.v1.ProjectService.GetTenant:input_type -> berth.admin.v1.GetTenantRequest
-	6,  // 22: berth.admin.v1.ProjectService.ListTenants:input_type -> berth.admin.v1.ListTenantsRequest
-	8,  // 23: berth.admin.v1.ProjectService.UpdateTenant:input_type -> berth.admin.v1.UpdateTenantRequest
-	10, // 24: berth.admin.v1.ProjectService.DeleteTenant:input_type -> berth.admin.v1.DeleteTenantRequest
-	12, // 25: berth.admin.v1.ProjectService.CreateProject:input_type -> berth.admin.v1.CreateProjectRequest
-	14, // 26: berth.admin.v1.ProjectService.GetProject:input_type -> berth.admin.v1.GetProjectRequest
-	16, // 27: berth.admin.v1.ProjectService.ListProjects:input_type -> berth.admin.v1.ListProjectsRequest
-	18, // 28: berth.admin.v1.ProjectService.UpdateProject:input_type -> berth.admin.v1.UpdateProjectRequest
-	20, // 29: berth.admin.v1.ProjectService.DeleteProject:input_type -> berth.admin.v1.DeleteProjectRequest
-	3,  // 30: berth.admin.v1.ProjectService.CreateTenant:output_type -> berth.admin.v1.CreateTenantResponse
-	5,  // 31: berth.admin.v1.ProjectService.GetTenant:output_type -> berth.admin.v1.GetTenantResponse
-	7,  // 32: berth.admin.v1.ProjectService.ListTenants:output_type -> berth.admin.v1.ListTenantsResponse
-	9,  // 33: berth.admin.v1.ProjectService.UpdateTenant:output_type -> berth.admin.v1.UpdateTenantResponse
-	11, // 34: berth.admin.v1.ProjectService.DeleteTenant:output_type -> berth.admin.v1.DeleteTenantResponse
-	13, // 35: berth.admin.v1.ProjectService.CreateProject:output_type -> berth.admin.v1.CreateProjectResponse
-	15, // 36: berth.admin.v1.ProjectService.GetProject:output_type -> berth.admin.v1.GetProjectResponse
-	17, // 37: berth.admin.v1.ProjectService.ListProjects:output_type -> berth.admin.v1.ListProjectsResponse
-	19, // 38: berth.admin.v1.ProjectService.UpdateProject:output_type -> berth.admin.v1.UpdateProjectResponse
-	21, // 39: berth.admin.v1.ProjectService.DeleteProject:output_type -> berth.admin.v1.DeleteProjectResponse
-	30, // [30:40] is the sub-list for method output_type
-	20, // [20:30] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	24, // 0: berth.admin.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	24, // 1: berth.admin.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
+	2,  // 2: berth.admin.v1.Project.limits:type_name -> berth.admin.v1.ProjectLimits
+	3,  // 3: berth.admin.v1.Project.usage:type_name -> berth.admin.v1.ProjectUsage
+	24, // 4: berth.admin.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	24, // 5: berth.admin.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 6: berth.admin.v1.CreateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
+	0,  // 7: berth.admin.v1.CreateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	0,  // 8: berth.admin.v1.GetTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	0,  // 9: berth.admin.v1.ListTenantsResponse.tenants:type_name -> berth.admin.v1.Tenant
+	0,  // 10: berth.admin.v1.UpdateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
+	25, // 11: berth.admin.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	0,  // 12: berth.admin.v1.UpdateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	0,  // 13: berth.admin.v1.DeleteTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 14: berth.admin.v1.CreateProjectRequest.project:type_name -> berth.admin.v1.Project
+	1,  // 15: berth.admin.v1.CreateProjectResponse.project:type_name -> berth.admin.v1.Project
+	1,  // 16: berth.admin.v1.GetProjectResponse.project:type_name -> berth.admin.v1.Project
+	1,  // 17: berth.admin.v1.ListProjectsResponse.projects:type_name -> berth.admin.v1.Project
+	1,  // 18: berth.admin.v1.UpdateProjectRequest.project:type_name -> berth.admin.v1.Project
+	25, // 19: berth.admin.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 20: berth.admin.v1.UpdateProjectResponse.project:type_name -> berth.admin.v1.Project
+	1,  // 21: berth.admin.v1.DeleteProjectResponse.project:type_name -> berth.admin.v1.Project
+	4,  // 22: berth.admin.v1.ProjectService.CreateTenant:input_type -> berth.admin.v1.CreateTenantRequest
+	6,  // 23: berth.admin.v1.ProjectService.GetTenant:input_type -> berth.admin.v1.GetTenantRequest
+	8,  // 24: berth.admin.v1.ProjectService.ListTenants:input_type -> berth.admin.v1.ListTenantsRequest
+	10, // 25: berth.admin.v1.ProjectService.UpdateTenant:input_type -> berth.admin.v1.UpdateTenantRequest
+	12, // 26: berth.admin.v1.ProjectService.DeleteTenant:input_type -> berth.admin.v1.DeleteTenantRequest
+	14, // 27: berth.admin.v1.ProjectService.CreateProject:input_type -> berth.admin.v1.CreateProjectRequest
+	16, // 28: berth.admin.v1.ProjectService.GetProject:input_type -> berth.admin.v1.GetProjectRequest
+	18, // 29: berth.admin.v1.ProjectService.ListProjects:input_type -> berth.admin.v1.ListProjectsRequest
+	20, // 30: berth.admin.v1.ProjectService.UpdateProject:input_type -> berth.admin.v1.UpdateProjectRequest
+	22, // 31: berth.admin.v1.ProjectService.DeleteProject:input_type -> berth.admin.v1.DeleteProjectRequest
+	5,  // 32: berth.admin.v1.ProjectService.CreateTenant:output_type -> berth.admin.v1.CreateTenantResponse
+	7,  // 33: berth.admin.v1.ProjectService.GetTenant:output_type -> berth.admin.v1.GetTenantResponse
+	9,  // 34: berth.admin.v1.ProjectService.ListTenants:output_type -> berth.admin.v1.ListTenantsResponse
+	11, // 35: berth.admin.v1.ProjectService.UpdateTenant:output_type -> berth.admin.v1.UpdateTenantResponse
+	13, // 36: berth.admin.v1.ProjectService.DeleteTenant:output_type -> berth.admin.v1.DeleteTenantResponse
+	15, // 37: berth.admin.v1.ProjectService.CreateProject:output_type -> berth.admin.v1.CreateProjectResponse
+	17, // 38: berth.admin.v1.ProjectService.GetProject:output_type -> berth.admin.v1.GetProjectResponse
+	19, // 39: berth.admin.v1.ProjectService.ListProjects:output_type -> berth.admin.v1.ListProjectsResponse
+	21, // 40: berth.admin.v1.ProjectService.UpdateProject:output_type -> berth.admin.v1.UpdateProjectResponse
+	23, // 41: berth.admin.v1.ProjectService.DeleteProject:output_type -> berth.admin.v1.DeleteProjectResponse
+	32, // [32:42] is the sub-list for method output_type
+	22, // [22:32] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_project_proto_init() }
@@ -1451,13 +1606,14 @@ func file_berth_admin_v1_project_proto_init() {
 	if File_berth_admin_v1_project_proto != nil {
 		return
 	}
+	file_berth_admin_v1_project_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_project_proto_rawDesc), len(file_berth_admin_v1_project_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
