@@ -40,12 +40,13 @@ var keyMethods = map[string]bool{
 	adminv1.TurnService_CancelTurn_FullMethodName:       true,
 }
 
-// The refusals of project keys.
+// ReasonKeyMethodDenied refuses a project key a method it may not call.
+const ReasonKeyMethodDenied Reason = "project_key_method_denied"
+
+// The fixed messages of refused project keys.
 const (
-	msgInvalidKey = "invalid project key"
-	// ReasonKeyMethodDenied refuses a project key a method it may not call.
-	ReasonKeyMethodDenied Reason = "project_key_method_denied"
-	msgKeyMethodDenied           = "project keys may call only Session and Turn methods of their own project: use the administrator token"
+	msgInvalidKey      = "invalid project key"
+	msgKeyMethodDenied = "project keys may call only Session and Turn methods of their own project: use the administrator token"
 )
 
 // ErrPermissionDenied is the class a client decodes a PERMISSION_DENIED

@@ -124,6 +124,7 @@ var (
 	AllocationName      = MustPattern("allocations/{allocation}")
 	TenantName          = MustPattern("tenants/{tenant}")
 	ProjectName         = MustPattern("tenants/{tenant}/projects/{project}")
+	ProjectKeyName      = MustPattern("tenants/{tenant}/projects/{project}/keys/{key}")
 )
 
 // ValidateName checks that value is a name of pattern p and returns its ids

@@ -512,7 +512,7 @@ func (c *core) setupGateway(context.Context) error {
 
 // setupAdmin serves the admin API (every berth.admin.v1 service) on the
 // loopback AdminListen.
-func (c *core) setupAdmin(context.Context) error {
+func (c *core) setupAdmin(ctx context.Context) error {
 	pages, err := admin.NewPageTokens(c.masterKey.Derive("admin-page-tokens"))
 	if err != nil {
 		return fmt.Errorf("page tokens: %w", err)
@@ -554,12 +554,31 @@ func (c *core) setupAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("project service: %w", err)
 	}
-	projectSrv, err := projectadmin.New(projectSvc, pages)
+	// The key index holds every live key before the admin listener opens,
+	// so the first call already authenticates; it reloads on every
+	// keys_changed (any Core's creation or revocation, through the feed)
+	// and every projects.IndexReload, and on this Core before
+	// CreateProjectKey returns a new key's token.
+	keys := projects.NewKeyIndex(c.owned.reader, time.Now)
+	if err := keys.Load(ctx); err != nil {
+		return err
+	}
+	keySvc, err := projects.NewKeys(c.owned.readAdmin())
+	if err != nil {
+		return fmt.Errorf("project keys: %w", err)
+	}
+	keySvc.LoadsInto(keys)
+	projectSrv, err := projectadmin.New(projectSvc, keySvc, pages)
 	if err != nil {
 		return fmt.Errorf("project service: %w", err)
 	}
+	c.group.addWorker(func(ctx context.Context) error {
+		keys.Run(ctx, c.bus, c.log)
+		return nil
+	})
 	srv := admin.NewServer(admin.Options{
 		TokenDigest: c.adminDigest,
+		Keys:        keys,
 		Stats:       otelsetup.ServerHandler(),
 		Services: []admin.Service{
 			installationadmin.New(installation.New(c.owned.reader, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),

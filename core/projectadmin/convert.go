@@ -144,3 +144,43 @@ func projectProto(p store.Project) *adminv1.Project {
 		Usage:       usageProto(p.Usage),
 	}
 }
+
+// keyPaths maps the logic's field names to CreateProjectKey's paths.
+var keyPaths = admin.FieldPaths{Renames: []admin.Rename{
+	{From: "display_name", To: "key.display_name"},
+	{From: "expire_time", To: "key.expire_time"},
+}}
+
+// keyOutputOnlyEmpty refuses a created key that sets an output-only field.
+func keyOutputOnlyEmpty(k *adminv1.ProjectKey) error {
+	switch {
+	case k.GetName() != "":
+		return errdefs.Invalid("key.name", reasonOutputOnly)
+	case k.GetCreateTime() != nil:
+		return errdefs.Invalid("key.create_time", reasonOutputOnly)
+	case k.GetRevokeTime() != nil:
+		return errdefs.Invalid("key.revoke_time", reasonOutputOnly)
+	case k.GetState() != adminv1.ProjectKey_STATE_UNSPECIFIED:
+		return errdefs.Invalid("key.state", reasonOutputOnly)
+	}
+	return nil
+}
+
+// keyProto is the API form of a key: never its token or digest.
+func keyProto(k store.ProjectKey) *adminv1.ProjectKey {
+	state := adminv1.ProjectKey_STATE_ACTIVE
+	switch {
+	case k.RevokedAt != nil:
+		state = adminv1.ProjectKey_STATE_REVOKED
+	case k.Expired:
+		state = adminv1.ProjectKey_STATE_EXPIRED
+	}
+	return &adminv1.ProjectKey{
+		Name:        admin.ProjectKeyName.Format(k.TenantID.String(), k.ProjectID.String(), k.ID.String()),
+		DisplayName: k.DisplayName,
+		CreateTime:  admin.Timestamp(&k.CreatedAt),
+		ExpireTime:  admin.Timestamp(k.ExpireAt),
+		RevokeTime:  admin.Timestamp(k.RevokedAt),
+		State:       state,
+	}
+}

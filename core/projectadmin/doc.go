@@ -24,9 +24,12 @@
 //     (ListProjects' holds its parent) and the cursor encoding (creation
 //     time in Unix microseconds, then the id's 16 bytes) are in pages.go;
 //     changing either invalidates the page tokens clients hold.
-//   - Only the administrator reaches it: the admin token is the only
-//     credential today, and step 3 of issue 31 adds the PERMISSION_DENIED
-//     answer for project keys.
+//   - Only the administrator reaches it: core/admin refuses a project key
+//     every ProjectService method (PERMISSION_DENIED
+//     project_key_method_denied) before the body is read.
+//   - A project key's token is in CreateProjectKey's first response only
+//     (projects.KeyToken.Reveal, here and nowhere else); a retry, the
+//     lists and the revocation show the key without it.
 //   - It holds no state and makes no decision: refusals
 //     (project_has_sessions, tenant_has_projects, etag_mismatch) are the
 //     store's.

@@ -17,6 +17,9 @@ import (
 const (
 	scopeListTenants  = "berth.admin.v1.ProjectService/ListTenants"
 	scopeListProjects = "berth.admin.v1.ProjectService/ListProjects"
+	// scopeListProjectKeys holds the parent too: a token is refused for
+	// another project.
+	scopeListProjectKeys = "berth.admin.v1.ProjectService/ListProjectKeys"
 )
 
 // ageCursor reads a cursor admin.EncodeAgeCursor wrote (creation time,
@@ -50,6 +53,22 @@ func projectKeyset(svc *projects.Service, tenant uuid.UUID) admin.Keyset[store.P
 			return svc.ListProjects(ctx, tenant, after, limit)
 		},
 		Cursor:   func(p store.Project) ([]byte, error) { return admin.EncodeAgeCursor(p.CreatedAt, p.ID[:]), nil },
+		Position: ageCursor,
+	}
+}
+
+// keyKeyset pages ListProjectKeys of a project over keys.List, oldest
+// first.
+func keyKeyset(keys *projects.Keys, tenant, project uuid.UUID) admin.Keyset[store.ProjectKey, store.AgeCursor] {
+	return admin.Keyset[store.ProjectKey, store.AgeCursor]{
+		Scope: []string{scopeListProjectKeys, admin.ProjectName.Format(tenant.String(), project.String())},
+		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.ProjectKey, error) {
+			return keys.List(ctx, tenant, project, after, limit)
+		},
+		Cursor: func(k store.ProjectKey) ([]byte, error) {
+			c := projects.KeyCursor(k)
+			return admin.EncodeAgeCursor(c.CreatedAt, c.ID[:]), nil
+		},
 		Position: ageCursor,
 	}
 }

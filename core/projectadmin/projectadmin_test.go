@@ -43,7 +43,9 @@ func newFixture(t *testing.T) fixture {
 	errdefstest.Must(t, err)
 	pages, err := admin.NewPageTokens(key)
 	errdefstest.Must(t, err)
-	srv, err := projectadmin.New(svc, pages)
+	keys, err := projects.NewKeys(st)
+	errdefstest.Must(t, err)
+	srv, err := projectadmin.New(svc, keys, pages)
 	errdefstest.Must(t, err)
 	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{srv}})
 	return fixture{

@@ -4,25 +4,30 @@ import (
 	"context"
 	"errors"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/admin"
 	"berth.dev/core/projects"
 )
 
-// New returns berth.admin.v1.ProjectService over svc. pages mints and
-// checks the list calls' page tokens (its key must outlive restarts). It
-// refuses a missing svc or pages.
-func New(svc *projects.Service, pages *admin.PageTokens) (*Server, error) {
+// New returns berth.admin.v1.ProjectService over svc (tenants and
+// projects) and keys (project keys). pages mints and checks the list
+// calls' page tokens (its key must outlive restarts). It refuses a missing
+// svc, keys or pages.
+func New(svc *projects.Service, keys *projects.Keys, pages *admin.PageTokens) (*Server, error) {
 	switch {
 	case svc == nil:
 		return nil, errors.New("projectadmin: no project service")
+	case keys == nil:
+		return nil, errors.New("projectadmin: no key service")
 	case pages == nil:
 		return nil, errors.New("projectadmin: no page tokens")
 	}
-	return &Server{svc: svc, pages: pages}, nil
+	return &Server{svc: svc, keys: keys, pages: pages}, nil
 }
 
 // Register registers the service on s.
@@ -32,6 +37,7 @@ func (g *Server) Register(s *grpc.Server) { adminv1.RegisterProjectServiceServer
 type Server struct {
 	adminv1.UnimplementedProjectServiceServer
 	svc   *projects.Service
+	keys  *projects.Keys
 	pages *admin.PageTokens
 }
 
@@ -195,4 +201,59 @@ func (g *Server) DeleteProject(ctx context.Context, req *adminv1.DeleteProjectRe
 		return nil, projectPaths.Map(err)
 	}
 	return &adminv1.DeleteProjectResponse{Project: projectProto(p)}, nil
+}
+
+// CreateProjectKey creates a key of a live project; its token is in the
+// first response only.
+func (g *Server) CreateProjectKey(ctx context.Context, req *adminv1.CreateProjectKeyRequest) (*adminv1.CreateProjectKeyResponse, error) {
+	tenant, project, err := projectID("parent", req.GetParent())
+	if err != nil {
+		return nil, err
+	}
+	id, err := requestID(req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	if err := keyOutputOnlyEmpty(req.GetKey()); err != nil {
+		return nil, err
+	}
+	nk := projects.NewKey{RequestID: id, TenantID: tenant, ProjectID: project, DisplayName: req.GetKey().GetDisplayName()}
+	if e := req.GetKey().GetExpireTime(); e != nil {
+		if err := e.CheckValid(); err != nil {
+			return nil, errdefs.Invalid("key.expire_time", "must be a valid timestamp")
+		}
+		t := e.AsTime()
+		nk.ExpireAt = &t
+	}
+	k, token, err := g.keys.Create(ctx, nk)
+	if err != nil {
+		return nil, keyPaths.Map(err)
+	}
+	return &adminv1.CreateProjectKeyResponse{Key: keyProto(k), Token: token.Reveal()}, nil
+}
+
+// ListProjectKeys lists a project's keys in creation order.
+func (g *Server) ListProjectKeys(ctx context.Context, req *adminv1.ListProjectKeysRequest) (*adminv1.ListProjectKeysResponse, error) {
+	tenant, project, err := projectID("parent", req.GetParent())
+	if err != nil {
+		return nil, err
+	}
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), keyKeyset(g.keys, tenant, project))
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ListProjectKeysResponse{Keys: admin.Protos(page, keyProto), NextPageToken: next}, nil
+}
+
+// RevokeProjectKey revokes a key for good.
+func (g *Server) RevokeProjectKey(ctx context.Context, req *adminv1.RevokeProjectKeyRequest) (*adminv1.RevokeProjectKeyResponse, error) {
+	ids, err := admin.ValidateName("name", req.GetName(), admin.ProjectKeyName)
+	if err != nil {
+		return nil, err
+	}
+	k, err := g.keys.Revoke(ctx, uuid.MustParse(ids[0]), uuid.MustParse(ids[1]), uuid.MustParse(ids[2]))
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.RevokeProjectKeyResponse{Key: keyProto(k)}, nil
 }

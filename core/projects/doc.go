@@ -32,4 +32,24 @@
 //     tenant and project are deleted like any other once empty.
 //   - Display names are unique among live tenants, and among a tenant's
 //     live projects (ErrExists).
+//   - A project key is "berth-key-v1.<id>.<secret>" (KeyToken, which no
+//     printer shows); the store keeps only its SHA-256, so Keys.Create
+//     returns the token once and a retry returns the key without it.
+//     Revocation is final; expiry and liveness are decided on the
+//     database clock (store.VerifyProjectKey: not revoked, not expired,
+//     project live), so deleting a project ends its keys at once.
+//   - KeyIndex is the key check core/admin runs in two stages: Check from
+//     an in-memory copy of the live keys (no I/O: it runs as a call's
+//     headers arrive), then Verify against the database before the
+//     handler. The copy is reloaded whole on every keys_changed event (the
+//     store NOTIFYs it in the writing transaction, so every Core hears
+//     every change), every IndexReload, and by Keys.Create before it
+//     returns a new token (so the Core that made the key accepts it from
+//     the next call; Load is serialized, so an older read never replaces a
+//     newer copy); Verify's positive answers are
+//     reused for VerifyCache and forgotten on every keys_changed. A
+//     Verify read in flight when a revocation commits may still cache its
+//     answer: the bound is VerifyCache, after which the database decides
+//     again. The index's copy can only be stale towards refusing less in
+//     the tap; Verify overrules it for every call.
 package projects

@@ -73,9 +73,12 @@ type verified struct {
 type KeyIndex struct {
 	r   KeyReader
 	now func() time.Time
-	// keys is replaced whole on each reload (copy on write).
-	keys atomic.Pointer[map[uuid.UUID]indexed]
-	mu   sync.Mutex
+	// keys is replaced whole on each reload (copy on write); loading
+	// serializes reloads, so a reload that read the database earlier
+	// never replaces the copy of one that read it later.
+	keys    atomic.Pointer[map[uuid.UUID]indexed]
+	loading sync.Mutex
+	mu      sync.Mutex
 	// cache holds positive Verify answers for VerifyCache; cleared on
 	// every keys_changed event.
 	cache map[uuid.UUID]verified
@@ -97,6 +100,8 @@ func NewKeyIndex(r KeyReader, now func() time.Time) *KeyIndex {
 // Load replaces the index with every live key. Core calls it before the
 // admin listener opens, so the first call already sees the keys.
 func (x *KeyIndex) Load(ctx context.Context) error {
+	x.loading.Lock()
+	defer x.loading.Unlock()
 	live, err := x.r.LiveProjectKeys(ctx)
 	if err != nil {
 		return fmt.Errorf("load project keys: %w", err)

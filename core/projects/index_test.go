@@ -126,3 +126,30 @@ func TestVerifyDecidesOnTheDatabaseClock(t *testing.T) {
 		t.Fatal("Check accepted a key past its loaded expiry")
 	}
 }
+
+// TestCreatedKeyAuthenticatesAtOnce: a key Keys creates is in the index
+// it loads into before its token is returned, so the token's first call
+// on this Core is not refused while the keys_changed notification is on
+// its way; without LoadsInto the index would refuse it until a reload.
+func TestCreatedKeyAuthenticatesAtOnce(t *testing.T) {
+	st, ctx := storetest.Parallel(t)
+	tenant, _, err := st.CreateTenant(ctx, uuid.New(), uuid.New(), "t")
+	must(t, err)
+	p, _, err := st.CreateProject(ctx, uuid.New(), uuid.New(), tenant.ID, "p")
+	must(t, err)
+	for _, loads := range []bool{false, true} {
+		x := projects.NewKeyIndex(st.Reader, time.Now)
+		must(t, x.Load(ctx))
+		keys, err := projects.NewKeys(st)
+		must(t, err)
+		if loads {
+			keys.LoadsInto(x)
+		}
+		key, tok, err := keys.Create(ctx, projects.NewKey{RequestID: uuid.New(), TenantID: tenant.ID, ProjectID: p.ID})
+		must(t, err)
+		k, ok := x.Check(tok.Reveal())
+		if ok != loads || (loads && k.ID != key.ID) {
+			t.Errorf("LoadsInto %v: Check of the new token = %+v, %v", loads, k, ok)
+		}
+	}
+}

@@ -31,6 +31,10 @@
 //     and the cursor encoding (pages.go) are fixed, so a token minted
 //     before keeps working and one for another method or filter is
 //     refused.
+//   - A project key's call sees its Sessions without node and
+//     allocation: those are the operator's infrastructure names
+//     (forCaller), and keys may not call NodeService or
+//     AllocationService.
 //   - An allocation never shows its provider's native id, its device
 //     credential (digest or sealed), its device id or its create receipt.
 package sessionadmin

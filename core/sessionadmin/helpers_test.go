@@ -39,11 +39,14 @@ type client struct {
 	token string
 }
 
-func (f fixture) serve(t *testing.T) client {
+func (f fixture) serve(t *testing.T) client { return f.serveWith(t, nil) }
+
+// serveWith is serve with keys authenticating project keys.
+func (f fixture) serveWith(t *testing.T, keys admin.KeyAuthenticator) client {
 	t.Helper()
 	srv, err := sessionadmin.New(f.Svc, f.pages)
 	errdefstest.Must(t, err)
-	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{srv}})
+	cc, token := admintest.Serve(t, admin.Options{Keys: keys, Services: []admin.Service{srv}})
 	return client{
 		SessionServiceClient:    adminv1.NewSessionServiceClient(cc),
 		AllocationServiceClient: adminv1.NewAllocationServiceClient(cc),

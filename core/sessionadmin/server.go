@@ -80,9 +80,19 @@ func (g *Server) CreateSession(ctx context.Context, req *adminv1.CreateSessionRe
 func (g *Server) proto(ctx context.Context, b store.SessionBundle) *adminv1.Session {
 	ready, err := g.svc.Readiness(ctx, b)
 	if err != nil {
-		return sessionProto(b, store.RuntimeReadiness{})
+		return forCaller(ctx, sessionProto(b, store.RuntimeReadiness{}))
 	}
-	return sessionProto(b, ready[b.Allocation.ID])
+	return forCaller(ctx, sessionProto(b, ready[b.Allocation.ID]))
+}
+
+// forCaller removes from s what only the administrator sees: the node and
+// the allocation are the operator's infrastructure names, and a project
+// key may not call NodeService or AllocationService.
+func forCaller(ctx context.Context, s *adminv1.Session) *adminv1.Session {
+	if !admin.PrincipalFrom(ctx).Admin() {
+		s.Node, s.Allocation = "", ""
+	}
+	return s
 }
 
 // GetSession reads a Session with its Runtime readiness.
@@ -120,7 +130,7 @@ func (g *Server) ListSessions(ctx context.Context, req *adminv1.ListSessionsRequ
 	}
 	return &adminv1.ListSessionsResponse{
 		Sessions: admin.Protos(page, func(b store.SessionBundle) *adminv1.Session {
-			return sessionProto(b, ready[b.Allocation.ID])
+			return forCaller(ctx, sessionProto(b, ready[b.Allocation.ID]))
 		}),
 		NextPageToken: next,
 	}, nil

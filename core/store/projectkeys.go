@@ -33,6 +33,9 @@ type ProjectKey struct {
 	// database clock; RevokedAt when it was revoked (nil: it was not).
 	ExpireAt  *time.Time
 	RevokedAt *time.Time
+	// Expired is whether ExpireAt had passed when the key was read, on the
+	// database clock.
+	Expired bool
 }
 
 // LiveKey is a key that may authenticate now: what the key index holds
@@ -93,8 +96,8 @@ func (s *Admin) CreateProjectKey(ctx context.Context, k NewProjectKey) (key Proj
 			RequestID: k.RequestID, ExpireAt: k.ExpireAt,
 		})
 		if err == nil {
-			key, created = projectKeyFromRow(row), true
-			return q.NotifyEvent(ctx, db.NotifyEventParams{Kind: KeysChangedEvent, ID: row.ID.String()})
+			key, created = projectKeyFromRow(row.ProjectKey, row.Expired), true
+			return q.NotifyEvent(ctx, db.NotifyEventParams{Kind: KeysChangedEvent, ID: row.ProjectKey.ID.String()})
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
@@ -106,10 +109,10 @@ func (s *Admin) CreateProjectKey(ctx context.Context, k NewProjectKey) (key Proj
 		if err != nil {
 			return err
 		}
-		if prev.ProjectID != k.ProjectID || prev.DisplayName != k.DisplayName || !sameTime(prev.ExpireAt, k.ExpireAt) {
+		if p := prev.ProjectKey; p.ProjectID != k.ProjectID || p.DisplayName != k.DisplayName || !sameTime(p.ExpireAt, k.ExpireAt) {
 			return fmt.Errorf("request id already used by another request: %w", errdefs.ErrExists)
 		}
-		key = projectKeyFromRow(prev)
+		key = projectKeyFromRow(prev.ProjectKey, prev.Expired)
 		return nil
 	})
 	if err != nil {
@@ -137,8 +140,8 @@ func (s *Admin) RevokeProjectKey(ctx context.Context, projectID, id uuid.UUID) (
 		if err != nil {
 			return err
 		}
-		key = projectKeyFromRow(row)
-		return q.NotifyEvent(ctx, db.NotifyEventParams{Kind: KeysChangedEvent, ID: row.ID.String()})
+		key = projectKeyFromRow(row.ProjectKey, row.Expired)
+		return q.NotifyEvent(ctx, db.NotifyEventParams{Kind: KeysChangedEvent, ID: row.ProjectKey.ID.String()})
 	})
 	if err != nil {
 		return ProjectKey{}, wrap("revoke project key", err)
@@ -153,7 +156,7 @@ func (s *Reader) GetProjectKey(ctx context.Context, id uuid.UUID) (ProjectKey, e
 	if err != nil {
 		return ProjectKey{}, wrap("get project key", err)
 	}
-	return projectKeyFromRow(row), nil
+	return projectKeyFromRow(row.ProjectKey, row.Expired), nil
 }
 
 // ListProjectKeysByAge pages project's keys after the keyset position
@@ -173,7 +176,7 @@ func (s *Reader) ListProjectKeysByAge(ctx context.Context, projectID uuid.UUID, 
 	}
 	out := make([]ProjectKey, len(rows))
 	for i, r := range rows {
-		out[i] = projectKeyFromRow(r)
+		out[i] = projectKeyFromRow(r.ProjectKey, r.Expired)
 	}
 	return out, nil
 }
@@ -205,9 +208,9 @@ func (s *Reader) VerifyProjectKey(ctx context.Context, id uuid.UUID) (LiveKey, e
 	return LiveKey{ID: r.ID, ProjectID: r.ProjectID, TenantID: r.TenantID, Digest: r.Digest, ExpireAt: r.ExpireAt}, nil
 }
 
-func projectKeyFromRow(r db.ProjectKey) ProjectKey {
+func projectKeyFromRow(r db.ProjectKey, expired bool) ProjectKey {
 	return ProjectKey{
 		ID: r.ID, ProjectID: r.ProjectID, TenantID: r.TenantID, Digest: r.Digest, DisplayName: r.DisplayName,
-		RequestID: r.RequestID, CreatedAt: r.CreatedAt, ExpireAt: r.ExpireAt, RevokedAt: r.RevokedAt,
+		RequestID: r.RequestID, CreatedAt: r.CreatedAt, ExpireAt: r.ExpireAt, RevokedAt: r.RevokedAt, Expired: expired,
 	}
 }

@@ -127,6 +127,12 @@ func TestProjectKeyLifecycle(t *testing.T) {
 	if live(t, ctx, owned, exp.ID) {
 		t.Fatal("an expired key is live")
 	}
+	if got, err := owned.GetProjectKey(ctx, exp.ID); err != nil || !got.Expired {
+		t.Fatalf("GetProjectKey of an expired key: expired %v, %v", got.Expired, err)
+	}
+	if got, err := owned.GetProjectKey(ctx, key.ID); err != nil || got.Expired {
+		t.Fatalf("GetProjectKey of a revoked key without expiry: expired %v, %v", got.Expired, err)
+	}
 
 	// A deleted project's keys stop at once.
 	dk, _, err := owned.CreateProjectKey(ctx, newKey(other, "d"))

@@ -2,8 +2,11 @@ package berthctl
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -54,6 +57,44 @@ func TestTenantsAndProjectsWithBerthctl(t *testing.T) {
 	c.json(&listed, "project", "list", "--tenant", tenant)
 	if len(listed.GetProjects()) != 1 || listed.GetProjects()[0].GetName() != project {
 		t.Fatalf("project list -o json: %v", &listed)
+	}
+
+	// A project key: its token printed once, on stdout; berthctl logged in
+	// with it manages the project's Sessions only, until it is revoked.
+	r = c.ok("key", "create", project, "--display-name", "ci")
+	key, token := value(t, r.stdout, "NAME"), value(t, r.stdout, "TOKEN")
+	if !strings.HasPrefix(key, project+"/keys/") || !strings.HasPrefix(token, "berth-key-v1.") ||
+		value(t, r.stdout, "STATE") != "ACTIVE" || !strings.Contains(r.stderr, "shown only now") {
+		t.Fatalf("key create: %v", r)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k := newCtl(t, token)
+	if r := k.ok("login", "--address", core.AdminAddr(), "--token-file", tokenFile); !strings.Contains(r.stdout, "with a project key") {
+		t.Fatalf("login with a key: %v", r)
+	}
+	var mine adminv1.ListSessionsResponse
+	k.json(&mine, "session", "list")
+	if len(mine.GetSessions()) != 0 {
+		t.Fatalf("the key lists %v", &mine)
+	}
+	k.fails(1, "error: project_key_method_denied: project keys may call only Session and Turn methods of their own project: use the administrator token\n", "node", "list")
+	if row := tableRow(t, c.ok("key", "list", project).stdout, []string{"NAME", "STATE", "CREATED", "EXPIRES", "DISPLAY NAME"}, key); row[1] != "ACTIVE" || row[4] != "ci" {
+		t.Fatalf("key list row %q", row)
+	}
+	if r := c.ok("key", "revoke", key); value(t, r.stdout, "STATE") != "REVOKED" {
+		t.Fatalf("key revoke: %v", r)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r := k.run("session", "list")
+		if r.code == 1 && strings.HasPrefix(r.stderr, "error: unauthenticated: invalid project key") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a revoked key still works: %v", r)
+		}
 	}
 
 	r = c.ok("project", "update", project, "--display-name", "web", "--etag", "1")

@@ -136,7 +136,7 @@ func TestMeasureHostileLoad(t *testing.T) {
 		wg.Wait()
 	})
 	measure("20 x 15 MB headers", func(ctx context.Context) {
-		block := hugeHeaders(core.AdminAddr(), getInstallationMethod, 15<<20)
+		block := hugeHeaders(core.AdminAddr(), getInstallationMethod, "", 15<<20)
 		var (
 			mu       sync.Mutex
 			outcomes = map[string]int{}

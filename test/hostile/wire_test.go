@@ -99,9 +99,10 @@ func nestedPreview(size, depth int) []byte {
 }
 
 // hugeHeaders is the HPACK block of one gRPC call to method on addr whose
-// authorization header holds size bytes.
-func hugeHeaders(addr, method string, size int) []byte {
-	return headerBlock(addr, method, hpack.HeaderField{Name: "authorization", Value: "Bearer " + strings.Repeat("x", size), Sensitive: true})
+// authorization header holds a bearer token of prefix followed by size
+// bytes.
+func hugeHeaders(addr, method, prefix string, size int) []byte {
+	return headerBlock(addr, method, hpack.HeaderField{Name: "authorization", Value: "Bearer " + prefix + strings.Repeat("x", size), Sensitive: true})
 }
 
 // paddedHeaders is the HPACK block of one gRPC call to method on addr with

@@ -11,6 +11,7 @@
 //	berthctl alloc list|get                                allocations (read-only)
 //	berthctl tenant create|list|get|update|delete          tenants
 //	berthctl project create|list|get|update|limits|delete  a tenant's projects (--tenant)
+//	berthctl key create|list|revoke                        a project's API keys (token shown once)
 //
 // Rules:
 //   - The admin token never appears in argv, output or the config file:

@@ -26,43 +26,57 @@ func (q *Queries) DatabaseNow(ctx context.Context) (time.Time, error) {
 }
 
 const getProjectKey = `-- name: GetProjectKey :one
-SELECT id, project_id, tenant_id, digest, display_name, request_id, created_at, expire_at, revoked_at FROM project_keys WHERE id = $1
+SELECT project_keys.id, project_keys.project_id, project_keys.tenant_id, project_keys.digest, project_keys.display_name, project_keys.request_id, project_keys.created_at, project_keys.expire_at, project_keys.revoked_at, (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired
+FROM project_keys WHERE id = $1
 `
 
-func (q *Queries) GetProjectKey(ctx context.Context, id uuid.UUID) (ProjectKey, error) {
+type GetProjectKeyRow struct {
+	ProjectKey ProjectKey
+	Expired    bool
+}
+
+func (q *Queries) GetProjectKey(ctx context.Context, id uuid.UUID) (GetProjectKeyRow, error) {
 	row := q.db.QueryRow(ctx, getProjectKey, id)
-	var i ProjectKey
+	var i GetProjectKeyRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProjectID,
-		&i.TenantID,
-		&i.Digest,
-		&i.DisplayName,
-		&i.RequestID,
-		&i.CreatedAt,
-		&i.ExpireAt,
-		&i.RevokedAt,
+		&i.ProjectKey.ID,
+		&i.ProjectKey.ProjectID,
+		&i.ProjectKey.TenantID,
+		&i.ProjectKey.Digest,
+		&i.ProjectKey.DisplayName,
+		&i.ProjectKey.RequestID,
+		&i.ProjectKey.CreatedAt,
+		&i.ProjectKey.ExpireAt,
+		&i.ProjectKey.RevokedAt,
+		&i.Expired,
 	)
 	return i, err
 }
 
 const getProjectKeyByRequestID = `-- name: GetProjectKeyByRequestID :one
-SELECT id, project_id, tenant_id, digest, display_name, request_id, created_at, expire_at, revoked_at FROM project_keys WHERE request_id = $1
+SELECT project_keys.id, project_keys.project_id, project_keys.tenant_id, project_keys.digest, project_keys.display_name, project_keys.request_id, project_keys.created_at, project_keys.expire_at, project_keys.revoked_at, (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired
+FROM project_keys WHERE request_id = $1
 `
 
-func (q *Queries) GetProjectKeyByRequestID(ctx context.Context, requestID uuid.UUID) (ProjectKey, error) {
+type GetProjectKeyByRequestIDRow struct {
+	ProjectKey ProjectKey
+	Expired    bool
+}
+
+func (q *Queries) GetProjectKeyByRequestID(ctx context.Context, requestID uuid.UUID) (GetProjectKeyByRequestIDRow, error) {
 	row := q.db.QueryRow(ctx, getProjectKeyByRequestID, requestID)
-	var i ProjectKey
+	var i GetProjectKeyByRequestIDRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProjectID,
-		&i.TenantID,
-		&i.Digest,
-		&i.DisplayName,
-		&i.RequestID,
-		&i.CreatedAt,
-		&i.ExpireAt,
-		&i.RevokedAt,
+		&i.ProjectKey.ID,
+		&i.ProjectKey.ProjectID,
+		&i.ProjectKey.TenantID,
+		&i.ProjectKey.Digest,
+		&i.ProjectKey.DisplayName,
+		&i.ProjectKey.RequestID,
+		&i.ProjectKey.CreatedAt,
+		&i.ProjectKey.ExpireAt,
+		&i.ProjectKey.RevokedAt,
+		&i.Expired,
 	)
 	return i, err
 }
@@ -73,7 +87,7 @@ SELECT $1, p.id, p.tenant_id, $2, $3, $4, $5::timestamptz
 FROM projects p
 WHERE p.id = $6 AND p.deleted_at IS NULL
 ON CONFLICT (request_id) DO NOTHING
-RETURNING id, project_id, tenant_id, digest, display_name, request_id, created_at, expire_at, revoked_at
+RETURNING project_keys.id, project_keys.project_id, project_keys.tenant_id, project_keys.digest, project_keys.display_name, project_keys.request_id, project_keys.created_at, project_keys.expire_at, project_keys.revoked_at, (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired
 `
 
 type InsertProjectKeyParams struct {
@@ -85,11 +99,16 @@ type InsertProjectKeyParams struct {
 	ProjectID   uuid.UUID
 }
 
+type InsertProjectKeyRow struct {
+	ProjectKey ProjectKey
+	Expired    bool
+}
+
 // InsertProjectKey creates a key of a live project for a create request,
 // with the project's tenant; a request id that already made one, or a
 // deleted or missing project, inserts nothing (no row: the caller tells
 // which).
-func (q *Queries) InsertProjectKey(ctx context.Context, arg InsertProjectKeyParams) (ProjectKey, error) {
+func (q *Queries) InsertProjectKey(ctx context.Context, arg InsertProjectKeyParams) (InsertProjectKeyRow, error) {
 	row := q.db.QueryRow(ctx, insertProjectKey,
 		arg.ID,
 		arg.Digest,
@@ -98,23 +117,25 @@ func (q *Queries) InsertProjectKey(ctx context.Context, arg InsertProjectKeyPara
 		arg.ExpireAt,
 		arg.ProjectID,
 	)
-	var i ProjectKey
+	var i InsertProjectKeyRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProjectID,
-		&i.TenantID,
-		&i.Digest,
-		&i.DisplayName,
-		&i.RequestID,
-		&i.CreatedAt,
-		&i.ExpireAt,
-		&i.RevokedAt,
+		&i.ProjectKey.ID,
+		&i.ProjectKey.ProjectID,
+		&i.ProjectKey.TenantID,
+		&i.ProjectKey.Digest,
+		&i.ProjectKey.DisplayName,
+		&i.ProjectKey.RequestID,
+		&i.ProjectKey.CreatedAt,
+		&i.ProjectKey.ExpireAt,
+		&i.ProjectKey.RevokedAt,
+		&i.Expired,
 	)
 	return i, err
 }
 
 const listProjectKeysByAge = `-- name: ListProjectKeysByAge :many
-SELECT id, project_id, tenant_id, digest, display_name, request_id, created_at, expire_at, revoked_at FROM project_keys
+SELECT project_keys.id, project_keys.project_id, project_keys.tenant_id, project_keys.digest, project_keys.display_name, project_keys.request_id, project_keys.created_at, project_keys.expire_at, project_keys.revoked_at, (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired
+FROM project_keys
 WHERE project_id = $1
   AND (created_at, id) > ($2::timestamptz, $3::uuid)
 ORDER BY created_at, id
@@ -128,9 +149,14 @@ type ListProjectKeysByAgeParams struct {
 	PageSize       int32
 }
 
+type ListProjectKeysByAgeRow struct {
+	ProjectKey ProjectKey
+	Expired    bool
+}
+
 // ListProjectKeysByAge pages a project's keys in creation order by
 // (created_at, id) (keyset), revoked and expired ones included.
-func (q *Queries) ListProjectKeysByAge(ctx context.Context, arg ListProjectKeysByAgeParams) ([]ProjectKey, error) {
+func (q *Queries) ListProjectKeysByAge(ctx context.Context, arg ListProjectKeysByAgeParams) ([]ListProjectKeysByAgeRow, error) {
 	rows, err := q.db.Query(ctx, listProjectKeysByAge,
 		arg.ProjectID,
 		arg.AfterCreatedAt,
@@ -141,19 +167,20 @@ func (q *Queries) ListProjectKeysByAge(ctx context.Context, arg ListProjectKeysB
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ProjectKey
+	var items []ListProjectKeysByAgeRow
 	for rows.Next() {
-		var i ProjectKey
+		var i ListProjectKeysByAgeRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.ProjectID,
-			&i.TenantID,
-			&i.Digest,
-			&i.DisplayName,
-			&i.RequestID,
-			&i.CreatedAt,
-			&i.ExpireAt,
-			&i.RevokedAt,
+			&i.ProjectKey.ID,
+			&i.ProjectKey.ProjectID,
+			&i.ProjectKey.TenantID,
+			&i.ProjectKey.Digest,
+			&i.ProjectKey.DisplayName,
+			&i.ProjectKey.RequestID,
+			&i.ProjectKey.CreatedAt,
+			&i.ProjectKey.ExpireAt,
+			&i.ProjectKey.RevokedAt,
+			&i.Expired,
 		); err != nil {
 			return nil, err
 		}
@@ -211,7 +238,7 @@ func (q *Queries) LiveProjectKeys(ctx context.Context) ([]LiveProjectKeysRow, er
 const revokeProjectKey = `-- name: RevokeProjectKey :one
 UPDATE project_keys SET revoked_at = coalesce(revoked_at, now())
 WHERE id = $1 AND project_id = $2
-RETURNING id, project_id, tenant_id, digest, display_name, request_id, created_at, expire_at, revoked_at
+RETURNING project_keys.id, project_keys.project_id, project_keys.tenant_id, project_keys.digest, project_keys.display_name, project_keys.request_id, project_keys.created_at, project_keys.expire_at, project_keys.revoked_at, (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired
 `
 
 type RevokeProjectKeyParams struct {
@@ -219,21 +246,27 @@ type RevokeProjectKeyParams struct {
 	ProjectID uuid.UUID
 }
 
+type RevokeProjectKeyRow struct {
+	ProjectKey ProjectKey
+	Expired    bool
+}
+
 // RevokeProjectKey revokes a key of the project; revoking again keeps the
 // first revocation time.
-func (q *Queries) RevokeProjectKey(ctx context.Context, arg RevokeProjectKeyParams) (ProjectKey, error) {
+func (q *Queries) RevokeProjectKey(ctx context.Context, arg RevokeProjectKeyParams) (RevokeProjectKeyRow, error) {
 	row := q.db.QueryRow(ctx, revokeProjectKey, arg.ID, arg.ProjectID)
-	var i ProjectKey
+	var i RevokeProjectKeyRow
 	err := row.Scan(
-		&i.ID,
-		&i.ProjectID,
-		&i.TenantID,
-		&i.Digest,
-		&i.DisplayName,
-		&i.RequestID,
-		&i.CreatedAt,
-		&i.ExpireAt,
-		&i.RevokedAt,
+		&i.ProjectKey.ID,
+		&i.ProjectKey.ProjectID,
+		&i.ProjectKey.TenantID,
+		&i.ProjectKey.Digest,
+		&i.ProjectKey.DisplayName,
+		&i.ProjectKey.RequestID,
+		&i.ProjectKey.CreatedAt,
+		&i.ProjectKey.ExpireAt,
+		&i.ProjectKey.RevokedAt,
+		&i.Expired,
 	)
 	return i, err
 }

@@ -8,18 +8,21 @@ SELECT @id, p.id, p.tenant_id, @digest, @display_name, @request_id, sqlc.narg(ex
 FROM projects p
 WHERE p.id = @project_id AND p.deleted_at IS NULL
 ON CONFLICT (request_id) DO NOTHING
-RETURNING *;
+RETURNING sqlc.embed(project_keys), (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired;
 
 -- name: GetProjectKeyByRequestID :one
-SELECT * FROM project_keys WHERE request_id = @request_id;
+SELECT sqlc.embed(project_keys), (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired
+FROM project_keys WHERE request_id = @request_id;
 
 -- name: GetProjectKey :one
-SELECT * FROM project_keys WHERE id = @id;
+SELECT sqlc.embed(project_keys), (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired
+FROM project_keys WHERE id = @id;
 
 -- name: ListProjectKeysByAge :many
 -- ListProjectKeysByAge pages a project's keys in creation order by
 -- (created_at, id) (keyset), revoked and expired ones included.
-SELECT * FROM project_keys
+SELECT sqlc.embed(project_keys), (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired
+FROM project_keys
 WHERE project_id = @project_id
   AND (created_at, id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid)
 ORDER BY created_at, id
@@ -30,7 +33,7 @@ LIMIT @page_size;
 -- first revocation time.
 UPDATE project_keys SET revoked_at = coalesce(revoked_at, now())
 WHERE id = @id AND project_id = @project_id
-RETURNING *;
+RETURNING sqlc.embed(project_keys), (expire_at IS NOT NULL AND expire_at <= now())::boolean AS expired;
 
 -- name: LiveProjectKeys :many
 -- LiveProjectKeys lists every key that may authenticate now, on the

@@ -23,6 +23,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// State is whether the key authenticates.
+type ProjectKey_State int32
+
+const (
+	// STATE_UNSPECIFIED is never used.
+	ProjectKey_STATE_UNSPECIFIED ProjectKey_State = 0
+	// STATE_ACTIVE authenticates.
+	ProjectKey_STATE_ACTIVE ProjectKey_State = 1
+	// STATE_EXPIRED passed its expire_time (on the database's clock).
+	ProjectKey_STATE_EXPIRED ProjectKey_State = 2
+	// STATE_REVOKED was revoked.
+	ProjectKey_STATE_REVOKED ProjectKey_State = 3
+)
+
+// Enum value maps for ProjectKey_State.
+var (
+	ProjectKey_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_ACTIVE",
+		2: "STATE_EXPIRED",
+		3: "STATE_REVOKED",
+	}
+	ProjectKey_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_ACTIVE":      1,
+		"STATE_EXPIRED":     2,
+		"STATE_REVOKED":     3,
+	}
+)
+
+func (x ProjectKey_State) Enum() *ProjectKey_State {
+	p := new(ProjectKey_State)
+	*p = x
+	return p
+}
+
+func (x ProjectKey_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProjectKey_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_admin_v1_project_proto_enumTypes[0].Descriptor()
+}
+
+func (ProjectKey_State) Type() protoreflect.EnumType {
+	return &file_berth_admin_v1_project_proto_enumTypes[0]
+}
+
+func (x ProjectKey_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProjectKey_State.Descriptor instead.
+func (ProjectKey_State) EnumDescriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{24, 0}
+}
+
 // Tenant is "tenants/{tenant}".
 type Tenant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1406,6 +1463,442 @@ func (x *DeleteProjectResponse) GetProject() *Project {
 	return nil
 }
 
+// ProjectKey is "tenants/{tenant}/projects/{project}/keys/{key}": an API
+// key an agent application holds to act in one project. Its token is
+// shown once, by CreateProjectKey.
+type ProjectKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "tenants/{tenant}/projects/{project}/keys/{key}", where {key}
+	// is the key's id (a UUID, also the middle part of its token). Output
+	// only.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// display_name is an optional label of at most 63 characters, no
+	// control characters.
+	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	// create_time is when the key was created. Output only.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// expire_time, when set on creation, is when the key stops
+	// authenticating; it must be in the future. Unset: it never expires.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// revoke_time is when the key was revoked; unset while it is not.
+	// Output only.
+	RevokeTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	// state of the key. Output only.
+	State         ProjectKey_State `protobuf:"varint,6,opt,name=state,proto3,enum=berth.admin.v1.ProjectKey_State" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectKey) Reset() {
+	*x = ProjectKey{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectKey) ProtoMessage() {}
+
+func (x *ProjectKey) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectKey.ProtoReflect.Descriptor instead.
+func (*ProjectKey) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ProjectKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProjectKey) GetDisplayName() string {
+	if x != nil {
+		return x.DisplayName
+	}
+	return ""
+}
+
+func (x *ProjectKey) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *ProjectKey) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *ProjectKey) GetRevokeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokeTime
+	}
+	return nil
+}
+
+func (x *ProjectKey) GetState() ProjectKey_State {
+	if x != nil {
+		return x.State
+	}
+	return ProjectKey_STATE_UNSPECIFIED
+}
+
+// CreateProjectKeyRequest creates a project key.
+type CreateProjectKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// parent is the project, "tenants/{tenant}/projects/{project}".
+	Parent string `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	// request_id is a UUID chosen by the caller; required. A retry with the
+	// same request_id returns the first key without its token; with a
+	// different key it is ALREADY_EXISTS.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// key holds the caller's fields (display_name, expire_time); output-only
+	// fields must be empty.
+	Key           *ProjectKey `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectKeyRequest) Reset() {
+	*x = CreateProjectKeyRequest{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectKeyRequest) ProtoMessage() {}
+
+func (x *CreateProjectKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectKeyRequest.ProtoReflect.Descriptor instead.
+func (*CreateProjectKeyRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CreateProjectKeyRequest) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *CreateProjectKeyRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CreateProjectKeyRequest) GetKey() *ProjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// CreateProjectKeyResponse carries the new key and, on the first
+// response only, its token.
+type CreateProjectKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key created.
+	Key *ProjectKey `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// token is the key's secret, "berth-key-v1.<id>.<secret>": the bearer
+	// token of the agent application's calls. It is shown only here and only
+	// on the call that created the key (empty on a retry). Store it as a
+	// secret.
+	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectKeyResponse) Reset() {
+	*x = CreateProjectKeyResponse{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectKeyResponse) ProtoMessage() {}
+
+func (x *CreateProjectKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectKeyResponse.ProtoReflect.Descriptor instead.
+func (*CreateProjectKeyResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CreateProjectKeyResponse) GetKey() *ProjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *CreateProjectKeyResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// ListProjectKeysRequest lists a project's keys.
+type ListProjectKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// parent is the project, "tenants/{tenant}/projects/{project}".
+	Parent string `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	// page_size is the maximum number of keys to return (0: 50; values
+	// above 1000 are read as 1000).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is next_page_token of a previous call, or empty.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectKeysRequest) Reset() {
+	*x = ListProjectKeysRequest{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectKeysRequest) ProtoMessage() {}
+
+func (x *ListProjectKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListProjectKeysRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListProjectKeysRequest) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *ListProjectKeysRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListProjectKeysRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListProjectKeysResponse carries one page.
+type ListProjectKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// keys on this page.
+	Keys []*ProjectKey `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// next_page_token lists the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectKeysResponse) Reset() {
+	*x = ListProjectKeysResponse{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectKeysResponse) ProtoMessage() {}
+
+func (x *ListProjectKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListProjectKeysResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListProjectKeysResponse) GetKeys() []*ProjectKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *ListProjectKeysResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RevokeProjectKeyRequest revokes a key.
+type RevokeProjectKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "tenants/{tenant}/projects/{project}/keys/{key}".
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeProjectKeyRequest) Reset() {
+	*x = RevokeProjectKeyRequest{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeProjectKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeProjectKeyRequest) ProtoMessage() {}
+
+func (x *RevokeProjectKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeProjectKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeProjectKeyRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RevokeProjectKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// RevokeProjectKeyResponse carries the revoked key.
+type RevokeProjectKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key as it is after the revocation.
+	Key           *ProjectKey `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeProjectKeyResponse) Reset() {
+	*x = RevokeProjectKeyResponse{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeProjectKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeProjectKeyResponse) ProtoMessage() {}
+
+func (x *RevokeProjectKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeProjectKeyResponse.ProtoReflect.Descriptor instead.
+func (*RevokeProjectKeyResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RevokeProjectKeyResponse) GetKey() *ProjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
 var File_berth_admin_v1_project_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_project_proto_rawDesc = "" +
@@ -1496,7 +1989,43 @@ const file_berth_admin_v1_project_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\"J\n" +
 	"\x15DeleteProjectResponse\x121\n" +
-	"\aproject\x18\x01 \x01(\v2\x17.berth.admin.v1.ProjectR\aproject2\x95\a\n" +
+	"\aproject\x18\x01 \x01(\v2\x17.berth.admin.v1.ProjectR\aproject\"\x8a\x03\n" +
+	"\n" +
+	"ProjectKey\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12;\n" +
+	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12;\n" +
+	"\vrevoke_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"revokeTime\x126\n" +
+	"\x05state\x18\x06 \x01(\x0e2 .berth.admin.v1.ProjectKey.StateR\x05state\"V\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fSTATE_ACTIVE\x10\x01\x12\x11\n" +
+	"\rSTATE_EXPIRED\x10\x02\x12\x11\n" +
+	"\rSTATE_REVOKED\x10\x03\"~\n" +
+	"\x17CreateProjectKeyRequest\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12,\n" +
+	"\x03key\x18\x03 \x01(\v2\x1a.berth.admin.v1.ProjectKeyR\x03key\"^\n" +
+	"\x18CreateProjectKeyResponse\x12,\n" +
+	"\x03key\x18\x01 \x01(\v2\x1a.berth.admin.v1.ProjectKeyR\x03key\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"l\n" +
+	"\x16ListProjectKeysRequest\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"q\n" +
+	"\x17ListProjectKeysResponse\x12.\n" +
+	"\x04keys\x18\x01 \x03(\v2\x1a.berth.admin.v1.ProjectKeyR\x04keys\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n" +
+	"\x17RevokeProjectKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"H\n" +
+	"\x18RevokeProjectKeyResponse\x12,\n" +
+	"\x03key\x18\x01 \x01(\v2\x1a.berth.admin.v1.ProjectKeyR\x03key2\xc7\t\n" +
 	"\x0eProjectService\x12Y\n" +
 	"\fCreateTenant\x12#.berth.admin.v1.CreateTenantRequest\x1a$.berth.admin.v1.CreateTenantResponse\x12P\n" +
 	"\tGetTenant\x12 .berth.admin.v1.GetTenantRequest\x1a!.berth.admin.v1.GetTenantResponse\x12V\n" +
@@ -1508,7 +2037,10 @@ const file_berth_admin_v1_project_proto_rawDesc = "" +
 	"GetProject\x12!.berth.admin.v1.GetProjectRequest\x1a\".berth.admin.v1.GetProjectResponse\x12Y\n" +
 	"\fListProjects\x12#.berth.admin.v1.ListProjectsRequest\x1a$.berth.admin.v1.ListProjectsResponse\x12\\\n" +
 	"\rUpdateProject\x12$.berth.admin.v1.UpdateProjectRequest\x1a%.berth.admin.v1.UpdateProjectResponse\x12\\\n" +
-	"\rDeleteProject\x12$.berth.admin.v1.DeleteProjectRequest\x1a%.berth.admin.v1.DeleteProjectResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
+	"\rDeleteProject\x12$.berth.admin.v1.DeleteProjectRequest\x1a%.berth.admin.v1.DeleteProjectResponse\x12e\n" +
+	"\x10CreateProjectKey\x12'.berth.admin.v1.CreateProjectKeyRequest\x1a(.berth.admin.v1.CreateProjectKeyResponse\x12b\n" +
+	"\x0fListProjectKeys\x12&.berth.admin.v1.ListProjectKeysRequest\x1a'.berth.admin.v1.ListProjectKeysResponse\x12e\n" +
+	"\x10RevokeProjectKey\x12'.berth.admin.v1.RevokeProjectKeyRequest\x1a(.berth.admin.v1.RevokeProjectKeyResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_berth_admin_v1_project_proto_rawDescOnce sync.Once
@@ -1522,83 +2054,106 @@ func file_berth_admin_v1_project_proto_rawDescGZIP() []byte {
 	return file_berth_admin_v1_project_proto_rawDescData
 }
 
-var file_berth_admin_v1_project_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_berth_admin_v1_project_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_berth_admin_v1_project_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_berth_admin_v1_project_proto_goTypes = []any{
-	(*Tenant)(nil),                // 0: berth.admin.v1.Tenant
-	(*Project)(nil),               // 1: berth.admin.v1.Project
-	(*ProjectLimits)(nil),         // 2: berth.admin.v1.ProjectLimits
-	(*ProjectUsage)(nil),          // 3: berth.admin.v1.ProjectUsage
-	(*CreateTenantRequest)(nil),   // 4: berth.admin.v1.CreateTenantRequest
-	(*CreateTenantResponse)(nil),  // 5: berth.admin.v1.CreateTenantResponse
-	(*GetTenantRequest)(nil),      // 6: berth.admin.v1.GetTenantRequest
-	(*GetTenantResponse)(nil),     // 7: berth.admin.v1.GetTenantResponse
-	(*ListTenantsRequest)(nil),    // 8: berth.admin.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 9: berth.admin.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 10: berth.admin.v1.UpdateTenantRequest
-	(*UpdateTenantResponse)(nil),  // 11: berth.admin.v1.UpdateTenantResponse
-	(*DeleteTenantRequest)(nil),   // 12: berth.admin.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 13: berth.admin.v1.DeleteTenantResponse
-	(*CreateProjectRequest)(nil),  // 14: berth.admin.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil), // 15: berth.admin.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),     // 16: berth.admin.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),    // 17: berth.admin.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),   // 18: berth.admin.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),  // 19: berth.admin.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),  // 20: berth.admin.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil), // 21: berth.admin.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),  // 22: berth.admin.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil), // 23: berth.admin.v1.DeleteProjectResponse
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil), // 25: google.protobuf.FieldMask
+	(ProjectKey_State)(0),            // 0: berth.admin.v1.ProjectKey.State
+	(*Tenant)(nil),                   // 1: berth.admin.v1.Tenant
+	(*Project)(nil),                  // 2: berth.admin.v1.Project
+	(*ProjectLimits)(nil),            // 3: berth.admin.v1.ProjectLimits
+	(*ProjectUsage)(nil),             // 4: berth.admin.v1.ProjectUsage
+	(*CreateTenantRequest)(nil),      // 5: berth.admin.v1.CreateTenantRequest
+	(*CreateTenantResponse)(nil),     // 6: berth.admin.v1.CreateTenantResponse
+	(*GetTenantRequest)(nil),         // 7: berth.admin.v1.GetTenantRequest
+	(*GetTenantResponse)(nil),        // 8: berth.admin.v1.GetTenantResponse
+	(*ListTenantsRequest)(nil),       // 9: berth.admin.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),      // 10: berth.admin.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),      // 11: berth.admin.v1.UpdateTenantRequest
+	(*UpdateTenantResponse)(nil),     // 12: berth.admin.v1.UpdateTenantResponse
+	(*DeleteTenantRequest)(nil),      // 13: berth.admin.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),     // 14: berth.admin.v1.DeleteTenantResponse
+	(*CreateProjectRequest)(nil),     // 15: berth.admin.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),    // 16: berth.admin.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),        // 17: berth.admin.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),       // 18: berth.admin.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),      // 19: berth.admin.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),     // 20: berth.admin.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),     // 21: berth.admin.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),    // 22: berth.admin.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),     // 23: berth.admin.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),    // 24: berth.admin.v1.DeleteProjectResponse
+	(*ProjectKey)(nil),               // 25: berth.admin.v1.ProjectKey
+	(*CreateProjectKeyRequest)(nil),  // 26: berth.admin.v1.CreateProjectKeyRequest
+	(*CreateProjectKeyResponse)(nil), // 27: berth.admin.v1.CreateProjectKeyResponse
+	(*ListProjectKeysRequest)(nil),   // 28: berth.admin.v1.ListProjectKeysRequest
+	(*ListProjectKeysResponse)(nil),  // 29: berth.admin.v1.ListProjectKeysResponse
+	(*RevokeProjectKeyRequest)(nil),  // 30: berth.admin.v1.RevokeProjectKeyRequest
+	(*RevokeProjectKeyResponse)(nil), // 31: berth.admin.v1.RevokeProjectKeyResponse
+	(*timestamppb.Timestamp)(nil),    // 32: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 33: google.protobuf.FieldMask
 }
 var file_berth_admin_v1_project_proto_depIdxs = []int32{
-	24, // 0: berth.admin.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
-	24, // 1: berth.admin.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 2: berth.admin.v1.Project.limits:type_name -> berth.admin.v1.ProjectLimits
-	3,  // 3: berth.admin.v1.Project.usage:type_name -> berth.admin.v1.ProjectUsage
-	24, // 4: berth.admin.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	24, // 5: berth.admin.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 6: berth.admin.v1.CreateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
-	0,  // 7: berth.admin.v1.CreateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	0,  // 8: berth.admin.v1.GetTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	0,  // 9: berth.admin.v1.ListTenantsResponse.tenants:type_name -> berth.admin.v1.Tenant
-	0,  // 10: berth.admin.v1.UpdateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
-	25, // 11: berth.admin.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 12: berth.admin.v1.UpdateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	0,  // 13: berth.admin.v1.DeleteTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	1,  // 14: berth.admin.v1.CreateProjectRequest.project:type_name -> berth.admin.v1.Project
-	1,  // 15: berth.admin.v1.CreateProjectResponse.project:type_name -> berth.admin.v1.Project
-	1,  // 16: berth.admin.v1.GetProjectResponse.project:type_name -> berth.admin.v1.Project
-	1,  // 17: berth.admin.v1.ListProjectsResponse.projects:type_name -> berth.admin.v1.Project
-	1,  // 18: berth.admin.v1.UpdateProjectRequest.project:type_name -> berth.admin.v1.Project
-	25, // 19: berth.admin.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 20: berth.admin.v1.UpdateProjectResponse.project:type_name -> berth.admin.v1.Project
-	1,  // 21: berth.admin.v1.DeleteProjectResponse.project:type_name -> berth.admin.v1.Project
-	4,  // 22: berth.admin.v1.ProjectService.CreateTenant:input_type -> berth.admin.v1.CreateTenantRequest
-	6,  // 23: berth.admin.v1.ProjectService.GetTenant:input_type -> berth.admin.v1.GetTenantRequest
-	8,  // 24: berth.admin.v1.ProjectService.ListTenants:input_type -> berth.admin.v1.ListTenantsRequest
-	10, // 25: berth.admin.v1.ProjectService.UpdateTenant:input_type -> berth.admin.v1.UpdateTenantRequest
-	12, // 26: berth.admin.v1.ProjectService.DeleteTenant:input_type -> berth.admin.v1.DeleteTenantRequest
-	14, // 27: berth.admin.v1.ProjectService.CreateProject:input_type -> berth.admin.v1.CreateProjectRequest
-	16, // 28: berth.admin.v1.ProjectService.GetProject:input_type -> berth.admin.v1.GetProjectRequest
-	18, // 29: berth.admin.v1.ProjectService.ListProjects:input_type -> berth.admin.v1.ListProjectsRequest
-	20, // 30: berth.admin.v1.ProjectService.UpdateProject:input_type -> berth.admin.v1.UpdateProjectRequest
-	22, // 31: berth.admin.v1.ProjectService.DeleteProject:input_type -> berth.admin.v1.DeleteProjectRequest
-	5,  // 32: berth.admin.v1.ProjectService.CreateTenant:output_type -> berth.admin.v1.CreateTenantResponse
-	7,  // 33: berth.admin.v1.ProjectService.GetTenant:output_type -> berth.admin.v1.GetTenantResponse
-	9,  // 34: berth.admin.v1.ProjectService.ListTenants:output_type -> berth.admin.v1.ListTenantsResponse
-	11, // 35: berth.admin.v1.ProjectService.UpdateTenant:output_type -> berth.admin.v1.UpdateTenantResponse
-	13, // 36: berth.admin.v1.ProjectService.DeleteTenant:output_type -> berth.admin.v1.DeleteTenantResponse
-	15, // 37: berth.admin.v1.ProjectService.CreateProject:output_type -> berth.admin.v1.CreateProjectResponse
-	17, // 38: berth.admin.v1.ProjectService.GetProject:output_type -> berth.admin.v1.GetProjectResponse
-	19, // 39: berth.admin.v1.ProjectService.ListProjects:output_type -> berth.admin.v1.ListProjectsResponse
-	21, // 40: berth.admin.v1.ProjectService.UpdateProject:output_type -> berth.admin.v1.UpdateProjectResponse
-	23, // 41: berth.admin.v1.ProjectService.DeleteProject:output_type -> berth.admin.v1.DeleteProjectResponse
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	32, // 0: berth.admin.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	32, // 1: berth.admin.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 2: berth.admin.v1.Project.limits:type_name -> berth.admin.v1.ProjectLimits
+	4,  // 3: berth.admin.v1.Project.usage:type_name -> berth.admin.v1.ProjectUsage
+	32, // 4: berth.admin.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	32, // 5: berth.admin.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 6: berth.admin.v1.CreateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 7: berth.admin.v1.CreateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 8: berth.admin.v1.GetTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 9: berth.admin.v1.ListTenantsResponse.tenants:type_name -> berth.admin.v1.Tenant
+	1,  // 10: berth.admin.v1.UpdateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
+	33, // 11: berth.admin.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 12: berth.admin.v1.UpdateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 13: berth.admin.v1.DeleteTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	2,  // 14: berth.admin.v1.CreateProjectRequest.project:type_name -> berth.admin.v1.Project
+	2,  // 15: berth.admin.v1.CreateProjectResponse.project:type_name -> berth.admin.v1.Project
+	2,  // 16: berth.admin.v1.GetProjectResponse.project:type_name -> berth.admin.v1.Project
+	2,  // 17: berth.admin.v1.ListProjectsResponse.projects:type_name -> berth.admin.v1.Project
+	2,  // 18: berth.admin.v1.UpdateProjectRequest.project:type_name -> berth.admin.v1.Project
+	33, // 19: berth.admin.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	2,  // 20: berth.admin.v1.UpdateProjectResponse.project:type_name -> berth.admin.v1.Project
+	2,  // 21: berth.admin.v1.DeleteProjectResponse.project:type_name -> berth.admin.v1.Project
+	32, // 22: berth.admin.v1.ProjectKey.create_time:type_name -> google.protobuf.Timestamp
+	32, // 23: berth.admin.v1.ProjectKey.expire_time:type_name -> google.protobuf.Timestamp
+	32, // 24: berth.admin.v1.ProjectKey.revoke_time:type_name -> google.protobuf.Timestamp
+	0,  // 25: berth.admin.v1.ProjectKey.state:type_name -> berth.admin.v1.ProjectKey.State
+	25, // 26: berth.admin.v1.CreateProjectKeyRequest.key:type_name -> berth.admin.v1.ProjectKey
+	25, // 27: berth.admin.v1.CreateProjectKeyResponse.key:type_name -> berth.admin.v1.ProjectKey
+	25, // 28: berth.admin.v1.ListProjectKeysResponse.keys:type_name -> berth.admin.v1.ProjectKey
+	25, // 29: berth.admin.v1.RevokeProjectKeyResponse.key:type_name -> berth.admin.v1.ProjectKey
+	5,  // 30: berth.admin.v1.ProjectService.CreateTenant:input_type -> berth.admin.v1.CreateTenantRequest
+	7,  // 31: berth.admin.v1.ProjectService.GetTenant:input_type -> berth.admin.v1.GetTenantRequest
+	9,  // 32: berth.admin.v1.ProjectService.ListTenants:input_type -> berth.admin.v1.ListTenantsRequest
+	11, // 33: berth.admin.v1.ProjectService.UpdateTenant:input_type -> berth.admin.v1.UpdateTenantRequest
+	13, // 34: berth.admin.v1.ProjectService.DeleteTenant:input_type -> berth.admin.v1.DeleteTenantRequest
+	15, // 35: berth.admin.v1.ProjectService.CreateProject:input_type -> berth.admin.v1.CreateProjectRequest
+	17, // 36: berth.admin.v1.ProjectService.GetProject:input_type -> berth.admin.v1.GetProjectRequest
+	19, // 37: berth.admin.v1.ProjectService.ListProjects:input_type -> berth.admin.v1.ListProjectsRequest
+	21, // 38: berth.admin.v1.ProjectService.UpdateProject:input_type -> berth.admin.v1.UpdateProjectRequest
+	23, // 39: berth.admin.v1.ProjectService.DeleteProject:input_type -> berth.admin.v1.DeleteProjectRequest
+	26, // 40: berth.admin.v1.ProjectService.CreateProjectKey:input_type -> berth.admin.v1.CreateProjectKeyRequest
+	28, // 41: berth.admin.v1.ProjectService.ListProjectKeys:input_type -> berth.admin.v1.ListProjectKeysRequest
+	30, // 42: berth.admin.v1.ProjectService.RevokeProjectKey:input_type -> berth.admin.v1.RevokeProjectKeyRequest
+	6,  // 43: berth.admin.v1.ProjectService.CreateTenant:output_type -> berth.admin.v1.CreateTenantResponse
+	8,  // 44: berth.admin.v1.ProjectService.GetTenant:output_type -> berth.admin.v1.GetTenantResponse
+	10, // 45: berth.admin.v1.ProjectService.ListTenants:output_type -> berth.admin.v1.ListTenantsResponse
+	12, // 46: berth.admin.v1.ProjectService.UpdateTenant:output_type -> berth.admin.v1.UpdateTenantResponse
+	14, // 47: berth.admin.v1.ProjectService.DeleteTenant:output_type -> berth.admin.v1.DeleteTenantResponse
+	16, // 48: berth.admin.v1.ProjectService.CreateProject:output_type -> berth.admin.v1.CreateProjectResponse
+	18, // 49: berth.admin.v1.ProjectService.GetProject:output_type -> berth.admin.v1.GetProjectResponse
+	20, // 50: berth.admin.v1.ProjectService.ListProjects:output_type -> berth.admin.v1.ListProjectsResponse
+	22, // 51: berth.admin.v1.ProjectService.UpdateProject:output_type -> berth.admin.v1.UpdateProjectResponse
+	24, // 52: berth.admin.v1.ProjectService.DeleteProject:output_type -> berth.admin.v1.DeleteProjectResponse
+	27, // 53: berth.admin.v1.ProjectService.CreateProjectKey:output_type -> berth.admin.v1.CreateProjectKeyResponse
+	29, // 54: berth.admin.v1.ProjectService.ListProjectKeys:output_type -> berth.admin.v1.ListProjectKeysResponse
+	31, // 55: berth.admin.v1.ProjectService.RevokeProjectKey:output_type -> berth.admin.v1.RevokeProjectKeyResponse
+	43, // [43:56] is the sub-list for method output_type
+	30, // [30:43] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_project_proto_init() }
@@ -1612,13 +2167,14 @@ func file_berth_admin_v1_project_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_project_proto_rawDesc), len(file_berth_admin_v1_project_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   24,
+			NumEnums:      1,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_berth_admin_v1_project_proto_goTypes,
 		DependencyIndexes: file_berth_admin_v1_project_proto_depIdxs,
+		EnumInfos:         file_berth_admin_v1_project_proto_enumTypes,
 		MessageInfos:      file_berth_admin_v1_project_proto_msgTypes,
 	}.Build()
 	File_berth_admin_v1_project_proto = out.File

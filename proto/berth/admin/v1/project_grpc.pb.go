@@ -19,16 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProjectService_CreateTenant_FullMethodName  = "/berth.admin.v1.ProjectService/CreateTenant"
-	ProjectService_GetTenant_FullMethodName     = "/berth.admin.v1.ProjectService/GetTenant"
-	ProjectService_ListTenants_FullMethodName   = "/berth.admin.v1.ProjectService/ListTenants"
-	ProjectService_UpdateTenant_FullMethodName  = "/berth.admin.v1.ProjectService/UpdateTenant"
-	ProjectService_DeleteTenant_FullMethodName  = "/berth.admin.v1.ProjectService/DeleteTenant"
-	ProjectService_CreateProject_FullMethodName = "/berth.admin.v1.ProjectService/CreateProject"
-	ProjectService_GetProject_FullMethodName    = "/berth.admin.v1.ProjectService/GetProject"
-	ProjectService_ListProjects_FullMethodName  = "/berth.admin.v1.ProjectService/ListProjects"
-	ProjectService_UpdateProject_FullMethodName = "/berth.admin.v1.ProjectService/UpdateProject"
-	ProjectService_DeleteProject_FullMethodName = "/berth.admin.v1.ProjectService/DeleteProject"
+	ProjectService_CreateTenant_FullMethodName     = "/berth.admin.v1.ProjectService/CreateTenant"
+	ProjectService_GetTenant_FullMethodName        = "/berth.admin.v1.ProjectService/GetTenant"
+	ProjectService_ListTenants_FullMethodName      = "/berth.admin.v1.ProjectService/ListTenants"
+	ProjectService_UpdateTenant_FullMethodName     = "/berth.admin.v1.ProjectService/UpdateTenant"
+	ProjectService_DeleteTenant_FullMethodName     = "/berth.admin.v1.ProjectService/DeleteTenant"
+	ProjectService_CreateProject_FullMethodName    = "/berth.admin.v1.ProjectService/CreateProject"
+	ProjectService_GetProject_FullMethodName       = "/berth.admin.v1.ProjectService/GetProject"
+	ProjectService_ListProjects_FullMethodName     = "/berth.admin.v1.ProjectService/ListProjects"
+	ProjectService_UpdateProject_FullMethodName    = "/berth.admin.v1.ProjectService/UpdateProject"
+	ProjectService_DeleteProject_FullMethodName    = "/berth.admin.v1.ProjectService/DeleteProject"
+	ProjectService_CreateProjectKey_FullMethodName = "/berth.admin.v1.ProjectService/CreateProjectKey"
+	ProjectService_ListProjectKeys_FullMethodName  = "/berth.admin.v1.ProjectService/ListProjectKeys"
+	ProjectService_RevokeProjectKey_FullMethodName = "/berth.admin.v1.ProjectService/RevokeProjectKey"
 )
 
 // ProjectServiceClient is the client API for ProjectService service.
@@ -70,6 +73,23 @@ type ProjectServiceClient interface {
 	// wait for DELETED). The default project can be deleted like any other
 	// once it has none.
 	DeleteProject(ctx context.Context, in *DeleteProjectRequest, opts ...grpc.CallOption) (*DeleteProjectResponse, error)
+	// CreateProjectKey creates an API key of a live project and returns its
+	// token once, in the response: Core keeps only its SHA-256 and can never
+	// show it again. A key may create, read, list and delete its project's
+	// Sessions and submit, read, list, stream and cancel their Turns; every
+	// other method is PERMISSION_DENIED project_key_method_denied, and
+	// another project's Sessions and Turns are NOT_FOUND as if they did not
+	// exist. A retry with the same request_id returns the key without its
+	// token (token empty): revoke it and create another if the first
+	// response was lost.
+	CreateProjectKey(ctx context.Context, in *CreateProjectKeyRequest, opts ...grpc.CallOption) (*CreateProjectKeyResponse, error)
+	// ListProjectKeys lists a project's keys in creation order, revoked and
+	// expired ones included. It never shows a token.
+	ListProjectKeys(ctx context.Context, in *ListProjectKeysRequest, opts ...grpc.CallOption) (*ListProjectKeysResponse, error)
+	// RevokeProjectKey revokes a key for good: every Core refuses it within
+	// about a second, and its open output streams end UNAUTHENTICATED.
+	// Revoking a revoked key returns it unchanged.
+	RevokeProjectKey(ctx context.Context, in *RevokeProjectKeyRequest, opts ...grpc.CallOption) (*RevokeProjectKeyResponse, error)
 }
 
 type projectServiceClient struct {
@@ -180,6 +200,36 @@ func (c *projectServiceClient) DeleteProject(ctx context.Context, in *DeleteProj
 	return out, nil
 }
 
+func (c *projectServiceClient) CreateProjectKey(ctx context.Context, in *CreateProjectKeyRequest, opts ...grpc.CallOption) (*CreateProjectKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateProjectKeyResponse)
+	err := c.cc.Invoke(ctx, ProjectService_CreateProjectKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *projectServiceClient) ListProjectKeys(ctx context.Context, in *ListProjectKeysRequest, opts ...grpc.CallOption) (*ListProjectKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProjectKeysResponse)
+	err := c.cc.Invoke(ctx, ProjectService_ListProjectKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *projectServiceClient) RevokeProjectKey(ctx context.Context, in *RevokeProjectKeyRequest, opts ...grpc.CallOption) (*RevokeProjectKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeProjectKeyResponse)
+	err := c.cc.Invoke(ctx, ProjectService_RevokeProjectKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProjectServiceServer is the server API for ProjectService service.
 // All implementations must embed UnimplementedProjectServiceServer
 // for forward compatibility.
@@ -219,6 +269,23 @@ type ProjectServiceServer interface {
 	// wait for DELETED). The default project can be deleted like any other
 	// once it has none.
 	DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error)
+	// CreateProjectKey creates an API key of a live project and returns its
+	// token once, in the response: Core keeps only its SHA-256 and can never
+	// show it again. A key may create, read, list and delete its project's
+	// Sessions and submit, read, list, stream and cancel their Turns; every
+	// other method is PERMISSION_DENIED project_key_method_denied, and
+	// another project's Sessions and Turns are NOT_FOUND as if they did not
+	// exist. A retry with the same request_id returns the key without its
+	// token (token empty): revoke it and create another if the first
+	// response was lost.
+	CreateProjectKey(context.Context, *CreateProjectKeyRequest) (*CreateProjectKeyResponse, error)
+	// ListProjectKeys lists a project's keys in creation order, revoked and
+	// expired ones included. It never shows a token.
+	ListProjectKeys(context.Context, *ListProjectKeysRequest) (*ListProjectKeysResponse, error)
+	// RevokeProjectKey revokes a key for good: every Core refuses it within
+	// about a second, and its open output streams end UNAUTHENTICATED.
+	// Revoking a revoked key returns it unchanged.
+	RevokeProjectKey(context.Context, *RevokeProjectKeyRequest) (*RevokeProjectKeyResponse, error)
 	mustEmbedUnimplementedProjectServiceServer()
 }
 
@@ -258,6 +325,15 @@ func (UnimplementedProjectServiceServer) UpdateProject(context.Context, *UpdateP
 }
 func (UnimplementedProjectServiceServer) DeleteProject(context.Context, *DeleteProjectRequest) (*DeleteProjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteProject not implemented")
+}
+func (UnimplementedProjectServiceServer) CreateProjectKey(context.Context, *CreateProjectKeyRequest) (*CreateProjectKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateProjectKey not implemented")
+}
+func (UnimplementedProjectServiceServer) ListProjectKeys(context.Context, *ListProjectKeysRequest) (*ListProjectKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProjectKeys not implemented")
+}
+func (UnimplementedProjectServiceServer) RevokeProjectKey(context.Context, *RevokeProjectKeyRequest) (*RevokeProjectKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeProjectKey not implemented")
 }
 func (UnimplementedProjectServiceServer) mustEmbedUnimplementedProjectServiceServer() {}
 func (UnimplementedProjectServiceServer) testEmbeddedByValue()                        {}
@@ -460,6 +536,60 @@ func _ProjectService_DeleteProject_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProjectService_CreateProjectKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateProjectKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).CreateProjectKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_CreateProjectKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).CreateProjectKey(ctx, req.(*CreateProjectKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProjectService_ListProjectKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProjectKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).ListProjectKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_ListProjectKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).ListProjectKeys(ctx, req.(*ListProjectKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProjectService_RevokeProjectKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeProjectKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).RevokeProjectKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_RevokeProjectKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).RevokeProjectKey(ctx, req.(*RevokeProjectKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProjectService_ServiceDesc is the grpc.ServiceDesc for ProjectService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -506,6 +636,18 @@ var ProjectService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteProject",
 			Handler:    _ProjectService_DeleteProject_Handler,
+		},
+		{
+			MethodName: "CreateProjectKey",
+			Handler:    _ProjectService_CreateProjectKey_Handler,
+		},
+		{
+			MethodName: "ListProjectKeys",
+			Handler:    _ProjectService_ListProjectKeys_Handler,
+		},
+		{
+			MethodName: "RevokeProjectKey",
+			Handler:    _ProjectService_RevokeProjectKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -172,15 +172,18 @@ type Session struct {
 	// environment reports the Environment's readiness. Output only.
 	Environment *Environment `protobuf:"bytes,6,opt,name=environment,proto3" json:"environment,omitempty"`
 	// node is "nodes/{node}" the Environment is placed on; empty for a
-	// provider without nodes. Output only.
+	// provider without nodes, and for a project key's call (infrastructure
+	// names are the administrator's). Output only.
 	Node string `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
 	// allocation is "allocations/{allocation}", the Environment's current
-	// compute ownership; empty before it is committed. Output only.
+	// compute ownership; empty before it is committed, and for a project
+	// key's call. Output only.
 	Allocation string `protobuf:"bytes,8,opt,name=allocation,proto3" json:"allocation,omitempty"`
 	// project is "tenants/{tenant}/projects/{project}", the project the
 	// Session belongs to; the Session's tenant is the project's. On
-	// CreateSession it may name the project (empty: the default project);
-	// a project that does not exist or was deleted is NOT_FOUND. It never
+	// CreateSession it may name the project (empty: the default project, or
+	// for a project key its own project); a project that does not exist, was
+	// deleted or (for a key) is another project is NOT_FOUND. It never
 	// changes.
 	Project       string `protobuf:"bytes,9,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
