@@ -176,12 +176,6 @@ type Project struct {
 	// display_name is the project's name for people: 1 to 63 characters, no
 	// control characters, unique among the tenant's live projects.
 	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	// limits are the most Sessions the project may hold; unset or empty is
-	// no limit. Set on CreateProject, changed by UpdateProject (update_mask
-	// "limits.max_active_sessions", "limits.max_retained_sessions").
-	Limits *ProjectLimits `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
-	// usage is what the project holds now. Output only.
-	Usage *ProjectUsage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	// create_time is when the project was created. Output only.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// update_time is when the project last changed. Output only.
@@ -189,7 +183,13 @@ type Project struct {
 	// etag is the project's current revision. Pass it back on UpdateProject
 	// or DeleteProject to act only if nothing changed since it was read.
 	// Output only.
-	Etag          string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	// limits are the most Sessions the project may hold; unset or empty is
+	// no limit. Set on CreateProject, changed by UpdateProject (update_mask
+	// "limits.max_active_sessions", "limits.max_retained_sessions").
+	Limits *ProjectLimits `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
+	// usage is what the project holds now. Output only.
+	Usage         *ProjectUsage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,20 +238,6 @@ func (x *Project) GetDisplayName() string {
 	return ""
 }
 
-func (x *Project) GetLimits() *ProjectLimits {
-	if x != nil {
-		return x.Limits
-	}
-	return nil
-}
-
-func (x *Project) GetUsage() *ProjectUsage {
-	if x != nil {
-		return x.Usage
-	}
-	return nil
-}
-
 func (x *Project) GetCreateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreateTime
@@ -271,6 +257,20 @@ func (x *Project) GetEtag() string {
 		return x.Etag
 	}
 	return ""
+}
+
+func (x *Project) GetLimits() *ProjectLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Project) GetUsage() *ProjectUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
 }
 
 // ProjectLimits bound what a project holds, counted as a node counts
@@ -1911,17 +1911,17 @@ const file_berth_admin_v1_project_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x05 \x01(\tR\x04etag\"\xb9\x02\n" +
+	"\x04etag\x18\x05 \x01(\tR\x04etag\"\xc5\x02\n" +
 	"\aProject\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
-	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x125\n" +
-	"\x06limits\x18\x03 \x01(\v2\x1d.berth.admin.v1.ProjectLimitsR\x06limits\x122\n" +
-	"\x05usage\x18\x04 \x01(\v2\x1c.berth.admin.v1.ProjectUsageR\x05usage\x12;\n" +
+	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\a \x01(\tR\x04etag\"\xaf\x01\n" +
+	"\x04etag\x18\a \x01(\tR\x04etag\x125\n" +
+	"\x06limits\x18\b \x01(\v2\x1d.berth.admin.v1.ProjectLimitsR\x06limits\x122\n" +
+	"\x05usage\x18\t \x01(\v2\x1c.berth.admin.v1.ProjectUsageR\x05usageJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xaf\x01\n" +
 	"\rProjectLimits\x123\n" +
 	"\x13max_active_sessions\x18\x01 \x01(\x05H\x00R\x11maxActiveSessions\x88\x01\x01\x127\n" +
 	"\x15max_retained_sessions\x18\x02 \x01(\x05H\x01R\x13maxRetainedSessions\x88\x01\x01B\x16\n" +
@@ -2095,10 +2095,10 @@ var file_berth_admin_v1_project_proto_goTypes = []any{
 var file_berth_admin_v1_project_proto_depIdxs = []int32{
 	32, // 0: berth.admin.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
 	32, // 1: berth.admin.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
-	3,  // 2: berth.admin.v1.Project.limits:type_name -> berth.admin.v1.ProjectLimits
-	4,  // 3: berth.admin.v1.Project.usage:type_name -> berth.admin.v1.ProjectUsage
-	32, // 4: berth.admin.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	32, // 5: berth.admin.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	32, // 2: berth.admin.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	32, // 3: berth.admin.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 4: berth.admin.v1.Project.limits:type_name -> berth.admin.v1.ProjectLimits
+	4,  // 5: berth.admin.v1.Project.usage:type_name -> berth.admin.v1.ProjectUsage
 	1,  // 6: berth.admin.v1.CreateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
 	1,  // 7: berth.admin.v1.CreateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
 	1,  // 8: berth.admin.v1.GetTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
