@@ -256,7 +256,7 @@ bench: ## P1-P4, P7 (checkpoint suspend and resume) and P8 (suspension and wake 
 	HOSTILE_MEASURE=1 go test -v -count=1 -run '^TestMeasureHostileLoad$$' berth.dev/test/hostile/ | grep -v '^=== RUN'
 
 .PHONY: bench-scale
-bench-scale: ## P5 scale: 1,000 simulated node agents (real mTLS node protocol, in-memory adapter) against berth-core and PostgreSQL holding 100,000 allocations; one table, also .run/scale.json (BERTH_SCALE_NODES, _ALLOCATIONS, _CREATES, _CLIENTS)
+bench-scale: ## P5 scale: 1,000 simulated node agents (real mTLS node protocol, in-memory adapter) against berth-core and PostgreSQL holding 100,000 allocations; one table, also .run/scale.json (BERTH_SCALE_NODES, _ALLOCATIONS, _CREATES, _CLIENTS, _PROJECTS)
 	BERTH_SCALE_JSON=$(CURDIR)/.run/scale.json \
 		go test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/scale/
 

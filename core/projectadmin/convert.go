@@ -22,6 +22,8 @@ var (
 	}}
 	projectPaths = admin.FieldPaths{Renames: []admin.Rename{
 		{From: "display_name", To: "project.display_name"},
+		{From: "max_active_sessions", To: "project.limits.max_active_sessions"},
+		{From: "max_retained_sessions", To: "project.limits.max_retained_sessions"},
 		{From: "revision", To: "etag"},
 	}}
 )
@@ -60,6 +62,8 @@ func projectOutputOnlyEmpty(p *adminv1.Project) error {
 		return errdefs.Invalid("project.update_time", reasonOutputOnly)
 	case p.GetEtag() != "":
 		return errdefs.Invalid("project.etag", reasonOutputOnly)
+	case p.GetUsage() != nil:
+		return errdefs.Invalid("project.usage", reasonOutputOnly)
 	}
 	return nil
 }
@@ -136,6 +140,8 @@ func projectProto(p store.Project) *adminv1.Project {
 		CreateTime:  admin.Timestamp(&p.CreatedAt),
 		UpdateTime:  admin.Timestamp(&p.UpdatedAt),
 		Etag:        etag(p.Revision),
+		Limits:      limitsProto(p),
+		Usage:       usageProto(p.Usage),
 	}
 }
 

@@ -13,7 +13,9 @@
 //   - An etag is the resource's stored revision in decimal; an empty one
 //     is projects.AnyRevision, anything else not of that form is
 //     INVALID_ARGUMENT etag. A stale etag is the store's refusal
-//     etag_mismatch. update_mask may name only "display_name" (unset: it);
+//     etag_mismatch. update_mask may name only "display_name" (unset: it),
+//     a project's also "limits.max_active_sessions" and
+//     "limits.max_retained_sessions" (named and unset: no limit);
 //     output-only fields of a created resource must be empty.
 //   - The logic's field names map to request paths here (requestPaths):
 //     "display_name" is "tenant.display_name" or "project.display_name",

@@ -130,7 +130,7 @@ func (g *Server) CreateProject(ctx context.Context, req *adminv1.CreateProjectRe
 	if err := projectOutputOnlyEmpty(req.GetProject()); err != nil {
 		return nil, err
 	}
-	p, err := g.svc.CreateProject(ctx, id, tenant, req.GetProject().GetDisplayName())
+	p, err := g.svc.CreateProjectWithLimits(ctx, id, tenant, req.GetProject().GetDisplayName(), projectLimits(req.GetProject().GetLimits()))
 	if err != nil {
 		return nil, projectPaths.Map(err)
 	}
@@ -163,20 +163,22 @@ func (g *Server) ListProjects(ctx context.Context, req *adminv1.ListProjectsRequ
 	return &adminv1.ListProjectsResponse{Projects: admin.Protos(page, projectProto), NextPageToken: next}, nil
 }
 
-// UpdateProject renames a project, at its etag when one is given.
+// UpdateProject renames a project or changes its limits, at its etag
+// when one is given.
 func (g *Server) UpdateProject(ctx context.Context, req *adminv1.UpdateProjectRequest) (*adminv1.UpdateProjectResponse, error) {
 	tenant, id, err := projectID("project.name", req.GetProject().GetName())
 	if err != nil {
 		return nil, err
 	}
-	if err := displayNameMask(req.GetUpdateMask()); err != nil {
+	changes, err := projectChanges(req.GetUpdateMask(), req.GetProject())
+	if err != nil {
 		return nil, err
 	}
 	revision, err := parseEtag("etag", req.GetEtag())
 	if err != nil {
 		return nil, err
 	}
-	p, err := g.svc.UpdateProject(ctx, tenant, id, revision, req.GetProject().GetDisplayName())
+	p, err := g.svc.UpdateProjectFields(ctx, tenant, id, revision, changes)
 	if err != nil {
 		return nil, projectPaths.Map(err)
 	}

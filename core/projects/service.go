@@ -25,6 +25,8 @@ type Store interface {
 	GetProject(ctx context.Context, id uuid.UUID) (store.Project, error)
 	ListProjectsByAge(ctx context.Context, tenantID uuid.UUID, limit int, after store.ProjectCursor) ([]store.Project, error)
 	UpdateProject(ctx context.Context, tenantID, id uuid.UUID, revision int64, displayName string) (store.Project, error)
+	CreateProjectWithLimits(ctx context.Context, requestID, id, tenantID uuid.UUID, displayName string, limits store.ProjectLimits) (store.Project, bool, error)
+	UpdateProjectFields(ctx context.Context, tenantID, id uuid.UUID, revision int64, c store.ProjectChanges) (store.Project, error)
 	DeleteProject(ctx context.Context, tenantID, id uuid.UUID, revision int64) (store.Project, error)
 }
 

@@ -123,7 +123,7 @@ func (s *Owner) AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint s
 		if err != nil {
 			return err
 		}
-		if out.Terminations, out.Reservations, err = terminateHeld(ctx, q, held); err != nil {
+		if out.Terminations, out.Reservations, err = terminateHeld(ctx, q, nodeID, held); err != nil {
 			return err
 		}
 		leftovers, err := q.ListNodeOwedLeftovers(ctx, nodeID)
@@ -177,13 +177,22 @@ func lockAbandonable(ctx context.Context, q *db.Queries, nodeID uuid.UUID, finge
 // (FailureNodeAbandoned), each Session locked first as every terminal
 // cleanup takes it, in the order held lists them. It returns the
 // terminations and the Environments that held only a reservation.
-func terminateHeld(ctx context.Context, q *db.Queries, held []db.ListNodeHeldEnvironmentsRow) ([]Termination, []AbandonedReservation, error) {
+func terminateHeld(ctx context.Context, q *db.Queries, nodeID uuid.UUID, held []db.ListNodeHeldEnvironmentsRow) ([]Termination, []AbandonedReservation, error) {
 	var terminations []Termination
 	var reservations []AbandonedReservation
+	// Every Session first, in Session order, then the projects' load rows
+	// in project order, before the first write takes a node's row: the
+	// writes below change Environments of several projects, and the lock
+	// order is project row before node row (migration 0024).
 	for _, h := range held {
 		if _, err := q.LockSession(ctx, h.SessionID); err != nil {
 			return nil, nil, err
 		}
+	}
+	if err := q.LockNodeProjectLoads(ctx, nodeID); err != nil {
+		return nil, nil, err
+	}
+	for _, h := range held {
 		t, err := terminate(ctx, q, h.EnvironmentID, TerminalFailed, FailureNodeAbandoned)
 		if err != nil {
 			return nil, nil, err

@@ -25,11 +25,11 @@
 //   - The store keeps bytes it is given: token secrets arrive hashed and the
 //     CA key arrives encrypted; hashing, encryption and their keys are the
 //     caller's.
-//   - A placement locks the chosen node's load row (node_load, which
-//     triggers keep exact: migration 0013) until it commits, and its own
-//     insert raises that count, so concurrent Session creations never
-//     place past a node's max_active, while creations on different nodes
-//     run side by side (ChoosePlacementNode in queries/placements.sql).
+//   - A placement locks its project's load row, then the chosen node's
+//     (project_load, node_load: triggers keep them exact, project first;
+//     migrations 0013, 0024) until it commits, and its own insert raises
+//     the counts, so creations never pass a project's or node's limit,
+//     while other projects' creations on other nodes run side by side.
 //   - node_id NULL is the direct lane, DirectLane in Go (docs/store.md).
 //   - Authority is in the types. Store has only the start-up writes that
 //     make the others' authority (installation, owner epoch, lease, CA)

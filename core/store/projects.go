@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/core/store/db"
 	"berth.dev/sandbox/errdefs"
@@ -53,6 +54,58 @@ type Project struct {
 	// nil is no limit.
 	MaxActiveSessions   *int32
 	MaxRetainedSessions *int32
+	// Usage is what the project holds now (project_load, migration 0024).
+	Usage ProjectUsage
+}
+
+// ProjectLimits are a project's limits; nil is no limit. They bound what
+// the project holds (ProjectUsage): CreateSession and ArmRestore refuse
+// an active Environment past MaxActiveSessions, ArmSuspension a snapshot
+// past MaxRetainedSessions. A limit lowered below the usage evicts
+// nothing.
+type ProjectLimits struct {
+	MaxActiveSessions   *int32
+	MaxRetainedSessions *int32
+}
+
+// ProjectUsage is what a project holds, counted as a node counts
+// (node_load): Held its Environments held actively (a deleting Session
+// counts until its cleanup is confirmed), Retained those held only as a
+// suspended snapshot.
+type ProjectUsage struct {
+	Held     int64
+	Retained int64
+}
+
+// ErrProjectActiveLimit refuses a new Session of a project that holds
+// max_active_sessions Sessions actively: nothing was written, and no node
+// was read or locked. The same request may succeed once the project holds
+// fewer.
+var ErrProjectActiveLimit error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "project_active_limit",
+	"the project holds max_active_sessions Sessions (deleting ones count until cleanup): delete Sessions or raise the project's limit")
+
+func (l ProjectLimits) validate() error {
+	if l.MaxActiveSessions != nil && *l.MaxActiveSessions < 0 {
+		return errdefs.Invalid("max_active_sessions", "must not be negative")
+	}
+	if l.MaxRetainedSessions != nil && *l.MaxRetainedSessions < 0 {
+		return errdefs.Invalid("max_retained_sessions", "must not be negative")
+	}
+	return nil
+}
+
+func projectLimitParam(v *int32) pgtype.Int4 {
+	if v == nil {
+		return pgtype.Int4{}
+	}
+	return pgtype.Int4{Int32: *v, Valid: true}
+}
+
+func sameLimit(a *int32, b pgtype.Int4) bool {
+	if a == nil {
+		return !b.Valid
+	}
+	return b.Valid && b.Int32 == *a
 }
 
 // ErrProjectNotFound is the class (errdefs.ErrNotFound) of a CreateSession
@@ -119,7 +172,16 @@ func (s *Admin) CreateTenant(ctx context.Context, requestID, id uuid.UUID, displ
 // ErrExists, and so is the display name of another live project of the
 // tenant.
 func (s *Admin) CreateProject(ctx context.Context, requestID, id, tenantID uuid.UUID, displayName string) (p Project, created bool, err error) {
+	return s.CreateProjectWithLimits(ctx, requestID, id, tenantID, displayName, ProjectLimits{})
+}
+
+// CreateProjectWithLimits is CreateProject with the project's limits; a
+// retry with other limits is ErrExists, as one with another display name.
+func (s *Admin) CreateProjectWithLimits(ctx context.Context, requestID, id, tenantID uuid.UUID, displayName string, limits ProjectLimits) (p Project, created bool, err error) {
 	const op = "create project"
+	if err := limits.validate(); err != nil {
+		return Project{}, false, fmt.Errorf("%s: %w", op, err)
+	}
 	switch {
 	case requestID == uuid.Nil:
 		return Project{}, false, fmt.Errorf("%s: %w", op, errdefs.Invalid("request_id", "must not be the nil UUID"))
@@ -134,6 +196,7 @@ func (s *Admin) CreateProject(ctx context.Context, requestID, id, tenantID uuid.
 	err = s.inTx(ctx, func(q *db.Queries) error {
 		row, err := q.InsertProject(ctx, db.InsertProjectParams{
 			ID: id, TenantID: tenantID, DisplayName: displayName, RequestID: requestID,
+			MaxActiveSessions: projectLimitParam(limits.MaxActiveSessions), MaxRetainedSessions: projectLimitParam(limits.MaxRetainedSessions),
 		})
 		if err == nil {
 			p, created = projectFromRow(row), true
@@ -149,11 +212,12 @@ func (s *Admin) CreateProject(ctx context.Context, requestID, id, tenantID uuid.
 		if err != nil {
 			return err
 		}
-		if prev.TenantID != tenantID || prev.DisplayName != displayName {
+		if prev.TenantID != tenantID || prev.DisplayName != displayName ||
+			!sameLimit(limits.MaxActiveSessions, prev.MaxActiveSessions) || !sameLimit(limits.MaxRetainedSessions, prev.MaxRetainedSessions) {
 			return fmt.Errorf("request id already used by another request: %w", errdefs.ErrExists)
 		}
 		p = projectFromRow(prev)
-		return nil
+		return withUsage(ctx, q, &p)
 	})
 	if err != nil {
 		return Project{}, false, wrap(op, err)
@@ -178,24 +242,55 @@ func (s *Reader) GetProject(ctx context.Context, id uuid.UUID) (Project, error) 
 	if err != nil {
 		return Project{}, wrap("get project", err)
 	}
-	return projectFromRow(row), nil
+	p := projectFromRow(row)
+	if err := withUsage(ctx, s.q, &p); err != nil {
+		return Project{}, wrap("get project", err)
+	}
+	return p, nil
+}
+
+// withUsage reads what project p holds into p.Usage.
+func withUsage(ctx context.Context, q *db.Queries, p *Project) error {
+	l, err := q.GetProjectLoad(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	p.Usage = ProjectUsage{Held: l.Held, Retained: l.Retained}
+	return nil
+}
+
+// admitProjectLoad locks project p's project_load row for a new Session,
+// before any node row (the lock order of migration 0024), and refuses
+// ErrProjectActiveLimit when p holds its max_active_sessions actively. A
+// refused create has locked only its own project's row, so a project at
+// its limit never holds or waits for a node's lock, and only its own
+// creates queue on its row.
+func admitProjectLoad(ctx context.Context, q *db.Queries, p db.Project) error {
+	l, err := q.LockProjectLoad(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	if p.MaxActiveSessions.Valid && l.Held >= int64(p.MaxActiveSessions.Int32) {
+		return ErrProjectActiveLimit
+	}
+	return nil
 }
 
 // admitProject holds the Session's project for a new Session: it must be
 // live and belong to tenantID (else ErrProjectNotFound). The share lock
 // keeps it live until the transaction ends.
-func admitProject(ctx context.Context, q *db.Queries, projectID, tenantID uuid.UUID) error {
+func admitProject(ctx context.Context, q *db.Queries, projectID, tenantID uuid.UUID) (db.Project, error) {
 	p, err := q.LockProjectShared(ctx, projectID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrProjectNotFound
+		return db.Project{}, ErrProjectNotFound
 	}
 	if err != nil {
-		return err
+		return db.Project{}, err
 	}
 	if p.DeletedAt != nil || p.TenantID != tenantID {
-		return ErrProjectNotFound
+		return db.Project{}, ErrProjectNotFound
 	}
-	return nil
+	return p, nil
 }
 
 func tenantFromRow(r db.Tenant) Tenant {
@@ -362,20 +457,61 @@ func (s *Reader) ListTenantsByAge(ctx context.Context, limit int, after TenantCu
 // as a missing one; another live project of the tenant with the display
 // name is ErrExists.
 func (s *Admin) UpdateProject(ctx context.Context, tenantID, id uuid.UUID, revision int64, displayName string) (p Project, err error) {
+	return s.UpdateProjectFields(ctx, tenantID, id, revision, ProjectChanges{DisplayName: &displayName})
+}
+
+// ProjectChanges are the fields UpdateProjectFields changes: a nil
+// DisplayName keeps the name; a limit changes only when its Set flag is
+// true (to its value; nil is no limit).
+type ProjectChanges struct {
+	DisplayName            *string
+	SetMaxActiveSessions   bool
+	MaxActiveSessions      *int32
+	SetMaxRetainedSessions bool
+	MaxRetainedSessions    *int32
+}
+
+// UpdateProjectFields is UpdateProject for any of the project's display
+// name and limits, in one revision. Lowering a limit below what the
+// project holds evicts nothing: only new holdings are refused.
+func (s *Admin) UpdateProjectFields(ctx context.Context, tenantID, id uuid.UUID, revision int64, c ProjectChanges) (p Project, err error) {
 	const op = "update project"
 	if err := validRevision(revision); err != nil {
 		return Project{}, fmt.Errorf("%s: %w", op, err)
 	}
-	if err := validTenantName("display_name", displayName); err != nil {
+	if c.DisplayName != nil {
+		if err := validTenantName("display_name", *c.DisplayName); err != nil {
+			return Project{}, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	if err := (ProjectLimits{MaxActiveSessions: c.MaxActiveSessions, MaxRetainedSessions: c.MaxRetainedSessions}).validate(); err != nil {
 		return Project{}, fmt.Errorf("%s: %w", op, err)
 	}
 	err = s.inTx(ctx, func(q *db.Queries) error {
 		if err := liveProject(ctx, q, tenantID, id, revision); err != nil {
 			return err
 		}
-		row, err := q.UpdateProjectDisplayName(ctx, db.UpdateProjectDisplayNameParams{ID: id, DisplayName: displayName})
+		cur, err := q.GetProject(ctx, id)
+		if err != nil {
+			return err
+		}
+		set := db.UpdateProjectFieldsParams{ID: id, DisplayName: cur.DisplayName,
+			MaxActiveSessions: cur.MaxActiveSessions, MaxRetainedSessions: cur.MaxRetainedSessions}
+		if c.DisplayName != nil {
+			set.DisplayName = *c.DisplayName
+		}
+		if c.SetMaxActiveSessions {
+			set.MaxActiveSessions = projectLimitParam(c.MaxActiveSessions)
+		}
+		if c.SetMaxRetainedSessions {
+			set.MaxRetainedSessions = projectLimitParam(c.MaxRetainedSessions)
+		}
+		row, err := q.UpdateProjectFields(ctx, set)
+		if err != nil {
+			return err
+		}
 		p = projectFromRow(row)
-		return err
+		return withUsage(ctx, q, &p)
 	})
 	if err != nil {
 		return Project{}, wrap(op, err)
@@ -429,9 +565,28 @@ type ProjectCursor = AgeCursor
 // creation order (ties by id). It does not check the tenant: a missing or
 // deleted tenant has no live projects.
 func (s *Reader) ListProjectsByAge(ctx context.Context, tenantID uuid.UUID, limit int, after ProjectCursor) ([]Project, error) {
-	return listPage("list projects by age", limit, func(n int32) ([]db.Project, error) {
+	page, err := listPage("list projects by age", limit, func(n int32) ([]db.Project, error) {
 		return s.q.ListProjectsByAge(ctx, db.ListProjectsByAgeParams{
 			TenantID: tenantID, AfterCreatedAt: after.CreatedAt, AfterID: after.ID, PageSize: n,
 		})
 	}, projectFromRow)
+	if err != nil || len(page) == 0 {
+		return page, err
+	}
+	ids := make([]uuid.UUID, len(page))
+	for i, p := range page {
+		ids[i] = p.ID
+	}
+	loads, err := s.q.ListProjectLoads(ctx, ids)
+	if err != nil {
+		return nil, wrap("list projects by age", err)
+	}
+	byID := make(map[uuid.UUID]ProjectUsage, len(loads))
+	for _, l := range loads {
+		byID[l.ProjectID] = ProjectUsage{Held: l.Held, Retained: l.Retained}
+	}
+	for i := range page {
+		page[i].Usage = byID[page[i].ID]
+	}
+	return page, nil
 }

@@ -195,6 +195,13 @@ func (p CreateSessionParams) validate() error {
 // counted yet: nothing can be retained before suspension exists (see
 // ChoosePlacementNode for where it plugs in).
 //
+// Before any node row it locks its project's project_load row (the lock
+// order request lock, owner fence, deployment share lock, project share
+// lock, project load row, node row; migration 0024): a project holding
+// its max_active_sessions actively is ErrProjectActiveLimit and nothing is
+// written, so a project at its limit never waits for or holds a node
+// lock, and only its own creations queue on its row.
+//
 // It is a lifecycle write: ErrSuperseded (ErrFenced) unless the Store's
 // owner epoch holds the execution lease (see Owner).
 //
@@ -235,7 +242,14 @@ func (s *Owner) CreateSession(ctx context.Context, p CreateSessionParams) (Sessi
 		if err := admitGeneration(ctx, q, p.Generation); err != nil {
 			return err
 		}
-		if err := admitProject(ctx, q, p.ProjectID, p.TenantID); err != nil {
+		proj, err := admitProject(ctx, q, p.ProjectID, p.TenantID)
+		if err != nil {
+			return err
+		}
+		// The project's load row before any node's (migration 0024): a
+		// project at its limit is refused here, never reading or locking a
+		// node row.
+		if err := admitProjectLoad(ctx, q, proj); err != nil {
 			return err
 		}
 		lane, err := choosePlacementLane(ctx, q, p)

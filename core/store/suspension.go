@@ -201,9 +201,11 @@ func (s *Reader) ListSuspensionWorkForNode(ctx context.Context, sc SuspensionWor
 // seconds is d in whole seconds, at least 1.
 func seconds(d time.Duration) int32 { return int32(max(d/time.Second, 1)) }
 
-// ErrNoRoom is ArmSuspension's and ArmRestore's answer when the node has
-// no room: no retained slot (max_retained) for another snapshot, or no
-// active slot (max_active) for a restore. Nothing was written.
+// ErrNoRoom is ArmSuspension's and ArmRestore's answer when the node or
+// the Session's project has no room: no retained slot (max_retained, the
+// project's max_retained_sessions) for another snapshot, or no active
+// slot (max_active, the project's max_active_sessions) for a restore.
+// Nothing was written.
 var ErrNoRoom = fmt.Errorf("node has no room: %w", errdefs.ErrFailedPrecondition)
 
 // ArmSuspension records the quiesce intent of operation op for allocation
@@ -214,7 +216,8 @@ var ErrNoRoom = fmt.Errorf("node has no room: %w", errdefs.ErrFailedPrecondition
 // the idle time: a Turn ended and nothing is queued or running), then,
 // under the node's placement lock, checks a retained slot
 // (max_retained counts the node's snapshots and the suspensions in
-// flight), and moves the running compute to PhaseQuiescing. ErrFenced
+// flight) after the project's (max_retained_sessions, counted alike), and
+// moves the running compute to PhaseQuiescing. ErrFenced
 // when the revision moved or the Session is no longer idle enough (a Turn
 // arrived: nothing is armed); ErrNoRoom without a retained slot.
 func (s *Owner) ArmSuspension(ctx context.Context, id uuid.UUID, revision int64, op uuid.UUID) (Allocation, error) {
@@ -243,6 +246,14 @@ func (s *Owner) ArmSuspension(ctx context.Context, id uuid.UUID, revision int64,
 		}
 		if !ready {
 			return db.Allocation{}, fmt.Errorf("the session is not idle: %w", errdefs.ErrFenced)
+		}
+		// The project's row before the node's (migration 0024).
+		projectRoom, err := q.ProjectRetainedRoom(ctx, sess.ProjectID)
+		if err != nil {
+			return db.Allocation{}, err
+		}
+		if !projectRoom {
+			return db.Allocation{}, ErrNoRoom
 		}
 		room, err := q.NodeRetainedRoom(ctx, db.NodeRetainedRoomParams{NodeID: a.NodeID, MaxRetained: int64(g.MaxRetained)})
 		if err != nil {
@@ -408,7 +419,8 @@ var ErrTargetOwed = fmt.Errorf("an abandoned restore's target is still owed to c
 // ArmRestore records the restore intent of operation op for suspended
 // allocation id at revision, into incarnation target (the provider's
 // NewCompute of the last one): under the node's placement lock, the one
-// new placement takes, it checks an active slot (max_active) and moves the
+// new placement takes, it checks an active slot (max_active), after the
+// project's (max_active_sessions, its row locked first), and moves the
 // allocation to PhaseRestoring, which takes the slot. A restore is a
 // bootstrap, like a Create: while the provider is disabled it is
 // ErrProviderDisabled (the provider switch read under a share lock, as
@@ -426,7 +438,7 @@ func (s *Owner) ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op
 		if _, err := admitProvider(ctx, q); err != nil {
 			return db.Allocation{}, err
 		}
-		_, a, g, err := lockAtRevision(ctx, q, id, revision)
+		sess, a, g, err := lockAtRevision(ctx, q, id, revision)
 		if err != nil {
 			return db.Allocation{}, err
 		}
@@ -436,6 +448,14 @@ func (s *Owner) ArmRestore(ctx context.Context, id uuid.UUID, revision int64, op
 		}
 		if owes {
 			return db.Allocation{}, ErrTargetOwed
+		}
+		// The project's row before the node's (migration 0024).
+		projectRoom, err := q.ProjectActiveRoom(ctx, sess.ProjectID)
+		if err != nil {
+			return db.Allocation{}, err
+		}
+		if !projectRoom {
+			return db.Allocation{}, ErrNoRoom
 		}
 		room, err := q.NodeActiveRoom(ctx, db.NodeActiveRoomParams{NodeID: a.NodeID, MaxActive: int64(g.MaxActive)})
 		if err != nil {

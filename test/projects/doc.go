@@ -14,4 +14,8 @@
 // output stream and refuses its next call while B's key works on; no key
 // token reaches Core's or the node agents' logs; and the engine holds
 // nothing of the test's Sessions once they are deleted.
+//
+// limits_test.go proves project limits (item 3): 50 concurrent
+// CreateSession calls across three projects hold every project within its
+// limit, each refusal explained by the counts, the others served.
 package projects

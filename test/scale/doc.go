@@ -1,7 +1,8 @@
 // Package scale is the scale simulator of issue 13, item P5 (`make
 // bench-scale`): BERTH_SCALE_NODES node agents (default 1,000) against one
 // real berth-core and PostgreSQL holding BERTH_SCALE_ALLOCATIONS
-// allocations (default 100,000). It prints one table (measure, p50, p99,
+// allocations (default 100,000); BERTH_SCALE_PROJECTS spreads the creates
+// over that many projects (default 1). It prints one table (measure, p50, p99,
 // value, goal) and writes it as JSON to .run/scale.json. docs/scale.md
 // says what is real, what is simulated and why, and each measure.
 //

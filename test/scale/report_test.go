@@ -56,6 +56,7 @@ type report struct {
 	Seeded   int       `json:"seeded_allocations"`
 	Creates  int       `json:"creates"`
 	Clients  int       `json:"clients"`
+	Projects int       `json:"projects"`
 	Core     string    `json:"core"`
 	Elapsed  string    `json:"elapsed"`
 	Measures []row     `json:"measures"`
@@ -73,8 +74,8 @@ var notSimulated = []string{
 
 // printTable writes the one table.
 func printTable(w io.Writer, rep report) {
-	fmt.Fprintf(w, "\nBerth scale: %d simulated nodes, %d seeded allocations, %d CreateSession by %d clients; %s; %s\n\n",
-		rep.Nodes, rep.Seeded, rep.Creates, rep.Clients, rep.Core, rep.Machine)
+	fmt.Fprintf(w, "\nBerth scale: %d simulated nodes, %d seeded allocations, %d CreateSession by %d clients over %d projects; %s; %s\n\n",
+		rep.Nodes, rep.Seeded, rep.Creates, rep.Clients, max(rep.Projects, 1), rep.Core, rep.Machine)
 	width := len("measure")
 	for _, r := range rep.Measures {
 		width = max(width, len(r.Measure))

@@ -36,6 +36,9 @@ type config struct {
 	Allocations int
 	Creates     int
 	Clients     int
+	// Projects spreads the creates round-robin over this many projects of
+	// one tenant (0 or 1: the default project), each without limits.
+	Projects int
 	// Reads is the number of samples of each admin read.
 	Reads int
 	// Settle is how long Core runs with the population before the
@@ -104,7 +107,8 @@ func run(t testing.TB, cfg config) report {
 	rows = append(rows, measureScan(t, ctx, st, s)...)
 
 	cpu0, _ = procCPUSeconds(pid)
-	createRows, created, wall := measureCreate(t, actx, adminv1.NewSessionServiceClient(cc), cfg)
+	projects := createProjects(t, actx, adminv1.NewProjectServiceClient(cc), cfg.Projects)
+	createRows, created, wall := measureCreate(t, actx, adminv1.NewSessionServiceClient(cc), cfg, projects)
 	cpu1, _ = procCPUSeconds(pid)
 	createCores := (cpu1 - cpu0) / wall.Seconds()
 	rows = append(rows, createRows...)
@@ -143,7 +147,7 @@ func run(t testing.TB, cfg config) report {
 	settings := fmt.Sprintf("%s; simulated node agents at the agent's default health interval (%v)", core, nodeagent.DefaultHealthInterval)
 	return report{
 		Time: start.UTC(), Machine: machine(), Nodes: cfg.Nodes, Seeded: cfg.Allocations, Creates: created,
-		Clients: cfg.Clients, Core: settings, Elapsed: time.Since(start).Round(time.Second).String(), Measures: rows,
+		Clients: cfg.Clients, Projects: cfg.Projects, Core: settings, Elapsed: time.Since(start).Round(time.Second).String(), Measures: rows,
 		NotSimulated: notSimulated,
 	}
 }
@@ -184,7 +188,30 @@ func measureScan(t testing.TB, ctx context.Context, st *storetest.Store, s *sim)
 
 // measureCreate runs cfg.Creates CreateSession calls from cfg.Clients
 // concurrent clients through the admin API, each placing a new Session.
-func measureCreate(t testing.TB, ctx context.Context, api adminv1.SessionServiceClient, cfg config) ([]row, int, time.Duration) {
+// createProjects makes n projects without limits in a new tenant and
+// returns their names; n of 0 or 1 is the default project ("").
+func createProjects(t testing.TB, ctx context.Context, api adminv1.ProjectServiceClient, n int) []string {
+	t.Helper()
+	if n <= 1 {
+		return []string{""}
+	}
+	ten, err := api.CreateTenant(ctx, &adminv1.CreateTenantRequest{RequestId: uuid.NewString(), Tenant: &adminv1.Tenant{DisplayName: "scale"}})
+	if err != nil {
+		t.Fatalf("CreateTenant: %v", err)
+	}
+	names := make([]string, n)
+	for i := range names {
+		p, err := api.CreateProject(ctx, &adminv1.CreateProjectRequest{Parent: ten.GetTenant().GetName(), RequestId: uuid.NewString(),
+			Project: &adminv1.Project{DisplayName: fmt.Sprintf("p%d", i)}})
+		if err != nil {
+			t.Fatalf("CreateProject: %v", err)
+		}
+		names[i] = p.GetProject().GetName()
+	}
+	return names
+}
+
+func measureCreate(t testing.TB, ctx context.Context, api adminv1.SessionServiceClient, cfg config, projects []string) ([]row, int, time.Duration) {
 	t.Helper()
 	var (
 		mu   sync.Mutex
@@ -195,9 +222,10 @@ func measureCreate(t testing.TB, ctx context.Context, api adminv1.SessionService
 	eg, ectx := errgroup.WithContext(ctx)
 	for range cfg.Clients {
 		eg.Go(func() error {
-			for next.Add(1) <= int64(cfg.Creates) {
+			for i := next.Add(1); i <= int64(cfg.Creates); i = next.Add(1) {
 				t0 := time.Now()
-				_, err := api.CreateSession(ectx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: &adminv1.Session{}})
+				_, err := api.CreateSession(ectx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(),
+					Session: &adminv1.Session{Project: projects[int(i)%len(projects)]}})
 				d := time.Since(t0)
 				if err != nil {
 					return fmt.Errorf("CreateSession: %w", err)
@@ -288,6 +316,7 @@ func BenchmarkScale(b *testing.B) {
 		Allocations: benchstat.EnvInt(b, "BERTH_SCALE_ALLOCATIONS", 100000),
 		Creates:     benchstat.EnvInt(b, "BERTH_SCALE_CREATES", 5000),
 		Clients:     benchstat.EnvInt(b, "BERTH_SCALE_CLIENTS", 32),
+		Projects:    benchstat.EnvInt(b, "BERTH_SCALE_PROJECTS", 1),
 		Reads:       benchstat.EnvInt(b, "BERTH_SCALE_READS", 200),
 		Settle:      15 * time.Second,
 		Steady:      20 * time.Second,
@@ -305,7 +334,7 @@ func BenchmarkScale(b *testing.B) {
 func TestScaleSmoke(t *testing.T) {
 	testenv.SkipShort(t, "PostgreSQL")
 	rep := run(t, config{
-		Nodes: 5, Allocations: 200, Creates: 50, Clients: 4, Reads: 10,
+		Nodes: 5, Allocations: 200, Creates: 50, Clients: 4, Reads: 10, Projects: 2,
 		Settle: time.Second, Steady: time.Second,
 	})
 	var w strings.Builder

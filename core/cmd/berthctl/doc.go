@@ -10,7 +10,7 @@
 //	berthctl turn list|get|cancel                          Turns
 //	berthctl alloc list|get                                allocations (read-only)
 //	berthctl tenant create|list|get|update|delete          tenants
-//	berthctl project create|list|get|update|delete         a tenant's projects (--tenant)
+//	berthctl project create|list|get|update|limits|delete  a tenant's projects (--tenant)
 //	berthctl key create|list|revoke                        a project's API keys (token shown once)
 //
 // Rules:

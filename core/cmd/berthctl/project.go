@@ -18,8 +18,8 @@ func (a *app) tenantCmd() *cobra.Command {
 }
 
 func (a *app) projectCmd() *cobra.Command {
-	return a.groupCmd("project", "Create, list, show, rename and delete a tenant's projects (ProjectService)",
-		a.projectCreateCmd(), a.projectListCmd(), a.projectGetCmd(), a.projectUpdateCmd(), a.projectDeleteCmd())
+	return a.groupCmd("project", "Create, list, show, rename, limit and delete a tenant's projects (ProjectService)",
+		a.projectCreateCmd(), a.projectListCmd(), a.projectGetCmd(), a.projectUpdateCmd(), a.projectLimitsCmd(), a.projectDeleteCmd())
 }
 
 // displayNameMask is the update_mask of a rename.
@@ -136,12 +136,19 @@ func tenantFields(w io.Writer, t *adminv1.Tenant) {
 }
 
 func (a *app) projectCreateCmd() *cobra.Command {
-	var tenant, requestID string
+	var (
+		tenant, requestID string
+		l                 limitFlags
+	)
 	c := a.command("create NAME", "Create a project named NAME in --tenant", exactArgs("NAME"), func(cmd *cobra.Command, args []string) error {
 		if tenant == "" {
 			return usagef(cmd, "%s needs --tenant", cmd.CommandPath())
 		}
-		req := &adminv1.CreateProjectRequest{Parent: name("tenants", tenant), RequestId: requestID, Project: &adminv1.Project{DisplayName: args[0]}}
+		limits, _, err := l.limits(cmd)
+		if err != nil {
+			return err
+		}
+		req := &adminv1.CreateProjectRequest{Parent: name("tenants", tenant), RequestId: requestID, Project: &adminv1.Project{DisplayName: args[0], Limits: limits}}
 		if req.RequestId == "" {
 			req.RequestId = uuid.NewString()
 		}
@@ -153,6 +160,7 @@ func (a *app) projectCreateCmd() *cobra.Command {
 	})
 	c.Flags().StringVar(&tenant, "tenant", "", "the tenant (its id or tenants/ID)")
 	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
+	l.flags(c.Flags())
 	return c
 }
 
@@ -251,4 +259,5 @@ func projectFields(w io.Writer, p *adminv1.Project) {
 	field(w, "CREATED", ts(p.GetCreateTime()))
 	field(w, "UPDATED", ts(p.GetUpdateTime()))
 	field(w, "ETAG", p.GetEtag())
+	projectLimitFields(w, p)
 }

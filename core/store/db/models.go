@@ -260,6 +260,12 @@ type Project struct {
 	MaxRetainedSessions pgtype.Int4
 }
 
+type ProjectHolding struct {
+	ProjectID     uuid.UUID
+	EnvironmentID uuid.UUID
+	Retained      bool
+}
+
 type ProjectKey struct {
 	ID          uuid.UUID
 	ProjectID   uuid.UUID
@@ -270,6 +276,12 @@ type ProjectKey struct {
 	CreatedAt   time.Time
 	ExpireAt    *time.Time
 	RevokedAt   *time.Time
+}
+
+type ProjectLoad struct {
+	ProjectID uuid.UUID
+	Held      int64
+	Retained  int64
 }
 
 type RuntimeConnection struct {

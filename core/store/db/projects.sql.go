@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const getProject = `-- name: GetProject :one
@@ -56,6 +57,22 @@ func (q *Queries) GetProjectByRequestID(ctx context.Context, requestID uuid.UUID
 	return i, err
 }
 
+const getProjectLoad = `-- name: GetProjectLoad :one
+SELECT held, retained FROM project_load WHERE project_id = $1
+`
+
+type GetProjectLoadRow struct {
+	Held     int64
+	Retained int64
+}
+
+func (q *Queries) GetProjectLoad(ctx context.Context, projectID uuid.UUID) (GetProjectLoadRow, error) {
+	row := q.db.QueryRow(ctx, getProjectLoad, projectID)
+	var i GetProjectLoadRow
+	err := row.Scan(&i.Held, &i.Retained)
+	return i, err
+}
+
 const getTenant = `-- name: GetTenant :one
 SELECT id, display_name, request_id, created_at, updated_at, deleted_at, revision FROM tenants WHERE id = $1
 `
@@ -95,20 +112,23 @@ func (q *Queries) GetTenantByRequestID(ctx context.Context, requestID uuid.UUID)
 }
 
 const insertProject = `-- name: InsertProject :one
-INSERT INTO projects (id, tenant_id, display_name, request_id)
-SELECT $1, t.id, $2, $3
+INSERT INTO projects (id, tenant_id, display_name, request_id, max_active_sessions, max_retained_sessions)
+SELECT $1, t.id, $2, $3,
+       $4::integer, $5::integer
 FROM tenants t
-WHERE t.id = $4 AND t.deleted_at IS NULL
+WHERE t.id = $6 AND t.deleted_at IS NULL
 FOR SHARE OF t
 ON CONFLICT (request_id) DO NOTHING
 RETURNING id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions
 `
 
 type InsertProjectParams struct {
-	ID          uuid.UUID
-	DisplayName string
-	RequestID   uuid.UUID
-	TenantID    uuid.UUID
+	ID                  uuid.UUID
+	DisplayName         string
+	RequestID           uuid.UUID
+	MaxActiveSessions   pgtype.Int4
+	MaxRetainedSessions pgtype.Int4
+	TenantID            uuid.UUID
 }
 
 // InsertProject creates a project of a live tenant for a create request;
@@ -122,6 +142,8 @@ func (q *Queries) InsertProject(ctx context.Context, arg InsertProjectParams) (P
 		arg.ID,
 		arg.DisplayName,
 		arg.RequestID,
+		arg.MaxActiveSessions,
+		arg.MaxRetainedSessions,
 		arg.TenantID,
 	)
 	var i Project
@@ -168,6 +190,30 @@ func (q *Queries) InsertTenant(ctx context.Context, arg InsertTenantParams) (Ten
 		&i.Revision,
 	)
 	return i, err
+}
+
+const listProjectLoads = `-- name: ListProjectLoads :many
+SELECT project_id, held, retained FROM project_load WHERE project_id = ANY($1::uuid[])
+`
+
+func (q *Queries) ListProjectLoads(ctx context.Context, ids []uuid.UUID) ([]ProjectLoad, error) {
+	rows, err := q.db.Query(ctx, listProjectLoads, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ProjectLoad
+	for rows.Next() {
+		var i ProjectLoad
+		if err := rows.Scan(&i.ProjectID, &i.Held, &i.Retained); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listProjectsByAge = `-- name: ListProjectsByAge :many
@@ -270,6 +316,27 @@ func (q *Queries) ListTenantsByAge(ctx context.Context, arg ListTenantsByAgePara
 	return items, nil
 }
 
+const lockNodeProjectLoads = `-- name: LockNodeProjectLoads :exec
+SELECT l.project_id FROM project_load l
+WHERE l.project_id IN (
+    SELECT s.project_id FROM sessions s
+    JOIN environments en ON en.session_id = s.id
+    WHERE en.id IN (SELECT p.environment_id FROM placements p WHERE p.node_id = $1::uuid AND p.state <> 'released'
+                    UNION
+                    SELECT a.environment_id FROM allocations a WHERE a.node_id = $1::uuid AND a.state <> 'released'))
+ORDER BY l.project_id
+FOR UPDATE OF l
+`
+
+// LockNodeProjectLoads locks the project_load rows of every project whose
+// Sessions' Environments node @node_id holds, in project order, so a
+// statement that changes several projects' Environments takes them all
+// before any node row (AbandonNode).
+func (q *Queries) LockNodeProjectLoads(ctx context.Context, nodeID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, lockNodeProjectLoads, nodeID)
+	return err
+}
+
 const lockProject = `-- name: LockProject :one
 SELECT id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions FROM projects WHERE id = $1 FOR UPDATE
 `
@@ -293,6 +360,25 @@ func (q *Queries) LockProject(ctx context.Context, id uuid.UUID) (Project, error
 		&i.MaxActiveSessions,
 		&i.MaxRetainedSessions,
 	)
+	return i, err
+}
+
+const lockProjectLoad = `-- name: LockProjectLoad :one
+SELECT held, retained FROM project_load WHERE project_id = $1 FOR UPDATE
+`
+
+type LockProjectLoadRow struct {
+	Held     int64
+	Retained int64
+}
+
+// LockProjectLoad locks project @project_id's project_load row (the
+// project's placement lock, taken before any node's) until the
+// transaction ends and reads what the project holds (migration 0024).
+func (q *Queries) LockProjectLoad(ctx context.Context, projectID uuid.UUID) (LockProjectLoadRow, error) {
+	row := q.db.QueryRow(ctx, lockProjectLoad, projectID)
+	var i LockProjectLoadRow
+	err := row.Scan(&i.Held, &i.Retained)
 	return i, err
 }
 
@@ -439,6 +525,50 @@ type UpdateProjectDisplayNameParams struct {
 
 func (q *Queries) UpdateProjectDisplayName(ctx context.Context, arg UpdateProjectDisplayNameParams) (Project, error) {
 	row := q.db.QueryRow(ctx, updateProjectDisplayName, arg.DisplayName, arg.ID)
+	var i Project
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DisplayName,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.Revision,
+		&i.MaxActiveSessions,
+		&i.MaxRetainedSessions,
+	)
+	return i, err
+}
+
+const updateProjectFields = `-- name: UpdateProjectFields :one
+UPDATE projects
+SET display_name = $1,
+    max_active_sessions = $2::integer,
+    max_retained_sessions = $3::integer,
+    updated_at = now(), revision = revision + 1
+WHERE id = $4
+RETURNING id, tenant_id, display_name, request_id, created_at, updated_at, deleted_at, revision, max_active_sessions, max_retained_sessions
+`
+
+type UpdateProjectFieldsParams struct {
+	DisplayName         string
+	MaxActiveSessions   pgtype.Int4
+	MaxRetainedSessions pgtype.Int4
+	ID                  uuid.UUID
+}
+
+// UpdateProjectFields sets the project's display name and limits
+// (@max_active_sessions, @max_retained_sessions; NULL: none) and moves its
+// revision on once. A limit lowered below what the project holds evicts
+// nothing.
+func (q *Queries) UpdateProjectFields(ctx context.Context, arg UpdateProjectFieldsParams) (Project, error) {
+	row := q.db.QueryRow(ctx, updateProjectFields,
+		arg.DisplayName,
+		arg.MaxActiveSessions,
+		arg.MaxRetainedSessions,
+		arg.ID,
+	)
 	var i Project
 	err := row.Scan(
 		&i.ID,

@@ -826,6 +826,47 @@ func (q *Queries) NodeRetainedRoom(ctx context.Context, arg NodeRetainedRoomPara
 	return room, err
 }
 
+const projectActiveRoom = `-- name: ProjectActiveRoom :one
+SELECT (pr.max_active_sessions IS NULL OR l.held < pr.max_active_sessions)::boolean AS room
+FROM project_load l
+JOIN projects pr ON pr.id = l.project_id
+WHERE l.project_id = $1
+FOR UPDATE OF l
+`
+
+// ProjectActiveRoom locks project @project_id's project_load row (taken
+// before the node's) and reads whether it may hold one more Environment
+// actively under its max_active_sessions (NULL: always).
+func (q *Queries) ProjectActiveRoom(ctx context.Context, projectID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, projectActiveRoom, projectID)
+	var room bool
+	err := row.Scan(&room)
+	return room, err
+}
+
+const projectRetainedRoom = `-- name: ProjectRetainedRoom :one
+SELECT (pr.max_retained_sessions IS NULL
+        OR l.retained + (SELECT count(*) FROM project_holdings h
+                         JOIN allocations a ON a.environment_id = h.environment_id
+                         WHERE h.project_id = l.project_id AND NOT h.retained AND a.state <> 'released'
+                           AND a.compute_phase IN ('quiescing', 'suspending')) < pr.max_retained_sessions)::boolean AS room
+FROM project_load l
+JOIN projects pr ON pr.id = l.project_id
+WHERE l.project_id = $1
+FOR UPDATE OF l
+`
+
+// ProjectRetainedRoom locks project @project_id's project_load row (taken
+// before the node's) and reads whether it may retain one more snapshot
+// under its max_retained_sessions (NULL: always): its retained count plus
+// the suspensions in flight (quiescing or suspending) of what it holds.
+func (q *Queries) ProjectRetainedRoom(ctx context.Context, projectID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, projectRetainedRoom, projectID)
+	var room bool
+	err := row.Scan(&room)
+	return room, err
+}
+
 const recordQuiesceAck = `-- name: RecordQuiesceAck :one
 UPDATE allocations
 SET quiesce_acked_at = coalesce(quiesce_acked_at, now()), updated_at = now()

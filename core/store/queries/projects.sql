@@ -19,8 +19,9 @@ SELECT * FROM tenants WHERE id = @id;
 -- lock orders it with DeleteTenant (LockTenant): a deletion that commits
 -- first is seen (the row is read again after the wait), one that comes
 -- second sees the new project.
-INSERT INTO projects (id, tenant_id, display_name, request_id)
-SELECT @id, t.id, @display_name, @request_id
+INSERT INTO projects (id, tenant_id, display_name, request_id, max_active_sessions, max_retained_sessions)
+SELECT @id, t.id, @display_name, @request_id,
+       sqlc.narg(max_active_sessions)::integer, sqlc.narg(max_retained_sessions)::integer
 FROM tenants t
 WHERE t.id = @tenant_id AND t.deleted_at IS NULL
 FOR SHARE OF t
@@ -115,3 +116,43 @@ WHERE tenant_id = @tenant_id
   AND deleted_at IS NULL
 ORDER BY created_at, id
 LIMIT @page_size;
+
+-- name: LockProjectLoad :one
+-- LockProjectLoad locks project @project_id's project_load row (the
+-- project's placement lock, taken before any node's) until the
+-- transaction ends and reads what the project holds (migration 0024).
+SELECT held, retained FROM project_load WHERE project_id = @project_id FOR UPDATE;
+
+-- name: GetProjectLoad :one
+SELECT held, retained FROM project_load WHERE project_id = @project_id;
+
+-- name: LockNodeProjectLoads :exec
+-- LockNodeProjectLoads locks the project_load rows of every project whose
+-- Sessions' Environments node @node_id holds, in project order, so a
+-- statement that changes several projects' Environments takes them all
+-- before any node row (AbandonNode).
+SELECT l.project_id FROM project_load l
+WHERE l.project_id IN (
+    SELECT s.project_id FROM sessions s
+    JOIN environments en ON en.session_id = s.id
+    WHERE en.id IN (SELECT p.environment_id FROM placements p WHERE p.node_id = @node_id::uuid AND p.state <> 'released'
+                    UNION
+                    SELECT a.environment_id FROM allocations a WHERE a.node_id = @node_id::uuid AND a.state <> 'released'))
+ORDER BY l.project_id
+FOR UPDATE OF l;
+
+-- name: UpdateProjectFields :one
+-- UpdateProjectFields sets the project's display name and limits
+-- (@max_active_sessions, @max_retained_sessions; NULL: none) and moves its
+-- revision on once. A limit lowered below what the project holds evicts
+-- nothing.
+UPDATE projects
+SET display_name = @display_name,
+    max_active_sessions = sqlc.narg(max_active_sessions)::integer,
+    max_retained_sessions = sqlc.narg(max_retained_sessions)::integer,
+    updated_at = now(), revision = revision + 1
+WHERE id = @id
+RETURNING *;
+
+-- name: ListProjectLoads :many
+SELECT project_id, held, retained FROM project_load WHERE project_id = ANY(@ids::uuid[]);

@@ -254,3 +254,28 @@ UPDATE allocations
 SET suspend_requested_at = coalesce(suspend_requested_at, now()), updated_at = now()
 WHERE id = @id AND state = 'running' AND compute_phase = 'running' AND device_revoked_at IS NULL
 RETURNING *;
+
+-- name: ProjectRetainedRoom :one
+-- ProjectRetainedRoom locks project @project_id's project_load row (taken
+-- before the node's) and reads whether it may retain one more snapshot
+-- under its max_retained_sessions (NULL: always): its retained count plus
+-- the suspensions in flight (quiescing or suspending) of what it holds.
+SELECT (pr.max_retained_sessions IS NULL
+        OR l.retained + (SELECT count(*) FROM project_holdings h
+                         JOIN allocations a ON a.environment_id = h.environment_id
+                         WHERE h.project_id = l.project_id AND NOT h.retained AND a.state <> 'released'
+                           AND a.compute_phase IN ('quiescing', 'suspending')) < pr.max_retained_sessions)::boolean AS room
+FROM project_load l
+JOIN projects pr ON pr.id = l.project_id
+WHERE l.project_id = @project_id
+FOR UPDATE OF l;
+
+-- name: ProjectActiveRoom :one
+-- ProjectActiveRoom locks project @project_id's project_load row (taken
+-- before the node's) and reads whether it may hold one more Environment
+-- actively under its max_active_sessions (NULL: always).
+SELECT (pr.max_active_sessions IS NULL OR l.held < pr.max_active_sessions)::boolean AS room
+FROM project_load l
+JOIN projects pr ON pr.id = l.project_id
+WHERE l.project_id = @project_id
+FOR UPDATE OF l;

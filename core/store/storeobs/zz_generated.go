@@ -847,6 +847,13 @@ func (d *Admin) CreateProjectKey(p0 context.Context, p1 store.NewProjectKey) (st
 	return r0, r1, r2
 }
 
+func (d *Admin) CreateProjectWithLimits(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 uuid.UUID, p4 string, p5 store.ProjectLimits) (store.Project, bool, error) {
+	ctx, c := d.obs.start(p0, "Admin", "CreateProjectWithLimits")
+	r0, r1, r2 := d.next.CreateProjectWithLimits(ctx, p1, p2, p3, p4, p5)
+	c.end(ctx, r2)
+	return r0, r1, r2
+}
+
 func (d *Admin) CreateRequestedEnrollmentToken(p0 context.Context, p1 uuid.UUID, p2 string, p3 []byte, p4 time.Duration) (store.EnrollmentToken, bool, error) {
 	ctx, c := d.obs.start(p0, "Admin", "CreateRequestedEnrollmentToken")
 	r0, r1, r2 := d.next.CreateRequestedEnrollmentToken(ctx, p1, p2, p3, p4)
@@ -927,6 +934,13 @@ func (d *Admin) SubmitTurn(p0 context.Context, p1 store.SubmitTurnParams) (store
 func (d *Admin) UpdateProject(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int64, p4 string) (store.Project, error) {
 	ctx, c := d.obs.start(p0, "Admin", "UpdateProject")
 	r0, r1 := d.next.UpdateProject(ctx, p1, p2, p3, p4)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Admin) UpdateProjectFields(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int64, p4 store.ProjectChanges) (store.Project, error) {
+	ctx, c := d.obs.start(p0, "Admin", "UpdateProjectFields")
+	r0, r1 := d.next.UpdateProjectFields(ctx, p1, p2, p3, p4)
 	c.end(ctx, r1)
 	return r0, r1
 }

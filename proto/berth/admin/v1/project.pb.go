@@ -77,7 +77,7 @@ func (x ProjectKey_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProjectKey_State.Descriptor instead.
 func (ProjectKey_State) EnumDescriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{22, 0}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{24, 0}
 }
 
 // Tenant is "tenants/{tenant}".
@@ -183,7 +183,13 @@ type Project struct {
 	// etag is the project's current revision. Pass it back on UpdateProject
 	// or DeleteProject to act only if nothing changed since it was read.
 	// Output only.
-	Etag          string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	Etag string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	// limits are the most Sessions the project may hold; unset or empty is
+	// no limit. Set on CreateProject, changed by UpdateProject (update_mask
+	// "limits.max_active_sessions", "limits.max_retained_sessions").
+	Limits *ProjectLimits `protobuf:"bytes,8,opt,name=limits,proto3" json:"limits,omitempty"`
+	// usage is what the project holds now. Output only.
+	Usage         *ProjectUsage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,6 +259,137 @@ func (x *Project) GetEtag() string {
 	return ""
 }
 
+func (x *Project) GetLimits() *ProjectLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Project) GetUsage() *ProjectUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// ProjectLimits bound what a project holds, counted as a node counts
+// (ProjectUsage). A limit lowered below the usage evicts nothing: only new
+// holdings are refused.
+type ProjectLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// max_active_sessions is the most Sessions the project may hold actively
+	// (deleting ones count until their cleanup is confirmed); unset is no
+	// limit. CreateSession past it is FAILED_PRECONDITION
+	// project_active_limit; a resume past it waits, as for a full node.
+	MaxActiveSessions *int32 `protobuf:"varint,1,opt,name=max_active_sessions,json=maxActiveSessions,proto3,oneof" json:"max_active_sessions,omitempty"`
+	// max_retained_sessions is the most suspended snapshots the project may
+	// retain (suspensions in flight count); unset is no limit. Past it, a
+	// Session stays active instead of being suspended.
+	MaxRetainedSessions *int32 `protobuf:"varint,2,opt,name=max_retained_sessions,json=maxRetainedSessions,proto3,oneof" json:"max_retained_sessions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ProjectLimits) Reset() {
+	*x = ProjectLimits{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectLimits) ProtoMessage() {}
+
+func (x *ProjectLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectLimits.ProtoReflect.Descriptor instead.
+func (*ProjectLimits) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProjectLimits) GetMaxActiveSessions() int32 {
+	if x != nil && x.MaxActiveSessions != nil {
+		return *x.MaxActiveSessions
+	}
+	return 0
+}
+
+func (x *ProjectLimits) GetMaxRetainedSessions() int32 {
+	if x != nil && x.MaxRetainedSessions != nil {
+		return *x.MaxRetainedSessions
+	}
+	return 0
+}
+
+// ProjectUsage is what a project holds now.
+type ProjectUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// held is the number of Environments the project holds actively.
+	Held int64 `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
+	// retained is the number held only as a suspended snapshot.
+	Retained      int64 `protobuf:"varint,2,opt,name=retained,proto3" json:"retained,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectUsage) Reset() {
+	*x = ProjectUsage{}
+	mi := &file_berth_admin_v1_project_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectUsage) ProtoMessage() {}
+
+func (x *ProjectUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_project_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectUsage.ProtoReflect.Descriptor instead.
+func (*ProjectUsage) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProjectUsage) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *ProjectUsage) GetRetained() int64 {
+	if x != nil {
+		return x.Retained
+	}
+	return 0
+}
+
 // CreateTenantRequest creates a tenant.
 type CreateTenantRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -270,7 +407,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +419,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +432,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{2}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateTenantRequest) GetRequestId() string {
@@ -323,7 +460,7 @@ type CreateTenantResponse struct {
 
 func (x *CreateTenantResponse) Reset() {
 	*x = CreateTenantResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +472,7 @@ func (x *CreateTenantResponse) String() string {
 func (*CreateTenantResponse) ProtoMessage() {}
 
 func (x *CreateTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +485,7 @@ func (x *CreateTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantResponse.ProtoReflect.Descriptor instead.
 func (*CreateTenantResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{3}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateTenantResponse) GetTenant() *Tenant {
@@ -369,7 +506,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +518,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +531,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{4}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -415,7 +552,7 @@ type GetTenantResponse struct {
 
 func (x *GetTenantResponse) Reset() {
 	*x = GetTenantResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +564,7 @@ func (x *GetTenantResponse) String() string {
 func (*GetTenantResponse) ProtoMessage() {}
 
 func (x *GetTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +577,7 @@ func (x *GetTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantResponse.ProtoReflect.Descriptor instead.
 func (*GetTenantResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{5}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetTenantResponse) GetTenant() *Tenant {
@@ -464,7 +601,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +613,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +626,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{6}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListTenantsRequest) GetPageSize() int32 {
@@ -519,7 +656,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +668,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +681,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{7}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*Tenant {
@@ -567,8 +704,10 @@ type UpdateTenantRequest struct {
 	// tenant names the tenant (name) and holds the new values of the fields
 	// update_mask names.
 	Tenant *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	// update_mask names the fields to change: only "display_name" for now.
-	// Unset, it is "display_name".
+	// update_mask names the fields to change: "display_name",
+	// "limits.max_active_sessions", "limits.max_retained_sessions" (a limit
+	// named in the mask and unset in project is removed). Unset, it is
+	// "display_name".
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// etag, when set, must be the tenant's current etag: otherwise nothing
 	// changes and the call is FAILED_PRECONDITION etag_mismatch (read the
@@ -580,7 +719,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +731,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +744,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{8}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateTenantRequest) GetTenant() *Tenant {
@@ -640,7 +779,7 @@ type UpdateTenantResponse struct {
 
 func (x *UpdateTenantResponse) Reset() {
 	*x = UpdateTenantResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +791,7 @@ func (x *UpdateTenantResponse) String() string {
 func (*UpdateTenantResponse) ProtoMessage() {}
 
 func (x *UpdateTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +804,7 @@ func (x *UpdateTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTenantResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{9}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateTenantResponse) GetTenant() *Tenant {
@@ -689,7 +828,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +840,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +853,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{10}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -742,7 +881,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +893,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +906,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{11}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteTenantResponse) GetTenant() *Tenant {
@@ -787,8 +926,8 @@ type CreateProjectRequest struct {
 	// creates another; a retry with a different parent or display_name is
 	// ALREADY_EXISTS.
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// project holds the caller's fields (display_name); output-only fields
-	// must be empty.
+	// project holds the caller's fields (display_name, limits); output-only
+	// fields must be empty. A retry with other limits is ALREADY_EXISTS.
 	Project       *Project `protobuf:"bytes,3,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -796,7 +935,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +947,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +960,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{12}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateProjectRequest) GetParent() string {
@@ -856,7 +995,7 @@ type CreateProjectResponse struct {
 
 func (x *CreateProjectResponse) Reset() {
 	*x = CreateProjectResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1007,7 @@ func (x *CreateProjectResponse) String() string {
 func (*CreateProjectResponse) ProtoMessage() {}
 
 func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1020,7 @@ func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
 func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{13}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateProjectResponse) GetProject() *Project {
@@ -903,7 +1042,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[14]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1054,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[14]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1067,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{14}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetProjectRequest) GetName() string {
@@ -949,7 +1088,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[15]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1100,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[15]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1113,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{15}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -1002,7 +1141,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[16]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1153,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[16]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1166,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{16}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListProjectsRequest) GetParent() string {
@@ -1064,7 +1203,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[17]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1215,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[17]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1228,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{17}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -1112,8 +1251,10 @@ type UpdateProjectRequest struct {
 	// project names the project (name) and holds the new values of the
 	// fields update_mask names.
 	Project *Project `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
-	// update_mask names the fields to change: only "display_name" for now.
-	// Unset, it is "display_name".
+	// update_mask names the fields to change: "display_name",
+	// "limits.max_active_sessions", "limits.max_retained_sessions" (a limit
+	// named in the mask and unset in project is removed). Unset, it is
+	// "display_name".
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// etag, when set, must be the project's current etag: otherwise nothing
 	// changes and the call is FAILED_PRECONDITION etag_mismatch (read the
@@ -1125,7 +1266,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[18]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1278,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[18]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1291,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{18}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateProjectRequest) GetProject() *Project {
@@ -1185,7 +1326,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[19]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1338,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[19]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1351,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{19}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -1234,7 +1375,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[20]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1387,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[20]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1400,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{20}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteProjectRequest) GetName() string {
@@ -1287,7 +1428,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[21]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1440,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[21]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1453,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{21}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteProjectResponse) GetProject() *Project {
@@ -1350,7 +1491,7 @@ type ProjectKey struct {
 
 func (x *ProjectKey) Reset() {
 	*x = ProjectKey{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[22]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1503,7 @@ func (x *ProjectKey) String() string {
 func (*ProjectKey) ProtoMessage() {}
 
 func (x *ProjectKey) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[22]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1516,7 @@ func (x *ProjectKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectKey.ProtoReflect.Descriptor instead.
 func (*ProjectKey) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{22}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProjectKey) GetName() string {
@@ -1438,7 +1579,7 @@ type CreateProjectKeyRequest struct {
 
 func (x *CreateProjectKeyRequest) Reset() {
 	*x = CreateProjectKeyRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[23]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1591,7 @@ func (x *CreateProjectKeyRequest) String() string {
 func (*CreateProjectKeyRequest) ProtoMessage() {}
 
 func (x *CreateProjectKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[23]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1604,7 @@ func (x *CreateProjectKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectKeyRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{23}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateProjectKeyRequest) GetParent() string {
@@ -1504,7 +1645,7 @@ type CreateProjectKeyResponse struct {
 
 func (x *CreateProjectKeyResponse) Reset() {
 	*x = CreateProjectKeyResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[24]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1657,7 @@ func (x *CreateProjectKeyResponse) String() string {
 func (*CreateProjectKeyResponse) ProtoMessage() {}
 
 func (x *CreateProjectKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[24]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1670,7 @@ func (x *CreateProjectKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateProjectKeyResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{24}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateProjectKeyResponse) GetKey() *ProjectKey {
@@ -1562,7 +1703,7 @@ type ListProjectKeysRequest struct {
 
 func (x *ListProjectKeysRequest) Reset() {
 	*x = ListProjectKeysRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[25]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1715,7 @@ func (x *ListProjectKeysRequest) String() string {
 func (*ListProjectKeysRequest) ProtoMessage() {}
 
 func (x *ListProjectKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[25]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1728,7 @@ func (x *ListProjectKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectKeysRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{25}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListProjectKeysRequest) GetParent() string {
@@ -1624,7 +1765,7 @@ type ListProjectKeysResponse struct {
 
 func (x *ListProjectKeysResponse) Reset() {
 	*x = ListProjectKeysResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[26]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1777,7 @@ func (x *ListProjectKeysResponse) String() string {
 func (*ListProjectKeysResponse) ProtoMessage() {}
 
 func (x *ListProjectKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[26]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1790,7 @@ func (x *ListProjectKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectKeysResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{26}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListProjectKeysResponse) GetKeys() []*ProjectKey {
@@ -1677,7 +1818,7 @@ type RevokeProjectKeyRequest struct {
 
 func (x *RevokeProjectKeyRequest) Reset() {
 	*x = RevokeProjectKeyRequest{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[27]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1830,7 @@ func (x *RevokeProjectKeyRequest) String() string {
 func (*RevokeProjectKeyRequest) ProtoMessage() {}
 
 func (x *RevokeProjectKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[27]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1843,7 @@ func (x *RevokeProjectKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeProjectKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeProjectKeyRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{27}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RevokeProjectKeyRequest) GetName() string {
@@ -1723,7 +1864,7 @@ type RevokeProjectKeyResponse struct {
 
 func (x *RevokeProjectKeyResponse) Reset() {
 	*x = RevokeProjectKeyResponse{}
-	mi := &file_berth_admin_v1_project_proto_msgTypes[28]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1876,7 @@ func (x *RevokeProjectKeyResponse) String() string {
 func (*RevokeProjectKeyResponse) ProtoMessage() {}
 
 func (x *RevokeProjectKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_project_proto_msgTypes[28]
+	mi := &file_berth_admin_v1_project_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1889,7 @@ func (x *RevokeProjectKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeProjectKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeProjectKeyResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{28}
+	return file_berth_admin_v1_project_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RevokeProjectKeyResponse) GetKey() *ProjectKey {
@@ -1770,7 +1911,7 @@ const file_berth_admin_v1_project_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x05 \x01(\tR\x04etag\"\xda\x01\n" +
+	"\x04etag\x18\x05 \x01(\tR\x04etag\"\xc5\x02\n" +
 	"\aProject\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12;\n" +
@@ -1778,7 +1919,17 @@ const file_berth_admin_v1_project_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\a \x01(\tR\x04etagJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"d\n" +
+	"\x04etag\x18\a \x01(\tR\x04etag\x125\n" +
+	"\x06limits\x18\b \x01(\v2\x1d.berth.admin.v1.ProjectLimitsR\x06limits\x122\n" +
+	"\x05usage\x18\t \x01(\v2\x1c.berth.admin.v1.ProjectUsageR\x05usageJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05\"\xaf\x01\n" +
+	"\rProjectLimits\x123\n" +
+	"\x13max_active_sessions\x18\x01 \x01(\x05H\x00R\x11maxActiveSessions\x88\x01\x01\x127\n" +
+	"\x15max_retained_sessions\x18\x02 \x01(\x05H\x01R\x13maxRetainedSessions\x88\x01\x01B\x16\n" +
+	"\x14_max_active_sessionsB\x18\n" +
+	"\x16_max_retained_sessions\">\n" +
+	"\fProjectUsage\x12\x12\n" +
+	"\x04held\x18\x01 \x01(\x03R\x04held\x12\x1a\n" +
+	"\bretained\x18\x02 \x01(\x03R\bretained\"d\n" +
 	"\x13CreateTenantRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12.\n" +
@@ -1904,101 +2055,105 @@ func file_berth_admin_v1_project_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_admin_v1_project_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_berth_admin_v1_project_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_berth_admin_v1_project_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_berth_admin_v1_project_proto_goTypes = []any{
 	(ProjectKey_State)(0),            // 0: berth.admin.v1.ProjectKey.State
 	(*Tenant)(nil),                   // 1: berth.admin.v1.Tenant
 	(*Project)(nil),                  // 2: berth.admin.v1.Project
-	(*CreateTenantRequest)(nil),      // 3: berth.admin.v1.CreateTenantRequest
-	(*CreateTenantResponse)(nil),     // 4: berth.admin.v1.CreateTenantResponse
-	(*GetTenantRequest)(nil),         // 5: berth.admin.v1.GetTenantRequest
-	(*GetTenantResponse)(nil),        // 6: berth.admin.v1.GetTenantResponse
-	(*ListTenantsRequest)(nil),       // 7: berth.admin.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),      // 8: berth.admin.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),      // 9: berth.admin.v1.UpdateTenantRequest
-	(*UpdateTenantResponse)(nil),     // 10: berth.admin.v1.UpdateTenantResponse
-	(*DeleteTenantRequest)(nil),      // 11: berth.admin.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),     // 12: berth.admin.v1.DeleteTenantResponse
-	(*CreateProjectRequest)(nil),     // 13: berth.admin.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),    // 14: berth.admin.v1.CreateProjectResponse
-	(*GetProjectRequest)(nil),        // 15: berth.admin.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),       // 16: berth.admin.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),      // 17: berth.admin.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),     // 18: berth.admin.v1.ListProjectsResponse
-	(*UpdateProjectRequest)(nil),     // 19: berth.admin.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),    // 20: berth.admin.v1.UpdateProjectResponse
-	(*DeleteProjectRequest)(nil),     // 21: berth.admin.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),    // 22: berth.admin.v1.DeleteProjectResponse
-	(*ProjectKey)(nil),               // 23: berth.admin.v1.ProjectKey
-	(*CreateProjectKeyRequest)(nil),  // 24: berth.admin.v1.CreateProjectKeyRequest
-	(*CreateProjectKeyResponse)(nil), // 25: berth.admin.v1.CreateProjectKeyResponse
-	(*ListProjectKeysRequest)(nil),   // 26: berth.admin.v1.ListProjectKeysRequest
-	(*ListProjectKeysResponse)(nil),  // 27: berth.admin.v1.ListProjectKeysResponse
-	(*RevokeProjectKeyRequest)(nil),  // 28: berth.admin.v1.RevokeProjectKeyRequest
-	(*RevokeProjectKeyResponse)(nil), // 29: berth.admin.v1.RevokeProjectKeyResponse
-	(*timestamppb.Timestamp)(nil),    // 30: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 31: google.protobuf.FieldMask
+	(*ProjectLimits)(nil),            // 3: berth.admin.v1.ProjectLimits
+	(*ProjectUsage)(nil),             // 4: berth.admin.v1.ProjectUsage
+	(*CreateTenantRequest)(nil),      // 5: berth.admin.v1.CreateTenantRequest
+	(*CreateTenantResponse)(nil),     // 6: berth.admin.v1.CreateTenantResponse
+	(*GetTenantRequest)(nil),         // 7: berth.admin.v1.GetTenantRequest
+	(*GetTenantResponse)(nil),        // 8: berth.admin.v1.GetTenantResponse
+	(*ListTenantsRequest)(nil),       // 9: berth.admin.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),      // 10: berth.admin.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),      // 11: berth.admin.v1.UpdateTenantRequest
+	(*UpdateTenantResponse)(nil),     // 12: berth.admin.v1.UpdateTenantResponse
+	(*DeleteTenantRequest)(nil),      // 13: berth.admin.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),     // 14: berth.admin.v1.DeleteTenantResponse
+	(*CreateProjectRequest)(nil),     // 15: berth.admin.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),    // 16: berth.admin.v1.CreateProjectResponse
+	(*GetProjectRequest)(nil),        // 17: berth.admin.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),       // 18: berth.admin.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),      // 19: berth.admin.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),     // 20: berth.admin.v1.ListProjectsResponse
+	(*UpdateProjectRequest)(nil),     // 21: berth.admin.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),    // 22: berth.admin.v1.UpdateProjectResponse
+	(*DeleteProjectRequest)(nil),     // 23: berth.admin.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),    // 24: berth.admin.v1.DeleteProjectResponse
+	(*ProjectKey)(nil),               // 25: berth.admin.v1.ProjectKey
+	(*CreateProjectKeyRequest)(nil),  // 26: berth.admin.v1.CreateProjectKeyRequest
+	(*CreateProjectKeyResponse)(nil), // 27: berth.admin.v1.CreateProjectKeyResponse
+	(*ListProjectKeysRequest)(nil),   // 28: berth.admin.v1.ListProjectKeysRequest
+	(*ListProjectKeysResponse)(nil),  // 29: berth.admin.v1.ListProjectKeysResponse
+	(*RevokeProjectKeyRequest)(nil),  // 30: berth.admin.v1.RevokeProjectKeyRequest
+	(*RevokeProjectKeyResponse)(nil), // 31: berth.admin.v1.RevokeProjectKeyResponse
+	(*timestamppb.Timestamp)(nil),    // 32: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 33: google.protobuf.FieldMask
 }
 var file_berth_admin_v1_project_proto_depIdxs = []int32{
-	30, // 0: berth.admin.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
-	30, // 1: berth.admin.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
-	30, // 2: berth.admin.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	30, // 3: berth.admin.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 4: berth.admin.v1.CreateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
-	1,  // 5: berth.admin.v1.CreateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	1,  // 6: berth.admin.v1.GetTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	1,  // 7: berth.admin.v1.ListTenantsResponse.tenants:type_name -> berth.admin.v1.Tenant
-	1,  // 8: berth.admin.v1.UpdateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
-	31, // 9: berth.admin.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 10: berth.admin.v1.UpdateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	1,  // 11: berth.admin.v1.DeleteTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
-	2,  // 12: berth.admin.v1.CreateProjectRequest.project:type_name -> berth.admin.v1.Project
-	2,  // 13: berth.admin.v1.CreateProjectResponse.project:type_name -> berth.admin.v1.Project
-	2,  // 14: berth.admin.v1.GetProjectResponse.project:type_name -> berth.admin.v1.Project
-	2,  // 15: berth.admin.v1.ListProjectsResponse.projects:type_name -> berth.admin.v1.Project
-	2,  // 16: berth.admin.v1.UpdateProjectRequest.project:type_name -> berth.admin.v1.Project
-	31, // 17: berth.admin.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	2,  // 18: berth.admin.v1.UpdateProjectResponse.project:type_name -> berth.admin.v1.Project
-	2,  // 19: berth.admin.v1.DeleteProjectResponse.project:type_name -> berth.admin.v1.Project
-	30, // 20: berth.admin.v1.ProjectKey.create_time:type_name -> google.protobuf.Timestamp
-	30, // 21: berth.admin.v1.ProjectKey.expire_time:type_name -> google.protobuf.Timestamp
-	30, // 22: berth.admin.v1.ProjectKey.revoke_time:type_name -> google.protobuf.Timestamp
-	0,  // 23: berth.admin.v1.ProjectKey.state:type_name -> berth.admin.v1.ProjectKey.State
-	23, // 24: berth.admin.v1.CreateProjectKeyRequest.key:type_name -> berth.admin.v1.ProjectKey
-	23, // 25: berth.admin.v1.CreateProjectKeyResponse.key:type_name -> berth.admin.v1.ProjectKey
-	23, // 26: berth.admin.v1.ListProjectKeysResponse.keys:type_name -> berth.admin.v1.ProjectKey
-	23, // 27: berth.admin.v1.RevokeProjectKeyResponse.key:type_name -> berth.admin.v1.ProjectKey
-	3,  // 28: berth.admin.v1.ProjectService.CreateTenant:input_type -> berth.admin.v1.CreateTenantRequest
-	5,  // 29: berth.admin.v1.ProjectService.GetTenant:input_type -> berth.admin.v1.GetTenantRequest
-	7,  // 30: berth.admin.v1.ProjectService.ListTenants:input_type -> berth.admin.v1.ListTenantsRequest
-	9,  // 31: berth.admin.v1.ProjectService.UpdateTenant:input_type -> berth.admin.v1.UpdateTenantRequest
-	11, // 32: berth.admin.v1.ProjectService.DeleteTenant:input_type -> berth.admin.v1.DeleteTenantRequest
-	13, // 33: berth.admin.v1.ProjectService.CreateProject:input_type -> berth.admin.v1.CreateProjectRequest
-	15, // 34: berth.admin.v1.ProjectService.GetProject:input_type -> berth.admin.v1.GetProjectRequest
-	17, // 35: berth.admin.v1.ProjectService.ListProjects:input_type -> berth.admin.v1.ListProjectsRequest
-	19, // 36: berth.admin.v1.ProjectService.UpdateProject:input_type -> berth.admin.v1.UpdateProjectRequest
-	21, // 37: berth.admin.v1.ProjectService.DeleteProject:input_type -> berth.admin.v1.DeleteProjectRequest
-	24, // 38: berth.admin.v1.ProjectService.CreateProjectKey:input_type -> berth.admin.v1.CreateProjectKeyRequest
-	26, // 39: berth.admin.v1.ProjectService.ListProjectKeys:input_type -> berth.admin.v1.ListProjectKeysRequest
-	28, // 40: berth.admin.v1.ProjectService.RevokeProjectKey:input_type -> berth.admin.v1.RevokeProjectKeyRequest
-	4,  // 41: berth.admin.v1.ProjectService.CreateTenant:output_type -> berth.admin.v1.CreateTenantResponse
-	6,  // 42: berth.admin.v1.ProjectService.GetTenant:output_type -> berth.admin.v1.GetTenantResponse
-	8,  // 43: berth.admin.v1.ProjectService.ListTenants:output_type -> berth.admin.v1.ListTenantsResponse
-	10, // 44: berth.admin.v1.ProjectService.UpdateTenant:output_type -> berth.admin.v1.UpdateTenantResponse
-	12, // 45: berth.admin.v1.ProjectService.DeleteTenant:output_type -> berth.admin.v1.DeleteTenantResponse
-	14, // 46: berth.admin.v1.ProjectService.CreateProject:output_type -> berth.admin.v1.CreateProjectResponse
-	16, // 47: berth.admin.v1.ProjectService.GetProject:output_type -> berth.admin.v1.GetProjectResponse
-	18, // 48: berth.admin.v1.ProjectService.ListProjects:output_type -> berth.admin.v1.ListProjectsResponse
-	20, // 49: berth.admin.v1.ProjectService.UpdateProject:output_type -> berth.admin.v1.UpdateProjectResponse
-	22, // 50: berth.admin.v1.ProjectService.DeleteProject:output_type -> berth.admin.v1.DeleteProjectResponse
-	25, // 51: berth.admin.v1.ProjectService.CreateProjectKey:output_type -> berth.admin.v1.CreateProjectKeyResponse
-	27, // 52: berth.admin.v1.ProjectService.ListProjectKeys:output_type -> berth.admin.v1.ListProjectKeysResponse
-	29, // 53: berth.admin.v1.ProjectService.RevokeProjectKey:output_type -> berth.admin.v1.RevokeProjectKeyResponse
-	41, // [41:54] is the sub-list for method output_type
-	28, // [28:41] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	32, // 0: berth.admin.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	32, // 1: berth.admin.v1.Tenant.update_time:type_name -> google.protobuf.Timestamp
+	32, // 2: berth.admin.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	32, // 3: berth.admin.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 4: berth.admin.v1.Project.limits:type_name -> berth.admin.v1.ProjectLimits
+	4,  // 5: berth.admin.v1.Project.usage:type_name -> berth.admin.v1.ProjectUsage
+	1,  // 6: berth.admin.v1.CreateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 7: berth.admin.v1.CreateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 8: berth.admin.v1.GetTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 9: berth.admin.v1.ListTenantsResponse.tenants:type_name -> berth.admin.v1.Tenant
+	1,  // 10: berth.admin.v1.UpdateTenantRequest.tenant:type_name -> berth.admin.v1.Tenant
+	33, // 11: berth.admin.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 12: berth.admin.v1.UpdateTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	1,  // 13: berth.admin.v1.DeleteTenantResponse.tenant:type_name -> berth.admin.v1.Tenant
+	2,  // 14: berth.admin.v1.CreateProjectRequest.project:type_name -> berth.admin.v1.Project
+	2,  // 15: berth.admin.v1.CreateProjectResponse.project:type_name -> berth.admin.v1.Project
+	2,  // 16: berth.admin.v1.GetProjectResponse.project:type_name -> berth.admin.v1.Project
+	2,  // 17: berth.admin.v1.ListProjectsResponse.projects:type_name -> berth.admin.v1.Project
+	2,  // 18: berth.admin.v1.UpdateProjectRequest.project:type_name -> berth.admin.v1.Project
+	33, // 19: berth.admin.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	2,  // 20: berth.admin.v1.UpdateProjectResponse.project:type_name -> berth.admin.v1.Project
+	2,  // 21: berth.admin.v1.DeleteProjectResponse.project:type_name -> berth.admin.v1.Project
+	32, // 22: berth.admin.v1.ProjectKey.create_time:type_name -> google.protobuf.Timestamp
+	32, // 23: berth.admin.v1.ProjectKey.expire_time:type_name -> google.protobuf.Timestamp
+	32, // 24: berth.admin.v1.ProjectKey.revoke_time:type_name -> google.protobuf.Timestamp
+	0,  // 25: berth.admin.v1.ProjectKey.state:type_name -> berth.admin.v1.ProjectKey.State
+	25, // 26: berth.admin.v1.CreateProjectKeyRequest.key:type_name -> berth.admin.v1.ProjectKey
+	25, // 27: berth.admin.v1.CreateProjectKeyResponse.key:type_name -> berth.admin.v1.ProjectKey
+	25, // 28: berth.admin.v1.ListProjectKeysResponse.keys:type_name -> berth.admin.v1.ProjectKey
+	25, // 29: berth.admin.v1.RevokeProjectKeyResponse.key:type_name -> berth.admin.v1.ProjectKey
+	5,  // 30: berth.admin.v1.ProjectService.CreateTenant:input_type -> berth.admin.v1.CreateTenantRequest
+	7,  // 31: berth.admin.v1.ProjectService.GetTenant:input_type -> berth.admin.v1.GetTenantRequest
+	9,  // 32: berth.admin.v1.ProjectService.ListTenants:input_type -> berth.admin.v1.ListTenantsRequest
+	11, // 33: berth.admin.v1.ProjectService.UpdateTenant:input_type -> berth.admin.v1.UpdateTenantRequest
+	13, // 34: berth.admin.v1.ProjectService.DeleteTenant:input_type -> berth.admin.v1.DeleteTenantRequest
+	15, // 35: berth.admin.v1.ProjectService.CreateProject:input_type -> berth.admin.v1.CreateProjectRequest
+	17, // 36: berth.admin.v1.ProjectService.GetProject:input_type -> berth.admin.v1.GetProjectRequest
+	19, // 37: berth.admin.v1.ProjectService.ListProjects:input_type -> berth.admin.v1.ListProjectsRequest
+	21, // 38: berth.admin.v1.ProjectService.UpdateProject:input_type -> berth.admin.v1.UpdateProjectRequest
+	23, // 39: berth.admin.v1.ProjectService.DeleteProject:input_type -> berth.admin.v1.DeleteProjectRequest
+	26, // 40: berth.admin.v1.ProjectService.CreateProjectKey:input_type -> berth.admin.v1.CreateProjectKeyRequest
+	28, // 41: berth.admin.v1.ProjectService.ListProjectKeys:input_type -> berth.admin.v1.ListProjectKeysRequest
+	30, // 42: berth.admin.v1.ProjectService.RevokeProjectKey:input_type -> berth.admin.v1.RevokeProjectKeyRequest
+	6,  // 43: berth.admin.v1.ProjectService.CreateTenant:output_type -> berth.admin.v1.CreateTenantResponse
+	8,  // 44: berth.admin.v1.ProjectService.GetTenant:output_type -> berth.admin.v1.GetTenantResponse
+	10, // 45: berth.admin.v1.ProjectService.ListTenants:output_type -> berth.admin.v1.ListTenantsResponse
+	12, // 46: berth.admin.v1.ProjectService.UpdateTenant:output_type -> berth.admin.v1.UpdateTenantResponse
+	14, // 47: berth.admin.v1.ProjectService.DeleteTenant:output_type -> berth.admin.v1.DeleteTenantResponse
+	16, // 48: berth.admin.v1.ProjectService.CreateProject:output_type -> berth.admin.v1.CreateProjectResponse
+	18, // 49: berth.admin.v1.ProjectService.GetProject:output_type -> berth.admin.v1.GetProjectResponse
+	20, // 50: berth.admin.v1.ProjectService.ListProjects:output_type -> berth.admin.v1.ListProjectsResponse
+	22, // 51: berth.admin.v1.ProjectService.UpdateProject:output_type -> berth.admin.v1.UpdateProjectResponse
+	24, // 52: berth.admin.v1.ProjectService.DeleteProject:output_type -> berth.admin.v1.DeleteProjectResponse
+	27, // 53: berth.admin.v1.ProjectService.CreateProjectKey:output_type -> berth.admin.v1.CreateProjectKeyResponse
+	29, // 54: berth.admin.v1.ProjectService.ListProjectKeys:output_type -> berth.admin.v1.ListProjectKeysResponse
+	31, // 55: berth.admin.v1.ProjectService.RevokeProjectKey:output_type -> berth.admin.v1.RevokeProjectKeyResponse
+	43, // [43:56] is the sub-list for method output_type
+	30, // [30:43] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_project_proto_init() }
@@ -2006,13 +2161,14 @@ func file_berth_admin_v1_project_proto_init() {
 	if File_berth_admin_v1_project_proto != nil {
 		return
 	}
+	file_berth_admin_v1_project_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_project_proto_rawDesc), len(file_berth_admin_v1_project_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -65,7 +65,7 @@ type ProjectServiceClient interface {
 	GetProject(ctx context.Context, in *GetProjectRequest, opts ...grpc.CallOption) (*GetProjectResponse, error)
 	// ListProjects lists a tenant's live projects in creation order.
 	ListProjects(ctx context.Context, in *ListProjectsRequest, opts ...grpc.CallOption) (*ListProjectsResponse, error)
-	// UpdateProject changes a project's display name.
+	// UpdateProject changes a project's display name or limits.
 	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error)
 	// DeleteProject deletes a project. It is refused with
 	// FAILED_PRECONDITION project_has_sessions while any Session of the
@@ -261,7 +261,7 @@ type ProjectServiceServer interface {
 	GetProject(context.Context, *GetProjectRequest) (*GetProjectResponse, error)
 	// ListProjects lists a tenant's live projects in creation order.
 	ListProjects(context.Context, *ListProjectsRequest) (*ListProjectsResponse, error)
-	// UpdateProject changes a project's display name.
+	// UpdateProject changes a project's display name or limits.
 	UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error)
 	// DeleteProject deletes a project. It is refused with
 	// FAILED_PRECONDITION project_has_sessions while any Session of the
