@@ -73,6 +73,22 @@ type AllocationLeftover struct {
 	DeletedAt    *time.Time
 }
 
+type AuditEvent struct {
+	ID         uuid.UUID
+	OccurredAt time.Time
+	Kind       string
+	ActorKind  string
+	ActorKeyID *uuid.UUID
+	TenantID   *uuid.UUID
+	ProjectID  *uuid.UUID
+	Action     string
+	Resource   string
+	RequestID  uuid.UUID
+	ParentID   *uuid.UUID
+	Outcome    string
+	Detail     []byte
+}
+
 type Deployment struct {
 	Singleton          bool
 	CurrentGeneration  pgtype.Int8

@@ -272,6 +272,13 @@ func (d *Reader) ListAllocationsOwingLeftovers(p0 context.Context, p1 uuid.UUID,
 	return r0, r1
 }
 
+func (d *Reader) ListAuditEvents(p0 context.Context, p1 store.AuditFilter, p2 store.AuditCursor, p3 int) ([]store.AuditEvent, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListAuditEvents")
+	r0, r1 := d.next.ListAuditEvents(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) ListEnrollmentTokens(p0 context.Context, p1 int, p2 string) ([]store.EnrollmentToken, string, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListEnrollmentTokens")
 	r0, r1, r2 := d.next.ListEnrollmentTokens(ctx, p1, p2)
@@ -621,6 +628,13 @@ func (d *Owner) Epoch() uint64 {
 	return d.next.Epoch()
 }
 
+func (d *Owner) ExpireAuditEvents(p0 context.Context, p1 time.Duration) (int64, error) {
+	ctx, c := d.obs.start(p0, "Owner", "ExpireAuditEvents")
+	r0, r1 := d.next.ExpireAuditEvents(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Owner) ExpireQueuedTurns(p0 context.Context) ([]store.TurnRef, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ExpireQueuedTurns")
 	r0, r1 := d.next.ExpireQueuedTurns(ctx)
@@ -880,6 +894,13 @@ func (d *Admin) DeleteTenant(p0 context.Context, p1 uuid.UUID, p2 int64) (store.
 	r0, r1 := d.next.DeleteTenant(ctx, p1, p2)
 	c.end(ctx, r1)
 	return r0, r1
+}
+
+func (d *Admin) RecordAuditEvent(p0 context.Context, p1 store.Provenance, p2 store.AuditEntry) error {
+	ctx, c := d.obs.start(p0, "Admin", "RecordAuditEvent")
+	r0 := d.next.RecordAuditEvent(ctx, p1, p2)
+	c.end(ctx, r0)
+	return r0
 }
 
 func (d *Admin) ReissueEnrollmentToken(p0 context.Context, p1 uuid.UUID, p2 string, p3 []byte) (store.EnrollmentToken, error) {
