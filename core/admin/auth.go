@@ -82,6 +82,7 @@ type authenticator struct {
 	digest [sha256.Size]byte
 	ok     bool
 	keys   KeyAuthenticator
+	audit  auditing
 }
 
 func newAuthenticator(digest []byte, keys KeyAuthenticator) authenticator {
@@ -132,7 +133,9 @@ func (a authenticator) check(md metadata.MD, fullMethod string) (Principal, erro
 			return Principal{}, unauthenticated(msgInvalidKey)
 		}
 		if !keyMethods[fullMethod] {
-			return Principal{}, keyMethodDenied()
+			// The key authenticated: the refusal names it for the audit
+			// trail (tap), never for the handler.
+			return Principal{key: k}, keyMethodDenied()
 		}
 		return Principal{key: k}, nil
 	}
@@ -173,6 +176,9 @@ func (a authenticator) tap(ctx context.Context, info *tap.Info) (context.Context
 	}
 	p, err := a.check(info.Header, info.FullMethodName)
 	if err != nil {
+		// Only an authenticated key's refusal is recorded, queued: the
+		// tap does no I/O. An unauthenticated call is never recorded.
+		a.audit.denied(info.FullMethodName, p)
 		return ctx, err
 	}
 	return withPrincipal(ctx, p), nil

@@ -13,6 +13,11 @@ const RequestIDHeader = "berth-request-id"
 
 type requestIDKey struct{}
 
+// withRequestID returns ctx carrying the call's request id.
+func withRequestID(ctx context.Context, id uuid.UUID) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
 // RequestIDFrom returns the request id of the call of ctx (uuid.Nil
 // outside an admin call).
 func RequestIDFrom(ctx context.Context) uuid.UUID {

@@ -53,6 +53,11 @@ type Options struct {
 	// check never reaches it.
 	Stats stats.Handler
 
+	// Audit records every mutating berth.admin.v1 call and every project
+	// key's call the tap refuses (core/audit's Writer); nil records
+	// nothing. Every authenticated call gets a request id either way.
+	Audit Auditor
+
 	// Services are the berth.admin.v1 services served, each the thin
 	// adapter of its resource (core/<resource>admin's *Server, which
 	// registers itself). Nothing else of berth.admin.v1 is served.
@@ -64,12 +69,15 @@ type Options struct {
 // service and reflection exempt), header blocks bounded by
 // MaxHeaderListBytes and messages by MaxRecvMsgBytes, a malformed body
 // refused as INVALID_ARGUMENT (decoder), then the deadline policy, then
-// the error mapping of the berth.admin.v1 services; the standard health
+// the error mapping of the berth.admin.v1 services, then the request id and
+// the audit of mutating calls (opts.Audit); the standard health
 // service (SERVING overall and for each registered service), server
 // reflection and opts.Services. A method it does not serve is
 // UNIMPLEMENTED, and only after authentication.
 func NewServer(opts Options) *grpc.Server {
 	auth := newAuthenticator(opts.TokenDigest, opts.Keys)
+	audit := auditing{rec: opts.Audit}
+	auth.audit = audit
 	dec := newDecoder()
 	timeout := opts.DefaultTimeout
 	if timeout <= 0 {
@@ -80,8 +88,8 @@ func NewServer(opts Options) *grpc.Server {
 		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
 		grpc.ForceServerCodecV2(dec),
-		grpc.ChainUnaryInterceptor(dec.UnaryServerInterceptor, deadlinePolicy(timeout), auth.unaryVerify, errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod)),
-		grpc.ChainStreamInterceptor(dec.StreamServerInterceptor, auth.streamVerify, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod)),
+		grpc.ChainUnaryInterceptor(dec.UnaryServerInterceptor, deadlinePolicy(timeout), auth.unaryVerify, errgrpc.UnaryServerInterceptor(ToStatus, isAdminMethod), audit.unary),
+		grpc.ChainStreamInterceptor(dec.StreamServerInterceptor, auth.streamVerify, errgrpc.StreamServerInterceptor(ToStatus, isAdminMethod), audit.stream),
 		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error { return unimplemented() }),
 	}
 	if opts.Creds != nil {

@@ -72,6 +72,9 @@ type Config struct {
 	// with the attempt's incarnation observed not running, before it is
 	// abandoned (DefaultRestoreAbandonAfter when 0).
 	RestoreAbandonAfter time.Duration
+	// AuditRetention is how long audit events are kept, on the database
+	// clock (DefaultAuditRetention when 0; at least audit.MinRetention).
+	AuditRetention time.Duration
 	// Version is the build version, reported by GetInstallation.
 	Version string
 	// ProcessPaths are the fixed distribution paths direct provider
@@ -108,6 +111,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RestoreAbandonAfter <= 0 {
 		c.RestoreAbandonAfter = DefaultRestoreAbandonAfter
+	}
+	if c.AuditRetention == 0 {
+		c.AuditRetention = DefaultAuditRetention
 	}
 	if c.MasterKeyFile == "" {
 		c.MasterKeyFile = filepath.Join(c.StateDir, "master.key")

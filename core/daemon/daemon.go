@@ -29,6 +29,7 @@ import (
 	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/audit"
 	"berth.dev/core/deployment"
 	"berth.dev/core/deploymentadmin"
 	"berth.dev/core/direct"
@@ -155,6 +156,9 @@ func (c *core) checkConfig(context.Context) error {
 	}
 	if d := c.cfg.RestoreAbandonAfter; d < time.Second || d > 24*time.Hour {
 		return errdefs.Invalid("restore_abandon_after", "must be 1s to 24h")
+	}
+	if err := audit.CheckRetention(c.cfg.AuditRetention); err != nil {
+		return errdefs.Invalid("audit_retention", "must be at least 24h")
 	}
 	if (c.cfg.RuntimeTLSCertFile == "") != (c.cfg.RuntimeTLSKeyFile == "") {
 		return errdefs.Invalid("runtime_tls_cert", "give both --runtime-tls-cert and --runtime-tls-key, or neither")
@@ -579,6 +583,7 @@ func (c *core) setupAdmin(ctx context.Context) error {
 	srv := admin.NewServer(admin.Options{
 		TokenDigest: c.adminDigest,
 		Keys:        keys,
+		Audit:       c.startAudit(),
 		Stats:       otelsetup.ServerHandler(),
 		Services: []admin.Service{
 			installationadmin.New(installation.New(c.owned.reader, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),

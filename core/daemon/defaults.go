@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"berth.dev/core/audit"
 	"time"
 
 	"berth.dev/core/gateway"
@@ -94,6 +95,10 @@ const (
 	// flag's default). A restore whose observation fails or finds nothing
 	// is never abandoned (lifecycle/suspend.go).
 	DefaultRestoreAbandonAfter = lifecycle.DefaultRestoreAbandonAfter
+
+	// DefaultAuditRetention is how long audit events are kept (90 days;
+	// the --audit-retention flag's default, at least audit.MinRetention).
+	DefaultAuditRetention = audit.DefaultRetention
 
 	// DefaultObservePeriod bounds how long a running Session's compute goes
 	// unobserved, so how long a container stopped or removed from outside

@@ -134,6 +134,7 @@ func serveFlags(cfg *daemon.Config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.CreateAbandonAfter, "create-abandon-after", daemon.DefaultCreateAbandonAfter, "how long a Create's outcome may stay unknown before it is abandoned and the Session gets a new allocation (at least 1s)")
 	fs.DurationVar(&cfg.QuiesceTimeout, "quiesce-timeout", daemon.DefaultQuiesceTimeout, "how long an armed suspension waits for the Runtime to quiesce before it is aborted (at least 1s)")
 	fs.DurationVar(&cfg.RestoreAbandonAfter, "restore-abandon-after", daemon.DefaultRestoreAbandonAfter, "how long a restore's outcome may stay unknown, with the restore's incarnation observed not running, before that incarnation is removed and the restore done again into a new one (at least 1s); a restore whose observation fails or finds nothing is never redone")
+	fs.DurationVar(&cfg.AuditRetention, "audit-retention", daemon.DefaultAuditRetention, "how long audit events are kept, on the database clock (at least 24h; 0 is refused: the trail is never kept forever); the owner sweeps hourly")
 	return fs
 }
 
@@ -169,6 +170,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	fs := serveFlags(&cfg, stderr)
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
+	}
+	if cfg.AuditRetention == 0 {
+		// Config reads 0 as the default; on the command line it is refused.
+		fmt.Fprintf(stderr, "berth-core serve: --audit-retention must be at least 24h\n")
+		return 2
 	}
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = getenv(databaseURLEnv)
