@@ -17,6 +17,7 @@ import (
 var methods = map[string]bool{
 	adminv1.AllocationService_GetAllocation_FullMethodName:     false,
 	adminv1.AllocationService_ListAllocations_FullMethodName:   false,
+	adminv1.AuditService_ListAuditEvents_FullMethodName:        false,
 	adminv1.DeploymentService_CommitDeployment_FullMethodName:  true,
 	adminv1.DeploymentService_DisableProvider_FullMethodName:   true,
 	adminv1.DeploymentService_EnableProvider_FullMethodName:    true,

@@ -30,6 +30,7 @@ import (
 
 	"berth.dev/core/admin"
 	"berth.dev/core/audit"
+	"berth.dev/core/auditadmin"
 	"berth.dev/core/deployment"
 	"berth.dev/core/deploymentadmin"
 	"berth.dev/core/direct"
@@ -538,7 +539,6 @@ func (c *core) setupAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node registry: %w", err)
 	}
-	sessionSvc := c.sessions
 	nodeSrv, err := nodeadmin.New(tokens, nodeRegistry, pages, liveness(c.manager, c.owned.reader))
 	if err != nil {
 		return fmt.Errorf("node service: %w", err)
@@ -550,7 +550,7 @@ func (c *core) setupAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("deployment service: %w", err)
 	}
-	sessionSrv, err := sessionadmin.New(sessionSvc, pages)
+	sessionSrv, err := sessionadmin.New(c.sessions, pages)
 	if err != nil {
 		return fmt.Errorf("session service: %w", err)
 	}
@@ -592,6 +592,7 @@ func (c *core) setupAdmin(ctx context.Context) error {
 			sessionSrv,
 			turnadmin.New(c.turns, pages),
 			projectSrv,
+			auditadmin.New(audit.NewTrail(c.owned.reader), pages),
 		},
 	})
 	c.adminLis, err = c.group.listen("admin", c.cfg.AdminListen, "admin API", srv, srv.GracefulStop)
