@@ -12,6 +12,7 @@
 //	berthctl tenant create|list|get|update|delete          tenants
 //	berthctl project create|list|get|update|limits|delete  a tenant's projects (--tenant)
 //	berthctl key create|list|revoke                        a project's API keys (token shown once)
+//	berthctl audit list                                    the audit trail (--since, --project, --actor, --action, ...)
 //
 // Rules:
 //   - The admin token never appears in argv, output or the config file:

@@ -53,6 +53,7 @@ type app struct {
 	turns        adminv1.TurnServiceClient
 	allocations  adminv1.AllocationServiceClient
 	projects     adminv1.ProjectServiceClient
+	audit        adminv1.AuditServiceClient
 }
 
 // newApp returns an invocation over its streams and environment.
@@ -66,6 +67,7 @@ func newApp(getenv func(string) string, stdin io.Reader, stdout, stderr io.Write
 	a.turns = adminv1.NewTurnServiceClient(c)
 	a.allocations = adminv1.NewAllocationServiceClient(c)
 	a.projects = adminv1.NewProjectServiceClient(c)
+	a.audit = adminv1.NewAuditServiceClient(c)
 	return a
 }
 
@@ -170,7 +172,7 @@ that says what to do, and exit 1; a bad command line exits 2.`,
 		return nil
 	}
 	root.AddCommand(a.loginCmd(), a.nodeCmd(), a.deploymentCmd(), a.sessionCmd(), a.turnCmd(), a.allocCmd())
-	root.AddCommand(a.tenantCmd(), a.projectCmd(), a.keyCmd())
+	root.AddCommand(a.tenantCmd(), a.projectCmd(), a.keyCmd(), a.auditCmd())
 	return root
 }
 
