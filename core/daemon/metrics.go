@@ -35,7 +35,8 @@ import (
 //
 // and, from the packages Core composes: berth.lifecycle.operation.duration
 // (core/lifecycle), berth.gateway.connections, berth.turn.queue.duration
-// and berth.turn.run.duration (core/gateway), and otelgrpc's
+// and berth.turn.run.duration (core/gateway), berth.audit.write.failures
+// {cause} (core/audit: events not recorded), and otelgrpc's
 // rpc.server.call.duration and rpc.client.call.duration of the admin API,
 // the Runtime gateway and the node-protocol client. The Session and
 // allocation counts are database reads: each runs at most once per
