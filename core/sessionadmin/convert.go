@@ -106,6 +106,7 @@ var sessionStates = map[sessions.State]adminv1.Session_State{
 	sessions.StateFailed:       adminv1.Session_STATE_FAILED,
 	sessions.StateDeleting:     adminv1.Session_STATE_DELETING,
 	sessions.StateDeleted:      adminv1.Session_STATE_DELETED,
+	sessions.StateArchived:     adminv1.Session_STATE_ARCHIVED,
 }
 
 func sessionState(s sessions.State) adminv1.Session_State { return sessionStates[s] }

@@ -1,5 +1,6 @@
 // Package sessionadmin is the thin gRPC adapter of
-// berth.admin.v1.SessionService (create, get, list and delete Sessions)
+// berth.admin.v1.SessionService (create, get, list, delete, suspend,
+// resume and archive Sessions)
 // and berth.admin.v1.AllocationService (list and get allocations,
 // read-only) over core/sessions, served by the admin server
 // (admin.Options.Services).

@@ -19,8 +19,8 @@ import (
 // allocations are the Sessions' compute, read through the same logic and
 // paged the same way.
 type Server struct {
-	// A method added to either service later (ArchiveSession) answers
-	// UNIMPLEMENTED until it is implemented here.
+	// A method added to either service later answers UNIMPLEMENTED until
+	// it is implemented here.
 	adminv1.UnimplementedSessionServiceServer
 	adminv1.UnimplementedAllocationServiceServer
 	svc   *sessions.Service
@@ -173,6 +173,19 @@ func (g *Server) ResumeSession(ctx context.Context, req *adminv1.ResumeSessionRe
 		return nil, err
 	}
 	return &adminv1.ResumeSessionResponse{Session: g.proto(ctx, b)}, nil
+}
+
+// ArchiveSession archives a live Session.
+func (g *Server) ArchiveSession(ctx context.Context, req *adminv1.ArchiveSessionRequest) (*adminv1.ArchiveSessionResponse, error) {
+	id, err := parseID("name", req.GetName(), admin.SessionName)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.svc.Archive(ctx, admin.ScopeFrom(ctx), id)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ArchiveSessionResponse{Session: g.proto(ctx, b)}, nil
 }
 
 // ListAllocations lists allocations in creation order.

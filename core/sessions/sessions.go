@@ -28,6 +28,7 @@ type Store interface {
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
 	DeleteSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
+	ArchiveSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
 }
 
 // Suspension records an admin's suspend-now and resume-now:
@@ -285,6 +286,28 @@ func (s *Service) Delete(ctx context.Context, scope projects.Scope, sessionID uu
 		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
 	}
 	s.bus.Publish(events.Terminated(term.SessionID, term.SettledTurns, term.CancelRequested)...)
+	return b, nil
+}
+
+// Archive archives a live Session (the guide's administrator archive):
+// one Session-first terminal cleanup transaction (store.ArchiveSession)
+// revokes the device, ends the Environment (cause archived), fails its
+// queued Turns session_archived, asks its running Turn to cancel (the
+// gateway forwards it at once: events.Terminated) and requests cleanup;
+// the Session keeps its Turns and output, readable, and runs nothing.
+// Archiving again returns it unchanged; a deleted Session is refused
+// session_deleted; one scope does not see is errdefs.ErrNotFound.
+func (s *Service) Archive(ctx context.Context, scope projects.Scope, sessionID uuid.UUID) (store.SessionBundle, error) {
+	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+		return store.SessionBundle{}, fmt.Errorf("archive session: %w", err)
+	}
+	b, term, err := s.store.ArchiveSession(ctx, sessionID)
+	if err != nil {
+		return store.SessionBundle{}, fmt.Errorf("archive session: %w", err)
+	}
+	if term.SessionID != uuid.Nil {
+		s.bus.Publish(events.Terminated(term.SessionID, term.SettledTurns, term.CancelRequested)...)
+	}
 	return b, nil
 }
 

@@ -18,6 +18,7 @@ const (
 	StateFailed
 	StateDeleting
 	StateDeleted
+	StateArchived
 )
 
 func (s State) String() string {
@@ -32,6 +33,8 @@ func (s State) String() string {
 		return "deleting"
 	case StateDeleted:
 		return "deleted"
+	case StateArchived:
+		return "archived"
 	}
 	return "unspecified"
 }
@@ -40,6 +43,8 @@ func (s State) String() string {
 //
 //   - deletion requested, allocation released: StateDeleted;
 //   - deletion requested, allocation still owned: StateDeleting;
+//   - archived (and not deleted since): StateArchived, whatever its
+//     compute's cleanup (the Environment's facts report it);
 //   - Environment recorded failed or expired: StateFailed;
 //   - compute created (running allocation with settled creation):
 //     StateActive, also when the last observation found it stopped or
@@ -61,6 +66,8 @@ func StateOf(b store.SessionBundle) State {
 		return StateDeleted
 	case b.Session.State == store.SessionDeleteRequested:
 		return StateDeleting
+	case b.Session.State == store.SessionArchived:
+		return StateArchived
 	case b.Environment.State == store.EnvironmentFailed || b.Environment.State == store.EnvironmentExpired:
 		return StateFailed
 	case computeCreated(b.Allocation):

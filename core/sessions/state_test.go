@@ -36,6 +36,9 @@ func TestStateOf(t *testing.T) {
 		"delete requested, owned":      {bundle(store.SessionDeleteRequested, store.EnvironmentReady, alloc(store.AllocationCleanupRequested, true)), sessions.StateDeleting},
 		"delete requested, failed":     {bundle(store.SessionDeleteRequested, store.EnvironmentFailed, alloc(store.AllocationCleanupRequested, false)), sessions.StateDeleting},
 		"delete requested, released":   {bundle(store.SessionDeleteRequested, store.EnvironmentReady, store.Allocation{}), sessions.StateDeleted},
+		"archived, cleaning up":        {bundle(store.SessionArchived, store.EnvironmentExpired, alloc(store.AllocationCleanupRequested, true)), sessions.StateArchived},
+		"archived, released":           {bundle(store.SessionArchived, store.EnvironmentExpired, store.Allocation{}), sessions.StateArchived},
+		"archived, then deleted":       {bundle(store.SessionDeleteRequested, store.EnvironmentExpired, store.Allocation{}), sessions.StateDeleted},
 		// A Session whose container went away is not provisioning again:
 		// its Environment reports the compute unavailable.
 		"observed stopped": {bundle(store.SessionActive, store.EnvironmentReady, store.Allocation{

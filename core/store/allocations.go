@@ -83,6 +83,10 @@ type Allocation struct {
 	// DeviceRevokedAt is when terminal cleanup revoked the device (see
 	// Termination); nil while the device may authenticate.
 	DeviceRevokedAt *time.Time
+	// ArchiveCancelTurnID is the running Turn whose cancellation the
+	// archive that first revoked the device requested (ArchiveSession);
+	// nil otherwise.
+	ArchiveCancelTurnID *uuid.UUID
 	// CreateAbandonedAt is when the lifecycle worker gave up the unknown
 	// Create (AbandonCreate); nil otherwise.
 	CreateAbandonedAt *time.Time
@@ -989,16 +993,17 @@ func allocationFromRow(r db.Allocation) Allocation {
 			RestoreOperation: r.RestoreOperation, RestoreSentAt: r.RestoreDispatchedAt,
 			WakeRequestedAt: r.WakeRequestedAt, RequestedAt: r.SuspendRequestedAt, RestoredAt: r.RestoredAt,
 		},
-		Revision:           r.Revision,
-		CleanupRequestedAt: r.CleanupRequestedAt,
-		CleanupConfirmedAt: r.CleanupConfirmedAt,
-		DeviceRevokedAt:    r.DeviceRevokedAt,
-		CreatedAt:          r.CreatedAt,
-		UpdatedAt:          r.UpdatedAt,
-		ReleasedAt:         r.ReleasedAt,
-		CreateAbandonedAt:  r.CreateAbandonedAt,
-		AbandonedAt:        r.AbandonedAt,
-		Observation:        observationFromRow(r),
+		Revision:            r.Revision,
+		CleanupRequestedAt:  r.CleanupRequestedAt,
+		CleanupConfirmedAt:  r.CleanupConfirmedAt,
+		DeviceRevokedAt:     r.DeviceRevokedAt,
+		ArchiveCancelTurnID: r.ArchiveCancelTurnID,
+		CreatedAt:           r.CreatedAt,
+		UpdatedAt:           r.UpdatedAt,
+		ReleasedAt:          r.ReleasedAt,
+		CreateAbandonedAt:   r.CreateAbandonedAt,
+		AbandonedAt:         r.AbandonedAt,
+		Observation:         observationFromRow(r),
 	}
 }
 

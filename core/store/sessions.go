@@ -24,6 +24,9 @@ type SessionState string
 const (
 	SessionActive          SessionState = "active"
 	SessionDeleteRequested SessionState = "delete_requested"
+	// SessionArchived: an administrator archived it (ArchiveSession): it
+	// keeps its Turns and output and runs nothing.
+	SessionArchived SessionState = "archived"
 )
 
 // EnvironmentState is the public state of a Session's Environment. It is
@@ -70,6 +73,9 @@ type Session struct {
 	RequestID         uuid.UUID
 	CreatedAt         time.Time
 	DeleteRequestedAt *time.Time
+	// ArchivedAt is when the Session was archived (kept if it is deleted
+	// later); nil when it never was.
+	ArchivedAt *time.Time
 }
 
 // Environment is a Session's Environment.
@@ -551,6 +557,7 @@ func sessionFromRow(r db.Session) Session {
 		RequestID:         r.RequestID,
 		CreatedAt:         r.CreatedAt,
 		DeleteRequestedAt: r.DeleteRequestedAt,
+		ArchivedAt:        r.ArchivedAt,
 	}
 }
 

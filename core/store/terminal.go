@@ -27,6 +27,9 @@ const (
 	TerminalFailed TerminalCause = "failed"
 	// TerminalExpired: the Environment's lifetime ended.
 	TerminalExpired TerminalCause = "expired"
+	// TerminalArchived: an administrator archived the Session
+	// (ArchiveSession); the Environment is recorded expired.
+	TerminalArchived TerminalCause = "archived"
 )
 
 // The fixed failure codes of the queued Turns that terminal cleanup ends,
@@ -37,6 +40,7 @@ const (
 	TurnFailureSessionDeleted     = "session_deleted"
 	TurnFailureEnvironmentFailed  = "environment_failed"
 	TurnFailureEnvironmentExpired = "environment_expired"
+	TurnFailureSessionArchived    = "session_archived"
 )
 
 // turnFailure is the failure code of the queued Turns cause ends.
@@ -46,6 +50,8 @@ func (c TerminalCause) turnFailure() string {
 		return TurnFailureEnvironmentFailed
 	case TerminalExpired:
 		return TurnFailureEnvironmentExpired
+	case TerminalArchived:
+		return TurnFailureSessionArchived
 	}
 	return TurnFailureSessionDeleted
 }
@@ -154,7 +160,7 @@ func terminate(ctx context.Context, q *db.Queries, environmentID uuid.UUID, caus
 				p.State = string(EnvironmentFailed)
 				p.FailureCode = pgtype.Text{String: failureCode, Valid: true}
 			}
-		case TerminalExpired:
+		case TerminalExpired, TerminalArchived:
 			if EnvironmentState(env.State) != EnvironmentFailed {
 				p.State, p.FailureCode = string(EnvironmentExpired), pgtype.Text{}
 			}

@@ -214,7 +214,11 @@ func (s *Admin) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 		if err != nil {
 			return err
 		}
-		if SessionState(sess.State) != SessionActive {
+		switch SessionState(sess.State) {
+		case SessionActive:
+		case SessionArchived:
+			return ErrSessionArchived
+		default:
 			return ErrSessionNotActive
 		}
 		env, err := q.GetEnvironmentBySession(ctx, p.SessionID)

@@ -409,6 +409,40 @@ func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
 		t.Fatalf("deployment get: %v", r)
 	}
 
+	// Archive under a running Turn: the Turn is asked to cancel and its
+	// Runtime reports CANCELLED (within the 20 s drain); the Session is
+	// ARCHIVED with its Turns readable, runs nothing more, and its
+	// container is gone from the engine (read there, not from Berth).
+	archiving := c.start(nil, "turn", "run", session, "--", "sleep", "600")
+	var longTurn *adminv1.Turn
+	stack.WaitFor(t, time.Minute, "the sleep 600 Turn running", func() bool {
+		longTurn = lastTurn(t, ctx, turnsAPI, session)
+		args := longTurn.GetCommand().GetArgv().GetArgs()
+		return len(args) == 2 && args[1] == "600" && longTurn.GetState() == adminv1.Turn_STATE_RUNNING
+	})
+	if r := c.ok("session", "archive", session); value(t, r.stdout, "STATE") != "ARCHIVED" {
+		t.Fatalf("session archive: %v", r)
+	}
+	if _, code := archiving.wait(t); code == 0 {
+		t.Fatal("the archived Session's running Turn exited 0")
+	}
+	if g, err := turnsAPI.GetTurn(ctx, &adminv1.GetTurnRequest{Name: longTurn.GetName()}); err != nil ||
+		g.GetTurn().GetState() != adminv1.Turn_STATE_CANCELLED {
+		t.Fatalf("the archived Session's running Turn: %v %v", g, err)
+	}
+	stack.WaitFor(t, time.Minute, "the archived Session's container gone from the engine", func() bool {
+		containers, _ := stack.Owned(t, engine, installation)
+		return containers == 0
+	})
+	if r := c.ok("session", "get", session); value(t, r.stdout, "STATE") != "ARCHIVED" {
+		t.Fatalf("session get after archive: %v", r)
+	}
+	if r := c.ok("turn", "get", first); value(t, r.stdout, "EXIT CODE") != "3" {
+		t.Fatalf("turn get of an archived Session's Turn: %v", r)
+	}
+	c.fails(1, "error: session_archived: the Session is archived: it keeps its history and runs nothing; create a new Session\n",
+		"turn", "run", session, "--", "true")
+
 	// Deletion, waited for; then the node is retired and removed.
 	var deleted adminv1.DeleteSessionResponse
 	c.json(&deleted, "session", "delete", session, "--wait")

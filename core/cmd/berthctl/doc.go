@@ -5,7 +5,7 @@
 //	berthctl node token create|list|revoke                 enrollment tokens
 //	berthctl node list|get|enable|retire|remove            nodes
 //	berthctl deployment get|preview|commit|replace         the provider and its specification
-//	berthctl session create|list|get|delete                Sessions (create and delete --wait)
+//	berthctl session create|list|get|delete|archive        Sessions (create and delete --wait)
 //	berthctl turn run SESSION -- CMD [ARG...]              run a command, stream its output, exit with its status
 //	berthctl turn list|get|cancel                          Turns
 //	berthctl alloc list|get                                allocations (read-only)

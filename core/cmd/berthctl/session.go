@@ -19,7 +19,7 @@ const pollInterval = 500 * time.Millisecond
 
 func (a *app) sessionCmd() *cobra.Command {
 	return a.groupCmd("session", "Create, list, show and delete Sessions (SessionService)",
-		a.sessionCreateCmd(), a.sessionListCmd(), a.sessionGetCmd(), a.sessionDeleteCmd())
+		a.sessionCreateCmd(), a.sessionListCmd(), a.sessionGetCmd(), a.sessionDeleteCmd(), a.sessionArchiveCmd())
 }
 
 // waitFlags are --wait and --wait-timeout of a command that can wait.
@@ -126,6 +126,16 @@ func (a *app) sessionDeleteCmd() *cobra.Command {
 	})
 	w.flags(c.Flags(), "wait until the cleanup is confirmed (state DELETED)")
 	return c
+}
+
+func (a *app) sessionArchiveCmd() *cobra.Command {
+	return a.command("archive SESSION", "Archive a Session: it keeps its Turns and output, runs nothing, and Core removes its sandbox", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		resp, err := call(a.sessions.ArchiveSession, &adminv1.ArchiveSessionRequest{Name: name("sessions", args[0])})
+		if err != nil {
+			return err
+		}
+		return a.showSession(resp, &resp.Session, waitFlags{}, nil)
+	})
 }
 
 // A waitGoal says whether a Session is where a wait wants it (done), or

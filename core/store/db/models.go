@@ -59,6 +59,7 @@ type Allocation struct {
 	SuspendRequestedAt   *time.Time
 	RestoredAt           *time.Time
 	AbandonedAt          *time.Time
+	ArchiveCancelTurnID  *uuid.UUID
 }
 
 type AllocationLeftover struct {
@@ -321,6 +322,7 @@ type Session struct {
 	CreatedAt         time.Time
 	DeleteRequestedAt *time.Time
 	ProjectID         uuid.UUID
+	ArchivedAt        *time.Time
 }
 
 type SessionComputeRequest struct {

@@ -13,6 +13,32 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const archiveSessionRow = `-- name: ArchiveSessionRow :one
+UPDATE sessions
+SET state = 'archived', archived_at = coalesce(archived_at, now())
+WHERE id = $1 AND state IN ('active', 'archived')
+RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id, archived_at
+`
+
+// ArchiveSessionRow records an active Session archived; the first
+// archive time stays.
+func (q *Queries) ArchiveSessionRow(ctx context.Context, id uuid.UUID) (Session, error) {
+	row := q.db.QueryRow(ctx, archiveSessionRow, id)
+	var i Session
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DisplayName,
+		&i.State,
+		&i.RequestID,
+		&i.CreatedAt,
+		&i.DeleteRequestedAt,
+		&i.ProjectID,
+		&i.ArchivedAt,
+	)
+	return i, err
+}
+
 const countLiveSessions = `-- name: CountLiveSessions :many
 SELECT s.state AS session_state, e.state AS environment_state,
        coalesce(a.state, '')::text AS allocation_state,
@@ -106,7 +132,7 @@ func (q *Queries) GetEnvironmentBySession(ctx context.Context, sessionID uuid.UU
 }
 
 const getSession = `-- name: GetSession :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE id = $1
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id, archived_at FROM sessions WHERE id = $1
 `
 
 func (q *Queries) GetSession(ctx context.Context, id uuid.UUID) (Session, error) {
@@ -121,12 +147,13 @@ func (q *Queries) GetSession(ctx context.Context, id uuid.UUID) (Session, error)
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
 		&i.ProjectID,
+		&i.ArchivedAt,
 	)
 	return i, err
 }
 
 const getSessionByRequestID = `-- name: GetSessionByRequestID :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE project_id = $1 AND request_id = $2
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id, archived_at FROM sessions WHERE project_id = $1 AND request_id = $2
 `
 
 type GetSessionByRequestIDParams struct {
@@ -148,12 +175,13 @@ func (q *Queries) GetSessionByRequestID(ctx context.Context, arg GetSessionByReq
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
 		&i.ProjectID,
+		&i.ArchivedAt,
 	)
 	return i, err
 }
 
 const getSessionInProject = `-- name: GetSessionInProject :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE id = $1 AND project_id = $2
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id, archived_at FROM sessions WHERE id = $1 AND project_id = $2
 `
 
 type GetSessionInProjectParams struct {
@@ -175,6 +203,7 @@ func (q *Queries) GetSessionInProject(ctx context.Context, arg GetSessionInProje
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
 		&i.ProjectID,
+		&i.ArchivedAt,
 	)
 	return i, err
 }
@@ -210,7 +239,7 @@ func (q *Queries) InsertEnvironment(ctx context.Context, arg InsertEnvironmentPa
 const insertSession = `-- name: InsertSession :one
 INSERT INTO sessions (id, tenant_id, project_id, display_name, request_id)
 VALUES ($1, $2, $3, $4, $5)
-RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id
+RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id, archived_at
 `
 
 type InsertSessionParams struct {
@@ -239,6 +268,7 @@ func (q *Queries) InsertSession(ctx context.Context, arg InsertSessionParams) (S
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
 		&i.ProjectID,
+		&i.ArchivedAt,
 	)
 	return i, err
 }
@@ -310,7 +340,7 @@ func (q *Queries) ListPlacementsByEnvironments(ctx context.Context, environmentI
 }
 
 const listProjectSessionsByAge = `-- name: ListProjectSessionsByAge :many
-SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at, s.project_id FROM sessions s
+SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at, s.project_id, s.archived_at FROM sessions s
 WHERE s.project_id = $1
   AND (s.created_at, s.id) > ($2::timestamptz, $3::uuid)
   AND ($4::boolean
@@ -358,6 +388,7 @@ func (q *Queries) ListProjectSessionsByAge(ctx context.Context, arg ListProjectS
 			&i.CreatedAt,
 			&i.DeleteRequestedAt,
 			&i.ProjectID,
+			&i.ArchivedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -370,7 +401,7 @@ func (q *Queries) ListProjectSessionsByAge(ctx context.Context, arg ListProjectS
 }
 
 const listSessionsByAge = `-- name: ListSessionsByAge :many
-SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at, s.project_id FROM sessions s
+SELECT s.id, s.tenant_id, s.display_name, s.state, s.request_id, s.created_at, s.delete_requested_at, s.project_id, s.archived_at FROM sessions s
 WHERE (s.created_at, s.id) > ($1::timestamptz, $2::uuid)
   AND ($3::boolean
        OR s.state <> 'delete_requested'
@@ -418,6 +449,7 @@ func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgePa
 			&i.CreatedAt,
 			&i.DeleteRequestedAt,
 			&i.ProjectID,
+			&i.ArchivedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -430,7 +462,7 @@ func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgePa
 }
 
 const listUnreleasedAllocationsByEnvironments = `-- name: ListUnreleasedAllocationsByEnvironments :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at FROM allocations WHERE environment_id = ANY($1::uuid[]) AND state <> 'released'
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations WHERE environment_id = ANY($1::uuid[]) AND state <> 'released'
 `
 
 func (q *Queries) ListUnreleasedAllocationsByEnvironments(ctx context.Context, environmentIds []uuid.UUID) ([]Allocation, error) {
@@ -490,6 +522,7 @@ func (q *Queries) ListUnreleasedAllocationsByEnvironments(ctx context.Context, e
 			&i.SuspendRequestedAt,
 			&i.RestoredAt,
 			&i.AbandonedAt,
+			&i.ArchiveCancelTurnID,
 		); err != nil {
 			return nil, err
 		}
@@ -524,7 +557,7 @@ func (q *Queries) LockEnvironment(ctx context.Context, id uuid.UUID) (Environmen
 }
 
 const lockSession = `-- name: LockSession :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id, archived_at FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 // LockSession reads a Session and locks its row until the transaction
@@ -541,6 +574,7 @@ func (q *Queries) LockSession(ctx context.Context, id uuid.UUID) (Session, error
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
 		&i.ProjectID,
+		&i.ArchivedAt,
 	)
 	return i, err
 }
@@ -566,7 +600,7 @@ func (q *Queries) LockSessionRequest(ctx context.Context, arg LockSessionRequest
 }
 
 const lockSessionShared = `-- name: LockSessionShared :one
-SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id FROM sessions WHERE id = $1 FOR SHARE
+SELECT id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id, archived_at FROM sessions WHERE id = $1 FOR SHARE
 `
 
 // LockSessionShared reads a Session and holds a share lock on its row, so
@@ -584,6 +618,7 @@ func (q *Queries) LockSessionShared(ctx context.Context, id uuid.UUID) (Session,
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
 		&i.ProjectID,
+		&i.ArchivedAt,
 	)
 	return i, err
 }
@@ -631,7 +666,7 @@ const requestSessionDeletion = `-- name: RequestSessionDeletion :one
 UPDATE sessions
 SET state = 'delete_requested', delete_requested_at = coalesce(delete_requested_at, now())
 WHERE id = $1
-RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id
+RETURNING id, tenant_id, display_name, state, request_id, created_at, delete_requested_at, project_id, archived_at
 `
 
 // RequestSessionDeletion keeps the first request time when called again.
@@ -647,6 +682,7 @@ func (q *Queries) RequestSessionDeletion(ctx context.Context, id uuid.UUID) (Ses
 		&i.CreatedAt,
 		&i.DeleteRequestedAt,
 		&i.ProjectID,
+		&i.ArchivedAt,
 	)
 	return i, err
 }

@@ -17,7 +17,7 @@ UPDATE allocations
 SET compute_phase = 'suspended', compute_id = NULL, restore_operation = NULL, restore_dispatched_at = NULL,
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND restore_operation = $2 AND compute_phase = 'restoring'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type AbandonRestoreParams struct {
@@ -81,6 +81,7 @@ func (q *Queries) AbandonRestore(ctx context.Context, arg AbandonRestoreParams) 
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -90,7 +91,7 @@ UPDATE allocations
 SET compute_phase = 'running', suspend_operation = NULL, quiesce_armed_at = NULL,
     quiesce_acked_at = NULL, suspension_aborted_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type AbortQuiesceParams struct {
@@ -152,6 +153,7 @@ func (q *Queries) AbortQuiesce(ctx context.Context, arg AbortQuiesceParams) (All
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -178,7 +180,7 @@ SET compute_phase = 'restoring', restore_operation = $1, restore_dispatched_at =
     revision = revision + 1, updated_at = now()
 WHERE id = $4 AND revision = $5 AND compute_phase = 'suspended' AND state = 'running'
   AND device_revoked_at IS NULL AND retention_deadline > now()
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type ArmRestoreParams struct {
@@ -251,6 +253,7 @@ func (q *Queries) ArmRestore(ctx context.Context, arg ArmRestoreParams) (Allocat
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -265,7 +268,7 @@ WHERE id = $2 AND revision = $3 AND state = 'running' AND compute_phase = 'runni
        OR ((restored_at IS NULL OR restored_at <= now() - make_interval(secs => $4::integer))
            AND (suspension_aborted_at IS NULL
                 OR suspension_aborted_at <= now() - make_interval(secs => $4::integer))))
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type ArmSuspensionParams struct {
@@ -339,6 +342,7 @@ func (q *Queries) ArmSuspension(ctx context.Context, arg ArmSuspensionParams) (A
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -348,7 +352,7 @@ UPDATE allocations
 SET compute_phase = 'suspending', capture_dispatched_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
   AND quiesce_acked_at IS NOT NULL AND state = 'running' AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type ClaimCaptureParams struct {
@@ -410,6 +414,7 @@ func (q *Queries) ClaimCapture(ctx context.Context, arg ClaimCaptureParams) (All
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -420,7 +425,7 @@ SET restore_dispatched_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND restore_operation = $2 AND compute_phase = 'restoring'
   AND restore_dispatched_at IS NULL AND state = 'running' AND device_revoked_at IS NULL
   AND retention_deadline > now()
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type ClaimRestoreParams struct {
@@ -482,6 +487,7 @@ func (q *Queries) ClaimRestore(ctx context.Context, arg ClaimRestoreParams) (All
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -634,7 +640,7 @@ func (q *Queries) ListOwedLeftovers(ctx context.Context, allocationID uuid.UUID)
 }
 
 const listSuspensionWorkForNode = `-- name: ListSuspensionWorkForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at,
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id,
        (a.wake_requested_at IS NOT NULL OR EXISTS (
            SELECT 1 FROM turns t WHERE t.session_id = e.session_id AND t.state = 'queued'))::boolean AS work_waiting,
        (a.quiesce_armed_at IS NOT NULL
@@ -735,6 +741,7 @@ func (q *Queries) ListSuspensionWorkForNode(ctx context.Context, arg ListSuspens
 			&i.Allocation.SuspendRequestedAt,
 			&i.Allocation.RestoredAt,
 			&i.Allocation.AbandonedAt,
+			&i.Allocation.ArchiveCancelTurnID,
 			&i.WorkWaiting,
 			&i.QuiesceOverdue,
 			&i.RestoreOverdue,
@@ -871,7 +878,7 @@ const recordQuiesceAck = `-- name: RecordQuiesceAck :one
 UPDATE allocations
 SET quiesce_acked_at = coalesce(quiesce_acked_at, now()), updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type RecordQuiesceAckParams struct {
@@ -933,6 +940,7 @@ func (q *Queries) RecordQuiesceAck(ctx context.Context, arg RecordQuiesceAckPara
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -944,7 +952,7 @@ SET compute_phase = 'running', compute_id = $1, snapshot_id = NULL, snapshot_pro
     wake_requested_at = NULL, restored_at = now(), keepalive_at = NULL, revision = revision + 1, updated_at = now()
 WHERE id = $2 AND restore_operation = $3 AND compute_phase = 'restoring'
   AND state = 'running' AND device_revoked_at IS NULL AND retention_deadline > now()
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type RecordRestoredParams struct {
@@ -1013,6 +1021,7 @@ func (q *Queries) RecordRestored(ctx context.Context, arg RecordRestoredParams) 
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -1027,7 +1036,7 @@ SET compute_phase = 'suspended', snapshot_id = $1, snapshot_provenance = $2,
 FROM deployment_generations g
 WHERE a.id = $3 AND a.suspend_operation = $4 AND a.compute_phase = 'suspending'
   AND g.generation = a.generation AND g.suspension_retention_seconds IS NOT NULL
-RETURNING a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at
+RETURNING a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id
 `
 
 type RecordSuspendedParams struct {
@@ -1097,6 +1106,7 @@ func (q *Queries) RecordSuspended(ctx context.Context, arg RecordSuspendedParams
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -1105,7 +1115,7 @@ const requestSuspend = `-- name: RequestSuspend :one
 UPDATE allocations
 SET suspend_requested_at = coalesce(suspend_requested_at, now()), updated_at = now()
 WHERE id = $1 AND state = 'running' AND compute_phase = 'running' AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 // RequestSuspend records an admin's suspend-now on running compute (the
@@ -1161,6 +1171,7 @@ func (q *Queries) RequestSuspend(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -1169,7 +1180,7 @@ const requestWake = `-- name: RequestWake :one
 UPDATE allocations
 SET wake_requested_at = coalesce(wake_requested_at, now()), updated_at = now()
 WHERE id = $1 AND state = 'running' AND compute_phase <> 'running' AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 // RequestWake records an admin's resume-now on compute in a suspension
@@ -1225,6 +1236,7 @@ func (q *Queries) RequestWake(ctx context.Context, id uuid.UUID) (Allocation, er
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }
@@ -1251,7 +1263,7 @@ SET compute_phase = 'running', suspend_operation = NULL, quiesce_armed_at = NULL
     capture_dispatched_at = NULL, compute_id = coalesce($1, compute_id),
     suspension_aborted_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $2 AND suspend_operation = $3 AND compute_phase = 'suspending'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
 `
 
 type RollBackCaptureParams struct {
@@ -1314,6 +1326,7 @@ func (q *Queries) RollBackCapture(ctx context.Context, arg RollBackCaptureParams
 		&i.SuspendRequestedAt,
 		&i.RestoredAt,
 		&i.AbandonedAt,
+		&i.ArchiveCancelTurnID,
 	)
 	return i, err
 }

@@ -294,3 +294,11 @@ FROM allocations a
 WHERE a.node_id IS NULL AND a.generation = @generation
   AND a.state NOT IN ('cleanup_confirmed', 'released') AND a.provider_id IS NOT NULL
 ORDER BY a.id;
+
+-- name: RecordArchiveCancelTurn :exec
+-- RecordArchiveCancelTurn records the running Turn whose cancellation the
+-- archive that first revoked the allocation's device requested; a value
+-- already recorded stays.
+UPDATE allocations
+SET archive_cancel_turn_id = coalesce(archive_cancel_turn_id, @turn_id)
+WHERE id = @id AND device_revoked_at IS NOT NULL;

@@ -130,3 +130,11 @@ JOIN environments e ON e.session_id = s.id
 LEFT JOIN allocations a ON a.environment_id = e.id AND a.state <> 'released'
 WHERE s.state = 'active' OR a.id IS NOT NULL
 GROUP BY s.state, e.state, a.state, a.create_settled;
+
+-- name: ArchiveSessionRow :one
+-- ArchiveSessionRow records an active Session archived; the first
+-- archive time stays.
+UPDATE sessions
+SET state = 'archived', archived_at = coalesce(archived_at, now())
+WHERE id = @id AND state IN ('active', 'archived')
+RETURNING *;

@@ -554,6 +554,13 @@ func (d *Owner) AllocatePending(p0 context.Context, p1 store.PendingAllocationPa
 	return r0, r1
 }
 
+func (d *Owner) ArchiveSession(p0 context.Context, p1 uuid.UUID) (store.SessionBundle, store.Termination, error) {
+	ctx, c := d.obs.start(p0, "Owner", "ArchiveSession")
+	r0, r1, r2 := d.next.ArchiveSession(ctx, p1)
+	c.end(ctx, r2)
+	return r0, r1, r2
+}
+
 func (d *Owner) ArmRestore(p0 context.Context, p1 uuid.UUID, p2 int64, p3 uuid.UUID, p4 sandbox.Compute) (store.Allocation, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ArmRestore")
 	r0, r1 := d.next.ArmRestore(ctx, p1, p2, p3, p4)

@@ -106,6 +106,9 @@ const (
 	// STATE_FAILED ended with a recorded Environment failure or expiry.
 	// Temporary outages and unknown results never lead here.
 	Session_STATE_FAILED Session_State = 5
+	// STATE_ARCHIVED was archived (ArchiveSession): it keeps its Turns and
+	// output and runs nothing. Its compute's removal shows in environment.
+	Session_STATE_ARCHIVED Session_State = 6
 )
 
 // Enum value maps for Session_State.
@@ -117,6 +120,7 @@ var (
 		3: "STATE_DELETING",
 		4: "STATE_DELETED",
 		5: "STATE_FAILED",
+		6: "STATE_ARCHIVED",
 	}
 	Session_State_value = map[string]int32{
 		"STATE_UNSPECIFIED":  0,
@@ -125,6 +129,7 @@ var (
 		"STATE_DELETING":     3,
 		"STATE_DELETED":      4,
 		"STATE_FAILED":       5,
+		"STATE_ARCHIVED":     6,
 	}
 )
 
@@ -615,6 +620,98 @@ func (x *ResumeSessionResponse) GetSession() *Session {
 	return nil
 }
 
+// ArchiveSessionRequest archives a Session.
+type ArchiveSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "sessions/{session}".
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveSessionRequest) Reset() {
+	*x = ArchiveSessionRequest{}
+	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveSessionRequest) ProtoMessage() {}
+
+func (x *ArchiveSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveSessionRequest.ProtoReflect.Descriptor instead.
+func (*ArchiveSessionRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ArchiveSessionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ArchiveSessionResponse carries the archived Session.
+type ArchiveSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session as it is after the archive.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveSessionResponse) Reset() {
+	*x = ArchiveSessionResponse{}
+	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveSessionResponse) ProtoMessage() {}
+
+func (x *ArchiveSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveSessionResponse.ProtoReflect.Descriptor instead.
+func (*ArchiveSessionResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ArchiveSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 // CreateSessionRequest creates a Session.
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -633,7 +730,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +742,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +755,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSessionRequest) GetRequestId() string {
@@ -686,7 +783,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +795,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +808,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -732,7 +829,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +841,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +854,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSessionRequest) GetName() string {
@@ -778,7 +875,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +887,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +900,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -833,7 +930,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +942,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +955,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -902,7 +999,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1011,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1024,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -955,7 +1052,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1064,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1077,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteSessionRequest) GetName() string {
@@ -1001,7 +1098,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1110,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1123,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteSessionResponse) GetSession() *Session {
@@ -1040,7 +1137,7 @@ var File_berth_admin_v1_session_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x1cberth/admin/v1/session.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x04\n" +
+	"\x1cberth/admin/v1/session.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x04\n" +
 	"\aSession\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x123\n" +
@@ -1054,14 +1151,15 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"allocation\x18\b \x01(\tR\n" +
 	"allocation\x12\x18\n" +
-	"\aproject\x18\t \x01(\tR\aproject\"\x81\x01\n" +
+	"\aproject\x18\t \x01(\tR\aproject\"\x95\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12STATE_PROVISIONING\x10\x01\x12\x10\n" +
 	"\fSTATE_ACTIVE\x10\x02\x12\x12\n" +
 	"\x0eSTATE_DELETING\x10\x03\x12\x11\n" +
 	"\rSTATE_DELETED\x10\x04\x12\x10\n" +
-	"\fSTATE_FAILED\x10\x05\"\xa6\x03\n" +
+	"\fSTATE_FAILED\x10\x05\x12\x12\n" +
+	"\x0eSTATE_ARCHIVED\x10\x06\"\xa6\x03\n" +
 	"\vEnvironment\x12+\n" +
 	"\x11compute_available\x18\x01 \x01(\bR\x10computeAvailable\x12+\n" +
 	"\x11runtime_connected\x18\x02 \x01(\bR\x10runtimeConnected\x123\n" +
@@ -1082,6 +1180,10 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\"J\n" +
 	"\x15ResumeSessionResponse\x121\n" +
+	"\asession\x18\x01 \x01(\v2\x17.berth.admin.v1.SessionR\asession\"+\n" +
+	"\x15ArchiveSessionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"K\n" +
+	"\x16ArchiveSessionResponse\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.berth.admin.v1.SessionR\asession\"h\n" +
 	"\x14CreateSessionRequest\x12\x1d\n" +
 	"\n" +
@@ -1111,7 +1213,7 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\x15COMPUTE_PHASE_RUNNING\x10\x01\x12\x1c\n" +
 	"\x18COMPUTE_PHASE_SUSPENDING\x10\x02\x12\x1b\n" +
 	"\x17COMPUTE_PHASE_SUSPENDED\x10\x03\x12\x1b\n" +
-	"\x17COMPUTE_PHASE_RESTORING\x10\x042\xbb\x04\n" +
+	"\x17COMPUTE_PHASE_RESTORING\x10\x042\x9c\x05\n" +
 	"\x0eSessionService\x12\\\n" +
 	"\rCreateSession\x12$.berth.admin.v1.CreateSessionRequest\x1a%.berth.admin.v1.CreateSessionResponse\x12S\n" +
 	"\n" +
@@ -1119,7 +1221,8 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\fListSessions\x12#.berth.admin.v1.ListSessionsRequest\x1a$.berth.admin.v1.ListSessionsResponse\x12\\\n" +
 	"\rDeleteSession\x12$.berth.admin.v1.DeleteSessionRequest\x1a%.berth.admin.v1.DeleteSessionResponse\x12_\n" +
 	"\x0eSuspendSession\x12%.berth.admin.v1.SuspendSessionRequest\x1a&.berth.admin.v1.SuspendSessionResponse\x12\\\n" +
-	"\rResumeSession\x12$.berth.admin.v1.ResumeSessionRequest\x1a%.berth.admin.v1.ResumeSessionResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
+	"\rResumeSession\x12$.berth.admin.v1.ResumeSessionRequest\x1a%.berth.admin.v1.ResumeSessionResponse\x12_\n" +
+	"\x0eArchiveSession\x12%.berth.admin.v1.ArchiveSessionRequest\x1a&.berth.admin.v1.ArchiveSessionResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_berth_admin_v1_session_proto_rawDescOnce sync.Once
@@ -1134,7 +1237,7 @@ func file_berth_admin_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_admin_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_admin_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_berth_admin_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_berth_admin_v1_session_proto_goTypes = []any{
 	(ComputePhase)(0),              // 0: berth.admin.v1.ComputePhase
 	(Session_State)(0),             // 1: berth.admin.v1.Session.State
@@ -1144,47 +1247,52 @@ var file_berth_admin_v1_session_proto_goTypes = []any{
 	(*SuspendSessionResponse)(nil), // 5: berth.admin.v1.SuspendSessionResponse
 	(*ResumeSessionRequest)(nil),   // 6: berth.admin.v1.ResumeSessionRequest
 	(*ResumeSessionResponse)(nil),  // 7: berth.admin.v1.ResumeSessionResponse
-	(*CreateSessionRequest)(nil),   // 8: berth.admin.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 9: berth.admin.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),      // 10: berth.admin.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 11: berth.admin.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),    // 12: berth.admin.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 13: berth.admin.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),   // 14: berth.admin.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 15: berth.admin.v1.DeleteSessionResponse
-	(*timestamppb.Timestamp)(nil),  // 16: google.protobuf.Timestamp
+	(*ArchiveSessionRequest)(nil),  // 8: berth.admin.v1.ArchiveSessionRequest
+	(*ArchiveSessionResponse)(nil), // 9: berth.admin.v1.ArchiveSessionResponse
+	(*CreateSessionRequest)(nil),   // 10: berth.admin.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 11: berth.admin.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),      // 12: berth.admin.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 13: berth.admin.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),    // 14: berth.admin.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),   // 15: berth.admin.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),   // 16: berth.admin.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),  // 17: berth.admin.v1.DeleteSessionResponse
+	(*timestamppb.Timestamp)(nil),  // 18: google.protobuf.Timestamp
 }
 var file_berth_admin_v1_session_proto_depIdxs = []int32{
 	1,  // 0: berth.admin.v1.Session.state:type_name -> berth.admin.v1.Session.State
-	16, // 1: berth.admin.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	16, // 2: berth.admin.v1.Session.delete_time:type_name -> google.protobuf.Timestamp
+	18, // 1: berth.admin.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	18, // 2: berth.admin.v1.Session.delete_time:type_name -> google.protobuf.Timestamp
 	3,  // 3: berth.admin.v1.Session.environment:type_name -> berth.admin.v1.Environment
 	0,  // 4: berth.admin.v1.Environment.compute_phase:type_name -> berth.admin.v1.ComputePhase
-	16, // 5: berth.admin.v1.Environment.snapshot_expire_time:type_name -> google.protobuf.Timestamp
+	18, // 5: berth.admin.v1.Environment.snapshot_expire_time:type_name -> google.protobuf.Timestamp
 	2,  // 6: berth.admin.v1.SuspendSessionResponse.session:type_name -> berth.admin.v1.Session
 	2,  // 7: berth.admin.v1.ResumeSessionResponse.session:type_name -> berth.admin.v1.Session
-	2,  // 8: berth.admin.v1.CreateSessionRequest.session:type_name -> berth.admin.v1.Session
-	2,  // 9: berth.admin.v1.CreateSessionResponse.session:type_name -> berth.admin.v1.Session
-	2,  // 10: berth.admin.v1.GetSessionResponse.session:type_name -> berth.admin.v1.Session
-	2,  // 11: berth.admin.v1.ListSessionsResponse.sessions:type_name -> berth.admin.v1.Session
-	2,  // 12: berth.admin.v1.DeleteSessionResponse.session:type_name -> berth.admin.v1.Session
-	8,  // 13: berth.admin.v1.SessionService.CreateSession:input_type -> berth.admin.v1.CreateSessionRequest
-	10, // 14: berth.admin.v1.SessionService.GetSession:input_type -> berth.admin.v1.GetSessionRequest
-	12, // 15: berth.admin.v1.SessionService.ListSessions:input_type -> berth.admin.v1.ListSessionsRequest
-	14, // 16: berth.admin.v1.SessionService.DeleteSession:input_type -> berth.admin.v1.DeleteSessionRequest
-	4,  // 17: berth.admin.v1.SessionService.SuspendSession:input_type -> berth.admin.v1.SuspendSessionRequest
-	6,  // 18: berth.admin.v1.SessionService.ResumeSession:input_type -> berth.admin.v1.ResumeSessionRequest
-	9,  // 19: berth.admin.v1.SessionService.CreateSession:output_type -> berth.admin.v1.CreateSessionResponse
-	11, // 20: berth.admin.v1.SessionService.GetSession:output_type -> berth.admin.v1.GetSessionResponse
-	13, // 21: berth.admin.v1.SessionService.ListSessions:output_type -> berth.admin.v1.ListSessionsResponse
-	15, // 22: berth.admin.v1.SessionService.DeleteSession:output_type -> berth.admin.v1.DeleteSessionResponse
-	5,  // 23: berth.admin.v1.SessionService.SuspendSession:output_type -> berth.admin.v1.SuspendSessionResponse
-	7,  // 24: berth.admin.v1.SessionService.ResumeSession:output_type -> berth.admin.v1.ResumeSessionResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	2,  // 8: berth.admin.v1.ArchiveSessionResponse.session:type_name -> berth.admin.v1.Session
+	2,  // 9: berth.admin.v1.CreateSessionRequest.session:type_name -> berth.admin.v1.Session
+	2,  // 10: berth.admin.v1.CreateSessionResponse.session:type_name -> berth.admin.v1.Session
+	2,  // 11: berth.admin.v1.GetSessionResponse.session:type_name -> berth.admin.v1.Session
+	2,  // 12: berth.admin.v1.ListSessionsResponse.sessions:type_name -> berth.admin.v1.Session
+	2,  // 13: berth.admin.v1.DeleteSessionResponse.session:type_name -> berth.admin.v1.Session
+	10, // 14: berth.admin.v1.SessionService.CreateSession:input_type -> berth.admin.v1.CreateSessionRequest
+	12, // 15: berth.admin.v1.SessionService.GetSession:input_type -> berth.admin.v1.GetSessionRequest
+	14, // 16: berth.admin.v1.SessionService.ListSessions:input_type -> berth.admin.v1.ListSessionsRequest
+	16, // 17: berth.admin.v1.SessionService.DeleteSession:input_type -> berth.admin.v1.DeleteSessionRequest
+	4,  // 18: berth.admin.v1.SessionService.SuspendSession:input_type -> berth.admin.v1.SuspendSessionRequest
+	6,  // 19: berth.admin.v1.SessionService.ResumeSession:input_type -> berth.admin.v1.ResumeSessionRequest
+	8,  // 20: berth.admin.v1.SessionService.ArchiveSession:input_type -> berth.admin.v1.ArchiveSessionRequest
+	11, // 21: berth.admin.v1.SessionService.CreateSession:output_type -> berth.admin.v1.CreateSessionResponse
+	13, // 22: berth.admin.v1.SessionService.GetSession:output_type -> berth.admin.v1.GetSessionResponse
+	15, // 23: berth.admin.v1.SessionService.ListSessions:output_type -> berth.admin.v1.ListSessionsResponse
+	17, // 24: berth.admin.v1.SessionService.DeleteSession:output_type -> berth.admin.v1.DeleteSessionResponse
+	5,  // 25: berth.admin.v1.SessionService.SuspendSession:output_type -> berth.admin.v1.SuspendSessionResponse
+	7,  // 26: berth.admin.v1.SessionService.ResumeSession:output_type -> berth.admin.v1.ResumeSessionResponse
+	9,  // 27: berth.admin.v1.SessionService.ArchiveSession:output_type -> berth.admin.v1.ArchiveSessionResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_session_proto_init() }
@@ -1198,7 +1306,7 @@ func file_berth_admin_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_session_proto_rawDesc), len(file_berth_admin_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

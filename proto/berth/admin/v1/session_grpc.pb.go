@@ -25,6 +25,7 @@ const (
 	SessionService_DeleteSession_FullMethodName  = "/berth.admin.v1.SessionService/DeleteSession"
 	SessionService_SuspendSession_FullMethodName = "/berth.admin.v1.SessionService/SuspendSession"
 	SessionService_ResumeSession_FullMethodName  = "/berth.admin.v1.SessionService/ResumeSession"
+	SessionService_ArchiveSession_FullMethodName = "/berth.admin.v1.SessionService/ArchiveSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -64,6 +65,18 @@ type SessionServiceClient interface {
 	// would (compute_phase RESTORING, then RUNNING). A retry with the same
 	// request_id changes nothing; a running Session is returned as it is.
 	ResumeSession(ctx context.Context, in *ResumeSessionRequest, opts ...grpc.CallOption) (*ResumeSessionResponse, error)
+	// ArchiveSession ends a live Session for good and keeps its history: in
+	// one transaction its Runtime loses its authority (no new connection,
+	// input or lease renewal), its Environment ends (cause archived), its
+	// queued Turns fail session_archived and its running Turn is asked to
+	// cancel; then Core removes its compute. The running Turn ends CANCELLED
+	// only if its Runtime reports it within 20 s of the Turn's first
+	// cancellation request; otherwise it fails as any Turn whose compute
+	// went away. The Session (state ARCHIVED), its Turns and their output
+	// stay readable; SubmitTurn is refused session_archived. Archiving again
+	// returns it unchanged; a deleted Session is refused session_deleted.
+	// Only the administrator may archive.
+	ArchiveSession(ctx context.Context, in *ArchiveSessionRequest, opts ...grpc.CallOption) (*ArchiveSessionResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -134,6 +147,16 @@ func (c *sessionServiceClient) ResumeSession(ctx context.Context, in *ResumeSess
 	return out, nil
 }
 
+func (c *sessionServiceClient) ArchiveSession(ctx context.Context, in *ArchiveSessionRequest, opts ...grpc.CallOption) (*ArchiveSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ArchiveSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_ArchiveSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -171,6 +194,18 @@ type SessionServiceServer interface {
 	// would (compute_phase RESTORING, then RUNNING). A retry with the same
 	// request_id changes nothing; a running Session is returned as it is.
 	ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error)
+	// ArchiveSession ends a live Session for good and keeps its history: in
+	// one transaction its Runtime loses its authority (no new connection,
+	// input or lease renewal), its Environment ends (cause archived), its
+	// queued Turns fail session_archived and its running Turn is asked to
+	// cancel; then Core removes its compute. The running Turn ends CANCELLED
+	// only if its Runtime reports it within 20 s of the Turn's first
+	// cancellation request; otherwise it fails as any Turn whose compute
+	// went away. The Session (state ARCHIVED), its Turns and their output
+	// stay readable; SubmitTurn is refused session_archived. Archiving again
+	// returns it unchanged; a deleted Session is refused session_deleted.
+	// Only the administrator may archive.
+	ArchiveSession(context.Context, *ArchiveSessionRequest) (*ArchiveSessionResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -198,6 +233,9 @@ func (UnimplementedSessionServiceServer) SuspendSession(context.Context, *Suspen
 }
 func (UnimplementedSessionServiceServer) ResumeSession(context.Context, *ResumeSessionRequest) (*ResumeSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeSession not implemented")
+}
+func (UnimplementedSessionServiceServer) ArchiveSession(context.Context, *ArchiveSessionRequest) (*ArchiveSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ArchiveSession not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -328,6 +366,24 @@ func _SessionService_ResumeSession_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_ArchiveSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ArchiveSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).ArchiveSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_ArchiveSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).ArchiveSession(ctx, req.(*ArchiveSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -358,6 +414,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeSession",
 			Handler:    _SessionService_ResumeSession_Handler,
+		},
+		{
+			MethodName: "ArchiveSession",
+			Handler:    _SessionService_ArchiveSession_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

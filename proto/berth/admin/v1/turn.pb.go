@@ -196,12 +196,14 @@ type Turn struct {
 	// (with the default filled in), like timeout.
 	QueueTimeout *durationpb.Duration `protobuf:"bytes,16,opt,name=queue_timeout,json=queueTimeout,proto3" json:"queue_timeout,omitempty"`
 	// failure_code is a fixed code for STATE_FAILED and STATE_UNCONFIRMED:
-	// runtime_not_ready, session_deleted, environment_failed,
-	// environment_expired, invalid_turn, working_directory_missing,
-	// program_not_found, start_failed, runtime_disconnected. A queued Turn
-	// ends session_deleted when its Session is deleted, environment_failed or
-	// environment_expired when its Environment ends, and runtime_not_ready
-	// when its queue deadline had passed before. Output only.
+	// runtime_not_ready, session_deleted, session_archived,
+	// environment_failed, environment_expired, invalid_turn,
+	// working_directory_missing, program_not_found, start_failed,
+	// runtime_disconnected. A queued Turn ends session_deleted when its
+	// Session is deleted, session_archived when it is archived,
+	// environment_failed or environment_expired when its Environment ends,
+	// and runtime_not_ready when its queue deadline had passed before.
+	// Output only.
 	FailureCode string `protobuf:"bytes,17,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
 	// signal is the signal that killed the process, or 0; exit_code is then
 	// 128 plus the signal number. Output only.
