@@ -10,6 +10,7 @@ import (
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/audit"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 )
@@ -181,7 +182,7 @@ func (g *Server) ArchiveSession(ctx context.Context, req *adminv1.ArchiveSession
 	if err != nil {
 		return nil, err
 	}
-	b, err := g.svc.Archive(ctx, admin.ScopeFrom(ctx), id)
+	b, err := g.svc.Archive(ctx, admin.ScopeFrom(ctx), id, audit.From(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ type Store interface {
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
 	DeleteSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
-	ArchiveSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
+	ArchiveSession(ctx context.Context, id uuid.UUID, prov store.Provenance, eventID uuid.UUID) (store.SessionBundle, store.Termination, error)
 }
 
 // Suspension records an admin's suspend-now and resume-now:
@@ -296,12 +296,14 @@ func (s *Service) Delete(ctx context.Context, scope projects.Scope, sessionID uu
 // gateway forwards it at once: events.Terminated) and requests cleanup;
 // the Session keeps its Turns and output, readable, and runs nothing.
 // Archiving again returns it unchanged; a deleted Session is refused
-// session_deleted; one scope does not see is errdefs.ErrNotFound.
-func (s *Service) Archive(ctx context.Context, scope projects.Scope, sessionID uuid.UUID) (store.SessionBundle, error) {
+// session_deleted; one scope does not see is errdefs.ErrNotFound. prov
+// (core/audit's From: who asked, and the call's request id) is recorded
+// with the decision in the same transaction.
+func (s *Service) Archive(ctx context.Context, scope projects.Scope, sessionID uuid.UUID, prov store.Provenance) (store.SessionBundle, error) {
 	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
 		return store.SessionBundle{}, fmt.Errorf("archive session: %w", err)
 	}
-	b, term, err := s.store.ArchiveSession(ctx, sessionID)
+	b, term, err := s.store.ArchiveSession(ctx, sessionID, prov, s.newID())
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("archive session: %w", err)
 	}

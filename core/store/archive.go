@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -33,11 +34,20 @@ var ErrSessionArchived error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "se
 // Turn's cancel_requested_at) delivers it, and a lost peer, expiry or
 // restart ends the Turn by the ordinary sweeps, never as cancelled.
 //
-// Archiving again returns the Session unchanged with a zero Termination.
-// A Session whose deletion was requested is ErrSessionDeleted; a missing
-// one ErrNotFound. It is a lifecycle write, fenced like DeleteSession.
-func (s *Owner) ArchiveSession(ctx context.Context, id uuid.UUID) (SessionBundle, Termination, error) {
+// The same transaction records the decision in the audit trail
+// (session.archive, by prov, event id eventID, with the counts of what it
+// ended): the archive and its record commit together or not at all. prov
+// is checked before anything is read (the zero Provenance is invalid).
+//
+// Archiving again returns the Session unchanged with a zero Termination
+// and records nothing (the call itself is in the trail). A Session whose
+// deletion was requested is ErrSessionDeleted; a missing one ErrNotFound.
+// It is a lifecycle write, fenced like DeleteSession.
+func (s *Owner) ArchiveSession(ctx context.Context, id uuid.UUID, prov Provenance, eventID uuid.UUID) (SessionBundle, Termination, error) {
 	const op = "archive session"
+	if err := prov.valid(); err != nil {
+		return SessionBundle{}, Termination{}, fmt.Errorf("%s: %w", op, err)
+	}
 	var (
 		out  SessionBundle
 		term Termination
@@ -73,6 +83,18 @@ func (s *Owner) ArchiveSession(ctx context.Context, id uuid.UUID) (SessionBundle
 			}
 		}
 		if sess, err = q.ArchiveSessionRow(ctx, sess.ID); err != nil {
+			return err
+		}
+		tenant, project := sess.TenantID, sess.ProjectID
+		if err := recordAudit(ctx, q, prov, AuditEntry{
+			ID: eventID, Kind: AuditDecision, Action: "session.archive", Resource: "sessions/" + sess.ID.String(),
+			Outcome: "ok", TenantID: &tenant, ProjectID: &project,
+			Detail: map[string]any{
+				"queued_turns_failed":  len(term.SettledTurns),
+				"running_turns_cancel": len(term.CancelRequested),
+				"device_revoked":       term.Revoked != uuid.Nil,
+			},
+		}); err != nil {
 			return err
 		}
 		out, err = loadBundle(ctx, q, sess)

@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"berth.dev/core/store"
+	"berth.dev/core/store/storetest"
 	"berth.dev/sandbox/errdefs"
 )
 
@@ -32,7 +34,7 @@ $$;
 CREATE TRIGGER refuse_archive BEFORE UPDATE ON sessions FOR EACH ROW
     WHEN (NEW.state = 'archived') EXECUTE FUNCTION refuse_archive();`)
 	must(t, err)
-	if _, _, err := st.ArchiveSession(ctx, f.b.Session.ID); err == nil {
+	if _, _, err := st.ArchiveSession(ctx, f.b.Session.ID, store.NewAdminProvenance(uuid.New()), uuid.New()); err == nil {
 		t.Fatal("archive succeeded despite the injected failure")
 	}
 	if got := snapshot(t, ctx, st.Store); got != before {
@@ -41,8 +43,21 @@ CREATE TRIGGER refuse_archive BEFORE UPDATE ON sessions FOR EACH ROW
 	_, err = st.Pool().Exec(ctx, `DROP TRIGGER refuse_archive ON sessions`)
 	must(t, err)
 
-	b, term, err := st.ArchiveSession(ctx, f.b.Session.ID)
+	if _, _, err := st.ArchiveSession(ctx, f.b.Session.ID, store.Provenance{}, uuid.New()); !errdefs.IsInvalid(err) {
+		t.Fatalf("archive without provenance: %v", err)
+	}
+	if n := archiveEvents(t, st); n != 0 {
+		t.Fatalf("refused archives recorded %d events", n)
+	}
+	requestID := uuid.New()
+	b, term, err := st.ArchiveSession(ctx, f.b.Session.ID, store.NewAdminProvenance(requestID), uuid.New())
 	must(t, err)
+	events, err := st.ListAuditEvents(ctx, store.AuditFilter{ActionPrefix: "session.archive", End: ptr(time.Now().Add(time.Hour))}, store.AuditCursor{}, 10)
+	must(t, err)
+	if len(events) != 1 || events[0].Actor() != "admin" || events[0].RequestID != requestID || events[0].Kind != store.AuditDecision ||
+		events[0].Resource != "sessions/"+f.b.Session.ID.String() || events[0].ProjectID == nil || *events[0].ProjectID != f.b.Session.ProjectID {
+		t.Fatalf("archive events %+v", events)
+	}
 	if b.Session.State != store.SessionArchived || b.Session.ArchivedAt == nil || b.Session.DeleteRequestedAt != nil {
 		t.Fatalf("session %s archived at %v", b.Session.State, b.Session.ArchivedAt)
 	}
@@ -64,13 +79,13 @@ CREATE TRIGGER refuse_archive BEFORE UPDATE ON sessions FOR EACH ROW
 	}
 
 	after := snapshot(t, ctx, st.Store)
-	again, term, err := st.ArchiveSession(ctx, f.b.Session.ID)
+	again, term, err := st.ArchiveSession(ctx, f.b.Session.ID, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	if again.Session.State != store.SessionArchived || term.SessionID != uuid.Nil {
 		t.Fatalf("archiving again: %s, %+v", again.Session.State, term)
 	}
-	if got := snapshot(t, ctx, st.Store); got != after {
-		t.Fatal("archiving again changed rows")
+	if got := snapshot(t, ctx, st.Store); got != after || archiveEvents(t, st) != 1 {
+		t.Fatal("archiving again changed rows or recorded another decision")
 	}
 	if _, _, err := st.SubmitTurn(ctx, turnParams(t, f.b.Session.ID, "late")); !isRefusal(err, "session_archived") {
 		t.Fatalf("SubmitTurn to an archived Session: %v", err)
@@ -86,7 +101,7 @@ CREATE TRIGGER refuse_archive BEFORE UPDATE ON sessions FOR EACH ROW
 	if a.ArchiveCancelTurnID == nil || *a.ArchiveCancelTurnID != f.running {
 		t.Fatal("the deletion's cleanup changed the archive's recorded Turn")
 	}
-	if _, _, err := st.ArchiveSession(ctx, f.b.Session.ID); !isRefusal(err, "session_deleted") {
+	if _, _, err := st.ArchiveSession(ctx, f.b.Session.ID, store.NewAdminProvenance(uuid.New()), uuid.New()); !isRefusal(err, "session_deleted") {
 		t.Fatalf("archive of a deleted Session: %v", err)
 	}
 }
@@ -99,7 +114,7 @@ func TestArchiveAfterAnEndedEnvironmentRecordsNoTurn(t *testing.T) {
 	f := newTerminalFixture(t, ctx, st)
 	_, err := st.TerminateEnvironment(ctx, f.b.Environment.ID, store.TerminalFailed, "create_failed")
 	must(t, err)
-	b, _, err := st.ArchiveSession(ctx, f.b.Session.ID)
+	b, _, err := st.ArchiveSession(ctx, f.b.Session.ID, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	if b.Session.State != store.SessionArchived || b.Environment.TerminalCause != store.TerminalFailed {
 		t.Fatalf("session %s, cause %s", b.Session.State, b.Environment.TerminalCause)
@@ -116,3 +131,13 @@ func isRefusal(err error, reason string) bool {
 	r, ok := errdefs.AsRefusal(err)
 	return ok && r.Reason == reason
 }
+
+// archiveEvents counts the recorded session.archive decisions.
+func archiveEvents(t *testing.T, st *storetest.Owned) int {
+	t.Helper()
+	var n int
+	must(t, st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM audit_events WHERE action = 'session.archive'`).Scan(&n))
+	return n
+}
+
+func ptr[T any](v T) *T { return &v }

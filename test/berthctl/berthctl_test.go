@@ -442,6 +442,12 @@ func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
 	}
 	c.fails(1, "error: session_archived: the Session is archived: it keeps its history and runs nothing; create a new Session\n",
 		"turn", "run", session, "--", "true")
+	// The trail holds the archive as a decision, by the administrator.
+	var trail adminv1.ListAuditEventsResponse
+	c.json(&trail, "audit", "list", "--action", "session.archive", "--until", "0s")
+	if len(trail.GetAuditEvents()) != 1 || trail.GetAuditEvents()[0].GetResource() != session || trail.GetAuditEvents()[0].GetActor() != "admin" {
+		t.Fatalf("audit list --action session.archive: %v", &trail)
+	}
 
 	// Deletion, waited for; then the node is retired and removed.
 	var deleted adminv1.DeleteSessionResponse

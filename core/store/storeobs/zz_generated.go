@@ -554,9 +554,9 @@ func (d *Owner) AllocatePending(p0 context.Context, p1 store.PendingAllocationPa
 	return r0, r1
 }
 
-func (d *Owner) ArchiveSession(p0 context.Context, p1 uuid.UUID) (store.SessionBundle, store.Termination, error) {
+func (d *Owner) ArchiveSession(p0 context.Context, p1 uuid.UUID, p2 store.Provenance, p3 uuid.UUID) (store.SessionBundle, store.Termination, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ArchiveSession")
-	r0, r1, r2 := d.next.ArchiveSession(ctx, p1)
+	r0, r1, r2 := d.next.ArchiveSession(ctx, p1, p2, p3)
 	c.end(ctx, r2)
 	return r0, r1, r2
 }
