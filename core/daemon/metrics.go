@@ -50,7 +50,7 @@ const meterName = "berth.dev/core/daemon"
 // The states the count gauges always report (0 when none), so a series
 // does not vanish when its last Session or allocation leaves the state.
 var (
-	sessionStates    = []sessions.State{sessions.StateProvisioning, sessions.StateActive, sessions.StateFailed, sessions.StateDeleting}
+	sessionStates    = []sessions.State{sessions.StateProvisioning, sessions.StateActive, sessions.StateFailed, sessions.StateDeleting, sessions.StateArchived}
 	allocationStates = []store.AllocationState{
 		store.AllocationAllocated, store.AllocationCreateDispatched, store.AllocationCreateUnknown, store.AllocationRunning,
 		store.AllocationCreateFailed, store.AllocationCleanupRequested, store.AllocationCleanupUnknown, store.AllocationCleanupConfirmed,

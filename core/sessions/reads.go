@@ -102,7 +102,7 @@ func AllocationCursor(a store.SessionAllocation) store.AgeCursor {
 
 // CountByState counts the Sessions whose deletion has not completed by
 // their state as StateOf derives it (provisioning, active, failed,
-// deleting; a deleted Session is not counted): what berth-core's
+// deleting, archived; a deleted Session is not counted): what berth-core's
 // berth.sessions gauge reports. The store groups the Sessions by the facts
 // StateOf reads, so this is one query whatever their number.
 func (s *Service) CountByState(ctx context.Context) (map[State]int64, error) {

@@ -295,6 +295,14 @@ func TestCountByStateAgreesWithStateOf(t *testing.T) {
 	_, err = f.Svc.Delete(f.Ctx, projects.All(), deleted.Session.ID)
 	must(t, err)
 	f.release(t, deleted.Allocation.ID)
+	// Two archived: one still cleaning up, one released; both counted.
+	for i, b := range []store.SessionBundle{running(), f.create(t)} {
+		_, err = f.Svc.Archive(f.Ctx, projects.All(), b.Session.ID, store.NewAdminProvenance(uuid.New()))
+		must(t, err)
+		if i == 1 {
+			f.release(t, b.Allocation.ID)
+		}
+	}
 
 	want := map[sessions.State]int64{}
 	list, err := f.Svc.List(f.Ctx, projects.All(), store.AgeCursor{}, 100, false)
@@ -304,7 +312,8 @@ func TestCountByStateAgreesWithStateOf(t *testing.T) {
 	}
 	got, err := f.Svc.CountByState(f.Ctx)
 	must(t, err)
-	if len(got) != len(want) || want[sessions.StateProvisioning] != 2 || want[sessions.StateActive] != 1 || want[sessions.StateDeleting] != 1 {
+	if len(got) != len(want) || want[sessions.StateProvisioning] != 2 || want[sessions.StateActive] != 1 || want[sessions.StateDeleting] != 1 ||
+		want[sessions.StateArchived] != 2 {
 		t.Fatalf("counts %v, listed states %v", got, want)
 	}
 	for s, n := range want {

@@ -47,7 +47,7 @@ SELECT s.state AS session_state, e.state AS environment_state,
 FROM sessions s
 JOIN environments e ON e.session_id = s.id
 LEFT JOIN allocations a ON a.environment_id = e.id AND a.state <> 'released'
-WHERE s.state = 'active' OR a.id IS NOT NULL
+WHERE s.state IN ('active', 'archived') OR a.id IS NOT NULL
 GROUP BY s.state, e.state, a.state, a.create_settled
 `
 
