@@ -51,6 +51,7 @@ var methods = map[string]bool{
 	adminv1.SessionService_GetSession_FullMethodName:           false,
 	adminv1.SessionService_ListSessions_FullMethodName:         false,
 	adminv1.SessionService_ResumeSession_FullMethodName:        true,
+	adminv1.SessionService_ArchiveSession_FullMethodName:       true,
 	adminv1.SessionService_SuspendSession_FullMethodName:       true,
 	adminv1.TurnService_CancelTurn_FullMethodName:              true,
 	adminv1.TurnService_GetTurn_FullMethodName:                 false,
