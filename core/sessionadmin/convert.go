@@ -136,6 +136,7 @@ func allocationProto(a store.SessionAllocation) *adminv1.Allocation {
 		ReleaseTime:       admin.Timestamp(a.ReleasedAt),
 		CreateFailed:      sessions.CreateFailed(a.Allocation),
 		Abandoned:         a.AbandonedAt != nil,
+		Project:           admin.ProjectName.Format(a.TenantID.String(), a.ProjectID.String()),
 	}
 	if a.NodeID != store.DirectLane {
 		out.Node = admin.NodeName.Format(a.NodeID.String())

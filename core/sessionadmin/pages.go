@@ -51,13 +51,18 @@ func sessionKeyset(svc *sessions.Service, scope projects.Scope, project string, 
 	}
 }
 
-// allocationKeyset pages ListAllocations over svc.ListAllocations, in
-// creation order.
-func allocationKeyset(svc *sessions.Service, showReleased bool) admin.Keyset[store.SessionAllocation, store.AgeCursor] {
+// allocationKeyset pages ListAllocations over svc.ListAllocations in
+// scope, in creation order; the token is bound to the project filter as
+// sessionKeyset's is.
+func allocationKeyset(svc *sessions.Service, scope projects.Scope, project string, showReleased bool) admin.Keyset[store.SessionAllocation, store.AgeCursor] {
+	tokenScope := []string{scopeListAllocations, admin.FlagScope("show_released", showReleased)}
+	if project != "" {
+		tokenScope = append(tokenScope, "project="+project)
+	}
 	return admin.Keyset[store.SessionAllocation, store.AgeCursor]{
-		Scope: []string{scopeListAllocations, admin.FlagScope("show_released", showReleased)},
+		Scope: tokenScope,
 		Fetch: func(ctx context.Context, after store.AgeCursor, limit int) ([]store.SessionAllocation, error) {
-			return svc.ListAllocations(ctx, after, limit, showReleased)
+			return svc.ListAllocations(ctx, scope, after, limit, showReleased)
 		},
 		Cursor: func(a store.SessionAllocation) ([]byte, error) {
 			return encodeCursor(sessions.AllocationCursor(a)), nil

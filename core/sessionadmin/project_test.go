@@ -90,6 +90,30 @@ func TestGRPCSessionsInProjects(t *testing.T) {
 	_, err = c.ListSessions(ctx, &adminv1.ListSessionsRequest{Project: "tenants/x"})
 	admintest.WantInvalidField(t, err, "project")
 
+	// Allocations name their Session's project and filter by it.
+	allocs, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{Project: pName})
+	errdefstest.Must(t, err)
+	if len(allocs.GetAllocations()) != 1 || allocs.GetAllocations()[0].GetProject() != pName ||
+		allocs.GetAllocations()[0].GetSession() != in.GetSession().GetName() {
+		t.Fatalf("ListAllocations(project) = %v", allocs.GetAllocations())
+	}
+	got, err := c.GetAllocation(ctx, &adminv1.GetAllocationRequest{Name: def.GetSession().GetAllocation()})
+	errdefstest.Must(t, err)
+	if got.GetAllocation().GetProject() != defName {
+		t.Fatalf("GetAllocation project %q, want %q", got.GetAllocation().GetProject(), defName)
+	}
+	for _, project := range []string{"", admin.ProjectName.Format(tenant.ID.String(), uuid.NewString())} {
+		all, err := c.ListAllocations(ctx, &adminv1.ListAllocationsRequest{Project: project})
+		errdefstest.Must(t, err)
+		want := 2
+		if project != "" {
+			want = 0
+		}
+		if len(all.GetAllocations()) != want {
+			t.Fatalf("ListAllocations(%q) = %d allocations, want %d", project, len(all.GetAllocations()), want)
+		}
+	}
+
 	// A page token is bound to its filter.
 	r, err := c.ListSessions(ctx, &adminv1.ListSessionsRequest{PageSize: 1})
 	errdefstest.Must(t, err)

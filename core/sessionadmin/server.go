@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/core/admin"
 	"berth.dev/core/audit"
+	"berth.dev/core/projects"
 	"berth.dev/core/sessions"
 	"berth.dev/core/store"
 )
@@ -111,15 +112,9 @@ func (g *Server) GetSession(ctx context.Context, req *adminv1.GetSessionRequest)
 
 // ListSessions lists Sessions in creation order.
 func (g *Server) ListSessions(ctx context.Context, req *adminv1.ListSessionsRequest) (*adminv1.ListSessionsResponse, error) {
-	scope := admin.ScopeFrom(ctx)
-	if name := req.GetProject(); name != "" {
-		ids, err := admin.ValidateName("project", name, admin.ProjectName)
-		if err != nil {
-			return nil, err
-		}
-		if scope, err = g.svc.Narrow(ctx, scope, uuid.MustParse(ids[0]), uuid.MustParse(ids[1])); err != nil {
-			return nil, err
-		}
+	scope, err := g.narrow(ctx, "project", req.GetProject())
+	if err != nil {
+		return nil, err
 	}
 	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), sessionKeyset(g.svc, scope, req.GetProject(), req.GetShowDeleted()))
 	if err != nil {
@@ -189,9 +184,27 @@ func (g *Server) ArchiveSession(ctx context.Context, req *adminv1.ArchiveSession
 	return &adminv1.ArchiveSessionResponse{Session: g.proto(ctx, b)}, nil
 }
 
+// narrow is the caller's scope, limited to the project a list request's
+// field names (empty: no filter).
+func (g *Server) narrow(ctx context.Context, field, name string) (projects.Scope, error) {
+	scope := admin.ScopeFrom(ctx)
+	if name == "" {
+		return scope, nil
+	}
+	ids, err := admin.ValidateName(field, name, admin.ProjectName)
+	if err != nil {
+		return projects.Scope{}, err
+	}
+	return g.svc.Narrow(ctx, scope, uuid.MustParse(ids[0]), uuid.MustParse(ids[1]))
+}
+
 // ListAllocations lists allocations in creation order.
 func (g *Server) ListAllocations(ctx context.Context, req *adminv1.ListAllocationsRequest) (*adminv1.ListAllocationsResponse, error) {
-	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), allocationKeyset(g.svc, req.GetShowReleased()))
+	scope, err := g.narrow(ctx, "project", req.GetProject())
+	if err != nil {
+		return nil, err
+	}
+	page, next, err := admin.Paginate(ctx, g.pages, req.GetPageSize(), req.GetPageToken(), allocationKeyset(g.svc, scope, req.GetProject(), req.GetShowReleased()))
 	if err != nil {
 		return nil, err
 	}

@@ -87,11 +87,17 @@ func (s *Service) GetAllocation(ctx context.Context, id uuid.UUID) (store.Sessio
 	return s.store.GetSessionAllocation(ctx, id)
 }
 
-// ListAllocations returns up to limit allocations after the keyset
-// position after (the zero cursor for the start) in creation order, ties
-// by id; released ones only with includeReleased. An allocation's
-// position is AllocationCursor(a).
-func (s *Service) ListAllocations(ctx context.Context, after store.AgeCursor, limit int, includeReleased bool) ([]store.SessionAllocation, error) {
+// ListAllocations returns up to limit allocations of scope's Sessions
+// after the keyset position after (the zero cursor for the start) in
+// creation order, ties by id; released ones only with includeReleased. An
+// allocation's position is AllocationCursor(a).
+func (s *Service) ListAllocations(ctx context.Context, scope projects.Scope, after store.AgeCursor, limit int, includeReleased bool) ([]store.SessionAllocation, error) {
+	if err := scope.Check(); err != nil {
+		return nil, err
+	}
+	if project, ok := scope.Project(); ok {
+		return s.store.ListProjectAllocationsByAge(ctx, project, limit, after, includeReleased)
+	}
 	return s.store.ListAllocationsByAge(ctx, limit, after, includeReleased)
 }
 

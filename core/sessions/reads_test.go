@@ -139,7 +139,7 @@ func TestReadsListInCreationOrder(t *testing.T) {
 		}},
 		{"released", allocs, func(include bool) []uuid.UUID {
 			page, _ := storetest.Pages(t, 2, func(after store.AgeCursor) ([]store.SessionAllocation, error) {
-				return f.Svc.ListAllocations(f.Ctx, after, 2, include)
+				return f.Svc.ListAllocations(f.Ctx, projects.All(), after, 2, include)
 			}, sessions.AllocationCursor)
 			return idsOf(page, func(a store.SessionAllocation) uuid.UUID { return a.ID })
 		}},

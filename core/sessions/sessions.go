@@ -47,6 +47,7 @@ type Reader interface {
 	RuntimeReadiness(ctx context.Context, allocationIDs []uuid.UUID) (map[uuid.UUID]store.RuntimeReadiness, error)
 	GetSessionAllocation(ctx context.Context, id uuid.UUID) (store.SessionAllocation, error)
 	ListAllocationsByAge(ctx context.Context, limit int, after store.AgeCursor, includeReleased bool) ([]store.SessionAllocation, error)
+	ListProjectAllocationsByAge(ctx context.Context, projectID uuid.UUID, limit int, after store.AgeCursor, includeReleased bool) ([]store.SessionAllocation, error)
 	CountLiveSessions(ctx context.Context) ([]store.SessionStateCount, error)
 }
 

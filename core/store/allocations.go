@@ -1008,10 +1008,12 @@ func allocationFromRow(r db.Allocation) Allocation {
 }
 
 // SessionAllocation is an allocation with the Session its Environment
-// serves.
+// serves, and that Session's project and tenant.
 type SessionAllocation struct {
 	Allocation
 	SessionID uuid.UUID
+	ProjectID uuid.UUID
+	TenantID  uuid.UUID
 }
 
 // GetSessionAllocation returns allocation id with its Session;
@@ -1021,7 +1023,8 @@ func (s *Reader) GetSessionAllocation(ctx context.Context, id uuid.UUID) (Sessio
 	if err != nil {
 		return SessionAllocation{}, wrap("get session allocation", err)
 	}
-	return SessionAllocation{Allocation: allocationFromRow(row.Allocation), SessionID: row.SessionID}, nil
+	return SessionAllocation{Allocation: allocationFromRow(row.Allocation), SessionID: row.SessionID,
+		ProjectID: row.ProjectID, TenantID: row.TenantID}, nil
 }
 
 // ListAllocationsByAge returns up to limit (1 to MaxPageSize+1)
@@ -1029,12 +1032,25 @@ func (s *Reader) GetSessionAllocation(ctx context.Context, id uuid.UUID) (Sessio
 // for the start) in creation order (ties by id); released ones only with
 // includeReleased.
 func (s *Reader) ListAllocationsByAge(ctx context.Context, limit int, after AgeCursor, includeReleased bool) ([]SessionAllocation, error) {
+	return s.listAllocations(ctx, nil, limit, after, includeReleased)
+}
+
+// ListProjectAllocationsByAge is ListAllocationsByAge of the allocations
+// of projectID's Sessions only.
+func (s *Reader) ListProjectAllocationsByAge(ctx context.Context, projectID uuid.UUID, limit int, after AgeCursor, includeReleased bool) ([]SessionAllocation, error) {
+	return s.listAllocations(ctx, &projectID, limit, after, includeReleased)
+}
+
+// listAllocations pages allocations, of one project's Sessions when
+// projectID is set.
+func (s *Reader) listAllocations(ctx context.Context, projectID *uuid.UUID, limit int, after AgeCursor, includeReleased bool) ([]SessionAllocation, error) {
 	return listPage("list allocations by age", limit, func(n int32) ([]db.ListAllocationsByAgeRow, error) {
 		return s.q.ListAllocationsByAge(ctx, db.ListAllocationsByAgeParams{
 			AfterCreatedAt: after.CreatedAt, AfterID: after.ID,
-			IncludeReleased: includeReleased, PageSize: n,
+			IncludeReleased: includeReleased, ProjectID: projectID, PageSize: n,
 		})
 	}, func(r db.ListAllocationsByAgeRow) SessionAllocation {
-		return SessionAllocation{Allocation: allocationFromRow(r.Allocation), SessionID: r.SessionID}
+		return SessionAllocation{Allocation: allocationFromRow(r.Allocation), SessionID: r.SessionID,
+			ProjectID: r.ProjectID, TenantID: r.TenantID}
 	})
 }

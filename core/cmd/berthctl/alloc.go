@@ -16,11 +16,12 @@ func (a *app) allocCmd() *cobra.Command {
 func (a *app) allocListCmd() *cobra.Command {
 	var (
 		released bool
+		project  string
 		p        page
 	)
 	ls := a.command("list", "List allocations in creation order", exactArgs(), func(cmd *cobra.Command, _ []string) error {
 		allocs, next, err := list(p, func(size int32, token string) ([]*adminv1.Allocation, string, error) {
-			resp, err := call(a.allocations.ListAllocations, &adminv1.ListAllocationsRequest{PageSize: size, PageToken: token, ShowReleased: released})
+			resp, err := call(a.allocations.ListAllocations, &adminv1.ListAllocationsRequest{PageSize: size, PageToken: token, ShowReleased: released, Project: project})
 			return resp.GetAllocations(), resp.GetNextPageToken(), err
 		})
 		if err != nil {
@@ -37,6 +38,7 @@ func (a *app) allocListCmd() *cobra.Command {
 		return err
 	})
 	ls.Flags().BoolVar(&released, "show-released", false, "include released allocations")
+	ls.Flags().StringVar(&project, "project", "", "list only the allocations of this project's Sessions (tenants/TENANT/projects/PROJECT)")
 	p.flags(ls.Flags())
 	return ls
 }
@@ -52,6 +54,7 @@ func (a *app) allocGetCmd() *cobra.Command {
 			field(w, "NAME", al.GetName())
 			field(w, "STATE", enum(al.GetState(), "STATE_"))
 			field(w, "SESSION", al.GetSession())
+			field(w, "PROJECT", dash(al.GetProject()))
 			field(w, "NODE", dash(al.GetNode()))
 			field(w, "GENERATION", fmt.Sprint(al.GetGeneration()))
 			field(w, "CREATE SETTLED", yesno(al.GetCreateSettled()))

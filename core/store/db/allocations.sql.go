@@ -325,15 +325,18 @@ func (q *Queries) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Ge
 }
 
 const getAllocationWithSession = `-- name: GetAllocationWithSession :one
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, e.session_id, s.project_id, s.tenant_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
+JOIN sessions s ON s.id = e.session_id
 WHERE a.id = $1
 `
 
 type GetAllocationWithSessionRow struct {
 	Allocation Allocation
 	SessionID  uuid.UUID
+	ProjectID  uuid.UUID
+	TenantID   uuid.UUID
 }
 
 func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (GetAllocationWithSessionRow, error) {
@@ -389,6 +392,8 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 		&i.Allocation.AbandonedAt,
 		&i.Allocation.ArchiveCancelTurnID,
 		&i.SessionID,
+		&i.ProjectID,
+		&i.TenantID,
 	)
 	return i, err
 }
@@ -544,29 +549,35 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 }
 
 const listAllocationsByAge = `-- name: ListAllocationsByAge :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, e.session_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, e.session_id, s.project_id, s.tenant_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
+JOIN sessions s ON s.id = e.session_id
 WHERE (a.created_at, a.id) > ($1::timestamptz, $2::uuid)
   AND ($3::boolean OR a.state <> 'released')
+  AND ($4::uuid IS NULL OR s.project_id = $4::uuid)
 ORDER BY a.created_at, a.id
-LIMIT $4
+LIMIT $5
 `
 
 type ListAllocationsByAgeParams struct {
 	AfterCreatedAt  time.Time
 	AfterID         uuid.UUID
 	IncludeReleased bool
+	ProjectID       *uuid.UUID
 	PageSize        int32
 }
 
 type ListAllocationsByAgeRow struct {
 	Allocation Allocation
 	SessionID  uuid.UUID
+	ProjectID  uuid.UUID
+	TenantID   uuid.UUID
 }
 
 // ListAllocationsByAge pages allocations in creation order by
-// (created_at, id) (keyset), each with the Session its Environment serves:
+// (created_at, id) (keyset), each with the Session its Environment serves
+// and that Session's project and tenant (only @project_id's, when set):
 // the rows after the cursor (the zero cursor is before every row, as in
 // ListSessionsByAge). Released
 // allocations are listed only with @include_released.
@@ -575,6 +586,7 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.IncludeReleased,
+		arg.ProjectID,
 		arg.PageSize,
 	)
 	if err != nil {
@@ -634,6 +646,8 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 			&i.Allocation.AbandonedAt,
 			&i.Allocation.ArchiveCancelTurnID,
 			&i.SessionID,
+			&i.ProjectID,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}

@@ -100,22 +100,26 @@ LIMIT @page_size;
 
 -- name: ListAllocationsByAge :many
 -- ListAllocationsByAge pages allocations in creation order by
--- (created_at, id) (keyset), each with the Session its Environment serves:
+-- (created_at, id) (keyset), each with the Session its Environment serves
+-- and that Session's project and tenant (only @project_id's, when set):
 -- the rows after the cursor (the zero cursor is before every row, as in
 -- ListSessionsByAge). Released
 -- allocations are listed only with @include_released.
-SELECT sqlc.embed(a), e.session_id
+SELECT sqlc.embed(a), e.session_id, s.project_id, s.tenant_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
+JOIN sessions s ON s.id = e.session_id
 WHERE (a.created_at, a.id) > (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_id)::uuid)
   AND (sqlc.arg(include_released)::boolean OR a.state <> 'released')
+  AND (sqlc.narg(project_id)::uuid IS NULL OR s.project_id = sqlc.narg(project_id)::uuid)
 ORDER BY a.created_at, a.id
 LIMIT @page_size;
 
 -- name: GetAllocationWithSession :one
-SELECT sqlc.embed(a), e.session_id
+SELECT sqlc.embed(a), e.session_id, s.project_id, s.tenant_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
+JOIN sessions s ON s.id = e.session_id
 WHERE a.id = @id;
 
 -- name: CountCreateFailures :one

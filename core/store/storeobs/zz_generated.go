@@ -328,6 +328,13 @@ func (d *Reader) ListPendingForNode(p0 context.Context, p1 uuid.UUID, p2 uuid.UU
 	return r0, r1
 }
 
+func (d *Reader) ListProjectAllocationsByAge(p0 context.Context, p1 uuid.UUID, p2 int, p3 store.AgeCursor, p4 bool) ([]store.SessionAllocation, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListProjectAllocationsByAge")
+	r0, r1 := d.next.ListProjectAllocationsByAge(ctx, p1, p2, p3, p4)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) ListProjectKeysByAge(p0 context.Context, p1 uuid.UUID, p2 int, p3 store.AgeCursor) ([]store.ProjectKey, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListProjectKeysByAge")
 	r0, r1 := d.next.ListProjectKeysByAge(ctx, p1, p2, p3)

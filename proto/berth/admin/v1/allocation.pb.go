@@ -139,7 +139,10 @@ type Allocation struct {
 	// (RemoveNodeRequest abandon), without cleanup: its cleanup was never
 	// confirmed, and its compute and storage may remain on the abandoned
 	// backend.
-	Abandoned     bool `protobuf:"varint,11,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	Abandoned bool `protobuf:"varint,11,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	// project is "tenants/{tenant}/projects/{project}", the project of the
+	// allocation's Session. Output only.
+	Project       string `protobuf:"bytes,12,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -251,6 +254,13 @@ func (x *Allocation) GetAbandoned() bool {
 	return false
 }
 
+func (x *Allocation) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
 // ListAllocationsRequest lists allocations.
 type ListAllocationsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -260,7 +270,11 @@ type ListAllocationsRequest struct {
 	// page_token is next_page_token of a previous call, or empty.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// show_released includes released allocations.
-	ShowReleased  bool `protobuf:"varint,3,opt,name=show_released,json=showReleased,proto3" json:"show_released,omitempty"`
+	ShowReleased bool `protobuf:"varint,3,opt,name=show_released,json=showReleased,proto3" json:"show_released,omitempty"`
+	// project, "tenants/{tenant}/projects/{project}", lists only the
+	// allocations of that project's Sessions; empty lists every allocation.
+	// A project that does not exist gives an empty list.
+	Project       string `protobuf:"bytes,4,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -314,6 +328,13 @@ func (x *ListAllocationsRequest) GetShowReleased() bool {
 		return x.ShowReleased
 	}
 	return false
+}
+
+func (x *ListAllocationsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
 }
 
 // ListAllocationsResponse carries one page.
@@ -467,7 +488,7 @@ var File_berth_admin_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1fberth/admin/v1/allocation.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x04\n" +
+	"\x1fberth/admin/v1/allocation.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf3\x04\n" +
 	"\n" +
 	"Allocation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -484,7 +505,8 @@ const file_berth_admin_v1_allocation_proto_rawDesc = "" +
 	"\frelease_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vreleaseTime\x12#\n" +
 	"\rcreate_failed\x18\n" +
 	" \x01(\bR\fcreateFailed\x12\x1c\n" +
-	"\tabandoned\x18\v \x01(\bR\tabandoned\"\x9b\x01\n" +
+	"\tabandoned\x18\v \x01(\bR\tabandoned\x12\x18\n" +
+	"\aproject\x18\f \x01(\tR\aproject\"\x9b\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_PENDING\x10\x01\x12\x12\n" +
@@ -492,12 +514,13 @@ const file_berth_admin_v1_allocation_proto_rawDesc = "" +
 	"\fSTATE_ACTIVE\x10\x03\x12\x15\n" +
 	"\x11STATE_CLEANING_UP\x10\x04\x12\x12\n" +
 	"\x0eSTATE_RELEASED\x10\x05\x12\x17\n" +
-	"\x13STATE_CREATE_FAILED\x10\x06\"y\n" +
+	"\x13STATE_CREATE_FAILED\x10\x06\"\x93\x01\n" +
 	"\x16ListAllocationsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12#\n" +
-	"\rshow_released\x18\x03 \x01(\bR\fshowReleased\"\x7f\n" +
+	"\rshow_released\x18\x03 \x01(\bR\fshowReleased\x12\x18\n" +
+	"\aproject\x18\x04 \x01(\tR\aproject\"\x7f\n" +
 	"\x17ListAllocationsResponse\x12<\n" +
 	"\vallocations\x18\x01 \x03(\v2\x1a.berth.admin.v1.AllocationR\vallocations\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n" +
