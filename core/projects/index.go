@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 
 	"berth.dev/sandbox/errdefs"
 
@@ -82,6 +84,9 @@ type KeyIndex struct {
 	// cache holds positive Verify answers for VerifyCache; cleared on
 	// every keys_changed event.
 	cache map[uuid.UUID]verified
+	// reloadFailures counts Run's failed reloads
+	// (berth.project_keys.reload.failures); nil when the meter refused it.
+	reloadFailures metric.Int64Counter
 }
 
 // dummyDigest is what Check compares a token of an unknown key id
@@ -92,6 +97,13 @@ var dummyDigest = sha256.Sum256([]byte("berth project key index: no such key"))
 // only for the cache's age and Check's early refusal of an expired key.
 func NewKeyIndex(r KeyReader, now func() time.Time) *KeyIndex {
 	x := &KeyIndex{r: r, now: now, cache: map[uuid.UUID]verified{}}
+	// berth.project_keys.reload.failures (Prometheus
+	// berth_project_keys_reload_failures_total): reloads that kept the
+	// previous copy.
+	if c, err := otel.Meter("berth.dev/core/projects").Int64Counter("berth.project_keys.reload.failures",
+		metric.WithDescription("Key index reloads that failed and kept the previous copy of the live keys")); err == nil {
+		x.reloadFailures = c
+	}
 	empty := map[uuid.UUID]indexed{}
 	x.keys.Store(&empty)
 	return x
@@ -137,6 +149,9 @@ func (x *KeyIndex) Run(ctx context.Context, bus *events.Bus, log *slog.Logger) {
 		case <-t.C:
 		}
 		if err := x.Load(ctx); err != nil && ctx.Err() == nil {
+			if x.reloadFailures != nil {
+				x.reloadFailures.Add(ctx, 1)
+			}
 			log.Warn("project key index reload failed; the previous copy stays", "error", err)
 		}
 	}
