@@ -31,7 +31,7 @@ type Store interface {
 	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
 	GetServingPin(ctx context.Context) (store.ServingPin, error)
 	RetainedGenerations(ctx context.Context) ([]store.RetainedGeneration, error)
-	SetProviderDisabled(ctx context.Context, disabled bool) (store.ProviderSwitch, error)
+	SetProviderDisabled(ctx context.Context, disabled bool, prov store.Provenance, eventID uuid.UUID) (store.ProviderSwitch, error)
 }
 
 // errGenerationMoved refuses a commit whose expected generation is no

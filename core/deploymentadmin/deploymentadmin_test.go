@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -21,6 +22,7 @@ import (
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/deploymentadmin"
+	"berth.dev/core/store"
 )
 
 func specProto() *adminv1.Specification {
@@ -248,6 +250,20 @@ func TestGRPCDisableAndEnableProvider(t *testing.T) {
 	// Without the admin token nothing is changed.
 	_, err = c.DisableProvider(f.Ctx, &adminv1.DisableProviderRequest{Name: "deployment"})
 	admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+
+	// Each change is a decision by the administrator (audit.From of the
+	// call), read back from the trail.
+	far := time.Now().Add(time.Hour)
+	events, err := f.St.ListAuditEvents(f.Ctx, store.AuditFilter{ActionPrefix: "provider.", End: &far}, store.AuditCursor{}, 10)
+	errdefstest.Must(t, err)
+	if len(events) != 2 || events[0].Action != "provider.disable" || events[1].Action != "provider.enable" {
+		t.Fatalf("provider events %+v", events)
+	}
+	for _, e := range events {
+		if e.Kind != store.AuditDecision || e.Actor() != "admin" || e.RequestID == uuid.Nil || e.Resource != "deployment" {
+			t.Fatalf("provider event %+v", e)
+		}
+	}
 }
 
 // nested is a Struct depth levels deep: objects ({"a": {"a": ...}}), or,

@@ -1154,7 +1154,7 @@ func TestDisabledProviderSendsNoCreateAndStillCleansUp(t *testing.T) {
 		t.Fatalf("running allocation %s", got.State)
 	}
 	pending := e.createBundle(t, n.id)
-	_, err := e.st.SetProviderDisabled(ctx, true)
+	_, err := e.st.SetProviderDisabled(ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	creates := count(n.srv, dockertest.CallContainerCreate) + count(n.srv, dockertest.CallVolumeCreate)
 
@@ -1179,7 +1179,7 @@ func TestDisabledProviderSendsNoCreateAndStillCleansUp(t *testing.T) {
 	}
 
 	// Enabled again: the waiting allocation gets its one Create.
-	_, err = e.st.SetProviderDisabled(ctx, false)
+	_, err = e.st.SetProviderDisabled(ctx, false, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	pass(t, w)
 	if got := e.alloc(t, pending.Allocation.ID); got.State != store.AllocationRunning {

@@ -945,9 +945,9 @@ func (d *Admin) RevokeProjectKey(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID)
 	return r0, r1
 }
 
-func (d *Admin) SetProviderDisabled(p0 context.Context, p1 bool) (store.ProviderSwitch, error) {
+func (d *Admin) SetProviderDisabled(p0 context.Context, p1 bool, p2 store.Provenance, p3 uuid.UUID) (store.ProviderSwitch, error) {
 	ctx, c := d.obs.start(p0, "Admin", "SetProviderDisabled")
-	r0, r1 := d.next.SetProviderDisabled(ctx, p1)
+	r0, r1 := d.next.SetProviderDisabled(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }
