@@ -53,7 +53,7 @@ func TestAbandonNodeReleasesWithoutCleanupAndRecordsIt(t *testing.T) {
 		}
 	}
 	fenced("an enabled node", bound)
-	if _, err := owned.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired); err != nil {
+	if _, err := owned.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	fenced("a node recorded on its bound backend", bound)

@@ -84,3 +84,55 @@ func TestProviderSwitchRecordsItsDecision(t *testing.T) {
 		t.Fatalf("events after enable %+v", events)
 	}
 }
+
+// TestNodeStateRecordsItsDecision: each move records node.enable,
+// node.retire or node.remove (who, request, node, the state it left) in
+// the move's transaction; a move the node already made (from == to), a
+// lost compare-and-swap and a move whose transaction fails record
+// nothing; the zero Provenance is refused.
+func TestNodeStateRecordsItsDecision(t *testing.T) {
+	st, ctx := newOwned(t)
+	n := createNode(t, ctx, st, newUUID(t))
+	admin := func() store.Provenance { return store.NewAdminProvenance(uuid.New()) }
+	if _, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled, store.Provenance{}, uuid.New()); err == nil {
+		t.Fatal("a move without provenance succeeded")
+	}
+	undo := refuseWrites(t, ctx, st, "audit_events", "INSERT", "NEW.action = 'node.enable'")
+	if _, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled, admin(), uuid.New()); err == nil {
+		t.Fatal("enable succeeded despite the injected failure")
+	}
+	undo()
+	if got, err := st.GetNode(ctx, n.ID); err != nil || got.State != store.NodeEnrolled {
+		t.Fatalf("a failed enable left %+v, %v", got, err)
+	}
+
+	req, eventID := uuid.New(), uuid.New()
+	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled, store.NewAdminProvenance(req), eventID)
+	must(t, err)
+	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeRetired, admin(), uuid.New()) // stale: fenced
+	if err == nil {
+		t.Fatal("a stale move succeeded")
+	}
+	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnabled, store.NodeEnabled, admin(), uuid.New()) // no change
+	must(t, err)
+	_, err = st.SetNodeState(ctx, n.ID, store.NodeEnabled, store.NodeRetired, store.NewCoreProvenance("owner_failure", uuid.New()), uuid.New())
+	must(t, err)
+	_, err = st.SetNodeState(ctx, n.ID, store.NodeRetired, store.NodeRemoved, admin(), uuid.New())
+	must(t, err)
+	events := decisions(t, st, "node.")
+	if len(events) != 3 {
+		t.Fatalf("node events %+v", events)
+	}
+	for i, want := range []struct{ action, from, actor string }{
+		{"node.enable", "enrolled", "admin"}, {"node.retire", "enabled", "core"}, {"node.remove", "retired", "admin"},
+	} {
+		e := events[i]
+		if e.Action != want.action || e.Detail["from_state"] != want.from || e.Actor() != want.actor ||
+			e.Kind != store.AuditDecision || e.Resource != "nodes/"+n.ID.String() || e.Outcome != "ok" {
+			t.Fatalf("event %d: %+v, want %+v", i, e, want)
+		}
+	}
+	if events[0].ID != eventID || events[0].RequestID != req {
+		t.Fatalf("enable event %+v", events[0])
+	}
+}

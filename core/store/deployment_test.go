@@ -240,7 +240,7 @@ func TestNodeGenerations(t *testing.T) {
 	if got := served(holder); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("enabled node holding a generation 1 allocation: %v, want [1 2]", got)
 	}
-	if _, err := owned.SetNodeState(ctx, holder, store.NodeEnabled, store.NodeRetired); err != nil {
+	if _, err := owned.SetNodeState(ctx, holder, store.NodeEnabled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	if got := served(holder); !slices.Equal(got, []uint64{1}) {

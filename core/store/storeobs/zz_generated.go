@@ -796,9 +796,9 @@ func (d *Owner) RollBackCapture(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, 
 	return r0, r1
 }
 
-func (d *Owner) SetNodeState(p0 context.Context, p1 uuid.UUID, p2 store.NodeState, p3 store.NodeState) (store.Node, error) {
+func (d *Owner) SetNodeState(p0 context.Context, p1 uuid.UUID, p2 store.NodeState, p3 store.NodeState, p4 store.Provenance, p5 uuid.UUID) (store.Node, error) {
 	ctx, c := d.obs.start(p0, "Owner", "SetNodeState")
-	r0, r1 := d.next.SetNodeState(ctx, p1, p2, p3)
+	r0, r1 := d.next.SetNodeState(ctx, p1, p2, p3, p4, p5)
 	c.end(ctx, r1)
 	return r0, r1
 }
