@@ -166,7 +166,7 @@ func (g *Server) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest)
 	remove := audited(g.registry.Remove)
 	if a := req.GetAbandon(); a != nil {
 		remove = func(ctx context.Context, id uuid.UUID) (nodes.Node, error) {
-			n, got, err := g.registry.Abandon(ctx, id, a.GetBackendFingerprint())
+			n, got, err := g.registry.Abandon(ctx, id, a.GetBackendFingerprint(), audit.From(ctx))
 			ab = got
 			return n, err
 		}

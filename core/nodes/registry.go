@@ -348,7 +348,7 @@ type AbandonStore interface {
 	NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error)
 	GetNodePresence(ctx context.Context, nodeID uuid.UUID) (store.NodePresence, error)
 	GetNodeAbandonment(ctx context.Context, nodeID uuid.UUID) (store.NodeAbandonment, error)
-	AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint string) (store.NodeAbandonment, error)
+	AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint string, prov store.Provenance, eventID uuid.UUID) (store.NodeAbandonment, error)
 }
 
 // The refusals of an abandonment: each says what holds and what to do.
@@ -378,7 +378,9 @@ var (
 // and removes the node, in one transaction. The abandonment is logged
 // and returned. A removed node comes back unchanged, with the
 // abandonment recorded for it (nil when it was removed without one).
-func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string) (Node, *store.NodeAbandonment, error) {
+// prov is who decided (audit.From of the admin call): the abandonment
+// records node.abandon in its own transaction.
+func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string, prov store.Provenance) (Node, *store.NodeAbandonment, error) {
 	const op = "abandon node"
 	if r.abandons == nil {
 		return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonUnavailable)
@@ -404,7 +406,7 @@ func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string
 		if err := r.checkAbandonable(ctx, id, fingerprint); err != nil {
 			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
 		}
-		ab, err := r.abandonThroughGate(ctx, id, fingerprint)
+		ab, err := r.abandonThroughGate(ctx, id, fingerprint, prov)
 		if errors.Is(err, ErrRetireUndrained) {
 			return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonUndrained)
 		}
@@ -466,11 +468,14 @@ func (r *Registry) checkAbandonable(ctx context.Context, id uuid.UUID, fingerpri
 // abandonThroughGate runs store.Owner.AbandonNode through the retirement
 // gate when there is one, so no lifecycle operation on the node is in
 // flight when the abandonment commits.
-func (r *Registry) abandonThroughGate(ctx context.Context, id uuid.UUID, fingerprint string) (store.NodeAbandonment, error) {
+func (r *Registry) abandonThroughGate(ctx context.Context, id uuid.UUID, fingerprint string, prov store.Provenance) (store.NodeAbandonment, error) {
 	var ab store.NodeAbandonment
 	abandon := func() error {
-		var err error
-		ab, err = r.abandons.AbandonNode(ctx, id, fingerprint)
+		eventID, err := uuid.NewRandom()
+		if err != nil {
+			return err
+		}
+		ab, err = r.abandons.AbandonNode(ctx, id, fingerprint, prov, eventID)
 		return err
 	}
 	var err error

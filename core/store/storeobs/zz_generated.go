@@ -512,9 +512,9 @@ func (d *Owner) AbandonCreate(p0 context.Context, p1 uuid.UUID, p2 int64, p3 tim
 	return r0, r1, r2
 }
 
-func (d *Owner) AbandonNode(p0 context.Context, p1 uuid.UUID, p2 string) (store.NodeAbandonment, error) {
+func (d *Owner) AbandonNode(p0 context.Context, p1 uuid.UUID, p2 string, p3 store.Provenance, p4 uuid.UUID) (store.NodeAbandonment, error) {
 	ctx, c := d.obs.start(p0, "Owner", "AbandonNode")
-	r0, r1 := d.next.AbandonNode(ctx, p1, p2)
+	r0, r1 := d.next.AbandonNode(ctx, p1, p2, p3, p4)
 	c.end(ctx, r1)
 	return r0, r1
 }
