@@ -24,7 +24,7 @@ import (
 type Store interface {
 	SeenGeneration(ctx context.Context) (store.GenerationSeen, error)
 	CommitGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration) (store.Generation, error)
-	ReplaceGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration, r store.Replacement) (store.Replaced, error)
+	ReplaceGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration, r store.Replacement, prov store.Provenance, eventID uuid.UUID) (store.Replaced, error)
 	EnabledNodes(ctx context.Context) ([]uuid.UUID, error)
 	DirectReadinesses(ctx context.Context) ([]store.DirectReadiness, error)
 	DirectGenerations(ctx context.Context) ([]uint64, error)

@@ -335,6 +335,16 @@ func TestGRPCReplaceWithUpdateMask(t *testing.T) {
 	if d := got.GetDeployment(); d.GetGeneration() != 2 || d.GetServingGeneration() != 0 || len(d.GetRetainedGenerations()) != 0 {
 		t.Fatalf("deployment after the replacement %v", d)
 	}
+	// The one replacement that committed is the administrator's decision
+	// in the trail; the refused ones recorded nothing.
+	far := time.Now().Add(time.Hour)
+	events, err := f.St.ListAuditEvents(f.Ctx, store.AuditFilter{ActionPrefix: "deployment.", End: &far}, store.AuditCursor{}, 10)
+	errdefstest.Must(t, err)
+	if len(events) != 1 || events[0].Action != "deployment.replace" || events[0].Actor() != "admin" || events[0].RequestID == uuid.Nil ||
+		events[0].Detail["from_generation"] != float64(1) || events[0].Detail["to_generation"] != float64(2) ||
+		events[0].Detail["to_provider_kind"] != "docker" || events[0].Detail["nodes_retired"] != float64(0) {
+		t.Fatalf("replacement events %+v", events)
+	}
 }
 
 // TestGRPCPreviewShowsRegisteredSuspensionDefaults: PreviewDeployment of

@@ -57,7 +57,7 @@ func (g *Server) ReplaceDeployment(ctx context.Context, req *adminv1.ReplaceDepl
 	if err != nil {
 		return nil, err
 	}
-	r, err := g.svc.Replace(ctx, c, set, req.GetExpectedGeneration())
+	r, err := g.svc.Replace(ctx, c, set, req.GetExpectedGeneration(), audit.From(ctx))
 	return reply(r.Deployment, err, func(pb *adminv1.Deployment) *adminv1.ReplaceDeploymentResponse {
 		out := &adminv1.ReplaceDeploymentResponse{
 			Deployment: pb, Changed: r.Changed, RevokedEnrollmentTokens: r.RevokedTokens,

@@ -1381,7 +1381,7 @@ func TestReplacementWithAnotherKindDrainsTheNodesWorker(t *testing.T) {
 	}
 	replaced := make(chan result, 1)
 	go func() {
-		r, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+		r, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 		replaced <- result{r, err}
 	}()
 	select {
@@ -1428,7 +1428,7 @@ func TestReplacementPastTheDrainBoundClosesAdmission(t *testing.T) {
 	svc := e.replacer(t, c)
 	ctx := context.Background()
 
-	_, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	_, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("Replace with the node's Create in flight past the bound: %v, want refused with owner_failure", err)
 	}
@@ -1447,7 +1447,7 @@ func TestReplacementPastTheDrainBoundClosesAdmission(t *testing.T) {
 		return e.alloc(t, inFlight.ID).State == store.AllocationRunning
 	})
 	e.wantNoNewWorker(t, c, n.id, rest[0])
-	_, err = svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	_, err = svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" {
 		t.Fatalf("a retried replacement: %v, want refused with owner_failure (the barrier stays closed)", err)
 	}

@@ -747,9 +747,9 @@ func (d *Owner) Release(p0 context.Context, p1 uuid.UUID) (store.Allocation, err
 	return r0, r1
 }
 
-func (d *Owner) ReplaceGeneration(p0 context.Context, p1 store.GenerationSeen, p2 store.NewGeneration, p3 store.Replacement) (store.Replaced, error) {
+func (d *Owner) ReplaceGeneration(p0 context.Context, p1 store.GenerationSeen, p2 store.NewGeneration, p3 store.Replacement, p4 store.Provenance, p5 uuid.UUID) (store.Replaced, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ReplaceGeneration")
-	r0, r1 := d.next.ReplaceGeneration(ctx, p1, p2, p3)
+	r0, r1 := d.next.ReplaceGeneration(ctx, p1, p2, p3, p4, p5)
 	c.end(ctx, r1)
 	return r0, r1
 }
