@@ -60,7 +60,24 @@ type env struct {
 	nodes map[uuid.UUID]*node
 	// place is the node the next session is placed on.
 	place uuid.UUID
+	// failures are the owner failures the coordinator recorded.
+	failures *ownerFailures
 }
+
+// ownerFailures records the owner failures reported to
+// lifecycle.Config.OwnerFailures (core/daemon: audit.Writer).
+type ownerFailures struct {
+	mu    sync.Mutex
+	nodes [][]uuid.UUID
+}
+
+func (f *ownerFailures) OwnerFailure(_ string, nodes []uuid.UUID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes = append(f.nodes, nodes)
+}
+
+func (f *ownerFailures) count() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.nodes) }
 
 func newEnv(t *testing.T, nodes int) *env {
 	t.Helper()
@@ -116,8 +133,11 @@ func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
 		Interval:    20 * time.Millisecond,
 	}
 	e.svc = sessions.New(st, key, inst.ID, uuid.New, e.cfg.Suspension.(*suspension.Service), nil)
-	// As Core wires it (core/daemon): an owner failure closes admission.
+	// As Core wires it (core/daemon): an owner failure closes admission
+	// and is recorded.
 	e.cfg.Admission = e.svc
+	e.failures = &ownerFailures{}
+	e.cfg.OwnerFailures = e.failures
 	return e
 }
 
@@ -1288,6 +1308,9 @@ func (e *env) wantAdmissionClosed(t *testing.T, after string) {
 	_, err := e.svc.Create(context.Background(), projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: store.DefaultTenantID, ProjectID: store.DefaultProjectID, DisplayName: "s"})
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("CreateSession %s: %v, want refused with owner_failure (admission closed)", after, err)
+	}
+	if e.failures.count() == 0 {
+		t.Fatalf("admission closed %s, but no owner failure was recorded", after)
 	}
 }
 
