@@ -107,3 +107,42 @@ func callEntry(c admin.Call) store.AuditEntry {
 	}
 	return store.AuditEntry{ID: id, Kind: store.AuditCall, Action: c.Action, Resource: c.Resource, Outcome: c.Outcome}
 }
+
+// MaxOwnerFailureNodes bounds the nodes an owner.failure event names (the
+// count is always whole).
+const MaxOwnerFailureNodes = 100
+
+// OwnerFailure records Core's owner failure (a lifecycle drain past its
+// bound, which closed admission) as a decision of Core itself
+// (owner.failure, Core("owner_failure")): cause says which drain, nodes
+// are the late workers' nodes. It never blocks (lifecycle.Config's
+// OwnerFailures must not): the event is written on its own goroutine,
+// bounded by admin.AuditTimeout. There is no transaction to share: closing
+// admission is Core's memory, not a row. A failure is logged and counted.
+func (w *Writer) OwnerFailure(cause string, nodes []uuid.UUID) {
+	e := ownerFailureEntry(cause, nodes)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), admin.AuditTimeout)
+		defer cancel()
+		if err := w.st.RecordAuditEvent(ctx, Core("owner_failure"), e); err != nil {
+			w.failures.Add(1)
+			w.count(ctx, "write")
+			w.log.WarnContext(ctx, "audit event not recorded", "action", e.Action, "err", err)
+		}
+	}()
+}
+
+// ownerFailureEntry is the owner.failure event of a drain of nodes that
+// passed its bound for cause.
+func ownerFailureEntry(cause string, nodes []uuid.UUID) store.AuditEntry {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		id = uuid.Nil // refused by the store: counted as a failure
+	}
+	names := make([]string, 0, min(len(nodes), MaxOwnerFailureNodes))
+	for _, n := range nodes[:min(len(nodes), MaxOwnerFailureNodes)] {
+		names = append(names, "nodes/"+n.String())
+	}
+	return store.AuditEntry{ID: id, Kind: store.AuditDecision, Action: "owner.failure", Outcome: "ok",
+		Detail: map[string]any{"cause": cause, "late_workers": len(nodes), "nodes": names, "admission_closed": true}}
+}

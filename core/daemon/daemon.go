@@ -141,6 +141,9 @@ type core struct {
 	suspension  *suspension.Service
 	sessions    *sessions.Service
 	coordinator *lifecycle.Coordinator
+	// audit is the audit trail's Writer (startAudit, in setupLifecycle):
+	// the admin server's calls and the coordinator's owner failures.
+	audit *audit.Writer
 	// metrics is the metrics pipeline (nil: no --metrics-listen).
 	metrics *otelsetup.Metrics
 
@@ -414,6 +417,7 @@ func (c *core) setupDirect(context.Context) error {
 // every NodeInterval: a retired node's deletions complete without enabling
 // it again.
 func (c *core) setupLifecycle(context.Context) error {
+	c.audit = c.startAudit()
 	coordinator := lifecycle.NewCoordinator(lifecycle.Config{
 		Store: c.owned.readOwner(), Suspension: c.suspension, Key: c.masterKey, Installation: c.inst, Log: c.log, Interval: c.cfg.LifecycleInterval, NewID: uuid.New,
 		ObservePeriod: DefaultObservePeriod, KeepaliveInterval: DefaultComputeKeepalive,
@@ -431,6 +435,8 @@ func (c *core) setupLifecycle(context.Context) error {
 		// removed node's, or at shutdown) is an owner failure: admission
 		// closes until Core restarts.
 		Admission: c.sessions,
+		// ... and is recorded in the audit trail as Core's decision.
+		OwnerFailures: c.audit,
 	})
 	c.coordinator = coordinator
 	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is an owner failure
@@ -583,7 +589,7 @@ func (c *core) setupAdmin(ctx context.Context) error {
 	srv := admin.NewServer(admin.Options{
 		TokenDigest: c.adminDigest,
 		Keys:        keys,
-		Audit:       c.startAudit(),
+		Audit:       c.audit,
 		Stats:       otelsetup.ServerHandler(),
 		Services: []admin.Service{
 			installationadmin.New(installation.New(c.owned.reader, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),

@@ -3,11 +3,14 @@ package deployment_test
 import (
 	"testing"
 
+	"github.com/google/uuid"
+
 	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/deployment"
 	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/events"
+	"berth.dev/core/store"
 )
 
 // TestACommittedGenerationIsPublished: a commit and a replacement each
@@ -38,7 +41,7 @@ func TestACommittedGenerationIsPublished(t *testing.T) {
 	if published() {
 		t.Fatal("a refused commit published a generation")
 	}
-	_, err = f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	_, err = f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if !published() {
 		t.Fatal("the replacement published nothing")

@@ -3,6 +3,8 @@ package deployment_test
 import (
 	"testing"
 
+	"github.com/google/uuid"
+
 	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/deployment/deploymenttest"
@@ -22,7 +24,7 @@ func TestCommitStoresTheRegistrationsMode(t *testing.T) {
 	if g.Mode != store.ModeNodes {
 		t.Fatalf("docker generation mode %q", g.Mode)
 	}
-	_, err = f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	_, err = f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	g, err = f.St.GetGeneration(f.Ctx, 2)
 	errdefstest.Must(t, err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"berth.dev/core/store"
 )
 
@@ -18,19 +20,26 @@ import (
 // belongs to the deployment resource, which exists before the first
 // commit too, so an operator may disable the provider before committing
 // one. Enable is the way back.
-func (s *Service) Disable(ctx context.Context) (Deployment, error) {
-	return s.setSwitch(ctx, "disable provider", true)
+//
+// prov is who decided (audit.From of the admin call); a change records
+// provider.disable in the switch's own transaction.
+func (s *Service) Disable(ctx context.Context, prov store.Provenance) (Deployment, error) {
+	return s.setSwitch(ctx, "disable provider", true, prov)
 }
 
 // Enable enables the sandbox provider again: Session creation and the
 // pending allocations' Creates resume. Enabling an enabled provider
 // changes nothing.
-func (s *Service) Enable(ctx context.Context) (Deployment, error) {
-	return s.setSwitch(ctx, "enable provider", false)
+func (s *Service) Enable(ctx context.Context, prov store.Provenance) (Deployment, error) {
+	return s.setSwitch(ctx, "enable provider", false, prov)
 }
 
-func (s *Service) setSwitch(ctx context.Context, op string, disabled bool) (Deployment, error) {
-	if _, err := s.store.SetProviderDisabled(ctx, disabled); err != nil {
+func (s *Service) setSwitch(ctx context.Context, op string, disabled bool, prov store.Provenance) (Deployment, error) {
+	eventID, err := uuid.NewRandom()
+	if err != nil {
+		return Deployment{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if _, err := s.store.SetProviderDisabled(ctx, disabled, prov, eventID); err != nil {
 		return Deployment{}, fmt.Errorf("%s: %w", op, err)
 	}
 	return s.Get(ctx)

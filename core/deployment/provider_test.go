@@ -3,9 +3,12 @@ package deployment_test
 import (
 	"testing"
 
+	"github.com/google/uuid"
+
 	"berth.dev/sandbox/errdefs/errdefstest"
 
 	"berth.dev/core/deployment/deploymenttest"
+	"berth.dev/core/store"
 )
 
 func TestDisableAndEnableProvider(t *testing.T) {
@@ -18,12 +21,12 @@ func TestDisableAndEnableProvider(t *testing.T) {
 	_, err = f.Svc.Commit(f.Ctx, deploymenttest.DockerCandidate(), 0)
 	errdefstest.Must(t, err)
 
-	d, err = f.Svc.Disable(f.Ctx)
+	d, err = f.Svc.Disable(f.Ctx, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if !d.ProviderDisabled || d.ProviderDisabledAt.IsZero() || d.Generation != 1 || d.ProviderKind != "docker" {
 		t.Fatalf("disabled deployment: %+v", d)
 	}
-	again, err := f.Svc.Disable(f.Ctx)
+	again, err := f.Svc.Disable(f.Ctx, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if !again.ProviderDisabledAt.Equal(d.ProviderDisabledAt) {
 		t.Fatal("disabling again moved the time")
@@ -46,12 +49,12 @@ func TestDisableAndEnableProvider(t *testing.T) {
 		t.Fatalf("commit while disabled: %+v", c)
 	}
 
-	d, err = f.Svc.Enable(f.Ctx)
+	d, err = f.Svc.Enable(f.Ctx, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if d.ProviderDisabled || !d.ProviderDisabledAt.IsZero() {
 		t.Fatalf("enabled deployment: %+v", d)
 	}
-	d, err = f.Svc.Enable(f.Ctx)
+	d, err = f.Svc.Enable(f.Ctx, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if d.ProviderDisabled {
 		t.Fatalf("enabled twice: %+v", d)
@@ -60,7 +63,7 @@ func TestDisableAndEnableProvider(t *testing.T) {
 
 func TestDisableBeforeFirstCommit(t *testing.T) {
 	f := deploymenttest.New(t)
-	d, err := f.Svc.Disable(f.Ctx)
+	d, err := f.Svc.Disable(f.Ctx, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if !d.ProviderDisabled || d.Generation != 0 || d.ProviderKind != "" {
 		t.Fatalf("disabled before the first commit: %+v", d)

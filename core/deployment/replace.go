@@ -206,7 +206,10 @@ func (s *Service) PreviewReplacement(ctx context.Context, c Candidate, set Field
 // (errCredentialReplacementUnsupported), and one that would retire a node
 // enabled since the drain (store.ErrNodesMoved). After the commit the
 // nodes are told at once (events.Generation); nothing after the commit can fail.
-func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected uint64) (Replacement, error) {
+// prov is who decided (audit.From of the admin call): the commit records
+// deployment.replace, and node.retire for each node it retires, in its
+// own transaction.
+func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected uint64, prov store.Provenance) (Replacement, error) {
 	if expected >= math.MaxInt64 {
 		return Replacement{}, errdefs.Invalid("expected_generation", "out of range")
 	}
@@ -227,8 +230,12 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	if err != nil {
 		return Replacement{}, err
 	}
+	eventID, err := uuid.NewRandom()
+	if err != nil {
+		return Replacement{}, err
+	}
 	if d.rekey {
-		return s.rekey(ctx, seen, p, next, expected+1)
+		return s.rekey(ctx, seen, p, next, expected+1, prov, eventID)
 	}
 	pd, err := s.prepareDirect(ctx, p, expected+1)
 	if err != nil {
@@ -237,7 +244,7 @@ func (s *Service) Replace(ctx context.Context, c Candidate, set Fields, expected
 	var r store.Replaced
 	commit := func(retire store.Replacement) error {
 		var err error
-		r, err = s.store.ReplaceGeneration(ctx, seen, next, retire)
+		r, err = s.store.ReplaceGeneration(ctx, seen, next, retire, prov, eventID)
 		if errdefs.IsFailedPrecondition(err) {
 			return fmt.Errorf("replace deployment: %w", errGenerationMoved)
 		}
@@ -341,13 +348,13 @@ func (s *Service) credentialChange(p prepared, cur store.Generation, d sameness)
 // against every retained generation of the kind and commits, in one
 // transaction, the new generation and the verified generations pointed
 // at its credential (store.Replacement.Rekey). A refusal commits nothing.
-func (s *Service) rekey(ctx context.Context, seen store.GenerationSeen, p prepared, next store.NewGeneration, number uint64) (Replacement, error) {
+func (s *Service) rekey(ctx context.Context, seen store.GenerationSeen, p prepared, next store.NewGeneration, number uint64, prov store.Provenance, eventID uuid.UUID) (Replacement, error) {
 	var r store.Replaced
 	req := Rekey{
 		Candidate: DirectCandidate{Generation: number, Kind: p.kind, Configuration: p.enc, Specification: p.spec},
 		Commit: func(rekeyed []uint64) error {
 			var err error
-			r, err = s.store.ReplaceGeneration(ctx, seen, next, store.Replacement{Rekey: rekeyed})
+			r, err = s.store.ReplaceGeneration(ctx, seen, next, store.Replacement{Rekey: rekeyed}, prov, eventID)
 			if errdefs.IsFailedPrecondition(err) {
 				return fmt.Errorf("replace deployment: %w", errGenerationMoved)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/core/deployment"
 	"berth.dev/core/deployment/deploymenttest"
+	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 )
 
@@ -49,7 +50,7 @@ func TestReplaceInheritsWhatTheMaskLeavesOut(t *testing.T) {
 	}
 	f.WantGenerations(t, 1, "after a preview")
 
-	r, err := f.Svc.Replace(f.Ctx, memory, set, p.ExpectedGeneration)
+	r, err := f.Svc.Replace(f.Ctx, memory, set, p.ExpectedGeneration, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if !r.Changed || r.Deployment.Generation != 2 || r.Deployment.Specification != want || len(r.RetiredNodes) != 0 || r.RevokedTokens != 0 {
 		t.Fatalf("replacement %+v", r)
@@ -66,7 +67,7 @@ func TestReplaceInheritsWhatTheMaskLeavesOut(t *testing.T) {
 	}
 
 	// The retry of the same request (expected 1) returns generation 2.
-	again, err := f.Svc.Replace(f.Ctx, memory, set, 1)
+	again, err := f.Svc.Replace(f.Ctx, memory, set, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if again.Changed || again.Deployment.Generation != 2 {
 		t.Fatalf("retry %+v", again)
@@ -75,12 +76,12 @@ func TestReplaceInheritsWhatTheMaskLeavesOut(t *testing.T) {
 
 	// Another change against the stale generation 1 is refused.
 	other := deployment.Candidate{Specification: sandbox.Specification{Resources: sandbox.Resources{MemoryBytes: 3 << 30}}}
-	_, err = f.Svc.Replace(f.Ctx, other, set, 1)
+	_, err = f.Svc.Replace(f.Ctx, other, set, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_generation_moved")
 	f.WantGenerations(t, 2, "after the stale replacement")
 
 	// The same candidate at generation 2 changes nothing.
-	same, err := f.Svc.Replace(f.Ctx, memory, set, 2)
+	same, err := f.Svc.Replace(f.Ctx, memory, set, 2, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if same.Changed || same.Deployment.Generation != 2 {
 		t.Fatalf("equal replacement %+v", same)
@@ -95,35 +96,35 @@ func TestReplaceRefusals(t *testing.T) {
 	f := deploymenttest.New(t)
 	set := deployment.Fields{deployment.FieldMemoryBytes}
 	memory := deployment.Candidate{Specification: sandbox.Specification{Resources: sandbox.Resources{MemoryBytes: 2 << 30}}}
-	_, err := f.Svc.Replace(f.Ctx, memory, set, 0)
+	_, err := f.Svc.Replace(f.Ctx, memory, set, 0, store.NewAdminProvenance(uuid.New()))
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_not_committed")
 	_, err = f.Svc.PreviewReplacement(f.Ctx, memory, set)
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_not_committed")
 
 	_, err = f.Svc.Commit(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), 0)
 	errdefstest.Must(t, err)
-	_, err = f.Svc.Replace(f.Ctx, memory, deployment.Fields{"specification.gpus"}, 1)
+	_, err = f.Svc.Replace(f.Ctx, memory, deployment.Fields{"specification.gpus"}, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.WantField(t, err, "update_mask")
 	zero := deployment.Candidate{}
-	_, err = f.Svc.Replace(f.Ctx, zero, set, 1)
+	_, err = f.Svc.Replace(f.Ctx, zero, set, 1, store.NewAdminProvenance(uuid.New()))
 	if !errdefs.IsInvalid(err) {
 		t.Fatalf("memory 0: %v", err)
 	}
 	// The test adapter inherits nothing: a change that leaves its
 	// configuration out is the adapter's refusal.
-	_, err = f.Svc.Replace(f.Ctx, memory, set, 1)
+	_, err = f.Svc.Replace(f.Ctx, memory, set, 1, store.NewAdminProvenance(uuid.New()))
 	if !errdefs.IsInvalid(err) {
 		t.Fatalf("configuration left to an adapter that does not inherit: %v", err)
 	}
 	// Another credential for the same kind is not replaced.
 	c := deploymenttest.DirectCandidate("us", "other")
-	_, err = f.Svc.Replace(f.Ctx, c, nil, 1)
+	_, err = f.Svc.Replace(f.Ctx, c, nil, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "deployment_credential_replacement_unsupported")
 	f.WantGenerations(t, 1, "after the refusals")
 
 	// The same credential with another region is a replacement; the new
 	// generation's credential is sealed for generation 2.
-	r, err := f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("us", "tok"), nil, 1)
+	r, err := f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("us", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	g, err := f.St.GetGeneration(f.Ctx, 2)
 	errdefstest.Must(t, err)
@@ -152,7 +153,7 @@ func TestReplaceWithAnotherKindRetiresNodes(t *testing.T) {
 		return tok.ID
 	}
 	unused := token()
-	r, err := f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	r, err := f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	retired := map[uuid.UUID]bool{}
 	for _, id := range r.RetiredNodes {
@@ -206,13 +207,13 @@ func TestReplacementRetiresThroughTheGate(t *testing.T) {
 	a, b = storetest.EnabledNode(t, f.St), storetest.EnabledNode(t, f.St)
 
 	memory := deployment.Candidate{Specification: sandbox.Specification{Resources: sandbox.Resources{MemoryBytes: 2 << 30}}}
-	_, err = f.Svc.Replace(f.Ctx, memory, deployment.Fields{deployment.FieldMemoryBytes}, 1)
+	_, err = f.Svc.Replace(f.Ctx, memory, deployment.Fields{deployment.FieldMemoryBytes}, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if len(gated) != 0 {
 		t.Fatalf("a same-kind replacement ran the gate for %v", gated)
 	}
 
-	_, err = f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 2)
+	_, err = f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 2, store.NewAdminProvenance(uuid.New()))
 	errdefstest.WantRefusal(t, err, errdefs.ErrFailedPrecondition, "owner_failure")
 	f.WantGenerations(t, 2, "after an undrained replacement")
 	for _, id := range []uuid.UUID{a, b} {
@@ -222,7 +223,7 @@ func TestReplacementRetiresThroughTheGate(t *testing.T) {
 	}
 
 	undrained = false
-	r, err := f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 2)
+	r, err := f.Svc.Replace(f.Ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 2, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if !r.Changed || len(r.RetiredNodes) != 2 || len(gated) != 2 {
 		t.Fatalf("replacement %+v after %d gate runs, want both nodes retired through the gate", r, len(gated))

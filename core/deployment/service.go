@@ -24,14 +24,14 @@ import (
 type Store interface {
 	SeenGeneration(ctx context.Context) (store.GenerationSeen, error)
 	CommitGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration) (store.Generation, error)
-	ReplaceGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration, r store.Replacement) (store.Replaced, error)
+	ReplaceGeneration(ctx context.Context, seen store.GenerationSeen, g store.NewGeneration, r store.Replacement, prov store.Provenance, eventID uuid.UUID) (store.Replaced, error)
 	EnabledNodes(ctx context.Context) ([]uuid.UUID, error)
 	DirectReadinesses(ctx context.Context) ([]store.DirectReadiness, error)
 	DirectGenerations(ctx context.Context) ([]uint64, error)
 	GetProviderSwitch(ctx context.Context) (store.ProviderSwitch, error)
 	GetServingPin(ctx context.Context) (store.ServingPin, error)
 	RetainedGenerations(ctx context.Context) ([]store.RetainedGeneration, error)
-	SetProviderDisabled(ctx context.Context, disabled bool) (store.ProviderSwitch, error)
+	SetProviderDisabled(ctx context.Context, disabled bool, prov store.Provenance, eventID uuid.UUID) (store.ProviderSwitch, error)
 }
 
 // errGenerationMoved refuses a commit whose expected generation is no

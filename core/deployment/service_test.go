@@ -19,6 +19,7 @@ import (
 	"berth.dev/core/deployment"
 	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/secrets"
+	"berth.dev/core/store"
 )
 
 func TestPreviewDockerBeforeFirstCommit(t *testing.T) {
@@ -379,13 +380,13 @@ func TestSuspensionOffIsAnExplicitChoice(t *testing.T) {
 	}
 
 	// Replacing only the suspension part with no policy: the defaults.
-	r, err := f.Svc.Replace(f.Ctx, deployment.Candidate{}, deployment.Fields{deployment.FieldSuspension}, 1)
+	r, err := f.Svc.Replace(f.Ctx, deployment.Candidate{}, deployment.Fields{deployment.FieldSuspension}, 1, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if !r.Changed || r.Deployment.Specification.Suspension != docker.DefaultSuspension {
 		t.Fatalf("replacement %+v", r.Deployment.Specification)
 	}
 	// And off again.
-	r, err = f.Svc.Replace(f.Ctx, deployment.Candidate{SuspensionOff: true}, deployment.Fields{deployment.FieldSuspension}, 2)
+	r, err = f.Svc.Replace(f.Ctx, deployment.Candidate{SuspensionOff: true}, deployment.Fields{deployment.FieldSuspension}, 2, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if !r.Changed || !r.Deployment.Specification.Suspension.IsZero() {
 		t.Fatalf("replacement turning suspension off %+v", r.Deployment.Specification)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -21,6 +22,7 @@ import (
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/deploymentadmin"
+	"berth.dev/core/store"
 )
 
 func specProto() *adminv1.Specification {
@@ -248,6 +250,20 @@ func TestGRPCDisableAndEnableProvider(t *testing.T) {
 	// Without the admin token nothing is changed.
 	_, err = c.DisableProvider(f.Ctx, &adminv1.DisableProviderRequest{Name: "deployment"})
 	admintest.WantStatus(t, err, codes.Unauthenticated, admin.ReasonUnauthenticated)
+
+	// Each change is a decision by the administrator (audit.From of the
+	// call), read back from the trail.
+	far := time.Now().Add(time.Hour)
+	events, err := f.St.ListAuditEvents(f.Ctx, store.AuditFilter{ActionPrefix: "provider.", End: &far}, store.AuditCursor{}, 10)
+	errdefstest.Must(t, err)
+	if len(events) != 2 || events[0].Action != "provider.disable" || events[1].Action != "provider.enable" {
+		t.Fatalf("provider events %+v", events)
+	}
+	for _, e := range events {
+		if e.Kind != store.AuditDecision || e.Actor() != "admin" || e.RequestID == uuid.Nil || e.Resource != "deployment" {
+			t.Fatalf("provider event %+v", e)
+		}
+	}
 }
 
 // nested is a Struct depth levels deep: objects ({"a": {"a": ...}}), or,
@@ -318,6 +334,16 @@ func TestGRPCReplaceWithUpdateMask(t *testing.T) {
 	errdefstest.Must(t, err)
 	if d := got.GetDeployment(); d.GetGeneration() != 2 || d.GetServingGeneration() != 0 || len(d.GetRetainedGenerations()) != 0 {
 		t.Fatalf("deployment after the replacement %v", d)
+	}
+	// The one replacement that committed is the administrator's decision
+	// in the trail; the refused ones recorded nothing.
+	far := time.Now().Add(time.Hour)
+	events, err := f.St.ListAuditEvents(f.Ctx, store.AuditFilter{ActionPrefix: "deployment.", End: &far}, store.AuditCursor{}, 10)
+	errdefstest.Must(t, err)
+	if len(events) != 1 || events[0].Action != "deployment.replace" || events[0].Actor() != "admin" || events[0].RequestID == uuid.Nil ||
+		events[0].Detail["from_generation"] != float64(1) || events[0].Detail["to_generation"] != float64(2) ||
+		events[0].Detail["to_provider_kind"] != "docker" || events[0].Detail["nodes_retired"] != float64(0) {
+		t.Fatalf("replacement events %+v", events)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/audit"
 	"berth.dev/core/deployment"
 )
 
@@ -56,7 +57,7 @@ func (g *Server) ReplaceDeployment(ctx context.Context, req *adminv1.ReplaceDepl
 	if err != nil {
 		return nil, err
 	}
-	r, err := g.svc.Replace(ctx, c, set, req.GetExpectedGeneration())
+	r, err := g.svc.Replace(ctx, c, set, req.GetExpectedGeneration(), audit.From(ctx))
 	return reply(r.Deployment, err, func(pb *adminv1.Deployment) *adminv1.ReplaceDeploymentResponse {
 		out := &adminv1.ReplaceDeploymentResponse{
 			Deployment: pb, Changed: r.Changed, RevokedEnrollmentTokens: r.RevokedTokens,
@@ -83,7 +84,7 @@ func (g *Server) CommitDeployment(ctx context.Context, req *adminv1.CommitDeploy
 
 // DisableProvider stops new sandboxes of the provider.
 func (g *Server) DisableProvider(ctx context.Context, req *adminv1.DisableProviderRequest) (*adminv1.DisableProviderResponse, error) {
-	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Disable(ctx) },
+	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Disable(ctx, audit.From(ctx)) },
 		func(pb *adminv1.Deployment) *adminv1.DisableProviderResponse {
 			return &adminv1.DisableProviderResponse{Deployment: pb}
 		})
@@ -91,7 +92,7 @@ func (g *Server) DisableProvider(ctx context.Context, req *adminv1.DisableProvid
 
 // EnableProvider lets the provider create sandboxes again.
 func (g *Server) EnableProvider(ctx context.Context, req *adminv1.EnableProviderRequest) (*adminv1.EnableProviderResponse, error) {
-	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Enable(ctx) },
+	return onDeployment(req.GetName(), func() (deployment.Deployment, error) { return g.svc.Enable(ctx, audit.From(ctx)) },
 		func(pb *adminv1.Deployment) *adminv1.EnableProviderResponse {
 			return &adminv1.EnableProviderResponse{Deployment: pb}
 		})

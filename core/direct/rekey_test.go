@@ -53,7 +53,7 @@ func (e *env) replaceKey(key string) (uint64, error) {
 	r, err := e.deploy.Replace(ctx, deployment.Candidate{
 		ProviderKind: e2b.Kind,
 		Credential:   e2btest.Credential(key),
-	}, deployment.Fields{deployment.FieldProviderKind, deployment.FieldCredential}, cur.Generation)
+	}, deployment.Fields{deployment.FieldProviderKind, deployment.FieldCredential}, cur.Generation, store.NewAdminProvenance(uuid.New()))
 	return r.Deployment.Generation, err
 }
 

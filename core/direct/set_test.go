@@ -124,7 +124,7 @@ func (e *env) commitErr(key string, lease int) (uint64, error) {
 		d, err := e.deploy.Commit(ctx, c, 0)
 		return d.Generation, err
 	}
-	r, err := e.deploy.Replace(ctx, c, nil, cur.Generation)
+	r, err := e.deploy.Replace(ctx, c, nil, cur.Generation, store.NewAdminProvenance(uuid.New()))
 	return r.Deployment.Generation, err
 }
 

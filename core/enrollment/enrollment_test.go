@@ -68,7 +68,7 @@ func TestEnrollOnceThenReplayWithTheSameKeyOnly(t *testing.T) {
 		t.Fatalf("token reused with another key: %v", err)
 	}
 	// A retired node never enrolls again, even by replay.
-	if _, err := st.SetNodeState(ctx, first.NodeID, store.NodeEnrolled, store.NodeRetired); err != nil {
+	if _, err := st.SetNodeState(ctx, first.NodeID, store.NodeEnrolled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Enroll(ctx, tok, req, "node1.test:7443"); !errors.Is(err, enrollment.ErrRejected) {

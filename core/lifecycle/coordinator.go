@@ -373,7 +373,8 @@ func (c *Coordinator) renew(ctx context.Context, rs []*running) {
 }
 
 // ownerFailure reports the owner failure of a drain past its bound: it
-// closes Config.Admission and logs it with the late workers' nodes.
+// closes Config.Admission, logs it with the late workers' nodes and
+// records it (Config.OwnerFailures).
 func (c *Coordinator) ownerFailure(cause string, late []*running) {
 	nodes := make([]uuid.UUID, len(late))
 	for i, r := range late {
@@ -384,5 +385,8 @@ func (c *Coordinator) ownerFailure(cause string, late []*running) {
 	if c.cfg.Admission != nil {
 		c.cfg.Admission.CloseAdmission()
 		c.cfg.Log.Error("owner failure: admission closed until Core restarts", "nodes", nodes, "cause", "lifecycle drain")
+	}
+	if c.cfg.OwnerFailures != nil {
+		c.cfg.OwnerFailures.OwnerFailure(cause, nodes)
 	}
 }

@@ -60,7 +60,24 @@ type env struct {
 	nodes map[uuid.UUID]*node
 	// place is the node the next session is placed on.
 	place uuid.UUID
+	// failures are the owner failures the coordinator recorded.
+	failures *ownerFailures
 }
+
+// ownerFailures records the owner failures reported to
+// lifecycle.Config.OwnerFailures (core/daemon: audit.Writer).
+type ownerFailures struct {
+	mu    sync.Mutex
+	nodes [][]uuid.UUID
+}
+
+func (f *ownerFailures) OwnerFailure(_ string, nodes []uuid.UUID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes = append(f.nodes, nodes)
+}
+
+func (f *ownerFailures) count() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.nodes) }
 
 func newEnv(t *testing.T, nodes int) *env {
 	t.Helper()
@@ -116,8 +133,11 @@ func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
 		Interval:    20 * time.Millisecond,
 	}
 	e.svc = sessions.New(st, key, inst.ID, uuid.New, e.cfg.Suspension.(*suspension.Service), nil)
-	// As Core wires it (core/daemon): an owner failure closes admission.
+	// As Core wires it (core/daemon): an owner failure closes admission
+	// and is recorded.
 	e.cfg.Admission = e.svc
+	e.failures = &ownerFailures{}
+	e.cfg.OwnerFailures = e.failures
 	return e
 }
 
@@ -1154,7 +1174,7 @@ func TestDisabledProviderSendsNoCreateAndStillCleansUp(t *testing.T) {
 		t.Fatalf("running allocation %s", got.State)
 	}
 	pending := e.createBundle(t, n.id)
-	_, err := e.st.SetProviderDisabled(ctx, true)
+	_, err := e.st.SetProviderDisabled(ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	creates := count(n.srv, dockertest.CallContainerCreate) + count(n.srv, dockertest.CallVolumeCreate)
 
@@ -1179,7 +1199,7 @@ func TestDisabledProviderSendsNoCreateAndStillCleansUp(t *testing.T) {
 	}
 
 	// Enabled again: the waiting allocation gets its one Create.
-	_, err = e.st.SetProviderDisabled(ctx, false)
+	_, err = e.st.SetProviderDisabled(ctx, false, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	pass(t, w)
 	if got := e.alloc(t, pending.Allocation.ID); got.State != store.AllocationRunning {
@@ -1289,6 +1309,9 @@ func (e *env) wantAdmissionClosed(t *testing.T, after string) {
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("CreateSession %s: %v, want refused with owner_failure (admission closed)", after, err)
 	}
+	if e.failures.count() == 0 {
+		t.Fatalf("admission closed %s, but no owner failure was recorded", after)
+	}
 }
 
 // wantNoNewWorker fails the test unless node keeps its lifecycle identity
@@ -1381,7 +1404,7 @@ func TestReplacementWithAnotherKindDrainsTheNodesWorker(t *testing.T) {
 	}
 	replaced := make(chan result, 1)
 	go func() {
-		r, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+		r, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 		replaced <- result{r, err}
 	}()
 	select {
@@ -1428,7 +1451,7 @@ func TestReplacementPastTheDrainBoundClosesAdmission(t *testing.T) {
 	svc := e.replacer(t, c)
 	ctx := context.Background()
 
-	_, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	_, err := svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("Replace with the node's Create in flight past the bound: %v, want refused with owner_failure", err)
 	}
@@ -1447,7 +1470,7 @@ func TestReplacementPastTheDrainBoundClosesAdmission(t *testing.T) {
 		return e.alloc(t, inFlight.ID).State == store.AllocationRunning
 	})
 	e.wantNoNewWorker(t, c, n.id, rest[0])
-	_, err = svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1)
+	_, err = svc.Replace(ctx, deploymenttest.DirectCandidate("eu", "tok"), nil, 1, store.NewAdminProvenance(uuid.New()))
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" {
 		t.Fatalf("a retried replacement: %v, want refused with owner_failure (the barrier stays closed)", err)
 	}

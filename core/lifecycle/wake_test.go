@@ -388,7 +388,7 @@ func TestNoRestoreWhileTheProviderIsDisabled(t *testing.T) {
 	e, n, w := suspending(t, time.Hour, 4, 4)
 	b, _ := e.suspendedSession(t, n, w)
 	ctx := context.Background()
-	_, err := e.st.SetProviderDisabled(ctx, true)
+	_, err := e.st.SetProviderDisabled(ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	creates := count(n.srv, dockertest.CallContainerCreate) + count(n.srv, dockertest.CallVolumeCreate)
 	e.submit(t, b)
@@ -399,7 +399,7 @@ func TestNoRestoreWhileTheProviderIsDisabled(t *testing.T) {
 	if k := count(n.srv, dockertest.CallContainerCreate) + count(n.srv, dockertest.CallVolumeCreate); k != creates {
 		t.Fatalf("%d creating calls while the provider is disabled", k-creates)
 	}
-	_, err = e.st.SetProviderDisabled(ctx, false)
+	_, err = e.st.SetProviderDisabled(ctx, false, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	pass(t, w)
 	e.wantPhase(t, b.Allocation.ID, store.PhaseRunning)

@@ -72,6 +72,13 @@ type Admission interface {
 	CloseAdmission()
 }
 
+// OwnerFailures records an owner failure in the audit trail
+// (audit.Writer.OwnerFailure): cause is which drain passed its bound,
+// nodes the late workers' nodes. It must not block.
+type OwnerFailures interface {
+	OwnerFailure(cause string, nodes []uuid.UUID)
+}
+
 // Config is shared by the Coordinator and its workers.
 type Config struct {
 	// Store must act for Core's owner epoch (a *store.Owner, store.Store.AsOwner).
@@ -124,6 +131,9 @@ type Config struct {
 	// that refusal's "admission closed" is already true. It must not
 	// block.
 	Admission Admission
+	// OwnerFailures, when set, records each owner failure (owner.failure,
+	// Core's own decision) where Core closes admission.
+	OwnerFailures OwnerFailures
 	// RuntimeCA is the PEM CA certificate a Runtime trusts for the
 	// installation's https URL when Core's gateway certificate is issued
 	// from the installation CA; every Create and restore sends it

@@ -20,6 +20,7 @@ import (
 	"berth.dev/core/admin"
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/enrollment/enrollmenttest"
+	"berth.dev/core/store"
 )
 
 // secretParts are the strings of a token text that must never appear
@@ -269,6 +270,21 @@ func TestGRPCNodes(t *testing.T) {
 		if got.GetState() != st.want || got.GetName() != names[0] {
 			t.Fatalf("%s: node %s is %v, want %v", st.what, got.GetName(), got.GetState(), st.want)
 		}
+	}
+	// Each change (not the repeats, not the refusals) is a decision by
+	// the administrator, read back from the trail.
+	far := time.Now().Add(time.Hour)
+	events, err := f.St.ListAuditEvents(f.Ctx, store.AuditFilter{ActionPrefix: "node.", End: &far}, store.AuditCursor{}, 10)
+	errdefstest.Must(t, err)
+	var actions []string
+	for _, e := range events {
+		actions = append(actions, e.Action)
+		if e.Kind != store.AuditDecision || e.Actor() != "admin" || e.RequestID == uuid.Nil || e.Resource != names[0] {
+			t.Fatalf("node event %+v", e)
+		}
+	}
+	if strings.Join(actions, " ") != "node.enable node.retire node.remove" {
+		t.Fatalf("node events %q", actions)
 	}
 	for _, fn := range []call{enable, retire, remove} {
 		_, err := fn(ctx, "nodes/"+uuid.NewString())

@@ -12,6 +12,7 @@ import (
 	"berth.dev/sandbox/errdefs"
 
 	"berth.dev/core/admin"
+	"berth.dev/core/audit"
 	"berth.dev/core/enrollment"
 	"berth.dev/core/nodes"
 	"berth.dev/core/store"
@@ -136,7 +137,7 @@ func (g *Server) GetNode(ctx context.Context, req *adminv1.GetNodeRequest) (*adm
 
 // EnableNode admits a node to placement.
 func (g *Server) EnableNode(ctx context.Context, req *adminv1.EnableNodeRequest) (*adminv1.EnableNodeResponse, error) {
-	n, err := g.onNode(ctx, req.GetName(), g.registry.Enable)
+	n, err := g.onNode(ctx, req.GetName(), audited(g.registry.Enable))
 	if err != nil {
 		return nil, err
 	}
@@ -145,11 +146,16 @@ func (g *Server) EnableNode(ctx context.Context, req *adminv1.EnableNodeRequest)
 
 // RetireNode stops new placement on a node.
 func (g *Server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest) (*adminv1.RetireNodeResponse, error) {
-	n, err := g.onNode(ctx, req.GetName(), g.registry.Retire)
+	n, err := g.onNode(ctx, req.GetName(), audited(g.registry.Retire))
 	if err != nil {
 		return nil, err
 	}
 	return &adminv1.RetireNodeResponse{Node: n}, nil
+}
+
+// audited is a registry change decided by the caller of ctx (audit.From).
+func audited(change func(context.Context, uuid.UUID, store.Provenance) (nodes.Node, error)) func(context.Context, uuid.UUID) (nodes.Node, error) {
+	return func(ctx context.Context, id uuid.UUID) (nodes.Node, error) { return change(ctx, id, audit.From(ctx)) }
 }
 
 // RemoveNode removes the node (Registry.Remove) or, with abandon, removes
@@ -157,10 +163,10 @@ func (g *Server) RetireNode(ctx context.Context, req *adminv1.RetireNodeRequest)
 // node comes back with its recorded abandonment, if it has one.
 func (g *Server) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest) (*adminv1.RemoveNodeResponse, error) {
 	var ab *store.NodeAbandonment
-	remove := g.registry.Remove
+	remove := audited(g.registry.Remove)
 	if a := req.GetAbandon(); a != nil {
 		remove = func(ctx context.Context, id uuid.UUID) (nodes.Node, error) {
-			n, got, err := g.registry.Abandon(ctx, id, a.GetBackendFingerprint())
+			n, got, err := g.registry.Abandon(ctx, id, a.GetBackendFingerprint(), audit.From(ctx))
 			ab = got
 			return n, err
 		}

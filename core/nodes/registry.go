@@ -21,7 +21,7 @@ import (
 type RegistryStore interface {
 	GetNode(ctx context.Context, id uuid.UUID) (store.Node, error)
 	ListNodesByAge(ctx context.Context, limit int, after store.NodeCursor, includeRemoved bool) ([]store.Node, error)
-	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState) (store.Node, error)
+	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState, prov store.Provenance, eventID uuid.UUID) (store.Node, error)
 	NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error)
 	EnrollmentTokensOfNodes(ctx context.Context, nodeIDs []uuid.UUID) (map[uuid.UUID]string, error)
 	NodeLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]store.NodeLoad, error)
@@ -188,9 +188,10 @@ func (r *Registry) Get(ctx context.Context, id uuid.UUID) (Node, error) {
 
 // Enable admits node id to placement: an enrolled or retired node becomes
 // enabled, an enabled one comes back unchanged, a removed one is refused
-// (node_removed).
-func (r *Registry) Enable(ctx context.Context, id uuid.UUID) (Node, error) {
-	return r.transition(ctx, "enable node", id, toUnlessRemoved(store.NodeEnabled))
+// (node_removed). prov is who decided (audit.From of the admin call): a
+// change records node.enable in its own transaction.
+func (r *Registry) Enable(ctx context.Context, id uuid.UUID, prov store.Provenance) (Node, error) {
+	return r.transition(ctx, "enable node", id, prov, toUnlessRemoved(store.NodeEnabled))
 }
 
 // Retire stops new placement on node id: an enrolled or enabled node
@@ -199,12 +200,13 @@ func (r *Registry) Enable(ctx context.Context, id uuid.UUID) (Node, error) {
 // change runs through the retirement gate (RegistryOptions.Gate), so when it
 // commits no lifecycle operation on the node begun before it is still in
 // flight; a gate whose drain passed its bound leaves the node as it was
-// (ErrRetireUndrained, reason owner_failure).
-func (r *Registry) Retire(ctx context.Context, id uuid.UUID) (Node, error) {
+// (ErrRetireUndrained, reason owner_failure). A change records
+// node.retire by prov.
+func (r *Registry) Retire(ctx context.Context, id uuid.UUID, prov store.Provenance) (Node, error) {
 	const op = "retire node"
 	retire := toUnlessRemoved(store.NodeRetired)
 	if r.gate == nil {
-		return r.transition(ctx, op, id, retire)
+		return r.transition(ctx, op, id, prov, retire)
 	}
 	cur, err := r.store.GetNode(ctx, id)
 	if err != nil {
@@ -212,12 +214,12 @@ func (r *Registry) Retire(ctx context.Context, id uuid.UUID) (Node, error) {
 	}
 	if cur.State == store.NodeRetired || cur.State == store.NodeRemoved {
 		// Nothing to drain: unchanged, or refused (node_removed).
-		return r.transition(ctx, op, id, retire)
+		return r.transition(ctx, op, id, prov, retire)
 	}
 	var n Node
 	err = r.gate(ctx, []uuid.UUID{id}, func() error {
 		var err error
-		n, err = r.transition(ctx, op, id, retire)
+		n, err = r.transition(ctx, op, id, prov, retire)
 		return err
 	})
 	if err != nil {
@@ -246,9 +248,10 @@ func toUnlessRemoved(to store.NodeState) func(store.NodeState) (store.NodeState,
 // hold. The check runs before the state's compare-and-swap, not in its
 // transaction: placement only chooses enabled nodes, so what an enrolled
 // or retired node holds can only shrink. The removed node keeps its
-// identity, so its certificate stays refused.
-func (r *Registry) Remove(ctx context.Context, id uuid.UUID) (Node, error) {
-	return r.transition(ctx, "remove node", id, func(cur store.NodeState) (store.NodeState, error) {
+// identity, so its certificate stays refused. A change records
+// node.remove by prov.
+func (r *Registry) Remove(ctx context.Context, id uuid.UUID, prov store.Provenance) (Node, error) {
+	return r.transition(ctx, "remove node", id, prov, func(cur store.NodeState) (store.NodeState, error) {
 		switch cur {
 		case store.NodeRemoved:
 			return store.NodeRemoved, nil
@@ -273,7 +276,7 @@ func (r *Registry) Remove(ctx context.Context, id uuid.UUID) (Node, error) {
 // moves it by compare-and-swap. A node already in that state comes back
 // unchanged. When another change won the race (errdefs.ErrFenced), the
 // node is read and decided again, up to casAttempts times.
-func (r *Registry) transition(ctx context.Context, op string, id uuid.UUID, decide func(store.NodeState) (store.NodeState, error)) (Node, error) {
+func (r *Registry) transition(ctx context.Context, op string, id uuid.UUID, prov store.Provenance, decide func(store.NodeState) (store.NodeState, error)) (Node, error) {
 	for attempt := 1; ; attempt++ {
 		n, err := r.store.GetNode(ctx, id)
 		if err != nil {
@@ -284,7 +287,11 @@ func (r *Registry) transition(ctx context.Context, op string, id uuid.UUID, deci
 			return Node{}, fmt.Errorf("%s: %w", op, err)
 		}
 		if to != n.State {
-			n, err = r.store.SetNodeState(ctx, id, n.State, to)
+			eventID, err := uuid.NewRandom()
+			if err != nil {
+				return Node{}, fmt.Errorf("%s: %w", op, err)
+			}
+			n, err = r.store.SetNodeState(ctx, id, n.State, to, prov, eventID)
 			if errdefs.IsFenced(err) && attempt < casAttempts {
 				continue
 			}
@@ -341,7 +348,7 @@ type AbandonStore interface {
 	NodeBackend(ctx context.Context, nodeID uuid.UUID) (string, error)
 	GetNodePresence(ctx context.Context, nodeID uuid.UUID) (store.NodePresence, error)
 	GetNodeAbandonment(ctx context.Context, nodeID uuid.UUID) (store.NodeAbandonment, error)
-	AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint string) (store.NodeAbandonment, error)
+	AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint string, prov store.Provenance, eventID uuid.UUID) (store.NodeAbandonment, error)
 }
 
 // The refusals of an abandonment: each says what holds and what to do.
@@ -371,7 +378,9 @@ var (
 // and removes the node, in one transaction. The abandonment is logged
 // and returned. A removed node comes back unchanged, with the
 // abandonment recorded for it (nil when it was removed without one).
-func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string) (Node, *store.NodeAbandonment, error) {
+// prov is who decided (audit.From of the admin call): the abandonment
+// records node.abandon in its own transaction.
+func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string, prov store.Provenance) (Node, *store.NodeAbandonment, error) {
 	const op = "abandon node"
 	if r.abandons == nil {
 		return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonUnavailable)
@@ -397,7 +406,7 @@ func (r *Registry) Abandon(ctx context.Context, id uuid.UUID, fingerprint string
 		if err := r.checkAbandonable(ctx, id, fingerprint); err != nil {
 			return Node{}, nil, fmt.Errorf("%s: %w", op, err)
 		}
-		ab, err := r.abandonThroughGate(ctx, id, fingerprint)
+		ab, err := r.abandonThroughGate(ctx, id, fingerprint, prov)
 		if errors.Is(err, ErrRetireUndrained) {
 			return Node{}, nil, fmt.Errorf("%s: %w", op, errAbandonUndrained)
 		}
@@ -459,11 +468,14 @@ func (r *Registry) checkAbandonable(ctx context.Context, id uuid.UUID, fingerpri
 // abandonThroughGate runs store.Owner.AbandonNode through the retirement
 // gate when there is one, so no lifecycle operation on the node is in
 // flight when the abandonment commits.
-func (r *Registry) abandonThroughGate(ctx context.Context, id uuid.UUID, fingerprint string) (store.NodeAbandonment, error) {
+func (r *Registry) abandonThroughGate(ctx context.Context, id uuid.UUID, fingerprint string, prov store.Provenance) (store.NodeAbandonment, error) {
 	var ab store.NodeAbandonment
 	abandon := func() error {
-		var err error
-		ab, err = r.abandons.AbandonNode(ctx, id, fingerprint)
+		eventID, err := uuid.NewRandom()
+		if err != nil {
+			return err
+		}
+		ab, err = r.abandons.AbandonNode(ctx, id, fingerprint, prov, eventID)
 		return err
 	}
 	var err error

@@ -36,9 +36,9 @@ func TestGetNode(t *testing.T) {
 func TestNodeLifecycle(t *testing.T) {
 	f := enrollmenttest.New(t)
 	id, _ := f.EnrollNode(t)
-	enable := func() (nodes.Node, error) { return f.Registry.Enable(f.Ctx, id) }
-	retire := func() (nodes.Node, error) { return f.Registry.Retire(f.Ctx, id) }
-	remove := func() (nodes.Node, error) { return f.Registry.Remove(f.Ctx, id) }
+	enable := func() (nodes.Node, error) { return f.Registry.Enable(f.Ctx, id, store.NewAdminProvenance(uuid.New())) }
+	retire := func() (nodes.Node, error) { return f.Registry.Retire(f.Ctx, id, store.NewAdminProvenance(uuid.New())) }
+	remove := func() (nodes.Node, error) { return f.Registry.Remove(f.Ctx, id, store.NewAdminProvenance(uuid.New())) }
 	var last nodes.Node
 	for _, st := range []struct {
 		what string
@@ -88,20 +88,26 @@ func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 	f := enrollmenttest.New(t)
 	a, _ := f.EnrollNode(t)
 	b, _ := f.EnrollNode(t)
-	n, err := f.Registry.Retire(f.Ctx, a)
+	n, err := f.Registry.Retire(f.Ctx, a, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if n.State != store.NodeRetired {
 		t.Errorf("retired enrolled node is %s", n.State)
 	}
-	n, err = f.Registry.Remove(f.Ctx, b)
+	n, err = f.Registry.Remove(f.Ctx, b, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if n.State != store.NodeRemoved {
 		t.Errorf("removed enrolled node is %s", n.State)
 	}
 	for _, call := range []func() (nodes.Node, error){
-		func() (nodes.Node, error) { return f.Registry.Enable(f.Ctx, uuid.New()) },
-		func() (nodes.Node, error) { return f.Registry.Retire(f.Ctx, uuid.New()) },
-		func() (nodes.Node, error) { return f.Registry.Remove(f.Ctx, uuid.New()) },
+		func() (nodes.Node, error) {
+			return f.Registry.Enable(f.Ctx, uuid.New(), store.NewAdminProvenance(uuid.New()))
+		},
+		func() (nodes.Node, error) {
+			return f.Registry.Retire(f.Ctx, uuid.New(), store.NewAdminProvenance(uuid.New()))
+		},
+		func() (nodes.Node, error) {
+			return f.Registry.Remove(f.Ctx, uuid.New(), store.NewAdminProvenance(uuid.New()))
+		},
 	} {
 		_, err := call()
 		errdefstest.WantClass(t, err, errdefs.ErrNotFound)
@@ -114,7 +120,7 @@ func TestEnrolledNodeCanBeRetiredOrRemoved(t *testing.T) {
 func TestConcurrentNodeChanges(t *testing.T) {
 	f := enrollmenttest.New(t)
 	id, _ := f.EnrollNode(t)
-	_, err := f.Registry.Enable(f.Ctx, id)
+	_, err := f.Registry.Enable(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	const admins = 8
 	errs := make([]error, admins)
@@ -123,9 +129,9 @@ func TestConcurrentNodeChanges(t *testing.T) {
 	for i := range admins {
 		wg.Go(func() {
 			if i%2 == 0 {
-				got[i], errs[i] = f.Registry.Retire(f.Ctx, id)
+				got[i], errs[i] = f.Registry.Retire(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 			} else {
-				got[i], errs[i] = f.Registry.Enable(f.Ctx, id)
+				got[i], errs[i] = f.Registry.Enable(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 			}
 		})
 	}
@@ -147,7 +153,7 @@ func TestConcurrentNodeChanges(t *testing.T) {
 
 	// Retiring together: all succeed, one of them writes.
 	for i := range admins {
-		wg.Go(func() { got[i], errs[i] = f.Registry.Retire(f.Ctx, id) })
+		wg.Go(func() { got[i], errs[i] = f.Registry.Retire(f.Ctx, id, store.NewAdminProvenance(uuid.New())) })
 	}
 	wg.Wait()
 	for i := range admins {
@@ -189,7 +195,7 @@ func TestListNodes(t *testing.T) {
 	if !slices.Equal(got, want) || !slices.Equal(sizes, []int{3, 3, 1}) {
 		t.Fatalf("listed %v in pages %v\nwant %v in [3 3 1]", got, sizes, want)
 	}
-	_, err := f.Registry.Remove(f.Ctx, want[2])
+	_, err := f.Registry.Remove(f.Ctx, want[2], store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	got, _ = list(false)
 	if w := slices.Delete(slices.Clone(want), 2, 3); !slices.Equal(got, w) {
@@ -214,7 +220,7 @@ func TestListNodes(t *testing.T) {
 func TestRetirementRunsThroughTheGate(t *testing.T) {
 	f := enrollmenttest.New(t)
 	id, _ := f.EnrollNode(t)
-	_, err := f.Registry.Enable(f.Ctx, id)
+	_, err := f.Registry.Enable(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 
 	undrained := true
@@ -231,7 +237,7 @@ func TestRetirementRunsThroughTheGate(t *testing.T) {
 		return retire()
 	}})
 	errdefstest.Must(t, err)
-	_, err = reg.Retire(f.Ctx, id)
+	_, err = reg.Retire(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "owner_failure" || !errdefs.IsFailedPrecondition(err) || !errgrpc.SafeMessage(r.Message) {
 		t.Fatalf("retire with an undrained worker: %v, want the owner_failure refusal", err)
 	}
@@ -240,17 +246,17 @@ func TestRetirementRunsThroughTheGate(t *testing.T) {
 	}
 
 	undrained = false
-	n, err := reg.Retire(f.Ctx, id)
+	n, err := reg.Retire(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
 	if n.State != store.NodeRetired {
 		t.Fatalf("retired node is %s", n.State)
 	}
 	// Retiring it again, or a removed node, has nothing to drain.
-	_, err = reg.Retire(f.Ctx, id)
+	_, err = reg.Retire(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
-	_, err = reg.Remove(f.Ctx, id)
+	_, err = reg.Remove(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 	errdefstest.Must(t, err)
-	_, err = reg.Retire(f.Ctx, id)
+	_, err = reg.Retire(f.Ctx, id, store.NewAdminProvenance(uuid.New()))
 	errdefstest.WantClass(t, err, errdefs.ErrFailedPrecondition)
 	if len(gated) != 2 || gated[0] != id || gated[1] != id {
 		t.Fatalf("the gate ran for %v, want twice for the enabled node", gated)

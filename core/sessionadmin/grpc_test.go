@@ -106,7 +106,7 @@ func TestGRPCCreateSession(t *testing.T) {
 
 	// A disabled provider refuses creation with its reason and what to do;
 	// deletion goes on.
-	_, err = f.St.SetProviderDisabled(f.Ctx, true)
+	_, err = f.St.SetProviderDisabled(f.Ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	errdefstest.Must(t, err)
 	_, err = c.CreateSession(ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString()})
 	if s := admintest.WantStatus(t, err, codes.FailedPrecondition, "provider_disabled"); s.Message() != "the sandbox provider is disabled: enable it with DeploymentService.EnableProvider" {

@@ -22,7 +22,7 @@ func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
 	b, err := f.Svc.Create(f.Ctx, projects.All(), first)
 	must(t, err)
 
-	_, err = f.St.SetProviderDisabled(f.Ctx, true)
+	_, err = f.St.SetProviderDisabled(f.Ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	_, err = f.Svc.Create(f.Ctx, projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project})
 	r, ok := errdefs.AsRefusal(err)
@@ -53,7 +53,7 @@ func TestDisabledProviderRefusesCreationOnly(t *testing.T) {
 		t.Fatalf("deleted while disabled: %+v", deleted)
 	}
 
-	_, err = f.St.SetProviderDisabled(f.Ctx, false)
+	_, err = f.St.SetProviderDisabled(f.Ctx, false, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	if _, err := f.Svc.Create(f.Ctx, projects.All(), sessions.CreateRequest{RequestID: uuid.New(), TenantID: f.Tenant, ProjectID: f.Project}); err != nil {
 		t.Fatalf("create after enabling: %v", err)

@@ -158,7 +158,7 @@ func (r *replacing) CreateSession(ctx context.Context, p store.CreateSessionPara
 			ProviderKind: "docker", PublicConfig: json.RawMessage(`{}`), Observations: json.RawMessage(`{}`),
 			Specification: sandbox.Specification{Resources: sandbox.Resources{CPUMillis: 100, MemoryBytes: 2 << 30, DiskBytes: 1 << 30}, MaxActive: 8},
 		}
-		if _, err := r.Owner.ReplaceGeneration(ctx, storetest.Seen(r.t, r), next, store.Replacement{}); err != nil {
+		if _, err := r.Owner.ReplaceGeneration(ctx, storetest.Seen(r.t, r), next, store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New()); err != nil {
 			r.t.Errorf("replace: %v", err)
 		}
 	})

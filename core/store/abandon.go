@@ -103,10 +103,18 @@ type AbandonedReservation struct {
 //   - the abandonment and exactly what it abandoned are recorded
 //     (NodeAbandonment), and the node is removed.
 //
+// The same transaction records the decision in the audit trail
+// (node.abandon, by prov, event id eventID, with the counts of what it
+// released and ended). prov is checked before anything is read (the zero
+// Provenance is invalid).
+//
 // ErrNotFound when there is no such node; ErrInvalid for a malformed
 // fingerprint.
-func (s *Owner) AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint string) (NodeAbandonment, error) {
+func (s *Owner) AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint string, prov Provenance, eventID uuid.UUID) (NodeAbandonment, error) {
 	const op = "abandon node"
+	if err := prov.valid(); err != nil {
+		return NodeAbandonment{}, fmt.Errorf("%s: %w", op, err)
+	}
 	if fingerprint == "" || len(fingerprint) > MaxBackendFingerprint {
 		return NodeAbandonment{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("backend_fingerprint", "required, at most 256 bytes"))
 	}
@@ -138,7 +146,17 @@ func (s *Owner) AbandonNode(ctx context.Context, nodeID uuid.UUID, fingerprint s
 			return err
 		}
 		out.Allocations = abandonedAllocations(held, rows, leftovers)
-		return recordAbandonment(ctx, q, &out, nodeID, fingerprint, epoch)
+		if err := recordAbandonment(ctx, q, &out, nodeID, fingerprint, epoch); err != nil {
+			return err
+		}
+		return recordAudit(ctx, q, prov, AuditEntry{
+			ID: eventID, Kind: AuditDecision, Action: "node.abandon", Resource: "nodes/" + nodeID.String(), Outcome: "ok",
+			Detail: map[string]any{
+				"allocations_released":  len(out.Allocations),
+				"reservations_released": len(out.Reservations),
+				"environments_failed":   len(out.Terminations),
+			},
+		})
 	})
 	if err != nil {
 		return NodeAbandonment{}, wrap(op, err)

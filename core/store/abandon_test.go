@@ -45,7 +45,7 @@ func TestAbandonNodeReleasesWithoutCleanupAndRecordsIt(t *testing.T) {
 
 	fenced := func(what, fp string) {
 		t.Helper()
-		if _, err := owned.AbandonNode(ctx, node, fp); !errdefs.IsFenced(err) {
+		if _, err := owned.AbandonNode(ctx, node, fp, store.NewAdminProvenance(uuid.New()), uuid.New()); !errdefs.IsFenced(err) {
 			t.Fatalf("%s: %v, want fenced", what, err)
 		}
 		if holds, err := st.NodeHolds(ctx, node); err != nil || !holds {
@@ -53,7 +53,7 @@ func TestAbandonNodeReleasesWithoutCleanupAndRecordsIt(t *testing.T) {
 		}
 	}
 	fenced("an enabled node", bound)
-	if _, err := owned.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired); err != nil {
+	if _, err := owned.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	fenced("a node recorded on its bound backend", bound)
@@ -64,9 +64,37 @@ func TestAbandonNodeReleasesWithoutCleanupAndRecordsIt(t *testing.T) {
 	}
 	fenced("another backend named", "docker:b")
 
-	ab, err := owned.AbandonNode(ctx, node, bound)
+	// The decision's event is the transaction's last insert: refused, the
+	// abandonment rolls back whole; the zero Provenance is refused.
+	undo := refuseWrites(t, ctx, owned, "audit_events", "INSERT", "NEW.action = 'node.abandon'")
+	if _, err := owned.AbandonNode(ctx, node, bound, store.NewAdminProvenance(uuid.New()), uuid.New()); err == nil {
+		t.Fatal("abandon succeeded despite the injected failure")
+	}
+	undo()
+	if _, err := owned.AbandonNode(ctx, node, bound, store.Provenance{}, uuid.New()); !errdefs.IsInvalid(err) {
+		t.Fatalf("abandon without provenance: %v", err)
+	}
+	if n, err := st.GetNode(ctx, node); err != nil || n.State != store.NodeRetired {
+		t.Fatalf("a failed abandonment left the node %+v, %v", n, err)
+	}
+	if holds, err := st.NodeHolds(ctx, node); err != nil || !holds {
+		t.Fatalf("a failed abandonment released what the node holds (%v)", err)
+	}
+	if n := len(decisions(t, owned, "node.abandon")); n != 0 {
+		t.Fatalf("failed abandonments recorded %d events", n)
+	}
+
+	req, eventID := uuid.New(), uuid.New()
+	ab, err := owned.AbandonNode(ctx, node, bound, store.NewAdminProvenance(req), eventID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	events := decisions(t, owned, "node.abandon")
+	if len(events) != 1 || events[0].ID != eventID || events[0].RequestID != req || events[0].Actor() != "admin" ||
+		events[0].Kind != store.AuditDecision || events[0].Resource != "nodes/"+node.String() ||
+		events[0].Detail["allocations_released"] != float64(2) || events[0].Detail["reservations_released"] != float64(0) ||
+		events[0].Detail["environments_failed"] != float64(2) {
+		t.Fatalf("abandon events %+v", events)
 	}
 	if ab.NodeID != node || ab.Action != store.ActionRemoveNodeAbandon || ab.BackendFingerprint != bound || ab.AbandonedAt.IsZero() ||
 		len(ab.Allocations) != 2 || len(ab.Reservations) != 0 || len(ab.Terminations) != 2 {
@@ -127,8 +155,11 @@ func TestAbandonNodeReleasesWithoutCleanupAndRecordsIt(t *testing.T) {
 			t.Fatalf("read back allocation %d %+v, want %+v", i, g, w)
 		}
 	}
-	if _, err := owned.AbandonNode(ctx, node, bound); !errdefs.IsFenced(err) {
+	if _, err := owned.AbandonNode(ctx, node, bound, store.NewAdminProvenance(uuid.New()), uuid.New()); !errdefs.IsFenced(err) {
 		t.Fatalf("abandoning a removed node: %v", err)
+	}
+	if n := len(decisions(t, owned, "node.")); n != 3 { // the enablement, the retirement and the one abandonment
+		t.Fatalf("node events after a refused repeat: %d", n)
 	}
 
 	// Only an abandonment releases without confirmed cleanup.

@@ -264,8 +264,19 @@ func rekey(ctx context.Context, q *db.Queries, epoch uint64, kind string, next u
 // a node r does not list as drained, ErrNodesMoved. It is fenced
 // (ErrSuperseded): a replacement retires nodes through the owner's drain
 // gate, which a deposed Core's drain cannot vouch for.
-func (s *Owner) ReplaceGeneration(ctx context.Context, seen GenerationSeen, g NewGeneration, r Replacement) (Replaced, error) {
+//
+// The same transaction records the decision (deployment.replace, by prov,
+// event id eventID: the generations from and to, their provider kinds,
+// how many nodes it retired, tokens it revoked and generations it
+// rekeyed) and one node.retire per node it retired (a child of the
+// replacement's event, its id derived from eventID and the node's).
+// prov is checked before anything is read (the zero Provenance is
+// invalid).
+func (s *Owner) ReplaceGeneration(ctx context.Context, seen GenerationSeen, g NewGeneration, r Replacement, prov Provenance, eventID uuid.UUID) (Replaced, error) {
 	const op = "replace deployment generation"
+	if err := prov.valid(); err != nil {
+		return Replaced{}, fmt.Errorf("%s: %w", op, err)
+	}
 	expectedCurrent, err := seen.expected()
 	if err != nil {
 		return Replaced{}, fmt.Errorf("%s: %w", op, err)
@@ -310,6 +321,9 @@ func (s *Owner) ReplaceGeneration(ctx context.Context, seen GenerationSeen, g Ne
 			}
 		}
 		out.Generation = generationFromRow(row)
+		if err := recordReplacement(ctx, q, prov, eventID, seen.current, out, len(r.Rekey)); err != nil {
+			return err
+		}
 		out.Locked = time.Since(locked)
 		return nil
 	})
@@ -317,6 +331,30 @@ func (s *Owner) ReplaceGeneration(ctx context.Context, seen GenerationSeen, g Ne
 		return Replaced{}, wrap(op, err)
 	}
 	return out, nil
+}
+
+// recordReplacement records a replacement's decision from generation
+// from to out.Generation, and one node.retire per node it retired.
+func recordReplacement(ctx context.Context, q *db.Queries, prov Provenance, eventID uuid.UUID, from Generation, out Replaced, rekeyed int) error {
+	if err := recordAudit(ctx, q, prov, AuditEntry{
+		ID: eventID, Kind: AuditDecision, Action: "deployment.replace", Resource: "deployment", Outcome: "ok",
+		Detail: map[string]any{
+			"from_generation": from.Generation, "to_generation": out.Generation.Generation,
+			"from_provider_kind": from.ProviderKind, "to_provider_kind": out.Generation.ProviderKind,
+			"nodes_retired": len(out.RetiredNodes), "tokens_revoked": out.RevokedTokens,
+			"generations_rekeyed": rekeyed,
+		},
+	}); err != nil {
+		return err
+	}
+	child := prov.WithParent(eventID)
+	for _, id := range out.RetiredNodes {
+		if err := recordNodeState(ctx, q, child, uuid.NewSHA1(eventID, id[:]), id, NodeEnabled, NodeRetired,
+			map[string]any{"replacement_generation": out.Generation.Generation}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ServingPin is the deployment's durable serving pin: the generation a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -97,21 +98,21 @@ func TestDeploymentCommitRefusesStaleExpectation(t *testing.T) {
 	}
 	_, err = st.CommitGeneration(ctx, none, testGeneration("docker"))
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
-	_, err = st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{})
+	_, err = st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	// Another commit moves the generation: the token of 1 is stale too.
-	_, err = st.ReplaceGeneration(ctx, one, testGeneration("docker"), store.Replacement{})
+	_, err = st.ReplaceGeneration(ctx, one, testGeneration("docker"), store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	_, err = st.CommitGeneration(ctx, one, testGeneration("docker"))
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
-	_, err = st.ReplaceGeneration(ctx, one, testGeneration("docker"), store.Replacement{})
+	_, err = st.ReplaceGeneration(ctx, one, testGeneration("docker"), store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 
 	var zero store.GenerationSeen
 	_, err = st.CommitGeneration(ctx, zero, testGeneration("docker"))
 	wantClass(t, err, store.ErrGenerationNotSeen)
 	wantClass(t, err, errdefs.ErrInvalid)
-	_, err = st.ReplaceGeneration(ctx, zero, testGeneration("docker"), store.Replacement{})
+	_, err = st.ReplaceGeneration(ctx, zero, testGeneration("docker"), store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	wantClass(t, err, store.ErrGenerationNotSeen)
 
 	cur, err := st.CurrentGeneration(ctx)
@@ -240,7 +241,7 @@ func TestNodeGenerations(t *testing.T) {
 	if got := served(holder); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("enabled node holding a generation 1 allocation: %v, want [1 2]", got)
 	}
-	if _, err := owned.SetNodeState(ctx, holder, store.NodeEnabled, store.NodeRetired); err != nil {
+	if _, err := owned.SetNodeState(ctx, holder, store.NodeEnabled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	if got := served(holder); !slices.Equal(got, []uint64{1}) {
@@ -287,7 +288,7 @@ func TestReplacementFencesAdmission(t *testing.T) {
 	done := make(chan store.Replaced, 1)
 	seen := storetest.Seen(t, st)
 	go func() {
-		r, err := st.ReplaceGeneration(ctx, seen, second, store.Replacement{})
+		r, err := st.ReplaceGeneration(ctx, seen, second, store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 		if err != nil {
 			t.Errorf("replace: %v", err)
 		}
@@ -335,12 +336,12 @@ func TestReplacementFencesAdmission(t *testing.T) {
 func TestReplaceGenerationRefusals(t *testing.T) {
 	st, ctx := newOwned(t)
 	none := storetest.Seen(t, st)
-	_, err := st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{})
+	_, err := st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	if _, err := st.CommitGeneration(ctx, none, testGeneration("docker")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{RetireNodes: true})
+	_, err = st.ReplaceGeneration(ctx, none, testGeneration("docker"), store.Replacement{RetireNodes: true}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	wantClass(t, err, errdefs.ErrFailedPrecondition)
 	if g, err := st.CurrentGeneration(ctx); err != nil || g.Generation != 1 {
 		t.Fatalf("current after refusals: %d %v", g.Generation, err)
@@ -365,7 +366,7 @@ func TestReplaceGenerationRetiresOnlyDrainedNodes(t *testing.T) {
 		t.Fatalf("enabled nodes %v, want [%s]", enabled, a)
 	}
 	b := storetest.EnabledNode(t, st) // enabled after the caller read them
-	_, err = st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled})
+	_, err = st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	if r, ok := errdefs.AsRefusal(err); !ok || r.Reason != "deployment_nodes_moved" || !errors.Is(err, errdefs.ErrFenced) {
 		t.Fatalf("a replacement retiring an undrained node: %v, want the deployment_nodes_moved refusal", err)
 	}
@@ -379,10 +380,51 @@ func TestReplaceGenerationRetiresOnlyDrainedNodes(t *testing.T) {
 	}
 	enabled, err = st.EnabledNodes(ctx)
 	must(t, err)
-	r, err := st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled})
+	// The last insert is the second node's node.retire event: refused, the
+	// whole replacement rolls back (no generation, no retirement, no
+	// event).
+	undo := refuseWrites(t, ctx, st, "audit_events", "INSERT",
+		fmt.Sprintf("NEW.action = 'node.retire' AND NEW.resource = 'nodes/%s'", enabled[1]))
+	_, err = st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled}, store.NewAdminProvenance(uuid.New()), uuid.New())
+	if err == nil {
+		t.Fatal("replacement succeeded despite the injected failure")
+	}
+	undo()
+	if g, err := st.CurrentGeneration(ctx); err != nil || g.Generation != 1 {
+		t.Fatalf("current after the failure: %d %v", g.Generation, err)
+	}
+	if n := len(decisions(t, st, "deployment.")) + len(decisions(t, st, "node.retire")); n != 0 {
+		t.Fatalf("refused and failed replacements recorded %d events", n)
+	}
+	req, eventID := uuid.New(), uuid.New()
+	r, err := st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("direct-test"), store.Replacement{RetireNodes: true, Drained: enabled}, store.NewAdminProvenance(req), eventID)
 	must(t, err)
 	if r.Generation.Generation != 2 || len(r.RetiredNodes) != 2 {
 		t.Fatalf("replacement %+v, want generation 2 retiring both nodes", r)
+	}
+	events := decisions(t, st, "deployment.")
+	if len(events) != 1 {
+		t.Fatalf("deployment events %+v", events)
+	}
+	e := events[0]
+	if e.ID != eventID || e.RequestID != req || e.Actor() != "admin" || e.Kind != store.AuditDecision || e.Action != "deployment.replace" ||
+		e.Resource != "deployment" || e.Detail["from_generation"] != float64(1) || e.Detail["to_generation"] != float64(2) ||
+		e.Detail["from_provider_kind"] != "docker" || e.Detail["to_provider_kind"] != "direct-test" ||
+		e.Detail["nodes_retired"] != float64(2) || e.Detail["tokens_revoked"] != float64(r.RevokedTokens) {
+		t.Fatalf("replace event %+v", e)
+	}
+	retired := decisions(t, st, "node.retire")
+	if len(retired) != 2 {
+		t.Fatalf("node.retire events %+v", retired)
+	}
+	for _, n := range retired {
+		if n.ParentID == nil || *n.ParentID != eventID || n.RequestID != req || n.Actor() != "admin" ||
+			!slices.Contains([]string{"nodes/" + a.String(), "nodes/" + b.String()}, n.Resource) || n.Detail["replacement_generation"] != float64(2) {
+			t.Fatalf("node.retire event %+v", n)
+		}
+	}
+	if retired[0].Resource == retired[1].Resource {
+		t.Fatalf("both node.retire events name %s", retired[0].Resource)
 	}
 }
 
@@ -411,7 +453,7 @@ func TestServingPin(t *testing.T) {
 	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok {
 		t.Fatalf("pin again: %v %v", ok, err)
 	}
-	if _, err := st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("docker"), store.Replacement{}); err != nil {
+	if _, err := st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("docker"), store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := st.PromoteServingPin(ctx, 1); err != nil || ok || pin() != 1 {

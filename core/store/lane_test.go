@@ -28,7 +28,7 @@ func directGeneration(t *testing.T, ctx context.Context, st *storetest.Owned) st
 	var err error
 	if _, ok := seen.Current(); ok {
 		var r store.Replaced
-		r, err = st.ReplaceGeneration(ctx, seen, g, store.Replacement{})
+		r, err = st.ReplaceGeneration(ctx, seen, g, store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 		out = r.Generation
 	} else {
 		out, err = st.CommitGeneration(ctx, seen, g)
@@ -509,7 +509,7 @@ func TestListNodeGenerationsExcludesDirect(t *testing.T) {
 	if len(gens) != 0 {
 		t.Fatalf("node publishes %d generations of a direct deployment", len(gens))
 	}
-	r2, err := st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("docker"), store.Replacement{})
+	r2, err := st.ReplaceGeneration(ctx, storetest.Seen(t, st), testGeneration("docker"), store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	g2 := r2.Generation
 	if g2.Mode != store.ModeNodes {
@@ -568,7 +568,7 @@ func TestRecordDirectReadinessIsFenced(t *testing.T) {
 	wantClass(t, err, store.ErrSuperseded)
 
 	// A node generation has no direct readiness; bad input is refused.
-	r2, err := now.ReplaceGeneration(ctx, storetest.Seen(t, now), testGeneration("docker"), store.Replacement{})
+	r2, err := now.ReplaceGeneration(ctx, storetest.Seen(t, now), testGeneration("docker"), store.Replacement{}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	g2 := r2.Generation
 	_, err = now.RecordDirectReadiness(ctx, store.DirectReadiness{Generation: int64(g2.Generation), Ready: true})
@@ -595,13 +595,13 @@ func TestKeyReplacementRepointsOnlyWhatWasVerified(t *testing.T) {
 	next := testGeneration("direct-test")
 	next.Mode = store.ModeDirect
 	next.Specification.MaxActive = 100
-	_, err := owned.ReplaceGeneration(ctx, storetest.Seen(t, owned), next, store.Replacement{Rekey: []uint64{}})
+	_, err := owned.ReplaceGeneration(ctx, storetest.Seen(t, owned), next, store.Replacement{Rekey: []uint64{}}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	wantClass(t, err, store.ErrGenerationsMoved)
 	if cur, err := owned.CurrentGeneration(ctx); err != nil || cur.Generation != g1.Generation {
 		t.Fatalf("current %d, %v after the refusal", cur.Generation, err)
 	}
 
-	r, err := owned.ReplaceGeneration(ctx, storetest.Seen(t, owned), next, store.Replacement{Rekey: []uint64{g1.Generation}})
+	r, err := owned.ReplaceGeneration(ctx, storetest.Seen(t, owned), next, store.Replacement{Rekey: []uint64{g1.Generation}}, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	for g, want := range map[uint64]uint64{g1.Generation: r.Generation.Generation, r.Generation.Generation: r.Generation.Generation} {
 		if src, err := owned.CredentialSource(ctx, g); err != nil || src != want {

@@ -155,9 +155,17 @@ func (s *Reader) ListNodesByAge(ctx context.Context, limit int, after NodeCursor
 // states are what the owner's lifecycle workers serve, and a retirement
 // commits through the owner's drain gate, which a deposed Core's drain
 // cannot vouch for.
-func (s *Owner) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeState) (Node, error) {
+//
+// A move records its decision in the same transaction, by prov with event
+// id eventID: node.enable (to enabled), node.retire (to retired) or
+// node.remove (to removed), with the state it left; a move to the state
+// the node is in (from == to) records nothing. prov is checked before
+// anything is read (the zero Provenance is invalid).
+func (s *Owner) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeState, prov Provenance, eventID uuid.UUID) (Node, error) {
 	const op = "set node state"
 	switch {
+	case prov.valid() != nil:
+		return Node{}, fmt.Errorf("%s: %w", op, prov.valid())
 	case !from.Valid():
 		return Node{}, fmt.Errorf("%s: %w", op, errdefs.Invalid("from", "unknown node state"))
 	case !to.Valid():
@@ -173,10 +181,13 @@ func (s *Owner) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeSta
 		var err error
 		row, err = q.SetNodeState(ctx, db.SetNodeStateParams{ID: id, FromState: string(from), ToState: string(to)})
 		moved = errors.Is(err, pgx.ErrNoRows)
-		if moved {
+		switch {
+		case moved:
 			return nil
+		case err != nil || from == to:
+			return err
 		}
-		return err
+		return recordNodeState(ctx, q, prov, eventID, id, from, to, nil)
 	})
 	if err == nil && moved {
 		if _, err := s.q.GetNode(ctx, id); err != nil {
@@ -192,6 +203,27 @@ func (s *Owner) SetNodeState(ctx context.Context, id uuid.UUID, from, to NodeSta
 	// goes out: the reconcile is the safety net.
 	_ = notifyNodeWork(ctx, s.q, id)
 	return nodeFromRow(row), nil
+}
+
+// nodeActions names the decision of a move to each state.
+var nodeActions = map[NodeState]string{
+	NodeEnabled: "node.enable", NodeRetired: "node.retire", NodeRemoved: "node.remove",
+}
+
+// recordNodeState records node id's move from from to to (node.enable,
+// node.retire, node.remove) on q, with the state it left and extra detail.
+func recordNodeState(ctx context.Context, q *db.Queries, prov Provenance, eventID, id uuid.UUID, from, to NodeState, extra map[string]any) error {
+	action, ok := nodeActions[to]
+	if !ok {
+		return errdefs.Invalid("to", "no decision moves a node to "+string(to))
+	}
+	detail := map[string]any{"from_state": string(from)}
+	for k, v := range extra {
+		detail[k] = v
+	}
+	return recordAudit(ctx, q, prov, AuditEntry{
+		ID: eventID, Kind: AuditDecision, Action: action, Resource: "nodes/" + id.String(), Outcome: "ok", Detail: detail,
+	})
 }
 
 func nodeFromRow(r db.Node) Node {

@@ -19,7 +19,7 @@ import (
 // store both have it.
 type nodeWriter interface {
 	CreateNode(ctx context.Context, id uuid.UUID, address string, certDER []byte, fingerprint string, publicKeyHash []byte) (store.Node, error)
-	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState) (store.Node, error)
+	SetNodeState(ctx context.Context, id uuid.UUID, from, to store.NodeState, prov store.Provenance, eventID uuid.UUID) (store.Node, error)
 }
 
 func createNode(t *testing.T, ctx context.Context, st nodeWriter, id uuid.UUID) store.Node {
@@ -124,7 +124,7 @@ func TestSetNodeStateCompareAndSwap(t *testing.T) {
 	n := createNode(t, ctx, st, newUUID(t))
 	step := func(from, to store.NodeState) {
 		t.Helper()
-		got, err := st.SetNodeState(ctx, n.ID, from, to)
+		got, err := st.SetNodeState(ctx, n.ID, from, to, store.NewAdminProvenance(uuid.New()), uuid.New())
 		must(t, err)
 		if got.State != to || got.UpdatedAt.Before(n.UpdatedAt) {
 			t.Fatalf("%s -> %s gave %+v", from, to, got)
@@ -132,7 +132,7 @@ func TestSetNodeStateCompareAndSwap(t *testing.T) {
 	}
 	step(store.NodeEnrolled, store.NodeEnabled)
 	// A stale expectation changes nothing.
-	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeRetired)
+	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New())
 	wantClass(t, err, errdefs.ErrFenced)
 	step(store.NodeEnabled, store.NodeRetired)
 	step(store.NodeRetired, store.NodeEnabled)
@@ -142,7 +142,9 @@ func TestSetNodeStateCompareAndSwap(t *testing.T) {
 	errs := make([]error, admins)
 	var wg sync.WaitGroup
 	for i := range admins {
-		wg.Go(func() { _, errs[i] = st.SetNodeState(ctx, n.ID, store.NodeEnabled, store.NodeRetired) })
+		wg.Go(func() {
+			_, errs[i] = st.SetNodeState(ctx, n.ID, store.NodeEnabled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New())
+		})
 	}
 	wg.Wait()
 	won := 0
@@ -157,10 +159,10 @@ func TestSetNodeStateCompareAndSwap(t *testing.T) {
 		t.Errorf("%d concurrent swaps succeeded, want 1", won)
 	}
 
-	_, err = st.SetNodeState(ctx, newUUID(t), store.NodeEnabled, store.NodeRetired)
+	_, err = st.SetNodeState(ctx, newUUID(t), store.NodeEnabled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New())
 	wantClass(t, err, errdefs.ErrNotFound)
 	for _, s := range [][2]store.NodeState{{"retired", "gone"}, {"", "enabled"}, {"retired", store.NodeEnrolled}} {
-		_, err := st.SetNodeState(ctx, n.ID, s[0], s[1])
+		_, err := st.SetNodeState(ctx, n.ID, s[0], s[1], store.NewAdminProvenance(uuid.New()), uuid.New())
 		wantClass(t, err, errdefs.ErrInvalid)
 	}
 }
@@ -168,10 +170,10 @@ func TestSetNodeStateCompareAndSwap(t *testing.T) {
 func TestRemovedNodeIsFinal(t *testing.T) {
 	st, ctx := newOwned(t)
 	n := createNode(t, ctx, st, newUUID(t))
-	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeRemoved)
+	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeRemoved, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	for _, to := range []store.NodeState{store.NodeEnabled, store.NodeRetired, store.NodeEnrolled} {
-		_, err := st.SetNodeState(ctx, n.ID, store.NodeRemoved, to)
+		_, err := st.SetNodeState(ctx, n.ID, store.NodeRemoved, to, store.NewAdminProvenance(uuid.New()), uuid.New())
 		wantClass(t, err, errdefs.ErrInvalid)
 	}
 	// The schema holds the rule whatever writes: the generated query,
@@ -216,7 +218,7 @@ func TestListNodesByAge(t *testing.T) {
 		t.Fatalf("listed %v in pages %v\nwant %v in [20 20 5]", got, sizes, ids(all))
 	}
 	removed := all[7].ID
-	_, err := st.SetNodeState(ctx, removed, store.NodeEnrolled, store.NodeRemoved)
+	_, err := st.SetNodeState(ctx, removed, store.NodeEnrolled, store.NodeRemoved, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	got, _ = list(false)
 	if want := slices.DeleteFunc(ids(all), func(id uuid.UUID) bool { return id == removed }); !slices.Equal(got, want) {

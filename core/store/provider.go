@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"berth.dev/core/store/db"
 	"berth.dev/sandbox/errdefs"
 )
@@ -38,16 +40,45 @@ func (s *Reader) GetProviderSwitch(ctx context.Context) (ProviderSwitch, error) 
 }
 
 // SetProviderDisabled sets (disabled) or clears the provider switch,
-// durably, and returns it. Disabling or enabling again changes nothing.
-// It waits for admissions that read the switch in their own transaction
-// (CreateSession, ClaimCreate), so once it returns no admission that saw
-// the provider enabled is still to commit.
-func (s *Admin) SetProviderDisabled(ctx context.Context, disabled bool) (ProviderSwitch, error) {
-	row, err := s.q.SetProviderDisabled(ctx, disabled)
-	if err != nil {
-		return ProviderSwitch{}, wrap("set provider disabled", err)
+// durably, and returns it. Disabling or enabling again changes nothing
+// and records nothing. It waits for admissions that read the switch in
+// their own transaction (CreateSession, ClaimCreate), so once it returns
+// no admission that saw the provider enabled is still to commit.
+//
+// A change records its decision (provider.disable or provider.enable, by
+// prov, event id eventID) in the same transaction. prov is checked before
+// anything is read (the zero Provenance is invalid).
+func (s *Admin) SetProviderDisabled(ctx context.Context, disabled bool, prov Provenance, eventID uuid.UUID) (ProviderSwitch, error) {
+	const op = "set provider disabled"
+	if err := prov.valid(); err != nil {
+		return ProviderSwitch{}, fmt.Errorf("%s: %w", op, err)
 	}
-	return ProviderSwitch{Disabled: row.ProviderDisabled, DisabledAt: row.ProviderDisabledAt}, nil
+	var out ProviderSwitch
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		before, err := q.LockProviderSwitch(ctx)
+		if err != nil {
+			return err
+		}
+		row, err := q.SetProviderDisabled(ctx, disabled)
+		if err != nil {
+			return err
+		}
+		out = ProviderSwitch{Disabled: row.ProviderDisabled, DisabledAt: row.ProviderDisabledAt}
+		if before.ProviderDisabled == disabled {
+			return nil
+		}
+		action := "provider.enable"
+		if disabled {
+			action = "provider.disable"
+		}
+		return recordAudit(ctx, q, prov, AuditEntry{
+			ID: eventID, Kind: AuditDecision, Action: action, Resource: "deployment", Outcome: "ok",
+		})
+	})
+	if err != nil {
+		return ProviderSwitch{}, wrap(op, err)
+	}
+	return out, nil
 }
 
 // admitProvider is ErrProviderDisabled while the provider is disabled,

@@ -3,6 +3,8 @@ package store_test
 import (
 	"testing"
 
+	"github.com/google/uuid"
+
 	"berth.dev/core/store"
 	"berth.dev/core/store/storetest"
 	"berth.dev/sandbox/errdefs"
@@ -21,12 +23,12 @@ func TestProviderSwitchRefusesAdmissionOnly(t *testing.T) {
 	pending, err := st.CreateSession(ctx, sessionParams(t, 5))
 	must(t, err)
 
-	sw, err = st.SetProviderDisabled(ctx, true)
+	sw, err = st.SetProviderDisabled(ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	if !sw.Disabled || sw.DisabledAt == nil {
 		t.Fatalf("disabled switch = %+v", sw)
 	}
-	again, err := st.SetProviderDisabled(ctx, true)
+	again, err := st.SetProviderDisabled(ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	if !again.DisabledAt.Equal(*sw.DisabledAt) {
 		t.Fatal("disabling again moved the time")
@@ -54,7 +56,7 @@ func TestProviderSwitchRefusesAdmissionOnly(t *testing.T) {
 	storetest.Release(t, st, b.Allocation)
 
 	// Enabled again: admission resumes.
-	sw, err = st.SetProviderDisabled(ctx, false)
+	sw, err = st.SetProviderDisabled(ctx, false, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	if sw.Disabled || sw.DisabledAt != nil {
 		t.Fatalf("enabled switch = %+v", sw)

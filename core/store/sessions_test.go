@@ -19,7 +19,7 @@ import (
 func enabledNode(t *testing.T, ctx context.Context, st nodeWriter) uuid.UUID {
 	t.Helper()
 	n := createNode(t, ctx, st, newUUID(t))
-	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled)
+	_, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	return n.ID
 }
@@ -114,7 +114,7 @@ func TestCreateSessionCommitsEverythingAndIsIdempotent(t *testing.T) {
 
 	// A retry keeps its node even when it is no longer eligible (retired,
 	// and not present any more).
-	_, err = st.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired)
+	_, err = st.SetNodeState(ctx, node, store.NodeEnabled, store.NodeRetired, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	storetest.Absent(t, st, node)
 	again, err = st.CreateSession(ctx, retry)

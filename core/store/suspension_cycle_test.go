@@ -498,18 +498,18 @@ func TestRestoreWaitsWhileTheProviderIsDisabled(t *testing.T) {
 	suspended, _ := suspend(t, st, s)
 	target := sandbox.Compute{Reference: suspended.Reference(), Generation: 2, Name: "g2"}
 	rop := uuid.New()
-	_, err := st.SetProviderDisabled(ctx, true)
+	_, err := st.SetProviderDisabled(ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	_, err = st.ArmRestore(ctx, suspended.ID, suspended.Revision, rop, target)
 	if !errors.Is(err, store.ErrProviderDisabled) {
 		t.Fatalf("arm restore while disabled: %v", err)
 	}
 	wantPhase(t, st, suspended.ID, store.PhaseSuspended)
-	_, err = st.SetProviderDisabled(ctx, false)
+	_, err = st.SetProviderDisabled(ctx, false, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	a, err := st.ArmRestore(ctx, suspended.ID, suspended.Revision, rop, target)
 	must(t, err)
-	_, err = st.SetProviderDisabled(ctx, true)
+	_, err = st.SetProviderDisabled(ctx, true, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	_, err = st.ClaimRestore(ctx, a.ID, rop)
 	if !errors.Is(err, store.ErrProviderDisabled) {
@@ -518,7 +518,7 @@ func TestRestoreWaitsWhileTheProviderIsDisabled(t *testing.T) {
 	if got := wantPhase(t, st, a.ID, store.PhaseRestoring); got.Suspension.RestoreSentAt != nil {
 		t.Fatal("the receipt was spent while disabled")
 	}
-	_, err = st.SetProviderDisabled(ctx, false)
+	_, err = st.SetProviderDisabled(ctx, false, store.NewAdminProvenance(uuid.New()), uuid.New())
 	must(t, err)
 	_, err = st.ClaimRestore(ctx, a.ID, rop)
 	must(t, err)

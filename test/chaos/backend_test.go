@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/moby/moby/client"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox/docker"
@@ -223,6 +224,24 @@ func abandonMovedNode(t *testing.T, r *run, c *cluster, n *node, engineA, engine
 	if err != nil || again.GetNode().GetState() != adminv1.Node_STATE_REMOVED || len(again.GetAbandonment().GetAllocations()) != len(held) ||
 		!again.GetAbandonment().GetAbandonTime().AsTime().Equal(ab.GetAbandonTime().AsTime()) {
 		t.Fatalf("RemoveNode retried: %v, %v", again, err)
+	}
+	// The retirement and the one abandonment (not its retry) are the
+	// administrator's decisions in the trail.
+	trail, err := adminv1.NewAuditServiceClient(c.cc).ListAuditEvents(c.ctx, &adminv1.ListAuditEventsRequest{
+		ActionPrefix: "node.", Resource: n.name, EndTime: timestamppb.New(time.Now().Add(time.Hour)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decided []string
+	for _, e := range trail.GetAuditEvents() {
+		if e.GetKind() != adminv1.AuditEvent_KIND_DECISION || e.GetActor() != "admin" {
+			t.Fatalf("node decision %v", e)
+		}
+		decided = append(decided, e.GetAction())
+	}
+	if len(decided) < 2 || decided[len(decided)-2] != "node.retire" || decided[len(decided)-1] != "node.abandon" {
+		t.Fatalf("node decisions %v, want the retirement then one abandonment last", decided)
 	}
 
 	allocs := adminv1.NewAllocationServiceClient(c.cc)

@@ -359,6 +359,24 @@ func (q *Queries) LockDeployment(ctx context.Context) (int64, error) {
 	return current_generation, err
 }
 
+const lockProviderSwitch = `-- name: LockProviderSwitch :one
+SELECT provider_disabled, provider_disabled_at FROM deployment FOR UPDATE
+`
+
+type LockProviderSwitchRow struct {
+	ProviderDisabled   bool
+	ProviderDisabledAt *time.Time
+}
+
+// LockProviderSwitch reads the provider switch and locks the deployment
+// row until the transaction ends (SetProviderDisabled's decision).
+func (q *Queries) LockProviderSwitch(ctx context.Context) (LockProviderSwitchRow, error) {
+	row := q.db.QueryRow(ctx, lockProviderSwitch)
+	var i LockProviderSwitchRow
+	err := row.Scan(&i.ProviderDisabled, &i.ProviderDisabledAt)
+	return i, err
+}
+
 const lockProviderSwitchShared = `-- name: LockProviderSwitchShared :one
 SELECT provider_disabled, coalesce(current_generation, 0)::bigint AS current_generation
 FROM deployment FOR SHARE

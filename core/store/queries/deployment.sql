@@ -47,6 +47,11 @@ SELECT provider_disabled, provider_disabled_at FROM deployment;
 SELECT provider_disabled, coalesce(current_generation, 0)::bigint AS current_generation
 FROM deployment FOR SHARE;
 
+-- name: LockProviderSwitch :one
+-- LockProviderSwitch reads the provider switch and locks the deployment
+-- row until the transaction ends (SetProviderDisabled's decision).
+SELECT provider_disabled, provider_disabled_at FROM deployment FOR UPDATE;
+
 -- name: SetProviderDisabled :one
 -- SetProviderDisabled sets or clears the provider switch; disabling again
 -- keeps the first time.

@@ -519,9 +519,9 @@ func (d *Owner) AbandonCreate(p0 context.Context, p1 uuid.UUID, p2 int64, p3 tim
 	return r0, r1, r2
 }
 
-func (d *Owner) AbandonNode(p0 context.Context, p1 uuid.UUID, p2 string) (store.NodeAbandonment, error) {
+func (d *Owner) AbandonNode(p0 context.Context, p1 uuid.UUID, p2 string, p3 store.Provenance, p4 uuid.UUID) (store.NodeAbandonment, error) {
 	ctx, c := d.obs.start(p0, "Owner", "AbandonNode")
-	r0, r1 := d.next.AbandonNode(ctx, p1, p2)
+	r0, r1 := d.next.AbandonNode(ctx, p1, p2, p3, p4)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -754,9 +754,9 @@ func (d *Owner) Release(p0 context.Context, p1 uuid.UUID) (store.Allocation, err
 	return r0, r1
 }
 
-func (d *Owner) ReplaceGeneration(p0 context.Context, p1 store.GenerationSeen, p2 store.NewGeneration, p3 store.Replacement) (store.Replaced, error) {
+func (d *Owner) ReplaceGeneration(p0 context.Context, p1 store.GenerationSeen, p2 store.NewGeneration, p3 store.Replacement, p4 store.Provenance, p5 uuid.UUID) (store.Replaced, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ReplaceGeneration")
-	r0, r1 := d.next.ReplaceGeneration(ctx, p1, p2, p3)
+	r0, r1 := d.next.ReplaceGeneration(ctx, p1, p2, p3, p4, p5)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -803,9 +803,9 @@ func (d *Owner) RollBackCapture(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, 
 	return r0, r1
 }
 
-func (d *Owner) SetNodeState(p0 context.Context, p1 uuid.UUID, p2 store.NodeState, p3 store.NodeState) (store.Node, error) {
+func (d *Owner) SetNodeState(p0 context.Context, p1 uuid.UUID, p2 store.NodeState, p3 store.NodeState, p4 store.Provenance, p5 uuid.UUID) (store.Node, error) {
 	ctx, c := d.obs.start(p0, "Owner", "SetNodeState")
-	r0, r1 := d.next.SetNodeState(ctx, p1, p2, p3)
+	r0, r1 := d.next.SetNodeState(ctx, p1, p2, p3, p4, p5)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -952,9 +952,9 @@ func (d *Admin) RevokeProjectKey(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID)
 	return r0, r1
 }
 
-func (d *Admin) SetProviderDisabled(p0 context.Context, p1 bool) (store.ProviderSwitch, error) {
+func (d *Admin) SetProviderDisabled(p0 context.Context, p1 bool, p2 store.Provenance, p3 uuid.UUID) (store.ProviderSwitch, error) {
 	ctx, c := d.obs.start(p0, "Admin", "SetProviderDisabled")
-	r0, r1 := d.next.SetProviderDisabled(ctx, p1)
+	r0, r1 := d.next.SetProviderDisabled(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }

@@ -162,7 +162,7 @@ func EnabledNode(t testing.TB, st *Owned) uuid.UUID {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled); err != nil {
+	if _, err := st.SetNodeState(ctx, n.ID, store.NodeEnrolled, store.NodeEnabled, store.NewAdminProvenance(uuid.New()), uuid.New()); err != nil {
 		t.Fatal(err)
 	}
 	return n.ID
