@@ -33,4 +33,10 @@
 //     running compute is recorded unavailable with the refusal's reason.
 //   - Lifecycle decisions (abandonment, expiry, due observations) use the
 //     database clock. The device credential never reaches a log or error.
+//   - An owner failure (a drain past its bound) has two sinks, each a
+//     narrow interface: Config.Admission closes admission (the effect) and
+//     Config.OwnerFailures records it in the audit trail (the record of a
+//     decision with no transaction to share, since admission is in
+//     memory). The second is not a signal anyone acts on: it must not
+//     block, and a failed record changes nothing.
 package lifecycle
