@@ -31,3 +31,20 @@ func GetSession(ctx context.Context, r SessionReader, scope Scope, id uuid.UUID)
 	}
 	return r.GetSession(ctx, id)
 }
+
+// Visible refuses a Session scope does not see, as GetSession does, but
+// reads nothing for All: the administrator's write by id that follows
+// finds a missing Session itself (errdefs.ErrNotFound), so the read would
+// be a second round trip on every call of the hot path (SubmitTurn,
+// GetTurn, StreamTurnOutput). For In(project) it is GetSession's one
+// scoped read.
+func Visible(ctx context.Context, r SessionReader, scope Scope, id uuid.UUID) error {
+	if err := scope.Check(); err != nil {
+		return err
+	}
+	if _, ok := scope.Project(); !ok {
+		return nil
+	}
+	_, err := GetSession(ctx, r, scope, id)
+	return err
+}

@@ -279,7 +279,7 @@ func (s *Service) create(ctx context.Context, tenant uuid.UUID, req CreateReques
 // nothing and returns the Session as it is; an unknown Session, or one
 // scope does not see, is errdefs.ErrNotFound.
 func (s *Service) Delete(ctx context.Context, scope projects.Scope, sessionID uuid.UUID) (store.SessionBundle, error) {
-	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+	if err := projects.Visible(ctx, s.store, scope, sessionID); err != nil {
 		return store.SessionBundle{}, fmt.Errorf("delete session: %w", err)
 	}
 	b, term, err := s.store.DeleteSession(ctx, sessionID)
@@ -301,7 +301,7 @@ func (s *Service) Delete(ctx context.Context, scope projects.Scope, sessionID uu
 // (core/audit's From: who asked, and the call's request id) is recorded
 // with the decision in the same transaction.
 func (s *Service) Archive(ctx context.Context, scope projects.Scope, sessionID uuid.UUID, prov store.Provenance) (store.SessionBundle, error) {
-	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+	if err := projects.Visible(ctx, s.store, scope, sessionID); err != nil {
 		return store.SessionBundle{}, fmt.Errorf("archive session: %w", err)
 	}
 	b, term, err := s.store.ArchiveSession(ctx, sessionID, prov, s.newID())
@@ -323,7 +323,7 @@ func (s *Service) Archive(ctx context.Context, scope projects.Scope, sessionID u
 // Idempotent by requestID. A Session scope does not see is
 // errdefs.ErrNotFound.
 func (s *Service) Suspend(ctx context.Context, scope projects.Scope, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
-	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+	if err := projects.Visible(ctx, s.store, scope, sessionID); err != nil {
 		return store.SessionBundle{}, fmt.Errorf("suspend session: %w", err)
 	}
 	b, err := s.suspension.SuspendNow(ctx, sessionID, requestID)
@@ -338,7 +338,7 @@ func (s *Service) Suspend(ctx context.Context, scope projects.Scope, sessionID, 
 // would. Idempotent by
 // requestID. A Session scope does not see is errdefs.ErrNotFound.
 func (s *Service) Resume(ctx context.Context, scope projects.Scope, sessionID, requestID uuid.UUID) (store.SessionBundle, error) {
-	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+	if err := projects.Visible(ctx, s.store, scope, sessionID); err != nil {
 		return store.SessionBundle{}, fmt.Errorf("resume session: %w", err)
 	}
 	b, err := s.suspension.ResumeNow(ctx, sessionID, requestID)

@@ -9,7 +9,8 @@
 // Rules:
 //   - Every caller's entry (Submit, Get, List, Cancel, StreamOutput)
 //     takes the call's projects.Scope and reads the Session through
-//     projects.GetSession first: a Session of a project the scope does not
+//     projects.Visible first (no read for the administrator, whose write
+//     finds a missing Session itself): a Session of a project the scope does not
 //     see is errdefs.ErrNotFound, as a missing one is, and nothing is
 //     queued, cancelled or streamed. The Runtime's entries (runtime.go)
 //     are bound to their connection instead.

@@ -244,7 +244,7 @@ func (s *Service) Submit(ctx context.Context, scope projects.Scope, r SubmitRequ
 	if err := r.Validate(); err != nil {
 		return store.Turn{}, err
 	}
-	if _, err := projects.GetSession(ctx, s.store, scope, r.SessionID); err != nil {
+	if err := projects.Visible(ctx, s.store, scope, r.SessionID); err != nil {
 		return store.Turn{}, err
 	}
 	digest, err := s.digest(r)
@@ -290,7 +290,7 @@ func (s *Service) OpenInput(t store.Turn) (Input, error) {
 // Get returns a Turn of the Session; ErrNotFound for a Turn of another
 // Session or of a Session scope does not see.
 func (s *Service) Get(ctx context.Context, scope projects.Scope, sessionID, turnID uuid.UUID) (store.Turn, error) {
-	if _, err := projects.GetSession(ctx, s.store, scope, sessionID); err != nil {
+	if err := projects.Visible(ctx, s.store, scope, sessionID); err != nil {
 		return store.Turn{}, err
 	}
 	t, err := s.store.GetTurn(ctx, turnID)
