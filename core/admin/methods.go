@@ -24,6 +24,8 @@ var methods = map[string]bool{
 	adminv1.DeploymentService_GetDeployment_FullMethodName:     false,
 	adminv1.DeploymentService_PreviewDeployment_FullMethodName: false,
 	adminv1.DeploymentService_ReplaceDeployment_FullMethodName: true,
+	adminv1.DeploymentService_StartReset_FullMethodName:        true,
+	adminv1.DeploymentService_GetReset_FullMethodName:          false,
 	adminv1.InstallationService_GetInstallation_FullMethodName: false,
 	adminv1.NodeService_CreateEnrollmentToken_FullMethodName:   true,
 	adminv1.NodeService_EnableNode_FullMethodName:              true,

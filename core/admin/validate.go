@@ -125,7 +125,11 @@ var (
 	TenantName          = MustPattern("tenants/{tenant}")
 	ProjectName         = MustPattern("tenants/{tenant}/projects/{project}")
 	ProjectKeyName      = MustPattern("tenants/{tenant}/projects/{project}/keys/{key}")
+	ResetName           = MustPattern("resets/{reset}")
 )
+
+// LatestReset is the name of the latest deployment reset ("resets/-").
+const LatestReset = "resets/-"
 
 // ValidateName checks that value is a name of pattern p and returns its ids
 // in order (none for a singleton such as "installation"). Errors are

@@ -75,6 +75,10 @@ type Config struct {
 	// AuditRetention is how long audit events are kept, on the database
 	// clock (DefaultAuditRetention when 0; at least audit.MinRetention).
 	AuditRetention time.Duration
+	// ResetMinTimeout is the shortest deadline StartReset accepts
+	// (reset.MinTimeout when 0). Only tests of the whole daemon lower it,
+	// to see a reset's deadline pass.
+	ResetMinTimeout time.Duration
 	// Version is the build version, reported by GetInstallation.
 	Version string
 	// ProcessPaths are the fixed distribution paths direct provider

@@ -45,6 +45,7 @@ import (
 	"berth.dev/core/nodes"
 	"berth.dev/core/projectadmin"
 	"berth.dev/core/projects"
+	"berth.dev/core/reset"
 	"berth.dev/core/secrets"
 	"berth.dev/core/sessionadmin"
 	"berth.dev/core/sessions"
@@ -144,6 +145,8 @@ type core struct {
 	// audit is the audit trail's Writer (startAudit, in setupLifecycle):
 	// the admin server's calls and the coordinator's owner failures.
 	audit *audit.Writer
+	// resets is the deployment reset logic (startReset, in setupLifecycle).
+	resets *reset.Service
 	// metrics is the metrics pipeline (nil: no --metrics-listen).
 	metrics *otelsetup.Metrics
 
@@ -440,6 +443,9 @@ func (c *core) setupLifecycle(context.Context) error {
 	})
 	c.coordinator = coordinator
 	c.group.onStop(func() { _ = coordinator.Close() }) // a late worker is an owner failure
+	if err := c.startReset(); err != nil {
+		return err
+	}
 	// Subscribed now, before anything runs: no event is lost to the
 	// start of the worker that routes it.
 	routed := c.bus.Subscribe(events.Any(events.NodeWork), events.Any(events.DirectWork), events.Any(events.NodeServing),
@@ -594,7 +600,7 @@ func (c *core) setupAdmin(ctx context.Context) error {
 		Services: []admin.Service{
 			installationadmin.New(installation.New(c.owned.reader, c.epoch, strings.TrimPrefix(c.ca.Fingerprint(), "sha256:"), c.cfg.Version)),
 			nodeSrv,
-			deploymentadmin.New(deploySvc),
+			deploymentadmin.New(deploySvc, c.resets),
 			sessionSrv,
 			turnadmin.New(c.turns, pages),
 			projectSrv,

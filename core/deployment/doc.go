@@ -12,7 +12,9 @@
 //     resolved first, alike for Preview, Commit and Replace.
 //   - Commit and Replace are fenced by the expected generation
 //     (deployment_generation_moved); an unchanged candidate creates no
-//     generation. Commit creates only the first (deployment_committed).
+//     generation. Commit creates one only when none is current (the
+//     first, or the first after a deployment reset, above its empty
+//     generation); else deployment_committed.
 //   - Replace inherits what its mask leaves out and commits in one
 //     transaction holding the deployment row, the mutation gate:
 //     admissions in flight finish, later ones wait. Another provider kind

@@ -252,14 +252,17 @@ func OpenCredential(key secrets.Key, installationID uuid.UUID, g store.Generatio
 }
 
 // Get returns the current deployment; before the first commit its
-// generation is 0 and its provider kind empty.
+// generation is 0 and its provider kind empty, and after a deployment
+// reset its generation is the empty generation and its kind empty.
 func (s *Service) Get(ctx context.Context) (Deployment, error) {
 	seen, err := s.store.SeenGeneration(ctx)
 	if err != nil {
 		return Deployment{}, err
 	}
 	cur, ok := seen.Current()
-	var d Deployment
+	// None current: generation 0 before the first commit, the empty
+	// generation after a deployment reset (the next commit expects it).
+	d := Deployment{Generation: seen.Generation()}
 	if ok {
 		if d, err = s.describe(cur); err != nil {
 			return Deployment{}, err
@@ -300,8 +303,10 @@ func (s *Service) Preview(ctx context.Context, c Candidate) (Preview, error) {
 	}, nil
 }
 
-// Commit prepares and validates c again and commits it as generation 1
-// when expected is 0 and nothing is committed yet; a stale expected
+// Commit prepares and validates c again and commits it as the generation
+// after expected when nothing is current: generation 1 before the first
+// commit (expected 0), the empty generation's successor after a
+// deployment reset (expected: the empty generation); a stale expected
 // generation is refused (errGenerationMoved). After the first commit a
 // candidate equal to the current deployment creates no generation and
 // returns the current one, and any other is refused and writes nothing:

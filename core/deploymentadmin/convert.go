@@ -8,6 +8,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/google/uuid"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 	"berth.dev/sandbox"
@@ -15,6 +18,8 @@ import (
 
 	"berth.dev/core/admin"
 	"berth.dev/core/deployment"
+	"berth.dev/core/reset"
+	"berth.dev/core/store"
 )
 
 // maxObjectBytes bounds the JSON of a candidate's configuration and
@@ -242,4 +247,38 @@ func objectProto(raw json.RawMessage) (*structpb.Struct, error) {
 		return nil, errdefs.ErrContract
 	}
 	return s, nil
+}
+
+// resetPhases maps the reset phases to the API's.
+var resetPhases = map[store.ResetPhase]adminv1.Reset_Phase{
+	store.ResetArchiving:  adminv1.Reset_PHASE_ARCHIVING,
+	store.ResetDraining:   adminv1.Reset_PHASE_DRAINING,
+	store.ResetFinalizing: adminv1.Reset_PHASE_FINALIZING,
+	store.ResetDone:       adminv1.Reset_PHASE_DONE,
+	store.ResetFailed:     adminv1.Reset_PHASE_FAILED,
+}
+
+// resetProto is the API form of a reset and what it waits for.
+func resetProto(st reset.Status) *adminv1.Reset {
+	r := st.Reset
+	out := &adminv1.Reset{
+		Name: admin.ResetName.Format(r.ID.String()), Phase: resetPhases[r.Phase],
+		RequestTime: timestamppb.New(r.RequestedAt), Deadline: timestamppb.New(r.Deadline),
+		Generation: r.Generation, SessionsArchived: r.SessionsArchived, Held: r.Held, HeldOffline: r.HeldOffline,
+		EmptyGeneration: r.EmptyGeneration, FailureCode: r.FailureCode, RequestedBy: r.Actor,
+	}
+	if r.ProgressAt != nil {
+		out.ProgressTime = timestamppb.New(*r.ProgressAt)
+	}
+	if r.EndedAt != nil {
+		out.EndTime = timestamppb.New(*r.EndedAt)
+	}
+	for _, l := range st.Waiting {
+		lane := &adminv1.ResetLane{Held: l.Held, Present: l.Present}
+		if l.Node != uuid.Nil {
+			lane.Node = admin.NodeName.Format(l.Node.String())
+		}
+		out.Waiting = append(out.Waiting, lane)
+	}
+	return out
 }

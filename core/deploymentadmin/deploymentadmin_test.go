@@ -22,6 +22,8 @@ import (
 	"berth.dev/core/admin/admintest"
 	"berth.dev/core/deployment/deploymenttest"
 	"berth.dev/core/deploymentadmin"
+	"berth.dev/core/events"
+	"berth.dev/core/reset"
 	"berth.dev/core/store"
 )
 
@@ -204,7 +206,11 @@ type client struct {
 
 func serve(t *testing.T, f deploymenttest.Fixture) client {
 	t.Helper()
-	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{deploymentadmin.New(f.Svc)}})
+	resets, err := reset.NewService(resetView{f.St.Store.Reader, f.St.Owner}, events.New(), uuid.New, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, token := admintest.Serve(t, admin.Options{Services: []admin.Service{deploymentadmin.New(f.Svc, resets)}})
 	return client{DeploymentServiceClient: adminv1.NewDeploymentServiceClient(cc), token: token}
 }
 
@@ -433,4 +439,74 @@ func TestGRPCSuspensionDisabled(t *testing.T) {
 	if !defaults.GetChanged() || defaults.GetDeployment().GetSpecification().GetSuspension().GetDisabled() {
 		t.Fatalf("a candidate without a policy against suspension off: %v", defaults)
 	}
+}
+
+// resetView is the owner's store as the daemon gives it to reset.Service.
+type resetView struct {
+	*store.Reader
+	*store.Owner
+}
+
+// TestGRPCReset: StartReset validates its request id and timeout (5 min
+// to 24 h) before anything is written; a reset starts archiving, bound
+// to the committed generation, and fences the deployment (CommitDeployment
+// is refused deployment_resetting); a second reset is reset_in_progress
+// and the same request returns the first; GetReset reads it by name or as
+// "resets/-", with what each lane holds; a malformed name is refused.
+func TestGRPCReset(t *testing.T) {
+	f := deploymenttest.New(t)
+	c := serve(t, f)
+	ctx := c.authed(f.Ctx)
+	_, err := c.GetReset(ctx, &adminv1.GetResetRequest{Name: "resets/-"})
+	admintest.WantStatus(t, err, codes.NotFound, "not_found")
+	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{Candidate: &adminv1.DeploymentCandidate{
+		ProviderKind: "docker", Specification: specProto(),
+	}})
+	errdefstest.Must(t, err)
+
+	_, err = c.StartReset(ctx, &adminv1.StartResetRequest{RequestId: "x"})
+	admintest.WantInvalidField(t, err, "request_id")
+	req := uuid.NewString()
+	_, err = c.StartReset(ctx, &adminv1.StartResetRequest{RequestId: req, Timeout: durationpb.New(time.Minute)})
+	admintest.WantInvalidField(t, err, "timeout")
+	_, err = c.StartReset(ctx, &adminv1.StartResetRequest{RequestId: req, Timeout: durationpb.New(25 * time.Hour)})
+	admintest.WantInvalidField(t, err, "timeout")
+	if _, err := c.GetReset(ctx, &adminv1.GetResetRequest{Name: "resets/-"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("a refused start wrote a reset: %v", err)
+	}
+
+	started, err := c.StartReset(ctx, &adminv1.StartResetRequest{RequestId: req, Timeout: durationpb.New(2 * time.Hour)})
+	errdefstest.Must(t, err)
+	r := started.GetDeploymentReset()
+	if r.GetPhase() != adminv1.Reset_PHASE_ARCHIVING || r.GetGeneration() != 1 || r.GetRequestedBy() != "admin" ||
+		r.GetDeadline().AsTime().Sub(r.GetRequestTime().AsTime()) != 2*time.Hour || !strings.HasPrefix(r.GetName(), "resets/") {
+		t.Fatalf("started %v", r)
+	}
+	again, err := c.StartReset(ctx, &adminv1.StartResetRequest{RequestId: req})
+	errdefstest.Must(t, err)
+	if again.GetDeploymentReset().GetName() != r.GetName() {
+		t.Fatalf("a retry started %s, want %s", again.GetDeploymentReset().GetName(), r.GetName())
+	}
+	_, err = c.StartReset(ctx, &adminv1.StartResetRequest{RequestId: uuid.NewString()})
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "reset_in_progress")
+	_, err = c.CommitDeployment(ctx, &adminv1.CommitDeploymentRequest{ExpectedGeneration: 1, Candidate: &adminv1.DeploymentCandidate{
+		ProviderKind: "docker", Specification: specProto(),
+	}})
+	if err != nil {
+		t.Fatalf("an unchanged commit during a reset writes nothing and is answered: %v", err)
+	}
+	_, err = c.DisableProvider(ctx, &adminv1.DisableProviderRequest{Name: "deployment"})
+	admintest.WantStatus(t, err, codes.FailedPrecondition, "deployment_resetting")
+
+	for _, name := range []string{r.GetName(), "resets/-"} {
+		got, err := c.GetReset(ctx, &adminv1.GetResetRequest{Name: name})
+		errdefstest.Must(t, err)
+		if got.GetDeploymentReset().GetName() != r.GetName() || got.GetDeploymentReset().GetWaiting() != nil {
+			t.Fatalf("GetReset(%s) %v", name, got.GetDeploymentReset())
+		}
+	}
+	_, err = c.GetReset(ctx, &adminv1.GetResetRequest{Name: "resets/latest"})
+	admintest.WantInvalidField(t, err, "name")
+	_, err = c.GetReset(ctx, &adminv1.GetResetRequest{Name: "resets/" + uuid.NewString()})
+	admintest.WantStatus(t, err, codes.NotFound, "not_found")
 }

@@ -2,26 +2,34 @@ package deploymentadmin
 
 import (
 	"context"
+	"time"
+
+	"github.com/google/uuid"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
 
+	"berth.dev/sandbox/errdefs"
+
 	"berth.dev/core/admin"
 	"berth.dev/core/audit"
 	"berth.dev/core/deployment"
+	"berth.dev/core/reset"
+	"berth.dev/core/store"
 )
 
 // Server implements berth.admin.v1.DeploymentService over
-// deployment.Service.
+// deployment.Service, and its resets over reset.Service.
 type Server struct {
 	adminv1.UnimplementedDeploymentServiceServer
-	svc *deployment.Service
+	svc    *deployment.Service
+	resets *reset.Service
 }
 
-// New returns the DeploymentService over s.
-func New(s *deployment.Service) *Server { return &Server{svc: s} }
+// New returns the DeploymentService over s, its resets over r.
+func New(s *deployment.Service, r *reset.Service) *Server { return &Server{svc: s, resets: r} }
 
 // Register registers the service on g.
 func (g *Server) Register(s *grpc.Server) { adminv1.RegisterDeploymentServiceServer(s, g) }
@@ -96,6 +104,45 @@ func (g *Server) EnableProvider(ctx context.Context, req *adminv1.EnableProvider
 		func(pb *adminv1.Deployment) *adminv1.EnableProviderResponse {
 			return &adminv1.EnableProviderResponse{Deployment: pb}
 		})
+}
+
+// StartReset starts a deployment reset; its request_id is the reset's.
+func (g *Server) StartReset(ctx context.Context, req *adminv1.StartResetRequest) (*adminv1.StartResetResponse, error) {
+	if err := admin.ValidateRequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	var timeout time.Duration
+	if d := req.GetTimeout(); d != nil {
+		if d.CheckValid() != nil {
+			return nil, errdefs.Invalid("timeout", "must be a valid duration")
+		}
+		timeout = d.AsDuration()
+		if timeout <= 0 {
+			return nil, errdefs.Invalid("timeout", "must be positive")
+		}
+	}
+	st, err := g.resets.Start(ctx, timeout, store.NewAdminProvenance(uuid.MustParse(req.GetRequestId())))
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.StartResetResponse{DeploymentReset: resetProto(st)}, nil
+}
+
+// GetReset reads a deployment reset ("resets/-": the latest).
+func (g *Server) GetReset(ctx context.Context, req *adminv1.GetResetRequest) (*adminv1.GetResetResponse, error) {
+	id := uuid.Nil
+	if req.GetName() != admin.LatestReset {
+		ids, err := admin.ValidateName("name", req.GetName(), admin.ResetName)
+		if err != nil {
+			return nil, err
+		}
+		id = uuid.MustParse(ids[0])
+	}
+	st, err := g.resets.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.GetResetResponse{DeploymentReset: resetProto(st)}, nil
 }
 
 // onDeployment serves a call on the resource name ("deployment"): it

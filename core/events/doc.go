@@ -10,7 +10,8 @@
 //     core/turns (and Session, Turn by the writers of a terminal cleanup,
 //     Terminated: core/sessions, core/suspension, core/nodes' abandon);
 //     Phase by core/suspension; NodeServing by nodes.Manager; Generation
-//     by core/deployment. NodeWork, DirectWork and KeysChanged are queued
+//     by core/deployment and core/reset (the empty provider, or the
+//     committed one re-announced); Reset by core/deployment. NodeWork, DirectWork and KeysChanged are queued
 //     by the store inside the writing transaction (pg_notify) and
 //     PostgreSQL delivers them at commit, never on rollback.
 //   - Only NodeWork, DirectWork and KeysChanged cross processes

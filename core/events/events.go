@@ -36,6 +36,10 @@ const (
 	// KeysChanged: a project key was created or revoked (crosses
 	// processes: every Core's key index reloads). ID: the key.
 	KeysChanged
+	// Reset: a deployment reset started (core/deployment's StartReset,
+	// on the owner that wrote it), so the reset runner passes at once.
+	// ID: the reset.
+	Reset
 )
 
 // names are the kinds' wire and log names; the store's NOTIFY payload
@@ -43,7 +47,7 @@ const (
 var names = map[Kind]string{
 	Turn: "turn", Session: "session", Phase: "phase", NodeWork: "node_work",
 	NodeServing: "node_serving", Generation: "generation", DirectWork: "direct_work",
-	KeysChanged: "keys_changed",
+	KeysChanged: "keys_changed", Reset: "reset",
 }
 
 func (k Kind) String() string {

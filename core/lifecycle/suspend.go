@@ -285,9 +285,11 @@ func (w *suspensionScan) restore(ctx context.Context, cp sandbox.CheckpointProvi
 		return err
 	}
 	armed, err := w.susp.PrepareRestore(ctx, a, w.cfg.NewID(), target)
-	if errors.Is(err, store.ErrNoRoom) || errors.Is(err, store.ErrProviderDisabled) || errors.Is(err, store.ErrTargetOwed) {
-		// No active slot on the node, the provider disabled, or an
-		// abandoned target not yet confirmed absent: the work waits.
+	if errors.Is(err, store.ErrNoRoom) || errors.Is(err, store.ErrProviderDisabled) || errors.Is(err, store.ErrTargetOwed) ||
+		errors.Is(err, store.ErrDeploymentResetting) {
+		// No active slot on the node, the provider disabled, a deployment
+		// reset, or an abandoned target not yet confirmed absent: the work
+		// waits.
 		return nil
 	}
 	if err != nil {
@@ -315,7 +317,7 @@ func (w *suspensionScan) resume(ctx context.Context, cp sandbox.CheckpointProvid
 	req := sandbox.ResumeRequest{Snapshot: a.Suspension.Snapshot, Target: target, OperationID: op.String(),
 		Resources: gen.Specification.Resources, Bootstrap: bootstrap, CoreCA: w.cfg.RuntimeCA}
 	if _, err := w.susp.BeginRestore(ctx, a, op); err != nil {
-		if errors.Is(err, store.ErrProviderDisabled) {
+		if errors.Is(err, store.ErrProviderDisabled) || errors.Is(err, store.ErrDeploymentResetting) {
 			return nil // the receipt stays fresh: the restore waits for the provider
 		}
 		return err

@@ -411,10 +411,11 @@ func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id 
 	claimed, err := w.store.ClaimCreate(ctx, a.ID, a.CreateReceipt)
 	if err != nil {
 		// Fenced (spent receipt, cleanup first, or a superseded owner), a
-		// disabled provider (the receipt stays fresh: it waits) or an
-		// unknown claim: no Create without a fresh claim.
+		// disabled provider or a deployment reset (the receipt stays
+		// fresh: it waits) or an unknown claim: no Create without a fresh
+		// claim.
 		if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) ||
-			errors.Is(err, store.ErrProviderDisabled) {
+			errors.Is(err, store.ErrProviderDisabled) || errors.Is(err, store.ErrDeploymentResetting) {
 			return nil
 		}
 		return err

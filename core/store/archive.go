@@ -53,55 +53,64 @@ func (s *Owner) ArchiveSession(ctx context.Context, id uuid.UUID, prov Provenanc
 		term Termination
 	)
 	err := s.ownedTx(ctx, func(q *db.Queries) error {
-		sess, err := q.LockSession(ctx, id)
-		if err != nil {
-			return err
-		}
-		switch SessionState(sess.State) {
-		case SessionArchived:
-			out, err = loadBundle(ctx, q, sess)
-			return err
-		case SessionDeleteRequested:
-			return ErrSessionDeleted
-		}
-		env, err := q.GetEnvironmentBySession(ctx, sess.ID)
-		if err != nil {
-			return err
-		}
-		// Only an archive that ends a live Environment revokes its device;
-		// an Environment that already failed or expired had it revoked by
-		// that cleanup.
-		firstRevocation := !env.TerminalCause.Valid
-		if term, err = terminate(ctx, q, env.ID, TerminalArchived, ""); err != nil {
-			return err
-		}
-		if firstRevocation && term.Revoked != uuid.Nil && len(term.CancelRequested) > 0 {
-			if err := q.RecordArchiveCancelTurn(ctx, db.RecordArchiveCancelTurnParams{
-				ID: term.Revoked, TurnID: &term.CancelRequested[0],
-			}); err != nil {
-				return err
-			}
-		}
-		if sess, err = q.ArchiveSessionRow(ctx, sess.ID); err != nil {
-			return err
-		}
-		tenant, project := sess.TenantID, sess.ProjectID
-		if err := recordAudit(ctx, q, prov, AuditEntry{
-			ID: eventID, Kind: AuditDecision, Action: "session.archive", Resource: "sessions/" + sess.ID.String(),
-			Outcome: "ok", TenantID: &tenant, ProjectID: &project,
-			Detail: map[string]any{
-				"queued_turns_failed":  len(term.SettledTurns),
-				"running_turns_cancel": len(term.CancelRequested),
-				"device_revoked":       term.Revoked != uuid.Nil,
-			},
-		}); err != nil {
-			return err
-		}
-		out, err = loadBundle(ctx, q, sess)
+		var err error
+		out, term, _, err = archiveSession(ctx, q, id, prov, eventID)
 		return err
 	})
 	if err != nil {
 		return SessionBundle{}, Termination{}, wrap(op, err)
 	}
 	return out, term, nil
+}
+
+// archiveSession is ArchiveSession in the caller's transaction; did
+// reports whether it archived (false: the Session was archived already).
+func archiveSession(ctx context.Context, q *db.Queries, id uuid.UUID, prov Provenance, eventID uuid.UUID) (SessionBundle, Termination, bool, error) {
+	var term Termination
+	sess, err := q.LockSession(ctx, id)
+	if err != nil {
+		return SessionBundle{}, term, false, err
+	}
+	switch SessionState(sess.State) {
+	case SessionArchived:
+		out, err := loadBundle(ctx, q, sess)
+		return out, term, false, err
+	case SessionDeleteRequested:
+		return SessionBundle{}, term, false, ErrSessionDeleted
+	}
+	env, err := q.GetEnvironmentBySession(ctx, sess.ID)
+	if err != nil {
+		return SessionBundle{}, term, false, err
+	}
+	// Only an archive that ends a live Environment revokes its device;
+	// an Environment that already failed or expired had it revoked by
+	// that cleanup.
+	firstRevocation := !env.TerminalCause.Valid
+	if term, err = terminate(ctx, q, env.ID, TerminalArchived, ""); err != nil {
+		return SessionBundle{}, term, false, err
+	}
+	if firstRevocation && term.Revoked != uuid.Nil && len(term.CancelRequested) > 0 {
+		if err := q.RecordArchiveCancelTurn(ctx, db.RecordArchiveCancelTurnParams{
+			ID: term.Revoked, TurnID: &term.CancelRequested[0],
+		}); err != nil {
+			return SessionBundle{}, term, false, err
+		}
+	}
+	if sess, err = q.ArchiveSessionRow(ctx, sess.ID); err != nil {
+		return SessionBundle{}, term, false, err
+	}
+	tenant, project := sess.TenantID, sess.ProjectID
+	if err := recordAudit(ctx, q, prov, AuditEntry{
+		ID: eventID, Kind: AuditDecision, Action: "session.archive", Resource: "sessions/" + sess.ID.String(),
+		Outcome: "ok", TenantID: &tenant, ProjectID: &project,
+		Detail: map[string]any{
+			"queued_turns_failed":  len(term.SettledTurns),
+			"running_turns_cancel": len(term.CancelRequested),
+			"device_revoked":       term.Revoked != uuid.Nil,
+		},
+	}); err != nil {
+		return SessionBundle{}, term, false, err
+	}
+	out, err := loadBundle(ctx, q, sess)
+	return out, term, true, err
 }

@@ -12,7 +12,7 @@ import (
 // writeVerb is how a store write's name starts. A Reader method never
 // starts with one; an Owner, Admin or Runtime method always does (doc.go,
 // "Authority is in the types").
-var writeVerb = regexp.MustCompile(`^(Abandon|Abort|Accept|Allocate|Append|Archive|Arm|Bind|Claim|Close|Commit|Consume|Create|Delete|End|Expire|Finish|Mark|Promote|Record|Reissue|Release|Replace|Request|Resolve|Revoke|RollBack|Set|Submit|Terminate|Touch|Unconfirm|Update)`)
+var writeVerb = regexp.MustCompile(`^(Abandon|Abort|Accept|Allocate|Append|Archive|Arm|Bind|Claim|Close|Commit|Consume|Create|Delete|End|Expire|Fail|Finalize|Finish|Mark|Move|Promote|Record|Reissue|Release|Replace|Request|Resolve|Revoke|RollBack|Set|Start|Submit|Terminate|Touch|Unconfirm|Update)`)
 
 func methods(v any) []string {
 	t := reflect.TypeOf(v)

@@ -69,8 +69,9 @@ type GenerationSeen struct {
 	committed, read bool
 }
 
-// Generation is the number of the generation seen current, 0 when none
-// was committed.
+// Generation is the number of the generation seen current; when none is
+// current, 0 before the first commit and the empty generation (the
+// generation floor) after a deployment reset.
 func (g GenerationSeen) Generation() uint64 { return g.current.Generation }
 
 // Current is the generation seen current; ok is false when none was
@@ -90,12 +91,19 @@ func (g GenerationSeen) expected() (uint64, error) {
 }
 
 // SeenGeneration reads the current deployment generation (none before
-// the first commit) as the token CommitGeneration and ReplaceGeneration
+// the first commit and after a reset: then the generation floor) as the token CommitGeneration and ReplaceGeneration
 // take.
 func (s *Reader) SeenGeneration(ctx context.Context) (GenerationSeen, error) {
 	row, err := s.q.GetCurrentGeneration(ctx)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return GenerationSeen{read: true}, nil
+		// None current: before the first commit (floor 0), or after a
+		// reset, whose empty generation is the floor the next commit
+		// goes above.
+		f, err := s.q.GetDeploymentFence(ctx)
+		if err != nil {
+			return GenerationSeen{}, wrap("deployment generation floor", err)
+		}
+		return GenerationSeen{current: Generation{Generation: uint64(f.GenerationFloor)}, read: true}, nil
 	}
 	if err != nil {
 		return GenerationSeen{}, wrap("current deployment generation", err)
@@ -121,7 +129,7 @@ func (s *Admin) CommitGeneration(ctx context.Context, seen GenerationSeen, g New
 	}
 	var row db.DeploymentGeneration
 	err = s.inTx(ctx, func(q *db.Queries) error {
-		current, err := q.LockDeployment(ctx)
+		current, err := lockDeploymentChange(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -285,13 +293,13 @@ func (s *Owner) ReplaceGeneration(ctx context.Context, seen GenerationSeen, g Ne
 	if err != nil {
 		return Replaced{}, fmt.Errorf("%s: %w", op, err)
 	}
-	if expectedCurrent == 0 {
+	if !seen.committed {
 		return Replaced{}, fmt.Errorf("%s: nothing is committed to replace: %w", op, errdefs.ErrFailedPrecondition)
 	}
 	var out Replaced
 	err = s.ownedTx(ctx, func(q *db.Queries) error {
 		start := time.Now()
-		current, err := q.LockDeployment(ctx)
+		current, err := lockDeploymentChange(ctx, q)
 		if err != nil {
 			return err
 		}

@@ -59,6 +59,9 @@ func (s *Admin) SetProviderDisabled(ctx context.Context, disabled bool, prov Pro
 		if err != nil {
 			return err
 		}
+		if err := resetFence(ctx, q); err != nil {
+			return err
+		}
 		row, err := q.SetProviderDisabled(ctx, disabled)
 		if err != nil {
 			return err
@@ -81,15 +84,19 @@ func (s *Admin) SetProviderDisabled(ctx context.Context, disabled bool, prov Pro
 	return out, nil
 }
 
-// admitProvider is ErrProviderDisabled while the provider is disabled,
-// and returns the current generation (0 before the first commit). It
-// holds a share lock on the deployment row until the caller's transaction
-// ends, so SetProviderDisabled and a commit of another generation wait
-// for it.
+// admitProvider is ErrDeploymentResetting while a deployment reset is
+// active, ErrProviderDisabled while the provider is disabled, and returns
+// the current generation (0 before the first commit, the generation floor
+// after a deployment reset). It holds a share lock on the deployment row
+// until the caller's transaction ends, so SetProviderDisabled, a commit of
+// another generation and a reset's start or end wait for it.
 func admitProvider(ctx context.Context, q *db.Queries) (int64, error) {
 	row, err := q.LockProviderSwitchShared(ctx)
 	if err != nil {
 		return 0, err
+	}
+	if row.ResetID != nil {
+		return 0, fmt.Errorf("admission: %w", ErrDeploymentResetting)
 	}
 	if row.ProviderDisabled {
 		return 0, fmt.Errorf("provider switch: %w", ErrProviderDisabled)

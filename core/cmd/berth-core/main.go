@@ -15,6 +15,7 @@ import (
 	"berth.dev/platform/otelsetup"
 
 	"berth.dev/core/daemon"
+	"berth.dev/core/reset"
 	"berth.dev/core/store"
 	"berth.dev/sandbox"
 )
@@ -135,6 +136,7 @@ func serveFlags(cfg *daemon.Config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.QuiesceTimeout, "quiesce-timeout", daemon.DefaultQuiesceTimeout, "how long an armed suspension waits for the Runtime to quiesce before it is aborted (at least 1s)")
 	fs.DurationVar(&cfg.RestoreAbandonAfter, "restore-abandon-after", daemon.DefaultRestoreAbandonAfter, "how long a restore's outcome may stay unknown, with the restore's incarnation observed not running, before that incarnation is removed and the restore done again into a new one (at least 1s); a restore whose observation fails or finds nothing is never redone")
 	fs.DurationVar(&cfg.AuditRetention, "audit-retention", daemon.DefaultAuditRetention, "how long audit events are kept, on the database clock (at least 24h; 0 is refused: the trail is never kept forever); the owner sweeps hourly")
+	fs.DurationVar(&cfg.ResetMinTimeout, "reset-min-timeout", reset.MinTimeout, "the shortest deadline StartReset accepts (for tests: production keeps the default)")
 	return fs
 }
 

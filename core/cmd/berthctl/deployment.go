@@ -23,7 +23,7 @@ import (
 
 func (a *app) deploymentCmd() *cobra.Command {
 	c := a.groupCmd("deployment", "Select the sandbox provider and size its sandboxes (DeploymentService)",
-		a.deploymentGetCmd(), a.deploymentPreviewCmd(), a.deploymentCommitCmd(), a.deploymentReplaceCmd())
+		a.deploymentGetCmd(), a.deploymentPreviewCmd(), a.deploymentCommitCmd(), a.deploymentReplaceCmd(), a.deploymentResetCmd())
 	c.Long = `A candidate comes from -f FILE (a berth.admin.v1.DeploymentCandidate in
 JSON, - for stdin) and from flags, which override the file's fields. The
 provider's public configuration object is -f's configuration or
@@ -81,7 +81,7 @@ func (a *app) deploymentCommitCmd() *cobra.Command {
 		cf       candidateFlags
 		expected uint64
 	)
-	c := a.command("commit", "Commit the first deployment generation", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+	c := a.command("commit", "Commit the first deployment generation (or the first after a reset)", exactArgs(), func(cmd *cobra.Command, _ []string) error {
 		cand, err := cf.candidate(cmd, a.stdin)
 		if err != nil {
 			return err
@@ -93,7 +93,7 @@ func (a *app) deploymentCommitCmd() *cobra.Command {
 		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), false) })
 	})
 	cf.flags(c.Flags())
-	c.Flags().Uint64Var(&expected, "expected-generation", 0, "the generation previewed against (0 before the first commit)")
+	c.Flags().Uint64Var(&expected, "expected-generation", 0, "the generation previewed against (0 before the first commit; after a reset its empty generation)")
 	return c
 }
 

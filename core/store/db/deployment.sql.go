@@ -345,13 +345,14 @@ func (q *Queries) ListRetainedGenerations(ctx context.Context) ([]ListRetainedGe
 }
 
 const lockDeployment = `-- name: LockDeployment :one
-SELECT coalesce(current_generation, 0)::bigint AS current_generation
+SELECT coalesce(current_generation, generation_floor)::bigint AS current_generation
 FROM deployment
 FOR UPDATE
 `
 
 // LockDeployment takes the deployment row's lock for the rest of the
-// transaction and returns the current generation, 0 before the first.
+// transaction and returns the current generation: 0 before the first,
+// the generation floor (the empty generation) after a reset.
 func (q *Queries) LockDeployment(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, lockDeployment)
 	var current_generation int64
@@ -378,13 +379,14 @@ func (q *Queries) LockProviderSwitch(ctx context.Context) (LockProviderSwitchRow
 }
 
 const lockProviderSwitchShared = `-- name: LockProviderSwitchShared :one
-SELECT provider_disabled, coalesce(current_generation, 0)::bigint AS current_generation
+SELECT provider_disabled, coalesce(current_generation, generation_floor)::bigint AS current_generation, reset_id
 FROM deployment FOR SHARE
 `
 
 type LockProviderSwitchSharedRow struct {
 	ProviderDisabled  bool
 	CurrentGeneration int64
+	ResetID           *uuid.UUID
 }
 
 // LockProviderSwitchShared reads whether the provider is disabled and the
@@ -392,11 +394,14 @@ type LockProviderSwitchSharedRow struct {
 // on the deployment row, so a concurrent SetProviderDisabled or a commit
 // of another generation waits for the transaction: an admission that saw
 // the provider enabled, or a generation current, commits before the switch
-// or the replacement does.
+// or the replacement does. reset_id is the admission fence of an active
+// deployment reset. With none current the generation is the floor: 0
+// before the first commit, the empty generation after a reset (an
+// admission prepared for an earlier generation is refused).
 func (q *Queries) LockProviderSwitchShared(ctx context.Context) (LockProviderSwitchSharedRow, error) {
 	row := q.db.QueryRow(ctx, lockProviderSwitchShared)
 	var i LockProviderSwitchSharedRow
-	err := row.Scan(&i.ProviderDisabled, &i.CurrentGeneration)
+	err := row.Scan(&i.ProviderDisabled, &i.CurrentGeneration, &i.ResetID)
 	return i, err
 }
 
@@ -488,7 +493,7 @@ func (q *Queries) SetCredentialSource(ctx context.Context, arg SetCredentialSour
 const setCurrentGeneration = `-- name: SetCurrentGeneration :execrows
 UPDATE deployment
 SET current_generation = $1, updated_at = now()
-WHERE coalesce(current_generation, 0) = $2::bigint
+WHERE coalesce(current_generation, generation_floor) = $2::bigint
 `
 
 type SetCurrentGenerationParams struct {
@@ -496,8 +501,9 @@ type SetCurrentGenerationParams struct {
 	Expected   int64
 }
 
-// SetCurrentGeneration moves the pointer from @expected (0: none) to
-// @generation; it changes no row when the current generation is another.
+// SetCurrentGeneration moves the pointer from @expected (0 or the
+// generation floor: none) to @generation; it changes no row when the
+// current generation is another.
 func (q *Queries) SetCurrentGeneration(ctx context.Context, arg SetCurrentGenerationParams) (int64, error) {
 	result, err := q.db.Exec(ctx, setCurrentGeneration, arg.Generation, arg.Expected)
 	if err != nil {

@@ -98,6 +98,8 @@ type Deployment struct {
 	ProviderDisabledAt *time.Time
 	ServingGeneration  pgtype.Int8
 	ServingSince       *time.Time
+	ResetID            *uuid.UUID
+	GenerationFloor    int64
 }
 
 type DeploymentCredentialSource struct {
@@ -123,6 +125,25 @@ type DeploymentGeneration struct {
 	SuspensionRetentionSeconds pgtype.Int8
 	CreatedAt                  time.Time
 	Mode                       string
+}
+
+type DeploymentReset struct {
+	ID               uuid.UUID
+	RequestID        uuid.UUID
+	Actor            string
+	Generation       pgtype.Int8
+	RequestedAt      time.Time
+	Deadline         time.Time
+	Phase            string
+	CursorCreatedAt  *time.Time
+	CursorID         *uuid.UUID
+	SessionsArchived int64
+	Held             int64
+	HeldOffline      int64
+	ProgressAt       *time.Time
+	EmptyGeneration  pgtype.Int8
+	FailureCode      pgtype.Text
+	EndedAt          *time.Time
 }
 
 type DirectHolding struct {

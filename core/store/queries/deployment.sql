@@ -1,7 +1,8 @@
 -- name: LockDeployment :one
 -- LockDeployment takes the deployment row's lock for the rest of the
--- transaction and returns the current generation, 0 before the first.
-SELECT coalesce(current_generation, 0)::bigint AS current_generation
+-- transaction and returns the current generation: 0 before the first,
+-- the generation floor (the empty generation) after a reset.
+SELECT coalesce(current_generation, generation_floor)::bigint AS current_generation
 FROM deployment
 FOR UPDATE;
 
@@ -19,11 +20,12 @@ VALUES (
 RETURNING *;
 
 -- name: SetCurrentGeneration :execrows
--- SetCurrentGeneration moves the pointer from @expected (0: none) to
--- @generation; it changes no row when the current generation is another.
+-- SetCurrentGeneration moves the pointer from @expected (0 or the
+-- generation floor: none) to @generation; it changes no row when the
+-- current generation is another.
 UPDATE deployment
 SET current_generation = @generation, updated_at = now()
-WHERE coalesce(current_generation, 0) = @expected::bigint;
+WHERE coalesce(current_generation, generation_floor) = @expected::bigint;
 
 -- name: GetCurrentGeneration :one
 SELECT g.*
@@ -43,8 +45,11 @@ SELECT provider_disabled, provider_disabled_at FROM deployment;
 -- on the deployment row, so a concurrent SetProviderDisabled or a commit
 -- of another generation waits for the transaction: an admission that saw
 -- the provider enabled, or a generation current, commits before the switch
--- or the replacement does.
-SELECT provider_disabled, coalesce(current_generation, 0)::bigint AS current_generation
+-- or the replacement does. reset_id is the admission fence of an active
+-- deployment reset. With none current the generation is the floor: 0
+-- before the first commit, the empty generation after a reset (an
+-- admission prepared for an earlier generation is refused).
+SELECT provider_disabled, coalesce(current_generation, generation_floor)::bigint AS current_generation, reset_id
 FROM deployment FOR SHARE;
 
 -- name: LockProviderSwitch :one

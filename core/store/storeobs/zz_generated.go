@@ -20,6 +20,13 @@ type Reader struct {
 // NewReader returns next observed by obs.
 func NewReader(next *store.Reader, obs *Observer) *Reader { return &Reader{next: next, obs: obs} }
 
+func (d *Reader) ActiveReset(p0 context.Context) (store.Reset, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ActiveReset")
+	r0, r1 := d.next.ActiveReset(ctx)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) CancelDraining(p0 context.Context, p1 uuid.UUID) (bool, error) {
 	ctx, c := d.obs.start(p0, "Reader", "CancelDraining")
 	r0, r1 := d.next.CancelDraining(ctx, p1)
@@ -195,6 +202,13 @@ func (d *Reader) GetProviderSwitch(p0 context.Context) (store.ProviderSwitch, er
 	return r0, r1
 }
 
+func (d *Reader) GetReset(p0 context.Context, p1 uuid.UUID) (store.Reset, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetReset")
+	r0, r1 := d.next.GetReset(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) GetRuntimeConnection(p0 context.Context, p1 uuid.UUID) (store.RuntimeConnection, time.Time, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetRuntimeConnection")
 	r0, r1, r2 := d.next.GetRuntimeConnection(ctx, p1)
@@ -251,6 +265,13 @@ func (d *Reader) HeldDirectGenerations(p0 context.Context, p1 string) ([]uint64,
 	return r0, r1
 }
 
+func (d *Reader) LatestReset(p0 context.Context) (store.Reset, error) {
+	ctx, c := d.obs.start(p0, "Reader", "LatestReset")
+	r0, r1 := d.next.LatestReset(ctx)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) ListAllocationsByAge(p0 context.Context, p1 int, p2 store.AgeCursor, p3 bool) ([]store.SessionAllocation, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListAllocationsByAge")
 	r0, r1 := d.next.ListAllocationsByAge(ctx, p1, p2, p3)
@@ -289,6 +310,13 @@ func (d *Reader) ListEnrollmentTokens(p0 context.Context, p1 int, p2 string) ([]
 func (d *Reader) ListEnrollmentTokensByAge(p0 context.Context, p1 int, p2 store.TokenCursor, p3 bool) ([]store.EnrollmentToken, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListEnrollmentTokensByAge")
 	r0, r1 := d.next.ListEnrollmentTokensByAge(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) ListHeld(p0 context.Context) ([]store.HeldLane, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListHeld")
+	r0, r1 := d.next.ListHeld(ctx)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -468,6 +496,13 @@ func (d *Reader) ReadTurnOutput(p0 context.Context, p1 uuid.UUID, p2 int64, p3 i
 	return r0, r1
 }
 
+func (d *Reader) ResetPage(p0 context.Context, p1 store.Reset) ([]store.ResetSession, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ResetPage")
+	r0, r1 := d.next.ResetPage(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) RetainedGenerations(p0 context.Context) ([]store.RetainedGeneration, error) {
 	ctx, c := d.obs.start(p0, "Reader", "RetainedGenerations")
 	r0, r1 := d.next.RetainedGenerations(ctx)
@@ -557,6 +592,13 @@ func (d *Owner) AcceptRuntime(p0 context.Context, p1 store.AcceptRuntimeParams) 
 func (d *Owner) AllocatePending(p0 context.Context, p1 store.PendingAllocationParams) (store.Allocation, error) {
 	ctx, c := d.obs.start(p0, "Owner", "AllocatePending")
 	r0, r1 := d.next.AllocatePending(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) ArchiveForReset(p0 context.Context, p1 store.Reset, p2 store.ResetSession, p3 uuid.UUID) (store.Termination, error) {
+	ctx, c := d.obs.start(p0, "Owner", "ArchiveForReset")
+	r0, r1 := d.next.ArchiveForReset(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -663,6 +705,20 @@ func (d *Owner) ExpireRetention(p0 context.Context, p1 uuid.UUID) (store.Termina
 	return r0, r1
 }
 
+func (d *Owner) FailExpiredReset(p0 context.Context, p1 store.Reset, p2 uuid.UUID) (bool, error) {
+	ctx, c := d.obs.start(p0, "Owner", "FailExpiredReset")
+	r0, r1 := d.next.FailExpiredReset(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) FinalizeReset(p0 context.Context, p1 store.Reset, p2 uuid.UUID) (store.Finalized, error) {
+	ctx, c := d.obs.start(p0, "Owner", "FinalizeReset")
+	r0, r1 := d.next.FinalizeReset(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Owner) MarkLeftoverDeleted(p0 context.Context, p1 int64) error {
 	ctx, c := d.obs.start(p0, "Owner", "MarkLeftoverDeleted")
 	r0 := d.next.MarkLeftoverDeleted(ctx, p1)
@@ -673,6 +729,13 @@ func (d *Owner) MarkLeftoverDeleted(p0 context.Context, p1 int64) error {
 func (d *Owner) MarkNodeDisconnected(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) error {
 	ctx, c := d.obs.start(p0, "Owner", "MarkNodeDisconnected")
 	r0 := d.next.MarkNodeDisconnected(ctx, p1, p2)
+	c.end(ctx, r0)
+	return r0
+}
+
+func (d *Owner) MoveReset(p0 context.Context, p1 uuid.UUID, p2 store.ResetPhase, p3 store.ResetPhase) error {
+	ctx, c := d.obs.start(p0, "Owner", "MoveReset")
+	r0 := d.next.MoveReset(ctx, p1, p2, p3)
 	c.end(ctx, r0)
 	return r0
 }
@@ -731,6 +794,13 @@ func (d *Owner) RecordQuiesceAck(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID)
 	r0, r1 := d.next.RecordQuiesceAck(ctx, p1, p2)
 	c.end(ctx, r1)
 	return r0, r1
+}
+
+func (d *Owner) RecordResetProgress(p0 context.Context, p1 uuid.UUID, p2 int64, p3 int64) error {
+	ctx, c := d.obs.start(p0, "Owner", "RecordResetProgress")
+	r0 := d.next.RecordResetProgress(ctx, p1, p2, p3)
+	c.end(ctx, r0)
+	return r0
 }
 
 func (d *Owner) RecordRestored(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 string) (store.Allocation, error) {
@@ -806,6 +876,13 @@ func (d *Owner) RollBackCapture(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, 
 func (d *Owner) SetNodeState(p0 context.Context, p1 uuid.UUID, p2 store.NodeState, p3 store.NodeState, p4 store.Provenance, p5 uuid.UUID) (store.Node, error) {
 	ctx, c := d.obs.start(p0, "Owner", "SetNodeState")
 	r0, r1 := d.next.SetNodeState(ctx, p1, p2, p3, p4, p5)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) StartReset(p0 context.Context, p1 uuid.UUID, p2 time.Duration, p3 store.Provenance, p4 uuid.UUID) (store.Reset, error) {
+	ctx, c := d.obs.start(p0, "Owner", "StartReset")
+	r0, r1 := d.next.StartReset(ctx, p1, p2, p3, p4)
 	c.end(ctx, r1)
 	return r0, r1
 }

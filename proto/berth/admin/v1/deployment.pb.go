@@ -25,6 +25,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Phase is where a reset stands.
+type Reset_Phase int32
+
+const (
+	Reset_PHASE_UNSPECIFIED Reset_Phase = 0
+	// PHASE_ARCHIVING: the Sessions created before the request are being
+	// archived.
+	Reset_PHASE_ARCHIVING Reset_Phase = 1
+	// PHASE_DRAINING: waiting for every held resource's cleanup.
+	Reset_PHASE_DRAINING Reset_Phase = 2
+	// PHASE_FINALIZING: nothing is held; the deployment is being cleared.
+	Reset_PHASE_FINALIZING Reset_Phase = 3
+	// PHASE_DONE: the deployment is empty.
+	Reset_PHASE_DONE Reset_Phase = 4
+	// PHASE_FAILED: the deadline passed first (failure_code).
+	Reset_PHASE_FAILED Reset_Phase = 5
+)
+
+// Enum value maps for Reset_Phase.
+var (
+	Reset_Phase_name = map[int32]string{
+		0: "PHASE_UNSPECIFIED",
+		1: "PHASE_ARCHIVING",
+		2: "PHASE_DRAINING",
+		3: "PHASE_FINALIZING",
+		4: "PHASE_DONE",
+		5: "PHASE_FAILED",
+	}
+	Reset_Phase_value = map[string]int32{
+		"PHASE_UNSPECIFIED": 0,
+		"PHASE_ARCHIVING":   1,
+		"PHASE_DRAINING":    2,
+		"PHASE_FINALIZING":  3,
+		"PHASE_DONE":        4,
+		"PHASE_FAILED":      5,
+	}
+)
+
+func (x Reset_Phase) Enum() *Reset_Phase {
+	p := new(Reset_Phase)
+	*p = x
+	return p
+}
+
+func (x Reset_Phase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Reset_Phase) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_admin_v1_deployment_proto_enumTypes[0].Descriptor()
+}
+
+func (Reset_Phase) Type() protoreflect.EnumType {
+	return &file_berth_admin_v1_deployment_proto_enumTypes[0]
+}
+
+func (x Reset_Phase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Reset_Phase.Descriptor instead.
+func (Reset_Phase) EnumDescriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{19, 0}
+}
+
 // Deployment is the singleton resource "deployment": the selected provider,
 // its public configuration and the sandbox specification. Each commit
 // creates an immutable generation.
@@ -1303,6 +1368,426 @@ func (x *EnableProviderResponse) GetDeployment() *Deployment {
 	return nil
 }
 
+// Reset is a deployment reset.
+type Reset struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "resets/{reset}".
+	Name  string      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Phase Reset_Phase `protobuf:"varint,2,opt,name=phase,proto3,enum=berth.admin.v1.Reset_Phase" json:"phase,omitempty"`
+	// request_time is when it was requested (database clock); Sessions
+	// created until then are archived.
+	RequestTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=request_time,json=requestTime,proto3" json:"request_time,omitempty"`
+	// deadline is when an unfinished reset fails.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// generation is the generation current at the request; 0 for none.
+	Generation uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// sessions_archived counts the Sessions the reset archived.
+	SessionsArchived int64 `protobuf:"varint,6,opt,name=sessions_archived,json=sessionsArchived,proto3" json:"sessions_archived,omitempty"`
+	// held is what every lane held at progress_time, and held_offline the
+	// part held by nodes not present (no connection, or no health report for
+	// 45 s): those wait for their agent to return.
+	Held         int64                  `protobuf:"varint,7,opt,name=held,proto3" json:"held,omitempty"`
+	HeldOffline  int64                  `protobuf:"varint,8,opt,name=held_offline,json=heldOffline,proto3" json:"held_offline,omitempty"`
+	ProgressTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=progress_time,json=progressTime,proto3" json:"progress_time,omitempty"`
+	// waiting is, while the reset runs, what each lane holds now.
+	Waiting []*ResetLane `protobuf:"bytes,10,rep,name=waiting,proto3" json:"waiting,omitempty"`
+	// empty_generation is, once done, the generation of the empty
+	// deployment: the next CommitDeployment expects it.
+	EmptyGeneration uint64 `protobuf:"varint,11,opt,name=empty_generation,json=emptyGeneration,proto3" json:"empty_generation,omitempty"`
+	// failure_code is, once failed, why (reset_deadline_passed).
+	FailureCode string                 `protobuf:"bytes,12,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	EndTime     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// requested_by is who started it ("admin").
+	RequestedBy   string `protobuf:"bytes,14,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reset) Reset() {
+	*x = Reset{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reset) ProtoMessage() {}
+
+func (x *Reset) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reset.ProtoReflect.Descriptor instead.
+func (*Reset) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Reset) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Reset) GetPhase() Reset_Phase {
+	if x != nil {
+		return x.Phase
+	}
+	return Reset_PHASE_UNSPECIFIED
+}
+
+func (x *Reset) GetRequestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestTime
+	}
+	return nil
+}
+
+func (x *Reset) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *Reset) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Reset) GetSessionsArchived() int64 {
+	if x != nil {
+		return x.SessionsArchived
+	}
+	return 0
+}
+
+func (x *Reset) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *Reset) GetHeldOffline() int64 {
+	if x != nil {
+		return x.HeldOffline
+	}
+	return 0
+}
+
+func (x *Reset) GetProgressTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProgressTime
+	}
+	return nil
+}
+
+func (x *Reset) GetWaiting() []*ResetLane {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+func (x *Reset) GetEmptyGeneration() uint64 {
+	if x != nil {
+		return x.EmptyGeneration
+	}
+	return 0
+}
+
+func (x *Reset) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *Reset) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *Reset) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+// ResetLane is what one lane holds during a reset.
+type ResetLane struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is "nodes/{node}", or empty for Core's direct lane.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Held int64  `protobuf:"varint,2,opt,name=held,proto3" json:"held,omitempty"`
+	// present: the node is connected and reporting (the direct lane: its
+	// adapters are probed); an absent one's resources wait for it.
+	Present       bool `protobuf:"varint,3,opt,name=present,proto3" json:"present,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetLane) Reset() {
+	*x = ResetLane{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetLane) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetLane) ProtoMessage() {}
+
+func (x *ResetLane) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetLane.ProtoReflect.Descriptor instead.
+func (*ResetLane) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ResetLane) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ResetLane) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *ResetLane) GetPresent() bool {
+	if x != nil {
+		return x.Present
+	}
+	return false
+}
+
+// StartResetRequest starts a deployment reset.
+type StartResetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id is a UUID chosen by the caller; required. A retry returns
+	// the reset the first call started.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// timeout is how long the reset may take before it fails: 5 min to 24 h,
+	// whole seconds; unset is 1 h.
+	Timeout       *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartResetRequest) Reset() {
+	*x = StartResetRequest{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartResetRequest) ProtoMessage() {}
+
+func (x *StartResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartResetRequest.ProtoReflect.Descriptor instead.
+func (*StartResetRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *StartResetRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *StartResetRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// StartResetResponse carries the started reset.
+type StartResetResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentReset *Reset                 `protobuf:"bytes,1,opt,name=deployment_reset,json=deploymentReset,proto3" json:"deployment_reset,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StartResetResponse) Reset() {
+	*x = StartResetResponse{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartResetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartResetResponse) ProtoMessage() {}
+
+func (x *StartResetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartResetResponse.ProtoReflect.Descriptor instead.
+func (*StartResetResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *StartResetResponse) GetDeploymentReset() *Reset {
+	if x != nil {
+		return x.DeploymentReset
+	}
+	return nil
+}
+
+// GetResetRequest reads a reset.
+type GetResetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "resets/{reset}", or "resets/-" for the latest.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResetRequest) Reset() {
+	*x = GetResetRequest{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResetRequest) ProtoMessage() {}
+
+func (x *GetResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResetRequest.ProtoReflect.Descriptor instead.
+func (*GetResetRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetResetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetResetResponse carries the reset.
+type GetResetResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentReset *Reset                 `protobuf:"bytes,1,opt,name=deployment_reset,json=deploymentReset,proto3" json:"deployment_reset,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetResetResponse) Reset() {
+	*x = GetResetResponse{}
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResetResponse) ProtoMessage() {}
+
+func (x *GetResetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_deployment_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResetResponse.ProtoReflect.Descriptor instead.
+func (*GetResetResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_deployment_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetResetResponse) GetDeploymentReset() *Reset {
+	if x != nil {
+		return x.DeploymentReset
+	}
+	return nil
+}
+
 var File_berth_admin_v1_deployment_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_deployment_proto_rawDesc = "" +
@@ -1414,14 +1899,57 @@ const file_berth_admin_v1_deployment_proto_rawDesc = "" +
 	"\x16EnableProviderResponse\x12:\n" +
 	"\n" +
 	"deployment\x18\x01 \x01(\v2\x1a.berth.admin.v1.DeploymentR\n" +
-	"deployment2\xf1\x04\n" +
+	"deployment\"\xe8\x05\n" +
+	"\x05Reset\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x05phase\x18\x02 \x01(\x0e2\x1b.berth.admin.v1.Reset.PhaseR\x05phase\x12=\n" +
+	"\frequest_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestTime\x126\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x04R\n" +
+	"generation\x12+\n" +
+	"\x11sessions_archived\x18\x06 \x01(\x03R\x10sessionsArchived\x12\x12\n" +
+	"\x04held\x18\a \x01(\x03R\x04held\x12!\n" +
+	"\fheld_offline\x18\b \x01(\x03R\vheldOffline\x12?\n" +
+	"\rprogress_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\fprogressTime\x123\n" +
+	"\awaiting\x18\n" +
+	" \x03(\v2\x19.berth.admin.v1.ResetLaneR\awaiting\x12)\n" +
+	"\x10empty_generation\x18\v \x01(\x04R\x0femptyGeneration\x12!\n" +
+	"\ffailure_code\x18\f \x01(\tR\vfailureCode\x125\n" +
+	"\bend_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12!\n" +
+	"\frequested_by\x18\x0e \x01(\tR\vrequestedBy\"\x7f\n" +
+	"\x05Phase\x12\x15\n" +
+	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fPHASE_ARCHIVING\x10\x01\x12\x12\n" +
+	"\x0ePHASE_DRAINING\x10\x02\x12\x14\n" +
+	"\x10PHASE_FINALIZING\x10\x03\x12\x0e\n" +
+	"\n" +
+	"PHASE_DONE\x10\x04\x12\x10\n" +
+	"\fPHASE_FAILED\x10\x05\"M\n" +
+	"\tResetLane\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04held\x18\x02 \x01(\x03R\x04held\x12\x18\n" +
+	"\apresent\x18\x03 \x01(\bR\apresent\"g\n" +
+	"\x11StartResetRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x123\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"V\n" +
+	"\x12StartResetResponse\x12@\n" +
+	"\x10deployment_reset\x18\x01 \x01(\v2\x15.berth.admin.v1.ResetR\x0fdeploymentReset\"%\n" +
+	"\x0fGetResetRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"T\n" +
+	"\x10GetResetResponse\x12@\n" +
+	"\x10deployment_reset\x18\x01 \x01(\v2\x15.berth.admin.v1.ResetR\x0fdeploymentReset2\x95\x06\n" +
 	"\x11DeploymentService\x12\\\n" +
 	"\rGetDeployment\x12$.berth.admin.v1.GetDeploymentRequest\x1a%.berth.admin.v1.GetDeploymentResponse\x12h\n" +
 	"\x11PreviewDeployment\x12(.berth.admin.v1.PreviewDeploymentRequest\x1a).berth.admin.v1.PreviewDeploymentResponse\x12e\n" +
 	"\x10CommitDeployment\x12'.berth.admin.v1.CommitDeploymentRequest\x1a(.berth.admin.v1.CommitDeploymentResponse\x12h\n" +
 	"\x11ReplaceDeployment\x12(.berth.admin.v1.ReplaceDeploymentRequest\x1a).berth.admin.v1.ReplaceDeploymentResponse\x12b\n" +
 	"\x0fDisableProvider\x12&.berth.admin.v1.DisableProviderRequest\x1a'.berth.admin.v1.DisableProviderResponse\x12_\n" +
-	"\x0eEnableProvider\x12%.berth.admin.v1.EnableProviderRequest\x1a&.berth.admin.v1.EnableProviderResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
+	"\x0eEnableProvider\x12%.berth.admin.v1.EnableProviderRequest\x1a&.berth.admin.v1.EnableProviderResponse\x12S\n" +
+	"\n" +
+	"StartReset\x12!.berth.admin.v1.StartResetRequest\x1a\".berth.admin.v1.StartResetResponse\x12M\n" +
+	"\bGetReset\x12\x1f.berth.admin.v1.GetResetRequest\x1a .berth.admin.v1.GetResetResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_berth_admin_v1_deployment_proto_rawDescOnce sync.Once
@@ -1435,78 +1963,99 @@ func file_berth_admin_v1_deployment_proto_rawDescGZIP() []byte {
 	return file_berth_admin_v1_deployment_proto_rawDescData
 }
 
-var file_berth_admin_v1_deployment_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_berth_admin_v1_deployment_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_berth_admin_v1_deployment_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_berth_admin_v1_deployment_proto_goTypes = []any{
-	(*Deployment)(nil),                // 0: berth.admin.v1.Deployment
-	(*RetainedGeneration)(nil),        // 1: berth.admin.v1.RetainedGeneration
-	(*NodeGenerations)(nil),           // 2: berth.admin.v1.NodeGenerations
-	(*ServedGeneration)(nil),          // 3: berth.admin.v1.ServedGeneration
-	(*Specification)(nil),             // 4: berth.admin.v1.Specification
-	(*SuspensionPolicy)(nil),          // 5: berth.admin.v1.SuspensionPolicy
-	(*GetDeploymentRequest)(nil),      // 6: berth.admin.v1.GetDeploymentRequest
-	(*GetDeploymentResponse)(nil),     // 7: berth.admin.v1.GetDeploymentResponse
-	(*DeploymentCandidate)(nil),       // 8: berth.admin.v1.DeploymentCandidate
-	(*PreviewDeploymentRequest)(nil),  // 9: berth.admin.v1.PreviewDeploymentRequest
-	(*PreviewDeploymentResponse)(nil), // 10: berth.admin.v1.PreviewDeploymentResponse
-	(*CommitDeploymentRequest)(nil),   // 11: berth.admin.v1.CommitDeploymentRequest
-	(*CommitDeploymentResponse)(nil),  // 12: berth.admin.v1.CommitDeploymentResponse
-	(*ReplaceDeploymentRequest)(nil),  // 13: berth.admin.v1.ReplaceDeploymentRequest
-	(*ReplaceDeploymentResponse)(nil), // 14: berth.admin.v1.ReplaceDeploymentResponse
-	(*DisableProviderRequest)(nil),    // 15: berth.admin.v1.DisableProviderRequest
-	(*DisableProviderResponse)(nil),   // 16: berth.admin.v1.DisableProviderResponse
-	(*EnableProviderRequest)(nil),     // 17: berth.admin.v1.EnableProviderRequest
-	(*EnableProviderResponse)(nil),    // 18: berth.admin.v1.EnableProviderResponse
-	(*structpb.Struct)(nil),           // 19: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),     // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 21: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),     // 22: google.protobuf.FieldMask
+	(Reset_Phase)(0),                  // 0: berth.admin.v1.Reset.Phase
+	(*Deployment)(nil),                // 1: berth.admin.v1.Deployment
+	(*RetainedGeneration)(nil),        // 2: berth.admin.v1.RetainedGeneration
+	(*NodeGenerations)(nil),           // 3: berth.admin.v1.NodeGenerations
+	(*ServedGeneration)(nil),          // 4: berth.admin.v1.ServedGeneration
+	(*Specification)(nil),             // 5: berth.admin.v1.Specification
+	(*SuspensionPolicy)(nil),          // 6: berth.admin.v1.SuspensionPolicy
+	(*GetDeploymentRequest)(nil),      // 7: berth.admin.v1.GetDeploymentRequest
+	(*GetDeploymentResponse)(nil),     // 8: berth.admin.v1.GetDeploymentResponse
+	(*DeploymentCandidate)(nil),       // 9: berth.admin.v1.DeploymentCandidate
+	(*PreviewDeploymentRequest)(nil),  // 10: berth.admin.v1.PreviewDeploymentRequest
+	(*PreviewDeploymentResponse)(nil), // 11: berth.admin.v1.PreviewDeploymentResponse
+	(*CommitDeploymentRequest)(nil),   // 12: berth.admin.v1.CommitDeploymentRequest
+	(*CommitDeploymentResponse)(nil),  // 13: berth.admin.v1.CommitDeploymentResponse
+	(*ReplaceDeploymentRequest)(nil),  // 14: berth.admin.v1.ReplaceDeploymentRequest
+	(*ReplaceDeploymentResponse)(nil), // 15: berth.admin.v1.ReplaceDeploymentResponse
+	(*DisableProviderRequest)(nil),    // 16: berth.admin.v1.DisableProviderRequest
+	(*DisableProviderResponse)(nil),   // 17: berth.admin.v1.DisableProviderResponse
+	(*EnableProviderRequest)(nil),     // 18: berth.admin.v1.EnableProviderRequest
+	(*EnableProviderResponse)(nil),    // 19: berth.admin.v1.EnableProviderResponse
+	(*Reset)(nil),                     // 20: berth.admin.v1.Reset
+	(*ResetLane)(nil),                 // 21: berth.admin.v1.ResetLane
+	(*StartResetRequest)(nil),         // 22: berth.admin.v1.StartResetRequest
+	(*StartResetResponse)(nil),        // 23: berth.admin.v1.StartResetResponse
+	(*GetResetRequest)(nil),           // 24: berth.admin.v1.GetResetRequest
+	(*GetResetResponse)(nil),          // 25: berth.admin.v1.GetResetResponse
+	(*structpb.Struct)(nil),           // 26: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 28: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),     // 29: google.protobuf.FieldMask
 }
 var file_berth_admin_v1_deployment_proto_depIdxs = []int32{
-	19, // 0: berth.admin.v1.Deployment.configuration:type_name -> google.protobuf.Struct
-	19, // 1: berth.admin.v1.Deployment.observations:type_name -> google.protobuf.Struct
-	4,  // 2: berth.admin.v1.Deployment.specification:type_name -> berth.admin.v1.Specification
-	20, // 3: berth.admin.v1.Deployment.commit_time:type_name -> google.protobuf.Timestamp
-	20, // 4: berth.admin.v1.Deployment.provider_disable_time:type_name -> google.protobuf.Timestamp
-	20, // 5: berth.admin.v1.Deployment.serving_time:type_name -> google.protobuf.Timestamp
-	1,  // 6: berth.admin.v1.Deployment.retained_generations:type_name -> berth.admin.v1.RetainedGeneration
-	2,  // 7: berth.admin.v1.Deployment.nodes:type_name -> berth.admin.v1.NodeGenerations
-	3,  // 8: berth.admin.v1.Deployment.direct_generations:type_name -> berth.admin.v1.ServedGeneration
-	3,  // 9: berth.admin.v1.NodeGenerations.generations:type_name -> berth.admin.v1.ServedGeneration
-	5,  // 10: berth.admin.v1.Specification.suspension:type_name -> berth.admin.v1.SuspensionPolicy
-	21, // 11: berth.admin.v1.SuspensionPolicy.idle:type_name -> google.protobuf.Duration
-	21, // 12: berth.admin.v1.SuspensionPolicy.retention:type_name -> google.protobuf.Duration
-	0,  // 13: berth.admin.v1.GetDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	19, // 14: berth.admin.v1.DeploymentCandidate.configuration:type_name -> google.protobuf.Struct
-	19, // 15: berth.admin.v1.DeploymentCandidate.credential:type_name -> google.protobuf.Struct
-	4,  // 16: berth.admin.v1.DeploymentCandidate.specification:type_name -> berth.admin.v1.Specification
-	8,  // 17: berth.admin.v1.PreviewDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	22, // 18: berth.admin.v1.PreviewDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 19: berth.admin.v1.PreviewDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	8,  // 20: berth.admin.v1.CommitDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	0,  // 21: berth.admin.v1.CommitDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	8,  // 22: berth.admin.v1.ReplaceDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
-	22, // 23: berth.admin.v1.ReplaceDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 24: berth.admin.v1.ReplaceDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
-	21, // 25: berth.admin.v1.ReplaceDeploymentResponse.admission_pause:type_name -> google.protobuf.Duration
-	0,  // 26: berth.admin.v1.DisableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
-	0,  // 27: berth.admin.v1.EnableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
-	6,  // 28: berth.admin.v1.DeploymentService.GetDeployment:input_type -> berth.admin.v1.GetDeploymentRequest
-	9,  // 29: berth.admin.v1.DeploymentService.PreviewDeployment:input_type -> berth.admin.v1.PreviewDeploymentRequest
-	11, // 30: berth.admin.v1.DeploymentService.CommitDeployment:input_type -> berth.admin.v1.CommitDeploymentRequest
-	13, // 31: berth.admin.v1.DeploymentService.ReplaceDeployment:input_type -> berth.admin.v1.ReplaceDeploymentRequest
-	15, // 32: berth.admin.v1.DeploymentService.DisableProvider:input_type -> berth.admin.v1.DisableProviderRequest
-	17, // 33: berth.admin.v1.DeploymentService.EnableProvider:input_type -> berth.admin.v1.EnableProviderRequest
-	7,  // 34: berth.admin.v1.DeploymentService.GetDeployment:output_type -> berth.admin.v1.GetDeploymentResponse
-	10, // 35: berth.admin.v1.DeploymentService.PreviewDeployment:output_type -> berth.admin.v1.PreviewDeploymentResponse
-	12, // 36: berth.admin.v1.DeploymentService.CommitDeployment:output_type -> berth.admin.v1.CommitDeploymentResponse
-	14, // 37: berth.admin.v1.DeploymentService.ReplaceDeployment:output_type -> berth.admin.v1.ReplaceDeploymentResponse
-	16, // 38: berth.admin.v1.DeploymentService.DisableProvider:output_type -> berth.admin.v1.DisableProviderResponse
-	18, // 39: berth.admin.v1.DeploymentService.EnableProvider:output_type -> berth.admin.v1.EnableProviderResponse
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	26, // 0: berth.admin.v1.Deployment.configuration:type_name -> google.protobuf.Struct
+	26, // 1: berth.admin.v1.Deployment.observations:type_name -> google.protobuf.Struct
+	5,  // 2: berth.admin.v1.Deployment.specification:type_name -> berth.admin.v1.Specification
+	27, // 3: berth.admin.v1.Deployment.commit_time:type_name -> google.protobuf.Timestamp
+	27, // 4: berth.admin.v1.Deployment.provider_disable_time:type_name -> google.protobuf.Timestamp
+	27, // 5: berth.admin.v1.Deployment.serving_time:type_name -> google.protobuf.Timestamp
+	2,  // 6: berth.admin.v1.Deployment.retained_generations:type_name -> berth.admin.v1.RetainedGeneration
+	3,  // 7: berth.admin.v1.Deployment.nodes:type_name -> berth.admin.v1.NodeGenerations
+	4,  // 8: berth.admin.v1.Deployment.direct_generations:type_name -> berth.admin.v1.ServedGeneration
+	4,  // 9: berth.admin.v1.NodeGenerations.generations:type_name -> berth.admin.v1.ServedGeneration
+	6,  // 10: berth.admin.v1.Specification.suspension:type_name -> berth.admin.v1.SuspensionPolicy
+	28, // 11: berth.admin.v1.SuspensionPolicy.idle:type_name -> google.protobuf.Duration
+	28, // 12: berth.admin.v1.SuspensionPolicy.retention:type_name -> google.protobuf.Duration
+	1,  // 13: berth.admin.v1.GetDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	26, // 14: berth.admin.v1.DeploymentCandidate.configuration:type_name -> google.protobuf.Struct
+	26, // 15: berth.admin.v1.DeploymentCandidate.credential:type_name -> google.protobuf.Struct
+	5,  // 16: berth.admin.v1.DeploymentCandidate.specification:type_name -> berth.admin.v1.Specification
+	9,  // 17: berth.admin.v1.PreviewDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	29, // 18: berth.admin.v1.PreviewDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 19: berth.admin.v1.PreviewDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	9,  // 20: berth.admin.v1.CommitDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	1,  // 21: berth.admin.v1.CommitDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	9,  // 22: berth.admin.v1.ReplaceDeploymentRequest.candidate:type_name -> berth.admin.v1.DeploymentCandidate
+	29, // 23: berth.admin.v1.ReplaceDeploymentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 24: berth.admin.v1.ReplaceDeploymentResponse.deployment:type_name -> berth.admin.v1.Deployment
+	28, // 25: berth.admin.v1.ReplaceDeploymentResponse.admission_pause:type_name -> google.protobuf.Duration
+	1,  // 26: berth.admin.v1.DisableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
+	1,  // 27: berth.admin.v1.EnableProviderResponse.deployment:type_name -> berth.admin.v1.Deployment
+	0,  // 28: berth.admin.v1.Reset.phase:type_name -> berth.admin.v1.Reset.Phase
+	27, // 29: berth.admin.v1.Reset.request_time:type_name -> google.protobuf.Timestamp
+	27, // 30: berth.admin.v1.Reset.deadline:type_name -> google.protobuf.Timestamp
+	27, // 31: berth.admin.v1.Reset.progress_time:type_name -> google.protobuf.Timestamp
+	21, // 32: berth.admin.v1.Reset.waiting:type_name -> berth.admin.v1.ResetLane
+	27, // 33: berth.admin.v1.Reset.end_time:type_name -> google.protobuf.Timestamp
+	28, // 34: berth.admin.v1.StartResetRequest.timeout:type_name -> google.protobuf.Duration
+	20, // 35: berth.admin.v1.StartResetResponse.deployment_reset:type_name -> berth.admin.v1.Reset
+	20, // 36: berth.admin.v1.GetResetResponse.deployment_reset:type_name -> berth.admin.v1.Reset
+	7,  // 37: berth.admin.v1.DeploymentService.GetDeployment:input_type -> berth.admin.v1.GetDeploymentRequest
+	10, // 38: berth.admin.v1.DeploymentService.PreviewDeployment:input_type -> berth.admin.v1.PreviewDeploymentRequest
+	12, // 39: berth.admin.v1.DeploymentService.CommitDeployment:input_type -> berth.admin.v1.CommitDeploymentRequest
+	14, // 40: berth.admin.v1.DeploymentService.ReplaceDeployment:input_type -> berth.admin.v1.ReplaceDeploymentRequest
+	16, // 41: berth.admin.v1.DeploymentService.DisableProvider:input_type -> berth.admin.v1.DisableProviderRequest
+	18, // 42: berth.admin.v1.DeploymentService.EnableProvider:input_type -> berth.admin.v1.EnableProviderRequest
+	22, // 43: berth.admin.v1.DeploymentService.StartReset:input_type -> berth.admin.v1.StartResetRequest
+	24, // 44: berth.admin.v1.DeploymentService.GetReset:input_type -> berth.admin.v1.GetResetRequest
+	8,  // 45: berth.admin.v1.DeploymentService.GetDeployment:output_type -> berth.admin.v1.GetDeploymentResponse
+	11, // 46: berth.admin.v1.DeploymentService.PreviewDeployment:output_type -> berth.admin.v1.PreviewDeploymentResponse
+	13, // 47: berth.admin.v1.DeploymentService.CommitDeployment:output_type -> berth.admin.v1.CommitDeploymentResponse
+	15, // 48: berth.admin.v1.DeploymentService.ReplaceDeployment:output_type -> berth.admin.v1.ReplaceDeploymentResponse
+	17, // 49: berth.admin.v1.DeploymentService.DisableProvider:output_type -> berth.admin.v1.DisableProviderResponse
+	19, // 50: berth.admin.v1.DeploymentService.EnableProvider:output_type -> berth.admin.v1.EnableProviderResponse
+	23, // 51: berth.admin.v1.DeploymentService.StartReset:output_type -> berth.admin.v1.StartResetResponse
+	25, // 52: berth.admin.v1.DeploymentService.GetReset:output_type -> berth.admin.v1.GetResetResponse
+	45, // [45:53] is the sub-list for method output_type
+	37, // [37:45] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_deployment_proto_init() }
@@ -1519,13 +2068,14 @@ func file_berth_admin_v1_deployment_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_deployment_proto_rawDesc), len(file_berth_admin_v1_deployment_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   19,
+			NumEnums:      1,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_berth_admin_v1_deployment_proto_goTypes,
 		DependencyIndexes: file_berth_admin_v1_deployment_proto_depIdxs,
+		EnumInfos:         file_berth_admin_v1_deployment_proto_enumTypes,
 		MessageInfos:      file_berth_admin_v1_deployment_proto_msgTypes,
 	}.Build()
 	File_berth_admin_v1_deployment_proto = out.File

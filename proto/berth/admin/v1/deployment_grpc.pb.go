@@ -25,6 +25,8 @@ const (
 	DeploymentService_ReplaceDeployment_FullMethodName = "/berth.admin.v1.DeploymentService/ReplaceDeployment"
 	DeploymentService_DisableProvider_FullMethodName   = "/berth.admin.v1.DeploymentService/DisableProvider"
 	DeploymentService_EnableProvider_FullMethodName    = "/berth.admin.v1.DeploymentService/EnableProvider"
+	DeploymentService_StartReset_FullMethodName        = "/berth.admin.v1.DeploymentService/StartReset"
+	DeploymentService_GetReset_FullMethodName          = "/berth.admin.v1.DeploymentService/GetReset"
 )
 
 // DeploymentServiceClient is the client API for DeploymentService service.
@@ -82,6 +84,25 @@ type DeploymentServiceClient interface {
 	// and the pending allocations' Creates resume. Enabling an enabled
 	// provider changes nothing.
 	EnableProvider(ctx context.Context, in *EnableProviderRequest, opts ...grpc.CallOption) (*EnableProviderResponse, error)
+	// StartReset starts a deployment reset (administrator only): every
+	// Session created before it is archived, Core waits until no node and
+	// no direct lane holds anything (an offline node's resources stay held
+	// until its agent returns and cleans them up: nothing is released by
+	// the reset itself), then clears the deployment in one transaction: no
+	// current generation (GetDeployment shows the empty generation as its
+	// generation and no provider), every enabled node retired, every unused
+	// enrollment token revoked. Projects, keys and the audit trail stay.
+	// While it runs, CreateSession and every deployment change are refused
+	// with FAILED_PRECONDITION (deployment_resetting). It ends done, or
+	// failed (reset_deadline_passed) when its deadline passes first: the
+	// committed deployment then stays and admission reopens; archived
+	// Sessions stay archived. A second reset while one runs is refused
+	// FAILED_PRECONDITION (reset_in_progress); a retry with the same
+	// request_id returns the reset it started.
+	StartReset(ctx context.Context, in *StartResetRequest, opts ...grpc.CallOption) (*StartResetResponse, error)
+	// GetReset returns a reset and, while it runs, what each lane still
+	// holds. "resets/-" names the latest.
+	GetReset(ctx context.Context, in *GetResetRequest, opts ...grpc.CallOption) (*GetResetResponse, error)
 }
 
 type deploymentServiceClient struct {
@@ -152,6 +173,26 @@ func (c *deploymentServiceClient) EnableProvider(ctx context.Context, in *Enable
 	return out, nil
 }
 
+func (c *deploymentServiceClient) StartReset(ctx context.Context, in *StartResetRequest, opts ...grpc.CallOption) (*StartResetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartResetResponse)
+	err := c.cc.Invoke(ctx, DeploymentService_StartReset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *deploymentServiceClient) GetReset(ctx context.Context, in *GetResetRequest, opts ...grpc.CallOption) (*GetResetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResetResponse)
+	err := c.cc.Invoke(ctx, DeploymentService_GetReset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DeploymentServiceServer is the server API for DeploymentService service.
 // All implementations must embed UnimplementedDeploymentServiceServer
 // for forward compatibility.
@@ -207,6 +248,25 @@ type DeploymentServiceServer interface {
 	// and the pending allocations' Creates resume. Enabling an enabled
 	// provider changes nothing.
 	EnableProvider(context.Context, *EnableProviderRequest) (*EnableProviderResponse, error)
+	// StartReset starts a deployment reset (administrator only): every
+	// Session created before it is archived, Core waits until no node and
+	// no direct lane holds anything (an offline node's resources stay held
+	// until its agent returns and cleans them up: nothing is released by
+	// the reset itself), then clears the deployment in one transaction: no
+	// current generation (GetDeployment shows the empty generation as its
+	// generation and no provider), every enabled node retired, every unused
+	// enrollment token revoked. Projects, keys and the audit trail stay.
+	// While it runs, CreateSession and every deployment change are refused
+	// with FAILED_PRECONDITION (deployment_resetting). It ends done, or
+	// failed (reset_deadline_passed) when its deadline passes first: the
+	// committed deployment then stays and admission reopens; archived
+	// Sessions stay archived. A second reset while one runs is refused
+	// FAILED_PRECONDITION (reset_in_progress); a retry with the same
+	// request_id returns the reset it started.
+	StartReset(context.Context, *StartResetRequest) (*StartResetResponse, error)
+	// GetReset returns a reset and, while it runs, what each lane still
+	// holds. "resets/-" names the latest.
+	GetReset(context.Context, *GetResetRequest) (*GetResetResponse, error)
 	mustEmbedUnimplementedDeploymentServiceServer()
 }
 
@@ -234,6 +294,12 @@ func (UnimplementedDeploymentServiceServer) DisableProvider(context.Context, *Di
 }
 func (UnimplementedDeploymentServiceServer) EnableProvider(context.Context, *EnableProviderRequest) (*EnableProviderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method EnableProvider not implemented")
+}
+func (UnimplementedDeploymentServiceServer) StartReset(context.Context, *StartResetRequest) (*StartResetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartReset not implemented")
+}
+func (UnimplementedDeploymentServiceServer) GetReset(context.Context, *GetResetRequest) (*GetResetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReset not implemented")
 }
 func (UnimplementedDeploymentServiceServer) mustEmbedUnimplementedDeploymentServiceServer() {}
 func (UnimplementedDeploymentServiceServer) testEmbeddedByValue()                           {}
@@ -364,6 +430,42 @@ func _DeploymentService_EnableProvider_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DeploymentService_StartReset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeploymentServiceServer).StartReset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DeploymentService_StartReset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeploymentServiceServer).StartReset(ctx, req.(*StartResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DeploymentService_GetReset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeploymentServiceServer).GetReset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DeploymentService_GetReset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeploymentServiceServer).GetReset(ctx, req.(*GetResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DeploymentService_ServiceDesc is the grpc.ServiceDesc for DeploymentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -394,6 +496,14 @@ var DeploymentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EnableProvider",
 			Handler:    _DeploymentService_EnableProvider_Handler,
+		},
+		{
+			MethodName: "StartReset",
+			Handler:    _DeploymentService_StartReset_Handler,
+		},
+		{
+			MethodName: "GetReset",
+			Handler:    _DeploymentService_GetReset_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
