@@ -366,8 +366,8 @@ type Finalized struct {
 // no serving pin, the generation floor at a new empty generation above
 // every committed one, the admission fence lifted, every enabled node
 // retired and every unused enrollment token revoked, the reset done, and
-// its record: reset.finish (event id eventID) and one node.retire per
-// node, with the reset's provenance. The lifecycle lanes are drained by
+// its record: one node.retire per node and then reset.finish (event id
+// eventID, the retirements' parent), with the reset's provenance. The lifecycle lanes are drained by
 // the caller, outside this transaction; no Session lock is taken here.
 func (s *Owner) FinalizeReset(ctx context.Context, r Reset, eventID uuid.UUID) (Finalized, error) {
 	const op = "finalize reset"
@@ -401,16 +401,9 @@ func (s *Owner) FinalizeReset(ctx context.Context, r Reset, eventID uuid.UUID) (
 			return err
 		}
 		out.Reset = resetFromRow(row)
+		// The retirements first, so the trail's last event of the reset
+		// is its finish.
 		prov := r.Provenance()
-		if err := recordAudit(ctx, q, prov, AuditEntry{
-			ID: eventID, Kind: AuditDecision, Action: "reset.finish", Resource: "resets/" + r.ID.String(), Outcome: "ok",
-			Detail: map[string]any{
-				"empty_generation": floor, "sessions_archived": out.Reset.SessionsArchived,
-				"nodes_retired": len(out.RetiredNodes), "tokens_revoked": out.RevokedTokens,
-			},
-		}); err != nil {
-			return err
-		}
 		child := prov.WithParent(eventID)
 		for _, id := range out.RetiredNodes {
 			if err := recordNodeState(ctx, q, child, uuid.NewSHA1(eventID, id[:]), id, NodeEnabled, NodeRetired,
@@ -418,7 +411,13 @@ func (s *Owner) FinalizeReset(ctx context.Context, r Reset, eventID uuid.UUID) (
 				return err
 			}
 		}
-		return nil
+		return recordAudit(ctx, q, prov, AuditEntry{
+			ID: eventID, Kind: AuditDecision, Action: "reset.finish", Resource: "resets/" + r.ID.String(), Outcome: "ok",
+			Detail: map[string]any{
+				"empty_generation": floor, "sessions_archived": out.Reset.SessionsArchived,
+				"nodes_retired": len(out.RetiredNodes), "tokens_revoked": out.RevokedTokens,
+			},
+		})
 	})
 	if errors.Is(err, ErrResetHeld) {
 		// Back to draining, in its own transaction: the recheck's answer
