@@ -16,6 +16,7 @@
 // nothing of the test's Sessions once they are deleted.
 //
 // limits_test.go proves project limits (item 3): 50 concurrent
-// CreateSession calls across three projects hold every project within its
-// limit, each refusal explained by the counts, the others served.
+// CreateSession calls across three projects, one through the administrator
+// token and two through their projects' keys, hold every project within
+// its limit, each refusal explained by the counts, the others served.
 package projects

@@ -1,12 +1,14 @@
 package projects
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -15,9 +17,10 @@ import (
 )
 
 // TestLimitsHoldUnderConcurrentCreates is issue 31's "limits hold under 50
-// concurrent creates across projects", through the administrator token
-// (Session.project names the project), with the real binaries and the
-// real engine. One node holds at most 11 Sandboxes; project A may hold 2
+// concurrent creates across projects", with the real binaries and the
+// real engine: project A's creates go through the administrator token
+// (Session.project names A), B's and C's through each project's own key
+// (no project named: the key's), so both credentials' admissions race. One node holds at most 11 Sandboxes; project A may hold 2
 // (21 creates), B 3 (21 creates), C has no limit (8 creates). So the node
 // fills (2 + 3 + 8 > 11), and B and C are served whatever the order (B
 // gets at least 11 - 2 - 8 = 1).
@@ -45,6 +48,10 @@ func TestLimitsHoldUnderConcurrentCreates(t *testing.T) {
 		name     string
 		limit    *int32 // nil: none
 		attempts int
+		// ctx carries the credential its creates use; named: they name the
+		// project (the administrator's), else the key's own.
+		ctx   context.Context
+		named bool
 	}
 	projects := []*project{{limit: proto.Int32(2), attempts: 21}, {limit: proto.Int32(3), attempts: 21}, {attempts: 8}}
 	for i, p := range projects {
@@ -56,6 +63,17 @@ func TestLimitsHoldUnderConcurrentCreates(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.name = resp.GetProject().GetName()
+		if i == 0 {
+			p.ctx, p.named = ctx, true
+			continue
+		}
+		k, err := projectsAPI.CreateProjectKey(ctx, &adminv1.CreateProjectKeyRequest{
+			Parent: p.name, RequestId: uuid.NewString(), Key: &adminv1.ProjectKey{DisplayName: "burst"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.ctx = metadata.NewOutgoingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+k.GetToken()))
 	}
 
 	var (
@@ -72,9 +90,14 @@ func TestLimitsHoldUnderConcurrentCreates(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				resp, err := sessionsAPI.CreateSession(ctx, &adminv1.CreateSessionRequest{
-					RequestId: uuid.NewString(), Session: &adminv1.Session{DisplayName: "burst", Project: p.name},
-				})
+				session := &adminv1.Session{DisplayName: "burst"}
+				if p.named {
+					session.Project = p.name
+				}
+				resp, err := sessionsAPI.CreateSession(p.ctx, &adminv1.CreateSessionRequest{RequestId: uuid.NewString(), Session: session})
+				if err == nil && resp.GetSession().GetProject() != p.name {
+					err = fmt.Errorf("created in %q, want %q", resp.GetSession().GetProject(), p.name)
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				switch reason := stack.AdminReason(err); {

@@ -294,10 +294,12 @@ func (q *Queries) GetResetByRequest(ctx context.Context, requestID uuid.UUID) (D
 }
 
 const insertReset = `-- name: InsertReset :one
-INSERT INTO deployment_resets (id, request_id, actor, generation, deadline)
-VALUES ($1, $2, $3,
-        (SELECT current_generation FROM deployment),
-        now() + make_interval(secs => $4::bigint))
+WITH t AS (SELECT clock_timestamp() AS at)
+INSERT INTO deployment_resets (id, request_id, actor, generation, requested_at, deadline)
+SELECT $1, $2, $3,
+       (SELECT current_generation FROM deployment),
+       t.at, t.at + make_interval(secs => $4::bigint)
+FROM t
 RETURNING id, request_id, actor, generation, requested_at, deadline, phase, cursor_created_at, cursor_id, sessions_archived, held, held_offline, progress_at, empty_generation, failure_code, ended_at
 `
 
@@ -309,8 +311,10 @@ type InsertResetParams struct {
 }
 
 // InsertReset starts a reset bound to the current generation (NULL when
-// none is committed) and the database clock: its deadline is @timeout
-// after its request time.
+// none is committed) and the database clock: its request time is the
+// clock when the insert runs, after the caller took the deployment row's
+// lock, so every Session an admission committed before it (each holds the
+// row shared) was created before it; its deadline is @timeout after.
 func (q *Queries) InsertReset(ctx context.Context, arg InsertResetParams) (DeploymentReset, error) {
 	row := q.db.QueryRow(ctx, insertReset,
 		arg.ID,

@@ -1,11 +1,15 @@
 -- name: InsertReset :one
 -- InsertReset starts a reset bound to the current generation (NULL when
--- none is committed) and the database clock: its deadline is @timeout
--- after its request time.
-INSERT INTO deployment_resets (id, request_id, actor, generation, deadline)
-VALUES (@id, @request_id, @actor,
-        (SELECT current_generation FROM deployment),
-        now() + make_interval(secs => @timeout_seconds::bigint))
+-- none is committed) and the database clock: its request time is the
+-- clock when the insert runs, after the caller took the deployment row's
+-- lock, so every Session an admission committed before it (each holds the
+-- row shared) was created before it; its deadline is @timeout after.
+WITH t AS (SELECT clock_timestamp() AS at)
+INSERT INTO deployment_resets (id, request_id, actor, generation, requested_at, deadline)
+SELECT @id, @request_id, @actor,
+       (SELECT current_generation FROM deployment),
+       t.at, t.at + make_interval(secs => @timeout_seconds::bigint)
+FROM t
 RETURNING *;
 
 -- name: GetReset :one
