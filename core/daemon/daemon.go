@@ -257,9 +257,14 @@ func (c *core) claimInstallation(ctx context.Context) error {
 // shutdown, after everything that ran under it has stopped.
 func (c *core) holdLease(ctx context.Context) error {
 	holder := uuid.New()
-	if err := waitForLease(ctx, c.st, holder, c.epoch, c.cfg.LeaseTTL, c.log); err != nil {
+	lock := c.st.OwnerLock()
+	if err := waitForLease(ctx, lock, holder, c.epoch, c.cfg.LeaseTTL, c.log); err != nil {
+		lock.Close()
 		return err
 	}
+	// The lock's connection ends last, after the lease's release: a
+	// standby waiting on the lock then finds the lease free.
+	c.group.onStop(lock.Close)
 	c.group.onStop(func() {
 		rctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
 		defer cancel()
@@ -273,7 +278,7 @@ func (c *core) holdLease(ctx context.Context) error {
 	lost, done := make(chan error, 1), make(chan struct{})
 	go func() {
 		defer close(done)
-		lost <- keepLease(kctx, c.st, holder, c.epoch, c.cfg.LeaseTTL, c.log)
+		lost <- keepLease(kctx, lock, holder, c.epoch, c.cfg.LeaseTTL, c.log)
 	}()
 	c.group.onStop(func() { cancel(); <-done }) // before the release above
 	c.group.addWorker(func(ctx context.Context) error {

@@ -23,6 +23,13 @@
 //     reverse order of the steps. No error path closes anything by hand.
 //   - The lease is released only after everything that ran under it has
 //     stopped, and losing it stops Core (ErrLeaseLost).
+//   - The lease is held through the owner lock (store.OwnerLock, a
+//     PostgreSQL advisory lock on a connection of its own): a standby
+//     waits on the lock and takes a locked lease over the moment the
+//     active Core's lock connection ends, its death or its planned stop
+//     (the lock closes after the lease's release). The lock only speeds a
+//     takeover up: without it the lease's expiry still decides, and the
+//     owner epoch still fences a deposed Core's writes.
 //   - Components signal a change only on the bus (core/events); Run sets
 //     no callbacks between them: it subscribes where a change crosses
 //     components (route) and passes synchronous dependencies (a drain

@@ -23,6 +23,9 @@ type Lease struct {
 	ExpiresAt  time.Time
 	// Expired is ExpiresAt compared with the database clock when read.
 	Expired bool
+	// Locked: the holder took or renewed it holding the owner lock
+	// (OwnerLock), so a Core that holds the lock may take it over early.
+	Locked bool
 }
 
 // AcquireLease takes the execution lease for holder under epoch for ttl,
@@ -56,6 +59,12 @@ func (s *Store) AcquireLease(ctx context.Context, holder uuid.UUID, epoch uint64
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return false, wrap(op, err)
 	}
+	return s.leaseRefused(ctx, op, holder, e)
+}
+
+// leaseRefused explains a lease acquisition that took nothing: false
+// while another Core holds it, ErrFenced when epoch was superseded.
+func (s *Store) leaseRefused(ctx context.Context, op string, holder uuid.UUID, e int64) (bool, error) {
 	// Not taken: find out why, to tell waiting from being superseded. The
 	// reads may race with other Cores; they only choose the answer to a
 	// refusal that has already happened.
@@ -104,7 +113,7 @@ func (s *Reader) GetLease(ctx context.Context) (Lease, error) {
 		return Lease{}, wrap("get lease", err)
 	}
 	return Lease{Holder: r.Holder, OwnerEpoch: uint64(r.OwnerEpoch), AcquiredAt: r.AcquiredAt,
-		RenewedAt: r.RenewedAt, ExpiresAt: r.ExpiresAt, Expired: r.Expired}, nil
+		RenewedAt: r.RenewedAt, ExpiresAt: r.ExpiresAt, Expired: r.Expired, Locked: r.Locked}, nil
 }
 
 // ErrSuperseded is the class (errdefs.ErrFenced) of a lifecycle write by a

@@ -28,10 +28,11 @@ SET holder      = excluded.holder,
                       ELSE now()
                   END,
     renewed_at  = now(),
-    expires_at  = excluded.expires_at
+    expires_at  = excluded.expires_at,
+    locked      = false
 WHERE (execution_lease.holder = excluded.holder AND execution_lease.owner_epoch = excluded.owner_epoch)
    OR (execution_lease.expires_at <= now() AND excluded.owner_epoch > execution_lease.owner_epoch)
-RETURNING singleton, holder, owner_epoch, acquired_at, renewed_at, expires_at
+RETURNING singleton, holder, owner_epoch, acquired_at, renewed_at, expires_at, locked
 `
 
 type AcquireLeaseParams struct {
@@ -55,6 +56,59 @@ func (q *Queries) AcquireLease(ctx context.Context, arg AcquireLeaseParams) (Exe
 		&i.AcquiredAt,
 		&i.RenewedAt,
 		&i.ExpiresAt,
+		&i.Locked,
+	)
+	return i, err
+}
+
+const acquireLockedLease = `-- name: AcquireLockedLease :one
+INSERT INTO execution_lease (holder, owner_epoch, expires_at, locked)
+SELECT $1::uuid, $2::bigint,
+       now() + $3::bigint * interval '1 microsecond', true
+FROM installation
+WHERE $2::bigint <= installation.owner_epoch
+  AND owner_lock_held()
+ON CONFLICT (singleton) DO UPDATE
+SET holder      = excluded.holder,
+    owner_epoch = excluded.owner_epoch,
+    acquired_at = CASE
+                      WHEN execution_lease.holder = excluded.holder
+                       AND execution_lease.owner_epoch = excluded.owner_epoch
+                      THEN execution_lease.acquired_at
+                      ELSE now()
+                  END,
+    renewed_at  = now(),
+    expires_at  = excluded.expires_at,
+    locked      = true
+WHERE (execution_lease.holder = excluded.holder AND execution_lease.owner_epoch = excluded.owner_epoch)
+   OR (excluded.owner_epoch > execution_lease.owner_epoch
+       AND (execution_lease.expires_at <= now() OR execution_lease.locked))
+RETURNING singleton, holder, owner_epoch, acquired_at, renewed_at, expires_at, locked
+`
+
+type AcquireLockedLeaseParams struct {
+	Holder     uuid.UUID
+	OwnerEpoch int64
+	TTLMicros  int64
+}
+
+// AcquireLockedLease is AcquireLease run on the connection that holds the
+// owner lock (migration 0028): it takes or renews the lease only while
+// this session holds the lock, records the lease as locked, and may take
+// over an unexpired lease of an older epoch when that lease was locked
+// too (its holder's lock connection is gone: this session holds the
+// lock). No row comes back when the lease was not taken.
+func (q *Queries) AcquireLockedLease(ctx context.Context, arg AcquireLockedLeaseParams) (ExecutionLease, error) {
+	row := q.db.QueryRow(ctx, acquireLockedLease, arg.Holder, arg.OwnerEpoch, arg.TTLMicros)
+	var i ExecutionLease
+	err := row.Scan(
+		&i.Singleton,
+		&i.Holder,
+		&i.OwnerEpoch,
+		&i.AcquiredAt,
+		&i.RenewedAt,
+		&i.ExpiresAt,
+		&i.Locked,
 	)
 	return i, err
 }
@@ -78,7 +132,7 @@ func (q *Queries) FenceOwner(ctx context.Context, ownerEpoch int64) (int64, erro
 }
 
 const getLease = `-- name: GetLease :one
-SELECT holder, owner_epoch, acquired_at, renewed_at, expires_at,
+SELECT holder, owner_epoch, acquired_at, renewed_at, expires_at, locked,
        (expires_at <= now())::boolean AS expired
 FROM execution_lease
 `
@@ -89,6 +143,7 @@ type GetLeaseRow struct {
 	AcquiredAt time.Time
 	RenewedAt  time.Time
 	ExpiresAt  time.Time
+	Locked     bool
 	Expired    bool
 }
 
@@ -101,6 +156,7 @@ func (q *Queries) GetLease(ctx context.Context) (GetLeaseRow, error) {
 		&i.AcquiredAt,
 		&i.RenewedAt,
 		&i.ExpiresAt,
+		&i.Locked,
 		&i.Expired,
 	)
 	return i, err
@@ -125,4 +181,26 @@ func (q *Queries) ReleaseLease(ctx context.Context, arg ReleaseLeaseParams) (int
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const tryOwnerLock = `-- name: TryOwnerLock :one
+SELECT pg_try_advisory_lock(1650815604, 1)::boolean AS locked
+`
+
+// TryOwnerLock takes the owner lock for this session when it is free.
+func (q *Queries) TryOwnerLock(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, tryOwnerLock)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
+const waitOwnerLock = `-- name: WaitOwnerLock :exec
+SELECT pg_advisory_lock(1650815604, 1)
+`
+
+// WaitOwnerLock waits until this session holds the owner lock.
+func (q *Queries) WaitOwnerLock(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, waitOwnerLock)
+	return err
 }

@@ -196,6 +196,7 @@ type ExecutionLease struct {
 	AcquiredAt time.Time
 	RenewedAt  time.Time
 	ExpiresAt  time.Time
+	Locked     bool
 }
 
 type Installation struct {
