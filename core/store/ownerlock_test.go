@@ -111,11 +111,27 @@ func TestOwnerLockSurvivesItsConnection(t *testing.T) {
 	if !ok {
 		t.Fatal("A could not take the lease")
 	}
-	tag, err := st.Pool().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
-		WHERE locktype = 'advisory' AND classid = 1650815604 AND objid = 1 AND granted`)
+	tag, err := st.Pool().Exec(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+		JOIN pg_database d ON d.oid = l.database AND d.datname = current_database()
+		WHERE l.locktype = 'advisory' AND l.classid = 1650815604 AND l.objid = 1 AND l.granted`)
 	must(t, err)
 	if tag.RowsAffected() != 1 {
 		t.Fatalf("terminated %d lock holders", tag.RowsAffected())
+	}
+	// pg_terminate_backend only signals: wait until the backend is gone
+	// and its lock with it.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var held bool
+		must(t, st.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l
+			JOIN pg_database d ON d.oid = l.database AND d.datname = current_database()
+			WHERE l.locktype = 'advisory' AND l.classid = 1650815604 AND l.objid = 1 AND l.granted)`).Scan(&held))
+		if !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminated backend still holds the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	renewed := false
 	for range 3 { // the first attempt may meet the dead connection

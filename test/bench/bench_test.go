@@ -16,7 +16,8 @@ import (
 
 func TestMain(m *testing.M) { stack.Main(m) }
 
-// BenchmarkBerth runs P1-P4, P7 and P8a-b BERTH_BENCH_SAMPLES times each (default 20),
+// BenchmarkBerth runs P1-P4, P7, P8a-b, P9, P10 and P11 (the Runtime's
+// idle memory, in P1's Sessions) BERTH_BENCH_SAMPLES times each (default 20),
 // P8c at most 10 times and
 // P6 at most 5 times per fault against a berth-core at its default
 // settings, prints the table and
@@ -26,11 +27,12 @@ func TestMain(m *testing.M) { stack.Main(m) }
 func BenchmarkBerth(b *testing.B) {
 	samples := benchstat.EnvInt(b, "BERTH_BENCH_SAMPLES", 20)
 	start := time.Now()
-	rows, settings := measure(b, samples, true)
+	rows, rss, settings := measure(b, samples, true)
 	for _, r := range rows {
 		r.summarize()
 	}
-	rep := report{Time: start.UTC(), Samples: samples, Core: settings, Measures: rows}
+	rss.summarize()
+	rep := report{Time: start.UTC(), Samples: samples, Core: settings, Measures: rows, RuntimeIdle: rss}
 	printTable(os.Stdout, rep)
 	benchstat.Save(b, "BERTH_BENCH_JSON", filepath.Join(stack.RepoRoot(), ".run", "bench.json"), rep)
 	for _, r := range rows {
@@ -43,7 +45,11 @@ func BenchmarkBerth(b *testing.B) {
 // nothing about time.
 func TestBenchSmoke(t *testing.T) {
 	testenv.SkipShort(t, "a Docker Engine, PostgreSQL and the runtime image")
-	rows, settings := measure(t, 1, false)
+	rows, rss, settings := measure(t, 1, false)
+	rss.summarize()
+	if len(rss.Samples) != 1 || rss.MedianBytes <= 0 {
+		t.Errorf("P11: %d samples, median %d bytes", len(rss.Samples), rss.MedianBytes)
+	}
 	for _, r := range rows {
 		r.summarize()
 		wantBaseline := 1
@@ -54,7 +60,7 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s: %d Berth and %d baseline samples, want 1 and %d", r.ID, len(r.berth), len(r.baseline), wantBaseline)
 		}
 	}
-	rep := report{Samples: 1, Core: settings, Measures: rows}
+	rep := report{Samples: 1, Core: settings, Measures: rows, RuntimeIdle: rss}
 	var w strings.Builder
 	printTable(&w, rep)
 	t.Log(w.String())

@@ -39,7 +39,9 @@ const sampleTimeout = 2 * time.Minute
 // containers use the bridge (the last reached through a proxy), and the
 // baseline's own adapter configuration.
 type rig struct {
-	t        testing.TB
+	t testing.TB
+	// rss is P11, the Runtime's idle memory, sampled in P1's Sessions.
+	rss      *memory
 	ctx      context.Context
 	cluster  *stack.Cluster
 	sessions adminv1.SessionServiceClient
@@ -374,7 +376,7 @@ func cliExec(t testing.TB, dockerCLI, host, container string) time.Duration {
 
 // measure runs P1, P2 and P3 with samples samples each and returns their
 // rows; defaults starts Core at its default intervals.
-func measure(t testing.TB, samples int, defaults bool) (rows []*row, settings string) {
+func measure(t testing.TB, samples int, defaults bool) (rows []*row, rss *memory, settings string) {
 	t.Helper()
 	r := newRig(t, defaults)
 	settings, atDefaults := stack.Settings(r.cluster.Core, r.nodes...)
@@ -382,9 +384,12 @@ func measure(t testing.TB, samples int, defaults bool) (rows []*row, settings st
 		t.Fatalf("the benchmark measures Berth at its defaults, but it runs %s", settings)
 	}
 	p1 := &row{ID: "P1", Kind: latency, Measure: "Session create to execution admitted", Baseline: "engine: volumes, container, start, first process reaches a host listener", Goal: 1.15}
+	r.rss = &memory{Measure: "P11 Runtime idle resident memory (engine's ps of the Session's container)", GoalBytes: runtimeIdleGoal}
 	for range samples {
 		d, name := r.admitted()
 		p1.add(d, r.engineListening(), 0)
+		time.Sleep(idleSettle)
+		r.rss.Samples = append(r.rss.Samples, runtimeRSS(t, r.cluster.Engine, r.sessionContainer(name)))
 		r.deleteSession(name)
 	}
 
@@ -443,7 +448,8 @@ func measure(t testing.TB, samples int, defaults bool) (rows []*row, settings st
 		rows = append(rows, p6)
 	}
 	rows = append(rows, r.suspensionRows(samples)...)
-	return append(rows, checkpointRows(t, samples)...), settings
+	rows = append(rows, checkpointRows(t, samples)...)
+	return append(rows, failoverRows(t, samples, defaults)...), r.rss, settings
 }
 
 // p6Samples caps P6's samples per fault: a stopped or cut-off node costs

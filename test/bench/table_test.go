@@ -120,6 +120,9 @@ type report struct {
 	// the processes' argv and configuration (stack.Settings).
 	Core     string `json:"core"`
 	Measures []*row `json:"measures"`
+	// RuntimeIdle is P11, the Runtime's idle resident memory: bytes, not
+	// a time, so it is printed after the table.
+	RuntimeIdle *memory `json:"runtime_idle,omitempty"`
 }
 
 // printTable writes the one table, then the baselines and the docker CLI
@@ -161,4 +164,7 @@ func printTable(w io.Writer, rep report) {
 	fmt.Fprintln(w, "  Berth p99 (max): the nearest-rank p99, labelled max under 100 samples, where it is their largest")
 	fmt.Fprintln(w, "  docker CLI: the same exec through `docker exec`, for reference only (never a ratio's denominator)")
 	fmt.Fprintln(w)
+	if rep.RuntimeIdle != nil {
+		rep.RuntimeIdle.print(w)
+	}
 }
