@@ -20,9 +20,10 @@
 //     the reset as parent (store.Reset.Provenance), the project scope
 //     read from the Session row.
 //   - Held resources come from one snapshot (store.ListHeld), partitioned
-//     by the holding node's presence. The Runner writes no allocation:
-//     an offline node's resources stay held until its agent returns and
-//     its worker confirms cleanup (store.Writers lists who may release).
+//     by the holding node's presence. The Runner writes no allocation
+//     (its Store has no such method, and a test keeps it so): an offline
+//     node's resources stay held until its agent returns and its worker
+//     confirms cleanup.
 //   - At zero held the lifecycle lanes drain (Config.Drain, outside any
 //     transaction), one transaction rechecks zero under the deployment
 //     lock and clears the deployment, then the empty provider is

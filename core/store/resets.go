@@ -26,8 +26,8 @@ const (
 	ResetFailed     ResetPhase = "failed"
 )
 
-// Reset bounds: a reset's deadline is MinResetTimeout to MaxResetTimeout
-// after its request time (the schema holds the upper bound too).
+// Reset bounds: a reset's deadline is at most MaxResetTimeout after its
+// request time (the schema holds it too; core/reset sets the shortest).
 const (
 	MaxResetTimeout = 24 * time.Hour
 	// ResetPageSize is how many Sessions one archive page reads.
