@@ -333,7 +333,12 @@ func TestPlannedHandover(t *testing.T) {
 			return strings.Contains(standby.Logs(), "another berth-core holds the execution lease; waiting")
 		})
 		installation := adminv1.NewInstallationServiceClient(c.cc)
-		var lastAnswer time.Time
+		// One answer before the SIGTERM, so the refused window is measured
+		// from a real answer even if the poller's first call meets the stop.
+		if _, err := installation.GetInstallation(c.ctx, &adminv1.GetInstallationRequest{Name: "installation"}); err != nil {
+			t.Fatalf("the active Core before its SIGTERM: %v", err)
+		}
+		lastAnswer := time.Now()
 		polled := make(chan struct{})
 		go func() {
 			defer close(polled)
