@@ -41,14 +41,7 @@ type Lease struct {
 // ErrFenced; the caller needs a new epoch.
 func (s *Store) AcquireLease(ctx context.Context, holder uuid.UUID, epoch uint64, ttl time.Duration) (bool, error) {
 	const op = "acquire lease"
-	if holder == uuid.Nil {
-		return false, fmt.Errorf("%s: %w", op, errdefs.Invalid("holder", "must not be the nil UUID"))
-	}
-	e, err := epochParam(epoch)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
-	}
-	micros, err := ttlMicros("ttl", ttl)
+	e, micros, err := leaseParams(holder, epoch, ttl)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
@@ -60,6 +53,22 @@ func (s *Store) AcquireLease(ctx context.Context, holder uuid.UUID, epoch uint64
 		return false, wrap(op, err)
 	}
 	return s.leaseRefused(ctx, op, holder, e)
+}
+
+// leaseParams checks a lease acquisition's arguments (AcquireLease,
+// OwnerLock.AcquireLease) and returns the epoch and lifetime as the
+// queries take them.
+func leaseParams(holder uuid.UUID, epoch uint64, ttl time.Duration) (e, micros int64, err error) {
+	if holder == uuid.Nil {
+		return 0, 0, errdefs.Invalid("holder", "must not be the nil UUID")
+	}
+	if e, err = epochParam(epoch); err != nil {
+		return 0, 0, err
+	}
+	if micros, err = ttlMicros("ttl", ttl); err != nil {
+		return 0, 0, err
+	}
+	return e, micros, nil
 }
 
 // leaseRefused explains a lease acquisition that took nothing: false

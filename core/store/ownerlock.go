@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"berth.dev/core/store/db"
-	"berth.dev/sandbox/errdefs"
 )
 
 // OwnerLock is the owner lock (migration 0028): a session-level advisory
@@ -117,14 +116,7 @@ func (l *OwnerLock) Wait(ctx context.Context) error {
 // renewed, recorded unlocked, and nothing is taken over early.
 func (l *OwnerLock) AcquireLease(ctx context.Context, holder uuid.UUID, epoch uint64, ttl time.Duration) (bool, error) {
 	const op = "acquire lease"
-	if holder == uuid.Nil {
-		return false, fmt.Errorf("%s: %w", op, errdefs.Invalid("holder", "must not be the nil UUID"))
-	}
-	e, err := epochParam(epoch)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
-	}
-	micros, err := ttlMicros("ttl", ttl)
+	e, micros, err := leaseParams(holder, epoch, ttl)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}

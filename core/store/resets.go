@@ -222,17 +222,13 @@ func (s *Reader) ResetPage(ctx context.Context, r Reset) ([]ResetSession, error)
 	if after.IsZero() {
 		after = time.Unix(0, 0).UTC()
 	}
-	rows, err := s.q.ListResetSessions(ctx, db.ListResetSessionsParams{
-		RequestedAt: r.RequestedAt, AfterCreatedAt: after, AfterID: r.cursorID, PageSize: ResetPageSize,
+	return fetchRows("reset page", func() ([]db.ListResetSessionsRow, error) {
+		return s.q.ListResetSessions(ctx, db.ListResetSessionsParams{
+			RequestedAt: r.RequestedAt, AfterCreatedAt: after, AfterID: r.cursorID, PageSize: ResetPageSize,
+		})
+	}, func(row db.ListResetSessionsRow) ResetSession {
+		return ResetSession{ID: row.ID, CreatedAt: row.CreatedAt}
 	})
-	if err != nil {
-		return nil, wrap("reset page", err)
-	}
-	out := make([]ResetSession, len(rows))
-	for i, row := range rows {
-		out[i] = ResetSession{ID: row.ID, CreatedAt: row.CreatedAt}
-	}
-	return out, nil
 }
 
 // ArchiveForReset archives Session sess for reset r and moves r's cursor
@@ -323,18 +319,13 @@ func Held(lanes []HeldLane) (held, offline int64) {
 // readiness). An offline node's resources stay held: nothing here
 // releases anything.
 func (s *Reader) ListHeld(ctx context.Context) ([]HeldLane, error) {
-	rows, err := s.q.ListHeld(ctx)
-	if err != nil {
-		return nil, wrap("list held", err)
-	}
-	out := make([]HeldLane, len(rows))
-	for i, r := range rows {
-		out[i] = HeldLane{Held: r.Held, Present: r.Present}
+	return fetchRows("list held", func() ([]db.ListHeldRow, error) { return s.q.ListHeld(ctx) }, func(r db.ListHeldRow) HeldLane {
+		l := HeldLane{Held: r.Held, Present: r.Present}
 		if r.NodeID != nil {
-			out[i].Node = *r.NodeID
+			l.Node = *r.NodeID
 		}
-	}
-	return out, nil
+		return l
+	})
 }
 
 // RecordResetProgress records active reset id's held snapshot when it
