@@ -198,20 +198,7 @@ func TestStandbyCoreTakesOver(t *testing.T) {
 		names = append(names, c.mustCreate(2)...)
 		requireOutcomes(t, c, names, outcomeDeadline)
 
-		var list []submitted
-		for _, n := range names {
-			sub, err := c.submitTurn(n)
-			if err != nil {
-				t.Fatalf("SubmitTurn through the new Core: %v", err)
-			}
-			list = append(list, sub)
-		}
-		var tally turnTally
-		c.checkTurns(list, &tally, true)
-		if tally.completed != len(list) {
-			c.violation("I4", "%d of %d Turns submitted after the takeover completed", tally.completed, len(list))
-		}
-		c.checkWitness(list)
+		c.turnsThroughNewCore(names, "takeover")
 		c.invariants()
 	})
 }
@@ -373,20 +360,28 @@ func TestPlannedHandover(t *testing.T) {
 		r.recovery = time.Since(stopped)
 		names = append(names, c.mustCreate(2)...)
 		requireOutcomes(t, c, names, outcomeDeadline)
-		var list []submitted
-		for _, n := range names {
-			sub, err := c.submitTurn(n)
-			if err != nil {
-				t.Fatalf("SubmitTurn through the new Core: %v", err)
-			}
-			list = append(list, sub)
-		}
-		var tally turnTally
-		c.checkTurns(list, &tally, true)
-		if tally.completed != len(list) {
-			c.violation("I4", "%d of %d Turns submitted after the handover completed", tally.completed, len(list))
-		}
-		c.checkWitness(list)
+		c.turnsThroughNewCore(names, "handover")
 		c.invariants()
 	})
+}
+
+// turnsThroughNewCore submits one Turn in every Session of names through
+// the Core that took over (after what: "takeover", "handover"): each must
+// complete (I4), and the witnesses must see each run once.
+func (c *cluster) turnsThroughNewCore(names []string, what string) {
+	c.t.Helper()
+	var list []submitted
+	for _, n := range names {
+		sub, err := c.submitTurn(n)
+		if err != nil {
+			c.t.Fatalf("SubmitTurn through the new Core: %v", err)
+		}
+		list = append(list, sub)
+	}
+	var tally turnTally
+	c.checkTurns(list, &tally, true)
+	if tally.completed != len(list) {
+		c.violation("I4", "%d of %d Turns submitted after the %s completed", tally.completed, len(list), what)
+	}
+	c.checkWitness(list)
 }
