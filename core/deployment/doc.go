@@ -34,6 +34,12 @@
 //   - The credential is write-only: sealed (secrets.DeploymentCredential)
 //     before it reaches the store, never returned, redacted when printed.
 //     Errors name fields, never values.
+//   - The current-generation pointer has one other writer: a deployment
+//     reset's final transaction (core/reset, store.FinalizeReset) clears
+//     it and sets the generation floor, under the same row lock. It is
+//     not a change of selection but the end of every allocation, so it
+//     lives with the reset; while a reset runs, every write here is
+//     refused (deployment_resetting).
 //   - The provider switch (Disable, Enable) is written only here; while
 //     disabled, new admission and new Creates are refused
 //     (provider_disabled), never deletion, cleanup, Turns or reads.
