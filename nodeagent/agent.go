@@ -165,6 +165,42 @@ func (a *Agent) GetInfo(ctx context.Context, ref sandbox.Reference) (info sandbo
 	return info, err
 }
 
+// GetInfoBatch is GetInfo for each of refs (ObserveBatch): each target in
+// its own allocation's turn, at most BatchReads adapter reads at once,
+// each result at its target's index. Targets share the call's deadline
+// less BatchMargin's part of it, so a target that cannot get its turn in
+// time answers its own context error, never the whole call's.
+func (a *Agent) GetInfoBatch(ctx context.Context, refs []sandbox.Reference) ([]sandbox.Info, []error) {
+	infos := make([]sandbox.Info, len(refs))
+	errs := make([]error, len(refs))
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-time.Until(deadline)/BatchMargin))
+		defer cancel()
+	}
+	slots := make(chan struct{}, BatchReads)
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = a.run(ctx, sandbox.OpGetInfo, ref.AllocationID, func(ctx context.Context) error {
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				defer func() { <-slots }()
+				var err error
+				infos[i], err = a.provider.GetInfo(ctx, ref)
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	return infos, errs
+}
+
 // Renew forwards Renew.
 func (a *Agent) Renew(ctx context.Context, ref sandbox.Reference) (info sandbox.Info, err error) {
 	err = a.run(ctx, sandbox.OpRenew, ref.AllocationID, func(ctx context.Context) error {

@@ -35,6 +35,19 @@ const MaxOperationTime = 10 * time.Minute
 // away (see runTracked).
 const CreateGrace = 5 * time.Second
 
+// BatchReads bounds how many of one ObserveBatch's targets are read from
+// the adapter at once. A target waiting for its allocation's turn (a
+// Create or a Suspend under way) holds no slot, so one busy allocation
+// never delays the others' reads; eight concurrent engine reads keep a
+// page of 32 within a few of one read's time without flooding the engine.
+const BatchReads = 8
+
+// BatchMargin keeps 1/BatchMargin of an ObserveBatch call's remaining
+// time from its targets, so that the answer, with a per-target deadline
+// error for a target still waiting, reaches Core before its deadline ends
+// the whole call.
+const BatchMargin = 8
+
 // EnrollTimeout bounds `berth-nodeagent enroll`: one dial to Core and one
 // call. Core answers at once or not at all, so waiting longer only delays
 // the operator's error.

@@ -149,8 +149,13 @@ func (s *Server) unaryCheck(ctx context.Context, req any, info *grpc.UnaryServer
 		return handler(ctx, req)
 	}
 	// An operation the backend declares unsupported is answered here,
-	// before its request is even decoded.
+	// before its request is even decoded. ObserveBatch is the protocol's
+	// batched GetInfo, not the adapter's usage ObserveBatch: GetInfo's
+	// decision is its own.
 	op := providercontract.Operation(path.Base(info.FullMethod))
+	if info.FullMethod == pb.NodeService_ObserveBatch_FullMethodName {
+		op = sandbox.OpGetInfo
+	}
 	if err := s.desc.Operations.Check(op); err != nil {
 		return nil, fail(op, err)
 	}
@@ -357,4 +362,46 @@ func (s *Server) Observe(ctx context.Context, req *pb.ObserveRequest) (*pb.Obser
 	return forward(ctx, sandbox.OpObserve,
 		func() (sandbox.Reference, error) { return nodewire.ReferenceFromWire(req.GetReference()) },
 		agent(ctx).Observe, nodewire.ObservationToWire)
+}
+
+// ObserveBatch answers GetInfo for each requested Reference (1 to
+// sandbox.MaxObservationBatch, distinct) in input order, each target's
+// failure as its own error (Agent.GetInfoBatch). The call fails only for
+// an invalid request; an answer the adapter breaks the contract with is
+// that target's unknown outcome.
+func (s *Server) ObserveBatch(ctx context.Context, req *pb.ObserveBatchRequest) (*pb.ObserveBatchResponse, error) {
+	wire := req.GetReferences()
+	if len(wire) == 0 || len(wire) > sandbox.MaxObservationBatch {
+		return nil, fail(sandbox.OpObserveBatch, errdefs.Invalid("references", "must hold 1 to 64 references"))
+	}
+	refs := make([]sandbox.Reference, len(wire))
+	seen := make(map[string]bool, len(wire))
+	for i, m := range wire {
+		r, err := nodewire.ReferenceFromWire(m)
+		if err != nil {
+			return nil, fail(sandbox.OpObserveBatch, errdefs.Invalid("references", "must be valid references"))
+		}
+		if seen[r.AllocationID] {
+			return nil, fail(sandbox.OpObserveBatch, errdefs.Invalid("references", "must name distinct allocations"))
+		}
+		seen[r.AllocationID] = true
+		refs[i] = r
+	}
+	infos, errs := agent(ctx).GetInfoBatch(ctx, refs)
+	out := &pb.ObserveBatchResponse{Results: make([]*pb.ObserveBatchResult, len(refs))}
+	for i := range refs {
+		res := &pb.ObserveBatchResult{}
+		if errs[i] == nil {
+			m, err := nodewire.InfoToWire(infos[i])
+			if err != nil {
+				errs[i] = errdefs.ErrContract
+			}
+			res.Info = m
+		}
+		if errs[i] != nil {
+			res.Info, res.Error = nil, nodewire.TargetErrorToWire(sandbox.OpGetInfo, errs[i])
+		}
+		out.Results[i] = res
+	}
+	return out, nil
 }

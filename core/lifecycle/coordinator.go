@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"errors"
 	"maps"
@@ -13,9 +14,17 @@ import (
 )
 
 // Coordinator runs one Worker per node it is told about. It holds its map
-// mutex only to read or change the map, never across a database call, a
-// provider call or a wait: stopping a worker drains it under the mutex
-// and waits for it after releasing the mutex.
+// mutex only to read or change the map and the schedule, never across a
+// database call, a provider call or a wait: stopping a worker drains it
+// under the mutex and waits for it after releasing the mutex.
+//
+// A worker between passes costs no goroutine, timer or channel: one
+// scheduler goroutine keeps every idle worker in a heap by the time of its
+// next pass (an Interval after its last one ended, or now when woken) and
+// starts each pass on a goroutine of its own that ends with it. A node
+// never has two passes at once (a wake during a pass makes the next one
+// start when it ends), and a pass stuck on one node's provider holds only
+// its own goroutine: no other node's pass waits for it.
 //
 // Its drains are of two kinds. A planned drain (Stop, Restart: a node
 // removed, retired, or retired by a deployment replacement) never cancels
@@ -36,23 +45,45 @@ type Coordinator struct {
 	// gates serialise the planned drains (Stop, Restart) of each node
 	// (lockGates).
 	gates map[uuid.UUID]*sync.Mutex
+	// idle are the workers between passes, by the time of their next.
+	idle schedule
+	// kick wakes the scheduler: a worker became idle, was woken or
+	// added, or the Coordinator closed.
+	kick chan struct{}
+	// scheduling is set once the scheduler goroutine runs.
+	scheduling bool
 }
 
 type running struct {
-	w      *Worker
+	w *Worker
+	// ctx is the worker's passes' context: the Coordinator's lifetime,
+	// with the worker's drain channel (halted); cancel ends it.
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	// done is closed once the worker stopped: drained or cancelled with
+	// no pass in flight.
+	done chan struct{}
 	// failed is set when a planned drain passed its bound: the worker
 	// keeps its node's lifecycle identity (no other starts) until the
 	// Coordinator closes, and every later Stop or Restart of its node
 	// fails at once (the drain barrier stays closed).
 	failed bool
+
+	// The schedule, under the Coordinator's mutex: due is the time of
+	// the next pass, index the worker's place in the idle heap (-1 while
+	// a pass runs or once stopped); woken asks for a pass as soon as the
+	// one in flight ends.
+	due     time.Time
+	index   int
+	inPass  bool
+	woken   bool
+	stopped bool
 }
 
 // NewCoordinator returns a Coordinator with no workers.
 func NewCoordinator(cfg Config) *Coordinator {
 	return &Coordinator{cfg: cfg.withDefaults(), workers: map[uuid.UUID]*running{},
-		held: map[uuid.UUID]bool{}, gates: map[uuid.UUID]*sync.Mutex{}}
+		held: map[uuid.UUID]bool{}, gates: map[uuid.UUID]*sync.Mutex{}, kick: make(chan struct{}, 1)}
 }
 
 // Ensure starts a worker for each node that has none. Workers of nodes not
@@ -68,18 +99,153 @@ func (c *Coordinator) Ensure(ctx context.Context, nodes ...uuid.UUID) {
 	if c.closed {
 		return
 	}
+	added := false
 	for _, n := range nodes {
 		if _, ok := c.workers[n]; ok || c.held[n] {
 			continue
 		}
-		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		r := &running{w: NewWorker(c.cfg, n), cancel: cancel, done: make(chan struct{})}
+		w := NewWorker(c.cfg, n)
+		wctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), drainKey{}, w.drain))
+		r := &running{w: w, ctx: wctx, cancel: cancel, done: make(chan struct{}), due: time.Now(), index: -1}
 		c.workers[n] = r
-		go func() {
-			defer close(r.done)
-			r.w.Run(wctx)
-		}()
+		heap.Push(&c.idle, r)
+		added = true
 	}
+	if added && !c.scheduling {
+		c.scheduling = true
+		go c.schedule()
+	}
+	if added {
+		c.poke()
+	}
+}
+
+// poke wakes the scheduler.
+func (c *Coordinator) poke() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// schedule is the scheduler goroutine: it starts the pass of every idle
+// worker whose time came, then sleeps until the next one's, or until
+// poked, and returns once the Coordinator closed.
+func (c *Coordinator) schedule() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		wait := time.Hour
+		for c.idle.Len() > 0 {
+			r := c.idle[0]
+			if d := r.due.Sub(now); d > 0 {
+				wait = d
+				break
+			}
+			heap.Pop(&c.idle)
+			r.inPass = true
+			go c.pass(r)
+		}
+		c.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-c.kick:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// pass runs one pass of r's worker, then schedules its next (an Interval
+// later, or at once if it was woken meanwhile) or, if the worker is
+// draining or cancelled, stops it.
+func (c *Coordinator) pass(r *running) {
+	err := r.w.Pass(r.ctx)
+	if err != nil && !errors.Is(err, errDrained) && r.ctx.Err() == nil {
+		r.w.log.Warn("lifecycle pass failed", "error", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r.inPass = false
+	if halted(r.ctx) != nil {
+		c.stop(r)
+		return
+	}
+	r.due = time.Now().Add(c.cfg.Interval)
+	if r.woken {
+		r.due, r.woken = time.Now(), false
+	}
+	heap.Push(&c.idle, r)
+	c.poke()
+}
+
+// stop marks r stopped (its done closed) and takes it off the schedule.
+// The caller holds the mutex and no pass of r is in flight.
+func (c *Coordinator) stop(r *running) {
+	if r.stopped {
+		return
+	}
+	if r.index >= 0 {
+		heap.Remove(&c.idle, r.index)
+	}
+	r.stopped = true
+	close(r.done)
+}
+
+// drainOne asks r's worker to drain (Worker.Drain); a worker between
+// passes stops at once.
+func (c *Coordinator) drainOne(r *running) {
+	r.w.Drain()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !r.inPass {
+		c.stop(r)
+	}
+}
+
+// cancelOne cancels r's passes' context; a worker between passes stops at
+// once, one in a pass when the pass returns.
+func (c *Coordinator) cancelOne(r *running) {
+	r.cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !r.inPass {
+		c.stop(r)
+	}
+}
+
+// schedule is the heap of idle workers by due time (container/heap).
+type schedule []*running
+
+func (s schedule) Len() int           { return len(s) }
+func (s schedule) Less(i, j int) bool { return s[i].due.Before(s[j].due) }
+func (s schedule) Swap(i, j int) {
+	s[i], s[j] = s[j], s[i]
+	s[i].index, s[j].index = i, j
+}
+func (s *schedule) Push(x any) {
+	r := x.(*running)
+	r.index = len(*s)
+	*s = append(*s, r)
+}
+func (s *schedule) Pop() any {
+	old := *s
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	r.index = -1
+	*s = old[:len(old)-1]
+	return r
 }
 
 // Sync makes the workers those of exactly nodes: it starts a worker for
@@ -109,13 +275,20 @@ func (c *Coordinator) Nodes() []uuid.UUID {
 	return slices.Collect(maps.Keys(c.workers))
 }
 
-// Wake asks node's worker for a pass now.
+// Wake asks node's worker for a pass now, or, if one is in flight, as
+// soon as it ends.
 func (c *Coordinator) Wake(node uuid.UUID) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	r := c.workers[node]
-	c.mu.Unlock()
-	if r != nil {
-		r.w.Wake()
+	switch {
+	case r == nil || r.stopped:
+	case r.inPass:
+		r.woken = true
+	case r.index >= 0:
+		r.due = time.Now()
+		heap.Fix(&c.idle, r.index)
+		c.poke()
 	}
 }
 
@@ -172,9 +345,10 @@ func (c *Coordinator) Close() error {
 	all := slices.Collect(maps.Values(c.workers))
 	c.workers = map[uuid.UUID]*running{}
 	c.mu.Unlock()
+	c.poke()
 	late := c.await(all)
 	for _, r := range all {
-		r.cancel()
+		c.cancelOne(r)
 	}
 	for _, r := range late {
 		<-r.done
@@ -314,7 +488,7 @@ func (c *Coordinator) drain(cause string, rs []*running) error {
 // most DrainTimeout in all; it returns the ones still running then.
 func (c *Coordinator) await(rs []*running) []*running {
 	for _, r := range rs {
-		r.w.Drain()
+		c.drainOne(r)
 	}
 	deadline := time.NewTimer(c.cfg.DrainTimeout)
 	defer deadline.Stop()
@@ -349,7 +523,7 @@ func (c *Coordinator) forget(rs []*running) {
 	}
 	c.mu.Unlock()
 	for _, r := range rs {
-		r.cancel()
+		c.cancelOne(r)
 	}
 }
 

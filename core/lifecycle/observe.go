@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 
 	"berth.dev/core/store"
 	"berth.dev/sandbox"
@@ -111,19 +112,21 @@ func (w *observer) observeScan(ctx context.Context, p sandbox.SandboxProvider, u
 	if err != nil {
 		return err
 	}
-	// Compute found running again, as last recorded, is recorded for the
-	// whole page at its end, in one transaction (store.RecordObservations):
-	// that is nearly every observation, and one transaction per page
-	// instead of one per allocation is what keeps the scan up with many
-	// running allocations. Anything else (a change, a stop, a missing or
-	// unavailable observation, a keepalive) is recorded at once, on its
-	// own, as before: the Turn sweep and the Session API act on it.
-	var batch []pendingRecord
-	defer func() { w.recordBatch(ctx, batch) }()
+	// The page's plain observations (due, no keepalive, a first
+	// incarnation) are read in one call where the provider batches them
+	// (observeBatch). Compute found running again, as last recorded, gets
+	// no write of its own: the page's one mark lists it
+	// (store.RecordObservationMark), at the page's end. Anything else (a
+	// change, a stop, a missing or unavailable observation, a keepalive)
+	// is recorded at once, on its own, as before: the Turn sweep and the
+	// Session API act on it.
+	batched := w.observeBatch(ctx, p, page)
+	var unchanged []uuid.UUID
+	defer func() { w.recordMark(ctx, page, unchanged) }()
 	return scan(ctx, &w.after, page, func(o store.Observable) uuid.UUID { return o.ID }, func(o store.Observable) error {
-		rec, err := w.observeRunning(ctx, p, o, unreachable)
-		if rec != nil {
-			batch = append(batch, *rec)
+		same, err := w.observeRunning(ctx, p, o, unreachable, batched)
+		if same {
+			unchanged = append(unchanged, o.ID)
 		}
 		if errors.Is(err, errdefs.ErrFenced) && !errors.Is(err, store.ErrSuperseded) {
 			return nil // fenced: cleanup or another transition won
@@ -132,37 +135,91 @@ func (w *observer) observeScan(ctx context.Context, p sandbox.SandboxProvider, u
 	})
 }
 
-// pendingRecord is an observation of compute running as last recorded,
-// waiting for the page's one transaction.
-type pendingRecord struct {
-	params store.RecordObservationParams
-}
+// markHorizon is how long a mark counts: three periods, so that a row
+// left out of a page's newer marks (a failed call, a row not yet due)
+// keeps its time until it is due again, while a lane holds only a few
+// marks per page.
+func (c Config) markHorizon() time.Duration { return 3 * c.ObservePeriod }
 
-// recordBatch records the page's unchanged running observations in one
-// transaction (detached from ctx's cancellation, like every record of a
-// provider outcome, and bounded).
-func (w *observer) recordBatch(ctx context.Context, batch []pendingRecord) {
-	if len(batch) == 0 {
+// recordMark records that ids, rows of page, were observed running as
+// recorded after the page's read (detached from ctx's cancellation, like
+// every record of a provider outcome, and bounded).
+func (w *observer) recordMark(ctx context.Context, page []store.Observable, ids []uuid.UUID) {
+	if len(ids) == 0 {
 		return
-	}
-	ps := make([]store.RecordObservationParams, len(batch))
-	for i, b := range batch {
-		ps[i] = b.params
 	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	errs, err := w.store.RecordObservations(rctx, ps)
-	if err != nil {
-		if !errors.Is(err, store.ErrSuperseded) {
-			w.log.Warn("lifecycle observe", "allocations", len(ps), "error", err)
-		}
-		return
+	err := w.store.RecordObservationMark(rctx, store.ObservationMark{Lane: w.node, ReadAt: page[0].ReadAt, IDs: ids}, w.cfg.markHorizon())
+	if err != nil && !errors.Is(err, store.ErrSuperseded) {
+		w.log.Warn("lifecycle observe", "allocations", len(ids), "error", err)
 	}
-	for i, err := range errs {
-		if err != nil && !errors.Is(err, errdefs.ErrFenced) {
-			w.log.Warn("lifecycle observe", "allocation", ps[i].ID, "error", err)
+}
+
+// infoBatcher is a provider that reads many allocations' compute in one
+// call: core/nodes.Proxy, over the node protocol's ObserveBatch. Each
+// result is at its reference's index: an Info that answers for it, or the
+// error GetInfo would have given. The call's own error is for every
+// target; only a typed UnsupportedError for ObserveBatch permits
+// per-target calls (the guide).
+type infoBatcher interface {
+	GetInfoBatch(ctx context.Context, refs []sandbox.Reference) ([]sandbox.Info, []error, error)
+}
+
+// batchResult is one target's answer of a page's batch.
+type batchResult struct {
+	info sandbox.Info
+	err  error
+}
+
+// observeBatch reads, in one call, every row of page that observeRunning
+// would read with GetInfo (due, no keepalive wanted, a first incarnation),
+// when p batches (infoBatcher) and there is one. It returns the
+// answers by allocation id; nil, and so per-target calls, when there is
+// nothing to batch, p does not batch, or p answered the typed unsupported
+// error for ObserveBatch. Any other failure of the call is every target's
+// unavailable observation: it proves nothing of any one target, and a
+// not-found answer for the call (an allocation Core no longer knows) is
+// not a missing observation.
+func (w *observer) observeBatch(ctx context.Context, p sandbox.SandboxProvider, page []store.Observable) map[uuid.UUID]batchResult {
+	b, ok := p.(infoBatcher)
+	if !ok {
+		return nil
+	}
+	var ids []uuid.UUID
+	var refs []sandbox.Reference
+	for _, o := range page {
+		if o.ObservationDue && o.ComputeName == "" && !keepaliveWanted(o, w.node == DirectLane) {
+			ids = append(ids, o.ID)
+			refs = append(refs, o.Reference())
 		}
 	}
+	if len(refs) == 0 {
+		return nil
+	}
+	ctx, end := w.tel.operationWith(ctx, opObserveBatch, laneAttribute(w.node), attribute.Int("berth.targets", len(refs)))
+	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	infos, errs, err := b.GetInfoBatch(callCtx, refs)
+	cancel()
+	end(err)
+	if sandbox.IsUnsupportedOp(err, sandbox.OpObserveBatch) {
+		return nil
+	}
+	if err == nil && (len(infos) != len(refs) || len(errs) != len(refs)) {
+		err = errdefs.ErrObservationUnavailable
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		err = errdefs.ErrObservationUnavailable
+	}
+	out := make(map[uuid.UUID]batchResult, len(ids))
+	for i, id := range ids {
+		if err != nil {
+			out[id] = batchResult{err: err}
+			continue
+		}
+		out[id] = batchResult{info: infos[i], err: errs[i]}
+	}
+	return out
 }
 
 // keepaliveWanted reports whether o gets a keepalive now: its Runtime is
@@ -181,13 +238,15 @@ func keepaliveWanted(o store.Observable, duringTurns bool) bool {
 		o.KeepaliveDue && !o.KeepaliveLapsed
 }
 
-// observeRunning observes o when due. Compute found running as last
-// recorded, with no keepalive to confirm, is returned for the page's
-// batch instead of recorded here; everything else is recorded at once.
-func (w *observer) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable, unreachable error) (*pendingRecord, error) {
+// observeRunning observes o when due, with its answer from the page's
+// batch when batched holds one. Compute found running as last recorded,
+// with no keepalive to confirm, is reported (same) for the page's mark
+// instead of recorded here; everything else is recorded at once.
+func (w *observer) observeRunning(ctx context.Context, p sandbox.SandboxProvider, o store.Observable, unreachable error,
+	batched map[uuid.UUID]batchResult) (same bool, err error) {
 	keepalive := p != nil && keepaliveWanted(o, w.node == DirectLane)
 	if !keepalive && !o.ObservationDue {
-		return nil, nil
+		return false, nil
 	}
 	ref := o.Reference()
 	var (
@@ -196,8 +255,9 @@ func (w *observer) observeRunning(ctx context.Context, p sandbox.SandboxProvider
 	)
 	cp := checkpointer(p)
 	restored := o.ComputeName != ""
+	b, inBatch := batched[o.ID]
 	end := func(error) {}
-	if p != nil && (!restored || cp != nil) {
+	if p != nil && (!restored || cp != nil) && !inBatch {
 		op := opObserve
 		if keepalive {
 			op = opKeepalive
@@ -207,6 +267,8 @@ func (w *observer) observeRunning(ctx context.Context, p sandbox.SandboxProvider
 	switch {
 	case p == nil:
 		callErr = unreachable
+	case inBatch:
+		info, callErr = b.info, b.err
 	case restored && cp == nil:
 		callErr = errdefs.ErrObservationUnavailable
 	case restored:
@@ -248,15 +310,15 @@ func (w *observer) observeRunning(ctx context.Context, p sandbox.SandboxProvider
 	}
 	if compute == store.ObservedRunning && !params.Keepalive &&
 		o.Observation.Compute == store.ObservedRunning && o.Observation.Reason == reason {
-		return &pendingRecord{params: params}, nil
+		return true, nil
 	}
 	rctx, rcancel := recordContext(ctx)
 	defer rcancel()
-	_, err := w.store.RecordObservation(rctx, params)
+	_, err = w.store.RecordObservation(rctx, params)
 	if err == nil && compute != o.Observation.Compute {
 		w.log.Info("lifecycle observed compute", "allocation", o.ID, "reason", reason)
 	}
-	return nil, err
+	return false, err
 }
 
 // getCompute observes a's current incarnation (GetCompute) as an Info of

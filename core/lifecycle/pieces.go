@@ -151,7 +151,7 @@ type leftoverScan struct {
 type observeStore interface {
 	ListObservableForNode(ctx context.Context, sc store.ObservableScan) ([]store.Observable, error)
 	RecordObservation(ctx context.Context, p store.RecordObservationParams) (store.Allocation, error)
-	RecordObservations(ctx context.Context, ps []store.RecordObservationParams) ([]error, error)
+	RecordObservationMark(ctx context.Context, m store.ObservationMark, horizon time.Duration) error
 }
 
 // observer observes running compute and keeps it alive (observe.go).

@@ -22,7 +22,9 @@ import (
 //
 // The operations: create (the claimed Create and the record of its
 // outcome), kill (a cleanup's Kill and its record), observe (GetInfo,
-// GetCompute of running compute or of an unknown creation), keepalive
+// GetCompute of running compute or of an unknown creation), observe_batch
+// (the node protocol's ObserveBatch for a page of running compute; its
+// span has no berth.allocation but berth.targets, their count), keepalive
 // (Renew), capture and capture_observe (Suspend, ObserveOnly), restore and
 // restore_observe (Resume, ObserveOnly). The outcome is ok, or error when
 // the provider call or the record failed; an error's text is never
@@ -39,6 +41,7 @@ const (
 	opCreate         = "create"
 	opKill           = "kill"
 	opObserve        = "observe"
+	opObserveBatch   = "observe_batch"
 	opKeepalive      = "keepalive"
 	opCapture        = "capture"
 	opCaptureObserve = "capture_observe"
@@ -81,9 +84,13 @@ func laneAttribute(lane uuid.UUID) attribute.KeyValue {
 // carries its span, and end (called once, with the operation's error)
 // records its duration and outcome and ends the span.
 func (t telemetry) operation(ctx context.Context, op string, node, id uuid.UUID) (_ context.Context, end func(error)) {
+	return t.operationWith(ctx, op, laneAttribute(node), attribute.String("berth.allocation", id.String()))
+}
+
+// operationWith is operation with the span's attributes given.
+func (t telemetry) operationWith(ctx context.Context, op string, attrs ...attribute.KeyValue) (_ context.Context, end func(error)) {
 	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, "lifecycle."+op, trace.WithAttributes(
-		laneAttribute(node), attribute.String("berth.allocation", id.String())))
+	ctx, span := t.tracer.Start(ctx, "lifecycle."+op, trace.WithAttributes(attrs...))
 	return ctx, func(err error) {
 		outcome := "ok"
 		if err != nil {

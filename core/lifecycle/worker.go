@@ -180,8 +180,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Worker is one node's serial lifecycle worker. Its methods must not be
-// called concurrently (Run calls Pass in a loop).
+// Worker is one node's serial lifecycle worker. Its passes must not run
+// concurrently (the Coordinator runs at most one at a time).
 type Worker struct {
 	cfg  Config
 	node uuid.UUID
@@ -190,7 +190,6 @@ type Worker struct {
 	// last of them, which also runs when the node has no provider.
 	pieces  []piece
 	observe *observer
-	wake    chan struct{}
 	// drain is closed by Drain: the worker stops at the end of the
 	// operation in flight.
 	drain     chan struct{}
@@ -218,12 +217,12 @@ func NewWorker(cfg Config, nodeID uuid.UUID) *Worker {
 	cfg = cfg.withDefaults()
 	log := cfg.Log.With(laneAttr(nodeID))
 	pieces, observe := newPieces(&base{cfg: cfg, node: nodeID, log: log, tel: newTelemetry()})
-	return &Worker{cfg: cfg, node: nodeID, log: log, pieces: pieces, observe: observe, wake: make(chan struct{}, 1), drain: make(chan struct{})}
+	return &Worker{cfg: cfg, node: nodeID, log: log, pieces: pieces, observe: observe, drain: make(chan struct{})}
 }
 
-// Drain asks the worker to stop between operations: Run returns once the
-// store or provider operation in flight (a claim and its Create, a Kill
-// and its record) has ended, and no other starts. Nothing in flight is
+// Drain asks the worker to stop between operations: its pass returns once
+// the store or provider operation in flight (a claim and its Create, a
+// Kill and its record) has ended, and no other starts. Nothing in flight is
 // cancelled; Coordinator bounds the wait (DrainTimeout).
 func (w *Worker) Drain() { w.drainOnce.Do(func() { close(w.drain) }) }
 
@@ -253,39 +252,6 @@ func halted(ctx context.Context) error {
 
 // Node returns the worker's node.
 func (w *Worker) Node() uuid.UUID { return w.node }
-
-// Wake asks for a pass now instead of after the interval.
-func (w *Worker) Wake() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Run runs passes until ctx ends or the worker is drained (Drain).
-func (w *Worker) Run(ctx context.Context) {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	ctx = context.WithValue(ctx, drainKey{}, w.drain)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.drain:
-			return
-		case <-t.C:
-		case <-w.wake:
-		}
-		err := w.Pass(ctx)
-		if errors.Is(err, errDrained) {
-			return
-		}
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn("lifecycle pass failed", "error", err)
-		}
-		t.Reset(w.cfg.Interval)
-	}
-}
 
 // Pass runs one bounded pass: one page (store.NodePageSize) of each
 // piece in order (pieces.go): the node's pending allocations, its

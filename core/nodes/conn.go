@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -69,6 +70,8 @@ type Connection struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// closer, when set, is closed when the stream ends (OpenClosing).
+	closer io.Closer
 
 	mu     sync.Mutex
 	last   *pb.ConnectResponse
@@ -82,15 +85,27 @@ type Connection struct {
 // on the node. The connection serves no generation until
 // ServeGenerations.
 func Open(ctx context.Context, client pb.NodeServiceClient, ownerEpoch uint64) (*Connection, error) {
+	return OpenClosing(ctx, client, ownerEpoch, nil)
+}
+
+// OpenClosing is Open on a client whose transport (closer, the node's
+// ClientConn) the connection owns: it is closed when the stream ends, or
+// when the open fails, by the stream's own goroutine, so a node's
+// connection costs no goroutine waiting to close it.
+func OpenClosing(ctx context.Context, client pb.NodeServiceClient, ownerEpoch uint64, closer io.Closer) (*Connection, error) {
 	c := &Connection{
 		Session: Session{Client: client, ConnectionID: uuid.NewString(), OwnerEpoch: ownerEpoch},
 		done:    make(chan struct{}),
+		closer:  closer,
 	}
 	streamCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	stream, err := client.Connect(c.outgoing(streamCtx, 0), &pb.ConnectRequest{})
 	if err != nil {
 		cancel()
+		if closer != nil {
+			_ = closer.Close()
+		}
 		return nil, nodewire.FromError("Connect", err)
 	}
 	first := make(chan error, 1)
@@ -110,6 +125,11 @@ func Open(ctx context.Context, client pb.NodeServiceClient, ownerEpoch uint64) (
 
 func (c *Connection) pump(stream grpc.ServerStreamingClient[pb.ConnectResponse], first chan<- error) {
 	defer close(c.done)
+	defer func() {
+		if c.closer != nil {
+			_ = c.closer.Close()
+		}
+	}()
 	sent := false
 	for {
 		report, err := stream.Recv()

@@ -13,7 +13,13 @@
 //     call carries protocol version, connection id, owner epoch and the
 //     allocation's own generation. Errors come back once through
 //     nodewire.FromError; a transport failure on a mutation is an unknown
-//     outcome and nothing is ever resent.
+//     outcome and nothing is ever resent. A page of reads is one
+//     ObserveBatch call (Proxy.GetInfoBatch): each target answers or
+//     fails on its own, and only the typed unsupported error for
+//     ObserveBatch is the whole call's.
+//   - A node's connection costs one ClientConn and the Connect stream's
+//     goroutine, which closes the ClientConn when the stream ends
+//     (OpenClosing), besides its manager loop.
 //   - Node state changes go through the store's compare-and-swap; a lost
 //     race is read and decided again (bounded, then errdefs.ErrFenced),
 //     never forced. Refusals carry fixed reasons: node_removed,

@@ -40,9 +40,9 @@ type Store interface {
 	// NodeGenerations are the generations a node must serve: what Core
 	// publishes to it (ServeGenerations).
 	NodeGenerations(ctx context.Context, nodeID uuid.UUID) ([]store.Generation, error)
-	// GetAllocation gives the committed generation of the allocation a
+	// GetAllocations gives the committed generation of the allocations a
 	// proxied call is about.
-	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+	GetAllocations(ctx context.Context, ids []uuid.UUID) ([]store.Allocation, error)
 	// BindNodeBackend binds a node serving the committed generation to
 	// the backend it reports, once, and returns the bound one.
 	BindNodeBackend(ctx context.Context, nodeID uuid.UUID, fingerprint string) (string, error)
@@ -575,12 +575,10 @@ func (m *Manager) connect(ctx context.Context, n store.Node, l *nodeLoop) (*Conn
 		cc.Close()
 		return nil, nil, nil, errdefs.ErrOwnership
 	}
-	conn, err := Open(hctx, client, m.epoch)
+	conn, err := OpenClosing(hctx, client, m.epoch, cc)
 	if err != nil {
-		cc.Close()
 		return nil, nil, nil, err
 	}
-	go func() { <-conn.Done(); cc.Close() }()
 	proxy, err := NewProxy(ops, func(context.Context) (*Session, error) {
 		if conn.Err() != nil {
 			return nil, errdefs.ErrObservationUnavailable
@@ -600,22 +598,44 @@ func (m *Manager) connect(ctx context.Context, n store.Node, l *nodeLoop) (*Conn
 }
 
 // allocationGeneration returns the GenerationFunc of node's proxy: the
-// committed generation of the allocation a call names, which must be one
-// of node's, under exactly that reference. Anything else sends nothing.
+// committed generation of each allocation a call names, which must be one
+// of node's, under exactly that reference, read in one query. Anything
+// else sends nothing to that reference.
 func (m *Manager) allocationGeneration(node uuid.UUID) GenerationFunc {
-	return func(ctx context.Context, ref sandbox.Reference) (uint64, error) {
-		id, err := uuid.Parse(ref.AllocationID)
+	return func(ctx context.Context, refs []sandbox.Reference) ([]uint64, []error, error) {
+		gens, errs := make([]uint64, len(refs)), make([]error, len(refs))
+		ids := make([]uuid.UUID, 0, len(refs))
+		for i, ref := range refs {
+			id, err := uuid.Parse(ref.AllocationID)
+			if err != nil {
+				errs[i] = errdefs.Invalid("reference.allocation_id", "must be a canonical lowercase UUID")
+				continue
+			}
+			ids = append(ids, id)
+		}
+		found, err := m.store.GetAllocations(ctx, ids)
 		if err != nil {
-			return 0, errdefs.Invalid("reference.allocation_id", "must be a canonical lowercase UUID")
+			return nil, nil, err
 		}
-		a, err := m.store.GetAllocation(ctx, id)
-		if err != nil {
-			return 0, err
+		byID := make(map[string]store.Allocation, len(found))
+		for _, a := range found {
+			byID[a.ID.String()] = a
 		}
-		if !a.Answers(node, ref) {
-			return 0, errdefs.Invalid("reference", "is not an allocation of this node")
+		for i, ref := range refs {
+			if errs[i] != nil {
+				continue
+			}
+			a, ok := byID[ref.AllocationID]
+			switch {
+			case !ok:
+				errs[i] = errdefs.ErrNotFound
+			case !a.Answers(node, ref):
+				errs[i] = errdefs.Invalid("reference", "is not an allocation of this node")
+			default:
+				gens[i] = uint64(a.Generation)
+			}
 		}
-		return uint64(a.Generation), nil
+		return gens, errs, nil
 	}
 }
 

@@ -59,10 +59,12 @@ func (s *Session) outgoing(ctx context.Context, generation uint64) context.Conte
 	))
 }
 
-// GenerationFunc returns the committed deployment generation of the
-// allocation ref names (Core reads the allocation from its store). An
-// error sends nothing.
-type GenerationFunc func(ctx context.Context, ref sandbox.Reference) (uint64, error)
+// GenerationFunc returns the committed deployment generation of each
+// allocation refs name, at its index (Core reads the allocations from its
+// store in one query), with a per-reference error where one cannot be
+// called for. A reference with an error, and every one on the call's own
+// error, is sent nothing.
+type GenerationFunc func(ctx context.Context, refs []sandbox.Reference) (gens []uint64, errs []error, err error)
 
 // Proxy is a remote node as a sandbox provider. Every call is about one
 // allocation (its reference, or the reference of its compute) and carries
@@ -117,11 +119,16 @@ func (p *Proxy) outgoing(ctx context.Context, s *Session, ref sandbox.Reference)
 	if p.generationOf == nil {
 		return s.outgoing(ctx, s.Generation), nil
 	}
-	g, err := p.generationOf(ctx, ref)
-	if err != nil {
+	gens, errs, err := p.generationOf(ctx, []sandbox.Reference{ref})
+	switch {
+	case err != nil:
 		return nil, err
+	case len(gens) != 1 || len(errs) != 1:
+		return nil, errdefs.ErrObservationUnavailable
+	case errs[0] != nil:
+		return nil, errs[0]
 	}
-	return s.outgoing(ctx, g), nil
+	return s.outgoing(ctx, gens[0]), nil
 }
 
 // Create forwards Create. It does not validate req: its caller (the
@@ -279,6 +286,106 @@ func (p *Proxy) Observe(ctx context.Context, ref sandbox.Reference) (sandbox.Obs
 			}
 			return obs, err
 		})
+}
+
+// GetInfoBatch reads the compute of up to sandbox.MaxObservationBatch
+// distinct references in one node-protocol ObserveBatch call per
+// generation among them (one, but for a deployment change), each target
+// as GetInfo would: result i is refs[i]'s Info, checked to answer for it,
+// or its own error. A target whose generation cannot be called for, or
+// whose call failed, gets that error; a call's unsupported answer for
+// ObserveBatch (a node that does not batch) is the returned error, the one
+// that permits per-target GetInfo. Invalid references send nothing.
+func (p *Proxy) GetInfoBatch(ctx context.Context, refs []sandbox.Reference) ([]sandbox.Info, []error, error) {
+	s, err := p.session(ctx, sandbox.OpGetInfo)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(refs) == 0 || len(refs) > sandbox.MaxObservationBatch {
+		return nil, nil, errdefs.Invalid("references", "must hold 1 to 64 references")
+	}
+	seen := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		if err := r.Validate(); err != nil {
+			return nil, nil, err
+		}
+		if seen[r.AllocationID] {
+			return nil, nil, errdefs.Invalid("references", "must name distinct allocations")
+		}
+		seen[r.AllocationID] = true
+	}
+	infos, errs := make([]sandbox.Info, len(refs)), make([]error, len(refs))
+	groups := map[uint64][]int{}
+	var order []uint64
+	if p.generationOf == nil {
+		order = []uint64{s.Generation}
+		for i := range refs {
+			groups[s.Generation] = append(groups[s.Generation], i)
+		}
+	} else {
+		gens, gerrs, err := p.generationOf(ctx, refs)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(gens) != len(refs) || len(gerrs) != len(refs) {
+			return nil, nil, errdefs.ErrObservationUnavailable
+		}
+		for i, g := range gens {
+			if errs[i] = gerrs[i]; errs[i] != nil {
+				continue
+			}
+			if _, ok := groups[g]; !ok {
+				order = append(order, g)
+			}
+			groups[g] = append(groups[g], i)
+		}
+	}
+	for _, g := range order {
+		if err := p.observeBatch(ctx, s, g, refs, groups[g], infos, errs); err != nil {
+			return nil, nil, err
+		}
+	}
+	return infos, errs, nil
+}
+
+// observeBatch makes one ObserveBatch call for the targets at idx, all of
+// generation g, and puts each answer at its index. Only an unsupported
+// answer for ObserveBatch is returned; any other failure of the call is
+// each target's, as a failed GetInfo (a read: its unknown outcome is an
+// unavailable observation).
+func (p *Proxy) observeBatch(ctx context.Context, s *Session, g uint64, refs []sandbox.Reference, idx []int,
+	infos []sandbox.Info, errs []error) error {
+	req := &pb.ObserveBatchRequest{References: make([]*pb.Reference, len(idx))}
+	for k, i := range idx {
+		req.References[k] = nodewire.ReferenceToWire(refs[i])
+	}
+	resp, err := s.Client.ObserveBatch(s.outgoing(ctx, g), req)
+	if err != nil {
+		if e := nodewire.FromError(sandbox.OpObserveBatch, err); sandbox.IsUnsupportedOp(e, sandbox.OpObserveBatch) {
+			return e
+		}
+		err = nodewire.FromError(sandbox.OpGetInfo, err)
+	} else if len(resp.GetResults()) != len(idx) {
+		err = nodewire.MalformedResponse(sandbox.OpGetInfo, errdefs.Invalid("results", "must answer every reference"))
+	}
+	for k, i := range idx {
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		r := resp.GetResults()[k]
+		switch {
+		case r.GetError() != nil && r.GetInfo() == nil:
+			errs[i] = nodewire.TargetErrorFromWire(sandbox.OpGetInfo, r.GetError())
+		case r.GetError() == nil && r.GetInfo() != nil:
+			if infos[i], errs[i] = infoFor(refs[i], r.GetInfo()); errs[i] != nil {
+				errs[i] = nodewire.MalformedResponse(sandbox.OpGetInfo, errs[i])
+			}
+		default:
+			errs[i] = nodewire.MalformedResponse(sandbox.OpGetInfo, errdefs.Invalid("results", "must hold exactly one of info and error"))
+		}
+	}
+	return nil
 }
 
 // ObserveBatch is not carried by the node transport.

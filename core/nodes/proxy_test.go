@@ -41,12 +41,17 @@ func TestProxyCarriesTheAllocationsGeneration(t *testing.T) {
 	resolve := func(context.Context) (*nodes.Session, error) { return session, nil }
 	unknown := errors.New("unknown allocation")
 	var asked []sandbox.Reference
-	p, err := nodes.NewProxy(docker.Operations(), resolve, func(_ context.Context, r sandbox.Reference) (uint64, error) {
-		asked = append(asked, r)
-		if r != ref {
-			return 0, unknown
+	p, err := nodes.NewProxy(docker.Operations(), resolve, func(_ context.Context, refs []sandbox.Reference) ([]uint64, []error, error) {
+		gens, errs := make([]uint64, len(refs)), make([]error, len(refs))
+		for i, r := range refs {
+			asked = append(asked, r)
+			if r != ref {
+				errs[i] = unknown
+				continue
+			}
+			gens[i] = 7
 		}
-		return 7, nil
+		return gens, errs, nil
 	})
 	errdefstest.Must(t, err)
 

@@ -152,6 +152,16 @@ func (s *Reader) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, e
 	return allocationFromRow(row), nil
 }
 
+// GetAllocations reads the allocations of ids that exist (at most
+// MaxObservationMark ids), in id order: one read for a page of calls.
+func (s *Reader) GetAllocations(ctx context.Context, ids []uuid.UUID) ([]Allocation, error) {
+	const op = "get allocations"
+	if len(ids) > MaxObservationMark {
+		return nil, fmt.Errorf("%s: %w", op, errdefs.Invalid("ids", "must hold at most 64 ids"))
+	}
+	return fetchRows(op, func() ([]db.Allocation, error) { return s.q.GetAllocations(ctx, ids) }, allocationFromRow)
+}
+
 // CancelDrain is how long, from a Turn's cancel_requested_at, terminal
 // cleanup waits for its Runtime to report the cancelled Turn's result: the
 // gateway keeps a revoked connection open that long (its drain), and the

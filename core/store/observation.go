@@ -2,13 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"berth.dev/core/store/db"
 	"berth.dev/sandbox/errdefs"
@@ -108,71 +106,60 @@ func (s *Owner) RecordObservation(ctx context.Context, p RecordObservationParams
 	return out, nil
 }
 
-// RecordObservations records a page of observations in one transaction,
-// behind one owner fence: each exactly as RecordObservation records it
-// (the database time, fenced by the revision the observer read), with its
-// own outcome in errs (nil, ErrFenced, ErrNotFound or ErrInvalid, which
-// leave the others recorded). The returned error is the transaction's
-// (ErrSuperseded, a database failure): then nothing is recorded. One
-// transaction per page instead of one per allocation is what lets the
-// observation scan keep up with a node full of running compute (measured
-// by the scale simulator, test/scale).
-func (s *Owner) RecordObservations(ctx context.Context, ps []RecordObservationParams) (errs []error, err error) {
-	const op = "record observations"
-	errs = make([]error, len(ps))
-	valid := 0
-	for i, p := range ps {
-		switch {
-		case !p.Compute.Valid():
-			errs[i] = fmt.Errorf("%s: %w", op, errdefs.Invalid("compute", "unknown observed state"))
-		case !reasonCode.MatchString(p.Reason):
-			errs[i] = fmt.Errorf("%s: %w", op, errdefs.Invalid("reason", "must be a fixed code"))
-		case p.Keepalive && p.Compute != ObservedRunning:
-			errs[i] = fmt.Errorf("%s: %w", op, errdefs.Invalid("keepalive", "only running compute confirms a keepalive"))
-		default:
-			valid++
-		}
+// ObservationMark says that running allocations of one lane were found
+// running exactly as recorded by observations made after ReadAt.
+type ObservationMark struct {
+	// Lane is the node's id, or DirectLane.
+	Lane uuid.UUID
+	// ReadAt is the database time their page was read (Observable.ReadAt),
+	// which precedes each of their observations.
+	ReadAt time.Time
+	// IDs are the allocations, 1 to MaxObservationMark, in id order.
+	IDs []uuid.UUID
+}
+
+// MaxObservationMark bounds the ids of one mark (migration 0029).
+const MaxObservationMark = 64
+
+// RecordObservationMark records m behind the owner fence, in one
+// statement that also deletes the lane's marks older than horizon: the
+// observation of running compute found as recorded costs one row per page
+// instead of a write per allocation (migration 0029). It writes no
+// allocation row and changes nothing of what an allocation's observation
+// says (observed_compute, observed_reason); observation_time, and so the
+// scan's due flag, counts it. A mark claims only what was observed, so it
+// needs no revision fence: an allocation that moved on meanwhile was still
+// observed running after ReadAt. ErrInvalid for a malformed mark or
+// horizon.
+func (s *Owner) RecordObservationMark(ctx context.Context, m ObservationMark, horizon time.Duration) error {
+	const op = "record observation mark"
+	switch {
+	case len(m.IDs) == 0 || len(m.IDs) > MaxObservationMark:
+		return fmt.Errorf("%s: %w", op, errdefs.Invalid("ids", "must hold 1 to 64 allocation ids"))
+	case m.ReadAt.IsZero():
+		return fmt.Errorf("%s: %w", op, errdefs.Invalid("read_at", "required"))
 	}
-	if valid == 0 {
-		return errs, nil
+	h, err := ttlMicros("horizon", horizon)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	recorded := make([]error, len(ps))
 	err = s.ownedTx(ctx, func(q *db.Queries) error {
-		for i, p := range ps {
-			if errs[i] != nil {
-				continue
-			}
-			row, err := q.RecordObservation(ctx, db.RecordObservationParams{
-				ID: p.ID, Revision: p.Revision, ObservedCompute: string(p.Compute),
-				ObservedReason: p.Reason, Keepalive: p.Keepalive,
-			})
-			_, err = swapped(ctx, q, p.ID, row, err, "allocation is not running at the observed revision")
-			switch {
-			case err == nil:
-			case errors.Is(err, errdefs.ErrFenced), errors.Is(err, pgx.ErrNoRows):
-				recorded[i] = wrap(op, err)
-			default:
-				return err
-			}
-		}
-		return nil
+		return q.InsertObservationMark(ctx, db.InsertObservationMarkParams{
+			Lane: m.Lane, ObservedAt: m.ReadAt, Ids: m.IDs, HorizonMicros: h,
+		})
 	})
 	if err != nil {
-		return nil, wrap(op, err)
+		return wrap(op, err)
 	}
-	for i := range errs {
-		if errs[i] == nil {
-			errs[i] = recorded[i]
-		}
-	}
-	return errs, nil
+	return nil
 }
 
 // Observable is a running allocation of the observation scan, with what
 // the database clock says about it.
 type Observable struct {
 	Allocation
-	// ObservationDue: never observed, or last observed at least the
+	// ObservationDue: never observed, or last observed (its row's
+	// observed_at or its newest mark: observation_time) at least the
 	// scan's observation wait ago.
 	ObservationDue bool
 	// KeepaliveDue: no keepalive yet, or the last one at least the scan's
@@ -187,6 +174,9 @@ type Observable struct {
 	RuntimeConnected bool
 	// TurnRunning: one of its Session's Turns is running.
 	TurnRunning bool
+	// ReadAt is the database time of the page's read: what a mark of its
+	// unchanged running observations records (RecordObservationMark).
+	ReadAt time.Time
 }
 
 // ObservableScan is a page request of ListObservableForNode.
@@ -243,6 +233,7 @@ func (s *Reader) ListObservableForNode(ctx context.Context, sc ObservableScan) (
 			KeepaliveLapsed:  r.KeepaliveLapsed,
 			RuntimeConnected: r.RuntimeConnected,
 			TurnRunning:      r.TurnRunning,
+			ReadAt:           r.ReadAt,
 		}
 	})
 }

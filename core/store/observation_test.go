@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -234,41 +235,121 @@ func TestEndTurnsOnLostComputeEndsRunningTurnsOnlyOnStoppedOrMissing(t *testing.
 	}
 }
 
-// TestRecordObservationsRecordsAPageWithOneOutcomeEach: a page of
-// observations in one transaction, each fenced by its own revision; a
-// fenced, missing or invalid entry does not keep the others from being
-// recorded, and a superseded owner records nothing.
-func TestRecordObservationsRecordsAPageWithOneOutcomeEach(t *testing.T) {
+// TestObservationMarksCountAsObservations: a page's mark of running
+// compute found as recorded makes its rows not due without writing them;
+// rows left out stay due; the lane's marks older than the horizon go as a
+// new one is written; observation_time is the later of the row's time and
+// its newest mark; a superseded owner and a malformed mark write nothing.
+func TestObservationMarksCountAsObservations(t *testing.T) {
 	st, ctx := ownedStore(t)
-	b1, _ := storetest.RunningSession(t, st)
-	b2, _ := storetest.RunningSession(t, st)
-	a1, a2 := b1.Allocation, b2.Allocation
-	running := func(id uuid.UUID, rev int64) store.RecordObservationParams {
-		return store.RecordObservationParams{ID: id, Revision: rev, Compute: store.ObservedRunning, Reason: "compute_running"}
+	node := presentNode(t, ctx, st)
+	a1, a2 := runningOn(t, st, node), runningOn(t, st, node)
+	for _, a := range []store.Allocation{a1, a2} {
+		_, err := st.RecordObservation(ctx, store.RecordObservationParams{
+			ID: a.ID, Revision: a.Revision, Compute: store.ObservedRunning, Reason: "compute_running",
+		})
+		must(t, err)
 	}
-	// A superseded owner records nothing.
-	_, err := st.Store.AsOwner(st.Epoch()+1).RecordObservations(ctx, []store.RecordObservationParams{running(a1.ID, a1.Revision)})
-	wantClass(t, err, store.ErrSuperseded)
-
-	errs, err := st.RecordObservations(ctx, []store.RecordObservationParams{
-		running(a1.ID, a1.Revision),
-		running(a2.ID, a2.Revision+1), // another revision: fenced
-		running(newUUID(t), 1),        // no such allocation
-		{ID: a2.ID, Revision: a2.Revision, Compute: store.ObservedStopped, Reason: "compute_stopped", Keepalive: true},
-	})
+	_, err := st.Pool().Exec(ctx, `UPDATE allocations SET observed_at = now() - interval '1 minute' WHERE id = ANY($1)`,
+		[]uuid.UUID{a1.ID, a2.ID})
 	must(t, err)
-	must(t, errs[0])
-	wantClass(t, errs[1], errdefs.ErrFenced)
-	wantClass(t, errs[2], errdefs.ErrNotFound)
-	wantClass(t, errs[3], errdefs.ErrInvalid)
+	scan := store.ObservableScan{NodeID: node, Limit: store.NodePageSize, ObserveAfter: 30 * time.Second, KeepaliveAfter: time.Hour}
+	due := func() map[uuid.UUID]store.Observable {
+		t.Helper()
+		page, err := st.ListObservableForNode(ctx, scan)
+		must(t, err)
+		out := map[uuid.UUID]store.Observable{}
+		for _, o := range page {
+			out[o.ID] = o
+		}
+		return out
+	}
+	page := due()
+	if !page[a1.ID].ObservationDue || !page[a2.ID].ObservationDue || page[a1.ID].ReadAt.IsZero() {
+		t.Fatalf("a minute after their observation: %+v", page)
+	}
+	readAt := page[a1.ID].ReadAt
+	mark := store.ObservationMark{Lane: node, ReadAt: readAt, IDs: []uuid.UUID{a1.ID}}
+
+	wantClass(t, st.Store.AsOwner(st.Epoch()+1).RecordObservationMark(ctx, mark, time.Minute), store.ErrSuperseded)
+	for _, bad := range []store.ObservationMark{
+		{Lane: node, ReadAt: readAt},
+		{Lane: node, ReadAt: readAt, IDs: make([]uuid.UUID, store.MaxObservationMark+1)},
+		{Lane: node, IDs: []uuid.UUID{a1.ID}},
+	} {
+		wantClass(t, st.RecordObservationMark(ctx, bad, time.Minute), errdefs.ErrInvalid)
+	}
+	wantClass(t, st.RecordObservationMark(ctx, mark, 0), errdefs.ErrInvalid)
+	var marks int
+	must(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM observation_marks`).Scan(&marks))
+	if marks != 0 {
+		t.Fatalf("%d marks after refusals", marks)
+	}
+
+	must(t, st.RecordObservationMark(ctx, mark, time.Minute))
+	must(t, st.RecordObservationMark(ctx, mark, time.Minute)) // the same claim again adds nothing
+	page = due()
+	if page[a1.ID].ObservationDue || !page[a2.ID].ObservationDue {
+		t.Fatalf("after a mark of a1 only: a1 due %v, a2 due %v", page[a1.ID].ObservationDue, page[a2.ID].ObservationDue)
+	}
 	got, err := st.GetAllocation(ctx, a1.ID)
 	must(t, err)
-	if got.Observation.At == nil || got.Observation.Compute != store.ObservedRunning || got.Revision != a1.Revision {
-		t.Fatalf("a1 after the page: %+v", got)
+	if got.Revision != a1.Revision || got.Observation.At == nil || !got.Observation.At.Before(readAt.Add(-50*time.Second)) {
+		t.Fatalf("the mark wrote a1's row: %+v", got)
 	}
-	got, err = st.GetAllocation(ctx, a2.ID)
+	var at time.Time
+	must(t, st.Pool().QueryRow(ctx, `SELECT observation_time(observed_at, node_id, id) FROM allocations WHERE id = $1`, a1.ID).Scan(&at))
+	if !at.Equal(readAt) {
+		t.Fatalf("observation_time %v, want the mark's %v", at, readAt)
+	}
+	got2, err := st.GetAllocation(ctx, a2.ID)
 	must(t, err)
-	if got.Observation.At != nil {
-		t.Fatalf("a2 observed although every entry of it was refused: %+v", got.Observation)
+	must(t, st.Pool().QueryRow(ctx, `SELECT observation_time(observed_at, node_id, id) FROM allocations WHERE id = $1`, a2.ID).Scan(&at))
+	if !at.Equal(*got2.Observation.At) {
+		t.Fatalf("a2's observation_time %v, want its row's %v: a mark that does not list it counted", at, *got2.Observation.At)
 	}
+	// Another lane's mark never counts for this one.
+	must(t, st.RecordObservationMark(ctx, store.ObservationMark{Lane: store.DirectLane, ReadAt: readAt, IDs: []uuid.UUID{a2.ID}}, time.Minute))
+	if page = due(); !page[a2.ID].ObservationDue {
+		t.Fatal("a2 not due after a mark of another lane")
+	}
+
+	// A mark older than the horizon goes when the lane's next one is
+	// written; then a1's time falls back to its row's, and it is due.
+	_, err = st.Pool().Exec(ctx, `UPDATE observation_marks SET observed_at = observed_at - interval '2 minutes' WHERE lane = $1`, node)
+	must(t, err)
+	must(t, st.RecordObservationMark(ctx, store.ObservationMark{Lane: node, ReadAt: readAt, IDs: []uuid.UUID{a2.ID}}, time.Minute))
+	must(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM observation_marks WHERE lane = $1`, node).Scan(&marks))
+	if marks != 1 {
+		t.Fatalf("%d marks of the node after the prune, want a2's alone", marks)
+	}
+	page = due()
+	if !page[a1.ID].ObservationDue || page[a2.ID].ObservationDue {
+		t.Fatalf("after the prune: a1 due %v, a2 due %v", page[a1.ID].ObservationDue, page[a2.ID].ObservationDue)
+	}
+}
+
+// TestGetAllocationsReadsThoseThatExistInIDOrder: one read for a page of
+// ids (the node proxy's generations): unknown ids are left out, the rows
+// come in id order, and more than a mark's ids are refused.
+func TestGetAllocationsReadsThoseThatExistInIDOrder(t *testing.T) {
+	st, ctx := ownedStore(t)
+	node := presentNode(t, ctx, st)
+	a1, a2 := runningOn(t, st, node), runningOn(t, st, node)
+	got, err := st.GetAllocations(ctx, []uuid.UUID{a2.ID, newUUID(t), a1.ID})
+	must(t, err)
+	want := []uuid.UUID{a1.ID, a2.ID}
+	if bytes.Compare(want[0][:], want[1][:]) > 0 {
+		want[0], want[1] = want[1], want[0]
+	}
+	if len(got) != 2 || got[0].ID != want[0] || got[1].ID != want[1] || got[0].Generation == 0 {
+		t.Fatalf("got %+v, want %v", got, want)
+	}
+	none, err := st.GetAllocations(ctx, nil)
+	must(t, err)
+	if len(none) != 0 {
+		t.Fatalf("no ids read %d rows", len(none))
+	}
+	_, err = st.GetAllocations(ctx, make([]uuid.UUID, store.MaxObservationMark+1))
+	wantClass(t, err, errdefs.ErrInvalid)
 }

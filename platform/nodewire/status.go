@@ -351,3 +351,33 @@ func CreateFailureInfo(err error) (sandbox.Info, bool) {
 	}
 	return *d.failure, true
 }
+
+// TargetErrorToWire is one target's error in a batched answer
+// (ObserveBatch): exactly the status ToStatusFor(op, err) makes for a
+// failed call of op on that target alone, as its code, wire code and
+// ErrorInfo metadata. A nil err returns nil.
+func TargetErrorToWire(op providercontract.Operation, err error) *pb.TargetError {
+	if err == nil {
+		return nil
+	}
+	st := statusFor(op, err)
+	d, ok := codec.Decode(st)
+	if !ok {
+		// statusFor builds only the codec's form; this is unreachable.
+		st = codec.Build(unknownRow(op), nil)
+		d, _ = codec.Decode(st)
+	}
+	return &pb.TargetError{Code: int32(st.Code()), Reason: d.Row.Reason, Metadata: d.Metadata()}
+}
+
+// TargetErrorFromWire is FromError(op, ...) for one target's error of a
+// batched answer: the status it stands for, decoded and checked exactly as
+// a failed call's. A nil or OK error, or one not in the protocol's form,
+// is op's unknown outcome: a target's error never reads as success.
+func TargetErrorFromWire(op providercontract.Operation, m *pb.TargetError) error {
+	if m == nil || codes.Code(m.GetCode()) == codes.OK {
+		return MalformedResponse(op, required("error"))
+	}
+	row := errgrpc.Row{Code: codes.Code(m.GetCode()), Reason: m.GetReason(), Message: "target error"}
+	return FromError(op, codec.Build(row, m.GetMetadata()).Err())
+}

@@ -27,12 +27,13 @@ func TestMain(m *testing.M) { stack.Main(m) }
 func BenchmarkBerth(b *testing.B) {
 	samples := benchstat.EnvInt(b, "BERTH_BENCH_SAMPLES", 20)
 	start := time.Now()
-	rows, rss, settings := measure(b, samples, true)
+	rows, rss, ph, settings := measure(b, samples, true)
 	for _, r := range rows {
 		r.summarize()
 	}
 	rss.summarize()
-	rep := report{Time: start.UTC(), Samples: samples, Core: settings, Measures: rows, RuntimeIdle: rss}
+	ph.summarize()
+	rep := report{Time: start.UTC(), Samples: samples, Core: settings, Measures: rows, RuntimeIdle: rss, P1Phases: ph}
 	printTable(os.Stdout, rep)
 	benchstat.Save(b, "BERTH_BENCH_JSON", filepath.Join(stack.RepoRoot(), ".run", "bench.json"), rep)
 	for _, r := range rows {
@@ -45,8 +46,14 @@ func BenchmarkBerth(b *testing.B) {
 // nothing about time.
 func TestBenchSmoke(t *testing.T) {
 	testenv.SkipShort(t, "a Docker Engine, PostgreSQL and the runtime image")
-	rows, rss, settings := measure(t, 1, false)
+	rows, rss, ph, settings := measure(t, 1, false)
 	rss.summarize()
+	ph.summarize()
+	for i, n := range ph.Names {
+		if len(ph.samples[i]) != 1 || ph.samples[i][0] < 0 {
+			t.Errorf("P1 phase %q: samples %v", n, ph.samples[i])
+		}
+	}
 	if len(rss.Samples) != 1 || rss.MedianBytes <= 0 {
 		t.Errorf("P11: %d samples, median %d bytes", len(rss.Samples), rss.MedianBytes)
 	}
@@ -60,7 +67,7 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s: %d Berth and %d baseline samples, want 1 and %d", r.ID, len(r.berth), len(r.baseline), wantBaseline)
 		}
 	}
-	rep := report{Samples: 1, Core: settings, Measures: rows, RuntimeIdle: rss}
+	rep := report{Samples: 1, Core: settings, Measures: rows, RuntimeIdle: rss, P1Phases: ph}
 	var w strings.Builder
 	printTable(&w, rep)
 	t.Log(w.String())

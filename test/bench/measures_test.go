@@ -41,7 +41,9 @@ const sampleTimeout = 2 * time.Minute
 type rig struct {
 	t testing.TB
 	// rss is P11, the Runtime's idle memory, sampled in P1's Sessions.
-	rss      *memory
+	rss *memory
+	// phases is P1's breakdown.
+	phases   *phases
 	ctx      context.Context
 	cluster  *stack.Cluster
 	sessions adminv1.SessionServiceClient
@@ -375,8 +377,9 @@ func cliExec(t testing.TB, dockerCLI, host, container string) time.Duration {
 }
 
 // measure runs P1, P2 and P3 with samples samples each and returns their
-// rows; defaults starts Core at its default intervals.
-func measure(t testing.TB, samples int, defaults bool) (rows []*row, rss *memory, settings string) {
+// rows, P11 and P1's phases; defaults starts Core at its default
+// intervals.
+func measure(t testing.TB, samples int, defaults bool) (rows []*row, rss *memory, ph *phases, settings string) {
 	t.Helper()
 	r := newRig(t, defaults)
 	settings, atDefaults := stack.Settings(r.cluster.Core, r.nodes...)
@@ -385,8 +388,10 @@ func measure(t testing.TB, samples int, defaults bool) (rows []*row, rss *memory
 	}
 	p1 := &row{ID: "P1", Kind: latency, Measure: "Session create to execution admitted", Baseline: "engine: volumes, container, start, first process reaches a host listener", Goal: 1.15}
 	r.rss = &memory{Measure: "P11 Runtime idle resident memory (engine's ps of the Session's container)", GoalBytes: runtimeIdleGoal}
+	r.phases = newPhases()
 	for range samples {
 		d, name := r.admitted()
+		r.phases.add(t, r.cluster.Core.DSN, name, time.Now())
 		p1.add(d, r.engineListening(), 0)
 		time.Sleep(idleSettle)
 		r.rss.Samples = append(r.rss.Samples, runtimeRSS(t, r.cluster.Engine, r.sessionContainer(name)))
@@ -449,7 +454,7 @@ func measure(t testing.TB, samples int, defaults bool) (rows []*row, rss *memory
 	}
 	rows = append(rows, r.suspensionRows(samples)...)
 	rows = append(rows, checkpointRows(t, samples)...)
-	return append(rows, failoverRows(t, samples, defaults)...), r.rss, settings
+	return append(rows, failoverRows(t, samples, defaults)...), r.rss, r.phases, settings
 }
 
 // p6Samples caps P6's samples per fault: a stopped or cut-off node costs

@@ -123,6 +123,8 @@ type report struct {
 	// RuntimeIdle is P11, the Runtime's idle resident memory: bytes, not
 	// a time, so it is printed after the table.
 	RuntimeIdle *memory `json:"runtime_idle,omitempty"`
+	// P1Phases is P1's breakdown by phase, printed under the table.
+	P1Phases *phases `json:"p1_phases,omitempty"`
 }
 
 // printTable writes the one table, then the baselines and the docker CLI
@@ -164,6 +166,9 @@ func printTable(w io.Writer, rep report) {
 	fmt.Fprintln(w, "  Berth p99 (max): the nearest-rank p99, labelled max under 100 samples, where it is their largest")
 	fmt.Fprintln(w, "  docker CLI: the same exec through `docker exec`, for reference only (never a ratio's denominator)")
 	fmt.Fprintln(w)
+	if rep.P1Phases != nil {
+		rep.P1Phases.print(w)
+	}
 	if rep.RuntimeIdle != nil {
 		rep.RuntimeIdle.print(w)
 	}

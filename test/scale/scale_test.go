@@ -296,9 +296,10 @@ func measureReads(t testing.TB, ctx context.Context, api adminv1.SessionServiceC
 }
 
 // measureObservationAge reads, from Core's database, how old the last
-// observation of every running allocation is right now: the lifecycle
-// workers' observation scans bound it by the observe period (10 s at
-// Core's defaults) while they keep up.
+// observation of every running allocation is right now (observation_time:
+// its row's observed_at or its page's newest mark, migration 0029): the
+// lifecycle workers' observation scans bound it by the observe period
+// (10 s at Core's defaults) while they keep up.
 func measureObservationAge(t testing.TB, ctx context.Context, pool *pgxpool.Pool) row {
 	t.Helper()
 	var p50, p99 float64
@@ -306,7 +307,7 @@ func measureObservationAge(t testing.TB, ctx context.Context, pool *pgxpool.Pool
 	if err := pool.QueryRow(ctx, `
 		SELECT coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY age), 0),
 		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY age), 0), count(*)
-		FROM (SELECT extract(epoch FROM now() - observed_at) * 1000 AS age
+		FROM (SELECT extract(epoch FROM now() - observation_time(observed_at, node_id, id)) * 1000 AS age
 		      FROM allocations WHERE state = 'running' AND observed_at IS NOT NULL) a`).Scan(&p50, &p99, &n); err != nil {
 		t.Fatalf("observation age: %v", err)
 	}

@@ -75,6 +75,30 @@ func seed(t testing.TB, ctx context.Context, pool *pgxpool.Pool, s *sim, total i
 		nd.Provider.Adopt(sandbox.Reference{TenantID: tenant.String(), EnvironmentID: env.String(), AllocationID: alloc.String()}, providerID)
 		out.sessions = append(out.sessions, sess)
 	}
+	// One transaction per seedChunk Sessions: every placement and
+	// allocation row's trigger updates (or locks) its project's one
+	// project_load row, and inside one transaction each such access walks
+	// the chain of that row's versions written earlier in it, so a single
+	// transaction of 100,000 rows takes time quadratic in their number
+	// (it did not end in 25 minutes). CreateSession writes one Session per
+	// transaction; chunks keep the seeding linear.
+	for lo := 0; lo < total; lo += seedChunk {
+		hi := min(lo+seedChunk, total)
+		seedChunkRows(t, ctx, pool, sessions[lo:hi], envs[lo:hi], placements[lo:hi], allocs[lo:hi])
+	}
+	// Fresh statistics, as autovacuum would give a table of this size.
+	if _, err := pool.Exec(ctx, `ANALYZE sessions, environments, placements, allocations`); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// seedChunk is how many Sessions one seeding transaction writes.
+const seedChunk = 500
+
+// seedChunkRows writes one chunk of the population in one transaction.
+func seedChunkRows(t testing.TB, ctx context.Context, pool *pgxpool.Pool, sessions, envs, placements, allocs [][]any) {
+	t.Helper()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -99,9 +123,4 @@ func seed(t testing.TB, ctx context.Context, pool *pgxpool.Pool, s *sim, total i
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Fresh statistics, as autovacuum would give a table of this size.
-	if _, err := pool.Exec(ctx, `ANALYZE sessions, environments, placements, allocations`); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

@@ -398,6 +398,80 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 	return i, err
 }
 
+const getAllocations = `-- name: GetAllocations :many
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations WHERE id = ANY ($1::uuid[]) ORDER BY id
+`
+
+// GetAllocations reads the allocations of @ids that exist, in id order.
+func (q *Queries) GetAllocations(ctx context.Context, ids []uuid.UUID) ([]Allocation, error) {
+	rows, err := q.db.Query(ctx, getAllocations, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Allocation
+	for rows.Next() {
+		var i Allocation
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Generation,
+			&i.CredentialDigest,
+			&i.DeviceID,
+			&i.State,
+			&i.CreateReceipt,
+			&i.CreateDispatchedAt,
+			&i.CreateSettled,
+			&i.AbsenceReceipt,
+			&i.BootstrapComplete,
+			&i.ProviderID,
+			&i.ComputePhase,
+			&i.Revision,
+			&i.CleanupRequestedAt,
+			&i.CleanupConfirmedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ReleasedAt,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
+			&i.ObservedAt,
+			&i.ObservedCompute,
+			&i.ObservedReason,
+			&i.KeepaliveAt,
+			&i.DeviceRevokedAt,
+			&i.CreateAbandonedAt,
+			&i.ComputeGeneration,
+			&i.ComputeName,
+			&i.ComputeID,
+			&i.SuspendOperation,
+			&i.QuiesceArmedAt,
+			&i.QuiesceAckedAt,
+			&i.CaptureDispatchedAt,
+			&i.SnapshotID,
+			&i.SnapshotProvenance,
+			&i.SuspendedAt,
+			&i.RetentionDeadline,
+			&i.RestoreOperation,
+			&i.RestoreDispatchedAt,
+			&i.WakeRequestedAt,
+			&i.SuspensionAbortedAt,
+			&i.SuspendRequestedAt,
+			&i.RestoredAt,
+			&i.AbandonedAt,
+			&i.ArchiveCancelTurnID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
 SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations WHERE environment_id = $1 AND state <> 'released'
 `
@@ -546,6 +620,39 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		&i.ArchiveCancelTurnID,
 	)
 	return i, err
+}
+
+const insertObservationMark = `-- name: InsertObservationMark :exec
+WITH pruned AS (
+    DELETE FROM observation_marks
+    WHERE lane = $1
+      AND observed_at < now() - $4::bigint * interval '1 microsecond'
+)
+INSERT INTO observation_marks (lane, observed_at, first_id, ids)
+VALUES ($1, $2, ($3::uuid[])[1], $3::uuid[])
+ON CONFLICT (lane, observed_at, first_id) DO NOTHING
+`
+
+type InsertObservationMarkParams struct {
+	Lane          uuid.UUID
+	ObservedAt    time.Time
+	Ids           []uuid.UUID
+	HorizonMicros int64
+}
+
+// InsertObservationMark records that the allocations @ids of lane @lane
+// (a node's id, or the nil UUID for the direct lane) were observed running
+// as recorded after @observed_at, the database time their page was read,
+// and deletes the lane's marks older than @horizon_micros. A second mark
+// of the same page and instant adds nothing: the first is kept.
+func (q *Queries) InsertObservationMark(ctx context.Context, arg InsertObservationMarkParams) error {
+	_, err := q.db.Exec(ctx, insertObservationMark,
+		arg.Lane,
+		arg.ObservedAt,
+		arg.Ids,
+		arg.HorizonMicros,
+	)
+	return err
 }
 
 const listAllocationsByAge = `-- name: ListAllocationsByAge :many
@@ -914,7 +1021,8 @@ func (q *Queries) ListDirectAllocationsOfGeneration(ctx context.Context, generat
 const listObservableForDirect = `-- name: ListObservableForDirect :many
 SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id,
        (a.observed_at IS NULL
-        OR a.observed_at <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
+        OR observation_time(a.observed_at, a.node_id, a.id)
+           <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
         OR a.keepalive_at <= now() - $2::bigint * interval '1 microsecond')::boolean AS keepalive_due,
        (coalesce(a.keepalive_at, a.updated_at) <= now() - interval '1 hour')::boolean AS keepalive_lapsed,
@@ -922,7 +1030,8 @@ SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credentia
                JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
                WHERE c.allocation_id = a.id AND c.disconnected_at IS NULL)::boolean AS runtime_connected,
        EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
-               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
+               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running,
+       now()::timestamptz AS read_at
 FROM allocations a
 WHERE a.node_id IS NULL AND a.state = 'running' AND a.create_settled AND a.id > $3
   AND a.compute_phase IN ('running', 'quiescing')
@@ -944,6 +1053,7 @@ type ListObservableForDirectRow struct {
 	KeepaliveLapsed  bool
 	RuntimeConnected bool
 	TurnRunning      bool
+	ReadAt           time.Time
 }
 
 // ListObservableForDirect is ListObservableForNode for the direct lane
@@ -1016,6 +1126,7 @@ func (q *Queries) ListObservableForDirect(ctx context.Context, arg ListObservabl
 			&i.KeepaliveLapsed,
 			&i.RuntimeConnected,
 			&i.TurnRunning,
+			&i.ReadAt,
 		); err != nil {
 			return nil, err
 		}
@@ -1030,7 +1141,8 @@ func (q *Queries) ListObservableForDirect(ctx context.Context, arg ListObservabl
 const listObservableForNode = `-- name: ListObservableForNode :many
 SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id,
        (a.observed_at IS NULL
-        OR a.observed_at <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
+        OR observation_time(a.observed_at, a.node_id, a.id)
+           <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
         OR a.keepalive_at <= now() - $2::bigint * interval '1 microsecond')::boolean AS keepalive_due,
        (coalesce(a.keepalive_at, a.updated_at) <= now() - interval '1 hour')::boolean AS keepalive_lapsed,
@@ -1038,7 +1150,8 @@ SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credentia
                JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
                WHERE c.allocation_id = a.id AND c.disconnected_at IS NULL)::boolean AS runtime_connected,
        EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
-               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
+               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running,
+       now()::timestamptz AS read_at
 FROM allocations a
 WHERE a.node_id = $3::uuid AND a.state = 'running' AND a.create_settled AND a.id > $4
   AND a.compute_phase IN ('running', 'quiescing')
@@ -1061,6 +1174,7 @@ type ListObservableForNodeRow struct {
 	KeepaliveLapsed  bool
 	RuntimeConnected bool
 	TurnRunning      bool
+	ReadAt           time.Time
 }
 
 // ListObservableForNode pages, by id (keyset), the running allocations of
@@ -1071,7 +1185,10 @@ type ListObservableForNodeRow struct {
 // whether its keepalive lapsed (none confirmed for an hour, counted from
 // the last keepalive or, before the first, from its last lifecycle
 // transition), whether an open Runtime connection of the lease holder's
-// epoch serves it and whether one of its Session's Turns is running.
+// epoch serves it and whether one of its Session's Turns is running. An
+// observation is due by observation_time (migration 0029), which counts
+// the page marks of running compute found as recorded; read_at is the
+// database time of the read, the time such a mark records.
 func (q *Queries) ListObservableForNode(ctx context.Context, arg ListObservableForNodeParams) ([]ListObservableForNodeRow, error) {
 	rows, err := q.db.Query(ctx, listObservableForNode,
 		arg.ObserveAfterMicros,
@@ -1141,6 +1258,7 @@ func (q *Queries) ListObservableForNode(ctx context.Context, arg ListObservableF
 			&i.KeepaliveLapsed,
 			&i.RuntimeConnected,
 			&i.TurnRunning,
+			&i.ReadAt,
 		); err != nil {
 			return nil, err
 		}

@@ -277,6 +277,13 @@ type NodePresence struct {
 	DiskFreeBytes  int64
 }
 
+type ObservationMark struct {
+	Lane       uuid.UUID
+	ObservedAt time.Time
+	FirstID    uuid.UUID
+	Ids        []uuid.UUID
+}
+
 type Placement struct {
 	EnvironmentID uuid.UUID
 	NodeID        *uuid.UUID

@@ -15,6 +15,10 @@ SELECT credential_ciphertext, credential_nonce FROM allocations WHERE id = @id;
 -- name: GetAllocation :one
 SELECT * FROM allocations WHERE id = @id;
 
+-- name: GetAllocations :many
+-- GetAllocations reads the allocations of @ids that exist, in id order.
+SELECT * FROM allocations WHERE id = ANY (@ids::uuid[]) ORDER BY id;
+
 -- name: GetUnreleasedAllocationForEnvironment :one
 SELECT * FROM allocations WHERE environment_id = @environment_id AND state <> 'released';
 
@@ -139,10 +143,14 @@ WHERE environment_id = @environment_id AND create_dispatched_at IS NOT NULL
 -- whether its keepalive lapsed (none confirmed for an hour, counted from
 -- the last keepalive or, before the first, from its last lifecycle
 -- transition), whether an open Runtime connection of the lease holder's
--- epoch serves it and whether one of its Session's Turns is running.
+-- epoch serves it and whether one of its Session's Turns is running. An
+-- observation is due by observation_time (migration 0029), which counts
+-- the page marks of running compute found as recorded; read_at is the
+-- database time of the read, the time such a mark records.
 SELECT sqlc.embed(a),
        (a.observed_at IS NULL
-        OR a.observed_at <= now() - sqlc.arg(observe_after_micros)::bigint * interval '1 microsecond')::boolean AS observation_due,
+        OR observation_time(a.observed_at, a.node_id, a.id)
+           <= now() - sqlc.arg(observe_after_micros)::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
         OR a.keepalive_at <= now() - sqlc.arg(keepalive_after_micros)::bigint * interval '1 microsecond')::boolean AS keepalive_due,
        (coalesce(a.keepalive_at, a.updated_at) <= now() - interval '1 hour')::boolean AS keepalive_lapsed,
@@ -150,12 +158,28 @@ SELECT sqlc.embed(a),
                JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
                WHERE c.allocation_id = a.id AND c.disconnected_at IS NULL)::boolean AS runtime_connected,
        EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
-               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
+               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running,
+       now()::timestamptz AS read_at
 FROM allocations a
 WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.create_settled AND a.id > @after
   AND a.compute_phase IN ('running', 'quiescing')
 ORDER BY a.id
 LIMIT @page_size;
+
+-- name: InsertObservationMark :exec
+-- InsertObservationMark records that the allocations @ids of lane @lane
+-- (a node's id, or the nil UUID for the direct lane) were observed running
+-- as recorded after @observed_at, the database time their page was read,
+-- and deletes the lane's marks older than @horizon_micros. A second mark
+-- of the same page and instant adds nothing: the first is kept.
+WITH pruned AS (
+    DELETE FROM observation_marks
+    WHERE lane = @lane
+      AND observed_at < now() - sqlc.arg(horizon_micros)::bigint * interval '1 microsecond'
+)
+INSERT INTO observation_marks (lane, observed_at, first_id, ids)
+VALUES (@lane, @observed_at, (@ids::uuid[])[1], @ids::uuid[])
+ON CONFLICT (lane, observed_at, first_id) DO NOTHING;
 
 -- name: RecordObservation :one
 -- RecordObservation records an observation of a running allocation's
@@ -272,7 +296,8 @@ LIMIT @page_size;
 -- (node_id NULL, migration 0020).
 SELECT sqlc.embed(a),
        (a.observed_at IS NULL
-        OR a.observed_at <= now() - sqlc.arg(observe_after_micros)::bigint * interval '1 microsecond')::boolean AS observation_due,
+        OR observation_time(a.observed_at, a.node_id, a.id)
+           <= now() - sqlc.arg(observe_after_micros)::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
         OR a.keepalive_at <= now() - sqlc.arg(keepalive_after_micros)::bigint * interval '1 microsecond')::boolean AS keepalive_due,
        (coalesce(a.keepalive_at, a.updated_at) <= now() - interval '1 hour')::boolean AS keepalive_lapsed,
@@ -280,7 +305,8 @@ SELECT sqlc.embed(a),
                JOIN execution_lease l ON l.owner_epoch = c.owner_epoch AND l.expires_at > now()
                WHERE c.allocation_id = a.id AND c.disconnected_at IS NULL)::boolean AS runtime_connected,
        EXISTS (SELECT 1 FROM turns t JOIN environments e ON e.session_id = t.session_id
-               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running
+               WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running,
+       now()::timestamptz AS read_at
 FROM allocations a
 WHERE a.node_id IS NULL AND a.state = 'running' AND a.create_settled AND a.id > @after
   AND a.compute_phase IN ('running', 'quiescing')

@@ -125,6 +125,13 @@ func (d *Reader) GetAllocationCredential(p0 context.Context, p1 uuid.UUID) (stor
 	return r0, r1
 }
 
+func (d *Reader) GetAllocations(p0 context.Context, p1 []uuid.UUID) ([]store.Allocation, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetAllocations")
+	r0, r1 := d.next.GetAllocations(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) GetEnrollmentToken(p0 context.Context, p1 string) (store.EnrollmentToken, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetEnrollmentToken")
 	r0, r1 := d.next.GetEnrollmentToken(ctx, p1)
@@ -782,11 +789,11 @@ func (d *Owner) RecordObservation(p0 context.Context, p1 store.RecordObservation
 	return r0, r1
 }
 
-func (d *Owner) RecordObservations(p0 context.Context, p1 []store.RecordObservationParams) ([]error, error) {
-	ctx, c := d.obs.start(p0, "Owner", "RecordObservations")
-	r0, r1 := d.next.RecordObservations(ctx, p1)
-	c.end(ctx, r1)
-	return r0, r1
+func (d *Owner) RecordObservationMark(p0 context.Context, p1 store.ObservationMark, p2 time.Duration) error {
+	ctx, c := d.obs.start(p0, "Owner", "RecordObservationMark")
+	r0 := d.next.RecordObservationMark(ctx, p1, p2)
+	c.end(ctx, r0)
+	return r0
 }
 
 func (d *Owner) RecordQuiesceAck(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.Allocation, error) {

@@ -1606,6 +1606,222 @@ func (x *GetInfoResponse) GetInfo() *Info {
 	return nil
 }
 
+// ObserveBatchRequest observes up to 64 allocations' compute.
+type ObserveBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// references to observe: 1 to 64, distinct, all of the call's
+	// generation.
+	References    []*Reference `protobuf:"bytes,1,rep,name=references,proto3" json:"references,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveBatchRequest) Reset() {
+	*x = ObserveBatchRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveBatchRequest) ProtoMessage() {}
+
+func (x *ObserveBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveBatchRequest.ProtoReflect.Descriptor instead.
+func (*ObserveBatchRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ObserveBatchRequest) GetReferences() []*Reference {
+	if x != nil {
+		return x.References
+	}
+	return nil
+}
+
+// ObserveBatchResponse carries one result per requested Reference, in
+// the request's order.
+type ObserveBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results, exactly as many as references, in the same order.
+	Results       []*ObserveBatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveBatchResponse) Reset() {
+	*x = ObserveBatchResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveBatchResponse) ProtoMessage() {}
+
+func (x *ObserveBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveBatchResponse.ProtoReflect.Descriptor instead.
+func (*ObserveBatchResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ObserveBatchResponse) GetResults() []*ObserveBatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ObserveBatchResult is one target's observation: exactly one of info and
+// error is set.
+type ObserveBatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// info is what GetInfo would have answered for the target.
+	Info *Info `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	// error is the error GetInfo would have answered for the target.
+	Error         *TargetError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveBatchResult) Reset() {
+	*x = ObserveBatchResult{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveBatchResult) ProtoMessage() {}
+
+func (x *ObserveBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveBatchResult.ProtoReflect.Descriptor instead.
+func (*ObserveBatchResult) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ObserveBatchResult) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *ObserveBatchResult) GetError() *TargetError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// TargetError is one target's error in the fixed form of a failed call:
+// the gRPC code and the ErrorInfo reason (one of the protocol's codes)
+// and metadata a failed GetInfo of that target would carry.
+type TargetError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the gRPC status code.
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// reason is the wire code.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// metadata is the ErrorInfo's metadata (authored names only).
+	Metadata      map[string]string `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TargetError) Reset() {
+	*x = TargetError{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TargetError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TargetError) ProtoMessage() {}
+
+func (x *TargetError) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TargetError.ProtoReflect.Descriptor instead.
+func (*TargetError) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TargetError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *TargetError) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *TargetError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // RenewRequest extends a lease or observes.
 type RenewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1617,7 +1833,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1845,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1858,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RenewRequest) GetReference() *Reference {
@@ -1663,7 +1879,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1891,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1904,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RenewResponse) GetInfo() *Info {
@@ -1714,7 +1930,7 @@ type KillRequest struct {
 
 func (x *KillRequest) Reset() {
 	*x = KillRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1942,7 @@ func (x *KillRequest) String() string {
 func (*KillRequest) ProtoMessage() {}
 
 func (x *KillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1955,7 @@ func (x *KillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRequest.ProtoReflect.Descriptor instead.
 func (*KillRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KillRequest) GetReference() *Reference {
@@ -1765,7 +1981,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1993,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +2006,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 // Command is a bounded command.
@@ -1810,7 +2026,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +2038,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2051,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Command) GetArgs() []string {
@@ -1885,7 +2101,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2113,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2126,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommandResult) GetStdout() []byte {
@@ -1961,7 +2177,7 @@ type RunCommandRequest struct {
 
 func (x *RunCommandRequest) Reset() {
 	*x = RunCommandRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2189,7 @@ func (x *RunCommandRequest) String() string {
 func (*RunCommandRequest) ProtoMessage() {}
 
 func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2202,7 @@ func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RunCommandRequest) GetReference() *Reference {
@@ -2014,7 +2230,7 @@ type RunCommandResponse struct {
 
 func (x *RunCommandResponse) Reset() {
 	*x = RunCommandResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2242,7 @@ func (x *RunCommandResponse) String() string {
 func (*RunCommandResponse) ProtoMessage() {}
 
 func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2255,7 @@ func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RunCommandResponse) GetResult() *CommandResult {
@@ -2060,7 +2276,7 @@ type ObserveRequest struct {
 
 func (x *ObserveRequest) Reset() {
 	*x = ObserveRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2288,7 @@ func (x *ObserveRequest) String() string {
 func (*ObserveRequest) ProtoMessage() {}
 
 func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2301,7 @@ func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveRequest.ProtoReflect.Descriptor instead.
 func (*ObserveRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ObserveRequest) GetReference() *Reference {
@@ -2114,7 +2330,7 @@ type ObserveResponse struct {
 
 func (x *ObserveResponse) Reset() {
 	*x = ObserveResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2342,7 @@ func (x *ObserveResponse) String() string {
 func (*ObserveResponse) ProtoMessage() {}
 
 func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2355,7 @@ func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
 func (*ObserveResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ObserveResponse) GetReference() *Reference {
@@ -2194,7 +2410,7 @@ type Compute struct {
 
 func (x *Compute) Reset() {
 	*x = Compute{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2422,7 @@ func (x *Compute) String() string {
 func (*Compute) ProtoMessage() {}
 
 func (x *Compute) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2435,7 @@ func (x *Compute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Compute.ProtoReflect.Descriptor instead.
 func (*Compute) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Compute) GetReference() *Reference {
@@ -2267,7 +2483,7 @@ type ComputeInfo struct {
 
 func (x *ComputeInfo) Reset() {
 	*x = ComputeInfo{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2495,7 @@ func (x *ComputeInfo) String() string {
 func (*ComputeInfo) ProtoMessage() {}
 
 func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2508,7 @@ func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComputeInfo.ProtoReflect.Descriptor instead.
 func (*ComputeInfo) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ComputeInfo) GetCompute() *Compute {
@@ -2329,7 +2545,7 @@ type SnapshotIdentity struct {
 
 func (x *SnapshotIdentity) Reset() {
 	*x = SnapshotIdentity{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2557,7 @@ func (x *SnapshotIdentity) String() string {
 func (*SnapshotIdentity) ProtoMessage() {}
 
 func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2570,7 @@ func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotIdentity.ProtoReflect.Descriptor instead.
 func (*SnapshotIdentity) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SnapshotIdentity) GetId() string {
@@ -2382,7 +2598,7 @@ type InitialRequest struct {
 
 func (x *InitialRequest) Reset() {
 	*x = InitialRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2610,7 @@ func (x *InitialRequest) String() string {
 func (*InitialRequest) ProtoMessage() {}
 
 func (x *InitialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2623,7 @@ func (x *InitialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialRequest.ProtoReflect.Descriptor instead.
 func (*InitialRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *InitialRequest) GetReference() *Reference {
@@ -2428,7 +2644,7 @@ type InitialResponse struct {
 
 func (x *InitialResponse) Reset() {
 	*x = InitialResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2656,7 @@ func (x *InitialResponse) String() string {
 func (*InitialResponse) ProtoMessage() {}
 
 func (x *InitialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2669,7 @@ func (x *InitialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialResponse.ProtoReflect.Descriptor instead.
 func (*InitialResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *InitialResponse) GetCompute() *Compute {
@@ -2474,7 +2690,7 @@ type NewComputeRequest struct {
 
 func (x *NewComputeRequest) Reset() {
 	*x = NewComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2702,7 @@ func (x *NewComputeRequest) String() string {
 func (*NewComputeRequest) ProtoMessage() {}
 
 func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2715,7 @@ func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewComputeRequest.ProtoReflect.Descriptor instead.
 func (*NewComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NewComputeRequest) GetPrevious() *Compute {
@@ -2520,7 +2736,7 @@ type NewComputeResponse struct {
 
 func (x *NewComputeResponse) Reset() {
 	*x = NewComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2748,7 @@ func (x *NewComputeResponse) String() string {
 func (*NewComputeResponse) ProtoMessage() {}
 
 func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2761,7 @@ func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewComputeResponse.ProtoReflect.Descriptor instead.
 func (*NewComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NewComputeResponse) GetCompute() *Compute {
@@ -2566,7 +2782,7 @@ type GetComputeRequest struct {
 
 func (x *GetComputeRequest) Reset() {
 	*x = GetComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2794,7 @@ func (x *GetComputeRequest) String() string {
 func (*GetComputeRequest) ProtoMessage() {}
 
 func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2807,7 @@ func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeRequest.ProtoReflect.Descriptor instead.
 func (*GetComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetComputeRequest) GetCompute() *Compute {
@@ -2612,7 +2828,7 @@ type GetComputeResponse struct {
 
 func (x *GetComputeResponse) Reset() {
 	*x = GetComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2840,7 @@ func (x *GetComputeResponse) String() string {
 func (*GetComputeResponse) ProtoMessage() {}
 
 func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2853,7 @@ func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeResponse.ProtoReflect.Descriptor instead.
 func (*GetComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetComputeResponse) GetInfo() *ComputeInfo {
@@ -2662,7 +2878,7 @@ type SuspendRequest struct {
 
 func (x *SuspendRequest) Reset() {
 	*x = SuspendRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2674,7 +2890,7 @@ func (x *SuspendRequest) String() string {
 func (*SuspendRequest) ProtoMessage() {}
 
 func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2687,7 +2903,7 @@ func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendRequest.ProtoReflect.Descriptor instead.
 func (*SuspendRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SuspendRequest) GetCompute() *Compute {
@@ -2724,7 +2940,7 @@ type SuspendResponse struct {
 
 func (x *SuspendResponse) Reset() {
 	*x = SuspendResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2952,7 @@ func (x *SuspendResponse) String() string {
 func (*SuspendResponse) ProtoMessage() {}
 
 func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2965,7 @@ func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendResponse.ProtoReflect.Descriptor instead.
 func (*SuspendResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SuspendResponse) GetSnapshot() *SnapshotIdentity {
@@ -2791,7 +3007,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +3019,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +3032,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResumeRequest) GetSnapshot() *SnapshotIdentity {
@@ -2879,7 +3095,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3107,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3120,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ResumeResponse) GetCompute() *ComputeInfo {
@@ -2925,7 +3141,7 @@ type ResumeComputeRequest struct {
 
 func (x *ResumeComputeRequest) Reset() {
 	*x = ResumeComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3153,7 @@ func (x *ResumeComputeRequest) String() string {
 func (*ResumeComputeRequest) ProtoMessage() {}
 
 func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3166,7 @@ func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ResumeComputeRequest) GetCompute() *Compute {
@@ -2971,7 +3187,7 @@ type ResumeComputeResponse struct {
 
 func (x *ResumeComputeResponse) Reset() {
 	*x = ResumeComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3199,7 @@ func (x *ResumeComputeResponse) String() string {
 func (*ResumeComputeResponse) ProtoMessage() {}
 
 func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3212,7 @@ func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ResumeComputeResponse) GetInfo() *ComputeInfo {
@@ -3017,7 +3233,7 @@ type KillComputeRequest struct {
 
 func (x *KillComputeRequest) Reset() {
 	*x = KillComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3245,7 @@ func (x *KillComputeRequest) String() string {
 func (*KillComputeRequest) ProtoMessage() {}
 
 func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3258,7 @@ func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeRequest.ProtoReflect.Descriptor instead.
 func (*KillComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *KillComputeRequest) GetCompute() *Compute {
@@ -3061,7 +3277,7 @@ type KillComputeResponse struct {
 
 func (x *KillComputeResponse) Reset() {
 	*x = KillComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3073,7 +3289,7 @@ func (x *KillComputeResponse) String() string {
 func (*KillComputeResponse) ProtoMessage() {}
 
 func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3086,7 +3302,7 @@ func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeResponse.ProtoReflect.Descriptor instead.
 func (*KillComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
 }
 
 // DeleteSnapshotRequest deletes a snapshot.
@@ -3102,7 +3318,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3330,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3343,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteSnapshotRequest) GetReference() *Reference {
@@ -3153,7 +3369,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3381,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3394,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{53}
 }
 
 // RunCommandComputeRequest runs a command in one incarnation.
@@ -3194,7 +3410,7 @@ type RunCommandComputeRequest struct {
 
 func (x *RunCommandComputeRequest) Reset() {
 	*x = RunCommandComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3206,7 +3422,7 @@ func (x *RunCommandComputeRequest) String() string {
 func (*RunCommandComputeRequest) ProtoMessage() {}
 
 func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3219,7 +3435,7 @@ func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RunCommandComputeRequest) GetCompute() *Compute {
@@ -3247,7 +3463,7 @@ type RunCommandComputeResponse struct {
 
 func (x *RunCommandComputeResponse) Reset() {
 	*x = RunCommandComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3475,7 @@ func (x *RunCommandComputeResponse) String() string {
 func (*RunCommandComputeResponse) ProtoMessage() {}
 
 func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3488,7 @@ func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RunCommandComputeResponse) GetResult() *CommandResult {
@@ -3396,7 +3612,23 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x0eGetInfoRequest\x12=\n" +
 	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"A\n" +
 	"\x0fGetInfoResponse\x12.\n" +
-	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"M\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"V\n" +
+	"\x13ObserveBatchRequest\x12?\n" +
+	"\n" +
+	"references\x18\x01 \x03(\v2\x1f.berth.sandboxnode.v1.ReferenceR\n" +
+	"references\"Z\n" +
+	"\x14ObserveBatchResponse\x12B\n" +
+	"\aresults\x18\x01 \x03(\v2(.berth.sandboxnode.v1.ObserveBatchResultR\aresults\"}\n" +
+	"\x12ObserveBatchResult\x12.\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\x127\n" +
+	"\x05error\x18\x02 \x01(\v2!.berth.sandboxnode.v1.TargetErrorR\x05error\"\xc3\x01\n" +
+	"\vTargetError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12K\n" +
+	"\bmetadata\x18\x03 \x03(\v2/.berth.sandboxnode.v1.TargetError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
 	"\fRenewRequest\x12=\n" +
 	"\treference\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\treference\"?\n" +
 	"\rRenewResponse\x12.\n" +
@@ -3502,7 +3734,7 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x14COMPUTE_STATE_ABSENT\x10\x01\x12\x19\n" +
 	"\x15COMPUTE_STATE_RUNNING\x10\x02\x12\x18\n" +
 	"\x14COMPUTE_STATE_PAUSED\x10\x03\x12\x19\n" +
-	"\x15COMPUTE_STATE_STOPPED\x10\x042\xab\r\n" +
+	"\x15COMPUTE_STATE_STOPPED\x10\x042\x92\x0e\n" +
 	"\vNodeService\x12P\n" +
 	"\x05Hello\x12\".berth.sandboxnode.v1.HelloRequest\x1a#.berth.sandboxnode.v1.HelloResponse\x12X\n" +
 	"\aConnect\x12$.berth.sandboxnode.v1.ConnectRequest\x1a%.berth.sandboxnode.v1.ConnectResponse0\x01\x12q\n" +
@@ -3513,7 +3745,8 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x04Kill\x12!.berth.sandboxnode.v1.KillRequest\x1a\".berth.sandboxnode.v1.KillResponse\x12_\n" +
 	"\n" +
 	"RunCommand\x12'.berth.sandboxnode.v1.RunCommandRequest\x1a(.berth.sandboxnode.v1.RunCommandResponse\x12V\n" +
-	"\aObserve\x12$.berth.sandboxnode.v1.ObserveRequest\x1a%.berth.sandboxnode.v1.ObserveResponse\x12V\n" +
+	"\aObserve\x12$.berth.sandboxnode.v1.ObserveRequest\x1a%.berth.sandboxnode.v1.ObserveResponse\x12e\n" +
+	"\fObserveBatch\x12).berth.sandboxnode.v1.ObserveBatchRequest\x1a*.berth.sandboxnode.v1.ObserveBatchResponse\x12V\n" +
 	"\aInitial\x12$.berth.sandboxnode.v1.InitialRequest\x1a%.berth.sandboxnode.v1.InitialResponse\x12_\n" +
 	"\n" +
 	"NewCompute\x12'.berth.sandboxnode.v1.NewComputeRequest\x1a(.berth.sandboxnode.v1.NewComputeResponse\x12_\n" +
@@ -3539,7 +3772,7 @@ func file_berth_sandboxnode_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_sandboxnode_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(State)(0),                        // 0: berth.sandboxnode.v1.State
 	(ComputeState)(0),                 // 1: berth.sandboxnode.v1.ComputeState
@@ -3564,38 +3797,43 @@ var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(*CreateFailure)(nil),             // 20: berth.sandboxnode.v1.CreateFailure
 	(*GetInfoRequest)(nil),            // 21: berth.sandboxnode.v1.GetInfoRequest
 	(*GetInfoResponse)(nil),           // 22: berth.sandboxnode.v1.GetInfoResponse
-	(*RenewRequest)(nil),              // 23: berth.sandboxnode.v1.RenewRequest
-	(*RenewResponse)(nil),             // 24: berth.sandboxnode.v1.RenewResponse
-	(*KillRequest)(nil),               // 25: berth.sandboxnode.v1.KillRequest
-	(*KillResponse)(nil),              // 26: berth.sandboxnode.v1.KillResponse
-	(*Command)(nil),                   // 27: berth.sandboxnode.v1.Command
-	(*CommandResult)(nil),             // 28: berth.sandboxnode.v1.CommandResult
-	(*RunCommandRequest)(nil),         // 29: berth.sandboxnode.v1.RunCommandRequest
-	(*RunCommandResponse)(nil),        // 30: berth.sandboxnode.v1.RunCommandResponse
-	(*ObserveRequest)(nil),            // 31: berth.sandboxnode.v1.ObserveRequest
-	(*ObserveResponse)(nil),           // 32: berth.sandboxnode.v1.ObserveResponse
-	(*Compute)(nil),                   // 33: berth.sandboxnode.v1.Compute
-	(*ComputeInfo)(nil),               // 34: berth.sandboxnode.v1.ComputeInfo
-	(*SnapshotIdentity)(nil),          // 35: berth.sandboxnode.v1.SnapshotIdentity
-	(*InitialRequest)(nil),            // 36: berth.sandboxnode.v1.InitialRequest
-	(*InitialResponse)(nil),           // 37: berth.sandboxnode.v1.InitialResponse
-	(*NewComputeRequest)(nil),         // 38: berth.sandboxnode.v1.NewComputeRequest
-	(*NewComputeResponse)(nil),        // 39: berth.sandboxnode.v1.NewComputeResponse
-	(*GetComputeRequest)(nil),         // 40: berth.sandboxnode.v1.GetComputeRequest
-	(*GetComputeResponse)(nil),        // 41: berth.sandboxnode.v1.GetComputeResponse
-	(*SuspendRequest)(nil),            // 42: berth.sandboxnode.v1.SuspendRequest
-	(*SuspendResponse)(nil),           // 43: berth.sandboxnode.v1.SuspendResponse
-	(*ResumeRequest)(nil),             // 44: berth.sandboxnode.v1.ResumeRequest
-	(*ResumeResponse)(nil),            // 45: berth.sandboxnode.v1.ResumeResponse
-	(*ResumeComputeRequest)(nil),      // 46: berth.sandboxnode.v1.ResumeComputeRequest
-	(*ResumeComputeResponse)(nil),     // 47: berth.sandboxnode.v1.ResumeComputeResponse
-	(*KillComputeRequest)(nil),        // 48: berth.sandboxnode.v1.KillComputeRequest
-	(*KillComputeResponse)(nil),       // 49: berth.sandboxnode.v1.KillComputeResponse
-	(*DeleteSnapshotRequest)(nil),     // 50: berth.sandboxnode.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),    // 51: berth.sandboxnode.v1.DeleteSnapshotResponse
-	(*RunCommandComputeRequest)(nil),  // 52: berth.sandboxnode.v1.RunCommandComputeRequest
-	(*RunCommandComputeResponse)(nil), // 53: berth.sandboxnode.v1.RunCommandComputeResponse
-	(*timestamppb.Timestamp)(nil),     // 54: google.protobuf.Timestamp
+	(*ObserveBatchRequest)(nil),       // 23: berth.sandboxnode.v1.ObserveBatchRequest
+	(*ObserveBatchResponse)(nil),      // 24: berth.sandboxnode.v1.ObserveBatchResponse
+	(*ObserveBatchResult)(nil),        // 25: berth.sandboxnode.v1.ObserveBatchResult
+	(*TargetError)(nil),               // 26: berth.sandboxnode.v1.TargetError
+	(*RenewRequest)(nil),              // 27: berth.sandboxnode.v1.RenewRequest
+	(*RenewResponse)(nil),             // 28: berth.sandboxnode.v1.RenewResponse
+	(*KillRequest)(nil),               // 29: berth.sandboxnode.v1.KillRequest
+	(*KillResponse)(nil),              // 30: berth.sandboxnode.v1.KillResponse
+	(*Command)(nil),                   // 31: berth.sandboxnode.v1.Command
+	(*CommandResult)(nil),             // 32: berth.sandboxnode.v1.CommandResult
+	(*RunCommandRequest)(nil),         // 33: berth.sandboxnode.v1.RunCommandRequest
+	(*RunCommandResponse)(nil),        // 34: berth.sandboxnode.v1.RunCommandResponse
+	(*ObserveRequest)(nil),            // 35: berth.sandboxnode.v1.ObserveRequest
+	(*ObserveResponse)(nil),           // 36: berth.sandboxnode.v1.ObserveResponse
+	(*Compute)(nil),                   // 37: berth.sandboxnode.v1.Compute
+	(*ComputeInfo)(nil),               // 38: berth.sandboxnode.v1.ComputeInfo
+	(*SnapshotIdentity)(nil),          // 39: berth.sandboxnode.v1.SnapshotIdentity
+	(*InitialRequest)(nil),            // 40: berth.sandboxnode.v1.InitialRequest
+	(*InitialResponse)(nil),           // 41: berth.sandboxnode.v1.InitialResponse
+	(*NewComputeRequest)(nil),         // 42: berth.sandboxnode.v1.NewComputeRequest
+	(*NewComputeResponse)(nil),        // 43: berth.sandboxnode.v1.NewComputeResponse
+	(*GetComputeRequest)(nil),         // 44: berth.sandboxnode.v1.GetComputeRequest
+	(*GetComputeResponse)(nil),        // 45: berth.sandboxnode.v1.GetComputeResponse
+	(*SuspendRequest)(nil),            // 46: berth.sandboxnode.v1.SuspendRequest
+	(*SuspendResponse)(nil),           // 47: berth.sandboxnode.v1.SuspendResponse
+	(*ResumeRequest)(nil),             // 48: berth.sandboxnode.v1.ResumeRequest
+	(*ResumeResponse)(nil),            // 49: berth.sandboxnode.v1.ResumeResponse
+	(*ResumeComputeRequest)(nil),      // 50: berth.sandboxnode.v1.ResumeComputeRequest
+	(*ResumeComputeResponse)(nil),     // 51: berth.sandboxnode.v1.ResumeComputeResponse
+	(*KillComputeRequest)(nil),        // 52: berth.sandboxnode.v1.KillComputeRequest
+	(*KillComputeResponse)(nil),       // 53: berth.sandboxnode.v1.KillComputeResponse
+	(*DeleteSnapshotRequest)(nil),     // 54: berth.sandboxnode.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),    // 55: berth.sandboxnode.v1.DeleteSnapshotResponse
+	(*RunCommandComputeRequest)(nil),  // 56: berth.sandboxnode.v1.RunCommandComputeRequest
+	(*RunCommandComputeResponse)(nil), // 57: berth.sandboxnode.v1.RunCommandComputeResponse
+	nil,                               // 58: berth.sandboxnode.v1.TargetError.MetadataEntry
+	(*timestamppb.Timestamp)(nil),     // 59: google.protobuf.Timestamp
 }
 var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	9,  // 0: berth.sandboxnode.v1.HelloResponse.operations:type_name -> berth.sandboxnode.v1.OperationDecision
@@ -3607,14 +3845,14 @@ var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	10, // 6: berth.sandboxnode.v1.GenerationStatus.readiness:type_name -> berth.sandboxnode.v1.Readiness
 	4,  // 7: berth.sandboxnode.v1.ServeGenerationsRequest.generations:type_name -> berth.sandboxnode.v1.Generation
 	6,  // 8: berth.sandboxnode.v1.ServeGenerationsResponse.generations:type_name -> berth.sandboxnode.v1.GenerationStatus
-	54, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
-	54, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
+	59, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
+	59, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
 	10, // 11: berth.sandboxnode.v1.ConnectResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
 	11, // 12: berth.sandboxnode.v1.ConnectResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
 	10, // 13: berth.sandboxnode.v1.ConnectResponse.generations:type_name -> berth.sandboxnode.v1.Readiness
 	14, // 14: berth.sandboxnode.v1.Info.reference:type_name -> berth.sandboxnode.v1.Reference
 	0,  // 15: berth.sandboxnode.v1.Info.state:type_name -> berth.sandboxnode.v1.State
-	54, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
+	59, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
 	14, // 17: berth.sandboxnode.v1.CreateRequest.reference:type_name -> berth.sandboxnode.v1.Reference
 	16, // 18: berth.sandboxnode.v1.CreateRequest.resources:type_name -> berth.sandboxnode.v1.Resources
 	17, // 19: berth.sandboxnode.v1.CreateRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
@@ -3622,80 +3860,87 @@ var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	15, // 21: berth.sandboxnode.v1.CreateFailure.info:type_name -> berth.sandboxnode.v1.Info
 	14, // 22: berth.sandboxnode.v1.GetInfoRequest.reference:type_name -> berth.sandboxnode.v1.Reference
 	15, // 23: berth.sandboxnode.v1.GetInfoResponse.info:type_name -> berth.sandboxnode.v1.Info
-	14, // 24: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	15, // 25: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
-	14, // 26: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 27: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	27, // 28: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
-	28, // 29: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	14, // 30: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 31: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 32: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
-	33, // 33: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
-	1,  // 34: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
-	14, // 35: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	33, // 36: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
-	33, // 37: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
-	33, // 38: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
-	33, // 39: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	34, // 40: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	33, // 41: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	35, // 42: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	34, // 43: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
-	35, // 44: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	33, // 45: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
-	16, // 46: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
-	17, // 47: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
-	34, // 48: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
-	33, // 49: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	34, // 50: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	33, // 51: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	14, // 52: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	35, // 53: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	33, // 54: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	27, // 55: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
-	28, // 56: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	2,  // 57: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
-	12, // 58: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
-	7,  // 59: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
-	18, // 60: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
-	21, // 61: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
-	23, // 62: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
-	25, // 63: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
-	29, // 64: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
-	31, // 65: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
-	36, // 66: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
-	38, // 67: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
-	40, // 68: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
-	42, // 69: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
-	44, // 70: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
-	46, // 71: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
-	48, // 72: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
-	50, // 73: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
-	52, // 74: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
-	3,  // 75: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
-	13, // 76: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
-	8,  // 77: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
-	19, // 78: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
-	22, // 79: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
-	24, // 80: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
-	26, // 81: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
-	30, // 82: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
-	32, // 83: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
-	37, // 84: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
-	39, // 85: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
-	41, // 86: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
-	43, // 87: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
-	45, // 88: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
-	47, // 89: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
-	49, // 90: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
-	51, // 91: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
-	53, // 92: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
-	75, // [75:93] is the sub-list for method output_type
-	57, // [57:75] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	14, // 24: berth.sandboxnode.v1.ObserveBatchRequest.references:type_name -> berth.sandboxnode.v1.Reference
+	25, // 25: berth.sandboxnode.v1.ObserveBatchResponse.results:type_name -> berth.sandboxnode.v1.ObserveBatchResult
+	15, // 26: berth.sandboxnode.v1.ObserveBatchResult.info:type_name -> berth.sandboxnode.v1.Info
+	26, // 27: berth.sandboxnode.v1.ObserveBatchResult.error:type_name -> berth.sandboxnode.v1.TargetError
+	58, // 28: berth.sandboxnode.v1.TargetError.metadata:type_name -> berth.sandboxnode.v1.TargetError.MetadataEntry
+	14, // 29: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	15, // 30: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 31: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 32: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	31, // 33: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
+	32, // 34: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	14, // 35: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 36: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 37: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
+	37, // 38: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
+	1,  // 39: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
+	14, // 40: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	37, // 41: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	37, // 42: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
+	37, // 43: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	37, // 44: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	38, // 45: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	37, // 46: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	39, // 47: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	38, // 48: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
+	39, // 49: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	37, // 50: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
+	16, // 51: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
+	17, // 52: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
+	38, // 53: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
+	37, // 54: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	38, // 55: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	37, // 56: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	14, // 57: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	39, // 58: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	37, // 59: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	31, // 60: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
+	32, // 61: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	2,  // 62: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
+	12, // 63: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
+	7,  // 64: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
+	18, // 65: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
+	21, // 66: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
+	27, // 67: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
+	29, // 68: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
+	33, // 69: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
+	35, // 70: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
+	23, // 71: berth.sandboxnode.v1.NodeService.ObserveBatch:input_type -> berth.sandboxnode.v1.ObserveBatchRequest
+	40, // 72: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
+	42, // 73: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
+	44, // 74: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
+	46, // 75: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
+	48, // 76: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
+	50, // 77: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
+	52, // 78: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
+	54, // 79: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
+	56, // 80: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
+	3,  // 81: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
+	13, // 82: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
+	8,  // 83: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
+	19, // 84: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
+	22, // 85: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
+	28, // 86: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
+	30, // 87: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
+	34, // 88: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
+	36, // 89: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
+	24, // 90: berth.sandboxnode.v1.NodeService.ObserveBatch:output_type -> berth.sandboxnode.v1.ObserveBatchResponse
+	41, // 91: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
+	43, // 92: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
+	45, // 93: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
+	47, // 94: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
+	49, // 95: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
+	51, // 96: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
+	53, // 97: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
+	55, // 98: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
+	57, // 99: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
+	81, // [81:100] is the sub-list for method output_type
+	62, // [62:81] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_berth_sandboxnode_v1_node_proto_init() }
@@ -3709,7 +3954,7 @@ func file_berth_sandboxnode_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_sandboxnode_v1_node_proto_rawDesc), len(file_berth_sandboxnode_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   52,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	NodeService_Kill_FullMethodName              = "/berth.sandboxnode.v1.NodeService/Kill"
 	NodeService_RunCommand_FullMethodName        = "/berth.sandboxnode.v1.NodeService/RunCommand"
 	NodeService_Observe_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Observe"
+	NodeService_ObserveBatch_FullMethodName      = "/berth.sandboxnode.v1.NodeService/ObserveBatch"
 	NodeService_Initial_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Initial"
 	NodeService_NewCompute_FullMethodName        = "/berth.sandboxnode.v1.NodeService/NewCompute"
 	NodeService_GetCompute_FullMethodName        = "/berth.sandboxnode.v1.NodeService/GetCompute"
@@ -85,6 +86,16 @@ type NodeServiceClient interface {
 	RunCommand(ctx context.Context, in *RunCommandRequest, opts ...grpc.CallOption) (*RunCommandResponse, error)
 	// The runtime observation operation.
 	Observe(ctx context.Context, in *ObserveRequest, opts ...grpc.CallOption) (*ObserveResponse, error)
+	// ObserveBatch is the guide's batched observation over this protocol:
+	// what GetInfo answers, for up to 64 distinct References of the call's
+	// generation in one call, each in its allocation's turn, answered in
+	// input order with a per-target error where GetInfo would have failed.
+	// It is read only, like GetInfo. The call itself fails only for what
+	// fails every target (metadata, fence, generation, an invalid request,
+	// the deadline). A node agent whose backend supports GetInfo (every
+	// one: it is required) serves it; a client falls back to per-target
+	// GetInfo only on the typed unsupported code for ObserveBatch.
+	ObserveBatch(ctx context.Context, in *ObserveBatchRequest, opts ...grpc.CallOption) (*ObserveBatchResponse, error)
 	// The CheckpointProvider operations. A node whose backend declares them
 	// unsupported answers with the unsupported code before its adapter.
 	Initial(ctx context.Context, in *InitialRequest, opts ...grpc.CallOption) (*InitialResponse, error)
@@ -199,6 +210,16 @@ func (c *nodeServiceClient) Observe(ctx context.Context, in *ObserveRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ObserveResponse)
 	err := c.cc.Invoke(ctx, NodeService_Observe_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) ObserveBatch(ctx context.Context, in *ObserveBatchRequest, opts ...grpc.CallOption) (*ObserveBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ObserveBatchResponse)
+	err := c.cc.Invoke(ctx, NodeService_ObserveBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -328,6 +349,16 @@ type NodeServiceServer interface {
 	RunCommand(context.Context, *RunCommandRequest) (*RunCommandResponse, error)
 	// The runtime observation operation.
 	Observe(context.Context, *ObserveRequest) (*ObserveResponse, error)
+	// ObserveBatch is the guide's batched observation over this protocol:
+	// what GetInfo answers, for up to 64 distinct References of the call's
+	// generation in one call, each in its allocation's turn, answered in
+	// input order with a per-target error where GetInfo would have failed.
+	// It is read only, like GetInfo. The call itself fails only for what
+	// fails every target (metadata, fence, generation, an invalid request,
+	// the deadline). A node agent whose backend supports GetInfo (every
+	// one: it is required) serves it; a client falls back to per-target
+	// GetInfo only on the typed unsupported code for ObserveBatch.
+	ObserveBatch(context.Context, *ObserveBatchRequest) (*ObserveBatchResponse, error)
 	// The CheckpointProvider operations. A node whose backend declares them
 	// unsupported answers with the unsupported code before its adapter.
 	Initial(context.Context, *InitialRequest) (*InitialResponse, error)
@@ -375,6 +406,9 @@ func (UnimplementedNodeServiceServer) RunCommand(context.Context, *RunCommandReq
 }
 func (UnimplementedNodeServiceServer) Observe(context.Context, *ObserveRequest) (*ObserveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Observe not implemented")
+}
+func (UnimplementedNodeServiceServer) ObserveBatch(context.Context, *ObserveBatchRequest) (*ObserveBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ObserveBatch not implemented")
 }
 func (UnimplementedNodeServiceServer) Initial(context.Context, *InitialRequest) (*InitialResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Initial not implemented")
@@ -579,6 +613,24 @@ func _NodeService_Observe_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_ObserveBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ObserveBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).ObserveBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_ObserveBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).ObserveBatch(ctx, req.(*ObserveBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _NodeService_Initial_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(InitialRequest)
 	if err := dec(in); err != nil {
@@ -779,6 +831,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Observe",
 			Handler:    _NodeService_Observe_Handler,
+		},
+		{
+			MethodName: "ObserveBatch",
+			Handler:    _NodeService_ObserveBatch_Handler,
 		},
 		{
 			MethodName: "Initial",

@@ -5,6 +5,9 @@ package sandboxnodev1
 //
 // Change log (newest first; bump on every wire-visible change):
 //
+//	berth.sandboxnode.v1/5: ObserveBatch, GetInfo for up to 64 References
+//	  in one call with per-target errors (Core observes a node's running
+//	  allocations a page per call instead of one call each).
 //	berth.sandboxnode.v1/4: CreateRequest and ResumeRequest carry
 //	  core_ca_pem, the CA a Runtime trusts for Core's https URL, which the
 //	  adapter places beside the bootstrap file (an agent that ignored it
@@ -17,7 +20,7 @@ package sandboxnodev1
 //	berth.sandboxnode.v1/2: every provider operation, Connect health stream,
 //	  metadata fencing (version, connection id, owner epoch, generation).
 //	berth.sandboxnode.v1/1: Hello handshake.
-const ProtocolVersion = "berth.sandboxnode.v1/4"
+const ProtocolVersion = "berth.sandboxnode.v1/5"
 
 // The gRPC metadata keys every call except Hello carries.
 const (
