@@ -231,7 +231,9 @@ SELECT EXISTS (
 -- filter applies before the limit. With @requested_only only the
 -- allocations whose suspension an admin requested are read: that filter
 -- applies to the allocation rows, before session_idle_since is evaluated
--- for any of them.
+-- for any of them. A Session is idle only once one of its Turns ended
+-- (session_idle_since), so Sessions without an ended Turn are passed over
+-- by an index probe before the function is called for the others.
 SELECT sqlc.embed(a), coalesce(i.since, now())::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
@@ -243,6 +245,7 @@ WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.create_settled AN
   AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL
+  AND EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.ended_at IS NOT NULL)
   AND ((a.suspend_requested_at IS NOT NULL AND i.since IS NOT NULL)
        OR (i.since <= now() - g.suspension_idle_seconds * interval '1 second'
            AND (a.restored_at IS NULL OR a.restored_at <= now() - g.suspension_idle_seconds * interval '1 second')
