@@ -219,3 +219,38 @@ func TestCreateOutlivesItsCaller(t *testing.T) {
 		t.Fatalf("%d container creates, want 1", creates)
 	}
 }
+
+// TestGetInfoBatchAnswersEachTargetInItsTurn: a target whose allocation
+// is busy past the call's deadline answers its own context error, before
+// the call's deadline, while the others answer; targets of one batch
+// never overlap on one allocation.
+func TestGetInfoBatchAnswersEachTargetInItsTurn(t *testing.T) {
+	a, m := newMeteredAgent(t)
+	busy, free, other := contracttest.NewReference(), contracttest.NewReference(), contracttest.NewReference()
+	release, err := a.acquire(context.Background(), busy.AllocationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	deadline := time.Now().Add(400 * time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	infos, errs := a.GetInfoBatch(ctx, []sandbox.Reference{free, busy, other})
+	if !time.Now().Before(deadline) {
+		t.Fatal("the batch answered after its call's deadline")
+	}
+	if !errors.Is(errs[1], context.DeadlineExceeded) || infos[1] != (sandbox.Info{}) {
+		t.Fatalf("busy target: %+v, %v", infos[1], errs[1])
+	}
+	for _, i := range []int{0, 2} {
+		if !errdefs.IsNotFound(errs[i]) {
+			t.Fatalf("target %d: %v, want the adapter's not found", i, errs[i])
+		}
+	}
+	if m.max[free.AllocationID] != 1 || m.max[other.AllocationID] != 1 || m.max[busy.AllocationID] != 0 {
+		t.Fatalf("adapter reads %v", m.max)
+	}
+	if a.Active() != 0 {
+		t.Fatalf("active operations after the batch: %d", a.Active())
+	}
+}
