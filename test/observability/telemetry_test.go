@@ -159,7 +159,8 @@ func TestTelemetry(t *testing.T) {
 		prom.waitSeries(`berth_allocations{job="berth-core",state="running"} >= 1`, within)
 		prom.waitSeries(`berth_sessions{job="berth-core",state="active"} >= 1`, within)
 		prom.waitSeries(`berth_lifecycle_operation_duration_seconds_count{job="berth-core",operation="create",outcome="ok"} >= 1`, within)
-		prom.waitSeries(`berth_lifecycle_operation_duration_seconds_count{job="berth-core",operation="observe",outcome="ok"} >= 1`, within)
+		// A node's running compute is observed a page per ObserveBatch call.
+		prom.waitSeries(`berth_lifecycle_operation_duration_seconds_count{job="berth-core",operation="observe_batch",outcome="ok"} >= 1`, within)
 		ready := prom.waitSeries(`berth_node_ready{job="berth-core"} == 1`, within)
 		if len(ready) != 1 || ready[0].Metric["node"] != nodeID {
 			t.Errorf("berth_node_ready: %v, want node %s", ready, nodeID)
