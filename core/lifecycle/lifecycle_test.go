@@ -131,10 +131,6 @@ func newEnvSpec(t *testing.T, nodes int, spec sandbox.Specification) *env {
 		},
 		CallTimeout: 20 * time.Second,
 		Interval:    20 * time.Millisecond,
-		// Every pass starts a full candidate cycle, as the suspension
-		// tests expect; TestCandidateCyclesAreSpacedAndRequestsReadEveryPass
-		// covers the spacing.
-		CandidateInterval: time.Nanosecond,
 	}
 	e.svc = sessions.New(st, key, inst.ID, uuid.New, e.cfg.Suspension.(*suspension.Service), nil)
 	// As Core wires it (core/daemon): an owner failure closes admission

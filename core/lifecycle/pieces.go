@@ -125,9 +125,6 @@ type candidateScan struct {
 	store candidateStore
 	susp  armer
 	after uuid.UUID
-	// nextCycle is the earliest start of the scan's next full cycle
-	// (Config.CandidateInterval after the last one started).
-	nextCycle time.Time
 }
 
 // leftoverStore is what the leftover scan reads.

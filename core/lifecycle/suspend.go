@@ -51,31 +51,17 @@ func (w *suspensionScan) pass(ctx context.Context, p sandbox.SandboxProvider) er
 }
 
 // pass runs one page of the node's suspension candidates.
-// pass runs one page of the candidate scan. A full cycle, which reads
-// the idleness of every running allocation of the node (session_idle_since
-// per row: the most expensive read of a pass), starts at most every
-// CandidateInterval; its pages follow on the next passes until it wraps.
-// Between cycles a pass reads only the allocations whose suspension an
-// admin requested, so SuspendSession waits for no cycle.
 func (w *candidateScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
 	if checkpointer(p) == nil {
 		return nil
 	}
-	sc := store.SuspensionScan{NodeID: w.node, After: w.after, Limit: store.NodePageSize}
-	cursor := &w.after
-	switch now := time.Now(); {
-	case w.after != uuid.Nil:
-	case !now.Before(w.nextCycle):
-		w.nextCycle = now.Add(w.cfg.CandidateInterval)
-	default:
-		var requested uuid.UUID
-		sc.RequestedOnly, cursor = true, &requested
-	}
-	candidates, err := w.store.ListSuspensionCandidatesForNode(ctx, sc)
+	candidates, err := w.store.ListSuspensionCandidatesForNode(ctx, store.SuspensionScan{
+		NodeID: w.node, After: w.after, Limit: store.NodePageSize,
+	})
 	if err != nil {
 		return err
 	}
-	return scan(ctx, cursor, candidates, func(c store.SuspensionCandidate) uuid.UUID { return c.ID }, func(c store.SuspensionCandidate) error {
+	return scan(ctx, &w.after, candidates, func(c store.SuspensionCandidate) uuid.UUID { return c.ID }, func(c store.SuspensionCandidate) error {
 		return w.passOn(fenced(w.arm(ctx, c.Allocation)), "lifecycle arm suspension", "allocation", c.ID)
 	})
 }

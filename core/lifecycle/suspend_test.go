@@ -305,35 +305,3 @@ func TestRetentionExpiryLeavesNothing(t *testing.T) {
 		}
 	}
 }
-
-// TestCandidateCyclesAreSpacedAndRequestsReadEveryPass: a full cycle of
-// the candidate scan (every running allocation's idleness) starts at most
-// every CandidateInterval, so a Session idle past its policy waits for
-// the next cycle; an admin's requested suspension is read on every pass
-// between cycles.
-func TestCandidateCyclesAreSpacedAndRequestsReadEveryPass(t *testing.T) {
-	e, n, _ := suspending(t, time.Hour, 4, 4)
-	e.cfg.CandidateInterval = time.Hour
-	w := lifecycle.NewWorker(e.cfg, n.id)
-	b1 := e.running(t, w, n) // its first pass started a cycle
-	b2 := e.running(t, w, n)
-	e.idle(t, n, b1)
-	e.idle(t, n, b2)
-	for range 2 {
-		pass(t, w)
-	}
-	e.wantPhase(t, b1.Allocation.ID, store.PhaseRunning)
-	e.wantPhase(t, b2.Allocation.ID, store.PhaseRunning)
-
-	_, err := e.st.RequestSuspend(context.Background(), b2.Session.ID, uuid.New())
-	must(t, err)
-	pass(t, w)
-	e.wantPhase(t, b2.Allocation.ID, store.PhaseQuiescing)
-	e.wantPhase(t, b1.Allocation.ID, store.PhaseRunning)
-
-	// The next cycle finds the idle one.
-	e.cfg.CandidateInterval = time.Nanosecond
-	w = lifecycle.NewWorker(e.cfg, n.id)
-	pass(t, w)
-	e.wantPhase(t, b1.Allocation.ID, store.PhaseQuiescing)
-}

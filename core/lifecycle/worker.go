@@ -49,15 +49,6 @@ const (
 	// (core/daemon.DefaultLifecycleInterval says why); a Config that leaves
 	// Interval zero gets the same.
 	DefaultInterval = 2 * time.Second
-	// CandidateIntervals is the default CandidateInterval in Intervals:
-	// 8, or 16 s at the default Interval. A full cycle of the candidate
-	// scan evaluates every running allocation's idleness (a read of its
-	// Session's Turns), and at 1,000 nodes one every pass was most of the
-	// database's work (test/scale); an idle policy is at least
-	// sandbox.MinSuspendIdle (a minute), so a suspension starts at most
-	// about a quarter of the shortest policy late, and an admin's
-	// SuspendSession is read on every pass.
-	CandidateIntervals = 8
 	// DefaultCreateAbandonAfter is how long a Create's outcome may stay
 	// unknown before the worker abandons it (store.AbandonCreate). A
 	// Create takes about a second on the reference machine; a minute
@@ -114,10 +105,6 @@ type Config struct {
 	// ObservePeriod bounds how long running compute goes unobserved
 	// (DefaultObservePeriod when 0; observe.go).
 	ObservePeriod time.Duration
-	// CandidateInterval is the least time between the starts of two full
-	// cycles of the suspension candidate scan (CandidateIntervals
-	// Intervals when 0; suspend.go).
-	CandidateInterval time.Duration
 	// CreateAbandonAfter is how long, since its dispatch by the database
 	// clock, a Create's outcome may stay unknown before the worker abandons
 	// it (DefaultCreateAbandonAfter when 0; at least a second).
@@ -168,9 +155,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ObservePeriod <= 0 {
 		c.ObservePeriod = DefaultObservePeriod
-	}
-	if c.CandidateInterval <= 0 {
-		c.CandidateInterval = CandidateIntervals * c.Interval
 	}
 	if c.CreateAbandonAfter <= 0 {
 		c.CreateAbandonAfter = DefaultCreateAbandonAfter

@@ -31,10 +31,6 @@ type SuspensionScan struct {
 	After uuid.UUID
 	// Limit is 1 to NodePageSize.
 	Limit int
-	// RequestedOnly reads only the allocations whose suspension an admin
-	// requested (SuspendSession): a page that costs no idleness
-	// evaluation of the others.
-	RequestedOnly bool
 }
 
 // ListSuspensionCandidatesForNode returns up to s.Limit suspension
@@ -54,7 +50,7 @@ func (s *Reader) ListSuspensionCandidatesForNode(ctx context.Context, sc Suspens
 	}
 	return fetchRows(op, func() ([]db.ListSuspensionCandidatesForNodeRow, error) {
 		return s.q.ListSuspensionCandidatesForNode(ctx, db.ListSuspensionCandidatesForNodeParams{
-			NodeID: sc.NodeID, After: sc.After, PageSize: n, RequestedOnly: sc.RequestedOnly,
+			NodeID: sc.NodeID, After: sc.After, PageSize: n,
 		})
 	}, func(r db.ListSuspensionCandidatesForNodeRow) SuspensionCandidate {
 		return SuspensionCandidate{Allocation: allocationFromRow(r.Allocation), IdleSince: r.IdleSince}

@@ -1397,7 +1397,6 @@ JOIN sessions s ON s.id = e.session_id
 JOIN deployment_generations g ON g.generation = a.generation
 CROSS JOIN LATERAL (SELECT session_idle_since(s.id) AS since) i
 WHERE a.node_id = $1::uuid AND a.state = 'running' AND a.create_settled AND a.id > $2
-  AND (NOT $3::boolean OR a.suspend_requested_at IS NOT NULL)
   AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL
@@ -1408,14 +1407,13 @@ WHERE a.node_id = $1::uuid AND a.state = 'running' AND a.create_settled AND a.id
            AND (a.suspension_aborted_at IS NULL
                 OR a.suspension_aborted_at <= now() - g.suspension_idle_seconds * interval '1 second')))
 ORDER BY a.id
-LIMIT $4
+LIMIT $3
 `
 
 type ListSuspensionCandidatesForNodeParams struct {
-	NodeID        uuid.UUID
-	After         uuid.UUID
-	RequestedOnly bool
-	PageSize      int32
+	NodeID   uuid.UUID
+	After    uuid.UUID
+	PageSize int32
 }
 
 type ListSuspensionCandidatesForNodeRow struct {
@@ -1432,19 +1430,12 @@ type ListSuspensionCandidatesForNodeRow struct {
 // last suspension attempt that ended without a snapshot are that old too;
 // or whose suspension an admin requested (SuspendSession) and whose
 // Session is idle by the same predicate, whatever the idle time. The node
-// filter applies before the limit. With @requested_only only the
-// allocations whose suspension an admin requested are read: that filter
-// applies to the allocation rows, before session_idle_since is evaluated
-// for any of them. A Session is idle only once one of its Turns ended
-// (session_idle_since), so Sessions without an ended Turn are passed over
-// by an index probe before the function is called for the others.
+// filter applies before the limit. A Session is idle only once one of
+// its Turns ended (session_idle_since), so Sessions without an ended Turn
+// are passed over by an index probe before the function is called for
+// the others.
 func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListSuspensionCandidatesForNodeParams) ([]ListSuspensionCandidatesForNodeRow, error) {
-	rows, err := q.db.Query(ctx, listSuspensionCandidatesForNode,
-		arg.NodeID,
-		arg.After,
-		arg.RequestedOnly,
-		arg.PageSize,
-	)
+	rows, err := q.db.Query(ctx, listSuspensionCandidatesForNode, arg.NodeID, arg.After, arg.PageSize)
 	if err != nil {
 		return nil, err
 	}

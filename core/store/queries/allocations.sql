@@ -228,12 +228,10 @@ SELECT EXISTS (
 -- last suspension attempt that ended without a snapshot are that old too;
 -- or whose suspension an admin requested (SuspendSession) and whose
 -- Session is idle by the same predicate, whatever the idle time. The node
--- filter applies before the limit. With @requested_only only the
--- allocations whose suspension an admin requested are read: that filter
--- applies to the allocation rows, before session_idle_since is evaluated
--- for any of them. A Session is idle only once one of its Turns ended
--- (session_idle_since), so Sessions without an ended Turn are passed over
--- by an index probe before the function is called for the others.
+-- filter applies before the limit. A Session is idle only once one of
+-- its Turns ended (session_idle_since), so Sessions without an ended Turn
+-- are passed over by an index probe before the function is called for
+-- the others.
 SELECT sqlc.embed(a), coalesce(i.since, now())::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
@@ -241,7 +239,6 @@ JOIN sessions s ON s.id = e.session_id
 JOIN deployment_generations g ON g.generation = a.generation
 CROSS JOIN LATERAL (SELECT session_idle_since(s.id) AS since) i
 WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.create_settled AND a.id > @after
-  AND (NOT sqlc.arg(requested_only)::boolean OR a.suspend_requested_at IS NOT NULL)
   AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
   AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
   AND g.suspension_idle_seconds IS NOT NULL
