@@ -360,13 +360,9 @@ func TargetErrorToWire(op providercontract.Operation, err error) *pb.TargetError
 	if err == nil {
 		return nil
 	}
+	// statusFor builds only the codec's form, so the decode holds.
 	st := statusFor(op, err)
-	d, ok := codec.Decode(st)
-	if !ok {
-		// statusFor builds only the codec's form; this is unreachable.
-		st = codec.Build(unknownRow(op), nil)
-		d, _ = codec.Decode(st)
-	}
+	d, _ := codec.Decode(st)
 	return &pb.TargetError{Code: int32(st.Code()), Reason: d.Row.Reason, Metadata: d.Metadata()}
 }
 
