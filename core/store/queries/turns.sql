@@ -36,7 +36,7 @@ SET state = 'running', connection_id = @connection_id, dispatched_at = now()
 WHERE turns.id = (SELECT q.id FROM turns q
                   WHERE q.session_id = @session_id AND q.state = 'queued'
                     AND q.queue_deadline > now() AND q.cancel_requested_at IS NULL
-                  ORDER BY q.seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+                  ORDER BY q.seq LIMIT 1 FOR UPDATE)
   AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.session_id = @session_id AND r.state = 'running')
   AND EXISTS (SELECT 1 FROM runtime_connections c
               JOIN execution_lease l ON l.owner_epoch = c.owner_epoch
