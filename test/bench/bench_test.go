@@ -53,6 +53,9 @@ func TestBenchSmoke(t *testing.T) {
 		if len(ph.samples[i]) != 1 || ph.samples[i][0] < 0 {
 			t.Errorf("P1 phase %q: samples %v", n, ph.samples[i])
 		}
+		if hasBaseline := i >= phaseToStart && i < phaseToStart+baselinePhases; hasBaseline != (ph.BaselineMedianMS[i] >= 0) {
+			t.Errorf("P1 phase %q: baseline median %v", n, ph.BaselineMedianMS[i])
+		}
 	}
 	if len(rss.Samples) != 1 || rss.MedianBytes <= 0 {
 		t.Errorf("P11: %d samples, median %d bytes", len(rss.Samples), rss.MedianBytes)

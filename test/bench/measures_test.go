@@ -172,9 +172,15 @@ func (r *rig) deleted(name string) {
 
 // engineListening is P1's baseline: one engineStart until its first
 // process reaches the listener. Everything is removed afterwards, untimed.
-func (r *rig) engineListening() time.Duration {
+// Beside the sample it returns the times that split it as P1's phases
+// split Berth's: when it began, when the engine started the container
+// (its State.StartedAt) and when the process connected.
+func (r *rig) engineListening() (d time.Duration, began, started, connected time.Time) {
 	r.t.Helper()
-	return r.engineBatch(1)
+	began, connected = r.engineBatchThen(1, func(refs []sandbox.Reference) {
+		started = r.startedAt(r.baseline.ContainerCreateOptions(refs[0], r.res).Name)
+	})
+	return connected.Sub(began), began, started, connected
 }
 
 // engineBatch is the engine alone doing what n Sessions need at once, with
@@ -185,6 +191,15 @@ func (r *rig) engineListening() time.Duration {
 // this host; everything is removed afterwards, untimed.
 func (r *rig) engineBatch(n int) time.Duration {
 	r.t.Helper()
+	began, connected := r.engineBatchThen(n, nil)
+	return connected.Sub(began)
+}
+
+// engineBatchThen is engineBatch returning when it began and when the
+// last container connected; then, when not nil, is called with the refs
+// before anything is removed.
+func (r *rig) engineBatchThen(n int, then func([]sandbox.Reference)) (began, connected time.Time) {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), sampleTimeout)
 	defer cancel()
 	refs := make([]sandbox.Reference, n)
@@ -193,7 +208,8 @@ func (r *rig) engineBatch(n int) time.Duration {
 	}
 	defer r.removeBaseline(refs)
 	accepted := make(chan error, 1)
-	start := time.Now()
+	var last time.Time
+	began = time.Now()
 	go func() {
 		for range n {
 			conn, err := r.listener.Accept()
@@ -201,6 +217,7 @@ func (r *rig) engineBatch(n int) time.Duration {
 				accepted <- err
 				return
 			}
+			last = time.Now()
 			_ = conn.Close()
 		}
 		accepted <- nil
@@ -223,7 +240,10 @@ func (r *rig) engineBatch(n int) time.Duration {
 		_ = r.listener.Close() // ends the Accept; the rig is unusable now
 		r.t.Fatal("the baseline containers never connected")
 	}
-	return time.Since(start)
+	if then != nil {
+		then(refs)
+	}
+	return began, last
 }
 
 // engineStart creates ref's two volumes and container as the adapter
@@ -324,6 +344,20 @@ func (r *rig) sessionContainer(session string) string {
 	return cs.Items[0].ID
 }
 
+// startedAt is when the engine started container (its State.StartedAt).
+func (r *rig) startedAt(container string) time.Time {
+	r.t.Helper()
+	c, err := r.cluster.Engine.ContainerInspect(r.ctx, container, client.ContainerInspectOptions{})
+	if err != nil {
+		r.t.Fatalf("inspect the Session's container: %v", err)
+	}
+	started, err := time.Parse(time.RFC3339Nano, c.Container.State.StartedAt)
+	if err != nil {
+		r.t.Fatalf("the container's StartedAt: %v", err)
+	}
+	return started
+}
+
 // engineExec is P2's baseline: an Engine API exec of `true` in container
 // as the Runtime user, created, started attached, read to its end, and its
 // exit code read.
@@ -391,10 +425,13 @@ func measure(t testing.TB, samples int, defaults bool) (rows []*row, rss *memory
 	r.phases = newPhases()
 	for range samples {
 		d, name := r.admitted()
-		r.phases.add(t, r.cluster.Core.DSN, name, time.Now())
-		p1.add(d, r.engineListening(), 0)
+		seen := time.Now()
+		r.phases.add(t, r.cluster.Core.DSN, name, r.startedAt(r.sessionContainer(name)), seen)
+		bd, began, started, connected := r.engineListening()
+		r.phases.addBaseline(started.Sub(began), connected.Sub(started))
+		p1.add(d, bd, 0)
 		time.Sleep(idleSettle)
-		r.rss.Samples = append(r.rss.Samples, runtimeRSS(t, r.cluster.Engine, r.sessionContainer(name)))
+		r.rss.sample(t, r.cluster.Engine, r.sessionContainer(name))
 		r.deleteSession(name)
 	}
 

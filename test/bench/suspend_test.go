@@ -42,7 +42,8 @@ func (r *rig) suspensionRows(samples int) []*row {
 		suspended := time.Since(start)
 		holder := r.snapshotHolder(name)
 		p8a.add(suspended, engineCopy(r.t, r.cluster.Engine, image, holder), 0)
-		baseline := engineCopy(r.t, r.cluster.Engine, image, holder) + r.engineListening()
+		listening, _, _, _ := r.engineListening()
+		baseline := engineCopy(r.t, r.cluster.Engine, image, holder) + listening
 		start = time.Now()
 		if got := r.runShell(name, "sha256sum /workspace/data"); got != digest {
 			r.t.Fatalf("the workspace after the wake: %q, want %q", got, digest)

@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
@@ -285,6 +286,21 @@ func (r *release) runtimeImage(t *testing.T) {
 	runtime := layer["usr/local/bin/berth-runtime"]
 	if !bytes.Equal(runtime.data, readFile(t, filepath.Join(r.dist, "bin/berth-runtime"))) {
 		t.Error("the image's /usr/local/bin/berth-runtime is not dist's bin/berth-runtime")
+	}
+	// Built without grpc's x/net/trace, whose pages every sandbox would
+	// hold resident (scripts/build-runtime-image).
+	info, err := buildinfo.ReadFile(filepath.Join(r.dist, "bin/berth-runtime"))
+	if err != nil {
+		t.Fatalf("bin/berth-runtime build info: %v", err)
+	}
+	tags := ""
+	for _, s := range info.Settings {
+		if s.Key == "-tags" {
+			tags = s.Value
+		}
+	}
+	if tags != "grpcnotrace" {
+		t.Errorf("bin/berth-runtime was built with tags %q, want grpcnotrace", tags)
 	}
 	for _, dir := range []string{"home/runtime", "environment/workspace", "workspace"} {
 		if h := layer[dir].header; h == nil || h.Uid != 1000 || h.Gid != 1000 {
