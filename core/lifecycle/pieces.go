@@ -61,7 +61,7 @@ type pendingScan struct {
 
 // allocationStore is what the allocation scan reads and writes.
 type allocationStore interface {
-	ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Allocation, error)
+	ListAllocationWorkForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Allocation, error)
 	RecordCreateOutcome(ctx context.Context, attempt store.CreateAttempt, o store.CreateOutcome) (store.Allocation, error)
 	ResolveCreateFailure(ctx context.Context, id uuid.UUID, revision int64) (store.Allocation, error)
 	AbandonCreate(ctx context.Context, id uuid.UUID, revision int64, after time.Duration) (store.Allocation, bool, error)

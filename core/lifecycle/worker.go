@@ -426,7 +426,7 @@ func evidence(ref sandbox.Reference, info sandbox.Info) store.CreateOutcome {
 }
 
 func (w *allocationScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
-	page, err := w.store.ListAllocationsForNode(ctx, w.node, w.after, store.NodePageSize)
+	page, err := w.store.ListAllocationWorkForNode(ctx, w.node, w.after, store.NodePageSize)
 	if err != nil {
 		return err
 	}

@@ -40,9 +40,9 @@ type Store interface {
 	// NodeGenerations are the generations a node must serve: what Core
 	// publishes to it (ServeGenerations).
 	NodeGenerations(ctx context.Context, nodeID uuid.UUID) ([]store.Generation, error)
-	// GetAllocations gives the committed generation of the allocations a
-	// proxied call is about.
-	GetAllocations(ctx context.Context, ids []uuid.UUID) ([]store.Allocation, error)
+	// GetAllocationAddresses gives the reference, lane and committed
+	// generation of the allocations a proxied call is about.
+	GetAllocationAddresses(ctx context.Context, ids []uuid.UUID) ([]store.AllocationAddress, error)
 	// BindNodeBackend binds a node serving the committed generation to
 	// the backend it reports, once, and returns the bound one.
 	BindNodeBackend(ctx context.Context, nodeID uuid.UUID, fingerprint string) (string, error)
@@ -613,11 +613,11 @@ func (m *Manager) allocationGeneration(node uuid.UUID) GenerationFunc {
 			}
 			ids = append(ids, id)
 		}
-		found, err := m.store.GetAllocations(ctx, ids)
+		found, err := m.store.GetAllocationAddresses(ctx, ids)
 		if err != nil {
 			return nil, nil, err
 		}
-		byID := make(map[string]store.Allocation, len(found))
+		byID := make(map[string]store.AllocationAddress, len(found))
 		for _, a := range found {
 			byID[a.ID.String()] = a
 		}

@@ -17,7 +17,7 @@ import (
 )
 
 // NodePageSize is the page size of the per-node lifecycle scans
-// (ListAllocationsForNode, ListPendingForNode).
+// (ListAllocationWorkForNode, ListPendingForNode).
 const NodePageSize = 32
 
 // AllocationState is an allocation's lifecycle state.
@@ -102,7 +102,30 @@ type Allocation struct {
 }
 
 // Reference returns the allocation's exact provider Reference.
-func (a Allocation) Reference() sandbox.Reference {
+func (a Allocation) Reference() sandbox.Reference { return a.Address().Reference() }
+
+// Address is what of a addresses a provider call.
+func (a Allocation) Address() AllocationAddress {
+	return AllocationAddress{ID: a.ID, EnvironmentID: a.EnvironmentID, TenantID: a.TenantID, NodeID: a.NodeID, Generation: a.Generation}
+}
+
+// Answers reports whether a is the allocation a provider call about ref
+// on lane (a node, or DirectLane) may be sent for (AllocationAddress.Answers).
+func (a Allocation) Answers(lane uuid.UUID, ref sandbox.Reference) bool {
+	return a.Address().Answers(lane, ref)
+}
+
+// AllocationAddress is the part of an allocation that addresses a provider
+// call: its Reference, its lane and its generation. Core's node proxy reads
+// only this for each call (GetAllocationAddresses), not the whole row.
+type AllocationAddress struct {
+	ID, EnvironmentID, TenantID uuid.UUID
+	NodeID                      uuid.UUID
+	Generation                  int64
+}
+
+// Reference is the sandbox.Reference of the allocation.
+func (a AllocationAddress) Reference() sandbox.Reference {
 	return sandbox.Reference{
 		TenantID:      a.TenantID.String(),
 		EnvironmentID: a.EnvironmentID.String(),
@@ -115,7 +138,7 @@ func (a Allocation) Reference() sandbox.Reference {
 // Reference, a is on lane, and a has a generation. Core's node proxy and
 // its direct lane's provider both refuse a call otherwise, before sending
 // anything.
-func (a Allocation) Answers(lane uuid.UUID, ref sandbox.Reference) bool {
+func (a AllocationAddress) Answers(lane uuid.UUID, ref sandbox.Reference) bool {
 	return a.NodeID == lane && a.Reference() == ref && a.Generation > 0
 }
 
@@ -152,14 +175,18 @@ func (s *Reader) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, e
 	return allocationFromRow(row), nil
 }
 
-// GetAllocations reads the allocations of ids that exist (at most
-// MaxObservationMark ids), in id order: one read for a page of calls.
-func (s *Reader) GetAllocations(ctx context.Context, ids []uuid.UUID) ([]Allocation, error) {
-	const op = "get allocations"
+// GetAllocationAddresses reads the addresses of the allocations of ids
+// that exist (at most MaxObservationMark ids), in id order: one narrow
+// read for a page of calls.
+func (s *Reader) GetAllocationAddresses(ctx context.Context, ids []uuid.UUID) ([]AllocationAddress, error) {
+	const op = "get allocation addresses"
 	if len(ids) > MaxObservationMark {
 		return nil, fmt.Errorf("%s: %w", op, errdefs.Invalid("ids", "must hold at most 64 ids"))
 	}
-	return fetchRows(op, func() ([]db.Allocation, error) { return s.q.GetAllocations(ctx, ids) }, allocationFromRow)
+	return fetchRows(op, func() ([]db.GetAllocationAddressesRow, error) { return s.q.GetAllocationAddresses(ctx, ids) },
+		func(r db.GetAllocationAddressesRow) AllocationAddress {
+			return AllocationAddress{ID: r.ID, EnvironmentID: r.EnvironmentID, TenantID: r.TenantID, NodeID: laneOf(r.NodeID), Generation: r.Generation}
+		})
 }
 
 // CancelDrain is how long, from a Turn's cancel_requested_at, terminal
@@ -906,23 +933,26 @@ func update(ctx context.Context, q *db.Queries, a Allocation, revision int64) (A
 	return allocationFromRow(row), nil
 }
 
-// ListAllocationsForNode returns up to limit (1 to NodePageSize)
-// unreleased allocations of node nodeID with ids after after (uuid.Nil for
-// the start), in id order. The node filter applies before the limit, so
-// another node's rows never shorten a page. An empty page means the end:
-// the caller's per-node cursor wraps to uuid.Nil. nodeID DirectLane
-// (uuid.Nil) pages the direct lane's allocations.
-func (s *Reader) ListAllocationsForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Allocation, error) {
-	const op = "list allocations for node"
+// ListAllocationWorkForNode returns up to limit (1 to NodePageSize)
+// allocations of node nodeID the allocation scan acts on (creation
+// dispatched, unknown or failed; cleanup requested, unknown or confirmed)
+// with ids after after (uuid.Nil for the start), in id order. Allocated
+// and running ones are other scans' (pending, observation, suspension):
+// an idle node's page is an empty range of their own index. The node
+// filter applies before the limit, so another node's rows never shorten a
+// page. An empty page means the end: the caller's per-node cursor wraps to
+// uuid.Nil. nodeID DirectLane (uuid.Nil) pages the direct lane's.
+func (s *Reader) ListAllocationWorkForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Allocation, error) {
+	const op = "list allocation work for node"
 	n, err := nodePageParam(op, limit)
 	if err != nil {
 		return nil, err
 	}
 	return fetchRows(op, func() ([]db.Allocation, error) {
 		if nodeID == DirectLane {
-			return s.q.ListAllocationsForDirect(ctx, db.ListAllocationsForDirectParams{After: after, PageSize: n})
+			return s.q.ListAllocationWorkForDirect(ctx, db.ListAllocationWorkForDirectParams{After: after, PageSize: n})
 		}
-		return s.q.ListAllocationsForNode(ctx, db.ListAllocationsForNodeParams{NodeID: nodeID, After: after, PageSize: n})
+		return s.q.ListAllocationWorkForNode(ctx, db.ListAllocationWorkForNodeParams{NodeID: nodeID, After: after, PageSize: n})
 	}, allocationFromRow)
 }
 
@@ -944,7 +974,7 @@ type Pending struct {
 // is on node nodeID and which have no unreleased allocation (see
 // AllocatePending) or one still in allocated (Create not claimed), in
 // environment id order. A failed Environment is never listed. Like
-// ListAllocationsForNode it filters by node before the limit, and an empty
+// ListAllocationWorkForNode it filters by node before the limit, and an empty
 // page means the end. nodeID DirectLane (uuid.Nil) pages the direct
 // lane's pending Environments.
 func (s *Reader) ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]Pending, error) {

@@ -247,15 +247,13 @@ func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
 		slices.SortFunc(pendingWant[n], func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
 	}
 
-	for _, n := range nodes {
-		var got []uuid.UUID
-		var sizes []int
+	pages := func(n uuid.UUID) (got []uuid.UUID, sizes []int) {
 		after := uuid.Nil
 		for {
-			page, err := st.ListAllocationsForNode(ctx, n, after, store.NodePageSize)
+			page, err := st.ListAllocationWorkForNode(ctx, n, after, store.NodePageSize)
 			must(t, err)
 			if len(page) == 0 {
-				break // the caller wraps to uuid.Nil here
+				return got, sizes // the caller wraps to uuid.Nil here
 			}
 			sizes = append(sizes, len(page))
 			for _, a := range page {
@@ -266,13 +264,17 @@ func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
 			}
 			after = page[len(page)-1].ID
 		}
-		if !slices.Equal(sizes, []int{32, 8}) || !slices.Equal(got, want[n]) {
-			t.Errorf("node %s: page sizes %v, %d ids (in order: %v)", n, sizes, len(got), slices.Equal(got, want[n]))
-		}
+	}
 
+	for _, n := range nodes {
+		// Allocated (Create not claimed): the pending scan's, not the
+		// allocation scan's.
+		if got, _ := pages(n); len(got) != 0 {
+			t.Errorf("node %s: %d allocated allocations in the allocation scan", n, len(got))
+		}
 		var pending []uuid.UUID
-		sizes = nil
-		after = uuid.Nil
+		var sizes []int
+		after := uuid.Nil
 		for {
 			page, err := st.ListPendingForNode(ctx, n, after, store.NodePageSize)
 			must(t, err)
@@ -293,25 +295,41 @@ func TestPerNodePagingFiltersByNodeBeforeTheLimit(t *testing.T) {
 		}
 	}
 
-	// A claimed allocation leaves the pending scan but stays in the
-	// allocation scan.
-	n := nodes[0]
-	first, err := st.ListAllocationsForNode(ctx, n, uuid.Nil, 1)
-	must(t, err)
-	b, err := st.GetAllocation(ctx, first[0].ID)
-	must(t, err)
-	_, err = st.ClaimCreate(ctx, b.ID, b.CreateReceipt)
-	must(t, err)
-	page, err := st.ListPendingForNode(ctx, n, uuid.Nil, store.NodePageSize)
-	must(t, err)
-	for _, pe := range page {
-		if pe.EnvironmentID == b.EnvironmentID {
-			t.Fatal("a claimed allocation is still pending")
+	// A claimed allocation (creation dispatched, its outcome unknown until
+	// recorded) leaves the pending scan and enters the allocation scan.
+	for _, n := range nodes {
+		for _, id := range want[n] {
+			b, err := st.GetAllocation(ctx, id)
+			must(t, err)
+			_, err = st.ClaimCreate(ctx, b.ID, b.CreateReceipt)
+			must(t, err)
+		}
+	}
+	for _, n := range nodes {
+		got, sizes := pages(n)
+		if !slices.Equal(sizes, []int{32, 8}) || !slices.Equal(got, want[n]) {
+			t.Errorf("node %s: page sizes %v, %d ids (in order: %v)", n, sizes, len(got), slices.Equal(got, want[n]))
+		}
+		page, err := st.ListPendingForNode(ctx, n, uuid.Nil, store.NodePageSize)
+		must(t, err)
+		if len(page) != 0 {
+			t.Errorf("node %s: %d claimed allocations still pending", n, len(page))
 		}
 	}
 
+	// Running (its creation settled): the observation scan's, not the
+	// allocation scan's.
+	n := nodes[0]
+	b, err := st.GetAllocation(ctx, want[n][0])
+	must(t, err)
+	_, err = st.RecordCreateOutcome(ctx, b.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c", BootstrapComplete: true})
+	must(t, err)
+	if got, _ := pages(n); slices.Contains(got, b.ID) || len(got) != perNode-1 {
+		t.Errorf("node %s: the running allocation is in the allocation scan (%d rows)", n, len(got))
+	}
+
 	for _, bad := range []int{0, store.NodePageSize + 1} {
-		_, err := st.ListAllocationsForNode(ctx, n, uuid.Nil, bad)
+		_, err := st.ListAllocationWorkForNode(ctx, n, uuid.Nil, bad)
 		wantClass(t, err, errdefs.ErrInvalid)
 		_, err = st.ListPendingForNode(ctx, n, uuid.Nil, bad)
 		wantClass(t, err, errdefs.ErrInvalid)

@@ -193,7 +193,7 @@ type ObservableScan struct {
 
 // ListObservableForNode returns up to s.Limit running allocations with
 // settled creation of node s.NodeID with ids after s.After, in id order:
-// the observation scan's page. Like ListAllocationsForNode it filters by
+// the observation scan's page. Like ListAllocationWorkForNode it filters by
 // node before the limit, and an empty page means the end. s.NodeID
 // DirectLane (uuid.Nil) pages the direct lane's allocations.
 func (s *Reader) ListObservableForNode(ctx context.Context, sc ObservableScan) ([]Observable, error) {

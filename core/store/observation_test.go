@@ -329,27 +329,31 @@ func TestObservationMarksCountAsObservations(t *testing.T) {
 	}
 }
 
-// TestGetAllocationsReadsThoseThatExistInIDOrder: one read for a page of
-// ids (the node proxy's generations): unknown ids are left out, the rows
-// come in id order, and more than a mark's ids are refused.
-func TestGetAllocationsReadsThoseThatExistInIDOrder(t *testing.T) {
+// TestGetAllocationAddressesReadsThoseThatExistInIDOrder: one narrow read
+// for a page of ids (the node proxy's generations): unknown ids are left
+// out, the rows come in id order with each allocation's own address, and
+// more than a mark's ids are refused.
+func TestGetAllocationAddressesReadsThoseThatExistInIDOrder(t *testing.T) {
 	st, ctx := ownedStore(t)
 	node := presentNode(t, ctx, st)
 	a1, a2 := runningOn(t, st, node), runningOn(t, st, node)
-	got, err := st.GetAllocations(ctx, []uuid.UUID{a2.ID, newUUID(t), a1.ID})
+	got, err := st.GetAllocationAddresses(ctx, []uuid.UUID{a2.ID, newUUID(t), a1.ID})
 	must(t, err)
-	want := []uuid.UUID{a1.ID, a2.ID}
-	if bytes.Compare(want[0][:], want[1][:]) > 0 {
+	want := []store.AllocationAddress{a1.Address(), a2.Address()}
+	if bytes.Compare(want[0].ID[:], want[1].ID[:]) > 0 {
 		want[0], want[1] = want[1], want[0]
 	}
-	if len(got) != 2 || got[0].ID != want[0] || got[1].ID != want[1] || got[0].Generation == 0 {
-		t.Fatalf("got %+v, want %v", got, want)
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] || got[0].Generation == 0 || got[0].NodeID != node {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	none, err := st.GetAllocations(ctx, nil)
+	if !got[0].Answers(node, got[0].Reference()) || got[0].Answers(newUUID(t), got[0].Reference()) || got[0].Answers(node, got[1].Reference()) {
+		t.Fatal("an address answers a call on another lane or about another reference")
+	}
+	none, err := st.GetAllocationAddresses(ctx, nil)
 	must(t, err)
 	if len(none) != 0 {
 		t.Fatalf("no ids read %d rows", len(none))
 	}
-	_, err = st.GetAllocations(ctx, make([]uuid.UUID, store.MaxObservationMark+1))
+	_, err = st.GetAllocationAddresses(ctx, make([]uuid.UUID, store.MaxObservationMark+1))
 	wantClass(t, err, errdefs.ErrInvalid)
 }

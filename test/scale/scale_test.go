@@ -177,7 +177,7 @@ func measureScan(t testing.TB, ctx context.Context, st *storetest.Store, s *sim)
 			t.Fatal(err)
 		}
 		t1 := time.Now()
-		if _, err := st.ListAllocationsForNode(ctx, nd.ID, uuid.Nil, store.NodePageSize); err != nil {
+		if _, err := st.ListAllocationWorkForNode(ctx, nd.ID, uuid.Nil, store.NodePageSize); err != nil {
 			t.Fatal(err)
 		}
 		t2 := time.Now()
@@ -192,7 +192,7 @@ func measureScan(t testing.TB, ctx context.Context, st *storetest.Store, s *sim)
 	}
 	return []row{
 		latency("page scan: pending (ListPendingForNode)", pending, 0),
-		latency("page scan: allocations (ListAllocationsForNode)", allocs, 0),
+		latency("page scan: allocation work (ListAllocationWorkForNode)", allocs, 0),
 		latency("page scan: observable (ListObservableForNode)", observable, 0),
 		latency("page scan: a pass's three pages", pass, goalScanP99),
 	}

@@ -306,6 +306,47 @@ func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, 
 	return i, err
 }
 
+const getAllocationAddresses = `-- name: GetAllocationAddresses :many
+SELECT id, environment_id, tenant_id, node_id, generation
+FROM allocations WHERE id = ANY ($1::uuid[]) ORDER BY id
+`
+
+type GetAllocationAddressesRow struct {
+	ID            uuid.UUID
+	EnvironmentID uuid.UUID
+	TenantID      uuid.UUID
+	NodeID        *uuid.UUID
+	Generation    int64
+}
+
+// GetAllocationAddresses reads what addresses a provider call (ids, lane,
+// generation) of the allocations of @ids that exist, in id order.
+func (q *Queries) GetAllocationAddresses(ctx context.Context, ids []uuid.UUID) ([]GetAllocationAddressesRow, error) {
+	rows, err := q.db.Query(ctx, getAllocationAddresses, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GetAllocationAddressesRow
+	for rows.Next() {
+		var i GetAllocationAddressesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Generation,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getAllocationCredential = `-- name: GetAllocationCredential :one
 SELECT credential_ciphertext, credential_nonce FROM allocations WHERE id = $1
 `
@@ -396,80 +437,6 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 		&i.TenantID,
 	)
 	return i, err
-}
-
-const getAllocations = `-- name: GetAllocations :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations WHERE id = ANY ($1::uuid[]) ORDER BY id
-`
-
-// GetAllocations reads the allocations of @ids that exist, in id order.
-func (q *Queries) GetAllocations(ctx context.Context, ids []uuid.UUID) ([]Allocation, error) {
-	rows, err := q.db.Query(ctx, getAllocations, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Allocation
-	for rows.Next() {
-		var i Allocation
-		if err := rows.Scan(
-			&i.ID,
-			&i.EnvironmentID,
-			&i.TenantID,
-			&i.NodeID,
-			&i.Generation,
-			&i.CredentialDigest,
-			&i.DeviceID,
-			&i.State,
-			&i.CreateReceipt,
-			&i.CreateDispatchedAt,
-			&i.CreateSettled,
-			&i.AbsenceReceipt,
-			&i.BootstrapComplete,
-			&i.ProviderID,
-			&i.ComputePhase,
-			&i.Revision,
-			&i.CleanupRequestedAt,
-			&i.CleanupConfirmedAt,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.ReleasedAt,
-			&i.CredentialCiphertext,
-			&i.CredentialNonce,
-			&i.ObservedAt,
-			&i.ObservedCompute,
-			&i.ObservedReason,
-			&i.KeepaliveAt,
-			&i.DeviceRevokedAt,
-			&i.CreateAbandonedAt,
-			&i.ComputeGeneration,
-			&i.ComputeName,
-			&i.ComputeID,
-			&i.SuspendOperation,
-			&i.QuiesceArmedAt,
-			&i.QuiesceAckedAt,
-			&i.CaptureDispatchedAt,
-			&i.SnapshotID,
-			&i.SnapshotProvenance,
-			&i.SuspendedAt,
-			&i.RetentionDeadline,
-			&i.RestoreOperation,
-			&i.RestoreDispatchedAt,
-			&i.WakeRequestedAt,
-			&i.SuspensionAbortedAt,
-			&i.SuspendRequestedAt,
-			&i.RestoredAt,
-			&i.AbandonedAt,
-			&i.ArchiveCancelTurnID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
@@ -655,6 +622,183 @@ func (q *Queries) InsertObservationMark(ctx context.Context, arg InsertObservati
 	return err
 }
 
+const listAllocationWorkForDirect = `-- name: ListAllocationWorkForDirect :many
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations
+WHERE node_id IS NULL AND id > $1
+  AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
+                'cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed')
+ORDER BY id
+LIMIT $2
+`
+
+type ListAllocationWorkForDirectParams struct {
+	After    uuid.UUID
+	PageSize int32
+}
+
+// ListAllocationWorkForDirect is ListAllocationWorkForNode for the direct
+// lane (node_id NULL, migration 0020). The lane's three scans are copies of
+// the node ones rather than one query on node_id IS NOT DISTINCT FROM
+// @node_id, which the planner cannot serve from the node_id indexes: each
+// copy's node_id IS NULL (like the node's node_id = @node_id) is an index
+// range.
+func (q *Queries) ListAllocationWorkForDirect(ctx context.Context, arg ListAllocationWorkForDirectParams) ([]Allocation, error) {
+	rows, err := q.db.Query(ctx, listAllocationWorkForDirect, arg.After, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Allocation
+	for rows.Next() {
+		var i Allocation
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Generation,
+			&i.CredentialDigest,
+			&i.DeviceID,
+			&i.State,
+			&i.CreateReceipt,
+			&i.CreateDispatchedAt,
+			&i.CreateSettled,
+			&i.AbsenceReceipt,
+			&i.BootstrapComplete,
+			&i.ProviderID,
+			&i.ComputePhase,
+			&i.Revision,
+			&i.CleanupRequestedAt,
+			&i.CleanupConfirmedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ReleasedAt,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
+			&i.ObservedAt,
+			&i.ObservedCompute,
+			&i.ObservedReason,
+			&i.KeepaliveAt,
+			&i.DeviceRevokedAt,
+			&i.CreateAbandonedAt,
+			&i.ComputeGeneration,
+			&i.ComputeName,
+			&i.ComputeID,
+			&i.SuspendOperation,
+			&i.QuiesceArmedAt,
+			&i.QuiesceAckedAt,
+			&i.CaptureDispatchedAt,
+			&i.SnapshotID,
+			&i.SnapshotProvenance,
+			&i.SuspendedAt,
+			&i.RetentionDeadline,
+			&i.RestoreOperation,
+			&i.RestoreDispatchedAt,
+			&i.WakeRequestedAt,
+			&i.SuspensionAbortedAt,
+			&i.SuspendRequestedAt,
+			&i.RestoredAt,
+			&i.AbandonedAt,
+			&i.ArchiveCancelTurnID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listAllocationWorkForNode = `-- name: ListAllocationWorkForNode :many
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations
+WHERE node_id = $1::uuid AND id > $2
+  AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
+                'cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed')
+ORDER BY id
+LIMIT $3
+`
+
+type ListAllocationWorkForNodeParams struct {
+	NodeID   uuid.UUID
+	After    uuid.UUID
+	PageSize int32
+}
+
+// ListAllocationWorkForNode pages, by id (keyset), the allocations of one
+// node the allocation scan acts on: creation dispatched, unknown or failed,
+// cleanup requested, unknown or confirmed (allocations_node_work, migration
+// 0030). The node filter applies before the limit.
+func (q *Queries) ListAllocationWorkForNode(ctx context.Context, arg ListAllocationWorkForNodeParams) ([]Allocation, error) {
+	rows, err := q.db.Query(ctx, listAllocationWorkForNode, arg.NodeID, arg.After, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Allocation
+	for rows.Next() {
+		var i Allocation
+		if err := rows.Scan(
+			&i.ID,
+			&i.EnvironmentID,
+			&i.TenantID,
+			&i.NodeID,
+			&i.Generation,
+			&i.CredentialDigest,
+			&i.DeviceID,
+			&i.State,
+			&i.CreateReceipt,
+			&i.CreateDispatchedAt,
+			&i.CreateSettled,
+			&i.AbsenceReceipt,
+			&i.BootstrapComplete,
+			&i.ProviderID,
+			&i.ComputePhase,
+			&i.Revision,
+			&i.CleanupRequestedAt,
+			&i.CleanupConfirmedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ReleasedAt,
+			&i.CredentialCiphertext,
+			&i.CredentialNonce,
+			&i.ObservedAt,
+			&i.ObservedCompute,
+			&i.ObservedReason,
+			&i.KeepaliveAt,
+			&i.DeviceRevokedAt,
+			&i.CreateAbandonedAt,
+			&i.ComputeGeneration,
+			&i.ComputeName,
+			&i.ComputeID,
+			&i.SuspendOperation,
+			&i.QuiesceArmedAt,
+			&i.QuiesceAckedAt,
+			&i.CaptureDispatchedAt,
+			&i.SnapshotID,
+			&i.SnapshotProvenance,
+			&i.SuspendedAt,
+			&i.RetentionDeadline,
+			&i.RestoreOperation,
+			&i.RestoreDispatchedAt,
+			&i.WakeRequestedAt,
+			&i.SuspensionAbortedAt,
+			&i.SuspendRequestedAt,
+			&i.RestoredAt,
+			&i.AbandonedAt,
+			&i.ArchiveCancelTurnID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listAllocationsByAge = `-- name: ListAllocationsByAge :many
 SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, e.session_id, s.project_id, s.tenant_id
 FROM allocations a
@@ -755,176 +899,6 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 			&i.SessionID,
 			&i.ProjectID,
 			&i.TenantID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const listAllocationsForDirect = `-- name: ListAllocationsForDirect :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations
-WHERE node_id IS NULL AND state <> 'released' AND id > $1
-ORDER BY id
-LIMIT $2
-`
-
-type ListAllocationsForDirectParams struct {
-	After    uuid.UUID
-	PageSize int32
-}
-
-// ListAllocationsForDirect is ListAllocationsForNode for the direct lane
-// (node_id NULL, migration 0020). The lane's three scans are copies of the
-// node ones rather than one query on node_id IS NOT DISTINCT FROM @node_id,
-// which the planner cannot serve from the node_id indexes: each copy's
-// node_id IS NULL (like the node's node_id = @node_id) is an index range.
-func (q *Queries) ListAllocationsForDirect(ctx context.Context, arg ListAllocationsForDirectParams) ([]Allocation, error) {
-	rows, err := q.db.Query(ctx, listAllocationsForDirect, arg.After, arg.PageSize)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Allocation
-	for rows.Next() {
-		var i Allocation
-		if err := rows.Scan(
-			&i.ID,
-			&i.EnvironmentID,
-			&i.TenantID,
-			&i.NodeID,
-			&i.Generation,
-			&i.CredentialDigest,
-			&i.DeviceID,
-			&i.State,
-			&i.CreateReceipt,
-			&i.CreateDispatchedAt,
-			&i.CreateSettled,
-			&i.AbsenceReceipt,
-			&i.BootstrapComplete,
-			&i.ProviderID,
-			&i.ComputePhase,
-			&i.Revision,
-			&i.CleanupRequestedAt,
-			&i.CleanupConfirmedAt,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.ReleasedAt,
-			&i.CredentialCiphertext,
-			&i.CredentialNonce,
-			&i.ObservedAt,
-			&i.ObservedCompute,
-			&i.ObservedReason,
-			&i.KeepaliveAt,
-			&i.DeviceRevokedAt,
-			&i.CreateAbandonedAt,
-			&i.ComputeGeneration,
-			&i.ComputeName,
-			&i.ComputeID,
-			&i.SuspendOperation,
-			&i.QuiesceArmedAt,
-			&i.QuiesceAckedAt,
-			&i.CaptureDispatchedAt,
-			&i.SnapshotID,
-			&i.SnapshotProvenance,
-			&i.SuspendedAt,
-			&i.RetentionDeadline,
-			&i.RestoreOperation,
-			&i.RestoreDispatchedAt,
-			&i.WakeRequestedAt,
-			&i.SuspensionAbortedAt,
-			&i.SuspendRequestedAt,
-			&i.RestoredAt,
-			&i.AbandonedAt,
-			&i.ArchiveCancelTurnID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const listAllocationsForNode = `-- name: ListAllocationsForNode :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations
-WHERE node_id = $1::uuid AND state <> 'released' AND id > $2
-ORDER BY id
-LIMIT $3
-`
-
-type ListAllocationsForNodeParams struct {
-	NodeID   uuid.UUID
-	After    uuid.UUID
-	PageSize int32
-}
-
-// ListAllocationsForNode pages the unreleased allocations of one node by id
-// (keyset): the node filter applies before the limit.
-func (q *Queries) ListAllocationsForNode(ctx context.Context, arg ListAllocationsForNodeParams) ([]Allocation, error) {
-	rows, err := q.db.Query(ctx, listAllocationsForNode, arg.NodeID, arg.After, arg.PageSize)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Allocation
-	for rows.Next() {
-		var i Allocation
-		if err := rows.Scan(
-			&i.ID,
-			&i.EnvironmentID,
-			&i.TenantID,
-			&i.NodeID,
-			&i.Generation,
-			&i.CredentialDigest,
-			&i.DeviceID,
-			&i.State,
-			&i.CreateReceipt,
-			&i.CreateDispatchedAt,
-			&i.CreateSettled,
-			&i.AbsenceReceipt,
-			&i.BootstrapComplete,
-			&i.ProviderID,
-			&i.ComputePhase,
-			&i.Revision,
-			&i.CleanupRequestedAt,
-			&i.CleanupConfirmedAt,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.ReleasedAt,
-			&i.CredentialCiphertext,
-			&i.CredentialNonce,
-			&i.ObservedAt,
-			&i.ObservedCompute,
-			&i.ObservedReason,
-			&i.KeepaliveAt,
-			&i.DeviceRevokedAt,
-			&i.CreateAbandonedAt,
-			&i.ComputeGeneration,
-			&i.ComputeName,
-			&i.ComputeID,
-			&i.SuspendOperation,
-			&i.QuiesceArmedAt,
-			&i.QuiesceAckedAt,
-			&i.CaptureDispatchedAt,
-			&i.SnapshotID,
-			&i.SnapshotProvenance,
-			&i.SuspendedAt,
-			&i.RetentionDeadline,
-			&i.RestoreOperation,
-			&i.RestoreDispatchedAt,
-			&i.WakeRequestedAt,
-			&i.SuspensionAbortedAt,
-			&i.SuspendRequestedAt,
-			&i.RestoredAt,
-			&i.AbandonedAt,
-			&i.ArchiveCancelTurnID,
 		); err != nil {
 			return nil, err
 		}

@@ -15,9 +15,11 @@ SELECT credential_ciphertext, credential_nonce FROM allocations WHERE id = @id;
 -- name: GetAllocation :one
 SELECT * FROM allocations WHERE id = @id;
 
--- name: GetAllocations :many
--- GetAllocations reads the allocations of @ids that exist, in id order.
-SELECT * FROM allocations WHERE id = ANY (@ids::uuid[]) ORDER BY id;
+-- name: GetAllocationAddresses :many
+-- GetAllocationAddresses reads what addresses a provider call (ids, lane,
+-- generation) of the allocations of @ids that exist, in id order.
+SELECT id, environment_id, tenant_id, node_id, generation
+FROM allocations WHERE id = ANY (@ids::uuid[]) ORDER BY id;
 
 -- name: GetUnreleasedAllocationForEnvironment :one
 SELECT * FROM allocations WHERE environment_id = @environment_id AND state <> 'released';
@@ -76,11 +78,15 @@ SET state                = @state,
 WHERE id = @id AND revision = @revision
 RETURNING *;
 
--- name: ListAllocationsForNode :many
--- ListAllocationsForNode pages the unreleased allocations of one node by id
--- (keyset): the node filter applies before the limit.
+-- name: ListAllocationWorkForNode :many
+-- ListAllocationWorkForNode pages, by id (keyset), the allocations of one
+-- node the allocation scan acts on: creation dispatched, unknown or failed,
+-- cleanup requested, unknown or confirmed (allocations_node_work, migration
+-- 0030). The node filter applies before the limit.
 SELECT * FROM allocations
-WHERE node_id = @node_id::uuid AND state <> 'released' AND id > @after
+WHERE node_id = @node_id::uuid AND id > @after
+  AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
+                'cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed')
 ORDER BY id
 LIMIT @page_size;
 
@@ -268,14 +274,17 @@ FROM allocations
 WHERE state <> 'released'
 GROUP BY state;
 
--- name: ListAllocationsForDirect :many
--- ListAllocationsForDirect is ListAllocationsForNode for the direct lane
--- (node_id NULL, migration 0020). The lane's three scans are copies of the
--- node ones rather than one query on node_id IS NOT DISTINCT FROM @node_id,
--- which the planner cannot serve from the node_id indexes: each copy's
--- node_id IS NULL (like the node's node_id = @node_id) is an index range.
+-- name: ListAllocationWorkForDirect :many
+-- ListAllocationWorkForDirect is ListAllocationWorkForNode for the direct
+-- lane (node_id NULL, migration 0020). The lane's three scans are copies of
+-- the node ones rather than one query on node_id IS NOT DISTINCT FROM
+-- @node_id, which the planner cannot serve from the node_id indexes: each
+-- copy's node_id IS NULL (like the node's node_id = @node_id) is an index
+-- range.
 SELECT * FROM allocations
-WHERE node_id IS NULL AND state <> 'released' AND id > @after
+WHERE node_id IS NULL AND id > @after
+  AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
+                'cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed')
 ORDER BY id
 LIMIT @page_size;
 

@@ -118,16 +118,16 @@ func (d *Reader) GetAllocation(p0 context.Context, p1 uuid.UUID) (store.Allocati
 	return r0, r1
 }
 
-func (d *Reader) GetAllocationCredential(p0 context.Context, p1 uuid.UUID) (store.SealedCredential, error) {
-	ctx, c := d.obs.start(p0, "Reader", "GetAllocationCredential")
-	r0, r1 := d.next.GetAllocationCredential(ctx, p1)
+func (d *Reader) GetAllocationAddresses(p0 context.Context, p1 []uuid.UUID) ([]store.AllocationAddress, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetAllocationAddresses")
+	r0, r1 := d.next.GetAllocationAddresses(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
 
-func (d *Reader) GetAllocations(p0 context.Context, p1 []uuid.UUID) ([]store.Allocation, error) {
-	ctx, c := d.obs.start(p0, "Reader", "GetAllocations")
-	r0, r1 := d.next.GetAllocations(ctx, p1)
+func (d *Reader) GetAllocationCredential(p0 context.Context, p1 uuid.UUID) (store.SealedCredential, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetAllocationCredential")
+	r0, r1 := d.next.GetAllocationCredential(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -279,16 +279,16 @@ func (d *Reader) LatestReset(p0 context.Context) (store.Reset, error) {
 	return r0, r1
 }
 
-func (d *Reader) ListAllocationsByAge(p0 context.Context, p1 int, p2 store.AgeCursor, p3 bool) ([]store.SessionAllocation, error) {
-	ctx, c := d.obs.start(p0, "Reader", "ListAllocationsByAge")
-	r0, r1 := d.next.ListAllocationsByAge(ctx, p1, p2, p3)
+func (d *Reader) ListAllocationWorkForNode(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int) ([]store.Allocation, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListAllocationWorkForNode")
+	r0, r1 := d.next.ListAllocationWorkForNode(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }
 
-func (d *Reader) ListAllocationsForNode(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int) ([]store.Allocation, error) {
-	ctx, c := d.obs.start(p0, "Reader", "ListAllocationsForNode")
-	r0, r1 := d.next.ListAllocationsForNode(ctx, p1, p2, p3)
+func (d *Reader) ListAllocationsByAge(p0 context.Context, p1 int, p2 store.AgeCursor, p3 bool) ([]store.SessionAllocation, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListAllocationsByAge")
+	r0, r1 := d.next.ListAllocationsByAge(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }
