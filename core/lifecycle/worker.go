@@ -285,6 +285,14 @@ func (w *Worker) Pass(ctx context.Context) error {
 }
 
 func (w *pendingScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
+	page, err := w.store.ListPendingForNode(ctx, w.node, w.after, store.NodePageSize)
+	if err != nil || len(page) == 0 {
+		// Nothing pending (the usual idle pass): the switch is not read.
+		if err == nil {
+			w.after = uuid.Nil
+		}
+		return err
+	}
 	// A disabled provider gets no new Create: the pending allocations keep
 	// their fresh receipts and wait (the cursor stays), and the allocation
 	// scan (cleanup, observation) goes on. ClaimCreate refuses too, for a
@@ -295,10 +303,6 @@ func (w *pendingScan) pass(ctx context.Context, p sandbox.SandboxProvider) error
 	}
 	if sw.Disabled {
 		return nil
-	}
-	page, err := w.store.ListPendingForNode(ctx, w.node, w.after, store.NodePageSize)
-	if err != nil {
-		return err
 	}
 	return scan(ctx, &w.after, page, func(pe store.Pending) uuid.UUID { return pe.EnvironmentID }, func(pe store.Pending) error {
 		// An Environment whose Session is being deleted gets no Create here
