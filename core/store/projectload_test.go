@@ -717,3 +717,45 @@ func TestNoDeadlockBetweenProjectAndNodeRows(t *testing.T) {
 		}
 	}
 }
+
+// TestCreationStepsChangingNoHoldTakeNoLoadRow: a creation's claim and its
+// running outcome keep the allocation unreleased and unsuspended on its
+// node, so they sync no holding (migration 0031) and run while another
+// transaction holds the project's and the node's load rows; a step that
+// does change a hold (the cleanup's release) waits for them.
+func TestCreationStepsChangingNoHoldTakeNoLoadRow(t *testing.T) {
+	st, ctx := ownedStore(t)
+	presentNode(t, ctx, st)
+	b, err := st.CreateSession(ctx, sessionParams(t, 1000))
+	must(t, err)
+	tx, err := st.Pool().Begin(ctx)
+	must(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM project_load WHERE project_id = $1 FOR UPDATE`, b.Session.ProjectID)
+	must(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM node_load WHERE node_id = $1 FOR UPDATE`, b.Allocation.NodeID)
+	must(t, err)
+
+	bounded, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	a, err := st.ClaimCreate(bounded, b.Allocation.ID, b.Allocation.CreateReceipt)
+	must(t, err)
+	a, err = st.RecordCreateOutcome(bounded, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c", BootstrapComplete: true})
+	must(t, err)
+	a, err = st.RequestCleanup(bounded, a.ID)
+	must(t, err)
+	a, err = st.RecordCleanup(bounded, a.ID, a.Revision, true)
+	must(t, err)
+
+	// The release ends the Environment's holding: it waits for the rows.
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelShort()
+	if _, err := st.Release(short, a.ID); !errors.Is(err, context.DeadlineExceeded) && short.Err() == nil {
+		t.Fatalf("the release while the load rows were held: %v, want it to wait past its deadline", err)
+	}
+	must(t, tx.Rollback(ctx))
+	_, err = st.Release(ctx, a.ID)
+	must(t, err)
+	wantProjectLoadExact(t, ctx, st.Store)
+	wantNodeLoadExact(t, ctx, st.Store)
+}
