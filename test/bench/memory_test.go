@@ -55,8 +55,13 @@ func (m *memory) sample(t testing.TB, cli *client.Client, container string) {
 }
 
 // rssSplit reads RssAnon and RssFile of host process pid from
-// /proc/<pid>/status; ok is false when it cannot (another host's engine).
+// /proc/<pid>/status; ok is false when it cannot, or when this host's
+// process pid is not berth-runtime (another host's engine).
 func rssSplit(pid string) (anon, file int64, ok bool) {
+	comm, err := os.ReadFile("/proc/" + pid + "/comm")
+	if name := path.Base(runtimebootstrap.BinaryPath); err != nil || strings.TrimSpace(string(comm)) != name[:min(len(name), 15)] {
+		return 0, 0, false
+	}
 	data, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, 0, false
