@@ -286,12 +286,14 @@ func (w *Worker) Pass(ctx context.Context) error {
 
 func (w *pendingScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
 	page, err := w.store.ListPendingForNode(ctx, w.node, w.after, store.NodePageSize)
-	if err != nil || len(page) == 0 {
-		// Nothing pending (the usual idle pass): the switch is not read.
-		if err == nil {
-			w.after = uuid.Nil
-		}
+	if err != nil {
 		return err
+	}
+	if len(page) == 0 {
+		// Nothing pending (the usual idle pass): the cursor wraps and the
+		// switch is not read.
+		w.after = uuid.Nil
+		return nil
 	}
 	// A disabled provider gets no new Create: the pending allocations keep
 	// their fresh receipts and wait (the cursor stays), and the allocation

@@ -59,7 +59,7 @@ func (m *memory) sample(t testing.TB, cli *client.Client, container string) {
 // process pid is not berth-runtime (another host's engine).
 func rssSplit(pid string) (anon, file int64, ok bool) {
 	comm, err := os.ReadFile("/proc/" + pid + "/comm")
-	if name := path.Base(runtimebootstrap.BinaryPath); err != nil || strings.TrimSpace(string(comm)) != name[:min(len(name), 15)] {
+	if err != nil || strings.TrimSpace(string(comm)) != runtimeComm() {
 		return 0, 0, false
 	}
 	data, err := os.ReadFile("/proc/" + pid + "/status")
@@ -87,6 +87,13 @@ func rssSplit(pid string) (anon, file int64, ok bool) {
 	return anon, file, got == 2
 }
 
+// runtimeComm is berth-runtime's process name as ps and /proc/PID/comm
+// give it (the kernel keeps 15 characters).
+func runtimeComm() string {
+	name := path.Base(runtimebootstrap.BinaryPath)
+	return name[:min(len(name), 15)]
+}
+
 // runtimeRSS reads the resident set of container's berth-runtime process
 // (its RSS column, in KiB) and its host PID through the engine.
 func runtimeRSS(t testing.TB, cli *client.Client, container string) (rss int64, pid string) {
@@ -101,9 +108,8 @@ func runtimeRSS(t testing.TB, cli *client.Client, container string) (rss int64, 
 	if col < 0 || comm < 0 || pidCol < 0 {
 		t.Fatalf("container top titles %v", top.Titles)
 	}
-	name := path.Base(runtimebootstrap.BinaryPath)
 	for _, p := range top.Processes {
-		if len(p) > max(col, comm, pidCol) && p[comm] == name[:min(len(name), 15)] {
+		if len(p) > max(col, comm, pidCol) && p[comm] == runtimeComm() {
 			kib, err := strconv.ParseInt(p[col], 10, 64)
 			if err != nil {
 				t.Fatalf("RSS %q: %v", p[col], err)
@@ -111,7 +117,7 @@ func runtimeRSS(t testing.TB, cli *client.Client, container string) (rss int64, 
 			return kib << 10, p[pidCol]
 		}
 	}
-	t.Fatalf("no %s process in the container: %v", name, top.Processes)
+	t.Fatalf("no %s process in the container: %v", runtimeComm(), top.Processes)
 	return 0, ""
 }
 
