@@ -9,7 +9,10 @@
 // Rules:
 //   - One serial worker per node; a pass runs its pieces (pieces.go) in a
 //     fixed order, one page each, each with its own cursor and narrow store
-//     interface. A drain stops it between operations, never inside one.
+//     interface. One probe (store.ProbeNodeWork) first says which pieces
+//     have a row; those without are skipped until one runs, so an idle
+//     node's pass is two reads: the probe and its observation page. A
+//     drain stops it between operations, never inside one.
 //   - A node between passes costs its Worker (its cursors and pieces:
 //     1,444 bytes of heap, measured with 10,000 workers) and a place in
 //     the Coordinator's heap: no goroutine, timer or channel. The

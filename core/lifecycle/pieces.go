@@ -15,13 +15,35 @@ import (
 // own cursor (wrapping after its last page) and its own narrow store: the
 // pending scan (Create), the allocation scan (cleanup, release, unknown
 // creations), the suspension scans (suspension work, candidates,
-// leftovers) and the observation scan (observe.go).
+// leftovers) and the observation scan (observe.go). A pass first probes
+// which scans have a row (workProbe) and skips those without one until
+// the first with one runs (Worker.Pass).
 
 // piece is one scan of a worker's pass.
 type piece interface {
 	// pass runs one page of the scan with the node's provider p.
 	pass(ctx context.Context, p sandbox.SandboxProvider) error
+	// wanted reports whether the pass's probe (workProbe) found a row for
+	// the scan; a scan not wanted is skipped and keeps its cursor.
+	wanted(w store.NodeWork) bool
 }
+
+// workProbe is what a pass reads first: which scans have a row at all
+// (store.ProbeNodeWork), so an idle node's pass reads one statement and
+// its observation page instead of a page per scan.
+type workProbe interface {
+	ProbeNodeWork(ctx context.Context, nodeID uuid.UUID) (store.NodeWork, error)
+}
+
+func (*pendingScan) wanted(w store.NodeWork) bool    { return w.Pending }
+func (*allocationScan) wanted(w store.NodeWork) bool { return w.AllocationWork }
+func (*suspensionScan) wanted(w store.NodeWork) bool { return w.SuspensionWork }
+func (*candidateScan) wanted(w store.NodeWork) bool  { return w.SuspensionCandidates }
+func (*leftoverScan) wanted(w store.NodeWork) bool   { return w.Leftovers }
+
+// wanted is always true for the observation scan: its page's due flags are
+// its own probe.
+func (*observer) wanted(store.NodeWork) bool { return true }
 
 // base is what every piece of one worker shares: its node, settings and
 // telemetry.

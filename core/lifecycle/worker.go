@@ -21,6 +21,7 @@ import (
 // the union of what its pieces use (pieces.go), each through its own
 // narrow interface.
 type Store interface {
+	workProbe
 	pendingStore
 	allocationStore
 	suspensionStore
@@ -190,6 +191,8 @@ type Worker struct {
 	// last of them, which also runs when the node has no provider.
 	pieces  []piece
 	observe *observer
+	// probe says which pieces have work (store.ProbeNodeWork).
+	probe workProbe
 	// drain is closed by Drain: the worker stops at the end of the
 	// operation in flight.
 	drain     chan struct{}
@@ -217,7 +220,7 @@ func NewWorker(cfg Config, nodeID uuid.UUID) *Worker {
 	cfg = cfg.withDefaults()
 	log := cfg.Log.With(laneAttr(nodeID))
 	pieces, observe := newPieces(&base{cfg: cfg, node: nodeID, log: log, tel: newTelemetry()})
-	return &Worker{cfg: cfg, node: nodeID, log: log, pieces: pieces, observe: observe, drain: make(chan struct{})}
+	return &Worker{cfg: cfg, node: nodeID, log: log, pieces: pieces, observe: observe, probe: cfg.Store, drain: make(chan struct{})}
 }
 
 // Drain asks the worker to stop between operations: its pass returns once
@@ -255,12 +258,19 @@ func (w *Worker) Node() uuid.UUID { return w.node }
 
 // Pass runs one bounded pass: one page (store.NodePageSize) of each
 // piece in order (pieces.go): the node's pending allocations, its
-// unreleased allocations, its allocations in a suspension phase, its
-// suspension candidates, its allocations owing leftovers, then its
-// running allocations to observe. Each piece advances its own cursor and
-// wraps to the start after its last page; a drain stops the pass before
-// the next piece, page or row. A failure of one allocation is logged and
-// does not stop the page.
+// allocation work (creations and cleanups), its allocations in a
+// suspension phase, its suspension candidates, its allocations owing
+// leftovers, then its running allocations to observe. One probe
+// (store.ProbeNodeWork) first says which of the first five have a row:
+// until one of them runs, the others are skipped and keep their cursors,
+// so an idle node's pass reads the probe and its observation page. From
+// the first that runs on, every piece runs, since it may have made work
+// for the later ones. Work committed by others after the probe waits for
+// the next pass or the worker's wake, as work committed after a page's
+// read does. Each piece advances its own cursor and wraps
+// to the start after its last page; a drain stops the pass before the
+// next piece, page or row. A failure of one allocation is logged and does
+// not stop the page.
 func (w *Worker) Pass(ctx context.Context) error {
 	p, err := w.cfg.Provider(w.node)
 	if err != nil {
@@ -273,13 +283,25 @@ func (w *Worker) Pass(ctx context.Context) error {
 		}
 		return err
 	}
+	work, err := w.probe.ProbeNodeWork(ctx, w.node)
+	if err != nil {
+		return err
+	}
 	for _, pc := range w.pieces {
 		if err := halted(ctx); err != nil {
 			return err
 		}
+		if !pc.wanted(work) {
+			continue
+		}
 		if err := pc.pass(ctx, p); err != nil {
 			return err
 		}
+		// A piece that ran may have made work for the later ones (a failed
+		// or deleted Create for the allocation scan, a rolled-back capture
+		// for the leftover scan): the rest of the pass runs every piece,
+		// as a pass without the probe does.
+		work = store.AllNodeWork
 	}
 	return nil
 }

@@ -956,6 +956,37 @@ func (s *Reader) ListAllocationWorkForNode(ctx context.Context, nodeID, after uu
 	}, allocationFromRow)
 }
 
+// NodeWork says which of a lane's lifecycle scans have a row anywhere
+// (ProbeNodeWork): a false flag means that scan's first page is empty.
+type NodeWork struct {
+	Pending              bool // ListPendingForNode
+	AllocationWork       bool // ListAllocationWorkForNode
+	SuspensionWork       bool // ListSuspensionWorkForNode
+	SuspensionCandidates bool // ListSuspensionCandidatesForNode
+	Leftovers            bool // ListAllocationsOwingLeftovers
+}
+
+// AllNodeWork is a NodeWork with every flag set: every scan reads its page.
+var AllNodeWork = NodeWork{Pending: true, AllocationWork: true, SuspensionWork: true, SuspensionCandidates: true, Leftovers: true}
+
+// ProbeNodeWork reads, in one statement, which of node nodeID's lifecycle
+// scans would find a row from the start: each flag is its scan's predicate
+// without the cursor, by the database clock of the read. An idle node's
+// pass then reads its probe and its observation page instead of a page per
+// scan. The direct lane (nodeID DirectLane) is not probed: it is one lane,
+// so its idle pass is not what grows with an installation, and every flag
+// is set (AllNodeWork).
+func (s *Reader) ProbeNodeWork(ctx context.Context, nodeID uuid.UUID) (NodeWork, error) {
+	if nodeID == DirectLane {
+		return AllNodeWork, nil
+	}
+	r, err := s.q.ProbeNodeWork(ctx, nodeID)
+	if err != nil {
+		return NodeWork{}, wrap("probe node work", err)
+	}
+	return NodeWork(r), nil
+}
+
 // Pending is an Environment placed on a node whose compute has not been
 // asked for yet.
 type Pending struct {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"testing"
 	"time"
@@ -800,5 +801,103 @@ func TestNodeWithOnlySnapshotsStillHolds(t *testing.T) {
 	must(t, err)
 	if holds, err := st.NodeHolds(ctx, node); err != nil || holds {
 		t.Fatalf("node holds %v (%v) after the release", holds, err)
+	}
+}
+
+// wantNodeWork checks node's work probe against the first page of each
+// scan it stands for (the reference) and against want (what the test's
+// state should be).
+func wantNodeWork(t *testing.T, st *storetest.Owned, node uuid.UUID, want store.NodeWork, when string) {
+	t.Helper()
+	ctx := t.Context()
+	got, err := st.ProbeNodeWork(ctx, node)
+	must(t, err)
+	pending, err := st.ListPendingForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	work, err := st.ListAllocationWorkForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	candidates, err := st.ListSuspensionCandidatesForNode(ctx, store.SuspensionScan{NodeID: node, Limit: store.NodePageSize})
+	must(t, err)
+	owing, err := st.ListAllocationsOwingLeftovers(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	pages := store.NodeWork{
+		Pending: len(pending) > 0, AllocationWork: len(work) > 0, SuspensionWork: len(suspensionWork(t, st, node)) > 0,
+		SuspensionCandidates: len(candidates) > 0, Leftovers: len(owing) > 0,
+	}
+	if got != pages || got != want {
+		t.Fatalf("%s: probe %+v, first pages %+v, want %+v", when, got, pages, want)
+	}
+}
+
+// TestProbeNodeWorkFlagsMatchFirstPages walks one Session through every
+// scan's states (pending, claimed, running, an idle candidate, armed, a
+// rolled-back capture owing its snapshot, deletion, release): at each the
+// work probe's flags equal "that scan's first page is not empty", and
+// another node's probe stays empty. The direct lane is never probed.
+func TestProbeNodeWorkFlagsMatchFirstPages(t *testing.T) {
+	st, ctx, epoch := owner(t)
+	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
+	other := storetest.EnabledNode(t, st)
+	node := presentNode(t, ctx, st)
+	check := func(want store.NodeWork, when string) {
+		t.Helper()
+		wantNodeWork(t, st, node, want, when)
+		wantNodeWork(t, st, other, store.NodeWork{}, when+" (another node)")
+	}
+	check(store.NodeWork{}, "no Session")
+
+	p := sessionParams(t, 5)
+	cred := []byte(base64.RawURLEncoding.EncodeToString(randomBytes(t, 32)))
+	p.CredentialDigest = hash(cred)
+	b, err := st.CreateSession(ctx, p)
+	must(t, err)
+	if b.Placement.NodeID != node {
+		t.Fatalf("placed on %s, want %s", b.Placement.NodeID, node)
+	}
+	check(store.NodeWork{Pending: true}, "allocated")
+
+	a, err := st.ClaimCreate(ctx, b.Allocation.ID, b.Allocation.CreateReceipt)
+	must(t, err)
+	check(store.NodeWork{AllocationWork: true}, "create dispatched")
+	a, err = st.RecordCreateOutcome(ctx, a.CreateAttempt(), store.CreateOutcome{Kind: store.CreateRunning, ProviderID: "c-1", BootstrapComplete: true})
+	must(t, err)
+	check(store.NodeWork{}, "running")
+
+	b.Allocation = a
+	s := suspendable{b: b, cred: cred}
+	s.finishTurn(t, st, epoch)
+	check(store.NodeWork{}, "a Turn just ended")
+	time.Sleep(suspensionIdle + 100*time.Millisecond)
+	check(store.NodeWork{SuspensionCandidates: true}, "idle for the policy's time")
+
+	op := uuid.New()
+	a, err = st.GetAllocation(ctx, a.ID)
+	must(t, err)
+	_, err = st.ArmSuspension(ctx, a.ID, a.Revision, op)
+	must(t, err)
+	check(store.NodeWork{SuspensionWork: true}, "armed")
+	_, err = st.RecordQuiesceAck(ctx, a.ID, op)
+	must(t, err)
+	_, err = st.ClaimCapture(ctx, a.ID, op)
+	must(t, err)
+	snap := sandbox.SnapshotIdentity{ID: "snap-probe"}
+	_, err = st.RollBackCapture(ctx, a.ID, op, "", &snap)
+	must(t, err)
+	check(store.NodeWork{Leftovers: true}, "rolled back owing its snapshot")
+
+	_, err = st.RequestSessionDeletion(ctx, b.Session.ID)
+	must(t, err)
+	check(store.NodeWork{AllocationWork: true}, "deletion requested")
+	a, err = st.GetAllocation(ctx, a.ID)
+	must(t, err)
+	_, err = st.RecordCleanup(ctx, a.ID, a.Revision, true)
+	must(t, err)
+	check(store.NodeWork{AllocationWork: true}, "cleanup confirmed")
+	_, err = st.Release(ctx, a.ID)
+	must(t, err)
+	check(store.NodeWork{}, "released")
+
+	if got, err := st.ProbeNodeWork(ctx, store.DirectLane); err != nil || got != store.AllNodeWork {
+		t.Fatalf("direct lane: %+v %v, want every flag", got, err)
 	}
 }

@@ -730,6 +730,7 @@ type ListAllocationWorkForNodeParams struct {
 // node the allocation scan acts on: creation dispatched, unknown or failed,
 // cleanup requested, unknown or confirmed (allocations_node_work, migration
 // 0030). The node filter applies before the limit.
+// ProbeNodeWork repeats its predicate without the cursor: change both.
 func (q *Queries) ListAllocationWorkForNode(ctx context.Context, arg ListAllocationWorkForNodeParams) ([]Allocation, error) {
 	rows, err := q.db.Query(ctx, listAllocationWorkForNode, arg.NodeID, arg.After, arg.PageSize)
 	if err != nil {
@@ -1336,6 +1337,7 @@ type ListPendingForNodeRow struct {
 // whose unreleased placement is on node @node_id and whose compute has not
 // been asked for: no unreleased allocation, or one whose create receipt is
 // still fresh (allocated).
+// ProbeNodeWork repeats its predicate without the cursor: change both.
 func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNodeParams) ([]ListPendingForNodeRow, error) {
 	rows, err := q.db.Query(ctx, listPendingForNode, arg.NodeID, arg.After, arg.PageSize)
 	if err != nil {
@@ -1408,6 +1410,7 @@ type ListSuspensionCandidatesForNodeRow struct {
 // its Turns ended (session_idle_since), so Sessions without an ended Turn
 // are passed over by an index probe before the function is called for
 // the others.
+// ProbeNodeWork repeats its predicate without the cursor: change both.
 func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListSuspensionCandidatesForNodeParams) ([]ListSuspensionCandidatesForNodeRow, error) {
 	rows, err := q.db.Query(ctx, listSuspensionCandidatesForNode, arg.NodeID, arg.After, arg.PageSize)
 	if err != nil {
@@ -1536,6 +1539,84 @@ func (q *Queries) LockAllocation(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+	)
+	return i, err
+}
+
+const probeNodeWork = `-- name: ProbeNodeWork :one
+SELECT
+    EXISTS (
+        SELECT 1
+        FROM placements p
+        JOIN environments e ON e.id = p.environment_id
+        JOIN sessions s ON s.id = e.session_id
+        LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
+        WHERE p.node_id = $1::uuid AND p.state <> 'released'
+          AND e.state = 'pending'
+          AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
+    )::boolean AS pending,
+    EXISTS (
+        SELECT 1 FROM allocations
+        WHERE node_id = $1::uuid
+          AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
+                        'cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed')
+    )::boolean AS allocation_work,
+    EXISTS (
+        SELECT 1
+        FROM allocations a
+        JOIN environments e ON e.id = a.environment_id
+        WHERE a.node_id = $1::uuid AND a.state = 'running' AND a.compute_phase <> 'running'
+    )::boolean AS suspension_work,
+    EXISTS (
+        SELECT 1
+        FROM allocations a
+        JOIN environments e ON e.id = a.environment_id
+        JOIN sessions s ON s.id = e.session_id
+        JOIN deployment_generations g ON g.generation = a.generation
+        CROSS JOIN LATERAL (SELECT session_idle_since(s.id) AS since) i
+        WHERE a.node_id = $1::uuid AND a.state = 'running' AND a.create_settled
+          AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
+          AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
+          AND g.suspension_idle_seconds IS NOT NULL
+          AND EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.ended_at IS NOT NULL)
+          AND ((a.suspend_requested_at IS NOT NULL AND i.since IS NOT NULL)
+               OR (i.since <= now() - g.suspension_idle_seconds * interval '1 second'
+                   AND (a.restored_at IS NULL OR a.restored_at <= now() - g.suspension_idle_seconds * interval '1 second')
+                   AND (a.suspension_aborted_at IS NULL
+                        OR a.suspension_aborted_at <= now() - g.suspension_idle_seconds * interval '1 second')))
+    )::boolean AS suspension_candidates,
+    EXISTS (
+        SELECT 1
+        FROM allocations a
+        JOIN allocation_leftovers l ON l.allocation_id = a.id AND l.deleted_at IS NULL
+        WHERE a.node_id = $1::uuid AND a.state = 'running'
+    )::boolean AS leftovers
+`
+
+type ProbeNodeWorkRow struct {
+	Pending              bool
+	AllocationWork       bool
+	SuspensionWork       bool
+	SuspensionCandidates bool
+	Leftovers            bool
+}
+
+// ProbeNodeWork says, in one statement, which of a node's lifecycle scans
+// have a row anywhere: each flag is its scan's own predicate without the
+// cursor (ListPendingForNode, ListAllocationWorkForNode,
+// ListSuspensionWorkForNode, ListSuspensionCandidatesForNode,
+// ListAllocationsOwingLeftovers), so a flag is false exactly when that
+// scan's first page would be empty. A change to one of those predicates
+// is made here too (store test TestProbeNodeWorkFlagsMatchFirstPages).
+func (q *Queries) ProbeNodeWork(ctx context.Context, nodeID uuid.UUID) (ProbeNodeWorkRow, error) {
+	row := q.db.QueryRow(ctx, probeNodeWork, nodeID)
+	var i ProbeNodeWorkRow
+	err := row.Scan(
+		&i.Pending,
+		&i.AllocationWork,
+		&i.SuspensionWork,
+		&i.SuspensionCandidates,
+		&i.Leftovers,
 	)
 	return i, err
 }

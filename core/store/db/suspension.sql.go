@@ -580,6 +580,7 @@ type ListAllocationsOwingLeftoversParams struct {
 
 // ListAllocationsOwingLeftovers pages the running allocations of node @node_id
 // that owe a leftover, by id.
+// ProbeNodeWork repeats its predicate without the cursor: change both.
 func (q *Queries) ListAllocationsOwingLeftovers(ctx context.Context, arg ListAllocationsOwingLeftoversParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, listAllocationsOwingLeftovers, arg.NodeID, arg.After, arg.PageSize)
 	if err != nil {
@@ -678,6 +679,7 @@ type ListSuspensionWorkForNodeRow struct {
 // @quiesce_seconds, whether a dispatched restore is older than
 // @restore_seconds, and whether the retention deadline passed. The node
 // filter applies before the limit.
+// ProbeNodeWork repeats its predicate without the cursor: change both.
 func (q *Queries) ListSuspensionWorkForNode(ctx context.Context, arg ListSuspensionWorkForNodeParams) ([]ListSuspensionWorkForNodeRow, error) {
 	rows, err := q.db.Query(ctx, listSuspensionWorkForNode,
 		arg.QuiesceSeconds,

@@ -83,6 +83,7 @@ RETURNING *;
 -- node the allocation scan acts on: creation dispatched, unknown or failed,
 -- cleanup requested, unknown or confirmed (allocations_node_work, migration
 -- 0030). The node filter applies before the limit.
+-- ProbeNodeWork repeats its predicate without the cursor: change both.
 SELECT * FROM allocations
 WHERE node_id = @node_id::uuid AND id > @after
   AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
@@ -90,11 +91,68 @@ WHERE node_id = @node_id::uuid AND id > @after
 ORDER BY id
 LIMIT @page_size;
 
+-- name: ProbeNodeWork :one
+-- ProbeNodeWork says, in one statement, which of a node's lifecycle scans
+-- have a row anywhere: each flag is its scan's own predicate without the
+-- cursor (ListPendingForNode, ListAllocationWorkForNode,
+-- ListSuspensionWorkForNode, ListSuspensionCandidatesForNode,
+-- ListAllocationsOwingLeftovers), so a flag is false exactly when that
+-- scan's first page would be empty. A change to one of those predicates
+-- is made here too (store test TestProbeNodeWorkFlagsMatchFirstPages).
+SELECT
+    EXISTS (
+        SELECT 1
+        FROM placements p
+        JOIN environments e ON e.id = p.environment_id
+        JOIN sessions s ON s.id = e.session_id
+        LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
+        WHERE p.node_id = @node_id::uuid AND p.state <> 'released'
+          AND e.state = 'pending'
+          AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
+    )::boolean AS pending,
+    EXISTS (
+        SELECT 1 FROM allocations
+        WHERE node_id = @node_id::uuid
+          AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
+                        'cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed')
+    )::boolean AS allocation_work,
+    EXISTS (
+        SELECT 1
+        FROM allocations a
+        JOIN environments e ON e.id = a.environment_id
+        WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.compute_phase <> 'running'
+    )::boolean AS suspension_work,
+    EXISTS (
+        SELECT 1
+        FROM allocations a
+        JOIN environments e ON e.id = a.environment_id
+        JOIN sessions s ON s.id = e.session_id
+        JOIN deployment_generations g ON g.generation = a.generation
+        CROSS JOIN LATERAL (SELECT session_idle_since(s.id) AS since) i
+        WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.create_settled
+          AND a.compute_phase = 'running' AND a.device_revoked_at IS NULL
+          AND e.state NOT IN ('failed', 'expired') AND s.state = 'active'
+          AND g.suspension_idle_seconds IS NOT NULL
+          AND EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.ended_at IS NOT NULL)
+          AND ((a.suspend_requested_at IS NOT NULL AND i.since IS NOT NULL)
+               OR (i.since <= now() - g.suspension_idle_seconds * interval '1 second'
+                   AND (a.restored_at IS NULL OR a.restored_at <= now() - g.suspension_idle_seconds * interval '1 second')
+                   AND (a.suspension_aborted_at IS NULL
+                        OR a.suspension_aborted_at <= now() - g.suspension_idle_seconds * interval '1 second')))
+    )::boolean AS suspension_candidates,
+    EXISTS (
+        SELECT 1
+        FROM allocations a
+        JOIN allocation_leftovers l ON l.allocation_id = a.id AND l.deleted_at IS NULL
+        WHERE a.node_id = @node_id::uuid AND a.state = 'running'
+    )::boolean AS leftovers;
+
 -- name: ListPendingForNode :many
 -- ListPendingForNode pages, by environment id, the pending Environments
 -- whose unreleased placement is on node @node_id and whose compute has not
 -- been asked for: no unreleased allocation, or one whose create receipt is
 -- still fresh (allocated).
+-- ProbeNodeWork repeats its predicate without the cursor: change both.
 SELECT p.environment_id, p.generation, e.session_id, e.tenant_id,
        s.state AS session_state,
        a.id AS allocation_id
@@ -238,6 +296,7 @@ SELECT EXISTS (
 -- its Turns ended (session_idle_since), so Sessions without an ended Turn
 -- are passed over by an index probe before the function is called for
 -- the others.
+-- ProbeNodeWork repeats its predicate without the cursor: change both.
 SELECT sqlc.embed(a), coalesce(i.since, now())::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id

@@ -181,6 +181,7 @@ RETURNING *;
 -- @quiesce_seconds, whether a dispatched restore is older than
 -- @restore_seconds, and whether the retention deadline passed. The node
 -- filter applies before the limit.
+-- ProbeNodeWork repeats its predicate without the cursor: change both.
 SELECT sqlc.embed(a),
        (a.wake_requested_at IS NOT NULL OR EXISTS (
            SELECT 1 FROM turns t WHERE t.session_id = e.session_id AND t.state = 'queued'))::boolean AS work_waiting,
@@ -223,6 +224,7 @@ WHERE allocation_id = @allocation_id AND deleted_at IS NULL;
 -- name: ListAllocationsOwingLeftovers :many
 -- ListAllocationsOwingLeftovers pages the running allocations of node @node_id
 -- that owe a leftover, by id.
+-- ProbeNodeWork repeats its predicate without the cursor: change both.
 SELECT DISTINCT a.id
 FROM allocations a
 JOIN allocation_leftovers l ON l.allocation_id = a.id AND l.deleted_at IS NULL

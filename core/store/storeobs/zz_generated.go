@@ -496,6 +496,13 @@ func (d *Reader) NodeRetained(p0 context.Context, p1 uuid.UUID) (int64, error) {
 	return r0, r1
 }
 
+func (d *Reader) ProbeNodeWork(p0 context.Context, p1 uuid.UUID) (store.NodeWork, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ProbeNodeWork")
+	r0, r1 := d.next.ProbeNodeWork(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) ReadTurnOutput(p0 context.Context, p1 uuid.UUID, p2 int64, p3 int) ([]store.OutputChunk, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ReadTurnOutput")
 	r0, r1 := d.next.ReadTurnOutput(ctx, p1, p2, p3)
