@@ -34,3 +34,35 @@ func procCPUSeconds(pid int) (float64, error) {
 	}
 	return float64(utime+stime) / clockTicks, nil
 }
+
+// processCPU is the CPU time, in seconds, of every process of this host
+// whose name (/proc/<pid>/comm) is comm, by pid.
+func processCPU(comm string) map[int]float64 {
+	out := map[int]float64{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		name, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || strings.TrimSpace(string(name)) != comm {
+			continue
+		}
+		if s, err := procCPUSeconds(pid); err == nil {
+			out[pid] = s
+		}
+	}
+	return out
+}
+
+// cpuSince is the CPU time the processes of after used since before: a
+// process absent from before started in between and counts whole; one
+// that ended in between is not counted (the sum is then a lower bound).
+func cpuSince(before, after map[int]float64) float64 {
+	var sum float64
+	for pid, s := range after {
+		sum += s - before[pid]
+	}
+	return sum
+}

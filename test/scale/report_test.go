@@ -87,7 +87,11 @@ func printTable(w io.Writer, rep report) {
 			p50, p99 = fmt.Sprintf("%.2f ms", r.P50MS), fmt.Sprintf("%s %.2f ms", r.Tail, r.P99MS)
 		}
 		if r.Unit != "" {
-			v = strconv.FormatFloat(r.Value, 'f', 1, 64) + " " + r.Unit
+			prec := 1
+			if r.Unit == "cores" {
+				prec = 2
+			}
+			v = strconv.FormatFloat(r.Value, 'f', prec, 64) + " " + r.Unit
 		} else if r.Samples > 0 {
 			v = fmt.Sprintf("n=%d", r.Samples)
 		}

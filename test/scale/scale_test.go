@@ -111,19 +111,25 @@ func run(t testing.TB, cfg config) report {
 	rssConnected, _ := benchstat.ProcStatus(pid, "VmRSS")
 	time.Sleep(cfg.Settle)
 	cpu0, _ := procCPUSeconds(pid)
+	pg0 := processCPU("postgres")
 	time.Sleep(cfg.Steady)
 	cpu1, _ := procCPUSeconds(pid)
+	pg1 := processCPU("postgres")
 	steadyCores := (cpu1 - cpu0) / cfg.Steady.Seconds()
+	steadyPG := cpuSince(pg0, pg1) / cfg.Steady.Seconds()
 
 	st := c.Store(t)
 	var rows []row
 	rows = append(rows, measureScan(t, ctx, st, s)...)
 
 	cpu0, _ = procCPUSeconds(pid)
+	pg0 = processCPU("postgres")
 	projects := createProjects(t, actx, adminv1.NewProjectServiceClient(cc), cfg.Projects)
 	createRows, created, wall := measureCreate(t, actx, adminv1.NewSessionServiceClient(cc), cfg, projects)
 	cpu1, _ = procCPUSeconds(pid)
+	pg1 = processCPU("postgres")
 	createCores := (cpu1 - cpu0) / wall.Seconds()
+	createPG := cpuSince(pg0, pg1) / wall.Seconds()
 	rows = append(rows, createRows...)
 
 	// Every created Session's Create reaches its node (the lifecycle
@@ -151,6 +157,16 @@ func run(t testing.TB, cfg config) report {
 		value("Core peak RSS (VmHWM)", float64(hwm)/1024, "MiB", "< 250 MB", ptr(hwm*1024 < goalCoreRSSBytes)),
 		value("Core CPU, steady (population only)", steadyCores, "cores", fmt.Sprintf("≤ %.2f cores", goalSteadyCores), ptr(steadyCores <= goalSteadyCores)),
 		value("Core CPU, during CreateSession", createCores, "cores", "", nil),
+	)
+	// PostgreSQL's CPU is read only where its processes are this host's
+	// (the test services'); a remote database has no row.
+	if len(pg1) > 0 {
+		rows = append(rows,
+			value("PostgreSQL CPU, steady (its processes on this host)", steadyPG, "cores", "", nil),
+			value("PostgreSQL CPU, during CreateSession", createPG, "cores", "", nil),
+		)
+	}
+	rows = append(rows,
 		value("Core threads", float64(threads), "threads", "", nil),
 	)
 	core, atDefaults := stack.Settings(c)
