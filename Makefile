@@ -62,21 +62,27 @@ GENERATORS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/s
 
 # generate_in runs every generator with $(1) as the repository root: the
 # checkout (make generate) or a temporary copy of it (make verify-generated).
+# scripts/gen-clients (the Python and TypeScript clients of the admin API)
+# uses the checkout's clients/typescript/node_modules in both, so a copy
+# of the tree needs no npm install of its own.
 generate_in = cd $(1) && find proto -name '*.pb.go' -delete && buf generate && \
 	rm -f core/store/db/db.go core/store/db/models.go core/store/db/*.sql.go && \
 	(cd core/store && $(BIN)/sqlc generate && go run ./internal/gendecorate) && \
 	go run berth.dev/sandbox/docker/internal/seccompgen -out deploy/runtime && \
 	go run berth.dev/core/cmd/specification-contract -write && \
-	go run berth.dev/core/cmd/provider-artifacts -write
+	go run berth.dev/core/cmd/provider-artifacts -write && \
+	BERTH_CLIENTS_NODE_MODULES=$(CURDIR)/clients/typescript/node_modules scripts/gen-clients
 
 .PHONY: generate
-generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, the store's observed views in core/store/storeobs, runtime seccomp profile, the provider projections in deploy/projections)
+generate: $(GENERATORS) ## Regenerate committed code (buf, sqlc, the store's observed views in core/store/storeobs, runtime seccomp profile, the provider projections in deploy/projections, the Python and TypeScript clients in clients/)
 	$(call generate_in,$(CURDIR))
 
 # The static checks, after etcd's verify-* targets: each runs alone and
-# `make verify` runs them all. None of them writes into the checkout.
+# `make verify` runs them all. None of them writes into the checkout except
+# its gitignored tool caches, .bin/ and clients/typescript/node_modules/
+# (scripts/gen-clients provisions the latter with npm ci).
 .PHONY: verify
-verify: verify-gofmt verify-vet verify-lint verify-tidy verify-generated verify-buf verify-depguard-selftest verify-systemd verify-docs ## Every static check below (each verify-* target also runs alone)
+verify: verify-gofmt verify-vet verify-lint verify-tidy verify-generated verify-clients verify-buf verify-depguard-selftest verify-systemd verify-docs ## Every static check below (each verify-* target also runs alone)
 
 .PHONY: lint
 lint: verify ## Alias of verify
@@ -108,6 +114,14 @@ verify-generated: $(GENERATORS) ## Regenerate into a temporary copy of the tree;
 		stale=$$(git -C "$$tmp" diff --name-status; git -C "$$tmp" ls-files --others --exclude-standard | sed 's/^/new\t/'); \
 		if [ -n "$$stale" ]; then echo "$$stale"; git -C "$$tmp" --no-pager diff --stat; \
 			echo "generated code is stale: run 'make generate' and commit"; exit 1; fi
+
+# verify-clients: the committed clients of clients/ compile as they are
+# (make generate / verify-generated keep them in step with the .proto files).
+.PHONY: verify-clients
+verify-clients: ## The TypeScript client and its example type-check (tsc --noEmit); the Python helper and example byte-compile
+	scripts/gen-clients --provision-only
+	cd clients/typescript && node_modules/.bin/tsc --noEmit
+	cd clients/python && /usr/bin/python3 -B -c 'import pathlib; [compile(p.read_text(), str(p), "exec", dont_inherit=True) for p in sorted(pathlib.Path(".").rglob("*.py"))]'
 
 .PHONY: check-generated
 check-generated: verify-generated ## Alias of verify-generated

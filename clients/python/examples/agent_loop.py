@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""An agent's loop over Berth's admin API: create a Session, wait until its
+Runtime accepts Turns, run one Turn streaming its output, delete the Session.
+It does what these berthctl commands do:
+
+    berthctl session create --wait
+    berthctl turn run SESSION -- CMD [ARG...]
+    berthctl session delete SESSION --wait
+
+Run it from clients/python (or with clients/python on PYTHONPATH):
+
+    BERTH_ADMIN_TOKEN_FILE=/var/lib/berth-core/admin-token \\
+        /usr/bin/python3 examples/agent_loop.py -- uname -a
+
+It exits with the command's exit status; 124 when the Turn timed out, 130
+when it was cancelled (Ctrl-C cancels it), 1 when it failed or anything
+else went wrong.
+"""
+
+import argparse
+import os
+import sys
+import time
+import uuid
+
+import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import berth_client  # noqa: E402
+from berth.admin.v1 import session_pb2, turn_pb2  # noqa: E402
+
+CALL_TIMEOUT = 30  # seconds, every unary call (berthctl's bound)
+POLL_INTERVAL = 0.5  # seconds between two reads of a Session being waited for
+STREAM_RETRIES = 30  # reopenings of an output stream Core dropped, a second apart
+
+Session = session_pb2.Session
+Turn = turn_pb2.Turn
+STDOUT, STDERR = turn_pb2.OUTPUT_STREAM_STDOUT, turn_pb2.OUTPUT_STREAM_STDERR
+
+
+class Failed(Exception):
+    """The loop cannot go on; the message says why."""
+
+
+def wait_session(client, name, timeout, goal):
+    """Reads the Session until goal(session) is true and returns it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = client.sessions.GetSession(session_pb2.GetSessionRequest(name=name), timeout=CALL_TIMEOUT).session
+        if goal(s):
+            return s
+        if time.monotonic() > deadline:
+            raise Failed(f"wait_timeout: {name} is still {Session.State.Name(s.state)} after {timeout} s")
+        time.sleep(POLL_INTERVAL)
+
+
+def admitted(s):
+    """create --wait's goal: the Runtime accepts Turns."""
+    if s.state == Session.STATE_FAILED:
+        raise Failed(f"{s.environment.failure_code or '-'}: {s.name} failed")
+    if s.state in (Session.STATE_DELETING, Session.STATE_DELETED):
+        raise Failed(f"session_deleted: {s.name} was deleted while waiting for it")
+    return s.environment.execution_admitted
+
+
+def stream_output(client, turn_name):
+    """Writes the Turn's output to stdout and stderr until the stream ends
+    with the Turn. A stream Core dropped (UNAVAILABLE) is reopened from the
+    offsets already written, so every byte is written once, in order."""
+    sent = {STDOUT: 0, STDERR: 0}
+    out = {STDOUT: sys.stdout.buffer, STDERR: sys.stderr.buffer}
+    retries = 0
+    while True:
+        req = turn_pb2.StreamTurnOutputRequest(name=turn_name, stdout_offset=sent[STDOUT], stderr_offset=sent[STDERR])
+        try:
+            for chunk in client.turns.StreamTurnOutput(req):  # no deadline: it lasts as long as the Turn
+                retries = 0
+                if chunk.stream not in sent:
+                    continue
+                data = chunk.data[max(0, sent[chunk.stream] - chunk.offset):]  # a reopened stream may repeat
+                if data:
+                    sent[chunk.stream] = chunk.offset + len(chunk.data)
+                    out[chunk.stream].write(data)
+                    out[chunk.stream].flush()
+            return
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNAVAILABLE or berth_client.error_reason(err) or retries >= STREAM_RETRIES:
+                raise
+            retries += 1
+            time.sleep(1)
+
+
+def outcome(turn):
+    """The exit status for a terminal Turn, as berthctl's `turn run`."""
+    if turn.state == Turn.STATE_COMPLETED:
+        return turn.exit_code if 0 <= turn.exit_code <= 255 else 1
+    why = {
+        Turn.STATE_CANCELLED: (130, "turn_cancelled: the Turn was cancelled"),
+        Turn.STATE_TIMED_OUT: (124, "turn_timed_out: the Turn ran past its timeout and was stopped"),
+        Turn.STATE_FAILED: (1, f"{turn.failure_code or '-'}: the Turn could not be run"),
+        Turn.STATE_UNCONFIRMED: (1, f"{turn.failure_code or '-'}: the Turn ran but its completion cannot be confirmed"),
+    }.get(turn.state, (1, f"turn_not_ended: the output ended while the Turn is {Turn.State.Name(turn.state)}"))
+    print(f"agent_loop: {why[1]}", file=sys.stderr)
+    return why[0]
+
+
+def run(client, args):
+    # 1. Create the Session. request_id makes a retry of this call idempotent.
+    created = client.sessions.CreateSession(session_pb2.CreateSessionRequest(
+        request_id=str(uuid.uuid4()),
+        session=Session(display_name=args.display_name, project=args.project),
+    ), timeout=CALL_TIMEOUT).session
+    name = created.name
+    print(f"agent_loop: created {name}", file=sys.stderr)
+    try:
+        # 2. Wait until its Runtime accepts Turns.
+        wait_session(client, name, args.wait_timeout, admitted)
+        print(f"agent_loop: {name} admits Turns", file=sys.stderr)
+
+        # --- Files and fork: not in berth.admin.v1 yet (issue 33). Upload the
+        # --- agent's inputs, or fork this Session, here once those RPCs exist.
+
+        # 3. Run one Turn and stream its output.
+        if args.shell:
+            command = turn_pb2.Command(shell_script=args.shell)  # /bin/sh -c
+        else:
+            command = turn_pb2.Command(argv=turn_pb2.Argv(args=args.command))  # no shell, PATH lookup
+        turn = Turn(command=command)
+        if args.timeout:
+            turn.timeout.FromSeconds(args.timeout)
+        submitted = client.turns.SubmitTurn(turn_pb2.SubmitTurnRequest(
+            parent=name, request_id=str(uuid.uuid4()), turn=turn), timeout=CALL_TIMEOUT).turn
+        try:
+            stream_output(client, submitted.name)
+        except KeyboardInterrupt:
+            client.turns.CancelTurn(turn_pb2.CancelTurnRequest(name=submitted.name), timeout=CALL_TIMEOUT)
+            print(f"agent_loop: cancelled {submitted.name}", file=sys.stderr)
+            return 130
+        ended = client.turns.GetTurn(turn_pb2.GetTurnRequest(name=submitted.name), timeout=CALL_TIMEOUT).turn
+        return outcome(ended)
+    finally:
+        # 4. Delete the Session and wait until its cleanup is confirmed.
+        client.sessions.DeleteSession(session_pb2.DeleteSessionRequest(name=name), timeout=CALL_TIMEOUT)
+        wait_session(client, name, args.wait_timeout, lambda s: s.state == Session.STATE_DELETED)
+        print(f"agent_loop: deleted {name}", file=sys.stderr)
+
+
+def main():
+    p = argparse.ArgumentParser(description="Create a Session, run one Turn, delete the Session.")
+    p.add_argument("--address", default=os.environ.get("BERTH_ADMIN_ADDRESS", berth_client.DEFAULT_ADDRESS))
+    p.add_argument("--token-file", default=os.environ.get("BERTH_ADMIN_TOKEN_FILE"),
+                   help="the admin-token file (default $BERTH_ADMIN_TOKEN_FILE; else $BERTH_ADMIN_TOKEN holds the token)")
+    p.add_argument("--project", default="", help="tenants/TENANT/projects/PROJECT (default: the default project)")
+    p.add_argument("--display-name", default="agent-loop-example")
+    p.add_argument("--shell", help="run this script with /bin/sh -c instead of the command")
+    p.add_argument("--timeout", type=int, default=0, help="stop the command after this many seconds (default: Core's)")
+    p.add_argument("--wait-timeout", type=float, default=300, help="seconds to wait for the Session")
+    p.add_argument("command", nargs="*", default=["uname", "-a"])
+    args = p.parse_args()
+
+    token = berth_client.read_token(args.token_file) if args.token_file else os.environ.get("BERTH_ADMIN_TOKEN")
+    if not token:
+        p.error("give --token-file, $BERTH_ADMIN_TOKEN_FILE or $BERTH_ADMIN_TOKEN")
+    try:
+        with berth_client.connect(args.address, token) as client:
+            return run(client, args)
+    except grpc.RpcError as err:
+        reason = berth_client.error_reason(err) or err.code().name.lower()
+        print(f"agent_loop: error: {reason}: {err.details()}", file=sys.stderr)
+    except (Failed, ValueError, OSError) as err:
+        print(f"agent_loop: error: {err}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
