@@ -106,7 +106,7 @@ SELECT
         JOIN environments e ON e.id = p.environment_id
         JOIN sessions s ON s.id = e.session_id
         LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
-        WHERE p.node_id = @node_id::uuid AND p.state <> 'released'
+        WHERE p.node_id = @node_id::uuid AND p.state = 'reserved'
           AND e.state = 'pending'
           AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
     )::boolean AS pending,
@@ -149,9 +149,17 @@ SELECT
 
 -- name: ListPendingForNode :many
 -- ListPendingForNode pages, by environment id, the pending Environments
--- whose unreleased placement is on node @node_id and whose compute has not
--- been asked for: no unreleased allocation, or one whose create receipt is
--- still fresh (allocated).
+-- whose placement on node @node_id is reserved (no compute observed, or
+-- its allocation released while the Environment still waits: see
+-- ReservePlacement) and whose compute has not been asked for: no
+-- unreleased allocation, or one whose create receipt is still fresh
+-- (allocated). An allocated allocation's placement is always reserved
+-- (only a running outcome activates it), and a released allocation's is
+-- reserved again while its Session is active; so the rows an active
+-- placement leaves out are those of a Session being deleted or archived,
+-- which get no Create. The reserved placements of a node are their own
+-- index range (placements_node_reserved, migration 0032): an idle node's
+-- page reads none of its running Sessions' placements.
 -- ProbeNodeWork repeats its predicate without the cursor: change both.
 SELECT p.environment_id, p.generation, e.session_id, e.tenant_id,
        s.state AS session_state,
@@ -160,7 +168,7 @@ FROM placements p
 JOIN environments e ON e.id = p.environment_id
 JOIN sessions s ON s.id = e.session_id
 LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
-WHERE p.node_id = @node_id::uuid AND p.state <> 'released' AND p.environment_id > @after
+WHERE p.node_id = @node_id::uuid AND p.state = 'reserved' AND p.environment_id > @after
   AND e.state = 'pending'
   AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
 ORDER BY p.environment_id
@@ -210,10 +218,20 @@ WHERE environment_id = @environment_id AND create_dispatched_at IS NOT NULL
 -- epoch serves it and whether one of its Session's Turns is running. An
 -- observation is due by observation_time (migration 0029), which counts
 -- the page marks of running compute found as recorded; read_at is the
--- database time of the read, the time such a mark records.
+-- database time of the read, the time such a mark records. The lane's
+-- marks are read once per page (lane_marks: each id's newest mark), not
+-- by observation_time per row, which costs a function call and a scan of
+-- the lane's marks for every row (3.3x the page's database time at 1,000
+-- nodes, issue 32); observation_due is observation_time's value.
+WITH lane_marks AS MATERIALIZED (
+    SELECT u.id, max(m.observed_at) AS marked_at
+    FROM observation_marks m CROSS JOIN LATERAL unnest(m.ids) AS u(id)
+    WHERE m.lane = @node_id::uuid
+    GROUP BY u.id
+)
 SELECT sqlc.embed(a),
        (a.observed_at IS NULL
-        OR observation_time(a.observed_at, a.node_id, a.id)
+        OR greatest(a.observed_at, k.marked_at)
            <= now() - sqlc.arg(observe_after_micros)::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
         OR a.keepalive_at <= now() - sqlc.arg(keepalive_after_micros)::bigint * interval '1 microsecond')::boolean AS keepalive_due,
@@ -225,6 +243,7 @@ SELECT sqlc.embed(a),
                WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running,
        now()::timestamptz AS read_at
 FROM allocations a
+LEFT JOIN lane_marks k ON k.id = a.id
 WHERE a.node_id = @node_id::uuid AND a.state = 'running' AND a.create_settled AND a.id > @after
   AND a.compute_phase IN ('running', 'quiescing')
 ORDER BY a.id
@@ -357,7 +376,7 @@ FROM placements p
 JOIN environments e ON e.id = p.environment_id
 JOIN sessions s ON s.id = e.session_id
 LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
-WHERE p.node_id IS NULL AND p.state <> 'released' AND p.environment_id > @after
+WHERE p.node_id IS NULL AND p.state = 'reserved' AND p.environment_id > @after
   AND e.state = 'pending'
   AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id IS NOT DISTINCT FROM p.node_id))
 ORDER BY p.environment_id
@@ -365,10 +384,16 @@ LIMIT @page_size;
 
 -- name: ListObservableForDirect :many
 -- ListObservableForDirect is ListObservableForNode for the direct lane
--- (node_id NULL, migration 0020).
+-- (node_id NULL, migration 0020); its marks' lane is the nil UUID.
+WITH lane_marks AS MATERIALIZED (
+    SELECT u.id, max(m.observed_at) AS marked_at
+    FROM observation_marks m CROSS JOIN LATERAL unnest(m.ids) AS u(id)
+    WHERE m.lane = '00000000-0000-0000-0000-000000000000'::uuid
+    GROUP BY u.id
+)
 SELECT sqlc.embed(a),
        (a.observed_at IS NULL
-        OR observation_time(a.observed_at, a.node_id, a.id)
+        OR greatest(a.observed_at, k.marked_at)
            <= now() - sqlc.arg(observe_after_micros)::bigint * interval '1 microsecond')::boolean AS observation_due,
        (a.keepalive_at IS NULL
         OR a.keepalive_at <= now() - sqlc.arg(keepalive_after_micros)::bigint * interval '1 microsecond')::boolean AS keepalive_due,
@@ -380,6 +405,7 @@ SELECT sqlc.embed(a),
                WHERE e.id = a.environment_id AND t.state = 'running')::boolean AS turn_running,
        now()::timestamptz AS read_at
 FROM allocations a
+LEFT JOIN lane_marks k ON k.id = a.id
 WHERE a.node_id IS NULL AND a.state = 'running' AND a.create_settled AND a.id > @after
   AND a.compute_phase IN ('running', 'quiescing')
 ORDER BY a.id
