@@ -87,6 +87,14 @@ func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
 	if login.GetInstallation().GetId() != installation {
 		t.Fatalf("login -o json: %v", &login)
 	}
+	if r := c.ok("installation", "get"); value(t, r.stdout, "ID") != installation || value(t, r.stdout, "DEPLOYMENT GENERATION") != "0" {
+		t.Fatalf("installation get: %v", r)
+	}
+	var inst adminv1.GetInstallationResponse
+	c.json(&inst, "installation", "get")
+	if inst.GetInstallation().GetId() != installation || inst.GetInstallation().GetOwnerEpoch() == 0 {
+		t.Fatalf("installation get -o json: %v", &inst)
+	}
 	stored, err := os.ReadFile(c.config)
 	if err != nil {
 		t.Fatal(err)
@@ -383,6 +391,66 @@ func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
 	}
 	if r := c.ok("alloc", "get", id(alloc)); value(t, r.stdout, "SESSION") != session {
 		t.Fatalf("alloc get: %v", r)
+	}
+
+	// Suspension by hand: a file written in the workspace survives suspend
+	// --wait, after which the engine runs no container of the installation
+	// (read there; the snapshot's holder is never started), and resume
+	// --wait, after which a Turn in
+	// the new container reads it back.
+	if r := c.run("turn", "run", session, "--shell", "printf kept > /workspace/suspended.txt"); r.code != 0 {
+		t.Fatalf("turn run before the suspension: %v", r)
+	}
+	runningContainers := func() int {
+		t.Helper()
+		running, err := engine.ContainerList(ctx, client.ContainerListOptions{Filters: stack.InstallationFilter(installation)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(running.Items)
+	}
+	if n := runningContainers(); n != 1 {
+		t.Fatalf("before the suspension the installation runs %d containers on the engine, want 1", n)
+	}
+	if r := c.ok("session", "suspend", session, "--wait"); value(t, r.stdout, "COMPUTE PHASE") != "SUSPENDED" || value(t, r.stdout, "STATE") != "ACTIVE" {
+		t.Fatalf("session suspend --wait: %v", r)
+	}
+	if n := runningContainers(); n != 0 {
+		t.Fatalf("the suspended Session's installation runs %d containers on the engine", n)
+	}
+	if r := c.ok("session", "resume", id(session), "--wait"); value(t, r.stdout, "COMPUTE PHASE") != "RUNNING" || value(t, r.stdout, "EXECUTION ADMITTED") != "yes" {
+		t.Fatalf("session resume --wait: %v", r)
+	}
+	if r := c.run("turn", "run", session, "--", "cat", "/workspace/suspended.txt"); r.code != 0 || r.stdout != "kept" {
+		t.Fatalf("the workspace after resume: %v", r)
+	}
+	// A Session with a running Turn is not suspended: the refusal says
+	// what to wait for.
+	busy, err := turnsAPI.SubmitTurn(ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(),
+		Turn: &adminv1.Turn{Command: &adminv1.Command{Program: &adminv1.Command_ShellScript{ShellScript: "sleep 60"}}, Timeout: durationpb.New(time.Minute)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack.WaitFor(t, 30*time.Second, "the sleep 60 Turn running", func() bool {
+		g, err := turnsAPI.GetTurn(ctx, &adminv1.GetTurnRequest{Name: busy.GetTurn().GetName()})
+		return err == nil && g.GetTurn().GetState() == adminv1.Turn_STATE_RUNNING
+	})
+	c.fails(1, "error: session_busy: ", "session", "suspend", session)
+	if _, err := turnsAPI.CancelTurn(ctx, &adminv1.CancelTurnRequest{Name: busy.GetTurn().GetName()}); err != nil {
+		t.Fatal(err)
+	}
+	stack.WaitFor(t, 30*time.Second, "the sleep 60 Turn cancelled", func() bool {
+		g, err := turnsAPI.GetTurn(ctx, &adminv1.GetTurnRequest{Name: busy.GetTurn().GetName()})
+		return err == nil && g.GetTurn().GetState() == adminv1.Turn_STATE_CANCELLED
+	})
+	// The provider switch: disabled, CreateSession is refused with its
+	// fixed reason; enabled again, nothing else changed.
+	if r := c.ok("deployment", "disable"); !strings.HasPrefix(value(t, r.stdout, "PROVIDER DISABLED"), "since ") {
+		t.Fatalf("deployment disable: %v", r)
+	}
+	c.fails(1, "error: provider_disabled: ", "session", "create", "--display-name", "refused")
+	if r := c.ok("deployment", "enable"); value(t, r.stdout, "PROVIDER DISABLED") != "no" {
+		t.Fatalf("deployment enable: %v", r)
 	}
 
 	// Replacing the deployment: a stale expected generation is refused;

@@ -23,7 +23,8 @@ import (
 
 func (a *app) deploymentCmd() *cobra.Command {
 	c := a.groupCmd("deployment", "Select the sandbox provider and size its sandboxes (DeploymentService)",
-		a.deploymentGetCmd(), a.deploymentPreviewCmd(), a.deploymentCommitCmd(), a.deploymentReplaceCmd(), a.deploymentResetCmd())
+		a.deploymentGetCmd(), a.deploymentPreviewCmd(), a.deploymentCommitCmd(), a.deploymentReplaceCmd(),
+		a.deploymentDisableCmd(), a.deploymentEnableCmd(), a.deploymentResetCmd())
 	c.Long = `A candidate comes from -f FILE (a berth.admin.v1.DeploymentCandidate in
 JSON, - for stdin) and from flags, which override the file's fields. The
 provider's public configuration object is -f's configuration or
@@ -44,6 +45,31 @@ them); --no-suspension turns suspension off.`
 func (a *app) deploymentGetCmd() *cobra.Command {
 	return a.command("get", "Show the deployment: provider, specification, generations and what each node serves", exactArgs(), func(cmd *cobra.Command, _ []string) error {
 		resp, err := call(a.deployments.GetDeployment, &adminv1.GetDeploymentRequest{Name: "deployment"})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), true) })
+	})
+}
+
+func (a *app) deploymentDisableCmd() *cobra.Command {
+	c := a.command("disable", "Disable the sandbox provider: CreateSession is refused and no new Create is sent; cleanup and reads go on", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		resp, err := call(a.deployments.DisableProvider, &adminv1.DisableProviderRequest{Name: "deployment"})
+		if err != nil {
+			return err
+		}
+		return a.show(resp, func(w io.Writer) { deploymentFields(w, resp.GetDeployment(), true) })
+	})
+	c.Long = `disable stops the provider durably: CreateSession is refused with
+provider_disabled and Core sends no new Create, so pending Sessions wait.
+Deleting Sessions, cleaning up their compute, running Turns and every read
+go on. Disabling again changes nothing; 'deployment enable' is the way back.`
+	return c
+}
+
+func (a *app) deploymentEnableCmd() *cobra.Command {
+	return a.command("enable", "Enable the sandbox provider again: Session creation and the pending Creates resume", exactArgs(), func(cmd *cobra.Command, _ []string) error {
+		resp, err := call(a.deployments.EnableProvider, &adminv1.EnableProviderRequest{Name: "deployment"})
 		if err != nil {
 			return err
 		}

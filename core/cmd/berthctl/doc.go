@@ -2,10 +2,13 @@
 // generated client of berth.admin.v1:
 //
 //	berthctl login --address HOST:PORT --token-file PATH   check and store where the admin API is
+//	berthctl installation get                              the installation: id, public URL, owner epoch, version
 //	berthctl node token create|list|revoke                 enrollment tokens
 //	berthctl node list|get|enable|retire|remove            nodes
 //	berthctl deployment get|preview|commit|replace         the provider and its specification
+//	berthctl deployment disable|enable                     stop and resume Session creation (the provider switch)
 //	berthctl session create|list|get|delete|archive        Sessions (create and delete --wait)
+//	berthctl session suspend|resume                        suspend an idle Session now, resume it (--wait)
 //	berthctl turn run SESSION -- CMD [ARG...]              run a command, stream its output, exit with its status
 //	berthctl turn list|get|cancel                          Turns
 //	berthctl alloc list|get                                allocations (read-only)

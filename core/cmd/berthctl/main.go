@@ -171,7 +171,7 @@ that says what to do, and exit 1; a bad command line exits 2.`,
 		}
 		return nil
 	}
-	root.AddCommand(a.loginCmd(), a.nodeCmd(), a.deploymentCmd(), a.sessionCmd(), a.turnCmd(), a.allocCmd())
+	root.AddCommand(a.loginCmd(), a.installationCmd(), a.nodeCmd(), a.deploymentCmd(), a.sessionCmd(), a.turnCmd(), a.allocCmd())
 	root.AddCommand(a.tenantCmd(), a.projectCmd(), a.keyCmd(), a.auditCmd())
 	return root
 }

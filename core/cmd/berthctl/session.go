@@ -18,8 +18,9 @@ import (
 const pollInterval = 500 * time.Millisecond
 
 func (a *app) sessionCmd() *cobra.Command {
-	return a.groupCmd("session", "Create, list, show and delete Sessions (SessionService)",
-		a.sessionCreateCmd(), a.sessionListCmd(), a.sessionGetCmd(), a.sessionDeleteCmd(), a.sessionArchiveCmd())
+	return a.groupCmd("session", "Create, list, show, suspend, resume, archive and delete Sessions (SessionService)",
+		a.sessionCreateCmd(), a.sessionListCmd(), a.sessionGetCmd(), a.sessionDeleteCmd(), a.sessionArchiveCmd(),
+		a.sessionSuspendCmd(), a.sessionResumeCmd())
 }
 
 // waitFlags are --wait and --wait-timeout of a command that can wait.
@@ -138,19 +139,94 @@ func (a *app) sessionArchiveCmd() *cobra.Command {
 	})
 }
 
+func (a *app) sessionSuspendCmd() *cobra.Command {
+	var (
+		requestID string
+		w         waitFlags
+	)
+	c := a.command("suspend SESSION", "Suspend an idle Session now: its workspace is captured and its compute released", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		req := &adminv1.SuspendSessionRequest{Name: name("sessions", args[0]), RequestId: requestID}
+		if req.RequestId == "" {
+			req.RequestId = uuid.NewString()
+		}
+		resp, err := call(a.sessions.SuspendSession, req)
+		if err != nil {
+			return err
+		}
+		return a.showSession(resp, &resp.Session, w, suspended)
+	})
+	c.Long = `suspend asks Core to suspend the Session now, as the deployment's idle
+suspension would but without waiting out the idle time: the deployment must
+have a suspension policy, and the Session must be idle (at least one Turn
+ended, none queued or running). A Turn submitted later, or 'session resume',
+restores it.`
+	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
+	w.flags(c.Flags(), "wait until the Session is suspended (compute phase SUSPENDED)")
+	return c
+}
+
+func (a *app) sessionResumeCmd() *cobra.Command {
+	var (
+		requestID string
+		w         waitFlags
+	)
+	c := a.command("resume SESSION", "Resume a suspended Session now: its workspace is restored into new compute", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		req := &adminv1.ResumeSessionRequest{Name: name("sessions", args[0]), RequestId: requestID}
+		if req.RequestId == "" {
+			req.RequestId = uuid.NewString()
+		}
+		resp, err := call(a.sessions.ResumeSession, req)
+		if err != nil {
+			return err
+		}
+		return a.showSession(resp, &resp.Session, w, resumed)
+	})
+	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
+	w.flags(c.Flags(), "wait until the Session runs again and its Runtime accepts Turns")
+	return c
+}
+
 // A waitGoal says whether a Session is where a wait wants it (done), or
 // can no longer get there (err).
 type waitGoal func(s *adminv1.Session) (done bool, err error)
 
 // admitted is create --wait's goal: the Runtime accepts Turns.
 func admitted(s *adminv1.Session) (bool, error) {
-	switch s.GetState() {
-	case adminv1.Session_STATE_FAILED:
-		return false, adminclient.Errorf(dash(s.GetEnvironment().GetFailureCode()), "%s failed: 'berthctl session get %s' shows it", s.GetName(), s.GetName())
-	case adminv1.Session_STATE_DELETING, adminv1.Session_STATE_DELETED:
-		return false, adminclient.Errorf("session_deleted", "%s was deleted while waiting for it", s.GetName())
+	if err := live(s); err != nil {
+		return false, err
 	}
 	return s.GetEnvironment().GetExecutionAdmitted(), nil
+}
+
+// suspended is suspend --wait's goal: a snapshot holds the workspace.
+func suspended(s *adminv1.Session) (bool, error) {
+	if err := live(s); err != nil {
+		return false, err
+	}
+	return s.GetEnvironment().GetComputePhase() == adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, nil
+}
+
+// resumed is resume --wait's goal: running again and admitted.
+func resumed(s *adminv1.Session) (bool, error) {
+	if err := live(s); err != nil {
+		return false, err
+	}
+	env := s.GetEnvironment()
+	return env.GetComputePhase() == adminv1.ComputePhase_COMPUTE_PHASE_RUNNING && env.GetExecutionAdmitted(), nil
+}
+
+// live is the error of a wait for a Session that can no longer get
+// anywhere: failed, deleted or archived.
+func live(s *adminv1.Session) error {
+	switch s.GetState() {
+	case adminv1.Session_STATE_FAILED:
+		return adminclient.Errorf(dash(s.GetEnvironment().GetFailureCode()), "%s failed: 'berthctl session get %s' shows it", s.GetName(), s.GetName())
+	case adminv1.Session_STATE_DELETING, adminv1.Session_STATE_DELETED:
+		return adminclient.Errorf("session_deleted", "%s was deleted while waiting for it", s.GetName())
+	case adminv1.Session_STATE_ARCHIVED:
+		return adminclient.Errorf("session_archived", "%s was archived while waiting for it", s.GetName())
+	}
+	return nil
 }
 
 // gone is delete --wait's goal: cleanup confirmed.
