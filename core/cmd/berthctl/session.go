@@ -140,49 +140,57 @@ func (a *app) sessionArchiveCmd() *cobra.Command {
 }
 
 func (a *app) sessionSuspendCmd() *cobra.Command {
-	var (
-		requestID string
-		w         waitFlags
-	)
-	c := a.command("suspend SESSION", "Suspend an idle Session now: its workspace is captured and its compute released", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
-		req := &adminv1.SuspendSessionRequest{Name: name("sessions", args[0]), RequestId: requestID}
-		if req.RequestId == "" {
-			req.RequestId = uuid.NewString()
-		}
-		resp, err := call(a.sessions.SuspendSession, req)
-		if err != nil {
-			return err
-		}
-		return a.showSession(resp, &resp.Session, w, suspended)
-	})
+	c := a.sessionComputeCmd("suspend SESSION", "Suspend an idle Session now: its workspace is captured and its compute released",
+		"wait until the Session is suspended (compute phase SUSPENDED)", suspended,
+		func(name, requestID string) (proto.Message, **adminv1.Session, error) {
+			resp, err := call(a.sessions.SuspendSession, &adminv1.SuspendSessionRequest{Name: name, RequestId: requestID})
+			if err != nil {
+				return nil, nil, err
+			}
+			return resp, &resp.Session, nil
+		})
 	c.Long = `suspend asks Core to suspend the Session now, as the deployment's idle
 suspension would but without waiting out the idle time: the deployment must
 have a suspension policy, and the Session must be idle (at least one Turn
 ended, none queued or running). A Turn submitted later, or 'session resume',
 restores it.`
-	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
-	w.flags(c.Flags(), "wait until the Session is suspended (compute phase SUSPENDED)")
 	return c
 }
 
 func (a *app) sessionResumeCmd() *cobra.Command {
+	return a.sessionComputeCmd("resume SESSION", "Resume a suspended Session now: its workspace is restored into new compute",
+		"wait until the Session runs again and its Runtime accepts Turns", resumed,
+		func(name, requestID string) (proto.Message, **adminv1.Session, error) {
+			resp, err := call(a.sessions.ResumeSession, &adminv1.ResumeSessionRequest{Name: name, RequestId: requestID})
+			if err != nil {
+				return nil, nil, err
+			}
+			return resp, &resp.Session, nil
+		})
+}
+
+// sessionComputeCmd is suspend and resume: send, called with the
+// Session's name and a request id (--request-id, or a new one), returns
+// the response and where in it the Session is; --wait then waits for goal.
+func (a *app) sessionComputeCmd(use, short, waitWhat string, goal waitGoal,
+	send func(name, requestID string) (proto.Message, **adminv1.Session, error)) *cobra.Command {
 	var (
 		requestID string
 		w         waitFlags
 	)
-	c := a.command("resume SESSION", "Resume a suspended Session now: its workspace is restored into new compute", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
-		req := &adminv1.ResumeSessionRequest{Name: name("sessions", args[0]), RequestId: requestID}
-		if req.RequestId == "" {
-			req.RequestId = uuid.NewString()
+	c := a.command(use, short, exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		id := requestID
+		if id == "" {
+			id = uuid.NewString()
 		}
-		resp, err := call(a.sessions.ResumeSession, req)
+		resp, session, err := send(name("sessions", args[0]), id)
 		if err != nil {
 			return err
 		}
-		return a.showSession(resp, &resp.Session, w, resumed)
+		return a.showSession(resp, session, w, goal)
 	})
 	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry idempotent (default: a new one)")
-	w.flags(c.Flags(), "wait until the Session runs again and its Runtime accepts Turns")
+	w.flags(c.Flags(), waitWhat)
 	return c
 }
 
