@@ -22,6 +22,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TransferDirection is which way a file operation's bytes go.
+type TransferDirection int32
+
+const (
+	// TRANSFER_DIRECTION_UNSPECIFIED is never used.
+	TransferDirection_TRANSFER_DIRECTION_UNSPECIFIED TransferDirection = 0
+	// TRANSFER_DIRECTION_UPLOAD writes into the workspace.
+	TransferDirection_TRANSFER_DIRECTION_UPLOAD TransferDirection = 1
+	// TRANSFER_DIRECTION_DOWNLOAD reads from the workspace.
+	TransferDirection_TRANSFER_DIRECTION_DOWNLOAD TransferDirection = 2
+)
+
+// Enum value maps for TransferDirection.
+var (
+	TransferDirection_name = map[int32]string{
+		0: "TRANSFER_DIRECTION_UNSPECIFIED",
+		1: "TRANSFER_DIRECTION_UPLOAD",
+		2: "TRANSFER_DIRECTION_DOWNLOAD",
+	}
+	TransferDirection_value = map[string]int32{
+		"TRANSFER_DIRECTION_UNSPECIFIED": 0,
+		"TRANSFER_DIRECTION_UPLOAD":      1,
+		"TRANSFER_DIRECTION_DOWNLOAD":    2,
+	}
+)
+
+func (x TransferDirection) Enum() *TransferDirection {
+	p := new(TransferDirection)
+	*p = x
+	return p
+}
+
+func (x TransferDirection) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TransferDirection) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_runtime_v1_runtime_proto_enumTypes[0].Descriptor()
+}
+
+func (TransferDirection) Type() protoreflect.EnumType {
+	return &file_berth_runtime_v1_runtime_proto_enumTypes[0]
+}
+
+func (x TransferDirection) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TransferDirection.Descriptor instead.
+func (TransferDirection) EnumDescriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{0}
+}
+
 // OutputStream names a process output stream.
 type OutputStream int32
 
@@ -59,11 +112,11 @@ func (x OutputStream) String() string {
 }
 
 func (OutputStream) Descriptor() protoreflect.EnumDescriptor {
-	return file_berth_runtime_v1_runtime_proto_enumTypes[0].Descriptor()
+	return file_berth_runtime_v1_runtime_proto_enumTypes[1].Descriptor()
 }
 
 func (OutputStream) Type() protoreflect.EnumType {
-	return &file_berth_runtime_v1_runtime_proto_enumTypes[0]
+	return &file_berth_runtime_v1_runtime_proto_enumTypes[1]
 }
 
 func (x OutputStream) Number() protoreflect.EnumNumber {
@@ -72,7 +125,69 @@ func (x OutputStream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OutputStream.Descriptor instead.
 func (OutputStream) EnumDescriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{0}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{1}
+}
+
+// Kind is what the entry is.
+type FileEntry_Kind int32
+
+const (
+	// KIND_UNSPECIFIED is never used.
+	FileEntry_KIND_UNSPECIFIED FileEntry_Kind = 0
+	// KIND_FILE is a regular file; size bytes of data follow.
+	FileEntry_KIND_FILE FileEntry_Kind = 1
+	// KIND_DIRECTORY is a directory.
+	FileEntry_KIND_DIRECTORY FileEntry_Kind = 2
+	// KIND_SYMLINK is a symbolic link to link_target.
+	FileEntry_KIND_SYMLINK FileEntry_Kind = 3
+	// KIND_HARDLINK is a hard link to link_target, an earlier regular
+	// file entry of the same operation.
+	FileEntry_KIND_HARDLINK FileEntry_Kind = 4
+)
+
+// Enum value maps for FileEntry_Kind.
+var (
+	FileEntry_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_FILE",
+		2: "KIND_DIRECTORY",
+		3: "KIND_SYMLINK",
+		4: "KIND_HARDLINK",
+	}
+	FileEntry_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_FILE":        1,
+		"KIND_DIRECTORY":   2,
+		"KIND_SYMLINK":     3,
+		"KIND_HARDLINK":    4,
+	}
+)
+
+func (x FileEntry_Kind) Enum() *FileEntry_Kind {
+	p := new(FileEntry_Kind)
+	*p = x
+	return p
+}
+
+func (x FileEntry_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FileEntry_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_runtime_v1_runtime_proto_enumTypes[2].Descriptor()
+}
+
+func (FileEntry_Kind) Type() protoreflect.EnumType {
+	return &file_berth_runtime_v1_runtime_proto_enumTypes[2]
+}
+
+func (x FileEntry_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FileEntry_Kind.Descriptor instead.
+func (FileEntry_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{11, 0}
 }
 
 // Outcome is how the Turn ended.
@@ -123,11 +238,11 @@ func (x TurnResult_Outcome) String() string {
 }
 
 func (TurnResult_Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_berth_runtime_v1_runtime_proto_enumTypes[1].Descriptor()
+	return file_berth_runtime_v1_runtime_proto_enumTypes[3].Descriptor()
 }
 
 func (TurnResult_Outcome) Type() protoreflect.EnumType {
-	return &file_berth_runtime_v1_runtime_proto_enumTypes[1]
+	return &file_berth_runtime_v1_runtime_proto_enumTypes[3]
 }
 
 func (x TurnResult_Outcome) Number() protoreflect.EnumNumber {
@@ -136,7 +251,7 @@ func (x TurnResult_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TurnResult_Outcome.Descriptor instead.
 func (TurnResult_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{15, 0}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{25, 0}
 }
 
 // ConnectRequest is one message from the Runtime.
@@ -341,6 +456,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_CancelTurn
 	//	*ConnectResponse_Keepalive
 	//	*ConnectResponse_Quiesce
+	//	*ConnectResponse_OpenTransfer
 	Message       isConnectResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -428,6 +544,15 @@ func (x *ConnectResponse) GetQuiesce() *Quiesce {
 	return nil
 }
 
+func (x *ConnectResponse) GetOpenTransfer() *OpenTransfer {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_OpenTransfer); ok {
+			return x.OpenTransfer
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Message interface {
 	isConnectResponse_Message()
 }
@@ -458,6 +583,15 @@ type ConnectResponse_Quiesce struct {
 	Quiesce *Quiesce `protobuf:"bytes,5,opt,name=quiesce,proto3,oneof"`
 }
 
+type ConnectResponse_OpenTransfer struct {
+	// open_transfer asks the Runtime to open a Transfer stream for a file
+	// operation. Core sends it only on a connection whose prepared
+	// announced the "files.v1" capability. A Runtime that cannot open it
+	// (admission closed by a quiesce) ignores it; the operation then fails
+	// on Core's side.
+	OpenTransfer *OpenTransfer `protobuf:"bytes,6,opt,name=open_transfer,json=openTransfer,proto3,oneof"`
+}
+
 func (*ConnectResponse_Welcome) isConnectResponse_Message() {}
 
 func (*ConnectResponse_RunTurn) isConnectResponse_Message() {}
@@ -467,6 +601,8 @@ func (*ConnectResponse_CancelTurn) isConnectResponse_Message() {}
 func (*ConnectResponse_Keepalive) isConnectResponse_Message() {}
 
 func (*ConnectResponse_Quiesce) isConnectResponse_Message() {}
+
+func (*ConnectResponse_OpenTransfer) isConnectResponse_Message() {}
 
 // Hello authenticates the Runtime with the identity its bootstrap file
 // gives it.
@@ -613,7 +749,11 @@ func (x *Welcome) GetKeepaliveInterval() *durationpb.Duration {
 // Prepared reports the common Runtime preparation (workspace present and
 // writable, shell available).
 type Prepared struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// capabilities are what this Runtime can do beyond Turns: "files.v1"
+	// (open_transfer and the Transfer RPC). A Runtime that predates a
+	// capability does not list it, and Core does not use it there.
+	Capabilities  []string `protobuf:"bytes,1,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -648,6 +788,848 @@ func (*Prepared) Descriptor() ([]byte, []int) {
 	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{4}
 }
 
+func (x *Prepared) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+// OpenTransfer describes one file operation. Paths are relative to
+// /workspace, already checked lexically by Core; the Runtime checks them
+// again against the filesystem.
+type OpenTransfer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// transfer_id identifies the operation; the Transfer hello repeats it.
+	TransferId string `protobuf:"bytes,1,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	// direction is required.
+	Direction TransferDirection `protobuf:"varint,2,opt,name=direction,proto3,enum=berth.runtime.v1.TransferDirection" json:"direction,omitempty"`
+	// path is the destination directory of an upload (created when
+	// missing), or the file or directory a download reads. "." is the
+	// workspace itself.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// no_overwrite refuses an upload entry whose name exists (file_exists).
+	NoOverwrite bool `protobuf:"varint,4,opt,name=no_overwrite,json=noOverwrite,proto3" json:"no_overwrite,omitempty"`
+	// max_bytes bounds the sum of the entries' sizes (upload_too_large,
+	// download_too_large).
+	MaxBytes int64 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// max_file_bytes bounds one entry's size (file_too_large).
+	MaxFileBytes int64 `protobuf:"varint,6,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
+	// max_entries bounds the number of entries (too_many_entries).
+	MaxEntries    int64 `protobuf:"varint,7,opt,name=max_entries,json=maxEntries,proto3" json:"max_entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenTransfer) Reset() {
+	*x = OpenTransfer{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenTransfer) ProtoMessage() {}
+
+func (x *OpenTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenTransfer.ProtoReflect.Descriptor instead.
+func (*OpenTransfer) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *OpenTransfer) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+func (x *OpenTransfer) GetDirection() TransferDirection {
+	if x != nil {
+		return x.Direction
+	}
+	return TransferDirection_TRANSFER_DIRECTION_UNSPECIFIED
+}
+
+func (x *OpenTransfer) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OpenTransfer) GetNoOverwrite() bool {
+	if x != nil {
+		return x.NoOverwrite
+	}
+	return false
+}
+
+func (x *OpenTransfer) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *OpenTransfer) GetMaxFileBytes() int64 {
+	if x != nil {
+		return x.MaxFileBytes
+	}
+	return 0
+}
+
+func (x *OpenTransfer) GetMaxEntries() int64 {
+	if x != nil {
+		return x.MaxEntries
+	}
+	return 0
+}
+
+// TransferRequest is one message from the Runtime on a Transfer stream.
+type TransferRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message is required.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*TransferRequest_Hello
+	//	*TransferRequest_Summary
+	//	*TransferRequest_Entry
+	//	*TransferRequest_Data
+	//	*TransferRequest_Done
+	//	*TransferRequest_Refused
+	Message       isTransferRequest_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferRequest) Reset() {
+	*x = TransferRequest{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferRequest) ProtoMessage() {}
+
+func (x *TransferRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferRequest.ProtoReflect.Descriptor instead.
+func (*TransferRequest) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TransferRequest) GetMessage() isTransferRequest_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *TransferRequest) GetHello() *TransferHello {
+	if x != nil {
+		if x, ok := x.Message.(*TransferRequest_Hello); ok {
+			return x.Hello
+		}
+	}
+	return nil
+}
+
+func (x *TransferRequest) GetSummary() *TransferSummary {
+	if x != nil {
+		if x, ok := x.Message.(*TransferRequest_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+func (x *TransferRequest) GetEntry() *FileEntry {
+	if x != nil {
+		if x, ok := x.Message.(*TransferRequest_Entry); ok {
+			return x.Entry
+		}
+	}
+	return nil
+}
+
+func (x *TransferRequest) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Message.(*TransferRequest_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *TransferRequest) GetDone() *TransferDone {
+	if x != nil {
+		if x, ok := x.Message.(*TransferRequest_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+func (x *TransferRequest) GetRefused() *TransferRefused {
+	if x != nil {
+		if x, ok := x.Message.(*TransferRequest_Refused); ok {
+			return x.Refused
+		}
+	}
+	return nil
+}
+
+type isTransferRequest_Message interface {
+	isTransferRequest_Message()
+}
+
+type TransferRequest_Hello struct {
+	// hello must be the first message and appears only once.
+	Hello *TransferHello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
+}
+
+type TransferRequest_Summary struct {
+	// summary is a download's first message after accepted: what the
+	// walk found before the first byte.
+	Summary *TransferSummary `protobuf:"bytes,2,opt,name=summary,proto3,oneof"`
+}
+
+type TransferRequest_Entry struct {
+	// entry is a download's next entry.
+	Entry *FileEntry `protobuf:"bytes,3,opt,name=entry,proto3,oneof"`
+}
+
+type TransferRequest_Data struct {
+	// data is the next bytes of a download's current file entry, at most
+	// 1 MiB.
+	Data []byte `protobuf:"bytes,4,opt,name=data,proto3,oneof"`
+}
+
+type TransferRequest_Done struct {
+	// done ends the operation: every upload entry is in place, or every
+	// download entry was sent.
+	Done *TransferDone `protobuf:"bytes,5,opt,name=done,proto3,oneof"`
+}
+
+type TransferRequest_Refused struct {
+	// refused ends the operation with a fixed reason.
+	Refused *TransferRefused `protobuf:"bytes,6,opt,name=refused,proto3,oneof"`
+}
+
+func (*TransferRequest_Hello) isTransferRequest_Message() {}
+
+func (*TransferRequest_Summary) isTransferRequest_Message() {}
+
+func (*TransferRequest_Entry) isTransferRequest_Message() {}
+
+func (*TransferRequest_Data) isTransferRequest_Message() {}
+
+func (*TransferRequest_Done) isTransferRequest_Message() {}
+
+func (*TransferRequest_Refused) isTransferRequest_Message() {}
+
+// TransferResponse is one message from Core on a Transfer stream.
+type TransferResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message is always set.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*TransferResponse_Accepted
+	//	*TransferResponse_Entry
+	//	*TransferResponse_Data
+	//	*TransferResponse_Commit
+	Message       isTransferResponse_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferResponse) Reset() {
+	*x = TransferResponse{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferResponse) ProtoMessage() {}
+
+func (x *TransferResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferResponse.ProtoReflect.Descriptor instead.
+func (*TransferResponse) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TransferResponse) GetMessage() isTransferResponse_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *TransferResponse) GetAccepted() *TransferAccepted {
+	if x != nil {
+		if x, ok := x.Message.(*TransferResponse_Accepted); ok {
+			return x.Accepted
+		}
+	}
+	return nil
+}
+
+func (x *TransferResponse) GetEntry() *FileEntry {
+	if x != nil {
+		if x, ok := x.Message.(*TransferResponse_Entry); ok {
+			return x.Entry
+		}
+	}
+	return nil
+}
+
+func (x *TransferResponse) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Message.(*TransferResponse_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *TransferResponse) GetCommit() *TransferCommit {
+	if x != nil {
+		if x, ok := x.Message.(*TransferResponse_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+type isTransferResponse_Message interface {
+	isTransferResponse_Message()
+}
+
+type TransferResponse_Accepted struct {
+	// accepted answers hello.
+	Accepted *TransferAccepted `protobuf:"bytes,1,opt,name=accepted,proto3,oneof"`
+}
+
+type TransferResponse_Entry struct {
+	// entry is an upload's next entry.
+	Entry *FileEntry `protobuf:"bytes,2,opt,name=entry,proto3,oneof"`
+}
+
+type TransferResponse_Data struct {
+	// data is the next bytes of an upload's current file entry, at most
+	// 1 MiB.
+	Data []byte `protobuf:"bytes,3,opt,name=data,proto3,oneof"`
+}
+
+type TransferResponse_Commit struct {
+	// commit ends an upload's entries.
+	Commit *TransferCommit `protobuf:"bytes,4,opt,name=commit,proto3,oneof"`
+}
+
+func (*TransferResponse_Accepted) isTransferResponse_Message() {}
+
+func (*TransferResponse_Entry) isTransferResponse_Message() {}
+
+func (*TransferResponse_Data) isTransferResponse_Message() {}
+
+func (*TransferResponse_Commit) isTransferResponse_Message() {}
+
+// TransferHello authenticates the Runtime for one operation with the
+// identity of its Connect hello.
+type TransferHello struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// protocol_version is ProtocolVersion.
+	ProtocolVersion string `protobuf:"bytes,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// device_id is the bootstrap file's device id.
+	DeviceId string `protobuf:"bytes,2,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// credential is the bootstrap file's dedicated credential.
+	Credential string `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
+	// transfer_id is the open_transfer's.
+	TransferId    string `protobuf:"bytes,4,opt,name=transfer_id,json=transferId,proto3" json:"transfer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferHello) Reset() {
+	*x = TransferHello{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferHello) ProtoMessage() {}
+
+func (x *TransferHello) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferHello.ProtoReflect.Descriptor instead.
+func (*TransferHello) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TransferHello) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
+func (x *TransferHello) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *TransferHello) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+func (x *TransferHello) GetTransferId() string {
+	if x != nil {
+		return x.TransferId
+	}
+	return ""
+}
+
+// TransferAccepted accepts a Transfer stream.
+type TransferAccepted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferAccepted) Reset() {
+	*x = TransferAccepted{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferAccepted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferAccepted) ProtoMessage() {}
+
+func (x *TransferAccepted) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferAccepted.ProtoReflect.Descriptor instead.
+func (*TransferAccepted) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{9}
+}
+
+// TransferCommit ends an upload's entries.
+type TransferCommit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferCommit) Reset() {
+	*x = TransferCommit{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferCommit) ProtoMessage() {}
+
+func (x *TransferCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferCommit.ProtoReflect.Descriptor instead.
+func (*TransferCommit) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{10}
+}
+
+// FileEntry is one entry of a tree.
+type FileEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is slash-separated and relative to the operation's path.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// kind is required.
+	Kind FileEntry_Kind `protobuf:"varint,2,opt,name=kind,proto3,enum=berth.runtime.v1.FileEntry_Kind" json:"kind,omitempty"`
+	// mode is the permission bits (the Runtime drops setuid, setgid and
+	// sticky, and counts them).
+	Mode uint32 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	// mtime_unix_nano is the modification time; 0 keeps the time of the
+	// write.
+	MtimeUnixNano int64 `protobuf:"varint,4,opt,name=mtime_unix_nano,json=mtimeUnixNano,proto3" json:"mtime_unix_nano,omitempty"`
+	// size is a file's length in bytes.
+	Size int64 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
+	// link_target is a symlink's target or a hard link's earlier entry.
+	LinkTarget    string `protobuf:"bytes,6,opt,name=link_target,json=linkTarget,proto3" json:"link_target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileEntry) Reset() {
+	*x = FileEntry{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileEntry) ProtoMessage() {}
+
+func (x *FileEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
+func (*FileEntry) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FileEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FileEntry) GetKind() FileEntry_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return FileEntry_KIND_UNSPECIFIED
+}
+
+func (x *FileEntry) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *FileEntry) GetMtimeUnixNano() int64 {
+	if x != nil {
+		return x.MtimeUnixNano
+	}
+	return 0
+}
+
+func (x *FileEntry) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *FileEntry) GetLinkTarget() string {
+	if x != nil {
+		return x.LinkTarget
+	}
+	return ""
+}
+
+// TransferSummary is what a download will send.
+type TransferSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entries is the number of entries.
+	Entries int64 `protobuf:"varint,1,opt,name=entries,proto3" json:"entries,omitempty"`
+	// bytes is the sum of the file entries' sizes.
+	Bytes         int64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferSummary) Reset() {
+	*x = TransferSummary{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferSummary) ProtoMessage() {}
+
+func (x *TransferSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferSummary.ProtoReflect.Descriptor instead.
+func (*TransferSummary) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TransferSummary) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *TransferSummary) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// TransferDone ends an operation with its counts.
+type TransferDone struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// files, directories, symlinks and hardlinks count the entries applied
+	// (upload) or sent (download).
+	Files       int64 `protobuf:"varint,1,opt,name=files,proto3" json:"files,omitempty"`
+	Directories int64 `protobuf:"varint,2,opt,name=directories,proto3" json:"directories,omitempty"`
+	Symlinks    int64 `protobuf:"varint,3,opt,name=symlinks,proto3" json:"symlinks,omitempty"`
+	Hardlinks   int64 `protobuf:"varint,4,opt,name=hardlinks,proto3" json:"hardlinks,omitempty"`
+	// bytes is the sum of the file entries' sizes.
+	Bytes int64 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// modes_masked counts upload entries whose setuid, setgid or sticky bit
+	// was dropped.
+	ModesMasked int64 `protobuf:"varint,6,opt,name=modes_masked,json=modesMasked,proto3" json:"modes_masked,omitempty"`
+	// skipped counts download entries not sent (devices, FIFOs, sockets).
+	Skipped       int64 `protobuf:"varint,7,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferDone) Reset() {
+	*x = TransferDone{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferDone) ProtoMessage() {}
+
+func (x *TransferDone) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferDone.ProtoReflect.Descriptor instead.
+func (*TransferDone) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TransferDone) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *TransferDone) GetDirectories() int64 {
+	if x != nil {
+		return x.Directories
+	}
+	return 0
+}
+
+func (x *TransferDone) GetSymlinks() int64 {
+	if x != nil {
+		return x.Symlinks
+	}
+	return 0
+}
+
+func (x *TransferDone) GetHardlinks() int64 {
+	if x != nil {
+		return x.Hardlinks
+	}
+	return 0
+}
+
+func (x *TransferDone) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *TransferDone) GetModesMasked() int64 {
+	if x != nil {
+		return x.ModesMasked
+	}
+	return 0
+}
+
+func (x *TransferDone) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+// TransferRefused ends an operation with a fixed reason.
+type TransferRefused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reason is a fixed code (see berth.admin.v1.FileService).
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// entry is the 0-based index of the entry refused, or -1.
+	Entry         int64 `protobuf:"varint,2,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferRefused) Reset() {
+	*x = TransferRefused{}
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferRefused) ProtoMessage() {}
+
+func (x *TransferRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferRefused.ProtoReflect.Descriptor instead.
+func (*TransferRefused) Descriptor() ([]byte, []int) {
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TransferRefused) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *TransferRefused) GetEntry() int64 {
+	if x != nil {
+		return x.Entry
+	}
+	return 0
+}
+
 // Argv is a program and its arguments.
 type Argv struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -659,7 +1641,7 @@ type Argv struct {
 
 func (x *Argv) Reset() {
 	*x = Argv{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[5]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +1653,7 @@ func (x *Argv) String() string {
 func (*Argv) ProtoMessage() {}
 
 func (x *Argv) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[5]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +1666,7 @@ func (x *Argv) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Argv.ProtoReflect.Descriptor instead.
 func (*Argv) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{5}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Argv) GetArgs() []string {
@@ -725,7 +1707,7 @@ type RunTurn struct {
 
 func (x *RunTurn) Reset() {
 	*x = RunTurn{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[6]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +1719,7 @@ func (x *RunTurn) String() string {
 func (*RunTurn) ProtoMessage() {}
 
 func (x *RunTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[6]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +1732,7 @@ func (x *RunTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunTurn.ProtoReflect.Descriptor instead.
 func (*RunTurn) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{6}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunTurn) GetTurnId() string {
@@ -849,7 +1831,7 @@ type CancelTurn struct {
 
 func (x *CancelTurn) Reset() {
 	*x = CancelTurn{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[7]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1843,7 @@ func (x *CancelTurn) String() string {
 func (*CancelTurn) ProtoMessage() {}
 
 func (x *CancelTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[7]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1856,7 @@ func (x *CancelTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTurn.ProtoReflect.Descriptor instead.
 func (*CancelTurn) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{7}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelTurn) GetTurnId() string {
@@ -895,7 +1877,7 @@ type Keepalive struct {
 
 func (x *Keepalive) Reset() {
 	*x = Keepalive{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[8]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1889,7 @@ func (x *Keepalive) String() string {
 func (*Keepalive) ProtoMessage() {}
 
 func (x *Keepalive) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[8]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1902,7 @@ func (x *Keepalive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Keepalive.ProtoReflect.Descriptor instead.
 func (*Keepalive) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{8}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Keepalive) GetSequence() int64 {
@@ -941,7 +1923,7 @@ type KeepaliveAck struct {
 
 func (x *KeepaliveAck) Reset() {
 	*x = KeepaliveAck{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[9]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1935,7 @@ func (x *KeepaliveAck) String() string {
 func (*KeepaliveAck) ProtoMessage() {}
 
 func (x *KeepaliveAck) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[9]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1948,7 @@ func (x *KeepaliveAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepaliveAck.ProtoReflect.Descriptor instead.
 func (*KeepaliveAck) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{9}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KeepaliveAck) GetSequence() int64 {
@@ -1015,7 +1997,7 @@ type Quiesce struct {
 
 func (x *Quiesce) Reset() {
 	*x = Quiesce{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[10]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +2009,7 @@ func (x *Quiesce) String() string {
 func (*Quiesce) ProtoMessage() {}
 
 func (x *Quiesce) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[10]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +2022,7 @@ func (x *Quiesce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quiesce.ProtoReflect.Descriptor instead.
 func (*Quiesce) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{10}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Quiesce) GetSuspensionToken() string {
@@ -1062,7 +2044,7 @@ type QuiesceAck struct {
 
 func (x *QuiesceAck) Reset() {
 	*x = QuiesceAck{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[11]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +2056,7 @@ func (x *QuiesceAck) String() string {
 func (*QuiesceAck) ProtoMessage() {}
 
 func (x *QuiesceAck) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[11]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +2069,7 @@ func (x *QuiesceAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuiesceAck.ProtoReflect.Descriptor instead.
 func (*QuiesceAck) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{11}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QuiesceAck) GetSuspensionToken() string {
@@ -1112,7 +2094,7 @@ type QuiesceRejected struct {
 
 func (x *QuiesceRejected) Reset() {
 	*x = QuiesceRejected{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +2106,7 @@ func (x *QuiesceRejected) String() string {
 func (*QuiesceRejected) ProtoMessage() {}
 
 func (x *QuiesceRejected) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[12]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +2119,7 @@ func (x *QuiesceRejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuiesceRejected.ProtoReflect.Descriptor instead.
 func (*QuiesceRejected) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{12}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QuiesceRejected) GetSuspensionToken() string {
@@ -1165,7 +2147,7 @@ type TurnStarted struct {
 
 func (x *TurnStarted) Reset() {
 	*x = TurnStarted{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[13]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +2159,7 @@ func (x *TurnStarted) String() string {
 func (*TurnStarted) ProtoMessage() {}
 
 func (x *TurnStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[13]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +2172,7 @@ func (x *TurnStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStarted.ProtoReflect.Descriptor instead.
 func (*TurnStarted) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{13}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TurnStarted) GetTurnId() string {
@@ -1218,7 +2200,7 @@ type TurnOutput struct {
 
 func (x *TurnOutput) Reset() {
 	*x = TurnOutput{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[14]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +2212,7 @@ func (x *TurnOutput) String() string {
 func (*TurnOutput) ProtoMessage() {}
 
 func (x *TurnOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[14]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +2225,7 @@ func (x *TurnOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnOutput.ProtoReflect.Descriptor instead.
 func (*TurnOutput) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{14}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TurnOutput) GetTurnId() string {
@@ -1304,7 +2286,7 @@ type TurnResult struct {
 
 func (x *TurnResult) Reset() {
 	*x = TurnResult{}
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[15]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +2298,7 @@ func (x *TurnResult) String() string {
 func (*TurnResult) ProtoMessage() {}
 
 func (x *TurnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[15]
+	mi := &file_berth_runtime_v1_runtime_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +2311,7 @@ func (x *TurnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnResult.ProtoReflect.Descriptor instead.
 func (*TurnResult) Descriptor() ([]byte, []int) {
-	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{15}
+	return file_berth_runtime_v1_runtime_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TurnResult) GetTurnId() string {
@@ -1412,14 +2394,15 @@ const file_berth_runtime_v1_runtime_proto_rawDesc = "" +
 	"\vquiesce_ack\x18\a \x01(\v2\x1c.berth.runtime.v1.QuiesceAckH\x00R\n" +
 	"quiesceAck\x12N\n" +
 	"\x10quiesce_rejected\x18\b \x01(\v2!.berth.runtime.v1.QuiesceRejectedH\x00R\x0fquiesceRejectedB\t\n" +
-	"\amessage\"\xc0\x02\n" +
+	"\amessage\"\x87\x03\n" +
 	"\x0fConnectResponse\x125\n" +
 	"\awelcome\x18\x01 \x01(\v2\x19.berth.runtime.v1.WelcomeH\x00R\awelcome\x126\n" +
 	"\brun_turn\x18\x02 \x01(\v2\x19.berth.runtime.v1.RunTurnH\x00R\arunTurn\x12?\n" +
 	"\vcancel_turn\x18\x03 \x01(\v2\x1c.berth.runtime.v1.CancelTurnH\x00R\n" +
 	"cancelTurn\x12;\n" +
 	"\tkeepalive\x18\x04 \x01(\v2\x1b.berth.runtime.v1.KeepaliveH\x00R\tkeepalive\x125\n" +
-	"\aquiesce\x18\x05 \x01(\v2\x19.berth.runtime.v1.QuiesceH\x00R\aquiesceB\t\n" +
+	"\aquiesce\x18\x05 \x01(\v2\x19.berth.runtime.v1.QuiesceH\x00R\aquiesce\x12E\n" +
+	"\ropen_transfer\x18\x06 \x01(\v2\x1e.berth.runtime.v1.OpenTransferH\x00R\fopenTransferB\t\n" +
 	"\amessage\"\x98\x01\n" +
 	"\x05Hello\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x1b\n" +
@@ -1431,9 +2414,71 @@ const file_berth_runtime_v1_runtime_proto_rawDesc = "" +
 	"\aWelcome\x12#\n" +
 	"\rconnection_id\x18\x01 \x01(\tR\fconnectionId\x123\n" +
 	"\x15connection_generation\x18\x02 \x01(\x03R\x14connectionGeneration\x12H\n" +
-	"\x12keepalive_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11keepaliveInterval\"\n" +
+	"\x12keepalive_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11keepaliveInterval\".\n" +
+	"\bPrepared\x12\"\n" +
+	"\fcapabilities\x18\x01 \x03(\tR\fcapabilities\"\x8d\x02\n" +
+	"\fOpenTransfer\x12\x1f\n" +
+	"\vtransfer_id\x18\x01 \x01(\tR\n" +
+	"transferId\x12A\n" +
+	"\tdirection\x18\x02 \x01(\x0e2#.berth.runtime.v1.TransferDirectionR\tdirection\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12!\n" +
+	"\fno_overwrite\x18\x04 \x01(\bR\vnoOverwrite\x12\x1b\n" +
+	"\tmax_bytes\x18\x05 \x01(\x03R\bmaxBytes\x12$\n" +
+	"\x0emax_file_bytes\x18\x06 \x01(\x03R\fmaxFileBytes\x12\x1f\n" +
+	"\vmax_entries\x18\a \x01(\x03R\n" +
+	"maxEntries\"\xd4\x02\n" +
+	"\x0fTransferRequest\x127\n" +
+	"\x05hello\x18\x01 \x01(\v2\x1f.berth.runtime.v1.TransferHelloH\x00R\x05hello\x12=\n" +
+	"\asummary\x18\x02 \x01(\v2!.berth.runtime.v1.TransferSummaryH\x00R\asummary\x123\n" +
+	"\x05entry\x18\x03 \x01(\v2\x1b.berth.runtime.v1.FileEntryH\x00R\x05entry\x12\x14\n" +
+	"\x04data\x18\x04 \x01(\fH\x00R\x04data\x124\n" +
+	"\x04done\x18\x05 \x01(\v2\x1e.berth.runtime.v1.TransferDoneH\x00R\x04done\x12=\n" +
+	"\arefused\x18\x06 \x01(\v2!.berth.runtime.v1.TransferRefusedH\x00R\arefusedB\t\n" +
+	"\amessage\"\xe6\x01\n" +
+	"\x10TransferResponse\x12@\n" +
+	"\baccepted\x18\x01 \x01(\v2\".berth.runtime.v1.TransferAcceptedH\x00R\baccepted\x123\n" +
+	"\x05entry\x18\x02 \x01(\v2\x1b.berth.runtime.v1.FileEntryH\x00R\x05entry\x12\x14\n" +
+	"\x04data\x18\x03 \x01(\fH\x00R\x04data\x12:\n" +
+	"\x06commit\x18\x04 \x01(\v2 .berth.runtime.v1.TransferCommitH\x00R\x06commitB\t\n" +
+	"\amessage\"\x98\x01\n" +
+	"\rTransferHello\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x1b\n" +
+	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x1e\n" +
 	"\n" +
-	"\bPrepared\"\x1a\n" +
+	"credential\x18\x03 \x01(\tR\n" +
+	"credential\x12\x1f\n" +
+	"\vtransfer_id\x18\x04 \x01(\tR\n" +
+	"transferId\"\x12\n" +
+	"\x10TransferAccepted\"\x10\n" +
+	"\x0eTransferCommit\"\xac\x02\n" +
+	"\tFileEntry\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\x04kind\x18\x02 \x01(\x0e2 .berth.runtime.v1.FileEntry.KindR\x04kind\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\rR\x04mode\x12&\n" +
+	"\x0fmtime_unix_nano\x18\x04 \x01(\x03R\rmtimeUnixNano\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x1f\n" +
+	"\vlink_target\x18\x06 \x01(\tR\n" +
+	"linkTarget\"d\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tKIND_FILE\x10\x01\x12\x12\n" +
+	"\x0eKIND_DIRECTORY\x10\x02\x12\x10\n" +
+	"\fKIND_SYMLINK\x10\x03\x12\x11\n" +
+	"\rKIND_HARDLINK\x10\x04\"A\n" +
+	"\x0fTransferSummary\x12\x18\n" +
+	"\aentries\x18\x01 \x01(\x03R\aentries\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\xd3\x01\n" +
+	"\fTransferDone\x12\x14\n" +
+	"\x05files\x18\x01 \x01(\x03R\x05files\x12 \n" +
+	"\vdirectories\x18\x02 \x01(\x03R\vdirectories\x12\x1a\n" +
+	"\bsymlinks\x18\x03 \x01(\x03R\bsymlinks\x12\x1c\n" +
+	"\thardlinks\x18\x04 \x01(\x03R\thardlinks\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12!\n" +
+	"\fmodes_masked\x18\x06 \x01(\x03R\vmodesMasked\x12\x18\n" +
+	"\askipped\x18\a \x01(\x03R\askipped\"?\n" +
+	"\x0fTransferRefused\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05entry\x18\x02 \x01(\x03R\x05entry\"\x1a\n" +
 	"\x04Argv\x12\x12\n" +
 	"\x04args\x18\x01 \x03(\tR\x04args\"\x90\x03\n" +
 	"\aRunTurn\x12\x17\n" +
@@ -1488,13 +2533,18 @@ const file_berth_runtime_v1_runtime_proto_rawDesc = "" +
 	"\x0eOUTCOME_EXITED\x10\x01\x12\x15\n" +
 	"\x11OUTCOME_TIMED_OUT\x10\x02\x12\x15\n" +
 	"\x11OUTCOME_CANCELLED\x10\x03\x12\x12\n" +
-	"\x0eOUTCOME_FAILED\x10\x04*a\n" +
+	"\x0eOUTCOME_FAILED\x10\x04*w\n" +
+	"\x11TransferDirection\x12\"\n" +
+	"\x1eTRANSFER_DIRECTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19TRANSFER_DIRECTION_UPLOAD\x10\x01\x12\x1f\n" +
+	"\x1bTRANSFER_DIRECTION_DOWNLOAD\x10\x02*a\n" +
 	"\fOutputStream\x12\x1d\n" +
 	"\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n" +
-	"\x14OUTPUT_STREAM_STDERR\x10\x022k\n" +
+	"\x14OUTPUT_STREAM_STDERR\x10\x022\xc2\x01\n" +
 	"\x15RuntimeGatewayService\x12R\n" +
-	"\aConnect\x12 .berth.runtime.v1.ConnectRequest\x1a!.berth.runtime.v1.ConnectResponse(\x010\x01B,Z*berth.dev/proto/berth/runtime/v1;runtimev1b\x06proto3"
+	"\aConnect\x12 .berth.runtime.v1.ConnectRequest\x1a!.berth.runtime.v1.ConnectResponse(\x010\x01\x12U\n" +
+	"\bTransfer\x12!.berth.runtime.v1.TransferRequest\x1a\".berth.runtime.v1.TransferResponse(\x010\x01B,Z*berth.dev/proto/berth/runtime/v1;runtimev1b\x06proto3"
 
 var (
 	file_berth_runtime_v1_runtime_proto_rawDescOnce sync.Once
@@ -1508,57 +2558,82 @@ func file_berth_runtime_v1_runtime_proto_rawDescGZIP() []byte {
 	return file_berth_runtime_v1_runtime_proto_rawDescData
 }
 
-var file_berth_runtime_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_berth_runtime_v1_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_berth_runtime_v1_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_berth_runtime_v1_runtime_proto_goTypes = []any{
-	(OutputStream)(0),           // 0: berth.runtime.v1.OutputStream
-	(TurnResult_Outcome)(0),     // 1: berth.runtime.v1.TurnResult.Outcome
-	(*ConnectRequest)(nil),      // 2: berth.runtime.v1.ConnectRequest
-	(*ConnectResponse)(nil),     // 3: berth.runtime.v1.ConnectResponse
-	(*Hello)(nil),               // 4: berth.runtime.v1.Hello
-	(*Welcome)(nil),             // 5: berth.runtime.v1.Welcome
-	(*Prepared)(nil),            // 6: berth.runtime.v1.Prepared
-	(*Argv)(nil),                // 7: berth.runtime.v1.Argv
-	(*RunTurn)(nil),             // 8: berth.runtime.v1.RunTurn
-	(*CancelTurn)(nil),          // 9: berth.runtime.v1.CancelTurn
-	(*Keepalive)(nil),           // 10: berth.runtime.v1.Keepalive
-	(*KeepaliveAck)(nil),        // 11: berth.runtime.v1.KeepaliveAck
-	(*Quiesce)(nil),             // 12: berth.runtime.v1.Quiesce
-	(*QuiesceAck)(nil),          // 13: berth.runtime.v1.QuiesceAck
-	(*QuiesceRejected)(nil),     // 14: berth.runtime.v1.QuiesceRejected
-	(*TurnStarted)(nil),         // 15: berth.runtime.v1.TurnStarted
-	(*TurnOutput)(nil),          // 16: berth.runtime.v1.TurnOutput
-	(*TurnResult)(nil),          // 17: berth.runtime.v1.TurnResult
-	nil,                         // 18: berth.runtime.v1.RunTurn.EnvEntry
-	(*durationpb.Duration)(nil), // 19: google.protobuf.Duration
+	(TransferDirection)(0),      // 0: berth.runtime.v1.TransferDirection
+	(OutputStream)(0),           // 1: berth.runtime.v1.OutputStream
+	(FileEntry_Kind)(0),         // 2: berth.runtime.v1.FileEntry.Kind
+	(TurnResult_Outcome)(0),     // 3: berth.runtime.v1.TurnResult.Outcome
+	(*ConnectRequest)(nil),      // 4: berth.runtime.v1.ConnectRequest
+	(*ConnectResponse)(nil),     // 5: berth.runtime.v1.ConnectResponse
+	(*Hello)(nil),               // 6: berth.runtime.v1.Hello
+	(*Welcome)(nil),             // 7: berth.runtime.v1.Welcome
+	(*Prepared)(nil),            // 8: berth.runtime.v1.Prepared
+	(*OpenTransfer)(nil),        // 9: berth.runtime.v1.OpenTransfer
+	(*TransferRequest)(nil),     // 10: berth.runtime.v1.TransferRequest
+	(*TransferResponse)(nil),    // 11: berth.runtime.v1.TransferResponse
+	(*TransferHello)(nil),       // 12: berth.runtime.v1.TransferHello
+	(*TransferAccepted)(nil),    // 13: berth.runtime.v1.TransferAccepted
+	(*TransferCommit)(nil),      // 14: berth.runtime.v1.TransferCommit
+	(*FileEntry)(nil),           // 15: berth.runtime.v1.FileEntry
+	(*TransferSummary)(nil),     // 16: berth.runtime.v1.TransferSummary
+	(*TransferDone)(nil),        // 17: berth.runtime.v1.TransferDone
+	(*TransferRefused)(nil),     // 18: berth.runtime.v1.TransferRefused
+	(*Argv)(nil),                // 19: berth.runtime.v1.Argv
+	(*RunTurn)(nil),             // 20: berth.runtime.v1.RunTurn
+	(*CancelTurn)(nil),          // 21: berth.runtime.v1.CancelTurn
+	(*Keepalive)(nil),           // 22: berth.runtime.v1.Keepalive
+	(*KeepaliveAck)(nil),        // 23: berth.runtime.v1.KeepaliveAck
+	(*Quiesce)(nil),             // 24: berth.runtime.v1.Quiesce
+	(*QuiesceAck)(nil),          // 25: berth.runtime.v1.QuiesceAck
+	(*QuiesceRejected)(nil),     // 26: berth.runtime.v1.QuiesceRejected
+	(*TurnStarted)(nil),         // 27: berth.runtime.v1.TurnStarted
+	(*TurnOutput)(nil),          // 28: berth.runtime.v1.TurnOutput
+	(*TurnResult)(nil),          // 29: berth.runtime.v1.TurnResult
+	nil,                         // 30: berth.runtime.v1.RunTurn.EnvEntry
+	(*durationpb.Duration)(nil), // 31: google.protobuf.Duration
 }
 var file_berth_runtime_v1_runtime_proto_depIdxs = []int32{
-	4,  // 0: berth.runtime.v1.ConnectRequest.hello:type_name -> berth.runtime.v1.Hello
-	6,  // 1: berth.runtime.v1.ConnectRequest.prepared:type_name -> berth.runtime.v1.Prepared
-	15, // 2: berth.runtime.v1.ConnectRequest.turn_started:type_name -> berth.runtime.v1.TurnStarted
-	16, // 3: berth.runtime.v1.ConnectRequest.turn_output:type_name -> berth.runtime.v1.TurnOutput
-	17, // 4: berth.runtime.v1.ConnectRequest.turn_result:type_name -> berth.runtime.v1.TurnResult
-	11, // 5: berth.runtime.v1.ConnectRequest.keepalive_ack:type_name -> berth.runtime.v1.KeepaliveAck
-	13, // 6: berth.runtime.v1.ConnectRequest.quiesce_ack:type_name -> berth.runtime.v1.QuiesceAck
-	14, // 7: berth.runtime.v1.ConnectRequest.quiesce_rejected:type_name -> berth.runtime.v1.QuiesceRejected
-	5,  // 8: berth.runtime.v1.ConnectResponse.welcome:type_name -> berth.runtime.v1.Welcome
-	8,  // 9: berth.runtime.v1.ConnectResponse.run_turn:type_name -> berth.runtime.v1.RunTurn
-	9,  // 10: berth.runtime.v1.ConnectResponse.cancel_turn:type_name -> berth.runtime.v1.CancelTurn
-	10, // 11: berth.runtime.v1.ConnectResponse.keepalive:type_name -> berth.runtime.v1.Keepalive
-	12, // 12: berth.runtime.v1.ConnectResponse.quiesce:type_name -> berth.runtime.v1.Quiesce
-	19, // 13: berth.runtime.v1.Welcome.keepalive_interval:type_name -> google.protobuf.Duration
-	7,  // 14: berth.runtime.v1.RunTurn.argv:type_name -> berth.runtime.v1.Argv
-	18, // 15: berth.runtime.v1.RunTurn.env:type_name -> berth.runtime.v1.RunTurn.EnvEntry
-	19, // 16: berth.runtime.v1.RunTurn.timeout:type_name -> google.protobuf.Duration
-	0,  // 17: berth.runtime.v1.TurnOutput.stream:type_name -> berth.runtime.v1.OutputStream
-	1,  // 18: berth.runtime.v1.TurnResult.outcome:type_name -> berth.runtime.v1.TurnResult.Outcome
-	2,  // 19: berth.runtime.v1.RuntimeGatewayService.Connect:input_type -> berth.runtime.v1.ConnectRequest
-	3,  // 20: berth.runtime.v1.RuntimeGatewayService.Connect:output_type -> berth.runtime.v1.ConnectResponse
-	20, // [20:21] is the sub-list for method output_type
-	19, // [19:20] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	6,  // 0: berth.runtime.v1.ConnectRequest.hello:type_name -> berth.runtime.v1.Hello
+	8,  // 1: berth.runtime.v1.ConnectRequest.prepared:type_name -> berth.runtime.v1.Prepared
+	27, // 2: berth.runtime.v1.ConnectRequest.turn_started:type_name -> berth.runtime.v1.TurnStarted
+	28, // 3: berth.runtime.v1.ConnectRequest.turn_output:type_name -> berth.runtime.v1.TurnOutput
+	29, // 4: berth.runtime.v1.ConnectRequest.turn_result:type_name -> berth.runtime.v1.TurnResult
+	23, // 5: berth.runtime.v1.ConnectRequest.keepalive_ack:type_name -> berth.runtime.v1.KeepaliveAck
+	25, // 6: berth.runtime.v1.ConnectRequest.quiesce_ack:type_name -> berth.runtime.v1.QuiesceAck
+	26, // 7: berth.runtime.v1.ConnectRequest.quiesce_rejected:type_name -> berth.runtime.v1.QuiesceRejected
+	7,  // 8: berth.runtime.v1.ConnectResponse.welcome:type_name -> berth.runtime.v1.Welcome
+	20, // 9: berth.runtime.v1.ConnectResponse.run_turn:type_name -> berth.runtime.v1.RunTurn
+	21, // 10: berth.runtime.v1.ConnectResponse.cancel_turn:type_name -> berth.runtime.v1.CancelTurn
+	22, // 11: berth.runtime.v1.ConnectResponse.keepalive:type_name -> berth.runtime.v1.Keepalive
+	24, // 12: berth.runtime.v1.ConnectResponse.quiesce:type_name -> berth.runtime.v1.Quiesce
+	9,  // 13: berth.runtime.v1.ConnectResponse.open_transfer:type_name -> berth.runtime.v1.OpenTransfer
+	31, // 14: berth.runtime.v1.Welcome.keepalive_interval:type_name -> google.protobuf.Duration
+	0,  // 15: berth.runtime.v1.OpenTransfer.direction:type_name -> berth.runtime.v1.TransferDirection
+	12, // 16: berth.runtime.v1.TransferRequest.hello:type_name -> berth.runtime.v1.TransferHello
+	16, // 17: berth.runtime.v1.TransferRequest.summary:type_name -> berth.runtime.v1.TransferSummary
+	15, // 18: berth.runtime.v1.TransferRequest.entry:type_name -> berth.runtime.v1.FileEntry
+	17, // 19: berth.runtime.v1.TransferRequest.done:type_name -> berth.runtime.v1.TransferDone
+	18, // 20: berth.runtime.v1.TransferRequest.refused:type_name -> berth.runtime.v1.TransferRefused
+	13, // 21: berth.runtime.v1.TransferResponse.accepted:type_name -> berth.runtime.v1.TransferAccepted
+	15, // 22: berth.runtime.v1.TransferResponse.entry:type_name -> berth.runtime.v1.FileEntry
+	14, // 23: berth.runtime.v1.TransferResponse.commit:type_name -> berth.runtime.v1.TransferCommit
+	2,  // 24: berth.runtime.v1.FileEntry.kind:type_name -> berth.runtime.v1.FileEntry.Kind
+	19, // 25: berth.runtime.v1.RunTurn.argv:type_name -> berth.runtime.v1.Argv
+	30, // 26: berth.runtime.v1.RunTurn.env:type_name -> berth.runtime.v1.RunTurn.EnvEntry
+	31, // 27: berth.runtime.v1.RunTurn.timeout:type_name -> google.protobuf.Duration
+	1,  // 28: berth.runtime.v1.TurnOutput.stream:type_name -> berth.runtime.v1.OutputStream
+	3,  // 29: berth.runtime.v1.TurnResult.outcome:type_name -> berth.runtime.v1.TurnResult.Outcome
+	4,  // 30: berth.runtime.v1.RuntimeGatewayService.Connect:input_type -> berth.runtime.v1.ConnectRequest
+	10, // 31: berth.runtime.v1.RuntimeGatewayService.Transfer:input_type -> berth.runtime.v1.TransferRequest
+	5,  // 32: berth.runtime.v1.RuntimeGatewayService.Connect:output_type -> berth.runtime.v1.ConnectResponse
+	11, // 33: berth.runtime.v1.RuntimeGatewayService.Transfer:output_type -> berth.runtime.v1.TransferResponse
+	32, // [32:34] is the sub-list for method output_type
+	30, // [30:32] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_berth_runtime_v1_runtime_proto_init() }
@@ -1582,8 +2657,23 @@ func file_berth_runtime_v1_runtime_proto_init() {
 		(*ConnectResponse_CancelTurn)(nil),
 		(*ConnectResponse_Keepalive)(nil),
 		(*ConnectResponse_Quiesce)(nil),
+		(*ConnectResponse_OpenTransfer)(nil),
 	}
 	file_berth_runtime_v1_runtime_proto_msgTypes[6].OneofWrappers = []any{
+		(*TransferRequest_Hello)(nil),
+		(*TransferRequest_Summary)(nil),
+		(*TransferRequest_Entry)(nil),
+		(*TransferRequest_Data)(nil),
+		(*TransferRequest_Done)(nil),
+		(*TransferRequest_Refused)(nil),
+	}
+	file_berth_runtime_v1_runtime_proto_msgTypes[7].OneofWrappers = []any{
+		(*TransferResponse_Accepted)(nil),
+		(*TransferResponse_Entry)(nil),
+		(*TransferResponse_Data)(nil),
+		(*TransferResponse_Commit)(nil),
+	}
+	file_berth_runtime_v1_runtime_proto_msgTypes[16].OneofWrappers = []any{
 		(*RunTurn_Argv)(nil),
 		(*RunTurn_ShellScript)(nil),
 	}
@@ -1592,8 +2682,8 @@ func file_berth_runtime_v1_runtime_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_runtime_v1_runtime_proto_rawDesc), len(file_berth_runtime_v1_runtime_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   17,
+			NumEnums:      4,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

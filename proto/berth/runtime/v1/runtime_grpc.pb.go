@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RuntimeGatewayService_Connect_FullMethodName = "/berth.runtime.v1.RuntimeGatewayService/Connect"
+	RuntimeGatewayService_Connect_FullMethodName  = "/berth.runtime.v1.RuntimeGatewayService/Connect"
+	RuntimeGatewayService_Transfer_FullMethodName = "/berth.runtime.v1.RuntimeGatewayService/Transfer"
 )
 
 // RuntimeGatewayServiceClient is the client API for RuntimeGatewayService service.
@@ -54,6 +55,30 @@ type RuntimeGatewayServiceClient interface {
 	// Core runs "berth-runtime wake" inside the sandbox, and its hello then
 	// authenticates it as always.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
+	// Transfer carries one file operation's bytes (an upload into the
+	// sandbox's /workspace or a download from it), beside the Connect stream
+	// so that a large transfer never holds up Turns, keepalives or quiesce.
+	// The Runtime opens it when Core's open_transfer on Connect asks it to;
+	// its first message is hello, which Core checks like Connect's hello and
+	// against the operation: it must be claimed by the device's current,
+	// open connection. Core answers accepted, or ends the stream with a
+	// fixed code (the Connect codes, plus UNAVAILABLE transfer_not_claimed
+	// when the operation is not claimed by that connection any more).
+	//
+	// Upload (Core to Runtime): entry messages, each file's entry followed
+	// by exactly its size in data messages, then commit. The Runtime writes
+	// every file to a temporary name in its destination directory and
+	// renames it into place, so a reader sees the old file or the new one;
+	// it answers done with the counts after the last rename, or refused
+	// with a fixed reason, after which the stream ends and the files
+	// already renamed stay.
+	//
+	// Download (Runtime to Core): summary, then entry and data messages in
+	// the same shape, then done; or refused.
+	//
+	// HTTP/2 flow control is the back-pressure: each side holds at most one
+	// message in hand.
+	Transfer(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TransferRequest, TransferResponse], error)
 }
 
 type runtimeGatewayServiceClient struct {
@@ -76,6 +101,19 @@ func (c *runtimeGatewayServiceClient) Connect(ctx context.Context, opts ...grpc.
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RuntimeGatewayService_ConnectClient = grpc.BidiStreamingClient[ConnectRequest, ConnectResponse]
+
+func (c *runtimeGatewayServiceClient) Transfer(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TransferRequest, TransferResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RuntimeGatewayService_ServiceDesc.Streams[1], RuntimeGatewayService_Transfer_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TransferRequest, TransferResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RuntimeGatewayService_TransferClient = grpc.BidiStreamingClient[TransferRequest, TransferResponse]
 
 // RuntimeGatewayServiceServer is the server API for RuntimeGatewayService service.
 // All implementations must embed UnimplementedRuntimeGatewayServiceServer
@@ -109,6 +147,30 @@ type RuntimeGatewayServiceServer interface {
 	// Core runs "berth-runtime wake" inside the sandbox, and its hello then
 	// authenticates it as always.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
+	// Transfer carries one file operation's bytes (an upload into the
+	// sandbox's /workspace or a download from it), beside the Connect stream
+	// so that a large transfer never holds up Turns, keepalives or quiesce.
+	// The Runtime opens it when Core's open_transfer on Connect asks it to;
+	// its first message is hello, which Core checks like Connect's hello and
+	// against the operation: it must be claimed by the device's current,
+	// open connection. Core answers accepted, or ends the stream with a
+	// fixed code (the Connect codes, plus UNAVAILABLE transfer_not_claimed
+	// when the operation is not claimed by that connection any more).
+	//
+	// Upload (Core to Runtime): entry messages, each file's entry followed
+	// by exactly its size in data messages, then commit. The Runtime writes
+	// every file to a temporary name in its destination directory and
+	// renames it into place, so a reader sees the old file or the new one;
+	// it answers done with the counts after the last rename, or refused
+	// with a fixed reason, after which the stream ends and the files
+	// already renamed stay.
+	//
+	// Download (Runtime to Core): summary, then entry and data messages in
+	// the same shape, then done; or refused.
+	//
+	// HTTP/2 flow control is the back-pressure: each side holds at most one
+	// message in hand.
+	Transfer(grpc.BidiStreamingServer[TransferRequest, TransferResponse]) error
 	mustEmbedUnimplementedRuntimeGatewayServiceServer()
 }
 
@@ -121,6 +183,9 @@ type UnimplementedRuntimeGatewayServiceServer struct{}
 
 func (UnimplementedRuntimeGatewayServiceServer) Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error {
 	return status.Error(codes.Unimplemented, "method Connect not implemented")
+}
+func (UnimplementedRuntimeGatewayServiceServer) Transfer(grpc.BidiStreamingServer[TransferRequest, TransferResponse]) error {
+	return status.Error(codes.Unimplemented, "method Transfer not implemented")
 }
 func (UnimplementedRuntimeGatewayServiceServer) mustEmbedUnimplementedRuntimeGatewayServiceServer() {}
 func (UnimplementedRuntimeGatewayServiceServer) testEmbeddedByValue()                               {}
@@ -150,6 +215,13 @@ func _RuntimeGatewayService_Connect_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RuntimeGatewayService_ConnectServer = grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]
 
+func _RuntimeGatewayService_Transfer_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RuntimeGatewayServiceServer).Transfer(&grpc.GenericServerStream[TransferRequest, TransferResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RuntimeGatewayService_TransferServer = grpc.BidiStreamingServer[TransferRequest, TransferResponse]
+
 // RuntimeGatewayService_ServiceDesc is the grpc.ServiceDesc for RuntimeGatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -161,6 +233,12 @@ var RuntimeGatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Connect",
 			Handler:       _RuntimeGatewayService_Connect_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Transfer",
+			Handler:       _RuntimeGatewayService_Transfer_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

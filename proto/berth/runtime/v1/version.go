@@ -6,6 +6,9 @@ package runtimev1
 // Change log (newest first; bump on every wire-visible change but an
 // additive one a peer without it safely ignores, proto/doc.go):
 //
+//	berth.runtime.v1/1 (addition): Prepared.capabilities, open_transfer
+//	  and the Transfer RPC for file operations. A Runtime without them
+//	  lists no "files.v1" capability and Core never opens a transfer there.
 //	berth.runtime.v1/1 (addition): quiesce, quiesce_ack, quiesce_rejected
 //	  for planned suspension. A Runtime without them ignores quiesce and
 //	  never answers; Core aborts the suspension after its quiesce timeout.
@@ -45,7 +48,22 @@ const (
 	// ReasonParkFailed: the Runtime could not write its park marker
 	// durably; a filesystem captured now would not start parked.
 	ReasonParkFailed = "park_failed"
+	// ReasonFileWorkPending: a file transfer was still running when the
+	// Runtime's drain bound passed. Core may quiesce again later.
+	ReasonFileWorkPending = "file_work_pending"
 )
+
+// ReasonTransferNotClaimed ends a Transfer stream whose operation is not
+// claimed by the device's current connection (UNAVAILABLE): the operation
+// ended or moved on, and the Runtime drops it.
+const ReasonTransferNotClaimed = "transfer_not_claimed"
+
+// CapabilityFiles is the Prepared capability of a Runtime that serves
+// open_transfer and the Transfer RPC.
+const CapabilityFiles = "files.v1"
+
+// MaxTransferChunk bounds the data of one Transfer message.
+const MaxTransferChunk = 1 << 20
 
 // Bounds of a Quiesce's suspension_token: the Runtime accepts
 // MinSuspensionTokenBytes to MaxSuspensionTokenBytes bytes of printable
