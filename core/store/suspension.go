@@ -637,9 +637,10 @@ func (s *Reader) ListAllocationsOwingLeftovers(ctx context.Context, nodeID, afte
 // The refusals of SuspendSession and ResumeSession (errdefs.Refuse: a
 // fixed reason and what to do).
 var (
-	// ErrSessionBusy: a Turn ended, but one is queued or running.
+	// ErrSessionBusy: a Turn ended, but one is queued or running, or a
+	// file operation is pending or running.
 	ErrSessionBusy error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "session_busy",
-		"a turn is queued or running: suspend the session after it ends")
+		"a turn or file operation is queued or running: suspend the session after it ends")
 	// ErrNoTurnEnded: no Turn of the Session has ended yet; a suspension
 	// needs at least one terminal Turn, as the idle suspension does.
 	ErrNoTurnEnded error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "no_turn_ended",

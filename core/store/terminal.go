@@ -84,6 +84,9 @@ type Termination struct {
 	SettledTurns []uuid.UUID
 	// CancelRequested is the running Turn whose cancellation is requested.
 	CancelRequested []uuid.UUID
+	// FailedFileOperations are the pending and running file operations
+	// this cleanup ended.
+	FailedFileOperations []uuid.UUID
 	// Cleanup is the allocation whose cleanup is requested; the zero
 	// Allocation when the Environment has none unreleased (its placement
 	// is released at once then).
@@ -182,6 +185,13 @@ func terminate(ctx context.Context, q *db.Queries, environmentID uuid.UUID, caus
 		return Termination{}, err
 	}
 	if out.CancelRequested, err = q.RequestCancelRunningTurnsOfSession(ctx, env.SessionID); err != nil {
+		return Termination{}, err
+	}
+	// File operations end with the same code; the admin call that waits on
+	// one sees it, and the revoked connection's end stops its bytes.
+	if out.FailedFileOperations, err = q.FailFileOperationsOfSession(ctx, db.FailFileOperationsOfSessionParams{
+		SessionID: env.SessionID, FailureCode: out.Cause.turnFailure(),
+	}); err != nil {
 		return Termination{}, err
 	}
 

@@ -199,6 +199,25 @@ type ExecutionLease struct {
 	Locked     bool
 }
 
+type FileOperation struct {
+	ID           uuid.UUID
+	SessionID    uuid.UUID
+	RequestID    uuid.UUID
+	Direction    string
+	State        string
+	FailureCode  pgtype.Text
+	OwnerEpoch   int64
+	ConnectionID *uuid.UUID
+	CreatedAt    time.Time
+	ClaimedAt    *time.Time
+	EndedAt      *time.Time
+	Files        int64
+	Directories  int64
+	Symlinks     int64
+	Hardlinks    int64
+	Bytes        int64
+}
+
 type Installation struct {
 	Singleton  bool
 	ID         uuid.UUID

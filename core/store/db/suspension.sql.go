@@ -643,7 +643,9 @@ func (q *Queries) ListOwedLeftovers(ctx context.Context, allocationID uuid.UUID)
 const listSuspensionWorkForNode = `-- name: ListSuspensionWorkForNode :many
 SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id,
        (a.wake_requested_at IS NOT NULL OR EXISTS (
-           SELECT 1 FROM turns t WHERE t.session_id = e.session_id AND t.state = 'queued'))::boolean AS work_waiting,
+           SELECT 1 FROM turns t WHERE t.session_id = e.session_id AND t.state = 'queued')
+        OR EXISTS (
+           SELECT 1 FROM file_operations f WHERE f.session_id = e.session_id AND f.state = 'pending'))::boolean AS work_waiting,
        (a.quiesce_armed_at IS NOT NULL
         AND a.quiesce_armed_at <= now() - make_interval(secs => $1::integer))::boolean AS quiesce_overdue,
        (a.restore_dispatched_at IS NOT NULL
@@ -675,7 +677,7 @@ type ListSuspensionWorkForNodeRow struct {
 // ListSuspensionWorkForNode pages, by id (keyset), the unreleased
 // allocations of node @node_id in a suspension phase, with what the
 // database clock says about each: whether the Session has work waiting
-// (a queued Turn, or an explicit wake), whether the arming is older than
+// (a queued Turn, a pending file operation, or an explicit wake), whether the arming is older than
 // @quiesce_seconds, whether a dispatched restore is older than
 // @restore_seconds, and whether the retention deadline passed. The node
 // filter applies before the limit.

@@ -177,14 +177,16 @@ RETURNING *;
 -- ListSuspensionWorkForNode pages, by id (keyset), the unreleased
 -- allocations of node @node_id in a suspension phase, with what the
 -- database clock says about each: whether the Session has work waiting
--- (a queued Turn, or an explicit wake), whether the arming is older than
+-- (a queued Turn, a pending file operation, or an explicit wake), whether the arming is older than
 -- @quiesce_seconds, whether a dispatched restore is older than
 -- @restore_seconds, and whether the retention deadline passed. The node
 -- filter applies before the limit.
 -- ProbeNodeWork repeats its predicate without the cursor: change both.
 SELECT sqlc.embed(a),
        (a.wake_requested_at IS NOT NULL OR EXISTS (
-           SELECT 1 FROM turns t WHERE t.session_id = e.session_id AND t.state = 'queued'))::boolean AS work_waiting,
+           SELECT 1 FROM turns t WHERE t.session_id = e.session_id AND t.state = 'queued')
+        OR EXISTS (
+           SELECT 1 FROM file_operations f WHERE f.session_id = e.session_id AND f.state = 'pending'))::boolean AS work_waiting,
        (a.quiesce_armed_at IS NOT NULL
         AND a.quiesce_armed_at <= now() - make_interval(secs => @quiesce_seconds::integer))::boolean AS quiesce_overdue,
        (a.restore_dispatched_at IS NOT NULL

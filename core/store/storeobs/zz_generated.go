@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/core/store"
+	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox"
 	"github.com/google/uuid"
 )
@@ -135,6 +136,13 @@ func (d *Reader) GetAllocationCredential(p0 context.Context, p1 uuid.UUID) (stor
 func (d *Reader) GetEnrollmentToken(p0 context.Context, p1 string) (store.EnrollmentToken, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetEnrollmentToken")
 	r0, r1 := d.next.GetEnrollmentToken(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) GetFileOperation(p0 context.Context, p1 uuid.UUID) (store.FileOperation, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetFileOperation")
+	r0, r1 := d.next.GetFileOperation(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -545,6 +553,13 @@ func (d *Reader) SessionIdleSince(p0 context.Context, p1 uuid.UUID) (store.Idlen
 	return r0, r1
 }
 
+func (d *Reader) TransferOperation(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 runtimebootstrap.Secret) (store.FileOperation, error) {
+	ctx, c := d.obs.start(p0, "Reader", "TransferOperation")
+	r0, r1 := d.next.TransferOperation(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) VerifyProjectKey(p0 context.Context, p1 uuid.UUID) (store.LiveKey, error) {
 	ctx, c := d.obs.start(p0, "Reader", "VerifyProjectKey")
 	r0, r1 := d.next.VerifyProjectKey(ctx, p1)
@@ -659,6 +674,13 @@ func (d *Owner) ClaimCreate(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (sto
 	return r0, r1
 }
 
+func (d *Owner) ClaimFileOperation(p0 context.Context, p1 store.RuntimeConn) (store.FileOperation, bool, error) {
+	ctx, c := d.obs.start(p0, "Owner", "ClaimFileOperation")
+	r0, r1, r2 := d.next.ClaimFileOperation(ctx, p1)
+	c.end(ctx, r2)
+	return r0, r1, r2
+}
+
 func (d *Owner) ClaimNextTurn(p0 context.Context, p1 store.RuntimeConn) (store.Turn, bool, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ClaimNextTurn")
 	r0, r1, r2 := d.next.ClaimNextTurn(ctx, p1)
@@ -726,9 +748,30 @@ func (d *Owner) FailExpiredReset(p0 context.Context, p1 store.Reset, p2 uuid.UUI
 	return r0, r1
 }
 
+func (d *Owner) FailFileOperationsOfConnection(p0 context.Context, p1 store.RuntimeConn) ([]uuid.UUID, error) {
+	ctx, c := d.obs.start(p0, "Owner", "FailFileOperationsOfConnection")
+	r0, r1 := d.next.FailFileOperationsOfConnection(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) FailOrphanedFileOperations(p0 context.Context) ([]uuid.UUID, error) {
+	ctx, c := d.obs.start(p0, "Owner", "FailOrphanedFileOperations")
+	r0, r1 := d.next.FailOrphanedFileOperations(ctx)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Owner) FinalizeReset(p0 context.Context, p1 store.Reset, p2 uuid.UUID) (store.Finalized, error) {
 	ctx, c := d.obs.start(p0, "Owner", "FinalizeReset")
 	r0, r1 := d.next.FinalizeReset(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) FinishFileOperation(p0 context.Context, p1 uuid.UUID, p2 store.FileResult) (store.FileOperation, error) {
+	ctx, c := d.obs.start(p0, "Owner", "FinishFileOperation")
+	r0, r1 := d.next.FinishFileOperation(ctx, p1, p2)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -897,6 +940,13 @@ func (d *Owner) SetNodeState(p0 context.Context, p1 uuid.UUID, p2 store.NodeStat
 func (d *Owner) StartReset(p0 context.Context, p1 uuid.UUID, p2 time.Duration, p3 store.Provenance, p4 uuid.UUID) (store.Reset, error) {
 	ctx, c := d.obs.start(p0, "Owner", "StartReset")
 	r0, r1 := d.next.StartReset(ctx, p1, p2, p3, p4)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) SubmitFileOperation(p0 context.Context, p1 store.SubmitFileOperationParams) (store.FileOperation, error) {
+	ctx, c := d.obs.start(p0, "Owner", "SubmitFileOperation")
+	r0, r1 := d.next.SubmitFileOperation(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }

@@ -179,7 +179,10 @@ type UploadHeader struct {
 	// mode is a raw file's permission bits; 0 means 0644.
 	Mode uint32 `protobuf:"varint,5,opt,name=mode,proto3" json:"mode,omitempty"`
 	// no_overwrite refuses an entry whose name exists (file_exists).
-	NoOverwrite   bool `protobuf:"varint,6,opt,name=no_overwrite,json=noOverwrite,proto3" json:"no_overwrite,omitempty"`
+	NoOverwrite bool `protobuf:"varint,6,opt,name=no_overwrite,json=noOverwrite,proto3" json:"no_overwrite,omitempty"`
+	// size is a raw file's length in bytes, required for FILE_FORMAT_RAW
+	// (the data must be exactly that long: invalid_archive otherwise).
+	Size          int64 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -254,6 +257,13 @@ func (x *UploadHeader) GetNoOverwrite() bool {
 		return x.NoOverwrite
 	}
 	return false
+}
+
+func (x *UploadHeader) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
 }
 
 // UploadFilesResponse counts what the upload put in place.
@@ -571,7 +581,7 @@ const file_berth_admin_v1_file_proto_rawDesc = "" +
 	"\x12UploadFilesRequest\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.berth.admin.v1.UploadHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\t\n" +
-	"\amessage\"\xc0\x01\n" +
+	"\amessage\"\xd4\x01\n" +
 	"\fUploadHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -579,7 +589,8 @@ const file_berth_admin_v1_file_proto_rawDesc = "" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x122\n" +
 	"\x06format\x18\x04 \x01(\x0e2\x1a.berth.admin.v1.FileFormatR\x06format\x12\x12\n" +
 	"\x04mode\x18\x05 \x01(\rR\x04mode\x12!\n" +
-	"\fno_overwrite\x18\x06 \x01(\bR\vnoOverwrite\"\xc0\x01\n" +
+	"\fno_overwrite\x18\x06 \x01(\bR\vnoOverwrite\x12\x12\n" +
+	"\x04size\x18\a \x01(\x03R\x04size\"\xc0\x01\n" +
 	"\x13UploadFilesResponse\x12\x14\n" +
 	"\x05files\x18\x01 \x01(\x03R\x05files\x12 \n" +
 	"\vdirectories\x18\x02 \x01(\x03R\vdirectories\x12\x1a\n" +

@@ -1427,7 +1427,10 @@ type TransferSummary struct {
 	// entries is the number of entries.
 	Entries int64 `protobuf:"varint,1,opt,name=entries,proto3" json:"entries,omitempty"`
 	// bytes is the sum of the file entries' sizes.
-	Bytes         int64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Bytes int64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// directory is true when the path is a directory (its entries follow)
+	// and false when it is a single file (one entry, its base name).
+	Directory     bool `protobuf:"varint,3,opt,name=directory,proto3" json:"directory,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1474,6 +1477,13 @@ func (x *TransferSummary) GetBytes() int64 {
 		return x.Bytes
 	}
 	return 0
+}
+
+func (x *TransferSummary) GetDirectory() bool {
+	if x != nil {
+		return x.Directory
+	}
+	return false
 }
 
 // TransferDone ends an operation with its counts.
@@ -2464,10 +2474,11 @@ const file_berth_runtime_v1_runtime_proto_rawDesc = "" +
 	"\tKIND_FILE\x10\x01\x12\x12\n" +
 	"\x0eKIND_DIRECTORY\x10\x02\x12\x10\n" +
 	"\fKIND_SYMLINK\x10\x03\x12\x11\n" +
-	"\rKIND_HARDLINK\x10\x04\"A\n" +
+	"\rKIND_HARDLINK\x10\x04\"_\n" +
 	"\x0fTransferSummary\x12\x18\n" +
 	"\aentries\x18\x01 \x01(\x03R\aentries\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\xd3\x01\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\x12\x1c\n" +
+	"\tdirectory\x18\x03 \x01(\bR\tdirectory\"\xd3\x01\n" +
 	"\fTransferDone\x12\x14\n" +
 	"\x05files\x18\x01 \x01(\x03R\x05files\x12 \n" +
 	"\vdirectories\x18\x02 \x01(\x03R\vdirectories\x12\x1a\n" +

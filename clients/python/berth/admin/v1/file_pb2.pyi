@@ -61,20 +61,22 @@ class UploadFilesResponse(_message.Message):
     def __init__(self, files: _Optional[int] = ..., directories: _Optional[int] = ..., symlinks: _Optional[int] = ..., hardlinks: _Optional[int] = ..., bytes: _Optional[int] = ..., modes_masked: _Optional[int] = ...) -> None: ...
 
 class UploadHeader(_message.Message):
-    __slots__ = ["format", "mode", "name", "no_overwrite", "path", "request_id"]
+    __slots__ = ["format", "mode", "name", "no_overwrite", "path", "request_id", "size"]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NO_OVERWRITE_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
     format: FileFormat
     mode: int
     name: str
     no_overwrite: bool
     path: str
     request_id: str
-    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., path: _Optional[str] = ..., format: _Optional[_Union[FileFormat, str]] = ..., mode: _Optional[int] = ..., no_overwrite: bool = ...) -> None: ...
+    size: int
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., path: _Optional[str] = ..., format: _Optional[_Union[FileFormat, str]] = ..., mode: _Optional[int] = ..., no_overwrite: bool = ..., size: _Optional[int] = ...) -> None: ...
 
 class FileFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
