@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -113,6 +114,9 @@ type Client struct {
 	log    *slog.Logger
 	bo     Backoff
 	park   park.Dir
+	// journalDir holds the upload journals (filexfer.WriterConfig), in
+	// the bootstrap file's directory.
+	journalDir string
 }
 
 // New checks cfg and returns a Client. Its errors never carry the
@@ -146,6 +150,7 @@ func New(cfg Config) (*Client, error) {
 		c.runner = &turnexec.Runner{}
 	}
 	c.park = park.DirOf(bootstrapPath)
+	c.journalDir = filepath.Join(filepath.Dir(bootstrapPath), "transfers")
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
+	"berth.dev/runtimebootstrap/filexfer"
 	"berth.dev/runtimebootstrap/turnexec"
 )
 
@@ -27,6 +28,7 @@ var (
 // session is one Connect stream.
 type session struct {
 	c      *Client
+	conn   *grpc.ClientConn // Connect's; the Transfer streams share it
 	stream grpc.BidiStreamingClient[runtimev1.ConnectRequest, runtimev1.ConnectResponse]
 
 	sendMu  sync.Mutex
@@ -36,6 +38,10 @@ type session struct {
 	turnID     string // the running Turn, or ""
 	cancelTurn context.CancelFunc
 	turns      sync.WaitGroup
+
+	// transfers counts the running Transfer streams. Only the receive
+	// loop adds to it.
+	transfers sync.WaitGroup
 
 	// quiesced: admission is closed (a quiesce was acknowledged). Only
 	// the receive loop reads and writes it.
@@ -67,7 +73,7 @@ func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("open stream: %w", err)
 	}
-	s := &session{c: c, stream: stream}
+	s := &session{c: c, conn: conn, stream: stream}
 	defer func() {
 		cancel()
 		s.mu.Lock()
@@ -76,6 +82,7 @@ func (c *Client) connect(ctx context.Context) (welcomed time.Time, err error) {
 		}
 		s.mu.Unlock()
 		s.turns.Wait()
+		s.transfers.Wait()
 	}()
 
 	w, err := s.handshake()
@@ -132,7 +139,9 @@ func (s *session) handshake() (*runtimev1.Welcome, error) {
 // prepareConnection readies a welcomed connection: the quiesced state belongs to a
 // connection, and this one starts with admission open, so the park marker
 // of an earlier one goes (a restart must not start parked); then the
-// Runtime's preparation runs and, when it succeeds, Core hears prepared.
+// Runtime's preparation runs and, when it succeeds, Core hears prepared
+// with its capabilities. Before that, the temporary files that an upload
+// of a killed Runtime left are swept (see sweepTransfers).
 // A failure is logged only: the connection stays, and Core sees that no
 // prepared arrived.
 func (s *session) prepareConnection() {
@@ -142,9 +151,12 @@ func (s *session) prepareConnection() {
 	} else if removed {
 		c.log.Info("removed the park marker of an earlier connection")
 	}
+	c.sweepTransfers()
 	if step, err := c.prepare(); err != nil {
 		c.log.Error("runtime preparation failed; turns cannot run on this connection", "step", step)
-	} else if err := s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Prepared{Prepared: &runtimev1.Prepared{}}}); err == nil {
+	} else if err := s.send(&runtimev1.ConnectRequest{Message: &runtimev1.ConnectRequest_Prepared{Prepared: &runtimev1.Prepared{
+		Capabilities: []string{runtimev1.CapabilityFiles},
+	}}}); err == nil {
 		c.log.Info("runtime prepared")
 	}
 }
@@ -168,6 +180,8 @@ func (s *session) receive(ctx context.Context) error {
 			if err := s.quiesce(m.Quiesce.GetSuspensionToken()); err != nil {
 				return err
 			}
+		case *runtimev1.ConnectResponse_OpenTransfer:
+			s.openTransfer(ctx, m.OpenTransfer)
 		case *runtimev1.ConnectResponse_CancelTurn:
 			s.cancel(m.CancelTurn.GetTurnId())
 		case *runtimev1.ConnectResponse_Keepalive:
@@ -240,7 +254,8 @@ func (s *session) startTurn(ctx context.Context, rt *runtimev1.RunTurn) {
 }
 
 // quiesce answers a Quiesce (see the proto's Quiesce): rejected while a
-// Turn runs or when the park marker cannot be written; otherwise, once
+// Turn runs, while a transfer still runs after transferDrain, or when the
+// park marker cannot be written; otherwise, once
 // every output and result was sent and the marker is durable, admission
 // closes and the ack goes out. It returns errOutOfProtocol for an invalid
 // token. The receive loop calls it, so no run_turn is handled meanwhile.
@@ -255,6 +270,13 @@ func (s *session) quiesce(token string) error {
 	if running != "" {
 		s.c.log.Info("refused to quiesce while a turn runs", "turn_id", running, "suspension_token", token)
 		_ = s.send(quiesceRejected(token, runtimev1.ReasonTurnRunning))
+		return nil
+	}
+	// The loop is held while transfers drain: no open_transfer starts
+	// another, and no Turn starts either.
+	if !s.drainTransfers() {
+		s.c.log.Info("refused to quiesce while a file transfer runs", "suspension_token", token)
+		_ = s.send(quiesceRejected(token, runtimev1.ReasonFileWorkPending))
 		return nil
 	}
 	// A Turn's goroutine clears turnID just before it sends the result;
@@ -382,14 +404,39 @@ func resultMessage(id string, r turnexec.Result) *runtimev1.ConnectRequest {
 	}}}
 }
 
+// workspaceRoot is the Runner's workspace: Turns and transfers share it.
+func (c *Client) workspaceRoot() string {
+	if c.runner.WorkspaceRoot == "" {
+		return turnexec.DefaultWorkspaceRoot
+	}
+	return c.runner.WorkspaceRoot
+}
+
+// sweepTransfers removes the temporary files listed by the transfer
+// journals (filexfer.Sweep): an upload whose Runtime was killed, or whose
+// sandbox was captured for a suspension or fork mid-upload, leaves none
+// behind once the next preparation ran. The journals lie beside the
+// bootstrap file, in the home volume, so a restored sandbox sweeps too.
+// Only counts are logged.
+func (c *Client) sweepTransfers() {
+	if err := os.MkdirAll(c.journalDir, 0o700); err != nil {
+		c.log.Error("the transfer journal directory could not be created")
+		return
+	}
+	removed, err := filexfer.Sweep(c.workspaceRoot(), c.journalDir)
+	if err != nil {
+		c.log.Error("the transfer journals could not be swept", "removed", removed)
+		return
+	}
+	if removed > 0 {
+		c.log.Info("removed temporary files of interrupted uploads", "removed", removed)
+	}
+}
+
 // prepare is the common Runtime preparation: the workspace exists and is
 // writable, and the shell exists. It returns the failed step's name.
 func (c *Client) prepare() (string, error) {
-	root := c.runner.WorkspaceRoot
-	if root == "" {
-		root = turnexec.DefaultWorkspaceRoot
-	}
-	f, err := os.CreateTemp(root, ".berth-prepare-*")
+	f, err := os.CreateTemp(c.workspaceRoot(), ".berth-prepare-*")
 	if err != nil {
 		return "workspace", fmt.Errorf("workspace: %w", err)
 	}

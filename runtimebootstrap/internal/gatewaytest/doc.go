@@ -2,8 +2,9 @@
 // loopback, so that the client's and the daemon's tests start it the same
 // way: Serve for a hand-written gateway, Start (or StartTLS) for the
 // scriptable Core, whose Conns the test drives message by message
-// (welcome, keepalives, Turns, quiesce) and ends with a status of its
-// choice.
+// (welcome, keepalives, Turns, quiesce, open_transfer) and ends with a
+// status of its choice, and whose Transfers (the Runtime's Transfer
+// streams) it drives the same way.
 //
 // Rules:
 //   - It is imported only by tests of runtimebootstrap (runtimeclient,

@@ -62,6 +62,7 @@ type Stream = grpc.BidiStreamingServer[runtimev1.ConnectRequest, runtimev1.Conne
 type Core struct {
 	runtimev1.UnimplementedRuntimeGatewayServiceServer
 	conns     chan *Conn
+	transfers chan *Transfer
 	dials     atomic.Int64
 	onReceive atomic.Pointer[func(*runtimev1.ConnectRequest)]
 }
@@ -70,14 +71,14 @@ type Core struct {
 // with its URL (http://host:port).
 func Start(t testing.TB) (*Core, string) {
 	t.Helper()
-	core := &Core{conns: make(chan *Conn, 16)}
+	core := &Core{conns: make(chan *Conn, 16), transfers: make(chan *Transfer, 16)}
 	return core, "http://" + serve(t, core, &core.dials)
 }
 
 // StartTLS is Start over TLS with cert: its URL is https://127.0.0.1:port.
 func StartTLS(t testing.TB, cert tls.Certificate) (*Core, string) {
 	t.Helper()
-	core := &Core{conns: make(chan *Conn, 16)}
+	core := &Core{conns: make(chan *Conn, 16), transfers: make(chan *Transfer, 16)}
 	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	return core, "https://" + serve(t, core, &core.dials, grpc.Creds(creds))
 }
@@ -239,3 +240,125 @@ func (c *Conn) QuiesceReply() (ack *runtimev1.QuiesceAck, rejected *runtimev1.Qu
 	}
 	return ack, rejected
 }
+
+// OpenTransfer sends an open_transfer.
+func (c *Conn) OpenTransfer(ot *runtimev1.OpenTransfer) {
+	c.t.Helper()
+	c.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_OpenTransfer{OpenTransfer: ot}})
+}
+
+// TransferStream is Core's side of one Transfer stream.
+type TransferStream = grpc.BidiStreamingServer[runtimev1.TransferRequest, runtimev1.TransferResponse]
+
+// Transfer is one Transfer stream seen from Core's side; the test reads
+// the Runtime's messages with Next and Ended and ends it with End.
+type Transfer struct {
+	t      testing.TB
+	Stream TransferStream
+	recv   chan *runtimev1.TransferRequest // closed when the Runtime's side ends
+	end    chan error
+}
+
+// Transfer implements RuntimeGatewayService: each stream becomes a
+// Transfer the test takes with AcceptTransfer.
+func (c *Core) Transfer(stream TransferStream) error {
+	tr := &Transfer{Stream: stream, recv: make(chan *runtimev1.TransferRequest, 4096), end: make(chan error, 1)}
+	go func() {
+		defer close(tr.recv)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			tr.recv <- m
+		}
+	}()
+	c.transfers <- tr
+	select {
+	case err := <-tr.end:
+		return err
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
+}
+
+// AcceptTransfer returns the next Transfer stream, failing the test after
+// Wait.
+func (c *Core) AcceptTransfer(t testing.TB) *Transfer {
+	t.Helper()
+	tr, ok := c.TryAcceptTransfer(t, Wait)
+	if !ok {
+		t.Fatal("no transfer stream")
+	}
+	return tr
+}
+
+// TryAcceptTransfer returns the next Transfer stream within d, if one
+// comes.
+func (c *Core) TryAcceptTransfer(t testing.TB, d time.Duration) (*Transfer, bool) {
+	select {
+	case tr := <-c.transfers:
+		tr.t = t
+		return tr, true
+	case <-time.After(d):
+		return nil, false
+	}
+}
+
+// Next returns the Runtime's next message on the stream, failing the test
+// when the stream ends or nothing comes within Wait.
+func (tr *Transfer) Next() *runtimev1.TransferRequest {
+	tr.t.Helper()
+	select {
+	case m, ok := <-tr.recv:
+		if !ok {
+			tr.t.Fatal("the runtime ended the transfer stream")
+		}
+		return m
+	case <-time.After(Wait):
+		tr.t.Fatal("no message from the runtime on the transfer stream")
+		return nil
+	}
+}
+
+// Ended waits until the Runtime ends its side of the stream and returns
+// the messages it sent before; it fails the test after Wait.
+func (tr *Transfer) Ended() []*runtimev1.TransferRequest {
+	tr.t.Helper()
+	var before []*runtimev1.TransferRequest
+	deadline := time.After(Wait)
+	for {
+		select {
+		case m, ok := <-tr.recv:
+			if !ok {
+				return before
+			}
+			before = append(before, m)
+		case <-deadline:
+			tr.t.Fatal("the runtime did not end the transfer stream")
+			return nil
+		}
+	}
+}
+
+// Send sends m to the Runtime.
+func (tr *Transfer) Send(m *runtimev1.TransferResponse) {
+	tr.t.Helper()
+	if err := tr.Stream.Send(m); err != nil {
+		tr.t.Fatalf("transfer send: %v", err)
+	}
+}
+
+// Accept takes the hello, sends accepted and returns the hello.
+func (tr *Transfer) Accept() *runtimev1.TransferHello {
+	tr.t.Helper()
+	hello := tr.Next().GetHello()
+	if hello == nil {
+		tr.t.Fatal("first transfer message is not hello")
+	}
+	tr.Send(&runtimev1.TransferResponse{Message: &runtimev1.TransferResponse_Accepted{Accepted: &runtimev1.TransferAccepted{}}})
+	return hello
+}
+
+// End ends the stream with err (nil: a clean end).
+func (tr *Transfer) End(err error) { tr.end <- err }
