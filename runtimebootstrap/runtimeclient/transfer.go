@@ -120,7 +120,8 @@ func limits(ot *runtimev1.OpenTransfer) filexfer.Limits {
 // upload applies Core's entries with a filexfer.Writer until commit (done)
 // or a refusal (refused). Anything out of protocol, a failure that is not
 // a refusal, or the stream's end stops it without a word; the Writer's
-// Close removes its unfinished temporary file in every case.
+// Close removes its unfinished temporary file in every case, and before
+// the answer, so Core never hears done or refused while one is left.
 func (c *Client) upload(log logger, stream transferStream, ot *runtimev1.OpenTransfer) {
 	dest, err := filexfer.ResolvePath(filexfer.DefaultWorkspacePath, ot.GetPath())
 	if err != nil {
@@ -160,6 +161,7 @@ func (c *Client) upload(log logger, stream transferStream, ot *runtimev1.OpenTra
 		case *runtimev1.TransferResponse_Commit:
 			if err = w.Commit(); err == nil {
 				st := w.Stats()
+				_ = w.Close() // removes the journal
 				if sendErr := stream.Send(doneMessage(st)); sendErr == nil {
 					log.Info("upload done", "files", st.Files, "directories", st.Dirs, "symlinks", st.Symlinks,
 						"hardlinks", st.Hardlinks, "bytes", st.Bytes, "modes_masked", st.ModesMasked)
@@ -173,6 +175,7 @@ func (c *Client) upload(log logger, stream transferStream, ot *runtimev1.OpenTra
 			return
 		}
 		if err != nil {
+			_ = w.Close()
 			refused(log, stream, err)
 			return
 		}
