@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,11 +77,29 @@ func (a auditing) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	// minted here, and its header sent at once (a stream may run for as
 	// long as its Turn; its handlers set no header of their own).
 	id := uuid.New()
-	ctx := withRequestID(ss.Context(), id)
+	res := new(streamResource)
+	ctx := context.WithValue(withRequestID(ss.Context(), id), streamResourceKey{}, res)
 	_ = ss.SendHeader(metadata.Pairs(RequestIDHeader, id.String()))
 	err := handler(srv, &verifiedStream{ServerStream: ss, ctx: ctx})
-	a.record(ctx, info.FullMethod, id, "", err)
+	name, _ := res.name.Load().(string)
+	a.record(ctx, info.FullMethod, id, name, err)
 	return err
+}
+
+// streamResource is the resource a streaming call names, which its
+// handler learns only from a message (NoteResource).
+type streamResource struct{ name atomic.Value }
+
+type streamResourceKey struct{}
+
+// NoteResource records, for the audit of the streaming call of ctx, the
+// resource name its first message carries (an upload's header names its
+// Session). A name of no known resource pattern is ignored, as resourceOf
+// ignores one of a unary request.
+func NoteResource(ctx context.Context, name string) {
+	if res, ok := ctx.Value(streamResourceKey{}).(*streamResource); ok && knownName(name) {
+		res.name.Store(name)
+	}
 }
 
 // record hands a finished call of a mutating admin method to the Auditor.

@@ -160,6 +160,7 @@ func unimplemented() error { return codec.Err(codec.Build(unimplementedRow, nil)
 // refusalClasses are the classes a client gives a refusal by its code: a
 // refusal crosses with its own reason, which no row of the codec holds.
 var refusalClasses = map[codes.Code]error{
+	codes.InvalidArgument:    errdefs.ErrInvalid,
 	codes.FailedPrecondition: errdefs.ErrFailedPrecondition,
 	codes.Unavailable:        errdefs.ErrObservationUnavailable,
 }

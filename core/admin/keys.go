@@ -24,7 +24,7 @@ type KeyAuthenticator interface {
 }
 
 // keyMethods are the only methods a project key may call: its project's
-// Sessions and their Turns. Everything else (suspension, allocations,
+// Sessions, their Turns and their files. Everything else (suspension, allocations,
 // nodes, the deployment, the installation, projects and keys) is the
 // administrator's; a key calling it is PERMISSION_DENIED from the method
 // name alone, before the body is read, whatever names it carries.
@@ -38,6 +38,8 @@ var keyMethods = map[string]bool{
 	adminv1.TurnService_ListTurns_FullMethodName:        true,
 	adminv1.TurnService_StreamTurnOutput_FullMethodName: true,
 	adminv1.TurnService_CancelTurn_FullMethodName:       true,
+	adminv1.FileService_UploadFiles_FullMethodName:      true,
+	adminv1.FileService_DownloadFiles_FullMethodName:    true,
 }
 
 // ReasonKeyMethodDenied refuses a project key a method it may not call.
@@ -46,7 +48,7 @@ const ReasonKeyMethodDenied Reason = "project_key_method_denied"
 // The fixed messages of refused project keys.
 const (
 	msgInvalidKey      = "invalid project key"
-	msgKeyMethodDenied = "project keys may call only Session and Turn methods of their own project: use the administrator token"
+	msgKeyMethodDenied = "project keys may call only Session, Turn and File methods of their own project: use the administrator token"
 )
 
 // ErrPermissionDenied is the class a client decodes a PERMISSION_DENIED

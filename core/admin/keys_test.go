@@ -208,17 +208,19 @@ func TestProjectKeyStreamEndsOnRevocation(t *testing.T) {
 	}
 }
 
-// TestKeyMethodsAreExactlySessionAndTurnCalls: the methods a project key
-// may call exist, are the Session and Turn calls of the issue's list and
-// nothing else; every other berth.admin.v1 method is the
+// TestKeyMethodsAreExactlySessionTurnAndFileCalls: the methods a project
+// key may call exist, are the Session and Turn calls of the tenants
+// issue's list and the file calls of issue 33 (agent builders hold keys),
+// and nothing else; every other berth.admin.v1 method is the
 // administrator's.
-func TestKeyMethodsAreExactlySessionAndTurnCalls(t *testing.T) {
+func TestKeyMethodsAreExactlySessionTurnAndFileCalls(t *testing.T) {
 	want := []string{
 		"/berth.admin.v1.SessionService/CreateSession", "/berth.admin.v1.SessionService/GetSession",
 		"/berth.admin.v1.SessionService/ListSessions", "/berth.admin.v1.SessionService/DeleteSession",
 		"/berth.admin.v1.TurnService/SubmitTurn", "/berth.admin.v1.TurnService/GetTurn",
 		"/berth.admin.v1.TurnService/ListTurns", "/berth.admin.v1.TurnService/StreamTurnOutput",
 		"/berth.admin.v1.TurnService/CancelTurn",
+		"/berth.admin.v1.FileService/UploadFiles", "/berth.admin.v1.FileService/DownloadFiles",
 	}
 	if len(keyMethods) != len(want) {
 		t.Fatalf("%d key methods, want %d", len(keyMethods), len(want))

@@ -25,6 +25,8 @@ var methods = map[string]bool{
 	adminv1.DeploymentService_PreviewDeployment_FullMethodName: false,
 	adminv1.DeploymentService_ReplaceDeployment_FullMethodName: true,
 	adminv1.DeploymentService_StartReset_FullMethodName:        true,
+	adminv1.FileService_DownloadFiles_FullMethodName:           true,
+	adminv1.FileService_UploadFiles_FullMethodName:             true,
 	adminv1.DeploymentService_GetReset_FullMethodName:          false,
 	adminv1.InstallationService_GetInstallation_FullMethodName: false,
 	adminv1.NodeService_CreateEnrollmentToken_FullMethodName:   true,

@@ -37,6 +37,8 @@ import (
 	"berth.dev/core/enrollment"
 	"berth.dev/core/enrollmentgrpc"
 	"berth.dev/core/events"
+	"berth.dev/core/fileadmin"
+	"berth.dev/core/files"
 	"berth.dev/core/gateway"
 	"berth.dev/core/installation"
 	"berth.dev/core/installationadmin"
@@ -76,6 +78,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(Ready)) e
 		c.gatewayTLS,
 		c.setupNodes,
 		c.setupTurns,
+		c.setupFiles,
 		c.setupSessions,
 		c.setupDirect,
 		c.setupLifecycle,
@@ -139,6 +142,7 @@ type core struct {
 	manager     *nodes.Manager
 	direct      *direct.Set
 	turns       *turns.Service
+	files       *files.Service
 	suspension  *suspension.Service
 	sessions    *sessions.Service
 	coordinator *lifecycle.Coordinator
@@ -512,6 +516,16 @@ func (c *core) route(e events.Event) {
 // setupGateway serves the Runtime gateway on RuntimeListen, when set:
 // gRPC over the transport gatewayTLS chose, with keepalive enforcement loose enough for idle
 // Runtimes, headers and messages bounded (defaults.go). Its streams never end by themselves, so it stops hard; their
+// setupFiles makes the file operation service (the admin API admits and
+// pumps operations, the gateway claims and attaches them) and runs its
+// sweep of orphaned operations.
+func (c *core) setupFiles(context.Context) error {
+	log := c.log.With("component", "files")
+	c.files = files.New(c.owned.readOwner(), c.bus, uuid.New, files.Limits{}, log)
+	c.group.addWorker(c.files.Run)
+	return nil
+}
+
 // Turns become unconfirmed only if they were running.
 func (c *core) setupGateway(context.Context) error {
 	if c.cfg.RuntimeListen == "" {
@@ -524,7 +538,7 @@ func (c *core) setupGateway(context.Context) error {
 		// trace, linked to whatever context it brought.
 		grpc.StatsHandler(otelsetup.PublicServerHandler()))...)
 	gateway.New(gateway.Config{
-		Store: c.owned.readRuntime(), Turns: c.turns, Suspension: c.suspension, Events: c.bus, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
+		Store: c.owned.readRuntime(), Turns: c.turns, Suspension: c.suspension, Files: c.files, Events: c.bus, NewID: uuid.New, Keepalive: c.cfg.RuntimeKeepalive,
 		Log: c.log.With("component", "gateway"),
 	}).Register(srv)
 	var err error
@@ -608,6 +622,7 @@ func (c *core) setupAdmin(ctx context.Context) error {
 			deploymentadmin.New(deploySvc, c.resets),
 			sessionSrv,
 			turnadmin.New(c.turns, pages),
+			fileadmin.New(c.files),
 			projectSrv,
 			auditadmin.New(audit.NewTrail(c.owned.reader), pages),
 		},

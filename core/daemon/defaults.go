@@ -4,6 +4,8 @@ import (
 	"berth.dev/core/audit"
 	"time"
 
+	runtimev1 "berth.dev/proto/berth/runtime/v1"
+
 	"berth.dev/core/gateway"
 	"berth.dev/core/lifecycle"
 )
@@ -153,10 +155,10 @@ const (
 	publicMaxRecvMsgBytes = 64 << 10
 
 	// runtimeMaxRecvMsgBytes bounds one Runtime message. The largest is a
-	// TurnOutput chunk of at most turnexec.MaxChunkBytes (64 KiB) of
-	// output; 1 MiB leaves room for a Turn result and framing while a
+	// Transfer stream's data message of up to runtimev1.MaxTransferChunk
+	// (1 MiB) of a file; 64 KiB more leaves room for framing while a
 	// Runtime cannot make Core buffer grpc-go's default 4 MiB per message.
-	runtimeMaxRecvMsgBytes = 1 << 20
+	runtimeMaxRecvMsgBytes = runtimev1.MaxTransferChunk + 64<<10
 
 	// leaseReleaseTimeout bounds the release of the execution lease at
 	// shutdown. Releasing lets a standby take over at once instead of after

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +18,7 @@ import (
 	runtimev1 "berth.dev/proto/berth/runtime/v1"
 
 	"berth.dev/core/events"
+	"berth.dev/core/files"
 	"berth.dev/core/store"
 	"berth.dev/core/turns"
 	"berth.dev/runtimebootstrap"
@@ -60,11 +62,22 @@ const (
 	maxCredential   = 512
 )
 
+// Files is what the gateway does for file operations: core/files'
+// Service, the one writer of file_operations.
+type Files interface {
+	Claim(ctx context.Context, conn store.RuntimeConn, files bool) (*runtimev1.OpenTransfer, bool, error)
+	ConnectionClosed(ctx context.Context, conn store.RuntimeConn) error
+	Attach(ctx context.Context, id, device uuid.UUID, credential runtimebootstrap.Secret, s files.Stream) error
+}
+
 // Config configures a Gateway.
 type Config struct {
 	Store      Store
 	Turns      *turns.Service
 	Suspension Suspension
+	// Files serves file operations; nil refuses every Transfer stream and
+	// claims none.
+	Files Files
 	// Events is the bus core/turns and core/suspension publish on: a
 	// connection waits on its Session (events.Session) and its
 	// Environment's phase (events.Phase).
@@ -260,6 +273,9 @@ type conn struct {
 	current     *store.Turn
 	currentSpan trace.Span
 	cancelSent  bool
+	// files is whether the Runtime's prepared announced the files
+	// capability (runtimev1.CapabilityFiles).
+	files       bool
 	keepalive   int64
 	lastAnswer  time.Time
 	// quiesce is the suspension operation this connection asked the
@@ -302,6 +318,9 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 			if err := c.handle(ctx, m); err != nil {
 				return err
 			}
+			// A prepared Runtime may now take the file operations that
+			// waited for it.
+			woken = m.GetPrepared() != nil
 		case <-wake.Ready():
 			woken = true
 		case <-phase.Ready():
@@ -317,6 +336,33 @@ func (c *conn) serve(ctx context.Context, in <-chan *runtimev1.ConnectRequest, r
 		if err := c.dispatch(ctx, woken); err != nil {
 			return err
 		}
+		if err := c.dispatchFiles(ctx, woken); err != nil {
+			return err
+		}
+	}
+}
+
+// dispatchFiles, when woken, claims the Session's pending file operations
+// for a prepared connection that is not quiescing and asks the Runtime to
+// open a Transfer stream for each (core/files fails one a Runtime without
+// the capability cannot serve). A Turn may run beside them.
+func (c *conn) dispatchFiles(ctx context.Context, woken bool) error {
+	if !woken || !c.prepared || c.quiesce != uuid.Nil || c.g.cfg.Files == nil {
+		return nil
+	}
+	for {
+		spec, ok, err := c.g.cfg.Files.Claim(ctx, c.grant.Conn, c.files)
+		if err != nil {
+			c.log.Warn("claim file operation failed", "error", err)
+			return errInternal
+		}
+		if !ok {
+			return nil
+		}
+		if err := c.s.Send(&runtimev1.ConnectResponse{Message: &runtimev1.ConnectResponse_OpenTransfer{OpenTransfer: spec}}); err != nil {
+			return nil
+		}
+		c.log.Info("file operation delivered", "operation", spec.GetTransferId())
 	}
 }
 
@@ -329,7 +375,8 @@ func (c *conn) handle(ctx context.Context, m *runtimev1.ConnectRequest) error {
 			return c.storeErr("mark prepared", err)
 		}
 		c.prepared = true
-		c.log.Info("runtime prepared")
+		c.files = slices.Contains(m.GetPrepared().GetCapabilities(), runtimev1.CapabilityFiles)
+		c.log.Info("runtime prepared", "files", c.files)
 		return nil
 	case *runtimev1.ConnectRequest_KeepaliveAck:
 		return c.storeErr("keepalive", st.TouchRuntimeConnection(ctx, c.grant.Conn))
@@ -577,6 +624,11 @@ func (c *conn) close() {
 	if err != nil {
 		c.log.Warn("record disconnect failed", "error", err)
 		return
+	}
+	if c.g.cfg.Files != nil {
+		if err := c.g.cfg.Files.ConnectionClosed(ctx, c.grant.Conn); err != nil {
+			c.log.Warn("record file operations' disconnect failed", "error", err)
+		}
 	}
 	c.log.Info("runtime disconnected", "unconfirmed_turns", len(ids))
 }

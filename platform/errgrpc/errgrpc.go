@@ -187,6 +187,12 @@ func (c *Codec) Encode(err error, unknown Row, more ...proto.Message) *status.St
 		}
 		switch {
 		case isClass(r, errdefs.ErrInvalid):
+			// An invalid-argument refusal (a rule of the input, not one
+			// field's form) crosses with its own reason, like any refusal.
+			if rf, ok := errdefs.AsRefusal(err); ok && c.opts.Refusals && safeReason(rf.Reason) && SafeMessage(rf.Message) {
+				r.Reason, r.Message = rf.Reason, rf.Message
+				return c.Build(r, nil, more...)
+			}
 			return c.invalid(r, err, more)
 		case isClass(r, errdefs.ErrUnsupported):
 			var ue *providercontract.UnsupportedError

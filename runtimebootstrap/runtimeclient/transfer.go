@@ -3,7 +3,9 @@ package runtimeclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -196,8 +198,13 @@ func (c *Client) download(log logger, stream transferStream, ot *runtimev1.OpenT
 		refused(log, stream, err)
 		return
 	}
+	dir, err := isDirectory(cfg.Root, p)
+	if err != nil {
+		refused(log, stream, err)
+		return
+	}
 	if err := stream.Send(&runtimev1.TransferRequest{Message: &runtimev1.TransferRequest_Summary{
-		Summary: &runtimev1.TransferSummary{Entries: sum.Entries, Bytes: sum.Bytes},
+		Summary: &runtimev1.TransferSummary{Entries: sum.Entries, Bytes: sum.Bytes, Directory: dir},
 	}}); err != nil {
 		log.Warn("download ended: the stream broke")
 		return
@@ -323,4 +330,19 @@ func fromEntry(e filexfer.Entry) *runtimev1.FileEntry {
 		fe.MtimeUnixNano = e.ModTime.UnixNano()
 	}
 	return fe
+}
+
+// isDirectory reports whether p (clean, relative to root) is a directory,
+// reading it through an os.Root so no link leads outside.
+func isDirectory(root, p string) (bool, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return false, fmt.Errorf("open workspace: %w", err)
+	}
+	defer r.Close()
+	fi, err := r.Lstat(p)
+	if err != nil {
+		return false, &filexfer.Refusal{Reason: filexfer.ReasonNotFound, Entry: -1}
+	}
+	return fi.IsDir(), nil
 }

@@ -80,7 +80,7 @@ func TestTenantsAndProjectsWithBerthctl(t *testing.T) {
 	if len(mine.GetSessions()) != 0 {
 		t.Fatalf("the key lists %v", &mine)
 	}
-	k.fails(1, "error: project_key_method_denied: project keys may call only Session and Turn methods of their own project: use the administrator token\n", "node", "list")
+	k.fails(1, "error: project_key_method_denied: project keys may call only Session, Turn and File methods of their own project: use the administrator token\n", "node", "list")
 	if row := tableRow(t, c.ok("key", "list", project).stdout, []string{"NAME", "STATE", "CREATED", "EXPIRES", "DISPLAY NAME"}, key); row[1] != "ACTIVE" || row[4] != "ci" {
 		t.Fatalf("key list row %q", row)
 	}
