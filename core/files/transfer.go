@@ -52,7 +52,10 @@ func (g *guard) blame(s *Service, err error) error {
 // source reads an upload's chunks as a byte stream, on a goroutine of its
 // own so that a stalled client cannot hold the pump past its guard.
 type source struct {
-	ctx    context.Context
+	ctx context.Context
+	// stop closes when the Runtime answered or its stream ended: the
+	// client's bytes are no longer wanted.
+	stop   <-chan struct{}
 	g      *guard
 	chunks chan chunk
 	cur    []byte
@@ -66,8 +69,8 @@ type chunk struct {
 	err  error
 }
 
-func newSource(ctx context.Context, g *guard, src Source) *source {
-	return &source{ctx: ctx, g: g, chunks: make(chan chunk), src: src}
+func newSource(ctx context.Context, stop <-chan struct{}, g *guard, src Source) *source {
+	return &source{ctx: ctx, stop: stop, g: g, chunks: make(chan chunk), src: src}
 }
 
 func (r *source) start() {
@@ -102,6 +105,8 @@ func (r *source) Read(p []byte) (int, error) {
 			}
 		case <-r.ctx.Done():
 			r.err = r.ctx.Err()
+		case <-r.stop:
+			r.err = errRuntimeGone
 		}
 	}
 	n := copy(p, r.cur)
@@ -118,14 +123,16 @@ func (s *Service) upload(ctx context.Context, t *transfer, r UploadRequest, rawN
 	g, ctx := newGuard(ctx, s.limits.Stall, t)
 	defer g.stop()
 	answer := make(chan *runtimev1.TransferRequest, 1)
+	answered := make(chan struct{})
 	go func() {
 		m, err := t.Recv()
 		if err != nil {
 			m = nil
 		}
 		answer <- m
+		close(answered)
 	}()
-	in := newSource(ctx, g, src)
+	in := newSource(ctx, answered, g, src)
 	send := func(m *runtimev1.TransferResponse) error {
 		if err := t.Send(m); err != nil {
 			return errRuntimeGone
@@ -275,6 +282,9 @@ func copyData(in io.Reader, size int64, buf []byte, send func(*runtimev1.Transfe
 // end (its stream's error, the context, the stall guard) as it is, and
 // anything else the archive's fault.
 func archiveErr(err error) error {
+	if errors.Is(err, errRuntimeGone) {
+		return err
+	}
 	var ce clientErr
 	if errors.As(err, &ce) {
 		return ce.err

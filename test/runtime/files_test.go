@@ -394,3 +394,91 @@ func treeDiff(want, got map[string]treeEntry) string {
 	slices.Sort(out)
 	return strings.Join(out, "\n")
 }
+
+// openUpload starts an upload of a tar to session and sends only its
+// header: the operation is admitted and waits for its bytes.
+func (e *env) openUpload(ctx context.Context, session string) adminv1.FileService_UploadFilesClient {
+	e.t.Helper()
+	st, err := e.files().UploadFiles(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := st.Send(&adminv1.UploadFilesRequest{Message: &adminv1.UploadFilesRequest_Header{Header: &adminv1.UploadHeader{
+		Name: session, RequestId: uuid.NewString(), Path: "open", Format: adminv1.FileFormat_FILE_FORMAT_TAR}}}); err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// fileOps counts the installation's file operations in state, from the
+// database.
+func (e *env) fileOps(state string) int {
+	e.t.Helper()
+	var n int
+	if err := e.core.Store(e.t).Pool().QueryRow(e.ctx, `SELECT count(*) FROM file_operations WHERE state = $1`, state).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// TestFileOperationsBoundAndEnd: a Session takes at most 4 file
+// operations at once (the fifth is refused session_file_limit, naming
+// the bound); while one is open the Session is busy and is not suspended;
+// operations whose Core died are ended by the next Core, so the Session
+// suspends again; and a deletion ends an open upload with session_deleted.
+func TestFileOperationsBoundAndEnd(t *testing.T) {
+	e := newEnvSpec(t, suspendingSpec())
+	name := e.createSession()
+	if r := e.run(name, shell("true")); r.turn.GetState() != adminv1.Turn_STATE_COMPLETED {
+		t.Fatalf("first turn: %v", r)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	for range 4 {
+		e.openUpload(ctx, name)
+	}
+	stack.WaitFor(t, time.Minute, "4 running file operations", func() bool { return e.fileOps("running") == 4 })
+	_, err := e.upload(name, "fifth", adminv1.FileFormat_FILE_FORMAT_RAW, []byte("x"), 0)
+	if stack.AdminReason(err) != "session_file_limit" || !strings.Contains(err.Error(), "files_per_session (4)") {
+		t.Fatalf("fifth upload: %v", err)
+	}
+	if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: name, RequestId: uuid.NewString()}); stack.AdminReason(err) != "session_busy" {
+		t.Fatalf("SuspendSession with open uploads: %v, want session_busy", err)
+	}
+
+	// Core dies with the admin calls: the next Core ends their operations.
+	e.core.Kill()
+	e.restartCore()
+	stack.WaitFor(t, time.Minute, "the open operations ended", func() bool {
+		return e.fileOps("running")+e.fileOps("pending") == 0
+	})
+	if n := e.fileOps("failed"); n != 4 {
+		t.Fatalf("%d failed operations, want 4", n)
+	}
+	e.waitAdmitted(name)
+	if _, err := e.sessions.SuspendSession(e.ctx, &adminv1.SuspendSessionRequest{Name: name, RequestId: uuid.NewString()}); err != nil {
+		t.Fatalf("SuspendSession after the operations ended: %v", err)
+	}
+	e.waitPhase(name, adminv1.ComputePhase_COMPUTE_PHASE_SUSPENDED, time.Minute)
+
+	// An open upload (it woke the Session) ends with the Session's
+	// deletion, without the client sending anything more.
+	st := e.openUpload(e.ctx, name)
+	stack.WaitFor(t, 2*time.Minute, "the upload running", func() bool { return e.fileOps("running") == 1 })
+	if _, err := e.sessions.DeleteSession(e.ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var resp adminv1.UploadFilesResponse
+		done <- st.RecvMsg(&resp) // no CloseSend: the server ends the call
+	}()
+	select {
+	case err := <-done:
+		if stack.AdminReason(err) != "session_deleted" {
+			t.Fatalf("upload during the deletion: %v, want session_deleted", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the upload did not end with the deletion")
+	}
+}
