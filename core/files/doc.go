@@ -18,6 +18,10 @@
 // Rules:
 //   - This package is the one writer of file_operations (Writes;
 //     writers_test.go fails when another package calls one).
+//   - It signals an admitted operation as events.Session, the kind a
+//     Session's Runtime connection already waits on for "what this
+//     Session's connection dispatches changed" (core/turns publishes it for
+//     Turns): no new kind, no callback.
 //   - Bytes never pass through the database or sit whole in memory: an
 //     upload's tar is parsed as a stream (archive/tar) and forwarded as
 //     typed entries; a download's tar is written as entries arrive.

@@ -18,6 +18,15 @@
 //     for at most 20 seconds from its cancel_requested_at, then ends; a
 //     result that did not arrive leaves the Turn unconfirmed, never a
 //     fabricated cancelled outcome.
+//   - File operations (core/files, their one writer): a prepared
+//     connection that is not quiescing claims its Session's pending
+//     operations when woken (events.Session) and sends open_transfer for
+//     each, beside any Turn; one whose Runtime did not announce the
+//     files.v1 capability fails runtime_lacks_files. The Transfer RPC
+//     (transfer.go) checks the hello's device credential and that the
+//     device's open connection claimed the operation, then hands the stream
+//     to the admin call waiting for it; a connection's end fails the
+//     operations running on it.
 //   - Core sends service keepalives (between Turns and during them); a
 //     Runtime that stops answering is disconnected.
 //   - Errors on the wire carry only fixed reasons (runtimev1 Reason*),

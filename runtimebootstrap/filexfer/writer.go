@@ -82,8 +82,10 @@ type WriterConfig struct {
 	// '-' and '_', at most 64 bytes.
 	OpID string
 	// JournalDir, when set, is a host directory outside Root that holds
-	// one journal file per OpID listing the temporary names (relative to
-	// Root), each appended and synced before the name is created.
+	// one journal file per OpID listing the directories (relative to
+	// Root) that hold its temporary names, each appended and synced before
+	// the first temporary name in it is created: one sync per directory,
+	// not per file.
 	JournalDir string
 	// NoOverwrite refuses an entry whose name exists (file_exists); a
 	// directory entry over an existing directory is still applied.
@@ -108,6 +110,8 @@ type Writer struct {
 	cur    *pendingFile    // the file entry being written
 	tmpSeq int64
 	total  int64
+	// journaled are the directories the journal lists.
+	journaled map[string]bool
 	stats  Stats
 	err    error // sticky: the first failure
 	closed bool
@@ -154,7 +158,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if err != nil {
 		return nil, &internalError{op: "open root", err: err}
 	}
-	w := &Writer{cfg: cfg, root: root, dest: dest, names: map[string]bool{}, files: map[string]bool{}}
+	w := &Writer{cfg: cfg, root: root, dest: dest, names: map[string]bool{}, files: map[string]bool{}, journaled: map[string]bool{}}
 	if err := w.openDest(); err != nil {
 		root.Close()
 		return nil, err
@@ -365,21 +369,25 @@ func (w *Writer) begin(e Entry, idx int64) error {
 	return nil
 }
 
-// tempName returns the next temporary name in dir, listed in the journal
-// first.
+// tempName returns the next temporary name in dir, whose directory the
+// journal lists first.
 func (w *Writer) tempName(dir string, idx int64) (string, error) {
 	w.tmpSeq++
-	tmp := path.Join(dir, fmt.Sprintf("%s%s-%d", TempPrefix, w.cfg.OpID, w.tmpSeq))
-	if w.journal != nil {
-		if _, err := w.journal.WriteString(tmp + "\n"); err != nil {
+	tmp := path.Join(dir, tempPrefix(w.cfg.OpID)+fmt.Sprint(w.tmpSeq))
+	if w.journal != nil && !w.journaled[dir] {
+		if _, err := w.journal.WriteString(dir + "\n"); err != nil {
 			return "", fsError("write journal", err, idx)
 		}
 		if err := w.journal.Sync(); err != nil {
 			return "", fsError("sync journal", err, idx)
 		}
+		w.journaled[dir] = true
 	}
 	return tmp, nil
 }
+
+// tempPrefix starts every temporary name of operation op.
+func tempPrefix(op string) string { return TempPrefix + op + "-" }
 
 // place renames tmp onto full, removing tmp when that fails.
 func (w *Writer) place(tmp, full string, idx int64) error {
@@ -508,8 +516,9 @@ func (w *Writer) Close() error {
 	return errors.Join(errs...)
 }
 
-// Sweep removes every temporary file listed by the journals in journalDir
-// (names relative to root; only names starting with TempPrefix, removed
+// Sweep removes, for every journal in journalDir, the temporary files of
+// its operation (names starting with TempPrefix, the journal's name and
+// '-') in each directory it lists (relative to root, read and removed
 // through an os.Root), then the journals. A process killed mid-upload
 // leaves no temporary file behind once the next one sweeps. A missing
 // journalDir has nothing to sweep.
@@ -554,21 +563,38 @@ func sweepJournal(r *os.Root, journal string) (int, error) {
 		return 0, &internalError{op: "open journal", err: err}
 	}
 	defer f.Close()
+	prefix := tempPrefix(filepath.Base(journal))
 	removed := 0
 	var errs []error
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), MaxPathBytes+2)
 	for sc.Scan() {
-		name, err := CleanName(sc.Text())
-		if err != nil || !strings.HasPrefix(path.Base(name), TempPrefix) {
-			continue // not a name a Writer writes: never touch it
+		dir := sc.Text()
+		if dir != "." {
+			if dir, err = CleanName(dir); err != nil {
+				continue // not a directory a Writer lists: never touch it
+			}
 		}
-		switch err := r.Remove(name); {
-		case err == nil:
-			removed++
-		case notExist(err), isEscape(err):
-		default:
-			errs = append(errs, &internalError{op: "remove temporary file", err: err})
+		d, err := r.Open(dir)
+		if err != nil {
+			continue // gone, or not reachable inside the root
+		}
+		entries, err := d.ReadDir(-1)
+		d.Close()
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !strings.HasPrefix(e.Name(), prefix) {
+				continue
+			}
+			switch err := r.Remove(path.Join(dir, e.Name())); {
+			case err == nil:
+				removed++
+			case notExist(err), isEscape(err):
+			default:
+				errs = append(errs, &internalError{op: "remove temporary file", err: err})
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -376,13 +376,17 @@ func TestJournalAndSweep(t *testing.T) {
 	if len(s.temps(t)) != 1 {
 		t.Fatalf("temporary files %v", s.temps(t))
 	}
-	mustWrite(t, filepath.Join(journals, "other"), "keep\n../outside/"+TempPrefix+"x\n/etc/"+TempPrefix+"x\n")
+	// Journals list directories; a hostile one names the outside, an
+	// absolute path and a plain file, and a temporary of another operation
+	// in a listed directory stays.
+	mustWrite(t, filepath.Join(s.root, "d", TempPrefix+"other-op-1"), "not this operation's")
+	mustWrite(t, filepath.Join(journals, "other"), "keep\n../outside\n/etc\n..\n")
 	removed, err := Sweep(s.root, journals)
 	if err != nil || removed != 1 {
 		t.Fatalf("Sweep: %d, %v", removed, err)
 	}
-	if left := s.temps(t); len(left) != 0 {
-		t.Fatalf("temporary files left: %v", left)
+	if left := s.temps(t); len(left) != 1 || !strings.HasSuffix(left[0], TempPrefix+"other-op-1") {
+		t.Fatalf("temporary files left: %v, want only the other operation's", left)
 	}
 	if entries, _ := os.ReadDir(journals); len(entries) != 0 {
 		t.Fatalf("journals left: %v", entries)

@@ -319,7 +319,7 @@ func TestPreparationSweepsJournals(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.workspace, tmp), []byte("half"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(journals, "dead"), []byte(tmp+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(journals, "dead"), []byte("sub\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c.End(status.Error(codes.Unavailable, "next connection"))

@@ -16,7 +16,7 @@ import (
 
 func TestMain(m *testing.M) { stack.Main(m) }
 
-// BenchmarkBerth runs P1-P4, P7, P8a-b, P9, P10 and P11 (the Runtime's
+// BenchmarkBerth runs P1-P4, P7, P8a-b, P9, P10, F1 and P11 (the Runtime's
 // idle memory, in P1's Sessions) BERTH_BENCH_SAMPLES times each (default 20),
 // P8c at most 10 times and
 // P6 at most 5 times per fault against a berth-core at its default

@@ -490,6 +490,7 @@ func measure(t testing.TB, samples int, defaults bool) (rows []*row, rss *memory
 		rows = append(rows, p6)
 	}
 	rows = append(rows, r.suspensionRows(samples)...)
+	rows = append(rows, r.filesRows(samples)...)
 	rows = append(rows, checkpointRows(t, samples)...)
 	return append(rows, failoverRows(t, samples, defaults)...), r.rss, r.phases, settings
 }
