@@ -82,7 +82,7 @@ func (c *conn) quiesceRejected(ctx context.Context, token, reason string) error 
 	if c.quiesce == uuid.Nil || token != c.quiesce.String() {
 		return errInvalid
 	}
-	if reason != runtimev1.ReasonTurnRunning && reason != runtimev1.ReasonParkFailed {
+	if reason != runtimev1.ReasonTurnRunning && reason != runtimev1.ReasonParkFailed && reason != runtimev1.ReasonFileWorkPending {
 		reason = "other"
 	}
 	op := c.quiesce

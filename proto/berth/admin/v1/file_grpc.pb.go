@@ -33,26 +33,30 @@ const (
 // Session. Bytes stream in chunks of at most 1 MiB; Core never holds a
 // whole file.
 //
-// Paths are confined to /workspace: a path or archive entry that leaves
-// it, an absolute entry name, a symlink whose target leaves it, a hard
-// link to a name outside the archive and a device, FIFO or socket entry
-// are refused with a fixed reason (INVALID_ARGUMENT): path_absolute,
-// path_escapes_workspace, symlink_escapes_workspace,
-// hardlink_outside_archive, file_type_refused, duplicate_entry,
-// type_conflict, path_too_long, invalid_archive. Bounds are refused with
-// the bound's name and value in the message: file_too_large,
-// upload_too_large, download_too_large, too_many_entries
-// (INVALID_ARGUMENT), session_file_limit and core_file_limit
-// (RESOURCE_EXHAUSTED). State refusals are FAILED_PRECONDITION:
-// file_exists (no_overwrite), file_not_found, not_a_regular_file,
-// workspace_full, runtime_lacks_files (the Runtime predates file
-// operations), session_not_active. An operation interrupted by the
-// Runtime's disconnection ends UNAVAILABLE file_operation_interrupted;
-// one that waited past its bound for a Runtime ends UNAVAILABLE
-// file_transfer_not_attached; one with no progress for the stall bound
-// ends DEADLINE_EXCEEDED file_transfer_stalled. No operation is ever
-// replayed: after an interruption a new request_id uploads again, which
-// is safe because every file is replaced atomically.
+// Paths are confined to /workspace. Every refusal carries a fixed reason
+// in its google.rpc.ErrorInfo:
+//
+//	INVALID_ARGUMENT, the request or the archive is at fault:
+//	  path_absolute, path_escapes_workspace, symlink_escapes_workspace,
+//	  hardlink_outside_archive, file_type_refused (device, FIFO, socket),
+//	  duplicate_entry, type_conflict, path_too_long, invalid_archive, and
+//	  the size bounds, whose message names the bound and its value:
+//	  file_too_large, upload_too_large, download_too_large,
+//	  too_many_entries.
+//	FAILED_PRECONDITION, the Session's state: file_exists (no_overwrite),
+//	  file_not_found, not_a_regular_file, workspace_full,
+//	  runtime_lacks_files (the Runtime predates file operations),
+//	  request_id_reused, session_deleting, session_archived,
+//	  environment_ended, and the concurrency bounds, whose message names
+//	  the bound and its value: session_file_limit, core_file_limit.
+//	UNAVAILABLE, retry with a new request_id: file_operation_interrupted
+//	  (the Runtime's connection ended mid-transfer),
+//	  file_transfer_not_attached (no Runtime took the operation within the
+//	  attach bound, for example a Session still being created),
+//	  file_transfer_stalled (no progress for the stall bound).
+//
+// No operation is ever replayed: after an interruption a new request_id
+// uploads again, which is safe because every file is replaced atomically.
 type FileServiceClient interface {
 	// UploadFiles writes a tar archive (extracted under path) or one file's
 	// bytes (written at path). The first message is header; every later one
@@ -116,26 +120,30 @@ type FileService_DownloadFilesClient = grpc.ServerStreamingClient[DownloadFilesR
 // Session. Bytes stream in chunks of at most 1 MiB; Core never holds a
 // whole file.
 //
-// Paths are confined to /workspace: a path or archive entry that leaves
-// it, an absolute entry name, a symlink whose target leaves it, a hard
-// link to a name outside the archive and a device, FIFO or socket entry
-// are refused with a fixed reason (INVALID_ARGUMENT): path_absolute,
-// path_escapes_workspace, symlink_escapes_workspace,
-// hardlink_outside_archive, file_type_refused, duplicate_entry,
-// type_conflict, path_too_long, invalid_archive. Bounds are refused with
-// the bound's name and value in the message: file_too_large,
-// upload_too_large, download_too_large, too_many_entries
-// (INVALID_ARGUMENT), session_file_limit and core_file_limit
-// (RESOURCE_EXHAUSTED). State refusals are FAILED_PRECONDITION:
-// file_exists (no_overwrite), file_not_found, not_a_regular_file,
-// workspace_full, runtime_lacks_files (the Runtime predates file
-// operations), session_not_active. An operation interrupted by the
-// Runtime's disconnection ends UNAVAILABLE file_operation_interrupted;
-// one that waited past its bound for a Runtime ends UNAVAILABLE
-// file_transfer_not_attached; one with no progress for the stall bound
-// ends DEADLINE_EXCEEDED file_transfer_stalled. No operation is ever
-// replayed: after an interruption a new request_id uploads again, which
-// is safe because every file is replaced atomically.
+// Paths are confined to /workspace. Every refusal carries a fixed reason
+// in its google.rpc.ErrorInfo:
+//
+//	INVALID_ARGUMENT, the request or the archive is at fault:
+//	  path_absolute, path_escapes_workspace, symlink_escapes_workspace,
+//	  hardlink_outside_archive, file_type_refused (device, FIFO, socket),
+//	  duplicate_entry, type_conflict, path_too_long, invalid_archive, and
+//	  the size bounds, whose message names the bound and its value:
+//	  file_too_large, upload_too_large, download_too_large,
+//	  too_many_entries.
+//	FAILED_PRECONDITION, the Session's state: file_exists (no_overwrite),
+//	  file_not_found, not_a_regular_file, workspace_full,
+//	  runtime_lacks_files (the Runtime predates file operations),
+//	  request_id_reused, session_deleting, session_archived,
+//	  environment_ended, and the concurrency bounds, whose message names
+//	  the bound and its value: session_file_limit, core_file_limit.
+//	UNAVAILABLE, retry with a new request_id: file_operation_interrupted
+//	  (the Runtime's connection ended mid-transfer),
+//	  file_transfer_not_attached (no Runtime took the operation within the
+//	  attach bound, for example a Session still being created),
+//	  file_transfer_stalled (no progress for the stall bound).
+//
+// No operation is ever replayed: after an interruption a new request_id
+// uploads again, which is safe because every file is replaced atomically.
 type FileServiceServer interface {
 	// UploadFiles writes a tar archive (extracted under path) or one file's
 	// bytes (written at path). The first message is header; every later one

@@ -1973,7 +1973,9 @@ func (x *KeepaliveAck) GetSequence() int64 {
 //
 // A Runtime running a Turn answers quiesce_rejected with reason
 // turn_running (ReasonTurnRunning in the generated Go package) and
-// changes nothing. Otherwise it closes admission: from then on a run_turn
+// changes nothing. One with file transfers under way waits for them up to
+// its drain bound (30 s), then answers quiesce_rejected with reason
+// file_work_pending (ReasonFileWorkPending) if any still runs. Otherwise it closes admission: from then on a run_turn
 // on this connection is out of protocol and the Runtime ends the
 // connection. It then makes sure every turn_output and turn_result was
 // sent (messages travel in order on the stream, so the ack follows them),
@@ -2095,8 +2097,9 @@ type QuiesceRejected struct {
 	// suspension_token is the token of the quiesce answered.
 	SuspensionToken string `protobuf:"bytes,1,opt,name=suspension_token,json=suspensionToken,proto3" json:"suspension_token,omitempty"`
 	// reason is a fixed code: turn_running (a Turn is running on this
-	// Runtime; retry after its result) or park_failed (the park marker could
-	// not be written durably).
+	// Runtime; retry after its result), file_work_pending (a file transfer
+	// did not finish within the Runtime's drain bound) or park_failed (the
+	// park marker could not be written durably).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
