@@ -10,6 +10,10 @@ scripts/gen-clients). This module is the small hand-written part:
     resp = client.sessions.GetSession(session_pb2.GetSessionRequest(name="sessions/..."), timeout=30)
     client.close()
 
+upload_file, download_file, upload_tar and download_tar move files in and
+out of a Session's /workspace through FileService, in chunks of at most
+1 MiB.
+
 Core serves the admin API as plaintext gRPC on a loopback address only, so
 connect refuses any other address (reach a remote Core through a tunnel:
 ssh -L 7700:127.0.0.1:7700 HOST). Every call carries the token as
@@ -18,6 +22,7 @@ administrator's (berth-core's admin-token file) or a project API key.
 """
 
 import ipaddress
+import uuid
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -26,6 +31,8 @@ from berth.admin.v1 import (
     allocation_pb2_grpc,
     audit_pb2_grpc,
     deployment_pb2_grpc,
+    file_pb2,
+    file_pb2_grpc,
     installation_pb2_grpc,
     node_pb2_grpc,
     project_pb2_grpc,
@@ -33,7 +40,8 @@ from berth.admin.v1 import (
     turn_pb2_grpc,
 )
 
-__all__ = ["DEFAULT_ADDRESS", "ERROR_DOMAIN", "MAX_MESSAGE_BYTES", "Client", "connect", "error_reason", "read_token"]
+__all__ = ["CHUNK_BYTES", "DEFAULT_ADDRESS", "ERROR_DOMAIN", "FILE_TIMEOUT", "MAX_MESSAGE_BYTES", "Client", "connect",
+           "download_file", "download_tar", "error_reason", "read_token", "upload_file", "upload_tar"]
 
 # DEFAULT_ADDRESS is Core's default admin address.
 DEFAULT_ADDRESS = "127.0.0.1:7700"
@@ -42,6 +50,11 @@ DEFAULT_ADDRESS = "127.0.0.1:7700"
 MAX_MESSAGE_BYTES = 4 << 20
 # ERROR_DOMAIN is the google.rpc.ErrorInfo domain of the admin API's errors.
 ERROR_DOMAIN = "admin.berth.dev"
+# CHUNK_BYTES is the FileService's bound on one data message, both ways.
+CHUNK_BYTES = 1 << 20
+# FILE_TIMEOUT bounds a whole upload or download (seconds) unless the call
+# gives its own.
+FILE_TIMEOUT = 300
 
 
 def read_token(path):
@@ -119,6 +132,7 @@ class Client:
         self.turns = turn_pb2_grpc.TurnServiceStub(channel)
         self.projects = project_pb2_grpc.ProjectServiceStub(channel)
         self.audit = audit_pb2_grpc.AuditServiceStub(channel)
+        self.files = file_pb2_grpc.FileServiceStub(channel)
 
     def close(self):
         self.channel.close()
@@ -140,6 +154,66 @@ def connect(address, token):
         ("grpc.primary_user_agent", "berth-client-python"),
     ])
     return Client(grpc.intercept_channel(channel, _Bearer(token)))
+
+
+def _upload(client, header, data, timeout):
+    def requests():
+        yield file_pb2.UploadFilesRequest(header=header)
+        view = memoryview(data)
+        for at in range(0, len(view), CHUNK_BYTES):
+            yield file_pb2.UploadFilesRequest(data=bytes(view[at:at + CHUNK_BYTES]))
+    return client.files.UploadFiles(requests(), timeout=timeout)
+
+
+def upload_file(client, session, path, data, mode=0, no_overwrite=False, request_id=None, timeout=FILE_TIMEOUT):
+    """Writes data (bytes) as one regular file at path (relative to
+    /workspace, or absolute under it) of the Session named session
+    ("sessions/..."), replacing it atomically: FileService.UploadFiles with
+    FILE_FORMAT_RAW. mode is its permission bits (0: 0644). Returns the
+    UploadFilesResponse. A retry after UNAVAILABLE needs a new request_id
+    (the default makes one per call)."""
+    header = file_pb2.UploadHeader(name=session, request_id=request_id or str(uuid.uuid4()), path=path,
+                                   format=file_pb2.FILE_FORMAT_RAW, mode=mode, no_overwrite=no_overwrite,
+                                   size=len(data))
+    return _upload(client, header, data, timeout)
+
+
+def upload_tar(client, session, path, archive, no_overwrite=False, request_id=None, timeout=FILE_TIMEOUT):
+    """Extracts archive (a tar, as bytes) under the directory path of the
+    Session (created when missing): FileService.UploadFiles with
+    FILE_FORMAT_TAR. Returns the UploadFilesResponse."""
+    header = file_pb2.UploadHeader(name=session, request_id=request_id or str(uuid.uuid4()), path=path,
+                                   format=file_pb2.FILE_FORMAT_TAR, no_overwrite=no_overwrite)
+    return _upload(client, header, archive, timeout)
+
+
+def _download(client, session, path, fmt, timeout):
+    out = bytearray()
+    header = None
+    for m in client.files.DownloadFiles(file_pb2.DownloadFilesRequest(name=session, path=path, format=fmt,
+                                                                      request_id=str(uuid.uuid4())), timeout=timeout):
+        if m.WhichOneof("message") == "header":
+            header = m.header
+        else:
+            out += m.data
+    if header is None:
+        raise ValueError(f"DownloadFiles of {path!r} sent no header")
+    return bytes(out)
+
+
+def download_file(client, session, path, timeout=FILE_TIMEOUT):
+    """Returns the bytes of the regular file at path (relative to
+    /workspace, or absolute under it) of the Session: FileService.
+    DownloadFiles with FILE_FORMAT_RAW. A missing file raises grpc.RpcError
+    with reason file_not_found; a directory, not_a_regular_file."""
+    return _download(client, session, path, file_pb2.FILE_FORMAT_RAW, timeout)
+
+
+def download_tar(client, session, path="", timeout=FILE_TIMEOUT):
+    """Returns the file or tree at path of the Session ("" is the whole
+    workspace) as a tar archive (bytes; read it with tarfile): FileService.
+    DownloadFiles with FILE_FORMAT_TAR. Symlinks come as links."""
+    return _download(client, session, path, file_pb2.FILE_FORMAT_TAR, timeout)
 
 
 def _status_classes():

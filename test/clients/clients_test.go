@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,12 +28,20 @@ func TestMain(m *testing.M) { stack.Main(m) }
 var createdName = regexp.MustCompile(`agent[-_]loop: created (sessions/\S+)`)
 
 // exampleTimeout bounds one run of an example loop: a Session's creation,
-// one short Turn and its deletion.
+// an upload, one short Turn, a download and the Session's deletion.
 const exampleTimeout = 3 * time.Minute
 
+// turnScript is the Turn every loop runs, over the input.txt the loop
+// uploaded: it prints the input, writes its byte count and a marker line
+// to result.txt (which the loop downloads and prints after the Turn's
+// output), prints a marker on stderr and exits 3. Its %[1]s is the run's
+// marker.
+const turnScript = `cat input.txt; echo err-%[1]s >&2; wc -c < input.txt > result.txt; echo result-%[1]s >> result.txt; exit 3`
+
 // TestExampleAgentLoops runs each client's example loop once against one
-// cluster, with a Turn whose stdout, stderr and exit status are its own
-// (a marker unique to the run, so output from anything else cannot pass).
+// cluster, with an input file and a Turn whose stdout, stderr, result
+// file and exit status are its own (a marker unique to the run, so output
+// from anything else cannot pass).
 func TestExampleAgentLoops(t *testing.T) {
 	root := stack.RepoRoot()
 	provision := exec.Command(filepath.Join(root, "scripts", "gen-clients"), "--provision-only")
@@ -55,7 +64,7 @@ func TestExampleAgentLoops(t *testing.T) {
 	t.Run("python", func(t *testing.T) {
 		marker := uuid.NewString()
 		cmd := exec.Command("/usr/bin/python3", "-B", "examples/agent_loop.py", "--display-name", "python-example",
-			"--shell", "echo out-"+marker+"; echo err-"+marker+" >&2; exit 3")
+			"--input", "in-"+marker+"\n", "--shell", fmt.Sprintf(turnScript, marker))
 		cmd.Dir = filepath.Join(root, "clients", "python")
 		runExample(t, c, cmd, env, marker, "python-example")
 	})
@@ -76,19 +85,35 @@ func TestExampleAgentLoops(t *testing.T) {
 		}
 		marker := uuid.NewString()
 		cmd := exec.Command("node", filepath.Join(out, "dist", "examples", "agent-loop.js"), "--display-name", "typescript-example",
-			"--", "sh", "-c", "echo out-"+marker+"; echo err-"+marker+" >&2; exit 3")
+			"--input", "in-"+marker+"\n", "--", "sh", "-c", fmt.Sprintf(turnScript, marker))
 		cmd.Dir = out
 		runExample(t, c, cmd, env, marker, "typescript-example")
 	})
+	t.Run("go", func(t *testing.T) {
+		bin := filepath.Join(t.TempDir(), "agentloop")
+		build := exec.Command("go", "build", "-o", bin, "./clients/agentloop")
+		build.Dir = filepath.Join(root, "test")
+		if b, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, b)
+		}
+		marker := uuid.NewString()
+		cmd := exec.Command(bin, "--display-name", "go-example",
+			"--input", "in-"+marker+"\n", "--", "sh", "-c", fmt.Sprintf(turnScript, marker))
+		cmd.Dir = t.TempDir()
+		runExample(t, c, cmd, env, marker, "go-example")
+	})
 
 	if containers, volumes := stack.Owned(t, c.Engine, c.Installation); containers+volumes > 0 {
-		t.Errorf("after both loops the engine holds %d containers and %d volumes of the installation", containers, volumes)
+		t.Errorf("after the loops the engine holds %d containers and %d volumes of the installation", containers, volumes)
 	}
 }
 
-// runExample runs cmd (an example loop whose Turn prints out-<marker> and
-// err-<marker> and exits 3) and checks its output and status, then the
-// Session it made (named display) and its Turn through the admin API.
+// runExample runs cmd (an example loop that uploads in-<marker> as
+// input.txt and runs turnScript) and checks its output and status, then
+// the Session it made (named display) and its Turn through the admin API.
+// Its stdout must be the Turn's (the uploaded input, read back in the
+// Session) followed by the downloaded result.txt: the input's byte count,
+// computed in the Session, and the result marker.
 func runExample(t *testing.T, c *stack.Cluster, cmd *exec.Cmd, env []string, marker, display string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(c.Ctx, exampleTimeout)
@@ -113,11 +138,19 @@ func runExample(t *testing.T, c *stack.Cluster, cmd *exec.Cmd, env []string, mar
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("exit: %v, want status 3; stdout %q, stderr %q", err, stdout.String(), stderr.String())
 	}
-	if got, want := stdout.String(), "out-"+marker+"\n"; got != want {
-		t.Errorf("stdout %q, want %q", got, want)
+	input := "in-" + marker + "\n"
+	result := fmt.Sprintf("%d\nresult-%s\n", len(input), marker)
+	if got, want := stdout.String(), input+result; got != want {
+		t.Errorf("stdout %q, want %q (the Turn's output, then result.txt)", got, want)
 	}
-	if !strings.Contains(stderr.String(), "err-"+marker+"\n") {
-		t.Errorf("stderr %q holds no err-%s line", stderr.String(), marker)
+	for _, line := range []string{
+		"err-" + marker + "\n",
+		fmt.Sprintf("uploaded input.txt (%d bytes)\n", len(input)),
+		fmt.Sprintf("downloaded result.txt (%d bytes)\n", len(result)),
+	} {
+		if !strings.Contains(stderr.String(), line) {
+			t.Errorf("stderr %q holds no %q line", stderr.String(), line)
+		}
 	}
 
 	// The world: the Session the loop says it created is DELETED, and its

@@ -1,16 +1,25 @@
 #!/usr/bin/python3
 """An agent's loop over Berth's admin API: create a Session, wait until its
-Runtime accepts Turns, run one Turn streaming its output, delete the Session.
-It does what these berthctl commands do:
+Runtime accepts Turns, upload an input file, run one Turn streaming its
+output, download the file the Turn wrote, delete the Session. It does what
+these berthctl commands do, with FileService's UploadFiles and
+DownloadFiles between them:
 
     berthctl session create --wait
     berthctl turn run SESSION -- CMD [ARG...]
     berthctl session delete SESSION --wait
 
+The input (--input, default a line of text) becomes /workspace/input.txt;
+the command (default: cat input.txt; wc -c < input.txt > result.txt) runs
+in /workspace; when it completed, /workspace/result.txt (--result) is
+downloaded and written to stdout after the command's output (a command that
+wrote none is noted on stderr).
+
 Run it from clients/python (or with clients/python on PYTHONPATH):
 
     BERTH_ADMIN_TOKEN_FILE=/var/lib/berth-core/admin-token \\
-        /usr/bin/python3 examples/agent_loop.py -- uname -a
+        /usr/bin/python3 examples/agent_loop.py
+    /usr/bin/python3 examples/agent_loop.py --input "$(date)" --shell 'tr a-z A-Z < input.txt > result.txt'
 
 It exits with the command's exit status; 124 when the Turn timed out, 130
 when it was cancelled (Ctrl-C cancels it), 1 when it failed or anything
@@ -33,6 +42,9 @@ from berth.admin.v1 import session_pb2, turn_pb2  # noqa: E402
 CALL_TIMEOUT = 30  # seconds, every unary call (berthctl's bound)
 POLL_INTERVAL = 0.5  # seconds between two reads of a Session being waited for
 STREAM_RETRIES = 30  # reopenings of an output stream Core dropped, a second apart
+INPUT_PATH = "input.txt"  # where the input lands, relative to /workspace
+DEFAULT_INPUT = "hello from the agent loop\n"
+DEFAULT_SCRIPT = f"cat {INPUT_PATH}; wc -c < {INPUT_PATH} > result.txt"
 
 Session = session_pb2.Session
 Turn = turn_pb2.Turn
@@ -105,6 +117,21 @@ def outcome(turn):
     return why[0]
 
 
+def download_result(client, name, path):
+    """Writes the file at path of the Session to stdout; a file the command
+    did not write is noted on stderr."""
+    try:
+        data = berth_client.download_file(client, name, path)
+    except grpc.RpcError as err:
+        if berth_client.error_reason(err) != "file_not_found":
+            raise
+        print(f"agent_loop: the command wrote no {path}", file=sys.stderr)
+        return
+    print(f"agent_loop: downloaded {path} ({len(data)} bytes)", file=sys.stderr)
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
 def run(client, args):
     # 1. Create the Session. request_id makes a retry of this call idempotent.
     created = client.sessions.CreateSession(session_pb2.CreateSessionRequest(
@@ -118,12 +145,15 @@ def run(client, args):
         wait_session(client, name, args.wait_timeout, admitted)
         print(f"agent_loop: {name} admits Turns", file=sys.stderr)
 
-        # --- Files and fork: not in berth.admin.v1 yet (issue 33). Upload the
-        # --- agent's inputs, or fork this Session, here once those RPCs exist.
+        # 3. Upload the agent's input as one file (FILE_FORMAT_RAW), in chunks
+        # of at most 1 MiB; berth_client.upload_tar sends a whole tree.
+        data = args.input.encode()
+        up = berth_client.upload_file(client, name, INPUT_PATH, data, mode=0o644)
+        print(f"agent_loop: uploaded {INPUT_PATH} ({up.bytes} bytes)", file=sys.stderr)
 
-        # 3. Run one Turn and stream its output.
-        if args.shell:
-            command = turn_pb2.Command(shell_script=args.shell)  # /bin/sh -c
+        # 4. Run one Turn (in /workspace) and stream its output.
+        if args.shell or not args.command:
+            command = turn_pb2.Command(shell_script=args.shell or DEFAULT_SCRIPT)  # /bin/sh -c
         else:
             command = turn_pb2.Command(argv=turn_pb2.Argv(args=args.command))  # no shell, PATH lookup
         turn = Turn(command=command)
@@ -138,25 +168,35 @@ def run(client, args):
             print(f"agent_loop: cancelled {submitted.name}", file=sys.stderr)
             return 130
         ended = client.turns.GetTurn(turn_pb2.GetTurnRequest(name=submitted.name), timeout=CALL_TIMEOUT).turn
+
+        # 5. Download what the command wrote (FILE_FORMAT_RAW).
+        if ended.state == Turn.STATE_COMPLETED and args.result:
+            download_result(client, name, args.result)
+
+        # Fork comes with ForkSession (not in berth.admin.v1 yet): fork here to branch the agent's work.
         return outcome(ended)
     finally:
-        # 4. Delete the Session and wait until its cleanup is confirmed.
+        # 6. Delete the Session and wait until its cleanup is confirmed.
         client.sessions.DeleteSession(session_pb2.DeleteSessionRequest(name=name), timeout=CALL_TIMEOUT)
         wait_session(client, name, args.wait_timeout, lambda s: s.state == Session.STATE_DELETED)
         print(f"agent_loop: deleted {name}", file=sys.stderr)
 
 
 def main():
-    p = argparse.ArgumentParser(description="Create a Session, run one Turn, delete the Session.")
+    p = argparse.ArgumentParser(description="Create a Session, upload input.txt, run one Turn, download its result, "
+                                            "delete the Session.")
     p.add_argument("--address", default=os.environ.get("BERTH_ADMIN_ADDRESS", berth_client.DEFAULT_ADDRESS))
     p.add_argument("--token-file", default=os.environ.get("BERTH_ADMIN_TOKEN_FILE"),
                    help="the admin-token file (default $BERTH_ADMIN_TOKEN_FILE; else $BERTH_ADMIN_TOKEN holds the token)")
     p.add_argument("--project", default="", help="tenants/TENANT/projects/PROJECT (default: the default project)")
     p.add_argument("--display-name", default="agent-loop-example")
+    p.add_argument("--input", default=DEFAULT_INPUT, help=f"the content of /workspace/{INPUT_PATH}")
+    p.add_argument("--result", default="result.txt",
+                   help="the file to download after the command, relative to /workspace ('' skips it)")
     p.add_argument("--shell", help="run this script with /bin/sh -c instead of the command")
     p.add_argument("--timeout", type=int, default=0, help="stop the command after this many seconds (default: Core's)")
     p.add_argument("--wait-timeout", type=float, default=300, help="seconds to wait for the Session")
-    p.add_argument("command", nargs="*", default=["uname", "-a"])
+    p.add_argument("command", nargs="*", help=f"the command (default: /bin/sh -c '{DEFAULT_SCRIPT}')")
     args = p.parse_args()
 
     token = berth_client.read_token(args.token_file) if args.token_file else os.environ.get("BERTH_ADMIN_TOKEN")

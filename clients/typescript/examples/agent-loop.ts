@@ -1,14 +1,23 @@
 // An agent's loop over Berth's admin API: create a Session, wait until its
-// Runtime accepts Turns, run one Turn streaming its output, delete the
-// Session. It does what these berthctl commands do:
+// Runtime accepts Turns, upload an input file, run one Turn streaming its
+// output, download the file the Turn wrote, delete the Session. It does
+// what these berthctl commands do, with FileService's UploadFiles and
+// DownloadFiles between them:
 //
 //   berthctl session create --wait
 //   berthctl turn run SESSION -- CMD [ARG...]
 //   berthctl session delete SESSION --wait
 //
+// The input (--input, default a line of text) becomes /workspace/input.txt;
+// the command (default: cat input.txt; wc -c < input.txt > result.txt) runs
+// in /workspace; when it completed, /workspace/result.txt (--result) is
+// downloaded and written to stdout after the command's output (a command
+// that wrote none is noted on stderr).
+//
 // Run it from clients/typescript (npm run example compiles it first):
 //
-//   BERTH_ADMIN_TOKEN_FILE=/var/lib/berth-core/admin-token npm run example -- -- uname -a
+//   BERTH_ADMIN_TOKEN_FILE=/var/lib/berth-core/admin-token npm run example
+//   npm run example -- --input "$(date)" --shell 'tr a-z A-Z < input.txt > result.txt'
 //
 // It exits with the command's exit status; 124 when the Turn timed out, 130
 // when it was cancelled (Ctrl-C cancels it), 1 when it failed or anything
@@ -23,11 +32,22 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 import { type Session, Session_State } from "../src/gen/berth/admin/v1/session_pb.js";
 import { type CommandSchema, OutputStream, type Turn, Turn_State } from "../src/gen/berth/admin/v1/turn_pb.js";
-import { type AdminClient, connect, DEFAULT_ADDRESS, errorReason, readToken } from "../src/index.js";
+import {
+  type AdminClient,
+  connect,
+  DEFAULT_ADDRESS,
+  downloadFile,
+  errorReason,
+  readToken,
+  uploadFile,
+} from "../src/index.js";
 
 const callTimeoutMs = 30_000; // every unary call (berthctl's bound)
 const pollIntervalMs = 500; // between two reads of a Session being waited for
 const streamRetries = 30; // reopenings of an output stream Core dropped, a second apart
+const inputPath = "input.txt"; // where the input lands, relative to /workspace
+const defaultInput = "hello from the agent loop\n";
+const defaultScript = `cat ${inputPath}; wc -c < ${inputPath} > result.txt`;
 
 /** The loop cannot go on; the message says why. */
 class Failed extends Error {}
@@ -126,9 +146,30 @@ function outcome(turn: Turn): number {
   return code;
 }
 
+/**
+ * downloadResult writes the file at path of the Session to stdout; a file
+ * the command did not write is noted on stderr.
+ */
+async function downloadResult(client: AdminClient, name: string, path: string): Promise<void> {
+  let data: Uint8Array;
+  try {
+    data = await downloadFile(client, name, path);
+  } catch (err) {
+    if (errorReason(err) !== "file_not_found") {
+      throw err;
+    }
+    console.error(`agent-loop: the command wrote no ${path}`);
+    return;
+  }
+  console.error(`agent-loop: downloaded ${path} (${data.length} bytes)`);
+  await new Promise<void>((resolve, reject) => process.stdout.write(data, (e) => (e ? reject(e) : resolve())));
+}
+
 interface Options {
   project: string;
   displayName: string;
+  input: string;
+  result: string;
   shell?: string;
   timeoutSeconds: number;
   waitTimeoutMs: number;
@@ -148,13 +189,15 @@ async function run(client: AdminClient, o: Options): Promise<number> {
     await waitSession(client, name, o.waitTimeoutMs, admitted);
     console.error(`agent-loop: ${name} admits Turns`);
 
-    // --- Files and fork: not in berth.admin.v1 yet (issue 33). Upload the
-    // --- agent's inputs, or fork this Session, here once those RPCs exist.
+    // 3. Upload the agent's input as one file (FILE_FORMAT_RAW), in chunks
+    // of at most 1 MiB; uploadTar sends a whole tree.
+    const up = await uploadFile(client, name, inputPath, new TextEncoder().encode(o.input), { mode: 0o644 });
+    console.error(`agent-loop: uploaded ${inputPath} (${up.bytes} bytes)`);
 
-    // 3. Run one Turn and stream its output.
+    // 4. Run one Turn (in /workspace) and stream its output.
     const program: MessageInitShape<typeof CommandSchema>["program"] =
-      o.shell !== undefined
-        ? { case: "shellScript", value: o.shell } // /bin/sh -c
+      o.shell !== undefined || o.command.length === 0
+        ? { case: "shellScript", value: o.shell ?? defaultScript } // /bin/sh -c
         : { case: "argv", value: { args: o.command } }; // no shell, PATH lookup
     const { turn } = await client.turns.submitTurn(
       {
@@ -189,9 +232,19 @@ async function run(client: AdminClient, o: Options): Promise<number> {
       process.off("SIGINT", onInterrupt);
     }
     const ended = await client.turns.getTurn({ name: turnName }, { timeoutMs: callTimeoutMs });
-    return ended.turn === undefined ? 1 : outcome(ended.turn);
+    if (ended.turn === undefined) {
+      return 1;
+    }
+
+    // 5. Download what the command wrote (FILE_FORMAT_RAW).
+    if (ended.turn.state === Turn_State.COMPLETED && o.result !== "") {
+      await downloadResult(client, name, o.result);
+    }
+
+    // Fork comes with ForkSession (not in berth.admin.v1 yet): fork here to branch the agent's work.
+    return outcome(ended.turn);
   } finally {
-    // 4. Delete the Session and wait until its cleanup is confirmed.
+    // 6. Delete the Session and wait until its cleanup is confirmed.
     await client.sessions.deleteSession({ name }, { timeoutMs: callTimeoutMs });
     await waitSession(client, name, o.waitTimeoutMs, (s) => s.state === Session_State.DELETED);
     console.error(`agent-loop: deleted ${name}`);
@@ -211,6 +264,8 @@ async function main(): Promise<number> {
       "token-file": { type: "string", default: process.env.BERTH_ADMIN_TOKEN_FILE },
       project: { type: "string", default: "" },
       "display-name": { type: "string", default: "agent-loop-example" },
+      input: { type: "string", default: defaultInput },
+      result: { type: "string", default: "result.txt" },
       shell: { type: "string" },
       timeout: { type: "string", default: "0" },
       "wait-timeout": { type: "string", default: "300" },
@@ -227,10 +282,12 @@ async function main(): Promise<number> {
     return await run(client, {
       project: values.project,
       displayName: values["display-name"],
+      input: values.input,
+      result: values.result,
       shell: values.shell,
       timeoutSeconds: Number(values.timeout),
       waitTimeoutMs: Number(values["wait-timeout"]) * 1000,
-      command: positionals.length > 0 ? positionals : ["uname", "-a"],
+      command: positionals,
     });
   } catch (err) {
     if (err instanceof Failed || !(err instanceof ConnectError)) {

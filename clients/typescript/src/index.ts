@@ -7,22 +7,34 @@
 //   const client = connect("127.0.0.1:7700", readToken(path));
 //   const { session } = await client.sessions.getSession({ name: "sessions/..." });
 //
+// uploadFile, downloadFile, uploadTar and downloadTar move files in and out
+// of a Session's /workspace through FileService, in chunks of at most 1 MiB.
+//
 // Core serves the admin API as plaintext gRPC on a loopback address only,
 // so connect refuses any other address (reach a remote Core through a
 // tunnel: ssh -L 7700:127.0.0.1:7700 HOST). Every call carries the token
 // as "authorization: Bearer <token>". The token may be the administrator's
 // (berth-core's admin-token file) or a project API key.
 
+import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
 import { AllocationService } from "./gen/berth/admin/v1/allocation_pb.js";
 import { AuditService } from "./gen/berth/admin/v1/audit_pb.js";
 import { DeploymentService } from "./gen/berth/admin/v1/deployment_pb.js";
+import {
+  FileFormat,
+  FileService,
+  type UploadFilesRequestSchema,
+  type UploadFilesResponse,
+  type UploadHeaderSchema,
+} from "./gen/berth/admin/v1/file_pb.js";
 import { InstallationService } from "./gen/berth/admin/v1/installation_pb.js";
 import { NodeService } from "./gen/berth/admin/v1/node_pb.js";
 import { ProjectService } from "./gen/berth/admin/v1/project_pb.js";
@@ -35,6 +47,10 @@ export const DEFAULT_ADDRESS = "127.0.0.1:7700";
 export const MAX_MESSAGE_BYTES = 4 << 20;
 /** The google.rpc.ErrorInfo domain of the admin API's errors. */
 export const ERROR_DOMAIN = "admin.berth.dev";
+/** FileService's bound on one data message, both ways. */
+export const CHUNK_BYTES = 1 << 20;
+/** The bound on a whole upload or download unless the call gives its own. */
+export const FILE_TIMEOUT_MS = 300_000;
 
 /** One client per admin service, over one HTTP/2 connection. */
 export interface AdminClient {
@@ -46,6 +62,7 @@ export interface AdminClient {
   turns: Client<typeof TurnService>;
   projects: Client<typeof ProjectService>;
   audit: Client<typeof AuditService>;
+  files: Client<typeof FileService>;
 }
 
 /**
@@ -109,6 +126,7 @@ export function connect(address: string, token: string): AdminClient {
     turns: createClient(TurnService, transport),
     projects: createClient(ProjectService, transport),
     audit: createClient(AuditService, transport),
+    files: createClient(FileService, transport),
   };
 }
 
@@ -142,4 +160,122 @@ export function errorReason(err: unknown): string | undefined {
     }
   }
   return undefined;
+}
+
+/** Options of an upload. */
+export interface UploadOptions {
+  /** A raw file's permission bits; 0 (the default) means 0644. */
+  mode?: number;
+  /** Refuse an entry whose name exists (file_exists). */
+  noOverwrite?: boolean;
+  /** A UUID naming the upload; the default makes one per call (a retry after Unavailable needs a new one). */
+  requestId?: string;
+  timeoutMs?: number;
+}
+
+async function upload(
+  client: AdminClient,
+  header: MessageInitShape<typeof UploadHeaderSchema>,
+  data: Uint8Array,
+  timeoutMs: number | undefined,
+): Promise<UploadFilesResponse> {
+  async function* requests(): AsyncIterable<MessageInitShape<typeof UploadFilesRequestSchema>> {
+    yield { message: { case: "header", value: header } };
+    for (let at = 0; at < data.length; at += CHUNK_BYTES) {
+      yield { message: { case: "data", value: data.subarray(at, at + CHUNK_BYTES) } };
+    }
+  }
+  return client.files.uploadFiles(requests(), { timeoutMs: timeoutMs ?? FILE_TIMEOUT_MS });
+}
+
+/**
+ * uploadFile writes data as one regular file at path (relative to
+ * /workspace, or absolute under it) of the Session named session
+ * ("sessions/..."), replacing it atomically: FileService.UploadFiles with
+ * FILE_FORMAT_RAW.
+ */
+export function uploadFile(
+  client: AdminClient,
+  session: string,
+  path: string,
+  data: Uint8Array,
+  o: UploadOptions = {},
+): Promise<UploadFilesResponse> {
+  const header = {
+    name: session,
+    requestId: o.requestId ?? randomUUID(),
+    path,
+    format: FileFormat.RAW,
+    mode: o.mode ?? 0,
+    noOverwrite: o.noOverwrite ?? false,
+    size: BigInt(data.length),
+  };
+  return upload(client, header, data, o.timeoutMs);
+}
+
+/**
+ * uploadTar extracts archive (a tar) under the directory path of the
+ * Session (created when missing): FileService.UploadFiles with
+ * FILE_FORMAT_TAR.
+ */
+export function uploadTar(
+  client: AdminClient,
+  session: string,
+  path: string,
+  archive: Uint8Array,
+  o: Omit<UploadOptions, "mode"> = {},
+): Promise<UploadFilesResponse> {
+  const header = {
+    name: session,
+    requestId: o.requestId ?? randomUUID(),
+    path,
+    format: FileFormat.TAR,
+    noOverwrite: o.noOverwrite ?? false,
+  };
+  return upload(client, header, archive, o.timeoutMs);
+}
+
+async function download(
+  client: AdminClient,
+  session: string,
+  path: string,
+  format: FileFormat,
+  timeoutMs: number | undefined,
+): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let header = false;
+  const stream = client.files.downloadFiles(
+    { name: session, path, format, requestId: randomUUID() },
+    { timeoutMs: timeoutMs ?? FILE_TIMEOUT_MS },
+  );
+  for await (const m of stream) {
+    if (m.message.case === "header") {
+      header = true;
+    } else if (m.message.case === "data") {
+      parts.push(m.message.value);
+    }
+  }
+  if (!header) {
+    throw new Error(`DownloadFiles of ${JSON.stringify(path)} sent no header`);
+  }
+  return Buffer.concat(parts);
+}
+
+/**
+ * downloadFile returns the bytes of the regular file at path (relative to
+ * /workspace, or absolute under it) of the Session: FileService.
+ * DownloadFiles with FILE_FORMAT_RAW. A missing file throws a ConnectError
+ * with reason file_not_found; a directory, not_a_regular_file.
+ */
+export function downloadFile(client: AdminClient, session: string, path: string, timeoutMs?: number): Promise<Uint8Array> {
+  return download(client, session, path, FileFormat.RAW, timeoutMs);
+}
+
+/**
+ * downloadTar returns the file or tree at path of the Session ("" is the
+ * whole workspace) as a tar archive: FileService.DownloadFiles with
+ * FILE_FORMAT_TAR. Symlinks come as links.
+ */
+export function downloadTar(client: AdminClient, session: string, path = "", timeoutMs?: number): Promise<Uint8Array> {
+  return download(client, session, path, FileFormat.TAR, timeoutMs);
 }
