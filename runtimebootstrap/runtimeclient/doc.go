@@ -34,29 +34,24 @@
 // cmd/berth-runtime's job, before the Client runs.
 //
 // File operations: prepared announces runtimev1.CapabilityFiles. An
-// open_transfer with a UUID transfer id and a direction starts a
-// goroutine that opens a Transfer stream on the connection's own
-// ClientConn, under the connection's context (its end ends the
-// transfer), says hello with the device's identity and, once Core
-// accepts, applies an upload with a filexfer.Writer or sends a download
-// with filexfer.Measure and Walk, in chunks of at most
-// runtimev1.MaxTransferChunk. A refusal is answered refused with its fixed
-// reason; anything out of protocol or any other failure ends the stream
-// without an answer. An upload's temporary files are listed in a journal
-// in the "transfers" directory beside the bootstrap file and removed
-// when the stream ends for any reason; each preparation sweeps the
-// journals first, so a Runtime killed mid-upload, or a sandbox restored
-// from a capture taken mid-upload, leaves none behind. A quiesce waits up
-// to transferDrain (30 s) for running transfers, holding the receive loop
-// so none starts meanwhile, then answers
-// quiesce_rejected(file_work_pending) with admission unchanged; once
-// quiesced, open_transfer is ignored.
+// open_transfer opens a Transfer stream on the connection's ClientConn,
+// under the connection's context, says hello with the device's identity
+// and applies an upload (filexfer.Writer) or sends a download
+// (filexfer.Measure, Walk) in chunks of at most MaxTransferChunk. A
+// refusal is answered with its fixed reason; anything else ends the stream
+// without an answer. Temporary files are removed when the stream ends;
+// their directories are listed in a journal beside the bootstrap file,
+// which each preparation sweeps, so a Runtime killed mid-upload or a
+// sandbox restored from a capture taken mid-upload leaves none behind. A
+// quiesce waits up to transferDrain (30 s) for running transfers, then
+// answers quiesce_rejected(file_work_pending); once quiesced, open_transfer
+// is ignored.
 //
 // Rules: the credential leaves the bootstrap File only in Hello and
 // TransferHello. Log lines are fixed messages with identifiers, codes and
 // counts as attributes; they never carry the credential, a Turn's env
 // values, stdin or output, a path, a file name or a file's bytes (a
 // transfer logs its id, counts and refusal reasons only), or error text
-// from the network or the filesystem. All sends on a stream go through one mutex
-// (a gRPC stream is not safe for concurrent Send).
+// from the network or the filesystem. All sends on a stream go through
+// one mutex (a gRPC stream is not safe for concurrent Send).
 package runtimeclient
