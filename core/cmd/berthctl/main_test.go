@@ -53,6 +53,10 @@ func TestUsageErrors(t *testing.T) {
 		{"deployment", "replace", "--memory-bytes", "1Gi"},
 		{"deployment", "preview", "--memory-bytes", "lots"},
 		{"login"},
+		{"cp", "a"},
+		{"cp", "a", "b"},
+		{"cp", "sessions/x:a", "sessions/y:b"},
+		{"cp", "--raw", "a", "sessions/x:b"},
 	} {
 		code, out, errOut := runCmd(t, "", args...)
 		if code != 2 || out != "" || !strings.HasPrefix(errOut, "error: ") || !strings.Contains(errOut, "--help' for usage.") {
