@@ -110,6 +110,24 @@ func TestCpCopiesTreesBothWays(t *testing.T) {
 		t.Fatalf("the container after cp:\n%s\nwant:\n%s", r.stdout, wantTurn)
 	}
 
+	// A tar from stdin is extracted under the path.
+	var stdinTar bytes.Buffer
+	tw := tar.NewWriter(&stdinTar)
+	if err := tw.WriteHeader(&tar.Header{Name: "piped/note.txt", Typeflag: tar.TypeReg, Mode: 0o604, Size: 6}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write([]byte("piped\n"))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.runEnv(stdinTar.Bytes(), nil, "cp", "-", session+":in"); r.code != 0 ||
+		strings.TrimSpace(r.stdout) != "copied to "+session+":in: 1 files, 0 directories, 0 symlinks, 0 hard links, 6 bytes" {
+		t.Fatalf("cp from stdin: %v", r)
+	}
+	if r := c.ok("turn", "run", session, "--shell", "stat -c '%a' /workspace/in/piped/note.txt && cat /workspace/in/piped/note.txt"); r.stdout != "604\npiped\n" {
+		t.Fatalf("the file from stdin: %v", r)
+	}
+
 	// Download into another directory: the same tree, the hard link a link.
 	back := filepath.Join(t.TempDir(), "back")
 	r = c.ok("cp", session+":up/proj", back)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -495,14 +496,19 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 
 // transfer is cp's progress line on stderr, only when stderr is a
 // terminal: bytes done of total (total < 0: unknown), the percentage and
-// the rate, redrawn at most every progressEvery.
+// the rate, redrawn at most every progressEvery. done is added to from
+// any goroutine; mu orders the draws (a raw download reads in the
+// goroutine that frames it as a tar).
 type transfer struct {
-	w           io.Writer
-	on          bool
-	total       int64
-	done        atomic.Int64
-	start, last time.Time
-	shown       bool
+	w     io.Writer
+	on    bool
+	total int64
+	done  atomic.Int64
+	start time.Time
+
+	mu    sync.Mutex
+	last  time.Time
+	shown bool
 }
 
 func (a *app) transferProgress(total int64) *transfer {
@@ -511,7 +517,12 @@ func (a *app) transferProgress(total int64) *transfer {
 
 // update redraws the line when the last draw is old enough.
 func (p *transfer) update() {
-	if !p.on || time.Since(p.last) < progressEvery {
+	if !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.last) < progressEvery {
 		return
 	}
 	p.last = time.Now()
@@ -532,6 +543,8 @@ func (p *transfer) update() {
 
 // end clears the line; it may be called again.
 func (p *transfer) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.shown {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.shown = false
