@@ -73,7 +73,7 @@ func TestNotLoggedIn(t *testing.T) {
 }
 
 func TestHelpExitsZero(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"turn", "run", "--help"}, {"help", "node"}} {
+	for _, args := range [][]string{{"--help"}, {"turn", "run", "--help"}, {"help", "node"}, {"cp", "--help"}} {
 		if code, out, _ := runCmd(t, "", args...); code != 0 || !strings.Contains(out, "Usage:") {
 			t.Errorf("%q: exit %d, %q", args, code, out)
 		}
