@@ -11,6 +11,7 @@
 //	berthctl session suspend|resume                        suspend an idle Session now, resume it (--wait)
 //	berthctl turn run SESSION -- CMD [ARG...]              run a command, stream its output, exit with its status
 //	berthctl turn list|get|cancel                          Turns
+//	berthctl cp SRC DST                                    copy files to or from sessions/<id>:<path> (FileService)
 //	berthctl alloc list|get                                allocations (read-only)
 //	berthctl tenant create|list|get|update|delete          tenants
 //	berthctl project create|list|get|update|limits|delete  a tenant's projects (--tenant)
@@ -28,8 +29,14 @@
 //     is named, never quoted.
 //   - Tables (text/tabwriter) are for people; -o json prints the API's
 //     response message as protojson for scripts (a listing read across
-//     pages as one response of its type). Only a command that waits draws
-//     a progress line, on stderr, and only when stderr is a terminal.
+//     pages as one response of its type). Only a command that waits or
+//     copies draws a progress line, on stderr, and only when stderr is a
+//     terminal.
+//   - cp trusts neither side's tree: it reads a local directory with
+//     filexfer.Walk (links kept as links, never followed) and extracts a
+//     download with a filexfer.Writer rooted at the local directory, the
+//     confinement the Runtime applies to an upload, so a hostile Runtime's
+//     archive cannot write outside it.
 //   - One constructor per subcommand ((*app).sessionCreateCmd, ...); every
 //     unary call goes through call (main.go): the one connection dialled
 //     and authenticated at the first call, the callTimeout deadline, and

@@ -54,6 +54,7 @@ type app struct {
 	allocations  adminv1.AllocationServiceClient
 	projects     adminv1.ProjectServiceClient
 	audit        adminv1.AuditServiceClient
+	files        adminv1.FileServiceClient
 }
 
 // newApp returns an invocation over its streams and environment.
@@ -68,6 +69,7 @@ func newApp(getenv func(string) string, stdin io.Reader, stdout, stderr io.Write
 	a.allocations = adminv1.NewAllocationServiceClient(c)
 	a.projects = adminv1.NewProjectServiceClient(c)
 	a.audit = adminv1.NewAuditServiceClient(c)
+	a.files = adminv1.NewFileServiceClient(c)
 	return a
 }
 
@@ -172,7 +174,7 @@ that says what to do, and exit 1; a bad command line exits 2.`,
 		return nil
 	}
 	root.AddCommand(a.loginCmd(), a.installationCmd(), a.nodeCmd(), a.deploymentCmd(), a.sessionCmd(), a.turnCmd(), a.allocCmd())
-	root.AddCommand(a.tenantCmd(), a.projectCmd(), a.keyCmd(), a.auditCmd())
+	root.AddCommand(a.tenantCmd(), a.projectCmd(), a.keyCmd(), a.auditCmd(), a.cpCmd())
 	return root
 }
 

@@ -53,6 +53,10 @@ func TestUsageErrors(t *testing.T) {
 		{"deployment", "replace", "--memory-bytes", "1Gi"},
 		{"deployment", "preview", "--memory-bytes", "lots"},
 		{"login"},
+		{"cp", "a"},
+		{"cp", "a", "b"},
+		{"cp", "sessions/x:a", "sessions/y:b"},
+		{"cp", "--raw", "a", "sessions/x:b"},
 	} {
 		code, out, errOut := runCmd(t, "", args...)
 		if code != 2 || out != "" || !strings.HasPrefix(errOut, "error: ") || !strings.Contains(errOut, "--help' for usage.") {
@@ -69,7 +73,7 @@ func TestNotLoggedIn(t *testing.T) {
 }
 
 func TestHelpExitsZero(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"turn", "run", "--help"}, {"help", "node"}} {
+	for _, args := range [][]string{{"--help"}, {"turn", "run", "--help"}, {"help", "node"}, {"cp", "--help"}} {
 		if code, out, _ := runCmd(t, "", args...); code != 0 || !strings.Contains(out, "Usage:") {
 			t.Errorf("%q: exit %d, %q", args, code, out)
 		}
