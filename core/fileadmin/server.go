@@ -81,4 +81,3 @@ func (g *Server) DownloadFiles(req *adminv1.DownloadFilesRequest, s grpc.ServerS
 	}
 	return err
 }
-

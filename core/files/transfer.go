@@ -341,61 +341,87 @@ func (s *Service) download(ctx context.Context, t *transfer, format Format, sink
 	default:
 		return Result{}, s.refuses.interrupted
 	}
-	out := &chunker{sink: sink, g: g, buf: make([]byte, 0, ChunkBytes)}
-	var tw *tar.Writer
-	if format == FormatTar {
-		tw = tar.NewWriter(out)
-	}
-	var total int64
+	w := newDownloadWriter(s, sink, g, format)
 	for {
 		m, err := recv()
 		if err != nil {
 			return Result{}, err
 		}
-		switch a := m.GetMessage().(type) {
-		case *runtimev1.TransferRequest_Entry:
-			e, ok := entryOf(a.Entry)
-			if !ok {
-				return Result{}, s.refuses.interrupted
-			}
-			total += e.Size
-			if total > s.limits.MaxBytes {
-				return Result{}, s.refuses.of(filexfer.ReasonDownloadTooLarge)
-			}
-			switch {
-			case tw != nil:
-				if err := tw.WriteHeader(filexfer.TarHeader(e)); err != nil {
-					return Result{}, sinkErr(s, err)
-				}
-			case e.Kind != filexfer.KindFile:
-				return Result{}, s.refuses.of(filexfer.ReasonNotRegular)
-			}
-		case *runtimev1.TransferRequest_Data:
-			var err error
-			if tw != nil {
-				_, err = tw.Write(a.Data)
-			} else {
-				_, err = out.Write(a.Data)
-			}
-			if err != nil {
-				return Result{}, sinkErr(s, err)
-			}
-		case *runtimev1.TransferRequest_Done:
-			if tw != nil {
-				if err := tw.Close(); err != nil {
-					return Result{}, sinkErr(s, err)
-				}
-			}
-			if err := out.flush(); err != nil {
-				return Result{}, err
-			}
-			return resultOf(a.Done), nil
-		case *runtimev1.TransferRequest_Refused:
-			return Result{}, s.refuses.of(a.Refused.GetReason())
-		default:
-			return Result{}, s.refuses.interrupted
+		if done, res, err := w.apply(m); done || err != nil {
+			return res, err
 		}
 	}
+}
+
+// downloadWriter frames a download's entries for the client: a tar, or
+// one file's bytes.
+type downloadWriter struct {
+	s     *Service
+	out   *chunker
+	tw    *tar.Writer // nil for a raw download
+	total int64
+}
+
+func newDownloadWriter(s *Service, sink Sink, g *guard, format Format) *downloadWriter {
+	w := &downloadWriter{s: s, out: &chunker{sink: sink, g: g, buf: make([]byte, 0, ChunkBytes)}}
+	if format == FormatTar {
+		w.tw = tar.NewWriter(w.out)
+	}
+	return w
+}
+
+// apply takes one Runtime message; done is true at the download's end.
+func (w *downloadWriter) apply(m *runtimev1.TransferRequest) (done bool, res Result, err error) {
+	s := w.s
+	switch a := m.GetMessage().(type) {
+	case *runtimev1.TransferRequest_Entry:
+		return false, Result{}, w.entry(a.Entry)
+	case *runtimev1.TransferRequest_Data:
+		var err error
+		if w.tw != nil {
+			_, err = w.tw.Write(a.Data)
+		} else {
+			_, err = w.out.Write(a.Data)
+		}
+		if err != nil {
+			return true, Result{}, sinkErr(s, err)
+		}
+		return false, Result{}, nil
+	case *runtimev1.TransferRequest_Done:
+		if w.tw != nil {
+			if err := w.tw.Close(); err != nil {
+				return true, Result{}, sinkErr(s, err)
+			}
+		}
+		if err := w.out.flush(); err != nil {
+			return true, Result{}, sinkErr(s, err)
+		}
+		return true, resultOf(a.Done), nil
+	case *runtimev1.TransferRequest_Refused:
+		return true, Result{}, s.refuses.of(a.Refused.GetReason())
+	}
+	return true, Result{}, s.refuses.interrupted
+}
+
+// entry starts one entry, checked lexically and against the bound.
+func (w *downloadWriter) entry(m *runtimev1.FileEntry) error {
+	s := w.s
+	e, ok := entryOf(m)
+	if !ok {
+		return s.refuses.interrupted
+	}
+	w.total += e.Size
+	switch {
+	case w.total > s.limits.MaxBytes:
+		return s.refuses.of(filexfer.ReasonDownloadTooLarge)
+	case w.tw != nil:
+		if err := w.tw.WriteHeader(filexfer.TarHeader(e)); err != nil {
+			return sinkErr(s, err)
+		}
+	case e.Kind != filexfer.KindFile:
+		return s.refuses.of(filexfer.ReasonNotRegular)
+	}
+	return nil
 }
 
 // sinkErr is a failed write of the download: the client's stream (as it

@@ -275,9 +275,9 @@ type conn struct {
 	cancelSent  bool
 	// files is whether the Runtime's prepared announced the files
 	// capability (runtimev1.CapabilityFiles).
-	files       bool
-	keepalive   int64
-	lastAnswer  time.Time
+	files      bool
+	keepalive  int64
+	lastAnswer time.Time
 	// quiesce is the suspension operation this connection asked the
 	// Runtime to quiesce for (uuid.Nil: none).
 	quiesce uuid.UUID

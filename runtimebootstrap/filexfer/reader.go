@@ -126,8 +126,8 @@ func (w *walker) dir(full, prefix string) error {
 // the operation.
 func (w *walker) entry(full, name string, info fs.FileInfo) error {
 	e := Entry{Name: name, Mode: info.Mode() & keptModeBits, ModTime: info.ModTime()}
-	switch t := info.Mode().Type(); {
-	case t == 0:
+	switch info.Mode().Type() {
+	case 0:
 		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
 			id := fileID{dev: uint64(st.Dev), ino: st.Ino}
 			if first, seen := w.links[id]; seen {
@@ -137,9 +137,9 @@ func (w *walker) entry(full, name string, info fs.FileInfo) error {
 			w.links[id] = name
 		}
 		e.Kind, e.Size = KindFile, info.Size()
-	case t == fs.ModeDir:
+	case fs.ModeDir:
 		e.Kind = KindDir
-	case t == fs.ModeSymlink:
+	case fs.ModeSymlink:
 		target, err := w.root.Readlink(full)
 		if err != nil {
 			return fsError("read symlink", err, -1)

@@ -112,21 +112,20 @@ type Writer struct {
 	total  int64
 	// journaled are the directories the journal lists.
 	journaled map[string]bool
-	stats  Stats
-	err    error // sticky: the first failure
-	closed bool
+	stats     Stats
+	err       error // sticky: the first failure
+	closed    bool
 }
 
 // pendingFile is a file entry whose bytes are arriving.
 type pendingFile struct {
-	f        *os.File
-	tmp      string // relative to the root
-	full     string
-	name     string
-	e        Entry
-	idx      int64
-	written  int64
-	complete bool
+	f       *os.File
+	tmp     string // relative to the root
+	full    string
+	name    string
+	e       Entry
+	idx     int64
+	written int64
 }
 
 // pendingDir is a directory whose mode and time wait for Commit: a
@@ -199,7 +198,9 @@ func validOpID(id string) bool {
 		return false
 	}
 	for _, c := range []byte(id) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
 			return false
 		}
 	}
@@ -245,63 +246,18 @@ func (w *Writer) usable() error {
 }
 
 func (w *Writer) begin(e Entry, idx int64) error {
-	if w.cfg.Limits.MaxEntries > 0 && w.next > w.cfg.Limits.MaxEntries {
-		return refuse(ReasonTooManyEntries, idx)
-	}
-	name, err := CleanName(e.Name)
+	name, err := w.checkEntry(e, idx)
 	if err != nil {
 		return err
 	}
-	switch e.Kind {
-	case KindFile:
-		if e.Size < 0 {
-			return refuse(ReasonInvalidArchive, idx)
-		}
-		if w.cfg.Limits.MaxFileBytes > 0 && e.Size > w.cfg.Limits.MaxFileBytes {
-			return refuse(ReasonFileTooLarge, idx)
-		}
-		if w.cfg.Limits.MaxBytes > 0 && e.Size > w.cfg.Limits.MaxBytes-w.total {
-			return refuse(ReasonUploadTooLarge, idx)
-		}
-	case KindDir, KindSymlink, KindHardlink:
-		if e.Size != 0 {
-			return refuse(ReasonInvalidArchive, idx)
-		}
-	default:
-		return refuse(ReasonInvalidArchive, idx)
-	}
-	if w.names[name] {
-		return refuse(ReasonDuplicateEntry, idx)
-	}
-	w.names[name] = true
 	full := joinDest(w.dest, name)
-	if e.Kind == KindSymlink {
-		if err := checkSymlink(w.cfg.WorkspacePath, full, e.Link); err != nil {
-			return err
-		}
+	linkTo, err := w.checkLink(e, full, idx)
+	if err != nil {
+		return err
 	}
-	var linkTo string
-	if e.Kind == KindHardlink {
-		t, err := CleanName(e.Link)
-		if err != nil || !w.files[t] {
-			return refuse(ReasonHardlinkOutside, idx)
-		}
-		linkTo = joinDest(w.dest, t)
-	}
-	if parent := path.Dir(full); parent != "." {
-		if err := w.root.MkdirAll(parent, 0o755); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return refuse(ReasonTypeConflict, idx)
-			}
-			return fsError("create parent", err, idx)
-		}
-	}
-	existing, err := w.root.Lstat(full)
-	switch {
-	case notExist(err):
-		existing = nil
-	case err != nil:
-		return fsError("stat entry", err, idx)
+	existing, err := w.prepareParent(full, idx)
+	if err != nil {
+		return err
 	}
 	mode := e.Mode & keptModeBits
 	if mode&^fs.ModePerm != 0 && (e.Kind == KindFile || e.Kind == KindDir) {
@@ -310,17 +266,7 @@ func (w *Writer) begin(e Entry, idx int64) error {
 	mode &= fs.ModePerm
 
 	if e.Kind == KindDir {
-		if existing != nil && !existing.IsDir() {
-			return refuse(ReasonTypeConflict, idx)
-		}
-		if existing == nil {
-			if err := w.root.Mkdir(full, 0o755); err != nil {
-				return fsError("create directory", err, idx)
-			}
-		}
-		w.dirs = append(w.dirs, pendingDir{full: full, mode: mode, modTime: e.ModTime})
-		w.stats.Dirs++
-		return nil
+		return w.beginDir(e, full, mode, existing, idx)
 	}
 	if existing != nil {
 		if existing.IsDir() {
@@ -366,6 +312,93 @@ func (w *Writer) begin(e Entry, idx int64) error {
 	e.Mode = mode
 	w.total += e.Size
 	w.cur = &pendingFile{f: f, tmp: tmp, full: full, name: name, e: e, idx: idx}
+	return nil
+}
+
+// checkEntry applies the lexical rules and the limits to e and returns
+// its clean name.
+func (w *Writer) checkEntry(e Entry, idx int64) (string, error) {
+	if w.cfg.Limits.MaxEntries > 0 && w.next > w.cfg.Limits.MaxEntries {
+		return "", refuse(ReasonTooManyEntries, idx)
+	}
+	name, err := CleanName(e.Name)
+	if err != nil {
+		return "", err
+	}
+	switch e.Kind {
+	case KindFile:
+		if e.Size < 0 {
+			return "", refuse(ReasonInvalidArchive, idx)
+		}
+		if w.cfg.Limits.MaxFileBytes > 0 && e.Size > w.cfg.Limits.MaxFileBytes {
+			return "", refuse(ReasonFileTooLarge, idx)
+		}
+		if w.cfg.Limits.MaxBytes > 0 && e.Size > w.cfg.Limits.MaxBytes-w.total {
+			return "", refuse(ReasonUploadTooLarge, idx)
+		}
+	case KindDir, KindSymlink, KindHardlink:
+		if e.Size != 0 {
+			return "", refuse(ReasonInvalidArchive, idx)
+		}
+	default:
+		return "", refuse(ReasonInvalidArchive, idx)
+	}
+	if w.names[name] {
+		return "", refuse(ReasonDuplicateEntry, idx)
+	}
+	w.names[name] = true
+	return name, nil
+}
+
+// checkLink checks a symlink's target and a hard link's earlier entry,
+// and returns the path a hard link links to.
+func (w *Writer) checkLink(e Entry, full string, idx int64) (string, error) {
+	switch e.Kind {
+	case KindSymlink:
+		return "", checkSymlink(w.cfg.WorkspacePath, full, e.Link)
+	case KindHardlink:
+		t, err := CleanName(e.Link)
+		if err != nil || !w.files[t] {
+			return "", refuse(ReasonHardlinkOutside, idx)
+		}
+		return joinDest(w.dest, t), nil
+	}
+	return "", nil
+}
+
+// prepareParent creates the parents of full and returns what full holds
+// now (nil when nothing).
+func (w *Writer) prepareParent(full string, idx int64) (fs.FileInfo, error) {
+	if parent := path.Dir(full); parent != "." {
+		if err := w.root.MkdirAll(parent, 0o755); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return nil, refuse(ReasonTypeConflict, idx)
+			}
+			return nil, fsError("create parent", err, idx)
+		}
+	}
+	existing, err := w.root.Lstat(full)
+	switch {
+	case notExist(err):
+		return nil, nil
+	case err != nil:
+		return nil, fsError("stat entry", err, idx)
+	}
+	return existing, nil
+}
+
+// beginDir applies a directory entry; its mode and time wait for Commit.
+func (w *Writer) beginDir(e Entry, full string, mode fs.FileMode, existing fs.FileInfo, idx int64) error {
+	if existing != nil && !existing.IsDir() {
+		return refuse(ReasonTypeConflict, idx)
+	}
+	if existing == nil {
+		if err := w.root.Mkdir(full, 0o755); err != nil {
+			return fsError("create directory", err, idx)
+		}
+	}
+	w.dirs = append(w.dirs, pendingDir{full: full, mode: mode, modTime: e.ModTime})
+	w.stats.Dirs++
 	return nil
 }
 
