@@ -482,3 +482,65 @@ func TestFileOperationsBoundAndEnd(t *testing.T) {
 		t.Fatal("the upload did not end with the deletion")
 	}
 }
+
+// TestUploadEndsWhenTheSandboxDies: the engine kills the Session's
+// container mid-upload; the call ends with a fixed reason (the Runtime's
+// connection ended, or the Environment failed first), the operation is not
+// left open, and once the Session is deleted the engine holds nothing of
+// it (the suite's end checks the engine).
+func TestUploadEndsWhenTheSandboxDies(t *testing.T) {
+	e := newEnv(t)
+	name := e.createSession()
+	ctx, cancel := context.WithTimeout(e.ctx, 3*time.Minute)
+	defer cancel()
+	st := e.openUpload(ctx, name)
+	var hdr bytes.Buffer
+	tw := tar.NewWriter(&hdr)
+	if err := tw.WriteHeader(&tar.Header{Name: "big.bin", Typeflag: tar.TypeReg, Mode: 0o644, Size: 64 << 20, Format: tar.FormatPAX}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	send := func(b []byte) error {
+		return st.Send(&adminv1.UploadFilesRequest{Message: &adminv1.UploadFilesRequest_Data{Data: b}})
+	}
+	if err := send(hdr.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := send(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stack.WaitFor(t, time.Minute, "the upload running", func() bool { return e.fileOps("running") == 1 })
+	running, _, _ := e.allocationContainers(e.session(name).GetAllocation())
+	if len(running) != 1 {
+		t.Fatalf("running containers %v", running)
+	}
+	if _, err := e.docker.ContainerKill(e.ctx, strings.TrimPrefix(running[0], "/"), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for range 60 {
+		if err = send(chunk); err != nil {
+			break
+		}
+	}
+	_, err = st.CloseAndRecv()
+	switch stack.AdminReason(err) {
+	case "file_operation_interrupted", "environment_failed":
+	default:
+		t.Fatalf("upload into a killed sandbox: %v", err)
+	}
+	stack.WaitFor(t, time.Minute, "no open file operation", func() bool {
+		return e.fileOps("running")+e.fileOps("pending") == 0
+	})
+	if _, err := e.sessions.DeleteSession(e.ctx, &adminv1.DeleteSessionRequest{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	stack.WaitFor(t, 2*time.Minute, name+" deleted", func() bool {
+		return e.session(name).GetState() == adminv1.Session_STATE_DELETED
+	})
+	if running, snapshots, other := e.allocationContainers(e.session(name).GetAllocation()); len(running)+len(snapshots)+len(other) != 0 {
+		t.Fatalf("left on the engine: %v %v %v", running, snapshots, other)
+	}
+}
