@@ -269,6 +269,12 @@ bench: ## P1-P4, P7 (checkpoint suspend and resume) and P8 (suspension and wake 
 		go test -run '^$$' -bench '^BenchmarkBerth$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/bench/
 	HOSTILE_MEASURE=1 go test -v -count=1 -run '^TestMeasureHostileLoad$$' berth.dev/test/hostile/ | grep -v '^=== RUN'
 
+BERTH_K0_SAMPLES ?= 5
+.PHONY: bench-fork-copy
+bench-fork-copy: ## K0 (issue 33): copy a 100 MB volume pair by the engine's archive endpoints, by a helper container's cp -a, and by one helper into 10 targets, BERTH_K0_SAMPLES each (default 5; needs the test services)
+	BERTH_BENCH_SAMPLES=$(BERTH_K0_SAMPLES) \
+		go test -run '^$$' -bench '^BenchmarkForkCopy$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/bench/
+
 .PHONY: bench-scale
 bench-scale: ## P5 scale: 1,000 simulated node agents (real mTLS node protocol, in-memory adapter) against berth-core and PostgreSQL holding 100,000 allocations; one table, also .run/scale.json (BERTH_SCALE_NODES, _ALLOCATIONS, _CREATES, _CLIENTS, _PROJECTS)
 	BERTH_SCALE_JSON=$(CURDIR)/.run/scale.json \

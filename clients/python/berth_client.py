@@ -190,8 +190,8 @@ def upload_tar(client, session, path, archive, no_overwrite=False, request_id=No
 def _download(client, session, path, fmt, timeout):
     out = bytearray()
     header = None
-    for m in client.files.DownloadFiles(file_pb2.DownloadFilesRequest(name=session, path=path, format=fmt,
-                                                                      request_id=str(uuid.uuid4())), timeout=timeout):
+    for m in client.files.DownloadFiles(file_pb2.DownloadFilesRequest(name=session, path=path, format=fmt),
+                                        timeout=timeout):
         if m.WhichOneof("message") == "header":
             header = m.header
         else:

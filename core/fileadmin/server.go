@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 
-	"github.com/google/uuid"
 	"google.golang.org/grpc"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
@@ -68,13 +67,7 @@ func (g *Server) DownloadFiles(req *adminv1.DownloadFilesRequest, s grpc.ServerS
 	if err != nil {
 		return err
 	}
-	r := files.DownloadRequest{SessionID: session, Path: req.GetPath(), Format: f}
-	if req.GetRequestId() != "" {
-		if err := admin.ValidateRequestID("request_id", req.GetRequestId()); err != nil {
-			return err
-		}
-		r.RequestID = uuid.MustParse(req.GetRequestId())
-	}
+	r := files.DownloadRequest{SessionID: session, RequestID: admin.RequestIDFrom(s.Context()), Path: req.GetPath(), Format: f}
 	_, err = g.files.Download(s.Context(), admin.ScopeFrom(s.Context()), r, sink{s})
 	if err != nil && s.Context().Err() != nil {
 		return s.Context().Err()

@@ -245,7 +245,7 @@ async function download(
   const parts: Uint8Array[] = [];
   let header = false;
   const stream = client.files.downloadFiles(
-    { name: session, path, format, requestId: randomUUID() },
+    { name: session, path, format },
     { timeoutMs: timeoutMs ?? FILE_TIMEOUT_MS },
   );
   for await (const m of stream) {

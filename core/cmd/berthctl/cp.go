@@ -77,7 +77,7 @@ total, the percentage and the rate. A refusal prints its fixed reason
 	fs := c.Flags()
 	fs.BoolVar(&f.noOverwrite, "no-overwrite", false, "refuse an entry whose name exists (file_exists)")
 	fs.BoolVar(&f.raw, "raw", false, "download one file's bytes instead of a tar")
-	fs.StringVar(&f.requestID, "request-id", "", "UUID naming the operation in the audit trail (default: a new one)")
+	fs.StringVar(&f.requestID, "request-id", "", "UUID naming an upload in the audit trail (default: a new one; a download is named by its call)")
 	return c
 }
 
@@ -282,7 +282,7 @@ func (a *app) upload(h *adminv1.UploadHeader, body io.Reader, p *transfer) (*adm
 // cpDownload reads from the Session into dst: extracted (a tar), a file
 // (--raw), or stdout ("-").
 func (a *app) cpDownload(from remote, dst string, f cpFlags) error {
-	req := &adminv1.DownloadFilesRequest{Name: from.session, Path: from.path, RequestId: f.requestID, Format: adminv1.FileFormat_FILE_FORMAT_TAR}
+	req := &adminv1.DownloadFilesRequest{Name: from.session, Path: from.path, Format: adminv1.FileFormat_FILE_FORMAT_TAR}
 	if f.raw {
 		req.Format = adminv1.FileFormat_FILE_FORMAT_RAW
 	}

@@ -194,7 +194,7 @@ func (c client) downloadFile(ctx context.Context, session, path string) ([]byte,
 	ctx, cancel := context.WithTimeout(ctx, fileTimeout)
 	defer cancel()
 	st, err := c.files.DownloadFiles(ctx, &adminv1.DownloadFilesRequest{Name: session, Path: path,
-		Format: adminv1.FileFormat_FILE_FORMAT_RAW, RequestId: uuid.NewString()})
+		Format: adminv1.FileFormat_FILE_FORMAT_RAW})
 	if err != nil {
 		return nil, err
 	}

@@ -364,9 +364,7 @@ type DownloadFilesRequest struct {
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	// format is required; FILE_FORMAT_RAW needs a regular file
 	// (not_a_regular_file).
-	Format FileFormat `protobuf:"varint,3,opt,name=format,proto3,enum=berth.admin.v1.FileFormat" json:"format,omitempty"`
-	// request_id is an optional UUID naming the download for the audit.
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Format        FileFormat `protobuf:"varint,3,opt,name=format,proto3,enum=berth.admin.v1.FileFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,13 +418,6 @@ func (x *DownloadFilesRequest) GetFormat() FileFormat {
 		return x.Format
 	}
 	return FileFormat_FILE_FORMAT_UNSPECIFIED
-}
-
-func (x *DownloadFilesRequest) GetRequestId() string {
-	if x != nil {
-		return x.RequestId
-	}
-	return ""
 }
 
 // DownloadFilesResponse is one message of a download.
@@ -597,13 +588,12 @@ const file_berth_admin_v1_file_proto_rawDesc = "" +
 	"\bsymlinks\x18\x03 \x01(\x03R\bsymlinks\x12\x1c\n" +
 	"\thardlinks\x18\x04 \x01(\x03R\thardlinks\x12\x14\n" +
 	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12!\n" +
-	"\fmodes_masked\x18\x06 \x01(\x03R\vmodesMasked\"\x91\x01\n" +
+	"\fmodes_masked\x18\x06 \x01(\x03R\vmodesMasked\"\x84\x01\n" +
 	"\x14DownloadFilesRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x122\n" +
-	"\x06format\x18\x03 \x01(\x0e2\x1a.berth.admin.v1.FileFormatR\x06format\x12\x1d\n" +
-	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"r\n" +
+	"\x06format\x18\x03 \x01(\x0e2\x1a.berth.admin.v1.FileFormatR\x06formatJ\x04\b\x04\x10\x05R\n" +
+	"request_id\"r\n" +
 	"\x15DownloadFilesResponse\x128\n" +
 	"\x06header\x18\x01 \x01(\v2\x1e.berth.admin.v1.DownloadHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\t\n" +

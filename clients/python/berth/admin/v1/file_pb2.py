@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62\x65rth/admin/v1/file.proto\x12\x0e\x62\x65rth.admin.v1\"m\n\x12UploadFilesRequest\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32\x1c.berth.admin.v1.UploadHeaderH\x00R\x06header\x12\x14\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00R\x04\x64\x61taB\t\n\x07message\"\xd4\x01\n\x0cUploadHeader\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\x12\x12\n\x04path\x18\x03 \x01(\tR\x04path\x12\x32\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x1a.berth.admin.v1.FileFormatR\x06\x66ormat\x12\x12\n\x04mode\x18\x05 \x01(\rR\x04mode\x12!\n\x0cno_overwrite\x18\x06 \x01(\x08R\x0bnoOverwrite\x12\x12\n\x04size\x18\x07 \x01(\x03R\x04size\"\xc0\x01\n\x13UploadFilesResponse\x12\x14\n\x05\x66iles\x18\x01 \x01(\x03R\x05\x66iles\x12 \n\x0b\x64irectories\x18\x02 \x01(\x03R\x0b\x64irectories\x12\x1a\n\x08symlinks\x18\x03 \x01(\x03R\x08symlinks\x12\x1c\n\thardlinks\x18\x04 \x01(\x03R\thardlinks\x12\x14\n\x05\x62ytes\x18\x05 \x01(\x03R\x05\x62ytes\x12!\n\x0cmodes_masked\x18\x06 \x01(\x03R\x0bmodesMasked\"\x91\x01\n\x14\x44ownloadFilesRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12\x32\n\x06\x66ormat\x18\x03 \x01(\x0e\x32\x1a.berth.admin.v1.FileFormatR\x06\x66ormat\x12\x1d\n\nrequest_id\x18\x04 \x01(\tR\trequestId\"r\n\x15\x44ownloadFilesResponse\x12\x38\n\x06header\x18\x01 \x01(\x0b\x32\x1e.berth.admin.v1.DownloadHeaderH\x00R\x06header\x12\x14\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00R\x04\x64\x61taB\t\n\x07message\"@\n\x0e\x44ownloadHeader\x12\x18\n\x07\x65ntries\x18\x01 \x01(\x03R\x07\x65ntries\x12\x14\n\x05\x62ytes\x18\x02 \x01(\x03R\x05\x62ytes*S\n\nFileFormat\x12\x1b\n\x17\x46ILE_FORMAT_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x46ILE_FORMAT_TAR\x10\x01\x12\x13\n\x0f\x46ILE_FORMAT_RAW\x10\x02\x32\xc7\x01\n\x0b\x46ileService\x12X\n\x0bUploadFiles\x12\".berth.admin.v1.UploadFilesRequest\x1a#.berth.admin.v1.UploadFilesResponse(\x01\x12^\n\rDownloadFiles\x12$.berth.admin.v1.DownloadFilesRequest\x1a%.berth.admin.v1.DownloadFilesResponse0\x01\x42(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62\x65rth/admin/v1/file.proto\x12\x0e\x62\x65rth.admin.v1\"m\n\x12UploadFilesRequest\x12\x36\n\x06header\x18\x01 \x01(\x0b\x32\x1c.berth.admin.v1.UploadHeaderH\x00R\x06header\x12\x14\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00R\x04\x64\x61taB\t\n\x07message\"\xd4\x01\n\x0cUploadHeader\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\x12\x12\n\x04path\x18\x03 \x01(\tR\x04path\x12\x32\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x1a.berth.admin.v1.FileFormatR\x06\x66ormat\x12\x12\n\x04mode\x18\x05 \x01(\rR\x04mode\x12!\n\x0cno_overwrite\x18\x06 \x01(\x08R\x0bnoOverwrite\x12\x12\n\x04size\x18\x07 \x01(\x03R\x04size\"\xc0\x01\n\x13UploadFilesResponse\x12\x14\n\x05\x66iles\x18\x01 \x01(\x03R\x05\x66iles\x12 \n\x0b\x64irectories\x18\x02 \x01(\x03R\x0b\x64irectories\x12\x1a\n\x08symlinks\x18\x03 \x01(\x03R\x08symlinks\x12\x1c\n\thardlinks\x18\x04 \x01(\x03R\thardlinks\x12\x14\n\x05\x62ytes\x18\x05 \x01(\x03R\x05\x62ytes\x12!\n\x0cmodes_masked\x18\x06 \x01(\x03R\x0bmodesMasked\"\x84\x01\n\x14\x44ownloadFilesRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12\x32\n\x06\x66ormat\x18\x03 \x01(\x0e\x32\x1a.berth.admin.v1.FileFormatR\x06\x66ormatJ\x04\x08\x04\x10\x05R\nrequest_id\"r\n\x15\x44ownloadFilesResponse\x12\x38\n\x06header\x18\x01 \x01(\x0b\x32\x1e.berth.admin.v1.DownloadHeaderH\x00R\x06header\x12\x14\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00R\x04\x64\x61taB\t\n\x07message\"@\n\x0e\x44ownloadHeader\x12\x18\n\x07\x65ntries\x18\x01 \x01(\x03R\x07\x65ntries\x12\x14\n\x05\x62ytes\x18\x02 \x01(\x03R\x05\x62ytes*S\n\nFileFormat\x12\x1b\n\x17\x46ILE_FORMAT_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x46ILE_FORMAT_TAR\x10\x01\x12\x13\n\x0f\x46ILE_FORMAT_RAW\x10\x02\x32\xc7\x01\n\x0b\x46ileService\x12X\n\x0bUploadFiles\x12\".berth.admin.v1.UploadFilesRequest\x1a#.berth.admin.v1.UploadFilesResponse(\x01\x12^\n\rDownloadFiles\x12$.berth.admin.v1.DownloadFilesRequest\x1a%.berth.admin.v1.DownloadFilesResponse0\x01\x42(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'berth.admin.v1.file_pb2', globals())
@@ -21,8 +21,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z&berth.dev/proto/berth/admin/v1;adminv1'
-  _FILEFORMAT._serialized_start=896
-  _FILEFORMAT._serialized_end=979
+  _FILEFORMAT._serialized_start=883
+  _FILEFORMAT._serialized_end=966
   _UPLOADFILESREQUEST._serialized_start=45
   _UPLOADFILESREQUEST._serialized_end=154
   _UPLOADHEADER._serialized_start=157
@@ -30,11 +30,11 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _UPLOADFILESRESPONSE._serialized_start=372
   _UPLOADFILESRESPONSE._serialized_end=564
   _DOWNLOADFILESREQUEST._serialized_start=567
-  _DOWNLOADFILESREQUEST._serialized_end=712
-  _DOWNLOADFILESRESPONSE._serialized_start=714
-  _DOWNLOADFILESRESPONSE._serialized_end=828
-  _DOWNLOADHEADER._serialized_start=830
-  _DOWNLOADHEADER._serialized_end=894
-  _FILESERVICE._serialized_start=982
-  _FILESERVICE._serialized_end=1181
+  _DOWNLOADFILESREQUEST._serialized_end=699
+  _DOWNLOADFILESRESPONSE._serialized_start=701
+  _DOWNLOADFILESRESPONSE._serialized_end=815
+  _DOWNLOADHEADER._serialized_start=817
+  _DOWNLOADHEADER._serialized_end=881
+  _FILESERVICE._serialized_start=969
+  _FILESERVICE._serialized_end=1168
 # @@protoc_insertion_point(module_scope)

@@ -9,16 +9,14 @@ FILE_FORMAT_TAR: FileFormat
 FILE_FORMAT_UNSPECIFIED: FileFormat
 
 class DownloadFilesRequest(_message.Message):
-    __slots__ = ["format", "name", "path", "request_id"]
+    __slots__ = ["format", "name", "path"]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
-    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     format: FileFormat
     name: str
     path: str
-    request_id: str
-    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., format: _Optional[_Union[FileFormat, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., format: _Optional[_Union[FileFormat, str]] = ...) -> None: ...
 
 class DownloadFilesResponse(_message.Message):
     __slots__ = ["data", "header"]
