@@ -25,9 +25,11 @@ import (
 // (adminServices), for its refusal.
 var sweptServices = []protoreflect.FullName{
 	"berth.admin.v1.SessionService", "berth.admin.v1.TurnService", "berth.admin.v1.AllocationService",
+	"berth.admin.v1.FileService",
 }
 
-// keyAllowed are the methods a project key may call (issue 31, item 2):
+// keyAllowed are the methods a project key may call (issue 31, item 2,
+// and issue 33's files):
 // every other berth.admin.v1 method must refuse a key
 // PERMISSION_DENIED project_key_method_denied. A method added to Core's
 // allow-list and not here fails the sweep, and so does one added here
@@ -42,6 +44,8 @@ var keyAllowed = map[string]bool{
 	"/berth.admin.v1.TurnService/ListTurns":        true,
 	"/berth.admin.v1.TurnService/StreamTurnOutput": true,
 	"/berth.admin.v1.TurnService/CancelTurn":       true,
+	"/berth.admin.v1.FileService/UploadFiles":      true,
+	"/berth.admin.v1.FileService/DownloadFiles":    true,
 }
 
 // listsEmpty are the allowed methods whose answer to another project's
@@ -114,6 +118,13 @@ func request(t *testing.T, m protoreflect.MethodDescriptor, n names) proto.Messa
 		name, request = n.turn, n.turnRequest
 	case "AllocationService":
 		name = n.allocation
+	case "FileService":
+		name, request = n.session, n.sessionRequest
+		if m.Name() == "UploadFiles" {
+			// The smallest valid upload's first message: one raw byte.
+			return &adminv1.UploadFilesRequest{Message: &adminv1.UploadFilesRequest_Header{Header: &adminv1.UploadHeader{
+				Name: name, RequestId: request, Path: "probe", Format: adminv1.FileFormat_FILE_FORMAT_RAW, Size: 1}}}
+		}
 	}
 	fields := msg.Descriptor().Fields()
 	for i := range fields.Len() {
@@ -131,6 +142,8 @@ func request(t *testing.T, m protoreflect.MethodDescriptor, n names) proto.Messa
 			msg.Set(f, protoreflect.ValueOfMessage((&adminv1.Session{Project: n.project}).ProtoReflect()))
 		case f.Kind() == protoreflect.MessageKind && f.Message().FullName() == "berth.admin.v1.Turn":
 			msg.Set(f, protoreflect.ValueOfMessage(shell("echo probe").ProtoReflect()))
+		case f.Kind() == protoreflect.EnumKind && f.Enum().FullName() == "berth.admin.v1.FileFormat":
+			msg.Set(f, protoreflect.ValueOfEnum(protoreflect.EnumNumber(adminv1.FileFormat_FILE_FORMAT_TAR)))
 		}
 	}
 	return msg.Interface()
@@ -147,8 +160,9 @@ func (a answer) String() string {
 	return fmt.Sprintf("%v %q %v (items %d)", a.status.Code(), a.status.Message(), a.status.Details(), a.items)
 }
 
-// call invokes m with req on ctx's credentials: a unary call, or a
-// server stream read to its first answer.
+// call invokes m with req on ctx's credentials: a unary call, a client
+// stream given req as its only message, or a server stream read to its
+// first answer.
 func call(ctx context.Context, t *testing.T, cc *grpc.ClientConn, m protoreflect.MethodDescriptor, req proto.Message) answer {
 	t.Helper()
 	out, err := protoregistry.GlobalTypes.FindMessageByName(m.Output().FullName())
@@ -158,7 +172,18 @@ func call(ctx context.Context, t *testing.T, cc *grpc.ClientConn, m protoreflect
 	reply := out.New().Interface()
 	switch {
 	case m.IsStreamingClient():
-		t.Fatalf("%s streams from the client: the sweep does not know how to call it", fullMethod(m))
+		// Its first message, then the end of the client's side.
+		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, fullMethod(m))
+		if err == nil {
+			err = st.SendMsg(req)
+		}
+		if err == nil {
+			err = st.CloseSend()
+		}
+		if err == nil {
+			err = st.RecvMsg(reply)
+		}
+		return answer{status: status.Convert(err)}
 	case m.IsStreamingServer():
 		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, fullMethod(m))
 		if err == nil {
