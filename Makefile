@@ -264,7 +264,7 @@ soak: ## Mixed create/delete workload with random faults for DURATION (default 1
 
 BERTH_BENCH_SAMPLES ?= 20
 .PHONY: bench
-bench: ## P1-P4, P7 (checkpoint suspend and resume) and P8 (suspension and wake through Core) against Engine API baselines in the same run, P6 failure detection, P8c idle-to-suspended, P9 standby takeover after a SIGKILL and P10 admin calls refused across a planned handover, BERTH_BENCH_SAMPLES each (default 20; P6 at most 5): one table, also .run/bench.json; then Core's RSS and an authenticated call's latency under hostile floods against a quiet Core (needs the test services)
+bench: ## P1-P4, P7 (checkpoint suspend and resume) and P8 (suspension and wake through Core) and F1 (files through Core and the Runtime) against Engine API baselines in the same run, P6 failure detection, P8c idle-to-suspended, P9 standby takeover after a SIGKILL and P10 admin calls refused across a planned handover, BERTH_BENCH_SAMPLES each (default 20; P6 at most 5): one table, also .run/bench.json; then Core's RSS and an authenticated call's latency under hostile floods against a quiet Core (needs the test services)
 	BERTH_BENCH_SAMPLES=$(BERTH_BENCH_SAMPLES) BERTH_BENCH_JSON=$(CURDIR)/.run/bench.json \
 		go test -run '^$$' -bench '^BenchmarkBerth$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/bench/
 	HOSTILE_MEASURE=1 go test -v -count=1 -run '^TestMeasureHostileLoad$$' berth.dev/test/hostile/ | grep -v '^=== RUN'

@@ -2,9 +2,11 @@
 // run and prints one table (`make bench`): P1 Session create to execution
 // admitted, P2 a Turn round trip, P3 RunCommand through a node agent, P4
 // throughput over four node agents, P6 failure detection (a bound), P7
-// Docker filesystem checkpoints, P8 suspension and wake through Core.
-// docs/bench.md says what each measure times and against what. P5, the
-// 1,000-node scale simulator, is test/scale (`make bench-scale`).
+// Docker filesystem checkpoints, P8 suspension and wake through Core, F1
+// files through Core and the Runtime. docs/bench.md says what each
+// measure times and against what. P5, the 1,000-node scale simulator, is
+// test/scale (`make bench-scale`); BenchmarkForkCopy (`make
+// bench-fork-copy`) is issue 33's step K0, measured alone.
 //
 // Rules:
 //   - Every baseline does the same work through the Engine API from Go
