@@ -155,13 +155,17 @@ var (
 // (runtimev1.Reason*) and nothing of errdefs, since a Runtime acts only on
 // these. Anything else is "not admitted" with a message of its own, which
 // the Runtime retries.
-var codec = errgrpc.New(runtimev1.ErrorDomain, []errgrpc.Row{
+var codec = errgrpc.New(runtimev1.ErrorDomain, append(slices.Clone(sharedRows),
+	errgrpc.Row{Class: errRevoked, Code: codes.PermissionDenied, Reason: runtimev1.ReasonRevoked, Message: "runtime revoked"},
+	errgrpc.Row{Class: errNotAdmit, Code: codes.Unavailable, Reason: runtimev1.ReasonNotAdmitted, Message: "runtime not admitted yet"},
+), errgrpc.Options{Unknown: errgrpc.Row{Code: codes.Unavailable, Reason: runtimev1.ReasonNotAdmitted, Message: "core cannot serve the connection now"}})
+
+// sharedRows are the codes Connect and Transfer streams both end with.
+var sharedRows = []errgrpc.Row{
 	{Class: errCredential, Code: codes.Unauthenticated, Reason: runtimev1.ReasonCredentialRejected, Message: "runtime credential rejected"},
-	{Class: errRevoked, Code: codes.PermissionDenied, Reason: runtimev1.ReasonRevoked, Message: "runtime revoked"},
 	{Class: errProtocol, Code: codes.FailedPrecondition, Reason: runtimev1.ReasonProtocolMismatch, Message: "protocol version mismatch"},
-	{Class: errNotAdmit, Code: codes.Unavailable, Reason: runtimev1.ReasonNotAdmitted, Message: "runtime not admitted yet"},
 	{Class: errInvalid, Code: codes.InvalidArgument, Reason: runtimev1.ReasonInvalidMessage, Message: "message out of protocol"},
-}, errgrpc.Options{Unknown: errgrpc.Row{Code: codes.Unavailable, Reason: runtimev1.ReasonNotAdmitted, Message: "core cannot serve the connection now"}})
+}
 
 // Connect serves one Runtime connection. Its error crosses once, through
 // codec.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,12 +25,9 @@ type transferStream = grpc.BidiStreamingServer[runtimev1.TransferRequest, runtim
 var errNotClaimed = errors.New("transfer not claimed")
 
 // transferCodec is codec plus transfer_not_claimed.
-var transferCodec = errgrpc.New(runtimev1.ErrorDomain, []errgrpc.Row{
-	{Class: errCredential, Code: codes.Unauthenticated, Reason: runtimev1.ReasonCredentialRejected, Message: "runtime credential rejected"},
-	{Class: errProtocol, Code: codes.FailedPrecondition, Reason: runtimev1.ReasonProtocolMismatch, Message: "protocol version mismatch"},
-	{Class: errNotClaimed, Code: codes.Unavailable, Reason: runtimev1.ReasonTransferNotClaimed, Message: "transfer not claimed by this connection"},
-	{Class: errInvalid, Code: codes.InvalidArgument, Reason: runtimev1.ReasonInvalidMessage, Message: "message out of protocol"},
-}, errgrpc.Options{Unknown: errgrpc.Row{Code: codes.Unavailable, Reason: runtimev1.ReasonTransferNotClaimed, Message: "core cannot serve the transfer now"}})
+var transferCodec = errgrpc.New(runtimev1.ErrorDomain, append(slices.Clone(sharedRows),
+	errgrpc.Row{Class: errNotClaimed, Code: codes.Unavailable, Reason: runtimev1.ReasonTransferNotClaimed, Message: "transfer not claimed by this connection"},
+), errgrpc.Options{Unknown: errgrpc.Row{Code: codes.Unavailable, Reason: runtimev1.ReasonTransferNotClaimed, Message: "core cannot serve the transfer now"}})
 
 // Transfer serves one file operation's bytes (see the proto): after the
 // hello is checked against the device's credential and the operation's

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"berth.dev/core/store/db"
@@ -122,23 +121,9 @@ func (s *Owner) SubmitFileOperation(ctx context.Context, p SubmitFileOperationPa
 	}
 	var out FileOperation
 	err = s.ownedTx(ctx, func(q *db.Queries) error {
-		sess, err := q.LockSessionShared(ctx, p.SessionID)
+		env, err := lockLiveSession(ctx, q, p.SessionID)
 		if err != nil {
 			return err
-		}
-		switch SessionState(sess.State) {
-		case SessionActive:
-		case SessionArchived:
-			return ErrSessionArchived
-		default:
-			return ErrSessionNotActive
-		}
-		env, err := q.GetEnvironmentBySession(ctx, p.SessionID)
-		if err != nil {
-			return err
-		}
-		if env.TerminalCause.Valid {
-			return ErrEnvironmentEnded
 		}
 		open, err := q.CountOpenFileOperations(ctx, p.SessionID)
 		if err != nil {
@@ -157,16 +142,7 @@ func (s *Owner) SubmitFileOperation(ctx context.Context, p SubmitFileOperationPa
 			return err
 		}
 		out = fileOperationFromRow(row)
-		alloc, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return nil
-		case err != nil:
-			return err
-		case ComputePhase(alloc.ComputePhase) != PhaseRunning:
-			return notifyNodeWork(ctx, q, laneOf(alloc.NodeID))
-		}
-		return nil
+		return wakeForWork(ctx, q, env.ID)
 	})
 	if err != nil {
 		return FileOperation{}, wrap(op, err)

@@ -210,23 +210,9 @@ func (s *Admin) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 		case !errors.Is(pgerr.Classify(err), errdefs.ErrNotFound):
 			return err
 		}
-		sess, err := q.LockSessionShared(ctx, p.SessionID)
+		env, err := lockLiveSession(ctx, q, p.SessionID)
 		if err != nil {
 			return err
-		}
-		switch SessionState(sess.State) {
-		case SessionActive:
-		case SessionArchived:
-			return ErrSessionArchived
-		default:
-			return ErrSessionNotActive
-		}
-		env, err := q.GetEnvironmentBySession(ctx, p.SessionID)
-		if err != nil {
-			return err
-		}
-		if env.TerminalCause.Valid {
-			return ErrEnvironmentEnded
 		}
 		var script pgtype.Text
 		if p.ShellScript != nil {
@@ -246,21 +232,52 @@ func (s *Admin) submitTurn(ctx context.Context, p SubmitTurnParams) (t Turn, cre
 			return err
 		}
 		t, created = turnFromRow(row), true
-		// A Turn for a suspended (or suspending) Session is the wake: its
-		// node's worker restores it (or aborts the suspension) at once,
-		// not at its next scan.
-		alloc, err := q.GetUnreleasedAllocationForEnvironment(ctx, env.ID)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return nil
-		case err != nil:
-			return err
-		case ComputePhase(alloc.ComputePhase) != PhaseRunning:
-			return notifyNodeWork(ctx, q, laneOf(alloc.NodeID))
-		}
-		return nil
+		return wakeForWork(ctx, q, env.ID)
 	})
 	return t, created, err
+}
+
+// lockLiveSession takes Session id's share lock (so the caller's insert
+// serializes with terminal cleanup and capture admission) and returns its
+// Environment: ErrSessionArchived, ErrSessionNotActive or
+// ErrEnvironmentEnded when new work may not be queued on it.
+func lockLiveSession(ctx context.Context, q *db.Queries, id uuid.UUID) (db.Environment, error) {
+	sess, err := q.LockSessionShared(ctx, id)
+	if err != nil {
+		return db.Environment{}, err
+	}
+	switch SessionState(sess.State) {
+	case SessionActive:
+	case SessionArchived:
+		return db.Environment{}, ErrSessionArchived
+	default:
+		return db.Environment{}, ErrSessionNotActive
+	}
+	env, err := q.GetEnvironmentBySession(ctx, id)
+	if err != nil {
+		return db.Environment{}, err
+	}
+	if env.TerminalCause.Valid {
+		return db.Environment{}, ErrEnvironmentEnded
+	}
+	return env, nil
+}
+
+// wakeForWork notifies the node's worker of Environment env's compute
+// when it is not running: work queued for a suspended (or suspending)
+// Session is its wake, and its node's worker restores it (or aborts the
+// suspension) at once, not at its next scan.
+func wakeForWork(ctx context.Context, q *db.Queries, env uuid.UUID) error {
+	alloc, err := q.GetUnreleasedAllocationForEnvironment(ctx, env)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	case ComputePhase(alloc.ComputePhase) != PhaseRunning:
+		return notifyNodeWork(ctx, q, laneOf(alloc.NodeID))
+	}
+	return nil
 }
 
 // GetTurn returns a Turn; ErrNotFound when there is none.

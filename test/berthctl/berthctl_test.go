@@ -19,9 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
-	"berth.dev/sandbox/testenv"
 
-	"berth.dev/core/store/storetest"
 	"berth.dev/test/internal/stack"
 )
 
@@ -35,23 +33,8 @@ import (
 // printed with their fixed reason. What berthctl reports is checked
 // against the admin API.
 func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
-	host := testenv.DockerHost(t)
-	image := testenv.RuntimeImage(t)
-	engine, err := client.New(client.WithHost(host))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { engine.Close() })
-	opts, _ := stack.RuntimeGateway(t, engine)
-	core := stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true, opts)
-	cc, ctx := core.AdminClient(t)
-	installation := stack.InstallationID(t, ctx, cc)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("berth-core log:\n%s", core.Logs())
-		}
-		stack.RemoveOwned(t, engine, installation)
-	})
+	host, image, engine := engineOf(t)
+	core, cc, ctx, installation := startCore(t, engine)
 	nodesAPI := adminv1.NewNodeServiceClient(cc)
 	sessionsAPI := adminv1.NewSessionServiceClient(cc)
 	turnsAPI := adminv1.NewTurnServiceClient(cc)

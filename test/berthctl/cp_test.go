@@ -14,11 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/moby/moby/client"
-
-	"berth.dev/sandbox/testenv"
-
-	"berth.dev/core/store/storetest"
 	"berth.dev/test/internal/stack"
 )
 
@@ -31,23 +26,8 @@ import (
 // and one file with --raw; a path out of the workspace is refused with
 // its fixed reason; and the progress line is drawn on a terminal only.
 func TestCpCopiesTreesBothWays(t *testing.T) {
-	host := testenv.DockerHost(t)
-	image := testenv.RuntimeImage(t)
-	engine, err := client.New(client.WithHost(host))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { engine.Close() })
-	opts, _ := stack.RuntimeGateway(t, engine)
-	core := stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true, opts)
-	cc, ctx := core.AdminClient(t)
-	installation := stack.InstallationID(t, ctx, cc)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("berth-core log:\n%s", core.Logs())
-		}
-		stack.RemoveOwned(t, engine, installation)
-	})
+	host, image, engine := engineOf(t)
+	core, cc, ctx, installation := startCore(t, engine)
 	stack.EnrollAndStart(t, core, ctx, cc, installation, stack.NodeOptions{
 		Socket: strings.TrimPrefix(host, "unix://"), Image: image, Network: "bridge",
 	}, "")

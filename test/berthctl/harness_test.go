@@ -13,9 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/sandbox/testenv"
+
+	"berth.dev/core/store/storetest"
 	"berth.dev/test/internal/stack"
 )
 
@@ -161,3 +166,36 @@ func value(t *testing.T, out, key string) string {
 
 // id is the last segment of a resource name.
 func id(name string) string { return name[strings.LastIndex(name, "/")+1:] }
+
+// engineOf returns the test engine's address, the runtime image and a
+// client of the engine, closed with the test.
+func engineOf(t *testing.T) (host, image string, engine *client.Client) {
+	t.Helper()
+	host, image = testenv.DockerHost(t), testenv.RuntimeImage(t)
+	engine, err := client.New(client.WithHost(host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { engine.Close() })
+	return host, image, engine
+}
+
+// startCore starts berth-core with its Runtime gateway on the engine's
+// bridge, on a database of its own, and returns it with an admin
+// connection, its context and the installation id. At the test's end it
+// logs Core's output if the test failed and removes what the
+// installation left on the engine.
+func startCore(t *testing.T, engine *client.Client) (*stack.Core, *grpc.ClientConn, context.Context, string) {
+	t.Helper()
+	opts, _ := stack.RuntimeGateway(t, engine)
+	core := stack.StartCoreWith(t, storetest.NewDatabase(t), stack.CoreStateDir(t), true, opts)
+	cc, ctx := core.AdminClient(t)
+	installation := stack.InstallationID(t, ctx, cc)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-core log:\n%s", core.Logs())
+		}
+		stack.RemoveOwned(t, engine, installation)
+	})
+	return core, cc, ctx, installation
+}

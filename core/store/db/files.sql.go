@@ -41,7 +41,8 @@ type ClaimFileOperationParams struct {
 // @owner_epoch, which holds the unexpired execution lease, its device is
 // not revoked, its compute is running (the one compute-phase check Turn
 // claims, file operations and capture admission share) and the Session is
-// active. An operation claimed once is never claimed again.
+// active. An operation claimed once is never claimed again. The
+// connection's conditions repeat ClaimNextTurn's (turns.sql): change both.
 func (q *Queries) ClaimFileOperation(ctx context.Context, arg ClaimFileOperationParams) (FileOperation, error) {
 	row := q.db.QueryRow(ctx, claimFileOperation, arg.ConnectionID, arg.SessionID, arg.OwnerEpoch)
 	var i FileOperation

@@ -107,6 +107,8 @@ type ClaimNextTurnParams struct {
 // compute is running (no suspension armed or under way: the one
 // compute-phase check Turn claims and capture admission share) and the
 // Session is active. A Turn claimed once is never claimed again.
+// ClaimFileOperation (files.sql) repeats the connection's conditions:
+// change both.
 func (q *Queries) ClaimNextTurn(ctx context.Context, arg ClaimNextTurnParams) (Turn, error) {
 	row := q.db.QueryRow(ctx, claimNextTurn, arg.ConnectionID, arg.SessionID, arg.OwnerEpoch)
 	var i Turn

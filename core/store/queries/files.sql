@@ -21,7 +21,8 @@ SELECT * FROM file_operations WHERE id = @id;
 -- @owner_epoch, which holds the unexpired execution lease, its device is
 -- not revoked, its compute is running (the one compute-phase check Turn
 -- claims, file operations and capture admission share) and the Session is
--- active. An operation claimed once is never claimed again.
+-- active. An operation claimed once is never claimed again. The
+-- connection's conditions repeat ClaimNextTurn's (turns.sql): change both.
 UPDATE file_operations
 SET state = 'running', connection_id = @connection_id, claimed_at = now()
 WHERE file_operations.id = (SELECT f.id FROM file_operations f

@@ -31,6 +31,8 @@ LIMIT @page_size;
 -- compute is running (no suspension armed or under way: the one
 -- compute-phase check Turn claims and capture admission share) and the
 -- Session is active. A Turn claimed once is never claimed again.
+-- ClaimFileOperation (files.sql) repeats the connection's conditions:
+-- change both.
 UPDATE turns
 SET state = 'running', connection_id = @connection_id, dispatched_at = now()
 WHERE turns.id = (SELECT q.id FROM turns q
