@@ -97,7 +97,9 @@ var ErrRequestIDReused error = errdefs.Refuse(errdefs.ErrFailedPrecondition, "re
 
 // SubmitFileOperation admits a file operation as pending under the
 // Session's share lock (as SubmitTurn): only for an active Session whose
-// Environment has not ended, within the per-Session bound. An operation
+// Environment has not ended, within the per-Session bound (counted under
+// the Session's file admission lock, so racing admissions cannot both
+// pass it). An operation
 // for a Session whose compute is not running notifies its node's worker:
 // that is the wake of a suspended Session, and it aborts a suspension
 // under way (ClaimCapture reads session_idle_since). Refusals:
@@ -123,6 +125,9 @@ func (s *Owner) SubmitFileOperation(ctx context.Context, p SubmitFileOperationPa
 	err = s.ownedTx(ctx, func(q *db.Queries) error {
 		env, err := lockLiveSession(ctx, q, p.SessionID)
 		if err != nil {
+			return err
+		}
+		if err := q.LockFileAdmission(ctx, p.SessionID); err != nil {
 			return err
 		}
 		open, err := q.CountOpenFileOperations(ctx, p.SessionID)

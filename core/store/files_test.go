@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -208,4 +209,33 @@ func takeover(t *testing.T, st *storetest.Owned) *storetest.Owned {
 		t.Fatalf("take over: %v %v", ok, err)
 	}
 	return storetest.As(st.Store, epoch)
+}
+
+// TestFileAdmissionsRacingKeepTheBound: many admissions at once for one
+// Session pass the per-Session bound exactly as often as it allows.
+func TestFileAdmissionsRacingKeepTheBound(t *testing.T) {
+	st, _, _ := owner(t)
+	b, _ := storetest.RunningSession(t, st)
+	const bound, tries = 3, 12
+	errs := make(chan error, tries)
+	for range tries {
+		go func() {
+			_, err := fileOp(t, st, b.Session.ID, bound)
+			errs <- err
+		}()
+	}
+	admitted := 0
+	for range tries {
+		err := <-errs
+		switch {
+		case err == nil:
+			admitted++
+		case errors.Is(err, store.ErrSessionFileLimit):
+		default:
+			t.Fatal(err)
+		}
+	}
+	if admitted != bound {
+		t.Fatalf("%d admitted, want the bound %d", admitted, bound)
+	}
 }

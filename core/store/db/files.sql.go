@@ -358,3 +358,17 @@ func (q *Queries) InsertFileOperation(ctx context.Context, arg InsertFileOperati
 	)
 	return i, err
 }
+
+const lockFileAdmission = `-- name: LockFileAdmission :exec
+SELECT pg_advisory_xact_lock(1651730031, hashtext(CAST($1::uuid AS text)))
+`
+
+// LockFileAdmission takes the transaction-scoped advisory lock of one
+// Session's file admission (class: the ASCII of "bsfo"; key: the hash of
+// the Session id), so that the count of its open operations and the
+// insert that follows are one step: two admissions racing cannot both
+// pass the per-Session bound. Other Sessions' admissions do not wait.
+func (q *Queries) LockFileAdmission(ctx context.Context, sessionID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, lockFileAdmission, sessionID)
+	return err
+}

@@ -5,6 +5,14 @@ INSERT INTO file_operations (id, session_id, request_id, direction, owner_epoch)
 VALUES (@id, @session_id, @request_id, @direction, @owner_epoch)
 RETURNING *;
 
+-- name: LockFileAdmission :exec
+-- LockFileAdmission takes the transaction-scoped advisory lock of one
+-- Session's file admission (class: the ASCII of "bsfo"; key: the hash of
+-- the Session id), so that the count of its open operations and the
+-- insert that follows are one step: two admissions racing cannot both
+-- pass the per-Session bound. Other Sessions' admissions do not wait.
+SELECT pg_advisory_xact_lock(1651730031, hashtext(CAST(sqlc.arg(session_id)::uuid AS text)));
+
 -- name: CountOpenFileOperations :one
 -- CountOpenFileOperations counts the Session's pending and running file
 -- operations (the per-Session bound).
