@@ -82,8 +82,9 @@ type CaptureRequest struct {
 }
 
 // CaptureResult is a Capture's outcome: the snapshot, and the source as
-// observed after it (its state as it was before the Capture when the
-// Capture completed: a running source runs again).
+// observed once the Capture is over, so Core can check that the source it
+// keeps is still the same incarnation in the state it had before (a
+// running source runs again).
 type CaptureResult struct {
 	Snapshot SnapshotIdentity
 	Source   ComputeInfo

@@ -242,7 +242,13 @@ func (p *Provider) abortCapture(ctx context.Context, c sandbox.Compute, name, op
 	defer cancel()
 	if paused && sourceID != "" {
 		if _, err := p.cli.ContainerUnpause(ctx, sourceID, client.ContainerUnpauseOptions{}); err != nil {
-			return fmt.Errorf("%w (and the source's unpause failed)", cause)
+			// A pause whose answer was lost may never have happened: the
+			// engine refuses to unpause a running container. Only a source
+			// read as not paused lets the cleanup go on.
+			src, ierr := p.cli.ContainerInspect(ctx, sourceID, client.ContainerInspectOptions{})
+			if ierr != nil || src.Container.State == nil || src.Container.State.Paused {
+				return fmt.Errorf("%w (and the source's unpause failed)", cause)
+			}
 		}
 	}
 	var ids []string

@@ -301,3 +301,53 @@ func TestAcceptanceCaptureCutShortThawsAndLeavesNothing(t *testing.T) {
 		t.Fatalf("after Kill: containers %v and volumes %v", cs, vs)
 	}
 }
+
+// TestAcceptanceCaptureRefusesForeignSnapshotNames: a foreign container
+// under the snapshot's name, or a foreign volume under one of its volume
+// names, makes Capture refuse (ErrOwnership) before it creates or pauses
+// anything, and the foreign resource is never touched.
+func TestAcceptanceCaptureRefusesForeignSnapshotNames(t *testing.T) {
+	e := newEngine(t, false)
+	ctx := context.Background()
+	ref := contracttest.NewReference()
+	info := e.create(ref)
+	first, _ := e.p.Initial(ref)
+	foreign := map[string]string{"io.example.owner": "someone"}
+
+	op := uuid.NewString()
+	cc, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: e.p.SnapshotName(ref, op), Config: &container.Config{Image: e.image, Cmd: []string{"true"}, Labels: foreign},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.cli.ContainerRemove(ctx, cc.ID, client.ContainerRemoveOptions{Force: true}) })
+	volOp := uuid.NewString()
+	vol := e.p.SnapshotName(ref, volOp) + "-home"
+	if _, err := e.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: foreign}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.cli.VolumeRemove(ctx, vol, client.VolumeRemoveOptions{Force: true}) })
+
+	beforeC, beforeV := e.owned()
+	since := time.Now()
+	for _, o := range []string{op, volOp} {
+		if _, err := e.p.Capture(ctx, sandbox.CaptureRequest{Compute: first, OperationID: o}); !errors.Is(err, errdefs.ErrOwnership) {
+			t.Fatalf("Capture under a foreign snapshot name = %v; want ErrOwnership", err)
+		}
+	}
+	if evs := pauses(e.engineEvents(info.ProviderID, since, time.Now().Add(time.Second))); len(evs) != 0 {
+		t.Fatalf("a refused Capture paused the source: %+v", evs)
+	}
+	if afterC, afterV := e.owned(); !sameSet(beforeC, afterC) || !sameSet(beforeV, afterV) {
+		t.Fatalf("a refused Capture changed the engine: containers %v -> %v, volumes %v -> %v", beforeC, afterC, beforeV, afterV)
+	}
+	e.checkSourceRunning(first.Name, info.ProviderID)
+	if c, err := e.cli.ContainerInspect(ctx, cc.ID, client.ContainerInspectOptions{}); err != nil || c.Container.Config.Labels["io.example.owner"] != "someone" {
+		t.Fatalf("the foreign container changed: %v", err)
+	}
+	if v, err := e.cli.VolumeInspect(ctx, vol, client.VolumeInspectOptions{}); err != nil || v.Volume.Labels["io.example.owner"] != "someone" {
+		t.Fatalf("the foreign volume changed: %v", err)
+	}
+	e.kill(ref)
+}
