@@ -60,6 +60,36 @@ type SuspendResult struct {
 	Source   ComputeInfo
 }
 
+// CaptureRequest captures Compute's filesystem (its home and its
+// environment) into a snapshot under a Core-persisted operation ID, like
+// SuspendRequest, but the source is kept: a running source is paused only
+// for the copy and thawed (unpaused, never cold-started) before Capture
+// returns, and a paused or stopped source is captured as it is and left as
+// it was. Fork needs this: the source Session keeps its Runtime and its
+// Turns while its children are seeded from the snapshot.
+//
+// An operation captures at most once: a repeat of a completed Capture
+// returns the same snapshot, and a repeat after an attempt of unknown
+// outcome is refused with ErrComputeUnconfirmed (never retried by the
+// adapter). ObserveOnly only observes the previous attempt (the
+// snapshot's completion record) and never starts a copy: it answers the
+// complete snapshot, ErrNotFound when the provider read that the operation
+// has no complete snapshot, or any other error when it observed nothing.
+type CaptureRequest struct {
+	Compute     Compute
+	OperationID string
+	ObserveOnly bool
+}
+
+// CaptureResult is a Capture's outcome: the snapshot, and the source as
+// observed once the Capture is over, so Core can check that the source it
+// keeps is still the same incarnation in the state it had before (a
+// running source runs again).
+type CaptureResult struct {
+	Snapshot SnapshotIdentity
+	Source   ComputeInfo
+}
+
 // ResumeRequest restores Snapshot into the Target incarnation under a
 // Core-persisted operation ID, with the deployment's Resources and a fresh
 // Runtime Bootstrap (a restored Runtime starts anew and authenticates

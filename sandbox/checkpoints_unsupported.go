@@ -38,6 +38,11 @@ func (c CheckpointsUnsupported) Suspend(context.Context, SuspendRequest) (Suspen
 	return SuspendResult{}, c.Ops.Check(OpSuspend)
 }
 
+// Capture is unsupported.
+func (c CheckpointsUnsupported) Capture(context.Context, CaptureRequest) (CaptureResult, error) {
+	return CaptureResult{}, c.Ops.Check(OpCapture)
+}
+
 // Resume is unsupported.
 func (c CheckpointsUnsupported) Resume(context.Context, ResumeRequest) (ResumeResult, error) {
 	return ResumeResult{}, c.Ops.Check(OpResume)

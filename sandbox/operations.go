@@ -20,6 +20,7 @@ const (
 	OpNewCompute        providercontract.Operation = "NewCompute"
 	OpGetCompute        providercontract.Operation = "GetCompute"
 	OpSuspend           providercontract.Operation = "Suspend"
+	OpCapture           providercontract.Operation = "Capture"
 	OpResume            providercontract.Operation = "Resume"
 	OpResumeCompute     providercontract.Operation = "ResumeCompute"
 	OpKillCompute       providercontract.Operation = "KillCompute"

@@ -91,6 +91,10 @@ type CheckpointProvider interface {
 	NewCompute(previous Compute) (Compute, error)
 	GetCompute(ctx context.Context, c Compute) (ComputeInfo, error)
 	Suspend(ctx context.Context, req SuspendRequest) (SuspendResult, error)
+	// Capture copies an incarnation's filesystem into a snapshot like
+	// Suspend but keeps the source (CaptureRequest), so a fork can seed
+	// children from a Session that goes on working.
+	Capture(ctx context.Context, req CaptureRequest) (CaptureResult, error)
 	Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error)
 	// ResumeCompute only thaws the same resident instance after an aborted
 	// pause; it never cold-starts a stopped one.

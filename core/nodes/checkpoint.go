@@ -7,6 +7,7 @@ import (
 	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/providercontract"
 )
 
 // The checkpoint operations: the declaration decides first, then the node.
@@ -48,6 +49,25 @@ func (p *Proxy) GetCompute(ctx context.Context, c sandbox.Compute) (sandbox.Comp
 func (p *Proxy) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbox.SuspendResult, error) {
 	return call(ctx, p, sandbox.OpSuspend, req.Compute.Reference,
 		request(nodewire.SuspendRequestToWire(req)), pb.NodeServiceClient.Suspend, nodewire.SuspendResultFromWire)
+}
+
+// ReasonNodeProtocolNoCapture is the reason of the UnsupportedError the
+// proxy answers Capture with: berth.sandboxnode.v1 has no Capture RPC yet
+// (step K1b of docs/files-fork-plan.md adds it).
+const ReasonNodeProtocolNoCapture providercontract.ReasonCode = "node_protocol_no_capture"
+
+// Capture is not carried by the node protocol yet, so it answers a typed
+// UnsupportedError (ReasonNodeProtocolNoCapture) after the declaration's
+// own check, and sends nothing to the node. The node's declaration still
+// decides Capture like every other checkpoint operation (the uniform rule
+// forbids deciding it alone), so a node that supports checkpoints declares
+// Capture supported while this proxy cannot forward it: no Core caller
+// uses Capture before K1b adds the RPC.
+func (p *Proxy) Capture(context.Context, sandbox.CaptureRequest) (sandbox.CaptureResult, error) {
+	if err := p.ops.Check(sandbox.OpCapture); err != nil {
+		return sandbox.CaptureResult{}, err
+	}
+	return sandbox.CaptureResult{}, &providercontract.UnsupportedError{Operation: sandbox.OpCapture, Code: ReasonNodeProtocolNoCapture}
 }
 
 // Resume forwards Resume.

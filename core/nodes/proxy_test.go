@@ -13,6 +13,7 @@ import (
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/errdefs/errdefstest"
+	"berth.dev/sandbox/providercontract"
 
 	"berth.dev/core/nodes"
 )
@@ -75,5 +76,31 @@ func TestProxyCarriesTheAllocationsGeneration(t *testing.T) {
 	errdefstest.Must(t, bare.Kill(context.Background(), sandbox.KillRequest{Reference: ref}))
 	if len(client.generations) != 2 || client.generations[1] != "3" {
 		t.Fatalf("sent generations %v, want the session's 3 last", client.generations)
+	}
+}
+
+// TestProxyAnswersCaptureUnsupported: the node protocol has no Capture RPC
+// yet (step K1b adds it), so the proxy answers Capture with a typed
+// UnsupportedError naming that, for a node that declares checkpoints and
+// one that does not (then the declaration's own reason), and sends nothing.
+func TestProxyAnswersCaptureUnsupported(t *testing.T) {
+	ref := sandbox.Reference{TenantID: uuid.NewString(), EnvironmentID: uuid.NewString(), AllocationID: uuid.NewString()}
+	resolve := func(context.Context) (*nodes.Session, error) {
+		t.Fatal("Capture resolved the node's session")
+		return nil, nil
+	}
+	p, err := nodes.NewProxy(docker.Operations(), resolve, nil)
+	errdefstest.Must(t, err)
+	req := sandbox.CaptureRequest{Compute: sandbox.Compute{Reference: ref, Generation: 1, Name: "n"}, OperationID: uuid.NewString()}
+	_, err = p.Capture(context.Background(), req)
+	if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != nodes.ReasonNodeProtocolNoCapture {
+		t.Fatalf("Capture through the proxy = %v; want UnsupportedError %s", err, nodes.ReasonNodeProtocolNoCapture)
+	}
+	const reason providercontract.ReasonCode = "no_native_checkpoint"
+	without, err := nodes.NewProxy(sandbox.WithoutCheckpoints(docker.Operations(), reason), resolve, nil)
+	errdefstest.Must(t, err)
+	_, err = without.Capture(context.Background(), req)
+	if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != reason {
+		t.Fatalf("Capture through a proxy without checkpoints = %v; want UnsupportedError %s", err, reason)
 	}
 }

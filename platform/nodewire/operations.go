@@ -21,7 +21,9 @@ const (
 // carried lists the operations the node protocol carries, one RPC each, in
 // the order of the NodeService definition. ObserveBatch, DiscoverSelection
 // and VerifyCredential are not carried: the node proxy declares them
-// unsupported itself. The protocol's own ObserveBatch RPC is not the
+// unsupported itself. Capture is not carried yet either: the node proxy
+// answers it unsupported (core/nodes), until step K1b of
+// docs/files-fork-plan.md adds its RPC. The protocol's own ObserveBatch RPC is not the
 // adapters' usage ObserveBatch but GetInfo for a page of References
 // (TargetErrorToWire): its targets' errors are GetInfo's.
 var carried = []struct {

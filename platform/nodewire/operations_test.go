@@ -17,7 +17,8 @@ func TestCarriedOperationsAgainstInventoryAndService(t *testing.T) {
 	if len(carriedOps) != 15 {
 		t.Fatalf("%d carried operations, want 15", len(carriedOps))
 	}
-	notCarried := []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential}
+	// Capture has no RPC until step K1b (docs/files-fork-plan.md).
+	notCarried := []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential, sandbox.OpCapture}
 	var all []providercontract.Operation
 	for _, c := range sandbox.Inventory() {
 		for _, op := range c.Methods {
@@ -109,7 +110,7 @@ func TestOperationsRoundTrip(t *testing.T) {
 	full := allSupported()
 	noCheckpoint := allSupported()
 	for _, op := range []providercontract.Operation{sandbox.OpInitial, sandbox.OpNewCompute, sandbox.OpGetCompute,
-		sandbox.OpSuspend, sandbox.OpResume, sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot,
+		sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpResume, sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot,
 		sandbox.OpRunCommandCompute} {
 		noCheckpoint[op] = providercontract.Unsupported("no_native_checkpoint")
 	}

@@ -32,11 +32,12 @@ const (
 	// LabelGeneration carries an incarnation's compute generation (its
 	// container and volumes).
 	LabelGeneration = "io.berth.compute-generation"
-	// LabelSnapshotOperation carries the Suspend operation id on every
-	// resource of its snapshot.
+	// LabelSnapshotOperation carries the Suspend or Capture operation id
+	// on every resource of its snapshot.
 	LabelSnapshotOperation = "io.berth.snapshot-operation"
 	// LabelSnapshotRole is "capture" on the container that receives the
-	// copy and "holder" on the one created once the copy is complete.
+	// copy, "copier" on a Capture's helper that copies (capture.go) and
+	// "holder" on the one created once the copy is complete.
 	LabelSnapshotRole = "io.berth.snapshot-role"
 	// LabelSnapshotDigest (holder only) is the SHA-256 of the copied
 	// archives, in order home then environment.
@@ -466,9 +467,19 @@ func (p *Provider) holder(ctx context.Context, ref sandbox.Reference, name strin
 	return h, nil
 }
 
-// snapshotIdentity is the identity of the snapshot whose holder is h.
+// snapshotIdentity is the identity of the snapshot whose holder is h. A
+// Suspend's Provenance carries the digest of the copied archives; a
+// Capture's names its copy method instead (LabelSnapshotCopy), since its
+// helper's copy gives no digest. Both are read back from the holder, so
+// Resume's identity check holds for either.
 func snapshotIdentity(name string, h container.InspectResponse) sandbox.SnapshotIdentity {
 	labels := labelsOf(h)
+	if method := labels[LabelSnapshotCopy]; method != "" {
+		return sandbox.SnapshotIdentity{
+			ID:         name,
+			Provenance: "docker-volumes;source-generation=" + labels[LabelSnapshotSource] + ";copy=" + method,
+		}
+	}
 	return sandbox.SnapshotIdentity{
 		ID:         name,
 		Provenance: "docker-volumes;source-generation=" + labels[LabelSnapshotSource] + ";digest=" + labels[LabelSnapshotDigest],
@@ -741,7 +752,8 @@ func (p *Provider) refuseExistingCompute(ctx context.Context, t sandbox.Compute)
 }
 
 // DeleteSnapshot removes exactly snapshot s of ref: its holder, a capture
-// container left by an incomplete attempt, and its two volumes, after
+// container or a Capture's copier left by an incomplete attempt, and its
+// two volumes, after
 // checking the ownership of each, then confirms them absent. A snapshot
 // already gone succeeds; a foreign resource under one of its names stops
 // it before any change (ErrOwnership).
@@ -757,7 +769,7 @@ func (p *Provider) DeleteSnapshot(ctx context.Context, ref sandbox.Reference, s 
 	}
 	var ids []string
 	operation := ""
-	for _, name := range []string{s.ID, s.ID + captureSuffix} {
+	for _, name := range []string{s.ID, s.ID + captureSuffix, s.ID + copierSuffix} {
 		ct, err := p.inspectContainer(ctx, name)
 		switch {
 		case errdefs.IsNotFound(err):

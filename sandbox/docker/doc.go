@@ -42,5 +42,7 @@
 //
 // The design behind the creation-absence receipt (tombstone.go), the
 // filesystem checkpoints (checkpoint.go) and the tombstones' retention
-// (engine.go) is docs/docker-receipts.md, with why each is sound.
+// (engine.go) is docs/docker-receipts.md, with why each is sound. Fork's
+// Capture, which keeps its source and copies by a helper container
+// (capture.go), is in docs/docker-adapter.md.
 package docker

@@ -110,8 +110,10 @@ func CheckpointCases() []contracttest.CheckpointCase {
 		{Operation: sandbox.OpResumeCompute, Setup: stopped, WantErr: errdefs.ErrRuntimeNotRunning, WantCalls: []string{cInspect}},
 		{Operation: sandbox.OpKillCompute, Setup: running, Fault: X, At: cRemove, WantErr: unconfirmed,
 			WantCalls: []string{cInspect, vInspect, vInspect, cRemove}},
+		// DeleteSnapshot reads the holder, the capture container and a
+		// Capture's copier, then the two volumes, then removes.
 		{Operation: sandbox.OpDeleteSnapshot, Setup: suspended, Fault: X, At: cRemove, WantErr: unconfirmed,
-			WantCalls: []string{cInspect, cInspect, vInspect, vInspect, cRemove}},
+			WantCalls: []string{cInspect, cInspect, cInspect, vInspect, vInspect, cRemove}},
 		{Operation: sandbox.OpDeleteSnapshot, Setup: running, Fault: F, WantErr: errdefs.ErrOwnership, WantCalls: []string{cInspect}},
 	}
 }
