@@ -295,6 +295,13 @@ func (a *Agent) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbo
 	})
 }
 
+// Capture forwards Capture.
+func (a *Agent) Capture(ctx context.Context, req sandbox.CaptureRequest) (sandbox.CaptureResult, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpCapture, req.Compute.Reference.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) (sandbox.CaptureResult, error) {
+		return cp.Capture(ctx, req)
+	})
+}
+
 // Resume forwards Resume.
 func (a *Agent) Resume(ctx context.Context, req sandbox.ResumeRequest) (sandbox.ResumeResult, error) {
 	return forwardCheckpoint(ctx, a, sandbox.OpResume, req.Target.Reference.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) (sandbox.ResumeResult, error) {

@@ -51,6 +51,14 @@ func (s *Server) Suspend(ctx context.Context, req *pb.SuspendRequest) (*pb.Suspe
 		agent(ctx).Suspend, nodewire.SuspendResultToWire)
 }
 
+// Capture forwards Capture: fenced, checked against the declaration and
+// answered like Suspend.
+func (s *Server) Capture(ctx context.Context, req *pb.CaptureRequest) (*pb.CaptureResponse, error) {
+	return forward(ctx, sandbox.OpCapture,
+		func() (sandbox.CaptureRequest, error) { return nodewire.CaptureRequestFromWire(req) },
+		agent(ctx).Capture, nodewire.CaptureResultToWire)
+}
+
 // Resume forwards Resume.
 func (s *Server) Resume(ctx context.Context, req *pb.ResumeRequest) (*pb.ResumeResponse, error) {
 	return forward(ctx, sandbox.OpResume,

@@ -2,7 +2,12 @@ package nodes
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
@@ -52,22 +57,50 @@ func (p *Proxy) Suspend(ctx context.Context, req sandbox.SuspendRequest) (sandbo
 }
 
 // ReasonNodeProtocolNoCapture is the reason of the UnsupportedError the
-// proxy answers Capture with: berth.sandboxnode.v1 has no Capture RPC yet
-// (step K1b of docs/files-fork-plan.md adds it).
+// proxy answers Capture with when the node agent has no Capture RPC: an
+// agent of berth.sandboxnode.v1/5 built before the RPC was added (see the
+// change log in proto/berth/sandboxnode/v1/version.go) answers gRPC's own
+// UNIMPLEMENTED.
 const ReasonNodeProtocolNoCapture providercontract.ReasonCode = "node_protocol_no_capture"
 
-// Capture is not carried by the node protocol yet, so it answers a typed
-// UnsupportedError (ReasonNodeProtocolNoCapture) after the declaration's
-// own check, and sends nothing to the node. The node's declaration still
-// decides Capture like every other checkpoint operation (the uniform rule
-// forbids deciding it alone), so a node that supports checkpoints declares
-// Capture supported while this proxy cannot forward it: no Core caller
-// uses Capture before K1b adds the RPC.
-func (p *Proxy) Capture(context.Context, sandbox.CaptureRequest) (sandbox.CaptureResult, error) {
-	if err := p.ops.Check(sandbox.OpCapture); err != nil {
-		return sandbox.CaptureResult{}, err
+// Capture forwards Capture like Suspend. The declaration decides first
+// (a node without checkpoints is refused with its own reason before
+// anything is sent). A node agent without the Capture RPC answers gRPC's
+// own UNIMPLEMENTED "unknown method" status, without a protocol error
+// code: an unknown method runs nothing, so exactly that answer is a typed
+// UnsupportedError (ReasonNodeProtocolNoCapture) and not Capture's unknown
+// outcome. Every other failure, any other UNIMPLEMENTED included, is
+// converted as for Suspend.
+func (p *Proxy) Capture(ctx context.Context, req sandbox.CaptureRequest) (sandbox.CaptureResult, error) {
+	var noRPC bool
+	send := func(c pb.NodeServiceClient, ctx context.Context, r *pb.CaptureRequest, opts ...grpc.CallOption) (*pb.CaptureResponse, error) {
+		resp, err := c.Capture(ctx, r, opts...)
+		noRPC = unknownMethod(err, "Capture")
+		return resp, err
 	}
-	return sandbox.CaptureResult{}, &providercontract.UnsupportedError{Operation: sandbox.OpCapture, Code: ReasonNodeProtocolNoCapture}
+	out, err := call(ctx, p, sandbox.OpCapture, req.Compute.Reference,
+		request(nodewire.CaptureRequestToWire(req)), send, nodewire.CaptureResultFromWire)
+	if err != nil && noRPC {
+		return sandbox.CaptureResult{}, &providercontract.UnsupportedError{Operation: sandbox.OpCapture, Code: ReasonNodeProtocolNoCapture}
+	}
+	return out, err
+}
+
+// unknownMethod reports whether err is gRPC's own answer that the server
+// has no such method: status UNIMPLEMENTED without details, whose message
+// grpc-go writes as "unknown method <method> for service <service>" (a
+// server built without the method) or "method <method> not implemented"
+// (the generated Unimplemented server's). Neither runs anything. The
+// protocol's unsupported answer carries an ErrorInfo, so it never matches,
+// and neither does any other UNIMPLEMENTED (a client's missing
+// decompressor, for one, comes after the server ran the call).
+func unknownMethod(err error, method string) bool {
+	st, ok := status.FromError(err)
+	if err == nil || !ok || st.Code() != codes.Unimplemented || len(st.Details()) != 0 {
+		return false
+	}
+	msg := st.Message()
+	return strings.HasPrefix(msg, "unknown method "+method+" ") || msg == "method "+method+" not implemented"
 }
 
 // Resume forwards Resume.

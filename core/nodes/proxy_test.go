@@ -7,11 +7,15 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
+	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/errdefs/errdefstest"
 	"berth.dev/sandbox/providercontract"
 
@@ -79,28 +83,91 @@ func TestProxyCarriesTheAllocationsGeneration(t *testing.T) {
 	}
 }
 
-// TestProxyAnswersCaptureUnsupported: the node protocol has no Capture RPC
-// yet (step K1b adds it), so the proxy answers Capture with a typed
-// UnsupportedError naming that, for a node that declares checkpoints and
-// one that does not (then the declaration's own reason), and sends nothing.
-func TestProxyAnswersCaptureUnsupported(t *testing.T) {
-	ref := sandbox.Reference{TenantID: uuid.NewString(), EnvironmentID: uuid.NewString(), AllocationID: uuid.NewString()}
-	resolve := func(context.Context) (*nodes.Session, error) {
-		t.Fatal("Capture resolved the node's session")
-		return nil, nil
+// captureClient is a node that answers Capture with err (or with a
+// capture of the request's compute) and records what the call carried.
+type captureClient struct {
+	pb.NodeServiceClient
+	err   error
+	calls []*pb.CaptureRequest
+	md    []metadata.MD
+}
+
+func (c *captureClient) Capture(ctx context.Context, req *pb.CaptureRequest, _ ...grpc.CallOption) (*pb.CaptureResponse, error) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	c.calls, c.md = append(c.calls, req), append(c.md, md)
+	if c.err != nil {
+		return nil, c.err
 	}
+	return &pb.CaptureResponse{
+		Snapshot: &pb.SnapshotIdentity{Id: "snap-" + req.GetOperationId(), Provenance: "p"},
+		Source:   &pb.ComputeInfo{Compute: req.GetCompute(), State: pb.ComputeState_COMPUTE_STATE_RUNNING},
+	}, nil
+}
+
+// TestProxyForwardsCapture: the proxy forwards Capture like Suspend (the
+// request's fields and the fencing metadata reach the node, the answer
+// comes back); a node agent without the Capture RPC (gRPC's own
+// UNIMPLEMENTED, either server form) gives a typed UnsupportedError
+// node_protocol_no_capture and not an unknown outcome, while the
+// protocol's own unsupported answer keeps the node's reason and any other
+// UNIMPLEMENTED stays Capture's unknown outcome; a declaration without
+// checkpoints refuses Capture with its own reason and sends nothing.
+func TestProxyForwardsCapture(t *testing.T) {
+	ref := sandbox.Reference{TenantID: uuid.NewString(), EnvironmentID: uuid.NewString(), AllocationID: uuid.NewString()}
+	client := &captureClient{}
+	session := &nodes.Session{Client: client, ConnectionID: uuid.NewString(), OwnerEpoch: 4, Generation: 3}
+	resolve := func(context.Context) (*nodes.Session, error) { return session, nil }
 	p, err := nodes.NewProxy(docker.Operations(), resolve, nil)
 	errdefstest.Must(t, err)
-	req := sandbox.CaptureRequest{Compute: sandbox.Compute{Reference: ref, Generation: 1, Name: "n"}, OperationID: uuid.NewString()}
-	_, err = p.Capture(context.Background(), req)
-	if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != nodes.ReasonNodeProtocolNoCapture {
-		t.Fatalf("Capture through the proxy = %v; want UnsupportedError %s", err, nodes.ReasonNodeProtocolNoCapture)
+	compute := sandbox.Compute{Reference: ref, Generation: 1, Name: "n", ID: "c1"}
+	req := sandbox.CaptureRequest{Compute: compute, OperationID: uuid.NewString(), ObserveOnly: true}
+	got, err := p.Capture(context.Background(), req)
+	errdefstest.Must(t, err)
+	if got.Snapshot.ID != "snap-"+req.OperationID || got.Source.Compute != compute || got.Source.State != sandbox.ComputeRunning {
+		t.Fatalf("Capture = %+v", got)
 	}
+	if len(client.calls) != 1 || client.calls[0].GetOperationId() != req.OperationID || !client.calls[0].GetObserveOnly() ||
+		client.calls[0].GetCompute().GetName() != "n" {
+		t.Fatalf("sent %v", client.calls)
+	}
+	md := client.md[0]
+	if md.Get(pb.MetadataProtocolVersion)[0] != pb.ProtocolVersion || md.Get(pb.MetadataConnectionID)[0] != session.ConnectionID ||
+		md.Get(pb.MetadataOwnerEpoch)[0] != "4" || md.Get(pb.MetadataGeneration)[0] != "3" {
+		t.Fatalf("fencing metadata %v", md)
+	}
+
+	for _, old := range []error{
+		status.Error(codes.Unimplemented, "unknown method Capture for service berth.sandboxnode.v1.NodeService"),
+		status.Error(codes.Unimplemented, "method Capture not implemented"),
+	} {
+		client.err = old
+		_, err = p.Capture(context.Background(), req)
+		if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != nodes.ReasonNodeProtocolNoCapture || errdefs.IsComputeUnconfirmed(err) {
+			t.Fatalf("Capture on an agent without the RPC (%v) = %v; want UnsupportedError %s", old, err, nodes.ReasonNodeProtocolNoCapture)
+		}
+	}
+	client.err = nodewire.ToStatusFor(sandbox.OpCapture, &providercontract.UnsupportedError{Operation: sandbox.OpCapture, Code: "no_native_checkpoint"})
+	if ue, ok := providercontract.AsUnsupported(func() error { _, err := p.Capture(context.Background(), req); return err }(), sandbox.OpCapture); !ok || ue.Code != "no_native_checkpoint" {
+		t.Fatalf("the node's own unsupported answer lost its reason: %v", ue)
+	}
+	for _, other := range []error{
+		status.Error(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding \"x\""),
+		status.Error(codes.Unimplemented, "unknown method Suspend for service berth.sandboxnode.v1.NodeService"),
+		status.Error(codes.Unavailable, "connection reset"),
+	} {
+		client.err = other
+		_, err = p.Capture(context.Background(), req)
+		if !errdefs.IsComputeUnconfirmed(err) || errdefs.IsUnsupported(err) {
+			t.Fatalf("Capture answered %v = %v; want its unknown outcome", other, err)
+		}
+	}
+
 	const reason providercontract.ReasonCode = "no_native_checkpoint"
+	sent := len(client.calls)
 	without, err := nodes.NewProxy(sandbox.WithoutCheckpoints(docker.Operations(), reason), resolve, nil)
 	errdefstest.Must(t, err)
 	_, err = without.Capture(context.Background(), req)
-	if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != reason {
-		t.Fatalf("Capture through a proxy without checkpoints = %v; want UnsupportedError %s", err, reason)
+	if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != reason || len(client.calls) != sent {
+		t.Fatalf("Capture through a proxy without checkpoints = %v (%d sent); want UnsupportedError %s, nothing sent", err, len(client.calls)-sent, reason)
 	}
 }

@@ -198,6 +198,62 @@ func SuspendResultFromWire(m *pb.SuspendResponse) (sandbox.SuspendResult, error)
 	return sandbox.SuspendResult{Snapshot: s, Source: src}, nil
 }
 
+// CaptureRequestToWire converts req.
+func CaptureRequestToWire(req sandbox.CaptureRequest) *pb.CaptureRequest {
+	return &pb.CaptureRequest{
+		Compute:     ComputeToWire(req.Compute),
+		OperationId: req.OperationID,
+		ObserveOnly: req.ObserveOnly,
+	}
+}
+
+// CaptureRequestFromWire converts and validates a CaptureRequest (paths
+// "compute.*", "operation_id"). The operation id is required.
+func CaptureRequestFromWire(m *pb.CaptureRequest) (sandbox.CaptureRequest, error) {
+	if m == nil {
+		return sandbox.CaptureRequest{}, required(pathRequest)
+	}
+	c, err := computeFromWire("compute", m.GetCompute())
+	if err != nil {
+		return sandbox.CaptureRequest{}, err
+	}
+	if m.GetOperationId() == "" {
+		return sandbox.CaptureRequest{}, required("operation_id")
+	}
+	return sandbox.CaptureRequest{Compute: c, OperationID: m.GetOperationId(), ObserveOnly: m.GetObserveOnly()}, nil
+}
+
+// CaptureResultToWire converts a Capture's outcome into the
+// CaptureResponse. A snapshot without id or an invalid source fails with
+// ErrContract.
+func CaptureResultToWire(r sandbox.CaptureResult) (*pb.CaptureResponse, error) {
+	if r.Snapshot.ID == "" {
+		return nil, badResult("snapshot.id")
+	}
+	src, err := computeInfoToWire("source", r.Source)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CaptureResponse{Snapshot: SnapshotToWire(r.Snapshot), Source: src}, nil
+}
+
+// CaptureResultFromWire converts and validates a CaptureResponse (paths
+// "snapshot.*", "source.*"). Both are required.
+func CaptureResultFromWire(m *pb.CaptureResponse) (sandbox.CaptureResult, error) {
+	if m == nil {
+		return sandbox.CaptureResult{}, required(pathResponse)
+	}
+	s, err := snapshotFromWire("snapshot", m.GetSnapshot())
+	if err != nil {
+		return sandbox.CaptureResult{}, err
+	}
+	src, err := computeInfoFromWire("source", m.GetSource())
+	if err != nil {
+		return sandbox.CaptureResult{}, err
+	}
+	return sandbox.CaptureResult{Snapshot: s, Source: src}, nil
+}
+
 // ResumeRequestToWire converts req.
 func ResumeRequestToWire(req sandbox.ResumeRequest) (*pb.ResumeRequest, error) {
 	m := &pb.ResumeRequest{

@@ -20,10 +20,10 @@
 //   - ToWire of a request value that needs narrowing (Bootstrap, Command,
 //     CreateRequest) validates it and fails with class ErrInvalid, so nothing
 //     invalid leaves the caller. The other request values (Reference,
-//     Resources, Compute, SnapshotIdentity, the Suspend, Resume and
+//     Resources, Compute, SnapshotIdentity, the Suspend, Capture, Resume and
 //     NewCompute requests) convert totally; the receiver validates them.
 //   - ToWire of a result (Info, CommandResult, Observation, ComputeInfo,
-//     SuspendResult, ResumeResult, the declaration) fails with class
+//     SuspendResult, CaptureResult, ResumeResult, the declaration) fails with class
 //     errdefs.ErrContract when the provider's value breaks the contract or
 //     cannot be represented. Whatever a result ToWire accepts, the matching
 //     FromWire accepts and returns unchanged.

@@ -21,9 +21,7 @@ const (
 // carried lists the operations the node protocol carries, one RPC each, in
 // the order of the NodeService definition. ObserveBatch, DiscoverSelection
 // and VerifyCredential are not carried: the node proxy declares them
-// unsupported itself. Capture is not carried yet either: the node proxy
-// answers it unsupported (core/nodes), until step K1b of
-// docs/files-fork-plan.md adds its RPC. The protocol's own ObserveBatch RPC is not the
+// unsupported itself. The protocol's own ObserveBatch RPC is not the
 // adapters' usage ObserveBatch but GetInfo for a page of References
 // (TargetErrorToWire): its targets' errors are GetInfo's.
 var carried = []struct {
@@ -43,6 +41,8 @@ var carried = []struct {
 	{sandbox.OpNewCompute, kindRead},
 	{sandbox.OpGetCompute, kindRead},
 	{sandbox.OpSuspend, kindMutation},
+	// Capture keeps its source but pauses it and writes a snapshot.
+	{sandbox.OpCapture, kindMutation},
 	{sandbox.OpResume, kindMutation},
 	{sandbox.OpResumeCompute, kindMutation},
 	{sandbox.OpKillCompute, kindMutation},
@@ -58,7 +58,7 @@ var kinds = func() map[providercontract.Operation]kind {
 	return m
 }()
 
-// CarriedOperations returns the 15 operations the node protocol carries,
+// CarriedOperations returns the 16 operations the node protocol carries,
 // in the order of the NodeService definition. The caller may change the
 // returned slice.
 func CarriedOperations() []providercontract.Operation {
@@ -70,7 +70,7 @@ func CarriedOperations() []providercontract.Operation {
 }
 
 // IsMutation reports whether op is a carried operation that may change
-// compute or snapshots: Create, Renew, Kill, Suspend, Resume,
+// compute or snapshots: Create, Renew, Kill, Suspend, Capture, Resume,
 // ResumeCompute, KillCompute and DeleteSnapshot.
 func IsMutation(op providercontract.Operation) bool { return kinds[op] == kindMutation }
 

@@ -14,11 +14,10 @@ import (
 
 func TestCarriedOperationsAgainstInventoryAndService(t *testing.T) {
 	carriedOps := CarriedOperations()
-	if len(carriedOps) != 15 {
-		t.Fatalf("%d carried operations, want 15", len(carriedOps))
+	if len(carriedOps) != 16 {
+		t.Fatalf("%d carried operations, want 16", len(carriedOps))
 	}
-	// Capture has no RPC until step K1b (docs/files-fork-plan.md).
-	notCarried := []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential, sandbox.OpCapture}
+	notCarried := []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential}
 	var all []providercontract.Operation
 	for _, c := range sandbox.Inventory() {
 		for _, op := range c.Methods {
@@ -68,7 +67,7 @@ func TestCarriedOperationsAgainstInventoryAndService(t *testing.T) {
 
 	// The classification the protocol's recovery rules rely on.
 	for _, op := range []providercontract.Operation{sandbox.OpCreate, sandbox.OpRenew, sandbox.OpKill, sandbox.OpSuspend,
-		sandbox.OpResume, sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot} {
+		sandbox.OpCapture, sandbox.OpResume, sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot} {
 		if !IsMutation(op) || !errdefs.IsComputeUnconfirmed(UnknownOutcome(op)) {
 			t.Errorf("%s is not a mutation", op)
 		}

@@ -457,6 +457,10 @@ func TestCheckpointValues(t *testing.T) {
 	wantField(t, err, "operation_id")
 	_, err = SuspendRequestFromWire(&pb.SuspendRequest{OperationId: "op"})
 	wantField(t, err, "compute")
+	_, err = CaptureRequestFromWire(&pb.CaptureRequest{Compute: cm})
+	wantField(t, err, "operation_id")
+	_, err = CaptureRequestFromWire(&pb.CaptureRequest{OperationId: "op"})
+	wantField(t, err, "compute")
 	_, err = ResumeRequestFromWire(&pb.ResumeRequest{Snapshot: &pb.SnapshotIdentity{Id: "s"}, OperationId: "op"})
 	wantField(t, err, "target")
 	_, err = ResumeRequestFromWire(&pb.ResumeRequest{Snapshot: &pb.SnapshotIdentity{Id: "s"}, Target: cm})
@@ -465,6 +469,7 @@ func TestCheckpointValues(t *testing.T) {
 	wantField(t, err, "snapshot")
 	for _, f := range []func() error{
 		func() error { _, err := SuspendRequestFromWire(nil); return err },
+		func() error { _, err := CaptureRequestFromWire(nil); return err },
 		func() error { _, err := ResumeRequestFromWire(nil); return err },
 		func() error { _, err := NewComputeRequestFromWire(nil); return err },
 	} {
@@ -476,16 +481,24 @@ func TestCheckpointValues(t *testing.T) {
 	wantField(t, err, "source")
 	_, err = SuspendResultFromWire(&pb.SuspendResponse{Snapshot: &pb.SnapshotIdentity{Id: "s"}, Source: &pb.ComputeInfo{Compute: cm}})
 	wantField(t, err, "source.state")
+	_, err = CaptureResultFromWire(&pb.CaptureResponse{Snapshot: &pb.SnapshotIdentity{Id: "s"}})
+	wantField(t, err, "source")
+	_, err = CaptureResultFromWire(&pb.CaptureResponse{Source: &pb.ComputeInfo{Compute: cm, State: pb.ComputeState_COMPUTE_STATE_RUNNING}})
+	wantField(t, err, "snapshot")
 	_, err = ResumeResultFromWire(&pb.ResumeResponse{Compute: &pb.ComputeInfo{State: pb.ComputeState_COMPUTE_STATE_PAUSED}})
 	wantField(t, err, "compute.compute")
 	for _, f := range []func() error{
 		func() error { _, err := SuspendResultFromWire(nil); return err },
+		func() error { _, err := CaptureResultFromWire(nil); return err },
 		func() error { _, err := ResumeResultFromWire(nil); return err },
 	} {
 		wantField(t, f(), "response")
 	}
 	if _, err := SuspendResultToWire(sandbox.SuspendResult{Source: g.computeInfo()}); !errdefs.IsContract(err) {
 		t.Fatalf("suspend result without snapshot id: %v", err)
+	}
+	if _, err := CaptureResultToWire(sandbox.CaptureResult{Source: g.computeInfo()}); !errdefs.IsContract(err) {
+		t.Fatalf("capture result without snapshot id: %v", err)
 	}
 	if _, err := ResumeResultToWire(sandbox.ResumeResult{}); !errdefs.IsContract(err) {
 		t.Fatalf("empty resume result: %v", err)
@@ -518,6 +531,20 @@ func TestCheckpointValues(t *testing.T) {
 		}
 		gotSRes, err := SuspendResultFromWire(wire(t, sm))
 		if err != nil || gotSRes != sres {
+			return false
+		}
+		creq := sandbox.CaptureRequest{Compute: g.compute(), OperationID: g.uuid(), ObserveOnly: g.r.Intn(2) == 0}
+		gotCReq, err := CaptureRequestFromWire(wire(t, CaptureRequestToWire(creq)))
+		if err != nil || gotCReq != creq {
+			return false
+		}
+		cres := sandbox.CaptureResult{Snapshot: s, Source: g.computeInfo()}
+		capm, err := CaptureResultToWire(cres)
+		if err != nil {
+			return false
+		}
+		gotCRes, err := CaptureResultFromWire(wire(t, capm))
+		if err != nil || gotCRes != cres {
 			return false
 		}
 		rreq := sandbox.ResumeRequest{Snapshot: s, Target: g.compute(), OperationID: g.uuid(), ObserveOnly: g.r.Intn(2) == 0}

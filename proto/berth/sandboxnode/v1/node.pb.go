@@ -2982,6 +2982,125 @@ func (x *SuspendResponse) GetSource() *ComputeInfo {
 	return nil
 }
 
+// CaptureRequest captures an incarnation and keeps it.
+type CaptureRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute to capture.
+	Compute *Compute `protobuf:"bytes,1,opt,name=compute,proto3" json:"compute,omitempty"`
+	// operation_id is Core's persisted operation id.
+	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// observe_only observes the previous attempt without a new capture.
+	ObserveOnly   bool `protobuf:"varint,3,opt,name=observe_only,json=observeOnly,proto3" json:"observe_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureRequest) Reset() {
+	*x = CaptureRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureRequest) ProtoMessage() {}
+
+func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
+func (*CaptureRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *CaptureRequest) GetCompute() *Compute {
+	if x != nil {
+		return x.Compute
+	}
+	return nil
+}
+
+func (x *CaptureRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *CaptureRequest) GetObserveOnly() bool {
+	if x != nil {
+		return x.ObserveOnly
+	}
+	return false
+}
+
+// CaptureResponse carries the capture.
+type CaptureResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot captured.
+	Snapshot *SnapshotIdentity `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// source observed after the capture (kept, not removed).
+	Source        *ComputeInfo `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureResponse) Reset() {
+	*x = CaptureResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureResponse) ProtoMessage() {}
+
+func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureResponse.ProtoReflect.Descriptor instead.
+func (*CaptureResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *CaptureResponse) GetSnapshot() *SnapshotIdentity {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *CaptureResponse) GetSource() *ComputeInfo {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
 // ResumeRequest restores a snapshot.
 type ResumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3007,7 +3126,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3138,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3151,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ResumeRequest) GetSnapshot() *SnapshotIdentity {
@@ -3095,7 +3214,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3226,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3239,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ResumeResponse) GetCompute() *ComputeInfo {
@@ -3141,7 +3260,7 @@ type ResumeComputeRequest struct {
 
 func (x *ResumeComputeRequest) Reset() {
 	*x = ResumeComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3272,7 @@ func (x *ResumeComputeRequest) String() string {
 func (*ResumeComputeRequest) ProtoMessage() {}
 
 func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3285,7 @@ func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ResumeComputeRequest) GetCompute() *Compute {
@@ -3187,7 +3306,7 @@ type ResumeComputeResponse struct {
 
 func (x *ResumeComputeResponse) Reset() {
 	*x = ResumeComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3318,7 @@ func (x *ResumeComputeResponse) String() string {
 func (*ResumeComputeResponse) ProtoMessage() {}
 
 func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3331,7 @@ func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ResumeComputeResponse) GetInfo() *ComputeInfo {
@@ -3233,7 +3352,7 @@ type KillComputeRequest struct {
 
 func (x *KillComputeRequest) Reset() {
 	*x = KillComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3364,7 @@ func (x *KillComputeRequest) String() string {
 func (*KillComputeRequest) ProtoMessage() {}
 
 func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3377,7 @@ func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeRequest.ProtoReflect.Descriptor instead.
 func (*KillComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *KillComputeRequest) GetCompute() *Compute {
@@ -3277,7 +3396,7 @@ type KillComputeResponse struct {
 
 func (x *KillComputeResponse) Reset() {
 	*x = KillComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3408,7 @@ func (x *KillComputeResponse) String() string {
 func (*KillComputeResponse) ProtoMessage() {}
 
 func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3421,7 @@ func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeResponse.ProtoReflect.Descriptor instead.
 func (*KillComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{53}
 }
 
 // DeleteSnapshotRequest deletes a snapshot.
@@ -3318,7 +3437,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3449,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3462,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{52}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteSnapshotRequest) GetReference() *Reference {
@@ -3369,7 +3488,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3500,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3513,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{53}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{55}
 }
 
 // RunCommandComputeRequest runs a command in one incarnation.
@@ -3410,7 +3529,7 @@ type RunCommandComputeRequest struct {
 
 func (x *RunCommandComputeRequest) Reset() {
 	*x = RunCommandComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3541,7 @@ func (x *RunCommandComputeRequest) String() string {
 func (*RunCommandComputeRequest) ProtoMessage() {}
 
 func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3554,7 @@ func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{54}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RunCommandComputeRequest) GetCompute() *Compute {
@@ -3463,7 +3582,7 @@ type RunCommandComputeResponse struct {
 
 func (x *RunCommandComputeResponse) Reset() {
 	*x = RunCommandComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3594,7 @@ func (x *RunCommandComputeResponse) String() string {
 func (*RunCommandComputeResponse) ProtoMessage() {}
 
 func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3607,7 @@ func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{55}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RunCommandComputeResponse) GetResult() *CommandResult {
@@ -3695,6 +3814,13 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\fobserve_only\x18\x03 \x01(\bR\vobserveOnly\"\x90\x01\n" +
 	"\x0fSuspendResponse\x12B\n" +
 	"\bsnapshot\x18\x01 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\x129\n" +
+	"\x06source\x18\x02 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\x06source\"\x8f\x01\n" +
+	"\x0eCaptureRequest\x127\n" +
+	"\acompute\x18\x01 \x01(\v2\x1d.berth.sandboxnode.v1.ComputeR\acompute\x12!\n" +
+	"\foperation_id\x18\x02 \x01(\tR\voperationId\x12!\n" +
+	"\fobserve_only\x18\x03 \x01(\bR\vobserveOnly\"\x90\x01\n" +
+	"\x0fCaptureResponse\x12B\n" +
+	"\bsnapshot\x18\x01 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\x129\n" +
 	"\x06source\x18\x02 \x01(\v2!.berth.sandboxnode.v1.ComputeInfoR\x06source\"\xee\x02\n" +
 	"\rResumeRequest\x12B\n" +
 	"\bsnapshot\x18\x01 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\x125\n" +
@@ -3734,7 +3860,7 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x14COMPUTE_STATE_ABSENT\x10\x01\x12\x19\n" +
 	"\x15COMPUTE_STATE_RUNNING\x10\x02\x12\x18\n" +
 	"\x14COMPUTE_STATE_PAUSED\x10\x03\x12\x19\n" +
-	"\x15COMPUTE_STATE_STOPPED\x10\x042\x92\x0e\n" +
+	"\x15COMPUTE_STATE_STOPPED\x10\x042\xea\x0e\n" +
 	"\vNodeService\x12P\n" +
 	"\x05Hello\x12\".berth.sandboxnode.v1.HelloRequest\x1a#.berth.sandboxnode.v1.HelloResponse\x12X\n" +
 	"\aConnect\x12$.berth.sandboxnode.v1.ConnectRequest\x1a%.berth.sandboxnode.v1.ConnectResponse0\x01\x12q\n" +
@@ -3752,7 +3878,8 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"NewCompute\x12'.berth.sandboxnode.v1.NewComputeRequest\x1a(.berth.sandboxnode.v1.NewComputeResponse\x12_\n" +
 	"\n" +
 	"GetCompute\x12'.berth.sandboxnode.v1.GetComputeRequest\x1a(.berth.sandboxnode.v1.GetComputeResponse\x12V\n" +
-	"\aSuspend\x12$.berth.sandboxnode.v1.SuspendRequest\x1a%.berth.sandboxnode.v1.SuspendResponse\x12S\n" +
+	"\aSuspend\x12$.berth.sandboxnode.v1.SuspendRequest\x1a%.berth.sandboxnode.v1.SuspendResponse\x12V\n" +
+	"\aCapture\x12$.berth.sandboxnode.v1.CaptureRequest\x1a%.berth.sandboxnode.v1.CaptureResponse\x12S\n" +
 	"\x06Resume\x12#.berth.sandboxnode.v1.ResumeRequest\x1a$.berth.sandboxnode.v1.ResumeResponse\x12h\n" +
 	"\rResumeCompute\x12*.berth.sandboxnode.v1.ResumeComputeRequest\x1a+.berth.sandboxnode.v1.ResumeComputeResponse\x12b\n" +
 	"\vKillCompute\x12(.berth.sandboxnode.v1.KillComputeRequest\x1a).berth.sandboxnode.v1.KillComputeResponse\x12k\n" +
@@ -3772,7 +3899,7 @@ func file_berth_sandboxnode_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_sandboxnode_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(State)(0),                        // 0: berth.sandboxnode.v1.State
 	(ComputeState)(0),                 // 1: berth.sandboxnode.v1.ComputeState
@@ -3822,18 +3949,20 @@ var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(*GetComputeResponse)(nil),        // 45: berth.sandboxnode.v1.GetComputeResponse
 	(*SuspendRequest)(nil),            // 46: berth.sandboxnode.v1.SuspendRequest
 	(*SuspendResponse)(nil),           // 47: berth.sandboxnode.v1.SuspendResponse
-	(*ResumeRequest)(nil),             // 48: berth.sandboxnode.v1.ResumeRequest
-	(*ResumeResponse)(nil),            // 49: berth.sandboxnode.v1.ResumeResponse
-	(*ResumeComputeRequest)(nil),      // 50: berth.sandboxnode.v1.ResumeComputeRequest
-	(*ResumeComputeResponse)(nil),     // 51: berth.sandboxnode.v1.ResumeComputeResponse
-	(*KillComputeRequest)(nil),        // 52: berth.sandboxnode.v1.KillComputeRequest
-	(*KillComputeResponse)(nil),       // 53: berth.sandboxnode.v1.KillComputeResponse
-	(*DeleteSnapshotRequest)(nil),     // 54: berth.sandboxnode.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),    // 55: berth.sandboxnode.v1.DeleteSnapshotResponse
-	(*RunCommandComputeRequest)(nil),  // 56: berth.sandboxnode.v1.RunCommandComputeRequest
-	(*RunCommandComputeResponse)(nil), // 57: berth.sandboxnode.v1.RunCommandComputeResponse
-	nil,                               // 58: berth.sandboxnode.v1.TargetError.MetadataEntry
-	(*timestamppb.Timestamp)(nil),     // 59: google.protobuf.Timestamp
+	(*CaptureRequest)(nil),            // 48: berth.sandboxnode.v1.CaptureRequest
+	(*CaptureResponse)(nil),           // 49: berth.sandboxnode.v1.CaptureResponse
+	(*ResumeRequest)(nil),             // 50: berth.sandboxnode.v1.ResumeRequest
+	(*ResumeResponse)(nil),            // 51: berth.sandboxnode.v1.ResumeResponse
+	(*ResumeComputeRequest)(nil),      // 52: berth.sandboxnode.v1.ResumeComputeRequest
+	(*ResumeComputeResponse)(nil),     // 53: berth.sandboxnode.v1.ResumeComputeResponse
+	(*KillComputeRequest)(nil),        // 54: berth.sandboxnode.v1.KillComputeRequest
+	(*KillComputeResponse)(nil),       // 55: berth.sandboxnode.v1.KillComputeResponse
+	(*DeleteSnapshotRequest)(nil),     // 56: berth.sandboxnode.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),    // 57: berth.sandboxnode.v1.DeleteSnapshotResponse
+	(*RunCommandComputeRequest)(nil),  // 58: berth.sandboxnode.v1.RunCommandComputeRequest
+	(*RunCommandComputeResponse)(nil), // 59: berth.sandboxnode.v1.RunCommandComputeResponse
+	nil,                               // 60: berth.sandboxnode.v1.TargetError.MetadataEntry
+	(*timestamppb.Timestamp)(nil),     // 61: google.protobuf.Timestamp
 }
 var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	9,  // 0: berth.sandboxnode.v1.HelloResponse.operations:type_name -> berth.sandboxnode.v1.OperationDecision
@@ -3845,14 +3974,14 @@ var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	10, // 6: berth.sandboxnode.v1.GenerationStatus.readiness:type_name -> berth.sandboxnode.v1.Readiness
 	4,  // 7: berth.sandboxnode.v1.ServeGenerationsRequest.generations:type_name -> berth.sandboxnode.v1.Generation
 	6,  // 8: berth.sandboxnode.v1.ServeGenerationsResponse.generations:type_name -> berth.sandboxnode.v1.GenerationStatus
-	59, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
-	59, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
+	61, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
+	61, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
 	10, // 11: berth.sandboxnode.v1.ConnectResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
 	11, // 12: berth.sandboxnode.v1.ConnectResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
 	10, // 13: berth.sandboxnode.v1.ConnectResponse.generations:type_name -> berth.sandboxnode.v1.Readiness
 	14, // 14: berth.sandboxnode.v1.Info.reference:type_name -> berth.sandboxnode.v1.Reference
 	0,  // 15: berth.sandboxnode.v1.Info.state:type_name -> berth.sandboxnode.v1.State
-	59, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
+	61, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
 	14, // 17: berth.sandboxnode.v1.CreateRequest.reference:type_name -> berth.sandboxnode.v1.Reference
 	16, // 18: berth.sandboxnode.v1.CreateRequest.resources:type_name -> berth.sandboxnode.v1.Resources
 	17, // 19: berth.sandboxnode.v1.CreateRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
@@ -3864,7 +3993,7 @@ var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	25, // 25: berth.sandboxnode.v1.ObserveBatchResponse.results:type_name -> berth.sandboxnode.v1.ObserveBatchResult
 	15, // 26: berth.sandboxnode.v1.ObserveBatchResult.info:type_name -> berth.sandboxnode.v1.Info
 	26, // 27: berth.sandboxnode.v1.ObserveBatchResult.error:type_name -> berth.sandboxnode.v1.TargetError
-	58, // 28: berth.sandboxnode.v1.TargetError.metadata:type_name -> berth.sandboxnode.v1.TargetError.MetadataEntry
+	60, // 28: berth.sandboxnode.v1.TargetError.metadata:type_name -> berth.sandboxnode.v1.TargetError.MetadataEntry
 	14, // 29: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
 	15, // 30: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
 	14, // 31: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
@@ -3885,62 +4014,67 @@ var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	37, // 46: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
 	39, // 47: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
 	38, // 48: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
-	39, // 49: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	37, // 50: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
-	16, // 51: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
-	17, // 52: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
-	38, // 53: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
-	37, // 54: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	38, // 55: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	37, // 56: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	14, // 57: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	39, // 58: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	37, // 59: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	31, // 60: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
-	32, // 61: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	2,  // 62: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
-	12, // 63: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
-	7,  // 64: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
-	18, // 65: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
-	21, // 66: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
-	27, // 67: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
-	29, // 68: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
-	33, // 69: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
-	35, // 70: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
-	23, // 71: berth.sandboxnode.v1.NodeService.ObserveBatch:input_type -> berth.sandboxnode.v1.ObserveBatchRequest
-	40, // 72: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
-	42, // 73: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
-	44, // 74: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
-	46, // 75: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
-	48, // 76: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
-	50, // 77: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
-	52, // 78: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
-	54, // 79: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
-	56, // 80: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
-	3,  // 81: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
-	13, // 82: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
-	8,  // 83: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
-	19, // 84: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
-	22, // 85: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
-	28, // 86: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
-	30, // 87: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
-	34, // 88: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
-	36, // 89: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
-	24, // 90: berth.sandboxnode.v1.NodeService.ObserveBatch:output_type -> berth.sandboxnode.v1.ObserveBatchResponse
-	41, // 91: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
-	43, // 92: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
-	45, // 93: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
-	47, // 94: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
-	49, // 95: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
-	51, // 96: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
-	53, // 97: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
-	55, // 98: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
-	57, // 99: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
-	81, // [81:100] is the sub-list for method output_type
-	62, // [62:81] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	37, // 49: berth.sandboxnode.v1.CaptureRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	39, // 50: berth.sandboxnode.v1.CaptureResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	38, // 51: berth.sandboxnode.v1.CaptureResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
+	39, // 52: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	37, // 53: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
+	16, // 54: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
+	17, // 55: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
+	38, // 56: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
+	37, // 57: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	38, // 58: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	37, // 59: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	14, // 60: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	39, // 61: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	37, // 62: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	31, // 63: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
+	32, // 64: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	2,  // 65: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
+	12, // 66: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
+	7,  // 67: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
+	18, // 68: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
+	21, // 69: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
+	27, // 70: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
+	29, // 71: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
+	33, // 72: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
+	35, // 73: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
+	23, // 74: berth.sandboxnode.v1.NodeService.ObserveBatch:input_type -> berth.sandboxnode.v1.ObserveBatchRequest
+	40, // 75: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
+	42, // 76: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
+	44, // 77: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
+	46, // 78: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
+	48, // 79: berth.sandboxnode.v1.NodeService.Capture:input_type -> berth.sandboxnode.v1.CaptureRequest
+	50, // 80: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
+	52, // 81: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
+	54, // 82: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
+	56, // 83: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
+	58, // 84: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
+	3,  // 85: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
+	13, // 86: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
+	8,  // 87: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
+	19, // 88: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
+	22, // 89: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
+	28, // 90: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
+	30, // 91: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
+	34, // 92: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
+	36, // 93: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
+	24, // 94: berth.sandboxnode.v1.NodeService.ObserveBatch:output_type -> berth.sandboxnode.v1.ObserveBatchResponse
+	41, // 95: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
+	43, // 96: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
+	45, // 97: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
+	47, // 98: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
+	49, // 99: berth.sandboxnode.v1.NodeService.Capture:output_type -> berth.sandboxnode.v1.CaptureResponse
+	51, // 100: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
+	53, // 101: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
+	55, // 102: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
+	57, // 103: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
+	59, // 104: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
+	85, // [85:105] is the sub-list for method output_type
+	65, // [65:85] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_berth_sandboxnode_v1_node_proto_init() }
@@ -3954,7 +4088,7 @@ func file_berth_sandboxnode_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_sandboxnode_v1_node_proto_rawDesc), len(file_berth_sandboxnode_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   57,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

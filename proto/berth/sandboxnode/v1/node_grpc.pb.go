@@ -46,6 +46,7 @@ const (
 	NodeService_NewCompute_FullMethodName        = "/berth.sandboxnode.v1.NodeService/NewCompute"
 	NodeService_GetCompute_FullMethodName        = "/berth.sandboxnode.v1.NodeService/GetCompute"
 	NodeService_Suspend_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Suspend"
+	NodeService_Capture_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Capture"
 	NodeService_Resume_FullMethodName            = "/berth.sandboxnode.v1.NodeService/Resume"
 	NodeService_ResumeCompute_FullMethodName     = "/berth.sandboxnode.v1.NodeService/ResumeCompute"
 	NodeService_KillCompute_FullMethodName       = "/berth.sandboxnode.v1.NodeService/KillCompute"
@@ -102,6 +103,13 @@ type NodeServiceClient interface {
 	NewCompute(ctx context.Context, in *NewComputeRequest, opts ...grpc.CallOption) (*NewComputeResponse, error)
 	GetCompute(ctx context.Context, in *GetComputeRequest, opts ...grpc.CallOption) (*GetComputeResponse, error)
 	Suspend(ctx context.Context, in *SuspendRequest, opts ...grpc.CallOption) (*SuspendResponse, error)
+	// Capture is Suspend that keeps its source: the incarnation is paused
+	// only for the copy and left as it was found (running, paused or
+	// stopped). A node agent of berth.sandboxnode.v1/5 built before Capture
+	// answers gRPC's own UNIMPLEMENTED; Core treats that as Capture
+	// unsupported (reason node_protocol_no_capture) and never as an unknown
+	// outcome, since an unknown method runs nothing.
+	Capture(ctx context.Context, in *CaptureRequest, opts ...grpc.CallOption) (*CaptureResponse, error)
 	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error)
 	ResumeCompute(ctx context.Context, in *ResumeComputeRequest, opts ...grpc.CallOption) (*ResumeComputeResponse, error)
 	KillCompute(ctx context.Context, in *KillComputeRequest, opts ...grpc.CallOption) (*KillComputeResponse, error)
@@ -266,6 +274,16 @@ func (c *nodeServiceClient) Suspend(ctx context.Context, in *SuspendRequest, opt
 	return out, nil
 }
 
+func (c *nodeServiceClient) Capture(ctx context.Context, in *CaptureRequest, opts ...grpc.CallOption) (*CaptureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CaptureResponse)
+	err := c.cc.Invoke(ctx, NodeService_Capture_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *nodeServiceClient) Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResumeResponse)
@@ -365,6 +383,13 @@ type NodeServiceServer interface {
 	NewCompute(context.Context, *NewComputeRequest) (*NewComputeResponse, error)
 	GetCompute(context.Context, *GetComputeRequest) (*GetComputeResponse, error)
 	Suspend(context.Context, *SuspendRequest) (*SuspendResponse, error)
+	// Capture is Suspend that keeps its source: the incarnation is paused
+	// only for the copy and left as it was found (running, paused or
+	// stopped). A node agent of berth.sandboxnode.v1/5 built before Capture
+	// answers gRPC's own UNIMPLEMENTED; Core treats that as Capture
+	// unsupported (reason node_protocol_no_capture) and never as an unknown
+	// outcome, since an unknown method runs nothing.
+	Capture(context.Context, *CaptureRequest) (*CaptureResponse, error)
 	Resume(context.Context, *ResumeRequest) (*ResumeResponse, error)
 	ResumeCompute(context.Context, *ResumeComputeRequest) (*ResumeComputeResponse, error)
 	KillCompute(context.Context, *KillComputeRequest) (*KillComputeResponse, error)
@@ -421,6 +446,9 @@ func (UnimplementedNodeServiceServer) GetCompute(context.Context, *GetComputeReq
 }
 func (UnimplementedNodeServiceServer) Suspend(context.Context, *SuspendRequest) (*SuspendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Suspend not implemented")
+}
+func (UnimplementedNodeServiceServer) Capture(context.Context, *CaptureRequest) (*CaptureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Capture not implemented")
 }
 func (UnimplementedNodeServiceServer) Resume(context.Context, *ResumeRequest) (*ResumeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Resume not implemented")
@@ -703,6 +731,24 @@ func _NodeService_Suspend_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_Capture_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CaptureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Capture(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Capture_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Capture(ctx, req.(*CaptureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _NodeService_Resume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResumeRequest)
 	if err := dec(in); err != nil {
@@ -851,6 +897,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Suspend",
 			Handler:    _NodeService_Suspend_Handler,
+		},
+		{
+			MethodName: "Capture",
+			Handler:    _NodeService_Capture_Handler,
 		},
 		{
 			MethodName: "Resume",

@@ -3,8 +3,18 @@ package sandboxnodev1
 // ProtocolVersion is the exact node protocol version. Core and a node agent
 // talk only when both carry the same string; there is no negotiation.
 //
-// Change log (newest first; bump on every wire-visible change):
+// Change log (newest first; bump on every wire-visible change, except an
+// addition under the rule of proto/doc.go, recorded here without a bump):
 //
+//	berth.sandboxnode.v1/5, addition: the Capture RPC (CaptureRequest,
+//	  CaptureResponse: Suspend that keeps its source), fenced like Suspend.
+//	  The version stays: a node agent of v1/5 without it answers gRPC's own
+//	  UNIMPLEMENTED at once (an unknown method runs nothing), and Core's
+//	  proxy turns exactly that answer to Capture into Capture unsupported,
+//	  reason node_protocol_no_capture, so such an agent is refused cleanly
+//	  while every other call keeps working; a bump would instead stop
+//	  every running v1/5 agent for good. Core of v1/5 without it never
+//	  calls Capture.
 //	berth.sandboxnode.v1/5: ObserveBatch, GetInfo for up to 64 References
 //	  in one call with per-target errors (Core observes a node's running
 //	  allocations a page per call instead of one call each).
