@@ -241,6 +241,7 @@ func TestMalformedCheckpointsAnsweredBeforeTheAdapter(t *testing.T) {
 	engine.ResetCalls()
 	calls := map[string]func() error{
 		"Suspend":        func() error { _, err := client.Suspend(ctx, &pb.SuspendRequest{}); return err },
+		"Capture":        func() error { _, err := client.Capture(ctx, &pb.CaptureRequest{}); return err },
 		"Resume":         func() error { _, err := client.Resume(ctx, &pb.ResumeRequest{}); return err },
 		"GetCompute":     func() error { _, err := client.GetCompute(ctx, &pb.GetComputeRequest{}); return err },
 		"KillCompute":    func() error { _, err := client.KillCompute(ctx, &pb.KillComputeRequest{}); return err },
