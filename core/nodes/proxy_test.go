@@ -3,13 +3,17 @@ package nodes_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 
 	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
@@ -170,4 +174,53 @@ func TestProxyForwardsCapture(t *testing.T) {
 	if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != reason || len(client.calls) != sent {
 		t.Fatalf("Capture through a proxy without checkpoints = %v (%d sent); want UnsupportedError %s, nothing sent", err, len(client.calls)-sent, reason)
 	}
+}
+
+// TestProxyRefusesCaptureOnAnAgentWithoutTheRPC is the old agent over real
+// gRPC: a server whose NodeService has no Capture method (an agent built
+// before the RPC), and one whose Capture is the generated Unimplemented
+// server's, both give UnsupportedError node_protocol_no_capture, while
+// another RPC of the same server still gets through.
+func TestProxyRefusesCaptureOnAnAgentWithoutTheRPC(t *testing.T) {
+	old := pb.NodeService_ServiceDesc
+	old.Methods = nil
+	for _, m := range pb.NodeService_ServiceDesc.Methods {
+		if m.MethodName != "Capture" {
+			old.Methods = append(old.Methods, m)
+		}
+	}
+	for name, desc := range map[string]*grpc.ServiceDesc{"without the method": &old, "unimplemented": &pb.NodeService_ServiceDesc} {
+		t.Run(name, func(t *testing.T) {
+			lis := bufconn.Listen(1 << 20)
+			srv := grpc.NewServer()
+			srv.RegisterService(desc, killServer{})
+			go func() { _ = srv.Serve(lis) }()
+			t.Cleanup(srv.Stop)
+			conn, err := grpc.NewClient("passthrough:///bufnet",
+				grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+				grpc.WithTransportCredentials(insecure.NewCredentials()))
+			errdefstest.Must(t, err)
+			t.Cleanup(func() { _ = conn.Close() })
+			session := &nodes.Session{Client: pb.NewNodeServiceClient(conn), ConnectionID: uuid.NewString(), OwnerEpoch: 1, Generation: 1}
+			p, err := nodes.NewProxy(docker.Operations(), func(context.Context) (*nodes.Session, error) { return session, nil }, nil)
+			errdefstest.Must(t, err)
+			ref := sandbox.Reference{TenantID: uuid.NewString(), EnvironmentID: uuid.NewString(), AllocationID: uuid.NewString()}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = p.Capture(ctx, sandbox.CaptureRequest{Compute: sandbox.Compute{Reference: ref, Generation: 1, Name: "n"}, OperationID: uuid.NewString()})
+			if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != nodes.ReasonNodeProtocolNoCapture {
+				t.Fatalf("Capture on an agent without the RPC = %v; want UnsupportedError %s", err, nodes.ReasonNodeProtocolNoCapture)
+			}
+			errdefstest.Must(t, p.Kill(ctx, sandbox.KillRequest{Reference: ref}))
+		})
+	}
+}
+
+// killServer answers Kill; every other RPC is gRPC's own Unimplemented.
+type killServer struct {
+	pb.UnimplementedNodeServiceServer
+}
+
+func (killServer) Kill(context.Context, *pb.KillRequest) (*pb.KillResponse, error) {
+	return &pb.KillResponse{}, nil
 }
