@@ -16,7 +16,9 @@
 //     outcome and nothing is ever resent. A page of reads is one
 //     ObserveBatch call (Proxy.GetInfoBatch): each target answers or
 //     fails on its own, and only the typed unsupported error for
-//     ObserveBatch is the whole call's.
+//     ObserveBatch is the whole call's. An agent without the Capture RPC
+//     (gRPC's own "unknown method") is Capture unsupported
+//     (node_protocol_no_capture), never an unknown outcome.
 //   - A node's connection costs one ClientConn and the Connect stream's
 //     goroutine, which closes the ClientConn when the stream ends
 //     (OpenClosing), besides its manager loop.
