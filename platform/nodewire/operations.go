@@ -133,7 +133,8 @@ func OperationsToWire(decl providercontract.Operations) ([]*pb.OperationDecision
 
 // OperationsFromWire converts and validates a declaration (paths
 // "operations.*"). Nil or duplicate entries and a supported entry with a
-// reason are invalid; the result must pass sandbox.ValidateOperations,
+// reason are invalid; a declaration without Capture (an agent older than
+// it) takes Suspend's decision for it; the result must pass sandbox.ValidateOperations,
 // whose failure is returned as an ErrInvalid FieldError ("operations") that
 // also wraps the ContractError (providercontract.CodeOf reads its code).
 func OperationsFromWire(m []*pb.OperationDecision) (providercontract.Operations, error) {
@@ -154,6 +155,17 @@ func OperationsFromWire(m []*pb.OperationDecision) (providercontract.Operations,
 			return nil, errdefs.Invalid(sub(path, "reason"), "must be empty for a supported operation")
 		}
 		decl[op] = d
+	}
+	// A node agent older than Capture (issue 33, step K1a: the same
+	// protocol version, which an addition does not change) declares no
+	// Capture. It takes Suspend's decision, as the checkpoint group's
+	// uniform rule would have it, so such an agent keeps its place in a
+	// mixed-version installation; the proxy answers a Capture sent to it
+	// node_protocol_no_capture from its UNIMPLEMENTED.
+	if d, ok := decl[sandbox.OpSuspend]; ok {
+		if _, declared := decl[sandbox.OpCapture]; !declared {
+			decl[sandbox.OpCapture] = d
+		}
 	}
 	if err := sandbox.ValidateOperations(decl); err != nil {
 		return nil, fmt.Errorf("%w: %w", errdefs.Invalid(path, "declaration breaks the provider contract"), err)

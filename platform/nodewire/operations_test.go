@@ -132,6 +132,22 @@ func TestOperationsRoundTrip(t *testing.T) {
 		}
 	}
 
+	// A node agent older than Capture declares none: it takes Suspend's
+	// decision, supported or not, and nothing else changes.
+	for _, decl := range []providercontract.Operations{full, noCheckpoint} {
+		old := decl.Clone()
+		delete(old, sandbox.OpCapture)
+		var m []*pb.OperationDecision
+		for _, op := range old.Sorted() {
+			d := old[op]
+			m = append(m, &pb.OperationDecision{Operation: string(op), Supported: d.State == providercontract.StateSupported, Reason: string(d.Reason)})
+		}
+		got, err := OperationsFromWire(wire(t, &pb.HelloResponse{Operations: m}).GetOperations())
+		if err != nil || !got.Equal(decl) {
+			t.Fatalf("an agent older than Capture: %v, %v", got, err)
+		}
+	}
+
 	// A declaration that breaks the contract is not sent...
 	broken := full.Clone()
 	delete(broken, sandbox.OpKill)
@@ -164,7 +180,8 @@ func TestOperationsRoundTrip(t *testing.T) {
 			return d
 		}), "operations.reason", ""},
 		{"missing", mut(func(d []*pb.OperationDecision) []*pb.OperationDecision {
-			return slices.Delete(d, 0, 1)
+			i := idx(d, sandbox.OpKill)
+			return slices.Delete(d, i, i+1)
 		}), "operations", providercontract.CodeOperationUndeclared},
 		{"unknown name", mut(func(d []*pb.OperationDecision) []*pb.OperationDecision {
 			return append(d, &pb.OperationDecision{Operation: "Teleport /etc/passwd", Supported: true})
