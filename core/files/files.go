@@ -164,9 +164,6 @@ func New(st Store, bus *events.Bus, newID func() uuid.UUID, limits Limits, log *
 		slots: make(chan struct{}, limits.PerCore), refuses: newRefusals(limits)}
 }
 
-// Limits returns the limits in force.
-func (s *Service) Limits() Limits { return s.limits }
-
 // resolve checks a client path lexically: the clean path relative to the
 // workspace.
 func resolve(field, p string) (string, error) {

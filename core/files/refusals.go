@@ -67,10 +67,10 @@ var fixed = map[string]*errdefs.Refusal{
 
 // refusals holds every refusal, the bounds' with their configured values.
 type refusals struct {
-	byReason                 map[string]*errdefs.Refusal
-	sessionLimit, coreLimit  *errdefs.Refusal
-	notAttached, stalled     *errdefs.Refusal
-	interrupted, unsupported *errdefs.Refusal
+	byReason                map[string]*errdefs.Refusal
+	sessionLimit, coreLimit *errdefs.Refusal
+	notAttached, stalled    *errdefs.Refusal
+	interrupted             *errdefs.Refusal
 }
 
 func newRefusals(l Limits) refusals {
@@ -96,7 +96,6 @@ func newRefusals(l Limits) refusals {
 	r.stalled = bound(errdefs.ErrObservationUnavailable, ReasonStalled,
 		"the transfer made no progress for files_stall (%s): retry with a new request_id", l.Stall)
 	r.interrupted = fixed[ReasonInterrupted]
-	r.unsupported = fixed[ReasonRuntimeLacksFiles]
 	return r
 }
 
