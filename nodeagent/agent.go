@@ -156,6 +156,19 @@ func (a *Agent) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.
 	})
 }
 
+// CreateSeeded forwards CreateSeeded (a fork's child) like Create: in the
+// child's allocation's turn, run to its end once started (runTracked), a
+// failure keeping its settlement Info.
+func (a *Agent) CreateSeeded(ctx context.Context, req sandbox.SeededCreateRequest) (sandbox.Info, error) {
+	return runTracked(a, ctx, sandbox.OpCreateSeeded, req.Create.Reference.AllocationID, func(ctx context.Context) (sandbox.Info, error) {
+		cp, ok := a.provider.(sandbox.CheckpointProvider)
+		if !ok {
+			return sandbox.Info{}, errdefs.ErrContract
+		}
+		return cp.CreateSeeded(ctx, req)
+	})
+}
+
 // GetInfo forwards GetInfo.
 func (a *Agent) GetInfo(ctx context.Context, ref sandbox.Reference) (info sandbox.Info, err error) {
 	err = a.run(ctx, sandbox.OpGetInfo, ref.AllocationID, func(ctx context.Context) error {

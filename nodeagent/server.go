@@ -279,6 +279,23 @@ func (s *Server) Create(ctx context.Context, req *pb.CreateRequest) (*pb.CreateR
 	return &pb.CreateResponse{Info: out}, nil
 }
 
+// CreateSeeded forwards CreateSeeded like Create.
+func (s *Server) CreateSeeded(ctx context.Context, req *pb.CreateSeededRequest) (*pb.CreateSeededResponse, error) {
+	r, err := nodewire.SeededCreateRequestFromWire(req)
+	if err != nil {
+		return nil, fail(sandbox.OpCreateSeeded, err)
+	}
+	info, err := agent(ctx).CreateSeeded(ctx, r)
+	if err != nil {
+		return nil, nodewire.CreateStatus(info, err)
+	}
+	out, err := nodewire.InfoToWire(info)
+	if err != nil {
+		return nil, fail(sandbox.OpCreateSeeded, errdefs.ErrContract)
+	}
+	return &pb.CreateSeededResponse{Info: out}, nil
+}
+
 func (s *Server) observeInfo(ctx context.Context, op providercontract.Operation, ref *pb.Reference,
 	call func(context.Context, sandbox.Reference) (sandbox.Info, error)) (*pb.Info, error) {
 	return forward(ctx, op, func() (sandbox.Reference, error) { return nodewire.ReferenceFromWire(ref) }, call, nodewire.InfoToWire)

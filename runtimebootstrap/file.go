@@ -14,6 +14,8 @@ import (
 	"unicode"
 
 	"github.com/google/uuid"
+
+	"berth.dev/runtimebootstrap/internal/park"
 )
 
 // Version is the only bootstrap file version this build reads and writes.
@@ -36,6 +38,18 @@ const Path = "/home/runtime/runtime-bootstrap.json"
 // It is not part of the bootstrap file, whose format is fixed; an adapter
 // writes it only when Core gives one (mode 0644).
 const CAFile = "core-ca.pem"
+
+// SourceStateFiles are the files beside Path that belong to the sandbox
+// they were written in and never to a copy of its home in another one (a
+// fork's child): the bootstrap file and the CA file (the source's device
+// credential and trust) and the park marker and wake file (its parked
+// Runtime). An adapter that seeds a sandbox from a snapshot removes them
+// from the copy, then writes the child's own bootstrap file, so the
+// child's Runtime starts unparked and authenticates as the child.
+func SourceStateFiles() []string {
+	dir := park.DirOf(Path)
+	return []string{Path, CAPathBeside(Path), dir.Marker(), dir.WakeFile()}
+}
 
 // MaxCABytes bounds the CA file.
 const MaxCABytes = 64 << 10

@@ -1,6 +1,9 @@
 package sandbox
 
-import "berth.dev/runtimebootstrap"
+import (
+	"berth.dev/runtimebootstrap"
+	"berth.dev/sandbox/errdefs"
+)
 
 // Compute is one exact compute incarnation of an allocation. Cleanup and
 // commands target the incarnation, never whatever instance now has the same
@@ -88,6 +91,39 @@ type CaptureRequest struct {
 type CaptureResult struct {
 	Snapshot SnapshotIdentity
 	Source   ComputeInfo
+}
+
+// SeededCreateRequest is a Create whose filesystem starts as a copy of a
+// snapshot instead of empty: a fork's child. Create is the child's own
+// request (its Reference, Resources and a Bootstrap carrying its own
+// device credential); Snapshot is a snapshot of Owner (the fork's source),
+// which the adapter copies and keeps. The copy's Runtime state that
+// belongs to the source (its bootstrap file and CA, a park marker and a
+// wake file) never reaches the child: the child's Runtime starts fresh and
+// authenticates as the child. Everything else is Create's contract: one
+// attempt per create receipt, the same settlement evidence, and Kill of
+// the child removes what the attempt made and never the snapshot.
+type SeededCreateRequest struct {
+	Create   CreateRequest
+	Owner    Reference
+	Snapshot SnapshotIdentity
+}
+
+// Validate checks the request before any native call.
+func (r SeededCreateRequest) Validate() error {
+	if err := r.Create.Validate(); err != nil {
+		return err
+	}
+	if err := r.Owner.Validate(); err != nil {
+		return errdefs.Invalid("owner", "is not a valid allocation reference")
+	}
+	if r.Owner == r.Create.Reference {
+		return errdefs.Invalid("owner", "must be another allocation than the one created")
+	}
+	if r.Snapshot.ID == "" || r.Snapshot.Provenance == "" {
+		return errdefs.Invalid("snapshot", "is required")
+	}
+	return nil
 }
 
 // ResumeRequest restores Snapshot into the Target incarnation under a

@@ -43,6 +43,11 @@ func (c CheckpointsUnsupported) Capture(context.Context, CaptureRequest) (Captur
 	return CaptureResult{}, c.Ops.Check(OpCapture)
 }
 
+// CreateSeeded is unsupported.
+func (c CheckpointsUnsupported) CreateSeeded(context.Context, SeededCreateRequest) (Info, error) {
+	return Info{}, c.Ops.Check(OpCreateSeeded)
+}
+
 // Resume is unsupported.
 func (c CheckpointsUnsupported) Resume(context.Context, ResumeRequest) (ResumeResult, error) {
 	return ResumeResult{}, c.Ops.Check(OpResume)

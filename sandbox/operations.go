@@ -21,6 +21,7 @@ const (
 	OpGetCompute        providercontract.Operation = "GetCompute"
 	OpSuspend           providercontract.Operation = "Suspend"
 	OpCapture           providercontract.Operation = "Capture"
+	OpCreateSeeded      providercontract.Operation = "CreateSeeded"
 	OpResume            providercontract.Operation = "Resume"
 	OpResumeCompute     providercontract.Operation = "ResumeCompute"
 	OpKillCompute       providercontract.Operation = "KillCompute"

@@ -95,6 +95,10 @@ type CheckpointProvider interface {
 	// Suspend but keeps the source (CaptureRequest), so a fork can seed
 	// children from a Session that goes on working.
 	Capture(ctx context.Context, req CaptureRequest) (CaptureResult, error)
+	// CreateSeeded is Create for a fork's child: the new allocation's
+	// filesystem starts as a copy of another allocation's snapshot
+	// (SeededCreateRequest), which stays.
+	CreateSeeded(ctx context.Context, req SeededCreateRequest) (Info, error)
 	Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error)
 	// ResumeCompute only thaws the same resident instance after an aborted
 	// pause; it never cold-starts a stopped one.

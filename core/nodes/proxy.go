@@ -161,6 +161,43 @@ func (p *Proxy) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.
 	return p.info(sandbox.OpCreate, req.Reference, resp.GetInfo())
 }
 
+// ReasonNodeProtocolNoSeed is the reason of the UnsupportedError the proxy
+// answers CreateSeeded with when the node agent has no CreateSeeded RPC
+// (a v1/5 agent built before it; ReasonNodeProtocolNoCapture's rule).
+const ReasonNodeProtocolNoSeed providercontract.ReasonCode = "node_protocol_no_seed"
+
+// CreateSeeded forwards CreateSeeded like Create: a failure keeps the
+// settlement evidence of the child's Reference. An agent without the RPC
+// answers gRPC's own UNIMPLEMENTED, which runs nothing: that answer alone
+// is UnsupportedError ReasonNodeProtocolNoSeed.
+func (p *Proxy) CreateSeeded(ctx context.Context, req sandbox.SeededCreateRequest) (sandbox.Info, error) {
+	ref := req.Create.Reference
+	s, err := p.session(ctx, sandbox.OpCreateSeeded)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	wire, err := nodewire.SeededCreateRequestToWire(req)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	octx, err := p.outgoing(ctx, s, ref)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	resp, err := s.Client.CreateSeeded(octx, wire)
+	if err != nil {
+		if unknownMethod(err, "CreateSeeded") {
+			return sandbox.Info{}, &providercontract.UnsupportedError{Operation: sandbox.OpCreateSeeded, Code: ReasonNodeProtocolNoSeed}
+		}
+		info, _ := nodewire.CreateFailureInfo(err)
+		if info.CheckFor(ref) != nil {
+			info = sandbox.Info{}
+		}
+		return info, nodewire.FromError(sandbox.OpCreateSeeded, err)
+	}
+	return p.info(sandbox.OpCreateSeeded, ref, resp.GetInfo())
+}
+
 func (p *Proxy) info(op providercontract.Operation, ref sandbox.Reference, m *pb.Info) (sandbox.Info, error) {
 	info, err := infoFor(ref, m)
 	if err != nil {

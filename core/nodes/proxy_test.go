@@ -18,6 +18,7 @@ import (
 	"berth.dev/platform/nodewire"
 	pb "berth.dev/proto/berth/sandboxnode/v1"
 	"berth.dev/sandbox"
+	"berth.dev/sandbox/contracttest"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/errdefs"
 	"berth.dev/sandbox/errdefs/errdefstest"
@@ -177,15 +178,17 @@ func TestProxyForwardsCapture(t *testing.T) {
 }
 
 // TestProxyRefusesCaptureOnAnAgentWithoutTheRPC is the old agent over real
-// gRPC: a server whose NodeService has no Capture method (an agent built
-// before the RPC), and one whose Capture is the generated Unimplemented
-// server's, both give UnsupportedError node_protocol_no_capture, while
-// another RPC of the same server still gets through.
+// gRPC: a server whose NodeService has neither Capture nor CreateSeeded
+// (an agent built before them), and one whose methods are the generated
+// Unimplemented server's, both give UnsupportedError
+// node_protocol_no_capture for Capture and node_protocol_no_seed for
+// CreateSeeded (no settlement evidence: nothing ran), while another RPC of
+// the same server still gets through.
 func TestProxyRefusesCaptureOnAnAgentWithoutTheRPC(t *testing.T) {
 	old := pb.NodeService_ServiceDesc
 	old.Methods = nil
 	for _, m := range pb.NodeService_ServiceDesc.Methods {
-		if m.MethodName != "Capture" {
+		if m.MethodName != "Capture" && m.MethodName != "CreateSeeded" {
 			old.Methods = append(old.Methods, m)
 		}
 	}
@@ -210,6 +213,12 @@ func TestProxyRefusesCaptureOnAnAgentWithoutTheRPC(t *testing.T) {
 			_, err = p.Capture(ctx, sandbox.CaptureRequest{Compute: sandbox.Compute{Reference: ref, Generation: 1, Name: "n"}, OperationID: uuid.NewString()})
 			if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCapture); !ok || ue.Code != nodes.ReasonNodeProtocolNoCapture {
 				t.Fatalf("Capture on an agent without the RPC = %v; want UnsupportedError %s", err, nodes.ReasonNodeProtocolNoCapture)
+			}
+			owner := sandbox.Reference{TenantID: ref.TenantID, EnvironmentID: uuid.NewString(), AllocationID: uuid.NewString()}
+			info, err := p.CreateSeeded(ctx, sandbox.SeededCreateRequest{Create: contracttest.CreateRequest(ref, sandbox.Resources{}), Owner: owner,
+				Snapshot: sandbox.SnapshotIdentity{ID: "s", Provenance: "p"}})
+			if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCreateSeeded); !ok || ue.Code != nodes.ReasonNodeProtocolNoSeed || info != (sandbox.Info{}) {
+				t.Fatalf("CreateSeeded on an agent without the RPC = %+v, %v; want UnsupportedError %s and no evidence", info, err, nodes.ReasonNodeProtocolNoSeed)
 			}
 			errdefstest.Must(t, p.Kill(ctx, sandbox.KillRequest{Reference: ref}))
 		})

@@ -339,3 +339,42 @@ func ResumeResultFromWire(m *pb.ResumeResponse) (sandbox.ResumeResult, error) {
 	}
 	return sandbox.ResumeResult{Compute: ci}, nil
 }
+
+// SeededCreateRequestToWire converts req; like CreateRequestToWire it does
+// not validate.
+func SeededCreateRequestToWire(req sandbox.SeededCreateRequest) (*pb.CreateSeededRequest, error) {
+	create, err := CreateRequestToWire(req.Create)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreateSeededRequest{Create: create, Owner: ReferenceToWire(req.Owner), Snapshot: SnapshotToWire(req.Snapshot)}, nil
+}
+
+// SeededCreateRequestFromWire converts and validates a CreateSeededRequest
+// (paths "create.*", "owner.*", "snapshot.*"): the Create as
+// CreateRequestFromWire, then sandbox.SeededCreateRequest.Validate.
+func SeededCreateRequestFromWire(m *pb.CreateSeededRequest) (sandbox.SeededCreateRequest, error) {
+	if m == nil {
+		return sandbox.SeededCreateRequest{}, required(pathRequest)
+	}
+	if m.GetCreate() == nil {
+		return sandbox.SeededCreateRequest{}, required("create")
+	}
+	create, err := CreateRequestFromWire(m.GetCreate())
+	if err != nil {
+		return sandbox.SeededCreateRequest{}, err
+	}
+	owner, err := referenceFromWire("owner", m.GetOwner())
+	if err != nil {
+		return sandbox.SeededCreateRequest{}, err
+	}
+	snap, err := snapshotFromWire("snapshot", m.GetSnapshot())
+	if err != nil {
+		return sandbox.SeededCreateRequest{}, err
+	}
+	req := sandbox.SeededCreateRequest{Create: create, Owner: owner, Snapshot: snap}
+	if err := req.Validate(); err != nil {
+		return sandbox.SeededCreateRequest{}, err
+	}
+	return req, nil
+}

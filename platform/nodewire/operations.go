@@ -43,12 +43,18 @@ var carried = []struct {
 	{sandbox.OpSuspend, kindMutation},
 	// Capture keeps its source but pauses it and writes a snapshot.
 	{sandbox.OpCapture, kindMutation},
+	// CreateSeeded creates a fork's child from a snapshot.
+	{sandbox.OpCreateSeeded, kindMutation},
 	{sandbox.OpResume, kindMutation},
 	{sandbox.OpResumeCompute, kindMutation},
 	{sandbox.OpKillCompute, kindMutation},
 	{sandbox.OpDeleteSnapshot, kindMutation},
 	{sandbox.OpRunCommandCompute, kindCommand},
 }
+
+// forkOperations are the checkpoint operations added to the protocol
+// after its version (v1/5) was fixed, for fork.
+var forkOperations = []providercontract.Operation{sandbox.OpCapture, sandbox.OpCreateSeeded}
 
 var kinds = func() map[providercontract.Operation]kind {
 	m := make(map[providercontract.Operation]kind, len(carried))
@@ -156,15 +162,18 @@ func OperationsFromWire(m []*pb.OperationDecision) (providercontract.Operations,
 		}
 		decl[op] = d
 	}
-	// A node agent older than Capture (issue 33, step K1a: the same
-	// protocol version, which an addition does not change) declares no
-	// Capture. It takes Suspend's decision, as the checkpoint group's
-	// uniform rule would have it, so such an agent keeps its place in a
-	// mixed-version installation; the proxy answers a Capture sent to it
-	// node_protocol_no_capture from its UNIMPLEMENTED.
+	// A node agent older than Capture or CreateSeeded (issue 33's fork:
+	// the same protocol version, which an addition does not change)
+	// declares neither. Each takes Suspend's decision, as the checkpoint
+	// group's uniform rule would have it, so such an agent keeps its place
+	// in a mixed-version installation; the proxy answers either call sent
+	// to it from its UNIMPLEMENTED: node_protocol_no_capture and
+	// node_protocol_no_seed.
 	if d, ok := decl[sandbox.OpSuspend]; ok {
-		if _, declared := decl[sandbox.OpCapture]; !declared {
-			decl[sandbox.OpCapture] = d
+		for _, op := range forkOperations {
+			if _, declared := decl[op]; !declared {
+				decl[op] = d
+			}
 		}
 	}
 	if err := sandbox.ValidateOperations(decl); err != nil {

@@ -14,8 +14,8 @@ import (
 
 func TestCarriedOperationsAgainstInventoryAndService(t *testing.T) {
 	carriedOps := CarriedOperations()
-	if len(carriedOps) != 16 {
-		t.Fatalf("%d carried operations, want 16", len(carriedOps))
+	if len(carriedOps) != 17 {
+		t.Fatalf("%d carried operations, want 17", len(carriedOps))
 	}
 	notCarried := []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential}
 	var all []providercontract.Operation
@@ -109,8 +109,8 @@ func TestOperationsRoundTrip(t *testing.T) {
 	full := allSupported()
 	noCheckpoint := allSupported()
 	for _, op := range []providercontract.Operation{sandbox.OpInitial, sandbox.OpNewCompute, sandbox.OpGetCompute,
-		sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpResume, sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot,
-		sandbox.OpRunCommandCompute} {
+		sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpResume, sandbox.OpResumeCompute, sandbox.OpKillCompute,
+		sandbox.OpDeleteSnapshot, sandbox.OpRunCommandCompute} {
 		noCheckpoint[op] = providercontract.Unsupported("no_native_checkpoint")
 	}
 	noCheckpoint[sandbox.OpObserveBatch] = providercontract.Unsupported("no_batch_api")
@@ -132,11 +132,15 @@ func TestOperationsRoundTrip(t *testing.T) {
 		}
 	}
 
-	// A node agent older than Capture declares none: it takes Suspend's
-	// decision, supported or not, and nothing else changes.
-	for _, decl := range []providercontract.Operations{full, noCheckpoint} {
+	// A node agent older than Capture, or than CreateSeeded, declares
+	// none: each missing one takes Suspend's decision, supported or not,
+	// and nothing else changes.
+	for i, decl := range []providercontract.Operations{full, noCheckpoint, full, noCheckpoint} {
 		old := decl.Clone()
-		delete(old, sandbox.OpCapture)
+		delete(old, sandbox.OpCreateSeeded)
+		if i < 2 {
+			delete(old, sandbox.OpCapture)
+		}
 		var m []*pb.OperationDecision
 		for _, op := range old.Sorted() {
 			d := old[op]
@@ -144,7 +148,7 @@ func TestOperationsRoundTrip(t *testing.T) {
 		}
 		got, err := OperationsFromWire(wire(t, &pb.HelloResponse{Operations: m}).GetOperations())
 		if err != nil || !got.Equal(decl) {
-			t.Fatalf("an agent older than Capture: %v, %v", got, err)
+			t.Fatalf("an agent older than the fork operations (case %d): %v, %v", i, got, err)
 		}
 	}
 

@@ -55,6 +55,13 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 	if err := req.Validate(); err != nil {
 		return sandbox.Info{}, err
 	}
+	return p.create(ctx, req, nil)
+}
+
+// create is Create's work, and CreateSeeded's with a seed (seed.go): the
+// seed's copy then replaces the environment archive, and the home archive
+// (the child's bootstrap) is written over the copied home.
+func (p *Provider) create(ctx context.Context, req sandbox.CreateRequest, seed *seedSource) (sandbox.Info, error) {
 	ref := req.Reference
 	bootstrap, err := runtimebootstrap.Encode(req.Bootstrap)
 	if err != nil {
@@ -98,13 +105,20 @@ func (p *Provider) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		return settled, fmt.Errorf("create container: engine did not apply the configured limits or image: %w", errdefs.ErrInvalid)
 	}
 
-	for _, copy := range []struct {
+	copies := []struct {
 		dest string
 		tar  func() ([]byte, error)
 	}{
 		{HomeMount, func() ([]byte, error) { return homeArchive(bootstrap, req.CoreCA) }},
 		{EnvironmentPath, environmentArchive},
-	} {
+	}
+	if seed != nil {
+		if err := p.copySeed(ctx, ref, *seed); err != nil {
+			return partial, err
+		}
+		copies = copies[:1]
+	}
+	for _, copy := range copies {
 		archive, err := copy.tar()
 		if err != nil {
 			return partial, fmt.Errorf("build archive: %w", errdefs.ErrComputeUnconfirmed)

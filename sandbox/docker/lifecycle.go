@@ -193,6 +193,11 @@ func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 		// pinned by it.
 		return p.removeOthers(ctx, others)
 	}
+	// A seeded Create cut short leaves its seeder, which mounts the first
+	// incarnation's volumes: it goes first (seed.go).
+	if err := p.removeSeeder(ctx, others.seeder); err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
 	if err := p.removeFirst(ctx, first); err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}
@@ -325,6 +330,11 @@ type others struct {
 	// groups are the volume groups recorded for them (intents.go),
 	// forgotten once removed.
 	groups []string
+	// seeder is the id of the first incarnation's seeder (seed.go), ""
+	// when there is none. It is no evidence that Create completed (a
+	// seeded Create runs it before it starts the container), so empty
+	// does not count it.
+	seeder string
 }
 
 func (o others) empty() bool { return len(o.containers) == 0 && len(o.volumes) == 0 }
@@ -337,7 +347,7 @@ func (o others) empty() bool { return len(o.containers) == 0 && len(o.volumes) =
 func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (others, error) {
 	filter := client.Filters{}.Add("label", LabelAllocation+"="+ref.AllocationID).Add("label", LabelInstallation+"="+p.opts.InstallationID)
 	first := p.Name(ref)
-	containers, err := p.otherContainers(ctx, ref, filter, first)
+	containers, seeder, err := p.otherContainers(ctx, ref, filter, first)
 	if err != nil {
 		return others{}, err
 	}
@@ -356,33 +366,36 @@ func (p *Provider) findOthers(ctx context.Context, ref sandbox.Reference) (other
 			groups = append(groups, group)
 		}
 	}
-	return others{containers: containers, volumes: volumes, groups: groups}, nil
+	return others{containers: containers, volumes: volumes, groups: groups, seeder: seeder}, nil
 }
 
 // otherContainers lists the containers carrying ref's allocation and
 // installation labels, except the one named first and claimed restore
-// targets. One without every ownership label of ref is ErrOwnership.
-func (p *Provider) otherContainers(ctx context.Context, ref sandbox.Reference, filter client.Filters, first string) ([]string, error) {
+// targets, and returns first's seeder (seed.go) apart. One without every
+// ownership label of ref is ErrOwnership.
+func (p *Provider) otherContainers(ctx context.Context, ref sandbox.Reference, filter client.Filters, first string) (containers []string, seeder string, err error) {
 	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", errdefs.ErrComputeUnconfirmed)
+		return nil, "", fmt.Errorf("list containers: %w", errdefs.ErrComputeUnconfirmed)
 	}
-	var containers []string
 	for _, c := range cs.Items {
 		if slices.Contains(c.Names, "/"+first) {
 			continue
 		}
 		if !p.owns(ref, c.Labels) {
-			return nil, errdefs.ErrOwnership
+			return nil, "", errdefs.ErrOwnership
 		}
-		if c.Labels[LabelTombstone] == "1" {
+		switch {
+		case c.Labels[LabelTombstone] == "1":
 			// A restore target's claim (KillCompute): it stays until the
 			// engine proves it unneeded (Housekeep), like the first's.
-			continue
+		case slices.Contains(c.Names, "/"+first+seederSuffix) && c.Labels[LabelSnapshotRole] == roleSeeder:
+			seeder = c.ID
+		default:
+			containers = append(containers, c.ID)
 		}
-		containers = append(containers, c.ID)
 	}
-	return containers, nil
+	return containers, seeder, nil
 }
 
 // otherVolumes lists the labelled volumes of ref outside the first
@@ -435,9 +448,13 @@ func (p *Provider) recordedVolumes(ctx context.Context, ref sandbox.Reference, r
 	return volumes, nil
 }
 
-// removeOthers removes what findOthers found: the containers, then the
-// volumes, then forgets their groups' records.
+// removeOthers removes what findOthers found: a seeder (again, when Kill
+// already removed it), the containers, then the volumes, then forgets
+// their groups' records.
 func (p *Provider) removeOthers(ctx context.Context, o others) error {
+	if err := p.removeSeeder(ctx, o.seeder); err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
 	for _, id := range o.containers {
 		if _, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
 			return fmt.Errorf("kill: remove container: %w", errdefs.ErrComputeUnconfirmed)

@@ -25,7 +25,9 @@ import (
 // still writable; ObserveOnly of the operation answers the same snapshot
 // and of an operation never captured ErrNotFound; the snapshot resumes
 // into the Reference's next incarnation beside the source, with what the
-// source held at the Capture and nothing written after.
+// source held at the Capture and nothing written after; CreateSeeded makes
+// a fork's child from it that holds the same, and the child's Kill leaves
+// the snapshot.
 func TestCaptureOnTheRealEngine(t *testing.T) {
 	_, n, cli := stack.EngineNode(t)
 	_, proxy := n.Connect(t, n.Dial(t), 1)
@@ -101,6 +103,28 @@ func TestCaptureOnTheRealEngine(t *testing.T) {
 	}
 	if res, err := proxy.RunCommandCompute(ctx, first, sandbox.Command{Args: []string{"cat", "/workspace/after"}}); err != nil || strings.TrimSpace(string(res.Stdout)) != "after" {
 		t.Fatalf("the source lost its own write: %q, %v", res.Stdout, err)
+	}
+
+	// A fork's child from the same snapshot, through the node agent: it
+	// runs with what was captured and not the later write, and its Kill
+	// leaves nothing of it and the snapshot.
+	child := contracttest.NewReference()
+	info, err := proxy.CreateSeeded(ctx, sandbox.SeededCreateRequest{Create: contracttest.CreateRequest(child, stack.Resources), Owner: ref, Snapshot: captured.Snapshot})
+	if err != nil || !info.IsSettledRunning(child) {
+		t.Fatalf("CreateSeeded from the Capture's snapshot: %+v, %v", info, err)
+	}
+	res, err = proxy.RunCommand(ctx, child, sandbox.Command{Args: []string{"sh", "-c", "cat /workspace/marker /home/runtime/d/f; test -e /workspace/after && echo present || echo absent"}})
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "captured\nhome\nabsent\n" {
+		t.Fatalf("RunCommand in the seeded child: %q %q, %v", res.Stdout, res.Stderr, err)
+	}
+	if err := proxy.Kill(ctx, sandbox.KillRequest{Reference: child, CreateSettled: true}); err != nil {
+		t.Fatalf("Kill of the child: %v", err)
+	}
+	if cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.LabelAllocation+"="+child.AllocationID)}); err != nil || len(cs.Items) != 0 {
+		t.Fatalf("the child's containers after its Kill: %v, %v", cs, err)
+	}
+	if _, err := cli.ContainerInspect(ctx, captured.Snapshot.ID, client.ContainerInspectOptions{}); err != nil {
+		t.Fatalf("the snapshot after the child's Kill: %v", err)
 	}
 
 	if err := proxy.Kill(ctx, sandbox.KillRequest{Reference: ref}); err != nil {

@@ -1467,6 +1467,119 @@ func (x *CreateResponse) GetInfo() *Info {
 	return nil
 }
 
+// CreateSeededRequest creates a fork's child from a snapshot.
+type CreateSeededRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// create is the child's own Create: its reference, resources, bootstrap
+	// (its own device credential) and CA.
+	Create *CreateRequest `protobuf:"bytes,1,opt,name=create,proto3" json:"create,omitempty"`
+	// owner is the reference of the allocation that owns the snapshot (the
+	// fork's source).
+	Owner *Reference `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// snapshot to copy; it stays.
+	Snapshot      *SnapshotIdentity `protobuf:"bytes,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSeededRequest) Reset() {
+	*x = CreateSeededRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSeededRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSeededRequest) ProtoMessage() {}
+
+func (x *CreateSeededRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSeededRequest.ProtoReflect.Descriptor instead.
+func (*CreateSeededRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CreateSeededRequest) GetCreate() *CreateRequest {
+	if x != nil {
+		return x.Create
+	}
+	return nil
+}
+
+func (x *CreateSeededRequest) GetOwner() *Reference {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *CreateSeededRequest) GetSnapshot() *SnapshotIdentity {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+// CreateSeededResponse carries the created compute, like CreateResponse;
+// a failure carries CreateFailure like Create's.
+type CreateSeededResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// info of the created compute.
+	Info          *Info `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSeededResponse) Reset() {
+	*x = CreateSeededResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSeededResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSeededResponse) ProtoMessage() {}
+
+func (x *CreateSeededResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSeededResponse.ProtoReflect.Descriptor instead.
+func (*CreateSeededResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CreateSeededResponse) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
 // CreateFailure is an error detail of a failed Create that still carries
 // reference-bound settlement evidence.
 type CreateFailure struct {
@@ -1479,7 +1592,7 @@ type CreateFailure struct {
 
 func (x *CreateFailure) Reset() {
 	*x = CreateFailure{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1604,7 @@ func (x *CreateFailure) String() string {
 func (*CreateFailure) ProtoMessage() {}
 
 func (x *CreateFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[18]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1617,7 @@ func (x *CreateFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFailure.ProtoReflect.Descriptor instead.
 func (*CreateFailure) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateFailure) GetInfo() *Info {
@@ -1525,7 +1638,7 @@ type GetInfoRequest struct {
 
 func (x *GetInfoRequest) Reset() {
 	*x = GetInfoRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1650,7 @@ func (x *GetInfoRequest) String() string {
 func (*GetInfoRequest) ProtoMessage() {}
 
 func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[19]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1663,7 @@ func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetInfoRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetInfoRequest) GetReference() *Reference {
@@ -1571,7 +1684,7 @@ type GetInfoResponse struct {
 
 func (x *GetInfoResponse) Reset() {
 	*x = GetInfoResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1696,7 @@ func (x *GetInfoResponse) String() string {
 func (*GetInfoResponse) ProtoMessage() {}
 
 func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1709,7 @@ func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetInfoResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetInfoResponse) GetInfo() *Info {
@@ -1618,7 +1731,7 @@ type ObserveBatchRequest struct {
 
 func (x *ObserveBatchRequest) Reset() {
 	*x = ObserveBatchRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1743,7 @@ func (x *ObserveBatchRequest) String() string {
 func (*ObserveBatchRequest) ProtoMessage() {}
 
 func (x *ObserveBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1756,7 @@ func (x *ObserveBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveBatchRequest.ProtoReflect.Descriptor instead.
 func (*ObserveBatchRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ObserveBatchRequest) GetReferences() []*Reference {
@@ -1665,7 +1778,7 @@ type ObserveBatchResponse struct {
 
 func (x *ObserveBatchResponse) Reset() {
 	*x = ObserveBatchResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1790,7 @@ func (x *ObserveBatchResponse) String() string {
 func (*ObserveBatchResponse) ProtoMessage() {}
 
 func (x *ObserveBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1803,7 @@ func (x *ObserveBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveBatchResponse.ProtoReflect.Descriptor instead.
 func (*ObserveBatchResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ObserveBatchResponse) GetResults() []*ObserveBatchResult {
@@ -1714,7 +1827,7 @@ type ObserveBatchResult struct {
 
 func (x *ObserveBatchResult) Reset() {
 	*x = ObserveBatchResult{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1839,7 @@ func (x *ObserveBatchResult) String() string {
 func (*ObserveBatchResult) ProtoMessage() {}
 
 func (x *ObserveBatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1852,7 @@ func (x *ObserveBatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveBatchResult.ProtoReflect.Descriptor instead.
 func (*ObserveBatchResult) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ObserveBatchResult) GetInfo() *Info {
@@ -1773,7 +1886,7 @@ type TargetError struct {
 
 func (x *TargetError) Reset() {
 	*x = TargetError{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1898,7 @@ func (x *TargetError) String() string {
 func (*TargetError) ProtoMessage() {}
 
 func (x *TargetError) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1911,7 @@ func (x *TargetError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TargetError.ProtoReflect.Descriptor instead.
 func (*TargetError) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TargetError) GetCode() int32 {
@@ -1833,7 +1946,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1958,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1971,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenewRequest) GetReference() *Reference {
@@ -1879,7 +1992,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2004,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2017,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RenewResponse) GetInfo() *Info {
@@ -1930,7 +2043,7 @@ type KillRequest struct {
 
 func (x *KillRequest) Reset() {
 	*x = KillRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2055,7 @@ func (x *KillRequest) String() string {
 func (*KillRequest) ProtoMessage() {}
 
 func (x *KillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2068,7 @@ func (x *KillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRequest.ProtoReflect.Descriptor instead.
 func (*KillRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KillRequest) GetReference() *Reference {
@@ -1981,7 +2094,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2106,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2119,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 // Command is a bounded command.
@@ -2026,7 +2139,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2151,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2164,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Command) GetArgs() []string {
@@ -2101,7 +2214,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2226,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2239,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CommandResult) GetStdout() []byte {
@@ -2177,7 +2290,7 @@ type RunCommandRequest struct {
 
 func (x *RunCommandRequest) Reset() {
 	*x = RunCommandRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2302,7 @@ func (x *RunCommandRequest) String() string {
 func (*RunCommandRequest) ProtoMessage() {}
 
 func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2315,7 @@ func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RunCommandRequest) GetReference() *Reference {
@@ -2230,7 +2343,7 @@ type RunCommandResponse struct {
 
 func (x *RunCommandResponse) Reset() {
 	*x = RunCommandResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2355,7 @@ func (x *RunCommandResponse) String() string {
 func (*RunCommandResponse) ProtoMessage() {}
 
 func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2368,7 @@ func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RunCommandResponse) GetResult() *CommandResult {
@@ -2276,7 +2389,7 @@ type ObserveRequest struct {
 
 func (x *ObserveRequest) Reset() {
 	*x = ObserveRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2401,7 @@ func (x *ObserveRequest) String() string {
 func (*ObserveRequest) ProtoMessage() {}
 
 func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2414,7 @@ func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveRequest.ProtoReflect.Descriptor instead.
 func (*ObserveRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ObserveRequest) GetReference() *Reference {
@@ -2330,7 +2443,7 @@ type ObserveResponse struct {
 
 func (x *ObserveResponse) Reset() {
 	*x = ObserveResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2455,7 @@ func (x *ObserveResponse) String() string {
 func (*ObserveResponse) ProtoMessage() {}
 
 func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2468,7 @@ func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
 func (*ObserveResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ObserveResponse) GetReference() *Reference {
@@ -2410,7 +2523,7 @@ type Compute struct {
 
 func (x *Compute) Reset() {
 	*x = Compute{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2535,7 @@ func (x *Compute) String() string {
 func (*Compute) ProtoMessage() {}
 
 func (x *Compute) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2548,7 @@ func (x *Compute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Compute.ProtoReflect.Descriptor instead.
 func (*Compute) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Compute) GetReference() *Reference {
@@ -2483,7 +2596,7 @@ type ComputeInfo struct {
 
 func (x *ComputeInfo) Reset() {
 	*x = ComputeInfo{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2608,7 @@ func (x *ComputeInfo) String() string {
 func (*ComputeInfo) ProtoMessage() {}
 
 func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2621,7 @@ func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComputeInfo.ProtoReflect.Descriptor instead.
 func (*ComputeInfo) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ComputeInfo) GetCompute() *Compute {
@@ -2545,7 +2658,7 @@ type SnapshotIdentity struct {
 
 func (x *SnapshotIdentity) Reset() {
 	*x = SnapshotIdentity{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2670,7 @@ func (x *SnapshotIdentity) String() string {
 func (*SnapshotIdentity) ProtoMessage() {}
 
 func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2683,7 @@ func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotIdentity.ProtoReflect.Descriptor instead.
 func (*SnapshotIdentity) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SnapshotIdentity) GetId() string {
@@ -2598,7 +2711,7 @@ type InitialRequest struct {
 
 func (x *InitialRequest) Reset() {
 	*x = InitialRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2723,7 @@ func (x *InitialRequest) String() string {
 func (*InitialRequest) ProtoMessage() {}
 
 func (x *InitialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2736,7 @@ func (x *InitialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialRequest.ProtoReflect.Descriptor instead.
 func (*InitialRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *InitialRequest) GetReference() *Reference {
@@ -2644,7 +2757,7 @@ type InitialResponse struct {
 
 func (x *InitialResponse) Reset() {
 	*x = InitialResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2769,7 @@ func (x *InitialResponse) String() string {
 func (*InitialResponse) ProtoMessage() {}
 
 func (x *InitialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2782,7 @@ func (x *InitialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialResponse.ProtoReflect.Descriptor instead.
 func (*InitialResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *InitialResponse) GetCompute() *Compute {
@@ -2690,7 +2803,7 @@ type NewComputeRequest struct {
 
 func (x *NewComputeRequest) Reset() {
 	*x = NewComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2815,7 @@ func (x *NewComputeRequest) String() string {
 func (*NewComputeRequest) ProtoMessage() {}
 
 func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2828,7 @@ func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewComputeRequest.ProtoReflect.Descriptor instead.
 func (*NewComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NewComputeRequest) GetPrevious() *Compute {
@@ -2736,7 +2849,7 @@ type NewComputeResponse struct {
 
 func (x *NewComputeResponse) Reset() {
 	*x = NewComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2861,7 @@ func (x *NewComputeResponse) String() string {
 func (*NewComputeResponse) ProtoMessage() {}
 
 func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2874,7 @@ func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewComputeResponse.ProtoReflect.Descriptor instead.
 func (*NewComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NewComputeResponse) GetCompute() *Compute {
@@ -2782,7 +2895,7 @@ type GetComputeRequest struct {
 
 func (x *GetComputeRequest) Reset() {
 	*x = GetComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2907,7 @@ func (x *GetComputeRequest) String() string {
 func (*GetComputeRequest) ProtoMessage() {}
 
 func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2920,7 @@ func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeRequest.ProtoReflect.Descriptor instead.
 func (*GetComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetComputeRequest) GetCompute() *Compute {
@@ -2828,7 +2941,7 @@ type GetComputeResponse struct {
 
 func (x *GetComputeResponse) Reset() {
 	*x = GetComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2953,7 @@ func (x *GetComputeResponse) String() string {
 func (*GetComputeResponse) ProtoMessage() {}
 
 func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2966,7 @@ func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeResponse.ProtoReflect.Descriptor instead.
 func (*GetComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetComputeResponse) GetInfo() *ComputeInfo {
@@ -2878,7 +2991,7 @@ type SuspendRequest struct {
 
 func (x *SuspendRequest) Reset() {
 	*x = SuspendRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +3003,7 @@ func (x *SuspendRequest) String() string {
 func (*SuspendRequest) ProtoMessage() {}
 
 func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3016,7 @@ func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendRequest.ProtoReflect.Descriptor instead.
 func (*SuspendRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SuspendRequest) GetCompute() *Compute {
@@ -2940,7 +3053,7 @@ type SuspendResponse struct {
 
 func (x *SuspendResponse) Reset() {
 	*x = SuspendResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3065,7 @@ func (x *SuspendResponse) String() string {
 func (*SuspendResponse) ProtoMessage() {}
 
 func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3078,7 @@ func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendResponse.ProtoReflect.Descriptor instead.
 func (*SuspendResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SuspendResponse) GetSnapshot() *SnapshotIdentity {
@@ -2997,7 +3110,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3009,7 +3122,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3022,7 +3135,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CaptureRequest) GetCompute() *Compute {
@@ -3059,7 +3172,7 @@ type CaptureResponse struct {
 
 func (x *CaptureResponse) Reset() {
 	*x = CaptureResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3184,7 @@ func (x *CaptureResponse) String() string {
 func (*CaptureResponse) ProtoMessage() {}
 
 func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3197,7 @@ func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureResponse.ProtoReflect.Descriptor instead.
 func (*CaptureResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CaptureResponse) GetSnapshot() *SnapshotIdentity {
@@ -3126,7 +3239,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3251,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3264,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ResumeRequest) GetSnapshot() *SnapshotIdentity {
@@ -3214,7 +3327,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3339,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3352,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ResumeResponse) GetCompute() *ComputeInfo {
@@ -3260,7 +3373,7 @@ type ResumeComputeRequest struct {
 
 func (x *ResumeComputeRequest) Reset() {
 	*x = ResumeComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3385,7 @@ func (x *ResumeComputeRequest) String() string {
 func (*ResumeComputeRequest) ProtoMessage() {}
 
 func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3398,7 @@ func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ResumeComputeRequest) GetCompute() *Compute {
@@ -3306,7 +3419,7 @@ type ResumeComputeResponse struct {
 
 func (x *ResumeComputeResponse) Reset() {
 	*x = ResumeComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3431,7 @@ func (x *ResumeComputeResponse) String() string {
 func (*ResumeComputeResponse) ProtoMessage() {}
 
 func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3444,7 @@ func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ResumeComputeResponse) GetInfo() *ComputeInfo {
@@ -3352,7 +3465,7 @@ type KillComputeRequest struct {
 
 func (x *KillComputeRequest) Reset() {
 	*x = KillComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3477,7 @@ func (x *KillComputeRequest) String() string {
 func (*KillComputeRequest) ProtoMessage() {}
 
 func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3490,7 @@ func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeRequest.ProtoReflect.Descriptor instead.
 func (*KillComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{52}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *KillComputeRequest) GetCompute() *Compute {
@@ -3396,7 +3509,7 @@ type KillComputeResponse struct {
 
 func (x *KillComputeResponse) Reset() {
 	*x = KillComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3521,7 @@ func (x *KillComputeResponse) String() string {
 func (*KillComputeResponse) ProtoMessage() {}
 
 func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3534,7 @@ func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeResponse.ProtoReflect.Descriptor instead.
 func (*KillComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{53}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{55}
 }
 
 // DeleteSnapshotRequest deletes a snapshot.
@@ -3437,7 +3550,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3562,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3575,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{54}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DeleteSnapshotRequest) GetReference() *Reference {
@@ -3488,7 +3601,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3613,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3626,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{55}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{57}
 }
 
 // RunCommandComputeRequest runs a command in one incarnation.
@@ -3529,7 +3642,7 @@ type RunCommandComputeRequest struct {
 
 func (x *RunCommandComputeRequest) Reset() {
 	*x = RunCommandComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3654,7 @@ func (x *RunCommandComputeRequest) String() string {
 func (*RunCommandComputeRequest) ProtoMessage() {}
 
 func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3667,7 @@ func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{56}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RunCommandComputeRequest) GetCompute() *Compute {
@@ -3582,7 +3695,7 @@ type RunCommandComputeResponse struct {
 
 func (x *RunCommandComputeResponse) Reset() {
 	*x = RunCommandComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3594,7 +3707,7 @@ func (x *RunCommandComputeResponse) String() string {
 func (*RunCommandComputeResponse) ProtoMessage() {}
 
 func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3607,7 +3720,7 @@ func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{57}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RunCommandComputeResponse) GetResult() *CommandResult {
@@ -3725,6 +3838,12 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\tbootstrap\x18\x03 \x01(\v2\x1f.berth.sandboxnode.v1.BootstrapR\tbootstrap\x12\x1e\n" +
 	"\vcore_ca_pem\x18\x04 \x01(\fR\tcoreCaPem\"@\n" +
 	"\x0eCreateResponse\x12.\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"\xcd\x01\n" +
+	"\x13CreateSeededRequest\x12;\n" +
+	"\x06create\x18\x01 \x01(\v2#.berth.sandboxnode.v1.CreateRequestR\x06create\x125\n" +
+	"\x05owner\x18\x02 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\x05owner\x12B\n" +
+	"\bsnapshot\x18\x03 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\"F\n" +
+	"\x14CreateSeededResponse\x12.\n" +
 	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"?\n" +
 	"\rCreateFailure\x12.\n" +
 	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"O\n" +
@@ -3860,7 +3979,7 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x14COMPUTE_STATE_ABSENT\x10\x01\x12\x19\n" +
 	"\x15COMPUTE_STATE_RUNNING\x10\x02\x12\x18\n" +
 	"\x14COMPUTE_STATE_PAUSED\x10\x03\x12\x19\n" +
-	"\x15COMPUTE_STATE_STOPPED\x10\x042\xea\x0e\n" +
+	"\x15COMPUTE_STATE_STOPPED\x10\x042\xd1\x0f\n" +
 	"\vNodeService\x12P\n" +
 	"\x05Hello\x12\".berth.sandboxnode.v1.HelloRequest\x1a#.berth.sandboxnode.v1.HelloResponse\x12X\n" +
 	"\aConnect\x12$.berth.sandboxnode.v1.ConnectRequest\x1a%.berth.sandboxnode.v1.ConnectResponse0\x01\x12q\n" +
@@ -3879,7 +3998,8 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\n" +
 	"GetCompute\x12'.berth.sandboxnode.v1.GetComputeRequest\x1a(.berth.sandboxnode.v1.GetComputeResponse\x12V\n" +
 	"\aSuspend\x12$.berth.sandboxnode.v1.SuspendRequest\x1a%.berth.sandboxnode.v1.SuspendResponse\x12V\n" +
-	"\aCapture\x12$.berth.sandboxnode.v1.CaptureRequest\x1a%.berth.sandboxnode.v1.CaptureResponse\x12S\n" +
+	"\aCapture\x12$.berth.sandboxnode.v1.CaptureRequest\x1a%.berth.sandboxnode.v1.CaptureResponse\x12e\n" +
+	"\fCreateSeeded\x12).berth.sandboxnode.v1.CreateSeededRequest\x1a*.berth.sandboxnode.v1.CreateSeededResponse\x12S\n" +
 	"\x06Resume\x12#.berth.sandboxnode.v1.ResumeRequest\x1a$.berth.sandboxnode.v1.ResumeResponse\x12h\n" +
 	"\rResumeCompute\x12*.berth.sandboxnode.v1.ResumeComputeRequest\x1a+.berth.sandboxnode.v1.ResumeComputeResponse\x12b\n" +
 	"\vKillCompute\x12(.berth.sandboxnode.v1.KillComputeRequest\x1a).berth.sandboxnode.v1.KillComputeResponse\x12k\n" +
@@ -3899,7 +4019,7 @@ func file_berth_sandboxnode_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_sandboxnode_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(State)(0),                        // 0: berth.sandboxnode.v1.State
 	(ComputeState)(0),                 // 1: berth.sandboxnode.v1.ComputeState
@@ -3921,48 +4041,50 @@ var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(*Bootstrap)(nil),                 // 17: berth.sandboxnode.v1.Bootstrap
 	(*CreateRequest)(nil),             // 18: berth.sandboxnode.v1.CreateRequest
 	(*CreateResponse)(nil),            // 19: berth.sandboxnode.v1.CreateResponse
-	(*CreateFailure)(nil),             // 20: berth.sandboxnode.v1.CreateFailure
-	(*GetInfoRequest)(nil),            // 21: berth.sandboxnode.v1.GetInfoRequest
-	(*GetInfoResponse)(nil),           // 22: berth.sandboxnode.v1.GetInfoResponse
-	(*ObserveBatchRequest)(nil),       // 23: berth.sandboxnode.v1.ObserveBatchRequest
-	(*ObserveBatchResponse)(nil),      // 24: berth.sandboxnode.v1.ObserveBatchResponse
-	(*ObserveBatchResult)(nil),        // 25: berth.sandboxnode.v1.ObserveBatchResult
-	(*TargetError)(nil),               // 26: berth.sandboxnode.v1.TargetError
-	(*RenewRequest)(nil),              // 27: berth.sandboxnode.v1.RenewRequest
-	(*RenewResponse)(nil),             // 28: berth.sandboxnode.v1.RenewResponse
-	(*KillRequest)(nil),               // 29: berth.sandboxnode.v1.KillRequest
-	(*KillResponse)(nil),              // 30: berth.sandboxnode.v1.KillResponse
-	(*Command)(nil),                   // 31: berth.sandboxnode.v1.Command
-	(*CommandResult)(nil),             // 32: berth.sandboxnode.v1.CommandResult
-	(*RunCommandRequest)(nil),         // 33: berth.sandboxnode.v1.RunCommandRequest
-	(*RunCommandResponse)(nil),        // 34: berth.sandboxnode.v1.RunCommandResponse
-	(*ObserveRequest)(nil),            // 35: berth.sandboxnode.v1.ObserveRequest
-	(*ObserveResponse)(nil),           // 36: berth.sandboxnode.v1.ObserveResponse
-	(*Compute)(nil),                   // 37: berth.sandboxnode.v1.Compute
-	(*ComputeInfo)(nil),               // 38: berth.sandboxnode.v1.ComputeInfo
-	(*SnapshotIdentity)(nil),          // 39: berth.sandboxnode.v1.SnapshotIdentity
-	(*InitialRequest)(nil),            // 40: berth.sandboxnode.v1.InitialRequest
-	(*InitialResponse)(nil),           // 41: berth.sandboxnode.v1.InitialResponse
-	(*NewComputeRequest)(nil),         // 42: berth.sandboxnode.v1.NewComputeRequest
-	(*NewComputeResponse)(nil),        // 43: berth.sandboxnode.v1.NewComputeResponse
-	(*GetComputeRequest)(nil),         // 44: berth.sandboxnode.v1.GetComputeRequest
-	(*GetComputeResponse)(nil),        // 45: berth.sandboxnode.v1.GetComputeResponse
-	(*SuspendRequest)(nil),            // 46: berth.sandboxnode.v1.SuspendRequest
-	(*SuspendResponse)(nil),           // 47: berth.sandboxnode.v1.SuspendResponse
-	(*CaptureRequest)(nil),            // 48: berth.sandboxnode.v1.CaptureRequest
-	(*CaptureResponse)(nil),           // 49: berth.sandboxnode.v1.CaptureResponse
-	(*ResumeRequest)(nil),             // 50: berth.sandboxnode.v1.ResumeRequest
-	(*ResumeResponse)(nil),            // 51: berth.sandboxnode.v1.ResumeResponse
-	(*ResumeComputeRequest)(nil),      // 52: berth.sandboxnode.v1.ResumeComputeRequest
-	(*ResumeComputeResponse)(nil),     // 53: berth.sandboxnode.v1.ResumeComputeResponse
-	(*KillComputeRequest)(nil),        // 54: berth.sandboxnode.v1.KillComputeRequest
-	(*KillComputeResponse)(nil),       // 55: berth.sandboxnode.v1.KillComputeResponse
-	(*DeleteSnapshotRequest)(nil),     // 56: berth.sandboxnode.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),    // 57: berth.sandboxnode.v1.DeleteSnapshotResponse
-	(*RunCommandComputeRequest)(nil),  // 58: berth.sandboxnode.v1.RunCommandComputeRequest
-	(*RunCommandComputeResponse)(nil), // 59: berth.sandboxnode.v1.RunCommandComputeResponse
-	nil,                               // 60: berth.sandboxnode.v1.TargetError.MetadataEntry
-	(*timestamppb.Timestamp)(nil),     // 61: google.protobuf.Timestamp
+	(*CreateSeededRequest)(nil),       // 20: berth.sandboxnode.v1.CreateSeededRequest
+	(*CreateSeededResponse)(nil),      // 21: berth.sandboxnode.v1.CreateSeededResponse
+	(*CreateFailure)(nil),             // 22: berth.sandboxnode.v1.CreateFailure
+	(*GetInfoRequest)(nil),            // 23: berth.sandboxnode.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),           // 24: berth.sandboxnode.v1.GetInfoResponse
+	(*ObserveBatchRequest)(nil),       // 25: berth.sandboxnode.v1.ObserveBatchRequest
+	(*ObserveBatchResponse)(nil),      // 26: berth.sandboxnode.v1.ObserveBatchResponse
+	(*ObserveBatchResult)(nil),        // 27: berth.sandboxnode.v1.ObserveBatchResult
+	(*TargetError)(nil),               // 28: berth.sandboxnode.v1.TargetError
+	(*RenewRequest)(nil),              // 29: berth.sandboxnode.v1.RenewRequest
+	(*RenewResponse)(nil),             // 30: berth.sandboxnode.v1.RenewResponse
+	(*KillRequest)(nil),               // 31: berth.sandboxnode.v1.KillRequest
+	(*KillResponse)(nil),              // 32: berth.sandboxnode.v1.KillResponse
+	(*Command)(nil),                   // 33: berth.sandboxnode.v1.Command
+	(*CommandResult)(nil),             // 34: berth.sandboxnode.v1.CommandResult
+	(*RunCommandRequest)(nil),         // 35: berth.sandboxnode.v1.RunCommandRequest
+	(*RunCommandResponse)(nil),        // 36: berth.sandboxnode.v1.RunCommandResponse
+	(*ObserveRequest)(nil),            // 37: berth.sandboxnode.v1.ObserveRequest
+	(*ObserveResponse)(nil),           // 38: berth.sandboxnode.v1.ObserveResponse
+	(*Compute)(nil),                   // 39: berth.sandboxnode.v1.Compute
+	(*ComputeInfo)(nil),               // 40: berth.sandboxnode.v1.ComputeInfo
+	(*SnapshotIdentity)(nil),          // 41: berth.sandboxnode.v1.SnapshotIdentity
+	(*InitialRequest)(nil),            // 42: berth.sandboxnode.v1.InitialRequest
+	(*InitialResponse)(nil),           // 43: berth.sandboxnode.v1.InitialResponse
+	(*NewComputeRequest)(nil),         // 44: berth.sandboxnode.v1.NewComputeRequest
+	(*NewComputeResponse)(nil),        // 45: berth.sandboxnode.v1.NewComputeResponse
+	(*GetComputeRequest)(nil),         // 46: berth.sandboxnode.v1.GetComputeRequest
+	(*GetComputeResponse)(nil),        // 47: berth.sandboxnode.v1.GetComputeResponse
+	(*SuspendRequest)(nil),            // 48: berth.sandboxnode.v1.SuspendRequest
+	(*SuspendResponse)(nil),           // 49: berth.sandboxnode.v1.SuspendResponse
+	(*CaptureRequest)(nil),            // 50: berth.sandboxnode.v1.CaptureRequest
+	(*CaptureResponse)(nil),           // 51: berth.sandboxnode.v1.CaptureResponse
+	(*ResumeRequest)(nil),             // 52: berth.sandboxnode.v1.ResumeRequest
+	(*ResumeResponse)(nil),            // 53: berth.sandboxnode.v1.ResumeResponse
+	(*ResumeComputeRequest)(nil),      // 54: berth.sandboxnode.v1.ResumeComputeRequest
+	(*ResumeComputeResponse)(nil),     // 55: berth.sandboxnode.v1.ResumeComputeResponse
+	(*KillComputeRequest)(nil),        // 56: berth.sandboxnode.v1.KillComputeRequest
+	(*KillComputeResponse)(nil),       // 57: berth.sandboxnode.v1.KillComputeResponse
+	(*DeleteSnapshotRequest)(nil),     // 58: berth.sandboxnode.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),    // 59: berth.sandboxnode.v1.DeleteSnapshotResponse
+	(*RunCommandComputeRequest)(nil),  // 60: berth.sandboxnode.v1.RunCommandComputeRequest
+	(*RunCommandComputeResponse)(nil), // 61: berth.sandboxnode.v1.RunCommandComputeResponse
+	nil,                               // 62: berth.sandboxnode.v1.TargetError.MetadataEntry
+	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
 }
 var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	9,  // 0: berth.sandboxnode.v1.HelloResponse.operations:type_name -> berth.sandboxnode.v1.OperationDecision
@@ -3974,107 +4096,113 @@ var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	10, // 6: berth.sandboxnode.v1.GenerationStatus.readiness:type_name -> berth.sandboxnode.v1.Readiness
 	4,  // 7: berth.sandboxnode.v1.ServeGenerationsRequest.generations:type_name -> berth.sandboxnode.v1.Generation
 	6,  // 8: berth.sandboxnode.v1.ServeGenerationsResponse.generations:type_name -> berth.sandboxnode.v1.GenerationStatus
-	61, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
-	61, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
+	63, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
+	63, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
 	10, // 11: berth.sandboxnode.v1.ConnectResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
 	11, // 12: berth.sandboxnode.v1.ConnectResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
 	10, // 13: berth.sandboxnode.v1.ConnectResponse.generations:type_name -> berth.sandboxnode.v1.Readiness
 	14, // 14: berth.sandboxnode.v1.Info.reference:type_name -> berth.sandboxnode.v1.Reference
 	0,  // 15: berth.sandboxnode.v1.Info.state:type_name -> berth.sandboxnode.v1.State
-	61, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
+	63, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
 	14, // 17: berth.sandboxnode.v1.CreateRequest.reference:type_name -> berth.sandboxnode.v1.Reference
 	16, // 18: berth.sandboxnode.v1.CreateRequest.resources:type_name -> berth.sandboxnode.v1.Resources
 	17, // 19: berth.sandboxnode.v1.CreateRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
 	15, // 20: berth.sandboxnode.v1.CreateResponse.info:type_name -> berth.sandboxnode.v1.Info
-	15, // 21: berth.sandboxnode.v1.CreateFailure.info:type_name -> berth.sandboxnode.v1.Info
-	14, // 22: berth.sandboxnode.v1.GetInfoRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	15, // 23: berth.sandboxnode.v1.GetInfoResponse.info:type_name -> berth.sandboxnode.v1.Info
-	14, // 24: berth.sandboxnode.v1.ObserveBatchRequest.references:type_name -> berth.sandboxnode.v1.Reference
-	25, // 25: berth.sandboxnode.v1.ObserveBatchResponse.results:type_name -> berth.sandboxnode.v1.ObserveBatchResult
-	15, // 26: berth.sandboxnode.v1.ObserveBatchResult.info:type_name -> berth.sandboxnode.v1.Info
-	26, // 27: berth.sandboxnode.v1.ObserveBatchResult.error:type_name -> berth.sandboxnode.v1.TargetError
-	60, // 28: berth.sandboxnode.v1.TargetError.metadata:type_name -> berth.sandboxnode.v1.TargetError.MetadataEntry
-	14, // 29: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	15, // 30: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
-	14, // 31: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 32: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	31, // 33: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
-	32, // 34: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	14, // 35: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 36: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 37: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
-	37, // 38: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
-	1,  // 39: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
-	14, // 40: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	37, // 41: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
-	37, // 42: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
-	37, // 43: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
-	37, // 44: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	38, // 45: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	37, // 46: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	39, // 47: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	38, // 48: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
-	37, // 49: berth.sandboxnode.v1.CaptureRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	39, // 50: berth.sandboxnode.v1.CaptureResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	38, // 51: berth.sandboxnode.v1.CaptureResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
-	39, // 52: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	37, // 53: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
-	16, // 54: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
-	17, // 55: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
-	38, // 56: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
-	37, // 57: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	38, // 58: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	37, // 59: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	14, // 60: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	39, // 61: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	37, // 62: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	31, // 63: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
-	32, // 64: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	2,  // 65: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
-	12, // 66: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
-	7,  // 67: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
-	18, // 68: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
-	21, // 69: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
-	27, // 70: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
-	29, // 71: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
-	33, // 72: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
-	35, // 73: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
-	23, // 74: berth.sandboxnode.v1.NodeService.ObserveBatch:input_type -> berth.sandboxnode.v1.ObserveBatchRequest
-	40, // 75: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
-	42, // 76: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
-	44, // 77: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
-	46, // 78: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
-	48, // 79: berth.sandboxnode.v1.NodeService.Capture:input_type -> berth.sandboxnode.v1.CaptureRequest
-	50, // 80: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
-	52, // 81: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
-	54, // 82: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
-	56, // 83: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
-	58, // 84: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
-	3,  // 85: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
-	13, // 86: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
-	8,  // 87: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
-	19, // 88: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
-	22, // 89: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
-	28, // 90: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
-	30, // 91: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
-	34, // 92: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
-	36, // 93: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
-	24, // 94: berth.sandboxnode.v1.NodeService.ObserveBatch:output_type -> berth.sandboxnode.v1.ObserveBatchResponse
-	41, // 95: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
-	43, // 96: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
-	45, // 97: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
-	47, // 98: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
-	49, // 99: berth.sandboxnode.v1.NodeService.Capture:output_type -> berth.sandboxnode.v1.CaptureResponse
-	51, // 100: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
-	53, // 101: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
-	55, // 102: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
-	57, // 103: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
-	59, // 104: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
-	85, // [85:105] is the sub-list for method output_type
-	65, // [65:85] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	18, // 21: berth.sandboxnode.v1.CreateSeededRequest.create:type_name -> berth.sandboxnode.v1.CreateRequest
+	14, // 22: berth.sandboxnode.v1.CreateSeededRequest.owner:type_name -> berth.sandboxnode.v1.Reference
+	41, // 23: berth.sandboxnode.v1.CreateSeededRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	15, // 24: berth.sandboxnode.v1.CreateSeededResponse.info:type_name -> berth.sandboxnode.v1.Info
+	15, // 25: berth.sandboxnode.v1.CreateFailure.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 26: berth.sandboxnode.v1.GetInfoRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	15, // 27: berth.sandboxnode.v1.GetInfoResponse.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 28: berth.sandboxnode.v1.ObserveBatchRequest.references:type_name -> berth.sandboxnode.v1.Reference
+	27, // 29: berth.sandboxnode.v1.ObserveBatchResponse.results:type_name -> berth.sandboxnode.v1.ObserveBatchResult
+	15, // 30: berth.sandboxnode.v1.ObserveBatchResult.info:type_name -> berth.sandboxnode.v1.Info
+	28, // 31: berth.sandboxnode.v1.ObserveBatchResult.error:type_name -> berth.sandboxnode.v1.TargetError
+	62, // 32: berth.sandboxnode.v1.TargetError.metadata:type_name -> berth.sandboxnode.v1.TargetError.MetadataEntry
+	14, // 33: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	15, // 34: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 35: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 36: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	33, // 37: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
+	34, // 38: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	14, // 39: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 40: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 41: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
+	39, // 42: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
+	1,  // 43: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
+	14, // 44: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	39, // 45: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	39, // 46: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
+	39, // 47: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	39, // 48: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	40, // 49: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	39, // 50: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	41, // 51: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	40, // 52: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
+	39, // 53: berth.sandboxnode.v1.CaptureRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	41, // 54: berth.sandboxnode.v1.CaptureResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	40, // 55: berth.sandboxnode.v1.CaptureResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
+	41, // 56: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	39, // 57: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
+	16, // 58: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
+	17, // 59: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
+	40, // 60: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
+	39, // 61: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	40, // 62: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	39, // 63: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	14, // 64: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	41, // 65: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	39, // 66: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	33, // 67: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
+	34, // 68: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	2,  // 69: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
+	12, // 70: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
+	7,  // 71: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
+	18, // 72: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
+	23, // 73: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
+	29, // 74: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
+	31, // 75: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
+	35, // 76: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
+	37, // 77: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
+	25, // 78: berth.sandboxnode.v1.NodeService.ObserveBatch:input_type -> berth.sandboxnode.v1.ObserveBatchRequest
+	42, // 79: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
+	44, // 80: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
+	46, // 81: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
+	48, // 82: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
+	50, // 83: berth.sandboxnode.v1.NodeService.Capture:input_type -> berth.sandboxnode.v1.CaptureRequest
+	20, // 84: berth.sandboxnode.v1.NodeService.CreateSeeded:input_type -> berth.sandboxnode.v1.CreateSeededRequest
+	52, // 85: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
+	54, // 86: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
+	56, // 87: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
+	58, // 88: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
+	60, // 89: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
+	3,  // 90: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
+	13, // 91: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
+	8,  // 92: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
+	19, // 93: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
+	24, // 94: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
+	30, // 95: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
+	32, // 96: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
+	36, // 97: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
+	38, // 98: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
+	26, // 99: berth.sandboxnode.v1.NodeService.ObserveBatch:output_type -> berth.sandboxnode.v1.ObserveBatchResponse
+	43, // 100: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
+	45, // 101: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
+	47, // 102: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
+	49, // 103: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
+	51, // 104: berth.sandboxnode.v1.NodeService.Capture:output_type -> berth.sandboxnode.v1.CaptureResponse
+	21, // 105: berth.sandboxnode.v1.NodeService.CreateSeeded:output_type -> berth.sandboxnode.v1.CreateSeededResponse
+	53, // 106: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
+	55, // 107: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
+	57, // 108: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
+	59, // 109: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
+	61, // 110: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
+	90, // [90:111] is the sub-list for method output_type
+	69, // [69:90] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_berth_sandboxnode_v1_node_proto_init() }
@@ -4088,7 +4216,7 @@ func file_berth_sandboxnode_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_sandboxnode_v1_node_proto_rawDesc), len(file_berth_sandboxnode_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,7 @@ const (
 	NodeService_GetCompute_FullMethodName        = "/berth.sandboxnode.v1.NodeService/GetCompute"
 	NodeService_Suspend_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Suspend"
 	NodeService_Capture_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Capture"
+	NodeService_CreateSeeded_FullMethodName      = "/berth.sandboxnode.v1.NodeService/CreateSeeded"
 	NodeService_Resume_FullMethodName            = "/berth.sandboxnode.v1.NodeService/Resume"
 	NodeService_ResumeCompute_FullMethodName     = "/berth.sandboxnode.v1.NodeService/ResumeCompute"
 	NodeService_KillCompute_FullMethodName       = "/berth.sandboxnode.v1.NodeService/KillCompute"
@@ -110,6 +111,13 @@ type NodeServiceClient interface {
 	// unsupported (reason node_protocol_no_capture) and never as an unknown
 	// outcome, since an unknown method runs nothing.
 	Capture(ctx context.Context, in *CaptureRequest, opts ...grpc.CallOption) (*CaptureResponse, error)
+	// CreateSeeded is Create for a fork's child: the new allocation's
+	// filesystem starts as a copy of another allocation's snapshot on this
+	// node, which stays. A node agent of berth.sandboxnode.v1/5 built
+	// before it answers gRPC's own UNIMPLEMENTED; Core treats that as
+	// CreateSeeded unsupported (reason node_protocol_no_seed), never as an
+	// unknown outcome.
+	CreateSeeded(ctx context.Context, in *CreateSeededRequest, opts ...grpc.CallOption) (*CreateSeededResponse, error)
 	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error)
 	ResumeCompute(ctx context.Context, in *ResumeComputeRequest, opts ...grpc.CallOption) (*ResumeComputeResponse, error)
 	KillCompute(ctx context.Context, in *KillComputeRequest, opts ...grpc.CallOption) (*KillComputeResponse, error)
@@ -284,6 +292,16 @@ func (c *nodeServiceClient) Capture(ctx context.Context, in *CaptureRequest, opt
 	return out, nil
 }
 
+func (c *nodeServiceClient) CreateSeeded(ctx context.Context, in *CreateSeededRequest, opts ...grpc.CallOption) (*CreateSeededResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateSeededResponse)
+	err := c.cc.Invoke(ctx, NodeService_CreateSeeded_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *nodeServiceClient) Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResumeResponse)
@@ -390,6 +408,13 @@ type NodeServiceServer interface {
 	// unsupported (reason node_protocol_no_capture) and never as an unknown
 	// outcome, since an unknown method runs nothing.
 	Capture(context.Context, *CaptureRequest) (*CaptureResponse, error)
+	// CreateSeeded is Create for a fork's child: the new allocation's
+	// filesystem starts as a copy of another allocation's snapshot on this
+	// node, which stays. A node agent of berth.sandboxnode.v1/5 built
+	// before it answers gRPC's own UNIMPLEMENTED; Core treats that as
+	// CreateSeeded unsupported (reason node_protocol_no_seed), never as an
+	// unknown outcome.
+	CreateSeeded(context.Context, *CreateSeededRequest) (*CreateSeededResponse, error)
 	Resume(context.Context, *ResumeRequest) (*ResumeResponse, error)
 	ResumeCompute(context.Context, *ResumeComputeRequest) (*ResumeComputeResponse, error)
 	KillCompute(context.Context, *KillComputeRequest) (*KillComputeResponse, error)
@@ -449,6 +474,9 @@ func (UnimplementedNodeServiceServer) Suspend(context.Context, *SuspendRequest) 
 }
 func (UnimplementedNodeServiceServer) Capture(context.Context, *CaptureRequest) (*CaptureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Capture not implemented")
+}
+func (UnimplementedNodeServiceServer) CreateSeeded(context.Context, *CreateSeededRequest) (*CreateSeededResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSeeded not implemented")
 }
 func (UnimplementedNodeServiceServer) Resume(context.Context, *ResumeRequest) (*ResumeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Resume not implemented")
@@ -749,6 +777,24 @@ func _NodeService_Capture_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_CreateSeeded_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateSeededRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).CreateSeeded(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_CreateSeeded_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).CreateSeeded(ctx, req.(*CreateSeededRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _NodeService_Resume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResumeRequest)
 	if err := dec(in); err != nil {
@@ -901,6 +947,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Capture",
 			Handler:    _NodeService_Capture_Handler,
+		},
+		{
+			MethodName: "CreateSeeded",
+			Handler:    _NodeService_CreateSeeded_Handler,
 		},
 		{
 			MethodName: "Resume",

@@ -6,6 +6,12 @@ package sandboxnodev1
 // Change log (newest first; bump on every wire-visible change, except an
 // addition under the rule of proto/doc.go, recorded here without a bump):
 //
+//	berth.sandboxnode.v1/5, addition: the CreateSeeded RPC
+//	  (CreateSeededRequest, CreateSeededResponse: Create for a fork's
+//	  child, from a snapshot of another allocation on the node), fenced
+//	  like Create, under the same rule as Capture below: an agent without
+//	  it answers UNIMPLEMENTED, which the proxy turns into CreateSeeded
+//	  unsupported, reason node_protocol_no_seed.
 //	berth.sandboxnode.v1/5, addition: the Capture RPC (CaptureRequest,
 //	  CaptureResponse: Suspend that keeps its source), fenced like Suspend.
 //	  The version stays: a node agent of v1/5 without it answers gRPC's own
