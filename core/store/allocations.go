@@ -99,6 +99,9 @@ type Allocation struct {
 	// Observation is what the lifecycle worker last observed of the running
 	// compute (RecordObservation); the zero value before the first.
 	Observation Observation
+	// ForkID is the fork this allocation is a child of (its Create is
+	// seeded from the fork's snapshot: forks.go); nil otherwise.
+	ForkID *uuid.UUID
 }
 
 // Reference returns the allocation's exact provider Reference.
@@ -964,10 +967,11 @@ type NodeWork struct {
 	SuspensionWork       bool // ListSuspensionWorkForNode
 	SuspensionCandidates bool // ListSuspensionCandidatesForNode
 	Leftovers            bool // ListAllocationsOwingLeftovers
+	Forks                bool // ListForkWorkForNode
 }
 
 // AllNodeWork is a NodeWork with every flag set: every scan reads its page.
-var AllNodeWork = NodeWork{Pending: true, AllocationWork: true, SuspensionWork: true, SuspensionCandidates: true, Leftovers: true}
+var AllNodeWork = NodeWork{Pending: true, AllocationWork: true, SuspensionWork: true, SuspensionCandidates: true, Leftovers: true, Forks: true}
 
 // ProbeNodeWork reads, in one statement, which of node nodeID's lifecycle
 // scans would find a row from the start: each flag is its scan's predicate
@@ -1075,6 +1079,7 @@ func allocationFromRow(r db.Allocation) Allocation {
 		CreateAbandonedAt:   r.CreateAbandonedAt,
 		AbandonedAt:         r.AbandonedAt,
 		Observation:         observationFromRow(r),
+		ForkID:              r.ForkID,
 	}
 }
 

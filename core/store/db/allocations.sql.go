@@ -24,7 +24,7 @@ SET state                = 'cleanup_requested',
 WHERE id = $1 AND revision = $2
   AND state IN ('create_unknown', 'create_dispatched')
   AND create_dispatched_at <= now() - make_interval(secs => $3::integer)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type AbandonCreateParams struct {
@@ -91,6 +91,8 @@ func (q *Queries) AbandonCreate(ctx context.Context, arg AbandonCreateParams) (A
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -128,7 +130,7 @@ UPDATE allocations
 SET state = 'create_dispatched', create_dispatched_at = now(),
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND create_receipt = $2 AND state = 'allocated'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type ClaimCreateParams struct {
@@ -191,6 +193,8 @@ func (q *Queries) ClaimCreate(ctx context.Context, arg ClaimCreateParams) (Alloc
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -247,7 +251,7 @@ func (q *Queries) CountUnreleasedAllocations(ctx context.Context) ([]CountUnrele
 }
 
 const getAllocation = `-- name: GetAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations WHERE id = $1
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index FROM allocations WHERE id = $1
 `
 
 func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, error) {
@@ -302,6 +306,8 @@ func (q *Queries) GetAllocation(ctx context.Context, id uuid.UUID) (Allocation, 
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -366,7 +372,7 @@ func (q *Queries) GetAllocationCredential(ctx context.Context, id uuid.UUID) (Ge
 }
 
 const getAllocationWithSession = `-- name: GetAllocationWithSession :one
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, e.session_id, s.project_id, s.tenant_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, a.fork_id, a.fork_index, e.session_id, s.project_id, s.tenant_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
@@ -432,6 +438,8 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 		&i.Allocation.RestoredAt,
 		&i.Allocation.AbandonedAt,
 		&i.Allocation.ArchiveCancelTurnID,
+		&i.Allocation.ForkID,
+		&i.Allocation.ForkIndex,
 		&i.SessionID,
 		&i.ProjectID,
 		&i.TenantID,
@@ -440,7 +448,7 @@ func (q *Queries) GetAllocationWithSession(ctx context.Context, id uuid.UUID) (G
 }
 
 const getUnreleasedAllocationForEnvironment = `-- name: GetUnreleasedAllocationForEnvironment :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations WHERE environment_id = $1 AND state <> 'released'
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index FROM allocations WHERE environment_id = $1 AND state <> 'released'
 `
 
 func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, environmentID uuid.UUID) (Allocation, error) {
@@ -495,6 +503,8 @@ func (q *Queries) GetUnreleasedAllocationForEnvironment(ctx context.Context, env
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -506,7 +516,7 @@ INSERT INTO allocations (id, environment_id, tenant_id, node_id, generation,
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8,
         $9, $10)
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type InsertAllocationParams struct {
@@ -585,6 +595,8 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -623,7 +635,7 @@ func (q *Queries) InsertObservationMark(ctx context.Context, arg InsertObservati
 }
 
 const listAllocationWorkForDirect = `-- name: ListAllocationWorkForDirect :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index FROM allocations
 WHERE node_id IS NULL AND id > $1
   AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
                 'cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed')
@@ -700,6 +712,8 @@ func (q *Queries) ListAllocationWorkForDirect(ctx context.Context, arg ListAlloc
 			&i.RestoredAt,
 			&i.AbandonedAt,
 			&i.ArchiveCancelTurnID,
+			&i.ForkID,
+			&i.ForkIndex,
 		); err != nil {
 			return nil, err
 		}
@@ -712,7 +726,7 @@ func (q *Queries) ListAllocationWorkForDirect(ctx context.Context, arg ListAlloc
 }
 
 const listAllocationWorkForNode = `-- name: ListAllocationWorkForNode :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index FROM allocations
 WHERE node_id = $1::uuid AND id > $2
   AND state IN ('create_dispatched', 'create_unknown', 'create_failed',
                 'cleanup_requested', 'cleanup_unknown', 'cleanup_confirmed')
@@ -789,6 +803,8 @@ func (q *Queries) ListAllocationWorkForNode(ctx context.Context, arg ListAllocat
 			&i.RestoredAt,
 			&i.AbandonedAt,
 			&i.ArchiveCancelTurnID,
+			&i.ForkID,
+			&i.ForkIndex,
 		); err != nil {
 			return nil, err
 		}
@@ -801,7 +817,7 @@ func (q *Queries) ListAllocationWorkForNode(ctx context.Context, arg ListAllocat
 }
 
 const listAllocationsByAge = `-- name: ListAllocationsByAge :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, e.session_id, s.project_id, s.tenant_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, a.fork_id, a.fork_index, e.session_id, s.project_id, s.tenant_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
@@ -897,6 +913,8 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 			&i.Allocation.RestoredAt,
 			&i.Allocation.AbandonedAt,
 			&i.Allocation.ArchiveCancelTurnID,
+			&i.Allocation.ForkID,
+			&i.Allocation.ForkIndex,
 			&i.SessionID,
 			&i.ProjectID,
 			&i.TenantID,
@@ -912,7 +930,7 @@ func (q *Queries) ListAllocationsByAge(ctx context.Context, arg ListAllocationsB
 }
 
 const listDirectAllocationsOfGeneration = `-- name: ListDirectAllocationsOfGeneration :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, a.fork_id, a.fork_index
 FROM allocations a
 WHERE a.node_id IS NULL AND a.generation = $1
   AND a.state NOT IN ('cleanup_confirmed', 'released') AND a.provider_id IS NOT NULL
@@ -982,6 +1000,8 @@ func (q *Queries) ListDirectAllocationsOfGeneration(ctx context.Context, generat
 			&i.RestoredAt,
 			&i.AbandonedAt,
 			&i.ArchiveCancelTurnID,
+			&i.ForkID,
+			&i.ForkIndex,
 		); err != nil {
 			return nil, err
 		}
@@ -1000,7 +1020,7 @@ WITH lane_marks AS MATERIALIZED (
     WHERE m.lane = '00000000-0000-0000-0000-000000000000'::uuid
     GROUP BY u.id
 )
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id,
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, a.fork_id, a.fork_index,
        (a.observed_at IS NULL
         OR greatest(a.observed_at, k.marked_at)
            <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
@@ -1103,6 +1123,8 @@ func (q *Queries) ListObservableForDirect(ctx context.Context, arg ListObservabl
 			&i.Allocation.RestoredAt,
 			&i.Allocation.AbandonedAt,
 			&i.Allocation.ArchiveCancelTurnID,
+			&i.Allocation.ForkID,
+			&i.Allocation.ForkIndex,
 			&i.ObservationDue,
 			&i.KeepaliveDue,
 			&i.KeepaliveLapsed,
@@ -1127,7 +1149,7 @@ WITH lane_marks AS MATERIALIZED (
     WHERE m.lane = $3::uuid
     GROUP BY u.id
 )
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id,
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, a.fork_id, a.fork_index,
        (a.observed_at IS NULL
         OR greatest(a.observed_at, k.marked_at)
            <= now() - $1::bigint * interval '1 microsecond')::boolean AS observation_due,
@@ -1246,6 +1268,8 @@ func (q *Queries) ListObservableForNode(ctx context.Context, arg ListObservableF
 			&i.Allocation.RestoredAt,
 			&i.Allocation.AbandonedAt,
 			&i.Allocation.ArchiveCancelTurnID,
+			&i.Allocation.ForkID,
+			&i.Allocation.ForkIndex,
 			&i.ObservationDue,
 			&i.KeepaliveDue,
 			&i.KeepaliveLapsed,
@@ -1331,7 +1355,9 @@ JOIN sessions s ON s.id = e.session_id
 LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
 WHERE p.node_id = $1::uuid AND p.state = 'reserved' AND p.environment_id > $2
   AND e.state = 'pending'
-  AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
+  AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id
+                        AND (a.fork_id IS NULL
+                             OR EXISTS (SELECT 1 FROM forks f WHERE f.id = a.fork_id AND f.state = 'ready'))))
 ORDER BY p.environment_id
 LIMIT $3
 `
@@ -1356,7 +1382,8 @@ type ListPendingForNodeRow struct {
 // its allocation released while the Environment still waits: see
 // ReservePlacement) and whose compute has not been asked for: no
 // unreleased allocation, or one whose create receipt is still fresh
-// (allocated). An allocated allocation's placement is always reserved
+// (allocated) and, for a fork's child, whose fork's snapshot is ready
+// (forks.sql). An allocated allocation's placement is always reserved
 // (only a running outcome activates it), and a released allocation's is
 // reserved again while its Session is active; so the rows an active
 // placement leaves out are those of a Session being deleted or archived,
@@ -1392,7 +1419,7 @@ func (q *Queries) ListPendingForNode(ctx context.Context, arg ListPendingForNode
 }
 
 const listSuspensionCandidatesForNode = `-- name: ListSuspensionCandidatesForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, coalesce(i.since, now())::timestamptz AS idle_since
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, a.fork_id, a.fork_index, coalesce(i.since, now())::timestamptz AS idle_since
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 JOIN sessions s ON s.id = e.session_id
@@ -1495,6 +1522,8 @@ func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListS
 			&i.Allocation.RestoredAt,
 			&i.Allocation.AbandonedAt,
 			&i.Allocation.ArchiveCancelTurnID,
+			&i.Allocation.ForkID,
+			&i.Allocation.ForkIndex,
 			&i.IdleSince,
 		); err != nil {
 			return nil, err
@@ -1508,7 +1537,7 @@ func (q *Queries) ListSuspensionCandidatesForNode(ctx context.Context, arg ListS
 }
 
 const lockAllocation = `-- name: LockAllocation :one
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations WHERE id = $1 FOR UPDATE
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index FROM allocations WHERE id = $1 FOR UPDATE
 `
 
 // LockAllocation reads an allocation and locks its row until the
@@ -1565,6 +1594,8 @@ func (q *Queries) LockAllocation(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -1579,7 +1610,9 @@ SELECT
         LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
         WHERE p.node_id = $1::uuid AND p.state = 'reserved'
           AND e.state = 'pending'
-          AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
+          AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id
+                                AND (a.fork_id IS NULL
+                                     OR EXISTS (SELECT 1 FROM forks f WHERE f.id = a.fork_id AND f.state = 'ready'))))
     )::boolean AS pending,
     EXISTS (
         SELECT 1 FROM allocations
@@ -1616,7 +1649,15 @@ SELECT
         FROM allocations a
         JOIN allocation_leftovers l ON l.allocation_id = a.id AND l.deleted_at IS NULL
         WHERE a.node_id = $1::uuid AND a.state = 'running'
-    )::boolean AS leftovers
+    )::boolean AS leftovers,
+    EXISTS (
+        SELECT 1
+        FROM forks f
+        WHERE f.node_id = $1::uuid AND f.state IN ('capturing', 'ready')
+          AND (f.state = 'capturing'
+               OR NOT EXISTS (SELECT 1 FROM allocations a
+                              WHERE a.fork_id = f.id AND a.state IN ('allocated', 'create_dispatched', 'create_unknown')))
+    )::boolean AS forks
 `
 
 type ProbeNodeWorkRow struct {
@@ -1625,13 +1666,14 @@ type ProbeNodeWorkRow struct {
 	SuspensionWork       bool
 	SuspensionCandidates bool
 	Leftovers            bool
+	Forks                bool
 }
 
 // ProbeNodeWork says, in one statement, which of a node's lifecycle scans
 // have a row anywhere: each flag is its scan's own predicate without the
 // cursor (ListPendingForNode, ListAllocationWorkForNode,
 // ListSuspensionWorkForNode, ListSuspensionCandidatesForNode,
-// ListAllocationsOwingLeftovers), so a flag is false exactly when that
+// ListAllocationsOwingLeftovers, ListForkWorkForNode), so a flag is false exactly when that
 // scan's first page would be empty. A change to one of those predicates
 // is made here too (store test TestProbeNodeWorkFlagsMatchFirstPages).
 func (q *Queries) ProbeNodeWork(ctx context.Context, nodeID uuid.UUID) (ProbeNodeWorkRow, error) {
@@ -1643,6 +1685,7 @@ func (q *Queries) ProbeNodeWork(ctx context.Context, nodeID uuid.UUID) (ProbeNod
 		&i.SuspensionWork,
 		&i.SuspensionCandidates,
 		&i.Leftovers,
+		&i.Forks,
 	)
 	return i, err
 }
@@ -1673,7 +1716,7 @@ SET observed_at      = now(),
     observed_reason  = $2::text,
     keepalive_at     = CASE WHEN $3::boolean THEN now() ELSE keepalive_at END
 WHERE id = $4 AND revision = $5 AND state = 'running'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type RecordObservationParams struct {
@@ -1747,6 +1790,8 @@ func (q *Queries) RecordObservation(ctx context.Context, arg RecordObservationPa
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -1818,7 +1863,7 @@ SET state                = $1,
     revision             = revision + 1,
     updated_at           = now()
 WHERE id = $6 AND revision = $7
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type UpdateAllocationParams struct {
@@ -1894,6 +1939,8 @@ func (q *Queries) UpdateAllocation(ctx context.Context, arg UpdateAllocationPara
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }

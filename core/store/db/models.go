@@ -60,6 +60,8 @@ type Allocation struct {
 	RestoredAt           *time.Time
 	AbandonedAt          *time.Time
 	ArchiveCancelTurnID  *uuid.UUID
+	ForkID               *uuid.UUID
+	ForkIndex            pgtype.Int4
 }
 
 type AllocationLeftover struct {
@@ -216,6 +218,27 @@ type FileOperation struct {
 	Symlinks     int64
 	Hardlinks    int64
 	Bytes        int64
+}
+
+type Fork struct {
+	ID                 uuid.UUID
+	SourceSessionID    uuid.UUID
+	SourceAllocationID uuid.UUID
+	NodeID             uuid.UUID
+	RequestID          uuid.UUID
+	Requested          int32
+	Placed             int32
+	UnplacedReason     string
+	State              string
+	CaptureOp          *uuid.UUID
+	CaptureClaimedAt   *time.Time
+	Borrowed           bool
+	SnapshotID         pgtype.Text
+	SnapshotProvenance pgtype.Text
+	FailureCode        pgtype.Text
+	CreatedAt          time.Time
+	CapturedAt         *time.Time
+	EndedAt            *time.Time
 }
 
 type Installation struct {

@@ -17,7 +17,7 @@ const abandonNodeAllocations = `-- name: AbandonNodeAllocations :many
 UPDATE allocations
 SET state = 'released', released_at = now(), abandoned_at = now(), revision = revision + 1, updated_at = now()
 WHERE node_id = $1::uuid AND state <> 'released'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 // AbandonNodeAllocations releases every unreleased allocation of node
@@ -81,6 +81,8 @@ func (q *Queries) AbandonNodeAllocations(ctx context.Context, nodeID uuid.UUID) 
 			&i.RestoredAt,
 			&i.AbandonedAt,
 			&i.ArchiveCancelTurnID,
+			&i.ForkID,
+			&i.ForkIndex,
 		); err != nil {
 			return nil, err
 		}

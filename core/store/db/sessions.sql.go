@@ -462,7 +462,7 @@ func (q *Queries) ListSessionsByAge(ctx context.Context, arg ListSessionsByAgePa
 }
 
 const listUnreleasedAllocationsByEnvironments = `-- name: ListUnreleasedAllocationsByEnvironments :many
-SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id FROM allocations WHERE environment_id = ANY($1::uuid[]) AND state <> 'released'
+SELECT id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index FROM allocations WHERE environment_id = ANY($1::uuid[]) AND state <> 'released'
 `
 
 func (q *Queries) ListUnreleasedAllocationsByEnvironments(ctx context.Context, environmentIds []uuid.UUID) ([]Allocation, error) {
@@ -523,6 +523,8 @@ func (q *Queries) ListUnreleasedAllocationsByEnvironments(ctx context.Context, e
 			&i.RestoredAt,
 			&i.AbandonedAt,
 			&i.ArchiveCancelTurnID,
+			&i.ForkID,
+			&i.ForkIndex,
 		); err != nil {
 			return nil, err
 		}

@@ -17,7 +17,7 @@ UPDATE allocations
 SET compute_phase = 'suspended', compute_id = NULL, restore_operation = NULL, restore_dispatched_at = NULL,
     revision = revision + 1, updated_at = now()
 WHERE id = $1 AND restore_operation = $2 AND compute_phase = 'restoring'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type AbandonRestoreParams struct {
@@ -82,6 +82,8 @@ func (q *Queries) AbandonRestore(ctx context.Context, arg AbandonRestoreParams) 
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -91,7 +93,7 @@ UPDATE allocations
 SET compute_phase = 'running', suspend_operation = NULL, quiesce_armed_at = NULL,
     quiesce_acked_at = NULL, suspension_aborted_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type AbortQuiesceParams struct {
@@ -154,6 +156,8 @@ func (q *Queries) AbortQuiesce(ctx context.Context, arg AbortQuiesceParams) (All
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -180,7 +184,7 @@ SET compute_phase = 'restoring', restore_operation = $1, restore_dispatched_at =
     revision = revision + 1, updated_at = now()
 WHERE id = $4 AND revision = $5 AND compute_phase = 'suspended' AND state = 'running'
   AND device_revoked_at IS NULL AND retention_deadline > now()
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type ArmRestoreParams struct {
@@ -254,6 +258,8 @@ func (q *Queries) ArmRestore(ctx context.Context, arg ArmRestoreParams) (Allocat
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -268,7 +274,7 @@ WHERE id = $2 AND revision = $3 AND state = 'running' AND compute_phase = 'runni
        OR ((restored_at IS NULL OR restored_at <= now() - make_interval(secs => $4::integer))
            AND (suspension_aborted_at IS NULL
                 OR suspension_aborted_at <= now() - make_interval(secs => $4::integer))))
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type ArmSuspensionParams struct {
@@ -343,6 +349,8 @@ func (q *Queries) ArmSuspension(ctx context.Context, arg ArmSuspensionParams) (A
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -352,7 +360,7 @@ UPDATE allocations
 SET compute_phase = 'suspending', capture_dispatched_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
   AND quiesce_acked_at IS NOT NULL AND state = 'running' AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type ClaimCaptureParams struct {
@@ -415,6 +423,8 @@ func (q *Queries) ClaimCapture(ctx context.Context, arg ClaimCaptureParams) (All
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -425,7 +435,7 @@ SET restore_dispatched_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $1 AND restore_operation = $2 AND compute_phase = 'restoring'
   AND restore_dispatched_at IS NULL AND state = 'running' AND device_revoked_at IS NULL
   AND retention_deadline > now()
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type ClaimRestoreParams struct {
@@ -488,6 +498,8 @@ func (q *Queries) ClaimRestore(ctx context.Context, arg ClaimRestoreParams) (All
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -602,14 +614,19 @@ func (q *Queries) ListAllocationsOwingLeftovers(ctx context.Context, arg ListAll
 }
 
 const listOwedLeftovers = `-- name: ListOwedLeftovers :many
-SELECT id, allocation_id, kind, identity, provenance, generation, native_id, created_at, deleted_at FROM allocation_leftovers
-WHERE allocation_id = $1 AND deleted_at IS NULL
+SELECT id, allocation_id, kind, identity, provenance, generation, native_id, created_at, deleted_at FROM allocation_leftovers l
+WHERE l.allocation_id = $1 AND l.deleted_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM forks f
+                  WHERE f.source_allocation_id = l.allocation_id AND f.borrowed
+                    AND f.snapshot_id = l.identity AND f.state IN ('capturing', 'ready'))
 ORDER BY id
 LIMIT 32
 `
 
 // ListOwedLeftovers reads the leftovers of allocation @allocation_id not
-// yet confirmed deleted, oldest first.
+// yet confirmed deleted, oldest first, except a suspension snapshot an
+// open fork borrowed: its children are seeded from it, so its deletion
+// waits for the fork to settle (forks.sql).
 func (q *Queries) ListOwedLeftovers(ctx context.Context, allocationID uuid.UUID) ([]AllocationLeftover, error) {
 	rows, err := q.db.Query(ctx, listOwedLeftovers, allocationID)
 	if err != nil {
@@ -641,7 +658,7 @@ func (q *Queries) ListOwedLeftovers(ctx context.Context, allocationID uuid.UUID)
 }
 
 const listSuspensionWorkForNode = `-- name: ListSuspensionWorkForNode :many
-SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id,
+SELECT a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, a.fork_id, a.fork_index,
        (a.wake_requested_at IS NOT NULL OR EXISTS (
            SELECT 1 FROM turns t WHERE t.session_id = e.session_id AND t.state = 'queued')
         OR EXISTS (
@@ -746,6 +763,8 @@ func (q *Queries) ListSuspensionWorkForNode(ctx context.Context, arg ListSuspens
 			&i.Allocation.RestoredAt,
 			&i.Allocation.AbandonedAt,
 			&i.Allocation.ArchiveCancelTurnID,
+			&i.Allocation.ForkID,
+			&i.Allocation.ForkIndex,
 			&i.WorkWaiting,
 			&i.QuiesceOverdue,
 			&i.RestoreOverdue,
@@ -882,7 +901,7 @@ const recordQuiesceAck = `-- name: RecordQuiesceAck :one
 UPDATE allocations
 SET quiesce_acked_at = coalesce(quiesce_acked_at, now()), updated_at = now()
 WHERE id = $1 AND suspend_operation = $2 AND compute_phase = 'quiescing'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type RecordQuiesceAckParams struct {
@@ -945,6 +964,8 @@ func (q *Queries) RecordQuiesceAck(ctx context.Context, arg RecordQuiesceAckPara
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -956,7 +977,7 @@ SET compute_phase = 'running', compute_id = $1, snapshot_id = NULL, snapshot_pro
     wake_requested_at = NULL, restored_at = now(), keepalive_at = NULL, revision = revision + 1, updated_at = now()
 WHERE id = $2 AND restore_operation = $3 AND compute_phase = 'restoring'
   AND state = 'running' AND device_revoked_at IS NULL AND retention_deadline > now()
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type RecordRestoredParams struct {
@@ -1026,6 +1047,8 @@ func (q *Queries) RecordRestored(ctx context.Context, arg RecordRestoredParams) 
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -1040,7 +1063,7 @@ SET compute_phase = 'suspended', snapshot_id = $1, snapshot_provenance = $2,
 FROM deployment_generations g
 WHERE a.id = $3 AND a.suspend_operation = $4 AND a.compute_phase = 'suspending'
   AND g.generation = a.generation AND g.suspension_retention_seconds IS NOT NULL
-RETURNING a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id
+RETURNING a.id, a.environment_id, a.tenant_id, a.node_id, a.generation, a.credential_digest, a.device_id, a.state, a.create_receipt, a.create_dispatched_at, a.create_settled, a.absence_receipt, a.bootstrap_complete, a.provider_id, a.compute_phase, a.revision, a.cleanup_requested_at, a.cleanup_confirmed_at, a.created_at, a.updated_at, a.released_at, a.credential_ciphertext, a.credential_nonce, a.observed_at, a.observed_compute, a.observed_reason, a.keepalive_at, a.device_revoked_at, a.create_abandoned_at, a.compute_generation, a.compute_name, a.compute_id, a.suspend_operation, a.quiesce_armed_at, a.quiesce_acked_at, a.capture_dispatched_at, a.snapshot_id, a.snapshot_provenance, a.suspended_at, a.retention_deadline, a.restore_operation, a.restore_dispatched_at, a.wake_requested_at, a.suspension_aborted_at, a.suspend_requested_at, a.restored_at, a.abandoned_at, a.archive_cancel_turn_id, a.fork_id, a.fork_index
 `
 
 type RecordSuspendedParams struct {
@@ -1111,6 +1134,8 @@ func (q *Queries) RecordSuspended(ctx context.Context, arg RecordSuspendedParams
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -1119,7 +1144,7 @@ const requestSuspend = `-- name: RequestSuspend :one
 UPDATE allocations
 SET suspend_requested_at = coalesce(suspend_requested_at, now()), updated_at = now()
 WHERE id = $1 AND state = 'running' AND compute_phase = 'running' AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 // RequestSuspend records an admin's suspend-now on running compute (the
@@ -1176,6 +1201,8 @@ func (q *Queries) RequestSuspend(ctx context.Context, id uuid.UUID) (Allocation,
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -1184,7 +1211,7 @@ const requestWake = `-- name: RequestWake :one
 UPDATE allocations
 SET wake_requested_at = coalesce(wake_requested_at, now()), updated_at = now()
 WHERE id = $1 AND state = 'running' AND compute_phase <> 'running' AND device_revoked_at IS NULL
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 // RequestWake records an admin's resume-now on compute in a suspension
@@ -1241,6 +1268,8 @@ func (q *Queries) RequestWake(ctx context.Context, id uuid.UUID) (Allocation, er
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }
@@ -1267,7 +1296,7 @@ SET compute_phase = 'running', suspend_operation = NULL, quiesce_armed_at = NULL
     capture_dispatched_at = NULL, compute_id = coalesce($1, compute_id),
     suspension_aborted_at = now(), revision = revision + 1, updated_at = now()
 WHERE id = $2 AND suspend_operation = $3 AND compute_phase = 'suspending'
-RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id
+RETURNING id, environment_id, tenant_id, node_id, generation, credential_digest, device_id, state, create_receipt, create_dispatched_at, create_settled, absence_receipt, bootstrap_complete, provider_id, compute_phase, revision, cleanup_requested_at, cleanup_confirmed_at, created_at, updated_at, released_at, credential_ciphertext, credential_nonce, observed_at, observed_compute, observed_reason, keepalive_at, device_revoked_at, create_abandoned_at, compute_generation, compute_name, compute_id, suspend_operation, quiesce_armed_at, quiesce_acked_at, capture_dispatched_at, snapshot_id, snapshot_provenance, suspended_at, retention_deadline, restore_operation, restore_dispatched_at, wake_requested_at, suspension_aborted_at, suspend_requested_at, restored_at, abandoned_at, archive_cancel_turn_id, fork_id, fork_index
 `
 
 type RollBackCaptureParams struct {
@@ -1331,6 +1360,8 @@ func (q *Queries) RollBackCapture(ctx context.Context, arg RollBackCaptureParams
 		&i.RestoredAt,
 		&i.AbandonedAt,
 		&i.ArchiveCancelTurnID,
+		&i.ForkID,
+		&i.ForkIndex,
 	)
 	return i, err
 }

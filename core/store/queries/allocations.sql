@@ -96,7 +96,7 @@ LIMIT @page_size;
 -- have a row anywhere: each flag is its scan's own predicate without the
 -- cursor (ListPendingForNode, ListAllocationWorkForNode,
 -- ListSuspensionWorkForNode, ListSuspensionCandidatesForNode,
--- ListAllocationsOwingLeftovers), so a flag is false exactly when that
+-- ListAllocationsOwingLeftovers, ListForkWorkForNode), so a flag is false exactly when that
 -- scan's first page would be empty. A change to one of those predicates
 -- is made here too (store test TestProbeNodeWorkFlagsMatchFirstPages).
 SELECT
@@ -108,7 +108,9 @@ SELECT
         LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
         WHERE p.node_id = @node_id::uuid AND p.state = 'reserved'
           AND e.state = 'pending'
-          AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
+          AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id
+                                AND (a.fork_id IS NULL
+                                     OR EXISTS (SELECT 1 FROM forks f WHERE f.id = a.fork_id AND f.state = 'ready'))))
     )::boolean AS pending,
     EXISTS (
         SELECT 1 FROM allocations
@@ -145,7 +147,15 @@ SELECT
         FROM allocations a
         JOIN allocation_leftovers l ON l.allocation_id = a.id AND l.deleted_at IS NULL
         WHERE a.node_id = @node_id::uuid AND a.state = 'running'
-    )::boolean AS leftovers;
+    )::boolean AS leftovers,
+    EXISTS (
+        SELECT 1
+        FROM forks f
+        WHERE f.node_id = @node_id::uuid AND f.state IN ('capturing', 'ready')
+          AND (f.state = 'capturing'
+               OR NOT EXISTS (SELECT 1 FROM allocations a
+                              WHERE a.fork_id = f.id AND a.state IN ('allocated', 'create_dispatched', 'create_unknown')))
+    )::boolean AS forks;
 
 -- name: ListPendingForNode :many
 -- ListPendingForNode pages, by environment id, the pending Environments
@@ -153,7 +163,8 @@ SELECT
 -- its allocation released while the Environment still waits: see
 -- ReservePlacement) and whose compute has not been asked for: no
 -- unreleased allocation, or one whose create receipt is still fresh
--- (allocated). An allocated allocation's placement is always reserved
+-- (allocated) and, for a fork's child, whose fork's snapshot is ready
+-- (forks.sql). An allocated allocation's placement is always reserved
 -- (only a running outcome activates it), and a released allocation's is
 -- reserved again while its Session is active; so the rows an active
 -- placement leaves out are those of a Session being deleted or archived,
@@ -170,7 +181,9 @@ JOIN sessions s ON s.id = e.session_id
 LEFT JOIN allocations a ON a.environment_id = p.environment_id AND a.state <> 'released'
 WHERE p.node_id = @node_id::uuid AND p.state = 'reserved' AND p.environment_id > @after
   AND e.state = 'pending'
-  AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id))
+  AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id
+                        AND (a.fork_id IS NULL
+                             OR EXISTS (SELECT 1 FROM forks f WHERE f.id = a.fork_id AND f.state = 'ready'))))
 ORDER BY p.environment_id
 LIMIT @page_size;
 

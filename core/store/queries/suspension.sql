@@ -206,9 +206,14 @@ ON CONFLICT (allocation_id, kind, identity) DO NOTHING;
 
 -- name: ListOwedLeftovers :many
 -- ListOwedLeftovers reads the leftovers of allocation @allocation_id not
--- yet confirmed deleted, oldest first.
-SELECT * FROM allocation_leftovers
-WHERE allocation_id = @allocation_id AND deleted_at IS NULL
+-- yet confirmed deleted, oldest first, except a suspension snapshot an
+-- open fork borrowed: its children are seeded from it, so its deletion
+-- waits for the fork to settle (forks.sql).
+SELECT * FROM allocation_leftovers l
+WHERE l.allocation_id = @allocation_id AND l.deleted_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM forks f
+                  WHERE f.source_allocation_id = l.allocation_id AND f.borrowed
+                    AND f.snapshot_id = l.identity AND f.state IN ('capturing', 'ready'))
 ORDER BY id
 LIMIT 32;
 

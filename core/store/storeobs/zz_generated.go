@@ -147,6 +147,13 @@ func (d *Reader) GetFileOperation(p0 context.Context, p1 uuid.UUID) (store.FileO
 	return r0, r1
 }
 
+func (d *Reader) GetFork(p0 context.Context, p1 uuid.UUID) (store.Fork, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetFork")
+	r0, r1 := d.next.GetFork(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) GetGeneration(p0 context.Context, p1 uint64) (store.Generation, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetGeneration")
 	r0, r1 := d.next.GetGeneration(ctx, p1)
@@ -325,6 +332,13 @@ func (d *Reader) ListEnrollmentTokens(p0 context.Context, p1 int, p2 string) ([]
 func (d *Reader) ListEnrollmentTokensByAge(p0 context.Context, p1 int, p2 store.TokenCursor, p3 bool) ([]store.EnrollmentToken, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListEnrollmentTokensByAge")
 	r0, r1 := d.next.ListEnrollmentTokensByAge(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) ListForkWorkForNode(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int) ([]store.Fork, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListForkWorkForNode")
+	r0, r1 := d.next.ListForkWorkForNode(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -681,6 +695,13 @@ func (d *Owner) ClaimFileOperation(p0 context.Context, p1 store.RuntimeConn) (st
 	return r0, r1, r2
 }
 
+func (d *Owner) ClaimForkCapture(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.Fork, error) {
+	ctx, c := d.obs.start(p0, "Owner", "ClaimForkCapture")
+	r0, r1 := d.next.ClaimForkCapture(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Owner) ClaimNextTurn(p0 context.Context, p1 store.RuntimeConn) (store.Turn, bool, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ClaimNextTurn")
 	r0, r1, r2 := d.next.ClaimNextTurn(ctx, p1)
@@ -691,6 +712,13 @@ func (d *Owner) ClaimNextTurn(p0 context.Context, p1 store.RuntimeConn) (store.T
 func (d *Owner) ClaimRestore(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.Allocation, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ClaimRestore")
 	r0, r1 := d.next.ClaimRestore(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) CreateFork(p0 context.Context, p1 store.ForkSessionParams) (store.ForkResult, error) {
+	ctx, c := d.obs.start(p0, "Owner", "CreateFork")
+	r0, r1 := d.next.CreateFork(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -755,6 +783,13 @@ func (d *Owner) FailFileOperationsOfConnection(p0 context.Context, p1 store.Runt
 	return r0, r1
 }
 
+func (d *Owner) FailFork(p0 context.Context, p1 uuid.UUID, p2 string) (store.Fork, []store.Termination, error) {
+	ctx, c := d.obs.start(p0, "Owner", "FailFork")
+	r0, r1, r2 := d.next.FailFork(ctx, p1, p2)
+	c.end(ctx, r2)
+	return r0, r1, r2
+}
+
 func (d *Owner) FailOrphanedFileOperations(p0 context.Context) ([]uuid.UUID, error) {
 	ctx, c := d.obs.start(p0, "Owner", "FailOrphanedFileOperations")
 	r0, r1 := d.next.FailOrphanedFileOperations(ctx)
@@ -772,6 +807,13 @@ func (d *Owner) FinalizeReset(p0 context.Context, p1 store.Reset, p2 uuid.UUID) 
 func (d *Owner) FinishFileOperation(p0 context.Context, p1 uuid.UUID, p2 store.FileResult) (store.FileOperation, error) {
 	ctx, c := d.obs.start(p0, "Owner", "FinishFileOperation")
 	r0, r1 := d.next.FinishFileOperation(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) FinishFork(p0 context.Context, p1 uuid.UUID) (store.Fork, error) {
+	ctx, c := d.obs.start(p0, "Owner", "FinishFork")
+	r0, r1 := d.next.FinishFork(ctx, p1)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -821,6 +863,13 @@ func (d *Owner) RecordCreateOutcome(p0 context.Context, p1 store.CreateAttempt, 
 func (d *Owner) RecordDirectReadiness(p0 context.Context, p1 store.DirectReadiness) (store.DirectReadiness, error) {
 	ctx, c := d.obs.start(p0, "Owner", "RecordDirectReadiness")
 	r0, r1 := d.next.RecordDirectReadiness(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) RecordForkCaptured(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 sandbox.SnapshotIdentity) (store.Fork, error) {
+	ctx, c := d.obs.start(p0, "Owner", "RecordForkCaptured")
+	r0, r1 := d.next.RecordForkCaptured(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }
