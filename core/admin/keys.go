@@ -24,7 +24,8 @@ type KeyAuthenticator interface {
 }
 
 // keyMethods are the only methods a project key may call: its project's
-// Sessions, their Turns and their files. Everything else (suspension, allocations,
+// Sessions (forks included: the children stay in the project), their
+// Turns and their files. Everything else (suspension, allocations,
 // nodes, the deployment, the installation, projects and keys) is the
 // administrator's; a key calling it is PERMISSION_DENIED from the method
 // name alone, before the body is read, whatever names it carries.
@@ -33,6 +34,7 @@ var keyMethods = map[string]bool{
 	adminv1.SessionService_GetSession_FullMethodName:    true,
 	adminv1.SessionService_ListSessions_FullMethodName:  true,
 	adminv1.SessionService_DeleteSession_FullMethodName: true,
+	adminv1.SessionService_ForkSession_FullMethodName:   true,
 	adminv1.TurnService_SubmitTurn_FullMethodName:       true,
 	adminv1.TurnService_GetTurn_FullMethodName:          true,
 	adminv1.TurnService_ListTurns_FullMethodName:        true,

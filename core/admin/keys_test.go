@@ -210,13 +210,15 @@ func TestProjectKeyStreamEndsOnRevocation(t *testing.T) {
 
 // TestKeyMethodsAreExactlySessionTurnAndFileCalls: the methods a project
 // key may call exist, are the Session and Turn calls of the tenants
-// issue's list and the file calls of issue 33 (agent builders hold keys),
+// issue's list and the file and fork calls of issue 33 (agent builders
+// hold keys),
 // and nothing else; every other berth.admin.v1 method is the
 // administrator's.
 func TestKeyMethodsAreExactlySessionTurnAndFileCalls(t *testing.T) {
 	want := []string{
 		"/berth.admin.v1.SessionService/CreateSession", "/berth.admin.v1.SessionService/GetSession",
 		"/berth.admin.v1.SessionService/ListSessions", "/berth.admin.v1.SessionService/DeleteSession",
+		"/berth.admin.v1.SessionService/ForkSession",
 		"/berth.admin.v1.TurnService/SubmitTurn", "/berth.admin.v1.TurnService/GetTurn",
 		"/berth.admin.v1.TurnService/ListTurns", "/berth.admin.v1.TurnService/StreamTurnOutput",
 		"/berth.admin.v1.TurnService/CancelTurn",

@@ -52,6 +52,7 @@ var methods = map[string]bool{
 	adminv1.ProjectService_UpdateTenant_FullMethodName:         true,
 	adminv1.SessionService_CreateSession_FullMethodName:        true,
 	adminv1.SessionService_DeleteSession_FullMethodName:        true,
+	adminv1.SessionService_ForkSession_FullMethodName:          true,
 	adminv1.SessionService_GetSession_FullMethodName:           false,
 	adminv1.SessionService_ListSessions_FullMethodName:         false,
 	adminv1.SessionService_ResumeSession_FullMethodName:        true,

@@ -406,6 +406,8 @@ func (c *core) setupDirect(context.Context) error {
 			return fmt.Errorf("provider registry: %w", err)
 		}
 	}
+	// Fork decides fork_unsupported from the same declarations.
+	c.sessions.SetProviders(c.registry)
 	if p := c.cfg.ProcessPaths.State; p != "" {
 		if err := os.MkdirAll(p, 0o700); err != nil {
 			return fmt.Errorf("provider state directory: %w", err)

@@ -68,6 +68,7 @@ type pendingStore interface {
 	ListPendingForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.Pending, error)
 	AllocatePending(ctx context.Context, p store.PendingAllocationParams) (store.Allocation, error)
 	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
+	GetFork(ctx context.Context, id uuid.UUID) (store.Fork, error)
 	GetGeneration(ctx context.Context, n uint64) (store.Generation, error)
 	ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (store.Allocation, error)
 	RecordCreateOutcome(ctx context.Context, attempt store.CreateAttempt, o store.CreateOutcome) (store.Allocation, error)
@@ -194,6 +195,7 @@ func newPieces(b *base) ([]piece, *observer) {
 		&suspensionScan{base: b, store: st, susp: su},
 		&candidateScan{base: b, store: st, susp: su},
 		&leftoverScan{base: b, store: st, susp: su},
+		&forkScan{base: b, store: st},
 		obs,
 	}, obs
 }

@@ -236,7 +236,7 @@ func (w *suspensionScan) settleCapture(ctx context.Context, cp sandbox.Checkpoin
 		// failure of the observation is) observed nothing, and a snapshot
 		// that did complete would be left unrecorded and outside
 		// max_retained.
-		id, err := w.thaw(ctx, cp, src)
+		id, err := thaw(ctx, w.cfg.CallTimeout, cp, src)
 		if err != nil {
 			return err
 		}
@@ -256,8 +256,8 @@ func (w *suspensionScan) settleCapture(ctx context.Context, cp sandbox.Checkpoin
 // thaw makes src run again after a capture that did not complete: a
 // paused source is resumed (ResumeCompute only thaws, never cold-starts);
 // a running one is left alone. It returns the source's native id.
-func (w *suspensionScan) thaw(ctx context.Context, cp sandbox.CheckpointProvider, src sandbox.Compute) (string, error) {
-	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+func thaw(ctx context.Context, timeout time.Duration, cp sandbox.CheckpointProvider, src sandbox.Compute) (string, error) {
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	info, err := cp.GetCompute(callCtx, src)
 	if err != nil {

@@ -27,6 +27,7 @@ type Store interface {
 	suspensionStore
 	candidateStore
 	leftoverStore
+	forkStore
 	observeStore
 }
 
@@ -401,6 +402,10 @@ func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id 
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	send, ok, err := w.createCall(ctx, p, a, req)
+	if err != nil || !ok {
+		return err
+	}
 
 	claimed, err := w.store.ClaimCreate(ctx, a.ID, a.CreateReceipt)
 	if err != nil {
@@ -416,7 +421,7 @@ func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id 
 	}
 	ctx, end := w.tel.operation(ctx, opCreate, w.node, a.ID)
 	callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	info, callErr := p.Create(callCtx, req)
+	info, callErr := send(callCtx)
 	cancel()
 	end(callErr)
 
@@ -433,6 +438,36 @@ func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id 
 			"settled", outcome.Kind != store.CreateUnknown, "error", callErr)
 	}
 	return nil
+}
+
+// createCall is the one call a claimed Create sends for allocation a:
+// Create, or for a fork's child CreateSeeded from its fork's snapshot of
+// the source allocation. ok is false while the fork is not ready (the
+// receipt stays fresh; the pending scan lists a child only once it is,
+// so this is a fork failed since the read).
+func (w *pendingScan) createCall(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation, req sandbox.CreateRequest) (
+	send func(context.Context) (sandbox.Info, error), ok bool, err error,
+) {
+	if a.ForkID == nil {
+		return func(ctx context.Context) (sandbox.Info, error) { return p.Create(ctx, req) }, true, nil
+	}
+	f, err := w.store.GetFork(ctx, *a.ForkID)
+	if err != nil || f.State != store.ForkReady {
+		return nil, false, err
+	}
+	src, err := w.store.GetAllocation(ctx, f.SourceAllocationID)
+	if err != nil {
+		return nil, false, err
+	}
+	cp := checkpointer(p)
+	if cp == nil {
+		return nil, false, errors.New("a fork's child on a provider without checkpoints")
+	}
+	seeded := sandbox.SeededCreateRequest{Create: req, Owner: src.Reference(), Snapshot: f.Snapshot}
+	if err := seeded.Validate(); err != nil {
+		return nil, false, err
+	}
+	return func(ctx context.Context) (sandbox.Info, error) { return cp.CreateSeeded(ctx, seeded) }, true, nil
 }
 
 // evidence is the settlement evidence info holds for ref, whether or not

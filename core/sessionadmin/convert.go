@@ -57,6 +57,29 @@ func computeRequest(req interface {
 	return id, uuid.MustParse(req.GetRequestId()), nil
 }
 
+// forkRequest parses a ForkSession request.
+func forkRequest(req *adminv1.ForkSessionRequest) (sessions.ForkRequest, error) {
+	id, requestID, err := computeRequest(req)
+	if err != nil {
+		return sessions.ForkRequest{}, err
+	}
+	return sessions.ForkRequest{
+		SessionID: id, RequestID: requestID, Count: int(req.GetCount()), MinCount: int(req.GetMinCount()),
+		DisplayNamePrefix: req.GetDisplayNamePrefix(),
+	}, nil
+}
+
+// forkProto is the API form of a fork's answer, without its children
+// (the server maps them with their Runtime readiness). A suspended
+// source's capture time is its suspension's.
+func forkProto(res store.ForkResult) *adminv1.ForkSessionResponse {
+	f := res.Fork
+	return &adminv1.ForkSessionResponse{
+		Fork: "forks/" + f.ID.String(), Requested: int32(f.Requested), Placed: int32(f.Placed),
+		UnplacedReason: f.UnplacedReason, CaptureTime: admin.Timestamp(f.CapturedAt),
+	}
+}
+
 // parseID validates name against p and returns its one UUID id.
 func parseID(field, name string, p admin.Pattern) (uuid.UUID, error) {
 	ids, err := admin.ValidateName(field, name, p)

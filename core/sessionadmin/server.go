@@ -171,6 +171,23 @@ func (g *Server) ResumeSession(ctx context.Context, req *adminv1.ResumeSessionRe
 	return &adminv1.ResumeSessionResponse{Session: g.proto(ctx, b)}, nil
 }
 
+// ForkSession makes new Sessions from a Session's filesystem.
+func (g *Server) ForkSession(ctx context.Context, req *adminv1.ForkSessionRequest) (*adminv1.ForkSessionResponse, error) {
+	fr, err := forkRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := g.svc.Fork(ctx, admin.ScopeFrom(ctx), fr)
+	if err != nil {
+		return nil, err
+	}
+	out := forkProto(res)
+	for _, c := range res.Children {
+		out.Children = append(out.Children, g.proto(ctx, c))
+	}
+	return out, nil
+}
+
 // ArchiveSession archives a live Session.
 func (g *Server) ArchiveSession(ctx context.Context, req *adminv1.ArchiveSessionRequest) (*adminv1.ArchiveSessionResponse, error) {
 	id, err := parseID("name", req.GetName(), admin.SessionName)

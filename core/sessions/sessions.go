@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"berth.dev/sandbox/errdefs"
+	"berth.dev/sandbox/providers"
 
 	"berth.dev/core/events"
 	"berth.dev/core/projects"
@@ -27,6 +29,7 @@ type Store interface {
 	Reader
 	CurrentGeneration(ctx context.Context) (store.Generation, error)
 	CreateSession(ctx context.Context, p store.CreateSessionParams) (store.SessionBundle, error)
+	CreateFork(ctx context.Context, p store.ForkSessionParams) (store.ForkResult, error)
 	DeleteSession(ctx context.Context, id uuid.UUID) (store.SessionBundle, store.Termination, error)
 	ArchiveSession(ctx context.Context, id uuid.UUID, prov store.Provenance, eventID uuid.UUID) (store.SessionBundle, store.Termination, error)
 }
@@ -69,6 +72,11 @@ type Service struct {
 	// admissionClosed is set by CloseAdmission: every later Create is
 	// refused (ErrAdmissionClosed).
 	admissionClosed atomic.Bool
+	// providers is the registry Fork reads declarations from
+	// (SetProviders; the default registry, made once, otherwise).
+	providers     *providers.Registry
+	providersErr  error
+	providersOnce sync.Once
 }
 
 // ErrAdmissionClosed refuses a Create after Core closed admission

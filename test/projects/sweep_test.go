@@ -29,7 +29,7 @@ var sweptServices = []protoreflect.FullName{
 }
 
 // keyAllowed are the methods a project key may call (issue 31, item 2,
-// and issue 33's files):
+// and issue 33's files and fork):
 // every other berth.admin.v1 method must refuse a key
 // PERMISSION_DENIED project_key_method_denied. A method added to Core's
 // allow-list and not here fails the sweep, and so does one added here
@@ -39,6 +39,7 @@ var keyAllowed = map[string]bool{
 	"/berth.admin.v1.SessionService/GetSession":    true,
 	"/berth.admin.v1.SessionService/ListSessions":  true,
 	"/berth.admin.v1.SessionService/DeleteSession": true,
+	"/berth.admin.v1.SessionService/ForkSession":   true,
 	"/berth.admin.v1.TurnService/SubmitTurn":       true,
 	"/berth.admin.v1.TurnService/GetTurn":          true,
 	"/berth.admin.v1.TurnService/ListTurns":        true,
@@ -142,6 +143,8 @@ func request(t *testing.T, m protoreflect.MethodDescriptor, n names) proto.Messa
 			msg.Set(f, protoreflect.ValueOfMessage((&adminv1.Session{Project: n.project}).ProtoReflect()))
 		case f.Kind() == protoreflect.MessageKind && f.Message().FullName() == "berth.admin.v1.Turn":
 			msg.Set(f, protoreflect.ValueOfMessage(shell("echo probe").ProtoReflect()))
+		case f.Kind() == protoreflect.Int32Kind && f.Name() == "count":
+			msg.Set(f, protoreflect.ValueOfInt32(1)) // ForkSession's smallest valid count
 		case f.Kind() == protoreflect.EnumKind && f.Enum().FullName() == "berth.admin.v1.FileFormat":
 			msg.Set(f, protoreflect.ValueOfEnum(protoreflect.EnumNumber(adminv1.FileFormat_FILE_FORMAT_TAR)))
 		}

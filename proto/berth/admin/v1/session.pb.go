@@ -157,7 +157,189 @@ func (x Session_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Session_State.Descriptor instead.
 func (Session_State) EnumDescriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{0, 0}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{2, 0}
+}
+
+// ForkSessionRequest forks a Session.
+type ForkSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the source, "sessions/{session}".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// request_id is a UUID chosen by the caller; required (a retry with the
+	// same request_id returns the same fork).
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// count is how many Sessions to make: 1 to 128.
+	Count int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// min_count is the fewest that must be placed, or nothing is written:
+	// 1 to count; 0 means 1.
+	MinCount int32 `protobuf:"varint,4,opt,name=min_count,json=minCount,proto3" json:"min_count,omitempty"`
+	// display_name_prefix names the children "{prefix}-{index}" (index from
+	// 0); empty names them after the source's display name.
+	DisplayNamePrefix string `protobuf:"bytes,5,opt,name=display_name_prefix,json=displayNamePrefix,proto3" json:"display_name_prefix,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ForkSessionRequest) Reset() {
+	*x = ForkSessionRequest{}
+	mi := &file_berth_admin_v1_session_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionRequest) ProtoMessage() {}
+
+func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_session_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
+func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ForkSessionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ForkSessionRequest) GetMinCount() int32 {
+	if x != nil {
+		return x.MinCount
+	}
+	return 0
+}
+
+func (x *ForkSessionRequest) GetDisplayNamePrefix() string {
+	if x != nil {
+		return x.DisplayNamePrefix
+	}
+	return ""
+}
+
+// ForkSessionResponse says what the fork placed.
+type ForkSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// fork is "forks/{fork}", the fork's id.
+	Fork string `protobuf:"bytes,1,opt,name=fork,proto3" json:"fork,omitempty"`
+	// children are the placed Sessions, in order.
+	Children []*Session `protobuf:"bytes,2,rep,name=children,proto3" json:"children,omitempty"`
+	// requested is the request's count.
+	Requested int32 `protobuf:"varint,3,opt,name=requested,proto3" json:"requested,omitempty"`
+	// placed is how many children were placed: len(children).
+	Placed int32 `protobuf:"varint,4,opt,name=placed,proto3" json:"placed,omitempty"`
+	// unplaced_reason is the placement's refusal reason that stopped it
+	// before count (no_ready_node_with_capacity, project_active_limit);
+	// empty when all were placed.
+	UnplacedReason string `protobuf:"bytes,5,opt,name=unplaced_reason,json=unplacedReason,proto3" json:"unplaced_reason,omitempty"`
+	// capture_time is when the source's filesystem was captured (database
+	// clock): writes to the source after it are in no child. Unset while
+	// the capture is still to come (the call does not wait for it), and for
+	// a suspended source, whose children hold its filesystem as it was
+	// suspended.
+	CaptureTime   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=capture_time,json=captureTime,proto3" json:"capture_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionResponse) Reset() {
+	*x = ForkSessionResponse{}
+	mi := &file_berth_admin_v1_session_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionResponse) ProtoMessage() {}
+
+func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_admin_v1_session_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
+func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ForkSessionResponse) GetFork() string {
+	if x != nil {
+		return x.Fork
+	}
+	return ""
+}
+
+func (x *ForkSessionResponse) GetChildren() []*Session {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
+func (x *ForkSessionResponse) GetRequested() int32 {
+	if x != nil {
+		return x.Requested
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetPlaced() int32 {
+	if x != nil {
+		return x.Placed
+	}
+	return 0
+}
+
+func (x *ForkSessionResponse) GetUnplacedReason() string {
+	if x != nil {
+		return x.UnplacedReason
+	}
+	return ""
+}
+
+func (x *ForkSessionResponse) GetCaptureTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CaptureTime
+	}
+	return nil
 }
 
 // Session is "sessions/{session}".
@@ -197,7 +379,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[0]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -209,7 +391,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[0]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -222,7 +404,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{0}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Session) GetName() string {
@@ -332,7 +514,7 @@ type Environment struct {
 
 func (x *Environment) Reset() {
 	*x = Environment{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[1]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +526,7 @@ func (x *Environment) String() string {
 func (*Environment) ProtoMessage() {}
 
 func (x *Environment) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[1]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +539,7 @@ func (x *Environment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Environment.ProtoReflect.Descriptor instead.
 func (*Environment) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{1}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Environment) GetComputeAvailable() bool {
@@ -430,7 +612,7 @@ type SuspendSessionRequest struct {
 
 func (x *SuspendSessionRequest) Reset() {
 	*x = SuspendSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +624,7 @@ func (x *SuspendSessionRequest) String() string {
 func (*SuspendSessionRequest) ProtoMessage() {}
 
 func (x *SuspendSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[2]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +637,7 @@ func (x *SuspendSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendSessionRequest.ProtoReflect.Descriptor instead.
 func (*SuspendSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SuspendSessionRequest) GetName() string {
@@ -483,7 +665,7 @@ type SuspendSessionResponse struct {
 
 func (x *SuspendSessionResponse) Reset() {
 	*x = SuspendSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +677,7 @@ func (x *SuspendSessionResponse) String() string {
 func (*SuspendSessionResponse) ProtoMessage() {}
 
 func (x *SuspendSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[3]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +690,7 @@ func (x *SuspendSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendSessionResponse.ProtoReflect.Descriptor instead.
 func (*SuspendSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SuspendSessionResponse) GetSession() *Session {
@@ -532,7 +714,7 @@ type ResumeSessionRequest struct {
 
 func (x *ResumeSessionRequest) Reset() {
 	*x = ResumeSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +726,7 @@ func (x *ResumeSessionRequest) String() string {
 func (*ResumeSessionRequest) ProtoMessage() {}
 
 func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[4]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +739,7 @@ func (x *ResumeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResumeSessionRequest) GetName() string {
@@ -585,7 +767,7 @@ type ResumeSessionResponse struct {
 
 func (x *ResumeSessionResponse) Reset() {
 	*x = ResumeSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +779,7 @@ func (x *ResumeSessionResponse) String() string {
 func (*ResumeSessionResponse) ProtoMessage() {}
 
 func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[5]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +792,7 @@ func (x *ResumeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ResumeSessionResponse) GetSession() *Session {
@@ -631,7 +813,7 @@ type ArchiveSessionRequest struct {
 
 func (x *ArchiveSessionRequest) Reset() {
 	*x = ArchiveSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +825,7 @@ func (x *ArchiveSessionRequest) String() string {
 func (*ArchiveSessionRequest) ProtoMessage() {}
 
 func (x *ArchiveSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[6]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +838,7 @@ func (x *ArchiveSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveSessionRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ArchiveSessionRequest) GetName() string {
@@ -677,7 +859,7 @@ type ArchiveSessionResponse struct {
 
 func (x *ArchiveSessionResponse) Reset() {
 	*x = ArchiveSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +871,7 @@ func (x *ArchiveSessionResponse) String() string {
 func (*ArchiveSessionResponse) ProtoMessage() {}
 
 func (x *ArchiveSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[7]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +884,7 @@ func (x *ArchiveSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveSessionResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ArchiveSessionResponse) GetSession() *Session {
@@ -730,7 +912,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +924,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[8]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +937,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateSessionRequest) GetRequestId() string {
@@ -783,7 +965,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +977,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[9]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +990,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -829,7 +1011,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1023,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[10]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1036,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetSessionRequest) GetName() string {
@@ -875,7 +1057,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1069,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[11]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1082,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -930,7 +1112,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1124,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[12]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1137,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -999,7 +1181,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1193,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[13]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1206,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1052,7 +1234,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[14]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1246,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[14]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1259,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteSessionRequest) GetName() string {
@@ -1098,7 +1280,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_berth_admin_v1_session_proto_msgTypes[15]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1292,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_admin_v1_session_proto_msgTypes[15]
+	mi := &file_berth_admin_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1305,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_berth_admin_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteSessionResponse) GetSession() *Session {
@@ -1137,7 +1319,21 @@ var File_berth_admin_v1_session_proto protoreflect.FileDescriptor
 
 const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x1cberth/admin/v1/session.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x04\n" +
+	"\x1cberth/admin/v1/session.proto\x12\x0eberth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x01\n" +
+	"\x12ForkSessionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\x12\x1b\n" +
+	"\tmin_count\x18\x04 \x01(\x05R\bminCount\x12.\n" +
+	"\x13display_name_prefix\x18\x05 \x01(\tR\x11displayNamePrefix\"\xfc\x01\n" +
+	"\x13ForkSessionResponse\x12\x12\n" +
+	"\x04fork\x18\x01 \x01(\tR\x04fork\x123\n" +
+	"\bchildren\x18\x02 \x03(\v2\x17.berth.admin.v1.SessionR\bchildren\x12\x1c\n" +
+	"\trequested\x18\x03 \x01(\x05R\trequested\x12\x16\n" +
+	"\x06placed\x18\x04 \x01(\x05R\x06placed\x12'\n" +
+	"\x0funplaced_reason\x18\x05 \x01(\tR\x0eunplacedReason\x12=\n" +
+	"\fcapture_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vcaptureTime\"\x94\x04\n" +
 	"\aSession\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x123\n" +
@@ -1213,7 +1409,7 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\x15COMPUTE_PHASE_RUNNING\x10\x01\x12\x1c\n" +
 	"\x18COMPUTE_PHASE_SUSPENDING\x10\x02\x12\x1b\n" +
 	"\x17COMPUTE_PHASE_SUSPENDED\x10\x03\x12\x1b\n" +
-	"\x17COMPUTE_PHASE_RESTORING\x10\x042\x9c\x05\n" +
+	"\x17COMPUTE_PHASE_RESTORING\x10\x042\xf4\x05\n" +
 	"\x0eSessionService\x12\\\n" +
 	"\rCreateSession\x12$.berth.admin.v1.CreateSessionRequest\x1a%.berth.admin.v1.CreateSessionResponse\x12S\n" +
 	"\n" +
@@ -1222,7 +1418,8 @@ const file_berth_admin_v1_session_proto_rawDesc = "" +
 	"\rDeleteSession\x12$.berth.admin.v1.DeleteSessionRequest\x1a%.berth.admin.v1.DeleteSessionResponse\x12_\n" +
 	"\x0eSuspendSession\x12%.berth.admin.v1.SuspendSessionRequest\x1a&.berth.admin.v1.SuspendSessionResponse\x12\\\n" +
 	"\rResumeSession\x12$.berth.admin.v1.ResumeSessionRequest\x1a%.berth.admin.v1.ResumeSessionResponse\x12_\n" +
-	"\x0eArchiveSession\x12%.berth.admin.v1.ArchiveSessionRequest\x1a&.berth.admin.v1.ArchiveSessionResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
+	"\x0eArchiveSession\x12%.berth.admin.v1.ArchiveSessionRequest\x1a&.berth.admin.v1.ArchiveSessionResponse\x12V\n" +
+	"\vForkSession\x12\".berth.admin.v1.ForkSessionRequest\x1a#.berth.admin.v1.ForkSessionResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_berth_admin_v1_session_proto_rawDescOnce sync.Once
@@ -1237,62 +1434,68 @@ func file_berth_admin_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_admin_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_admin_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_berth_admin_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_berth_admin_v1_session_proto_goTypes = []any{
 	(ComputePhase)(0),              // 0: berth.admin.v1.ComputePhase
 	(Session_State)(0),             // 1: berth.admin.v1.Session.State
-	(*Session)(nil),                // 2: berth.admin.v1.Session
-	(*Environment)(nil),            // 3: berth.admin.v1.Environment
-	(*SuspendSessionRequest)(nil),  // 4: berth.admin.v1.SuspendSessionRequest
-	(*SuspendSessionResponse)(nil), // 5: berth.admin.v1.SuspendSessionResponse
-	(*ResumeSessionRequest)(nil),   // 6: berth.admin.v1.ResumeSessionRequest
-	(*ResumeSessionResponse)(nil),  // 7: berth.admin.v1.ResumeSessionResponse
-	(*ArchiveSessionRequest)(nil),  // 8: berth.admin.v1.ArchiveSessionRequest
-	(*ArchiveSessionResponse)(nil), // 9: berth.admin.v1.ArchiveSessionResponse
-	(*CreateSessionRequest)(nil),   // 10: berth.admin.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 11: berth.admin.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),      // 12: berth.admin.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 13: berth.admin.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),    // 14: berth.admin.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 15: berth.admin.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),   // 16: berth.admin.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 17: berth.admin.v1.DeleteSessionResponse
-	(*timestamppb.Timestamp)(nil),  // 18: google.protobuf.Timestamp
+	(*ForkSessionRequest)(nil),     // 2: berth.admin.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),    // 3: berth.admin.v1.ForkSessionResponse
+	(*Session)(nil),                // 4: berth.admin.v1.Session
+	(*Environment)(nil),            // 5: berth.admin.v1.Environment
+	(*SuspendSessionRequest)(nil),  // 6: berth.admin.v1.SuspendSessionRequest
+	(*SuspendSessionResponse)(nil), // 7: berth.admin.v1.SuspendSessionResponse
+	(*ResumeSessionRequest)(nil),   // 8: berth.admin.v1.ResumeSessionRequest
+	(*ResumeSessionResponse)(nil),  // 9: berth.admin.v1.ResumeSessionResponse
+	(*ArchiveSessionRequest)(nil),  // 10: berth.admin.v1.ArchiveSessionRequest
+	(*ArchiveSessionResponse)(nil), // 11: berth.admin.v1.ArchiveSessionResponse
+	(*CreateSessionRequest)(nil),   // 12: berth.admin.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 13: berth.admin.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),      // 14: berth.admin.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 15: berth.admin.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),    // 16: berth.admin.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),   // 17: berth.admin.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),   // 18: berth.admin.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),  // 19: berth.admin.v1.DeleteSessionResponse
+	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
 }
 var file_berth_admin_v1_session_proto_depIdxs = []int32{
-	1,  // 0: berth.admin.v1.Session.state:type_name -> berth.admin.v1.Session.State
-	18, // 1: berth.admin.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	18, // 2: berth.admin.v1.Session.delete_time:type_name -> google.protobuf.Timestamp
-	3,  // 3: berth.admin.v1.Session.environment:type_name -> berth.admin.v1.Environment
-	0,  // 4: berth.admin.v1.Environment.compute_phase:type_name -> berth.admin.v1.ComputePhase
-	18, // 5: berth.admin.v1.Environment.snapshot_expire_time:type_name -> google.protobuf.Timestamp
-	2,  // 6: berth.admin.v1.SuspendSessionResponse.session:type_name -> berth.admin.v1.Session
-	2,  // 7: berth.admin.v1.ResumeSessionResponse.session:type_name -> berth.admin.v1.Session
-	2,  // 8: berth.admin.v1.ArchiveSessionResponse.session:type_name -> berth.admin.v1.Session
-	2,  // 9: berth.admin.v1.CreateSessionRequest.session:type_name -> berth.admin.v1.Session
-	2,  // 10: berth.admin.v1.CreateSessionResponse.session:type_name -> berth.admin.v1.Session
-	2,  // 11: berth.admin.v1.GetSessionResponse.session:type_name -> berth.admin.v1.Session
-	2,  // 12: berth.admin.v1.ListSessionsResponse.sessions:type_name -> berth.admin.v1.Session
-	2,  // 13: berth.admin.v1.DeleteSessionResponse.session:type_name -> berth.admin.v1.Session
-	10, // 14: berth.admin.v1.SessionService.CreateSession:input_type -> berth.admin.v1.CreateSessionRequest
-	12, // 15: berth.admin.v1.SessionService.GetSession:input_type -> berth.admin.v1.GetSessionRequest
-	14, // 16: berth.admin.v1.SessionService.ListSessions:input_type -> berth.admin.v1.ListSessionsRequest
-	16, // 17: berth.admin.v1.SessionService.DeleteSession:input_type -> berth.admin.v1.DeleteSessionRequest
-	4,  // 18: berth.admin.v1.SessionService.SuspendSession:input_type -> berth.admin.v1.SuspendSessionRequest
-	6,  // 19: berth.admin.v1.SessionService.ResumeSession:input_type -> berth.admin.v1.ResumeSessionRequest
-	8,  // 20: berth.admin.v1.SessionService.ArchiveSession:input_type -> berth.admin.v1.ArchiveSessionRequest
-	11, // 21: berth.admin.v1.SessionService.CreateSession:output_type -> berth.admin.v1.CreateSessionResponse
-	13, // 22: berth.admin.v1.SessionService.GetSession:output_type -> berth.admin.v1.GetSessionResponse
-	15, // 23: berth.admin.v1.SessionService.ListSessions:output_type -> berth.admin.v1.ListSessionsResponse
-	17, // 24: berth.admin.v1.SessionService.DeleteSession:output_type -> berth.admin.v1.DeleteSessionResponse
-	5,  // 25: berth.admin.v1.SessionService.SuspendSession:output_type -> berth.admin.v1.SuspendSessionResponse
-	7,  // 26: berth.admin.v1.SessionService.ResumeSession:output_type -> berth.admin.v1.ResumeSessionResponse
-	9,  // 27: berth.admin.v1.SessionService.ArchiveSession:output_type -> berth.admin.v1.ArchiveSessionResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	4,  // 0: berth.admin.v1.ForkSessionResponse.children:type_name -> berth.admin.v1.Session
+	20, // 1: berth.admin.v1.ForkSessionResponse.capture_time:type_name -> google.protobuf.Timestamp
+	1,  // 2: berth.admin.v1.Session.state:type_name -> berth.admin.v1.Session.State
+	20, // 3: berth.admin.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	20, // 4: berth.admin.v1.Session.delete_time:type_name -> google.protobuf.Timestamp
+	5,  // 5: berth.admin.v1.Session.environment:type_name -> berth.admin.v1.Environment
+	0,  // 6: berth.admin.v1.Environment.compute_phase:type_name -> berth.admin.v1.ComputePhase
+	20, // 7: berth.admin.v1.Environment.snapshot_expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 8: berth.admin.v1.SuspendSessionResponse.session:type_name -> berth.admin.v1.Session
+	4,  // 9: berth.admin.v1.ResumeSessionResponse.session:type_name -> berth.admin.v1.Session
+	4,  // 10: berth.admin.v1.ArchiveSessionResponse.session:type_name -> berth.admin.v1.Session
+	4,  // 11: berth.admin.v1.CreateSessionRequest.session:type_name -> berth.admin.v1.Session
+	4,  // 12: berth.admin.v1.CreateSessionResponse.session:type_name -> berth.admin.v1.Session
+	4,  // 13: berth.admin.v1.GetSessionResponse.session:type_name -> berth.admin.v1.Session
+	4,  // 14: berth.admin.v1.ListSessionsResponse.sessions:type_name -> berth.admin.v1.Session
+	4,  // 15: berth.admin.v1.DeleteSessionResponse.session:type_name -> berth.admin.v1.Session
+	12, // 16: berth.admin.v1.SessionService.CreateSession:input_type -> berth.admin.v1.CreateSessionRequest
+	14, // 17: berth.admin.v1.SessionService.GetSession:input_type -> berth.admin.v1.GetSessionRequest
+	16, // 18: berth.admin.v1.SessionService.ListSessions:input_type -> berth.admin.v1.ListSessionsRequest
+	18, // 19: berth.admin.v1.SessionService.DeleteSession:input_type -> berth.admin.v1.DeleteSessionRequest
+	6,  // 20: berth.admin.v1.SessionService.SuspendSession:input_type -> berth.admin.v1.SuspendSessionRequest
+	8,  // 21: berth.admin.v1.SessionService.ResumeSession:input_type -> berth.admin.v1.ResumeSessionRequest
+	10, // 22: berth.admin.v1.SessionService.ArchiveSession:input_type -> berth.admin.v1.ArchiveSessionRequest
+	2,  // 23: berth.admin.v1.SessionService.ForkSession:input_type -> berth.admin.v1.ForkSessionRequest
+	13, // 24: berth.admin.v1.SessionService.CreateSession:output_type -> berth.admin.v1.CreateSessionResponse
+	15, // 25: berth.admin.v1.SessionService.GetSession:output_type -> berth.admin.v1.GetSessionResponse
+	17, // 26: berth.admin.v1.SessionService.ListSessions:output_type -> berth.admin.v1.ListSessionsResponse
+	19, // 27: berth.admin.v1.SessionService.DeleteSession:output_type -> berth.admin.v1.DeleteSessionResponse
+	7,  // 28: berth.admin.v1.SessionService.SuspendSession:output_type -> berth.admin.v1.SuspendSessionResponse
+	9,  // 29: berth.admin.v1.SessionService.ResumeSession:output_type -> berth.admin.v1.ResumeSessionResponse
+	11, // 30: berth.admin.v1.SessionService.ArchiveSession:output_type -> berth.admin.v1.ArchiveSessionResponse
+	3,  // 31: berth.admin.v1.SessionService.ForkSession:output_type -> berth.admin.v1.ForkSessionResponse
+	24, // [24:32] is the sub-list for method output_type
+	16, // [16:24] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_session_proto_init() }
@@ -1306,7 +1509,7 @@ func file_berth_admin_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_admin_v1_session_proto_rawDesc), len(file_berth_admin_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

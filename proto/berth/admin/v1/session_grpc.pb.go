@@ -26,6 +26,7 @@ const (
 	SessionService_SuspendSession_FullMethodName = "/berth.admin.v1.SessionService/SuspendSession"
 	SessionService_ResumeSession_FullMethodName  = "/berth.admin.v1.SessionService/ResumeSession"
 	SessionService_ArchiveSession_FullMethodName = "/berth.admin.v1.SessionService/ArchiveSession"
+	SessionService_ForkSession_FullMethodName    = "/berth.admin.v1.SessionService/ForkSession"
 )
 
 // SessionServiceClient is the client API for SessionService service.
@@ -77,6 +78,26 @@ type SessionServiceClient interface {
 	// returns it unchanged; a deleted Session is refused session_deleted.
 	// Only the administrator may archive.
 	ArchiveSession(ctx context.Context, in *ArchiveSessionRequest, opts ...grpc.CallOption) (*ArchiveSessionResponse, error)
+	// ForkSession makes count new Sessions from the current filesystem of
+	// an active Session whose sandbox is running or suspended. A running
+	// source is paused only while its filesystem is copied and keeps its
+	// Runtime and Turns; a suspended one lends its snapshot. Each child is
+	// an ordinary Session with its own sandbox, Runtime, device credential
+	// and copy of the workspace (and of /home): writes in one are never
+	// seen by another or by the source. The children are placed on the
+	// source's node; the placement stops at the first child that does not
+	// fit, and the answer says how many were placed and why not more. The
+	// call returns at once with the children CREATING; each becomes ACTIVE
+	// once the capture is done and its sandbox is created from it, or
+	// FAILED with environment.failure_code fork_capture_failed or
+	// fork_source_ended. Refusals (FAILED_PRECONDITION, nothing written):
+	// fork_unsupported (the deployment's provider has no checkpoints),
+	// fork_source_busy (being suspended or woken: retry in a moment),
+	// fork_source_not_ready (its sandbox is not created yet), and, when
+	// fewer than min_count fit, the placement's own reason
+	// (no_ready_node_with_capacity, project_active_limit). A retry with the
+	// same request_id returns the same fork and children.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -157,6 +178,16 @@ func (c *sessionServiceClient) ArchiveSession(ctx context.Context, in *ArchiveSe
 	return out, nil
 }
 
+func (c *sessionServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSessionResponse)
+	err := c.cc.Invoke(ctx, SessionService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility.
@@ -206,6 +237,26 @@ type SessionServiceServer interface {
 	// returns it unchanged; a deleted Session is refused session_deleted.
 	// Only the administrator may archive.
 	ArchiveSession(context.Context, *ArchiveSessionRequest) (*ArchiveSessionResponse, error)
+	// ForkSession makes count new Sessions from the current filesystem of
+	// an active Session whose sandbox is running or suspended. A running
+	// source is paused only while its filesystem is copied and keeps its
+	// Runtime and Turns; a suspended one lends its snapshot. Each child is
+	// an ordinary Session with its own sandbox, Runtime, device credential
+	// and copy of the workspace (and of /home): writes in one are never
+	// seen by another or by the source. The children are placed on the
+	// source's node; the placement stops at the first child that does not
+	// fit, and the answer says how many were placed and why not more. The
+	// call returns at once with the children CREATING; each becomes ACTIVE
+	// once the capture is done and its sandbox is created from it, or
+	// FAILED with environment.failure_code fork_capture_failed or
+	// fork_source_ended. Refusals (FAILED_PRECONDITION, nothing written):
+	// fork_unsupported (the deployment's provider has no checkpoints),
+	// fork_source_busy (being suspended or woken: retry in a moment),
+	// fork_source_not_ready (its sandbox is not created yet), and, when
+	// fewer than min_count fit, the placement's own reason
+	// (no_ready_node_with_capacity, project_active_limit). A retry with the
+	// same request_id returns the same fork and children.
+	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -236,6 +287,9 @@ func (UnimplementedSessionServiceServer) ResumeSession(context.Context, *ResumeS
 }
 func (UnimplementedSessionServiceServer) ArchiveSession(context.Context, *ArchiveSessionRequest) (*ArchiveSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ArchiveSession not implemented")
+}
+func (UnimplementedSessionServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
@@ -384,6 +438,24 @@ func _SessionService_ArchiveSession_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -418,6 +490,10 @@ var SessionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ArchiveSession",
 			Handler:    _SessionService_ArchiveSession_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _SessionService_ForkSession_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

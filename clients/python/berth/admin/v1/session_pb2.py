@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x62\x65rth/admin/v1/session.proto\x12\x0e\x62\x65rth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x04\n\x07Session\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0c\x64isplay_name\x18\x02 \x01(\tR\x0b\x64isplayName\x12\x33\n\x05state\x18\x03 \x01(\x0e\x32\x1d.berth.admin.v1.Session.StateR\x05state\x12;\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x64\x65lete_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ndeleteTime\x12=\n\x0b\x65nvironment\x18\x06 \x01(\x0b\x32\x1b.berth.admin.v1.EnvironmentR\x0b\x65nvironment\x12\x12\n\x04node\x18\x07 \x01(\tR\x04node\x12\x1e\n\nallocation\x18\x08 \x01(\tR\nallocation\x12\x18\n\x07project\x18\t \x01(\tR\x07project\"\x95\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12STATE_PROVISIONING\x10\x01\x12\x10\n\x0cSTATE_ACTIVE\x10\x02\x12\x12\n\x0eSTATE_DELETING\x10\x03\x12\x11\n\rSTATE_DELETED\x10\x04\x12\x10\n\x0cSTATE_FAILED\x10\x05\x12\x12\n\x0eSTATE_ARCHIVED\x10\x06\"\xa6\x03\n\x0b\x45nvironment\x12+\n\x11\x63ompute_available\x18\x01 \x01(\x08R\x10\x63omputeAvailable\x12+\n\x11runtime_connected\x18\x02 \x01(\x08R\x10runtimeConnected\x12\x33\n\x15\x63\x61pabilities_prepared\x18\x03 \x01(\x08R\x14\x63\x61pabilitiesPrepared\x12-\n\x12\x65xecution_admitted\x18\x04 \x01(\x08R\x11\x65xecutionAdmitted\x12!\n\x0c\x66\x61ilure_code\x18\x05 \x01(\tR\x0b\x66\x61ilureCode\x12%\n\x0e\x63ompute_reason\x18\x06 \x01(\tR\rcomputeReason\x12\x41\n\rcompute_phase\x18\x07 \x01(\x0e\x32\x1c.berth.admin.v1.ComputePhaseR\x0c\x63omputePhase\x12L\n\x14snapshot_expire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x12snapshotExpireTime\"J\n\x15SuspendSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"K\n\x16SuspendSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"I\n\x14ResumeSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"J\n\x15ResumeSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"+\n\x15\x41rchiveSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"K\n\x16\x41rchiveSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"h\n\x14\x43reateSessionRequest\x12\x1d\n\nrequest_id\x18\x01 \x01(\tR\trequestId\x12\x31\n\x07session\x18\x02 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"J\n\x15\x43reateSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"\'\n\x11GetSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"G\n\x12GetSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"\x8e\x01\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12!\n\x0cshow_deleted\x18\x03 \x01(\x08R\x0bshowDeleted\x12\x18\n\x07project\x18\x04 \x01(\tR\x07project\"s\n\x14ListSessionsResponse\x12\x33\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.berth.admin.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n\x14\x44\x65leteSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"J\n\x15\x44\x65leteSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session*\xa0\x01\n\x0c\x43omputePhase\x12\x1d\n\x19\x43OMPUTE_PHASE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43OMPUTE_PHASE_RUNNING\x10\x01\x12\x1c\n\x18\x43OMPUTE_PHASE_SUSPENDING\x10\x02\x12\x1b\n\x17\x43OMPUTE_PHASE_SUSPENDED\x10\x03\x12\x1b\n\x17\x43OMPUTE_PHASE_RESTORING\x10\x04\x32\x9c\x05\n\x0eSessionService\x12\\\n\rCreateSession\x12$.berth.admin.v1.CreateSessionRequest\x1a%.berth.admin.v1.CreateSessionResponse\x12S\n\nGetSession\x12!.berth.admin.v1.GetSessionRequest\x1a\".berth.admin.v1.GetSessionResponse\x12Y\n\x0cListSessions\x12#.berth.admin.v1.ListSessionsRequest\x1a$.berth.admin.v1.ListSessionsResponse\x12\\\n\rDeleteSession\x12$.berth.admin.v1.DeleteSessionRequest\x1a%.berth.admin.v1.DeleteSessionResponse\x12_\n\x0eSuspendSession\x12%.berth.admin.v1.SuspendSessionRequest\x1a&.berth.admin.v1.SuspendSessionResponse\x12\\\n\rResumeSession\x12$.berth.admin.v1.ResumeSessionRequest\x1a%.berth.admin.v1.ResumeSessionResponse\x12_\n\x0e\x41rchiveSession\x12%.berth.admin.v1.ArchiveSessionRequest\x1a&.berth.admin.v1.ArchiveSessionResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x62\x65rth/admin/v1/session.proto\x12\x0e\x62\x65rth.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x01\n\x12\x46orkSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\x12\x14\n\x05\x63ount\x18\x03 \x01(\x05R\x05\x63ount\x12\x1b\n\tmin_count\x18\x04 \x01(\x05R\x08minCount\x12.\n\x13\x64isplay_name_prefix\x18\x05 \x01(\tR\x11\x64isplayNamePrefix\"\xfc\x01\n\x13\x46orkSessionResponse\x12\x12\n\x04\x66ork\x18\x01 \x01(\tR\x04\x66ork\x12\x33\n\x08\x63hildren\x18\x02 \x03(\x0b\x32\x17.berth.admin.v1.SessionR\x08\x63hildren\x12\x1c\n\trequested\x18\x03 \x01(\x05R\trequested\x12\x16\n\x06placed\x18\x04 \x01(\x05R\x06placed\x12\'\n\x0funplaced_reason\x18\x05 \x01(\tR\x0eunplacedReason\x12=\n\x0c\x63\x61pture_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0b\x63\x61ptureTime\"\x94\x04\n\x07Session\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0c\x64isplay_name\x18\x02 \x01(\tR\x0b\x64isplayName\x12\x33\n\x05state\x18\x03 \x01(\x0e\x32\x1d.berth.admin.v1.Session.StateR\x05state\x12;\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0b\x64\x65lete_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ndeleteTime\x12=\n\x0b\x65nvironment\x18\x06 \x01(\x0b\x32\x1b.berth.admin.v1.EnvironmentR\x0b\x65nvironment\x12\x12\n\x04node\x18\x07 \x01(\tR\x04node\x12\x1e\n\nallocation\x18\x08 \x01(\tR\nallocation\x12\x18\n\x07project\x18\t \x01(\tR\x07project\"\x95\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12STATE_PROVISIONING\x10\x01\x12\x10\n\x0cSTATE_ACTIVE\x10\x02\x12\x12\n\x0eSTATE_DELETING\x10\x03\x12\x11\n\rSTATE_DELETED\x10\x04\x12\x10\n\x0cSTATE_FAILED\x10\x05\x12\x12\n\x0eSTATE_ARCHIVED\x10\x06\"\xa6\x03\n\x0b\x45nvironment\x12+\n\x11\x63ompute_available\x18\x01 \x01(\x08R\x10\x63omputeAvailable\x12+\n\x11runtime_connected\x18\x02 \x01(\x08R\x10runtimeConnected\x12\x33\n\x15\x63\x61pabilities_prepared\x18\x03 \x01(\x08R\x14\x63\x61pabilitiesPrepared\x12-\n\x12\x65xecution_admitted\x18\x04 \x01(\x08R\x11\x65xecutionAdmitted\x12!\n\x0c\x66\x61ilure_code\x18\x05 \x01(\tR\x0b\x66\x61ilureCode\x12%\n\x0e\x63ompute_reason\x18\x06 \x01(\tR\rcomputeReason\x12\x41\n\rcompute_phase\x18\x07 \x01(\x0e\x32\x1c.berth.admin.v1.ComputePhaseR\x0c\x63omputePhase\x12L\n\x14snapshot_expire_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x12snapshotExpireTime\"J\n\x15SuspendSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"K\n\x16SuspendSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"I\n\x14ResumeSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"J\n\x15ResumeSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"+\n\x15\x41rchiveSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"K\n\x16\x41rchiveSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"h\n\x14\x43reateSessionRequest\x12\x1d\n\nrequest_id\x18\x01 \x01(\tR\trequestId\x12\x31\n\x07session\x18\x02 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"J\n\x15\x43reateSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"\'\n\x11GetSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"G\n\x12GetSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session\"\x8e\x01\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12!\n\x0cshow_deleted\x18\x03 \x01(\x08R\x0bshowDeleted\x12\x18\n\x07project\x18\x04 \x01(\tR\x07project\"s\n\x14ListSessionsResponse\x12\x33\n\x08sessions\x18\x01 \x03(\x0b\x32\x17.berth.admin.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n\x14\x44\x65leteSessionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"J\n\x15\x44\x65leteSessionResponse\x12\x31\n\x07session\x18\x01 \x01(\x0b\x32\x17.berth.admin.v1.SessionR\x07session*\xa0\x01\n\x0c\x43omputePhase\x12\x1d\n\x19\x43OMPUTE_PHASE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43OMPUTE_PHASE_RUNNING\x10\x01\x12\x1c\n\x18\x43OMPUTE_PHASE_SUSPENDING\x10\x02\x12\x1b\n\x17\x43OMPUTE_PHASE_SUSPENDED\x10\x03\x12\x1b\n\x17\x43OMPUTE_PHASE_RESTORING\x10\x04\x32\xf4\x05\n\x0eSessionService\x12\\\n\rCreateSession\x12$.berth.admin.v1.CreateSessionRequest\x1a%.berth.admin.v1.CreateSessionResponse\x12S\n\nGetSession\x12!.berth.admin.v1.GetSessionRequest\x1a\".berth.admin.v1.GetSessionResponse\x12Y\n\x0cListSessions\x12#.berth.admin.v1.ListSessionsRequest\x1a$.berth.admin.v1.ListSessionsResponse\x12\\\n\rDeleteSession\x12$.berth.admin.v1.DeleteSessionRequest\x1a%.berth.admin.v1.DeleteSessionResponse\x12_\n\x0eSuspendSession\x12%.berth.admin.v1.SuspendSessionRequest\x1a&.berth.admin.v1.SuspendSessionResponse\x12\\\n\rResumeSession\x12$.berth.admin.v1.ResumeSessionRequest\x1a%.berth.admin.v1.ResumeSessionResponse\x12_\n\x0e\x41rchiveSession\x12%.berth.admin.v1.ArchiveSessionRequest\x1a&.berth.admin.v1.ArchiveSessionResponse\x12V\n\x0b\x46orkSession\x12\".berth.admin.v1.ForkSessionRequest\x1a#.berth.admin.v1.ForkSessionResponseB(Z&berth.dev/proto/berth/admin/v1;adminv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'berth.admin.v1.session_pb2', globals())
@@ -22,42 +22,46 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z&berth.dev/proto/berth/admin/v1;adminv1'
-  _COMPUTEPHASE._serialized_start=2146
-  _COMPUTEPHASE._serialized_end=2306
-  _SESSION._serialized_start=82
-  _SESSION._serialized_end=614
-  _SESSION_STATE._serialized_start=465
-  _SESSION_STATE._serialized_end=614
-  _ENVIRONMENT._serialized_start=617
-  _ENVIRONMENT._serialized_end=1039
-  _SUSPENDSESSIONREQUEST._serialized_start=1041
-  _SUSPENDSESSIONREQUEST._serialized_end=1115
-  _SUSPENDSESSIONRESPONSE._serialized_start=1117
-  _SUSPENDSESSIONRESPONSE._serialized_end=1192
-  _RESUMESESSIONREQUEST._serialized_start=1194
-  _RESUMESESSIONREQUEST._serialized_end=1267
-  _RESUMESESSIONRESPONSE._serialized_start=1269
-  _RESUMESESSIONRESPONSE._serialized_end=1343
-  _ARCHIVESESSIONREQUEST._serialized_start=1345
-  _ARCHIVESESSIONREQUEST._serialized_end=1388
-  _ARCHIVESESSIONRESPONSE._serialized_start=1390
-  _ARCHIVESESSIONRESPONSE._serialized_end=1465
-  _CREATESESSIONREQUEST._serialized_start=1467
-  _CREATESESSIONREQUEST._serialized_end=1571
-  _CREATESESSIONRESPONSE._serialized_start=1573
-  _CREATESESSIONRESPONSE._serialized_end=1647
-  _GETSESSIONREQUEST._serialized_start=1649
-  _GETSESSIONREQUEST._serialized_end=1688
-  _GETSESSIONRESPONSE._serialized_start=1690
-  _GETSESSIONRESPONSE._serialized_end=1761
-  _LISTSESSIONSREQUEST._serialized_start=1764
-  _LISTSESSIONSREQUEST._serialized_end=1906
-  _LISTSESSIONSRESPONSE._serialized_start=1908
-  _LISTSESSIONSRESPONSE._serialized_end=2023
-  _DELETESESSIONREQUEST._serialized_start=2025
-  _DELETESESSIONREQUEST._serialized_end=2067
-  _DELETESESSIONRESPONSE._serialized_start=2069
-  _DELETESESSIONRESPONSE._serialized_end=2143
-  _SESSIONSERVICE._serialized_start=2309
-  _SESSIONSERVICE._serialized_end=2977
+  _COMPUTEPHASE._serialized_start=2574
+  _COMPUTEPHASE._serialized_end=2734
+  _FORKSESSIONREQUEST._serialized_start=82
+  _FORKSESSIONREQUEST._serialized_end=252
+  _FORKSESSIONRESPONSE._serialized_start=255
+  _FORKSESSIONRESPONSE._serialized_end=507
+  _SESSION._serialized_start=510
+  _SESSION._serialized_end=1042
+  _SESSION_STATE._serialized_start=893
+  _SESSION_STATE._serialized_end=1042
+  _ENVIRONMENT._serialized_start=1045
+  _ENVIRONMENT._serialized_end=1467
+  _SUSPENDSESSIONREQUEST._serialized_start=1469
+  _SUSPENDSESSIONREQUEST._serialized_end=1543
+  _SUSPENDSESSIONRESPONSE._serialized_start=1545
+  _SUSPENDSESSIONRESPONSE._serialized_end=1620
+  _RESUMESESSIONREQUEST._serialized_start=1622
+  _RESUMESESSIONREQUEST._serialized_end=1695
+  _RESUMESESSIONRESPONSE._serialized_start=1697
+  _RESUMESESSIONRESPONSE._serialized_end=1771
+  _ARCHIVESESSIONREQUEST._serialized_start=1773
+  _ARCHIVESESSIONREQUEST._serialized_end=1816
+  _ARCHIVESESSIONRESPONSE._serialized_start=1818
+  _ARCHIVESESSIONRESPONSE._serialized_end=1893
+  _CREATESESSIONREQUEST._serialized_start=1895
+  _CREATESESSIONREQUEST._serialized_end=1999
+  _CREATESESSIONRESPONSE._serialized_start=2001
+  _CREATESESSIONRESPONSE._serialized_end=2075
+  _GETSESSIONREQUEST._serialized_start=2077
+  _GETSESSIONREQUEST._serialized_end=2116
+  _GETSESSIONRESPONSE._serialized_start=2118
+  _GETSESSIONRESPONSE._serialized_end=2189
+  _LISTSESSIONSREQUEST._serialized_start=2192
+  _LISTSESSIONSREQUEST._serialized_end=2334
+  _LISTSESSIONSRESPONSE._serialized_start=2336
+  _LISTSESSIONSRESPONSE._serialized_end=2451
+  _DELETESESSIONREQUEST._serialized_start=2453
+  _DELETESESSIONREQUEST._serialized_end=2495
+  _DELETESESSIONRESPONSE._serialized_start=2497
+  _DELETESESSIONRESPONSE._serialized_end=2571
+  _SESSIONSERVICE._serialized_start=2737
+  _SESSIONSERVICE._serialized_end=3493
 # @@protoc_insertion_point(module_scope)

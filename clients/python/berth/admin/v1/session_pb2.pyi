@@ -70,6 +70,36 @@ class Environment(_message.Message):
     snapshot_expire_time: _timestamp_pb2.Timestamp
     def __init__(self, compute_available: bool = ..., runtime_connected: bool = ..., capabilities_prepared: bool = ..., execution_admitted: bool = ..., failure_code: _Optional[str] = ..., compute_reason: _Optional[str] = ..., compute_phase: _Optional[_Union[ComputePhase, str]] = ..., snapshot_expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class ForkSessionRequest(_message.Message):
+    __slots__ = ["count", "display_name_prefix", "min_count", "name", "request_id"]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    MIN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    display_name_prefix: str
+    min_count: int
+    name: str
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., request_id: _Optional[str] = ..., count: _Optional[int] = ..., min_count: _Optional[int] = ..., display_name_prefix: _Optional[str] = ...) -> None: ...
+
+class ForkSessionResponse(_message.Message):
+    __slots__ = ["capture_time", "children", "fork", "placed", "requested", "unplaced_reason"]
+    CAPTURE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    FORK_FIELD_NUMBER: _ClassVar[int]
+    PLACED_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    UNPLACED_REASON_FIELD_NUMBER: _ClassVar[int]
+    capture_time: _timestamp_pb2.Timestamp
+    children: _containers.RepeatedCompositeFieldContainer[Session]
+    fork: str
+    placed: int
+    requested: int
+    unplaced_reason: str
+    def __init__(self, fork: _Optional[str] = ..., children: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., requested: _Optional[int] = ..., placed: _Optional[int] = ..., unplaced_reason: _Optional[str] = ..., capture_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class GetSessionRequest(_message.Message):
     __slots__ = ["name"]
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -52,6 +52,11 @@ class SessionServiceStub(object):
                 request_serializer=berth_dot_admin_dot_v1_dot_session__pb2.ArchiveSessionRequest.SerializeToString,
                 response_deserializer=berth_dot_admin_dot_v1_dot_session__pb2.ArchiveSessionResponse.FromString,
                 )
+        self.ForkSession = channel.unary_unary(
+                '/berth.admin.v1.SessionService/ForkSession',
+                request_serializer=berth_dot_admin_dot_v1_dot_session__pb2.ForkSessionRequest.SerializeToString,
+                response_deserializer=berth_dot_admin_dot_v1_dot_session__pb2.ForkSessionResponse.FromString,
+                )
 
 
 class SessionServiceServicer(object):
@@ -136,6 +141,31 @@ class SessionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForkSession(self, request, context):
+        """ForkSession makes count new Sessions from the current filesystem of
+        an active Session whose sandbox is running or suspended. A running
+        source is paused only while its filesystem is copied and keeps its
+        Runtime and Turns; a suspended one lends its snapshot. Each child is
+        an ordinary Session with its own sandbox, Runtime, device credential
+        and copy of the workspace (and of /home): writes in one are never
+        seen by another or by the source. The children are placed on the
+        source's node; the placement stops at the first child that does not
+        fit, and the answer says how many were placed and why not more. The
+        call returns at once with the children CREATING; each becomes ACTIVE
+        once the capture is done and its sandbox is created from it, or
+        FAILED with environment.failure_code fork_capture_failed or
+        fork_source_ended. Refusals (FAILED_PRECONDITION, nothing written):
+        fork_unsupported (the deployment's provider has no checkpoints),
+        fork_source_busy (being suspended or woken: retry in a moment),
+        fork_source_not_ready (its sandbox is not created yet), and, when
+        fewer than min_count fit, the placement's own reason
+        (no_ready_node_with_capacity, project_active_limit). A retry with the
+        same request_id returns the same fork and children.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -173,6 +203,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ArchiveSession,
                     request_deserializer=berth_dot_admin_dot_v1_dot_session__pb2.ArchiveSessionRequest.FromString,
                     response_serializer=berth_dot_admin_dot_v1_dot_session__pb2.ArchiveSessionResponse.SerializeToString,
+            ),
+            'ForkSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSession,
+                    request_deserializer=berth_dot_admin_dot_v1_dot_session__pb2.ForkSessionRequest.FromString,
+                    response_serializer=berth_dot_admin_dot_v1_dot_session__pb2.ForkSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -303,5 +338,22 @@ class SessionService(object):
         return grpc.experimental.unary_unary(request, target, '/berth.admin.v1.SessionService/ArchiveSession',
             berth_dot_admin_dot_v1_dot_session__pb2.ArchiveSessionRequest.SerializeToString,
             berth_dot_admin_dot_v1_dot_session__pb2.ArchiveSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ForkSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/berth.admin.v1.SessionService/ForkSession',
+            berth_dot_admin_dot_v1_dot_session__pb2.ForkSessionRequest.SerializeToString,
+            berth_dot_admin_dot_v1_dot_session__pb2.ForkSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -12,7 +12,121 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file berth/admin/v1/session.proto.
  */
 export const file_berth_admin_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChxiZXJ0aC9hZG1pbi92MS9zZXNzaW9uLnByb3RvEg5iZXJ0aC5hZG1pbi52MSK6AwoHU2Vzc2lvbhIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIsCgVzdGF0ZRgDIAEoDjIdLmJlcnRoLmFkbWluLnYxLlNlc3Npb24uU3RhdGUSLwoLY3JlYXRlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2RlbGV0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgtlbnZpcm9ubWVudBgGIAEoCzIbLmJlcnRoLmFkbWluLnYxLkVudmlyb25tZW50EgwKBG5vZGUYByABKAkSEgoKYWxsb2NhdGlvbhgIIAEoCRIPCgdwcm9qZWN0GAkgASgJIpUBCgVTdGF0ZRIVChFTVEFURV9VTlNQRUNJRklFRBAAEhYKElNUQVRFX1BST1ZJU0lPTklORxABEhAKDFNUQVRFX0FDVElWRRACEhIKDlNUQVRFX0RFTEVUSU5HEAMSEQoNU1RBVEVfREVMRVRFRBAEEhAKDFNUQVRFX0ZBSUxFRBAFEhIKDlNUQVRFX0FSQ0hJVkVEEAYimwIKC0Vudmlyb25tZW50EhkKEWNvbXB1dGVfYXZhaWxhYmxlGAEgASgIEhkKEXJ1bnRpbWVfY29ubmVjdGVkGAIgASgIEh0KFWNhcGFiaWxpdGllc19wcmVwYXJlZBgDIAEoCBIaChJleGVjdXRpb25fYWRtaXR0ZWQYBCABKAgSFAoMZmFpbHVyZV9jb2RlGAUgASgJEhYKDmNvbXB1dGVfcmVhc29uGAYgASgJEjMKDWNvbXB1dGVfcGhhc2UYByABKA4yHC5iZXJ0aC5hZG1pbi52MS5Db21wdXRlUGhhc2USOAoUc25hcHNob3RfZXhwaXJlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjkKFVN1c3BlbmRTZXNzaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkiQgoWU3VzcGVuZFNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYmVydGguYWRtaW4udjEuU2Vzc2lvbiI4ChRSZXN1bWVTZXNzaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkiQQoVUmVzdW1lU2Vzc2lvblJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5iZXJ0aC5hZG1pbi52MS5TZXNzaW9uIiUKFUFyY2hpdmVTZXNzaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKFkFyY2hpdmVTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmJlcnRoLmFkbWluLnYxLlNlc3Npb24iVAoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIoCgdzZXNzaW9uGAIgASgLMhcuYmVydGguYWRtaW4udjEuU2Vzc2lvbiJBChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmJlcnRoLmFkbWluLnYxLlNlc3Npb24iIQoRR2V0U2Vzc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSI+ChJHZXRTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmJlcnRoLmFkbWluLnYxLlNlc3Npb24iYwoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRIUCgxzaG93X2RlbGV0ZWQYAyABKAgSDwoHcHJvamVjdBgEIAEoCSJaChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIpCghzZXNzaW9ucxgBIAMoCzIXLmJlcnRoLmFkbWluLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiQKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiQQoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5iZXJ0aC5hZG1pbi52MS5TZXNzaW9uKqABCgxDb21wdXRlUGhhc2USHQoZQ09NUFVURV9QSEFTRV9VTlNQRUNJRklFRBAAEhkKFUNPTVBVVEVfUEhBU0VfUlVOTklORxABEhwKGENPTVBVVEVfUEhBU0VfU1VTUEVORElORxACEhsKF0NPTVBVVEVfUEhBU0VfU1VTUEVOREVEEAMSGwoXQ09NUFVURV9QSEFTRV9SRVNUT1JJTkcQBDKcBQoOU2Vzc2lvblNlcnZpY2USXAoNQ3JlYXRlU2Vzc2lvbhIkLmJlcnRoLmFkbWluLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiUuYmVydGguYWRtaW4udjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElMKCkdldFNlc3Npb24SIS5iZXJ0aC5hZG1pbi52MS5HZXRTZXNzaW9uUmVxdWVzdBoiLmJlcnRoLmFkbWluLnYxLkdldFNlc3Npb25SZXNwb25zZRJZCgxMaXN0U2Vzc2lvbnMSIy5iZXJ0aC5hZG1pbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiQuYmVydGguYWRtaW4udjEuTGlzdFNlc3Npb25zUmVzcG9uc2USXAoNRGVsZXRlU2Vzc2lvbhIkLmJlcnRoLmFkbWluLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiUuYmVydGguYWRtaW4udjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlEl8KDlN1c3BlbmRTZXNzaW9uEiUuYmVydGguYWRtaW4udjEuU3VzcGVuZFNlc3Npb25SZXF1ZXN0GiYuYmVydGguYWRtaW4udjEuU3VzcGVuZFNlc3Npb25SZXNwb25zZRJcCg1SZXN1bWVTZXNzaW9uEiQuYmVydGguYWRtaW4udjEuUmVzdW1lU2Vzc2lvblJlcXVlc3QaJS5iZXJ0aC5hZG1pbi52MS5SZXN1bWVTZXNzaW9uUmVzcG9uc2USXwoOQXJjaGl2ZVNlc3Npb24SJS5iZXJ0aC5hZG1pbi52MS5BcmNoaXZlU2Vzc2lvblJlcXVlc3QaJi5iZXJ0aC5hZG1pbi52MS5BcmNoaXZlU2Vzc2lvblJlc3BvbnNlQihaJmJlcnRoLmRldi9wcm90by9iZXJ0aC9hZG1pbi92MTthZG1pbnYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChxiZXJ0aC9hZG1pbi92MS9zZXNzaW9uLnByb3RvEg5iZXJ0aC5hZG1pbi52MSJ1ChJGb3JrU2Vzc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg0KBWNvdW50GAMgASgFEhEKCW1pbl9jb3VudBgEIAEoBRIbChNkaXNwbGF5X25hbWVfcHJlZml4GAUgASgJIrwBChNGb3JrU2Vzc2lvblJlc3BvbnNlEgwKBGZvcmsYASABKAkSKQoIY2hpbGRyZW4YAiADKAsyFy5iZXJ0aC5hZG1pbi52MS5TZXNzaW9uEhEKCXJlcXVlc3RlZBgDIAEoBRIOCgZwbGFjZWQYBCABKAUSFwoPdW5wbGFjZWRfcmVhc29uGAUgASgJEjAKDGNhcHR1cmVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiugMKB1Nlc3Npb24SDAoEbmFtZRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSLAoFc3RhdGUYAyABKA4yHS5iZXJ0aC5hZG1pbi52MS5TZXNzaW9uLlN0YXRlEi8KC2NyZWF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtkZWxldGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLZW52aXJvbm1lbnQYBiABKAsyGy5iZXJ0aC5hZG1pbi52MS5FbnZpcm9ubWVudBIMCgRub2RlGAcgASgJEhIKCmFsbG9jYXRpb24YCCABKAkSDwoHcHJvamVjdBgJIAEoCSKVAQoFU3RhdGUSFQoRU1RBVEVfVU5TUEVDSUZJRUQQABIWChJTVEFURV9QUk9WSVNJT05JTkcQARIQCgxTVEFURV9BQ1RJVkUQAhISCg5TVEFURV9ERUxFVElORxADEhEKDVNUQVRFX0RFTEVURUQQBBIQCgxTVEFURV9GQUlMRUQQBRISCg5TVEFURV9BUkNISVZFRBAGIpsCCgtFbnZpcm9ubWVudBIZChFjb21wdXRlX2F2YWlsYWJsZRgBIAEoCBIZChFydW50aW1lX2Nvbm5lY3RlZBgCIAEoCBIdChVjYXBhYmlsaXRpZXNfcHJlcGFyZWQYAyABKAgSGgoSZXhlY3V0aW9uX2FkbWl0dGVkGAQgASgIEhQKDGZhaWx1cmVfY29kZRgFIAEoCRIWCg5jb21wdXRlX3JlYXNvbhgGIAEoCRIzCg1jb21wdXRlX3BoYXNlGAcgASgOMhwuYmVydGguYWRtaW4udjEuQ29tcHV0ZVBoYXNlEjgKFHNuYXBzaG90X2V4cGlyZV90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI5ChVTdXNwZW5kU2Vzc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIkIKFlN1c3BlbmRTZXNzaW9uUmVzcG9uc2USKAoHc2Vzc2lvbhgBIAEoCzIXLmJlcnRoLmFkbWluLnYxLlNlc3Npb24iOAoUUmVzdW1lU2Vzc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIkEKFVJlc3VtZVNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYmVydGguYWRtaW4udjEuU2Vzc2lvbiIlChVBcmNoaXZlU2Vzc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSJCChZBcmNoaXZlU2Vzc2lvblJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5iZXJ0aC5hZG1pbi52MS5TZXNzaW9uIlQKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSKAoHc2Vzc2lvbhgCIAEoCzIXLmJlcnRoLmFkbWluLnYxLlNlc3Npb24iQQoVQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5iZXJ0aC5hZG1pbi52MS5TZXNzaW9uIiEKEUdldFNlc3Npb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiPgoSR2V0U2Vzc2lvblJlc3BvbnNlEigKB3Nlc3Npb24YASABKAsyFy5iZXJ0aC5hZG1pbi52MS5TZXNzaW9uImMKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSFAoMc2hvd19kZWxldGVkGAMgASgIEg8KB3Byb2plY3QYBCABKAkiWgoUTGlzdFNlc3Npb25zUmVzcG9uc2USKQoIc2Vzc2lvbnMYASADKAsyFy5iZXJ0aC5hZG1pbi52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIkChREZWxldGVTZXNzaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIkEKFURlbGV0ZVNlc3Npb25SZXNwb25zZRIoCgdzZXNzaW9uGAEgASgLMhcuYmVydGguYWRtaW4udjEuU2Vzc2lvbiqgAQoMQ29tcHV0ZVBoYXNlEh0KGUNPTVBVVEVfUEhBU0VfVU5TUEVDSUZJRUQQABIZChVDT01QVVRFX1BIQVNFX1JVTk5JTkcQARIcChhDT01QVVRFX1BIQVNFX1NVU1BFTkRJTkcQAhIbChdDT01QVVRFX1BIQVNFX1NVU1BFTkRFRBADEhsKF0NPTVBVVEVfUEhBU0VfUkVTVE9SSU5HEAQy9AUKDlNlc3Npb25TZXJ2aWNlElwKDUNyZWF0ZVNlc3Npb24SJC5iZXJ0aC5hZG1pbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBolLmJlcnRoLmFkbWluLnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZRJTCgpHZXRTZXNzaW9uEiEuYmVydGguYWRtaW4udjEuR2V0U2Vzc2lvblJlcXVlc3QaIi5iZXJ0aC5hZG1pbi52MS5HZXRTZXNzaW9uUmVzcG9uc2USWQoMTGlzdFNlc3Npb25zEiMuYmVydGguYWRtaW4udjEuTGlzdFNlc3Npb25zUmVxdWVzdBokLmJlcnRoLmFkbWluLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlElwKDURlbGV0ZVNlc3Npb24SJC5iZXJ0aC5hZG1pbi52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBolLmJlcnRoLmFkbWluLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZRJfCg5TdXNwZW5kU2Vzc2lvbhIlLmJlcnRoLmFkbWluLnYxLlN1c3BlbmRTZXNzaW9uUmVxdWVzdBomLmJlcnRoLmFkbWluLnYxLlN1c3BlbmRTZXNzaW9uUmVzcG9uc2USXAoNUmVzdW1lU2Vzc2lvbhIkLmJlcnRoLmFkbWluLnYxLlJlc3VtZVNlc3Npb25SZXF1ZXN0GiUuYmVydGguYWRtaW4udjEuUmVzdW1lU2Vzc2lvblJlc3BvbnNlEl8KDkFyY2hpdmVTZXNzaW9uEiUuYmVydGguYWRtaW4udjEuQXJjaGl2ZVNlc3Npb25SZXF1ZXN0GiYuYmVydGguYWRtaW4udjEuQXJjaGl2ZVNlc3Npb25SZXNwb25zZRJWCgtGb3JrU2Vzc2lvbhIiLmJlcnRoLmFkbWluLnYxLkZvcmtTZXNzaW9uUmVxdWVzdBojLmJlcnRoLmFkbWluLnYxLkZvcmtTZXNzaW9uUmVzcG9uc2VCKFomYmVydGguZGV2L3Byb3RvL2JlcnRoL2FkbWluL3YxO2FkbWludjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+
+/**
+ * ForkSessionRequest forks a Session.
+ *
+ * @generated from message berth.admin.v1.ForkSessionRequest
+ */
+export type ForkSessionRequest = Message<"berth.admin.v1.ForkSessionRequest"> & {
+  /**
+   * name is the source, "sessions/{session}".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * request_id is a UUID chosen by the caller; required (a retry with the
+   * same request_id returns the same fork).
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+
+  /**
+   * count is how many Sessions to make: 1 to 128.
+   *
+   * @generated from field: int32 count = 3;
+   */
+  count: number;
+
+  /**
+   * min_count is the fewest that must be placed, or nothing is written:
+   * 1 to count; 0 means 1.
+   *
+   * @generated from field: int32 min_count = 4;
+   */
+  minCount: number;
+
+  /**
+   * display_name_prefix names the children "{prefix}-{index}" (index from
+   * 0); empty names them after the source's display name.
+   *
+   * @generated from field: string display_name_prefix = 5;
+   */
+  displayNamePrefix: string;
+};
+
+/**
+ * Describes the message berth.admin.v1.ForkSessionRequest.
+ * Use `create(ForkSessionRequestSchema)` to create a new message.
+ */
+export const ForkSessionRequestSchema: GenMessage<ForkSessionRequest> = /*@__PURE__*/
+  messageDesc(file_berth_admin_v1_session, 0);
+
+/**
+ * ForkSessionResponse says what the fork placed.
+ *
+ * @generated from message berth.admin.v1.ForkSessionResponse
+ */
+export type ForkSessionResponse = Message<"berth.admin.v1.ForkSessionResponse"> & {
+  /**
+   * fork is "forks/{fork}", the fork's id.
+   *
+   * @generated from field: string fork = 1;
+   */
+  fork: string;
+
+  /**
+   * children are the placed Sessions, in order.
+   *
+   * @generated from field: repeated berth.admin.v1.Session children = 2;
+   */
+  children: Session[];
+
+  /**
+   * requested is the request's count.
+   *
+   * @generated from field: int32 requested = 3;
+   */
+  requested: number;
+
+  /**
+   * placed is how many children were placed: len(children).
+   *
+   * @generated from field: int32 placed = 4;
+   */
+  placed: number;
+
+  /**
+   * unplaced_reason is the placement's refusal reason that stopped it
+   * before count (no_ready_node_with_capacity, project_active_limit);
+   * empty when all were placed.
+   *
+   * @generated from field: string unplaced_reason = 5;
+   */
+  unplacedReason: string;
+
+  /**
+   * capture_time is when the source's filesystem was captured (database
+   * clock): writes to the source after it are in no child. Unset while
+   * the capture is still to come (the call does not wait for it), and for
+   * a suspended source, whose children hold its filesystem as it was
+   * suspended.
+   *
+   * @generated from field: google.protobuf.Timestamp capture_time = 6;
+   */
+  captureTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message berth.admin.v1.ForkSessionResponse.
+ * Use `create(ForkSessionResponseSchema)` to create a new message.
+ */
+export const ForkSessionResponseSchema: GenMessage<ForkSessionResponse> = /*@__PURE__*/
+  messageDesc(file_berth_admin_v1_session, 1);
 
 /**
  * Session is "sessions/{session}".
@@ -99,7 +213,7 @@ export type Session = Message<"berth.admin.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 0);
+  messageDesc(file_berth_admin_v1_session, 2);
 
 /**
  * State is a Session's lifecycle state.
@@ -165,7 +279,7 @@ export enum Session_State {
  * Describes the enum berth.admin.v1.Session.State.
  */
 export const Session_StateSchema: GenEnum<Session_State> = /*@__PURE__*/
-  enumDesc(file_berth_admin_v1_session, 0, 0);
+  enumDesc(file_berth_admin_v1_session, 2, 0);
 
 /**
  * Environment reports the four distinct readiness facts of a Session's
@@ -254,7 +368,7 @@ export type Environment = Message<"berth.admin.v1.Environment"> & {
  * Use `create(EnvironmentSchema)` to create a new message.
  */
 export const EnvironmentSchema: GenMessage<Environment> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 1);
+  messageDesc(file_berth_admin_v1_session, 3);
 
 /**
  * SuspendSessionRequest suspends a Session now.
@@ -283,7 +397,7 @@ export type SuspendSessionRequest = Message<"berth.admin.v1.SuspendSessionReques
  * Use `create(SuspendSessionRequestSchema)` to create a new message.
  */
 export const SuspendSessionRequestSchema: GenMessage<SuspendSessionRequest> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 2);
+  messageDesc(file_berth_admin_v1_session, 4);
 
 /**
  * SuspendSessionResponse carries the Session.
@@ -304,7 +418,7 @@ export type SuspendSessionResponse = Message<"berth.admin.v1.SuspendSessionRespo
  * Use `create(SuspendSessionResponseSchema)` to create a new message.
  */
 export const SuspendSessionResponseSchema: GenMessage<SuspendSessionResponse> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 3);
+  messageDesc(file_berth_admin_v1_session, 5);
 
 /**
  * ResumeSessionRequest resumes a suspended Session now.
@@ -333,7 +447,7 @@ export type ResumeSessionRequest = Message<"berth.admin.v1.ResumeSessionRequest"
  * Use `create(ResumeSessionRequestSchema)` to create a new message.
  */
 export const ResumeSessionRequestSchema: GenMessage<ResumeSessionRequest> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 4);
+  messageDesc(file_berth_admin_v1_session, 6);
 
 /**
  * ResumeSessionResponse carries the Session.
@@ -354,7 +468,7 @@ export type ResumeSessionResponse = Message<"berth.admin.v1.ResumeSessionRespons
  * Use `create(ResumeSessionResponseSchema)` to create a new message.
  */
 export const ResumeSessionResponseSchema: GenMessage<ResumeSessionResponse> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 5);
+  messageDesc(file_berth_admin_v1_session, 7);
 
 /**
  * ArchiveSessionRequest archives a Session.
@@ -375,7 +489,7 @@ export type ArchiveSessionRequest = Message<"berth.admin.v1.ArchiveSessionReques
  * Use `create(ArchiveSessionRequestSchema)` to create a new message.
  */
 export const ArchiveSessionRequestSchema: GenMessage<ArchiveSessionRequest> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 6);
+  messageDesc(file_berth_admin_v1_session, 8);
 
 /**
  * ArchiveSessionResponse carries the archived Session.
@@ -396,7 +510,7 @@ export type ArchiveSessionResponse = Message<"berth.admin.v1.ArchiveSessionRespo
  * Use `create(ArchiveSessionResponseSchema)` to create a new message.
  */
 export const ArchiveSessionResponseSchema: GenMessage<ArchiveSessionResponse> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 7);
+  messageDesc(file_berth_admin_v1_session, 9);
 
 /**
  * CreateSessionRequest creates a Session.
@@ -429,7 +543,7 @@ export type CreateSessionRequest = Message<"berth.admin.v1.CreateSessionRequest"
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 8);
+  messageDesc(file_berth_admin_v1_session, 10);
 
 /**
  * CreateSessionResponse carries the new Session.
@@ -450,7 +564,7 @@ export type CreateSessionResponse = Message<"berth.admin.v1.CreateSessionRespons
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 9);
+  messageDesc(file_berth_admin_v1_session, 11);
 
 /**
  * GetSessionRequest reads a Session.
@@ -471,7 +585,7 @@ export type GetSessionRequest = Message<"berth.admin.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 10);
+  messageDesc(file_berth_admin_v1_session, 12);
 
 /**
  * GetSessionResponse carries the Session.
@@ -492,7 +606,7 @@ export type GetSessionResponse = Message<"berth.admin.v1.GetSessionResponse"> & 
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 11);
+  messageDesc(file_berth_admin_v1_session, 13);
 
 /**
  * ListSessionsRequest lists Sessions.
@@ -537,7 +651,7 @@ export type ListSessionsRequest = Message<"berth.admin.v1.ListSessionsRequest"> 
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 12);
+  messageDesc(file_berth_admin_v1_session, 14);
 
 /**
  * ListSessionsResponse carries one page.
@@ -565,7 +679,7 @@ export type ListSessionsResponse = Message<"berth.admin.v1.ListSessionsResponse"
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 13);
+  messageDesc(file_berth_admin_v1_session, 15);
 
 /**
  * DeleteSessionRequest deletes a Session.
@@ -586,7 +700,7 @@ export type DeleteSessionRequest = Message<"berth.admin.v1.DeleteSessionRequest"
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 14);
+  messageDesc(file_berth_admin_v1_session, 16);
 
 /**
  * DeleteSessionResponse carries the Session.
@@ -607,7 +721,7 @@ export type DeleteSessionResponse = Message<"berth.admin.v1.DeleteSessionRespons
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
-  messageDesc(file_berth_admin_v1_session, 15);
+  messageDesc(file_berth_admin_v1_session, 17);
 
 /**
  * ComputePhase is where an Environment's compute is in the suspension
@@ -765,6 +879,34 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof ArchiveSessionRequestSchema;
     output: typeof ArchiveSessionResponseSchema;
+  },
+  /**
+   * ForkSession makes count new Sessions from the current filesystem of
+   * an active Session whose sandbox is running or suspended. A running
+   * source is paused only while its filesystem is copied and keeps its
+   * Runtime and Turns; a suspended one lends its snapshot. Each child is
+   * an ordinary Session with its own sandbox, Runtime, device credential
+   * and copy of the workspace (and of /home): writes in one are never
+   * seen by another or by the source. The children are placed on the
+   * source's node; the placement stops at the first child that does not
+   * fit, and the answer says how many were placed and why not more. The
+   * call returns at once with the children CREATING; each becomes ACTIVE
+   * once the capture is done and its sandbox is created from it, or
+   * FAILED with environment.failure_code fork_capture_failed or
+   * fork_source_ended. Refusals (FAILED_PRECONDITION, nothing written):
+   * fork_unsupported (the deployment's provider has no checkpoints),
+   * fork_source_busy (being suspended or woken: retry in a moment),
+   * fork_source_not_ready (its sandbox is not created yet), and, when
+   * fewer than min_count fit, the placement's own reason
+   * (no_ready_node_with_capacity, project_active_limit). A retry with the
+   * same request_id returns the same fork and children.
+   *
+   * @generated from rpc berth.admin.v1.SessionService.ForkSession
+   */
+  forkSession: {
+    methodKind: "unary";
+    input: typeof ForkSessionRequestSchema;
+    output: typeof ForkSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_berth_admin_v1_session, 0);
