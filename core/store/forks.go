@@ -102,21 +102,21 @@ func forkFromRow(r db.Fork) Fork {
 // and sealed device credential (as CreateSessionParams').
 type ForkChild struct {
 	SessionID, EnvironmentID, AllocationID, DeviceID, CreateReceipt, RequestID uuid.UUID
-	CredentialDigest, CredentialCiphertext, CredentialNonce                   []byte
+	CredentialDigest, CredentialCiphertext, CredentialNonce                    []byte
 	DisplayName                                                                string
 }
 
 // ForkSessionParams is one ForkSession: the fork's ids, the source, and a
 // minted child per requested Session (len(Children) is the count).
 type ForkSessionParams struct {
-	ForkID, CaptureOp, RequestID     uuid.UUID
-	SourceSessionID, ProjectID       uuid.UUID
-	TenantID                         uuid.UUID
-	MinCount                         int
-	Children                         []ForkChild
-	Generation                       int64
-	Resources                        sandbox.Resources
-	MaxActive                        int
+	ForkID, CaptureOp, RequestID uuid.UUID
+	SourceSessionID, ProjectID   uuid.UUID
+	TenantID                     uuid.UUID
+	MinCount                     int
+	Children                     []ForkChild
+	Generation                   int64
+	Resources                    sandbox.Resources
+	MaxActive                    int
 }
 
 func (p ForkSessionParams) validate() error {

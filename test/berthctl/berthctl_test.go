@@ -407,6 +407,28 @@ func TestOperatorDrivesBerthWithBerthctl(t *testing.T) {
 	if r := c.run("turn", "run", session, "--", "cat", "/workspace/suspended.txt"); r.code != 0 || r.stdout != "kept" {
 		t.Fatalf("the workspace after resume: %v", r)
 	}
+	// Fork: two children with the Session's workspace, each its own
+	// Session (a Turn in it reads the file), deleted again.
+	r = c.ok("session", "fork", session, "--count", "2", "--wait", "-o", "json")
+	var forked struct {
+		Placed   int32 `json:"placed"`
+		Children []struct {
+			Name string `json:"name"`
+		} `json:"children"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &forked); err != nil || forked.Placed != 2 || len(forked.Children) != 2 {
+		t.Fatalf("session fork: %v (%v)", r, err)
+	}
+	for _, child := range forked.Children {
+		if child.Name == session {
+			t.Fatalf("session fork returned the source: %v", r)
+		}
+		if r := c.run("turn", "run", child.Name, "--", "cat", "/workspace/suspended.txt"); r.code != 0 || r.stdout != "kept" {
+			t.Fatalf("the workspace of fork child %s: %v", child.Name, r)
+		}
+		c.ok("session", "delete", child.Name, "--wait")
+	}
+	c.fails(1, "error: invalid: invalid count: must be 1 to 128", "session", "fork", session, "--count", "129")
 	// A Session with a running Turn is not suspended: the refusal says
 	// what to wait for.
 	busy, err := turnsAPI.SubmitTurn(ctx, &adminv1.SubmitTurnRequest{Parent: session, RequestId: uuid.NewString(),

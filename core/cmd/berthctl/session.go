@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -18,9 +19,9 @@ import (
 const pollInterval = 500 * time.Millisecond
 
 func (a *app) sessionCmd() *cobra.Command {
-	return a.groupCmd("session", "Create, list, show, suspend, resume, archive and delete Sessions (SessionService)",
+	return a.groupCmd("session", "Create, list, show, suspend, resume, fork, archive and delete Sessions (SessionService)",
 		a.sessionCreateCmd(), a.sessionListCmd(), a.sessionGetCmd(), a.sessionDeleteCmd(), a.sessionArchiveCmd(),
-		a.sessionSuspendCmd(), a.sessionResumeCmd())
+		a.sessionSuspendCmd(), a.sessionResumeCmd(), a.sessionForkCmd())
 }
 
 // waitFlags are --wait and --wait-timeout of a command that can wait.
@@ -167,6 +168,63 @@ func (a *app) sessionResumeCmd() *cobra.Command {
 			}
 			return resp, &resp.Session, nil
 		})
+}
+
+func (a *app) sessionForkCmd() *cobra.Command {
+	var (
+		count, minCount int32
+		prefix          string
+		requestID       string
+		w               waitFlags
+	)
+	c := a.command("fork SESSION", "Make new Sessions from a Session's current filesystem (each with its own sandbox and workspace copy)", exactArgs("SESSION"), func(cmd *cobra.Command, args []string) error {
+		req := &adminv1.ForkSessionRequest{Name: name("sessions", args[0]), RequestId: requestID, Count: count, MinCount: minCount, DisplayNamePrefix: prefix}
+		if req.RequestId == "" {
+			req.RequestId = uuid.NewString()
+		}
+		resp, err := call(a.sessions.ForkSession, req)
+		if err != nil {
+			return err
+		}
+		if w.wait {
+			for i, child := range resp.GetChildren() {
+				s, err := a.waitSession(child.GetName(), w.timeout, admitted)
+				if s != nil {
+					resp.Children[i] = s
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return a.show(resp, func(out io.Writer) {
+			row(out, "FORK", resp.GetFork())
+			row(out, "PLACED", fmt.Sprintf("%d of %d", resp.GetPlaced(), resp.GetRequested()))
+			if r := resp.GetUnplacedReason(); r != "" {
+				row(out, "UNPLACED REASON", r)
+			}
+			row(out, "CAPTURED", dash(ts(resp.GetCaptureTime())))
+			row(out, "")
+			row(out, "NAME", "STATE", "ADMITTED", "NODE", "DISPLAY NAME")
+			for _, s := range resp.GetChildren() {
+				row(out, s.GetName(), enum(s.GetState(), "STATE_"), yesno(s.GetEnvironment().GetExecutionAdmitted()), dash(s.GetNode()), dash(s.GetDisplayName()))
+			}
+		})
+	})
+	c.Flags().Int32Var(&count, "count", 1, "how many Sessions to make (1 to 128)")
+	c.Flags().Int32Var(&minCount, "min-count", 0, "the fewest that must be placed, or nothing is made (default 1)")
+	c.Flags().StringVar(&prefix, "display-name-prefix", "", "name the children PREFIX-0, PREFIX-1, ... (default: the source's display name)")
+	c.Flags().StringVar(&requestID, "request-id", "", "UUID that makes a retry return the same fork (default: a new one)")
+	w.flags(c.Flags(), "wait until every child's Runtime accepts Turns (or a child fails)")
+	c.Long = `fork makes --count new Sessions from the Session's current filesystem: a
+running Session is paused only while its workspace and home are copied and
+keeps its Runtime and Turns; a suspended one lends its snapshot and stays
+suspended. Each child has its own sandbox, Runtime, device credential and
+copy of the files; writes in one are never seen by another or by the source.
+The children are placed on the source's node; when not all fit, the answer
+says how many were placed and why (--min-count makes fewer a refusal that
+creates nothing).`
+	return c
 }
 
 // sessionComputeCmd is suspend and resume: send, called with the
