@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"berth.dev/runtimebootstrap/internal/park"
 )
 
 // Version is the only bootstrap file version this build reads and writes.
@@ -47,9 +46,17 @@ const CAFile = "core-ca.pem"
 // from the copy, then writes the child's own bootstrap file, so the
 // child's Runtime starts unparked and authenticates as the child.
 func SourceStateFiles() []string {
-	dir := park.DirOf(Path)
-	return []string{Path, CAPathBeside(Path), dir.Marker(), dir.WakeFile()}
+	dir := filepath.Dir(Path)
+	return []string{Path, CAPathBeside(Path), filepath.Join(dir, ParkMarkerName), filepath.Join(dir, WakeFileName)}
 }
+
+// ParkMarkerName and WakeFileName are the names, beside the bootstrap
+// file, of a parked Runtime's marker and wake file (internal/park writes
+// them under these names).
+const (
+	ParkMarkerName = "runtime-parked"
+	WakeFileName   = "runtime-parked.pid"
+)
 
 // MaxCABytes bounds the CA file.
 const MaxCABytes = 64 << 10

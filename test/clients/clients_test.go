@@ -147,6 +147,11 @@ func runExample(t *testing.T, c *stack.Cluster, cmd *exec.Cmd, env []string, mar
 		"err-" + marker + "\n",
 		fmt.Sprintf("uploaded input.txt (%d bytes)\n", len(input)),
 		fmt.Sprintf("downloaded result.txt (%d bytes)\n", len(result)),
+		"into 2 branches\n",
+		// Each branch read the result.txt it was forked with and wrote
+		// its own file, downloaded from it.
+		fmt.Sprintf("branch 0: branch-0 %d\n", len(result)),
+		fmt.Sprintf("branch 1: branch-1 %d\n", len(result)),
 	} {
 		if !strings.Contains(stderr.String(), line) {
 			t.Errorf("stderr %q holds no %q line", stderr.String(), line)
@@ -177,5 +182,23 @@ func runExample(t *testing.T, c *stack.Cluster, cmd *exec.Cmd, env []string, mar
 	turn := turns.GetTurns()[0]
 	if turn.GetState() != adminv1.Turn_STATE_COMPLETED || turn.GetExitCode() != 3 {
 		t.Errorf("Turn %s: %v exit %d, want COMPLETED with 3", turn.GetName(), turn.GetState(), turn.GetExitCode())
+	}
+	// Its two branches (the fork's children, named after the loop's
+	// Session) are DELETED too.
+	list, err := adminv1.NewSessionServiceClient(c.CC).ListSessions(c.Ctx, &adminv1.ListSessionsRequest{ShowDeleted: true, PageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	branches := 0
+	for _, s := range list.GetSessions() {
+		if s.GetDisplayName() == display+"-branch-0" || s.GetDisplayName() == display+"-branch-1" {
+			branches++
+			if s.GetState() != adminv1.Session_STATE_DELETED {
+				t.Errorf("branch %s (%s) is %v after the loop, want DELETED", s.GetName(), s.GetDisplayName(), s.GetState())
+			}
+		}
+	}
+	if branches != 2 {
+		t.Errorf("%d branch Sessions of %s, want 2", branches, display)
 	}
 }

@@ -1,13 +1,20 @@
 #!/usr/bin/python3
 """An agent's loop over Berth's admin API: create a Session, wait until its
 Runtime accepts Turns, upload an input file, run one Turn streaming its
-output, download the file the Turn wrote, delete the Session. It does what
-these berthctl commands do, with FileService's UploadFiles and
-DownloadFiles between them:
+output, download the file the Turn wrote, fork the Session into branches
+that each run a Turn of their own and give back a result, delete them all.
+It does what these berthctl commands do, with FileService's UploadFiles
+and DownloadFiles between them:
 
     berthctl session create --wait
     berthctl turn run SESSION -- CMD [ARG...]
+    berthctl session fork SESSION --count 2 --wait
     berthctl session delete SESSION --wait
+
+Each branch (--forks, default 2; 0 skips the fork) starts with a copy of the
+Session's workspace; its Turn writes "branch-N" and the size of result.txt
+it found to branch.txt, which is downloaded from the branch and noted on
+stderr ("branch N: branch-N SIZE").
 
 The input (--input, default a line of text) becomes /workspace/input.txt;
 the command (default: cat input.txt; wc -c < input.txt > result.txt) runs
@@ -132,6 +139,33 @@ def download_result(client, name, path):
     sys.stdout.buffer.flush()
 
 
+def fork_branches(client, name, args):
+    """Forks the Session into args.forks branches, runs one Turn in each and
+    downloads what it wrote, then deletes the branches."""
+    forked = client.sessions.ForkSession(session_pb2.ForkSessionRequest(
+        name=name, request_id=str(uuid.uuid4()), count=args.forks, min_count=args.forks,
+        display_name_prefix=f"{args.display_name}-branch",
+    ), timeout=CALL_TIMEOUT)
+    branches = [c.name for c in forked.children]
+    print(f"agent_loop: forked {name} into {len(branches)} branches", file=sys.stderr)
+    try:
+        for i, branch in enumerate(branches):
+            wait_session(client, branch, args.wait_timeout, admitted)
+            script = f"printf 'branch-{i} %d\\n' \"$(wc -c < result.txt)\" > branch.txt"
+            turn = client.turns.SubmitTurn(turn_pb2.SubmitTurnRequest(
+                parent=branch, request_id=str(uuid.uuid4()), turn=Turn(command=turn_pb2.Command(shell_script=script))),
+                timeout=CALL_TIMEOUT).turn
+            for _ in client.turns.StreamTurnOutput(turn_pb2.StreamTurnOutputRequest(name=turn.name)):
+                pass  # the branch's Turn prints nothing; the stream ends with it
+            data = berth_client.download_file(client, branch, "branch.txt")
+            print(f"agent_loop: branch {i}: {data.decode().strip()}", file=sys.stderr)
+    finally:
+        for branch in branches:
+            client.sessions.DeleteSession(session_pb2.DeleteSessionRequest(name=branch), timeout=CALL_TIMEOUT)
+        for branch in branches:
+            wait_session(client, branch, args.wait_timeout, lambda s: s.state == Session.STATE_DELETED)
+
+
 def run(client, args):
     # 1. Create the Session. request_id makes a retry of this call idempotent.
     created = client.sessions.CreateSession(session_pb2.CreateSessionRequest(
@@ -173,10 +207,13 @@ def run(client, args):
         if ended.state == Turn.STATE_COMPLETED and args.result:
             download_result(client, name, args.result)
 
-        # Fork comes with ForkSession (not in berth.admin.v1 yet): fork here to branch the agent's work.
+        # 6. Fork: branches that start from this workspace, each with its own
+        # sandbox; their work never touches the Session's or each other's.
+        if ended.state == Turn.STATE_COMPLETED and args.forks > 0:
+            fork_branches(client, name, args)
         return outcome(ended)
     finally:
-        # 6. Delete the Session and wait until its cleanup is confirmed.
+        # 7. Delete the Session and wait until its cleanup is confirmed.
         client.sessions.DeleteSession(session_pb2.DeleteSessionRequest(name=name), timeout=CALL_TIMEOUT)
         wait_session(client, name, args.wait_timeout, lambda s: s.state == Session.STATE_DELETED)
         print(f"agent_loop: deleted {name}", file=sys.stderr)
@@ -184,7 +221,7 @@ def run(client, args):
 
 def main():
     p = argparse.ArgumentParser(description="Create a Session, upload input.txt, run one Turn, download its result, "
-                                            "delete the Session.")
+                                            "fork branches that each run a Turn, delete them all.")
     p.add_argument("--address", default=os.environ.get("BERTH_ADMIN_ADDRESS", berth_client.DEFAULT_ADDRESS))
     p.add_argument("--token-file", default=os.environ.get("BERTH_ADMIN_TOKEN_FILE"),
                    help="the admin-token file (default $BERTH_ADMIN_TOKEN_FILE; else $BERTH_ADMIN_TOKEN holds the token)")
@@ -196,6 +233,7 @@ def main():
     p.add_argument("--shell", help="run this script with /bin/sh -c instead of the command")
     p.add_argument("--timeout", type=int, default=0, help="stop the command after this many seconds (default: Core's)")
     p.add_argument("--wait-timeout", type=float, default=300, help="seconds to wait for the Session")
+    p.add_argument("--forks", type=int, default=2, help="branches to fork after the command (0: none)")
     p.add_argument("command", nargs="*", help=f"the command (default: /bin/sh -c '{DEFAULT_SCRIPT}')")
     args = p.parse_args()
 

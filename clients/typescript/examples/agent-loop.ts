@@ -1,12 +1,19 @@
 // An agent's loop over Berth's admin API: create a Session, wait until its
 // Runtime accepts Turns, upload an input file, run one Turn streaming its
-// output, download the file the Turn wrote, delete the Session. It does
-// what these berthctl commands do, with FileService's UploadFiles and
-// DownloadFiles between them:
+// output, download the file the Turn wrote, fork the Session into branches
+// that each run a Turn of their own and give back a result, delete them
+// all. It does what these berthctl commands do, with FileService's
+// UploadFiles and DownloadFiles between them:
 //
 //   berthctl session create --wait
 //   berthctl turn run SESSION -- CMD [ARG...]
+//   berthctl session fork SESSION --count 2 --wait
 //   berthctl session delete SESSION --wait
+//
+// Each branch (--forks, default 2; 0 skips the fork) starts with a copy of
+// the Session's workspace; its Turn writes "branch-N" and the size of
+// result.txt it found to branch.txt, which is downloaded from the branch
+// and noted on stderr ("branch N: branch-N SIZE").
 //
 // The input (--input, default a line of text) becomes /workspace/input.txt;
 // the command (default: cat input.txt; wc -c < input.txt > result.txt) runs
@@ -173,7 +180,43 @@ interface Options {
   shell?: string;
   timeoutSeconds: number;
   waitTimeoutMs: number;
+  forks: number;
   command: string[];
+}
+
+/**
+ * forkBranches forks the Session into o.forks branches, runs one Turn in
+ * each and downloads what it wrote, then deletes the branches.
+ */
+async function forkBranches(client: AdminClient, name: string, o: Options): Promise<void> {
+  const forked = await client.sessions.forkSession(
+    { name, requestId: randomUUID(), count: o.forks, minCount: o.forks, displayNamePrefix: `${o.displayName}-branch` },
+    { timeoutMs: callTimeoutMs },
+  );
+  const branches = forked.children.map((c) => c.name);
+  console.error(`agent-loop: forked ${name} into ${branches.length} branches`);
+  try {
+    for (const [i, branch] of branches.entries()) {
+      await waitSession(client, branch, o.waitTimeoutMs, admitted);
+      const script = `printf 'branch-${i} %d\\n' "$(wc -c < result.txt)" > branch.txt`;
+      const { turn } = await client.turns.submitTurn(
+        { parent: branch, requestId: randomUUID(), turn: { command: { program: { case: "shellScript", value: script } } } },
+        { timeoutMs: callTimeoutMs },
+      );
+      for await (const _ of client.turns.streamTurnOutput({ name: turn?.name ?? "" })) {
+        // The branch's Turn prints nothing; the stream ends with it.
+      }
+      const data = await downloadFile(client, branch, "branch.txt");
+      console.error(`agent-loop: branch ${i}: ${new TextDecoder().decode(data).trim()}`);
+    }
+  } finally {
+    for (const branch of branches) {
+      await client.sessions.deleteSession({ name: branch }, { timeoutMs: callTimeoutMs });
+    }
+    for (const branch of branches) {
+      await waitSession(client, branch, o.waitTimeoutMs, (s) => s.state === Session_State.DELETED);
+    }
+  }
 }
 
 async function run(client: AdminClient, o: Options): Promise<number> {
@@ -241,10 +284,14 @@ async function run(client: AdminClient, o: Options): Promise<number> {
       await downloadResult(client, name, o.result);
     }
 
-    // Fork comes with ForkSession (not in berth.admin.v1 yet): fork here to branch the agent's work.
+    // 6. Fork: branches that start from this workspace, each with its own
+    // sandbox; their work never touches the Session's or each other's.
+    if (ended.turn.state === Turn_State.COMPLETED && o.forks > 0) {
+      await forkBranches(client, name, o);
+    }
     return outcome(ended.turn);
   } finally {
-    // 6. Delete the Session and wait until its cleanup is confirmed.
+    // 7. Delete the Session and wait until its cleanup is confirmed.
     await client.sessions.deleteSession({ name }, { timeoutMs: callTimeoutMs });
     await waitSession(client, name, o.waitTimeoutMs, (s) => s.state === Session_State.DELETED);
     console.error(`agent-loop: deleted ${name}`);
@@ -269,6 +316,7 @@ async function main(): Promise<number> {
       shell: { type: "string" },
       timeout: { type: "string", default: "0" },
       "wait-timeout": { type: "string", default: "300" },
+      forks: { type: "string", default: "2" },
     },
   });
   const tokenFile = values["token-file"];
@@ -287,6 +335,7 @@ async function main(): Promise<number> {
       shell: values.shell,
       timeoutSeconds: Number(values.timeout),
       waitTimeoutMs: Number(values["wait-timeout"]) * 1000,
+      forks: Number(values.forks),
       command: positionals,
     });
   } catch (err) {

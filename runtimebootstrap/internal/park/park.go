@@ -10,12 +10,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"berth.dev/runtimebootstrap"
 )
 
-// The files' names inside Dir.
+// The files' names inside Dir: the root package's, which adapters read
+// (runtimebootstrap.SourceStateFiles).
 const (
-	MarkerName   = "runtime-parked"
-	WakeFileName = "runtime-parked.pid"
+	MarkerName   = runtimebootstrap.ParkMarkerName
+	WakeFileName = runtimebootstrap.WakeFileName
 )
 
 // fileMode is the mode of both files.

@@ -3,12 +3,15 @@
 // (clients/python/examples/agent_loop.py,
 // clients/typescript/examples/agent-loop.ts): create a Session, wait until
 // its Runtime accepts Turns, upload an input file, run one Turn streaming
-// its output, download the file the Turn wrote, delete the Session. It
-// does what these berthctl commands do, with FileService's UploadFiles and
-// DownloadFiles between them:
+// its output, download the file the Turn wrote, fork the Session into
+// branches (--forks, default 2) that each run a Turn writing branch.txt,
+// downloaded from the branch, delete them all. It does what these berthctl
+// commands do, with FileService's UploadFiles and DownloadFiles between
+// them:
 //
 //	berthctl session create --wait
 //	berthctl turn run SESSION -- CMD [ARG...]
+//	berthctl session fork SESSION --count 2 --wait
 //	berthctl session delete SESSION --wait
 //
 // The Go client is the generated package berth.dev/proto/berth/admin/v1
@@ -30,5 +33,5 @@
 // protobuf, errdetails and uuid), so a user's program can start from a
 // copy of it; test/clients runs it and relies on its output: the Turn's
 // stdout, then the downloaded file, and on stderr the "agent-loop:"
-// lines (created, uploaded, downloaded).
+// lines (created, uploaded, downloaded, "branch N: branch-N SIZE").
 package main

@@ -46,6 +46,7 @@ type options struct {
 	input, result, shell                     string
 	timeout                                  int
 	waitTimeout                              time.Duration
+	forks                                    int
 	command                                  []string
 }
 
@@ -373,7 +374,7 @@ func (c client) run(ctx context.Context, o options) (code int, err error) {
 	name := created.GetSession().GetName()
 	fmt.Fprintf(os.Stderr, "agent-loop: created %s\n", name)
 	defer func() {
-		// 6. Delete the Session and wait until its cleanup is confirmed.
+		// 7. Delete the Session and wait until its cleanup is confirmed.
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		_, derr := c.sessions.DeleteSession(cctx, &adminv1.DeleteSessionRequest{Name: name})
 		cancel()
@@ -415,8 +416,58 @@ func (c client) run(ctx context.Context, o options) (code int, err error) {
 		}
 	}
 
-	// Fork comes with ForkSession (not in berth.admin.v1 yet): fork here to branch the agent's work.
+	// 6. Fork: branches that start from this workspace, each with its own
+	// sandbox; their work never touches the Session's or each other's.
+	if ended.GetState() == adminv1.Turn_STATE_COMPLETED && o.forks > 0 {
+		if err := c.forkBranches(ctx, name, o); err != nil {
+			return 1, err
+		}
+	}
 	return outcome(ended), nil
+}
+
+// forkBranches forks the Session into o.forks branches, runs one Turn in
+// each and downloads what it wrote, then deletes the branches.
+func (c client) forkBranches(ctx context.Context, name string, o options) (err error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	forked, err := c.sessions.ForkSession(cctx, &adminv1.ForkSessionRequest{Name: name, RequestId: uuid.NewString(),
+		Count: int32(o.forks), MinCount: int32(o.forks), DisplayNamePrefix: o.displayName + "-branch"})
+	cancel()
+	if err != nil {
+		return err
+	}
+	var branches []string
+	for _, child := range forked.GetChildren() {
+		branches = append(branches, child.GetName())
+	}
+	fmt.Fprintf(os.Stderr, "agent-loop: forked %s into %d branches\n", name, len(branches))
+	defer func() {
+		for _, b := range branches {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			_, derr := c.sessions.DeleteSession(cctx, &adminv1.DeleteSessionRequest{Name: b})
+			cancel()
+			err = errors.Join(err, derr)
+		}
+		for _, b := range branches {
+			err = errors.Join(err, c.waitSession(ctx, b, o.waitTimeout, deleted))
+		}
+	}()
+	for i, b := range branches {
+		if err := c.waitSession(ctx, b, o.waitTimeout, admitted); err != nil {
+			return err
+		}
+		script := fmt.Sprintf(`printf 'branch-%d %%d\n' "$(wc -c < result.txt)" > branch.txt`, i)
+		bo := options{shell: script}
+		if _, err := c.runTurn(ctx, b, bo); err != nil {
+			return err
+		}
+		data, err := c.downloadFile(ctx, b, "branch.txt")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "agent-loop: branch %d: %s\n", i, strings.TrimSpace(string(data)))
+	}
+	return nil
 }
 
 func main() {
@@ -441,6 +492,7 @@ func parseOptions() options {
 	flag.StringVar(&o.shell, "shell", "", "run this script with /bin/sh -c instead of the command")
 	flag.IntVar(&o.timeout, "timeout", 0, "stop the command after this many seconds (default: Core's)")
 	flag.DurationVar(&o.waitTimeout, "wait-timeout", 300*time.Second, "how long to wait for the Session")
+	flag.IntVar(&o.forks, "forks", 2, "branches to fork after the command (0: none)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: agentloop [flags] [--] [command [arg...]] (default command: /bin/sh -c '%s')\n", defaultScript)
 		flag.PrintDefaults()
