@@ -14,7 +14,6 @@ import (
 	"unicode"
 
 	"github.com/google/uuid"
-
 )
 
 // Version is the only bootstrap file version this build reads and writes.
