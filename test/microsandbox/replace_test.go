@@ -172,7 +172,8 @@ func (f *dockerFleet) enableSecondNode(t *testing.T) string {
 // ready for generation 2, and a new Session is placed on it and created on
 // fakemsb: a running sandbox carrying exactly its allocation's io.berth.*
 // labels (read from the fixture and the database), with its host
-// directories on the node. Deleting both Sessions leaves nothing of
+// directories on the node; a fork of it is refused fork_unsupported (no
+// checkpoints). Deleting both Sessions leaves nothing of
 // either in the Docker fixture, in the fake msb or in those directories.
 func TestReplaceDockerWithAReadyMicrosandboxNode(t *testing.T) {
 	f := startDockerFleet(t)
@@ -211,6 +212,11 @@ func TestReplaceDockerWithAReadyMicrosandboxNode(t *testing.T) {
 		t.Fatalf("the Session after the replacement: node %s, generation %d; want %s, 2", newAlloc.GetNode(), newAlloc.GetGeneration(), msbNode)
 	}
 	newID := strings.TrimPrefix(newAlloc.GetName(), "allocations/")
+	// A microsandbox deployment has no checkpoints: a fork is refused
+	// before anything is written (the one sandbox below is the Session's).
+	if _, err := sessions.ForkSession(f.ctx, &adminv1.ForkSessionRequest{Name: after, RequestId: uuid.NewString(), Count: 2}); stack.AdminReason(err) != "fork_unsupported" {
+		t.Fatalf("ForkSession under a microsandbox deployment = %v; want FAILED_PRECONDITION fork_unsupported", err)
+	}
 	var environment, tenant string
 	if err := f.core.Store(t).Pool().QueryRow(f.ctx,
 		"SELECT environment_id::text, tenant_id::text FROM allocations WHERE id = $1", newID).Scan(&environment, &tenant); err != nil {
