@@ -275,6 +275,10 @@ bench-fork-copy: ## K0 (issue 33): copy a 100 MB volume pair by the engine's arc
 	BERTH_BENCH_SAMPLES=$(BERTH_K0_SAMPLES) \
 		go test -run '^$$' -bench '^BenchmarkForkCopy$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/bench/
 
+.PHONY: bench-fork
+bench-fork: ## K1 and K2 (issue 33): fork a 100 MB Session into 10 until all are admitted, the source's pause from engine events (BERTH_BENCH_SAMPLES, default 5), then one fork into 100 with 4 node agents; also .run/bench-fork.json (needs the test services)
+	go test -run '^$$' -bench '^BenchmarkFork$$' -benchtime 1x -count=1 -timeout 0 berth.dev/test/bench/
+
 .PHONY: bench-scale
 bench-scale: ## P5 scale: 1,000 simulated node agents (real mTLS node protocol, in-memory adapter) against berth-core and PostgreSQL holding 100,000 allocations; one table, also .run/scale.json (BERTH_SCALE_NODES, _ALLOCATIONS, _CREATES, _CLIENTS, _PROJECTS)
 	BERTH_SCALE_JSON=$(CURDIR)/.run/scale.json \
