@@ -1,6 +1,6 @@
 // Package lifecycle drives allocations to their provider: one serial
-// Worker per node creates, observes, keeps alive, suspends, restores and
-// cleans up, and one more, keyed DirectLane, does the same for every
+// Worker per node creates (a fork's child seeded: fork.go), observes,
+// keeps alive, suspends, restores, captures forks and cleans up, and one more, keyed DirectLane, does the same for every
 // allocation of a direct provider (no node: Core calls the adapter); a
 // thin Coordinator starts, drains and stops the workers. The
 // narrative of the rules below, with the guide's reasons, is

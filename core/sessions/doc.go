@@ -45,6 +45,10 @@
 //     scan, the arming and the capture claim. A refusal says what to wait
 //     for: no_turn_ended (the first Turn's end), session_busy (the queued
 //     or running Turn's end).
+//   - A fork (Fork; docs/fork.md) mints each child here like a created
+//     Session and commits them all in one store.CreateFork; the lifecycle
+//     worker captures and seeds. fork_unsupported is decided from the
+//     deployment provider's declaration, never by a type assertion.
 //   - Errors are errdefs classes. An invalid request names the logic's
 //     field ("request_id", "display_name"); the adapter maps it to a
 //     request path. No deployment (ErrNoDeployment), a disabled provider

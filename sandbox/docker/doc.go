@@ -44,5 +44,7 @@
 // filesystem checkpoints (checkpoint.go) and the tombstones' retention
 // (engine.go) is docs/docker-receipts.md, with why each is sound. Fork's
 // Capture, which keeps its source and copies by a helper container
-// (capture.go), is in docs/docker-adapter.md.
+// (capture.go), and CreateSeeded, which seeds a child by another
+// (seed.go; Kill removes a child's seeder first), are in
+// docs/docker-adapter.md.
 package docker
