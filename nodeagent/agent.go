@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +167,20 @@ func (a *Agent) CreateSeeded(ctx context.Context, req sandbox.SeededCreateReques
 			return sandbox.Info{}, errdefs.ErrContract
 		}
 		return cp.CreateSeeded(ctx, req)
+	})
+}
+
+// ExportSnapshot forwards ExportSnapshot, in the owner allocation's turn.
+func (a *Agent) ExportSnapshot(ctx context.Context, owner sandbox.Reference, s sandbox.SnapshotIdentity, w io.Writer) error {
+	return a.runCheckpoint(ctx, sandbox.OpExportSnapshot, owner.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) error {
+		return cp.ExportSnapshot(ctx, owner, s, w)
+	})
+}
+
+// ImportSnapshot forwards ImportSnapshot, in the owner allocation's turn.
+func (a *Agent) ImportSnapshot(ctx context.Context, req sandbox.ImportRequest, r io.Reader) (sandbox.SnapshotIdentity, error) {
+	return forwardCheckpoint(ctx, a, sandbox.OpImportSnapshot, req.Owner.AllocationID, func(ctx context.Context, cp sandbox.CheckpointProvider) (sandbox.SnapshotIdentity, error) {
+		return cp.ImportSnapshot(ctx, req, r)
 	})
 }
 

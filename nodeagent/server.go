@@ -167,7 +167,11 @@ func (s *Server) unaryCheck(ctx context.Context, req any, info *grpc.UnaryServer
 }
 
 func (s *Server) streamCheck(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if info.FullMethod != pb.NodeService_Connect_FullMethodName {
+	switch info.FullMethod {
+	case pb.NodeService_ExportSnapshot_FullMethodName, pb.NodeService_ImportSnapshot_FullMethodName:
+		return s.seedStreamCheck(srv, ss, info, handler)
+	case pb.NodeService_Connect_FullMethodName:
+	default:
 		return nodewire.ToStatus(errdefs.ErrContract)
 	}
 	m, err := readMeta(ss.Context())
@@ -179,6 +183,83 @@ func (s *Server) streamCheck(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	}
 	defer s.fence.Disconnect(m.connection)
 	return handler(srv, ss)
+}
+
+// seedStreamCheck is unaryCheck for a fork seed's two streams: the
+// fencing metadata on the stream's open, the declaration, and the agent of
+// the call's generation in the stream's context.
+func (s *Server) seedStreamCheck(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	m, err := readMeta(ss.Context())
+	if err == nil {
+		err = s.fence.Check(m.connection, m.epoch)
+	}
+	if err != nil {
+		return nodewire.ToStatus(err)
+	}
+	op := providercontract.Operation(path.Base(info.FullMethod))
+	if err := s.desc.Operations.Check(op); err != nil {
+		return fail(op, err)
+	}
+	a, ok := s.gens.Agent(m.generation)
+	if !ok {
+		return nodewire.ToStatus(errNotServed)
+	}
+	return handler(srv, agentStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), agentKey{}, a)})
+}
+
+// agentStream is a stream whose context carries the call's Agent.
+type agentStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (a agentStream) Context() context.Context { return a.ctx }
+
+// ExportSnapshot streams a snapshot's archive in chunks of at most
+// nodewire.MaxSnapshotChunk.
+func (s *Server) ExportSnapshot(req *pb.ExportSnapshotRequest, stream grpc.ServerStreamingServer[pb.SnapshotChunk]) error {
+	owner, snap, err := nodewire.ExportRequestFromWire(req)
+	if err != nil {
+		return fail(sandbox.OpExportSnapshot, err)
+	}
+	ctx := stream.Context()
+	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&pb.SnapshotChunk{Data: b}) }}
+	if err := agent(ctx).ExportSnapshot(ctx, owner, snap, w); err != nil {
+		return fail(sandbox.OpExportSnapshot, err)
+	}
+	if err := w.flush(); err != nil {
+		return fail(sandbox.OpExportSnapshot, err)
+	}
+	return nil
+}
+
+// ImportSnapshot reads the header, then the archive's chunks, into the
+// adapter's ImportSnapshot.
+func (s *Server) ImportSnapshot(stream grpc.ClientStreamingServer[pb.ImportSnapshotRequest, pb.ImportSnapshotResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return fail(sandbox.OpImportSnapshot, errdefs.Invalid("header", "is required"))
+	}
+	req, err := nodewire.ImportHeaderFromWire(first)
+	if err != nil {
+		return fail(sandbox.OpImportSnapshot, err)
+	}
+	ctx := stream.Context()
+	r := &chunkReader{recv: func() ([]byte, error) {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if m.GetHeader() != nil || len(m.GetData()) > nodewire.MaxSnapshotChunk {
+			return nil, errdefs.Invalid("data", "a second header or a chunk over 1 MiB")
+		}
+		return m.GetData(), nil
+	}}
+	snap, err := agent(ctx).ImportSnapshot(ctx, req, r)
+	if err != nil {
+		return fail(sandbox.OpImportSnapshot, err)
+	}
+	return stream.SendAndClose(nodewire.ImportResultToWire(snap))
 }
 
 // Hello describes the node and the generations it serves.

@@ -126,6 +126,33 @@ func (r SeededCreateRequest) Validate() error {
 	return nil
 }
 
+// ImportRequest asks ImportSnapshot for a snapshot of Owner under a
+// Core-persisted OperationID, from an archive ExportSnapshot wrote on
+// another node: a fork's seed, so that children on that node are created
+// from a local copy (CreateSeeded). Unlike a capture, an import has no
+// effect outside its own snapshot, so it is idempotent by operation: a
+// repeat of a completed import returns the same snapshot without reading
+// the archive, and a repeat after an incomplete one removes what it left
+// and imports again (never a second snapshot). With Discard it removes
+// everything the operation made, complete or not, confirms it absent and
+// reads nothing: Core discards a seed once its fork no longer needs it.
+type ImportRequest struct {
+	Owner       Reference
+	OperationID string
+	Discard     bool
+}
+
+// Validate checks the request before any native call.
+func (r ImportRequest) Validate() error {
+	if err := r.Owner.Validate(); err != nil {
+		return err
+	}
+	if r.OperationID == "" {
+		return errdefs.Invalid("operation_id", "is required")
+	}
+	return nil
+}
+
 // ResumeRequest restores Snapshot into the Target incarnation under a
 // Core-persisted operation ID, with the deployment's Resources and a fresh
 // Runtime Bootstrap (a restored Runtime starts anew and authenticates

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"io"
 
 	"berth.dev/sandbox/providercontract"
 )
@@ -46,6 +47,16 @@ func (c CheckpointsUnsupported) Capture(context.Context, CaptureRequest) (Captur
 // CreateSeeded is unsupported.
 func (c CheckpointsUnsupported) CreateSeeded(context.Context, SeededCreateRequest) (Info, error) {
 	return Info{}, c.Ops.Check(OpCreateSeeded)
+}
+
+// ExportSnapshot is unsupported.
+func (c CheckpointsUnsupported) ExportSnapshot(context.Context, Reference, SnapshotIdentity, io.Writer) error {
+	return c.Ops.Check(OpExportSnapshot)
+}
+
+// ImportSnapshot is unsupported.
+func (c CheckpointsUnsupported) ImportSnapshot(context.Context, ImportRequest, io.Reader) (SnapshotIdentity, error) {
+	return SnapshotIdentity{}, c.Ops.Check(OpImportSnapshot)
 }
 
 // Resume is unsupported.

@@ -22,6 +22,8 @@ const (
 	OpSuspend           providercontract.Operation = "Suspend"
 	OpCapture           providercontract.Operation = "Capture"
 	OpCreateSeeded      providercontract.Operation = "CreateSeeded"
+	OpExportSnapshot    providercontract.Operation = "ExportSnapshot"
+	OpImportSnapshot    providercontract.Operation = "ImportSnapshot"
 	OpResume            providercontract.Operation = "Resume"
 	OpResumeCompute     providercontract.Operation = "ResumeCompute"
 	OpKillCompute       providercontract.Operation = "KillCompute"

@@ -15,7 +15,7 @@ import (
 )
 
 var checkpointOps = []providercontract.Operation{
-	sandbox.OpInitial, sandbox.OpNewCompute, sandbox.OpGetCompute, sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpResume,
+	sandbox.OpInitial, sandbox.OpNewCompute, sandbox.OpGetCompute, sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpExportSnapshot, sandbox.OpImportSnapshot, sandbox.OpResume,
 	sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot, sandbox.OpRunCommandCompute,
 }
 

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"io"
 
 	"berth.dev/runtimebootstrap"
 	"berth.dev/sandbox/providercontract"
@@ -99,6 +100,12 @@ type CheckpointProvider interface {
 	// filesystem starts as a copy of another allocation's snapshot
 	// (SeededCreateRequest), which stays.
 	CreateSeeded(ctx context.Context, req SeededCreateRequest) (Info, error)
+	// ExportSnapshot writes snapshot s of owner to w as an archive that
+	// ImportSnapshot on another node reads back; the snapshot stays.
+	ExportSnapshot(ctx context.Context, owner Reference, s SnapshotIdentity, w io.Writer) error
+	// ImportSnapshot makes a snapshot of req.Owner from an archive
+	// ExportSnapshot wrote (ImportRequest), or discards one.
+	ImportSnapshot(ctx context.Context, req ImportRequest, r io.Reader) (SnapshotIdentity, error)
 	Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error)
 	// ResumeCompute only thaws the same resident instance after an aborted
 	// pause; it never cold-starts a stopped one.

@@ -3,7 +3,9 @@ package nodes_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,14 +184,21 @@ func TestProxyForwardsCapture(t *testing.T) {
 // (an agent built before them), and one whose methods are the generated
 // Unimplemented server's, both give UnsupportedError
 // node_protocol_no_capture for Capture and node_protocol_no_seed for
-// CreateSeeded (no settlement evidence: nothing ran), while another RPC of
-// the same server still gets through.
+// CreateSeeded (no settlement evidence: nothing ran) and
+// node_protocol_no_seed_transfer for ExportSnapshot and ImportSnapshot,
+// while another RPC of the same server still gets through.
 func TestProxyRefusesCaptureOnAnAgentWithoutTheRPC(t *testing.T) {
 	old := pb.NodeService_ServiceDesc
 	old.Methods = nil
 	for _, m := range pb.NodeService_ServiceDesc.Methods {
 		if m.MethodName != "Capture" && m.MethodName != "CreateSeeded" {
 			old.Methods = append(old.Methods, m)
+		}
+	}
+	old.Streams = nil
+	for _, st := range pb.NodeService_ServiceDesc.Streams {
+		if st.StreamName == "Connect" {
+			old.Streams = append(old.Streams, st)
 		}
 	}
 	for name, desc := range map[string]*grpc.ServiceDesc{"without the method": &old, "unimplemented": &pb.NodeService_ServiceDesc} {
@@ -220,9 +229,23 @@ func TestProxyRefusesCaptureOnAnAgentWithoutTheRPC(t *testing.T) {
 			if ue, ok := providercontract.AsUnsupported(err, sandbox.OpCreateSeeded); !ok || ue.Code != nodes.ReasonNodeProtocolNoSeed || info != (sandbox.Info{}) {
 				t.Fatalf("CreateSeeded on an agent without the RPC = %+v, %v; want UnsupportedError %s and no evidence", info, err, nodes.ReasonNodeProtocolNoSeed)
 			}
+			snap := sandbox.SnapshotIdentity{ID: "s", Provenance: "p"}
+			if err := p.ExportSnapshot(ctx, owner, snap, io.Discard); !isNoSeedTransfer(err, sandbox.OpExportSnapshot) {
+				t.Fatalf("ExportSnapshot on an agent without the RPC = %v; want UnsupportedError %s", err, nodes.ReasonNodeProtocolNoSeedTransfer)
+			}
+			if _, err := p.ImportSnapshot(ctx, sandbox.ImportRequest{Owner: owner, OperationID: uuid.NewString()}, strings.NewReader("x")); !isNoSeedTransfer(err, sandbox.OpImportSnapshot) {
+				t.Fatalf("ImportSnapshot on an agent without the RPC = %v; want UnsupportedError %s", err, nodes.ReasonNodeProtocolNoSeedTransfer)
+			}
 			errdefstest.Must(t, p.Kill(ctx, sandbox.KillRequest{Reference: ref}))
 		})
 	}
+}
+
+// isNoSeedTransfer reports whether err is op's UnsupportedError
+// node_protocol_no_seed_transfer.
+func isNoSeedTransfer(err error, op providercontract.Operation) bool {
+	ue, ok := providercontract.AsUnsupported(err, op)
+	return ok && ue.Code == nodes.ReasonNodeProtocolNoSeedTransfer
 }
 
 // killServer answers Kill; every other RPC is gRPC's own Unimplemented.

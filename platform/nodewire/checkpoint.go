@@ -378,3 +378,61 @@ func SeededCreateRequestFromWire(m *pb.CreateSeededRequest) (sandbox.SeededCreat
 	}
 	return req, nil
 }
+
+// ExportRequestToWire converts an export's owner and snapshot.
+func ExportRequestToWire(owner sandbox.Reference, s sandbox.SnapshotIdentity) *pb.ExportSnapshotRequest {
+	return &pb.ExportSnapshotRequest{Owner: ReferenceToWire(owner), Snapshot: SnapshotToWire(s)}
+}
+
+// ExportRequestFromWire converts and validates an ExportSnapshotRequest
+// (paths "owner.*", "snapshot.*").
+func ExportRequestFromWire(m *pb.ExportSnapshotRequest) (sandbox.Reference, sandbox.SnapshotIdentity, error) {
+	if m == nil {
+		return sandbox.Reference{}, sandbox.SnapshotIdentity{}, required(pathRequest)
+	}
+	owner, err := referenceFromWire("owner", m.GetOwner())
+	if err != nil {
+		return sandbox.Reference{}, sandbox.SnapshotIdentity{}, err
+	}
+	s, err := snapshotFromWire("snapshot", m.GetSnapshot())
+	if err != nil {
+		return sandbox.Reference{}, sandbox.SnapshotIdentity{}, err
+	}
+	return owner, s, nil
+}
+
+// ImportHeaderToWire converts an import's request into its stream's
+// first message.
+func ImportHeaderToWire(req sandbox.ImportRequest) *pb.ImportSnapshotRequest {
+	return &pb.ImportSnapshotRequest{Message: &pb.ImportSnapshotRequest_Header{Header: &pb.ImportHeader{
+		Owner: ReferenceToWire(req.Owner), OperationId: req.OperationID, Discard: req.Discard}}}
+}
+
+// ImportHeaderFromWire converts and validates an import stream's first
+// message (paths "header.*"): it must be the header.
+func ImportHeaderFromWire(m *pb.ImportSnapshotRequest) (sandbox.ImportRequest, error) {
+	h := m.GetHeader()
+	if h == nil {
+		return sandbox.ImportRequest{}, required("header")
+	}
+	owner, err := referenceFromWire("header.owner", h.GetOwner())
+	if err != nil {
+		return sandbox.ImportRequest{}, err
+	}
+	if h.GetOperationId() == "" {
+		return sandbox.ImportRequest{}, required("header.operation_id")
+	}
+	return sandbox.ImportRequest{Owner: owner, OperationID: h.GetOperationId(), Discard: h.GetDiscard()}, nil
+}
+
+// ImportResultToWire converts an import's snapshot (nil after a discard).
+func ImportResultToWire(s sandbox.SnapshotIdentity) *pb.ImportSnapshotResponse {
+	if s == (sandbox.SnapshotIdentity{}) {
+		return &pb.ImportSnapshotResponse{}
+	}
+	return &pb.ImportSnapshotResponse{Snapshot: SnapshotToWire(s)}
+}
+
+// MaxSnapshotChunk bounds one data message of ExportSnapshot and
+// ImportSnapshot.
+const MaxSnapshotChunk = 1 << 20

@@ -45,6 +45,10 @@ var carried = []struct {
 	{sandbox.OpCapture, kindMutation},
 	// CreateSeeded creates a fork's child from a snapshot.
 	{sandbox.OpCreateSeeded, kindMutation},
+	// ExportSnapshot only reads a snapshot; ImportSnapshot makes one (a
+	// fork's seed on another node).
+	{sandbox.OpExportSnapshot, kindRead},
+	{sandbox.OpImportSnapshot, kindMutation},
 	{sandbox.OpResume, kindMutation},
 	{sandbox.OpResumeCompute, kindMutation},
 	{sandbox.OpKillCompute, kindMutation},
@@ -54,7 +58,7 @@ var carried = []struct {
 
 // forkOperations are the checkpoint operations added to the protocol
 // after its version (v1/5) was fixed, for fork.
-var forkOperations = []providercontract.Operation{sandbox.OpCapture, sandbox.OpCreateSeeded}
+var forkOperations = []providercontract.Operation{sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpExportSnapshot, sandbox.OpImportSnapshot}
 
 var kinds = func() map[providercontract.Operation]kind {
 	m := make(map[providercontract.Operation]kind, len(carried))
@@ -162,13 +166,14 @@ func OperationsFromWire(m []*pb.OperationDecision) (providercontract.Operations,
 		}
 		decl[op] = d
 	}
-	// A node agent older than Capture or CreateSeeded (issue 33's fork:
+	// A node agent older than Capture, CreateSeeded, ExportSnapshot or
+	// ImportSnapshot (issue 33's fork:
 	// the same protocol version, which an addition does not change)
 	// declares neither. Each takes Suspend's decision, as the checkpoint
 	// group's uniform rule would have it, so such an agent keeps its place
 	// in a mixed-version installation; the proxy answers either call sent
-	// to it from its UNIMPLEMENTED: node_protocol_no_capture and
-	// node_protocol_no_seed.
+	// to it from its UNIMPLEMENTED: node_protocol_no_capture,
+	// node_protocol_no_seed and node_protocol_no_seed_transfer.
 	if d, ok := decl[sandbox.OpSuspend]; ok {
 		for _, op := range forkOperations {
 			if _, declared := decl[op]; !declared {

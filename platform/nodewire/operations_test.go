@@ -14,8 +14,8 @@ import (
 
 func TestCarriedOperationsAgainstInventoryAndService(t *testing.T) {
 	carriedOps := CarriedOperations()
-	if len(carriedOps) != 17 {
-		t.Fatalf("%d carried operations, want 17", len(carriedOps))
+	if len(carriedOps) != 19 {
+		t.Fatalf("%d carried operations, want 19", len(carriedOps))
 	}
 	notCarried := []providercontract.Operation{sandbox.OpObserveBatch, sandbox.OpDiscoverSelection, sandbox.OpVerifyCredential}
 	var all []providercontract.Operation
@@ -56,18 +56,27 @@ func TestCarriedOperationsAgainstInventoryAndService(t *testing.T) {
 			rpcs = append(rpcs, providercontract.Operation(m.MethodName))
 		}
 	}
+	// The streams are Connect and a fork seed's two halves.
 	for _, s := range pb.NodeService_ServiceDesc.Streams {
-		if s.StreamName != "Connect" {
+		switch s.StreamName {
+		case "Connect":
+		case "ExportSnapshot", "ImportSnapshot":
+			rpcs = append(rpcs, providercontract.Operation(s.StreamName))
+		default:
 			t.Errorf("unexpected stream %s", s.StreamName)
 		}
 	}
+	slices.Sort(rpcs)
+	carriedOps = slices.Clone(carriedOps)
+	slices.Sort(carriedOps)
 	if !slices.Equal(rpcs, carriedOps) {
 		t.Errorf("NodeService RPCs %v differ from carried operations %v", rpcs, carriedOps)
 	}
 
 	// The classification the protocol's recovery rules rely on.
 	for _, op := range []providercontract.Operation{sandbox.OpCreate, sandbox.OpRenew, sandbox.OpKill, sandbox.OpSuspend,
-		sandbox.OpCapture, sandbox.OpResume, sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot} {
+		sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpImportSnapshot, sandbox.OpResume, sandbox.OpResumeCompute,
+		sandbox.OpKillCompute, sandbox.OpDeleteSnapshot} {
 		if !IsMutation(op) || !errdefs.IsComputeUnconfirmed(UnknownOutcome(op)) {
 			t.Errorf("%s is not a mutation", op)
 		}
@@ -109,8 +118,8 @@ func TestOperationsRoundTrip(t *testing.T) {
 	full := allSupported()
 	noCheckpoint := allSupported()
 	for _, op := range []providercontract.Operation{sandbox.OpInitial, sandbox.OpNewCompute, sandbox.OpGetCompute,
-		sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpResume, sandbox.OpResumeCompute, sandbox.OpKillCompute,
-		sandbox.OpDeleteSnapshot, sandbox.OpRunCommandCompute} {
+		sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpExportSnapshot, sandbox.OpImportSnapshot, sandbox.OpResume,
+		sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot, sandbox.OpRunCommandCompute} {
 		noCheckpoint[op] = providercontract.Unsupported("no_native_checkpoint")
 	}
 	noCheckpoint[sandbox.OpObserveBatch] = providercontract.Unsupported("no_batch_api")
@@ -138,6 +147,8 @@ func TestOperationsRoundTrip(t *testing.T) {
 	for i, decl := range []providercontract.Operations{full, noCheckpoint, full, noCheckpoint} {
 		old := decl.Clone()
 		delete(old, sandbox.OpCreateSeeded)
+		delete(old, sandbox.OpExportSnapshot)
+		delete(old, sandbox.OpImportSnapshot)
 		if i < 2 {
 			delete(old, sandbox.OpCapture)
 		}

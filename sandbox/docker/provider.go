@@ -40,7 +40,7 @@ func Operations() providercontract.Operations {
 	s := providercontract.Supported()
 	return providercontract.Operations{
 		sandbox.OpCreate: s, sandbox.OpGetInfo: s, sandbox.OpRenew: s, sandbox.OpKill: s, sandbox.OpRunCommand: s,
-		sandbox.OpInitial: s, sandbox.OpNewCompute: s, sandbox.OpGetCompute: s, sandbox.OpSuspend: s, sandbox.OpCapture: s, sandbox.OpCreateSeeded: s,
+		sandbox.OpInitial: s, sandbox.OpNewCompute: s, sandbox.OpGetCompute: s, sandbox.OpSuspend: s, sandbox.OpCapture: s, sandbox.OpCreateSeeded: s, sandbox.OpExportSnapshot: s, sandbox.OpImportSnapshot: s,
 		sandbox.OpResume: s, sandbox.OpResumeCompute: s, sandbox.OpKillCompute: s,
 		sandbox.OpDeleteSnapshot: s, sandbox.OpRunCommandCompute: s,
 		sandbox.OpObserve:           s,

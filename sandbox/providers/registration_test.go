@@ -54,7 +54,7 @@ func withRequirements(mutate func(*sandbox.ConfigurationRequirements)) func(*pro
 func withCheckpoints(state providercontract.Decision) func(*providers.Registration) {
 	return func(r *providers.Registration) {
 		for _, op := range []providercontract.Operation{
-			sandbox.OpInitial, sandbox.OpNewCompute, sandbox.OpGetCompute, sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpResume,
+			sandbox.OpInitial, sandbox.OpNewCompute, sandbox.OpGetCompute, sandbox.OpSuspend, sandbox.OpCapture, sandbox.OpCreateSeeded, sandbox.OpExportSnapshot, sandbox.OpImportSnapshot, sandbox.OpResume,
 			sandbox.OpResumeCompute, sandbox.OpKillCompute, sandbox.OpDeleteSnapshot, sandbox.OpRunCommandCompute,
 		} {
 			r.Operations[op] = state

@@ -1,6 +1,7 @@
 package nodeproto
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -27,7 +28,8 @@ import (
 // into the Reference's next incarnation beside the source, with what the
 // source held at the Capture and nothing written after; CreateSeeded makes
 // a fork's child from it that holds the same, and the child's Kill leaves
-// the snapshot.
+// the snapshot; exported and imported as a seed (both streams), it seeds
+// another child, and the seed is discarded.
 func TestCaptureOnTheRealEngine(t *testing.T) {
 	_, n, cli := stack.EngineNode(t)
 	_, proxy := n.Connect(t, n.Dial(t), 1)
@@ -116,6 +118,34 @@ func TestCaptureOnTheRealEngine(t *testing.T) {
 	res, err = proxy.RunCommand(ctx, child, sandbox.Command{Args: []string{"sh", "-c", "cat /workspace/marker /home/runtime/d/f; test -e /workspace/after && echo present || echo absent"}})
 	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "captured\nhome\nabsent\n" {
 		t.Fatalf("RunCommand in the seeded child: %q %q, %v", res.Stdout, res.Stderr, err)
+	}
+	// The snapshot exported and imported as a seed through the node agent
+	// (streams both ways through Core's proxy) seeds a second child; the
+	// seed is then discarded.
+	var archive bytes.Buffer
+	if err := proxy.ExportSnapshot(ctx, ref, captured.Snapshot, &archive); err != nil {
+		t.Fatalf("ExportSnapshot: %v", err)
+	}
+	seedOp := uuid.NewString()
+	seed, err := proxy.ImportSnapshot(ctx, sandbox.ImportRequest{Owner: ref, OperationID: seedOp}, &archive)
+	if err != nil || seed.ID == "" || seed == captured.Snapshot {
+		t.Fatalf("ImportSnapshot: %+v, %v", seed, err)
+	}
+	grandchild := contracttest.NewReference()
+	if info, err := proxy.CreateSeeded(ctx, sandbox.SeededCreateRequest{Create: contracttest.CreateRequest(grandchild, stack.Resources), Owner: ref, Snapshot: seed}); err != nil || !info.IsSettledRunning(grandchild) {
+		t.Fatalf("CreateSeeded from the imported seed: %+v, %v", info, err)
+	}
+	if res, err := proxy.RunCommand(ctx, grandchild, sandbox.Command{Args: []string{"sh", "-c", "cat /workspace/marker /home/runtime/d/f"}}); err != nil || string(res.Stdout) != "captured\nhome\n" {
+		t.Fatalf("RunCommand in the child of the imported seed: %q, %v", res.Stdout, err)
+	}
+	if _, err := proxy.ImportSnapshot(ctx, sandbox.ImportRequest{Owner: ref, OperationID: seedOp, Discard: true}, nil); err != nil {
+		t.Fatalf("ImportSnapshot Discard: %v", err)
+	}
+	if _, err := cli.ContainerInspect(ctx, seed.ID, client.ContainerInspectOptions{}); err == nil {
+		t.Fatal("the discarded seed's holder is still there")
+	}
+	if err := proxy.Kill(ctx, sandbox.KillRequest{Reference: grandchild, CreateSettled: true}); err != nil {
+		t.Fatalf("Kill of the second child: %v", err)
 	}
 	if err := proxy.Kill(ctx, sandbox.KillRequest{Reference: child, CreateSettled: true}); err != nil {
 		t.Fatalf("Kill of the child: %v", err)

@@ -43,7 +43,7 @@ func Operations() providercontract.Operations {
 	return providercontract.Operations{
 		sandbox.OpCreate: s, sandbox.OpGetInfo: s, sandbox.OpRenew: s, sandbox.OpKill: s, sandbox.OpRunCommand: s,
 		sandbox.OpInitial: u(reasonNoCheckpoint), sandbox.OpNewCompute: u(reasonNoCheckpoint),
-		sandbox.OpGetCompute: u(reasonNoCheckpoint), sandbox.OpSuspend: u(reasonNoCheckpoint), sandbox.OpCapture: u(reasonNoCheckpoint), sandbox.OpCreateSeeded: u(reasonNoCheckpoint),
+		sandbox.OpGetCompute: u(reasonNoCheckpoint), sandbox.OpSuspend: u(reasonNoCheckpoint), sandbox.OpCapture: u(reasonNoCheckpoint), sandbox.OpCreateSeeded: u(reasonNoCheckpoint), sandbox.OpExportSnapshot: u(reasonNoCheckpoint), sandbox.OpImportSnapshot: u(reasonNoCheckpoint),
 		sandbox.OpResume: u(reasonNoCheckpoint), sandbox.OpResumeCompute: u(reasonNoCheckpoint),
 		sandbox.OpKillCompute: u(reasonNoCheckpoint), sandbox.OpDeleteSnapshot: u(reasonNoCheckpoint),
 		sandbox.OpRunCommandCompute: u(reasonNoCheckpoint),

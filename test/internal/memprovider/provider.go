@@ -24,7 +24,7 @@ func Operations() providercontract.Operations {
 	cp := providercontract.Unsupported(ReasonNoCheckpoint)
 	return providercontract.Operations{
 		sandbox.OpCreate: s, sandbox.OpGetInfo: s, sandbox.OpRenew: s, sandbox.OpKill: s, sandbox.OpRunCommand: s,
-		sandbox.OpInitial: cp, sandbox.OpNewCompute: cp, sandbox.OpGetCompute: cp, sandbox.OpSuspend: cp, sandbox.OpCapture: cp, sandbox.OpCreateSeeded: cp,
+		sandbox.OpInitial: cp, sandbox.OpNewCompute: cp, sandbox.OpGetCompute: cp, sandbox.OpSuspend: cp, sandbox.OpCapture: cp, sandbox.OpCreateSeeded: cp, sandbox.OpExportSnapshot: cp, sandbox.OpImportSnapshot: cp,
 		sandbox.OpResume: cp, sandbox.OpResumeCompute: cp, sandbox.OpKillCompute: cp,
 		sandbox.OpDeleteSnapshot: cp, sandbox.OpRunCommandCompute: cp,
 		sandbox.OpObserve:           providercontract.Unsupported(ReasonNoObservation),

@@ -1580,6 +1580,304 @@ func (x *CreateSeededResponse) GetInfo() *Info {
 	return nil
 }
 
+// ExportSnapshotRequest names the snapshot to export.
+type ExportSnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner is the reference of the allocation that owns the snapshot.
+	Owner *Reference `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// snapshot to export.
+	Snapshot      *SnapshotIdentity `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportSnapshotRequest) Reset() {
+	*x = ExportSnapshotRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportSnapshotRequest) ProtoMessage() {}
+
+func (x *ExportSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*ExportSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ExportSnapshotRequest) GetOwner() *Reference {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *ExportSnapshotRequest) GetSnapshot() *SnapshotIdentity {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+// SnapshotChunk is a piece of an exported archive.
+type SnapshotChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// data is at most 1 MiB.
+	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// ImportSnapshotRequest is an import's header (first message), then its
+// archive's data.
+type ImportSnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ImportSnapshotRequest_Header
+	//	*ImportSnapshotRequest_Data
+	Message       isImportSnapshotRequest_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportSnapshotRequest) Reset() {
+	*x = ImportSnapshotRequest{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportSnapshotRequest) ProtoMessage() {}
+
+func (x *ImportSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*ImportSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ImportSnapshotRequest) GetMessage() isImportSnapshotRequest_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ImportSnapshotRequest) GetHeader() *ImportHeader {
+	if x != nil {
+		if x, ok := x.Message.(*ImportSnapshotRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *ImportSnapshotRequest) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Message.(*ImportSnapshotRequest_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isImportSnapshotRequest_Message interface {
+	isImportSnapshotRequest_Message()
+}
+
+type ImportSnapshotRequest_Header struct {
+	// header is the first message.
+	Header *ImportHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type ImportSnapshotRequest_Data struct {
+	// data is at most 1 MiB of the archive.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+func (*ImportSnapshotRequest_Header) isImportSnapshotRequest_Message() {}
+
+func (*ImportSnapshotRequest_Data) isImportSnapshotRequest_Message() {}
+
+// ImportHeader names the import.
+type ImportHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner is the reference the new snapshot belongs to.
+	Owner *Reference `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// operation_id is Core's persisted id of the import.
+	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// discard removes what the operation made instead of importing.
+	Discard       bool `protobuf:"varint,3,opt,name=discard,proto3" json:"discard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportHeader) Reset() {
+	*x = ImportHeader{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportHeader) ProtoMessage() {}
+
+func (x *ImportHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportHeader.ProtoReflect.Descriptor instead.
+func (*ImportHeader) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ImportHeader) GetOwner() *Reference {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *ImportHeader) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ImportHeader) GetDiscard() bool {
+	if x != nil {
+		return x.Discard
+	}
+	return false
+}
+
+// ImportSnapshotResponse is the imported snapshot (unset after a
+// discard).
+type ImportSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// snapshot is the new snapshot's identity.
+	Snapshot      *SnapshotIdentity `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportSnapshotResponse) Reset() {
+	*x = ImportSnapshotResponse{}
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportSnapshotResponse) ProtoMessage() {}
+
+func (x *ImportSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*ImportSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ImportSnapshotResponse) GetSnapshot() *SnapshotIdentity {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
 // CreateFailure is an error detail of a failed Create that still carries
 // reference-bound settlement evidence.
 type CreateFailure struct {
@@ -1592,7 +1890,7 @@ type CreateFailure struct {
 
 func (x *CreateFailure) Reset() {
 	*x = CreateFailure{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1902,7 @@ func (x *CreateFailure) String() string {
 func (*CreateFailure) ProtoMessage() {}
 
 func (x *CreateFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[20]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1915,7 @@ func (x *CreateFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFailure.ProtoReflect.Descriptor instead.
 func (*CreateFailure) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateFailure) GetInfo() *Info {
@@ -1638,7 +1936,7 @@ type GetInfoRequest struct {
 
 func (x *GetInfoRequest) Reset() {
 	*x = GetInfoRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1948,7 @@ func (x *GetInfoRequest) String() string {
 func (*GetInfoRequest) ProtoMessage() {}
 
 func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1961,7 @@ func (x *GetInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetInfoRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetInfoRequest) GetReference() *Reference {
@@ -1684,7 +1982,7 @@ type GetInfoResponse struct {
 
 func (x *GetInfoResponse) Reset() {
 	*x = GetInfoResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1994,7 @@ func (x *GetInfoResponse) String() string {
 func (*GetInfoResponse) ProtoMessage() {}
 
 func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[22]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +2007,7 @@ func (x *GetInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetInfoResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{22}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetInfoResponse) GetInfo() *Info {
@@ -1731,7 +2029,7 @@ type ObserveBatchRequest struct {
 
 func (x *ObserveBatchRequest) Reset() {
 	*x = ObserveBatchRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +2041,7 @@ func (x *ObserveBatchRequest) String() string {
 func (*ObserveBatchRequest) ProtoMessage() {}
 
 func (x *ObserveBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[23]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +2054,7 @@ func (x *ObserveBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveBatchRequest.ProtoReflect.Descriptor instead.
 func (*ObserveBatchRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{23}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ObserveBatchRequest) GetReferences() []*Reference {
@@ -1778,7 +2076,7 @@ type ObserveBatchResponse struct {
 
 func (x *ObserveBatchResponse) Reset() {
 	*x = ObserveBatchResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +2088,7 @@ func (x *ObserveBatchResponse) String() string {
 func (*ObserveBatchResponse) ProtoMessage() {}
 
 func (x *ObserveBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[24]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +2101,7 @@ func (x *ObserveBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveBatchResponse.ProtoReflect.Descriptor instead.
 func (*ObserveBatchResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{24}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ObserveBatchResponse) GetResults() []*ObserveBatchResult {
@@ -1827,7 +2125,7 @@ type ObserveBatchResult struct {
 
 func (x *ObserveBatchResult) Reset() {
 	*x = ObserveBatchResult{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +2137,7 @@ func (x *ObserveBatchResult) String() string {
 func (*ObserveBatchResult) ProtoMessage() {}
 
 func (x *ObserveBatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[25]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +2150,7 @@ func (x *ObserveBatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveBatchResult.ProtoReflect.Descriptor instead.
 func (*ObserveBatchResult) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{25}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ObserveBatchResult) GetInfo() *Info {
@@ -1886,7 +2184,7 @@ type TargetError struct {
 
 func (x *TargetError) Reset() {
 	*x = TargetError{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2196,7 @@ func (x *TargetError) String() string {
 func (*TargetError) ProtoMessage() {}
 
 func (x *TargetError) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[26]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2209,7 @@ func (x *TargetError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TargetError.ProtoReflect.Descriptor instead.
 func (*TargetError) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{26}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TargetError) GetCode() int32 {
@@ -1946,7 +2244,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2256,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[27]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2269,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{27}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RenewRequest) GetReference() *Reference {
@@ -1992,7 +2290,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2302,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[28]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2315,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{28}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RenewResponse) GetInfo() *Info {
@@ -2043,7 +2341,7 @@ type KillRequest struct {
 
 func (x *KillRequest) Reset() {
 	*x = KillRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2353,7 @@ func (x *KillRequest) String() string {
 func (*KillRequest) ProtoMessage() {}
 
 func (x *KillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[29]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2366,7 @@ func (x *KillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillRequest.ProtoReflect.Descriptor instead.
 func (*KillRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{29}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *KillRequest) GetReference() *Reference {
@@ -2094,7 +2392,7 @@ type KillResponse struct {
 
 func (x *KillResponse) Reset() {
 	*x = KillResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2404,7 @@ func (x *KillResponse) String() string {
 func (*KillResponse) ProtoMessage() {}
 
 func (x *KillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[30]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2417,7 @@ func (x *KillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillResponse.ProtoReflect.Descriptor instead.
 func (*KillResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{30}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
 }
 
 // Command is a bounded command.
@@ -2139,7 +2437,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2449,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[31]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2462,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{31}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Command) GetArgs() []string {
@@ -2214,7 +2512,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2524,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[32]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2537,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{32}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CommandResult) GetStdout() []byte {
@@ -2290,7 +2588,7 @@ type RunCommandRequest struct {
 
 func (x *RunCommandRequest) Reset() {
 	*x = RunCommandRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2600,7 @@ func (x *RunCommandRequest) String() string {
 func (*RunCommandRequest) ProtoMessage() {}
 
 func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[33]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2613,7 @@ func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{33}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RunCommandRequest) GetReference() *Reference {
@@ -2343,7 +2641,7 @@ type RunCommandResponse struct {
 
 func (x *RunCommandResponse) Reset() {
 	*x = RunCommandResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2653,7 @@ func (x *RunCommandResponse) String() string {
 func (*RunCommandResponse) ProtoMessage() {}
 
 func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[34]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2666,7 @@ func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{34}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RunCommandResponse) GetResult() *CommandResult {
@@ -2389,7 +2687,7 @@ type ObserveRequest struct {
 
 func (x *ObserveRequest) Reset() {
 	*x = ObserveRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2699,7 @@ func (x *ObserveRequest) String() string {
 func (*ObserveRequest) ProtoMessage() {}
 
 func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[35]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2712,7 @@ func (x *ObserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveRequest.ProtoReflect.Descriptor instead.
 func (*ObserveRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{35}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ObserveRequest) GetReference() *Reference {
@@ -2443,7 +2741,7 @@ type ObserveResponse struct {
 
 func (x *ObserveResponse) Reset() {
 	*x = ObserveResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2753,7 @@ func (x *ObserveResponse) String() string {
 func (*ObserveResponse) ProtoMessage() {}
 
 func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[36]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2766,7 @@ func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
 func (*ObserveResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{36}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ObserveResponse) GetReference() *Reference {
@@ -2523,7 +2821,7 @@ type Compute struct {
 
 func (x *Compute) Reset() {
 	*x = Compute{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2833,7 @@ func (x *Compute) String() string {
 func (*Compute) ProtoMessage() {}
 
 func (x *Compute) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[37]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2846,7 @@ func (x *Compute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Compute.ProtoReflect.Descriptor instead.
 func (*Compute) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{37}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Compute) GetReference() *Reference {
@@ -2596,7 +2894,7 @@ type ComputeInfo struct {
 
 func (x *ComputeInfo) Reset() {
 	*x = ComputeInfo{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2906,7 @@ func (x *ComputeInfo) String() string {
 func (*ComputeInfo) ProtoMessage() {}
 
 func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[38]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2919,7 @@ func (x *ComputeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComputeInfo.ProtoReflect.Descriptor instead.
 func (*ComputeInfo) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{38}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ComputeInfo) GetCompute() *Compute {
@@ -2658,7 +2956,7 @@ type SnapshotIdentity struct {
 
 func (x *SnapshotIdentity) Reset() {
 	*x = SnapshotIdentity{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2968,7 @@ func (x *SnapshotIdentity) String() string {
 func (*SnapshotIdentity) ProtoMessage() {}
 
 func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[39]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2981,7 @@ func (x *SnapshotIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotIdentity.ProtoReflect.Descriptor instead.
 func (*SnapshotIdentity) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{39}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SnapshotIdentity) GetId() string {
@@ -2711,7 +3009,7 @@ type InitialRequest struct {
 
 func (x *InitialRequest) Reset() {
 	*x = InitialRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2723,7 +3021,7 @@ func (x *InitialRequest) String() string {
 func (*InitialRequest) ProtoMessage() {}
 
 func (x *InitialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[40]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2736,7 +3034,7 @@ func (x *InitialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialRequest.ProtoReflect.Descriptor instead.
 func (*InitialRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{40}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *InitialRequest) GetReference() *Reference {
@@ -2757,7 +3055,7 @@ type InitialResponse struct {
 
 func (x *InitialResponse) Reset() {
 	*x = InitialResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +3067,7 @@ func (x *InitialResponse) String() string {
 func (*InitialResponse) ProtoMessage() {}
 
 func (x *InitialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[41]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +3080,7 @@ func (x *InitialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitialResponse.ProtoReflect.Descriptor instead.
 func (*InitialResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{41}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *InitialResponse) GetCompute() *Compute {
@@ -2803,7 +3101,7 @@ type NewComputeRequest struct {
 
 func (x *NewComputeRequest) Reset() {
 	*x = NewComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +3113,7 @@ func (x *NewComputeRequest) String() string {
 func (*NewComputeRequest) ProtoMessage() {}
 
 func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[42]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +3126,7 @@ func (x *NewComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewComputeRequest.ProtoReflect.Descriptor instead.
 func (*NewComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{42}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NewComputeRequest) GetPrevious() *Compute {
@@ -2849,7 +3147,7 @@ type NewComputeResponse struct {
 
 func (x *NewComputeResponse) Reset() {
 	*x = NewComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2861,7 +3159,7 @@ func (x *NewComputeResponse) String() string {
 func (*NewComputeResponse) ProtoMessage() {}
 
 func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[43]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2874,7 +3172,7 @@ func (x *NewComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewComputeResponse.ProtoReflect.Descriptor instead.
 func (*NewComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{43}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NewComputeResponse) GetCompute() *Compute {
@@ -2895,7 +3193,7 @@ type GetComputeRequest struct {
 
 func (x *GetComputeRequest) Reset() {
 	*x = GetComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3205,7 @@ func (x *GetComputeRequest) String() string {
 func (*GetComputeRequest) ProtoMessage() {}
 
 func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[44]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3218,7 @@ func (x *GetComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeRequest.ProtoReflect.Descriptor instead.
 func (*GetComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{44}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetComputeRequest) GetCompute() *Compute {
@@ -2941,7 +3239,7 @@ type GetComputeResponse struct {
 
 func (x *GetComputeResponse) Reset() {
 	*x = GetComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3251,7 @@ func (x *GetComputeResponse) String() string {
 func (*GetComputeResponse) ProtoMessage() {}
 
 func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[45]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3264,7 @@ func (x *GetComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetComputeResponse.ProtoReflect.Descriptor instead.
 func (*GetComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{45}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetComputeResponse) GetInfo() *ComputeInfo {
@@ -2991,7 +3289,7 @@ type SuspendRequest struct {
 
 func (x *SuspendRequest) Reset() {
 	*x = SuspendRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3301,7 @@ func (x *SuspendRequest) String() string {
 func (*SuspendRequest) ProtoMessage() {}
 
 func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[46]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3314,7 @@ func (x *SuspendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendRequest.ProtoReflect.Descriptor instead.
 func (*SuspendRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{46}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SuspendRequest) GetCompute() *Compute {
@@ -3053,7 +3351,7 @@ type SuspendResponse struct {
 
 func (x *SuspendResponse) Reset() {
 	*x = SuspendResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3363,7 @@ func (x *SuspendResponse) String() string {
 func (*SuspendResponse) ProtoMessage() {}
 
 func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[47]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3376,7 @@ func (x *SuspendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendResponse.ProtoReflect.Descriptor instead.
 func (*SuspendResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{47}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SuspendResponse) GetSnapshot() *SnapshotIdentity {
@@ -3110,7 +3408,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3122,7 +3420,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[48]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3135,7 +3433,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{48}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CaptureRequest) GetCompute() *Compute {
@@ -3172,7 +3470,7 @@ type CaptureResponse struct {
 
 func (x *CaptureResponse) Reset() {
 	*x = CaptureResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3482,7 @@ func (x *CaptureResponse) String() string {
 func (*CaptureResponse) ProtoMessage() {}
 
 func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[49]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3495,7 @@ func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureResponse.ProtoReflect.Descriptor instead.
 func (*CaptureResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{49}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CaptureResponse) GetSnapshot() *SnapshotIdentity {
@@ -3239,7 +3537,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3251,7 +3549,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[50]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3562,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{50}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ResumeRequest) GetSnapshot() *SnapshotIdentity {
@@ -3327,7 +3625,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3637,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[51]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3650,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{51}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ResumeResponse) GetCompute() *ComputeInfo {
@@ -3373,7 +3671,7 @@ type ResumeComputeRequest struct {
 
 func (x *ResumeComputeRequest) Reset() {
 	*x = ResumeComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3385,7 +3683,7 @@ func (x *ResumeComputeRequest) String() string {
 func (*ResumeComputeRequest) ProtoMessage() {}
 
 func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[52]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3398,7 +3696,7 @@ func (x *ResumeComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{52}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ResumeComputeRequest) GetCompute() *Compute {
@@ -3419,7 +3717,7 @@ type ResumeComputeResponse struct {
 
 func (x *ResumeComputeResponse) Reset() {
 	*x = ResumeComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3729,7 @@ func (x *ResumeComputeResponse) String() string {
 func (*ResumeComputeResponse) ProtoMessage() {}
 
 func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[53]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3742,7 @@ func (x *ResumeComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeComputeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{53}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ResumeComputeResponse) GetInfo() *ComputeInfo {
@@ -3465,7 +3763,7 @@ type KillComputeRequest struct {
 
 func (x *KillComputeRequest) Reset() {
 	*x = KillComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3775,7 @@ func (x *KillComputeRequest) String() string {
 func (*KillComputeRequest) ProtoMessage() {}
 
 func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[54]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3788,7 @@ func (x *KillComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeRequest.ProtoReflect.Descriptor instead.
 func (*KillComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{54}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *KillComputeRequest) GetCompute() *Compute {
@@ -3509,7 +3807,7 @@ type KillComputeResponse struct {
 
 func (x *KillComputeResponse) Reset() {
 	*x = KillComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3521,7 +3819,7 @@ func (x *KillComputeResponse) String() string {
 func (*KillComputeResponse) ProtoMessage() {}
 
 func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[55]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3534,7 +3832,7 @@ func (x *KillComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillComputeResponse.ProtoReflect.Descriptor instead.
 func (*KillComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{55}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{60}
 }
 
 // DeleteSnapshotRequest deletes a snapshot.
@@ -3550,7 +3848,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3860,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[56]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3873,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{56}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DeleteSnapshotRequest) GetReference() *Reference {
@@ -3601,7 +3899,7 @@ type DeleteSnapshotResponse struct {
 
 func (x *DeleteSnapshotResponse) Reset() {
 	*x = DeleteSnapshotResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3911,7 @@ func (x *DeleteSnapshotResponse) String() string {
 func (*DeleteSnapshotResponse) ProtoMessage() {}
 
 func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[57]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3924,7 @@ func (x *DeleteSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{57}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{62}
 }
 
 // RunCommandComputeRequest runs a command in one incarnation.
@@ -3642,7 +3940,7 @@ type RunCommandComputeRequest struct {
 
 func (x *RunCommandComputeRequest) Reset() {
 	*x = RunCommandComputeRequest{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[58]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3654,7 +3952,7 @@ func (x *RunCommandComputeRequest) String() string {
 func (*RunCommandComputeRequest) ProtoMessage() {}
 
 func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[58]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3667,7 +3965,7 @@ func (x *RunCommandComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeRequest) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{58}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RunCommandComputeRequest) GetCompute() *Compute {
@@ -3695,7 +3993,7 @@ type RunCommandComputeResponse struct {
 
 func (x *RunCommandComputeResponse) Reset() {
 	*x = RunCommandComputeResponse{}
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[59]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +4005,7 @@ func (x *RunCommandComputeResponse) String() string {
 func (*RunCommandComputeResponse) ProtoMessage() {}
 
 func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[59]
+	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +4018,7 @@ func (x *RunCommandComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandComputeResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandComputeResponse) Descriptor() ([]byte, []int) {
-	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{59}
+	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RunCommandComputeResponse) GetResult() *CommandResult {
@@ -3844,7 +4142,22 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\x05owner\x12B\n" +
 	"\bsnapshot\x18\x03 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\"F\n" +
 	"\x14CreateSeededResponse\x12.\n" +
-	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"?\n" +
+	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"\x92\x01\n" +
+	"\x15ExportSnapshotRequest\x125\n" +
+	"\x05owner\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\x05owner\x12B\n" +
+	"\bsnapshot\x18\x02 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\"#\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"v\n" +
+	"\x15ImportSnapshotRequest\x12<\n" +
+	"\x06header\x18\x01 \x01(\v2\".berth.sandboxnode.v1.ImportHeaderH\x00R\x06header\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\t\n" +
+	"\amessage\"\x82\x01\n" +
+	"\fImportHeader\x125\n" +
+	"\x05owner\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\x05owner\x12!\n" +
+	"\foperation_id\x18\x02 \x01(\tR\voperationId\x12\x18\n" +
+	"\adiscard\x18\x03 \x01(\bR\adiscard\"\\\n" +
+	"\x16ImportSnapshotResponse\x12B\n" +
+	"\bsnapshot\x18\x01 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\"?\n" +
 	"\rCreateFailure\x12.\n" +
 	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"O\n" +
 	"\x0eGetInfoRequest\x12=\n" +
@@ -3979,7 +4292,7 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x14COMPUTE_STATE_ABSENT\x10\x01\x12\x19\n" +
 	"\x15COMPUTE_STATE_RUNNING\x10\x02\x12\x18\n" +
 	"\x14COMPUTE_STATE_PAUSED\x10\x03\x12\x19\n" +
-	"\x15COMPUTE_STATE_STOPPED\x10\x042\xd1\x0f\n" +
+	"\x15COMPUTE_STATE_STOPPED\x10\x042\xa6\x11\n" +
 	"\vNodeService\x12P\n" +
 	"\x05Hello\x12\".berth.sandboxnode.v1.HelloRequest\x1a#.berth.sandboxnode.v1.HelloResponse\x12X\n" +
 	"\aConnect\x12$.berth.sandboxnode.v1.ConnectRequest\x1a%.berth.sandboxnode.v1.ConnectResponse0\x01\x12q\n" +
@@ -3999,7 +4312,9 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"GetCompute\x12'.berth.sandboxnode.v1.GetComputeRequest\x1a(.berth.sandboxnode.v1.GetComputeResponse\x12V\n" +
 	"\aSuspend\x12$.berth.sandboxnode.v1.SuspendRequest\x1a%.berth.sandboxnode.v1.SuspendResponse\x12V\n" +
 	"\aCapture\x12$.berth.sandboxnode.v1.CaptureRequest\x1a%.berth.sandboxnode.v1.CaptureResponse\x12e\n" +
-	"\fCreateSeeded\x12).berth.sandboxnode.v1.CreateSeededRequest\x1a*.berth.sandboxnode.v1.CreateSeededResponse\x12S\n" +
+	"\fCreateSeeded\x12).berth.sandboxnode.v1.CreateSeededRequest\x1a*.berth.sandboxnode.v1.CreateSeededResponse\x12d\n" +
+	"\x0eExportSnapshot\x12+.berth.sandboxnode.v1.ExportSnapshotRequest\x1a#.berth.sandboxnode.v1.SnapshotChunk0\x01\x12m\n" +
+	"\x0eImportSnapshot\x12+.berth.sandboxnode.v1.ImportSnapshotRequest\x1a,.berth.sandboxnode.v1.ImportSnapshotResponse(\x01\x12S\n" +
 	"\x06Resume\x12#.berth.sandboxnode.v1.ResumeRequest\x1a$.berth.sandboxnode.v1.ResumeResponse\x12h\n" +
 	"\rResumeCompute\x12*.berth.sandboxnode.v1.ResumeComputeRequest\x1a+.berth.sandboxnode.v1.ResumeComputeResponse\x12b\n" +
 	"\vKillCompute\x12(.berth.sandboxnode.v1.KillComputeRequest\x1a).berth.sandboxnode.v1.KillComputeResponse\x12k\n" +
@@ -4019,7 +4334,7 @@ func file_berth_sandboxnode_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_sandboxnode_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_berth_sandboxnode_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(State)(0),                        // 0: berth.sandboxnode.v1.State
 	(ComputeState)(0),                 // 1: berth.sandboxnode.v1.ComputeState
@@ -4043,48 +4358,53 @@ var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(*CreateResponse)(nil),            // 19: berth.sandboxnode.v1.CreateResponse
 	(*CreateSeededRequest)(nil),       // 20: berth.sandboxnode.v1.CreateSeededRequest
 	(*CreateSeededResponse)(nil),      // 21: berth.sandboxnode.v1.CreateSeededResponse
-	(*CreateFailure)(nil),             // 22: berth.sandboxnode.v1.CreateFailure
-	(*GetInfoRequest)(nil),            // 23: berth.sandboxnode.v1.GetInfoRequest
-	(*GetInfoResponse)(nil),           // 24: berth.sandboxnode.v1.GetInfoResponse
-	(*ObserveBatchRequest)(nil),       // 25: berth.sandboxnode.v1.ObserveBatchRequest
-	(*ObserveBatchResponse)(nil),      // 26: berth.sandboxnode.v1.ObserveBatchResponse
-	(*ObserveBatchResult)(nil),        // 27: berth.sandboxnode.v1.ObserveBatchResult
-	(*TargetError)(nil),               // 28: berth.sandboxnode.v1.TargetError
-	(*RenewRequest)(nil),              // 29: berth.sandboxnode.v1.RenewRequest
-	(*RenewResponse)(nil),             // 30: berth.sandboxnode.v1.RenewResponse
-	(*KillRequest)(nil),               // 31: berth.sandboxnode.v1.KillRequest
-	(*KillResponse)(nil),              // 32: berth.sandboxnode.v1.KillResponse
-	(*Command)(nil),                   // 33: berth.sandboxnode.v1.Command
-	(*CommandResult)(nil),             // 34: berth.sandboxnode.v1.CommandResult
-	(*RunCommandRequest)(nil),         // 35: berth.sandboxnode.v1.RunCommandRequest
-	(*RunCommandResponse)(nil),        // 36: berth.sandboxnode.v1.RunCommandResponse
-	(*ObserveRequest)(nil),            // 37: berth.sandboxnode.v1.ObserveRequest
-	(*ObserveResponse)(nil),           // 38: berth.sandboxnode.v1.ObserveResponse
-	(*Compute)(nil),                   // 39: berth.sandboxnode.v1.Compute
-	(*ComputeInfo)(nil),               // 40: berth.sandboxnode.v1.ComputeInfo
-	(*SnapshotIdentity)(nil),          // 41: berth.sandboxnode.v1.SnapshotIdentity
-	(*InitialRequest)(nil),            // 42: berth.sandboxnode.v1.InitialRequest
-	(*InitialResponse)(nil),           // 43: berth.sandboxnode.v1.InitialResponse
-	(*NewComputeRequest)(nil),         // 44: berth.sandboxnode.v1.NewComputeRequest
-	(*NewComputeResponse)(nil),        // 45: berth.sandboxnode.v1.NewComputeResponse
-	(*GetComputeRequest)(nil),         // 46: berth.sandboxnode.v1.GetComputeRequest
-	(*GetComputeResponse)(nil),        // 47: berth.sandboxnode.v1.GetComputeResponse
-	(*SuspendRequest)(nil),            // 48: berth.sandboxnode.v1.SuspendRequest
-	(*SuspendResponse)(nil),           // 49: berth.sandboxnode.v1.SuspendResponse
-	(*CaptureRequest)(nil),            // 50: berth.sandboxnode.v1.CaptureRequest
-	(*CaptureResponse)(nil),           // 51: berth.sandboxnode.v1.CaptureResponse
-	(*ResumeRequest)(nil),             // 52: berth.sandboxnode.v1.ResumeRequest
-	(*ResumeResponse)(nil),            // 53: berth.sandboxnode.v1.ResumeResponse
-	(*ResumeComputeRequest)(nil),      // 54: berth.sandboxnode.v1.ResumeComputeRequest
-	(*ResumeComputeResponse)(nil),     // 55: berth.sandboxnode.v1.ResumeComputeResponse
-	(*KillComputeRequest)(nil),        // 56: berth.sandboxnode.v1.KillComputeRequest
-	(*KillComputeResponse)(nil),       // 57: berth.sandboxnode.v1.KillComputeResponse
-	(*DeleteSnapshotRequest)(nil),     // 58: berth.sandboxnode.v1.DeleteSnapshotRequest
-	(*DeleteSnapshotResponse)(nil),    // 59: berth.sandboxnode.v1.DeleteSnapshotResponse
-	(*RunCommandComputeRequest)(nil),  // 60: berth.sandboxnode.v1.RunCommandComputeRequest
-	(*RunCommandComputeResponse)(nil), // 61: berth.sandboxnode.v1.RunCommandComputeResponse
-	nil,                               // 62: berth.sandboxnode.v1.TargetError.MetadataEntry
-	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
+	(*ExportSnapshotRequest)(nil),     // 22: berth.sandboxnode.v1.ExportSnapshotRequest
+	(*SnapshotChunk)(nil),             // 23: berth.sandboxnode.v1.SnapshotChunk
+	(*ImportSnapshotRequest)(nil),     // 24: berth.sandboxnode.v1.ImportSnapshotRequest
+	(*ImportHeader)(nil),              // 25: berth.sandboxnode.v1.ImportHeader
+	(*ImportSnapshotResponse)(nil),    // 26: berth.sandboxnode.v1.ImportSnapshotResponse
+	(*CreateFailure)(nil),             // 27: berth.sandboxnode.v1.CreateFailure
+	(*GetInfoRequest)(nil),            // 28: berth.sandboxnode.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),           // 29: berth.sandboxnode.v1.GetInfoResponse
+	(*ObserveBatchRequest)(nil),       // 30: berth.sandboxnode.v1.ObserveBatchRequest
+	(*ObserveBatchResponse)(nil),      // 31: berth.sandboxnode.v1.ObserveBatchResponse
+	(*ObserveBatchResult)(nil),        // 32: berth.sandboxnode.v1.ObserveBatchResult
+	(*TargetError)(nil),               // 33: berth.sandboxnode.v1.TargetError
+	(*RenewRequest)(nil),              // 34: berth.sandboxnode.v1.RenewRequest
+	(*RenewResponse)(nil),             // 35: berth.sandboxnode.v1.RenewResponse
+	(*KillRequest)(nil),               // 36: berth.sandboxnode.v1.KillRequest
+	(*KillResponse)(nil),              // 37: berth.sandboxnode.v1.KillResponse
+	(*Command)(nil),                   // 38: berth.sandboxnode.v1.Command
+	(*CommandResult)(nil),             // 39: berth.sandboxnode.v1.CommandResult
+	(*RunCommandRequest)(nil),         // 40: berth.sandboxnode.v1.RunCommandRequest
+	(*RunCommandResponse)(nil),        // 41: berth.sandboxnode.v1.RunCommandResponse
+	(*ObserveRequest)(nil),            // 42: berth.sandboxnode.v1.ObserveRequest
+	(*ObserveResponse)(nil),           // 43: berth.sandboxnode.v1.ObserveResponse
+	(*Compute)(nil),                   // 44: berth.sandboxnode.v1.Compute
+	(*ComputeInfo)(nil),               // 45: berth.sandboxnode.v1.ComputeInfo
+	(*SnapshotIdentity)(nil),          // 46: berth.sandboxnode.v1.SnapshotIdentity
+	(*InitialRequest)(nil),            // 47: berth.sandboxnode.v1.InitialRequest
+	(*InitialResponse)(nil),           // 48: berth.sandboxnode.v1.InitialResponse
+	(*NewComputeRequest)(nil),         // 49: berth.sandboxnode.v1.NewComputeRequest
+	(*NewComputeResponse)(nil),        // 50: berth.sandboxnode.v1.NewComputeResponse
+	(*GetComputeRequest)(nil),         // 51: berth.sandboxnode.v1.GetComputeRequest
+	(*GetComputeResponse)(nil),        // 52: berth.sandboxnode.v1.GetComputeResponse
+	(*SuspendRequest)(nil),            // 53: berth.sandboxnode.v1.SuspendRequest
+	(*SuspendResponse)(nil),           // 54: berth.sandboxnode.v1.SuspendResponse
+	(*CaptureRequest)(nil),            // 55: berth.sandboxnode.v1.CaptureRequest
+	(*CaptureResponse)(nil),           // 56: berth.sandboxnode.v1.CaptureResponse
+	(*ResumeRequest)(nil),             // 57: berth.sandboxnode.v1.ResumeRequest
+	(*ResumeResponse)(nil),            // 58: berth.sandboxnode.v1.ResumeResponse
+	(*ResumeComputeRequest)(nil),      // 59: berth.sandboxnode.v1.ResumeComputeRequest
+	(*ResumeComputeResponse)(nil),     // 60: berth.sandboxnode.v1.ResumeComputeResponse
+	(*KillComputeRequest)(nil),        // 61: berth.sandboxnode.v1.KillComputeRequest
+	(*KillComputeResponse)(nil),       // 62: berth.sandboxnode.v1.KillComputeResponse
+	(*DeleteSnapshotRequest)(nil),     // 63: berth.sandboxnode.v1.DeleteSnapshotRequest
+	(*DeleteSnapshotResponse)(nil),    // 64: berth.sandboxnode.v1.DeleteSnapshotResponse
+	(*RunCommandComputeRequest)(nil),  // 65: berth.sandboxnode.v1.RunCommandComputeRequest
+	(*RunCommandComputeResponse)(nil), // 66: berth.sandboxnode.v1.RunCommandComputeResponse
+	nil,                               // 67: berth.sandboxnode.v1.TargetError.MetadataEntry
+	(*timestamppb.Timestamp)(nil),     // 68: google.protobuf.Timestamp
 }
 var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	9,  // 0: berth.sandboxnode.v1.HelloResponse.operations:type_name -> berth.sandboxnode.v1.OperationDecision
@@ -4096,113 +4416,122 @@ var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	10, // 6: berth.sandboxnode.v1.GenerationStatus.readiness:type_name -> berth.sandboxnode.v1.Readiness
 	4,  // 7: berth.sandboxnode.v1.ServeGenerationsRequest.generations:type_name -> berth.sandboxnode.v1.Generation
 	6,  // 8: berth.sandboxnode.v1.ServeGenerationsResponse.generations:type_name -> berth.sandboxnode.v1.GenerationStatus
-	63, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
-	63, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
+	68, // 9: berth.sandboxnode.v1.Readiness.checked_at:type_name -> google.protobuf.Timestamp
+	68, // 10: berth.sandboxnode.v1.ConnectResponse.observed_at:type_name -> google.protobuf.Timestamp
 	10, // 11: berth.sandboxnode.v1.ConnectResponse.readiness:type_name -> berth.sandboxnode.v1.Readiness
 	11, // 12: berth.sandboxnode.v1.ConnectResponse.capacity:type_name -> berth.sandboxnode.v1.Capacity
 	10, // 13: berth.sandboxnode.v1.ConnectResponse.generations:type_name -> berth.sandboxnode.v1.Readiness
 	14, // 14: berth.sandboxnode.v1.Info.reference:type_name -> berth.sandboxnode.v1.Reference
 	0,  // 15: berth.sandboxnode.v1.Info.state:type_name -> berth.sandboxnode.v1.State
-	63, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
+	68, // 16: berth.sandboxnode.v1.Info.lease_expiry:type_name -> google.protobuf.Timestamp
 	14, // 17: berth.sandboxnode.v1.CreateRequest.reference:type_name -> berth.sandboxnode.v1.Reference
 	16, // 18: berth.sandboxnode.v1.CreateRequest.resources:type_name -> berth.sandboxnode.v1.Resources
 	17, // 19: berth.sandboxnode.v1.CreateRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
 	15, // 20: berth.sandboxnode.v1.CreateResponse.info:type_name -> berth.sandboxnode.v1.Info
 	18, // 21: berth.sandboxnode.v1.CreateSeededRequest.create:type_name -> berth.sandboxnode.v1.CreateRequest
 	14, // 22: berth.sandboxnode.v1.CreateSeededRequest.owner:type_name -> berth.sandboxnode.v1.Reference
-	41, // 23: berth.sandboxnode.v1.CreateSeededRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	46, // 23: berth.sandboxnode.v1.CreateSeededRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
 	15, // 24: berth.sandboxnode.v1.CreateSeededResponse.info:type_name -> berth.sandboxnode.v1.Info
-	15, // 25: berth.sandboxnode.v1.CreateFailure.info:type_name -> berth.sandboxnode.v1.Info
-	14, // 26: berth.sandboxnode.v1.GetInfoRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	15, // 27: berth.sandboxnode.v1.GetInfoResponse.info:type_name -> berth.sandboxnode.v1.Info
-	14, // 28: berth.sandboxnode.v1.ObserveBatchRequest.references:type_name -> berth.sandboxnode.v1.Reference
-	27, // 29: berth.sandboxnode.v1.ObserveBatchResponse.results:type_name -> berth.sandboxnode.v1.ObserveBatchResult
-	15, // 30: berth.sandboxnode.v1.ObserveBatchResult.info:type_name -> berth.sandboxnode.v1.Info
-	28, // 31: berth.sandboxnode.v1.ObserveBatchResult.error:type_name -> berth.sandboxnode.v1.TargetError
-	62, // 32: berth.sandboxnode.v1.TargetError.metadata:type_name -> berth.sandboxnode.v1.TargetError.MetadataEntry
-	14, // 33: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	15, // 34: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
-	14, // 35: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 36: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	33, // 37: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
-	34, // 38: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	14, // 39: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 40: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
-	14, // 41: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
-	39, // 42: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
-	1,  // 43: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
-	14, // 44: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	39, // 45: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
-	39, // 46: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
-	39, // 47: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
-	39, // 48: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	40, // 49: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	39, // 50: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	41, // 51: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	40, // 52: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
-	39, // 53: berth.sandboxnode.v1.CaptureRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	41, // 54: berth.sandboxnode.v1.CaptureResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	40, // 55: berth.sandboxnode.v1.CaptureResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
-	41, // 56: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	39, // 57: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
-	16, // 58: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
-	17, // 59: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
-	40, // 60: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
-	39, // 61: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	40, // 62: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
-	39, // 63: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	14, // 64: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
-	41, // 65: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
-	39, // 66: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
-	33, // 67: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
-	34, // 68: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
-	2,  // 69: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
-	12, // 70: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
-	7,  // 71: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
-	18, // 72: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
-	23, // 73: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
-	29, // 74: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
-	31, // 75: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
-	35, // 76: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
-	37, // 77: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
-	25, // 78: berth.sandboxnode.v1.NodeService.ObserveBatch:input_type -> berth.sandboxnode.v1.ObserveBatchRequest
-	42, // 79: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
-	44, // 80: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
-	46, // 81: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
-	48, // 82: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
-	50, // 83: berth.sandboxnode.v1.NodeService.Capture:input_type -> berth.sandboxnode.v1.CaptureRequest
-	20, // 84: berth.sandboxnode.v1.NodeService.CreateSeeded:input_type -> berth.sandboxnode.v1.CreateSeededRequest
-	52, // 85: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
-	54, // 86: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
-	56, // 87: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
-	58, // 88: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
-	60, // 89: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
-	3,  // 90: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
-	13, // 91: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
-	8,  // 92: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
-	19, // 93: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
-	24, // 94: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
-	30, // 95: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
-	32, // 96: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
-	36, // 97: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
-	38, // 98: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
-	26, // 99: berth.sandboxnode.v1.NodeService.ObserveBatch:output_type -> berth.sandboxnode.v1.ObserveBatchResponse
-	43, // 100: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
-	45, // 101: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
-	47, // 102: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
-	49, // 103: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
-	51, // 104: berth.sandboxnode.v1.NodeService.Capture:output_type -> berth.sandboxnode.v1.CaptureResponse
-	21, // 105: berth.sandboxnode.v1.NodeService.CreateSeeded:output_type -> berth.sandboxnode.v1.CreateSeededResponse
-	53, // 106: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
-	55, // 107: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
-	57, // 108: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
-	59, // 109: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
-	61, // 110: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
-	90, // [90:111] is the sub-list for method output_type
-	69, // [69:90] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	14, // 25: berth.sandboxnode.v1.ExportSnapshotRequest.owner:type_name -> berth.sandboxnode.v1.Reference
+	46, // 26: berth.sandboxnode.v1.ExportSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	25, // 27: berth.sandboxnode.v1.ImportSnapshotRequest.header:type_name -> berth.sandboxnode.v1.ImportHeader
+	14, // 28: berth.sandboxnode.v1.ImportHeader.owner:type_name -> berth.sandboxnode.v1.Reference
+	46, // 29: berth.sandboxnode.v1.ImportSnapshotResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	15, // 30: berth.sandboxnode.v1.CreateFailure.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 31: berth.sandboxnode.v1.GetInfoRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	15, // 32: berth.sandboxnode.v1.GetInfoResponse.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 33: berth.sandboxnode.v1.ObserveBatchRequest.references:type_name -> berth.sandboxnode.v1.Reference
+	32, // 34: berth.sandboxnode.v1.ObserveBatchResponse.results:type_name -> berth.sandboxnode.v1.ObserveBatchResult
+	15, // 35: berth.sandboxnode.v1.ObserveBatchResult.info:type_name -> berth.sandboxnode.v1.Info
+	33, // 36: berth.sandboxnode.v1.ObserveBatchResult.error:type_name -> berth.sandboxnode.v1.TargetError
+	67, // 37: berth.sandboxnode.v1.TargetError.metadata:type_name -> berth.sandboxnode.v1.TargetError.MetadataEntry
+	14, // 38: berth.sandboxnode.v1.RenewRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	15, // 39: berth.sandboxnode.v1.RenewResponse.info:type_name -> berth.sandboxnode.v1.Info
+	14, // 40: berth.sandboxnode.v1.KillRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 41: berth.sandboxnode.v1.RunCommandRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	38, // 42: berth.sandboxnode.v1.RunCommandRequest.command:type_name -> berth.sandboxnode.v1.Command
+	39, // 43: berth.sandboxnode.v1.RunCommandResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	14, // 44: berth.sandboxnode.v1.ObserveRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 45: berth.sandboxnode.v1.ObserveResponse.reference:type_name -> berth.sandboxnode.v1.Reference
+	14, // 46: berth.sandboxnode.v1.Compute.reference:type_name -> berth.sandboxnode.v1.Reference
+	44, // 47: berth.sandboxnode.v1.ComputeInfo.compute:type_name -> berth.sandboxnode.v1.Compute
+	1,  // 48: berth.sandboxnode.v1.ComputeInfo.state:type_name -> berth.sandboxnode.v1.ComputeState
+	14, // 49: berth.sandboxnode.v1.InitialRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	44, // 50: berth.sandboxnode.v1.InitialResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	44, // 51: berth.sandboxnode.v1.NewComputeRequest.previous:type_name -> berth.sandboxnode.v1.Compute
+	44, // 52: berth.sandboxnode.v1.NewComputeResponse.compute:type_name -> berth.sandboxnode.v1.Compute
+	44, // 53: berth.sandboxnode.v1.GetComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	45, // 54: berth.sandboxnode.v1.GetComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	44, // 55: berth.sandboxnode.v1.SuspendRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	46, // 56: berth.sandboxnode.v1.SuspendResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	45, // 57: berth.sandboxnode.v1.SuspendResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
+	44, // 58: berth.sandboxnode.v1.CaptureRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	46, // 59: berth.sandboxnode.v1.CaptureResponse.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	45, // 60: berth.sandboxnode.v1.CaptureResponse.source:type_name -> berth.sandboxnode.v1.ComputeInfo
+	46, // 61: berth.sandboxnode.v1.ResumeRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	44, // 62: berth.sandboxnode.v1.ResumeRequest.target:type_name -> berth.sandboxnode.v1.Compute
+	16, // 63: berth.sandboxnode.v1.ResumeRequest.resources:type_name -> berth.sandboxnode.v1.Resources
+	17, // 64: berth.sandboxnode.v1.ResumeRequest.bootstrap:type_name -> berth.sandboxnode.v1.Bootstrap
+	45, // 65: berth.sandboxnode.v1.ResumeResponse.compute:type_name -> berth.sandboxnode.v1.ComputeInfo
+	44, // 66: berth.sandboxnode.v1.ResumeComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	45, // 67: berth.sandboxnode.v1.ResumeComputeResponse.info:type_name -> berth.sandboxnode.v1.ComputeInfo
+	44, // 68: berth.sandboxnode.v1.KillComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	14, // 69: berth.sandboxnode.v1.DeleteSnapshotRequest.reference:type_name -> berth.sandboxnode.v1.Reference
+	46, // 70: berth.sandboxnode.v1.DeleteSnapshotRequest.snapshot:type_name -> berth.sandboxnode.v1.SnapshotIdentity
+	44, // 71: berth.sandboxnode.v1.RunCommandComputeRequest.compute:type_name -> berth.sandboxnode.v1.Compute
+	38, // 72: berth.sandboxnode.v1.RunCommandComputeRequest.command:type_name -> berth.sandboxnode.v1.Command
+	39, // 73: berth.sandboxnode.v1.RunCommandComputeResponse.result:type_name -> berth.sandboxnode.v1.CommandResult
+	2,  // 74: berth.sandboxnode.v1.NodeService.Hello:input_type -> berth.sandboxnode.v1.HelloRequest
+	12, // 75: berth.sandboxnode.v1.NodeService.Connect:input_type -> berth.sandboxnode.v1.ConnectRequest
+	7,  // 76: berth.sandboxnode.v1.NodeService.ServeGenerations:input_type -> berth.sandboxnode.v1.ServeGenerationsRequest
+	18, // 77: berth.sandboxnode.v1.NodeService.Create:input_type -> berth.sandboxnode.v1.CreateRequest
+	28, // 78: berth.sandboxnode.v1.NodeService.GetInfo:input_type -> berth.sandboxnode.v1.GetInfoRequest
+	34, // 79: berth.sandboxnode.v1.NodeService.Renew:input_type -> berth.sandboxnode.v1.RenewRequest
+	36, // 80: berth.sandboxnode.v1.NodeService.Kill:input_type -> berth.sandboxnode.v1.KillRequest
+	40, // 81: berth.sandboxnode.v1.NodeService.RunCommand:input_type -> berth.sandboxnode.v1.RunCommandRequest
+	42, // 82: berth.sandboxnode.v1.NodeService.Observe:input_type -> berth.sandboxnode.v1.ObserveRequest
+	30, // 83: berth.sandboxnode.v1.NodeService.ObserveBatch:input_type -> berth.sandboxnode.v1.ObserveBatchRequest
+	47, // 84: berth.sandboxnode.v1.NodeService.Initial:input_type -> berth.sandboxnode.v1.InitialRequest
+	49, // 85: berth.sandboxnode.v1.NodeService.NewCompute:input_type -> berth.sandboxnode.v1.NewComputeRequest
+	51, // 86: berth.sandboxnode.v1.NodeService.GetCompute:input_type -> berth.sandboxnode.v1.GetComputeRequest
+	53, // 87: berth.sandboxnode.v1.NodeService.Suspend:input_type -> berth.sandboxnode.v1.SuspendRequest
+	55, // 88: berth.sandboxnode.v1.NodeService.Capture:input_type -> berth.sandboxnode.v1.CaptureRequest
+	20, // 89: berth.sandboxnode.v1.NodeService.CreateSeeded:input_type -> berth.sandboxnode.v1.CreateSeededRequest
+	22, // 90: berth.sandboxnode.v1.NodeService.ExportSnapshot:input_type -> berth.sandboxnode.v1.ExportSnapshotRequest
+	24, // 91: berth.sandboxnode.v1.NodeService.ImportSnapshot:input_type -> berth.sandboxnode.v1.ImportSnapshotRequest
+	57, // 92: berth.sandboxnode.v1.NodeService.Resume:input_type -> berth.sandboxnode.v1.ResumeRequest
+	59, // 93: berth.sandboxnode.v1.NodeService.ResumeCompute:input_type -> berth.sandboxnode.v1.ResumeComputeRequest
+	61, // 94: berth.sandboxnode.v1.NodeService.KillCompute:input_type -> berth.sandboxnode.v1.KillComputeRequest
+	63, // 95: berth.sandboxnode.v1.NodeService.DeleteSnapshot:input_type -> berth.sandboxnode.v1.DeleteSnapshotRequest
+	65, // 96: berth.sandboxnode.v1.NodeService.RunCommandCompute:input_type -> berth.sandboxnode.v1.RunCommandComputeRequest
+	3,  // 97: berth.sandboxnode.v1.NodeService.Hello:output_type -> berth.sandboxnode.v1.HelloResponse
+	13, // 98: berth.sandboxnode.v1.NodeService.Connect:output_type -> berth.sandboxnode.v1.ConnectResponse
+	8,  // 99: berth.sandboxnode.v1.NodeService.ServeGenerations:output_type -> berth.sandboxnode.v1.ServeGenerationsResponse
+	19, // 100: berth.sandboxnode.v1.NodeService.Create:output_type -> berth.sandboxnode.v1.CreateResponse
+	29, // 101: berth.sandboxnode.v1.NodeService.GetInfo:output_type -> berth.sandboxnode.v1.GetInfoResponse
+	35, // 102: berth.sandboxnode.v1.NodeService.Renew:output_type -> berth.sandboxnode.v1.RenewResponse
+	37, // 103: berth.sandboxnode.v1.NodeService.Kill:output_type -> berth.sandboxnode.v1.KillResponse
+	41, // 104: berth.sandboxnode.v1.NodeService.RunCommand:output_type -> berth.sandboxnode.v1.RunCommandResponse
+	43, // 105: berth.sandboxnode.v1.NodeService.Observe:output_type -> berth.sandboxnode.v1.ObserveResponse
+	31, // 106: berth.sandboxnode.v1.NodeService.ObserveBatch:output_type -> berth.sandboxnode.v1.ObserveBatchResponse
+	48, // 107: berth.sandboxnode.v1.NodeService.Initial:output_type -> berth.sandboxnode.v1.InitialResponse
+	50, // 108: berth.sandboxnode.v1.NodeService.NewCompute:output_type -> berth.sandboxnode.v1.NewComputeResponse
+	52, // 109: berth.sandboxnode.v1.NodeService.GetCompute:output_type -> berth.sandboxnode.v1.GetComputeResponse
+	54, // 110: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
+	56, // 111: berth.sandboxnode.v1.NodeService.Capture:output_type -> berth.sandboxnode.v1.CaptureResponse
+	21, // 112: berth.sandboxnode.v1.NodeService.CreateSeeded:output_type -> berth.sandboxnode.v1.CreateSeededResponse
+	23, // 113: berth.sandboxnode.v1.NodeService.ExportSnapshot:output_type -> berth.sandboxnode.v1.SnapshotChunk
+	26, // 114: berth.sandboxnode.v1.NodeService.ImportSnapshot:output_type -> berth.sandboxnode.v1.ImportSnapshotResponse
+	58, // 115: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
+	60, // 116: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse
+	62, // 117: berth.sandboxnode.v1.NodeService.KillCompute:output_type -> berth.sandboxnode.v1.KillComputeResponse
+	64, // 118: berth.sandboxnode.v1.NodeService.DeleteSnapshot:output_type -> berth.sandboxnode.v1.DeleteSnapshotResponse
+	66, // 119: berth.sandboxnode.v1.NodeService.RunCommandCompute:output_type -> berth.sandboxnode.v1.RunCommandComputeResponse
+	97, // [97:120] is the sub-list for method output_type
+	74, // [74:97] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_berth_sandboxnode_v1_node_proto_init() }
@@ -4210,13 +4539,17 @@ func file_berth_sandboxnode_v1_node_proto_init() {
 	if File_berth_sandboxnode_v1_node_proto != nil {
 		return
 	}
+	file_berth_sandboxnode_v1_node_proto_msgTypes[22].OneofWrappers = []any{
+		(*ImportSnapshotRequest_Header)(nil),
+		(*ImportSnapshotRequest_Data)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_sandboxnode_v1_node_proto_rawDesc), len(file_berth_sandboxnode_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   61,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,8 @@ const (
 	NodeService_Suspend_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Suspend"
 	NodeService_Capture_FullMethodName           = "/berth.sandboxnode.v1.NodeService/Capture"
 	NodeService_CreateSeeded_FullMethodName      = "/berth.sandboxnode.v1.NodeService/CreateSeeded"
+	NodeService_ExportSnapshot_FullMethodName    = "/berth.sandboxnode.v1.NodeService/ExportSnapshot"
+	NodeService_ImportSnapshot_FullMethodName    = "/berth.sandboxnode.v1.NodeService/ImportSnapshot"
 	NodeService_Resume_FullMethodName            = "/berth.sandboxnode.v1.NodeService/Resume"
 	NodeService_ResumeCompute_FullMethodName     = "/berth.sandboxnode.v1.NodeService/ResumeCompute"
 	NodeService_KillCompute_FullMethodName       = "/berth.sandboxnode.v1.NodeService/KillCompute"
@@ -118,6 +120,18 @@ type NodeServiceClient interface {
 	// CreateSeeded unsupported (reason node_protocol_no_seed), never as an
 	// unknown outcome.
 	CreateSeeded(ctx context.Context, in *CreateSeededRequest, opts ...grpc.CallOption) (*CreateSeededResponse, error)
+	// ExportSnapshot streams a snapshot of an allocation on this node as an
+	// archive, in chunks of at most 1 MiB; the snapshot stays. Core relays
+	// it into ImportSnapshot on another node: a fork's seed, so children
+	// there are created from a local copy. A v1/5 agent built before it
+	// answers UNIMPLEMENTED; Core treats that as unsupported (reason
+	// node_protocol_no_seed_transfer).
+	ExportSnapshot(ctx context.Context, in *ExportSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// ImportSnapshot reads an archive ExportSnapshot wrote (a header, then
+	// chunks of at most 1 MiB) into a snapshot of the owner under an
+	// operation id, idempotent by operation; with discard it removes what
+	// the operation made and reads no data.
+	ImportSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportSnapshotRequest, ImportSnapshotResponse], error)
 	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error)
 	ResumeCompute(ctx context.Context, in *ResumeComputeRequest, opts ...grpc.CallOption) (*ResumeComputeResponse, error)
 	KillCompute(ctx context.Context, in *KillComputeRequest, opts ...grpc.CallOption) (*KillComputeResponse, error)
@@ -302,6 +316,38 @@ func (c *nodeServiceClient) CreateSeeded(ctx context.Context, in *CreateSeededRe
 	return out, nil
 }
 
+func (c *nodeServiceClient) ExportSnapshot(ctx context.Context, in *ExportSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[1], NodeService_ExportSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportSnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_ExportSnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
+
+func (c *nodeServiceClient) ImportSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportSnapshotRequest, ImportSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[2], NodeService_ImportSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ImportSnapshotRequest, ImportSnapshotResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_ImportSnapshotClient = grpc.ClientStreamingClient[ImportSnapshotRequest, ImportSnapshotResponse]
+
 func (c *nodeServiceClient) Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResumeResponse)
@@ -415,6 +461,18 @@ type NodeServiceServer interface {
 	// CreateSeeded unsupported (reason node_protocol_no_seed), never as an
 	// unknown outcome.
 	CreateSeeded(context.Context, *CreateSeededRequest) (*CreateSeededResponse, error)
+	// ExportSnapshot streams a snapshot of an allocation on this node as an
+	// archive, in chunks of at most 1 MiB; the snapshot stays. Core relays
+	// it into ImportSnapshot on another node: a fork's seed, so children
+	// there are created from a local copy. A v1/5 agent built before it
+	// answers UNIMPLEMENTED; Core treats that as unsupported (reason
+	// node_protocol_no_seed_transfer).
+	ExportSnapshot(*ExportSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// ImportSnapshot reads an archive ExportSnapshot wrote (a header, then
+	// chunks of at most 1 MiB) into a snapshot of the owner under an
+	// operation id, idempotent by operation; with discard it removes what
+	// the operation made and reads no data.
+	ImportSnapshot(grpc.ClientStreamingServer[ImportSnapshotRequest, ImportSnapshotResponse]) error
 	Resume(context.Context, *ResumeRequest) (*ResumeResponse, error)
 	ResumeCompute(context.Context, *ResumeComputeRequest) (*ResumeComputeResponse, error)
 	KillCompute(context.Context, *KillComputeRequest) (*KillComputeResponse, error)
@@ -477,6 +535,12 @@ func (UnimplementedNodeServiceServer) Capture(context.Context, *CaptureRequest) 
 }
 func (UnimplementedNodeServiceServer) CreateSeeded(context.Context, *CreateSeededRequest) (*CreateSeededResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSeeded not implemented")
+}
+func (UnimplementedNodeServiceServer) ExportSnapshot(*ExportSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method ExportSnapshot not implemented")
+}
+func (UnimplementedNodeServiceServer) ImportSnapshot(grpc.ClientStreamingServer[ImportSnapshotRequest, ImportSnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method ImportSnapshot not implemented")
 }
 func (UnimplementedNodeServiceServer) Resume(context.Context, *ResumeRequest) (*ResumeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Resume not implemented")
@@ -795,6 +859,24 @@ func _NodeService_CreateSeeded_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_ExportSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeServiceServer).ExportSnapshot(m, &grpc.GenericServerStream[ExportSnapshotRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_ExportSnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
+
+func _NodeService_ImportSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NodeServiceServer).ImportSnapshot(&grpc.GenericServerStream[ImportSnapshotRequest, ImportSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_ImportSnapshotServer = grpc.ClientStreamingServer[ImportSnapshotRequest, ImportSnapshotResponse]
+
 func _NodeService_Resume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResumeRequest)
 	if err := dec(in); err != nil {
@@ -978,6 +1060,16 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Connect",
 			Handler:       _NodeService_Connect_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "ExportSnapshot",
+			Handler:       _NodeService_ExportSnapshot_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ImportSnapshot",
+			Handler:       _NodeService_ImportSnapshot_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "berth/sandboxnode/v1/node.proto",

@@ -6,6 +6,12 @@ package sandboxnodev1
 // Change log (newest first; bump on every wire-visible change, except an
 // addition under the rule of proto/doc.go, recorded here without a bump):
 //
+//	berth.sandboxnode.v1/5, addition: the ExportSnapshot (server stream)
+//	  and ImportSnapshot (client stream) RPCs, a fork's seed relayed by
+//	  Core from the source's node to another, fenced like every call on
+//	  the stream's open; under Capture's rule below, an agent without them
+//	  answers UNIMPLEMENTED, which the proxy turns into unsupported, reason
+//	  node_protocol_no_seed_transfer.
 //	berth.sandboxnode.v1/5, addition: the CreateSeeded RPC
 //	  (CreateSeededRequest, CreateSeededResponse: Create for a fork's
 //	  child, from a snapshot of another allocation on the node), fenced
