@@ -140,6 +140,11 @@ type ImportRequest struct {
 	Owner       Reference
 	OperationID string
 	Discard     bool
+	// Via is an allocation of the importing node the seed is made for (a
+	// fork's child there). Owner is another node's allocation, so Core's
+	// node proxy addresses the call with Via (its node and generation);
+	// adapters do not use it. Zero: addressed with Owner.
+	Via Reference
 }
 
 // Validate checks the request before any native call.

@@ -26,16 +26,24 @@ type forkStore interface {
 	RecordForkCaptured(ctx context.Context, id, op uuid.UUID, snap sandbox.SnapshotIdentity) (store.Fork, error)
 	FailFork(ctx context.Context, id uuid.UUID, code string) (store.Fork, []store.Termination, error)
 	FinishFork(ctx context.Context, id uuid.UUID) (store.Fork, error)
+	ListSeedWorkForNode(ctx context.Context, nodeID, after uuid.UUID, limit int) ([]store.SeedWork, error)
+	ClaimForkSeed(ctx context.Context, fork, node uuid.UUID) (store.ForkSeed, error)
+	RecordForkSeedReady(ctx context.Context, fork, node uuid.UUID, snap sandbox.SnapshotIdentity) (store.ForkSeed, error)
+	FailForkSeed(ctx context.Context, fork, node uuid.UUID) (store.ForkSeed, []store.Termination, error)
+	MarkForkSeedDiscarded(ctx context.Context, fork, node uuid.UUID) (store.ForkSeed, error)
 }
 
-// forkScan captures forks' running sources and settles forks.
+// forkScan captures forks' running sources and settles forks, and
+// imports and discards the seeds of forks with children on its node
+// (seed.go).
 type forkScan struct {
 	*base
-	store forkStore
-	after uuid.UUID
+	store     forkStore
+	after     uuid.UUID
+	seedAfter uuid.UUID
 }
 
-func (*forkScan) wanted(w store.NodeWork) bool { return w.Forks }
+func (*forkScan) wanted(w store.NodeWork) bool { return w.Forks || w.Seeds }
 
 // pass runs one page of the node's fork work.
 func (w *forkScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
@@ -47,8 +55,17 @@ func (w *forkScan) pass(ctx context.Context, p sandbox.SandboxProvider) error {
 	if err != nil {
 		return err
 	}
-	return scan(ctx, &w.after, page, func(f store.Fork) uuid.UUID { return f.ID }, func(f store.Fork) error {
+	if err := scan(ctx, &w.after, page, func(f store.Fork) uuid.UUID { return f.ID }, func(f store.Fork) error {
 		return w.passOn(fenced(w.advance(ctx, cp, f)), "lifecycle fork", "fork", f.ID)
+	}); err != nil {
+		return err
+	}
+	seeds, err := w.store.ListSeedWorkForNode(ctx, w.node, w.seedAfter, store.NodePageSize)
+	if err != nil {
+		return err
+	}
+	return scan(ctx, &w.seedAfter, seeds, func(sw store.SeedWork) uuid.UUID { return sw.Seed.ForkID }, func(sw store.SeedWork) error {
+		return w.passOn(fenced(w.seed(ctx, cp, sw)), "lifecycle fork seed", "fork", sw.Seed.ForkID)
 	})
 }
 

@@ -69,6 +69,7 @@ type pendingStore interface {
 	AllocatePending(ctx context.Context, p store.PendingAllocationParams) (store.Allocation, error)
 	GetAllocation(ctx context.Context, id uuid.UUID) (store.Allocation, error)
 	GetFork(ctx context.Context, id uuid.UUID) (store.Fork, error)
+	GetForkSeed(ctx context.Context, fork, node uuid.UUID) (store.ForkSeed, error)
 	GetGeneration(ctx context.Context, n uint64) (store.Generation, error)
 	ClaimCreate(ctx context.Context, id, receipt uuid.UUID) (store.Allocation, error)
 	RecordCreateOutcome(ctx context.Context, attempt store.CreateAttempt, o store.CreateOutcome) (store.Allocation, error)

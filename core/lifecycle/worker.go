@@ -442,7 +442,8 @@ func (w *pendingScan) create(ctx context.Context, p sandbox.SandboxProvider, id 
 
 // createCall is the one call a claimed Create sends for allocation a:
 // Create, or for a fork's child CreateSeeded from its fork's snapshot of
-// the source allocation. ok is false while the fork is not ready (the
+// the source allocation (on another node than the source's, from that
+// node's seed of it). ok is false while the fork is not ready (the
 // receipt stays fresh; the pending scan lists a child only once it is,
 // so this is a fork failed since the read).
 func (w *pendingScan) createCall(ctx context.Context, p sandbox.SandboxProvider, a store.Allocation, req sandbox.CreateRequest) (
@@ -463,7 +464,16 @@ func (w *pendingScan) createCall(ctx context.Context, p sandbox.SandboxProvider,
 	if cp == nil {
 		return nil, false, errors.New("a fork's child on a provider without checkpoints")
 	}
-	seeded := sandbox.SeededCreateRequest{Create: req, Owner: src.Reference(), Snapshot: f.Snapshot}
+	snap := f.Snapshot
+	if a.NodeID != f.NodeID {
+		// Another node: its seed, a local copy of the fork's snapshot.
+		s, err := w.store.GetForkSeed(ctx, f.ID, a.NodeID)
+		if err != nil || s.State != store.SeedReady {
+			return nil, false, err
+		}
+		snap = s.Snapshot
+	}
+	seeded := sandbox.SeededCreateRequest{Create: req, Owner: src.Reference(), Snapshot: snap}
 	if err := seeded.Validate(); err != nil {
 		return nil, false, err
 	}

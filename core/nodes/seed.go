@@ -52,7 +52,8 @@ func (p *Proxy) ExportSnapshot(ctx context.Context, owner sandbox.Reference, s s
 	}
 }
 
-// ImportSnapshot forwards ImportSnapshot: the header, then r in chunks of
+// ImportSnapshot forwards ImportSnapshot, addressed with req.Via when set
+// (a seed's owner is another node's allocation): the header, then r in chunks of
 // at most nodewire.MaxSnapshotChunk (nothing after a Discard's header). A
 // failure is converted as for a mutation (an interrupted stream is an
 // unknown outcome); an agent without the RPC is
@@ -66,7 +67,11 @@ func (p *Proxy) ImportSnapshot(ctx context.Context, req sandbox.ImportRequest, r
 	if err != nil {
 		return sandbox.SnapshotIdentity{}, err
 	}
-	octx, err := p.outgoing(ctx, sess, req.Owner)
+	addr := req.Owner
+	if !req.Via.IsZero() {
+		addr = req.Via // Owner is another node's allocation (sandbox.ImportRequest)
+	}
+	octx, err := p.outgoing(ctx, sess, addr)
 	if err != nil {
 		return sandbox.SnapshotIdentity{}, err
 	}

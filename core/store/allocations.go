@@ -968,10 +968,11 @@ type NodeWork struct {
 	SuspensionCandidates bool // ListSuspensionCandidatesForNode
 	Leftovers            bool // ListAllocationsOwingLeftovers
 	Forks                bool // ListForkWorkForNode
+	Seeds                bool // ListSeedWorkForNode
 }
 
 // AllNodeWork is a NodeWork with every flag set: every scan reads its page.
-var AllNodeWork = NodeWork{Pending: true, AllocationWork: true, SuspensionWork: true, SuspensionCandidates: true, Leftovers: true, Forks: true}
+var AllNodeWork = NodeWork{Pending: true, AllocationWork: true, SuspensionWork: true, SuspensionCandidates: true, Leftovers: true, Forks: true, Seeds: true}
 
 // ProbeNodeWork reads, in one statement, which of node nodeID's lifecycle
 // scans would find a row from the start: each flag is its scan's predicate

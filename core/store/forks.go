@@ -141,9 +141,10 @@ type ForkResult struct {
 
 // CreateFork commits, in one transaction, a fork of Session
 // p.SourceSessionID and as many of p.Children as fit, each an ordinary
-// Session bundle (CreateSession's rows) placed on the source's node, whose
-// allocation carries the fork: its Create waits for the fork's snapshot
-// and is seeded from it. Under the source Session's share lock (so no
+// Session bundle (CreateSession's rows) placed where CreateSession would
+// place it, whose allocation carries the fork: its Create waits for the
+// fork's snapshot on its node (the source's, or that node's seed) and is
+// seeded from it. Under the source Session's share lock (so no
 // suspension moves its compute meanwhile) the source must be active, its
 // sandbox created and running or suspended: a running source owes a
 // Capture (state capturing, operation p.CaptureOp; while it is owed the
@@ -208,12 +209,33 @@ func (s *Owner) CreateFork(ctx context.Context, p ForkSessionParams) (ForkResult
 			return err
 		}
 		out = ForkResult{Fork: forkFromRow(row), Children: children, Created: true}
-		return notifyNodeWork(ctx, q, row.NodeID)
+		return notifyForkNodes(ctx, q, row.NodeID, children)
 	})
 	if err != nil {
 		return ForkResult{}, wrap(op, err)
 	}
 	return out, nil
+}
+
+// seedOperation is the operation id of fork's seed on node: a name UUID,
+// so the fork's transaction derives it and a retry finds the same.
+func seedOperation(fork, node uuid.UUID) uuid.UUID { return uuid.NewSHA1(fork, node[:]) }
+
+// notifyForkNodes wakes the source's node and every child's.
+func notifyForkNodes(ctx context.Context, q *db.Queries, source uuid.UUID, children []SessionBundle) error {
+	seen := map[uuid.UUID]bool{source: true}
+	if err := notifyNodeWork(ctx, q, source); err != nil {
+		return err
+	}
+	for _, c := range children {
+		if n := c.Placement.NodeID; !seen[n] {
+			seen[n] = true
+			if err := notifyNodeWork(ctx, q, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // committedFork is a retried CreateFork's answer: the fork and its
@@ -280,10 +302,12 @@ func (o forkOrigin) insertParams(p ForkSessionParams) db.InsertForkParams {
 	return f
 }
 
-// placeForkChildren places p's children in order on fork f's node, each
-// under the project's and the node's load rows, until one does not fit:
-// it returns those placed and the refusal that stopped it (nil when all
-// fit).
+// placeForkChildren places p's children in order, each where
+// CreateSession would place it (the least held node with room, under the
+// project's and the node's load rows: the fork's own placements raise a
+// node's count, so children spread), until one does not fit: it returns
+// those placed and the refusal that stopped it (nil when all fit). A
+// child on a node other than the source's owes that node a seed.
 func placeForkChildren(ctx context.Context, q *db.Queries, p ForkSessionParams, proj db.Project, f db.Fork) ([]SessionBundle, error, error) {
 	var placed []SessionBundle
 	for i, c := range p.Children {
@@ -293,22 +317,25 @@ func placeForkChildren(ctx context.Context, q *db.Queries, p ForkSessionParams, 
 			}
 			return nil, nil, err
 		}
-		_, err := q.ChooseForkPlacementNode(ctx, db.ChooseForkPlacementNodeParams{
-			NodeID: f.NodeID, Generation: p.Generation, MaxActive: int64(p.MaxActive),
-			CPUMillis: p.Resources.CPUMillis, MemoryBytes: p.Resources.MemoryBytes, DiskBytes: p.Resources.DiskBytes,
-		})
+		chosen, err := choosePlacementNode(ctx, q, CreateSessionParams{Generation: p.Generation, MaxActive: p.MaxActive, Resources: p.Resources})
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case errors.Is(err, ErrNoCapacity):
 			return placed, ErrNoCapacity, nil
 		case err != nil:
 			return nil, nil, err
+		}
+		if chosen.ID != f.NodeID {
+			// A child on another node is created from that node's seed.
+			if err := q.InsertForkSeed(ctx, db.InsertForkSeedParams{ForkID: f.ID, NodeID: chosen.ID, Operation: seedOperation(f.ID, chosen.ID)}); err != nil {
+				return nil, nil, err
+			}
 		}
 		b, err := insertSessionBundle(ctx, q, CreateSessionParams{
 			RequestID: c.RequestID, ProjectID: p.ProjectID, TenantID: p.TenantID, DisplayName: c.DisplayName,
 			SessionID: c.SessionID, EnvironmentID: c.EnvironmentID, AllocationID: c.AllocationID, DeviceID: c.DeviceID,
 			CredentialDigest: c.CredentialDigest, CredentialCiphertext: c.CredentialCiphertext, CredentialNonce: c.CredentialNonce,
 			CreateReceipt: c.CreateReceipt, Generation: p.Generation, Resources: p.Resources, MaxActive: p.MaxActive,
-		}, f.NodeID)
+		}, chosen.ID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -407,8 +434,8 @@ func (s *Owner) ClaimForkCapture(ctx context.Context, id, op uuid.UUID) (Fork, e
 }
 
 // RecordForkCaptured records the snapshot of fork id's claimed capture
-// op: the fork is ready and the node's worker is woken for the children's
-// Creates. ErrFenced unless the capture was claimed and not recorded.
+// op: the fork is ready, and the workers of its node and of its seeds'
+// nodes are woken for the children's Creates and the seeds' imports. ErrFenced unless the capture was claimed and not recorded.
 func (s *Owner) RecordForkCaptured(ctx context.Context, id, op uuid.UUID, snap sandbox.SnapshotIdentity) (Fork, error) {
 	if snap.ID == "" || snap.Provenance == "" {
 		return Fork{}, fmt.Errorf("record fork captured: %w", errdefs.Invalid("snapshot", "is required"))
@@ -421,7 +448,7 @@ func (s *Owner) RecordForkCaptured(ctx context.Context, id, op uuid.UUID, snap s
 			return noRowFenced(err)
 		}
 		out = forkFromRow(row)
-		return notifyNodeWork(ctx, q, row.NodeID)
+		return notifySeedNodes(ctx, q, row)
 	})
 	if err != nil {
 		return Fork{}, wrap("record fork captured", err)
@@ -461,22 +488,33 @@ func failFork(ctx context.Context, q *db.Queries, id uuid.UUID, code string) (Fo
 	if err != nil {
 		return Fork{}, nil, err
 	}
+	terms, err := terminateChildren(ctx, q, envs, code)
+	if err != nil {
+		return Fork{}, nil, err
+	}
+	return forkFromRow(row), terms, nil
+}
+
+// terminateChildren is terminal cleanup, cause TerminalFailed with code,
+// of each of a fork's children's Environments envs, each under its
+// Session's lock, in the caller's transaction.
+func terminateChildren(ctx context.Context, q *db.Queries, envs []uuid.UUID, code string) ([]Termination, error) {
 	terms := make([]Termination, 0, len(envs))
 	for _, env := range envs {
 		e, err := q.GetEnvironment(ctx, env)
 		if err != nil {
-			return Fork{}, nil, err
+			return nil, err
 		}
 		if _, err := q.LockSession(ctx, e.SessionID); err != nil {
-			return Fork{}, nil, err
+			return nil, err
 		}
 		t, err := terminate(ctx, q, env, TerminalFailed, code)
 		if err != nil {
-			return Fork{}, nil, err
+			return nil, err
 		}
 		terms = append(terms, t)
 	}
-	return forkFromRow(row), terms, nil
+	return terms, nil
 }
 
 // FinishFork settles ready fork id once every child's Create is settled: a

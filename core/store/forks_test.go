@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -287,4 +288,117 @@ func TestForkOf128ChildrenInOneTransaction(t *testing.T) {
 	t.Logf("CreateFork of %d children: %v", store.MaxForkChildren, took.Round(time.Millisecond))
 	_, err = st.CreateFork(ctx, forkParams(t, s.b, store.MaxForkChildren+1, 1, 512))
 	wantClass(t, err, errdefs.ErrInvalid)
+}
+
+// TestForkSpreadsChildrenAndSeedsOtherNodes: children spread over the
+// nodes with room; a node other than the source's owes a seed, and its
+// children are not pending until the seed is ready (after the capture,
+// one claimed import, recorded); once the fork settles the seed is
+// discard work. A seed whose imports keep failing fails after
+// MaxSeedAttempts and ends its node's uncreated children FAILED
+// fork_seed_failed.
+func TestForkSpreadsChildrenAndSeedsOtherNodes(t *testing.T) {
+	st, ctx, epoch := owner(t)
+	commitSuspensionGeneration(t, st, time.Hour, 8, 4)
+	s := idleSession(t, st, epoch)
+	source := s.b.Allocation.NodeID
+	other := storetest.EnabledNode(t, st)
+	storetest.Present(t, st, other, 1)
+
+	p := forkParams(t, s.b, 4, 4, 8)
+	res, err := st.CreateFork(ctx, p)
+	must(t, err)
+	perNode := map[uuid.UUID]int{}
+	for _, c := range res.Children {
+		perNode[c.Placement.NodeID]++
+	}
+	// The least held node first, each placement raising its count: both
+	// nodes get children.
+	if len(perNode) != 2 || perNode[source] == 0 || perNode[other] == 0 {
+		t.Fatalf("children per node: %v (source %s, other %s)", perNode, source, other)
+	}
+	seed, err := st.GetForkSeed(ctx, res.Fork.ID, other)
+	must(t, err)
+	if seed.State != store.SeedOwed || seed.Operation == uuid.Nil {
+		t.Fatalf("seed %+v", seed)
+	}
+	if _, err := st.GetForkSeed(ctx, res.Fork.ID, source); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("a seed on the source's node: %v", err)
+	}
+	wantNodeWork(t, st, other, store.NodeWork{}, "the other node before the capture")
+	_, err = st.ClaimForkSeed(ctx, res.Fork.ID, other)
+	wantClass(t, err, errdefs.ErrFenced) // the fork is not ready
+
+	_, err = st.ClaimForkCapture(ctx, res.Fork.ID, p.CaptureOp)
+	must(t, err)
+	_, err = st.RecordForkCaptured(ctx, res.Fork.ID, p.CaptureOp, sandbox.SnapshotIdentity{ID: "snap", Provenance: "p"})
+	must(t, err)
+	if got := pendingIDs(t, st, other); len(got) != 0 {
+		t.Fatalf("children pending on the other node before its seed: %v", got)
+	}
+	if got := pendingIDs(t, st, source); len(got) != perNode[source] {
+		t.Fatalf("pending on the source's node: %d, want %d", len(got), perNode[source])
+	}
+	wantNodeWork(t, st, other, store.NodeWork{Seeds: true}, "the other node owes its seed")
+	claimed, err := st.ClaimForkSeed(ctx, res.Fork.ID, other)
+	must(t, err)
+	if claimed.State != store.SeedImporting || claimed.Attempts != 1 {
+		t.Fatalf("claimed seed %+v", claimed)
+	}
+	seedSnap := sandbox.SnapshotIdentity{ID: "seed", Provenance: "copy=import"}
+	ready, err := st.RecordForkSeedReady(ctx, res.Fork.ID, other, seedSnap)
+	must(t, err)
+	if ready.State != store.SeedReady || ready.Snapshot != seedSnap {
+		t.Fatalf("ready seed %+v", ready)
+	}
+	if got := pendingIDs(t, st, other); len(got) != perNode[other] {
+		t.Fatalf("pending on the other node after its seed: %d, want %d", len(got), perNode[other])
+	}
+	createChildren(t, st, res.Children)
+	_, err = st.FinishFork(ctx, res.Fork.ID)
+	must(t, err)
+	work, err := st.ListSeedWorkForNode(ctx, other, uuid.Nil, store.NodePageSize)
+	must(t, err)
+	if len(work) != 1 || work[0].ForkState != store.ForkSettled {
+		t.Fatalf("seed work after the fork settled: %+v", work)
+	}
+	_, err = st.MarkForkSeedDiscarded(ctx, res.Fork.ID, other)
+	must(t, err)
+	wantNodeWork(t, st, other, store.NodeWork{}, "the seed discarded")
+
+	// A seed whose imports keep failing.
+	p = forkParams(t, s.b, 2, 1, 16)
+	res, err = st.CreateFork(ctx, p)
+	must(t, err)
+	_, err = st.ClaimForkCapture(ctx, res.Fork.ID, p.CaptureOp)
+	must(t, err)
+	_, err = st.RecordForkCaptured(ctx, res.Fork.ID, p.CaptureOp, sandbox.SnapshotIdentity{ID: "snap2", Provenance: "p"})
+	must(t, err)
+	var onOther []store.SessionBundle
+	for _, c := range res.Children {
+		if c.Placement.NodeID == other {
+			onOther = append(onOther, c)
+		}
+	}
+	if len(onOther) == 0 {
+		t.Fatal("no child on the other node")
+	}
+	for range store.MaxSeedAttempts {
+		_, err := st.ClaimForkSeed(ctx, res.Fork.ID, other)
+		must(t, err)
+	}
+	_, err = st.ClaimForkSeed(ctx, res.Fork.ID, other)
+	wantClass(t, err, errdefs.ErrFenced)
+	seed, err = st.GetForkSeed(ctx, res.Fork.ID, other)
+	must(t, err)
+	if seed.State != store.SeedFailed {
+		t.Fatalf("seed after %d attempts: %+v", store.MaxSeedAttempts, seed)
+	}
+	for _, c := range onOther {
+		b, err := st.GetSession(ctx, c.Session.ID)
+		must(t, err)
+		if b.Environment.State != store.EnvironmentFailed || b.Environment.FailureCode != store.ForkFailureSeed {
+			t.Fatalf("a child on the failed seed's node: %+v", b.Environment)
+		}
+	}
 }

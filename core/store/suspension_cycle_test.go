@@ -822,9 +822,11 @@ func wantNodeWork(t *testing.T, st *storetest.Owned, node uuid.UUID, want store.
 	must(t, err)
 	forks, err := st.ListForkWorkForNode(ctx, node, uuid.Nil, store.NodePageSize)
 	must(t, err)
+	seeds, err := st.ListSeedWorkForNode(ctx, node, uuid.Nil, store.NodePageSize)
+	must(t, err)
 	pages := store.NodeWork{
 		Pending: len(pending) > 0, AllocationWork: len(work) > 0, SuspensionWork: len(suspensionWork(t, st, node)) > 0,
-		SuspensionCandidates: len(candidates) > 0, Leftovers: len(owing) > 0, Forks: len(forks) > 0,
+		SuspensionCandidates: len(candidates) > 0, Leftovers: len(owing) > 0, Forks: len(forks) > 0, Seeds: len(seeds) > 0,
 	}
 	if got != pages || got != want {
 		t.Fatalf("%s: probe %+v, first pages %+v, want %+v", when, got, pages, want)

@@ -173,3 +173,47 @@ func TestForkRefusals(t *testing.T) {
 		t.Fatal("the source is not active after the fork")
 	}
 }
+
+// TestForkSpreadsChildrenOverNodes: with two node agents (one engine,
+// two hosts' worth of agents) a fork's children are placed on both; those
+// on the node without the source are created from that node's seed (the
+// snapshot exported by the source's agent and imported by theirs, relayed
+// by Core) and hold the workspace byte for byte; after every deletion,
+// seeds included, the engine holds nothing of the installation.
+func TestForkSpreadsChildrenOverNodes(t *testing.T) {
+	e := newEnvNodes(t, &adminv1.Specification{CpuMillis: 250, MemoryBytes: 256 << 20, DiskBytes: 1 << 30, MaxActive: 8, MaxRetained: 4}, 2)
+	src := e.createSession()
+	sum := strings.Fields(string(e.run(src, shell(workspaceScript)).stdout))[0]
+	sourceNode := e.session(src).GetNode()
+	_, children := e.fork(src, 4)
+	nodes := map[string]int{}
+	for _, c := range children {
+		s := e.session(c)
+		nodes[s.GetNode()]++
+		r := e.run(c, shell("sha256sum /workspace/data"))
+		if got := strings.Fields(string(r.stdout)); len(got) == 0 || got[0] != sum {
+			t.Fatalf("child %s on %s: %v (want sha256 %s)", c, s.GetNode(), r, sum)
+		}
+	}
+	if len(nodes) != 2 || nodes[sourceNode] == 0 {
+		t.Fatalf("children per node %v; want both nodes (the source's is %s)", nodes, sourceNode)
+	}
+	for _, c := range children {
+		if e.session(c).GetNode() != sourceNode {
+			e.run(c, shell("echo far > /workspace/far-child"))
+			if e.engineHas(src, "/workspace/far-child") {
+				t.Fatal("the source sees a write of a child on the other node")
+			}
+			break
+		}
+	}
+	for _, s := range append([]string{src}, children...) {
+		if _, err := e.sessions.DeleteSession(e.ctx, &adminv1.DeleteSessionRequest{Name: s}); err != nil {
+			t.Fatalf("DeleteSession %s: %v", s, err)
+		}
+	}
+	stack.WaitFor(t, 2*time.Minute, "the engine holds nothing of the installation (seeds discarded)", func() bool {
+		c, v := stack.Owned(t, e.docker, e.installationID)
+		return c == 0 && v == 0
+	})
+}

@@ -7,57 +7,11 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
-
-const chooseForkPlacementNode = `-- name: ChooseForkPlacementNode :one
-SELECT n.id, h.held
-FROM nodes n
-JOIN node_presence p ON p.node_id = n.id
-JOIN node_load h ON h.node_id = n.id
-WHERE n.id = $1::uuid AND n.state = 'enabled'
-  AND p.ready AND p.generation = $2::bigint
-  AND node_present(p.connected, p.reported_at, p.owner_epoch)
-  AND h.held < $3::bigint
-  AND h.held < coalesce(p.cpu_millis / nullif($4::bigint, 0), $3::bigint)
-  AND h.held < coalesce(p.memory_bytes / nullif($5::bigint, 0), $3::bigint)
-  AND h.held < coalesce(p.disk_free_bytes / nullif($6::bigint, 0), $3::bigint)
-FOR UPDATE OF h
-`
-
-type ChooseForkPlacementNodeParams struct {
-	NodeID      uuid.UUID
-	Generation  int64
-	MaxActive   int64
-	CPUMillis   int64
-	MemoryBytes int64
-	DiskBytes   int64
-}
-
-type ChooseForkPlacementNodeRow struct {
-	ID   uuid.UUID
-	Held int64
-}
-
-// ChooseForkPlacementNode is ChoosePlacementNode for one node, @node_id
-// (a fork's child goes where the fork's snapshot is): the node's row when
-// it qualifies and has room, locked FOR UPDATE (waiting for concurrent
-// placements on it, as ChoosePlacementNodeWait does); no row otherwise.
-func (q *Queries) ChooseForkPlacementNode(ctx context.Context, arg ChooseForkPlacementNodeParams) (ChooseForkPlacementNodeRow, error) {
-	row := q.db.QueryRow(ctx, chooseForkPlacementNode,
-		arg.NodeID,
-		arg.Generation,
-		arg.MaxActive,
-		arg.CPUMillis,
-		arg.MemoryBytes,
-		arg.DiskBytes,
-	)
-	var i ChooseForkPlacementNodeRow
-	err := row.Scan(&i.ID, &i.Held)
-	return i, err
-}
 
 const claimForkCapture = `-- name: ClaimForkCapture :one
 UPDATE forks SET capture_claimed_at = now()
@@ -99,6 +53,69 @@ func (q *Queries) ClaimForkCapture(ctx context.Context, arg ClaimForkCapturePara
 	return i, err
 }
 
+const claimForkSeed = `-- name: ClaimForkSeed :one
+UPDATE fork_seeds s SET state = 'importing', attempts = attempts + 1
+FROM forks f
+WHERE s.fork_id = $1 AND s.node_id = $2 AND s.state IN ('owed', 'importing')
+  AND f.id = s.fork_id AND f.state = 'ready'
+RETURNING s.fork_id, s.node_id, s.operation, s.state, s.attempts, s.snapshot_id, s.snapshot_provenance, s.created_at, s.ready_at, s.ended_at
+`
+
+type ClaimForkSeedParams struct {
+	ForkID uuid.UUID
+	NodeID uuid.UUID
+}
+
+// ClaimForkSeed records an import attempt of the seed of fork @fork_id on
+// node @node_id while its fork is ready. No row when the seed is not owed
+// or importing, or its fork not ready.
+func (q *Queries) ClaimForkSeed(ctx context.Context, arg ClaimForkSeedParams) (ForkSeed, error) {
+	row := q.db.QueryRow(ctx, claimForkSeed, arg.ForkID, arg.NodeID)
+	var i ForkSeed
+	err := row.Scan(
+		&i.ForkID,
+		&i.NodeID,
+		&i.Operation,
+		&i.State,
+		&i.Attempts,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.CreatedAt,
+		&i.ReadyAt,
+		&i.EndedAt,
+	)
+	return i, err
+}
+
+const discardForkSeed = `-- name: DiscardForkSeed :one
+UPDATE fork_seeds SET state = 'discarded', ended_at = coalesce(ended_at, now())
+WHERE fork_id = $1 AND node_id = $2 AND state <> 'discarded'
+RETURNING fork_id, node_id, operation, state, attempts, snapshot_id, snapshot_provenance, created_at, ready_at, ended_at
+`
+
+type DiscardForkSeedParams struct {
+	ForkID uuid.UUID
+	NodeID uuid.UUID
+}
+
+func (q *Queries) DiscardForkSeed(ctx context.Context, arg DiscardForkSeedParams) (ForkSeed, error) {
+	row := q.db.QueryRow(ctx, discardForkSeed, arg.ForkID, arg.NodeID)
+	var i ForkSeed
+	err := row.Scan(
+		&i.ForkID,
+		&i.NodeID,
+		&i.Operation,
+		&i.State,
+		&i.Attempts,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.CreatedAt,
+		&i.ReadyAt,
+		&i.EndedAt,
+	)
+	return i, err
+}
+
 const failFork = `-- name: FailFork :one
 UPDATE forks SET state = 'failed', failure_code = $1, ended_at = now()
 WHERE id = $2 AND state IN ('capturing', 'ready')
@@ -132,6 +149,35 @@ func (q *Queries) FailFork(ctx context.Context, arg FailForkParams) (Fork, error
 		&i.FailureCode,
 		&i.CreatedAt,
 		&i.CapturedAt,
+		&i.EndedAt,
+	)
+	return i, err
+}
+
+const failForkSeed = `-- name: FailForkSeed :one
+UPDATE fork_seeds SET state = 'failed', ended_at = now()
+WHERE fork_id = $1 AND node_id = $2 AND state IN ('owed', 'importing')
+RETURNING fork_id, node_id, operation, state, attempts, snapshot_id, snapshot_provenance, created_at, ready_at, ended_at
+`
+
+type FailForkSeedParams struct {
+	ForkID uuid.UUID
+	NodeID uuid.UUID
+}
+
+func (q *Queries) FailForkSeed(ctx context.Context, arg FailForkSeedParams) (ForkSeed, error) {
+	row := q.db.QueryRow(ctx, failForkSeed, arg.ForkID, arg.NodeID)
+	var i ForkSeed
+	err := row.Scan(
+		&i.ForkID,
+		&i.NodeID,
+		&i.Operation,
+		&i.State,
+		&i.Attempts,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.CreatedAt,
+		&i.ReadyAt,
 		&i.EndedAt,
 	)
 	return i, err
@@ -204,6 +250,33 @@ func (q *Queries) GetForkByRequest(ctx context.Context, arg GetForkByRequestPara
 	return i, err
 }
 
+const getForkSeed = `-- name: GetForkSeed :one
+SELECT fork_id, node_id, operation, state, attempts, snapshot_id, snapshot_provenance, created_at, ready_at, ended_at FROM fork_seeds WHERE fork_id = $1 AND node_id = $2
+`
+
+type GetForkSeedParams struct {
+	ForkID uuid.UUID
+	NodeID uuid.UUID
+}
+
+func (q *Queries) GetForkSeed(ctx context.Context, arg GetForkSeedParams) (ForkSeed, error) {
+	row := q.db.QueryRow(ctx, getForkSeed, arg.ForkID, arg.NodeID)
+	var i ForkSeed
+	err := row.Scan(
+		&i.ForkID,
+		&i.NodeID,
+		&i.Operation,
+		&i.State,
+		&i.Attempts,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.CreatedAt,
+		&i.ReadyAt,
+		&i.EndedAt,
+	)
+	return i, err
+}
+
 const insertFork = `-- name: InsertFork :one
 INSERT INTO forks (id, source_session_id, source_allocation_id, node_id, request_id, requested, placed,
                    unplaced_reason, state, capture_op, borrowed, snapshot_id, snapshot_provenance)
@@ -267,6 +340,23 @@ func (q *Queries) InsertFork(ctx context.Context, arg InsertForkParams) (Fork, e
 		&i.EndedAt,
 	)
 	return i, err
+}
+
+const insertForkSeed = `-- name: InsertForkSeed :exec
+INSERT INTO fork_seeds (fork_id, node_id, operation) VALUES ($1, $2, $3)
+ON CONFLICT (fork_id, node_id) DO NOTHING
+`
+
+type InsertForkSeedParams struct {
+	ForkID    uuid.UUID
+	NodeID    uuid.UUID
+	Operation uuid.UUID
+}
+
+// InsertForkSeed owes fork @fork_id a seed on node @node_id (once).
+func (q *Queries) InsertForkSeed(ctx context.Context, arg InsertForkSeedParams) error {
+	_, err := q.db.Exec(ctx, insertForkSeed, arg.ForkID, arg.NodeID, arg.Operation)
+	return err
 }
 
 const listForkChildSessions = `-- name: ListForkChildSessions :many
@@ -341,6 +431,66 @@ func (q *Queries) ListForkChildrenUncreated(ctx context.Context, forkID *uuid.UU
 	return items, nil
 }
 
+const listForkChildrenUncreatedOnNode = `-- name: ListForkChildrenUncreatedOnNode :many
+SELECT a.environment_id
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+WHERE a.fork_id = $1 AND a.node_id = $2 AND a.state = 'allocated' AND e.terminal_cause IS NULL
+ORDER BY a.environment_id
+`
+
+type ListForkChildrenUncreatedOnNodeParams struct {
+	ForkID *uuid.UUID
+	NodeID *uuid.UUID
+}
+
+// ListForkChildrenUncreatedOnNode is ListForkChildrenUncreated for the
+// children on node @node_id: a failed seed ends them.
+func (q *Queries) ListForkChildrenUncreatedOnNode(ctx context.Context, arg ListForkChildrenUncreatedOnNodeParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listForkChildrenUncreatedOnNode, arg.ForkID, arg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var environment_id uuid.UUID
+		if err := rows.Scan(&environment_id); err != nil {
+			return nil, err
+		}
+		items = append(items, environment_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listForkSeedNodes = `-- name: ListForkSeedNodes :many
+SELECT node_id FROM fork_seeds WHERE fork_id = $1 ORDER BY node_id
+`
+
+// ListForkSeedNodes reads the nodes fork @fork_id owes a seed.
+func (q *Queries) ListForkSeedNodes(ctx context.Context, forkID uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listForkSeedNodes, forkID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var node_id uuid.UUID
+		if err := rows.Scan(&node_id); err != nil {
+			return nil, err
+		}
+		items = append(items, node_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listForkWorkForNode = `-- name: ListForkWorkForNode :many
 SELECT f.id, f.source_session_id, f.source_allocation_id, f.node_id, f.request_id, f.requested, f.placed, f.unplaced_reason, f.state, f.capture_op, f.capture_claimed_at, f.borrowed, f.snapshot_id, f.snapshot_provenance, f.failure_code, f.created_at, f.captured_at, f.ended_at
 FROM forks f
@@ -401,6 +551,86 @@ func (q *Queries) ListForkWorkForNode(ctx context.Context, arg ListForkWorkForNo
 	return items, nil
 }
 
+const listSeedWorkForNode = `-- name: ListSeedWorkForNode :many
+SELECT s.fork_id, s.node_id, s.operation, s.state, s.attempts, s.snapshot_id, s.snapshot_provenance, s.created_at, s.ready_at, s.ended_at, f.state AS fork_state, f.source_allocation_id, f.snapshot_id AS fork_snapshot_id,
+       f.snapshot_provenance AS fork_snapshot_provenance, f.node_id AS source_node_id,
+       (SELECT a.id FROM allocations a WHERE a.fork_id = f.id AND a.node_id = s.node_id
+        ORDER BY a.fork_index LIMIT 1)::uuid AS via_allocation_id
+FROM fork_seeds s
+JOIN forks f ON f.id = s.fork_id
+WHERE s.node_id = $1::uuid AND s.state <> 'discarded' AND s.fork_id > $2
+  AND ((s.state IN ('owed', 'importing') AND f.state = 'ready') OR f.state IN ('settled', 'failed'))
+ORDER BY s.fork_id
+LIMIT $3
+`
+
+type ListSeedWorkForNodeParams struct {
+	NodeID   uuid.UUID
+	After    uuid.UUID
+	PageSize int32
+}
+
+type ListSeedWorkForNodeRow struct {
+	ForkID                 uuid.UUID
+	NodeID                 uuid.UUID
+	Operation              uuid.UUID
+	State                  string
+	Attempts               int32
+	SnapshotID             pgtype.Text
+	SnapshotProvenance     pgtype.Text
+	CreatedAt              time.Time
+	ReadyAt                *time.Time
+	EndedAt                *time.Time
+	ForkState              string
+	SourceAllocationID     uuid.UUID
+	ForkSnapshotID         pgtype.Text
+	ForkSnapshotProvenance pgtype.Text
+	SourceNodeID           uuid.UUID
+	ViaAllocationID        uuid.UUID
+}
+
+// ListSeedWorkForNode pages, by fork id, node @node_id's seed work: a seed
+// to import (owed or importing) of a ready fork, and any seed not yet
+// discarded of a fork that has ended; with a child of the fork on the
+// node (via_allocation_id), which addresses the node's calls.
+// ProbeNodeWork repeats its predicate without the cursor: change both.
+func (q *Queries) ListSeedWorkForNode(ctx context.Context, arg ListSeedWorkForNodeParams) ([]ListSeedWorkForNodeRow, error) {
+	rows, err := q.db.Query(ctx, listSeedWorkForNode, arg.NodeID, arg.After, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListSeedWorkForNodeRow
+	for rows.Next() {
+		var i ListSeedWorkForNodeRow
+		if err := rows.Scan(
+			&i.ForkID,
+			&i.NodeID,
+			&i.Operation,
+			&i.State,
+			&i.Attempts,
+			&i.SnapshotID,
+			&i.SnapshotProvenance,
+			&i.CreatedAt,
+			&i.ReadyAt,
+			&i.EndedAt,
+			&i.ForkState,
+			&i.SourceAllocationID,
+			&i.ForkSnapshotID,
+			&i.ForkSnapshotProvenance,
+			&i.SourceNodeID,
+			&i.ViaAllocationID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordForkCaptured = `-- name: RecordForkCaptured :one
 UPDATE forks SET state = 'ready', snapshot_id = $1, snapshot_provenance = $2, captured_at = now()
 WHERE id = $3 AND capture_op = $4 AND state = 'capturing' AND capture_claimed_at IS NOT NULL
@@ -442,6 +672,42 @@ func (q *Queries) RecordForkCaptured(ctx context.Context, arg RecordForkCaptured
 		&i.FailureCode,
 		&i.CreatedAt,
 		&i.CapturedAt,
+		&i.EndedAt,
+	)
+	return i, err
+}
+
+const recordForkSeedReady = `-- name: RecordForkSeedReady :one
+UPDATE fork_seeds SET state = 'ready', snapshot_id = $1, snapshot_provenance = $2, ready_at = now()
+WHERE fork_id = $3 AND node_id = $4 AND state = 'importing'
+RETURNING fork_id, node_id, operation, state, attempts, snapshot_id, snapshot_provenance, created_at, ready_at, ended_at
+`
+
+type RecordForkSeedReadyParams struct {
+	SnapshotID         pgtype.Text
+	SnapshotProvenance pgtype.Text
+	ForkID             uuid.UUID
+	NodeID             uuid.UUID
+}
+
+func (q *Queries) RecordForkSeedReady(ctx context.Context, arg RecordForkSeedReadyParams) (ForkSeed, error) {
+	row := q.db.QueryRow(ctx, recordForkSeedReady,
+		arg.SnapshotID,
+		arg.SnapshotProvenance,
+		arg.ForkID,
+		arg.NodeID,
+	)
+	var i ForkSeed
+	err := row.Scan(
+		&i.ForkID,
+		&i.NodeID,
+		&i.Operation,
+		&i.State,
+		&i.Attempts,
+		&i.SnapshotID,
+		&i.SnapshotProvenance,
+		&i.CreatedAt,
+		&i.ReadyAt,
 		&i.EndedAt,
 	)
 	return i, err

@@ -241,6 +241,19 @@ type Fork struct {
 	EndedAt            *time.Time
 }
 
+type ForkSeed struct {
+	ForkID             uuid.UUID
+	NodeID             uuid.UUID
+	Operation          uuid.UUID
+	State              string
+	Attempts           int32
+	SnapshotID         pgtype.Text
+	SnapshotProvenance pgtype.Text
+	CreatedAt          time.Time
+	ReadyAt            *time.Time
+	EndedAt            *time.Time
+}
+
 type Installation struct {
 	Singleton  bool
 	ID         uuid.UUID

@@ -96,7 +96,8 @@ LIMIT @page_size;
 -- have a row anywhere: each flag is its scan's own predicate without the
 -- cursor (ListPendingForNode, ListAllocationWorkForNode,
 -- ListSuspensionWorkForNode, ListSuspensionCandidatesForNode,
--- ListAllocationsOwingLeftovers, ListForkWorkForNode), so a flag is false exactly when that
+-- ListAllocationsOwingLeftovers, ListForkWorkForNode, ListSeedWorkForNode),
+-- so a flag is false exactly when that
 -- scan's first page would be empty. A change to one of those predicates
 -- is made here too (store test TestProbeNodeWorkFlagsMatchFirstPages).
 SELECT
@@ -110,7 +111,11 @@ SELECT
           AND e.state = 'pending'
           AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id
                                 AND (a.fork_id IS NULL
-                                     OR EXISTS (SELECT 1 FROM forks f WHERE f.id = a.fork_id AND f.state = 'ready'))))
+                                     OR EXISTS (SELECT 1 FROM forks f WHERE f.id = a.fork_id AND f.state = 'ready'
+                                                AND (f.node_id = a.node_id
+                                                     OR EXISTS (SELECT 1 FROM fork_seeds fs
+                                                                WHERE fs.fork_id = f.id AND fs.node_id = a.node_id
+                                                                  AND fs.state = 'ready'))))))
     )::boolean AS pending,
     EXISTS (
         SELECT 1 FROM allocations
@@ -155,7 +160,14 @@ SELECT
           AND (f.state = 'capturing'
                OR NOT EXISTS (SELECT 1 FROM allocations a
                               WHERE a.fork_id = f.id AND a.state IN ('allocated', 'create_dispatched', 'create_unknown')))
-    )::boolean AS forks;
+    )::boolean AS forks,
+    EXISTS (
+        SELECT 1
+        FROM fork_seeds s
+        JOIN forks f ON f.id = s.fork_id
+        WHERE s.node_id = @node_id::uuid AND s.state <> 'discarded'
+          AND ((s.state IN ('owed', 'importing') AND f.state = 'ready') OR f.state IN ('settled', 'failed'))
+    )::boolean AS seeds;
 
 -- name: ListPendingForNode :many
 -- ListPendingForNode pages, by environment id, the pending Environments
@@ -163,8 +175,8 @@ SELECT
 -- its allocation released while the Environment still waits: see
 -- ReservePlacement) and whose compute has not been asked for: no
 -- unreleased allocation, or one whose create receipt is still fresh
--- (allocated) and, for a fork's child, whose fork's snapshot is ready
--- (forks.sql). An allocated allocation's placement is always reserved
+-- (allocated) and, for a fork's child, whose fork's snapshot is ready,
+-- on its node (the source's, or the node's ready seed: forks.sql). An allocated allocation's placement is always reserved
 -- (only a running outcome activates it), and a released allocation's is
 -- reserved again while its Session is active; so the rows an active
 -- placement leaves out are those of a Session being deleted or archived,
@@ -183,7 +195,11 @@ WHERE p.node_id = @node_id::uuid AND p.state = 'reserved' AND p.environment_id >
   AND e.state = 'pending'
   AND (a.id IS NULL OR (a.state = 'allocated' AND a.node_id = p.node_id
                         AND (a.fork_id IS NULL
-                             OR EXISTS (SELECT 1 FROM forks f WHERE f.id = a.fork_id AND f.state = 'ready'))))
+                             OR EXISTS (SELECT 1 FROM forks f WHERE f.id = a.fork_id AND f.state = 'ready'
+                                        AND (f.node_id = a.node_id
+                                             OR EXISTS (SELECT 1 FROM fork_seeds fs
+                                                        WHERE fs.fork_id = f.id AND fs.node_id = a.node_id
+                                                          AND fs.state = 'ready'))))))
 ORDER BY p.environment_id
 LIMIT @page_size;
 

@@ -20,24 +20,6 @@ RETURNING *;
 -- from it.
 UPDATE allocations SET fork_id = @fork_id, fork_index = @fork_index WHERE id = @id AND state = 'allocated' AND fork_id IS NULL;
 
--- name: ChooseForkPlacementNode :one
--- ChooseForkPlacementNode is ChoosePlacementNode for one node, @node_id
--- (a fork's child goes where the fork's snapshot is): the node's row when
--- it qualifies and has room, locked FOR UPDATE (waiting for concurrent
--- placements on it, as ChoosePlacementNodeWait does); no row otherwise.
-SELECT n.id, h.held
-FROM nodes n
-JOIN node_presence p ON p.node_id = n.id
-JOIN node_load h ON h.node_id = n.id
-WHERE n.id = @node_id::uuid AND n.state = 'enabled'
-  AND p.ready AND p.generation = @generation::bigint
-  AND node_present(p.connected, p.reported_at, p.owner_epoch)
-  AND h.held < @max_active::bigint
-  AND h.held < coalesce(p.cpu_millis / nullif(@cpu_millis::bigint, 0), @max_active::bigint)
-  AND h.held < coalesce(p.memory_bytes / nullif(@memory_bytes::bigint, 0), @max_active::bigint)
-  AND h.held < coalesce(p.disk_free_bytes / nullif(@disk_bytes::bigint, 0), @max_active::bigint)
-FOR UPDATE OF h;
-
 -- name: ListForkChildSessions :many
 -- ListForkChildSessions reads the Sessions of fork @fork_id's children,
 -- in the order they were placed.
@@ -107,3 +89,66 @@ ORDER BY a.environment_id;
 UPDATE forks SET placed = @placed, unplaced_reason = @unplaced_reason
 WHERE id = @id
 RETURNING *;
+
+-- name: InsertForkSeed :exec
+-- InsertForkSeed owes fork @fork_id a seed on node @node_id (once).
+INSERT INTO fork_seeds (fork_id, node_id, operation) VALUES (@fork_id, @node_id, @operation)
+ON CONFLICT (fork_id, node_id) DO NOTHING;
+
+-- name: GetForkSeed :one
+SELECT * FROM fork_seeds WHERE fork_id = @fork_id AND node_id = @node_id;
+
+-- name: ListSeedWorkForNode :many
+-- ListSeedWorkForNode pages, by fork id, node @node_id's seed work: a seed
+-- to import (owed or importing) of a ready fork, and any seed not yet
+-- discarded of a fork that has ended; with a child of the fork on the
+-- node (via_allocation_id), which addresses the node's calls.
+-- ProbeNodeWork repeats its predicate without the cursor: change both.
+SELECT s.*, f.state AS fork_state, f.source_allocation_id, f.snapshot_id AS fork_snapshot_id,
+       f.snapshot_provenance AS fork_snapshot_provenance, f.node_id AS source_node_id,
+       (SELECT a.id FROM allocations a WHERE a.fork_id = f.id AND a.node_id = s.node_id
+        ORDER BY a.fork_index LIMIT 1)::uuid AS via_allocation_id
+FROM fork_seeds s
+JOIN forks f ON f.id = s.fork_id
+WHERE s.node_id = @node_id::uuid AND s.state <> 'discarded' AND s.fork_id > @after
+  AND ((s.state IN ('owed', 'importing') AND f.state = 'ready') OR f.state IN ('settled', 'failed'))
+ORDER BY s.fork_id
+LIMIT @page_size;
+
+-- name: ClaimForkSeed :one
+-- ClaimForkSeed records an import attempt of the seed of fork @fork_id on
+-- node @node_id while its fork is ready. No row when the seed is not owed
+-- or importing, or its fork not ready.
+UPDATE fork_seeds s SET state = 'importing', attempts = attempts + 1
+FROM forks f
+WHERE s.fork_id = @fork_id AND s.node_id = @node_id AND s.state IN ('owed', 'importing')
+  AND f.id = s.fork_id AND f.state = 'ready'
+RETURNING s.*;
+
+-- name: RecordForkSeedReady :one
+UPDATE fork_seeds SET state = 'ready', snapshot_id = @snapshot_id, snapshot_provenance = @snapshot_provenance, ready_at = now()
+WHERE fork_id = @fork_id AND node_id = @node_id AND state = 'importing'
+RETURNING *;
+
+-- name: FailForkSeed :one
+UPDATE fork_seeds SET state = 'failed', ended_at = now()
+WHERE fork_id = @fork_id AND node_id = @node_id AND state IN ('owed', 'importing')
+RETURNING *;
+
+-- name: DiscardForkSeed :one
+UPDATE fork_seeds SET state = 'discarded', ended_at = coalesce(ended_at, now())
+WHERE fork_id = @fork_id AND node_id = @node_id AND state <> 'discarded'
+RETURNING *;
+
+-- name: ListForkChildrenUncreatedOnNode :many
+-- ListForkChildrenUncreatedOnNode is ListForkChildrenUncreated for the
+-- children on node @node_id: a failed seed ends them.
+SELECT a.environment_id
+FROM allocations a
+JOIN environments e ON e.id = a.environment_id
+WHERE a.fork_id = @fork_id AND a.node_id = @node_id AND a.state = 'allocated' AND e.terminal_cause IS NULL
+ORDER BY a.environment_id;
+
+-- name: ListForkSeedNodes :many
+-- ListForkSeedNodes reads the nodes fork @fork_id owes a seed.
+SELECT node_id FROM fork_seeds WHERE fork_id = @fork_id ORDER BY node_id;

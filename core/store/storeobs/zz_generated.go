@@ -154,6 +154,13 @@ func (d *Reader) GetFork(p0 context.Context, p1 uuid.UUID) (store.Fork, error) {
 	return r0, r1
 }
 
+func (d *Reader) GetForkSeed(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.ForkSeed, error) {
+	ctx, c := d.obs.start(p0, "Reader", "GetForkSeed")
+	r0, r1 := d.next.GetForkSeed(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Reader) GetGeneration(p0 context.Context, p1 uint64) (store.Generation, error) {
 	ctx, c := d.obs.start(p0, "Reader", "GetGeneration")
 	r0, r1 := d.next.GetGeneration(ctx, p1)
@@ -409,6 +416,13 @@ func (d *Reader) ListProjectSessionsByAge(p0 context.Context, p1 uuid.UUID, p2 i
 func (d *Reader) ListProjectsByAge(p0 context.Context, p1 uuid.UUID, p2 int, p3 store.ProjectCursor) ([]store.Project, error) {
 	ctx, c := d.obs.start(p0, "Reader", "ListProjectsByAge")
 	r0, r1 := d.next.ListProjectsByAge(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Reader) ListSeedWorkForNode(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 int) ([]store.SeedWork, error) {
+	ctx, c := d.obs.start(p0, "Reader", "ListSeedWorkForNode")
+	r0, r1 := d.next.ListSeedWorkForNode(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -702,6 +716,13 @@ func (d *Owner) ClaimForkCapture(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID)
 	return r0, r1
 }
 
+func (d *Owner) ClaimForkSeed(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.ForkSeed, error) {
+	ctx, c := d.obs.start(p0, "Owner", "ClaimForkSeed")
+	r0, r1 := d.next.ClaimForkSeed(ctx, p1, p2)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
 func (d *Owner) ClaimNextTurn(p0 context.Context, p1 store.RuntimeConn) (store.Turn, bool, error) {
 	ctx, c := d.obs.start(p0, "Owner", "ClaimNextTurn")
 	r0, r1, r2 := d.next.ClaimNextTurn(ctx, p1)
@@ -790,6 +811,13 @@ func (d *Owner) FailFork(p0 context.Context, p1 uuid.UUID, p2 string) (store.For
 	return r0, r1, r2
 }
 
+func (d *Owner) FailForkSeed(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.ForkSeed, []store.Termination, error) {
+	ctx, c := d.obs.start(p0, "Owner", "FailForkSeed")
+	r0, r1, r2 := d.next.FailForkSeed(ctx, p1, p2)
+	c.end(ctx, r2)
+	return r0, r1, r2
+}
+
 func (d *Owner) FailOrphanedFileOperations(p0 context.Context) ([]uuid.UUID, error) {
 	ctx, c := d.obs.start(p0, "Owner", "FailOrphanedFileOperations")
 	r0, r1 := d.next.FailOrphanedFileOperations(ctx)
@@ -814,6 +842,13 @@ func (d *Owner) FinishFileOperation(p0 context.Context, p1 uuid.UUID, p2 store.F
 func (d *Owner) FinishFork(p0 context.Context, p1 uuid.UUID) (store.Fork, error) {
 	ctx, c := d.obs.start(p0, "Owner", "FinishFork")
 	r0, r1 := d.next.FinishFork(ctx, p1)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) MarkForkSeedDiscarded(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID) (store.ForkSeed, error) {
+	ctx, c := d.obs.start(p0, "Owner", "MarkForkSeedDiscarded")
+	r0, r1 := d.next.MarkForkSeedDiscarded(ctx, p1, p2)
 	c.end(ctx, r1)
 	return r0, r1
 }
@@ -870,6 +905,13 @@ func (d *Owner) RecordDirectReadiness(p0 context.Context, p1 store.DirectReadine
 func (d *Owner) RecordForkCaptured(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 sandbox.SnapshotIdentity) (store.Fork, error) {
 	ctx, c := d.obs.start(p0, "Owner", "RecordForkCaptured")
 	r0, r1 := d.next.RecordForkCaptured(ctx, p1, p2, p3)
+	c.end(ctx, r1)
+	return r0, r1
+}
+
+func (d *Owner) RecordForkSeedReady(p0 context.Context, p1 uuid.UUID, p2 uuid.UUID, p3 sandbox.SnapshotIdentity) (store.ForkSeed, error) {
+	ctx, c := d.obs.start(p0, "Owner", "RecordForkSeedReady")
+	r0, r1 := d.next.RecordForkSeedReady(ctx, p1, p2, p3)
 	c.end(ctx, r1)
 	return r0, r1
 }
