@@ -101,7 +101,7 @@ func (s *Reader) ListSeedWorkForNode(ctx context.Context, nodeID, after uuid.UUI
 				SnapshotID: r.SnapshotID, SnapshotProvenance: r.SnapshotProvenance, CreatedAt: r.CreatedAt, ReadyAt: r.ReadyAt, EndedAt: r.EndedAt}),
 			ForkState: ForkState(r.ForkState), SourceAllocationID: r.SourceAllocationID, SourceNodeID: r.SourceNodeID,
 			ViaAllocationID: r.ViaAllocationID,
-			Snapshot: sandbox.SnapshotIdentity{ID: r.ForkSnapshotID.String, Provenance: r.ForkSnapshotProvenance.String},
+			Snapshot:        sandbox.SnapshotIdentity{ID: r.ForkSnapshotID.String, Provenance: r.ForkSnapshotProvenance.String},
 		}
 	}
 	return out, nil
