@@ -61,7 +61,7 @@ const maxForkPrefixLen = MaxDisplayNameLen - 4
 // req.SessionID (store.CreateFork): each child is minted here like a
 // created Session (its own ids, device and sealed credential), with a
 // request id derived from the fork's (a retry derives the same ones), and
-// placed on the source's node. A deployment whose provider has no
+// placed as CreateSession places. A deployment whose provider has no
 // checkpoints is ErrForkUnsupported; a Session scope does not see is
 // errdefs.ErrNotFound; after CloseAdmission, ErrAdmissionClosed. The
 // store's refusals pass as they are (fork_source_busy,

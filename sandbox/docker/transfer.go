@@ -206,60 +206,86 @@ func (p *Provider) abortImport(ctx context.Context, owner sandbox.Reference, nam
 // before it.
 func (p *Provider) receive(ctx context.Context, captureID string, r io.Reader) (trailer, error) {
 	tr := tar.NewReader(r)
-	var got trailer
-	part := -1
-	var put *archivePut
-	defer func() {
-		if put != nil {
-			put.abort()
-		}
-	}()
+	rc := &receiver{p: p, ctx: ctx, id: captureID, part: -1}
+	defer rc.abort()
 	for {
 		h, err := tr.Next()
 		if err != nil {
 			return trailer{}, errdefs.Invalid("archive", "ended before its trailer")
 		}
 		if h.Name == seedTrailer {
-			if put != nil {
-				if err := put.finish(); err != nil {
-					return trailer{}, err
-				}
-				put = nil
+			if err := rc.finish(); err != nil {
+				return trailer{}, err
 			}
-			return checkTrailer(tr, got, part)
+			return checkTrailer(tr, rc.got, rc.part)
 		}
-		next := part
-		for i, sp := range seedParts {
-			if strings.HasPrefix(h.Name, sp.prefix) {
-				next = i
-			}
+		if err := rc.entry(h, tr); err != nil {
+			return trailer{}, err
 		}
-		if next < part || next < 0 || !strings.HasPrefix(h.Name, seedParts[next].prefix) {
-			return trailer{}, errdefs.Invalid("archive", "an entry out of place: "+strconv.Quote(firstComponent(h.Name)))
+	}
+}
+
+// receiver is receive's state: the volume being written (part, an index
+// of seedParts; -1 before the first) and its put, and what was imported.
+type receiver struct {
+	p    *Provider
+	ctx  context.Context
+	id   string
+	part int
+	put  *archivePut
+	got  trailer
+}
+
+// entry writes one entry of the stream into its volume's put, starting
+// the next volume's put when the entry is the first of it.
+func (rc *receiver) entry(h *tar.Header, data io.Reader) error {
+	next := -1
+	for i, sp := range seedParts {
+		if strings.HasPrefix(h.Name, sp.prefix) {
+			next = i
 		}
-		if next != part {
-			if put != nil {
-				if err := put.finish(); err != nil {
-					return trailer{}, err
-				}
-			}
-			part = next
-			put = p.startPut(ctx, captureID, seedParts[part].mount)
+	}
+	if next < 0 || next < rc.part {
+		return errdefs.Invalid("archive", "an entry out of place: "+strconv.Quote(firstComponent(h.Name)))
+	}
+	if next != rc.part {
+		if err := rc.finish(); err != nil {
+			return err
 		}
-		prefix := seedParts[part].prefix
-		h.Name = "./" + strings.TrimPrefix(h.Name, prefix)
-		if h.Typeflag == tar.TypeLink {
-			h.Linkname = "./" + strings.TrimPrefix(h.Linkname, prefix)
-		}
-		if err := put.tw.WriteHeader(h); err != nil {
-			return trailer{}, put.failure(err)
-		}
-		n, err := io.Copy(put.tw, tr)
-		if err != nil {
-			return trailer{}, put.failure(err)
-		}
-		got.Entries++
-		got.Bytes += n
+		rc.part = next
+		rc.put = rc.p.startPut(rc.ctx, rc.id, seedParts[next].mount)
+	}
+	prefix := seedParts[rc.part].prefix
+	h.Name = "./" + strings.TrimPrefix(h.Name, prefix)
+	if h.Typeflag == tar.TypeLink {
+		h.Linkname = "./" + strings.TrimPrefix(h.Linkname, prefix)
+	}
+	if err := rc.put.tw.WriteHeader(h); err != nil {
+		return rc.put.failure(err)
+	}
+	n, err := io.Copy(rc.put.tw, data)
+	if err != nil {
+		return rc.put.failure(err)
+	}
+	rc.got.Entries++
+	rc.got.Bytes += n
+	return nil
+}
+
+// finish ends the current volume's put, if any.
+func (rc *receiver) finish() error {
+	if rc.put == nil {
+		return nil
+	}
+	put := rc.put
+	rc.put = nil
+	return put.finish()
+}
+
+// abort ends a put still open (a failed receive).
+func (rc *receiver) abort() {
+	if rc.put != nil {
+		rc.put.abort()
 	}
 }
 

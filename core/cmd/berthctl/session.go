@@ -221,9 +221,9 @@ running Session is paused only while its workspace and home are copied and
 keeps its Runtime and Turns; a suspended one lends its snapshot and stays
 suspended. Each child has its own sandbox, Runtime, device credential and
 copy of the files; writes in one are never seen by another or by the source.
-The children are placed on the source's node; when not all fit, the answer
-says how many were placed and why (--min-count makes fewer a refusal that
-creates nothing).`
+The children spread over the nodes with room, as created Sessions do; when
+not all fit, the answer says how many were placed and why (--min-count makes
+fewer a refusal that creates nothing).`
 	return c
 }
 

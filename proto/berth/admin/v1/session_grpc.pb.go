@@ -84,13 +84,15 @@ type SessionServiceClient interface {
 	// Runtime and Turns; a suspended one lends its snapshot. Each child is
 	// an ordinary Session with its own sandbox, Runtime, device credential
 	// and copy of the workspace (and of /home): writes in one are never
-	// seen by another or by the source. The children are placed on the
-	// source's node; the placement stops at the first child that does not
-	// fit, and the answer says how many were placed and why not more. The
-	// call returns at once with the children CREATING; each becomes ACTIVE
-	// once the capture is done and its sandbox is created from it, or
-	// FAILED with environment.failure_code fork_capture_failed or
-	// fork_source_ended. Refusals (FAILED_PRECONDITION, nothing written):
+	// seen by another or by the source. The children are placed as
+	// CreateSession places, so they spread over the nodes with room (a node
+	// other than the source's gets a copy of the snapshot first); the
+	// placement stops at the first child that does not fit, and the answer
+	// says how many were placed and why not more. The call returns at once
+	// with the children CREATING; each becomes ACTIVE once the capture is
+	// done and its sandbox is created from it, or FAILED with
+	// environment.failure_code fork_capture_failed, fork_source_ended or
+	// fork_seed_failed. Refusals (FAILED_PRECONDITION, nothing written):
 	// fork_unsupported (the deployment's provider has no checkpoints),
 	// fork_source_busy (being suspended or woken: retry in a moment),
 	// fork_source_not_ready (its sandbox is not created yet), and, when
@@ -243,13 +245,15 @@ type SessionServiceServer interface {
 	// Runtime and Turns; a suspended one lends its snapshot. Each child is
 	// an ordinary Session with its own sandbox, Runtime, device credential
 	// and copy of the workspace (and of /home): writes in one are never
-	// seen by another or by the source. The children are placed on the
-	// source's node; the placement stops at the first child that does not
-	// fit, and the answer says how many were placed and why not more. The
-	// call returns at once with the children CREATING; each becomes ACTIVE
-	// once the capture is done and its sandbox is created from it, or
-	// FAILED with environment.failure_code fork_capture_failed or
-	// fork_source_ended. Refusals (FAILED_PRECONDITION, nothing written):
+	// seen by another or by the source. The children are placed as
+	// CreateSession places, so they spread over the nodes with room (a node
+	// other than the source's gets a copy of the snapshot first); the
+	// placement stops at the first child that does not fit, and the answer
+	// says how many were placed and why not more. The call returns at once
+	// with the children CREATING; each becomes ACTIVE once the capture is
+	// done and its sandbox is created from it, or FAILED with
+	// environment.failure_code fork_capture_failed, fork_source_ended or
+	// fork_seed_failed. Refusals (FAILED_PRECONDITION, nothing written):
 	// fork_unsupported (the deployment's provider has no checkpoints),
 	// fork_source_busy (being suspended or woken: retry in a moment),
 	// fork_source_not_ready (its sandbox is not created yet), and, when
