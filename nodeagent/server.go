@@ -217,13 +217,13 @@ func (a agentStream) Context() context.Context { return a.ctx }
 
 // ExportSnapshot streams a snapshot's archive in chunks of at most
 // nodewire.MaxSnapshotChunk.
-func (s *Server) ExportSnapshot(req *pb.ExportSnapshotRequest, stream grpc.ServerStreamingServer[pb.SnapshotChunk]) error {
+func (s *Server) ExportSnapshot(req *pb.ExportSnapshotRequest, stream grpc.ServerStreamingServer[pb.ExportSnapshotResponse]) error {
 	owner, snap, err := nodewire.ExportRequestFromWire(req)
 	if err != nil {
 		return fail(sandbox.OpExportSnapshot, err)
 	}
 	ctx := stream.Context()
-	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&pb.SnapshotChunk{Data: b}) }}
+	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&pb.ExportSnapshotResponse{Data: b}) }}
 	if err := agent(ctx).ExportSnapshot(ctx, owner, snap, w); err != nil {
 		return fail(sandbox.OpExportSnapshot, err)
 	}

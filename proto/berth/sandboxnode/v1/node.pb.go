@@ -1635,8 +1635,8 @@ func (x *ExportSnapshotRequest) GetSnapshot() *SnapshotIdentity {
 	return nil
 }
 
-// SnapshotChunk is a piece of an exported archive.
-type SnapshotChunk struct {
+// ExportSnapshotResponse is a piece of an exported archive.
+type ExportSnapshotResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// data is at most 1 MiB.
 	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
@@ -1644,20 +1644,20 @@ type SnapshotChunk struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SnapshotChunk) Reset() {
-	*x = SnapshotChunk{}
+func (x *ExportSnapshotResponse) Reset() {
+	*x = ExportSnapshotResponse{}
 	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SnapshotChunk) String() string {
+func (x *ExportSnapshotResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SnapshotChunk) ProtoMessage() {}
+func (*ExportSnapshotResponse) ProtoMessage() {}
 
-func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+func (x *ExportSnapshotResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_berth_sandboxnode_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1669,12 +1669,12 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
-func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+// Deprecated: Use ExportSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*ExportSnapshotResponse) Descriptor() ([]byte, []int) {
 	return file_berth_sandboxnode_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
-func (x *SnapshotChunk) GetData() []byte {
+func (x *ExportSnapshotResponse) GetData() []byte {
 	if x != nil {
 		return x.Data
 	}
@@ -4145,8 +4145,8 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x04info\x18\x01 \x01(\v2\x1a.berth.sandboxnode.v1.InfoR\x04info\"\x92\x01\n" +
 	"\x15ExportSnapshotRequest\x125\n" +
 	"\x05owner\x18\x01 \x01(\v2\x1f.berth.sandboxnode.v1.ReferenceR\x05owner\x12B\n" +
-	"\bsnapshot\x18\x02 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\"#\n" +
-	"\rSnapshotChunk\x12\x12\n" +
+	"\bsnapshot\x18\x02 \x01(\v2&.berth.sandboxnode.v1.SnapshotIdentityR\bsnapshot\",\n" +
+	"\x16ExportSnapshotResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"v\n" +
 	"\x15ImportSnapshotRequest\x12<\n" +
 	"\x06header\x18\x01 \x01(\v2\".berth.sandboxnode.v1.ImportHeaderH\x00R\x06header\x12\x14\n" +
@@ -4292,7 +4292,7 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"\x14COMPUTE_STATE_ABSENT\x10\x01\x12\x19\n" +
 	"\x15COMPUTE_STATE_RUNNING\x10\x02\x12\x18\n" +
 	"\x14COMPUTE_STATE_PAUSED\x10\x03\x12\x19\n" +
-	"\x15COMPUTE_STATE_STOPPED\x10\x042\xa6\x11\n" +
+	"\x15COMPUTE_STATE_STOPPED\x10\x042\xaf\x11\n" +
 	"\vNodeService\x12P\n" +
 	"\x05Hello\x12\".berth.sandboxnode.v1.HelloRequest\x1a#.berth.sandboxnode.v1.HelloResponse\x12X\n" +
 	"\aConnect\x12$.berth.sandboxnode.v1.ConnectRequest\x1a%.berth.sandboxnode.v1.ConnectResponse0\x01\x12q\n" +
@@ -4312,8 +4312,8 @@ const file_berth_sandboxnode_v1_node_proto_rawDesc = "" +
 	"GetCompute\x12'.berth.sandboxnode.v1.GetComputeRequest\x1a(.berth.sandboxnode.v1.GetComputeResponse\x12V\n" +
 	"\aSuspend\x12$.berth.sandboxnode.v1.SuspendRequest\x1a%.berth.sandboxnode.v1.SuspendResponse\x12V\n" +
 	"\aCapture\x12$.berth.sandboxnode.v1.CaptureRequest\x1a%.berth.sandboxnode.v1.CaptureResponse\x12e\n" +
-	"\fCreateSeeded\x12).berth.sandboxnode.v1.CreateSeededRequest\x1a*.berth.sandboxnode.v1.CreateSeededResponse\x12d\n" +
-	"\x0eExportSnapshot\x12+.berth.sandboxnode.v1.ExportSnapshotRequest\x1a#.berth.sandboxnode.v1.SnapshotChunk0\x01\x12m\n" +
+	"\fCreateSeeded\x12).berth.sandboxnode.v1.CreateSeededRequest\x1a*.berth.sandboxnode.v1.CreateSeededResponse\x12m\n" +
+	"\x0eExportSnapshot\x12+.berth.sandboxnode.v1.ExportSnapshotRequest\x1a,.berth.sandboxnode.v1.ExportSnapshotResponse0\x01\x12m\n" +
 	"\x0eImportSnapshot\x12+.berth.sandboxnode.v1.ImportSnapshotRequest\x1a,.berth.sandboxnode.v1.ImportSnapshotResponse(\x01\x12S\n" +
 	"\x06Resume\x12#.berth.sandboxnode.v1.ResumeRequest\x1a$.berth.sandboxnode.v1.ResumeResponse\x12h\n" +
 	"\rResumeCompute\x12*.berth.sandboxnode.v1.ResumeComputeRequest\x1a+.berth.sandboxnode.v1.ResumeComputeResponse\x12b\n" +
@@ -4359,7 +4359,7 @@ var file_berth_sandboxnode_v1_node_proto_goTypes = []any{
 	(*CreateSeededRequest)(nil),       // 20: berth.sandboxnode.v1.CreateSeededRequest
 	(*CreateSeededResponse)(nil),      // 21: berth.sandboxnode.v1.CreateSeededResponse
 	(*ExportSnapshotRequest)(nil),     // 22: berth.sandboxnode.v1.ExportSnapshotRequest
-	(*SnapshotChunk)(nil),             // 23: berth.sandboxnode.v1.SnapshotChunk
+	(*ExportSnapshotResponse)(nil),    // 23: berth.sandboxnode.v1.ExportSnapshotResponse
 	(*ImportSnapshotRequest)(nil),     // 24: berth.sandboxnode.v1.ImportSnapshotRequest
 	(*ImportHeader)(nil),              // 25: berth.sandboxnode.v1.ImportHeader
 	(*ImportSnapshotResponse)(nil),    // 26: berth.sandboxnode.v1.ImportSnapshotResponse
@@ -4520,7 +4520,7 @@ var file_berth_sandboxnode_v1_node_proto_depIdxs = []int32{
 	54, // 110: berth.sandboxnode.v1.NodeService.Suspend:output_type -> berth.sandboxnode.v1.SuspendResponse
 	56, // 111: berth.sandboxnode.v1.NodeService.Capture:output_type -> berth.sandboxnode.v1.CaptureResponse
 	21, // 112: berth.sandboxnode.v1.NodeService.CreateSeeded:output_type -> berth.sandboxnode.v1.CreateSeededResponse
-	23, // 113: berth.sandboxnode.v1.NodeService.ExportSnapshot:output_type -> berth.sandboxnode.v1.SnapshotChunk
+	23, // 113: berth.sandboxnode.v1.NodeService.ExportSnapshot:output_type -> berth.sandboxnode.v1.ExportSnapshotResponse
 	26, // 114: berth.sandboxnode.v1.NodeService.ImportSnapshot:output_type -> berth.sandboxnode.v1.ImportSnapshotResponse
 	58, // 115: berth.sandboxnode.v1.NodeService.Resume:output_type -> berth.sandboxnode.v1.ResumeResponse
 	60, // 116: berth.sandboxnode.v1.NodeService.ResumeCompute:output_type -> berth.sandboxnode.v1.ResumeComputeResponse

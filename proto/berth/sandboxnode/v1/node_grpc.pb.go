@@ -126,7 +126,7 @@ type NodeServiceClient interface {
 	// there are created from a local copy. A v1/5 agent built before it
 	// answers UNIMPLEMENTED; Core treats that as unsupported (reason
 	// node_protocol_no_seed_transfer).
-	ExportSnapshot(ctx context.Context, in *ExportSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	ExportSnapshot(ctx context.Context, in *ExportSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportSnapshotResponse], error)
 	// ImportSnapshot reads an archive ExportSnapshot wrote (a header, then
 	// chunks of at most 1 MiB) into a snapshot of the owner under an
 	// operation id, idempotent by operation; with discard it removes what
@@ -316,13 +316,13 @@ func (c *nodeServiceClient) CreateSeeded(ctx context.Context, in *CreateSeededRe
 	return out, nil
 }
 
-func (c *nodeServiceClient) ExportSnapshot(ctx context.Context, in *ExportSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+func (c *nodeServiceClient) ExportSnapshot(ctx context.Context, in *ExportSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportSnapshotResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[1], NodeService_ExportSnapshot_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[ExportSnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	x := &grpc.GenericClientStream[ExportSnapshotRequest, ExportSnapshotResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -333,7 +333,7 @@ func (c *nodeServiceClient) ExportSnapshot(ctx context.Context, in *ExportSnapsh
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type NodeService_ExportSnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
+type NodeService_ExportSnapshotClient = grpc.ServerStreamingClient[ExportSnapshotResponse]
 
 func (c *nodeServiceClient) ImportSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportSnapshotRequest, ImportSnapshotResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -467,7 +467,7 @@ type NodeServiceServer interface {
 	// there are created from a local copy. A v1/5 agent built before it
 	// answers UNIMPLEMENTED; Core treats that as unsupported (reason
 	// node_protocol_no_seed_transfer).
-	ExportSnapshot(*ExportSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	ExportSnapshot(*ExportSnapshotRequest, grpc.ServerStreamingServer[ExportSnapshotResponse]) error
 	// ImportSnapshot reads an archive ExportSnapshot wrote (a header, then
 	// chunks of at most 1 MiB) into a snapshot of the owner under an
 	// operation id, idempotent by operation; with discard it removes what
@@ -536,7 +536,7 @@ func (UnimplementedNodeServiceServer) Capture(context.Context, *CaptureRequest) 
 func (UnimplementedNodeServiceServer) CreateSeeded(context.Context, *CreateSeededRequest) (*CreateSeededResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSeeded not implemented")
 }
-func (UnimplementedNodeServiceServer) ExportSnapshot(*ExportSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+func (UnimplementedNodeServiceServer) ExportSnapshot(*ExportSnapshotRequest, grpc.ServerStreamingServer[ExportSnapshotResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExportSnapshot not implemented")
 }
 func (UnimplementedNodeServiceServer) ImportSnapshot(grpc.ClientStreamingServer[ImportSnapshotRequest, ImportSnapshotResponse]) error {
@@ -864,11 +864,11 @@ func _NodeService_ExportSnapshot_Handler(srv interface{}, stream grpc.ServerStre
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(NodeServiceServer).ExportSnapshot(m, &grpc.GenericServerStream[ExportSnapshotRequest, SnapshotChunk]{ServerStream: stream})
+	return srv.(NodeServiceServer).ExportSnapshot(m, &grpc.GenericServerStream[ExportSnapshotRequest, ExportSnapshotResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type NodeService_ExportSnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
+type NodeService_ExportSnapshotServer = grpc.ServerStreamingServer[ExportSnapshotResponse]
 
 func _NodeService_ImportSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(NodeServiceServer).ImportSnapshot(&grpc.GenericServerStream[ImportSnapshotRequest, ImportSnapshotResponse]{ServerStream: stream})
