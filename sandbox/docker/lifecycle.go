@@ -193,10 +193,16 @@ func (p *Provider) Kill(ctx context.Context, req sandbox.KillRequest) error {
 		// pinned by it.
 		return p.removeOthers(ctx, others)
 	}
-	// A seeded Create cut short leaves its seeder, which mounts the first
-	// incarnation's volumes: it goes first (seed.go).
+	// A seeded Create cut short leaves its seeder, and a Capture cut short
+	// its copier (capture.go): both mount the first incarnation's volumes,
+	// which the engine refuses to remove while a container uses them, so
+	// every other container goes first (the others' volumes stay for
+	// removeOthers).
 	if err := p.removeSeeder(ctx, others.seeder); err != nil {
 		return fmt.Errorf("kill: %w", err)
+	}
+	if err := p.removeContainers(ctx, others.containers); err != nil {
+		return err
 	}
 	if err := p.removeFirst(ctx, first); err != nil {
 		return fmt.Errorf("kill: %w", err)
@@ -448,6 +454,16 @@ func (p *Provider) recordedVolumes(ctx context.Context, ref sandbox.Reference, r
 	return volumes, nil
 }
 
+// removeContainers removes the containers ids (already gone is success).
+func (p *Provider) removeContainers(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if _, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
+			return fmt.Errorf("kill: remove container: %w", errdefs.ErrComputeUnconfirmed)
+		}
+	}
+	return nil
+}
+
 // removeOthers removes what findOthers found: a seeder (again, when Kill
 // already removed it), the containers, then the volumes, then forgets
 // their groups' records.
@@ -455,10 +471,8 @@ func (p *Provider) removeOthers(ctx context.Context, o others) error {
 	if err := p.removeSeeder(ctx, o.seeder); err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}
-	for _, id := range o.containers {
-		if _, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
-			return fmt.Errorf("kill: remove container: %w", errdefs.ErrComputeUnconfirmed)
-		}
+	if err := p.removeContainers(ctx, o.containers); err != nil {
+		return err
 	}
 	for _, name := range o.volumes {
 		if _, err := p.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{}); err != nil && classify(err) != outcomeNotFound {

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "berth.dev/proto/berth/admin/v1"
+	"berth.dev/sandbox"
 	"berth.dev/sandbox/docker"
 	"berth.dev/sandbox/testenv"
 
@@ -534,6 +535,35 @@ func (c *cluster) allAllocations(st *storetest.Store) []store.SessionAllocation 
 	}
 }
 
+// seedNames are the snapshot names of every fork seed the database
+// records: the source allocation's resource name under the seed's
+// operation (docker.SnapshotResourceName).
+func (c *cluster) seedNames(all []store.SessionAllocation) map[string]bool {
+	c.t.Helper()
+	refs := map[uuid.UUID]sandbox.Reference{}
+	for _, a := range all {
+		refs[a.ID] = a.Reference()
+	}
+	rows, err := c.db().Pool().Query(context.Background(),
+		`SELECT f.source_allocation_id, s.operation FROM fork_seeds s JOIN forks f ON f.id = s.fork_id`)
+	if err != nil {
+		c.t.Fatalf("read fork seeds: %v", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var src, op uuid.UUID
+		if err := rows.Scan(&src, &op); err != nil {
+			c.t.Fatalf("read fork seeds: %v", err)
+		}
+		out[docker.SnapshotResourceName(c.inst, refs[src], op.String())] = true
+	}
+	if err := rows.Err(); err != nil {
+		c.t.Fatalf("read fork seeds: %v", err)
+	}
+	return out
+}
+
 // violation records an invariant violation and fails the test.
 func (c *cluster) violation(invariant, format string, args ...any) {
 	c.t.Helper()
@@ -654,6 +684,7 @@ func (c *cluster) checkCreates() {
 		}
 	}
 	creates := c.createEvents()
+	seeds := c.seedNames(all)
 	for n := range creates {
 		name, isContainer := strings.CutPrefix(n, "container:")
 		if strings.HasPrefix(n, "tombstone:") {
@@ -673,6 +704,12 @@ func (c *cluster) checkCreates() {
 		allowed := 1
 		if v, ok := strings.CutPrefix(n, "volume:"); ok && creates["tombstone:"+volumeBase(v)] > 0 {
 			allowed = creates[n]
+		}
+		if seeds[volumeBase(strings.TrimPrefix(strings.TrimSuffix(name, "-capture"), "volume:"))] {
+			// A fork's seed import is idempotent by its operation: an
+			// attempt cut short is removed and made again, at most
+			// store.MaxSeedAttempts times, under the same names.
+			allowed = store.MaxSeedAttempts
 		}
 		switch {
 		case ofCheckpoint && creates[n] > allowed:
