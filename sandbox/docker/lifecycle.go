@@ -128,7 +128,9 @@ func renewErr(err error) error {
 }
 
 // Kill removes ref's first incarnation, then its later incarnations and
-// snapshots (findOthers, removeOthers). For the first incarnation it
+// snapshots (findOthers, removeOthers); the others' containers go before
+// the first incarnation's volumes, which a seeder or a copier cut short
+// still mounts. For the first incarnation it
 // checks the ownership labels of the container and both volumes before
 // removing any of them, and removes what exists. When ref's container
 // existed, or a later incarnation or snapshot did (only a settled,
