@@ -244,8 +244,8 @@ func toUnlessRemoved(to store.NodeState) func(store.NodeState) (store.NodeState,
 // node is refused (node_enabled: retire it first), and so is one that
 // still holds an unreleased allocation or placement, whatever its state of
 // creation or cleanup (node_holds_allocations, store.NodeHolds): offline
-// ownership is kept. Core stores no snapshots yet, so there are none to
-// hold. The check runs before the state's compare-and-swap, not in its
+// ownership is kept. A suspended allocation's snapshot is its allocation's
+// (unreleased), and a fork's seed not yet discarded counts too. The check runs before the state's compare-and-swap, not in its
 // transaction: placement only chooses enabled nodes, so what an enrolled
 // or retired node holds can only shrink. The removed node keeps its
 // identity, so its certificate stays refused. A change records

@@ -359,11 +359,27 @@ func TestForkSpreadsChildrenAndSeedsOtherNodes(t *testing.T) {
 	must(t, err)
 	work, err := st.ListSeedWorkForNode(ctx, other, uuid.Nil, store.NodePageSize)
 	must(t, err)
-	if len(work) != 1 || work[0].ForkState != store.ForkSettled {
+	if len(work) != 1 || work[0].ForkState != store.ForkSettled || work[0].ViaAllocationID == uuid.Nil {
 		t.Fatalf("seed work after the fork settled: %+v", work)
+	}
+	// The node's children deleted and released: the seed alone still
+	// keeps the node from removal until it is discarded.
+	for _, c := range res.Children {
+		if c.Placement.NodeID != other {
+			continue
+		}
+		_, term, err := st.DeleteSession(ctx, c.Session.ID)
+		must(t, err)
+		storetest.Release(t, st, term.Cleanup)
+	}
+	if holds, err := st.NodeHolds(ctx, other); err != nil || !holds {
+		t.Fatalf("NodeHolds with only a seed left = %v, %v; want true", holds, err)
 	}
 	_, err = st.MarkForkSeedDiscarded(ctx, res.Fork.ID, other)
 	must(t, err)
+	if holds, err := st.NodeHolds(ctx, other); err != nil || holds {
+		t.Fatalf("NodeHolds after the seed's discard = %v, %v; want false", holds, err)
+	}
 	wantNodeWork(t, st, other, store.NodeWork{}, "the seed discarded")
 
 	// A seed whose imports keep failing.

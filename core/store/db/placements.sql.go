@@ -427,12 +427,14 @@ func (q *Queries) LockPlacementRow(ctx context.Context, environmentID uuid.UUID)
 
 const nodeHolds = `-- name: NodeHolds :one
 SELECT (EXISTS (SELECT 1 FROM placements p WHERE p.node_id = $1::uuid AND p.state <> 'released')
-     OR EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = $1::uuid AND a.state <> 'released'))::boolean AS holds
+     OR EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = $1::uuid AND a.state <> 'released')
+     OR EXISTS (SELECT 1 FROM fork_seeds s WHERE s.node_id = $1::uuid AND s.state <> 'discarded'))::boolean AS holds
 `
 
 // NodeHolds reports whether node @node_id holds anything: an unreleased
-// placement (reservation) or an unreleased allocation (including unknown
-// creations and pending cleanup).
+// placement (reservation), an unreleased allocation (including unknown
+// creations and pending cleanup; its snapshots are its own), or a fork's
+// seed not yet discarded (migration 0035).
 func (q *Queries) NodeHolds(ctx context.Context, nodeID uuid.UUID) (bool, error) {
 	row := q.db.QueryRow(ctx, nodeHolds, nodeID)
 	var holds bool

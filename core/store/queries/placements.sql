@@ -117,10 +117,12 @@ WHERE environment_id = @environment_id;
 
 -- name: NodeHolds :one
 -- NodeHolds reports whether node @node_id holds anything: an unreleased
--- placement (reservation) or an unreleased allocation (including unknown
--- creations and pending cleanup).
+-- placement (reservation), an unreleased allocation (including unknown
+-- creations and pending cleanup; its snapshots are its own), or a fork's
+-- seed not yet discarded (migration 0035).
 SELECT (EXISTS (SELECT 1 FROM placements p WHERE p.node_id = @node_id::uuid AND p.state <> 'released')
-     OR EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = @node_id::uuid AND a.state <> 'released'))::boolean AS holds;
+     OR EXISTS (SELECT 1 FROM allocations a WHERE a.node_id = @node_id::uuid AND a.state <> 'released')
+     OR EXISTS (SELECT 1 FROM fork_seeds s WHERE s.node_id = @node_id::uuid AND s.state <> 'discarded'))::boolean AS holds;
 
 -- name: ChooseDirectLane :one
 -- ChooseDirectLane reads, for a new placement of direct generation
