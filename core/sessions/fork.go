@@ -92,10 +92,7 @@ func (s *Service) Fork(ctx context.Context, scope projects.Scope, req ForkReques
 // fork admits req for the current generation.
 func (s *Service) fork(ctx context.Context, src store.SessionBundle, req ForkRequest) (store.ForkResult, error) {
 	const op = "fork session"
-	gen, err := s.store.CurrentGeneration(ctx)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return store.ForkResult{}, fmt.Errorf("%s: %w", op, ErrNoDeployment)
-	}
+	gen, err := s.currentGeneration(ctx)
 	if err != nil {
 		return store.ForkResult{}, fmt.Errorf("%s: %w", op, err)
 	}

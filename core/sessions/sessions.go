@@ -243,10 +243,7 @@ func (s *Service) Create(ctx context.Context, scope projects.Scope, req CreateRe
 // create admits req, for a project of tenant, for the current generation.
 func (s *Service) create(ctx context.Context, tenant uuid.UUID, req CreateRequest) (store.SessionBundle, error) {
 	const op = "create session"
-	gen, err := s.store.CurrentGeneration(ctx)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return store.SessionBundle{}, fmt.Errorf("%s: %w", op, ErrNoDeployment)
-	}
+	gen, err := s.currentGeneration(ctx)
 	if err != nil {
 		return store.SessionBundle{}, fmt.Errorf("%s: %w", op, err)
 	}
@@ -274,6 +271,16 @@ func (s *Service) create(ctx context.Context, tenant uuid.UUID, req CreateReques
 		return store.SessionBundle{}, err
 	}
 	return b, nil
+}
+
+// currentGeneration is the deployment's current generation, or
+// ErrNoDeployment before the first commit.
+func (s *Service) currentGeneration(ctx context.Context) (store.Generation, error) {
+	gen, err := s.store.CurrentGeneration(ctx)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return store.Generation{}, ErrNoDeployment
+	}
+	return gen, err
 }
 
 // Delete requests the Session's deletion: one terminal cleanup

@@ -435,7 +435,8 @@ func (s *Owner) ClaimForkCapture(ctx context.Context, id, op uuid.UUID) (Fork, e
 
 // RecordForkCaptured records the snapshot of fork id's claimed capture
 // op: the fork is ready, and the workers of its node and of its seeds'
-// nodes are woken for the children's Creates and the seeds' imports. ErrFenced unless the capture was claimed and not recorded.
+// nodes are woken for the children's Creates and the seeds' imports.
+// ErrFenced unless the capture was claimed and not recorded.
 func (s *Owner) RecordForkCaptured(ctx context.Context, id, op uuid.UUID, snap sandbox.SnapshotIdentity) (Fork, error) {
 	if snap.ID == "" || snap.Provenance == "" {
 		return Fork{}, fmt.Errorf("record fork captured: %w", errdefs.Invalid("snapshot", "is required"))

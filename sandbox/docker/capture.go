@@ -176,40 +176,53 @@ func (p *Provider) checkCaptureNames(ctx context.Context, c sandbox.Compute, nam
 	return nil
 }
 
-// createCopier creates (never starts) the copier of snapshot name: the
-// runtime image as root with CHOWN, FOWNER and DAC_OVERRIDE only (to keep
-// every owner and mode), no network, no-new-privileges, the source's
-// volumes read-only under /src and the snapshot's under /dst.
+// createCopier creates (never starts) the copier of snapshot name: a
+// helper (helperContainer) with the source's volumes read-only under /src
+// and the snapshot's under /dst.
 func (p *Provider) createCopier(ctx context.Context, c sandbox.Compute, name, operationID string) (string, error) {
 	ref := c.Reference
 	srcLabels, snapLabels := p.computeLabels(ref, c.Generation), p.snapshotLabels(ref, operationID, "")
-	volume := func(source, target string, readOnly bool, labels map[string]string) mount.Mount {
-		return mount.Mount{Type: mount.TypeVolume, Source: source, Target: target, ReadOnly: readOnly,
-			VolumeOptions: &mount.VolumeOptions{NoCopy: true, Labels: labels}}
+	id, err := p.helperContainer(ctx, name+copierSuffix, p.snapshotLabels(ref, operationID, roleCopier), copierScript,
+		helperMount(c.Name+homeSuffix, "/src/home", true, srcLabels),
+		helperMount(c.Name+environmentSuffix, "/src/environment", true, srcLabels),
+		helperMount(name+homeSuffix, "/dst/home", false, snapLabels),
+		helperMount(name+environmentSuffix, "/dst/environment", false, snapLabels))
+	if err != nil {
+		return "", createErr("create the copier", err)
 	}
+	return id, nil
+}
+
+// helperContainer creates (never starts) a copying helper named name: the
+// runtime image running script with busybox sh, as root with CHOWN,
+// FOWNER and DAC_OVERRIDE only (to keep every owner and mode), no
+// network, no-new-privileges, with mounts.
+func (p *Provider) helperContainer(ctx context.Context, name string, labels map[string]string, script string, mounts ...mount.Mount) (string, error) {
 	res, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: name + copierSuffix,
+		Name: name,
 		Config: &container.Config{
 			Image: p.opts.Config.Image, User: "0:0",
-			Entrypoint: []string{"/bin/busybox", "sh", "-c", copierScript}, Cmd: []string{},
-			Labels: p.snapshotLabels(ref, operationID, roleCopier), NetworkDisabled: true,
+			Entrypoint: []string{"/bin/busybox", "sh", "-c", script}, Cmd: []string{},
+			Labels: labels, NetworkDisabled: true,
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode: container.NetworkMode("none"),
 			CapDrop:     []string{"ALL"}, CapAdd: []string{"CHOWN", "FOWNER", "DAC_OVERRIDE"},
 			SecurityOpt: []string{"no-new-privileges:true"},
-			Mounts: []mount.Mount{
-				volume(c.Name+homeSuffix, "/src/home", true, srcLabels),
-				volume(c.Name+environmentSuffix, "/src/environment", true, srcLabels),
-				volume(name+homeSuffix, "/dst/home", false, snapLabels),
-				volume(name+environmentSuffix, "/dst/environment", false, snapLabels),
-			},
+			Mounts:      mounts,
 		},
 	})
 	if err != nil {
-		return "", createErr("create the copier", err)
+		return "", err
 	}
 	return res.ID, nil
+}
+
+// helperMount mounts volume source at target (labels, should the engine
+// have to create it), without copying the image's content into it.
+func helperMount(source, target string, readOnly bool, labels map[string]string) mount.Mount {
+	return mount.Mount{Type: mount.TypeVolume, Source: source, Target: target, ReadOnly: readOnly,
+		VolumeOptions: &mount.VolumeOptions{NoCopy: true, Labels: labels}}
 }
 
 // runCopier starts the copier and waits for its exit; anything but exit

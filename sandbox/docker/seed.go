@@ -6,8 +6,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"berth.dev/runtimebootstrap"
@@ -103,41 +101,23 @@ func seederScript() string {
 // seeder left for Kill.
 func (p *Provider) copySeed(ctx context.Context, ref sandbox.Reference, seed seedSource) error {
 	group := p.Name(ref)
-	volume := func(source, target string, readOnly bool, labels map[string]string) mount.Mount {
-		return mount.Mount{Type: mount.TypeVolume, Source: source, Target: target, ReadOnly: readOnly,
-			VolumeOptions: &mount.VolumeOptions{NoCopy: true, Labels: labels}}
-	}
 	// A seed volume the engine would have to create is labelled as the
 	// owner's snapshot, so the owner's cleanup finds it.
 	seedLabels, childLabels := p.snapshotLabels(seed.owner, seed.operation, ""), p.computeLabels(ref, 1)
 	labels := p.Labels(ref)
 	labels[LabelSnapshotRole] = roleSeeder
-	res, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: group + seederSuffix,
-		Config: &container.Config{
-			Image: p.opts.Config.Image, User: "0:0",
-			Entrypoint: []string{"/bin/busybox", "sh", "-c", seederScript()}, Cmd: []string{},
-			Labels: labels, NetworkDisabled: true,
-		},
-		HostConfig: &container.HostConfig{
-			NetworkMode: container.NetworkMode("none"),
-			CapDrop:     []string{"ALL"}, CapAdd: []string{"CHOWN", "FOWNER", "DAC_OVERRIDE"},
-			SecurityOpt: []string{"no-new-privileges:true"},
-			Mounts: []mount.Mount{
-				volume(seed.name+homeSuffix, "/src/home", true, seedLabels),
-				volume(seed.name+environmentSuffix, "/src/environment", true, seedLabels),
-				volume(group+homeSuffix, "/dst/home", false, childLabels),
-				volume(group+environmentSuffix, "/dst/environment", false, childLabels),
-			},
-		},
-	})
+	id, err := p.helperContainer(ctx, group+seederSuffix, labels, seederScript(),
+		helperMount(seed.name+homeSuffix, "/src/home", true, seedLabels),
+		helperMount(seed.name+environmentSuffix, "/src/environment", true, seedLabels),
+		helperMount(group+homeSuffix, "/dst/home", false, childLabels),
+		helperMount(group+environmentSuffix, "/dst/environment", false, childLabels))
 	if err != nil {
 		return createErr("create the seeder", err)
 	}
-	if err := p.runCopier(ctx, res.ID); err != nil {
+	if err := p.runCopier(ctx, id); err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
-	if _, err := p.cli.ContainerRemove(ctx, res.ID, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
+	if _, err := p.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && classify(err) != outcomeNotFound {
 		return fmt.Errorf("remove the seeder: %w", errdefs.ErrComputeUnconfirmed)
 	}
 	return nil
