@@ -60,11 +60,13 @@ func (p *Proxy) ExportSnapshot(ctx context.Context, owner sandbox.Reference, s s
 // ReasonNodeProtocolNoSeedTransfer.
 func (p *Proxy) ImportSnapshot(ctx context.Context, req sandbox.ImportRequest, r io.Reader) (sandbox.SnapshotIdentity, error) {
 	const op = sandbox.OpImportSnapshot
-	if err := req.Validate(); err != nil {
-		return sandbox.SnapshotIdentity{}, err
-	}
+	// The declaration decides first, as for every call (an unsupported
+	// operation is answered before its request is looked at).
 	sess, err := p.session(ctx, op)
 	if err != nil {
+		return sandbox.SnapshotIdentity{}, err
+	}
+	if err := req.Validate(); err != nil {
 		return sandbox.SnapshotIdentity{}, err
 	}
 	addr := req.Owner
