@@ -209,7 +209,8 @@ func (s *Owner) CreateFork(ctx context.Context, p ForkSessionParams) (ForkResult
 			return err
 		}
 		out = ForkResult{Fork: forkFromRow(row), Children: children, Created: true}
-		return notifyForkNodes(ctx, q, row.NodeID, children)
+		// Every child's node is the source's or owes a seed.
+		return notifySeedNodes(ctx, q, row)
 	})
 	if err != nil {
 		return ForkResult{}, wrap(op, err)
@@ -220,23 +221,6 @@ func (s *Owner) CreateFork(ctx context.Context, p ForkSessionParams) (ForkResult
 // seedOperation is the operation id of fork's seed on node: a name UUID,
 // so the fork's transaction derives it and a retry finds the same.
 func seedOperation(fork, node uuid.UUID) uuid.UUID { return uuid.NewSHA1(fork, node[:]) }
-
-// notifyForkNodes wakes the source's node and every child's.
-func notifyForkNodes(ctx context.Context, q *db.Queries, source uuid.UUID, children []SessionBundle) error {
-	seen := map[uuid.UUID]bool{source: true}
-	if err := notifyNodeWork(ctx, q, source); err != nil {
-		return err
-	}
-	for _, c := range children {
-		if n := c.Placement.NodeID; !seen[n] {
-			seen[n] = true
-			if err := notifyNodeWork(ctx, q, n); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // committedFork is a retried CreateFork's answer: the fork and its
 // children as the first call committed them.
@@ -485,7 +469,7 @@ func failFork(ctx context.Context, q *db.Queries, id uuid.UUID, code string) (Fo
 	if err != nil {
 		return Fork{}, nil, noRowFenced(err)
 	}
-	envs, err := q.ListForkChildrenUncreated(ctx, &id)
+	envs, err := q.ListForkChildrenUncreated(ctx, db.ListForkChildrenUncreatedParams{ForkID: &id})
 	if err != nil {
 		return Fork{}, nil, err
 	}

@@ -188,7 +188,7 @@ func failSeed(ctx context.Context, q *db.Queries, fork, node uuid.UUID) (ForkSee
 	if err != nil {
 		return ForkSeed{}, nil, noRowFenced(err)
 	}
-	envs, err := q.ListForkChildrenUncreatedOnNode(ctx, db.ListForkChildrenUncreatedOnNodeParams{ForkID: &fork, NodeID: &node})
+	envs, err := q.ListForkChildrenUncreated(ctx, db.ListForkChildrenUncreatedParams{ForkID: &fork, NodeID: &node})
 	if err != nil {
 		return ForkSeed{}, nil, err
 	}

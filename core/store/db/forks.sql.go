@@ -405,49 +405,21 @@ SELECT a.environment_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE a.fork_id = $1 AND a.state = 'allocated' AND e.terminal_cause IS NULL
+  AND ($2::uuid IS NULL OR a.node_id = $2::uuid)
 ORDER BY a.environment_id
 `
 
-// ListForkChildrenUncreated reads the Environments of fork @fork_id's
-// children whose Create was never sent (receipt fresh) and which have not
-// ended: a failed fork ends them.
-func (q *Queries) ListForkChildrenUncreated(ctx context.Context, forkID *uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, listForkChildrenUncreated, forkID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []uuid.UUID
-	for rows.Next() {
-		var environment_id uuid.UUID
-		if err := rows.Scan(&environment_id); err != nil {
-			return nil, err
-		}
-		items = append(items, environment_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const listForkChildrenUncreatedOnNode = `-- name: ListForkChildrenUncreatedOnNode :many
-SELECT a.environment_id
-FROM allocations a
-JOIN environments e ON e.id = a.environment_id
-WHERE a.fork_id = $1 AND a.node_id = $2 AND a.state = 'allocated' AND e.terminal_cause IS NULL
-ORDER BY a.environment_id
-`
-
-type ListForkChildrenUncreatedOnNodeParams struct {
+type ListForkChildrenUncreatedParams struct {
 	ForkID *uuid.UUID
 	NodeID *uuid.UUID
 }
 
-// ListForkChildrenUncreatedOnNode is ListForkChildrenUncreated for the
-// children on node @node_id: a failed seed ends them.
-func (q *Queries) ListForkChildrenUncreatedOnNode(ctx context.Context, arg ListForkChildrenUncreatedOnNodeParams) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, listForkChildrenUncreatedOnNode, arg.ForkID, arg.NodeID)
+// ListForkChildrenUncreated reads the Environments of fork @fork_id's
+// children whose Create was never sent (receipt fresh) and which have not
+// ended, only those on node @node_id when it is set: a failed fork ends
+// them all, a failed seed its node's.
+func (q *Queries) ListForkChildrenUncreated(ctx context.Context, arg ListForkChildrenUncreatedParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listForkChildrenUncreated, arg.ForkID, arg.NodeID)
 	if err != nil {
 		return nil, err
 	}

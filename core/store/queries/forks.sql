@@ -76,11 +76,13 @@ RETURNING *;
 -- name: ListForkChildrenUncreated :many
 -- ListForkChildrenUncreated reads the Environments of fork @fork_id's
 -- children whose Create was never sent (receipt fresh) and which have not
--- ended: a failed fork ends them.
+-- ended, only those on node @node_id when it is set: a failed fork ends
+-- them all, a failed seed its node's.
 SELECT a.environment_id
 FROM allocations a
 JOIN environments e ON e.id = a.environment_id
 WHERE a.fork_id = @fork_id AND a.state = 'allocated' AND e.terminal_cause IS NULL
+  AND (sqlc.narg('node_id')::uuid IS NULL OR a.node_id = sqlc.narg('node_id')::uuid)
 ORDER BY a.environment_id;
 
 -- name: UpdateForkPlaced :one
@@ -140,14 +142,6 @@ UPDATE fork_seeds SET state = 'discarded', ended_at = coalesce(ended_at, now())
 WHERE fork_id = @fork_id AND node_id = @node_id AND state <> 'discarded'
 RETURNING *;
 
--- name: ListForkChildrenUncreatedOnNode :many
--- ListForkChildrenUncreatedOnNode is ListForkChildrenUncreated for the
--- children on node @node_id: a failed seed ends them.
-SELECT a.environment_id
-FROM allocations a
-JOIN environments e ON e.id = a.environment_id
-WHERE a.fork_id = @fork_id AND a.node_id = @node_id AND a.state = 'allocated' AND e.terminal_cause IS NULL
-ORDER BY a.environment_id;
 
 -- name: ListForkSeedNodes :many
 -- ListForkSeedNodes reads the nodes fork @fork_id owes a seed.
